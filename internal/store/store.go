@@ -1,0 +1,74 @@
+// Package store defines cove's persistence contract. Implementations live in
+// sub-packages (sqlite/, later postgres/) and all pass storetest's suite.
+package store
+
+import (
+	"context"
+	"time"
+
+	"cove/api"
+)
+
+// Store is everything the control plane persists. Methods return *api.Error
+// with CodeNotFound for missing rows and CodeConflict for uniqueness
+// violations; anything else is internal.
+type Store interface {
+	// Teams and keys.
+	CreateTeam(ctx context.Context, t api.Team) error
+	GetTeam(ctx context.Context, id string) (api.Team, error)
+	GetTeamByName(ctx context.Context, name string) (api.Team, error)
+	ListTeams(ctx context.Context) ([]api.Team, error)
+	CreateKey(ctx context.Context, k Key) error
+	// KeyByHash returns the unrevoked key with that hash.
+	KeyByHash(ctx context.Context, hash string) (Key, error)
+	RevokeKey(ctx context.Context, id string) error
+
+	// Sandboxes. Names are unique per team among sandboxes whose state is
+	// not terminal (terminated, failed): CreateSandbox and a rename answer
+	// CodeConflict otherwise.
+	CreateSandbox(ctx context.Context, s api.Sandbox) error
+	GetSandbox(ctx context.Context, teamID, id string) (api.Sandbox, error)
+	// GetSandboxByName finds the newest non-terminal sandbox of that name, or
+	// else the newest terminal one.
+	GetSandboxByName(ctx context.Context, teamID, name string) (api.Sandbox, error)
+	UpdateSandbox(ctx context.Context, s api.Sandbox) error
+	ListSandboxes(ctx context.Context, f SandboxFilter) ([]api.Sandbox, error)
+
+	// Commands.
+	CreateCommand(ctx context.Context, c api.Command) error
+	GetCommand(ctx context.Context, sandboxID, id string) (api.Command, error)
+	UpdateCommand(ctx context.Context, c api.Command) error
+	ListCommands(ctx context.Context, f CommandFilter) ([]api.Command, error)
+
+	Close() error
+}
+
+// Key is a stored API key: only its hash is kept.
+type Key struct {
+	ID        string
+	TeamID    string
+	Hash      string
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+// SandboxFilter selects sandboxes. Empty fields match everything; TeamID ""
+// means every team (used by the server's reconciler only). Results are
+// ordered by creation, oldest first, and paged by ID: After is the last ID
+// already seen, Limit 0 means no limit.
+type SandboxFilter struct {
+	TeamID string
+	States []api.SandboxState
+	Labels map[string]string
+	After  string
+	Limit  int
+}
+
+// CommandFilter selects commands of one sandbox ("" for all sandboxes) in
+// creation order, paged like SandboxFilter.
+type CommandFilter struct {
+	SandboxID string
+	States    []api.CommandState
+	After     string
+	Limit     int
+}
