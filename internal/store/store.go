@@ -11,7 +11,10 @@ import (
 
 // Store is everything the control plane persists. Methods return *api.Error
 // with CodeNotFound for missing rows and CodeConflict for uniqueness
-// violations; anything else is internal.
+// violations; anything else is internal. Creating a row whose team or
+// sandbox does not exist answers CodeNotFound. Updates replace every field of
+// the row with the same ID and owner (team or sandbox). Times come back in UTC,
+// exact to the microsecond at least; maps and slices come back non-nil.
 type Store interface {
 	// Teams and keys.
 	CreateTeam(ctx context.Context, t api.Team) error
@@ -21,6 +24,8 @@ type Store interface {
 	CreateKey(ctx context.Context, k Key) error
 	// KeyByHash returns the unrevoked key with that hash.
 	KeyByHash(ctx context.Context, hash string) (Key, error)
+	// GetKey returns a key by ID, revoked or not.
+	GetKey(ctx context.Context, id string) (Key, error)
 	RevokeKey(ctx context.Context, id string) error
 
 	// Sandboxes. Names are unique per team among sandboxes whose state is
@@ -38,6 +43,8 @@ type Store interface {
 	CreateCommand(ctx context.Context, c api.Command) error
 	GetCommand(ctx context.Context, sandboxID, id string) (api.Command, error)
 	UpdateCommand(ctx context.Context, c api.Command) error
+	// DeleteCommand removes a command that never started.
+	DeleteCommand(ctx context.Context, sandboxID, id string) error
 	ListCommands(ctx context.Context, f CommandFilter) ([]api.Command, error)
 
 	Close() error

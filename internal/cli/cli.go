@@ -1,0 +1,162 @@
+// Package cli is the `cove` command line: thin commands over the Go SDK,
+// plus `cove serve`. Main returns the process exit code, so tests can run
+// the CLI whole, in-process.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"cove/api"
+	cove "cove/sdk/go"
+)
+
+// DefaultURL is where the CLI looks for a server when nothing says otherwise.
+const DefaultURL = "http://127.0.0.1:7070"
+
+// Env is what the CLI reads from its surroundings; only main fills it.
+type Env struct {
+	Args   []string
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+}
+
+// exitError carries an exit status without a message (a command's own
+// status, passed through).
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// Main runs the CLI and returns the exit code.
+func Main(ctx context.Context, env Env) int {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRoot(env)
+	root.SetArgs(env.Args)
+	root.SetIn(env.Stdin)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	fmt.Fprintln(env.Stderr, "cove: "+oneLine(err))
+	return 1
+}
+
+func oneLine(err error) string {
+	var ae *api.Error
+	msg := err.Error()
+	if errors.As(err, &ae) {
+		msg = ae.Message
+		if ae.Code == api.CodeUnauthenticated {
+			msg += " (set COVE_API_KEY or run `cove serve` once to write the CLI config)"
+		}
+	}
+	return strings.Join(strings.Fields(msg), " ")
+}
+
+// app holds what every subcommand shares.
+type app struct {
+	env  Env
+	json bool
+	url  string
+	key  string
+}
+
+func newRoot(env Env) *cobra.Command {
+	a := &app{env: env}
+	root := &cobra.Command{
+		Use:           "cove",
+		Short:         "cove gives AI agents remote sandboxes",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&a.url, "url", "", "server URL (default $COVE_URL, the config file, or "+DefaultURL+")")
+	root.AddCommand(
+		a.serveCmd(),
+		a.createCmd(), a.lsCmd(), a.getCmd(), a.rmCmd(),
+		a.execCmd(), a.logsCmd(),
+		a.teamsCmd(),
+	)
+	return root
+}
+
+// jsonFlag adds --json to a read command.
+func (a *app) jsonFlag(c *cobra.Command) {
+	c.Flags().BoolVar(&a.json, "json", false, "print JSON instead of a table")
+}
+
+// Config is the CLI's config file, ~/.config/cove/config.json.
+type Config struct {
+	URL    string `json:"url"`
+	APIKey string `json:"api_key"`
+}
+
+// ConfigPath is where the CLI config lives for a home directory.
+func ConfigPath(home string) string { return filepath.Join(home, ".config", "cove", "config.json") }
+
+// WriteConfig writes the CLI config of the user whose home is home.
+func WriteConfig(home string, c Config) error {
+	p := ConfigPath(home)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
+
+func (a *app) client() (*cove.Client, error) {
+	var cfg Config
+	if home := a.env.Getenv("HOME"); home != "" {
+		if b, err := os.ReadFile(ConfigPath(home)); err == nil {
+			if err := json.Unmarshal(b, &cfg); err != nil {
+				return nil, fmt.Errorf("read %s: %w", ConfigPath(home), err)
+			}
+		}
+	}
+	url := firstNonEmpty(a.url, a.env.Getenv("COVE_URL"), cfg.URL, DefaultURL)
+	key := firstNonEmpty(a.env.Getenv("COVE_API_KEY"), cfg.APIKey)
+	if key == "" {
+		return nil, errors.New("no API key: set COVE_API_KEY, or run `cove serve` once to write " + ConfigPath("~"))
+	}
+	return cove.New(url, key), nil
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.env.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,189 @@
+package httpapi
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"cove/api"
+	"cove/internal/node/output"
+	"cove/internal/server"
+	"cove/internal/store"
+)
+
+func (h *Handler) createCommand(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	var req api.CreateCommandRequest
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	wait, err := queryBool(r, "wait")
+	if err != nil {
+		return err
+	}
+	ref := r.PathValue("ref")
+	c, err := h.srv.Exec(r.Context(), p.Team.ID, ref, req)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/sandboxes/"+c.SandboxID+"/commands/"+c.ID)
+	if !wait {
+		return writeJSON(w, http.StatusCreated, c)
+	}
+	res, err := h.srv.WaitCommand(r.Context(), p.Team.ID, c.SandboxID, c.ID)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, res)
+}
+
+func (h *Handler) getCommand(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	c, err := h.srv.GetCommand(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, c)
+}
+
+func (h *Handler) listCommands(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	limit, cursor, err := paging(r)
+	if err != nil {
+		return err
+	}
+	f := store.CommandFilter{After: cursor, Limit: limit + 1}
+	for _, v := range r.URL.Query()["state"] {
+		for _, s := range strings.Split(v, ",") {
+			if s != "" {
+				f.States = append(f.States, api.CommandState(s))
+			}
+		}
+	}
+	items, err := h.srv.ListCommands(r.Context(), p.Team.ID, r.PathValue("ref"), f)
+	if err != nil {
+		return err
+	}
+	return list(w, items, limit, func(c api.Command) string { return c.ID })
+}
+
+// exitRecord is the last line of an output stream.
+type exitRecord struct {
+	Seq      int64  `json:"seq"`
+	Type     string `json:"type"`
+	ExitCode int    `json:"exit_code"`
+	Signal   string `json:"signal"`
+	TimedOut bool   `json:"timed_out"`
+}
+
+// commandOutput streams recorded output as NDJSON from after=SEQ; with
+// follow it goes on until the command ends.
+func (h *Handler) commandOutput(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	after, err := queryInt(r, "after", 0, 0, 1<<62)
+	if err != nil {
+		return err
+	}
+	follow, err := queryBool(r, "follow")
+	if err != nil {
+		return err
+	}
+	c, err := h.srv.GetCommand(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	l, err := h.srv.CommandLog(c)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	enc := json.NewEncoder(bw)
+	flush := func() error {
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	// Flush when the log has nothing more right now, so a follower sees
+	// output as it comes without a write per chunk under load.
+	lastSeq := after
+	exit, err := l.Read(r.Context(), after, follow, func(ch output.Chunk) error {
+		lastSeq = ch.Seq
+		rec := api.OutputRecord{Seq: ch.Seq, Stream: ch.Stream, Data: ch.Data}
+		if ch.Truncated {
+			rec = api.OutputRecord{Seq: ch.Seq, Type: "truncated"}
+		}
+		if err := enc.Encode(rec); err != nil {
+			return err
+		}
+		if l.LastSeq() == ch.Seq || bw.Buffered() > 48<<10 {
+			return flush()
+		}
+		return nil
+	})
+	if err != nil {
+		h.log.Debug("output stream ended", "command", c.ID, "err", err)
+		return nil // the status line is sent; the client sees the stream end
+	}
+	if exit != nil {
+		seq := l.LastSeq()
+		if seq <= lastSeq {
+			seq = lastSeq + 1
+		}
+		if seq > after {
+			enc.Encode(exitRecord{Seq: seq, Type: "exit", ExitCode: exit.ExitCode, Signal: exit.Signal, TimedOut: exit.TimedOut})
+		}
+	}
+	return flush()
+}
+
+// commandStream serves the recorded bytes of one stream, with Range.
+func (h *Handler) commandStream(name string) func(http.ResponseWriter, *http.Request, server.Principal) error {
+	return func(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+		c, err := h.srv.GetCommand(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"))
+		if err != nil {
+			return err
+		}
+		l, err := h.srv.CommandLog(c)
+		if err != nil {
+			return err
+		}
+		ra, size, err := l.Stream(name)
+		if err != nil {
+			return err
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		http.ServeContent(w, r, "", time.Time{}, io.NewSectionReader(ra, 0, size))
+		return nil
+	}
+}
+
+func (h *Handler) commandStdin(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	eof, err := queryBool(r, "eof")
+	if err != nil {
+		return err
+	}
+	if err := h.srv.Stdin(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"), r.Body, eof); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *Handler) commandSignal(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	var req struct {
+		Signal string `json:"signal"`
+	}
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	if err := h.srv.Signal(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"), req.Signal); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusAccepted)
+	return nil
+}

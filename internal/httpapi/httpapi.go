@@ -1,0 +1,226 @@
+// Package httpapi serves cove's public REST API (API.md) over the server:
+// routes, authentication into the request context, request decoding, and
+// the one table that maps error codes to HTTP statuses.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"cove/api"
+	"cove/internal/server"
+)
+
+// statusOf is the one place error codes become HTTP statuses.
+var statusOf = map[api.Code]int{
+	api.CodeInvalidArgument:    http.StatusBadRequest,
+	api.CodeUnauthenticated:    http.StatusUnauthorized,
+	api.CodePermissionDenied:   http.StatusForbidden,
+	api.CodeNotFound:           http.StatusNotFound,
+	api.CodeConflict:           http.StatusConflict,
+	api.CodePreconditionFailed: http.StatusPreconditionFailed,
+	api.CodePayloadTooLarge:    http.StatusRequestEntityTooLarge,
+	api.CodeUnprocessable:      http.StatusUnprocessableEntity,
+	api.CodeResourceExhausted:  http.StatusTooManyRequests,
+	api.CodeInternal:           http.StatusInternalServerError,
+	api.CodeUnavailable:        http.StatusServiceUnavailable,
+}
+
+// maxBody bounds JSON request bodies.
+const maxBody = 1 << 20
+
+// Handler serves the API.
+type Handler struct {
+	srv *server.Server
+	log *slog.Logger
+	mux *http.ServeMux
+}
+
+// New returns the API handler over srv.
+func New(srv *server.Server, log *slog.Logger) *Handler {
+	h := &Handler{srv: srv, log: log, mux: http.NewServeMux()}
+	h.routes()
+	return h
+}
+
+func (h *Handler) routes() {
+	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+	})
+	h.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(api.OpenAPI)
+	})
+	auth := func(pattern string, fn func(http.ResponseWriter, *http.Request, server.Principal) error) {
+		h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			p, err := h.authenticate(r)
+			if err == nil {
+				err = fn(w, r, p)
+			}
+			if err != nil {
+				h.writeError(w, r, err)
+			}
+		})
+	}
+	auth("POST /v1/sandboxes", h.createSandbox)
+	auth("GET /v1/sandboxes", h.listSandboxes)
+	auth("GET /v1/sandboxes/{ref}", h.getSandbox)
+	auth("DELETE /v1/sandboxes/{ref}", h.terminateSandbox)
+	auth("POST /v1/sandboxes/{ref}/commands", h.createCommand)
+	auth("GET /v1/sandboxes/{ref}/commands", h.listCommands)
+	auth("GET /v1/sandboxes/{ref}/commands/{id}", h.getCommand)
+	auth("GET /v1/sandboxes/{ref}/commands/{id}/output", h.commandOutput)
+	auth("GET /v1/sandboxes/{ref}/commands/{id}/stdout", h.commandStream("stdout"))
+	auth("GET /v1/sandboxes/{ref}/commands/{id}/stderr", h.commandStream("stderr"))
+	auth("POST /v1/sandboxes/{ref}/commands/{id}/stdin", h.commandStdin)
+	auth("POST /v1/sandboxes/{ref}/commands/{id}/signal", h.commandSignal)
+	auth("POST /v1/teams", h.createTeam)
+	auth("GET /v1/teams", h.listTeams)
+	auth("POST /v1/teams/{id}/keys", h.createKey)
+	auth("DELETE /v1/keys/{id}", h.revokeKey)
+	// Anything else under /v1 is a JSON 404, after authentication so that
+	// the API's shape is not probed without a key.
+	auth("/v1/", func(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
+		return api.Errorf(api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
+	})
+}
+
+// ServeHTTP serves the API.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mux.ServeHTTP(w, r)
+}
+
+func (h *Handler) authenticate(r *http.Request) (server.Principal, error) {
+	v := r.Header.Get("Authorization")
+	key, ok := strings.CutPrefix(v, "Bearer ")
+	if !ok || strings.TrimSpace(key) == "" {
+		return server.Principal{}, api.Errorf(api.CodeUnauthenticated, "missing API key; send 'Authorization: Bearer <key>'")
+	}
+	return h.srv.Authenticate(r.Context(), strings.TrimSpace(key))
+}
+
+// writeError answers with the API's error format. Errors without a code are
+// logged and shown as "internal error".
+func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var e *api.Error
+	if !errors.As(err, &e) {
+		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+			return // the client went away
+		}
+		h.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		e = &api.Error{Code: api.CodeInternal, Message: "internal error"}
+	}
+	status, ok := statusOf[e.Code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	writeJSON(w, status, api.ErrorResponse{Error: e})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// decode reads one JSON object into v, refusing unknown fields, trailing
+// data and bodies over maxBody. An empty body leaves v as it is when
+// emptyOK, else it is an error.
+func decode(r *http.Request, v any, emptyOK bool) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
+		return api.Errorf(api.CodeInvalidArgument, "Content-Type is %q; send application/json", ct)
+	}
+	body := http.MaxBytesReader(nil, r.Body, maxBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		var syntax *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case errors.Is(err, io.EOF):
+			if emptyOK {
+				return nil
+			}
+			return api.Errorf(api.CodeInvalidArgument, "request body is empty; send a JSON object")
+		case errors.As(err, &tooBig):
+			return api.Errorf(api.CodePayloadTooLarge, "request body is larger than %d bytes", maxBody)
+		case errors.As(err, &syntax):
+			return api.Errorf(api.CodeInvalidArgument, "request body is not valid JSON: %v (at byte %d)", err, syntax.Offset)
+		case errors.As(err, &typ):
+			return api.Errorf(api.CodeInvalidArgument, "field %q must be %s, not %s", typ.Field, typ.Type, typ.Value)
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			// encoding/json has no typed error for unknown fields.
+			field := strings.TrimPrefix(err.Error(), "json: unknown field ")
+			return api.Errorf(api.CodeInvalidArgument, "unknown field %s in request body", field)
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return api.Errorf(api.CodeInvalidArgument, "request body is not valid JSON: it ends too early")
+		}
+		return api.Errorf(api.CodeInvalidArgument, "request body is not valid JSON: %v", err)
+	}
+	if dec.More() {
+		return api.Errorf(api.CodeInvalidArgument, "request body has data after the JSON object")
+	}
+	return nil
+}
+
+// paging reads limit and cursor.
+func paging(r *http.Request) (limit int, cursor string, err error) {
+	limit = 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return 0, "", api.Errorf(api.CodeInvalidArgument, "limit must be a number from 1 to 1000")
+		}
+		limit = n
+	}
+	return limit, r.URL.Query().Get("cursor"), nil
+}
+
+// list answers a page; one more item than the limit was asked for, to know
+// whether there is a next page.
+func list[T any](w http.ResponseWriter, items []T, limit int, idOf func(T) string) error {
+	out := api.List[T]{Items: items}
+	if out.Items == nil {
+		out.Items = []T{}
+	}
+	if len(items) > limit {
+		out.Items = items[:limit]
+		out.NextCursor = idOf(items[limit-1])
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+func queryInt(r *http.Request, name string, def, lo, hi int64) (int64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < lo || n > hi {
+		return 0, api.Errorf(api.CodeInvalidArgument, "%s must be a whole number from %d to %d", name, lo, hi)
+	}
+	return n, nil
+}
+
+func queryBool(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, api.Errorf(api.CodeInvalidArgument, "%s must be true or false", name)
+	}
+	return b, nil
+}
+

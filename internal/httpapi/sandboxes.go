@@ -1,0 +1,136 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"cove/api"
+	"cove/internal/server"
+	"cove/internal/store"
+)
+
+func (h *Handler) createSandbox(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	var req api.CreateSandboxRequest
+	if err := decode(r, &req, true); err != nil {
+		return err
+	}
+	wait := r.URL.Query().Get("wait")
+	if wait != "" && wait != string(api.StateRunning) {
+		return api.Errorf(api.CodeInvalidArgument, "wait must be %q", api.StateRunning)
+	}
+	timeout, err := queryInt(r, "timeout_s", 0, 0, 3600)
+	if err != nil {
+		return err
+	}
+	sb, err := h.srv.CreateSandbox(r.Context(), p.Team.ID, req)
+	if err != nil {
+		return err
+	}
+	if wait != "" {
+		if sb, err = h.srv.WaitSandbox(r.Context(), p.Team.ID, sb.ID, api.StateRunning, time.Duration(timeout)*time.Second); err != nil {
+			return err
+		}
+	}
+	w.Header().Set("Location", "/v1/sandboxes/"+sb.ID)
+	return writeJSON(w, http.StatusCreated, sb)
+}
+
+func (h *Handler) getSandbox(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	ref := r.PathValue("ref")
+	if wait := r.URL.Query().Get("wait"); wait != "" {
+		state := api.SandboxState(wait)
+		if !state.Valid() {
+			return api.Errorf(api.CodeInvalidArgument, "wait is %q, which is not a sandbox state", wait)
+		}
+		timeout, err := queryInt(r, "timeout_s", 0, 0, 3600)
+		if err != nil {
+			return err
+		}
+		sb, err := h.srv.WaitSandbox(r.Context(), p.Team.ID, ref, state, time.Duration(timeout)*time.Second)
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, http.StatusOK, sb)
+	}
+	sb, err := h.srv.GetSandbox(r.Context(), p.Team.ID, ref)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, sb)
+}
+
+func (h *Handler) listSandboxes(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	limit, cursor, err := paging(r)
+	if err != nil {
+		return err
+	}
+	f := store.SandboxFilter{TeamID: p.Team.ID, After: cursor, Limit: limit + 1}
+	q := r.URL.Query()
+	for _, v := range q["state"] {
+		for _, s := range strings.Split(v, ",") {
+			if s != "" {
+				f.States = append(f.States, api.SandboxState(s))
+			}
+		}
+	}
+	for _, v := range q["label"] {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return api.Errorf(api.CodeInvalidArgument, "label filter %q must look like key=value", v)
+		}
+		if f.Labels == nil {
+			f.Labels = map[string]string{}
+		}
+		f.Labels[k] = val
+	}
+	items, err := h.srv.ListSandboxes(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	return list(w, items, limit, func(s api.Sandbox) string { return s.ID })
+}
+
+func (h *Handler) terminateSandbox(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	sb, err := h.srv.TerminateSandbox(r.Context(), p.Team.ID, r.PathValue("ref"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusAccepted, sb)
+}
+
+func (h *Handler) createTeam(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	var req api.CreateTeamRequest
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	resp, err := h.srv.CreateTeam(r.Context(), p, req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, resp)
+}
+
+func (h *Handler) listTeams(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	teams, err := h.srv.ListTeams(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, api.List[api.Team]{Items: teams})
+}
+
+func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	resp, err := h.srv.CreateKey(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, resp)
+}
+
+func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	if err := h.srv.RevokeKey(r.Context(), p, r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

@@ -1,0 +1,359 @@
+// Package node is the host side of sandboxes: it starts and destroys them
+// through the runtime, talks to each one's agent, and records every
+// command's output on the node so that it outlives clients, agents and
+// restarts of the server.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"cove/api"
+	"cove/internal/agent"
+	"cove/internal/node/output"
+	"cove/internal/node/runtime"
+)
+
+// Runtime starts, finds and removes sandbox containers.
+type Runtime interface {
+	Start(ctx context.Context, spec runtime.Spec) (*agent.Client, error)
+	Attach(ctx context.Context, id string) (*agent.Client, error)
+	Destroy(ctx context.Context, id string) error
+	List(ctx context.Context) ([]string, error)
+}
+
+// ExitFunc is told when a command ends: by its exit, or lost with its
+// sandbox. It is called from the node's own goroutines.
+type ExitFunc func(sandboxID, commandID string, exit output.Exit, lost bool)
+
+// Config is the node's configuration.
+type Config struct {
+	// OutputDir holds recorded output, one directory per sandbox.
+	OutputDir string
+	// OutputMaxBytes caps the recorded stdout plus stderr of one command.
+	OutputMaxBytes int64
+}
+
+// Node runs sandboxes on this host.
+type Node struct {
+	cfg    Config
+	rt     Runtime
+	log    *slog.Logger
+	onExit ExitFunc
+	// ctx is the node's lifecycle: output recorders run until Close cancels
+	// it, independent of any request that started a command.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	sandboxes map[string]*sandbox
+	logs      map[string]*output.Log // by command ID, opened on demand
+}
+
+type sandbox struct {
+	id     string
+	client *agent.Client
+	// recorders cancels the sandbox's recorders when it is destroyed.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// New returns a node; it starts nothing until sandboxes are started.
+func New(cfg Config, rt Runtime, log *slog.Logger, onExit ExitFunc) *Node {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Node{
+		cfg: cfg, rt: rt, log: log, onExit: onExit,
+		ctx: ctx, cancel: cancel,
+		sandboxes: map[string]*sandbox{},
+		logs:      map[string]*output.Log{},
+	}
+}
+
+// Close stops recording (commands keep running in their sandboxes) and
+// waits for the node's goroutines.
+func (n *Node) Close() error {
+	n.cancel()
+	n.wg.Wait()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var errs []error
+	for id, l := range n.logs {
+		errs = append(errs, l.Close())
+		delete(n.logs, id)
+	}
+	for _, s := range n.sandboxes {
+		s.client.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// Start starts a sandbox and waits until its agent answers.
+func (n *Node) Start(ctx context.Context, spec runtime.Spec) error {
+	c, err := n.rt.Start(ctx, spec)
+	if err != nil {
+		return err
+	}
+	n.add(spec.ID, c)
+	return nil
+}
+
+func (n *Node) add(id string, c *agent.Client) *sandbox {
+	ctx, cancel := context.WithCancel(n.ctx)
+	s := &sandbox{id: id, client: c, ctx: ctx, cancel: cancel}
+	n.mu.Lock()
+	n.sandboxes[id] = s
+	n.mu.Unlock()
+	return s
+}
+
+// Attach finds a sandbox that was running before the server restarted and
+// resumes recording the given commands. Commands whose exit was recorded or
+// that the agent no longer knows are reported to the ExitFunc.
+func (n *Node) Attach(ctx context.Context, id string, running []string) error {
+	c, err := n.rt.Attach(ctx, id)
+	if err != nil {
+		return err
+	}
+	known, err := c.Commands(ctx)
+	if err != nil {
+		c.Close()
+		return fmt.Errorf("list commands of %s: %w", id, err)
+	}
+	s := n.add(id, c)
+	alive := map[string]bool{}
+	for _, st := range known {
+		alive[st.ID] = true
+	}
+	for _, cmd := range running {
+		l, err := n.Log(id, cmd)
+		if err != nil {
+			return err
+		}
+		switch {
+		case l.Exit() != nil:
+			n.onExit(id, cmd, *l.Exit(), false)
+		case alive[cmd]:
+			n.record(s, cmd, l)
+		default:
+			n.lose(id, cmd, l)
+		}
+	}
+	return nil
+}
+
+// Lose records every given command of a sandbox as lost (its sandbox is
+// gone) and reports each to the ExitFunc.
+func (n *Node) Lose(id string, commands []string) {
+	for _, cmd := range commands {
+		l, err := n.Log(id, cmd)
+		if err != nil {
+			n.log.Warn("open output to mark command lost", "sandbox", id, "command", cmd, "err", err)
+			n.onExit(id, cmd, output.Exit{ExitCode: -1}, true)
+			continue
+		}
+		n.lose(id, cmd, l)
+	}
+}
+
+func (n *Node) lose(id, cmd string, l *output.Log) {
+	if e := l.Exit(); e != nil {
+		n.onExit(id, cmd, *e, false)
+		return
+	}
+	if err := l.End(output.Exit{ExitCode: -1}); err != nil {
+		n.log.Warn("record lost command", "sandbox", id, "command", cmd, "err", err)
+	}
+	n.onExit(id, cmd, output.Exit{ExitCode: -1}, true)
+}
+
+// Destroy stops everything of a sandbox and deletes its files and recorded
+// output. It is idempotent.
+func (n *Node) Destroy(ctx context.Context, id string) error {
+	n.mu.Lock()
+	s := n.sandboxes[id]
+	delete(n.sandboxes, id)
+	n.mu.Unlock()
+	if s != nil {
+		s.cancel()
+		s.client.Close()
+	}
+	err := n.rt.Destroy(ctx, id)
+	n.closeLogs(id)
+	if rmErr := os.RemoveAll(n.outputDir(id)); rmErr != nil {
+		err = errors.Join(err, fmt.Errorf("remove output of %s: %w", id, rmErr))
+	}
+	return err
+}
+
+// Known lists the sandboxes the runtime has state for, running or not.
+func (n *Node) Known(ctx context.Context) ([]string, error) { return n.rt.List(ctx) }
+
+func (n *Node) closeLogs(sandboxID string) {
+	prefix := sandboxID + "/"
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for key, l := range n.logs {
+		if len(key) > len(prefix) && key[:len(prefix)] == prefix {
+			l.Close()
+			delete(n.logs, key)
+		}
+	}
+}
+
+func (n *Node) outputDir(sandboxID string) string {
+	return filepath.Join(n.cfg.OutputDir, sandboxID)
+}
+
+// Log returns the recorded output of a command, opening it if needed.
+func (n *Node) Log(sandboxID, commandID string) (*output.Log, error) {
+	key := sandboxID + "/" + commandID
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if l, ok := n.logs[key]; ok {
+		return l, nil
+	}
+	l, err := output.Open(filepath.Join(n.outputDir(sandboxID), commandID), n.cfg.OutputMaxBytes)
+	if err != nil {
+		return nil, err
+	}
+	n.logs[key] = l
+	return l, nil
+}
+
+func (n *Node) get(id string) (*sandbox, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s, ok := n.sandboxes[id]
+	if !ok {
+		return nil, api.Errorf(api.CodeConflict, "sandbox %s is not running", id)
+	}
+	return s, nil
+}
+
+// Exec starts a command and records its output until it ends.
+func (n *Node) Exec(ctx context.Context, sandboxID string, req agent.ExecRequest) error {
+	s, err := n.get(sandboxID)
+	if err != nil {
+		return err
+	}
+	l, err := n.Log(sandboxID, req.ID)
+	if err != nil {
+		return err
+	}
+	if _, err := s.client.Exec(ctx, req); err != nil {
+		return agentError(err)
+	}
+	n.record(s, req.ID, l)
+	return nil
+}
+
+// record copies the command's output from the agent into its log until the
+// exit frame, resuming after the last recorded frame whenever the stream
+// breaks. It runs until the command ends or the sandbox or node goes away.
+func (n *Node) record(s *sandbox, cmd string, l *output.Log) {
+	n.wg.Go(func() {
+		log := n.log.With("sandbox", s.id, "command", cmd)
+		backoff := 10 * time.Millisecond
+		for {
+			done, err := n.copyOutput(s, cmd, l)
+			if done {
+				return
+			}
+			if s.ctx.Err() != nil {
+				return
+			}
+			log.Debug("output stream broke; resuming", "err", err)
+			select {
+			case <-time.After(backoff):
+			case <-s.ctx.Done():
+				return
+			}
+			backoff = min(2*backoff, time.Second)
+		}
+	})
+}
+
+// copyOutput reads one stream of frames into l. It reports done once the
+// exit is recorded and reported.
+func (n *Node) copyOutput(s *sandbox, cmd string, l *output.Log) (bool, error) {
+	stream, err := s.client.Output(s.ctx, cmd, l.LastSeq())
+	if err != nil {
+		var ae *agent.Error
+		if errors.As(err, &ae) && ae.Code == string(api.CodeNotFound) {
+			n.lose(s.id, cmd, l)
+			return true, nil
+		}
+		return false, err
+	}
+	defer stream.Close()
+	for {
+		f, err := stream.Next()
+		if err != nil {
+			return false, err
+		}
+		if err := l.Append(f); err != nil {
+			return false, err
+		}
+		if f.Kind == agent.FrameExit {
+			if e := l.Exit(); e != nil {
+				n.onExit(s.id, cmd, *e, false)
+			}
+			forgetCtx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+			if err := s.client.Forget(forgetCtx, cmd); err != nil {
+				n.log.Debug("forget ended command", "sandbox", s.id, "command", cmd, "err", err)
+			}
+			cancel()
+			return true, nil
+		}
+	}
+}
+
+// Stdin appends r to a command's stdin, closing it after when eof is set.
+func (n *Node) Stdin(ctx context.Context, sandboxID, commandID string, r io.Reader, eof bool) error {
+	s, err := n.get(sandboxID)
+	if err != nil {
+		return err
+	}
+	return agentError(s.client.Stdin(ctx, commandID, r, eof))
+}
+
+// Signal sends a signal to a command's process group.
+func (n *Node) Signal(ctx context.Context, sandboxID, commandID, sig string) error {
+	s, err := n.get(sandboxID)
+	if err != nil {
+		return err
+	}
+	return agentError(s.client.Signal(ctx, commandID, sig))
+}
+
+// Resize changes a PTY command's terminal size.
+func (n *Node) Resize(ctx context.Context, sandboxID, commandID string, size agent.Size) error {
+	s, err := n.get(sandboxID)
+	if err != nil {
+		return err
+	}
+	return agentError(s.client.Resize(ctx, commandID, size))
+}
+
+// agentError turns what the agent answered into an api error where the
+// agent named a code the user should see; anything else stays internal.
+func agentError(err error) error {
+	var ae *agent.Error
+	if !errors.As(err, &ae) {
+		return err
+	}
+	switch c := api.Code(ae.Code); c {
+	case api.CodeInvalidArgument, api.CodeNotFound, api.CodeConflict, api.CodePreconditionFailed,
+		api.CodePermissionDenied, api.CodeUnprocessable, api.CodePayloadTooLarge:
+		return &api.Error{Code: c, Message: ae.Message}
+	}
+	return err
+}

@@ -1,0 +1,427 @@
+// Package output records a command's output on the node: append-only, with
+// one sequence over both streams, bounded in size, and readable from any
+// point while it grows.
+//
+// A log is a directory of four files: "stdout" and "stderr" hold the raw
+// bytes of each stream; "index" holds one fixed-size record per chunk (seq,
+// kind, offset in its stream file, length); "exit.json" appears when the
+// command ends. Data is written before its index record, so a crash leaves at
+// worst bytes that no record names; Open cuts them off.
+package output
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"cove/internal/agent"
+)
+
+// Record kinds in the index.
+const (
+	kindStdout    byte = 1
+	kindStderr    byte = 2
+	kindTruncated byte = 3 // recording stopped at the cap; the command ran on
+)
+
+const recordSize = 24 // seq 8, kind 1, pad 3, offset 8, length 4
+
+// Exit is how a command ended, as recorded.
+type Exit = agent.ExitData
+
+// Chunk is one recorded record as read back.
+type Chunk struct {
+	Seq    int64
+	Stream string // "stdout", "stderr", or "" for the truncation marker
+	Data   []byte
+	// Truncated marks the one record saying recording stopped at the cap.
+	Truncated bool
+}
+
+// Log is one command's recorded output. Its methods are safe for concurrent
+// use: one writer appends while any number of readers follow.
+type Log struct {
+	dir      string
+	maxBytes int64
+
+	mu      sync.Mutex
+	stdout  *os.File
+	stderr  *os.File
+	index   *os.File
+	lastSeq int64
+	records int64
+	sizes   [2]int64 // bytes in stdout, stderr
+	capped  bool
+	exit    *Exit
+	changed chan struct{} // closed and replaced on every change
+	closed  bool
+}
+
+// Open opens the log in dir, creating it if needed, and repairs what a crash
+// may have left half-written. maxBytes caps stdout plus stderr.
+func Open(dir string, maxBytes int64) (*Log, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create output dir: %w", err)
+	}
+	l := &Log{dir: dir, maxBytes: maxBytes, changed: make(chan struct{})}
+	var err error
+	open := func(name string) *os.File {
+		if err != nil {
+			return nil
+		}
+		var f *os.File
+		f, err = os.OpenFile(filepath.Join(dir, name), os.O_RDWR|os.O_CREATE, 0o600)
+		return f
+	}
+	l.stdout, l.stderr, l.index = open("stdout"), open("stderr"), open("index")
+	if err == nil {
+		err = l.recover()
+	}
+	if err != nil {
+		l.closeFiles()
+		return nil, fmt.Errorf("open output log %s: %w", dir, err)
+	}
+	return l, nil
+}
+
+// recover reads the index, drops a torn last record and cuts stream files
+// back to what the index names.
+func (l *Log) recover() error {
+	st, err := l.index.Stat()
+	if err != nil {
+		return err
+	}
+	n := st.Size() / recordSize
+	if err := l.index.Truncate(n * recordSize); err != nil {
+		return err
+	}
+	l.records = n
+	if n > 0 {
+		// Sizes come from the last record of each stream.
+		var rec [recordSize]byte
+		found := [2]bool{}
+		for i := n - 1; i >= 0 && !(found[0] && found[1]); i-- {
+			if _, err := l.index.ReadAt(rec[:], i*recordSize); err != nil {
+				return err
+			}
+			seq, kind, off, ln := decodeRecord(rec[:])
+			if i == n-1 {
+				l.lastSeq = seq
+			}
+			switch kind {
+			case kindStdout, kindStderr:
+				if !found[kind-1] {
+					found[kind-1] = true
+					l.sizes[kind-1] = off + int64(ln)
+				}
+			case kindTruncated:
+				l.capped = true
+			}
+		}
+	}
+	for i, f := range []*os.File{l.stdout, l.stderr} {
+		if err := f.Truncate(l.sizes[i]); err != nil {
+			return err
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(l.dir, "exit.json")); err == nil {
+		var e exitFile
+		if err := json.Unmarshal(b, &e); err != nil {
+			return fmt.Errorf("read exit.json: %w", err)
+		}
+		l.exit = &e.ExitData
+		l.lastSeq = max(l.lastSeq, e.Seq)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func decodeRecord(b []byte) (seq int64, kind byte, off int64, n uint32) {
+	return int64(binary.BigEndian.Uint64(b[0:8])), b[8],
+		int64(binary.BigEndian.Uint64(b[12:20])), binary.BigEndian.Uint32(b[20:24])
+}
+
+func encodeRecord(b []byte, seq int64, kind byte, off int64, n uint32) {
+	binary.BigEndian.PutUint64(b[0:8], uint64(seq))
+	b[8] = kind
+	b[9], b[10], b[11] = 0, 0, 0
+	binary.BigEndian.PutUint64(b[12:20], uint64(off))
+	binary.BigEndian.PutUint32(b[20:24], n)
+}
+
+// LastSeq is the sequence number of the last frame taken in; the recorder
+// resumes the agent's stream after it.
+func (l *Log) LastSeq() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastSeq
+}
+
+// Sizes returns the recorded bytes of stdout and stderr.
+func (l *Log) Sizes() (stdout, stderr int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sizes[0], l.sizes[1]
+}
+
+// Exit returns how the command ended, or nil while it runs.
+func (l *Log) Exit() *Exit {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.exit
+}
+
+// Append takes in one frame from the agent. Frames at or below LastSeq were
+// recorded already and are ignored, so a resumed stream never duplicates.
+func (l *Log) Append(f agent.Frame) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return errors.New("output log closed")
+	}
+	if f.Seq <= l.lastSeq || l.exit != nil {
+		return nil
+	}
+	switch f.Kind {
+	case agent.FrameStdout, agent.FrameStderr:
+		if err := l.appendData(f); err != nil {
+			return err
+		}
+	case agent.FrameExit:
+		var e Exit
+		if err := json.Unmarshal(f.Data, &e); err != nil {
+			return fmt.Errorf("%w: exit data: %v", agent.ErrBadFrame, err)
+		}
+		if err := l.writeExit(e, f.Seq); err != nil {
+			return err
+		}
+	case agent.FrameDropped:
+		if err := l.appendMarker(f.Seq); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("%w: kind %d", agent.ErrBadFrame, f.Kind)
+	}
+	l.lastSeq = f.Seq
+	l.notify()
+	return nil
+}
+
+func (l *Log) appendData(f agent.Frame) error {
+	if len(f.Data) == 0 {
+		return nil
+	}
+	if l.capped {
+		return nil
+	}
+	if l.sizes[0]+l.sizes[1]+int64(len(f.Data)) > l.maxBytes {
+		return l.appendMarker(f.Seq)
+	}
+	i := f.Kind - 1
+	file := l.stdout
+	if f.Kind == agent.FrameStderr {
+		file = l.stderr
+	}
+	off := l.sizes[i]
+	if _, err := file.WriteAt(f.Data, off); err != nil {
+		return fmt.Errorf("record output: %w", err)
+	}
+	if err := l.writeRecord(f.Seq, f.Kind, off, uint32(len(f.Data))); err != nil {
+		return err
+	}
+	l.sizes[i] += int64(len(f.Data))
+	return nil
+}
+
+func (l *Log) appendMarker(seq int64) error {
+	if l.capped {
+		return nil
+	}
+	if err := l.writeRecord(seq, kindTruncated, 0, 0); err != nil {
+		return err
+	}
+	l.capped = true
+	return nil
+}
+
+func (l *Log) writeRecord(seq int64, kind byte, off int64, n uint32) error {
+	var rec [recordSize]byte
+	encodeRecord(rec[:], seq, kind, off, n)
+	if _, err := l.index.WriteAt(rec[:], l.records*recordSize); err != nil {
+		return fmt.Errorf("record output index: %w", err)
+	}
+	l.records++
+	return nil
+}
+
+// exitFile is exit.json: the exit and the sequence number it took.
+type exitFile struct {
+	agent.ExitData
+	Seq int64 `json:"seq"`
+}
+
+func (l *Log) writeExit(e Exit, seq int64) error {
+	b, err := json.Marshal(exitFile{ExitData: e, Seq: seq})
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(l.dir, "exit.json.tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("record exit: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(l.dir, "exit.json")); err != nil {
+		return fmt.Errorf("record exit: %w", err)
+	}
+	l.exit = &e
+	return nil
+}
+
+// End records an exit that did not come from the agent (the command was
+// lost with its sandbox). It does nothing if an exit is already recorded.
+func (l *Log) End(e Exit) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.exit != nil || l.closed {
+		return nil
+	}
+	if err := l.writeExit(e, l.lastSeq+1); err != nil {
+		return err
+	}
+	l.lastSeq++ // the exit takes the next sequence number
+	l.notify()
+	return nil
+}
+
+func (l *Log) notify() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// Read calls fn for every chunk with Seq > after, in order. With follow it
+// then waits for more until the command has ended (or ctx is done); without
+// it, it stops at what is recorded now. It returns the exit when the command
+// has ended and everything before it was delivered, else nil.
+func (l *Log) Read(ctx context.Context, after int64, follow bool, fn func(Chunk) error) (*Exit, error) {
+	pos, err := l.search(after)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, agent.MaxFrameData)
+	var rec [recordSize]byte
+	for {
+		l.mu.Lock()
+		records, exit, changed, closed := l.records, l.exit, l.changed, l.closed
+		l.mu.Unlock()
+		if closed {
+			return nil, errors.New("output log closed")
+		}
+		for ; pos < records; pos++ {
+			if _, err := l.index.ReadAt(rec[:], pos*recordSize); err != nil {
+				return nil, fmt.Errorf("read output index: %w", err)
+			}
+			seq, kind, off, n := decodeRecord(rec[:])
+			c := Chunk{Seq: seq}
+			switch kind {
+			case kindStdout, kindStderr:
+				file, name := l.stdout, "stdout"
+				if kind == kindStderr {
+					file, name = l.stderr, "stderr"
+				}
+				if n > uint32(len(buf)) {
+					return nil, fmt.Errorf("output record of %d bytes is corrupt", n)
+				}
+				if _, err := file.ReadAt(buf[:n], off); err != nil {
+					return nil, fmt.Errorf("read %s: %w", name, err)
+				}
+				c.Stream, c.Data = name, buf[:n]
+			case kindTruncated:
+				c.Truncated = true
+			}
+			if err := fn(c); err != nil {
+				return nil, err
+			}
+		}
+		if exit != nil {
+			return exit, nil
+		}
+		if !follow {
+			return nil, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// search returns the index position of the first record with Seq > after.
+func (l *Log) search(after int64) (int64, error) {
+	l.mu.Lock()
+	n := l.records
+	l.mu.Unlock()
+	lo, hi := int64(0), n
+	var rec [recordSize]byte
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if _, err := l.index.ReadAt(rec[:], mid*recordSize); err != nil {
+			return 0, fmt.Errorf("read output index: %w", err)
+		}
+		if seq, _, _, _ := decodeRecord(rec[:]); seq <= after {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
+}
+
+// Stream returns a reader of one stream's recorded bytes ("stdout" or
+// "stderr") as they are now, and its size.
+func (l *Log) Stream(name string) (io.ReaderAt, int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch name {
+	case "stdout":
+		return l.stdout, l.sizes[0], nil
+	case "stderr":
+		return l.stderr, l.sizes[1], nil
+	}
+	return nil, 0, fmt.Errorf("unknown stream %q", name)
+}
+
+// Changed returns a channel closed at the next change to the log.
+func (l *Log) Changed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changed
+}
+
+// Close releases the log's files and wakes its readers.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	l.notify()
+	return l.closeFiles()
+}
+
+func (l *Log) closeFiles() error {
+	var errs []error
+	for _, f := range []*os.File{l.stdout, l.stderr, l.index} {
+		if f != nil {
+			errs = append(errs, f.Close())
+		}
+	}
+	return errors.Join(errs...)
+}

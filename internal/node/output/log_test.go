@@ -1,0 +1,179 @@
+package output
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"cove/internal/agent"
+)
+
+func frame(kind byte, seq int64, data string) agent.Frame {
+	return agent.Frame{Kind: kind, Seq: seq, Data: []byte(data)}
+}
+
+func exitFrame(t *testing.T, seq int64, code int) agent.Frame {
+	t.Helper()
+	b, err := json.Marshal(Exit{ExitCode: code})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return agent.Frame{Kind: agent.FrameExit, Seq: seq, Data: b}
+}
+
+func collect(t *testing.T, l *Log, after int64) (string, *Exit) {
+	t.Helper()
+	var b bytes.Buffer
+	exit, err := l.Read(t.Context(), after, false, func(c Chunk) error {
+		if c.Truncated {
+			b.WriteString("[truncated]")
+			return nil
+		}
+		b.WriteString(c.Stream[:3] + ":" + string(c.Data) + ";")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String(), exit
+}
+
+func TestAppendRead(t *testing.T) {
+	l, err := Open(t.TempDir(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, f := range []agent.Frame{
+		frame(agent.FrameStdout, 1, "a"),
+		frame(agent.FrameStderr, 2, "b"),
+		frame(agent.FrameStdout, 3, "c"),
+		frame(agent.FrameStdout, 2, "duplicate"), // resumed stream: ignored
+		exitFrame(t, 4, 3),
+	} {
+		if err := l.Append(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		after int64
+		want  string
+	}{
+		{0, "std:a;std:b;std:c;"},
+		{1, "std:b;std:c;"},
+		{3, ""},
+		{99, ""},
+	}
+	for _, tt := range tests {
+		got, exit := collect(t, l, tt.after)
+		if got != tt.want {
+			t.Errorf("after %d: got %q, want %q", tt.after, got, tt.want)
+		}
+		if exit == nil || exit.ExitCode != 3 {
+			t.Errorf("after %d: exit = %+v, want code 3", tt.after, exit)
+		}
+	}
+	if out, errb := l.Sizes(); out != 2 || errb != 1 {
+		t.Errorf("sizes = %d, %d; want 2, 1", out, errb)
+	}
+}
+
+func TestCapStopsRecording(t *testing.T) {
+	l, err := Open(t.TempDir(), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i, d := range []string{"abc", "de", "f"} {
+		if err := l.Append(frame(agent.FrameStdout, int64(i+1), d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := collect(t, l, 0)
+	if want := "std:abc;[truncated]"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if l.LastSeq() != 3 {
+		t.Errorf("LastSeq = %d, want 3 (frames past the cap are still acknowledged)", l.LastSeq())
+	}
+}
+
+func TestReopenRepairsTornWrites(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Append(frame(agent.FrameStdout, 1, "hello "))
+	l.Append(frame(agent.FrameStdout, 2, "world"))
+	l.Close()
+	// A crash after data was written but before its index record was whole.
+	appendBytes(t, filepath.Join(dir, "stdout"), "junk")
+	appendBytes(t, filepath.Join(dir, "index"), "0123456789")
+
+	l, err = Open(dir, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.LastSeq() != 2 {
+		t.Fatalf("LastSeq = %d, want 2", l.LastSeq())
+	}
+	if err := l.Append(frame(agent.FrameStdout, 3, "!")); err != nil {
+		t.Fatal(err)
+	}
+	got, exit := collect(t, l, 0)
+	if want := "std:hello ;std:world;std:!;"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if exit != nil {
+		t.Errorf("exit = %+v, want none yet", exit)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "stdout"))
+	if string(b) != "hello world!" {
+		t.Errorf("stdout file = %q", b)
+	}
+}
+
+func appendBytes(t *testing.T, path, s string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFollowWaitsForMore(t *testing.T) {
+	l, err := Open(t.TempDir(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	done := make(chan string)
+	go func() {
+		var b bytes.Buffer
+		_, err := l.Read(ctx, 0, true, func(c Chunk) error { b.Write(c.Data); return nil })
+		if err != nil {
+			b.WriteString("error: " + err.Error())
+		}
+		done <- b.String()
+	}()
+	for i := int64(1); i <= 3; i++ {
+		time.Sleep(10 * time.Millisecond)
+		l.Append(frame(agent.FrameStdout, i, "x"))
+	}
+	l.Append(exitFrame(t, 4, 0))
+	if got := <-done; got != "xxx" {
+		t.Errorf("followed %q, want xxx", got)
+	}
+}

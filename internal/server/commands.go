@@ -1,0 +1,334 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"cove/api"
+	"cove/internal/agent"
+	"cove/internal/id"
+	"cove/internal/node/output"
+	"cove/internal/store"
+)
+
+// Users commands may run as, with their uid and gid inside the sandbox.
+var users = map[string]struct {
+	uid, gid int
+	home     string
+}{
+	"user": {1000, 1000, "/home/user"},
+	"root": {0, 0, "/root"},
+}
+
+const maxTimeoutS = 7 * 24 * 3600
+
+// Exec starts a command in a running sandbox. It returns once the command
+// runs; its output is recorded on the node whether or not anyone reads it.
+func (s *Server) Exec(ctx context.Context, teamID, ref string, req api.CreateCommandRequest) (api.Command, error) {
+	sb, err := s.GetSandbox(ctx, teamID, ref)
+	if err != nil {
+		return api.Command{}, err
+	}
+	if sb.State != api.StateRunning {
+		return api.Command{}, api.Errorf(api.CodeConflict, "sandbox %s is %s; commands run only in a running sandbox", sb.ID, sb.State)
+	}
+	cmd, areq, err := s.newCommand(sb, req)
+	if err != nil {
+		return api.Command{}, err
+	}
+	if err := s.store.CreateCommand(ctx, cmd); err != nil {
+		return api.Command{}, err
+	}
+	if err := s.node.Exec(ctx, sb.ID, areq); err != nil {
+		// Nothing ran: the command must not linger as running.
+		if derr := s.store.DeleteCommand(context.WithoutCancel(ctx), sb.ID, cmd.ID); derr != nil {
+			s.log.Error("remove command that did not start", "command", cmd.ID, "err", derr)
+		}
+		return api.Command{}, err
+	}
+	s.log.Info("command started", "sandbox", sb.ID, "command", cmd.ID)
+	return cmd, nil
+}
+
+func (s *Server) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.Command, agent.ExecRequest, error) {
+	fail := func(err error) (api.Command, agent.ExecRequest, error) { return api.Command{}, agent.ExecRequest{}, err }
+	var argv []string
+	switch {
+	case req.Command != "" && len(req.Argv) > 0:
+		return fail(invalid("give either command or argv, not both"))
+	case req.Command != "":
+		if len(req.Command) > maxCommandSize || strings.ContainsRune(req.Command, 0) {
+			return fail(invalid("command must be at most %d bytes without NUL", maxCommandSize))
+		}
+		shell := s.cfg.Templates[sb.Template].Shell
+		argv = append(append([]string{}, shell...), req.Command)
+	case len(req.Argv) > 0:
+		if len(req.Argv) > maxArgv {
+			return fail(invalid("argv has %d items; at most %d are allowed", len(req.Argv), maxArgv))
+		}
+		total := 0
+		for _, a := range req.Argv {
+			if strings.ContainsRune(a, 0) {
+				return fail(invalid("argv contains a NUL byte"))
+			}
+			total += len(a)
+		}
+		if total > maxCommandSize {
+			return fail(invalid("argv is longer than %d bytes", maxCommandSize))
+		}
+		if req.Argv[0] == "" {
+			return fail(invalid("argv[0] is empty; name the program to run"))
+		}
+		argv = req.Argv
+	default:
+		return fail(invalid("give command (a shell string) or argv (a list)"))
+	}
+	cwd := sb.Workdir
+	if req.Cwd != "" {
+		var err error
+		if cwd, err = validatePath("cwd", req.Cwd); err != nil {
+			return fail(err)
+		}
+	}
+	if err := validateEnv("env", req.Env); err != nil {
+		return fail(err)
+	}
+	if len(req.Secrets) > 0 {
+		return fail(api.Errorf(api.CodeUnprocessable, "secrets are not supported by this server yet; pass values in env"))
+	}
+	user := req.User
+	if user == "" {
+		user = "user"
+	}
+	u, ok := users[user]
+	if !ok {
+		return fail(invalid("user %q is unknown; use user or root", user))
+	}
+	var timeout int64
+	if req.TimeoutS != nil {
+		timeout = *req.TimeoutS
+		if timeout < 0 || timeout > maxTimeoutS {
+			return fail(rangeError("timeout_s", fmt.Sprint(timeout), "0", fmt.Sprint(maxTimeoutS)))
+		}
+	}
+	var noOutput int64
+	if req.NoOutputAlertS != nil {
+		if noOutput = *req.NoOutputAlertS; noOutput < 0 {
+			return fail(invalid("no_output_alert_s is negative"))
+		}
+	}
+	var size *agent.Size
+	if req.PTY != nil {
+		if req.PTY.Cols <= 0 || req.PTY.Rows <= 0 || req.PTY.Cols > 1000 || req.PTY.Rows > 1000 {
+			return fail(invalid("pty cols and rows must be between 1 and 1000"))
+		}
+		size = &agent.Size{Cols: req.PTY.Cols, Rows: req.PTY.Rows}
+	}
+
+	env := map[string]string{
+		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME": u.home, "USER": user, "LOGNAME": user, "LANG": "C.UTF-8",
+		"COVE_SANDBOX_ID": sb.ID,
+	}
+	if size != nil {
+		env["TERM"] = "xterm-256color"
+	}
+	for k, v := range sb.Env {
+		env[k] = v
+	}
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	envList := make([]string, 0, len(env))
+	for k, v := range env {
+		envList = append(envList, k+"="+v)
+	}
+
+	cmd := api.Command{
+		ID: id.New("cmd"), SandboxID: sb.ID, Command: req.Command, Argv: req.Argv,
+		Cwd: cwd, Env: req.Env, User: user, TimeoutS: timeout, Stdin: req.Stdin,
+		PTY: req.PTY, NoOutputAlertS: noOutput, State: api.CommandRunning, StartedAt: s.now(),
+	}
+	areq := agent.ExecRequest{
+		ID: cmd.ID, Argv: argv, Cwd: cwd, Env: envList, UID: u.uid, GID: u.gid,
+		Stdin: req.Stdin, TimeoutMS: timeout * 1000, PTY: size,
+	}
+	return cmd, areq, nil
+}
+
+// OnExit records how a command ended. The node calls it.
+func (s *Server) OnExit(sandboxID, commandID string, e output.Exit, lost bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)
+	defer cancel()
+	c, err := s.store.GetCommand(ctx, sandboxID, commandID)
+	if err != nil {
+		s.log.Error("command exit for unknown command", "sandbox", sandboxID, "command", commandID, "err", err)
+		return
+	}
+	if c.State.Done() {
+		return
+	}
+	s.applyExit(&c, e, lost)
+	if l, err := s.node.Log(sandboxID, commandID); err == nil {
+		c.StdoutBytes, c.StderrBytes = l.Sizes()
+	}
+	if err := s.store.UpdateCommand(ctx, c); err != nil {
+		s.log.Error("persist command exit", "command", commandID, "err", err)
+		return
+	}
+	s.log.Info("command ended", "sandbox", sandboxID, "command", commandID, "state", c.State, "exit_code", e.ExitCode)
+}
+
+func (s *Server) applyExit(c *api.Command, e output.Exit, lost bool) {
+	t := s.now()
+	c.EndedAt = &t
+	c.Signal, c.TimedOut = e.Signal, e.TimedOut
+	switch {
+	case lost:
+		c.State = api.CommandLost
+	case e.TimedOut:
+		c.State = api.CommandTimedOut
+	case e.Signal != "":
+		c.State = api.CommandKilled
+	default:
+		c.State = api.CommandExited
+	}
+	if !lost && e.Signal == "" {
+		code := e.ExitCode
+		c.ExitCode = &code
+	}
+}
+
+// GetCommand returns a command of a sandbox of the team.
+func (s *Server) GetCommand(ctx context.Context, teamID, ref, commandID string) (api.Command, error) {
+	sb, err := s.GetSandbox(ctx, teamID, ref)
+	if err != nil {
+		return api.Command{}, err
+	}
+	if !id.HasPrefix(commandID, "cmd") {
+		return api.Command{}, api.Errorf(api.CodeNotFound, "command %q not found", commandID)
+	}
+	c, err := s.store.GetCommand(ctx, sb.ID, commandID)
+	if err != nil {
+		return c, err
+	}
+	if c.State == api.CommandRunning {
+		// Sizes grow while it runs; the log knows them now.
+		if l, err := s.node.Log(sb.ID, c.ID); err == nil {
+			c.StdoutBytes, c.StderrBytes = l.Sizes()
+		}
+	}
+	return c, nil
+}
+
+// ListCommands lists a sandbox's commands.
+func (s *Server) ListCommands(ctx context.Context, teamID, ref string, f store.CommandFilter) ([]api.Command, error) {
+	sb, err := s.GetSandbox(ctx, teamID, ref)
+	if err != nil {
+		return nil, err
+	}
+	f.SandboxID = sb.ID
+	return s.store.ListCommands(ctx, f)
+}
+
+// WaitCommand waits for a command to end and returns it with its output,
+// each stream cut at the configured maximum.
+func (s *Server) WaitCommand(ctx context.Context, teamID, ref, commandID string) (api.CommandResult, error) {
+	c, err := s.GetCommand(ctx, teamID, ref, commandID)
+	if err != nil {
+		return api.CommandResult{}, err
+	}
+	l, err := s.node.Log(c.SandboxID, c.ID)
+	if err != nil {
+		return api.CommandResult{}, err
+	}
+	var out, errb bytes.Buffer
+	truncated := false
+	limit := s.cfg.WaitOutputMax
+	exit, err := l.Read(ctx, 0, true, func(ch output.Chunk) error {
+		b := &out
+		if ch.Stream == "stderr" {
+			b = &errb
+		}
+		if ch.Truncated {
+			truncated = true
+			return nil
+		}
+		room := limit - int64(b.Len())
+		if int64(len(ch.Data)) > room {
+			truncated = true
+			b.Write(ch.Data[:max(room, 0)])
+			return nil
+		}
+		b.Write(ch.Data)
+		return nil
+	})
+	if err != nil {
+		return api.CommandResult{}, err
+	}
+	// The recorder reports the exit to the store right after the log has it;
+	// answer from the log so the caller never sees "running" here.
+	if c, err = s.store.GetCommand(ctx, c.SandboxID, c.ID); err != nil {
+		return api.CommandResult{}, err
+	}
+	if !c.State.Done() && exit != nil {
+		s.applyExit(&c, *exit, false)
+	}
+	c.StdoutBytes, c.StderrBytes = l.Sizes()
+	return api.CommandResult{
+		Command: c, Stdout: validUTF8(out.Bytes()), Stderr: validUTF8(errb.Bytes()), Truncated: truncated,
+	}, nil
+}
+
+func validUTF8(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// CommandLog returns the recorded output of a command got from GetCommand.
+func (s *Server) CommandLog(c api.Command) (*output.Log, error) {
+	return s.node.Log(c.SandboxID, c.ID)
+}
+
+// runningCommand returns a command that still runs, or a conflict.
+func (s *Server) runningCommand(ctx context.Context, teamID, ref, commandID string) (api.Command, error) {
+	c, err := s.GetCommand(ctx, teamID, ref, commandID)
+	if err != nil {
+		return c, err
+	}
+	if c.State.Done() {
+		return c, api.Errorf(api.CodeConflict, "command %s has ended (%s)", c.ID, c.State)
+	}
+	return c, nil
+}
+
+// Stdin appends r to a running command's stdin; eof closes it after.
+func (s *Server) Stdin(ctx context.Context, teamID, ref, commandID string, r io.Reader, eof bool) error {
+	c, err := s.runningCommand(ctx, teamID, ref, commandID)
+	if err != nil {
+		return err
+	}
+	if !c.Stdin {
+		return api.Errorf(api.CodeConflict, "command %s was started without stdin; start it with \"stdin\": true", c.ID)
+	}
+	return s.node.Stdin(ctx, c.SandboxID, c.ID, r, eof)
+}
+
+// Signal sends a signal to a running command's process group.
+func (s *Server) Signal(ctx context.Context, teamID, ref, commandID, sig string) error {
+	if sig == "" {
+		return invalid("signal is empty; name one such as TERM, KILL or INT")
+	}
+	c, err := s.runningCommand(ctx, teamID, ref, commandID)
+	if err != nil {
+		return err
+	}
+	return s.node.Signal(ctx, c.SandboxID, c.ID, sig)
+}

@@ -1,0 +1,84 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"cove/api"
+	"cove/internal/store"
+)
+
+// Recover makes the store and the node agree after a start: sandboxes that
+// were running are reattached or failed and cleaned up; starts and
+// terminations cut short by a crash are finished; containers and state the
+// store does not know as live are removed. Nothing is left orphaned or
+// silently forgotten.
+func (s *Server) Recover(ctx context.Context) error {
+	live, err := s.store.ListSandboxes(ctx, store.SandboxFilter{States: []api.SandboxState{
+		api.StateCreating, api.StateSettingUp, api.StateRunning, api.StateSleeping,
+		api.StateWaking, api.StateTerminating,
+	}})
+	if err != nil {
+		return fmt.Errorf("list live sandboxes: %w", err)
+	}
+	keep := map[string]bool{}
+	for _, sb := range live {
+		switch sb.State {
+		case api.StateRunning:
+			running, err := s.runningCommands(ctx, sb.ID)
+			if err != nil {
+				return err
+			}
+			if err := s.node.Attach(ctx, sb.ID, running); err != nil {
+				s.log.Warn("sandbox lost on restart", "sandbox", sb.ID, "err", err)
+				s.fail(ctx, sb, "the server restarted and could not reattach: "+err.Error())
+				continue
+			}
+			s.log.Info("sandbox reattached", "sandbox", sb.ID, "commands", len(running))
+			keep[sb.ID] = true
+		case api.StateTerminating:
+			s.finishTerminate(ctx, sb, sb.StateReason)
+		default:
+			s.fail(ctx, sb, fmt.Sprintf("the server restarted while the sandbox was %s", sb.State))
+		}
+	}
+	known, err := s.node.Known(ctx)
+	if err != nil {
+		return fmt.Errorf("list node sandboxes: %w", err)
+	}
+	for _, id := range known {
+		if keep[id] {
+			continue
+		}
+		s.log.Warn("removing orphaned sandbox state", "sandbox", id)
+		if err := s.node.Destroy(ctx, id); err != nil {
+			s.log.Error("remove orphaned sandbox", "sandbox", id, "err", err)
+		}
+	}
+	return nil
+}
+
+func (s *Server) runningCommands(ctx context.Context, sandboxID string) ([]string, error) {
+	cmds, err := s.store.ListCommands(ctx, store.CommandFilter{SandboxID: sandboxID, States: []api.CommandState{api.CommandRunning}})
+	if err != nil {
+		return nil, fmt.Errorf("list running commands of %s: %w", sandboxID, err)
+	}
+	ids := make([]string, len(cmds))
+	for i, c := range cmds {
+		ids[i] = c.ID
+	}
+	return ids, nil
+}
+
+// fail marks a sandbox failed with a reason after removing what is left of
+// it; its running commands become lost.
+func (s *Server) fail(ctx context.Context, sb api.Sandbox, reason string) {
+	s.loseCommands(ctx, sb.ID)
+	if err := s.node.Destroy(ctx, sb.ID); err != nil {
+		s.log.Error("clean up failed sandbox", "sandbox", sb.ID, "err", err)
+		reason += "; cleanup incomplete: " + err.Error()
+	}
+	if err := s.setState(ctx, &sb, api.StateFailed, reason); err != nil {
+		s.log.Error("persist failed", "sandbox", sb.ID, "err", err)
+	}
+}

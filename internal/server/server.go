@@ -1,0 +1,401 @@
+// Package server is cove's control plane: the sandbox and command life
+// cycles persisted in the store before their side effects, the reconciler
+// that makes the store and the node agree after a restart, teams and keys.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"cove/api"
+	"cove/internal/id"
+	"cove/internal/node"
+	"cove/internal/node/runtime"
+	"cove/internal/store"
+)
+
+// Server runs the control plane.
+type Server struct {
+	cfg   Config
+	store store.Store
+	node  *node.Node
+	log   *slog.Logger
+	now   func() time.Time
+	// ctx is the server's lifecycle: sandbox starts and terminations run on
+	// it, never on a request's context, and Close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	ops     map[string]*sandboxOps // per sandbox; removed when terminal
+	changed chan struct{}          // closed and replaced on every state change
+}
+
+// sandboxOps serializes the life-cycle steps of one sandbox.
+type sandboxOps struct {
+	mu sync.Mutex
+	// starting is closed when an in-flight start ends; nil when none runs.
+	starting    chan struct{}
+	cancelStart context.CancelFunc
+}
+
+// New returns a server over st. Use NewNode's result as nd; the server
+// receives command exits through OnExit, which NewNode must be given.
+func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("server config: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		cfg: cfg, store: st, log: log, now: func() time.Time { return time.Now().UTC() },
+		ctx: ctx, cancel: cancel,
+		ops:     map[string]*sandboxOps{},
+		changed: make(chan struct{}),
+	}, nil
+}
+
+// SetNode connects the node; call it before Recover. It is separate from New
+// because the node reports exits back to the server (OnExit).
+func (s *Server) SetNode(n *node.Node) { s.node = n }
+
+// Close stops the server's background work. Sandboxes keep running; a new
+// server reattaches to them.
+func (s *Server) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+func (s *Server) opsFor(id string) *sandboxOps {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.ops[id]
+	if !ok {
+		o = &sandboxOps{}
+		s.ops[id] = o
+	}
+	return o
+}
+
+func (s *Server) notify() {
+	s.mu.Lock()
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *Server) changes() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// setState persists a transition and wakes waiters.
+func (s *Server) setState(ctx context.Context, sb *api.Sandbox, state api.SandboxState, reason string) error {
+	sb.State = state
+	sb.StateReason = reason
+	if state == api.StateRunning && sb.StartedAt == nil {
+		t := s.now()
+		sb.StartedAt = &t
+		sb.LastActiveAt = &t
+	}
+	if err := s.store.UpdateSandbox(ctx, *sb); err != nil {
+		return fmt.Errorf("persist %s %s: %w", sb.ID, state, err)
+	}
+	s.log.Info("sandbox state", "sandbox", sb.ID, "state", state, "reason", reason)
+	s.notify()
+	return nil
+}
+
+// CreateSandbox validates and persists a new sandbox, then starts it in the
+// background. The returned sandbox is in state creating.
+func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.CreateSandboxRequest) (api.Sandbox, error) {
+	sb, err := s.newSandbox(teamID, req)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	if err := s.store.CreateSandbox(ctx, sb); err != nil {
+		return api.Sandbox{}, err
+	}
+	s.log.Info("sandbox created", "sandbox", sb.ID, "team", teamID, "name", sb.Name)
+	s.notify()
+
+	o := s.opsFor(sb.ID)
+	startCtx, cancel := context.WithCancel(s.ctx)
+	o.mu.Lock()
+	o.starting, o.cancelStart = make(chan struct{}), cancel
+	done := o.starting
+	o.mu.Unlock()
+	s.wg.Go(func() {
+		defer close(done)
+		defer cancel()
+		s.start(startCtx, sb)
+	})
+	return sb, nil
+}
+
+func (s *Server) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sandbox, error) {
+	if err := validateName(req.Name); err != nil {
+		return api.Sandbox{}, err
+	}
+	tmpl := req.Template
+	if tmpl == "" {
+		tmpl = s.cfg.DefaultTemplate
+	}
+	if _, ok := s.cfg.Templates[tmpl]; !ok {
+		return api.Sandbox{}, invalid("template %q does not exist; use %q", tmpl, s.cfg.DefaultTemplate)
+	}
+	res, err := s.cfg.resolveResources(req.Resources)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	if err := validateEnv("env", req.Env); err != nil {
+		return api.Sandbox{}, err
+	}
+	if err := validateLabels(req.Labels); err != nil {
+		return api.Sandbox{}, err
+	}
+	workdir := s.cfg.DefaultWorkdir
+	if req.Workdir != "" {
+		if workdir, err = validatePath("workdir", req.Workdir); err != nil {
+			return api.Sandbox{}, err
+		}
+		if workdir == "/" {
+			return api.Sandbox{}, invalid("workdir cannot be /")
+		}
+	}
+	if err := unsupported(req); err != nil {
+		return api.Sandbox{}, err
+	}
+	onIdle := req.OnIdle
+	switch onIdle {
+	case "":
+		onIdle = "sleep"
+	case "sleep", "terminate":
+	default:
+		return api.Sandbox{}, invalid("on_idle is %q; use sleep or terminate", onIdle)
+	}
+	var idle, lifetime int64
+	if req.IdleTimeoutS != nil {
+		if idle = *req.IdleTimeoutS; idle < 0 {
+			return api.Sandbox{}, invalid("idle_timeout_s is negative")
+		}
+	}
+	if req.MaxLifetimeS != nil {
+		if lifetime = *req.MaxLifetimeS; lifetime < 0 {
+			return api.Sandbox{}, invalid("max_lifetime_s is negative")
+		}
+	}
+	if req.SpendLimitUSD != nil && *req.SpendLimitUSD < 0 {
+		return api.Sandbox{}, invalid("spend_limit_usd is negative")
+	}
+	now := s.now()
+	sb := api.Sandbox{
+		ID: id.New("sbx"), Name: req.Name, TeamID: teamID, Template: tmpl,
+		State: api.StateCreating, Resources: res, Env: req.Env, Workdir: workdir,
+		Network: api.NetworkPolicy{Allow: []string{}}, Labels: req.Labels,
+		IdleTimeoutS: idle, OnIdle: onIdle, MaxLifetimeS: lifetime,
+		SpendLimitUSD: req.SpendLimitUSD, CreatedAt: now,
+	}
+	if sb.Labels == nil {
+		sb.Labels = map[string]string{}
+	}
+	if lifetime > 0 {
+		t := now.Add(time.Duration(lifetime) * time.Second)
+		sb.ExpiresAt = &t
+	}
+	return sb, nil
+}
+
+// unsupported refuses fields whose features this server does not offer yet,
+// rather than accepting them and silently not honouring them.
+func unsupported(req api.CreateSandboxRequest) error {
+	switch {
+	case len(req.Secrets) > 0:
+		return api.Errorf(api.CodeUnprocessable, "secrets are not supported by this server yet; pass values in env")
+	case req.Network != nil && len(req.Network.Allow) > 0:
+		return api.Errorf(api.CodeUnprocessable, "network grants are not supported by this server yet; sandboxes have no network access")
+	case req.Source != nil && req.Source.Type != "" && req.Source.Type != "empty":
+		return api.Errorf(api.CodeUnprocessable, "source type %q is not supported by this server yet; only empty", req.Source.Type)
+	case req.Setup != nil && req.Setup.Command != "":
+		return api.Errorf(api.CodeUnprocessable, "setup commands are not supported by this server yet; run the command after creation")
+	}
+	return nil
+}
+
+// start brings a created sandbox to running, or to failed with a reason.
+func (s *Server) start(ctx context.Context, sb api.Sandbox) {
+	spec := runtime.Spec{
+		ID: sb.ID, Hostname: hostname(sb), Image: s.cfg.Templates[sb.Template],
+		CPUs: sb.Resources.CPUs, MemoryMiB: sb.Resources.MemoryMiB, DiskMiB: sb.Resources.DiskMiB,
+		Pids: s.cfg.PidsLimit, Workdir: sb.Workdir,
+	}
+	err := s.node.Start(ctx, spec)
+	// Persisting the outcome must not depend on ctx: a terminate may have
+	// cancelled the start, and the store must still learn what happened.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	o := s.opsFor(sb.ID)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	cur, gerr := s.store.GetSandbox(pctx, sb.TeamID, sb.ID)
+	if gerr != nil {
+		s.log.Error("read sandbox after start", "sandbox", sb.ID, "err", gerr)
+		return
+	}
+	if cur.State != api.StateCreating {
+		// Terminated while starting: the terminator destroys what started.
+		return
+	}
+	if err != nil {
+		s.log.Warn("sandbox start failed", "sandbox", sb.ID, "err", err)
+		if derr := s.node.Destroy(pctx, sb.ID); derr != nil {
+			s.log.Error("clean up failed start", "sandbox", sb.ID, "err", derr)
+		}
+		_ = s.setState(pctx, &cur, api.StateFailed, "start failed: "+api.ErrorMessage(asUserError(err)))
+		return
+	}
+	if err := s.setState(pctx, &cur, api.StateRunning, ""); err != nil {
+		s.log.Error("persist running", "sandbox", sb.ID, "err", err)
+	}
+}
+
+// asUserError keeps coded errors and gives others a message a user can read
+// without leaking host details: the start error names what failed.
+func asUserError(err error) error {
+	var e *api.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &api.Error{Code: api.CodeInternal, Message: err.Error()}
+}
+
+func hostname(sb api.Sandbox) string {
+	if sb.Name != "" {
+		return sb.Name
+	}
+	return sb.ID
+}
+
+// GetSandbox finds a sandbox of the team by ID or name.
+func (s *Server) GetSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
+	if id.HasPrefix(ref, "sbx") {
+		return s.store.GetSandbox(ctx, teamID, ref)
+	}
+	if err := validateName(ref); err != nil || ref == "" {
+		return api.Sandbox{}, api.Errorf(api.CodeNotFound, "sandbox %q not found", ref)
+	}
+	return s.store.GetSandboxByName(ctx, teamID, ref)
+}
+
+// WaitSandbox returns the sandbox once it is in state want or a terminal
+// state, or as it is when timeout passes.
+func (s *Server) WaitSandbox(ctx context.Context, teamID, ref string, want api.SandboxState, timeout time.Duration) (api.Sandbox, error) {
+	if timeout <= 0 || timeout > s.cfg.MaxWait {
+		timeout = s.cfg.MaxWait
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		ch := s.changes()
+		sb, err := s.GetSandbox(ctx, teamID, ref)
+		if err != nil {
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				return sb, nil
+			}
+			return sb, err
+		}
+		if sb.State == want || sb.State.Terminal() {
+			return sb, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			// The wait ran out: answer with the state now, on a fresh context.
+			return s.GetSandbox(context.WithoutCancel(ctx), teamID, ref)
+		}
+	}
+}
+
+// ListSandboxes lists the team's sandboxes.
+func (s *Server) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]api.Sandbox, error) {
+	for _, st := range f.States {
+		if !st.Valid() {
+			return nil, invalid("state %q is unknown", st)
+		}
+	}
+	return s.store.ListSandboxes(ctx, f)
+}
+
+// TerminateSandbox marks a sandbox terminating and removes it in the
+// background. Terminating a terminated sandbox is a no-op.
+func (s *Server) TerminateSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
+	sb, err := s.GetSandbox(ctx, teamID, ref)
+	if err != nil {
+		return sb, err
+	}
+	o := s.opsFor(sb.ID)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if sb, err = s.store.GetSandbox(ctx, teamID, sb.ID); err != nil {
+		return sb, err
+	}
+	if sb.State == api.StateTerminated || sb.State == api.StateTerminating {
+		return sb, nil
+	}
+	if err := s.setState(ctx, &sb, api.StateTerminating, "terminated by request"); err != nil {
+		return sb, err
+	}
+	starting := o.starting
+	if o.cancelStart != nil {
+		o.cancelStart()
+	}
+	s.wg.Go(func() {
+		if starting != nil {
+			<-starting
+		}
+		s.finishTerminate(s.ctx, sb, "terminated by request")
+	})
+	return sb, nil
+}
+
+// finishTerminate removes everything of a sandbox and records it terminated.
+func (s *Server) finishTerminate(ctx context.Context, sb api.Sandbox, reason string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	o := s.opsFor(sb.ID)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s.loseCommands(ctx, sb.ID)
+	if err := s.node.Destroy(ctx, sb.ID); err != nil {
+		s.log.Error("destroy sandbox", "sandbox", sb.ID, "err", err)
+		_ = s.setState(ctx, &sb, api.StateFailed, "terminate could not remove everything: "+err.Error())
+		return
+	}
+	if err := s.setState(ctx, &sb, api.StateTerminated, reason); err != nil {
+		s.log.Error("persist terminated", "sandbox", sb.ID, "err", err)
+	}
+	s.mu.Lock()
+	delete(s.ops, sb.ID)
+	s.mu.Unlock()
+}
+
+// loseCommands marks the sandbox's running commands lost.
+func (s *Server) loseCommands(ctx context.Context, sandboxID string) {
+	cmds, err := s.store.ListCommands(ctx, store.CommandFilter{SandboxID: sandboxID, States: []api.CommandState{api.CommandRunning}})
+	if err != nil {
+		s.log.Error("list running commands", "sandbox", sandboxID, "err", err)
+		return
+	}
+	t := s.now()
+	for _, c := range cmds {
+		c.State, c.EndedAt = api.CommandLost, &t
+		if err := s.store.UpdateCommand(ctx, c); err != nil {
+			s.log.Error("mark command lost", "command", c.ID, "err", err)
+		}
+	}
+}

@@ -1,0 +1,199 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"cove/api"
+	"cove/internal/store"
+)
+
+const sandboxColumns = `id, team_id, name, template, state, resources, env, workdir, network, labels,
+	idle_timeout_s, on_idle, max_lifetime_s, spend_limit_usd, cost_usd,
+	created_at, started_at, last_active_at, expires_at, state_reason`
+
+const insertSandbox = `INSERT INTO sandboxes (` + sandboxColumns + `) VALUES (
+	:id, :team_id, :name, :template, :state, :resources, :env, :workdir, :network, :labels,
+	:idle_timeout_s, :on_idle, :max_lifetime_s, :spend_limit_usd, :cost_usd,
+	:created_at, :started_at, :last_active_at, :expires_at, :state_reason)`
+
+const updateSandbox = `UPDATE sandboxes SET
+	name = :name, template = :template, state = :state, resources = :resources, env = :env,
+	workdir = :workdir, network = :network, labels = :labels,
+	idle_timeout_s = :idle_timeout_s, on_idle = :on_idle, max_lifetime_s = :max_lifetime_s,
+	spend_limit_usd = :spend_limit_usd, cost_usd = :cost_usd,
+	created_at = :created_at, started_at = :started_at, last_active_at = :last_active_at,
+	expires_at = :expires_at, state_reason = :state_reason
+	WHERE id = :id AND team_id = :team_id`
+
+// sandboxArgs are the named column values of s.
+func sandboxArgs(s api.Sandbox) ([]any, error) {
+	var jsons [4]string
+	for i, v := range []any{s.Resources, emptyIfNil(s.Env), s.Network, emptyIfNil(s.Labels)} {
+		var err error
+		if jsons[i], err = encodeJSON(v); err != nil {
+			return nil, fmt.Errorf("sandbox %s: %w", s.ID, err)
+		}
+	}
+	var spend sql.NullFloat64
+	if s.SpendLimitUSD != nil {
+		spend = sql.NullFloat64{Float64: *s.SpendLimitUSD, Valid: true}
+	}
+	return []any{
+		sql.Named("id", s.ID),
+		sql.Named("team_id", s.TeamID),
+		sql.Named("name", s.Name),
+		sql.Named("template", s.Template),
+		sql.Named("state", string(s.State)),
+		sql.Named("resources", jsons[0]),
+		sql.Named("env", jsons[1]),
+		sql.Named("workdir", s.Workdir),
+		sql.Named("network", jsons[2]),
+		sql.Named("labels", jsons[3]),
+		sql.Named("idle_timeout_s", s.IdleTimeoutS),
+		sql.Named("on_idle", s.OnIdle),
+		sql.Named("max_lifetime_s", s.MaxLifetimeS),
+		sql.Named("spend_limit_usd", spend),
+		sql.Named("cost_usd", s.CostUSD),
+		sql.Named("created_at", formatTime(s.CreatedAt)),
+		sql.Named("started_at", nullTime(s.StartedAt)),
+		sql.Named("last_active_at", nullTime(s.LastActiveAt)),
+		sql.Named("expires_at", nullTime(s.ExpiresAt)),
+		sql.Named("state_reason", s.StateReason),
+	}, nil
+}
+
+func scanSandbox(r scanner) (api.Sandbox, error) {
+	var (
+		s                               api.Sandbox
+		resources, env, network, labels string
+		created                         string
+		started, lastActive, expires    sql.NullString
+		spend                           sql.NullFloat64
+	)
+	err := r.Scan(&s.ID, &s.TeamID, &s.Name, &s.Template, &s.State, &resources, &env, &s.Workdir, &network, &labels,
+		&s.IdleTimeoutS, &s.OnIdle, &s.MaxLifetimeS, &spend, &s.CostUSD,
+		&created, &started, &lastActive, &expires, &s.StateReason)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	var d decoder
+	d.json(resources, &s.Resources)
+	d.json(env, &s.Env)
+	d.json(network, &s.Network)
+	d.json(labels, &s.Labels)
+	s.CreatedAt = d.time(created)
+	s.StartedAt = d.timePtr(started)
+	s.LastActiveAt = d.timePtr(lastActive)
+	s.ExpiresAt = d.timePtr(expires)
+	if d.err != nil {
+		return api.Sandbox{}, fmt.Errorf("sandbox %s: %w", s.ID, d.err)
+	}
+	if spend.Valid {
+		s.SpendLimitUSD = &spend.Float64
+	}
+	s.Env = emptyIfNil(s.Env)
+	s.Labels = emptyIfNil(s.Labels)
+	if s.Network.Allow == nil {
+		s.Network.Allow = []string{}
+	}
+	return s, nil
+}
+
+// sandboxConflict maps a failed write of s to a coded error, or returns nil.
+func sandboxConflict(err error, s api.Sandbox) error {
+	switch sqliteCode(err) {
+	case uniqueViolation: // the only unique index besides the key: live names
+		return api.Errorf(api.CodeConflict, "a sandbox named %s already exists", s.Name)
+	case primaryKeyViolation:
+		return api.Errorf(api.CodeConflict, "sandbox %s already exists", s.ID)
+	case foreignKeyViolation:
+		return api.Errorf(api.CodeNotFound, "team %s not found", s.TeamID)
+	}
+	return nil
+}
+
+// CreateSandbox stores a new sandbox of an existing team.
+func (db *DB) CreateSandbox(ctx context.Context, s api.Sandbox) error {
+	args, err := sandboxArgs(s)
+	if err != nil {
+		return err
+	}
+	_, err = db.write.ExecContext(ctx, insertSandbox, args...)
+	if cerr := sandboxConflict(err, s); cerr != nil {
+		return cerr
+	}
+	if err != nil {
+		return fmt.Errorf("insert sandbox %s: %w", s.ID, err)
+	}
+	return nil
+}
+
+// UpdateSandbox replaces every field of the sandbox with s's ID and team.
+func (db *DB) UpdateSandbox(ctx context.Context, s api.Sandbox) error {
+	args, err := sandboxArgs(s)
+	if err != nil {
+		return err
+	}
+	res, err := db.write.ExecContext(ctx, updateSandbox, args...)
+	if cerr := sandboxConflict(err, s); cerr != nil {
+		return cerr
+	}
+	if err != nil {
+		return fmt.Errorf("update sandbox %s: %w", s.ID, err)
+	}
+	return mustAffect(res, api.Errorf(api.CodeNotFound, "sandbox %s not found", s.ID))
+}
+
+// GetSandbox returns the sandbox of that team with that ID.
+func (db *DB) GetSandbox(ctx context.Context, teamID, id string) (api.Sandbox, error) {
+	row := db.read.QueryRowContext(ctx,
+		"SELECT "+sandboxColumns+" FROM sandboxes WHERE id = ? AND team_id = ?", id, teamID)
+	return getSandbox(row, id)
+}
+
+// GetSandboxByName returns the newest live sandbox of that name, or else the
+// newest terminal one.
+func (db *DB) GetSandboxByName(ctx context.Context, teamID, name string) (api.Sandbox, error) {
+	if name == "" {
+		return api.Sandbox{}, api.Errorf(api.CodeNotFound, "sandbox with an empty name not found")
+	}
+	row := db.read.QueryRowContext(ctx, "SELECT "+sandboxColumns+` FROM sandboxes
+		WHERE team_id = ? AND name = ?
+		ORDER BY state IN ('terminated', 'failed'), created_at DESC, id DESC
+		LIMIT 1`, teamID, name)
+	return getSandbox(row, name)
+}
+
+func getSandbox(row *sql.Row, ref string) (api.Sandbox, error) {
+	s, err := scanSandbox(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return api.Sandbox{}, api.Errorf(api.CodeNotFound, "sandbox %s not found", ref)
+	}
+	if err != nil {
+		return api.Sandbox{}, fmt.Errorf("get sandbox %s: %w", ref, err)
+	}
+	return s, nil
+}
+
+// ListSandboxes returns the sandboxes f selects, by ID.
+func (db *DB) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]api.Sandbox, error) {
+	var w where
+	if f.TeamID != "" {
+		w.add("team_id = ?", f.TeamID)
+	}
+	in(&w, "state", f.States)
+	for _, k := range slices.Sorted(maps.Keys(f.Labels)) {
+		w.add("EXISTS (SELECT 1 FROM json_each(sandboxes.labels) AS l WHERE l.key = ? AND l.value = ?)", k, f.Labels[k])
+	}
+	q, args := w.query("SELECT "+sandboxColumns+" FROM sandboxes", f.After, f.Limit)
+	ss, err := queryAll(ctx, db.read, scanSandbox, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	return ss, nil
+}

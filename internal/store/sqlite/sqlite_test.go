@@ -1,0 +1,119 @@
+package sqlite
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"cove/api"
+	"cove/internal/store"
+	"cove/internal/store/storetest"
+)
+
+func openTest(t *testing.T, path string) *DB {
+	t.Helper()
+	db, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return db
+}
+
+func TestStore(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return openTest(t, filepath.Join(t.TempDir(), "cove.db"))
+	})
+}
+
+func TestOpenMigratesOnce(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "cove.db")
+	ms, err := loadMigrations(migrations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) == 0 || ms[0].version != 1 {
+		t.Fatalf("migrations = %+v; want the first to be version 1", ms)
+	}
+
+	first := openTest(t, path)
+	team := api.Team{ID: "team_a", Name: "alpha", CreatedAt: time.Now()}
+	if err := first.CreateTeam(ctx, team); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	second := openTest(t, path)
+	if n, err := migrate(ctx, second.write, migrations, time.Now); err != nil || n != 0 {
+		t.Errorf("migrate after Open applied %d, %v; want 0, nil", n, err)
+	}
+	var versions int
+	if err := second.read.QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations").Scan(&versions); err != nil {
+		t.Fatal(err)
+	}
+	if versions != len(ms) {
+		t.Errorf("schema_migrations has %d rows; want %d", versions, len(ms))
+	}
+	if _, err := second.GetTeam(ctx, team.ID); err != nil {
+		t.Errorf("team lost across Open: %v", err)
+	}
+}
+
+// TestConcurrentWriters writes from many goroutines through two handles on
+// one file, as two processes would, and expects no SQLITE_BUSY.
+func TestConcurrentWriters(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "cove.db")
+	dbs := []*DB{openTest(t, path), openTest(t, path)}
+	if err := dbs[0].CreateTeam(ctx, api.Team{ID: "team_a", Name: "alpha", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+
+	const writers = 20
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for i := range writers {
+		wg.Go(func() {
+			db := dbs[i%len(dbs)]
+			sb := api.Sandbox{
+				ID: fmt.Sprintf("sbx_%02d", i), TeamID: "team_a", Name: fmt.Sprintf("sb-%d", i),
+				State: api.StateCreating, CreatedAt: time.Now(),
+			}
+			if err := db.CreateSandbox(ctx, sb); err != nil {
+				errs <- err
+				return
+			}
+			sb.State = api.StateRunning
+			if err := db.UpdateSandbox(ctx, sb); err != nil {
+				errs <- err
+				return
+			}
+			errs <- db.CreateCommand(ctx, api.Command{
+				ID: "cmd_" + sb.ID, SandboxID: sb.ID, State: api.CommandRunning, StartedAt: time.Now(),
+			})
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("write (sqlite code %d): %v", sqliteCode(err), err)
+		}
+	}
+	got, err := dbs[1].ListSandboxes(ctx, store.SandboxFilter{States: []api.SandboxState{api.StateRunning}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != writers {
+		t.Errorf("%d running sandboxes; want %d", len(got), writers)
+	}
+}
