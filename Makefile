@@ -1,0 +1,48 @@
+# cove: two commands on a fresh Debian machine, as root:
+#   make run    installs what the service needs, builds, and serves on 127.0.0.1:7070
+#   make test   installs what the tests need, builds, and runs every test
+SHELL := /bin/bash
+GO ?= go
+DATA_DIR ?= /var/lib/cove
+LISTEN ?= 127.0.0.1:7070
+# The managed image is built once and reused, by the service and the tests.
+TEST_IMAGES ?= /var/cache/cove/images
+DEB_PACKAGES := runc nftables debootstrap busybox-static e2fsprogs iproute2 util-linux ca-certificates
+
+.PHONY: all build deps run test test-unit bench clean
+
+all: build
+
+build:
+	@mkdir -p bin
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/cove ./cmd/cove
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/cove-agent ./cmd/cove-agent
+
+# deps installs the Debian packages cove runs on, only those missing.
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@command -v $(GO) >/dev/null || { echo "Go is missing: install Go 1.22 or newer (it fetches the toolchain go.mod names)"; exit 1; }
+
+run: deps build
+	bin/cove serve --data-dir $(DATA_DIR) --listen $(LISTEN)
+
+# test runs unit tests and the root integration tests against real runc,
+# overlayfs and namespaces. The managed image is cached in $(TEST_IMAGES).
+test: deps build
+	$(GO) vet ./...
+	COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 40m ./...
+
+test-unit:
+	$(GO) test -count=1 -short ./...
+
+bench: deps build
+	COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -run '^$$' -bench . -benchtime 10x ./internal/node/runtime/ ./internal/e2e/
+
+clean:
+	rm -rf bin

@@ -1,0 +1,253 @@
+package cli
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"cove/api"
+	cove "cove/sdk/go"
+)
+
+func (a *app) createCmd() *cobra.Command {
+	var (
+		req     api.CreateSandboxRequest
+		cpus    float64
+		memory  int64
+		disk    int64
+		env     []string
+		labels  []string
+		noWait  bool
+		timeout time.Duration
+	)
+	c := &cobra.Command{
+		Use:   "create",
+		Short: "Create a sandbox and wait until it runs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			f := cmd.Flags()
+			if f.Changed("cpus") || f.Changed("memory") || f.Changed("disk") {
+				req.Resources = &api.ResourcesRequest{}
+				if f.Changed("cpus") {
+					req.Resources.CPUs = &cpus
+				}
+				if f.Changed("memory") {
+					req.Resources.MemoryMiB = &memory
+				}
+				if f.Changed("disk") {
+					req.Resources.DiskMiB = &disk
+				}
+			}
+			if req.Env, err = keyValues("--env", env); err != nil {
+				return err
+			}
+			if req.Labels, err = keyValues("--label", labels); err != nil {
+				return err
+			}
+			sb, err := cl.CreateSandbox(cmd.Context(), req, false)
+			if err != nil {
+				return err
+			}
+			if !noWait {
+				if sb, err = cl.WaitSandbox(cmd.Context(), sb.ID, api.StateRunning, timeout); err != nil {
+					return err
+				}
+				if sb.State != api.StateRunning {
+					return fmt.Errorf("sandbox %s is %s: %s", sb.ID, sb.State, sb.StateReason)
+				}
+			}
+			if a.json {
+				return a.printJSON(sb)
+			}
+			fmt.Fprintln(a.env.Stdout, sb.ID)
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&req.Name, "name", "", "name, unique among your live sandboxes")
+	f.StringVar(&req.Template, "template", "", "template (default: the server's, managed)")
+	f.Float64Var(&cpus, "cpus", 0, "CPUs")
+	f.Int64Var(&memory, "memory", 0, "memory in MiB")
+	f.Int64Var(&disk, "disk", 0, "disk in MiB")
+	f.StringVar(&req.Workdir, "workdir", "", "working directory (default /workspace)")
+	f.StringArrayVarP(&env, "env", "e", nil, "environment variable KEY=VALUE (repeatable)")
+	f.StringArrayVarP(&labels, "label", "l", nil, "label KEY=VALUE (repeatable)")
+	f.BoolVar(&noWait, "no-wait", false, "return at once instead of waiting until it runs")
+	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait until it runs")
+	a.jsonFlag(c)
+	return c
+}
+
+func keyValues(flag string, kvs []string) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	m := map[string]string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%s %q must look like KEY=VALUE", flag, kv)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+func (a *app) lsCmd() *cobra.Command {
+	var (
+		states []string
+		labels []string
+		all    bool
+	)
+	c := &cobra.Command{
+		Use:   "ls",
+		Short: "List sandboxes (live ones unless --all or --state)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			q := cove.SandboxQuery{}
+			for _, s := range states {
+				q.States = append(q.States, api.SandboxState(s))
+			}
+			if q.Labels, err = keyValues("--label", labels); err != nil {
+				return err
+			}
+			var items []api.Sandbox
+			for {
+				page, err := cl.ListSandboxes(cmd.Context(), q)
+				if err != nil {
+					return err
+				}
+				for _, sb := range page.Items {
+					if all || len(states) > 0 || !sb.State.Terminal() {
+						items = append(items, sb)
+					}
+				}
+				if page.NextCursor == "" {
+					break
+				}
+				q.Cursor = page.NextCursor
+			}
+			if a.json {
+				return a.printJSON(api.List[api.Sandbox]{Items: append([]api.Sandbox{}, items...)})
+			}
+			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tSTATE\tCPUS\tMEMORY\tCREATED")
+			for _, sb := range items {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%g\t%d MiB\t%s\n", sb.ID, dash(sb.Name), sb.State,
+					sb.Resources.CPUs, sb.Resources.MemoryMiB, ago(sb.CreatedAt))
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().StringArrayVar(&states, "state", nil, "only sandboxes in this state (repeatable)")
+	c.Flags().StringArrayVarP(&labels, "label", "l", nil, "only sandboxes with label KEY=VALUE (repeatable)")
+	c.Flags().BoolVarP(&all, "all", "a", false, "include terminated and failed sandboxes")
+	a.jsonFlag(c)
+	return c
+}
+
+func (a *app) getCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "get REF",
+		Short: "Show a sandbox by ID or name",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			sb, err := cl.GetSandbox(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(sb)
+			}
+			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
+			row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+			row("id", sb.ID)
+			row("name", dash(sb.Name))
+			row("state", string(sb.State))
+			if sb.StateReason != "" {
+				row("reason", sb.StateReason)
+			}
+			row("template", sb.Template)
+			row("resources", fmt.Sprintf("%g CPUs, %d MiB memory, %d MiB disk", sb.Resources.CPUs, sb.Resources.MemoryMiB, sb.Resources.DiskMiB))
+			row("workdir", sb.Workdir)
+			row("created", sb.CreatedAt.Format(time.RFC3339))
+			if len(sb.Labels) > 0 {
+				keys := make([]string, 0, len(sb.Labels))
+				for k := range sb.Labels {
+					keys = append(keys, k+"="+sb.Labels[k])
+				}
+				sort.Strings(keys)
+				row("labels", strings.Join(keys, ", "))
+			}
+			return tw.Flush()
+		},
+	}
+	a.jsonFlag(c)
+	return c
+}
+
+func (a *app) rmCmd() *cobra.Command {
+	var wait bool
+	c := &cobra.Command{
+		Use:   "rm REF...",
+		Short: "Terminate sandboxes: stop everything and delete their files",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			for _, ref := range args {
+				sb, err := cl.TerminateSandbox(cmd.Context(), ref)
+				if err != nil {
+					return err
+				}
+				if wait {
+					if sb, err = cl.WaitSandbox(cmd.Context(), sb.ID, api.StateTerminated, 2*time.Minute); err != nil {
+						return err
+					}
+				}
+				fmt.Fprintf(a.env.Stdout, "%s %s\n", sb.ID, sb.State)
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&wait, "wait", true, "wait until terminated")
+	return c
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func ago(t time.Time) string {
+	d := time.Since(t).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return t.Format("2006-01-02")
+}
