@@ -165,3 +165,42 @@ func ReadFrame(r io.Reader, buf []byte) (Frame, error) {
 	}
 	return f, nil
 }
+
+// Additions to version 1 (the endpoints above are unchanged).
+//
+// POST /v1/commands/{id}/ack?seq=N acknowledges every frame up to N without
+// opening a stream, so a host that reads one long stream still frees the
+// agent's buffer; it answers 204. GET /v1/commands/{id}/output answers 204
+// (no body) when the command has ended and `after` is its last frame: there
+// is nothing more to stream.
+
+// FrameCost is what one frame counts against a command's output buffer:
+// its data plus a fixed overhead, so that many tiny frames are bounded too.
+// The client acknowledges in the same unit.
+func FrameCost(f Frame) int { return len(f.Data) + frameOverhead }
+
+const frameOverhead = 64
+
+// Error codes of ErrorBody.Code that the agent uses.
+const (
+	CodeNotFound        = "not_found"
+	CodeConflict        = "conflict"
+	CodeInvalidArgument = "invalid_argument"
+)
+
+// ValidID reports whether id is usable as a command ID: 1 to 64 characters
+// of A-Z, a-z, 0-9, '_' and '-'.
+func ValidID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}

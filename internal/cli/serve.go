@@ -54,6 +54,7 @@ func (a *app) serveCmd() *cobra.Command {
 	f.Float64Var(&cpus, "max-cpus", 0, "most CPUs one sandbox may reserve (default 2)")
 	f.Int64Var(&memory, "max-memory-mib", 0, "most memory one sandbox may reserve (default 8192)")
 	f.Int64Var(&disk, "max-disk-mib", 0, "most disk one sandbox may reserve (default 20480)")
+	f.Int64Var(&cfg.Server.PidsLimit, "pids-limit", 1024, "most processes and threads in one sandbox")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return c
 }

@@ -1,0 +1,90 @@
+// Command cove-agent is the init process of every cove sandbox: it starts,
+// reaps and serves the sandbox's commands over the protocol of package
+// agent, on the socket it inherits as descriptor agent.ListenFD (or on
+// --listen, for tests).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"cove/internal/agent"
+)
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(context.Background(), os.Args[1:], os.Stderr, log); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		log.Error("cove-agent", "err", err)
+		os.Exit(1)
+	}
+}
+
+// run serves until SIGTERM or SIGINT (or ctx ends), then kills every
+// command's process group and returns.
+func run(ctx context.Context, args []string, stderr io.Writer, log *slog.Logger) error {
+	fs := flag.NewFlagSet("cove-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := agent.ServerConfig{}
+	fs.StringVar(&cfg.Workdir, "workdir", "/workspace", "work directory, created at start and owned by --uid:--gid")
+	fs.IntVar(&cfg.UID, "uid", 1000, "uid of the sandbox's default user")
+	fs.IntVar(&cfg.GID, "gid", 1000, "gid of the sandbox's default user")
+	listen := fs.String("listen", "", "unix socket path to listen on (default: the inherited descriptor 3)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	l, err := listener(*listen)
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	srv := agent.NewServer(cfg, log)
+	log.Info("cove-agent serving", "pid", os.Getpid(), "addr", l.Addr().String())
+	err = srv.Serve(ctx, l)
+	log.Info("cove-agent stopping")
+	if cerr := srv.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func listener(path string) (net.Listener, error) {
+	if path != "" {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("remove stale socket: %w", err)
+		}
+		l, err := net.Listen("unix", path)
+		if err != nil {
+			return nil, fmt.Errorf("listen: %w", err)
+		}
+		return l, nil
+	}
+	f := os.NewFile(agent.ListenFD, "listener")
+	if f == nil {
+		return nil, fmt.Errorf("no listener on descriptor %d", agent.ListenFD)
+	}
+	defer f.Close() // FileListener dups it
+	l, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("listener on descriptor %d: %w", agent.ListenFD, err)
+	}
+	return l, nil
+}

@@ -1,0 +1,352 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// AckBytes is how much output (in FrameCost units) an OutputStream hands
+// out before it acknowledges it to the agent.
+const AckBytes = 1 << 20
+
+// maxErrorMessage bounds the message of an Error taken from the agent.
+const maxErrorMessage = 4 << 10
+
+// Client is the host's side of the protocol, over the agent's unix socket.
+// It is safe for concurrent use.
+type Client struct {
+	tr *http.Transport
+	hc *http.Client
+}
+
+// Dial returns a client of the agent listening on socketPath. It connects
+// lazily, on the first request.
+func Dial(socketPath string) *Client {
+	var d net.Dialer
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, "unix", socketPath)
+		},
+		DisableCompression:     true,
+		MaxIdleConnsPerHost:    4,
+		MaxResponseHeaderBytes: 64 << 10,
+	}
+	return &Client{tr: tr, hc: &http.Client{Transport: tr}}
+}
+
+// Close closes the idle connections. Streams in use stay open until their
+// own Close.
+func (c *Client) Close() error {
+	c.tr.CloseIdleConnections()
+	return nil
+}
+
+// Ping asks the agent for its protocol version and PID.
+func (c *Client) Ping(ctx context.Context) (Ping, error) {
+	var p Ping
+	if err := c.call(ctx, http.MethodGet, "/v1/ping", nil, &p); err != nil {
+		return Ping{}, fmt.Errorf("ping: %w", err)
+	}
+	if p.Version <= 0 || p.PID <= 0 {
+		return Ping{}, fmt.Errorf("ping: bad answer %+v", p)
+	}
+	return p, nil
+}
+
+// Exec starts a command.
+func (c *Client) Exec(ctx context.Context, req ExecRequest) (CommandStatus, error) {
+	var st CommandStatus
+	if err := c.call(ctx, http.MethodPost, "/v1/commands", req, &st); err != nil {
+		return CommandStatus{}, fmt.Errorf("exec %s: %w", req.ID, err)
+	}
+	if st.ID != req.ID {
+		return CommandStatus{}, fmt.Errorf("exec %s: agent answered for command %q", req.ID, st.ID)
+	}
+	if err := checkStatus(st); err != nil {
+		return CommandStatus{}, fmt.Errorf("exec %s: %w", req.ID, err)
+	}
+	return st, nil
+}
+
+// Commands lists the commands the agent knows, running or not.
+func (c *Client) Commands(ctx context.Context) ([]CommandStatus, error) {
+	var sts []CommandStatus
+	if err := c.call(ctx, http.MethodGet, "/v1/commands", nil, &sts); err != nil {
+		return nil, fmt.Errorf("list commands: %w", err)
+	}
+	for _, st := range sts {
+		if err := checkStatus(st); err != nil {
+			return nil, fmt.Errorf("list commands: %w", err)
+		}
+	}
+	return sts, nil
+}
+
+func checkStatus(st CommandStatus) error {
+	if !ValidID(st.ID) || st.PID <= 0 || st.LastSeq < 0 {
+		return fmt.Errorf("bad command status from agent: %+v", st)
+	}
+	return nil
+}
+
+// Output streams the output of command id after frame `after`, which it
+// acknowledges (the agent may forget frames up to it). See OutputStream.
+//
+// ctx bounds the whole stream, including the acknowledgements that Next
+// sends.
+func (c *Client) Output(ctx context.Context, id string, after int64) (*OutputStream, error) {
+	if after < 0 {
+		return nil, fmt.Errorf("output of %s: negative after %d", id, after)
+	}
+	path := cmdPath(id, "output") + "?after=" + strconv.FormatInt(after, 10)
+	resp, err := c.send(ctx, http.MethodGet, path, nil, "")
+	if err != nil {
+		return nil, fmt.Errorf("output of %s: %w", id, err)
+	}
+	s := &OutputStream{c: c, ctx: ctx, id: id, body: resp.Body, last: after, acked: after}
+	switch resp.StatusCode {
+	case http.StatusNoContent:
+		s.done = true // the command ended at `after`
+		return s, nil
+	case http.StatusOK:
+	default:
+		resp.Body.Close()
+		return nil, fmt.Errorf("output of %s: unexpected status %d", id, resp.StatusCode)
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/octet-stream" {
+		resp.Body.Close()
+		return nil, fmt.Errorf("output of %s: %w: content type %q", id, ErrBadFrame, mt)
+	}
+	return s, nil
+}
+
+// OutputStream reads a command's output frames in order. It acknowledges
+// what it has handed out once that reaches AckBytes: a call to Next tells
+// that the caller is done with the frames before (it has recorded them).
+type OutputStream struct {
+	c    *Client
+	ctx  context.Context // from Output: bounds the stream and its acks
+	id   string
+	body io.ReadCloser
+
+	buf     []byte
+	last    int64 // seq of the last frame handed out
+	acked   int64
+	unacked int // FrameCost handed out since the last ack
+	done    bool
+	err     error
+}
+
+// Next returns the next frame. Its Data is valid until the next call. After
+// the exit frame it returns io.EOF. A stream that ends before the exit frame
+// (the agent restarted, or another reader acknowledged past this one) gives
+// an error wrapping io.ErrUnexpectedEOF: open a new one after the last seq.
+// Frames that break the protocol give errors wrapping ErrBadFrame.
+func (s *OutputStream) Next() (Frame, error) {
+	if s.err != nil {
+		return Frame{}, s.err
+	}
+	if s.done {
+		return Frame{}, io.EOF
+	}
+	if s.unacked >= AckBytes {
+		if err := s.c.Ack(s.ctx, s.id, s.last); err != nil {
+			s.err = fmt.Errorf("output of %s: %w", s.id, err)
+			return Frame{}, s.err
+		}
+		s.acked, s.unacked = s.last, 0
+	}
+	if s.buf == nil {
+		s.buf = make([]byte, MaxFrameData)
+	}
+	f, err := ReadFrame(s.body, s.buf)
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		if cerr := s.ctx.Err(); cerr != nil && !errors.Is(err, ErrBadFrame) {
+			err = cerr
+		}
+		s.err = fmt.Errorf("output of %s after seq %d: %w", s.id, s.last, err)
+		return Frame{}, s.err
+	}
+	if err := s.check(f); err != nil {
+		s.err = fmt.Errorf("output of %s: %w", s.id, err)
+		return Frame{}, s.err
+	}
+	s.last = f.Seq
+	s.unacked += FrameCost(f)
+	if f.Kind == FrameExit {
+		s.done = true
+	}
+	return f, nil
+}
+
+func (s *OutputStream) check(f Frame) error {
+	if f.Seq <= s.last {
+		return fmt.Errorf("%w: seq %d after %d", ErrBadFrame, f.Seq, s.last)
+	}
+	switch f.Kind {
+	case FrameExit:
+		if _, err := ParseExit(f.Data); err != nil {
+			return err
+		}
+	case FrameDropped:
+		if len(f.Data) != 8 || int64(binary.BigEndian.Uint64(f.Data)) < 0 {
+			return fmt.Errorf("%w: dropped frame of %d bytes", ErrBadFrame, len(f.Data))
+		}
+	}
+	return nil
+}
+
+// LastSeq is the seq of the last frame Next returned (or `after`).
+func (s *OutputStream) LastSeq() int64 { return s.last }
+
+// Close ends the stream. The agent keeps what was not acknowledged.
+func (s *OutputStream) Close() error {
+	return s.body.Close()
+}
+
+// Ack tells the agent it may forget the output of id up to seq.
+func (c *Client) Ack(ctx context.Context, id string, seq int64) error {
+	path := cmdPath(id, "ack") + "?seq=" + strconv.FormatInt(seq, 10)
+	if err := c.call(ctx, http.MethodPost, path, nil, nil); err != nil {
+		return fmt.Errorf("acknowledge output of %s to %d: %w", id, seq, err)
+	}
+	return nil
+}
+
+// Stdin streams body into the standard input of id; eof then closes it (for
+// a terminal, it sends ^D).
+func (c *Client) Stdin(ctx context.Context, id string, body io.Reader, eof bool) error {
+	path := cmdPath(id, "stdin") + "?eof=" + strconv.FormatBool(eof)
+	if body == nil {
+		body = http.NoBody
+	}
+	resp, err := c.send(ctx, http.MethodPost, path, body, "application/octet-stream")
+	if err != nil {
+		return fmt.Errorf("stdin of %s: %w", id, err)
+	}
+	drain(resp)
+	return nil
+}
+
+// Signal sends sig ("TERM", "KILL", …) to the process group of id.
+func (c *Client) Signal(ctx context.Context, id, sig string) error {
+	if err := c.call(ctx, http.MethodPost, cmdPath(id, "signal"), SignalRequest{Signal: sig}, nil); err != nil {
+		return fmt.Errorf("signal %s to %s: %w", sig, id, err)
+	}
+	return nil
+}
+
+// Resize sets the terminal size of id (started with a PTY).
+func (c *Client) Resize(ctx context.Context, id string, sz Size) error {
+	if err := c.call(ctx, http.MethodPost, cmdPath(id, "resize"), sz, nil); err != nil {
+		return fmt.Errorf("resize %s: %w", id, err)
+	}
+	return nil
+}
+
+// Forget makes the agent drop an ended command and its output.
+func (c *Client) Forget(ctx context.Context, id string) error {
+	if err := c.call(ctx, http.MethodDelete, "/v1/commands/"+url.PathEscape(id), nil, nil); err != nil {
+		return fmt.Errorf("forget %s: %w", id, err)
+	}
+	return nil
+}
+
+func cmdPath(id, what string) string {
+	return "/v1/commands/" + url.PathEscape(id) + "/" + what
+}
+
+// call sends in as JSON (when not nil) and decodes a 2xx answer into out
+// (when not nil).
+func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	ctype := ""
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body, ctype = bytes.NewReader(b), "application/json"
+	}
+	resp, err := c.send(ctx, method, path, body, ctype)
+	if err != nil {
+		return err
+	}
+	defer drain(resp)
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxJSON)).Decode(out); err != nil {
+		return fmt.Errorf("decode answer: %w", err)
+	}
+	return nil
+}
+
+// send does a request and turns a non-2xx answer into an *Error.
+func (c *Client) send(ctx context.Context, method, path string, body io.Reader, ctype string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://agent"+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		defer drain(resp)
+		return nil, readError(resp)
+	}
+	return resp, nil
+}
+
+func readError(resp *http.Response) *Error {
+	e := &Error{Status: resp.StatusCode}
+	var body ErrorBody
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxJSON))
+	if json.Unmarshal(b, &body) == nil {
+		e.Code, e.Message = knownCode(body.Code), body.Error
+	} else {
+		e.Message = string(b)
+	}
+	e.Message = strings.ToValidUTF8(strings.TrimSpace(e.Message), "?")
+	if len(e.Message) > maxErrorMessage {
+		e.Message = e.Message[:maxErrorMessage] + "…"
+	}
+	if e.Message == "" {
+		e.Message = http.StatusText(resp.StatusCode)
+	}
+	return e
+}
+
+// knownCode returns code if it is one the agent may use, else "" (internal).
+func knownCode(code string) string {
+	switch code {
+	case CodeNotFound, CodeConflict, CodeInvalidArgument:
+		return code
+	}
+	return ""
+}
+
+// drain reads a little of what is left so the connection can be reused,
+// and closes the body.
+func drain(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+}

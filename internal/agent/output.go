@@ -1,0 +1,167 @@
+package agent
+
+import (
+	"sync"
+	"time"
+)
+
+// outputBuffer holds the frames of one command that the host has not yet
+// acknowledged. It is bounded: producers block while it is full, which
+// blocks the command's writes (back-pressure) instead of dropping output.
+type outputBuffer struct {
+	max int // FrameCost of the frames held before producers block
+
+	mu      sync.Mutex
+	frames  []Frame       // seqs acked+1 … acked+len(frames)
+	acked   int64         // highest acknowledged seq
+	size    int           // FrameCost of frames
+	ended   bool          // the exit frame is in
+	aborted bool          // producers give up (the server is closing)
+	changed chan struct{} // closed and replaced on every change
+}
+
+func newOutputBuffer(max int) *outputBuffer {
+	return &outputBuffer{max: max, changed: make(chan struct{})}
+}
+
+// broadcast wakes everyone waiting on changed. Callers hold mu.
+func (b *outputBuffer) broadcast() {
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+func (b *outputBuffer) lastSeqLocked() int64 { return b.acked + int64(len(b.frames)) }
+
+func (b *outputBuffer) lastSeq() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lastSeqLocked()
+}
+
+func (b *outputBuffer) isEnded() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ended
+}
+
+// buffered reports the FrameCost held.
+func (b *outputBuffer) buffered() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.size
+}
+
+// write appends a copy of data as one frame of kind (len(data) <=
+// MaxFrameData), waiting while the buffer is full. It reports how long it
+// waited, and false when the buffer was aborted or ended (the data is then
+// discarded).
+func (b *outputBuffer) write(kind byte, data []byte) (time.Duration, bool) {
+	f := Frame{Kind: kind, Data: append([]byte(nil), data...)}
+	cost := FrameCost(f)
+	var start time.Time
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for !b.aborted && !b.ended && b.size > 0 && b.size+cost > b.max {
+		if start.IsZero() {
+			start = time.Now()
+		}
+		ch := b.changed
+		b.mu.Unlock()
+		<-ch
+		b.mu.Lock()
+	}
+	var waited time.Duration
+	if !start.IsZero() {
+		waited = time.Since(start)
+	}
+	if b.aborted || b.ended {
+		return waited, false
+	}
+	b.appendLocked(f)
+	return waited, true
+}
+
+func (b *outputBuffer) appendLocked(f Frame) {
+	f.Seq = b.lastSeqLocked() + 1
+	b.frames = append(b.frames, f)
+	b.size += FrameCost(f)
+	b.broadcast()
+}
+
+// finish appends the exit frame, whatever the space, and ends the buffer.
+func (b *outputBuffer) finish(exit []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ended {
+		return
+	}
+	b.appendLocked(Frame{Kind: FrameExit, Data: exit})
+	b.ended = true
+}
+
+// abort makes every waiting and future write give up.
+func (b *outputBuffer) abort() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.aborted = true
+	b.broadcast()
+}
+
+// ack forgets the frames up to seq. Acknowledging what is already
+// acknowledged is fine; seq below the acknowledged point is a conflict (those
+// frames are gone) and seq beyond the last frame is invalid.
+func (b *outputBuffer) ack(seq int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkLocked(seq); err != nil {
+		return err
+	}
+	n := int(seq - b.acked)
+	if n == 0 {
+		return nil
+	}
+	for i := range n {
+		b.size -= FrameCost(b.frames[i])
+		b.frames[i] = Frame{} // let the data go now
+	}
+	b.frames = b.frames[n:]
+	if len(b.frames) == 0 {
+		b.frames = nil // drop the backing array
+	}
+	b.acked = seq
+	b.broadcast()
+	return nil
+}
+
+func (b *outputBuffer) checkLocked(after int64) error {
+	if after < 0 {
+		return errorf(400, CodeInvalidArgument, "after %d is negative", after)
+	}
+	if after < b.acked {
+		return errorf(409, CodeConflict, "output before seq %d was already acknowledged", b.acked+1)
+	}
+	if last := b.lastSeqLocked(); after > last {
+		return errorf(400, CodeInvalidArgument, "after %d is beyond the last frame %d", after, last)
+	}
+	return nil
+}
+
+// next returns copies of up to max frames after seq `after`. With none
+// available yet it returns a channel that is closed on the next change.
+// done says the exit frame is the last of the frames returned, or that
+// after already is the exit frame.
+func (b *outputBuffer) next(after int64, max int) (frames []Frame, done bool, wait <-chan struct{}, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.checkLocked(after); err != nil {
+		return nil, false, nil, err
+	}
+	i := int(after - b.acked)
+	rest := b.frames[i:]
+	if len(rest) > max {
+		rest = rest[:max]
+	}
+	frames = append([]Frame(nil), rest...)
+	done = b.ended && after+int64(len(frames)) == b.lastSeqLocked()
+	return frames, done, b.changed, nil
+}

@@ -1,0 +1,735 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testEnv is the environment of test commands.
+var testPath = "PATH=/usr/local/bin:/usr/bin:/bin"
+
+// startServer serves a Server on a temporary socket for the test and
+// returns it with a client. Cleanup stops both and checks that no process
+// is left.
+func startServer(t *testing.T, cfg ServerConfig) (*Server, *Client) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("agent server tests need root (credentials, reaping)")
+	}
+	dir := t.TempDir()
+	if cfg.Workdir == "" {
+		cfg.Workdir = filepath.Join(dir, "work")
+	}
+	sock := filepath.Join(dir, "agent.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv := NewServer(cfg, log)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := srv.Serve(t.Context(), l); err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	c := Dial(sock)
+	t.Cleanup(func() {
+		c.Close()
+		wg.Wait() // t.Context() is done before cleanups run
+		srv.Close()
+		checkNoChildren(t)
+	})
+	return srv, c
+}
+
+// checkNoChildren fails if the test process has children (it is their
+// subreaper, so any descendant left would have one) once reaping settled.
+func checkNoChildren(t *testing.T) {
+	t.Helper()
+	var left []string
+	for range 200 {
+		left = children()
+		if len(left) == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("processes left behind: %v", left)
+}
+
+// procStat is the part of /proc/PID/stat we look at.
+type procStat struct {
+	pid, ppid, pgrp int
+	state           string
+	comm            string
+}
+
+func readStat(pid int) (procStat, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procStat{}, err
+	}
+	s := string(b)
+	i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if i < 0 || j < i {
+		return procStat{}, fmt.Errorf("bad stat %q", s)
+	}
+	f := strings.Fields(s[j+1:])
+	if len(f) < 3 {
+		return procStat{}, fmt.Errorf("bad stat %q", s)
+	}
+	st := procStat{pid: pid, comm: s[i+1 : j], state: f[0]}
+	st.ppid, _ = strconv.Atoi(f[1])
+	st.pgrp, _ = strconv.Atoi(f[2])
+	return st, nil
+}
+
+func allProcs() []procStat {
+	ents, _ := os.ReadDir("/proc")
+	var out []procStat
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := readStat(pid); err == nil {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+func children() []string {
+	var out []string
+	for _, p := range allProcs() {
+		if p.ppid == os.Getpid() {
+			out = append(out, fmt.Sprintf("%d %s (%s)", p.pid, p.comm, p.state))
+		}
+	}
+	return out
+}
+
+func inGroup(pgid int) []string {
+	var out []string
+	for _, p := range allProcs() {
+		if p.pgrp == pgid {
+			out = append(out, fmt.Sprintf("%d %s (%s)", p.pid, p.comm, p.state))
+		}
+	}
+	return out
+}
+
+// chunk is a run of output of one kind.
+type chunk struct {
+	kind byte
+	data string
+}
+
+type result struct {
+	stdout, stderr string
+	chunks         []chunk // consecutive frames of a kind merged
+	exit           ExitData
+	lastSeq        int64
+}
+
+// collect reads the output of id after `after` to its end.
+func collect(t *testing.T, c *Client, id string, after int64) result {
+	t.Helper()
+	s, err := c.Output(t.Context(), id, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var r result
+	var out, errb strings.Builder
+	for {
+		f, err := s.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("next: %v", err)
+		}
+		r.lastSeq = f.Seq
+		switch f.Kind {
+		case FrameStdout:
+			out.Write(f.Data)
+		case FrameStderr:
+			errb.Write(f.Data)
+		case FrameExit:
+			if r.exit, err = ParseExit(f.Data); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if n := len(r.chunks); n > 0 && r.chunks[n-1].kind == f.Kind {
+			r.chunks[n-1].data += string(f.Data)
+		} else {
+			r.chunks = append(r.chunks, chunk{f.Kind, string(f.Data)})
+		}
+	}
+	r.stdout, r.stderr = out.String(), errb.String()
+	return r
+}
+
+func run(t *testing.T, c *Client, req ExecRequest) result {
+	t.Helper()
+	if req.Env == nil {
+		req.Env = []string{testPath}
+	}
+	if _, err := c.Exec(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	return collect(t, c, req.ID, 0)
+}
+
+func TestExec(t *testing.T) {
+	srv, c := startServer(t, ServerConfig{})
+	tests := []struct {
+		name   string
+		req    ExecRequest
+		stdout string
+		stderr string
+		chunks []chunk // checked when set
+		exit   ExitData
+	}{
+		{name: "argv", req: ExecRequest{Argv: []string{"echo", "hello", "  world"}}, stdout: "hello   world\n"},
+		{
+			name:   "order",
+			req:    ExecRequest{Argv: []string{"sh", "-c", "echo a; sleep 0.1; echo b >&2; sleep 0.1; echo c; exit 3"}},
+			stdout: "a\nc\n", stderr: "b\n",
+			chunks: []chunk{{FrameStdout, "a\n"}, {FrameStderr, "b\n"}, {FrameStdout, "c\n"}},
+			exit:   ExitData{ExitCode: 3},
+		},
+		{name: "bytes", req: ExecRequest{Argv: []string{"sh", "-c", `printf '\000\377\r\n'; printf 'x\001' >&2`}}, stdout: "\x00\xff\r\n", stderr: "x\x01"},
+		{name: "exit code", req: ExecRequest{Argv: []string{"sh", "-c", "exit 42"}}, exit: ExitData{ExitCode: 42}},
+		{name: "killed", req: ExecRequest{Argv: []string{"sh", "-c", "kill -TERM $$"}}, exit: ExitData{ExitCode: -1, Signal: "TERM"}},
+		{name: "env exact", req: ExecRequest{Argv: []string{"env"}, Env: []string{"B=2", testPath, "A=1"}}, stdout: "B=2\n" + testPath + "\nA=1\n"},
+		{name: "cwd", req: ExecRequest{Argv: []string{"pwd"}, Cwd: "/usr"}, stdout: "/usr\n"},
+		{name: "default cwd", req: ExecRequest{Argv: []string{"sh", "-c", "pwd; stat -c %u:%g ."}}, stdout: srv.cfg.Workdir + "\n0:0\n"},
+		{name: "credentials", req: ExecRequest{Argv: []string{"sh", "-c", "id -u; id -g; id -G"}, UID: 1000, GID: 1001, Cwd: "/"}, stdout: "1000\n1001\n1001\n"},
+		{name: "relative path", req: ExecRequest{Argv: []string{"./echo", "hi"}, Cwd: "/bin"}, stdout: "hi\n"},
+		{name: "no stdin", req: ExecRequest{Argv: []string{"cat"}}},
+		{name: "large", req: ExecRequest{Argv: []string{"sh", "-c", "head -c 1000000 /dev/zero"}}, stdout: string(make([]byte, 1000000))},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.req.ID = fmt.Sprintf("exec-%d", i)
+			r := run(t, c, tt.req)
+			if r.stdout != tt.stdout || r.stderr != tt.stderr {
+				t.Errorf("stdout %q stderr %q, want %q and %q", trunc(r.stdout), trunc(r.stderr), trunc(tt.stdout), tt.stderr)
+			}
+			if tt.chunks != nil && fmt.Sprint(r.chunks) != fmt.Sprint(tt.chunks) {
+				t.Errorf("chunks %q, want %q", r.chunks, tt.chunks)
+			}
+			if r.exit != tt.exit {
+				t.Errorf("exit %+v, want %+v", r.exit, tt.exit)
+			}
+		})
+	}
+}
+
+func trunc(s string) string {
+	if len(s) > 100 {
+		return s[:100] + "…"
+	}
+	return s
+}
+
+func TestExecErrors(t *testing.T) {
+	_, c := startServer(t, ServerConfig{})
+	ctx := t.Context()
+	run(t, c, ExecRequest{ID: "done", Argv: []string{"true"}})
+	if _, err := c.Exec(ctx, ExecRequest{ID: "sleeper", Argv: []string{"sleep", "1000"}, Env: []string{testPath}}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Signal(ctx, "sleeper", "KILL")
+
+	tests := []struct {
+		name   string
+		call   func() error
+		status int
+		code   string
+		msg    string
+	}{
+		{"empty argv", exec(c, ExecRequest{ID: "x"}), 400, CodeInvalidArgument, "argv"},
+		{"empty id", exec(c, ExecRequest{Argv: []string{"true"}}), 400, CodeInvalidArgument, "id"},
+		{"long id", exec(c, ExecRequest{ID: strings.Repeat("a", 65), Argv: []string{"true"}}), 400, CodeInvalidArgument, "id"},
+		{"bad id", exec(c, ExecRequest{ID: "a/b", Argv: []string{"true"}}), 400, CodeInvalidArgument, "id"},
+		{"not found", exec(c, ExecRequest{ID: "x", Argv: []string{"foo-no-such"}, Env: []string{testPath}}), 400, CodeInvalidArgument, "executable file not found: foo-no-such"},
+		{"not in PATH", exec(c, ExecRequest{ID: "x", Argv: []string{"sh"}, Env: []string{"PATH=/nonexistent"}}), 400, CodeInvalidArgument, "executable file not found: sh"},
+		{"no cwd", exec(c, ExecRequest{ID: "x", Argv: []string{"true"}, Cwd: "/x/y", Env: []string{testPath}}), 400, CodeInvalidArgument, "working directory /x/y does not exist"},
+		{"relative cwd", exec(c, ExecRequest{ID: "x", Argv: []string{"true"}, Cwd: "tmp"}), 400, CodeInvalidArgument, "cwd"},
+		{"negative timeout", exec(c, ExecRequest{ID: "x", Argv: []string{"true"}, TimeoutMS: -1}), 400, CodeInvalidArgument, "timeout"},
+		{"bad pty", exec(c, ExecRequest{ID: "x", Argv: []string{"true"}, PTY: &Size{}}), 400, CodeInvalidArgument, "pty"},
+		{"bad env", exec(c, ExecRequest{ID: "x", Argv: []string{"true"}, Env: []string{"NOEQUALS"}}), 400, CodeInvalidArgument, "env"},
+		{"duplicate", exec(c, ExecRequest{ID: "done", Argv: []string{"true"}, Env: []string{testPath}}), 409, CodeConflict, "already exists"},
+		{"output unknown", func() error { _, err := c.Output(ctx, "nope", 0); return err }, 404, CodeNotFound, "nope"},
+		{"output beyond", func() error { _, err := c.Output(ctx, "done", 99); return err }, 400, CodeInvalidArgument, "beyond"},
+		{"signal unknown id", func() error { return c.Signal(ctx, "nope", "TERM") }, 404, CodeNotFound, ""},
+		{"bad signal", func() error { return c.Signal(ctx, "sleeper", "BOGUS") }, 400, CodeInvalidArgument, "unknown signal"},
+		{"signal ended", func() error { return c.Signal(ctx, "done", "TERM") }, 409, CodeConflict, "exited"},
+		{"resize no pty", func() error { return c.Resize(ctx, "sleeper", Size{Cols: 10, Rows: 10}) }, 409, CodeConflict, "terminal"},
+		{"resize bad", func() error { return c.Resize(ctx, "sleeper", Size{}) }, 400, CodeInvalidArgument, "size"},
+		{"stdin no pipe", func() error { return c.Stdin(ctx, "sleeper", strings.NewReader("x"), true) }, 409, CodeConflict, "stdin"},
+		{"stdin unknown", func() error { return c.Stdin(ctx, "nope", nil, true) }, 404, CodeNotFound, ""},
+		{"forget running", func() error { return c.Forget(ctx, "sleeper") }, 409, CodeConflict, "running"},
+		{"forget unknown", func() error { return c.Forget(ctx, "nope") }, 404, CodeNotFound, ""},
+		{"ack beyond", func() error { return c.Ack(ctx, "done", 5) }, 400, CodeInvalidArgument, "beyond"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error %v, want an *Error", err)
+			}
+			if e.Status != tt.status || e.Code != tt.code || !strings.Contains(e.Message, tt.msg) {
+				t.Errorf("error %+v, want %d %s %q", e, tt.status, tt.code, tt.msg)
+			}
+		})
+	}
+}
+
+func exec(c *Client, req ExecRequest) func() error {
+	return func() error {
+		_, err := c.Exec(context.Background(), req)
+		return err
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	_, c := startServer(t, ServerConfig{})
+	st, err := c.Exec(t.Context(), ExecRequest{ID: "slow", Argv: []string{"sh", "-c", "sleep 1000 & sleep 1000"}, Env: []string{testPath}, TimeoutMS: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	r := collect(t, c, "slow", 0)
+	if want := (ExitData{ExitCode: -1, Signal: "KILL", TimedOut: true}); r.exit != want {
+		t.Errorf("exit %+v, want %+v", r.exit, want)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v", d)
+	}
+	if left := inGroup(st.PID); len(left) > 0 {
+		t.Errorf("process group %d still has %v", st.PID, left)
+	}
+}
+
+func TestSignal(t *testing.T) {
+	_, c := startServer(t, ServerConfig{})
+	tests := []struct {
+		sig  string
+		want ExitData
+	}{
+		{"TERM", ExitData{ExitCode: -1, Signal: "TERM"}},
+		{"SIGINT", ExitData{ExitCode: -1, Signal: "INT"}},
+		{"kill", ExitData{ExitCode: -1, Signal: "KILL"}},
+		{"HUP", ExitData{ExitCode: -1, Signal: "HUP"}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.sig, func(t *testing.T) {
+			id := fmt.Sprintf("sig-%d", i)
+			if _, err := c.Exec(t.Context(), ExecRequest{ID: id, Argv: []string{"sleep", "1000"}, Env: []string{testPath}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Signal(t.Context(), id, tt.sig); err != nil {
+				t.Fatal(err)
+			}
+			if r := collect(t, c, id, 0); r.exit != tt.want {
+				t.Errorf("exit %+v, want %+v", r.exit, tt.want)
+			}
+		})
+	}
+	t.Run("stop and continue", func(t *testing.T) {
+		if _, err := c.Exec(t.Context(), ExecRequest{ID: "stopcont", Argv: []string{"sh", "-c", "sleep 0.3; echo done"}, Env: []string{testPath}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, sig := range []string{"STOP", "CONT"} {
+			if err := c.Signal(t.Context(), "stopcont", sig); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r := collect(t, c, "stopcont", 0); r.stdout != "done\n" || r.exit != (ExitData{}) {
+			t.Errorf("got %+v", r)
+		}
+	})
+}
+
+func TestStdin(t *testing.T) {
+	_, c := startServer(t, ServerConfig{})
+	ctx := t.Context()
+	t.Run("chunks", func(t *testing.T) {
+		if _, err := c.Exec(ctx, ExecRequest{ID: "sum", Argv: []string{"sh", "-c", "while read l; do s=$((s+l)); done; echo $s"}, Env: []string{testPath}, Stdin: true}); err != nil {
+			t.Fatal(err)
+		}
+		for i, chunk := range []string{"1\n2\n", "3\n4", "0\n5\n"} {
+			if err := c.Stdin(ctx, "sum", strings.NewReader(chunk), i == 2); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r := collect(t, c, "sum", 0); r.stdout != "51\n" {
+			t.Errorf("stdout %q, want 51", r.stdout)
+		}
+		if err := c.Stdin(ctx, "sum", strings.NewReader("1\n"), false); !isCode(err, CodeConflict) {
+			t.Errorf("stdin after eof: %v, want conflict", err)
+		}
+	})
+	t.Run("large streamed body", func(t *testing.T) {
+		if _, err := c.Exec(ctx, ExecRequest{ID: "wc", Argv: []string{"wc", "-c"}, Env: []string{testPath}, Stdin: true}); err != nil {
+			t.Fatal(err)
+		}
+		pr, pw := io.Pipe()
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			buf := make([]byte, 100_000)
+			for range 100 {
+				if _, err := pw.Write(buf); err != nil {
+					break
+				}
+			}
+			pw.Close()
+		})
+		err := c.Stdin(ctx, "wc", pr, true)
+		pr.Close()
+		wg.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := collect(t, c, "wc", 0); r.stdout != "10000000\n" {
+			t.Errorf("stdout %q", r.stdout)
+		}
+	})
+}
+
+func isCode(err error, code string) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}
+
+func seqOutput(n int) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		b.WriteString(strconv.Itoa(i))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func TestResume(t *testing.T) {
+	_, c := startServer(t, ServerConfig{})
+	ctx := t.Context()
+	if _, err := c.Exec(ctx, ExecRequest{ID: "seq", Argv: []string{"seq", "1", "100000"}, Env: []string{testPath}}); err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	readSome := func(after int64, n int) int64 {
+		s, err := c.Output(ctx, "seq", after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		last := after
+		for got.Len() < n {
+			f, err := s.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Kind != FrameStdout {
+				t.Fatalf("frame kind %d", f.Kind)
+			}
+			got.Write(f.Data)
+			last = f.Seq
+		}
+		return last
+	}
+	last := readSome(0, 100_000)
+	// A reader that goes away loses nothing: the same `after` gives the
+	// same frames again.
+	mark := got.Len()
+	readSome(last, mark+1)
+	got.Truncate(mark)
+
+	r := collect(t, c, "seq", last)
+	got.WriteString(r.stdout)
+	if want := seqOutput(100000); got.String() != want {
+		t.Errorf("got %d bytes, want %d (equal prefix: %v)", got.Len(), len(want), strings.HasPrefix(want, got.String()))
+	}
+	if r.exit != (ExitData{}) {
+		t.Errorf("exit %+v", r.exit)
+	}
+
+	// Everything up to `last` is acknowledged now.
+	_, err := c.Output(ctx, "seq", last-1)
+	if !isCode(err, CodeConflict) || !strings.Contains(err.Error(), fmt.Sprintf("output before seq %d was already acknowledged", last+1)) {
+		t.Errorf("output before the acknowledged: %v", err)
+	}
+	// After the exit frame there is nothing more.
+	s, err := c.Output(ctx, "seq", r.lastSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Next(); err != io.EOF {
+		t.Errorf("after the exit frame: %v, want EOF", err)
+	}
+	s.Close()
+
+	sts, err := c.Commands(ctx)
+	if err != nil || len(sts) != 1 || sts[0].ID != "seq" || sts[0].Running || sts[0].LastSeq != r.lastSeq {
+		t.Errorf("commands %+v, %v", sts, err)
+	}
+	if err := c.Forget(ctx, "seq"); err != nil {
+		t.Fatal(err)
+	}
+	if sts, err := c.Commands(ctx); err != nil || len(sts) != 0 {
+		t.Errorf("commands after forget %+v, %v", sts, err)
+	}
+}
+
+func TestBackPressure(t *testing.T) {
+	srv, c := startServer(t, ServerConfig{})
+	ctx := t.Context()
+	const total = 50 << 20
+	line := "0123456789abcdef\n"
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if _, err := c.Exec(ctx, ExecRequest{ID: "big", Argv: []string{"sh", "-c", fmt.Sprintf("yes %s | head -c %d", strings.TrimSpace(line), total)}, Env: []string{testPath}}); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the output stops growing: the buffer is full and the
+	// command blocked.
+	var last int64 = -1
+	for {
+		time.Sleep(200 * time.Millisecond)
+		sts, err := c.Commands(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sts[0].LastSeq == last {
+			if !sts[0].Running {
+				t.Fatal("command ended while nobody read its output")
+			}
+			break
+		}
+		last = sts[0].LastSeq
+	}
+	srv.mu.Lock()
+	buffered := srv.cmds["big"].out.buffered()
+	srv.mu.Unlock()
+	if buffered > DefaultMaxBuffer || buffered < DefaultMaxBuffer/2 {
+		t.Errorf("buffered %d, want about %d", buffered, DefaultMaxBuffer)
+	}
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 3*DefaultMaxBuffer {
+		t.Errorf("heap grew by %d bytes", grew)
+	}
+
+	s, err := c.Output(ctx, "big", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var n int
+	var tail []byte // the start of an incomplete line
+	for {
+		f, err := s.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Kind == FrameExit {
+			if e, _ := ParseExit(f.Data); e != (ExitData{}) {
+				t.Errorf("exit %+v", e)
+			}
+			continue
+		}
+		n += len(f.Data)
+		data := append(tail, f.Data...)
+		k := len(data) / len(line) * len(line)
+		if string(data[:k]) != strings.Repeat(line, k/len(line)) {
+			t.Fatalf("bad data near byte %d", n)
+		}
+		tail = append([]byte(nil), data[k:]...)
+	}
+	if n != total {
+		t.Errorf("got %d bytes, want %d", n, total)
+	}
+}
+
+func TestPTY(t *testing.T) {
+	_, c := startServer(t, ServerConfig{})
+	ctx := t.Context()
+	r := run(t, c, ExecRequest{ID: "tty", Argv: []string{"tty"}, PTY: &Size{Cols: 80, Rows: 24}})
+	if !regexp.MustCompile(`^/dev/pts/\d+\r\n$`).MatchString(r.stdout) || r.exit != (ExitData{}) {
+		t.Errorf("tty: %q %+v", r.stdout, r.exit)
+	}
+
+	if _, err := c.Exec(ctx, ExecRequest{ID: "size", Argv: []string{"sh", "-c", "stty size; read x; stty size"}, Env: []string{testPath}, PTY: &Size{Cols: 80, Rows: 24}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Resize(ctx, "size", Size{Cols: 120, Rows: 40}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Stdin(ctx, "size", strings.NewReader("go\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	r = collect(t, c, "size", 0)
+	if !strings.HasSuffix(r.stdout, "40 120\r\n") {
+		t.Errorf("stty size after resize: %q", r.stdout)
+	}
+	if r.stderr != "" {
+		t.Errorf("stderr frames with a terminal: %q", r.stderr)
+	}
+
+	// ^D ends the input of a terminal's reader; signals reach the session.
+	if _, err := c.Exec(ctx, ExecRequest{ID: "cat", Argv: []string{"cat"}, Env: []string{testPath}, PTY: &Size{Cols: 80, Rows: 24}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Stdin(ctx, "cat", strings.NewReader("hello\n"), true); err != nil {
+		t.Fatal(err)
+	}
+	if r := collect(t, c, "cat", 0); r.stdout != "hello\r\nhello\r\n" || r.exit != (ExitData{}) {
+		t.Errorf("cat: %q %+v", r.stdout, r.exit)
+	}
+}
+
+func TestOrphanReaping(t *testing.T) {
+	_, c := startServer(t, ServerConfig{})
+	r := run(t, c, ExecRequest{ID: "orphan", Argv: []string{"sh", "-c", `sh -c 'sleep 0.5 </dev/null >/dev/null 2>&1 & echo $!'`}})
+	pid, err := strconv.Atoi(strings.TrimSpace(r.stdout))
+	if err != nil {
+		t.Fatalf("stdout %q", r.stdout)
+	}
+	st, err := readStat(pid)
+	if err != nil {
+		t.Fatalf("orphan %d: %v", pid, err)
+	}
+	if st.ppid != os.Getpid() {
+		t.Errorf("orphan's parent is %d, want the agent %d", st.ppid, os.Getpid())
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := readStat(pid)
+		if errors.Is(err, os.ErrNotExist) {
+			return // exited and reaped
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("orphan %d still there: %+v", pid, st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestBackgroundKeepsOutputOpen(t *testing.T) {
+	_, c := startServer(t, ServerConfig{ExitGrace: 300 * time.Millisecond})
+	st, err := c.Exec(t.Context(), ExecRequest{ID: "bg", Argv: []string{"sh", "-c", "sleep 1000 & echo started"}, Env: []string{testPath}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := collect(t, c, "bg", 0)
+	if r.stdout != "started\n" || r.exit != (ExitData{}) {
+		t.Errorf("got %q %+v", r.stdout, r.exit)
+	}
+	// The background process is left running (it is not a timeout);
+	// clean it up.
+	if left := inGroup(st.PID); len(left) != 1 {
+		t.Errorf("group: %v", left)
+	}
+	if err := syscallKill(-st.PID); err != nil {
+		t.Fatal(err)
+	}
+	for len(inGroup(st.PID)) > 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestConcurrent(t *testing.T) {
+	_, c := startServer(t, ServerConfig{})
+	const n = 50
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			id := fmt.Sprintf("c%d", i)
+			_, err := c.Exec(t.Context(), ExecRequest{
+				ID:   id,
+				Argv: []string{"sh", "-c", `i=0; while [ $i -lt 200 ]; do echo "$ID $i"; echo "err $ID $i" >&2; i=$((i+1)); done`},
+				Env:  []string{testPath, "ID=" + id},
+			})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			s, err := c.Output(t.Context(), id, 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer s.Close()
+			var out, errb strings.Builder
+			for {
+				f, err := s.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				switch f.Kind {
+				case FrameStdout:
+					out.Write(f.Data)
+				case FrameStderr:
+					errb.Write(f.Data)
+				}
+			}
+			var wantOut, wantErr strings.Builder
+			for j := range 200 {
+				fmt.Fprintf(&wantOut, "%s %d\n", id, j)
+				fmt.Fprintf(&wantErr, "err %s %d\n", id, j)
+			}
+			if out.String() != wantOut.String() || errb.String() != wantErr.String() {
+				t.Errorf("%s: output tangled: %q / %q", id, trunc(out.String()), trunc(errb.String()))
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestClientClose(t *testing.T) {
+	// Close kills what still runs.
+	srv, c := startServer(t, ServerConfig{})
+	st, err := c.Exec(t.Context(), ExecRequest{ID: "s", Argv: []string{"sh", "-c", "sleep 1000 & sleep 1000"}, Env: []string{testPath}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.KillAll()
+	r := collect(t, c, "s", 0)
+	if r.exit.Signal != "KILL" {
+		t.Errorf("exit %+v", r.exit)
+	}
+	if p, err := c.Ping(t.Context()); err != nil || p.PID != os.Getpid() || p.Version != Version {
+		t.Errorf("ping %+v %v", p, err)
+	}
+	_ = st
+}

@@ -1,0 +1,229 @@
+package image
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ensure returns the image called name under imagesDir, building it with
+// build when it is absent. build fills rootfs (an empty directory) and
+// returns the image's shell. Builds of the same image are serialized by a
+// lock file; the tree is built in a temporary directory beside the final
+// one, shifted to ids, and renamed into place with its image.json.
+func ensure(ctx context.Context, imagesDir, name string, ids IDMap, log *slog.Logger,
+	build func(ctx context.Context, rootfs string) (shell []string, err error),
+) (Image, error) {
+	ids = ids.OrDefault()
+	if err := ids.Validate(); err != nil {
+		return Image{}, err
+	}
+	if err := checkName(name); err != nil {
+		return Image{}, err
+	}
+	if img, err := loadMatching(imagesDir, name, ids); !errors.Is(err, ErrNotFound) {
+		return img, err
+	}
+	if err := os.MkdirAll(imagesDir, 0o755); err != nil {
+		return Image{}, fmt.Errorf("build image %s: %w", name, err)
+	}
+	unlock, err := lock(ctx, filepath.Join(imagesDir, "."+name+".lock"))
+	if err != nil {
+		return Image{}, fmt.Errorf("build image %s: %w", name, err)
+	}
+	defer unlock()
+	// Someone else may have built it while we waited for the lock.
+	if img, err := loadMatching(imagesDir, name, ids); !errors.Is(err, ErrNotFound) {
+		return img, err
+	}
+
+	final := filepath.Join(imagesDir, name)
+	// Leftovers of interrupted builds, and a final directory without its
+	// image.json (never written by us, but possible by hand).
+	stale, _ := filepath.Glob(filepath.Join(imagesDir, "."+name+".tmp-*"))
+	if _, err := os.Lstat(final); err == nil {
+		stale = append(stale, final)
+	}
+	for _, dir := range stale {
+		log.Info("removing incomplete image", "dir", dir)
+		if err := removeTree(dir); err != nil {
+			return Image{}, fmt.Errorf("build image %s: %w", name, err)
+		}
+	}
+
+	tmp, err := os.MkdirTemp(imagesDir, "."+name+".tmp-")
+	if err != nil {
+		return Image{}, fmt.Errorf("build image %s: %w", name, err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			if err := removeTree(tmp); err != nil {
+				log.Warn("remove incomplete image", "dir", tmp, "err", err)
+			}
+		}
+	}()
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return Image{}, fmt.Errorf("build image %s: %w", name, err)
+	}
+	rootfs := filepath.Join(tmp, rootfsDir)
+	if err := os.Mkdir(rootfs, 0o755); err != nil {
+		return Image{}, fmt.Errorf("build image %s: %w", name, err)
+	}
+	shell, err := build(ctx, rootfs)
+	if err != nil {
+		return Image{}, fmt.Errorf("build image %s: %w", name, err)
+	}
+	if err := addAgentMountPoint(rootfs); err != nil {
+		return Image{}, fmt.Errorf("build image %s: %w", name, err)
+	}
+	if err := Shift(ctx, rootfs, ids); err != nil {
+		return Image{}, fmt.Errorf("build image %s: %w", name, err)
+	}
+	img := Image{Name: name, Shell: shell, IDs: ids}
+	if err := writeMeta(tmp, img); err != nil {
+		return Image{}, fmt.Errorf("build image %s: %w", name, err)
+	}
+	unix.Sync()
+	if err := os.Rename(tmp, final); err != nil {
+		return Image{}, fmt.Errorf("build image %s: %w", name, err)
+	}
+	done = true
+	return Load(imagesDir, name)
+}
+
+func addAgentMountPoint(rootfs string) error {
+	p := filepath.Join(rootfs, AgentMountPoint)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o755)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// loadMatching loads an image and checks it was shifted to ids.
+func loadMatching(imagesDir, name string, ids IDMap) (Image, error) {
+	img, err := Load(imagesDir, name)
+	if err != nil {
+		return Image{}, err
+	}
+	if img.IDs != ids {
+		return Image{}, fmt.Errorf("image %s is shifted to %+v, not %+v: remove %s to rebuild it",
+			name, img.IDs, ids, img.Dir)
+	}
+	return img, nil
+}
+
+// lock takes an exclusive flock on path, waiting until ctx is done.
+func lock(ctx context.Context, path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, context.Cause(ctx))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// removeTree removes dir, first checking that nothing is mounted under it:
+// removing through a bind mount would delete the files of the mount source.
+func removeTree(dir string) error {
+	mounts, err := mountsUnder(dir)
+	if err != nil {
+		return err
+	}
+	for i := len(mounts) - 1; i >= 0; i-- {
+		if err := unix.Unmount(mounts[i], unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmount %s: %w", mounts[i], err)
+		}
+	}
+	if mounts, err = mountsUnder(dir); err != nil {
+		return err
+	} else if len(mounts) > 0 {
+		return fmt.Errorf("remove %s: still mounted: %s", dir, strings.Join(mounts, ", "))
+	}
+	if err := os.RemoveAll(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// mountsUnder lists the mount points at or under dir in mount order.
+func mountsUnder(dir string) ([]string, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMount(fields[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
+		}
+	}
+	return out, sc.Err()
+}
+
+// unescapeMount undoes the octal escapes (\040 for space, …) of mountinfo.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			v := 0
+			ok := true
+			for _, c := range s[i+1 : i+4] {
+				if c < '0' || c > '7' {
+					ok = false
+					break
+				}
+				v = v*8 + int(c-'0')
+			}
+			if ok {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,153 @@
+// Package image keeps the root filesystems that sandboxes start from: the
+// managed Debian image built with debootstrap, and a tiny busybox image for
+// tests.
+//
+// An image lives in a directory of its own under the images directory:
+//
+//	<imagesDir>/<name>/image.json   what Load reads (written last)
+//	<imagesDir>/<name>/rootfs/      the tree, used read-only as overlay lower layer
+//
+// An image is built in a temporary directory beside its final place and
+// renamed into place once complete, so an interrupted build never leaves a
+// directory that Load accepts.
+//
+// Ownership in a rootfs is already shifted to the host IDs that the
+// sandboxes' user namespace maps (see IDMap), because the runc we ship with
+// (1.1.5) cannot use idmapped mounts.
+package image
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ManagedName is the name of the managed Debian image.
+const ManagedName = "managed"
+
+const (
+	metaFile  = "image.json"
+	rootfsDir = "rootfs"
+)
+
+// AgentMountPoint is where the runtime bind-mounts cove-agent. Every image
+// has an empty file there, so the mount needs no change to the sandbox's
+// upper layer.
+const AgentMountPoint = "/.cove/cove-agent"
+
+// ErrNotFound says an image is absent or incomplete.
+var ErrNotFound = errors.New("image not found")
+
+// Image is a root filesystem ready to be the lower layer of a sandbox.
+type Image struct {
+	Name   string `json:"name"`
+	Dir    string `json:"-"` // <imagesDir>/<name>
+	Rootfs string `json:"-"` // <Dir>/rootfs
+	// Shell is how a command string is run: the string is appended as the
+	// last argument, e.g. ["/bin/bash", "-lc"].
+	Shell []string `json:"shell"`
+	// IDs is the mapping the rootfs ownership was shifted to.
+	IDs IDMap `json:"ids"`
+}
+
+// IDMap is the user namespace mapping of the sandboxes: container uid and
+// gid 0 map to HostID on the host, for Size IDs.
+//
+// All sandboxes share this one mapping, so root of one sandbox and root of
+// another are the same host uid. Isolation between sandboxes rests on their
+// separate mount, pid, ipc, network and cgroup namespaces and on the files
+// of each sandbox being reachable only through its own mount namespace.
+// Per-sandbox ranges would need either idmapped mounts of the image (which
+// runc 1.1.5 lacks) or a shifted copy of the image per sandbox.
+type IDMap struct {
+	HostID uint32 `json:"host_id"`
+	Size   uint32 `json:"size"`
+}
+
+// DefaultIDMap is used when an IDMap is zero.
+var DefaultIDMap = IDMap{HostID: 1000000, Size: 65536}
+
+// OrDefault returns m, or DefaultIDMap when m is zero.
+func (m IDMap) OrDefault() IDMap {
+	if m == (IDMap{}) {
+		return DefaultIDMap
+	}
+	return m
+}
+
+// Validate checks that the range is usable: not touching host root, big
+// enough for the IDs images use (1000 for user, 65534 for nobody), and not
+// overflowing.
+func (m IDMap) Validate() error {
+	switch {
+	case m.HostID == 0:
+		return errors.New("id map: host id 0 would make sandbox root host root")
+	case m.Size < 65536:
+		return fmt.Errorf("id map: size %d is under 65536", m.Size)
+	case uint64(m.HostID)+uint64(m.Size) > 1<<32-1:
+		return fmt.Errorf("id map: %d+%d overflows", m.HostID, m.Size)
+	}
+	return nil
+}
+
+// Load reads the image called name under imagesDir.
+func Load(imagesDir, name string) (Image, error) {
+	if err := checkName(name); err != nil {
+		return Image{}, err
+	}
+	dir := filepath.Join(imagesDir, name)
+	b, err := os.ReadFile(filepath.Join(dir, metaFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Image{}, fmt.Errorf("load image %s from %s: %w", name, imagesDir, ErrNotFound)
+	}
+	if err != nil {
+		return Image{}, fmt.Errorf("load image %s: %w", name, err)
+	}
+	var img Image
+	if err := json.Unmarshal(b, &img); err != nil {
+		return Image{}, fmt.Errorf("load image %s: parse %s: %w", name, metaFile, err)
+	}
+	if img.Name != name {
+		return Image{}, fmt.Errorf("load image %s: %s names %q", name, metaFile, img.Name)
+	}
+	if len(img.Shell) == 0 {
+		return Image{}, fmt.Errorf("load image %s: no shell in %s", name, metaFile)
+	}
+	img.Dir = dir
+	img.Rootfs = filepath.Join(dir, rootfsDir)
+	st, err := os.Stat(img.Rootfs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Image{}, fmt.Errorf("load image %s: no rootfs: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return Image{}, fmt.Errorf("load image %s: %w", name, err)
+	}
+	if !st.IsDir() {
+		return Image{}, fmt.Errorf("load image %s: rootfs is not a directory", name)
+	}
+	return img, nil
+}
+
+// writeMeta writes dir/image.json for img.
+func writeMeta(dir string, img Image) error {
+	b, err := json.MarshalIndent(img, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, metaFile+".tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, metaFile))
+}
+
+func checkName(name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") || strings.HasPrefix(name, ".") {
+		return fmt.Errorf("image name %q: not a plain name", name)
+	}
+	return nil
+}

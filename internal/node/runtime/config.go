@@ -1,0 +1,169 @@
+// Package runtime runs sandboxes as OCI containers with runc.
+//
+// A sandbox's host side lives in its state directory, which is also its
+// runc bundle and is never visible inside the sandbox:
+//
+//	<StateDir>/<id>/config.json  the OCI spec
+//	<StateDir>/<id>/disk.img     sparse ext4 image: the disk quota
+//	<StateDir>/<id>/disk/        disk.img mounted through a loop device
+//	<StateDir>/<id>/disk/upper   overlay upper layer (the sandbox's own files)
+//	<StateDir>/<id>/disk/work    overlay work directory
+//	<StateDir>/<id>/rootfs/      overlay: image rootfs (lower) + upper
+//	<StateDir>/<id>/agent.sock   the agent's listening socket (host side)
+//	<StateDir>/<id>/agent.log    stdout and stderr of runc and cove-agent
+//
+// Nothing of a sandbox lives only in memory: after a restart of the host
+// process, Attach finds it again and Destroy removes it.
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"cove/internal/node/image"
+)
+
+// Config configures a Runtime.
+type Config struct {
+	// StateDir holds one directory per sandbox. Required; it and its
+	// parents must be searchable (x) by the mapped root, which runc's init
+	// runs as while it sets up the root filesystem.
+	StateDir string
+	// RuncPath is the OCI runtime binary; default "runc".
+	RuncPath string
+	// RuncRoot is runc's --root, where it keeps its container state;
+	// default <StateDir>/../runc.
+	RuncRoot string
+	// AgentPath is the host path of the static cove-agent binary, bind-
+	// mounted read-only into every sandbox. Required.
+	AgentPath string
+	// IDs is the user namespace mapping of every sandbox; default
+	// image.DefaultIDMap. Images must be shifted to the same mapping.
+	IDs image.IDMap
+	// CgroupParent is the cgroup under which each sandbox gets
+	// <CgroupParent>/<id> in every hierarchy; default "/cove".
+	CgroupParent string
+}
+
+// WithDefaults returns c with its defaults filled in.
+func (c Config) WithDefaults() Config {
+	if c.RuncPath == "" {
+		c.RuncPath = "runc"
+	}
+	if c.RuncRoot == "" && c.StateDir != "" {
+		c.RuncRoot = filepath.Join(filepath.Dir(filepath.Clean(c.StateDir)), "runc")
+	}
+	c.IDs = c.IDs.OrDefault()
+	if c.CgroupParent == "" {
+		c.CgroupParent = "/cove"
+	}
+	return c
+}
+
+// Validate checks c, defaults included.
+func (c Config) Validate() error {
+	var errs []error
+	if c.StateDir == "" || !filepath.IsAbs(c.StateDir) {
+		errs = append(errs, fmt.Errorf("state dir %q: not an absolute path", c.StateDir))
+	}
+	if c.RuncRoot == "" || !filepath.IsAbs(c.RuncRoot) {
+		errs = append(errs, fmt.Errorf("runc root %q: not an absolute path", c.RuncRoot))
+	}
+	if c.AgentPath == "" || !filepath.IsAbs(c.AgentPath) {
+		errs = append(errs, fmt.Errorf("agent path %q: not an absolute path", c.AgentPath))
+	}
+	if c.RuncPath == "" {
+		errs = append(errs, errors.New("runc path: empty"))
+	}
+	if err := c.IDs.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if !strings.HasPrefix(c.CgroupParent, "/") || filepath.Clean(c.CgroupParent) != c.CgroupParent || c.CgroupParent == "/" {
+		errs = append(errs, fmt.Errorf("cgroup parent %q: not a clean absolute path below /", c.CgroupParent))
+	}
+	// Overlay options are comma separated and lowerdir is colon separated.
+	for _, p := range []string{c.StateDir, c.AgentPath} {
+		if strings.ContainsAny(p, ",:\\\n") {
+			errs = append(errs, fmt.Errorf("path %q: has one of , : \\ or a newline", p))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Spec describes one sandbox.
+type Spec struct {
+	// ID names the sandbox: letters, digits, '_' and '-', at most 64.
+	ID string
+	// Hostname inside the sandbox; default ID.
+	Hostname string
+	// Image is the read-only lower layer of the root filesystem; it must be
+	// shifted to the runtime's IDs.
+	Image image.Image
+	// CPUs is the CPU quota in cores (0.5 is half a core). Required.
+	CPUs float64
+	// MemoryMiB limits memory; the sandbox gets no swap. Required.
+	MemoryMiB int64
+	// DiskMiB is the size of the sandbox's own disk (its upper layer).
+	// Required, at least MinDiskMiB.
+	DiskMiB int64
+	// Pids limits the number of processes and threads. Required.
+	Pids int64
+	// Workdir is the agent's default working directory; default
+	// "/workspace".
+	Workdir string
+}
+
+// MinDiskMiB is the smallest disk a sandbox may have.
+const MinDiskMiB = 8
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+
+// ValidID reports whether id may name a sandbox: it becomes a directory
+// name, a cgroup name and a runc container ID.
+func ValidID(id string) bool { return idPattern.MatchString(id) }
+
+func (s Spec) withDefaults() Spec {
+	if s.Hostname == "" {
+		s.Hostname = s.ID
+	}
+	if s.Workdir == "" {
+		s.Workdir = "/workspace"
+	}
+	return s
+}
+
+// validate checks s, defaults included.
+func (s Spec) validate(ids image.IDMap) error {
+	var errs []error
+	if !ValidID(s.ID) {
+		errs = append(errs, fmt.Errorf("sandbox id %q: want 1 to 64 of [A-Za-z0-9_-]", s.ID))
+	}
+	if len(s.Hostname) > 64 || strings.ContainsAny(s.Hostname, "/\x00 \n") {
+		errs = append(errs, fmt.Errorf("hostname %q: not a host name", s.Hostname))
+	}
+	if s.Image.Rootfs == "" || !filepath.IsAbs(s.Image.Rootfs) || strings.ContainsAny(s.Image.Rootfs, ",:\\\n") {
+		errs = append(errs, fmt.Errorf("image rootfs %q: not a usable absolute path", s.Image.Rootfs))
+	}
+	if s.Image.IDs != (image.IDMap{}) && s.Image.IDs != ids {
+		errs = append(errs, fmt.Errorf("image %s is shifted to %+v, the runtime maps %+v", s.Image.Name, s.Image.IDs, ids))
+	}
+	if s.CPUs <= 0 || s.CPUs > 1024 {
+		errs = append(errs, fmt.Errorf("cpus %v: want more than 0", s.CPUs))
+	}
+	if s.MemoryMiB <= 0 {
+		errs = append(errs, fmt.Errorf("memory %d MiB: want more than 0", s.MemoryMiB))
+	}
+	if s.DiskMiB < MinDiskMiB {
+		errs = append(errs, fmt.Errorf("disk %d MiB: want at least %d", s.DiskMiB, MinDiskMiB))
+	}
+	if s.Pids <= 0 {
+		errs = append(errs, fmt.Errorf("pids %d: want more than 0", s.Pids))
+	}
+	if !filepath.IsAbs(s.Workdir) {
+		errs = append(errs, fmt.Errorf("workdir %q: not absolute", s.Workdir))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,160 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// makeDisk creates path as a sparse file of sizeMiB holding an empty ext4
+// whose root directory belongs to uid:gid. No blocks are reserved for host
+// root: the sandbox gets all of its quota.
+func makeDisk(ctx context.Context, path string, sizeMiB int64, uid, gid uint32) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(sizeMiB << 20)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-m", "0",
+		"-E", fmt.Sprintf("root_owner=%d:%d,lazy_itable_init=1,lazy_journal_init=1", uid, gid),
+		path)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("mkfs.ext4: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// mountLoop mounts the ext4 image file at target through a free loop
+// device set to clear itself: the device is detached by the kernel as soon
+// as target is unmounted, and at once if the mount fails.
+func mountLoop(file, target string, flags uintptr) error {
+	backing, err := os.OpenFile(file, os.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer backing.Close()
+	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer ctl.Close()
+
+	var cfg unix.LoopConfig
+	cfg.Fd = uint32(backing.Fd())
+	cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
+	copy(cfg.Info.File_name[:len(cfg.Info.File_name)-1], file)
+	// Another process may take the free device between GET_FREE and
+	// CONFIGURE: then we ask again.
+	for range 20 {
+		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
+		if err != nil {
+			return fmt.Errorf("get free loop device: %w", err)
+		}
+		dev := "/dev/loop" + strconv.Itoa(n)
+		loop, err := os.OpenFile(dev, os.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		err = unix.IoctlLoopConfigure(int(loop.Fd()), &cfg)
+		if errors.Is(err, unix.EBUSY) {
+			loop.Close()
+			continue
+		}
+		if err != nil {
+			loop.Close()
+			return fmt.Errorf("configure %s: %w", dev, err)
+		}
+		err = unix.Mount(dev, target, "ext4", flags, "")
+		// The mount holds the device now; closing our descriptor lets
+		// autoclear act when it goes (or now, if the mount failed).
+		loop.Close()
+		if err != nil {
+			return fmt.Errorf("mount %s on %s: %w", dev, target, err)
+		}
+		return nil
+	}
+	return errors.New("no free loop device after 20 tries")
+}
+
+// detachLoops detaches any loop device still backed by file: normally
+// none, as devices clear themselves on unmount.
+func detachLoops(file string) error {
+	devs, err := loopsBackedBy(file)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, dev := range devs {
+		f, err := os.OpenFile(dev, os.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		err = unix.IoctlSetInt(int(f.Fd()), unix.LOOP_CLR_FD, 0)
+		f.Close()
+		if err != nil && !errors.Is(err, unix.ENXIO) {
+			errs = append(errs, fmt.Errorf("detach %s: %w", dev, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// loopsBackedBy lists the loop devices whose backing file is file.
+func loopsBackedBy(file string) ([]string, error) {
+	paths, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	if err != nil {
+		return nil, err
+	}
+	var devs []string
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // detached meanwhile
+		}
+		backing := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), " (deleted)")
+		if backing == file {
+			devs = append(devs, "/dev/"+filepath.Base(filepath.Dir(filepath.Dir(p))))
+		}
+	}
+	return devs, nil
+}
+
+// unmount unmounts target, lazily if it is busy; a target that is not a
+// mount point, or does not exist, is fine.
+func unmount(target string) error {
+	for {
+		err := unix.Unmount(target, unix.UMOUNT_NOFOLLOW)
+		switch {
+		case err == nil:
+			continue // stacked mounts: until none is left
+		case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOENT):
+			return nil
+		case errors.Is(err, unix.EBUSY):
+			if err := unix.Unmount(target, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) {
+				return fmt.Errorf("unmount %s: %w", target, err)
+			}
+			return nil
+		case errors.Is(err, unix.EINTR):
+			continue
+		default:
+			return fmt.Errorf("unmount %s: %w", target, err)
+		}
+	}
+}

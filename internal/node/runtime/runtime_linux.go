@@ -1,0 +1,506 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"cove/api"
+	"cove/internal/agent"
+)
+
+// Timeouts of the runtime.
+const (
+	// PingTimeout bounds how long Start waits for a new agent to answer.
+	PingTimeout = 10 * time.Second
+	// cleanupTimeout bounds the undoing of a failed Start.
+	cleanupTimeout = 30 * time.Second
+	// stopTimeout bounds the wait for a killed sandbox to die.
+	stopTimeout = 5 * time.Second
+)
+
+// Files of a sandbox's state directory.
+const (
+	configFile = "config.json"
+	diskImage  = "disk.img"
+	diskDir    = "disk"
+	rootfsDir  = "rootfs"
+	agentSock  = "agent.sock"
+	agentLog   = "agent.log"
+)
+
+// maxSocketPath is the longest path a unix socket address holds.
+const maxSocketPath = 107
+
+// Runtime starts, finds and destroys sandboxes. It keeps no state in
+// memory: everything is in the state directories, runc's root and the
+// kernel, so a new Runtime over the same directories takes over.
+//
+// Calls for different sandboxes may run concurrently; calls for the same
+// sandbox must not (the caller's lifecycle state machine orders them).
+type Runtime struct {
+	cfg  Config
+	log  *slog.Logger
+	runc runc
+
+	nofile    func() uint64 // once: raises this process's hard limit
+	swapLimit func() bool   // once: looks for swap accounting
+}
+
+func (r *Runtime) host(id string) host {
+	return host{
+		ids:         r.cfg.IDs,
+		agentPath:   r.cfg.AgentPath,
+		cgroupsPath: r.cgroupPath(id),
+		nofile:      r.nofile(),
+		swapLimit:   r.swapLimit(),
+	}
+}
+
+// New returns a Runtime for cfg; it checks cfg and that the agent binary
+// exists, and starts nothing.
+func New(cfg Config, log *slog.Logger) (*Runtime, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("runtime config: %w", err)
+	}
+	st, err := os.Stat(cfg.AgentPath)
+	if err != nil {
+		return nil, fmt.Errorf("runtime config: agent: %w", err)
+	}
+	if !st.Mode().IsRegular() || st.Mode()&0o001 == 0 {
+		return nil, fmt.Errorf("runtime config: agent %s: not a regular file executable by others (%v)", cfg.AgentPath, st.Mode())
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Runtime{cfg: cfg, log: log, runc: runc{path: cfg.RuncPath, root: cfg.RuncRoot}}
+	r.nofile = sync.OnceValue(func() uint64 { return raiseNofile(Nofile, log) })
+	r.swapLimit = sync.OnceValue(func() bool {
+		ok := swapAccounting()
+		if !ok {
+			log.Warn("no swap accounting (memory.memsw): sandboxes may swap if the host has swap")
+		}
+		return ok
+	})
+	return r, nil
+}
+
+// raiseNofile raises the hard RLIMIT_NOFILE of this process to want, so
+// that runc, which inherits it, may give it to the sandbox: inside the user
+// namespace a hard limit can only be lowered. It returns what it got.
+func raiseNofile(want uint64, log *slog.Logger) uint64 {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		log.Warn("get nofile limit", "err", err)
+		return want
+	}
+	if lim.Max >= want {
+		return want
+	}
+	raised := syscall.Rlimit{Cur: lim.Cur, Max: want}
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised); err != nil {
+		log.Warn("sandboxes get a lower nofile limit", "limit", lim.Max, "want", want, "err", err)
+		return lim.Max
+	}
+	return want
+}
+
+// Config returns the runtime's configuration, defaults included.
+func (r *Runtime) Config() Config { return r.cfg }
+
+// StateDir returns the state directory of sandbox id.
+func (r *Runtime) StateDir(id string) string { return filepath.Join(r.cfg.StateDir, id) }
+
+// SocketPath returns the host path of sandbox id's agent socket.
+func (r *Runtime) SocketPath(id string) string { return filepath.Join(r.StateDir(id), agentSock) }
+
+func (r *Runtime) cgroupPath(id string) string { return r.cfg.CgroupParent + "/" + id }
+
+// Start creates sandbox s and returns a client of its agent, which has
+// answered a ping. On failure it undoes everything it did.
+func (r *Runtime) Start(ctx context.Context, s Spec) (_ *agent.Client, err error) {
+	s = s.withDefaults()
+	if err := s.validate(r.cfg.IDs); err != nil {
+		return nil, api.Errorf(api.CodeInvalidArgument, "start sandbox %s: %v", s.ID, err)
+	}
+	id := s.ID
+	log := r.log.With("sandbox", id)
+	dir := r.StateDir(id)
+	if sock := filepath.Join(dir, agentSock); len(sock) > maxSocketPath {
+		return nil, fmt.Errorf("start sandbox %s: socket path %s is longer than %d bytes", id, sock, maxSocketPath)
+	}
+	if _, err := os.Stat(s.Image.Rootfs); err != nil {
+		return nil, fmt.Errorf("start sandbox %s: image %s: %w", id, s.Image.Name, err)
+	}
+	for _, d := range []string{r.cfg.StateDir, r.cfg.RuncRoot} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return nil, fmt.Errorf("start sandbox %s: %w", id, err)
+		}
+	}
+	if err := os.Mkdir(dir, 0o711); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, api.Errorf(api.CodeConflict, "sandbox %s exists", id)
+		}
+		return nil, fmt.Errorf("start sandbox %s: %w", id, err)
+	}
+	// From here on, a failure destroys whatever was made.
+	defer func() {
+		if err == nil {
+			return
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if derr := r.Destroy(cctx, id); derr != nil {
+			err = errors.Join(err, fmt.Errorf("clean up: %w", derr))
+		}
+	}()
+
+	t0 := time.Now()
+	if err := r.makeRootfs(ctx, dir, s); err != nil {
+		return nil, fmt.Errorf("start sandbox %s: %w", id, err)
+	}
+	t1 := time.Now()
+	if err := writeSpec(filepath.Join(dir, configFile), ociSpec(s, r.host(id))); err != nil {
+		return nil, fmt.Errorf("start sandbox %s: write spec: %w", id, err)
+	}
+	if err := r.runcRun(ctx, dir, id); err != nil {
+		return nil, fmt.Errorf("start sandbox %s: %w", id, err)
+	}
+	t2 := time.Now()
+	c, err := r.waitAgent(ctx, id, PingTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("start sandbox %s: %w", id, err)
+	}
+	log.Debug("sandbox started", "rootfs", t1.Sub(t0), "runc", t2.Sub(t1), "agent", time.Since(t2))
+	return c, nil
+}
+
+// makeRootfs makes the disk, mounts it, and mounts the overlay.
+func (r *Runtime) makeRootfs(ctx context.Context, dir string, s Spec) error {
+	root := r.cfg.IDs.HostID
+	img := filepath.Join(dir, diskImage)
+	if err := makeDisk(ctx, img, s.DiskMiB, root, root); err != nil {
+		return fmt.Errorf("make disk: %w", err)
+	}
+	disk := filepath.Join(dir, diskDir)
+	if err := os.Mkdir(disk, 0o700); err != nil {
+		return err
+	}
+	if err := mountLoop(img, disk, unix.MS_NODEV|unix.MS_NOATIME); err != nil {
+		return fmt.Errorf("mount disk: %w", err)
+	}
+	upper, work := filepath.Join(disk, "upper"), filepath.Join(disk, "work")
+	for _, d := range []string{upper, work} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+		if err := os.Chown(d, int(root), int(root)); err != nil {
+			return err
+		}
+	}
+	rootfs := filepath.Join(dir, rootfsDir)
+	if err := os.Mkdir(rootfs, 0o755); err != nil {
+		return err
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", s.Image.Rootfs, upper, work)
+	if err := unix.Mount("overlay", rootfs, "overlay", unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("mount overlay: %w", err)
+	}
+	return nil
+}
+
+func writeSpec(path string, spec any) error {
+	b, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
+}
+
+// runcRun runs the sandbox detached, handing it the agent's listening
+// socket as fd 3. The host's copy of the listener is closed on return: the
+// host only dials.
+func (r *Runtime) runcRun(ctx context.Context, dir, id string) error {
+	sock := filepath.Join(dir, agentSock)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("listen for agent: %w", err)
+	}
+	l.SetUnlinkOnClose(false)
+	defer l.Close()
+	if err := os.Chmod(sock, 0o600); err != nil {
+		return fmt.Errorf("listen for agent: %w", err)
+	}
+	lf, err := l.File()
+	if err != nil {
+		return fmt.Errorf("listen for agent: %w", err)
+	}
+	defer lf.Close()
+	logf, err := os.OpenFile(filepath.Join(dir, agentLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+
+	cmd := r.runc.command(ctx, "run", "--detach", "--preserve-fds", "1", "--bundle", dir, id)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.ExtraFiles = []*os.File{lf}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("runc run: %w: %s", err, r.logTail(id))
+	}
+	return nil
+}
+
+// waitAgent pings the agent of id until it answers, the sandbox stops, or
+// timeout passes.
+func (r *Runtime) waitAgent(ctx context.Context, id string, timeout time.Duration) (*agent.Client, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("no answer from agent in %v", timeout))
+	defer cancel()
+	c := agent.Dial(r.SocketPath(id))
+	delay := time.Millisecond
+	lastCheck := time.Now()
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		p, err := c.Ping(pctx)
+		pcancel()
+		if err == nil {
+			if p.Version != agent.Version {
+				c.Close()
+				return nil, fmt.Errorf("agent speaks protocol %d, want %d", p.Version, agent.Version)
+			}
+			return c, nil
+		}
+		// A dead sandbox never answers: say so early.
+		if time.Since(lastCheck) > 200*time.Millisecond {
+			lastCheck = time.Now()
+			st, ok, serr := r.runc.state(ctx, id)
+			if serr == nil && (!ok || st.Status == "stopped") {
+				c.Close()
+				return nil, fmt.Errorf("sandbox stopped before its agent answered (%v): %s", err, r.logTail(id))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			c.Close()
+			return nil, fmt.Errorf("ping agent: %w (last: %v): %s", context.Cause(ctx), err, r.logTail(id))
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 50*time.Millisecond)
+	}
+}
+
+// logTail returns the end of id's agent.log, for error messages.
+func (r *Runtime) logTail(id string) string {
+	f, err := os.Open(filepath.Join(r.StateDir(id), agentLog))
+	if err != nil {
+		return "no agent log"
+	}
+	defer f.Close()
+	const max = 2048
+	if st, err := f.Stat(); err == nil && st.Size() > max {
+		f.Seek(st.Size()-max, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, max))
+	s := strings.TrimSpace(strings.ToValidUTF8(string(b), "?"))
+	if s == "" {
+		return "agent log empty"
+	}
+	return "agent log: " + s
+}
+
+// Attach returns a client of the agent of a sandbox started earlier,
+// perhaps by another process: runc must say it runs and its agent must
+// answer.
+func (r *Runtime) Attach(ctx context.Context, id string) (*agent.Client, error) {
+	if !ValidID(id) {
+		return nil, api.Errorf(api.CodeInvalidArgument, "sandbox id %q: invalid", id)
+	}
+	st, ok, err := r.runc.state(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("attach sandbox %s: %w", id, err)
+	}
+	if !ok {
+		if _, err := os.Stat(r.StateDir(id)); err == nil {
+			return nil, api.Errorf(api.CodeNotFound, "sandbox %s: runc has no container (state dir left)", id)
+		}
+		return nil, api.Errorf(api.CodeNotFound, "sandbox %s not found", id)
+	}
+	if st.Status != "running" {
+		return nil, api.Errorf(api.CodePreconditionFailed, "sandbox %s is %s, not running", id, st.Status)
+	}
+	c, err := r.waitAgent(ctx, id, 5*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("attach sandbox %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// State is what the runtime knows of a running sandbox.
+type State struct {
+	// Status is runc's: "created", "running", "paused" or "stopped".
+	Status string
+	// PID is the host PID of the sandbox's init (cove-agent); 0 when
+	// stopped. Network setup enters its namespaces through /proc/PID/ns.
+	PID int
+}
+
+// State returns the state of sandbox id.
+func (r *Runtime) State(ctx context.Context, id string) (State, error) {
+	if !ValidID(id) {
+		return State{}, api.Errorf(api.CodeInvalidArgument, "sandbox id %q: invalid", id)
+	}
+	st, ok, err := r.runc.state(ctx, id)
+	if err != nil {
+		return State{}, fmt.Errorf("state of sandbox %s: %w", id, err)
+	}
+	if !ok {
+		return State{}, api.Errorf(api.CodeNotFound, "sandbox %s not found", id)
+	}
+	if st.Status == "stopped" {
+		st.PID = 0
+	}
+	return State{Status: st.Status, PID: st.PID}, nil
+}
+
+// Destroy kills sandbox id and removes all it left: runc's container, the
+// mounts, the loop device, the cgroups and the state directory. Each step
+// tolerates that an earlier one is missing, so Destroy can finish what an
+// interrupted Start or Destroy left, and destroying twice is no error.
+func (r *Runtime) Destroy(ctx context.Context, id string) error {
+	if !ValidID(id) {
+		return api.Errorf(api.CodeInvalidArgument, "sandbox id %q: invalid", id)
+	}
+	dir := r.StateDir(id)
+	var errs []error
+	if err := r.stopContainer(ctx, id); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removeCgroup(ctx, r.cgroupPath(id)); err != nil {
+		errs = append(errs, err)
+	}
+	// The overlay first: its upper layer is on the disk.
+	if err := unmount(filepath.Join(dir, rootfsDir)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := unmount(filepath.Join(dir, diskDir)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := detachLoops(filepath.Join(dir, diskImage)); err != nil {
+		errs = append(errs, err)
+	}
+	// The state directory goes last, and only when all else went: while
+	// it is there, List reports the sandbox and Destroy can be retried.
+	if len(errs) == 0 {
+		if err := removeStateDir(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("destroy sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// stopContainer kills every process of container id, waits for its init
+// to die, and deletes it from runc.
+func (r *Runtime) stopContainer(ctx context.Context, id string) error {
+	st, ok, err := r.runc.state(ctx, id)
+	if err == nil && !ok {
+		return nil
+	}
+	if ok && st.Status != "stopped" {
+		// Errors are for delete --force to settle: it may just have died.
+		r.runc.run(ctx, "kill", "--all", id, "KILL")
+		waitExit(ctx, st.PID, stopTimeout)
+	}
+	if _, derr := r.runc.run(ctx, "delete", "--force", id); derr != nil {
+		_, ok, serr := r.runc.state(ctx, id)
+		if serr == nil && !ok {
+			return nil // gone after all
+		}
+		return errors.Join(err, derr)
+	}
+	return nil
+}
+
+// waitExit waits until process pid has exited, at most timeout.
+func waitExit(ctx context.Context, pid int, timeout time.Duration) {
+	if pid <= 0 {
+		return
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return // already gone (ESRCH)
+	}
+	defer unix.Close(fd)
+	deadline := time.Now().Add(timeout)
+	for {
+		wait := time.Until(deadline)
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
+			wait = time.Until(d)
+		}
+		// Short slices, so a cancelled ctx is noticed.
+		ms := int(min(wait, 100*time.Millisecond) / time.Millisecond)
+		if ms <= 0 || ctx.Err() != nil {
+			return
+		}
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
+		if n > 0 || (err != nil && !errors.Is(err, unix.EINTR)) {
+			return
+		}
+	}
+}
+
+// removeStateDir removes dir unless something is still mounted under it:
+// removing through a mount would delete the files of the mounted file
+// system instead of failing.
+func removeStateDir(dir string) error {
+	mounts, err := mountsUnder(dir)
+	if err != nil {
+		return err
+	}
+	if len(mounts) > 0 {
+		return fmt.Errorf("keep %s: still mounted: %s", dir, strings.Join(mounts, ", "))
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return nil
+}
+
+// List returns the IDs of the sandboxes that have a state directory or a
+// runc container, sorted: what Destroy may need to clean after a crash.
+func (r *Runtime) List(ctx context.Context) ([]string, error) {
+	entries, err := os.ReadDir(r.cfg.StateDir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && ValidID(e.Name()) {
+			ids = append(ids, e.Name())
+		}
+	}
+	running, err := r.runc.list(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	ids = append(ids, running...)
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
+}

@@ -1,0 +1,526 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cove/api"
+	"cove/internal/agent"
+	"cove/internal/node/image"
+)
+
+// Shared by the root integration tests; set by TestMain.
+var (
+	testRoot     string      // per-run directory, searchable by the mapped root
+	testAgent    string      // static cove-agent built for this run
+	testImage    image.Image // busybox image
+	testCgroup   string      // per-run cgroup parent
+	testSetupErr error       // why the root tests cannot run, when they cannot
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	if os.Geteuid() != 0 {
+		testSetupErr = errors.New("needs root (runc, mounts, loop devices, cgroups)")
+		return m.Run()
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		testSetupErr = fmt.Errorf("needs runc: %w", err)
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "cove-runtime-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	testRoot = dir
+	testSetupErr = setupRoot(dir)
+	code := m.Run()
+	if testSetupErr == nil {
+		if err := removeCgroup(context.Background(), testCgroup); err != nil {
+			fmt.Fprintln(os.Stderr, "remove test cgroup parent:", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+func setupRoot(dir string) error {
+	// The sandbox's mapped root must traverse to its rootfs and the agent.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return err
+	}
+	testAgent = filepath.Join(dir, "cove-agent")
+	build := exec.Command("go", "build", "-o", testAgent, "cove/cmd/cove-agent")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build cove-agent: %w: %s", err, out)
+	}
+	if _, err := os.Stat(image.BusyboxPath); err != nil {
+		return fmt.Errorf("needs busybox-static: %w", err)
+	}
+	img, err := image.BuildBusybox(context.Background(), filepath.Join(dir, "images"), "busybox", image.DefaultIDMap)
+	if err != nil {
+		return err
+	}
+	testImage = img
+	// A probe of the seccomp filter, in the image.
+	probe := filepath.Join(img.Rootfs, "bin/syscalls")
+	if _, err := os.Stat(probe); err != nil {
+		build := exec.Command("go", "build", "-o", probe, "./testdata/syscalls")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("build syscalls probe: %w: %s", err, out)
+		}
+		root := int(image.DefaultIDMap.HostID)
+		if err := os.Lchown(probe, root, root); err != nil {
+			return err
+		}
+	}
+	var b [4]byte
+	rand.Read(b[:])
+	testCgroup = "/cove-test-" + hex.EncodeToString(b[:])
+	return nil
+}
+
+// newRuntime returns a Runtime over fresh directories.
+func newRuntime(t testing.TB) *Runtime {
+	t.Helper()
+	if testSetupErr != nil {
+		t.Skip(testSetupErr)
+	}
+	base, err := os.MkdirTemp(testRoot, "rt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	if _, bench := t.(*testing.B); !bench {
+		log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	r, err := New(Config{
+		StateDir:     filepath.Join(base, "state"),
+		AgentPath:    testAgent,
+		CgroupParent: testCgroup,
+	}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+var sandboxSeq atomic.Int64
+
+func testSpec() Spec {
+	return Spec{
+		ID:        fmt.Sprintf("sb-%d-%d", os.Getpid(), sandboxSeq.Add(1)),
+		Image:     testImage,
+		CPUs:      1,
+		MemoryMiB: 256,
+		DiskMiB:   32,
+		Pids:      256,
+	}
+}
+
+// start starts a sandbox and destroys it when the test ends.
+func start(t testing.TB, r *Runtime, s Spec) *agent.Client {
+	t.Helper()
+	c, err := r.Start(t.Context(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		if err := r.Destroy(context.Background(), s.ID); err != nil {
+			t.Error(err)
+		}
+	})
+	return c
+}
+
+// run runs argv in the sandbox as uid:gid and returns its output.
+func run(t testing.TB, c *agent.Client, uid int, argv ...string) (stdout, stderr string, exit agent.ExitData) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	id := fmt.Sprintf("cmd_%d", sandboxSeq.Add(1))
+	_, err := c.Exec(ctx, agent.ExecRequest{
+		ID: id, Argv: argv, Cwd: "/", UID: uid, GID: uid,
+		Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Output(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var out, errOut bytes.Buffer
+	for {
+		f, err := s.Next()
+		if err == io.EOF {
+			return out.String(), errOut.String(), exit
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch f.Kind {
+		case agent.FrameStdout:
+			out.Write(f.Data)
+		case agent.FrameStderr:
+			errOut.Write(f.Data)
+		case agent.FrameExit:
+			if exit, err = agent.ParseExit(f.Data); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func sh(t testing.TB, c *agent.Client, uid int, script string) (string, agent.ExitData) {
+	t.Helper()
+	out, errOut, exit := run(t, c, uid, append(append([]string(nil), testImage.Shell...), script)...)
+	return strings.TrimSpace(out + errOut), exit
+}
+
+// alive reports whether pid runs (a zombie waiting for its reaper does not).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, after, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(after, "Z") && !strings.HasPrefix(after, "X")
+}
+
+// checkGone checks that nothing of sandbox id is left anywhere.
+func checkGone(t *testing.T, r *Runtime, id string) {
+	t.Helper()
+	dir := r.StateDir(id)
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state dir %s: still there (%v)", dir, err)
+	}
+	if m, err := mountsUnder(dir); err != nil || len(m) > 0 {
+		t.Errorf("mounts under %s: %v %v", dir, m, err)
+	}
+	if dirs, err := cgroupDirs(r.cgroupPath(id)); err != nil || len(dirs) > 0 {
+		t.Errorf("cgroups left: %v %v", dirs, err)
+	}
+	ids, err := r.runc.list(t.Context())
+	if err != nil {
+		t.Error(err)
+	}
+	for _, x := range ids {
+		if x == id {
+			t.Errorf("runc still lists %s", id)
+		}
+	}
+	out, err := exec.Command("losetup", "-j", filepath.Join(dir, diskImage)).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("losetup -j: %s %v", out, err)
+	}
+	if devs, err := loopsBackedBy(filepath.Join(dir, diskImage)); err != nil || len(devs) > 0 {
+		t.Errorf("loop devices left: %v %v", devs, err)
+	}
+}
+
+func TestStartDestroy(t *testing.T) {
+	r := newRuntime(t)
+	s := testSpec()
+	c, err := r.Start(t.Context(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Ping(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Version != agent.Version {
+		t.Errorf("ping version %d", p.Version)
+	}
+	st, err := r.State(t.Context(), s.ID)
+	if err != nil || st.Status != "running" || st.PID <= 0 {
+		t.Fatalf("State = %+v, %v", st, err)
+	}
+	// The processes of the sandbox are in its cgroup.
+	dirs, err := cgroupDirs(r.cgroupPath(s.ID))
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("cgroup dirs: %v %v", dirs, err)
+	}
+
+	for _, tt := range []struct {
+		name   string
+		uid    int
+		script string
+		want   string
+	}{
+		{"root id", 0, "id -u; id -g", "0\n0"},
+		{"user id", 1000, "id -u; id -g", "1000\n1000"},
+		{"hostname", 0, "hostname", s.ID},
+		{"pid 1 is the agent", 0, "cat /proc/1/cmdline | tr '\\0' ' '", "/.cove/cove-agent --workdir /workspace"},
+		{"uid map", 0, "cat /proc/self/uid_map | tr -s ' '", "0 1000000 65536"},
+		{"only loopback", 0, "ls /sys/class/net", "lo"},
+		{"no new privileges", 0, "grep NoNewPrivs /proc/self/status | tr -d '\\t '", "NoNewPrivs:1"},
+		{"seccomp filter", 0, "grep Seccomp: /proc/self/status | tr -d '\\t '", "Seccomp:2"},
+		{"nofile limit", 0, "ulimit -n", fmt.Sprint(r.nofile())},
+		{"mount denied", 0, "mount -t tmpfs none /mnt 2>&1; echo rc=$?", "mount: permission denied (are you root?)\nrc=1"},
+		{"agent read-only", 0, "{ echo x > /.cove/cove-agent; } 2>&1; echo rc=$?", "/bin/sh: can't create /.cove/cove-agent: Read-only file system\nrc=1"},
+		{"proc masked", 0, "wc -c < /proc/timer_list", "0"},
+		{"proc read-only", 0, "{ echo 1 > /proc/sys/kernel/domainname; } 2>&1; echo rc=$?", "/bin/sh: can't create /proc/sys/kernel/domainname: Read-only file system\nrc=1"},
+		{"sys read-only", 0, "touch /sys/x 2>&1; echo rc=$?", "touch: /sys/x: Read-only file system\nrc=1"},
+		{"workspace owned by user", 0, "stat -c %u:%g /workspace", "1000:1000"},
+		{"user writes workspace", 1000, "echo hi > /workspace/f && cat /workspace/f", "hi"},
+		{"user cannot write /etc", 1000, "{ echo x >> /etc/passwd; } 2>/dev/null; echo rc=$?", "rc=1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, exit := sh(t, c, tt.uid, tt.script)
+			if got != tt.want {
+				t.Errorf("%q as %d: got %q (exit %+v), want %q", tt.script, tt.uid, got, exit, tt.want)
+			}
+		})
+	}
+
+	// Limits reach the cgroups.
+	for _, f := range []struct{ file, want string }{
+		{"memory/memory.limit_in_bytes", "268435456"},
+		{"pids/pids.max", "256"},
+		{"memory/memory.memsw.limit_in_bytes", map[bool]string{true: "268435456", false: "9223372036854771712"}[r.swapLimit()]},
+		{"cpu/cpu.cfs_quota_us", "100000"},
+	} {
+		b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", filepath.Dir(f.file), r.cgroupPath(s.ID), filepath.Base(f.file)))
+		if err != nil {
+			t.Errorf("read %s: %v", f.file, err)
+			continue
+		}
+		if got := strings.TrimSpace(string(b)); got != f.want {
+			t.Errorf("%s = %s, want %s", f.file, got, f.want)
+		}
+	}
+
+	c.Close()
+	pid := st.PID
+	if err := r.Destroy(t.Context(), s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) {
+		t.Errorf("agent pid %d still alive", pid)
+	}
+	checkGone(t, r, s.ID)
+	// Destroying again is no error.
+	if err := r.Destroy(t.Context(), s.ID); err != nil {
+		t.Errorf("second Destroy: %v", err)
+	}
+	if ids, err := r.List(t.Context()); err != nil || len(ids) > 0 {
+		t.Errorf("List = %v, %v", ids, err)
+	}
+}
+
+func TestSeccomp(t *testing.T) {
+	r := newRuntime(t)
+	c := start(t, r, testSpec())
+	out, _ := sh(t, c, 0, "/bin/syscalls")
+	want := `setns: EPERM
+io_uring_setup: EPERM
+perf_event_open: EPERM
+keyctl: EPERM
+open_tree: EPERM
+fsopen: EPERM
+bpf: EPERM
+unshare: ok
+getpid: ok
+ptrace: ESRCH`
+	if out != want {
+		t.Errorf("syscalls in the sandbox:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+func TestDiskLimit(t *testing.T) {
+	r := newRuntime(t)
+	s := testSpec()
+	s.DiskMiB = 16
+	c := start(t, r, s)
+	// 24 MiB into a 16 MiB disk.
+	out, exit := sh(t, c, 1000, "dd if=/dev/zero of=/workspace/big bs=1M count=24 2>&1; echo rc=$?")
+	if !strings.Contains(out, "No space left on device") || !strings.HasSuffix(out, "rc=1") {
+		t.Errorf("dd past the disk: %q (exit %+v)", out, exit)
+	}
+	// The image's files are untouched by the sandbox's writes.
+	out, _ = sh(t, c, 0, "rm /bin/ls && echo removed")
+	if out != "removed" {
+		t.Errorf("rm /bin/ls: %q", out)
+	}
+	if _, err := os.Lstat(filepath.Join(testImage.Rootfs, "bin/ls")); err != nil {
+		t.Errorf("image lost /bin/ls: %v", err)
+	}
+}
+
+func TestStartFailureCleansUp(t *testing.T) {
+	r := newRuntime(t)
+	tests := []struct {
+		name   string
+		change func(s *Spec)
+		code   api.Code
+	}{
+		{"no image rootfs", func(s *Spec) { s.Image.Rootfs = filepath.Join(testRoot, "nowhere") }, api.CodeInternal},
+		{"bad id", func(s *Spec) { s.ID = "../x" }, api.CodeInvalidArgument},
+		{"no disk", func(s *Spec) { s.DiskMiB = 0 }, api.CodeInvalidArgument},
+		{"agent fails", func(s *Spec) { s.Workdir = "relative" }, api.CodeInvalidArgument},
+		// The agent starts and exits at once: its workdir is a file.
+		{"agent exits", func(s *Spec) { s.Workdir = "/etc/passwd" }, api.CodeInternal},
+		// runc itself fails: a memory limit below what the kernel accepts.
+		{"runc fails", func(s *Spec) { s.Pids = 1 << 62; s.MemoryMiB = 1 << 40 }, api.CodeInternal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := testSpec()
+			tt.change(&s)
+			start := time.Now()
+			c, err := r.Start(t.Context(), s)
+			if err == nil {
+				c.Close()
+				r.Destroy(t.Context(), s.ID)
+				t.Skip("Start did not fail")
+			}
+			t.Logf("Start failed in %v: %v", time.Since(start).Round(time.Millisecond), err)
+			if code := api.ErrorCode(err); code != tt.code {
+				t.Errorf("code %s, want %s", code, tt.code)
+			}
+			if ValidID(s.ID) {
+				checkGone(t, r, s.ID)
+			}
+		})
+	}
+	// A sandbox that exists is a conflict, and is left alone.
+	s := testSpec()
+	start(t, r, s)
+	if _, err := r.Start(t.Context(), s); api.ErrorCode(err) != api.CodeConflict {
+		t.Errorf("second Start: %v, want a conflict", err)
+	}
+	if _, err := r.Attach(t.Context(), s.ID); err != nil {
+		t.Errorf("Attach after refused Start: %v", err)
+	}
+}
+
+func TestAttachAfterRestart(t *testing.T) {
+	r := newRuntime(t)
+	s := testSpec()
+	c := start(t, r, s)
+	if out, _ := sh(t, c, 0, "echo kept > /tmp/mark && cat /tmp/mark"); out != "kept" {
+		t.Fatalf("mark: %q", out)
+	}
+	c.Close()
+
+	// A new Runtime over the same directories, as after a restart of cove.
+	r2, err := New(r.Config(), r.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := r2.List(t.Context())
+	if err != nil || len(ids) != 1 || ids[0] != s.ID {
+		t.Fatalf("List = %v, %v", ids, err)
+	}
+	c2, err := r2.Attach(t.Context(), s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if out, _ := sh(t, c2, 0, "cat /tmp/mark"); out != "kept" {
+		t.Errorf("mark after attach: %q", out)
+	}
+
+	if _, err := r2.Attach(t.Context(), "nosuch"); api.ErrorCode(err) != api.CodeNotFound {
+		t.Errorf("Attach(nosuch) = %v, want not found", err)
+	}
+}
+
+func TestAttachStopped(t *testing.T) {
+	r := newRuntime(t)
+	s := testSpec()
+	c := start(t, r, s)
+	c.Close()
+	st, err := r.State(t.Context(), s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The agent dies (as after a reboot): Attach says so, Destroy cleans.
+	if err := exec.Command("kill", "-KILL", fmt.Sprint(st.PID)).Run(); err != nil {
+		t.Fatal(err)
+	}
+	waitExit(t.Context(), st.PID, 5*time.Second)
+	if _, err := r.Attach(t.Context(), s.ID); api.ErrorCode(err) != api.CodePreconditionFailed {
+		t.Errorf("Attach of a stopped sandbox = %v, want precondition failed", err)
+	}
+	if err := r.Destroy(t.Context(), s.ID); err != nil {
+		t.Fatal(err)
+	}
+	checkGone(t, r, s.ID)
+}
+
+// TestDestroyHalfStarted destroys what an interrupted Start can leave: a
+// mounted disk and overlay, no runc container.
+func TestDestroyHalfStarted(t *testing.T) {
+	r := newRuntime(t)
+	s := testSpec().withDefaults()
+	dir := r.StateDir(s.ID)
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.makeRootfs(t.Context(), dir, s); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := mountsUnder(dir); len(m) != 2 {
+		t.Fatalf("mounts under %s: %v", dir, m)
+	}
+	if err := r.Destroy(t.Context(), s.ID); err != nil {
+		t.Fatal(err)
+	}
+	checkGone(t, r, s.ID)
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"good", Config{StateDir: "/var/lib/cove/sandboxes", AgentPath: "/usr/lib/cove/cove-agent"}, true},
+		{"relative state", Config{StateDir: "state", AgentPath: "/a"}, false},
+		{"no agent", Config{StateDir: "/s"}, false},
+		{"comma", Config{StateDir: "/s,x", AgentPath: "/a"}, false},
+		{"bad cgroup", Config{StateDir: "/s", AgentPath: "/a", CgroupParent: "cove"}, false},
+		{"root map", Config{StateDir: "/s", AgentPath: "/a", IDs: image.IDMap{HostID: 0, Size: 65536}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tt.cfg.WithDefaults()
+			if err := cfg.Validate(); (err == nil) != tt.ok {
+				t.Errorf("Validate = %v, want ok %v", err, tt.ok)
+			}
+		})
+	}
+	cfg := Config{StateDir: "/var/lib/cove/sandboxes"}.WithDefaults()
+	if cfg.RuncRoot != "/var/lib/cove/runc" || cfg.RuncPath != "runc" || cfg.CgroupParent != "/cove" || cfg.IDs != image.DefaultIDMap {
+		t.Errorf("defaults: %+v", cfg)
+	}
+}

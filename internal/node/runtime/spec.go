@@ -1,0 +1,212 @@
+package runtime
+
+import (
+	"math"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"cove/internal/node/image"
+)
+
+// cpuPeriod is the CFS period of every sandbox, in microseconds.
+const cpuPeriod = 100000
+
+// defaultCaps is Docker's default capability set.
+var defaultCaps = []string{
+	"CAP_CHOWN",
+	"CAP_DAC_OVERRIDE",
+	"CAP_FSETID",
+	"CAP_FOWNER",
+	"CAP_MKNOD",
+	"CAP_NET_RAW",
+	"CAP_SETGID",
+	"CAP_SETUID",
+	"CAP_SETFCAP",
+	"CAP_SETPCAP",
+	"CAP_NET_BIND_SERVICE",
+	"CAP_SYS_CHROOT",
+	"CAP_KILL",
+	"CAP_AUDIT_WRITE",
+}
+
+// maskedPaths and readonlyPaths are runc's defaults (`runc spec`).
+var (
+	maskedPaths = []string{
+		"/proc/acpi",
+		"/proc/asound",
+		"/proc/kcore",
+		"/proc/keys",
+		"/proc/latency_stats",
+		"/proc/timer_list",
+		"/proc/timer_stats",
+		"/proc/sched_debug",
+		"/sys/firmware",
+		"/proc/scsi",
+	}
+	readonlyPaths = []string{
+		"/proc/bus",
+		"/proc/fs",
+		"/proc/irq",
+		"/proc/sys",
+		"/proc/sysrq-trigger",
+	}
+)
+
+// deniedSyscalls fail with EPERM; everything else is allowed. The list is
+// what a sandboxed developer machine has no use for and what widens the
+// kernel's attack surface: module and kexec loading, bpf, perf, keyrings,
+// every way to mount (the old and the new mount API), swap, reboot, clock
+// setting, accounting, handle-based opens, userfaultfd, io_uring, setns,
+// quotas and raw port I/O. Most need capabilities the sandbox lacks
+// anyway; the filter is a second wall. ptrace (debuggers) and unshare
+// (nested user namespaces, as in bubblewrap) stay allowed. Every name is
+// known to libseccomp 2.5 on x86_64.
+var deniedSyscalls = []string{
+	"acct",
+	"add_key",
+	"bpf",
+	"clock_settime",
+	"create_module",
+	"delete_module",
+	"finit_module",
+	"fsconfig",
+	"fsmount",
+	"fsopen",
+	"fspick",
+	"get_kernel_syms",
+	"init_module",
+	"io_uring_enter",
+	"io_uring_register",
+	"io_uring_setup",
+	"ioperm",
+	"iopl",
+	"kexec_file_load",
+	"kexec_load",
+	"keyctl",
+	"lookup_dcookie",
+	"mount",
+	"mount_setattr",
+	"move_mount",
+	"nfsservctl",
+	"open_by_handle_at",
+	"open_tree",
+	"perf_event_open",
+	"pivot_root",
+	"query_module",
+	"quotactl",
+	"reboot",
+	"request_key",
+	"setns",
+	"settimeofday",
+	"swapoff",
+	"swapon",
+	"syslog",
+	"umount2",
+	"uselib",
+	"userfaultfd",
+	"ustat",
+	"_sysctl",
+}
+
+// Nofile is the RLIMIT_NOFILE of a sandbox's processes.
+const Nofile = 1048576
+
+// host is what the spec of a sandbox takes from the runtime and the host.
+type host struct {
+	ids         image.IDMap
+	agentPath   string
+	cgroupsPath string
+	nofile      uint64
+	// swapLimit says the kernel accounts swap (memory.memsw.* in cgroup
+	// v1): then memory+swap is limited to the memory limit. Without it
+	// there is no such knob, and runc would fail to write it.
+	swapLimit bool
+}
+
+// ociSpec builds the runc config of a sandbox whose bundle holds rootfs.
+func ociSpec(s Spec, h host) *specs.Spec {
+	ids, nofile := h.ids, h.nofile
+	eperm := uint(1)
+	memory := s.MemoryMiB << 20
+	mem := &specs.LinuxMemory{Limit: &memory}
+	if h.swapLimit {
+		mem.Swap = &memory
+	}
+	quota := int64(math.Round(s.CPUs * cpuPeriod))
+	period := uint64(cpuPeriod)
+	pids := s.Pids
+	caps := append([]string(nil), defaultCaps...)
+	return &specs.Spec{
+		Version: specs.Version,
+		Process: &specs.Process{
+			User: specs.User{UID: 0, GID: 0},
+			Args: []string{image.AgentMountPoint, "--workdir", s.Workdir},
+			Env: []string{
+				"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+				"HOME=/root",
+				"TERM=xterm",
+				"LANG=C.UTF-8",
+			},
+			Cwd: "/",
+			Capabilities: &specs.LinuxCapabilities{
+				Bounding:  caps,
+				Effective: caps,
+				Permitted: caps,
+			},
+			Rlimits: []specs.POSIXRlimit{
+				{Type: "RLIMIT_NOFILE", Hard: nofile, Soft: nofile},
+			},
+			NoNewPrivileges: true,
+		},
+		Root:     &specs.Root{Path: "rootfs", Readonly: false},
+		Hostname: s.Hostname,
+		Mounts: []specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc"},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs",
+				Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+			{Destination: "/dev/pts", Type: "devpts", Source: "devpts",
+				Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
+			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm",
+				Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue",
+				Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/sys", Type: "sysfs", Source: "sysfs",
+				Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+			{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup",
+				Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
+			{Destination: image.AgentMountPoint, Type: "bind", Source: h.agentPath,
+				Options: []string{"bind", "ro", "nosuid", "nodev"}},
+		},
+		Linux: &specs.Linux{
+			UIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: ids.HostID, Size: ids.Size}},
+			GIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: ids.HostID, Size: ids.Size}},
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace},
+				{Type: specs.NetworkNamespace},
+				{Type: specs.IPCNamespace},
+				{Type: specs.UTSNamespace},
+				{Type: specs.MountNamespace},
+				{Type: specs.UserNamespace},
+				{Type: specs.CgroupNamespace},
+			},
+			CgroupsPath: h.cgroupsPath,
+			Resources: &specs.LinuxResources{
+				Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}},
+				Memory:  mem,
+				CPU:     &specs.LinuxCPU{Quota: &quota, Period: &period},
+				Pids:    &specs.LinuxPids{Limit: &pids},
+			},
+			Seccomp: &specs.LinuxSeccomp{
+				DefaultAction: specs.ActAllow,
+				Architectures: []specs.Arch{specs.ArchX86_64, specs.ArchX86, specs.ArchX32},
+				Syscalls: []specs.LinuxSyscall{{
+					Names:    append([]string(nil), deniedSyscalls...),
+					Action:   specs.ActErrno,
+					ErrnoRet: &eperm,
+				}},
+			},
+			MaskedPaths:   append([]string(nil), maskedPaths...),
+			ReadonlyPaths: append([]string(nil), readonlyPaths...),
+		},
+	}
+}
