@@ -292,8 +292,8 @@ func validateExec(req *ExecRequest) error {
 		return bad("cwd %s must be absolute", strconv.Quote(req.Cwd))
 	case req.UID < 0 || req.GID < 0 || req.UID > 1<<31-2 || req.GID > 1<<31-2:
 		return bad("uid and gid must be between 0 and 2^31-2")
-	case req.TimeoutMS < 0:
-		return bad("timeout_ms must not be negative")
+	case req.TimeoutMS < 0 || req.TimeoutMS > maxTimeoutMS:
+		return bad("timeout_ms must be between 0 and %d", maxTimeoutMS)
 	case req.PTY != nil && (req.PTY.Cols <= 0 || req.PTY.Rows <= 0 || req.PTY.Cols > 65535 || req.PTY.Rows > 65535):
 		return bad("pty size %dx%d must be between 1 and 65535", req.PTY.Cols, req.PTY.Rows)
 	}
@@ -312,6 +312,9 @@ func validateExec(req *ExecRequest) error {
 	}
 	return nil
 }
+
+// maxTimeoutMS is a year: far beyond any sandbox, far below an overflow.
+const maxTimeoutMS = int64(365 * 24 * time.Hour / time.Millisecond)
 
 const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 

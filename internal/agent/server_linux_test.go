@@ -643,24 +643,42 @@ func TestOrphanReaping(t *testing.T) {
 
 func TestBackgroundKeepsOutputOpen(t *testing.T) {
 	_, c := startServer(t, ServerConfig{ExitGrace: 300 * time.Millisecond})
-	st, err := c.Exec(t.Context(), ExecRequest{ID: "bg", Argv: []string{"sh", "-c", "sleep 1000 & echo started"}, Env: []string{testPath}})
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name   string
+		pty    *Size
+		stdout string
+	}{
+		{"pipes", nil, "started\n"},
+		// The background process ignores the hangup of the terminal.
+		{"terminal", &Size{Cols: 80, Rows: 24}, "started\r\n"},
 	}
-	r := collect(t, c, "bg", 0)
-	if r.stdout != "started\n" || r.exit != (ExitData{}) {
-		t.Errorf("got %q %+v", r.stdout, r.exit)
-	}
-	// The background process is left running (it is not a timeout);
-	// clean it up.
-	if left := inGroup(st.PID); len(left) != 1 {
-		t.Errorf("group: %v", left)
-	}
-	if err := syscallKill(-st.PID); err != nil {
-		t.Fatal(err)
-	}
-	for len(inGroup(st.PID)) > 0 {
-		time.Sleep(10 * time.Millisecond)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := "bg-" + tt.name
+			st, err := c.Exec(t.Context(), ExecRequest{ID: id, Argv: []string{"sh", "-c", "trap '' HUP; sleep 1000 & echo started"}, Env: []string{testPath}, PTY: tt.pty})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			r := collect(t, c, id, 0)
+			if r.stdout != tt.stdout || r.exit != (ExitData{}) {
+				t.Errorf("got %q %+v", r.stdout, r.exit)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("exit frame after %v", d)
+			}
+			// The background process is left running (it is not a
+			// timeout); clean it up.
+			if left := inGroup(st.PID); len(left) != 1 {
+				t.Errorf("group: %v", left)
+			}
+			if err := syscallKill(-st.PID); err != nil {
+				t.Fatal(err)
+			}
+			for len(inGroup(st.PID)) > 0 {
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
 	}
 }
 
@@ -732,4 +750,25 @@ func TestClientClose(t *testing.T) {
 		t.Errorf("ping %+v %v", p, err)
 	}
 	_ = st
+}
+
+// TestSlowReaderAfterExit: output still in the pipe when the command exits,
+// behind a full buffer, is read once the host reads, however late.
+func TestSlowReaderAfterExit(t *testing.T) {
+	_, c := startServer(t, ServerConfig{ExitGrace: 100 * time.Millisecond})
+	// The buffer holds a little less than its bound, the reader one more
+	// frame, the pipe 64 KiB: head can write this much and exit.
+	const total = DefaultMaxBuffer + 32<<10
+	st, err := c.Exec(t.Context(), ExecRequest{ID: "burst", Argv: []string{"head", "-c", strconv.Itoa(total), "/dev/zero"}, Env: []string{testPath}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if _, err := readStat(st.PID); !errors.Is(err, os.ErrNotExist) {
+		t.Logf("head has not exited (%v): the case is not exercised", err)
+	}
+	r := collect(t, c, "burst", 0)
+	if len(r.stdout) != total || r.exit != (ExitData{}) {
+		t.Errorf("got %d bytes, exit %+v; want %d", len(r.stdout), r.exit, total)
+	}
 }

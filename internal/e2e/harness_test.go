@@ -103,14 +103,13 @@ type server struct {
 	waitDone  chan struct{}
 	extraArgs []string
 	teamKeys  []string
+	managed   bool
 }
 
 type serverOpt func(*server)
 
 // withManaged serves the managed image as the default template.
-func withManaged(s *server) {
-	s.extraArgs = append(s.extraArgs, "--images-dir", managedDir, "--default-template", "managed", "--build-managed=true")
-}
+func withManaged(s *server) { s.managed = true }
 
 func withArgs(args ...string) serverOpt {
 	return func(s *server) { s.extraArgs = append(s.extraArgs, args...) }
@@ -137,7 +136,9 @@ func startServer(t testing.TB, opts ...serverOpt) *server {
 	s.url = "http://127.0.0.1:" + port
 	s.args = []string{"serve", "--listen", "127.0.0.1:" + port, "--data-dir", s.dataDir,
 		"--agent", filepath.Join(binDir, "cove-agent"), "--cgroup-parent", s.cgroup, "--log-level", "debug"}
-	if len(s.extraArgs) == 0 {
+	if s.managed {
+		s.args = append(s.args, "--images-dir", managedDir, "--default-template", "managed", "--build-managed=true")
+	} else {
 		s.args = append(s.args, "--images-dir", imagesDir, "--build-managed=false", "--default-template", "busybox")
 	}
 	s.args = append(s.args, s.extraArgs...)

@@ -40,6 +40,8 @@ type Handler struct {
 	srv *server.Server
 	log *slog.Logger
 	mux *http.ServeMux
+	// patterns lists the authenticated routes, for the OpenAPI test.
+	patterns []string
 }
 
 // New returns the API handler over srv.
@@ -59,6 +61,7 @@ func (h *Handler) routes() {
 		w.Write(api.OpenAPI)
 	})
 	auth := func(pattern string, fn func(http.ResponseWriter, *http.Request, server.Principal) error) {
+		h.patterns = append(h.patterns, pattern)
 		h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			p, err := h.authenticate(r)
 			if err == nil {
@@ -223,4 +226,3 @@ func queryBool(r *http.Request, name string) (bool, error) {
 	}
 	return b, nil
 }
-

@@ -23,8 +23,7 @@ const BusyboxPath = "/bin/busybox"
 // /workspace, /tmp, and empty /proc, /sys and /dev. It takes a fraction of
 // a second and is meant for tests.
 func BuildBusybox(ctx context.Context, imagesDir, name string, ids IDMap) (Image, error) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	return ensure(ctx, imagesDir, name, ids, log, buildBusybox)
+	return ensure(ctx, imagesDir, name, ids, slog.New(slog.DiscardHandler), buildBusybox)
 }
 
 func buildBusybox(ctx context.Context, rootfs string) ([]string, error) {

@@ -1,6 +1,7 @@
 package image
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"log/slog"
@@ -94,6 +95,42 @@ func TestBuildBusybox(t *testing.T) {
 	// Another mapping is refused rather than silently mixed.
 	if _, err := BuildBusybox(t.Context(), dir, "busybox", IDMap{HostID: 3000000, Size: 65536}); err == nil {
 		t.Error("BuildBusybox with another id map: no error")
+	}
+}
+
+// TestBuildAfterInterruption: an interrupted build leaves a temporary
+// directory (and perhaps a final one without image.json, made by hand);
+// Load refuses both and the next build replaces them.
+func TestBuildAfterInterruption(t *testing.T) {
+	requireRoot(t)
+	dir := t.TempDir()
+	tmp := filepath.Join(dir, ".busybox.tmp-123")
+	mkdir(t, filepath.Join(tmp, "rootfs", "bin"))
+	mkdir(t, filepath.Join(dir, "busybox", "rootfs"))
+	if _, err := Load(dir, "busybox"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Load of a half image = %v, want not found", err)
+	}
+	if _, err := BuildBusybox(t.Context(), dir, "busybox", IDMap{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(tmp); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s left: %v", tmp, err)
+	}
+	if _, err := Load(dir, "busybox"); err != nil {
+		t.Error(err)
+	}
+	// A cancelled build leaves nothing that Load accepts, nor a temporary
+	// directory.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := BuildBusybox(ctx, dir, "other", IDMap{}); err == nil {
+		t.Fatal("cancelled build: no error")
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".other.tmp") || e.Name() == "other" {
+			t.Errorf("cancelled build left %s", e.Name())
+		}
 	}
 }
 

@@ -47,6 +47,9 @@ func EnsureManagedWith(ctx context.Context, imagesDir string, ids IDMap, opts Ma
 	if progress == nil {
 		progress = io.Discard
 	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	return ensure(ctx, imagesDir, ManagedName, ids, log, func(ctx context.Context, rootfs string) ([]string, error) {
 		start := time.Now()
 		log.Info("building managed image", "suite", ManagedSuite, "dir", rootfs)

@@ -97,6 +97,11 @@ func removeCgroup(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
+	// A frozen process dies only once thawed.
+	for _, dir := range dirs {
+		os.WriteFile(filepath.Join(dir, "freezer.state"), []byte("THAWED"), 0) // v1
+		os.WriteFile(filepath.Join(dir, "cgroup.freeze"), []byte("0"), 0)      // v2
+	}
 	var errs []error
 	for _, dir := range dirs {
 		// Children first (the sandbox cannot create any through its

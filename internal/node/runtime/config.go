@@ -8,9 +8,10 @@
 //	<StateDir>/<id>/disk/        disk.img mounted through a loop device
 //	<StateDir>/<id>/disk/upper   overlay upper layer (the sandbox's own files)
 //	<StateDir>/<id>/disk/work    overlay work directory
+//	<StateDir>/<id>/disk/agent.log  stdout and stderr of runc and cove-agent
+//	                             (on the sandbox's disk, so within its quota)
 //	<StateDir>/<id>/rootfs/      overlay: image rootfs (lower) + upper
 //	<StateDir>/<id>/agent.sock   the agent's listening socket (host side)
-//	<StateDir>/<id>/agent.log    stdout and stderr of runc and cove-agent
 //
 // Nothing of a sandbox lives only in memory: after a restart of the host
 // process, Attach finds it again and Destroy removes it.

@@ -40,7 +40,11 @@ const (
 	diskDir    = "disk"
 	rootfsDir  = "rootfs"
 	agentSock  = "agent.sock"
-	agentLog   = "agent.log"
+	// agentLog is on the sandbox's disk, beside (not in) its upper layer:
+	// root in the sandbox can write to the agent's stdout through
+	// /proc/1/fd/1, so the log must count against the sandbox's quota,
+	// not fill the host's disk.
+	agentLog = diskDir + "/agent.log"
 )
 
 // maxSocketPath is the longest path a unix socket address holds.
@@ -152,6 +156,13 @@ func (r *Runtime) Start(ctx context.Context, s Spec) (_ *agent.Client, err error
 			return nil, fmt.Errorf("start sandbox %s: %w", id, err)
 		}
 	}
+	// runc's init runs as the mapped root while it sets up the root
+	// filesystem: it must get to the rootfs and the agent on the host.
+	for _, p := range []string{r.cfg.StateDir, s.Image.Rootfs, filepath.Dir(r.cfg.AgentPath)} {
+		if err := r.checkSearchable(p); err != nil {
+			return nil, fmt.Errorf("start sandbox %s: %w", id, err)
+		}
+	}
 	if err := os.Mkdir(dir, 0o711); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil, api.Errorf(api.CodeConflict, "sandbox %s exists", id)
@@ -162,6 +173,9 @@ func (r *Runtime) Start(ctx context.Context, s Spec) (_ *agent.Client, err error
 	defer func() {
 		if err == nil {
 			return
+		}
+		if cerr := context.Cause(ctx); cerr != nil && !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w (%w)", err, cerr)
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
@@ -188,6 +202,25 @@ func (r *Runtime) Start(ctx context.Context, s Spec) (_ *agent.Client, err error
 	}
 	log.Debug("sandbox started", "rootfs", t1.Sub(t0), "runc", t2.Sub(t1), "agent", time.Since(t2))
 	return c, nil
+}
+
+// checkSearchable checks that the mapped root can search dir and each of
+// its parents.
+func (r *Runtime) checkSearchable(dir string) error {
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		sys, ok := st.Sys().(*syscall.Stat_t)
+		mapped := ok && sys.Uid >= r.cfg.IDs.HostID && sys.Uid-r.cfg.IDs.HostID < r.cfg.IDs.Size
+		if !st.IsDir() || st.Mode().Perm()&0o001 == 0 && !(mapped && st.Mode().Perm()&0o100 != 0) {
+			return fmt.Errorf("%s (%v): the sandbox's root (host uid %d) cannot search it; it needs o+x", p, st.Mode(), r.cfg.IDs.HostID)
+		}
+		if p == "/" || p == "." {
+			return nil
+		}
+	}
 }
 
 // makeRootfs makes the disk, mounts it, and mounts the overlay.

@@ -282,6 +282,8 @@ func TestStartDestroy(t *testing.T) {
 		{"uid map", 0, "cat /proc/self/uid_map | tr -s ' '", "0 1000000 65536"},
 		{"only loopback", 0, "ls /sys/class/net", "lo"},
 		{"no new privileges", 0, "grep NoNewPrivs /proc/self/status | tr -d '\\t '", "NoNewPrivs:1"},
+		{"docker's capabilities", 0, "grep -E 'Cap(Eff|Bnd|Amb)' /proc/self/status | tr -d '\t'", "CapEff:00000000a80425fb\nCapBnd:00000000a80425fb\nCapAmb:0000000000000000"},
+		{"user has no capabilities", 1000, "grep CapEff /proc/self/status | tr -d '\t'", "CapEff:0000000000000000"},
 		{"seccomp filter", 0, "grep Seccomp: /proc/self/status | tr -d '\\t '", "Seccomp:2"},
 		{"nofile limit", 0, "ulimit -n", fmt.Sprint(r.nofile())},
 		{"mount denied", 0, "mount -t tmpfs none /mnt 2>&1; echo rc=$?", "mount: permission denied (are you root?)\nrc=1"},
@@ -365,6 +367,15 @@ func TestDiskLimit(t *testing.T) {
 	if !strings.Contains(out, "No space left on device") || !strings.HasSuffix(out, "rc=1") {
 		t.Errorf("dd past the disk: %q (exit %+v)", out, exit)
 	}
+	// Root in the sandbox cannot reach the agent's log through
+	// /proc/1/fd/1: the agent is not dumpable, as its binary belongs to a
+	// uid outside the sandbox's user namespace. Were it reachable, the log
+	// is on the sandbox's disk and held by the same quota.
+	sh(t, c, 0, "rm /workspace/big")
+	out, exit = sh(t, c, 0, "dd if=/dev/zero of=/proc/1/fd/1 bs=1M count=24 2>&1; echo rc=$?")
+	if !strings.Contains(out, "Permission denied") && !strings.Contains(out, "No space left on device") || !strings.HasSuffix(out, "rc=1") {
+		t.Errorf("dd into the agent's log: %q (exit %+v)", out, exit)
+	}
 	// The image's files are untouched by the sandbox's writes.
 	out, _ = sh(t, c, 0, "rm /bin/ls && echo removed")
 	if out != "removed" {
@@ -419,6 +430,29 @@ func TestStartFailureCleansUp(t *testing.T) {
 	}
 	if _, err := r.Attach(t.Context(), s.ID); err != nil {
 		t.Errorf("Attach after refused Start: %v", err)
+	}
+}
+
+// TestStartCancelled cancels Start at various points: whatever it had
+// done is undone.
+func TestStartCancelled(t *testing.T) {
+	r := newRuntime(t)
+	for _, after := range []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 15 * time.Millisecond, 30 * time.Millisecond, 45 * time.Millisecond} {
+		t.Run(after.String(), func(t *testing.T) {
+			s := testSpec()
+			ctx, cancel := context.WithTimeout(t.Context(), after)
+			defer cancel()
+			c, err := r.Start(ctx, s)
+			if err == nil {
+				c.Close()
+				if err := r.Destroy(t.Context(), s.ID); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				t.Logf("Start: %v", err)
+			}
+			checkGone(t, r, s.ID)
+		})
 	}
 }
 
@@ -523,4 +557,67 @@ func TestConfigValidate(t *testing.T) {
 	if cfg.RuncRoot != "/var/lib/cove/runc" || cfg.RuncPath != "runc" || cfg.CgroupParent != "/cove" || cfg.IDs != image.DefaultIDMap {
 		t.Errorf("defaults: %+v", cfg)
 	}
+}
+
+// TestManagedImage runs the managed Debian image (built by debootstrap, a
+// minute of downloads). It runs only with COVE_TEST_MANAGED=1; set
+// COVE_TEST_IMAGES to a lasting directory to build it once.
+func TestManagedImage(t *testing.T) {
+	if os.Getenv("COVE_TEST_MANAGED") != "1" {
+		t.Skip("set COVE_TEST_MANAGED=1 to debootstrap and run the managed image")
+	}
+	r := newRuntime(t)
+	dir := os.Getenv("COVE_TEST_IMAGES")
+	if dir == "" {
+		dir = filepath.Join(testRoot, "images")
+	}
+	img, err := image.EnsureManaged(t.Context(), dir, r.cfg.IDs, t.Output(), r.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := testSpec()
+	s.Image = img
+	s.DiskMiB = 256
+	t0 := time.Now()
+	c := start(t, r, s)
+	t.Logf("managed sandbox started in %v", time.Since(t0))
+	for _, tt := range []struct {
+		name   string
+		uid    int
+		script string
+		want   string
+	}{
+		{"user", 1000, "id -un; pwd", "user\n/"},
+		{"tools", 1000, "python3 -c 'print(6*7)'; node -e 'console.log(6*7)'; git --version | cut -d' ' -f1-2; bash --version | head -1 | cut -d' ' -f1-2", "42\n42\ngit version\nGNU bash,"},
+		{"root", 0, "id -un", "root"},
+		{"setuid kept", 0, "stat -c %A /usr/bin/su", "-rwsr-xr-x"},
+		{"ps", 0, "ps -o pid= -p 1 | tr -d ' '", "1"},
+		{"workspace", 1000, "cd /workspace && git init -q && echo ok", "ok"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, exit := run(t, c, tt.uid, append(append([]string(nil), img.Shell...), tt.script)...)
+			if got := strings.TrimSpace(out); got != tt.want || exit.ExitCode != 0 {
+				t.Errorf("%q: got %q (stderr %q, exit %+v), want %q", tt.script, got, errOut, exit, tt.want)
+			}
+		})
+	}
+}
+
+func TestStateDirNotSearchable(t *testing.T) {
+	r := newRuntime(t)
+	private := filepath.Join(filepath.Dir(r.cfg.StateDir), "private")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := r.Config()
+	cfg.StateDir = filepath.Join(private, "state")
+	r2, err := New(cfg, r.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := testSpec()
+	if _, err := r2.Start(t.Context(), s); err == nil || !strings.Contains(err.Error(), "cannot search") {
+		t.Errorf("Start under a 0700 dir = %v, want a cannot search error", err)
+	}
+	checkGone(t, r2, s.ID)
 }

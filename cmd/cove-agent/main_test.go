@@ -1,0 +1,173 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"cove/internal/agent"
+)
+
+// TestMain lets the test binary run as cove-agent when a test starts it so.
+func TestMain(m *testing.M) {
+	if os.Getenv("COVE_AGENT_TEST_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// syncBuffer is a bytes.Buffer safe for the writer goroutine of exec.Cmd
+// and the test reading it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestInit runs cove-agent as PID 1 of a new PID namespace, on a listener
+// inherited as descriptor 3, as runc starts it.
+func TestInit(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a PID namespace")
+	}
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agent.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ul := l.(*net.UnixListener)
+	ul.SetUnlinkOnClose(false)
+	lf, err := ul.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+
+	var logs syncBuffer
+	cmd := exec.Command(os.Args[0], "--workdir", filepath.Join(dir, "work"))
+	cmd.Env = append(os.Environ(), "COVE_AGENT_TEST_MAIN=1")
+	cmd.ExtraFiles = []*os.File{lf} // descriptor 3
+	cmd.Stderr = &logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lf.Close()
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-waited
+		if t.Failed() {
+			t.Logf("agent log:\n%s", logs.String())
+		}
+	})
+
+	c := agent.Dial(sock)
+	defer c.Close()
+	ctx := t.Context()
+	p, err := c.Ping(ctx)
+	if err != nil || p.PID != 1 || p.Version != agent.Version {
+		t.Fatalf("ping %+v %v", p, err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "work"))
+	if err != nil || fi.Sys().(*syscall.Stat_t).Uid != 1000 {
+		t.Errorf("workdir: %v %+v", err, fi)
+	}
+
+	env := []string{"PATH=/usr/bin:/bin"}
+	// An orphan that outlives its parent is reaped by the agent; the
+	// command's own exit still arrives.
+	if _, err := c.Exec(ctx, agent.ExecRequest{ID: "a", Argv: []string{"sh", "-c", "(sleep 0.1 >/dev/null 2>&1 &); echo $$; exit 7"}, Env: env}); err != nil {
+		t.Fatal(err)
+	}
+	out, exit := collect(t, c, "a")
+	if strings.TrimSpace(out) == "" || exit.ExitCode != 7 {
+		t.Errorf("output %q exit %+v", out, exit)
+	}
+	if _, err := c.Exec(ctx, agent.ExecRequest{ID: "b", Argv: []string{"sleep", "1000"}, Env: env}); err != nil {
+		t.Fatal(err)
+	}
+
+	// SIGTERM: the agent kills the commands and exits cleanly.
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waited:
+		waited <- err // for the cleanup
+		if err != nil {
+			t.Errorf("agent exit: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("agent did not exit on SIGTERM")
+	}
+}
+
+func collect(t *testing.T, c *agent.Client, id string) (string, agent.ExitData) {
+	t.Helper()
+	s, err := c.Output(t.Context(), id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var out strings.Builder
+	var exit agent.ExitData
+	for {
+		f, err := s.Next()
+		if err == io.EOF {
+			return out.String(), exit
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch f.Kind {
+		case agent.FrameStdout, agent.FrameStderr:
+			out.Write(f.Data)
+		case agent.FrameExit:
+			exit, _ = agent.ParseExit(f.Data)
+		}
+	}
+}
+
+func TestFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"extra argument", []string{"x"}, "unexpected arguments"},
+		{"relative workdir", []string{"--workdir", "w"}, "absolute"},
+		{"negative uid", []string{"--uid", "-1"}, "negative"},
+		{"no listener", []string{"--listen", "/nonexistent/dir/s.sock"}, "listen"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := run(t.Context(), tt.args, io.Discard, nil)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
