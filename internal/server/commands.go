@@ -56,7 +56,9 @@ func (s *Server) Exec(ctx context.Context, teamID, ref string, req api.CreateCom
 }
 
 func (s *Server) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.Command, agent.ExecRequest, error) {
-	fail := func(err error) (api.Command, agent.ExecRequest, error) { return api.Command{}, agent.ExecRequest{}, err }
+	fail := func(err error) (api.Command, agent.ExecRequest, error) {
+		return api.Command{}, agent.ExecRequest{}, err
+	}
 	var argv []string
 	switch {
 	case req.Command != "" && len(req.Argv) > 0:

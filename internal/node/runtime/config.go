@@ -103,22 +103,31 @@ type Spec struct {
 	// Image is the read-only lower layer of the root filesystem; it must be
 	// shifted to the runtime's IDs.
 	Image image.Image
-	// CPUs is the CPU quota in cores (0.5 is half a core). Required.
+	// CPUs is the CPU quota in cores (0.5 is half a core), at least MinCPUs.
 	CPUs float64
-	// MemoryMiB limits memory; the sandbox gets no swap. Required.
+	// MemoryMiB limits memory, at least MinMemoryMiB; the sandbox gets no
+	// swap.
 	MemoryMiB int64
 	// DiskMiB is the size of the sandbox's own disk (its upper layer).
-	// Required, at least MinDiskMiB.
+	// At least MinDiskMiB.
 	DiskMiB int64
-	// Pids limits the number of processes and threads. Required.
+	// Pids limits the number of processes and threads (the agent's
+	// included), at least MinPids.
 	Pids int64
 	// Workdir is the agent's default working directory; default
 	// "/workspace".
 	Workdir string
 }
 
-// MinDiskMiB is the smallest disk a sandbox may have.
-const MinDiskMiB = 8
+// The smallest sandbox: below these the agent itself cannot run (its
+// threads count as pids) or the kernel refuses the setting (a CFS quota
+// under 1 ms).
+const (
+	MinDiskMiB   = 8
+	MinMemoryMiB = 16
+	MinPids      = 16
+	MinCPUs      = 0.01
+)
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 
@@ -151,17 +160,17 @@ func (s Spec) validate(ids image.IDMap) error {
 	if s.Image.IDs != (image.IDMap{}) && s.Image.IDs != ids {
 		errs = append(errs, fmt.Errorf("image %s is shifted to %+v, the runtime maps %+v", s.Image.Name, s.Image.IDs, ids))
 	}
-	if s.CPUs <= 0 || s.CPUs > 1024 {
-		errs = append(errs, fmt.Errorf("cpus %v: want more than 0", s.CPUs))
+	if !(s.CPUs >= MinCPUs && s.CPUs <= 1024) {
+		errs = append(errs, fmt.Errorf("cpus %v: want %v to 1024", s.CPUs, MinCPUs))
 	}
-	if s.MemoryMiB <= 0 {
-		errs = append(errs, fmt.Errorf("memory %d MiB: want more than 0", s.MemoryMiB))
+	if s.MemoryMiB < MinMemoryMiB {
+		errs = append(errs, fmt.Errorf("memory %d MiB: want at least %d", s.MemoryMiB, MinMemoryMiB))
 	}
 	if s.DiskMiB < MinDiskMiB {
 		errs = append(errs, fmt.Errorf("disk %d MiB: want at least %d", s.DiskMiB, MinDiskMiB))
 	}
-	if s.Pids <= 0 {
-		errs = append(errs, fmt.Errorf("pids %d: want more than 0", s.Pids))
+	if s.Pids < MinPids {
+		errs = append(errs, fmt.Errorf("pids %d: want at least %d", s.Pids, MinPids))
 	}
 	if !filepath.IsAbs(s.Workdir) {
 		errs = append(errs, fmt.Errorf("workdir %q: not absolute", s.Workdir))

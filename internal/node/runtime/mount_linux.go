@@ -13,6 +13,10 @@ func mountsUnder(dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	// mountinfo has resolved paths.
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err

@@ -400,7 +400,9 @@ func TestStartFailureCleansUp(t *testing.T) {
 		// The agent starts and exits at once: its workdir is a file.
 		{"agent exits", func(s *Spec) { s.Workdir = "/etc/passwd" }, api.CodeInternal},
 		// runc itself fails: a memory limit below what the kernel accepts.
-		{"runc fails", func(s *Spec) { s.Pids = 1 << 62; s.MemoryMiB = 1 << 40 }, api.CodeInternal},
+		{"runc fails", func(s *Spec) { s.Pids = 1 << 62 }, api.CodeInternal},
+		{"too few pids", func(s *Spec) { s.Pids = 1 }, api.CodeInvalidArgument},
+		{"too little cpu", func(s *Spec) { s.CPUs = 0.001 }, api.CodeInvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
