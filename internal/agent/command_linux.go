@@ -134,8 +134,8 @@ func (c *command) supervise(readers *sync.WaitGroup) {
 	}
 	readers.Wait()
 	c.stdin.close()
-	if c.pty != nil {
-		c.pty.Close()
+	for _, r := range c.readers {
+		r.f.Close() // the terminal's master with a PTY
 	}
 	exit := exitData(c.status, timedOut)
 	data, _ := json.Marshal(exit) // cannot fail

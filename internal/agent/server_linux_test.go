@@ -19,8 +19,8 @@ import (
 	"time"
 )
 
-// testEnv is the environment of test commands.
-var testPath = "PATH=/usr/local/bin:/usr/bin:/bin"
+// testPath is the PATH of test commands.
+const testPath = "PATH=/usr/local/bin:/usr/bin:/bin"
 
 // startServer serves a Server on a temporary socket for the test and
 // returns it with a client. Cleanup stops both and checks that no process
@@ -734,8 +734,7 @@ func TestConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
-func TestClientClose(t *testing.T) {
-	// Close kills what still runs.
+func TestKillAll(t *testing.T) {
 	srv, c := startServer(t, ServerConfig{})
 	st, err := c.Exec(t.Context(), ExecRequest{ID: "s", Argv: []string{"sh", "-c", "sleep 1000 & sleep 1000"}, Env: []string{testPath}})
 	if err != nil {
@@ -746,10 +745,39 @@ func TestClientClose(t *testing.T) {
 	if r.exit.Signal != "KILL" {
 		t.Errorf("exit %+v", r.exit)
 	}
+	if left := inGroup(st.PID); len(left) > 0 {
+		t.Errorf("group left: %v", left)
+	}
 	if p, err := c.Ping(t.Context()); err != nil || p.PID != os.Getpid() || p.Version != Version {
 		t.Errorf("ping %+v %v", p, err)
 	}
-	_ = st
+}
+
+// TestNoDescriptorLeak: an ended command keeps no descriptor open.
+func TestNoDescriptorLeak(t *testing.T) {
+	_, c := startServer(t, ServerConfig{})
+	countFDs := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	run(t, c, ExecRequest{ID: "warm", Argv: []string{"true"}}) // opens the connections
+	before := countFDs()
+	for i := range 20 {
+		req := ExecRequest{ID: fmt.Sprintf("fd-%d", i), Argv: []string{"cat"}, Stdin: i%2 == 0}
+		if i%3 == 0 {
+			req.PTY = &Size{Cols: 80, Rows: 24}
+		}
+		run(t, c, req)
+		if err := c.Forget(t.Context(), req.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := countFDs(); after > before+4 {
+		t.Errorf("%d descriptors open after 20 commands, %d before", after, before)
+	}
 }
 
 // TestSlowReaderAfterExit: output still in the pipe when the command exits,

@@ -132,6 +132,33 @@ func Load(imagesDir, name string) (Image, error) {
 	return img, nil
 }
 
+// List returns the complete images under imagesDir, sorted by name;
+// temporary directories of builds and incomplete images are left out.
+func List(imagesDir string) ([]Image, error) {
+	entries, err := os.ReadDir(imagesDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list images: %w", err)
+	}
+	var imgs []Image
+	for _, e := range entries {
+		if !e.IsDir() || checkName(e.Name()) != nil {
+			continue
+		}
+		img, err := Load(imagesDir, e.Name())
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		imgs = append(imgs, img)
+	}
+	return imgs, nil
+}
+
 // writeMeta writes dir/image.json for img.
 func writeMeta(dir string, img Image) error {
 	b, err := json.MarshalIndent(img, "", "  ")

@@ -119,6 +119,9 @@ func TestBuildAfterInterruption(t *testing.T) {
 	if _, err := Load(dir, "busybox"); err != nil {
 		t.Error(err)
 	}
+	if imgs, err := List(dir); err != nil || len(imgs) != 1 || imgs[0].Name != "busybox" {
+		t.Errorf("List = %+v, %v", imgs, err)
+	}
 	// A cancelled build leaves nothing that Load accepts, nor a temporary
 	// directory.
 	ctx, cancel := context.WithCancel(t.Context())

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -622,4 +623,39 @@ func TestStateDirNotSearchable(t *testing.T) {
 		t.Errorf("Start under a 0700 dir = %v, want a cannot search error", err)
 	}
 	checkGone(t, r2, s.ID)
+}
+
+func TestConcurrentSandboxes(t *testing.T) {
+	r := newRuntime(t)
+	const n = 6
+	specs := make([]Spec, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range specs {
+		specs[i] = testSpec()
+		wg.Go(func() {
+			c, err := r.Start(t.Context(), specs[i])
+			if err == nil {
+				_, err = c.Ping(t.Context())
+				c.Close()
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i := range specs {
+		if errs[i] != nil {
+			t.Errorf("sandbox %d: %v", i, errs[i])
+		}
+	}
+	for i := range specs {
+		wg.Go(func() { errs[i] = r.Destroy(context.Background(), specs[i].ID) })
+	}
+	wg.Wait()
+	for i := range specs {
+		if errs[i] != nil {
+			t.Errorf("destroy %d: %v", i, errs[i])
+		}
+		checkGone(t, r, specs[i].ID)
+	}
 }

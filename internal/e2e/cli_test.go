@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"cove/api"
+)
+
+// cli runs the real cove binary against s and returns stdout, stderr and
+// the exit code.
+func (s *server) cli(t testing.TB, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "cove"), args...)
+	// The config file written at first start is what the CLI uses.
+	cmd.Env = append(os.Environ(), "HOME="+s.home, "COVE_URL=", "COVE_API_KEY=")
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func TestCLI(t *testing.T) {
+	s := startServer(t)
+	out, errs, code := s.cli(t, "", "create", "--name", "demo", "--label", "team=core")
+	if code != 0 || !strings.HasPrefix(out, "sbx_") {
+		t.Fatalf("create: %q %q %d", out, errs, code)
+	}
+	id := strings.TrimSpace(out)
+
+	tests := []struct {
+		name       string
+		stdin      string
+		args       []string
+		wantOut    string
+		wantErr    string // substring of stderr
+		wantCode   int
+		errOneLine bool
+	}{
+		{"exec streams stdout and stderr", "", []string{"exec", "demo", "--", "sh", "-c", "echo out; echo err >&2"}, "out\n", "err\n", 0, false},
+		{"exec passes the exit code", "", []string{"exec", "demo", "--", "sh", "-c", "exit 7"}, "", "", 7, false},
+		{"exec forwards stdin", "1\n2\n3\n", []string{"exec", "demo", "--", "sh", "-c", "s=0; while read l; do s=$((s+l)); done; echo $s"}, "6\n", "", 0, false},
+		{"exec with a signal", "", []string{"exec", "demo", "--", "sh", "-c", "kill -TERM $$"}, "", "", 128 + 15, false},
+		{"exec by ID", "", []string{"exec", id, "--", "hostname"}, "demo\n", "", 0, false},
+		{"exec a missing program", "", []string{"exec", "demo", "--", "/nope"}, "", "executable", 1, true},
+		{"exec without --", "", []string{"exec", "demo", "true"}, "", "cove exec REF -- ARGV", 1, true},
+		{"get a missing sandbox", "", []string{"get", "nosuch"}, "", "not found", 1, true},
+		{"create with a bad name", "", []string{"create", "--name", "Bad Name"}, "", "invalid", 1, true},
+		{"create with huge memory", "", []string{"create", "--memory", "999999999"}, "", "memory_mib", 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errs, code := s.cli(t, tt.stdin, tt.args...)
+			if code != tt.wantCode || (tt.wantOut != "" && out != tt.wantOut) || !strings.Contains(errs, tt.wantErr) {
+				t.Errorf("cove %v: stdout %q stderr %q code %d; want %q, %q, %d", tt.args, out, errs, code, tt.wantOut, tt.wantErr, tt.wantCode)
+			}
+			if tt.errOneLine && (strings.Count(errs, "\n") != 1 || !strings.HasPrefix(errs, "cove: ")) {
+				t.Errorf("error is not one line starting with 'cove: ': %q", errs)
+			}
+		})
+	}
+
+	out, _, code = s.cli(t, "", "ls")
+	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "running") {
+		t.Errorf("ls: %q", out)
+	}
+	out, _, code = s.cli(t, "", "get", "demo", "--json")
+	var sb api.Sandbox
+	if code != 0 || json.Unmarshal([]byte(out), &sb) != nil || sb.ID != id || sb.Labels["team"] != "core" {
+		t.Errorf("get --json: %q", out)
+	}
+	out, _, code = s.cli(t, "", "exec", "demo", "--detach", "--", "sh", "-c", "echo detached")
+	cmdID := strings.TrimSpace(out)
+	if code != 0 || !strings.HasPrefix(cmdID, "cmd_") {
+		t.Fatalf("exec --detach: %q %d", out, code)
+	}
+	out, _, code = s.cli(t, "", "logs", "demo", cmdID, "--follow")
+	if code != 0 || out != "detached\n" {
+		t.Errorf("logs --follow: %q %d", out, code)
+	}
+	out, _, code = s.cli(t, "", "rm", "demo")
+	if code != 0 || !strings.Contains(out, "terminated") {
+		t.Errorf("rm: %q %d", out, code)
+	}
+	out, _, _ = s.cli(t, "", "ls")
+	if strings.Contains(out, id) {
+		t.Errorf("ls after rm still shows it: %q", out)
+	}
+}
+
+// TestManagedEnvironment is the quick start on the managed Debian image:
+// python3, node and git work in one sandbox. The image is built once into
+// COVE_TEST_IMAGES (make test sets it) and reused.
+func TestManagedEnvironment(t *testing.T) {
+	requireRoot(t)
+	if managedDir == "" {
+		t.Skip("COVE_TEST_IMAGES is not set: `make test` sets it to build and cache the managed image")
+	}
+	s := startServer(t, withManaged)
+	if out, errs, code := s.cli(t, "", "create", "--name", "demo"); code != 0 {
+		t.Fatalf("create: %q %q", out, errs)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"python3", "-c", "print(6*7)"}, "42\n"},
+		{[]string{"node", "-e", "console.log(6*7)"}, "42\n"},
+		{[]string{"bash", "-lc", "cd /workspace && git init -q && git config user.email a@b && git config user.name a && echo hi > f && git add f && git commit -qm first && git log --format=%s"}, "first\n"},
+		{[]string{"bash", "-lc", "whoami; echo $HOME; test -w /workspace && echo writable"}, "user\n/home/user\nwritable\n"},
+	} {
+		out, errs, code := s.cli(t, "", append([]string{"exec", "demo", "--"}, tt.args...)...)
+		if code != 0 || out != tt.want {
+			t.Errorf("cove exec demo -- %v: %q %q %d, want %q", tt.args, out, errs, code, tt.want)
+		}
+	}
+	// A shell string runs through bash -lc.
+	res := sh(t, s.admin, "demo", "echo $BASH_VERSION | cut -d. -f1; curl --version | head -c 4")
+	if res.Stdout != "5\ncurl" {
+		t.Errorf("bash and curl: %q %q", res.Stdout, res.Stderr)
+	}
+}
