@@ -152,6 +152,7 @@ func startServer(t testing.TB, opts ...serverOpt) *server {
 	t.Cleanup(func() {
 		s.terminateAll()
 		s.stop(syscall.SIGTERM)
+		removeCgroupParent(t, s.cgroup)
 		if t.Failed() {
 			t.Logf("server log:\n%s", s.tail(8000))
 		}
@@ -370,4 +371,15 @@ func rawRequest(t testing.TB, method, url, key, body string) (int, api.ErrorResp
 	var er api.ErrorResponse
 	_ = json.Unmarshal(b.Bytes(), &er)
 	return resp.StatusCode, er, b.Bytes()
+}
+
+// removeCgroupParent removes the server's (empty) parent cgroup from every
+// hierarchy.
+func removeCgroupParent(t testing.TB, parent string) {
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + parent)
+	for _, d := range dirs {
+		if err := os.Remove(d); err != nil && !os.IsNotExist(err) {
+			t.Errorf("remove cgroup %s: %v", d, err)
+		}
+	}
 }
