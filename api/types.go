@@ -227,3 +227,13 @@ type List[T any] struct {
 	Items      []T    `json:"items"`
 	NextCursor string `json:"next_cursor"`
 }
+
+// Event is one entry of a team's event log.
+type Event struct {
+	ID        string         `json:"id"`
+	Type      string         `json:"type"`
+	SandboxID string         `json:"sandbox_id"`
+	CommandID string         `json:"command_id"`
+	Time      time.Time      `json:"time"`
+	Data      map[string]any `json:"data"`
+}

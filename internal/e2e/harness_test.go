@@ -383,3 +383,5 @@ func removeCgroupParent(t testing.TB, parent string) {
 		}
 	}
 }
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -84,6 +84,8 @@ func (h *Handler) routes() {
 	auth("GET /v1/sandboxes/{ref}/commands/{id}/stderr", h.commandStream("stderr"))
 	auth("POST /v1/sandboxes/{ref}/commands/{id}/stdin", h.commandStdin)
 	auth("POST /v1/sandboxes/{ref}/commands/{id}/signal", h.commandSignal)
+	auth("GET /v1/events", h.listEvents)
+	auth("GET /v1/events/stream", h.streamEvents)
 	auth("POST /v1/teams", h.createTeam)
 	auth("GET /v1/teams", h.listTeams)
 	auth("POST /v1/teams/{id}/keys", h.createKey)

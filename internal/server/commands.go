@@ -52,6 +52,10 @@ func (s *Server) Exec(ctx context.Context, teamID, ref string, req api.CreateCom
 		return api.Command{}, err
 	}
 	s.log.Info("command started", "sandbox", sb.ID, "command", cmd.ID)
+	s.emit(ctx, teamID, "command.started", sb.ID, cmd.ID, map[string]any{"argv": req.Argv, "command": req.Command})
+	if l, err := s.node.Log(sb.ID, cmd.ID); err == nil {
+		s.watchSilence(teamID, cmd, l)
+	}
 	return cmd, nil
 }
 
@@ -184,6 +188,11 @@ func (s *Server) OnExit(sandboxID, commandID string, e output.Exit, lost bool) {
 		return
 	}
 	s.log.Info("command ended", "sandbox", sandboxID, "command", commandID, "state", c.State, "exit_code", e.ExitCode)
+	if sb, err := s.store.GetSandbox(ctx, "", sandboxID); err == nil {
+		s.emit(ctx, sb.TeamID, "command.exited", sandboxID, commandID, map[string]any{
+			"state": c.State, "exit_code": c.ExitCode, "signal": c.Signal, "timed_out": c.TimedOut,
+		})
+	}
 }
 
 func (s *Server) applyExit(c *api.Command, e output.Exit, lost bool) {

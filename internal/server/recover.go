@@ -25,9 +25,13 @@ func (s *Server) Recover(ctx context.Context) error {
 	for _, sb := range live {
 		switch sb.State {
 		case api.StateRunning:
-			running, err := s.runningCommands(ctx, sb.ID)
+			cmds, err := s.store.ListCommands(ctx, store.CommandFilter{SandboxID: sb.ID, States: []api.CommandState{api.CommandRunning}})
 			if err != nil {
-				return err
+				return fmt.Errorf("list running commands of %s: %w", sb.ID, err)
+			}
+			running := make([]string, len(cmds))
+			for i, c := range cmds {
+				running[i] = c.ID
 			}
 			if err := s.node.Attach(ctx, sb.ID, running); err != nil {
 				s.log.Warn("sandbox lost on restart", "sandbox", sb.ID, "err", err)
@@ -35,6 +39,11 @@ func (s *Server) Recover(ctx context.Context) error {
 				continue
 			}
 			s.log.Info("sandbox reattached", "sandbox", sb.ID, "commands", len(running))
+			for _, c := range cmds {
+				if l, err := s.node.Log(sb.ID, c.ID); err == nil {
+					s.watchSilence(sb.TeamID, c, l)
+				}
+			}
 			keep[sb.ID] = true
 		case api.StateTerminating:
 			s.finishTerminate(ctx, sb, sb.StateReason)
@@ -56,18 +65,6 @@ func (s *Server) Recover(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func (s *Server) runningCommands(ctx context.Context, sandboxID string) ([]string, error) {
-	cmds, err := s.store.ListCommands(ctx, store.CommandFilter{SandboxID: sandboxID, States: []api.CommandState{api.CommandRunning}})
-	if err != nil {
-		return nil, fmt.Errorf("list running commands of %s: %w", sandboxID, err)
-	}
-	ids := make([]string, len(cmds))
-	for i, c := range cmds {
-		ids[i] = c.ID
-	}
-	return ids, nil
 }
 
 // fail marks a sandbox failed with a reason after removing what is left of

@@ -107,7 +107,11 @@ func (s *Server) setState(ctx context.Context, sb *api.Sandbox, state api.Sandbo
 		return fmt.Errorf("persist %s %s: %w", sb.ID, state, err)
 	}
 	s.log.Info("sandbox state", "sandbox", sb.ID, "state", state, "reason", reason)
-	s.notify()
+	data := map[string]any{}
+	if reason != "" {
+		data["reason"] = reason
+	}
+	s.emit(ctx, sb.TeamID, "sandbox."+string(state), sb.ID, "", data)
 	return nil
 }
 
@@ -122,7 +126,7 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 		return api.Sandbox{}, err
 	}
 	s.log.Info("sandbox created", "sandbox", sb.ID, "team", teamID, "name", sb.Name)
-	s.notify()
+	s.emit(ctx, teamID, "sandbox.creating", sb.ID, "", map[string]any{"name": sb.Name})
 
 	o := s.opsFor(sb.ID)
 	startCtx, cancel := context.WithCancel(s.ctx)

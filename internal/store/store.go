@@ -32,6 +32,8 @@ type Store interface {
 	// not terminal (terminated, failed): CreateSandbox and a rename answer
 	// CodeConflict otherwise.
 	CreateSandbox(ctx context.Context, s api.Sandbox) error
+	// GetSandbox finds a sandbox of the team; teamID "" finds it in any team
+	// (for the server's own bookkeeping, never for a request).
 	GetSandbox(ctx context.Context, teamID, id string) (api.Sandbox, error)
 	// GetSandboxByName finds the newest non-terminal sandbox of that name, or
 	// else the newest terminal one.
@@ -47,7 +49,22 @@ type Store interface {
 	DeleteCommand(ctx context.Context, sandboxID, id string) error
 	ListCommands(ctx context.Context, f CommandFilter) ([]api.Command, error)
 
+	// Events. AppendEvent assigns the event's ID, which sorts after every
+	// earlier event's.
+	AppendEvent(ctx context.Context, teamID string, e api.Event) (api.Event, error)
+	ListEvents(ctx context.Context, f EventFilter) ([]api.Event, error)
+
 	Close() error
+}
+
+// EventFilter selects a team's events, oldest first, after the event whose
+// ID is After.
+type EventFilter struct {
+	TeamID    string
+	SandboxID string
+	Types     []string
+	After     string
+	Limit     int
 }
 
 // Key is a stored API key: only its hash is kept.

@@ -425,3 +425,11 @@ func (l *Log) closeFiles() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Ended reports whether nothing more will be recorded: the command ended or
+// the log was closed.
+func (l *Log) Ended() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.exit != nil || l.closed
+}

