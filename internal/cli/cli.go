@@ -92,7 +92,7 @@ func newRoot(env Env) *cobra.Command {
 	root.AddCommand(
 		a.serveCmd(),
 		a.createCmd(), a.lsCmd(), a.getCmd(), a.rmCmd(),
-		a.execCmd(), a.logsCmd(),
+		a.execCmd(), a.logsCmd(), a.shCmd(),
 		a.teamsCmd(),
 	)
 	return root

@@ -84,6 +84,7 @@ func (h *Handler) routes() {
 	auth("GET /v1/sandboxes/{ref}/commands/{id}/stderr", h.commandStream("stderr"))
 	auth("POST /v1/sandboxes/{ref}/commands/{id}/stdin", h.commandStdin)
 	auth("POST /v1/sandboxes/{ref}/commands/{id}/signal", h.commandSignal)
+	auth("GET /v1/sandboxes/{ref}/commands/{id}/attach", h.attach)
 	auth("GET /v1/events", h.listEvents)
 	auth("GET /v1/events/stream", h.streamEvents)
 	auth("POST /v1/teams", h.createTeam)

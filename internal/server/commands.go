@@ -134,6 +134,7 @@ func (s *Server) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.C
 			return fail(invalid("pty cols and rows must be between 1 and 1000"))
 		}
 		size = &agent.Size{Cols: req.PTY.Cols, Rows: req.PTY.Rows}
+		req.Stdin = true // a terminal always takes input
 	}
 
 	env := map[string]string{
@@ -342,4 +343,19 @@ func (s *Server) Signal(ctx context.Context, teamID, ref, commandID, sig string)
 		return err
 	}
 	return s.node.Signal(ctx, c.SandboxID, c.ID, sig)
+}
+
+// Resize changes the terminal size of a running PTY command.
+func (s *Server) Resize(ctx context.Context, teamID, ref, commandID string, cols, rows int) error {
+	if cols <= 0 || rows <= 0 || cols > 1000 || rows > 1000 {
+		return invalid("cols and rows must be between 1 and 1000")
+	}
+	c, err := s.runningCommand(ctx, teamID, ref, commandID)
+	if err != nil {
+		return err
+	}
+	if c.PTY == nil {
+		return api.Errorf(api.CodeConflict, "command %s has no terminal; start it with \"pty\"", c.ID)
+	}
+	return s.node.Resize(ctx, c.SandboxID, c.ID, agent.Size{Cols: cols, Rows: rows})
 }
