@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,4 +96,100 @@ func median(ds []time.Duration) time.Duration {
 	s := append([]time.Duration{}, ds...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[len(s)/2]
+}
+
+// BenchmarkOutputThroughput streams `head -c 1G /dev/zero` from a sandbox
+// through the agent, the node's recorder and the API's NDJSON stream to a
+// client, next to a plain host pipe and a pipe inside the sandbox (under its
+// 1-CPU quota) of the same bytes in the same run, and samples the server's
+// resident memory while it streams.
+func BenchmarkOutputThroughput(b *testing.B) {
+	s := startServer(b)
+	ctx := context.Background()
+	sb := create(b, s.admin, api.CreateSandboxRequest{})
+	const size = 1 << 30
+	var apiRate, pipeRate, inRate []float64
+	var maxRSS int64
+	for b.Loop() {
+		stop := make(chan struct{})
+		sampled := make(chan int64)
+		go func() { sampled <- sampleRSS(s.pid(), stop) }()
+		start := time.Now()
+		cmd, err := s.admin.Exec(ctx, sb.ID, api.CreateCommandRequest{Argv: []string{"head", "-c", fmt.Sprint(size), "/dev/zero"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var n int64
+		if err := s.admin.Output(ctx, sb.ID, cmd.ID, 0, true, func(r api.OutputRecord) error {
+			n += int64(len(r.Data))
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+		apiRate = append(apiRate, float64(n)/time.Since(start).Seconds()/1e6)
+		close(stop)
+		maxRSS = max(maxRSS, <-sampled)
+		if n != size {
+			b.Fatalf("streamed %d bytes, want %d", n, size)
+		}
+
+		b.StopTimer()
+		start = time.Now()
+		out, err := exec.Command("sh", "-c", fmt.Sprintf("head -c %d /dev/zero | cat > /dev/null", size)).CombinedOutput()
+		if err != nil {
+			b.Fatalf("pipe: %v %s", err, out)
+		}
+		pipeRate = append(pipeRate, size/time.Since(start).Seconds()/1e6)
+		// The same bytes through a pipe inside the sandbox, under its CPU
+		// quota: what the producer can do at all.
+		start = time.Now()
+		res := sh(b, s.admin, sb.ID, fmt.Sprintf("head -c %d /dev/zero | wc -c", size))
+		if strings.TrimSpace(res.Stdout) != fmt.Sprint(size) {
+			b.Fatalf("in-sandbox pipe: %q", res.Stdout)
+		}
+		inRate = append(inRate, size/time.Since(start).Seconds()/1e6)
+		b.StartTimer()
+	}
+	a, p := medianF(apiRate), medianF(pipeRate)
+	b.ReportMetric(a, "api-MB/s")
+	b.ReportMetric(p, "pipe-MB/s")
+	b.ReportMetric(a/p, "ratio")
+	b.ReportMetric(medianF(inRate), "sandbox-pipe-MB/s")
+	b.ReportMetric(float64(maxRSS)/(1<<20), "server-max-rss-MiB")
+}
+
+func medianF(v []float64) float64 {
+	s := append([]float64{}, v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+// sampleRSS returns the largest VmRSS of pid, in bytes, seen until stop.
+func sampleRSS(pid int, stop <-chan struct{}) int64 {
+	var most int64
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		most = max(most, rss(pid))
+		select {
+		case <-stop:
+			return most
+		case <-t.C:
+		}
+	}
+}
+
+func rss(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			var kb int64
+			fmt.Sscan(f[1], &kb)
+			return kb << 10
+		}
+	}
+	return 0
 }

@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"bufio"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -100,8 +102,7 @@ func (h *Handler) commandOutput(w http.ResponseWriter, r *http.Request, p server
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	bw := bufio.NewWriterSize(w, 64<<10)
-	enc := json.NewEncoder(bw)
+	bw := bufio.NewWriterSize(w, 128<<10)
 	flush := func() error {
 		if err := bw.Flush(); err != nil {
 			return err
@@ -111,16 +112,14 @@ func (h *Handler) commandOutput(w http.ResponseWriter, r *http.Request, p server
 	// Flush when the log has nothing more right now, so a follower sees
 	// output as it comes without a write per chunk under load.
 	lastSeq := after
+	var line []byte
 	exit, err := l.Read(r.Context(), after, follow, func(ch output.Chunk) error {
 		lastSeq = ch.Seq
-		rec := api.OutputRecord{Seq: ch.Seq, Stream: ch.Stream, Data: ch.Data}
-		if ch.Truncated {
-			rec = api.OutputRecord{Seq: ch.Seq, Type: "truncated"}
-		}
-		if err := enc.Encode(rec); err != nil {
+		line = appendOutputRecord(line[:0], ch)
+		if _, err := bw.Write(line); err != nil {
 			return err
 		}
-		if l.LastSeq() == ch.Seq || bw.Buffered() > 48<<10 {
+		if l.LastSeq() == ch.Seq || bw.Buffered() > 96<<10 {
 			return flush()
 		}
 		return nil
@@ -135,7 +134,8 @@ func (h *Handler) commandOutput(w http.ResponseWriter, r *http.Request, p server
 			seq = lastSeq + 1
 		}
 		if seq > after {
-			enc.Encode(exitRecord{Seq: seq, Type: "exit", ExitCode: exit.ExitCode, Signal: exit.Signal, TimedOut: exit.TimedOut})
+			b, _ := json.Marshal(exitRecord{Seq: seq, Type: "exit", ExitCode: exit.ExitCode, Signal: exit.Signal, TimedOut: exit.TimedOut})
+			bw.Write(append(b, '\n'))
 		}
 	}
 	return flush()
@@ -186,4 +186,20 @@ func (h *Handler) commandSignal(w http.ResponseWriter, r *http.Request, p server
 	}
 	w.WriteHeader(http.StatusAccepted)
 	return nil
+}
+
+// appendOutputRecord appends one NDJSON line for a chunk. It writes what
+// encoding/json would for api.OutputRecord, without reflection: this is the
+// hot path of every output stream.
+func appendOutputRecord(b []byte, ch output.Chunk) []byte {
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendInt(b, ch.Seq, 10)
+	if ch.Truncated {
+		return append(b, `,"type":"truncated"}`+"\n"...)
+	}
+	b = append(b, `,"stream":"`...)
+	b = append(b, ch.Stream...)
+	b = append(b, `","data":"`...)
+	b = base64.StdEncoding.AppendEncode(b, ch.Data)
+	return append(b, `"}`+"\n"...)
 }

@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -257,10 +258,10 @@ func (c *Client) Output(ctx context.Context, ref, id string, after int64, follow
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 128<<10), 1<<20)
+	sc.Buffer(make([]byte, 256<<10), 1<<20)
 	for sc.Scan() {
-		var rec api.OutputRecord
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+		rec, err := decodeOutputRecord(sc.Bytes())
+		if err != nil {
 			return fmt.Errorf("decode output record: %w", err)
 		}
 		if err := fn(rec); err != nil {
@@ -309,4 +310,34 @@ func (c *Client) CreateKey(ctx context.Context, teamID string) (api.KeyResponse,
 	var out api.KeyResponse
 	err := c.do(ctx, http.MethodPost, "/v1/teams/"+url.PathEscape(teamID)+"/keys", nil, nil, &out)
 	return out, err
+}
+
+// decodeOutputRecord reads one NDJSON line of an output stream. Data
+// chunks, which the server writes in one fixed shape, take a fast path
+// without reflection; anything else goes through encoding/json.
+func decodeOutputRecord(line []byte) (api.OutputRecord, error) {
+	const pre, mid, tail = `{"seq":`, `","data":"`, `"}`
+	var rec api.OutputRecord
+	if rest, ok := bytes.CutPrefix(line, []byte(pre)); ok {
+		i := bytes.IndexByte(rest, ',')
+		if i > 0 {
+			seq, err := strconv.ParseInt(string(rest[:i]), 10, 64)
+			rest = rest[i:]
+			stream := ""
+			for _, s := range []string{"stdout", "stderr"} {
+				if r, ok := bytes.CutPrefix(rest, []byte(`,"stream":"`+s+mid)); ok {
+					stream, rest = s, r
+				}
+			}
+			if err == nil && stream != "" && bytes.HasSuffix(rest, []byte(tail)) {
+				b64 := rest[:len(rest)-len(tail)]
+				data := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
+				if n, err := base64.StdEncoding.Decode(data, b64); err == nil {
+					return api.OutputRecord{Seq: seq, Stream: stream, Data: data[:n]}, nil
+				}
+			}
+		}
+	}
+	err := json.Unmarshal(line, &rec)
+	return rec, err
 }
