@@ -770,7 +770,15 @@ func TestNoDescriptorLeak(t *testing.T) {
 		if i%3 == 0 {
 			req.PTY = &Size{Cols: 80, Rows: 24}
 		}
-		run(t, c, req)
+		if _, err := c.Exec(t.Context(), req); err != nil {
+			t.Fatal(err)
+		}
+		if req.Stdin || req.PTY != nil {
+			if err := c.Stdin(t.Context(), req.ID, strings.NewReader("x\n"), true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		collect(t, c, req.ID, 0)
 		if err := c.Forget(t.Context(), req.ID); err != nil {
 			t.Fatal(err)
 		}

@@ -296,6 +296,12 @@ func (n *Node) copyOutput(s *sandbox, cmd string, l *output.Log) (bool, error) {
 	defer stream.Close()
 	for {
 		f, err := stream.Next()
+		if errors.Is(err, io.EOF) && l.Exit() != nil {
+			// The exit was recorded before a restart; only the report and
+			// the forget may be missing.
+			n.finish(s, cmd, l)
+			return true, nil
+		}
 		if err != nil {
 			return false, err
 		}
@@ -303,16 +309,21 @@ func (n *Node) copyOutput(s *sandbox, cmd string, l *output.Log) (bool, error) {
 			return false, err
 		}
 		if f.Kind == agent.FrameExit {
-			if e := l.Exit(); e != nil {
-				n.onExit(s.id, cmd, *e, false)
-			}
-			forgetCtx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
-			if err := s.client.Forget(forgetCtx, cmd); err != nil {
-				n.log.Debug("forget ended command", "sandbox", s.id, "command", cmd, "err", err)
-			}
-			cancel()
+			n.finish(s, cmd, l)
 			return true, nil
 		}
+	}
+}
+
+// finish reports a recorded exit and lets the agent forget the command.
+func (n *Node) finish(s *sandbox, cmd string, l *output.Log) {
+	if e := l.Exit(); e != nil {
+		n.onExit(s.id, cmd, *e, false)
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+	defer cancel()
+	if err := s.client.Forget(ctx, cmd); err != nil {
+		n.log.Debug("forget ended command", "sandbox", s.id, "command", cmd, "err", err)
 	}
 }
 
