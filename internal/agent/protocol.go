@@ -183,9 +183,10 @@ const frameOverhead = 64
 
 // Error codes of ErrorBody.Code that the agent uses.
 const (
-	CodeNotFound        = "not_found"
-	CodeConflict        = "conflict"
-	CodeInvalidArgument = "invalid_argument"
+	CodeNotFound          = "not_found"
+	CodeConflict          = "conflict"
+	CodeInvalidArgument   = "invalid_argument"
+	CodeResourceExhausted = "resource_exhausted"
 )
 
 // ValidID reports whether id is usable as a command ID: 1 to 64 characters

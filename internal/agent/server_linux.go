@@ -364,6 +364,8 @@ func startError(file, cwd string, err error) error {
 		return errorf(http.StatusBadRequest, CodeInvalidArgument, "exec format error: %s", file)
 	case errors.Is(err, syscall.ENOTDIR):
 		return errorf(http.StatusBadRequest, CodeInvalidArgument, "not a directory: %s or %s", file, cwd)
+	case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.ENOMEM):
+		return errorf(http.StatusTooManyRequests, CodeResourceExhausted, "cannot start %s: the sandbox is out of processes or memory (%v); wait for some to end", file, err)
 	}
 	return fmt.Errorf("start %s: %w", file, err)
 }

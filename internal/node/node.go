@@ -363,7 +363,7 @@ func agentError(err error) error {
 	}
 	switch c := api.Code(ae.Code); c {
 	case api.CodeInvalidArgument, api.CodeNotFound, api.CodeConflict, api.CodePreconditionFailed,
-		api.CodePermissionDenied, api.CodeUnprocessable, api.CodePayloadTooLarge:
+		api.CodePermissionDenied, api.CodeUnprocessable, api.CodePayloadTooLarge, api.CodeResourceExhausted:
 		return &api.Error{Code: c, Message: ae.Message}
 	}
 	return err
