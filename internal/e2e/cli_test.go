@@ -3,11 +3,14 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"cove/api"
 )
@@ -90,6 +93,30 @@ func TestCLI(t *testing.T) {
 	if code != 0 || out != "detached\n" {
 		t.Errorf("logs --follow: %q %d", out, code)
 	}
+	// Ctrl-C detaches and says how to reattach; the command runs on.
+	c := exec.Command(filepath.Join(binDir, "cove"), "exec", "demo", "--", "sh", "-c", "echo started; sleep 2; echo finished")
+	c.Env = append(os.Environ(), "HOME="+s.home)
+	var mu sync.Mutex
+	var cout, cerr bytes.Buffer
+	c.Stdout, c.Stderr = lockedWriter{&mu, &cout}, lockedWriter{&mu, &cerr}
+	started := func() bool { mu.Lock(); defer mu.Unlock(); return strings.Contains(cout.String(), "started") }
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !started() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.Process.Signal(os.Interrupt)
+	c.Wait()
+	if c.ProcessState.ExitCode() != 130 || !strings.Contains(cerr.String(), "cove logs demo cmd_") {
+		t.Errorf("Ctrl-C: code %d, stderr %q", c.ProcessState.ExitCode(), cerr.String())
+	}
+	if f := strings.Fields(cerr.String()[strings.Index(cerr.String(), "cove logs"):]); len(f) >= 4 {
+		out, _, code := s.cli(t, "", "logs", "demo", f[3], "--follow")
+		if code != 0 || out != "started\nfinished\n" {
+			t.Errorf("after detaching, the command's output: %q %d", out, code)
+		}
+	}
 	out, _, code = s.cli(t, "", "rm", "demo")
 	if code != 0 || !strings.Contains(out, "terminated") {
 		t.Errorf("rm: %q %d", out, code)
@@ -125,6 +152,25 @@ func TestManagedEnvironment(t *testing.T) {
 		if code != 0 || out != tt.want {
 			t.Errorf("cove exec demo -- %v: %q %q %d, want %q", tt.args, out, errs, code, tt.want)
 		}
+	}
+	// stdin in three posts and an eof, summed by python.
+	cmd, err := s.admin.Exec(t.Context(), "demo", api.CreateCommandRequest{
+		Argv: []string{"python3", "-c", "import sys; print(sum(map(int, sys.stdin)))"}, Stdin: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts [3]strings.Builder
+	for i := 1; i <= 1000; i++ {
+		fmt.Fprintf(&parts[i*3/1001], "%d\n", i)
+	}
+	for i, p := range parts {
+		if err := s.admin.Stdin(t.Context(), "demo", cmd.ID, strings.NewReader(p.String()), i == 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out := outputOf(t, s.admin, "demo", cmd.ID); out != "500500\n" {
+		t.Errorf("python sum of stdin = %q", out)
 	}
 	// A shell string runs through bash -lc.
 	res := sh(t, s.admin, "demo", "echo $BASH_VERSION | cut -d. -f1; curl --version | head -c 4")
