@@ -403,3 +403,17 @@ func (s *Server) loseCommands(ctx context.Context, sandboxID string) {
 		}
 	}
 }
+
+// LiveSandbox returns a running sandbox for a live operation such as a file
+// call. An asleep sandbox is woken first unless wake is false, which answers
+// a conflict saying why.
+func (s *Server) LiveSandbox(ctx context.Context, teamID, ref string, wake bool) (api.Sandbox, error) {
+	sb, err := s.GetSandbox(ctx, teamID, ref)
+	if err != nil {
+		return sb, err
+	}
+	if sb.State != api.StateRunning {
+		return sb, api.Errorf(api.CodeConflict, "sandbox %s is %s; file calls need a running sandbox", sb.ID, sb.State)
+	}
+	return sb, nil
+}
