@@ -30,6 +30,8 @@ var statusOf = map[api.Code]int{
 	api.CodeResourceExhausted:  http.StatusTooManyRequests,
 	api.CodeInternal:           http.StatusInternalServerError,
 	api.CodeUnavailable:        http.StatusServiceUnavailable,
+
+	api.CodeInsufficientStorage: http.StatusInsufficientStorage,
 }
 
 // maxBody bounds JSON request bodies.
@@ -76,6 +78,8 @@ func (h *Handler) routes() {
 	auth("GET /v1/sandboxes", h.listSandboxes)
 	auth("GET /v1/sandboxes/{ref}", h.getSandbox)
 	auth("DELETE /v1/sandboxes/{ref}", h.terminateSandbox)
+	auth("POST /v1/sandboxes/{ref}/sleep", h.sleepSandbox)
+	auth("POST /v1/sandboxes/{ref}/wake", h.wakeSandbox)
 	auth("POST /v1/sandboxes/{ref}/commands", h.createCommand)
 	auth("GET /v1/sandboxes/{ref}/commands", h.listCommands)
 	auth("GET /v1/sandboxes/{ref}/commands/{id}", h.getCommand)

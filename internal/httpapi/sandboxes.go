@@ -134,3 +134,19 @@ func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request, p server.Pri
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
+
+func (h *Handler) sleepSandbox(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	sb, err := h.srv.SleepSandbox(r.Context(), p.Team.ID, r.PathValue("ref"), "put to sleep by request")
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusAccepted, sb)
+}
+
+func (h *Handler) wakeSandbox(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	sb, err := h.srv.WakeSandbox(r.Context(), p.Team.ID, r.PathValue("ref"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusAccepted, sb)
+}

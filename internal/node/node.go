@@ -19,6 +19,7 @@ import (
 	"cove/internal/agent"
 	"cove/internal/node/output"
 	"cove/internal/node/runtime"
+	"cove/internal/node/saves"
 )
 
 // Runtime starts, finds and removes sandbox containers.
@@ -27,6 +28,8 @@ type Runtime interface {
 	Attach(ctx context.Context, id string) (*agent.Client, error)
 	Destroy(ctx context.Context, id string) error
 	List(ctx context.Context) ([]string, error)
+	Stop(ctx context.Context, id string) (disk string, err error)
+	StateDir(id string) string
 }
 
 // ExitFunc is told when a command ends: by its exit, or lost with its
@@ -39,6 +42,8 @@ type Config struct {
 	OutputDir string
 	// OutputMaxBytes caps the recorded stdout plus stderr of one command.
 	OutputMaxBytes int64
+	// Saves keeps the files of sleeping sandboxes.
+	Saves saves.Store
 }
 
 // Node runs sandboxes on this host.
@@ -177,6 +182,21 @@ func (n *Node) lose(id, cmd string, l *output.Log) {
 // Destroy stops everything of a sandbox and deletes its files and recorded
 // output. It is idempotent.
 func (n *Node) Destroy(ctx context.Context, id string) error {
+	n.detach(id)
+	err := n.rt.Destroy(ctx, id)
+	n.closeLogs(id)
+	if rmErr := os.RemoveAll(n.outputDir(id)); rmErr != nil {
+		err = errors.Join(err, fmt.Errorf("remove output of %s: %w", id, rmErr))
+	}
+	if serr := n.cfg.Saves.Delete(ctx, id); serr != nil {
+		err = errors.Join(err, serr)
+	}
+	os.Remove(n.restorePath(id))
+	return err
+}
+
+// detach forgets a sandbox's agent and stops recording its commands.
+func (n *Node) detach(id string) {
 	n.mu.Lock()
 	s := n.sandboxes[id]
 	delete(n.sandboxes, id)
@@ -185,13 +205,76 @@ func (n *Node) Destroy(ctx context.Context, id string) error {
 		s.cancel()
 		s.client.Close()
 	}
-	err := n.rt.Destroy(ctx, id)
-	n.closeLogs(id)
-	if rmErr := os.RemoveAll(n.outputDir(id)); rmErr != nil {
-		err = errors.Join(err, fmt.Errorf("remove output of %s: %w", id, rmErr))
-	}
-	return err
 }
+
+// Sleep stops a sandbox's processes, saves its files and removes its
+// runtime. Its recorded output stays. Commands that were running are lost:
+// the caller marks them.
+func (n *Node) Sleep(ctx context.Context, id string) (saves.Manifest, error) {
+	n.detach(id)
+	return n.finishSleep(ctx, id)
+}
+
+// FinishSleep completes a sleep that a crash interrupted: whatever state the
+// sandbox was left in, it ends saved and without a runtime, or with an
+// error and its files kept on the node.
+func (n *Node) FinishSleep(ctx context.Context, id string) (saves.Manifest, error) {
+	n.detach(id)
+	if _, err := os.Stat(n.rt.StateDir(id)); errors.Is(err, os.ErrNotExist) {
+		// The runtime was already removed: the save was complete.
+		return n.cfg.Saves.Stat(ctx, id)
+	}
+	return n.finishSleep(ctx, id)
+}
+
+func (n *Node) finishSleep(ctx context.Context, id string) (saves.Manifest, error) {
+	disk, err := n.rt.Stop(ctx, id)
+	if err != nil {
+		return saves.Manifest{}, err
+	}
+	m, err := n.cfg.Saves.Save(ctx, id, disk)
+	if err != nil {
+		return m, err // the disk image stays in the state dir
+	}
+	if err := n.rt.Destroy(ctx, id); err != nil {
+		return m, fmt.Errorf("remove runtime after saving %s: %w", id, err)
+	}
+	return m, nil
+}
+
+// Wake restores a sandbox's save and starts it. The save stays until
+// DropSave, so a crash mid-wake still finds it.
+func (n *Node) Wake(ctx context.Context, spec runtime.Spec) error {
+	// A runtime left by an interrupted wake goes first.
+	if err := n.rt.Destroy(ctx, spec.ID); err != nil {
+		return err
+	}
+	tmp := n.restorePath(spec.ID)
+	os.Remove(tmp)
+	if _, err := n.cfg.Saves.Restore(ctx, spec.ID, tmp); err != nil {
+		return err
+	}
+	spec.Disk = tmp
+	if err := n.Start(ctx, spec); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// DropSave removes a sandbox's save once it runs again.
+func (n *Node) DropSave(ctx context.Context, id string) error { return n.cfg.Saves.Delete(ctx, id) }
+
+// DestroyRuntime removes a sandbox's runtime but keeps its save and output.
+func (n *Node) DestroyRuntime(ctx context.Context, id string) error {
+	n.detach(id)
+	os.Remove(n.restorePath(id))
+	return n.rt.Destroy(ctx, id)
+}
+
+// restorePath is where a save is restored before the runtime takes it:
+// beside the state dirs, on the same filesystem.
+func (n *Node) restorePath(id string) string { return n.rt.StateDir(id) + ".restore.img" }
 
 // Known lists the sandboxes the runtime has state for, running or not.
 func (n *Node) Known(ctx context.Context) ([]string, error) { return n.rt.List(ctx) }

@@ -30,7 +30,7 @@ const maxTimeoutS = 7 * 24 * 3600
 // Exec starts a command in a running sandbox. It returns once the command
 // runs; its output is recorded on the node whether or not anyone reads it.
 func (s *Server) Exec(ctx context.Context, teamID, ref string, req api.CreateCommandRequest) (api.Command, error) {
-	sb, err := s.GetSandbox(ctx, teamID, ref)
+	sb, err := s.activeSandbox(ctx, teamID, ref)
 	if err != nil {
 		return api.Command{}, err
 	}
@@ -181,6 +181,7 @@ func (s *Server) OnExit(sandboxID, commandID string, e output.Exit, lost bool) {
 		return
 	}
 	s.applyExit(&c, e, lost)
+	s.touchAt(sandboxID, *c.EndedAt)
 	if l, err := s.node.Log(sandboxID, commandID); err == nil {
 		c.StdoutBytes, c.StderrBytes = l.Sizes()
 	}
@@ -218,7 +219,7 @@ func (s *Server) applyExit(c *api.Command, e output.Exit, lost bool) {
 
 // GetCommand returns a command of a sandbox of the team.
 func (s *Server) GetCommand(ctx context.Context, teamID, ref, commandID string) (api.Command, error) {
-	sb, err := s.GetSandbox(ctx, teamID, ref)
+	sb, err := s.activeSandbox(ctx, teamID, ref)
 	if err != nil {
 		return api.Command{}, err
 	}
@@ -240,7 +241,7 @@ func (s *Server) GetCommand(ctx context.Context, teamID, ref, commandID string) 
 
 // ListCommands lists a sandbox's commands.
 func (s *Server) ListCommands(ctx context.Context, teamID, ref string, f store.CommandFilter) ([]api.Command, error) {
-	sb, err := s.GetSandbox(ctx, teamID, ref)
+	sb, err := s.activeSandbox(ctx, teamID, ref)
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,9 @@ type Config struct {
 	WaitOutputMax int64
 	// MaxWait bounds a long-poll (?wait=…&timeout_s=). Default 10 minutes.
 	MaxWait time.Duration
+	// LimitsInterval is how often idle and lifetime limits are checked.
+	// Default 1 second.
+	LimitsInterval time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -61,6 +64,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxWait == 0 {
 		c.MaxWait = 10 * time.Minute
+	}
+	if c.LimitsInterval == 0 {
+		c.LimitsInterval = time.Second
 	}
 }
 

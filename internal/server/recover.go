@@ -47,6 +47,15 @@ func (s *Server) Recover(ctx context.Context) error {
 			keep[sb.ID] = true
 		case api.StateTerminating:
 			s.finishTerminate(ctx, sb, sb.StateReason)
+		case api.StateSleeping:
+			// Finish the sleep from wherever it stopped: the sandbox ends
+			// asleep with a complete save (or failed, its files kept).
+			s.finishSleep(ctx, sb)
+		case api.StateWaking:
+			if err := s.node.DestroyRuntime(ctx, sb.ID); err != nil {
+				s.log.Error("remove half-woken runtime", "sandbox", sb.ID, "err", err)
+			}
+			_ = s.setState(ctx, &sb, api.StateAsleep, "the server restarted while the sandbox was waking; wake it again")
 		default:
 			s.fail(ctx, sb, fmt.Sprintf("the server restarted while the sandbox was %s", sb.State))
 		}
@@ -57,6 +66,13 @@ func (s *Server) Recover(ctx context.Context) error {
 	}
 	for _, id := range known {
 		if keep[id] {
+			continue
+		}
+		if sb, err := s.store.GetSandbox(ctx, "", id); err == nil && sb.State == api.StateAsleep {
+			// A runtime left beside a complete save: only the runtime goes.
+			if err := s.node.DestroyRuntime(ctx, id); err != nil {
+				s.log.Error("remove runtime of asleep sandbox", "sandbox", id, "err", err)
+			}
 			continue
 		}
 		s.log.Warn("removing orphaned sandbox state", "sandbox", id)

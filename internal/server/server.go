@@ -14,7 +14,6 @@ import (
 	"cove/api"
 	"cove/internal/id"
 	"cove/internal/node"
-	"cove/internal/node/runtime"
 	"cove/internal/store"
 )
 
@@ -32,8 +31,9 @@ type Server struct {
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
-	ops     map[string]*sandboxOps // per sandbox; removed when terminal
-	changed chan struct{}          // closed and replaced on every state change
+	ops      map[string]*sandboxOps // per sandbox; removed when terminal
+	changed  chan struct{}          // closed and replaced on every state change
+	activity map[string]time.Time   // last API call per sandbox, in memory
 }
 
 // sandboxOps serializes the life-cycle steps of one sandbox.
@@ -54,8 +54,9 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 	return &Server{
 		cfg: cfg, store: st, log: log, now: func() time.Time { return time.Now().UTC() },
 		ctx: ctx, cancel: cancel,
-		ops:     map[string]*sandboxOps{},
-		changed: make(chan struct{}),
+		ops:      map[string]*sandboxOps{},
+		changed:  make(chan struct{}),
+		activity: map[string]time.Time{},
 	}, nil
 }
 
@@ -233,12 +234,7 @@ func unsupported(req api.CreateSandboxRequest) error {
 
 // start brings a created sandbox to running, or to failed with a reason.
 func (s *Server) start(ctx context.Context, sb api.Sandbox) {
-	spec := runtime.Spec{
-		ID: sb.ID, Hostname: hostname(sb), Image: s.cfg.Templates[sb.Template],
-		CPUs: sb.Resources.CPUs, MemoryMiB: sb.Resources.MemoryMiB, DiskMiB: sb.Resources.DiskMiB,
-		Pids: s.cfg.PidsLimit, Workdir: sb.Workdir,
-	}
-	err := s.node.Start(ctx, spec)
+	err := s.node.Start(ctx, s.spec(sb))
 	// Persisting the outcome must not depend on ctx: a terminate may have
 	// cancelled the start, and the store must still learn what happened.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -286,14 +282,27 @@ func hostname(sb api.Sandbox) string {
 }
 
 // GetSandbox finds a sandbox of the team by ID or name.
+// Looking at a sandbox is not activity; see activeSandbox.
 func (s *Server) GetSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
-	if id.HasPrefix(ref, "sbx") {
+	switch {
+	case id.HasPrefix(ref, "sbx"):
 		return s.store.GetSandbox(ctx, teamID, ref)
-	}
-	if err := validateName(ref); err != nil || ref == "" {
+	case validateName(ref) != nil || ref == "":
 		return api.Sandbox{}, api.Errorf(api.CodeNotFound, "sandbox %q not found", ref)
 	}
 	return s.store.GetSandboxByName(ctx, teamID, ref)
+}
+
+// activeSandbox is GetSandbox for calls that act in the sandbox (commands,
+// their input and output, files): they count as activity for its idle
+// timeout. Reading the sandbox object, waiting on it and listing events do
+// not, so watching a sandbox never keeps it awake.
+func (s *Server) activeSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
+	sb, err := s.GetSandbox(ctx, teamID, ref)
+	if err == nil {
+		s.touch(sb.ID)
+	}
+	return sb, err
 }
 
 // WaitSandbox returns the sandbox once it is in state want or a terminal
@@ -405,15 +414,29 @@ func (s *Server) loseCommands(ctx context.Context, sandboxID string) {
 }
 
 // LiveSandbox returns a running sandbox for a live operation such as a file
-// call. An asleep sandbox is woken first unless wake is false, which answers
-// a conflict saying why.
+// call. An asleep sandbox is woken first (it costs money again) unless wake
+// is false, which answers a conflict saying why.
 func (s *Server) LiveSandbox(ctx context.Context, teamID, ref string, wake bool) (api.Sandbox, error) {
-	sb, err := s.GetSandbox(ctx, teamID, ref)
+	sb, err := s.activeSandbox(ctx, teamID, ref)
 	if err != nil {
 		return sb, err
 	}
-	if sb.State != api.StateRunning {
-		return sb, api.Errorf(api.CodeConflict, "sandbox %s is %s; file calls need a running sandbox", sb.ID, sb.State)
+	switch sb.State {
+	case api.StateRunning:
+		return sb, nil
+	case api.StateAsleep, api.StateSleeping, api.StateWaking:
+		if !wake {
+			return sb, api.Errorf(api.CodeConflict, "sandbox %s is %s and wake=false was given; wake it (POST /v1/sandboxes/%s/wake) or drop wake=false", sb.ID, sb.State, sb.ID)
+		}
+		if _, err := s.WakeSandbox(ctx, teamID, sb.ID); err != nil {
+			return sb, err
+		}
+		if sb, err = s.WaitSandbox(ctx, teamID, sb.ID, api.StateRunning, s.cfg.MaxWait); err != nil {
+			return sb, err
+		}
+		if sb.State == api.StateRunning {
+			return sb, nil
+		}
 	}
-	return sb, nil
+	return sb, api.Errorf(api.CodeConflict, "sandbox %s is %s; live calls need a running sandbox", sb.ID, sb.State)
 }

@@ -20,6 +20,7 @@ import (
 	"cove/internal/node"
 	"cove/internal/node/image"
 	"cove/internal/node/runtime"
+	"cove/internal/node/saves"
 	"cove/internal/server"
 	"cove/internal/store/sqlite"
 )
@@ -130,9 +131,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	if err != nil {
 		return err
 	}
+	saveStore, err := saves.NewDir(filepath.Join(cfg.DataDir, "saves"))
+	if err != nil {
+		return err
+	}
 	nd := node.New(node.Config{
 		OutputDir:      filepath.Join(cfg.DataDir, "output"),
 		OutputMaxBytes: cfg.OutputMaxBytes,
+		Saves:          saveStore,
 	}, rt, log, srv.OnExit)
 	srv.SetNode(nd)
 	defer nd.Close()
@@ -150,6 +156,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	if err := srv.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
+	srv.Start()
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

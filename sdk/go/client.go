@@ -341,3 +341,17 @@ func decodeOutputRecord(line []byte) (api.OutputRecord, error) {
 	err := json.Unmarshal(line, &rec)
 	return rec, err
 }
+
+// SleepSandbox starts putting a sandbox to sleep; WaitSandbox for asleep.
+func (c *Client) SleepSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
+	var sb api.Sandbox
+	err := c.do(ctx, http.MethodPost, sandboxPath(ref)+"/sleep", nil, nil, &sb)
+	return sb, err
+}
+
+// WakeSandbox starts waking a sandbox; WaitSandbox for running.
+func (c *Client) WakeSandbox(ctx context.Context, ref string) (api.Sandbox, error) {
+	var sb api.Sandbox
+	err := c.do(ctx, http.MethodPost, sandboxPath(ref)+"/wake", nil, nil, &sb)
+	return sb, err
+}

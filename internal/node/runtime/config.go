@@ -117,6 +117,10 @@ type Spec struct {
 	// Workdir is the agent's default working directory; default
 	// "/workspace".
 	Workdir string
+	// Disk, when set, is a disk image made by an earlier start of this
+	// sandbox (restored from a save): Start moves it into place instead of
+	// making a new, empty disk.
+	Disk string
 }
 
 // The smallest sandbox: below these the agent itself cannot run (its

@@ -227,7 +227,11 @@ func (r *Runtime) checkSearchable(dir string) error {
 func (r *Runtime) makeRootfs(ctx context.Context, dir string, s Spec) error {
 	root := r.cfg.IDs.HostID
 	img := filepath.Join(dir, diskImage)
-	if err := makeDisk(ctx, img, s.DiskMiB, root, root); err != nil {
+	if s.Disk != "" {
+		if err := os.Rename(s.Disk, img); err != nil {
+			return fmt.Errorf("take restored disk: %w", err)
+		}
+	} else if err := makeDisk(ctx, img, s.DiskMiB, root, root); err != nil {
 		return fmt.Errorf("make disk: %w", err)
 	}
 	disk := filepath.Join(dir, diskDir)
@@ -239,7 +243,7 @@ func (r *Runtime) makeRootfs(ctx context.Context, dir string, s Spec) error {
 	}
 	upper, work := filepath.Join(disk, "upper"), filepath.Join(disk, "work")
 	for _, d := range []string{upper, work} {
-		if err := os.Mkdir(d, 0o755); err != nil {
+		if err := os.Mkdir(d, 0o755); err != nil && !(s.Disk != "" && errors.Is(err, fs.ErrExist)) {
 			return err
 		}
 		if err := os.Chown(d, int(root), int(root)); err != nil {
@@ -447,6 +451,40 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 		return fmt.Errorf("destroy sandbox %s: %w", id, err)
 	}
 	return nil
+}
+
+// Stop ends sandbox id's processes and unmounts its files, keeping only
+// its disk image, whose path it returns: the sandbox's own files, ready to
+// be saved. Destroy removes what is left.
+func (r *Runtime) Stop(ctx context.Context, id string) (string, error) {
+	if !ValidID(id) {
+		return "", api.Errorf(api.CodeInvalidArgument, "sandbox id %q: invalid", id)
+	}
+	dir := r.StateDir(id)
+	img := filepath.Join(dir, diskImage)
+	if _, err := os.Stat(img); err != nil {
+		return "", fmt.Errorf("stop sandbox %s: %w", id, err)
+	}
+	var errs []error
+	if err := r.stopContainer(ctx, id); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removeCgroup(ctx, r.cgroupPath(id)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := unmount(filepath.Join(dir, rootfsDir)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := unmount(filepath.Join(dir, diskDir)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := detachLoops(img); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return "", fmt.Errorf("stop sandbox %s: %w", id, err)
+	}
+	return img, nil
 }
 
 // stopContainer kills every process of container id, waits for its init
