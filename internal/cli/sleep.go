@@ -13,12 +13,16 @@ import (
 
 func (a *app) sleepCmd() *cobra.Command {
 	return a.transitionCmd("sleep", "Put sandboxes to sleep: save their files, release compute", api.StateAsleep,
-		func(ctx context.Context, cl *cove.Client, ref string) (api.Sandbox, error) { return cl.SleepSandbox(ctx, ref) })
+		func(ctx context.Context, cl *cove.Client, ref string) (api.Sandbox, error) {
+			return cl.SleepSandbox(ctx, ref)
+		})
 }
 
 func (a *app) wakeCmd() *cobra.Command {
 	return a.transitionCmd("wake", "Wake sandboxes: same ID and name, files restored, processes fresh", api.StateRunning,
-		func(ctx context.Context, cl *cove.Client, ref string) (api.Sandbox, error) { return cl.WakeSandbox(ctx, ref) })
+		func(ctx context.Context, cl *cove.Client, ref string) (api.Sandbox, error) {
+			return cl.WakeSandbox(ctx, ref)
+		})
 }
 
 // transitionCmd is sleep or wake: start the transition, optionally wait for

@@ -30,7 +30,7 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
+	mu       sync.Mutex
 	ops      map[string]*sandboxOps // per sandbox; removed when terminal
 	changed  chan struct{}          // closed and replaced on every state change
 	activity map[string]time.Time   // last API call per sandbox, in memory
