@@ -193,3 +193,34 @@ func rss(pid int) int64 {
 	}
 	return 0
 }
+
+// BenchmarkSleepWake measures sleep (stop, save, release) and wake
+// (restore, start) of a sandbox holding 100 MiB of random bytes, each until
+// the state is reached.
+func BenchmarkSleepWake(b *testing.B) {
+	s := startServer(b)
+	ctx := context.Background()
+	sb := create(b, s.admin, api.CreateSandboxRequest{})
+	mustOK(b, s.admin, sb.ID, "head -c 104857600 /dev/urandom > /workspace/random.bin")
+	var sleeps, wakes []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if _, err := s.admin.SleepSandbox(ctx, sb.ID); err != nil {
+			b.Fatal(err)
+		}
+		if got, err := s.admin.WaitSandbox(ctx, sb.ID, api.StateAsleep, 5*time.Minute); err != nil || got.State != api.StateAsleep {
+			b.Fatalf("sleep: %s %v", got.State, err)
+		}
+		sleeps = append(sleeps, time.Since(start))
+		start = time.Now()
+		if _, err := s.admin.WakeSandbox(ctx, sb.ID); err != nil {
+			b.Fatal(err)
+		}
+		if got, err := s.admin.WaitSandbox(ctx, sb.ID, api.StateRunning, 5*time.Minute); err != nil || got.State != api.StateRunning {
+			b.Fatalf("wake: %s %v", got.State, err)
+		}
+		wakes = append(wakes, time.Since(start))
+	}
+	b.ReportMetric(median(sleeps).Seconds(), "sleep-100MiB-s")
+	b.ReportMetric(median(wakes).Seconds(), "wake-100MiB-s")
+}
