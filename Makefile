@@ -42,7 +42,7 @@ test-unit:
 	$(GO) test -count=1 -short ./...
 
 bench: deps build
-	COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -run '^$$' -bench . -benchtime 10x ./internal/node/runtime/ ./internal/e2e/
+	COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -run '^$$' -bench . -benchtime 3x ./internal/node/runtime/ ./internal/e2e/
 
 clean:
 	rm -rf bin

@@ -22,6 +22,9 @@ const (
 	CodeResourceExhausted  Code = "resource_exhausted"
 	CodeInternal           Code = "internal"
 	CodeUnavailable        Code = "unavailable"
+
+	// CodeInsufficientStorage: the sandbox's disk is full (HTTP 507).
+	CodeInsufficientStorage Code = "insufficient_storage"
 )
 
 // Error is the one error type of cove. It is both the domain error returned by
