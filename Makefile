@@ -9,7 +9,7 @@ LISTEN ?= 127.0.0.1:7070
 TEST_IMAGES ?= /var/cache/cove/images
 DEB_PACKAGES := runc nftables debootstrap busybox-static e2fsprogs iproute2 util-linux ca-certificates
 
-.PHONY: all build deps run test test-unit bench clean
+.PHONY: all build deps run test test-unit fuzz bench clean
 
 all: build
 
@@ -37,6 +37,18 @@ run: deps build
 test: deps build
 	$(GO) vet ./...
 	COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 40m ./...
+	$(MAKE) fuzz
+
+# fuzz runs every fuzz target for a short, bounded time (FUZZTIME each) on
+# top of its committed corpus.
+FUZZTIME ?= 10s
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "fuzz $$pkg $$target"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
 
 test-unit:
 	$(GO) test -count=1 -short ./...
