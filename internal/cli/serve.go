@@ -55,6 +55,7 @@ func (a *app) serveCmd() *cobra.Command {
 	f.Int64Var(&memory, "max-memory-mib", 0, "most memory one sandbox may reserve (default 8192)")
 	f.Int64Var(&disk, "max-disk-mib", 0, "most disk one sandbox may reserve (default 20480)")
 	f.Int64Var(&cfg.Server.PidsLimit, "pids-limit", 1024, "most processes and threads in one sandbox")
+	f.IntVar(&cfg.Server.WarmPool, "warm-pool", 1, "ready sandboxes of the default template kept to hand out at once (0: none)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return c
 }

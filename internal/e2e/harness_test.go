@@ -198,7 +198,7 @@ func (s *server) start() {
 			s.t.Fatalf("cove serve exited at start:\n%s", s.tail(4000))
 		default:
 		}
-		if err := cove.New(s.url, "").Health(context.Background()); err == nil {
+		if _, err := cove.New(s.url, "").Health(context.Background()); err == nil {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -55,8 +55,11 @@ func New(srv *server.Server, log *slog.Logger) *Handler {
 
 func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, "ok\n")
+		ready, target := h.srv.WarmPool()
+		writeJSON(w, http.StatusOK, map[string]any{
+			"status":    "ok",
+			"warm_pool": map[string]int{"ready": ready, "target": target},
+		})
 	})
 	h.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

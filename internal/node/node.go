@@ -30,6 +30,7 @@ type Runtime interface {
 	List(ctx context.Context) ([]string, error)
 	Stop(ctx context.Context, id string) (disk string, err error)
 	StateDir(id string) string
+	SetHostname(ctx context.Context, id, name string) error
 }
 
 // ExitFunc is told when a command ends: by its exit, or lost with its
@@ -260,6 +261,11 @@ func (n *Node) Wake(ctx context.Context, spec runtime.Spec) error {
 		return err
 	}
 	return nil
+}
+
+// SetHostname renames a running sandbox's host (a warm sandbox handed out).
+func (n *Node) SetHostname(ctx context.Context, id, name string) error {
+	return n.rt.SetHostname(ctx, id, name)
 }
 
 // DropSave removes a sandbox's save once it runs again.

@@ -38,6 +38,9 @@ type Config struct {
 	WaitOutputMax int64
 	// MaxWait bounds a long-poll (?wait=…&timeout_s=). Default 10 minutes.
 	MaxWait time.Duration
+	// WarmPool is how many ready sandboxes of the default template and
+	// resources the server keeps to hand out at once. 0 keeps none.
+	WarmPool int
 	// LimitsInterval is how often idle and lifetime limits are checked.
 	// Default 1 second.
 	LimitsInterval time.Duration
@@ -52,6 +55,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxResources == (api.Resources{}) {
 		c.MaxResources = api.Resources{CPUs: 2, MemoryMiB: 8192, DiskMiB: 20480}
+	}
+	if c.WarmPool < 0 {
+		c.WarmPool = 0
 	}
 	if c.PidsLimit == 0 {
 		c.PidsLimit = 1024

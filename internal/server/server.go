@@ -34,6 +34,8 @@ type Server struct {
 	ops      map[string]*sandboxOps // per sandbox; removed when terminal
 	changed  chan struct{}          // closed and replaced on every state change
 	activity map[string]time.Time   // last API call per sandbox, in memory
+	warm     []string               // IDs of started sandboxes in the warm pool
+	refill   chan struct{}          // asks the pool to fill up
 }
 
 // sandboxOps serializes the life-cycle steps of one sandbox.
@@ -57,6 +59,7 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 		ops:      map[string]*sandboxOps{},
 		changed:  make(chan struct{}),
 		activity: map[string]time.Time{},
+		refill:   make(chan struct{}, 1),
 	}, nil
 }
 
@@ -123,11 +126,27 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 	if err != nil {
 		return api.Sandbox{}, err
 	}
+	warm := ""
+	if s.fitsPool(sb) {
+		if warm = s.takeWarm(); warm != "" {
+			sb.ID = warm
+		}
+	}
 	if err := s.store.CreateSandbox(ctx, sb); err != nil {
+		if warm != "" {
+			s.discardWarm(ctx, warm)
+		}
 		return api.Sandbox{}, err
 	}
-	s.log.Info("sandbox created", "sandbox", sb.ID, "team", teamID, "name", sb.Name)
-	s.emit(ctx, teamID, "sandbox.creating", sb.ID, "", map[string]any{"name": sb.Name})
+	s.log.Info("sandbox created", "sandbox", sb.ID, "team", teamID, "name", sb.Name, "warm", warm != "")
+	s.emit(ctx, teamID, "sandbox.creating", sb.ID, "", map[string]any{"name": sb.Name, "warm": warm != ""})
+	if warm != "" {
+		if s.startWarm(context.WithoutCancel(ctx), &sb) {
+			return sb, nil
+		}
+		// The pooled sandbox could not be used: start one cold, same ID.
+		s.discardWarm(ctx, warm)
+	}
 
 	o := s.opsFor(sb.ID)
 	startCtx, cancel := context.WithCancel(s.ctx)

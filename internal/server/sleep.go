@@ -158,9 +158,12 @@ func (s *Server) touchAt(id string, t time.Time) {
 	s.mu.Unlock()
 }
 
-// Start runs the server's background work: idle and lifetime limits. It
-// returns at once; Close stops it.
+// Start runs the server's background work: idle and lifetime limits and
+// the warm pool. It returns at once; Close stops it.
 func (s *Server) Start() {
+	if s.cfg.WarmPool > 0 {
+		s.wg.Go(func() { s.fillPool(s.ctx) })
+	}
 	s.wg.Go(func() {
 		t := time.NewTicker(s.cfg.LimitsInterval)
 		defer t.Stop()

@@ -33,6 +33,9 @@ func New(baseURL, apiKey string) *Client {
 	return &Client{base: strings.TrimRight(baseURL, "/"), key: apiKey, http: &http.Client{}}
 }
 
+// BaseURL is the server URL the client talks to.
+func (c *Client) BaseURL() string { return c.base }
+
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) error {
 	resp, err := c.send(ctx, method, path, query, in)
 	if err != nil {
@@ -119,21 +122,34 @@ func codeForStatus(status int) api.Code {
 	return api.CodeInternal
 }
 
-// Health reports whether the server answers /healthz.
-func (c *Client) Health(ctx context.Context) error {
+// Health is what GET /healthz answers.
+type Health struct {
+	Status   string `json:"status"`
+	WarmPool struct {
+		Ready  int `json:"ready"`
+		Target int `json:"target"`
+	} `json:"warm_pool"`
+}
+
+// Health reports whether the server serves, and the state of its warm pool.
+func (c *Client) Health(ctx context.Context) (Health, error) {
+	var h Health
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/healthz", nil)
 	if err != nil {
-		return err
+		return h, err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return err
+		return h, err
 	}
-	resp.Body.Close()
+	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("healthz answered %s", resp.Status)
+		return h, fmt.Errorf("healthz answered %s", resp.Status)
 	}
-	return nil
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&h); err != nil {
+		return h, fmt.Errorf("healthz: %w", err)
+	}
+	return h, nil
 }
 
 func sandboxPath(ref string) string { return "/v1/sandboxes/" + url.PathEscape(ref) }
