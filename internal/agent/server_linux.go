@@ -202,6 +202,7 @@ func (s *Server) handler() http.Handler {
 	route("POST /v1/commands/{id}/signal", s.signal)
 	route("POST /v1/commands/{id}/resize", s.resize)
 	route("DELETE /v1/commands/{id}", s.forget)
+	s.fileRoutes(route)
 	return mux
 }
 

@@ -93,7 +93,8 @@ func newRoot(env Env) *cobra.Command {
 		a.serveCmd(),
 		a.createCmd(), a.lsCmd(), a.getCmd(), a.rmCmd(), a.sleepCmd(), a.wakeCmd(),
 		a.execCmd(), a.logsCmd(), a.shCmd(),
-		a.teamsCmd(),
+		a.filesCmd(),
+		a.teamsCmd(), a.benchCmd(),
 	)
 	return root
 }

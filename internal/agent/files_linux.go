@@ -1,0 +1,1072 @@
+package agent
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// fileService answers the file calls (see files_protocol.go). It runs in the
+// sandbox, so every path resolves in the sandbox's root.
+type fileService struct {
+	log *slog.Logger
+
+	locks   pathLocks
+	digests digestCache
+}
+
+// protectedDirs are never written by file calls: the kernel's views and
+// the agent's own mount.
+var protectedDirs = []string{"/proc", "/sys", "/dev", "/.cove"}
+
+// copyBuffer is the size of the buffers that move file bytes.
+const copyBuffer = 1 << 20
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, copyBuffer); return &b }}
+
+func (s *Server) fileRoutes(route func(string, handlerFunc)) {
+	f := &fileService{log: s.log}
+	route("GET /v1/files/stat", f.stat)
+	route("GET /v1/files/list", f.list)
+	route("GET /v1/files/content", f.read)
+	route("PUT /v1/files/content", f.write)
+	route("POST /v1/files/edit", f.edit)
+	route("POST /v1/files/mkdir", f.mkdir)
+	route("POST /v1/files/move", f.move)
+	route("DELETE /v1/files", f.remove)
+	route("GET /v1/files/archive", f.readArchive)
+	route("PUT /v1/files/archive", f.writeArchive)
+}
+
+// queryPath reads and cleans the path parameter name.
+func queryPath(r *http.Request, name string) (string, error) {
+	return checkPath(r.URL.Query().Get(name))
+}
+
+func checkPath(p string) (string, error) {
+	c, err := CleanPath(p)
+	if err != nil {
+		return "", errorf(http.StatusBadRequest, CodeInvalidArgument, "%v", err)
+	}
+	return c, nil
+}
+
+// resolve returns p with every symlink of its existing part resolved; the
+// part that does not exist yet is appended as it is. With final false the
+// last component is kept as it is (a symlink is itself, as for rm and mv).
+func resolve(p string, final bool) (string, error) {
+	if p == "/" {
+		return p, nil
+	}
+	dir, base := filepath.Split(p)
+	if final {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r, nil
+		}
+	}
+	// Resolve the longest existing prefix of the directory.
+	rest := []string{base}
+	dir = filepath.Clean(dir)
+	for {
+		r, err := filepath.EvalSymlinks(dir)
+		if err == nil {
+			return filepath.Join(append([]string{r}, rest...)...), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", fsError(p, err)
+		}
+		d, b := filepath.Split(dir)
+		rest = append([]string{b}, rest...)
+		dir = filepath.Clean(d)
+	}
+}
+
+// protected reports whether the resolved path p is in a protected dir.
+func protected(p string) bool {
+	for _, d := range protectedDirs {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func protectedError(p, resolved string) error {
+	where := resolved
+	if p != resolved {
+		where = fmt.Sprintf("%s (%s)", p, resolved)
+	}
+	return errorf(http.StatusForbidden, CodePermissionDenied,
+		"%s is in /proc, /sys, /dev or /.cove, which file calls never write; use a command if you must", where)
+}
+
+// writable resolves p for a write and refuses protected places.
+func writable(p string, final bool) (string, error) {
+	r, err := resolve(p, final)
+	if err != nil {
+		return "", err
+	}
+	if protected(r) {
+		return "", protectedError(p, r)
+	}
+	return r, nil
+}
+
+// fsError turns a file system error into an Error a user can act on.
+func fsError(p string, err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	var errno syscall.Errno
+	if !errors.As(err, &errno) {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	switch errno {
+	case unix.ENOENT:
+		return errorf(http.StatusNotFound, CodeNotFound, "%s does not exist", p)
+	case unix.EEXIST:
+		return errorf(http.StatusConflict, CodeConflict, "%s already exists", p)
+	case unix.ENOTDIR:
+		return errorf(http.StatusConflict, CodeConflict, "a parent of %s is not a directory", p)
+	case unix.EISDIR:
+		return errorf(http.StatusConflict, CodeConflict, "%s is a directory", p)
+	case unix.ENOTEMPTY:
+		return errorf(http.StatusConflict, CodeConflict, "directory %s is not empty; pass recursive=true to remove it with its contents", p)
+	case unix.EXDEV:
+		return errorf(http.StatusConflict, CodeConflict, "%s cannot be moved there: it is another file system (or a directory of the image, which cannot be renamed); copy it instead", p)
+	case unix.EACCES, unix.EPERM, unix.EROFS, unix.ETXTBSY, unix.EBUSY:
+		return errorf(http.StatusForbidden, CodePermissionDenied, "%s cannot be written: %v (a read-only or protected place)", p, errno)
+	case unix.ENOSPC, unix.EDQUOT:
+		return errorf(http.StatusInsufficientStorage, CodeInsufficientStorage, "the sandbox's disk is full writing %s; free space or create the sandbox with a larger disk_mib", p)
+	case unix.ENAMETOOLONG:
+		return errorf(http.StatusBadRequest, CodeInvalidArgument, "%s: a name is too long", p)
+	case unix.ELOOP:
+		return errorf(http.StatusBadRequest, CodeInvalidArgument, "%s: too many levels of symlinks", p)
+	case unix.EINVAL:
+		return errorf(http.StatusBadRequest, CodeInvalidArgument, "%s: invalid argument (moving a directory into itself?)", p)
+	}
+	return fmt.Errorf("%s: %w", p, err)
+}
+
+// versionOf derives a file's version from what changes with its content:
+// inode, size, modification and change times. Writes through the agent set
+// the modification time from the fine clock, so two of them never share
+// one; ctime covers in-place writes that restore the mtime.
+func versionOf(st *syscall.Stat_t) string {
+	var b [48]byte
+	binary.LittleEndian.PutUint64(b[0:], st.Dev)
+	binary.LittleEndian.PutUint64(b[8:], st.Ino)
+	binary.LittleEndian.PutUint64(b[16:], uint64(st.Size))
+	binary.LittleEndian.PutUint64(b[24:], uint64(st.Mtim.Nano()))
+	binary.LittleEndian.PutUint64(b[32:], uint64(st.Ctim.Nano()))
+	binary.LittleEndian.PutUint64(b[40:], uint64(st.Mode))
+	sum := sha256.Sum256(b[:])
+	return base64.RawURLEncoding.EncodeToString(sum[:12])
+}
+
+func statOf(fi fs.FileInfo) *syscall.Stat_t {
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	if st == nil {
+		st = &syscall.Stat_t{}
+	}
+	return st
+}
+
+// infoOf describes the file at p (as named by the caller) from its lstat.
+func infoOf(p string, fi fs.FileInfo) FileInfo {
+	st := statOf(fi)
+	info := FileInfo{
+		Name: filepath.Base(p), Path: p, Size: fi.Size(),
+		Mode:    uint32(fi.Mode().Perm()) | uint32(st.Mode&(unix.S_ISUID|unix.S_ISGID|unix.S_ISVTX)),
+		MTimeNS: fi.ModTime().UnixNano(), Version: versionOf(st),
+		UID: int(st.Uid), GID: int(st.Gid),
+	}
+	switch m := fi.Mode(); {
+	case m.IsRegular():
+		info.Type = FileTypeFile
+	case m.IsDir():
+		info.Type = FileTypeDir
+	case m&fs.ModeSymlink != 0:
+		info.Type = FileTypeSymlink
+		if t, err := os.Readlink(p); err == nil && len(t) <= MaxPath {
+			info.Target = t
+		}
+	default:
+		info.Type = FileTypeOther
+	}
+	return info
+}
+
+func lstatInfo(p string) (FileInfo, error) {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return FileInfo{}, fsError(p, err)
+	}
+	return infoOf(p, fi), nil
+}
+
+func (f *fileService) stat(w http.ResponseWriter, r *http.Request) error {
+	p, err := queryPath(r, "path")
+	if err != nil {
+		return err
+	}
+	info, err := lstatInfo(p)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, info)
+	return nil
+}
+
+// compareWalk orders paths as a pre-order walk with sorted names visits
+// them: by components, a parent before its children.
+func compareWalk(a, b string) int {
+	return slices.Compare(strings.Split(a, "/"), strings.Split(b, "/"))
+}
+
+func (f *fileService) list(w http.ResponseWriter, r *http.Request) error {
+	root, err := queryPath(r, "path")
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	depth, err := intParam(q.Get("depth"), 1, 1, MaxListDepth, "depth")
+	if err != nil {
+		return err
+	}
+	limit, err := intParam(q.Get("limit"), MaxListLimit, 1, MaxListLimit, "limit")
+	if err != nil {
+		return err
+	}
+	after := q.Get("after")
+	if after != "" {
+		if after, err = checkPath(after); err != nil {
+			return err
+		}
+	}
+	fi, err := os.Stat(root)
+	if err != nil {
+		return fsError(root, err)
+	}
+	if !fi.IsDir() {
+		return errorf(http.StatusConflict, CodeConflict, "%s is not a directory; stat it instead", root)
+	}
+	out := FileList{Items: []FileInfo{}}
+	size := 0
+	stop := errors.New("page full")
+	rootDepth := strings.Count(strings.TrimSuffix(root, "/"), "/")
+	// A symlink to a directory as root lists the directory: walk its
+	// resolved form and report paths under the name asked for.
+	walkRoot := root
+	if real, err := filepath.EvalSymlinks(root); err == nil {
+		walkRoot = real
+	}
+	err = filepath.WalkDir(walkRoot, func(wp string, d fs.DirEntry, err error) error {
+		p := root
+		if wp != walkRoot {
+			p = filepath.Join(root, strings.TrimPrefix(wp, strings.TrimSuffix(walkRoot, "/")+"/"))
+		}
+		if p == root {
+			if err != nil {
+				return err
+			}
+			return nil
+		}
+		isDir := d != nil && d.IsDir()
+		if after != "" && compareWalk(p, after) <= 0 {
+			// Skip what earlier pages had, descending only towards after.
+			if isDir && p != after && !strings.HasPrefix(after, p+"/") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if len(out.Items) >= limit || size >= maxListBytes {
+			out.Next = out.Items[len(out.Items)-1].Path
+			return stop
+		}
+		var info FileInfo
+		if fi, ierr := d.Info(); ierr == nil {
+			info = infoOf(p, fi)
+		} else if err == nil {
+			return nil // gone since the directory was read
+		}
+		if info.Type != "" {
+			out.Items = append(out.Items, info)
+			size += len(info.Path) + len(info.Target) + 200
+		}
+		if isDir && strings.Count(p, "/")-rootDepth >= depth {
+			return filepath.SkipDir
+		}
+		if err != nil && isDir {
+			return filepath.SkipDir // unreadable directory: listed, not entered
+		}
+		return nil
+	})
+	if err != nil && err != stop {
+		return fsError(root, err)
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func intParam(v string, def, lo, hi int, name string) (int, error) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, errorf(http.StatusBadRequest, CodeInvalidArgument, "%s must be a whole number from %d to %d", name, lo, hi)
+	}
+	return n, nil
+}
+
+// openRegular opens p for reading and checks that it is a regular file.
+func openRegular(p string) (*os.File, fs.FileInfo, error) {
+	fd, err := os.OpenFile(p, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, fsError(p, err)
+	}
+	fi, err := fd.Stat()
+	if err != nil {
+		fd.Close()
+		return nil, nil, fsError(p, err)
+	}
+	if fi.IsDir() {
+		fd.Close()
+		return nil, nil, errorf(http.StatusConflict, CodeConflict, "%s is a directory; list it, or download it as an archive", p)
+	}
+	if !fi.Mode().IsRegular() {
+		fd.Close()
+		return nil, nil, errorf(http.StatusConflict, CodeConflict, "%s is not a regular file", p)
+	}
+	return fd, fi, nil
+}
+
+// read serves a file's bytes with its version as ETag and its digest as
+// Repr-Digest, computed before the body (or remembered from the write that
+// made it), so both are headers. Range and conditional requests follow
+// http.ServeContent.
+func (f *fileService) read(w http.ResponseWriter, r *http.Request) error {
+	p, err := queryPath(r, "path")
+	if err != nil {
+		return err
+	}
+	var (
+		fd  *os.File
+		fi  fs.FileInfo
+		sum []byte
+	)
+	for attempt := 0; ; attempt++ {
+		if fd, fi, err = openRegular(p); err != nil {
+			return err
+		}
+		if sum, err = f.digest(fd, fi); err == nil {
+			break
+		}
+		fd.Close()
+		if !errors.Is(err, errChanged) {
+			return fsError(p, err)
+		}
+		if attempt == 3 {
+			return errorf(http.StatusConflict, CodeConflict, "%s keeps changing while it is read; try again when it is still", p)
+		}
+	}
+	defer fd.Close()
+	st := statOf(fi)
+	version := versionOf(st)
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("ETag", `"`+version+`"`)
+	h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":")
+	// The size and offsets are those of the stat: bytes appended since are
+	// not served.
+	http.ServeContent(w, r, "", fi.ModTime(), io.NewSectionReader(fd, 0, fi.Size()))
+	if fi2, err := fd.Stat(); err == nil && versionOf(statOf(fi2)) != version {
+		// Changed in place while it was sent: cut the answer short so the
+		// client cannot take it for the file.
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
+
+var errChanged = errors.New("file changed while read")
+
+// digest returns the sha-256 of the file open as fd, from the cache when
+// the version is the same, else by reading it.
+func (f *fileService) digest(fd *os.File, fi fs.FileInfo) ([]byte, error) {
+	st := statOf(fi)
+	version := versionOf(st)
+	if sum, ok := f.digests.get(st.Ino, version); ok {
+		return sum, nil
+	}
+	h := sha256.New()
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	if _, err := io.CopyBuffer(h, io.NewSectionReader(fd, 0, fi.Size()), *bp); err != nil {
+		return nil, err
+	}
+	fi2, err := fd.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if versionOf(statOf(fi2)) != version {
+		return nil, errChanged
+	}
+	sum := h.Sum(nil)
+	f.digests.put(st.Ino, version, sum)
+	return sum, nil
+}
+
+// writeOptions are the parameters of a write.
+type writeOptions struct {
+	uid, gid    int
+	chown       bool // set uid:gid on an existing file too
+	mode        int  // -1: keep, or 0644 for a new file
+	ifMatch     []string
+	ifNoneMatch bool
+	sha256      string // hex, or "" (the trailer may still say)
+}
+
+func parseWriteOptions(r *http.Request) (writeOptions, error) {
+	q := r.URL.Query()
+	o := writeOptions{mode: -1, ifMatch: q["if_match"]}
+	var err error
+	if o.uid, err = intParam(q.Get("uid"), 0, 0, 1<<31-1, "uid"); err != nil {
+		return o, err
+	}
+	if o.gid, err = intParam(q.Get("gid"), 0, 0, 1<<31-1, "gid"); err != nil {
+		return o, err
+	}
+	o.chown = q.Get("chown") == "true"
+	o.ifNoneMatch = q.Get("if_none_match") == "true"
+	if v := q.Get("mode"); v != "" {
+		m, err := strconv.ParseUint(v, 8, 32)
+		if err != nil || m > 0o7777 {
+			return o, errorf(http.StatusBadRequest, CodeInvalidArgument, "mode %q must be octal permission bits such as 0644", v)
+		}
+		o.mode = int(m)
+	}
+	if v := q.Get("sha256"); v != "" {
+		if o.sha256, err = checkSHA256(v); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+func checkSHA256(v string) (string, error) {
+	b, err := hex.DecodeString(v)
+	if err != nil || len(b) != sha256.Size {
+		return "", errorf(http.StatusBadRequest, CodeInvalidArgument, "sha256 %q must be 64 hex digits", v)
+	}
+	return strings.ToLower(v), nil
+}
+
+// checkPreconditions compares the current state of target with If-Match
+// and If-None-Match.
+func checkPreconditions(p, target string, ifMatch []string, ifNoneMatch bool) error {
+	if len(ifMatch) == 0 && !ifNoneMatch {
+		return nil
+	}
+	fi, err := os.Stat(target)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fsError(p, err)
+	}
+	exists := err == nil
+	if ifNoneMatch && exists {
+		return errorf(http.StatusPreconditionFailed, CodePreconditionFailed, "%s exists (If-None-Match: *); nothing was written", p)
+	}
+	if len(ifMatch) == 0 {
+		return nil
+	}
+	if !exists {
+		return errorf(http.StatusPreconditionFailed, CodePreconditionFailed, "%s does not exist, so it cannot match the version given in If-Match; nothing was written", p)
+	}
+	v := versionOf(statOf(fi))
+	for _, m := range ifMatch {
+		if m == "*" || m == v {
+			return nil
+		}
+	}
+	return errorf(http.StatusPreconditionFailed, CodePreconditionFailed, "%s changed: its version is %q, not %q (If-Match); read it again, then retry; nothing was written", p, v, strings.Join(ifMatch, ", "))
+}
+
+// mkdirAll creates dir and its missing parents owned by uid:gid.
+func mkdirAll(p, dir string, uid, gid int) error {
+	fi, err := os.Stat(dir)
+	if err == nil {
+		if !fi.IsDir() {
+			return errorf(http.StatusConflict, CodeConflict, "%s is not a directory", dir)
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return fsError(p, err)
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := mkdirAll(p, parent, uid, gid); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fsError(p, err)
+	}
+	return chown(dir, uid, gid)
+}
+
+func chown(p string, uid, gid int) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	if err := os.Lchown(p, uid, gid); err != nil {
+		return fsError(p, err)
+	}
+	return nil
+}
+
+// tempFile is a new file in dir that becomes another file by rename, or is
+// removed.
+type tempFile struct {
+	*os.File
+	done bool
+}
+
+func createTemp(p, dir, prefix string) (*tempFile, error) {
+	fd, err := os.CreateTemp(dir, prefix)
+	if err != nil {
+		return nil, fsError(p, err)
+	}
+	return &tempFile{File: fd}, nil
+}
+
+// discard removes the file unless it was renamed.
+func (t *tempFile) discard() {
+	t.File.Close()
+	if !t.done {
+		os.Remove(t.Name())
+	}
+}
+
+// commit gives the file its mode, owner and a fine modification time, and
+// renames it to target. The caller holds target's lock.
+func (t *tempFile) commit(p, target string, mode, uid, gid int) (fs.FileInfo, error) {
+	if err := t.Chmod(fs.FileMode(mode&0o777) | modeBits(mode)); err != nil {
+		return nil, fsError(p, err)
+	}
+	if os.Geteuid() == 0 {
+		if err := t.Chown(uid, gid); err != nil {
+			return nil, fsError(p, err)
+		}
+		// chown clears setuid and setgid: set them again.
+		if mode&0o7000 != 0 {
+			if err := t.Chmod(fs.FileMode(mode&0o777) | modeBits(mode)); err != nil {
+				return nil, fsError(p, err)
+			}
+		}
+	}
+	now := time.Now()
+	ts := []unix.Timespec{unix.NsecToTimespec(now.UnixNano()), unix.NsecToTimespec(now.UnixNano())}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, t.Name(), ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, fsError(p, err)
+	}
+	if err := os.Rename(t.Name(), target); err != nil {
+		return nil, fsError(p, err)
+	}
+	t.done = true
+	fi, err := t.Stat()
+	if err != nil {
+		return nil, fsError(p, err)
+	}
+	return fi, nil
+}
+
+func modeBits(mode int) fs.FileMode {
+	var m fs.FileMode
+	if mode&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if mode&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if mode&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
+}
+
+// keepOrSet returns the mode and owner a write gives target: what the
+// caller asked, else what the file had, else 0644 and uid:gid.
+func keepOrSet(target string, o writeOptions) (mode, uid, gid int) {
+	mode, uid, gid = o.mode, o.uid, o.gid
+	if fi, err := os.Stat(target); err == nil {
+		st := statOf(fi)
+		if mode < 0 {
+			mode = int(st.Mode & 0o7777)
+		}
+		if !o.chown {
+			uid, gid = int(st.Uid), int(st.Gid)
+		}
+	}
+	if mode < 0 {
+		mode = 0o644
+	}
+	return mode, uid, gid
+}
+
+// write stores the body as the file's new content, atomically.
+func (f *fileService) write(w http.ResponseWriter, r *http.Request) error {
+	p, err := queryPath(r, "path")
+	if err != nil {
+		return err
+	}
+	o, err := parseWriteOptions(r)
+	if err != nil {
+		return err
+	}
+	target, err := writable(p, true)
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(target); err == nil && fi.IsDir() {
+		return errorf(http.StatusConflict, CodeConflict, "%s is a directory; give the path of a file in it", p)
+	}
+	// Fail fast, before the body; checked again under the lock.
+	if err := checkPreconditions(p, target, o.ifMatch, o.ifNoneMatch); err != nil {
+		return err
+	}
+	if err := mkdirAll(p, filepath.Dir(target), o.uid, o.gid); err != nil {
+		return err
+	}
+	tmp, err := createTemp(p, filepath.Dir(target), ".cove-upload-*")
+	if err != nil {
+		return err
+	}
+	defer tmp.discard()
+	h := sha256.New()
+	if _, err := copyHashed(tmp, r.Body, h); err != nil {
+		return uploadError(p, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fsError(p, err)
+	}
+	sum := h.Sum(nil)
+	wants := []string{o.sha256}
+	if t := r.Trailer.Get(TrailerSHA256); t != "" {
+		w, err := checkSHA256(t)
+		if err != nil {
+			return err
+		}
+		wants = append(wants, w)
+	}
+	for _, want := range wants {
+		if want != "" && want != hex.EncodeToString(sum) {
+			return errorf(http.StatusUnprocessableEntity, CodeUnprocessable,
+				"the bytes received have sha-256 %s, not %s as the request's digest says; nothing was written", hex.EncodeToString(sum), want)
+		}
+	}
+
+	unlock := f.locks.lock(target)
+	defer unlock()
+	if err := checkPreconditions(p, target, o.ifMatch, o.ifNoneMatch); err != nil {
+		return err
+	}
+	_, statErr := os.Stat(target)
+	mode, uid, gid := keepOrSet(target, o)
+	fi, err := tmp.commit(p, target, mode, uid, gid)
+	if err != nil {
+		return err
+	}
+	st := statOf(fi)
+	f.digests.put(st.Ino, versionOf(st), sum)
+	status := http.StatusOK
+	if statErr != nil {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, infoOf(p, fi))
+	return nil
+}
+
+// copyHashed copies r to w and into h, with a pooled buffer.
+func copyHashed(w io.Writer, r io.Reader, h hash.Hash) (int64, error) {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	return io.CopyBuffer(io.MultiWriter(w, h), r, *bp)
+}
+
+// uploadError tells a write error of the file (disk full) from a read error
+// of the body (the host went away).
+func uploadError(p string, err error) error {
+	var errno syscall.Errno
+	var pe *fs.PathError
+	if errors.As(err, &pe) || errors.As(err, &errno) {
+		return fsError(p, err)
+	}
+	return errorf(http.StatusBadRequest, CodeInvalidArgument, "the upload of %s was cut short (%v); nothing was written", p, err)
+}
+
+func (f *fileService) mkdir(w http.ResponseWriter, r *http.Request) error {
+	var req MkdirRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	p, err := checkPath(req.Path)
+	if err != nil {
+		return err
+	}
+	if req.UID < 0 || req.GID < 0 {
+		return errorf(http.StatusBadRequest, CodeInvalidArgument, "uid and gid must not be negative")
+	}
+	target, err := writable(p, true)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if _, err := os.Lstat(target); errors.Is(err, fs.ErrNotExist) {
+		status = http.StatusCreated
+	}
+	if err := mkdirAll(p, target, req.UID, req.GID); err != nil {
+		return err
+	}
+	fi, err := os.Stat(target)
+	if err != nil {
+		return fsError(p, err)
+	}
+	writeJSON(w, status, infoOf(p, fi))
+	return nil
+}
+
+func (f *fileService) move(w http.ResponseWriter, r *http.Request) error {
+	var req MoveRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	from, err := checkPath(req.From)
+	if err != nil {
+		return err
+	}
+	to, err := checkPath(req.To)
+	if err != nil {
+		return err
+	}
+	if from == "/" || to == "/" {
+		return errorf(http.StatusBadRequest, CodeInvalidArgument, "the root directory cannot be moved or replaced")
+	}
+	rfrom, err := writable(from, false)
+	if err != nil {
+		return err
+	}
+	rto, err := writable(to, false)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(rfrom); err != nil {
+		return fsError(from, err)
+	}
+	if err := mkdirAll(to, filepath.Dir(rto), req.UID, req.GID); err != nil {
+		return err
+	}
+	first, second := rfrom, rto
+	if second < first {
+		first, second = second, first
+	}
+	unlock := f.locks.lock(first)
+	defer unlock()
+	if second != first {
+		unlock2 := f.locks.lock(second)
+		defer unlock2()
+	}
+	if req.Overwrite {
+		err = os.Rename(rfrom, rto)
+	} else {
+		err = unix.Renameat2(unix.AT_FDCWD, rfrom, unix.AT_FDCWD, rto, unix.RENAME_NOREPLACE)
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+			// No RENAME_NOREPLACE here: check, then rename.
+			if _, lerr := os.Lstat(rto); lerr == nil {
+				err = unix.EEXIST
+			} else {
+				err = os.Rename(rfrom, rto)
+			}
+		}
+		if errors.Is(err, unix.EEXIST) {
+			return errorf(http.StatusConflict, CodeConflict, "%s already exists; pass overwrite to replace it", to)
+		}
+	}
+	if err != nil {
+		return fsError(from, err)
+	}
+	info, err := lstatInfo(rto)
+	if err != nil {
+		return err
+	}
+	info.Path, info.Name = to, filepath.Base(to)
+	writeJSON(w, http.StatusOK, info)
+	return nil
+}
+
+func (f *fileService) remove(w http.ResponseWriter, r *http.Request) error {
+	p, err := queryPath(r, "path")
+	if err != nil {
+		return err
+	}
+	if p == "/" {
+		return errorf(http.StatusBadRequest, CodeInvalidArgument, "the root directory cannot be removed")
+	}
+	recursive := r.URL.Query().Get("recursive") == "true"
+	target, err := writable(p, false)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Lstat(target)
+	if err != nil {
+		return fsError(p, err)
+	}
+	unlock := f.locks.lock(target)
+	defer unlock()
+	if fi.IsDir() && recursive {
+		err = os.RemoveAll(target)
+	} else {
+		err = os.Remove(target)
+	}
+	if err != nil {
+		if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
+			return errorf(http.StatusConflict, CodeConflict, "directory %s is not empty; pass recursive=true to remove it with its contents", p)
+		}
+		return fsError(p, err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// edit applies each edit in turn, each to the result of the ones before,
+// streaming through temporary files; the last one replaces the file.
+func (f *fileService) edit(w http.ResponseWriter, r *http.Request) error {
+	var req EditRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return err
+	}
+	p, err := checkPath(req.Path)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(req.Edits) == 0:
+		return errorf(http.StatusBadRequest, CodeInvalidArgument, "edits is empty; give at least one {\"old\", \"new\"}")
+	case len(req.Edits) > MaxEdits:
+		return errorf(http.StatusBadRequest, CodeInvalidArgument, "%d edits; at most %d are allowed in one call", len(req.Edits), MaxEdits)
+	}
+	for i, e := range req.Edits {
+		if e.Old == "" {
+			return errorf(http.StatusBadRequest, CodeInvalidArgument, "edit %d: old is empty; give the exact text to replace", i)
+		}
+	}
+	target, err := writable(p, true)
+	if err != nil {
+		return err
+	}
+	unlock := f.locks.lock(target)
+	defer unlock()
+	src, fi, err := openRegular(target)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	version := versionOf(statOf(fi))
+	if len(req.IfMatch) > 0 && !slices.Contains(req.IfMatch, version) && !slices.Contains(req.IfMatch, "*") {
+		return errorf(http.StatusPreconditionFailed, CodePreconditionFailed, "%s changed: its version is %q, not %q (If-Match); read it again, then retry; nothing was written", p, version, strings.Join(req.IfMatch, ", "))
+	}
+	cur, size := io.ReaderAt(src), fi.Size()
+	var sum []byte
+	var last *tempFile
+	for i, e := range req.Edits {
+		off, n, err := findOnce(cur, size, []byte(e.Old))
+		if err != nil {
+			return fsError(p, err)
+		}
+		if n != 1 {
+			what := "does not occur"
+			if n > 1 {
+				what = fmt.Sprintf("occurs %d times", n)
+			}
+			return errorf(http.StatusConflict, CodeConflict, "edit %d: old %s in %s; it must occur exactly once (give more context); nothing was written", i, what, p)
+		}
+		tmp, err := createTemp(p, filepath.Dir(target), ".cove-edit-*")
+		if err != nil {
+			return err
+		}
+		defer tmp.discard()
+		h := sha256.New()
+		bp := bufPool.Get().(*[]byte)
+		mw := io.MultiWriter(tmp, h)
+		_, err = io.CopyBuffer(mw, io.NewSectionReader(cur, 0, off), *bp)
+		if err == nil {
+			_, err = io.WriteString(mw, e.New)
+		}
+		if err == nil {
+			_, err = io.CopyBuffer(mw, io.NewSectionReader(cur, off+int64(len(e.Old)), size-off-int64(len(e.Old))), *bp)
+		}
+		bufPool.Put(bp)
+		if err != nil {
+			return fsError(p, err)
+		}
+		cur, size, sum, last = tmp, size-int64(len(e.Old))+int64(len(e.New)), h.Sum(nil), tmp
+	}
+	if err := last.Sync(); err != nil {
+		return fsError(p, err)
+	}
+	// Commands in the sandbox may have written it meanwhile.
+	if fi2, err := os.Stat(target); err != nil || versionOf(statOf(fi2)) != version {
+		return errorf(http.StatusConflict, CodeConflict, "%s changed while it was edited; read it again, then retry; nothing was written", p)
+	}
+	st := statOf(fi)
+	nfi, err := last.commit(p, target, int(st.Mode&0o7777), int(st.Uid), int(st.Gid))
+	if err != nil {
+		return err
+	}
+	nst := statOf(nfi)
+	f.digests.put(nst.Ino, versionOf(nst), sum)
+	writeJSON(w, http.StatusOK, infoOf(p, nfi))
+	return nil
+}
+
+// findOnce finds old in the first size bytes of r: the offset of the first
+// occurrence and how many there are, overlapping ones included, counted up
+// to 2.
+func findOnce(r io.ReaderAt, size int64, old []byte) (int64, int, error) {
+	var buf []byte
+	if 2*len(old) <= copyBuffer {
+		bp := bufPool.Get().(*[]byte)
+		defer bufPool.Put(bp)
+		buf = *bp
+	} else {
+		buf = make([]byte, 2*len(old)+copyBuffer)
+	}
+	first, count := int64(-1), 0
+	// Each window keeps the last len(old)-1 bytes of the one before: a
+	// match across the boundary is seen once, and none is seen twice.
+	var base int64 // file offset of buf[0]
+	have := 0
+	for pos := int64(0); pos < size; {
+		want := int(min(int64(len(buf)-have), size-pos))
+		n, err := r.ReadAt(buf[have:have+want], pos)
+		if n < want {
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF // it shrank
+			}
+			return 0, 0, err
+		}
+		pos += int64(n)
+		have += n
+		window := buf[:have]
+		for i := 0; ; {
+			j := bytes.Index(window[i:], old)
+			if j < 0 {
+				break
+			}
+			if count == 0 {
+				first = base + int64(i+j)
+			}
+			if count++; count > 1 {
+				return first, count, nil
+			}
+			i += j + 1
+		}
+		k := min(len(old)-1, have)
+		copy(buf, window[have-k:])
+		base += int64(have - k)
+		have = k
+	}
+	return first, count, nil
+}
+
+// pathLocks serializes writes to the same resolved path.
+type pathLocks struct {
+	mu sync.Mutex
+	m  map[string]*pathLock
+}
+
+type pathLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+func (l *pathLocks) lock(p string) (unlock func()) {
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = map[string]*pathLock{}
+	}
+	pl := l.m[p]
+	if pl == nil {
+		pl = &pathLock{}
+		l.m[p] = pl
+	}
+	pl.refs++
+	l.mu.Unlock()
+	pl.mu.Lock()
+	return func() {
+		pl.mu.Unlock()
+		l.mu.Lock()
+		if pl.refs--; pl.refs == 0 {
+			delete(l.m, p)
+		}
+		l.mu.Unlock()
+	}
+}
+
+// digestCache remembers the sha-256 of files by inode and version, so a
+// file written through the agent is not read twice to be served.
+type digestCache struct {
+	mu sync.Mutex
+	m  map[uint64]digestEntry
+}
+
+type digestEntry struct {
+	version string
+	sum     []byte
+}
+
+const maxDigests = 4096
+
+func (c *digestCache) get(ino uint64, version string) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[ino]
+	if !ok || e.version != version {
+		return nil, false
+	}
+	return e.sum, true
+}
+
+func (c *digestCache) put(ino uint64, version string, sum []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[uint64]digestEntry{}
+	}
+	if len(c.m) >= maxDigests {
+		for k := range c.m { // drop an arbitrary one
+			delete(c.m, k)
+			break
+		}
+	}
+	c.m[ino] = digestEntry{version: version, sum: sum}
+}

@@ -1,0 +1,38 @@
+package e2e
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// TestBenchCommand runs `cove bench --json` small against a server with a
+// warm pool and checks that it reports every field.
+func TestBenchCommand(t *testing.T) {
+	s := startServer(t)
+	out, errs, code := s.cli(t, "", "bench", "--json", "--runs", "1", "--bytes", "8388608", "--idle", "3",
+		"--images-dir", imagesDir)
+	if code != 0 {
+		t.Fatalf("cove bench: %d\n%s", code, errs)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	for _, field := range []string{
+		"create_to_first_exec_ms", "create_to_first_exec_warm_ms", "runc_run_ms", "exec_rtt_ms", "local_exec_ms",
+		"output_mb_s", "pipe_mb_s", "upload_mb_s", "download_mb_s", "cp_mb_s",
+		"sleep_100mib_s", "wake_100mib_s", "idle_sandboxes_max", "idle_sandbox_mib", "server_rss_mib",
+	} {
+		v, ok := got[field]
+		if !ok || v == nil {
+			t.Errorf("%s is missing or null (notes: %v)", field, got["notes"])
+			continue
+		}
+		if n, ok := v.(float64); !ok || n <= 0 {
+			t.Errorf("%s = %v, want a positive number", field, v)
+		}
+	}
+	if got["idle_sandboxes_max"] != float64(3) {
+		t.Errorf("idle_sandboxes_max = %v, want 3", got["idle_sandboxes_max"])
+	}
+}

@@ -1,0 +1,321 @@
+package httpapi
+
+import (
+	"encoding/hex"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"cove/api"
+	"cove/internal/server"
+)
+
+// fileTarget reads the sandbox and ?wake= of a file call (wake defaults
+// to true).
+func fileTarget(r *http.Request, p server.Principal) (server.FileTarget, error) {
+	t := server.FileTarget{TeamID: p.Team.ID, Ref: r.PathValue("ref"), Wake: true}
+	if v := r.URL.Query().Get("wake"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return t, api.Errorf(api.CodeInvalidArgument, "wake must be true or false")
+		}
+		t.Wake = b
+	}
+	return t, nil
+}
+
+// fileQuery checks the query's path the way every file call does: one
+// value, present (an empty or relative one is refused further in).
+func fileQuery(r *http.Request) (string, error) {
+	vs := r.URL.Query()["path"]
+	if len(vs) > 1 {
+		return "", api.Errorf(api.CodeInvalidArgument, "path is given %d times; give it once", len(vs))
+	}
+	if len(vs) == 0 {
+		return "", api.Errorf(api.CodeInvalidArgument, "path is missing; give ?path= with an absolute path inside the sandbox")
+	}
+	return vs[0], nil
+}
+
+// etags reads an If-Match field: "*" or a list of quoted versions. A weak
+// tag never matches (If-Match compares strongly), so it is kept as it is
+// and fails.
+func etags(v string) []string {
+	if strings.TrimSpace(v) == "" {
+		return nil
+	}
+	var out []string
+	for _, t := range strings.Split(v, ",") {
+		t = strings.TrimSpace(t)
+		if len(t) >= 2 && t[0] == '"' && t[len(t)-1] == '"' {
+			t = t[1 : len(t)-1]
+		}
+		if t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func setEntryHeaders(w http.ResponseWriter, e api.FileEntry) {
+	if e.Version != "" {
+		w.Header().Set("ETag", `"`+e.Version+`"`)
+	}
+}
+
+func (h *Handler) listFiles(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	t, err := fileTarget(r, p)
+	if err != nil {
+		return err
+	}
+	path, err := fileQuery(r)
+	if err != nil {
+		return err
+	}
+	limit, cursor, err := paging(r)
+	if err != nil {
+		return err
+	}
+	depth, err := queryInt(r, "depth", 1, 1, 32)
+	if err != nil {
+		return err
+	}
+	out, err := h.srv.ListFiles(r.Context(), t, server.FileListQuery{Path: path, Depth: int(depth), Limit: limit, Cursor: cursor})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, out)
+}
+
+func (h *Handler) statFile(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	t, err := fileTarget(r, p)
+	if err != nil {
+		return err
+	}
+	path, err := fileQuery(r)
+	if err != nil {
+		return err
+	}
+	e, err := h.srv.StatFile(r.Context(), t, path)
+	if err != nil {
+		return err
+	}
+	setEntryHeaders(w, e)
+	return writeJSON(w, http.StatusOK, e)
+}
+
+// readFile streams a file's bytes from the agent, never holding them: the
+// headers (ETag, Repr-Digest, Content-Length, Content-Range) come first,
+// as the agent computed them.
+func (h *Handler) readFile(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	t, err := fileTarget(r, p)
+	if err != nil {
+		return err
+	}
+	path, err := fileQuery(r)
+	if err != nil {
+		return err
+	}
+	fc, err := h.srv.ReadFile(r.Context(), t, path, r.Header)
+	if err != nil {
+		return err
+	}
+	defer fc.Body.Close()
+	for k, v := range fc.Header {
+		w.Header()[k] = v
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(fc.Status)
+	if r.Method == http.MethodHead || fc.Status == http.StatusNotModified {
+		return nil
+	}
+	if _, err := copyStream(w, fc.Body); err != nil {
+		// Headers are out: cut the answer so the client sees it failed.
+		h.log.Debug("file download cut short", "path", path, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
+
+// copyStream copies with a buffer of its own size; the response writer
+// and the agent's body are both streams.
+func copyStream(w io.Writer, r io.Reader) (int64, error) {
+	buf := make([]byte, 256<<10)
+	return io.CopyBuffer(w, r, buf)
+}
+
+// requestDigest returns the hex sha-256 of a Repr-Digest or Content-Digest
+// field, or "" when there is none.
+func requestDigest(hd http.Header) (string, error) {
+	for _, k := range []string{"Repr-Digest", "Content-Digest"} {
+		v := hd.Get(k)
+		if v == "" {
+			continue
+		}
+		sum, err := api.ParseReprDigest(v)
+		if err != nil {
+			return "", api.Errorf(api.CodeInvalidArgument, "%s: %v", k, err)
+		}
+		if sum != nil {
+			return hex.EncodeToString(sum), nil
+		}
+	}
+	return "", nil
+}
+
+func (h *Handler) writeFile(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	t, err := fileTarget(r, p)
+	if err != nil {
+		return err
+	}
+	path, err := fileQuery(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	req := server.WriteFileRequest{
+		Path: path, User: q.Get("user"), Mode: q.Get("mode"),
+		IfMatch: etags(r.Header.Get("If-Match")), Size: r.ContentLength,
+	}
+	switch v := strings.TrimSpace(r.Header.Get("If-None-Match")); v {
+	case "":
+	case "*":
+		req.IfNoneMatch = true
+	default:
+		return api.Errorf(api.CodeInvalidArgument, "If-None-Match on an upload must be *")
+	}
+	if req.SHA256, err = requestDigest(r.Header); err != nil {
+		return err
+	}
+	// A digest may also come as a trailer, computed while the client sent
+	// the body; it is read once the body ended.
+	if _, ok := r.Trailer["Repr-Digest"]; ok {
+		req.Trailer = func() (string, error) { return requestDigest(r.Trailer) }
+	} else if _, ok := r.Trailer["Content-Digest"]; ok {
+		req.Trailer = func() (string, error) { return requestDigest(r.Trailer) }
+	}
+	e, created, err := h.srv.WriteFile(r.Context(), t, req, r.Body)
+	if err != nil {
+		return err
+	}
+	setEntryHeaders(w, e)
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return writeJSON(w, status, e)
+}
+
+func (h *Handler) editFile(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	t, err := fileTarget(r, p)
+	if err != nil {
+		return err
+	}
+	path, err := fileQuery(r)
+	if err != nil {
+		return err
+	}
+	var req api.EditFileRequest
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	e, err := h.srv.EditFile(r.Context(), t, path, etags(r.Header.Get("If-Match")), req)
+	if err != nil {
+		return err
+	}
+	setEntryHeaders(w, e)
+	return writeJSON(w, http.StatusOK, e)
+}
+
+func (h *Handler) mkdirFile(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	t, err := fileTarget(r, p)
+	if err != nil {
+		return err
+	}
+	var req api.MkdirRequest
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	e, err := h.srv.Mkdir(r.Context(), t, req, r.URL.Query().Get("user"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, e)
+}
+
+func (h *Handler) moveFile(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	t, err := fileTarget(r, p)
+	if err != nil {
+		return err
+	}
+	var req api.MoveRequest
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	e, err := h.srv.MoveFile(r.Context(), t, req, r.URL.Query().Get("user"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, e)
+}
+
+func (h *Handler) removeFile(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	t, err := fileTarget(r, p)
+	if err != nil {
+		return err
+	}
+	path, err := fileQuery(r)
+	if err != nil {
+		return err
+	}
+	recursive, err := queryBool(r, "recursive")
+	if err != nil {
+		return err
+	}
+	if err := h.srv.RemoveFile(r.Context(), t, path, recursive); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *Handler) readArchive(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	t, err := fileTarget(r, p)
+	if err != nil {
+		return err
+	}
+	path, err := fileQuery(r)
+	if err != nil {
+		return err
+	}
+	rc, err := h.srv.ReadArchive(r.Context(), t, path)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", "application/gzip")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	if _, err := copyStream(w, rc); err != nil {
+		h.log.Debug("archive download cut short", "path", path, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
+
+func (h *Handler) writeArchive(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	t, err := fileTarget(r, p)
+	if err != nil {
+		return err
+	}
+	path, err := fileQuery(r)
+	if err != nil {
+		return err
+	}
+	res, err := h.srv.WriteArchive(r.Context(), t, path, r.URL.Query().Get("user"), r.Body)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, res)
+}
