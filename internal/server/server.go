@@ -85,6 +85,23 @@ func (s *Server) opsFor(id string) *sandboxOps {
 	return o
 }
 
+// lockSandbox finds a sandbox, takes its life-cycle lock and reads it again
+// under the lock, so a transition decides on the current state. The caller
+// unlocks o.mu.
+func (s *Server) lockSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, *sandboxOps, error) {
+	sb, err := s.GetSandbox(ctx, teamID, ref)
+	if err != nil {
+		return sb, nil, err
+	}
+	o := s.opsFor(sb.ID)
+	o.mu.Lock()
+	if sb, err = s.store.GetSandbox(ctx, teamID, sb.ID); err != nil {
+		o.mu.Unlock()
+		return sb, nil, err
+	}
+	return sb, o, nil
+}
+
 func (s *Server) notify() {
 	s.mu.Lock()
 	close(s.changed)
@@ -366,16 +383,11 @@ func (s *Server) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]ap
 // TerminateSandbox marks a sandbox terminating and removes it in the
 // background. Terminating a terminated sandbox is a no-op.
 func (s *Server) TerminateSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
-	sb, err := s.GetSandbox(ctx, teamID, ref)
+	sb, o, err := s.lockSandbox(ctx, teamID, ref)
 	if err != nil {
 		return sb, err
 	}
-	o := s.opsFor(sb.ID)
-	o.mu.Lock()
 	defer o.mu.Unlock()
-	if sb, err = s.store.GetSandbox(ctx, teamID, sb.ID); err != nil {
-		return sb, err
-	}
 	if sb.State == api.StateTerminated || sb.State == api.StateTerminating {
 		return sb, nil
 	}

@@ -13,16 +13,11 @@ import (
 // stop (running commands end lost, their output kept), its files are saved
 // and its compute is released. Sleeping an asleep sandbox is a no-op.
 func (s *Server) SleepSandbox(ctx context.Context, teamID, ref, reason string) (api.Sandbox, error) {
-	sb, err := s.GetSandbox(ctx, teamID, ref)
+	sb, o, err := s.lockSandbox(ctx, teamID, ref)
 	if err != nil {
 		return sb, err
 	}
-	o := s.opsFor(sb.ID)
-	o.mu.Lock()
 	defer o.mu.Unlock()
-	if sb, err = s.store.GetSandbox(ctx, teamID, sb.ID); err != nil {
-		return sb, err
-	}
 	switch sb.State {
 	case api.StateSleeping, api.StateAsleep:
 		return sb, nil
@@ -64,16 +59,11 @@ func (s *Server) finishSleep(ctx context.Context, sb api.Sandbox) {
 // resources and workdir, its files restored, its processes fresh. Waking a
 // running or waking sandbox is a no-op.
 func (s *Server) WakeSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
-	sb, err := s.GetSandbox(ctx, teamID, ref)
+	sb, o, err := s.lockSandbox(ctx, teamID, ref)
 	if err != nil {
 		return sb, err
 	}
-	o := s.opsFor(sb.ID)
-	o.mu.Lock()
 	defer o.mu.Unlock()
-	if sb, err = s.store.GetSandbox(ctx, teamID, sb.ID); err != nil {
-		return sb, err
-	}
 	switch sb.State {
 	case api.StateRunning, api.StateWaking:
 		return sb, nil

@@ -423,23 +423,7 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 		return api.Errorf(api.CodeInvalidArgument, "sandbox id %q: invalid", id)
 	}
 	dir := r.StateDir(id)
-	var errs []error
-	if err := r.stopContainer(ctx, id); err != nil {
-		errs = append(errs, err)
-	}
-	if err := removeCgroup(ctx, r.cgroupPath(id)); err != nil {
-		errs = append(errs, err)
-	}
-	// The overlay first: its upper layer is on the disk.
-	if err := unmount(filepath.Join(dir, rootfsDir)); err != nil {
-		errs = append(errs, err)
-	}
-	if err := unmount(filepath.Join(dir, diskDir)); err != nil {
-		errs = append(errs, err)
-	}
-	if err := detachLoops(filepath.Join(dir, diskImage)); err != nil {
-		errs = append(errs, err)
-	}
+	errs := r.teardown(ctx, id)
 	// The state directory goes last, and only when all else went: while
 	// it is there, List reports the sandbox and Destroy can be retried.
 	if len(errs) == 0 {
@@ -465,6 +449,17 @@ func (r *Runtime) Stop(ctx context.Context, id string) (string, error) {
 	if _, err := os.Stat(img); err != nil {
 		return "", fmt.Errorf("stop sandbox %s: %w", id, err)
 	}
+	if err := errors.Join(r.teardown(ctx, id)...); err != nil {
+		return "", fmt.Errorf("stop sandbox %s: %w", id, err)
+	}
+	return img, nil
+}
+
+// teardown kills sandbox id and undoes its mounts and cgroups, leaving its
+// state directory and disk image. Each step tolerates that an earlier one
+// is missing; it returns what failed.
+func (r *Runtime) teardown(ctx context.Context, id string) []error {
+	dir := r.StateDir(id)
 	var errs []error
 	if err := r.stopContainer(ctx, id); err != nil {
 		errs = append(errs, err)
@@ -472,19 +467,17 @@ func (r *Runtime) Stop(ctx context.Context, id string) (string, error) {
 	if err := removeCgroup(ctx, r.cgroupPath(id)); err != nil {
 		errs = append(errs, err)
 	}
+	// The overlay first: its upper layer is on the disk.
 	if err := unmount(filepath.Join(dir, rootfsDir)); err != nil {
 		errs = append(errs, err)
 	}
 	if err := unmount(filepath.Join(dir, diskDir)); err != nil {
 		errs = append(errs, err)
 	}
-	if err := detachLoops(img); err != nil {
+	if err := detachLoops(filepath.Join(dir, diskImage)); err != nil {
 		errs = append(errs, err)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return "", fmt.Errorf("stop sandbox %s: %w", id, err)
-	}
-	return img, nil
+	return errs
 }
 
 // stopContainer kills every process of container id, waits for its init
