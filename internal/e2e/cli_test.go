@@ -117,6 +117,17 @@ func TestCLI(t *testing.T) {
 			t.Errorf("after detaching, the command's output: %q %d", out, code)
 		}
 	}
+	out, _, code = s.cli(t, "", "sleep", "demo", "--wait")
+	if code != 0 || out != id+" asleep\n" {
+		t.Errorf("sleep --wait: %q %d", out, code)
+	}
+	if out, _, _ = s.cli(t, "", "ls"); !strings.Contains(out, "asleep") {
+		t.Errorf("ls shows no asleep sandbox: %q", out)
+	}
+	out, _, code = s.cli(t, "", "wake", "demo", "--wait")
+	if code != 0 || out != id+" running\n" {
+		t.Errorf("wake --wait: %q %d", out, code)
+	}
 	out, _, code = s.cli(t, "", "rm", "demo")
 	if code != 0 || !strings.Contains(out, "terminated") {
 		t.Errorf("rm: %q %d", out, code)
