@@ -9,7 +9,7 @@ LISTEN ?= 127.0.0.1:7070
 TEST_IMAGES ?= /var/cache/cove/images
 DEB_PACKAGES := runc nftables debootstrap busybox-static e2fsprogs iproute2 util-linux ca-certificates
 
-.PHONY: all build deps run test test-unit fuzz bench clean
+.PHONY: all build deps run test test-unit fuzz bench load clean
 
 all: build
 
@@ -55,6 +55,12 @@ test-unit:
 
 bench: deps build
 	COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -run '^$$' -bench . -benchtime 3x ./internal/node/runtime/ ./internal/e2e/
+
+# load runs 50 sandboxes × 20 concurrent workers of commands and file
+# calls for LOAD_SECONDS, then checks that nothing leaked.
+LOAD_SECONDS ?= 20
+load: deps build
+	COVE_LOAD=1 COVE_LOAD_SECONDS=$(LOAD_SECONDS) COVE_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 30m -run '^TestLoad$$' -v ./internal/e2e/
 
 clean:
 	rm -rf bin

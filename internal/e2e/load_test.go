@@ -1,0 +1,175 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cove/api"
+)
+
+// TestLoad runs 50 sandboxes with 20 concurrent workers each, every worker
+// running commands and writing and reading files for a bounded time. It
+// requires zero errors, reports latency percentiles, and after terminating
+// everything finds no leaked process, mount, cgroup or server descriptor.
+// It runs with COVE_LOAD=1 (make load); COVE_LOAD_SECONDS sets its length.
+func TestLoad(t *testing.T) {
+	if os.Getenv("COVE_LOAD") == "" {
+		t.Skip("set COVE_LOAD=1 (make load) to run the load test")
+	}
+	const sandboxes, workers = 50, 20
+	duration := 20 * time.Second
+	if v := os.Getenv("COVE_LOAD_SECONDS"); v != "" {
+		var n int
+		fmt.Sscan(v, &n)
+		duration = time.Duration(n) * time.Second
+	}
+	s := startServer(t, withArgs("--warm-pool", "0"))
+	ctx := t.Context()
+	mountsBefore := countLines("/proc/self/mountinfo")
+	fdsBefore := countFDs(s.pid())
+
+	ids := make([]string, sandboxes)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	var mu sync.Mutex
+	var errs []string
+	fail := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(errs) < 50 {
+			errs = append(errs, fmt.Sprintf(format, args...))
+		}
+	}
+	mem := int64(128)
+	for i := range ids {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			sb, err := s.admin.CreateSandbox(ctx, api.CreateSandboxRequest{Resources: &api.ResourcesRequest{MemoryMiB: &mem}}, true)
+			if err != nil || sb.State != api.StateRunning {
+				fail("create %d: %v %s", i, err, sb.StateReason)
+				return
+			}
+			ids[i] = sb.ID
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("creating %d sandboxes:\n%s", sandboxes, strings.Join(errs, "\n"))
+	}
+
+	var lat struct {
+		sync.Mutex
+		exec, write, read []time.Duration
+	}
+	record := func(d *[]time.Duration, v time.Duration) {
+		lat.Lock()
+		*d = append(*d, v)
+		lat.Unlock()
+	}
+	deadline := time.Now().Add(duration)
+	for i, id := range ids {
+		for w := range workers {
+			wg.Go(func() {
+				for n := 0; time.Now().Before(deadline); n++ {
+					tag := fmt.Sprintf("%d-%d-%d", i, w, n)
+					start := time.Now()
+					res, err := s.admin.ExecWait(ctx, id, api.CreateCommandRequest{Argv: []string{"echo", tag}})
+					if err != nil || res.Stdout != tag+"\n" || exitCode(res) != 0 {
+						fail("exec %s: %v %q", tag, err, res.Stdout)
+						continue
+					}
+					record(&lat.exec, time.Since(start))
+					body := bytes.Repeat([]byte(tag), 256)
+					p := fmt.Sprintf("/tmp/w%d", w)
+					start = time.Now()
+					if _, err := s.admin.WriteFile(ctx, id, p, bytes.NewReader(body)); err != nil {
+						fail("write %s: %v", tag, err)
+						continue
+					}
+					record(&lat.write, time.Since(start))
+					start = time.Now()
+					var got bytes.Buffer
+					if _, err := s.admin.DownloadFile(ctx, id, p, &got); err != nil || sha256.Sum256(got.Bytes()) != sha256.Sum256(body) {
+						fail("read %s: %v", tag, err)
+						continue
+					}
+					record(&lat.read, time.Since(start))
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for _, l := range []struct {
+		name string
+		d    []time.Duration
+	}{{"exec", lat.exec}, {"write", lat.write}, {"read", lat.read}} {
+		t.Logf("%-5s n=%d p50=%v p90=%v p99=%v max=%v", l.name, len(l.d), pct(l.d, 50), pct(l.d, 90), pct(l.d, 99), pct(l.d, 100))
+	}
+	if len(errs) > 0 {
+		t.Errorf("%d+ errors under load:\n%s", len(errs), strings.Join(errs, "\n"))
+	}
+
+	for _, id := range ids {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if _, err := s.admin.TerminateSandbox(context.WithoutCancel(ctx), id); err != nil {
+				fail("terminate %s: %v", id, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if got, err := s.admin.WaitSandbox(ctx, id, api.StateTerminated, 2*time.Minute); err != nil || got.State != api.StateTerminated {
+			t.Errorf("terminate %s: %s %v", id, got.State, err)
+		}
+	}
+	leaks := 0
+	for _, id := range ids {
+		if left := settledLeftovers(t, s, id); len(left) > 0 {
+			leaks += len(left)
+			t.Errorf("leaked by %s:\n%s", id, strings.Join(left, "\n"))
+		}
+	}
+	if dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + s.cgroup + "/sbx_*"); len(dirs) > 0 {
+		t.Errorf("cgroups left: %v", dirs)
+	}
+	if n := countLines("/proc/self/mountinfo"); n > mountsBefore {
+		t.Errorf("mounts: %d before, %d after", mountsBefore, n)
+	}
+	// Idle keep-alive connections of the test's own client may remain.
+	if n := countFDs(s.pid()); n > fdsBefore+10 {
+		t.Errorf("server descriptors: %d before, %d after", fdsBefore, n)
+	}
+	t.Logf("leaks: %d; server descriptors %d → %d; mounts %d → %d", leaks, fdsBefore, countFDs(s.pid()), mountsBefore, countLines("/proc/self/mountinfo"))
+}
+
+func pct(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration{}, ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := (len(s) - 1) * p / 100
+	return s[i].Round(100 * time.Microsecond)
+}
+
+func countLines(path string) int {
+	b, _ := os.ReadFile(path)
+	return bytes.Count(b, []byte("\n"))
+}
+
+func countFDs(pid int) int {
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	return len(fds)
+}
