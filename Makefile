@@ -7,7 +7,7 @@ DATA_DIR ?= /var/lib/cove
 LISTEN ?= 127.0.0.1:7070
 # The managed image is built once and reused, by the service and the tests.
 TEST_IMAGES ?= /var/cache/cove/images
-DEB_PACKAGES := runc nftables debootstrap busybox-static e2fsprogs iproute2 util-linux ca-certificates
+DEB_PACKAGES := runc nftables debootstrap busybox-static e2fsprogs iproute2 util-linux ca-certificates curl
 
 .PHONY: all build deps run test test-unit fuzz bench load clean
 
@@ -53,7 +53,10 @@ fuzz:
 test-unit:
 	$(GO) test -count=1 -short ./...
 
+# bench runs `cove bench` against a throwaway server on the managed image,
+# then the Go benchmarks (each starts its own server on a busybox image).
 bench: deps build
+	scripts/bench.sh $(TEST_IMAGES)
 	COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -run '^$$' -bench . -benchtime 3x ./internal/node/runtime/ ./internal/e2e/
 
 # load runs 50 sandboxes × 20 concurrent workers of commands and file

@@ -467,6 +467,7 @@ func printBench(w io.Writer, r *BenchResult) {
 	}
 	fmt.Fprintln(tw, "MEASURE\tCOVE\tBASELINE\tRATIO")
 	fmt.Fprintf(tw, "create → first command\t%s\trunc run: %s\t%s\n", f(r.CreateToFirstExecMs, "ms"), f(r.RuncRunMs, "ms"), ratio(r.CreateToFirstExecMs, r.RuncRunMs))
+	fmt.Fprintf(tw, "create → first command, warm pool\t%s\trunc run: %s\t%s\n", f(r.CreateToFirstExecWarmMs, "ms"), f(r.RuncRunMs, "ms"), ratio(r.CreateToFirstExecWarmMs, r.RuncRunMs))
 	fmt.Fprintf(tw, "command round trip\t%s\tlocal exec: %s\t%s\n", f(r.ExecRTTMs, "ms"), f(r.LocalExecMs, "ms"), ratio(r.ExecRTTMs, r.LocalExecMs))
 	fmt.Fprintf(tw, "output\t%s\tpipe: %s\t%s\n", f(r.OutputMBs, "MB/s"), f(r.PipeMBs, "MB/s"), ratio(r.OutputMBs, r.PipeMBs))
 	fmt.Fprintf(tw, "upload\t%s\tcp: %s\t%s\n", f(r.UploadMBs, "MB/s"), f(r.CpMBs, "MB/s"), ratio(r.UploadMBs, r.CpMBs))
