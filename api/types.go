@@ -40,9 +40,43 @@ type Resources struct {
 	DiskMiB   int64   `json:"disk_mib"`
 }
 
-// NetworkPolicy lists the destinations a sandbox may reach.
+// NetworkPolicy lists the destinations a sandbox may reach: `host`,
+// `*.suffix`, either with `:port`, or `CIDR[:port]`. Nothing else is
+// reachable. SetupAllow applies instead while a setup command runs.
 type NetworkPolicy struct {
-	Allow []string `json:"allow"`
+	Allow      []string `json:"allow"`
+	SetupAllow []string `json:"setup_allow,omitempty"`
+}
+
+// NetworkObservation is what the node saw of a sandbox's traffic to one
+// destination and port.
+type NetworkObservation struct {
+	Destination   string    `json:"destination"`
+	Port          int       `json:"port"`
+	Decision      string    `json:"decision"` // allowed or denied
+	Count         int64     `json:"count"`
+	BytesOut      int64     `json:"bytes_out"`
+	BytesIn       int64     `json:"bytes_in"`
+	FirstSeen     time.Time `json:"first_seen"`
+	LastSeen      time.Time `json:"last_seen"`
+	LastCommandID string    `json:"last_command_id"`
+}
+
+// NetworkView answers GET /v1/sandboxes/{ref}/network.
+type NetworkView struct {
+	Policy       NetworkPolicy        `json:"policy"`
+	Observations []NetworkObservation `json:"observations"`
+}
+
+// UpdateSandboxRequest is the body of PATCH /v1/sandboxes/{ref}; absent
+// fields stay as they are.
+type UpdateSandboxRequest struct {
+	IdleTimeoutS  *int64            `json:"idle_timeout_s,omitempty"`
+	OnIdle        *string           `json:"on_idle,omitempty"`
+	MaxLifetimeS  *int64            `json:"max_lifetime_s,omitempty"`
+	SpendLimitUSD *float64          `json:"spend_limit_usd,omitempty"`
+	Network       *NetworkPolicy    `json:"network,omitempty"`
+	Labels        map[string]string `json:"labels,omitempty"`
 }
 
 // Sandbox is a remote machine of an agent's own.

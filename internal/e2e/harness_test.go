@@ -46,6 +46,7 @@ func run(m *testing.M) int {
 	b := make([]byte, 4)
 	rand.Read(b)
 	runID = hex.EncodeToString(b)
+	runOctet = int(b[0]) % 100
 	base, err := os.MkdirTemp("/var/tmp", "cove-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -104,7 +105,13 @@ type server struct {
 	extraArgs []string
 	teamKeys  []string
 	managed   bool
+	table     string // nftables table of this server's fence
+	subnet    string // its sandboxes' link subnet
 }
+
+// serverCount numbers the servers of this run; runOctet spreads runs over
+// subnets.
+var serverCount, runOctet int
 
 type serverOpt func(*server)
 
@@ -134,8 +141,13 @@ func startServer(t testing.TB, opts ...serverOpt) *server {
 	}
 	port := freePort(t)
 	s.url = "http://127.0.0.1:" + port
+	serverCount++
+	s.table = fmt.Sprintf("covet%s%d", runID, serverCount)
+	s.subnet = fmt.Sprintf("10.%d.%d.0/24", 100+runOctet, serverCount%250)
 	s.args = []string{"serve", "--listen", "127.0.0.1:" + port, "--data-dir", s.dataDir,
-		"--agent", filepath.Join(binDir, "cove-agent"), "--cgroup-parent", s.cgroup, "--log-level", "debug"}
+		"--agent", filepath.Join(binDir, "cove-agent"), "--cgroup-parent", s.cgroup, "--log-level", "debug",
+		"--nft-table", s.table, "--subnet", s.subnet, "--dns-upstream", "none",
+		"--gateway-port", freePort(t), "--dns-port", freePort(t)}
 	if s.managed {
 		s.args = append(s.args, "--images-dir", managedDir, "--default-template", "managed", "--build-managed=true")
 	} else {
@@ -153,6 +165,7 @@ func startServer(t testing.TB, opts ...serverOpt) *server {
 		s.terminateAll()
 		s.stop(syscall.SIGTERM)
 		removeCgroupParent(t, s.cgroup)
+		exec.Command("nft", "delete", "table", "inet", s.table).Run()
 		if t.Failed() {
 			t.Logf("server log:\n%s", s.tail(8000))
 		}

@@ -142,8 +142,9 @@ func TestIsolation(t *testing.T) {
 				t.Errorf("host API reachable at %s:%s from inside: %q", host, port, res.Stdout)
 			}
 		}
-		if got := mustOK(t, s.admin, a.ID, "ls /sys/class/net | tr '\\n' ' '"); strings.TrimSpace(got) != "lo" {
-			t.Errorf("network interfaces inside: %q, want only lo", got)
+		// Its only link is its own veth to the node (the fence's).
+		if got := mustOK(t, s.admin, a.ID, "ls /sys/class/net | tr '\\n' ' '"); strings.TrimSpace(got) != "eth0 lo" {
+			t.Errorf("network interfaces inside: %q, want eth0 and lo", got)
 		}
 	})
 

@@ -81,6 +81,8 @@ func (h *Handler) routes() {
 	auth("GET /v1/sandboxes", h.listSandboxes)
 	auth("GET /v1/sandboxes/{ref}", h.getSandbox)
 	auth("DELETE /v1/sandboxes/{ref}", h.terminateSandbox)
+	auth("PATCH /v1/sandboxes/{ref}", h.updateSandbox)
+	auth("GET /v1/sandboxes/{ref}/network", h.sandboxNetwork)
 	auth("POST /v1/sandboxes/{ref}/sleep", h.sleepSandbox)
 	auth("POST /v1/sandboxes/{ref}/wake", h.wakeSandbox)
 	auth("POST /v1/sandboxes/{ref}/commands", h.createCommand)

@@ -150,3 +150,23 @@ func (h *Handler) wakeSandbox(w http.ResponseWriter, r *http.Request, p server.P
 	}
 	return writeJSON(w, http.StatusAccepted, sb)
 }
+
+func (h *Handler) updateSandbox(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	var req api.UpdateSandboxRequest
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	sb, err := h.srv.UpdateSandbox(r.Context(), p.Team.ID, r.PathValue("ref"), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, sb)
+}
+
+func (h *Handler) sandboxNetwork(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	v, err := h.srv.Network(r.Context(), p.Team.ID, r.PathValue("ref"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, v)
+}

@@ -31,6 +31,25 @@ type Runtime interface {
 	Stop(ctx context.Context, id string) (disk string, err error)
 	StateDir(id string) string
 	SetHostname(ctx context.Context, id, name string) error
+	State(ctx context.Context, id string) (runtime.State, error)
+}
+
+// Network connects sandboxes to the node's fence, resolver and gateway.
+type Network interface {
+	// Prepare gives a sandbox its link before it starts and returns the
+	// resolv.conf the sandbox should see.
+	Prepare(id string) (resolvConf string, err error)
+	// Connect fences and connects a started sandbox (its init is pid)
+	// under its policy.
+	Connect(ctx context.Context, id string, pid int, p api.NetworkPolicy) error
+	// Reconnect registers a sandbox found running after a restart.
+	Reconnect(id string, p api.NetworkPolicy) error
+	// SetPolicy changes a sandbox's policy for new connections.
+	SetPolicy(id string, p api.NetworkPolicy) error
+	// Disconnect removes the sandbox's link, rules and gateway state.
+	Disconnect(ctx context.Context, id string) error
+	// Observations lists what the sandbox tried to reach.
+	Observations(id string) []api.NetworkObservation
 }
 
 // ExitFunc is told when a command ends: by its exit, or lost with its
@@ -45,6 +64,8 @@ type Config struct {
 	OutputMaxBytes int64
 	// Saves keeps the files of sleeping sandboxes.
 	Saves saves.Store
+	// Network fences sandboxes; nil leaves them with loopback only.
+	Network Network
 }
 
 // Node runs sandboxes on this host.
@@ -101,14 +122,62 @@ func (n *Node) Close() error {
 	return errors.Join(errs...)
 }
 
-// Start starts a sandbox and waits until its agent answers.
-func (n *Node) Start(ctx context.Context, spec runtime.Spec) error {
+// Start starts a sandbox under its network policy and waits until its
+// agent answers. The sandbox is fenced before it can send anything: it has
+// no interface but loopback until Connect has put its rules in place.
+func (n *Node) Start(ctx context.Context, spec runtime.Spec, p api.NetworkPolicy) (err error) {
+	if n.cfg.Network != nil {
+		if spec.ResolvConf, err = n.cfg.Network.Prepare(spec.ID); err != nil {
+			return err
+		}
+	}
 	c, err := n.rt.Start(ctx, spec)
 	if err != nil {
+		n.disconnect(ctx, spec.ID)
 		return err
+	}
+	if n.cfg.Network != nil {
+		st, err := n.rt.State(ctx, spec.ID)
+		if err == nil {
+			err = n.cfg.Network.Connect(ctx, spec.ID, st.PID, p)
+		}
+		if err != nil {
+			c.Close()
+			cctx := context.WithoutCancel(ctx)
+			n.disconnect(cctx, spec.ID)
+			if derr := n.rt.Destroy(cctx, spec.ID); derr != nil {
+				err = errors.Join(err, derr)
+			}
+			return fmt.Errorf("connect sandbox %s: %w", spec.ID, err)
+		}
 	}
 	n.add(spec.ID, c)
 	return nil
+}
+
+func (n *Node) disconnect(ctx context.Context, id string) {
+	if n.cfg.Network == nil {
+		return
+	}
+	if err := n.cfg.Network.Disconnect(context.WithoutCancel(ctx), id); err != nil {
+		n.log.Error("disconnect sandbox", "sandbox", id, "err", err)
+	}
+}
+
+// SetPolicy changes a running sandbox's network policy for new connections.
+func (n *Node) SetPolicy(id string, p api.NetworkPolicy) error {
+	if n.cfg.Network == nil {
+		return nil
+	}
+	return n.cfg.Network.SetPolicy(id, p)
+}
+
+// Observations lists what a sandbox tried to reach on the network.
+func (n *Node) Observations(id string) []api.NetworkObservation {
+	if n.cfg.Network == nil {
+		return []api.NetworkObservation{}
+	}
+	return n.cfg.Network.Observations(id)
 }
 
 func (n *Node) add(id string, c *agent.Client) *sandbox {
@@ -123,10 +192,16 @@ func (n *Node) add(id string, c *agent.Client) *sandbox {
 // Attach finds a sandbox that was running before the server restarted and
 // resumes recording the given commands. Commands whose exit was recorded or
 // that the agent no longer knows are reported to the ExitFunc.
-func (n *Node) Attach(ctx context.Context, id string, running []string) error {
+func (n *Node) Attach(ctx context.Context, id string, running []string, p api.NetworkPolicy) error {
 	c, err := n.rt.Attach(ctx, id)
 	if err != nil {
 		return err
+	}
+	if n.cfg.Network != nil {
+		if err := n.cfg.Network.Reconnect(id, p); err != nil {
+			c.Close()
+			return fmt.Errorf("reconnect %s: %w", id, err)
+		}
 	}
 	known, err := c.Commands(ctx)
 	if err != nil {
@@ -184,6 +259,7 @@ func (n *Node) lose(id, cmd string, l *output.Log) {
 // output. It is idempotent.
 func (n *Node) Destroy(ctx context.Context, id string) error {
 	n.detach(id)
+	n.disconnect(ctx, id)
 	err := n.rt.Destroy(ctx, id)
 	n.closeLogs(id)
 	if rmErr := os.RemoveAll(n.outputDir(id)); rmErr != nil {
@@ -229,6 +305,7 @@ func (n *Node) FinishSleep(ctx context.Context, id string) (saves.Manifest, erro
 }
 
 func (n *Node) finishSleep(ctx context.Context, id string) (saves.Manifest, error) {
+	n.disconnect(ctx, id)
 	disk, err := n.rt.Stop(ctx, id)
 	if err != nil {
 		return saves.Manifest{}, err
@@ -245,7 +322,7 @@ func (n *Node) finishSleep(ctx context.Context, id string) (saves.Manifest, erro
 
 // Wake restores a sandbox's save and starts it. The save stays until
 // DropSave, so a crash mid-wake still finds it.
-func (n *Node) Wake(ctx context.Context, spec runtime.Spec) error {
+func (n *Node) Wake(ctx context.Context, spec runtime.Spec, p api.NetworkPolicy) error {
 	// A runtime left by an interrupted wake goes first.
 	if err := n.rt.Destroy(ctx, spec.ID); err != nil {
 		return err
@@ -256,7 +333,7 @@ func (n *Node) Wake(ctx context.Context, spec runtime.Spec) error {
 		return err
 	}
 	spec.Disk = tmp
-	if err := n.Start(ctx, spec); err != nil {
+	if err := n.Start(ctx, spec, p); err != nil {
 		os.Remove(tmp)
 		return err
 	}
@@ -274,6 +351,7 @@ func (n *Node) DropSave(ctx context.Context, id string) error { return n.cfg.Sav
 // DestroyRuntime removes a sandbox's runtime but keeps its save and output.
 func (n *Node) DestroyRuntime(ctx context.Context, id string) error {
 	n.detach(id)
+	n.disconnect(ctx, id)
 	os.Remove(n.restorePath(id))
 	return n.rt.Destroy(ctx, id)
 }

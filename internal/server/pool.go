@@ -51,7 +51,7 @@ func (s *Server) fillPool(ctx context.Context) {
 				ID: sid, Template: s.cfg.DefaultTemplate, Resources: s.cfg.DefaultResources,
 				Workdir: s.cfg.DefaultWorkdir,
 			})
-			if err := s.node.Start(ctx, spec); err != nil {
+			if err := s.node.Start(ctx, spec, api.NetworkPolicy{}); err != nil {
 				s.log.Warn("warm pool start", "err", err)
 				if derr := s.node.Destroy(context.WithoutCancel(ctx), sid); derr != nil {
 					s.log.Error("clean up warm pool start", "sandbox", sid, "err", derr)
@@ -90,6 +90,10 @@ func (s *Server) drainPool() {
 // for: its hostname, then running. It reports false when the pooled
 // sandbox could not be used; the caller then starts one cold.
 func (s *Server) startWarm(ctx context.Context, sb *api.Sandbox) bool {
+	if err := s.node.SetPolicy(sb.ID, sb.Network); err != nil {
+		s.log.Warn("warm sandbox policy", "sandbox", sb.ID, "err", err)
+		return false
+	}
 	if err := s.node.SetHostname(ctx, sb.ID, hostname(*sb)); err != nil {
 		s.log.Warn("warm sandbox hostname", "sandbox", sb.ID, "err", err)
 		return false

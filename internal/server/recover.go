@@ -33,7 +33,7 @@ func (s *Server) Recover(ctx context.Context) error {
 			for i, c := range cmds {
 				running[i] = c.ID
 			}
-			if err := s.node.Attach(ctx, sb.ID, running); err != nil {
+			if err := s.node.Attach(ctx, sb.ID, running, sb.Network); err != nil {
 				s.log.Warn("sandbox lost on restart", "sandbox", sb.ID, "err", err)
 				s.fail(ctx, sb, "the server restarted and could not reattach: "+err.Error())
 				continue

@@ -212,6 +212,20 @@ func (s *Server) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sa
 	if err := unsupported(req); err != nil {
 		return api.Sandbox{}, err
 	}
+	network := api.NetworkPolicy{Allow: []string{}}
+	if req.Network != nil {
+		if network.Allow, err = checkPolicy("network.allow", req.Network.Allow); err != nil {
+			return api.Sandbox{}, err
+		}
+		if len(req.Network.SetupAllow) > 0 {
+			return api.Sandbox{}, invalid("network.setup_allow is set through setup.network.allow")
+		}
+	}
+	if req.Setup != nil && req.Setup.Network != nil {
+		if network.SetupAllow, err = checkPolicy("setup.network.allow", req.Setup.Network.Allow); err != nil {
+			return api.Sandbox{}, err
+		}
+	}
 	onIdle := req.OnIdle
 	switch onIdle {
 	case "":
@@ -238,7 +252,7 @@ func (s *Server) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sa
 	sb := api.Sandbox{
 		ID: id.New("sbx"), Name: req.Name, TeamID: teamID, Template: tmpl,
 		State: api.StateCreating, Resources: res, Env: req.Env, Workdir: workdir,
-		Network: api.NetworkPolicy{Allow: []string{}}, Labels: req.Labels,
+		Network: network, Labels: req.Labels,
 		IdleTimeoutS: idle, OnIdle: onIdle, MaxLifetimeS: lifetime,
 		SpendLimitUSD: req.SpendLimitUSD, CreatedAt: now,
 	}
@@ -258,8 +272,6 @@ func unsupported(req api.CreateSandboxRequest) error {
 	switch {
 	case len(req.Secrets) > 0:
 		return api.Errorf(api.CodeUnprocessable, "secrets are not supported by this server yet; pass values in env")
-	case req.Network != nil && len(req.Network.Allow) > 0:
-		return api.Errorf(api.CodeUnprocessable, "network grants are not supported by this server yet; sandboxes have no network access")
 	case req.Source != nil && req.Source.Type != "" && req.Source.Type != "empty":
 		return api.Errorf(api.CodeUnprocessable, "source type %q is not supported by this server yet; only empty", req.Source.Type)
 	case req.Setup != nil && req.Setup.Command != "":
@@ -270,7 +282,7 @@ func unsupported(req api.CreateSandboxRequest) error {
 
 // start brings a created sandbox to running, or to failed with a reason.
 func (s *Server) start(ctx context.Context, sb api.Sandbox) {
-	err := s.node.Start(ctx, s.spec(sb))
+	err := s.node.Start(ctx, s.spec(sb), sb.Network)
 	// Persisting the outcome must not depend on ctx: a terminate may have
 	// cancelled the start, and the store must still learn what happened.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)

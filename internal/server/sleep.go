@@ -99,7 +99,7 @@ func (s *Server) finishWake(ctx context.Context, teamID, id string) {
 	if sb.State != api.StateWaking {
 		return
 	}
-	if err := s.node.Wake(ctx, s.spec(sb)); err != nil {
+	if err := s.node.Wake(ctx, s.spec(sb), sb.Network); err != nil {
 		s.log.Error("wake", "sandbox", id, "err", err)
 		_ = s.node.DestroyRuntime(ctx, id)
 		// The save is intact: the sandbox stays asleep and can be woken again.

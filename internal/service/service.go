@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"cove/internal/httpapi"
@@ -50,6 +51,8 @@ type Config struct {
 	OutputMaxBytes int64
 	// Server is the control plane's own configuration (resources, limits).
 	Server server.Config
+	// Network is the node's fence, resolver and gateway.
+	Network NetworkConfig
 }
 
 func (c *Config) setDefaults() error {
@@ -135,11 +138,25 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	if err != nil {
 		return err
 	}
-	nd := node.New(node.Config{
+	nodeCfg := node.Config{
 		OutputDir:      filepath.Join(cfg.DataDir, "output"),
 		OutputMaxBytes: cfg.OutputMaxBytes,
 		Saves:          saveStore,
-	}, rt, log, srv.OnExit)
+	}
+	// The network serves until Run returns: its ctx is cancelled, then
+	// its goroutines are waited for.
+	netCtx, stopNet := context.WithCancel(context.WithoutCancel(ctx))
+	var netWG sync.WaitGroup
+	defer netWG.Wait()
+	defer stopNet()
+	if !cfg.Network.Disabled {
+		mgr, err := startNetwork(netCtx, &netWG, cfg.Network, cfg.DataDir, srv.NetworkDenied, log)
+		if err != nil {
+			return err
+		}
+		nodeCfg.Network = mgr
+	}
+	nd := node.New(nodeCfg, rt, log, srv.OnExit)
 	srv.SetNode(nd)
 	defer nd.Close()
 	defer srv.Close()

@@ -371,3 +371,17 @@ func (c *Client) WakeSandbox(ctx context.Context, ref string) (api.Sandbox, erro
 	err := c.do(ctx, http.MethodPost, sandboxPath(ref)+"/wake", nil, nil, &sb)
 	return sb, err
 }
+
+// UpdateSandbox changes a sandbox's limits, network policy or labels.
+func (c *Client) UpdateSandbox(ctx context.Context, ref string, req api.UpdateSandboxRequest) (api.Sandbox, error) {
+	var sb api.Sandbox
+	err := c.do(ctx, http.MethodPatch, sandboxPath(ref), nil, req, &sb)
+	return sb, err
+}
+
+// Network returns a sandbox's network policy and observations.
+func (c *Client) Network(ctx context.Context, ref string) (api.NetworkView, error) {
+	var v api.NetworkView
+	err := c.do(ctx, http.MethodGet, sandboxPath(ref)+"/network", nil, nil, &v)
+	return v, err
+}

@@ -117,6 +117,9 @@ type Spec struct {
 	// Workdir is the agent's default working directory; default
 	// "/workspace".
 	Workdir string
+	// ResolvConf, when set, is a host file bind-mounted read-only at
+	// /etc/resolv.conf: the node's resolver for this sandbox.
+	ResolvConf string
 	// Disk, when set, is a disk image made by an earlier start of this
 	// sandbox (restored from a save): Start moves it into place instead of
 	// making a new, empty disk.

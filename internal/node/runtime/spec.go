@@ -136,7 +136,7 @@ func ociSpec(s Spec, h host) *specs.Spec {
 	period := uint64(cpuPeriod)
 	pids := s.Pids
 	caps := append([]string(nil), defaultCaps...)
-	return &specs.Spec{
+	spec := &specs.Spec{
 		Version: specs.Version,
 		Process: &specs.Process{
 			User: specs.User{UID: 0, GID: 0},
@@ -209,4 +209,9 @@ func ociSpec(s Spec, h host) *specs.Spec {
 			ReadonlyPaths: append([]string(nil), readonlyPaths...),
 		},
 	}
+	if s.ResolvConf != "" {
+		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/etc/resolv.conf", Type: "bind",
+			Source: s.ResolvConf, Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}})
+	}
+	return spec
 }

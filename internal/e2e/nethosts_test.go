@@ -1,0 +1,201 @@
+package e2e
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+)
+
+// testHosts is a network namespace this test made, joined to the host by a
+// veth pair, holding an HTTP server, a TLS server with its own CA, a raw
+// TCP echo, a UDP sink and a fake metadata server on 169.254.169.254. Every
+// address a network test dials is one of these.
+type testHosts struct {
+	ns       string
+	hostIf   string
+	Addr     string // the test hosts' address
+	CAPEM    []byte
+	MetaHits atomic.Int64 // requests the metadata server answered
+	UDPHits  atomic.Int64 // datagrams the UDP sink received
+	HTTPHits atomic.Int64
+}
+
+var hostsCount atomic.Int64
+
+func startTestHosts(t *testing.T) *testHosts {
+	t.Helper()
+	requireRoot(t)
+	n := hostsCount.Add(1)
+	h := &testHosts{
+		ns:     fmt.Sprintf("cvt-%s-%d", runID, n),
+		hostIf: fmt.Sprintf("cvh%s%d", runID[:6], n),
+	}
+	prefix := fmt.Sprintf("10.%d.%d", 200+runOctet%50, n)
+	h.Addr = prefix + ".2"
+	peer := "cvp" + h.hostIf[3:]
+	for _, args := range [][]string{
+		{"netns", "add", h.ns},
+		{"link", "add", h.hostIf, "type", "veth", "peer", "name", peer},
+		{"link", "set", peer, "netns", h.ns},
+		{"addr", "add", prefix + ".1/24", "dev", h.hostIf},
+		{"link", "set", h.hostIf, "up"},
+		{"-n", h.ns, "addr", "add", h.Addr + "/24", "dev", peer},
+		{"-n", h.ns, "addr", "add", "169.254.169.254/32", "dev", peer},
+		{"-n", h.ns, "link", "set", peer, "up"},
+		{"-n", h.ns, "link", "set", "lo", "up"},
+		{"-n", h.ns, "route", "add", "default", "via", prefix + ".1"},
+		{"route", "add", "169.254.169.254/32", "via", h.Addr, "dev", h.hostIf},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			h.close()
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+	}
+	t.Cleanup(h.close)
+
+	cert, caPEM := testCert(t, "tls.test", "other.test", "web.test")
+	h.CAPEM = caPEM
+	web := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.HTTPHits.Add(1)
+		if r.Method == http.MethodPost {
+			n, _ := io.Copy(io.Discard, r.Body)
+			fmt.Fprintf(w, "got %d", n)
+			return
+		}
+		if n, err := strconv.Atoi(r.URL.Query().Get("bytes")); err == nil {
+			w.Write(make([]byte, n))
+			return
+		}
+		fmt.Fprintf(w, "hello from %s", r.Host)
+	})
+	meta := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.MetaHits.Add(1)
+		io.WriteString(w, "secret-metadata")
+	})
+	h.serveHTTP(t, h.Addr+":80", web, nil)
+	h.serveHTTP(t, h.Addr+":443", web, &tls.Config{Certificates: []tls.Certificate{cert}})
+	h.serveHTTP(t, "169.254.169.254:80", meta, nil)
+	echo := h.listen(t, "tcp", h.Addr+":7").(net.Listener)
+	go func() { // ends when the listener closes at cleanup
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); io.Copy(c, c) }()
+		}
+	}()
+	udp := h.listen(t, "udp", h.Addr+":9999").(net.PacketConn)
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			if _, _, err := udp.ReadFrom(buf); err != nil {
+				return
+			}
+			h.UDPHits.Add(1)
+		}
+	}()
+	return h
+}
+
+// listen makes a listener inside the test hosts' namespace: the socket
+// belongs to the namespace it was made in, wherever it is served from.
+func (h *testHosts) listen(t *testing.T, network, addr string) any {
+	t.Helper()
+	type result struct {
+		v   any
+		err error
+	}
+	rc := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // this thread ends inside the namespace: never unlocked
+		ns, err := netns.GetFromName(h.ns)
+		if err == nil {
+			defer ns.Close()
+			err = netns.Set(ns)
+		}
+		if err != nil {
+			rc <- result{nil, err}
+			return
+		}
+		if network == "udp" {
+			pc, err := net.ListenPacket("udp4", addr)
+			rc <- result{pc, err}
+			return
+		}
+		l, err := net.Listen("tcp4", addr)
+		rc <- result{l, err}
+	}()
+	r := <-rc
+	if r.err != nil {
+		t.Fatalf("listen %s in %s: %v", addr, h.ns, r.err)
+	}
+	t.Cleanup(func() { r.v.(io.Closer).Close() })
+	return r.v
+}
+
+func (h *testHosts) serveHTTP(t *testing.T, addr string, handler http.Handler, tc *tls.Config) {
+	l := h.listen(t, "tcp", addr).(net.Listener)
+	srv := &http.Server{Handler: handler, TLSConfig: tc, ReadHeaderTimeout: 5 * time.Second}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if tc != nil {
+			srv.ServeTLS(l, "", "")
+		} else {
+			srv.Serve(l)
+		}
+	})
+	t.Cleanup(func() { srv.Close(); wg.Wait() })
+}
+
+func (h *testHosts) close() {
+	exec.Command("ip", "route", "del", "169.254.169.254/32").Run()
+	exec.Command("ip", "link", "del", h.hostIf).Run()
+	exec.Command("ip", "netns", "del", h.ns).Run()
+}
+
+// testCert makes a CA and a certificate for names signed by it.
+func testCert(t *testing.T, names ...string) (tls.Certificate, []byte) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "cove test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leaf := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key},
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+}

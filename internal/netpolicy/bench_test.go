@@ -1,0 +1,100 @@
+package netpolicy
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+// BenchmarkGatewayThroughput sends b.N MiB through the gateway and b.N MiB
+// over a direct loopback connection to the same sink, and reports both rates
+// and their ratio.
+func BenchmarkGatewayThroughput(b *testing.B) {
+	const chunk = 1 << 20
+	// The sink reads to EOF and answers the byte count.
+	sink := listenB(b)
+	go func() {
+		for {
+			c, err := sink.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				n, _ := io.Copy(io.Discard, c)
+				binary.Write(c, binary.BigEndian, n)
+			}()
+		}
+	}()
+	sinkAddr := netip.MustParseAddrPort(sink.Addr().String())
+
+	reg := NewRegistry(RegistryConfig{}, nil)
+	reg.Add(sandboxID, sandboxAddr, MustParse("127.0.0.1/32"), Policy{})
+	gw := NewGateway(GatewayConfig{OriginalDst: func(net.Conn) (netip.AddrPort, error) { return sinkAddr, nil }}, reg, nil, nil)
+	gl, err := net.Listen("tcp", gatewayListenAddr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- gw.Serve(ctx, gl) }()
+	b.Cleanup(func() {
+		cancel()
+		<-done
+	})
+
+	buf := make([]byte, chunk)
+	send := func(addr string, n int) time.Duration {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		start := time.Now()
+		for range n {
+			if _, err := c.Write(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+		c.(*net.TCPConn).CloseWrite()
+		var got int64
+		if err := binary.Read(c, binary.BigEndian, &got); err != nil {
+			b.Fatal(err)
+		}
+		d := time.Since(start)
+		if got != int64(n)*chunk {
+			b.Fatalf("sink got %d bytes, want %d", got, n*chunk)
+		}
+		return d
+	}
+
+	n := max(b.N, 16) // at least 16 MiB a side
+	b.SetBytes(chunk)
+	b.ResetTimer()
+	gwTime := send(gl.Addr().String(), n)
+	b.StopTimer()
+	directTime := send(sink.Addr().String(), n)
+
+	mb := float64(n) * chunk / 1e6
+	gwRate, directRate := mb/gwTime.Seconds(), mb/directTime.Seconds()
+	b.ReportMetric(gwRate, "gateway-MB/s")
+	b.ReportMetric(directRate, "direct-MB/s")
+	b.ReportMetric(gwRate/directRate, "ratio")
+	if o := reg.Observations(sandboxID); len(o) != 1 || o[0].Count < 1 {
+		b.Fatalf("observations %+v", o)
+	}
+}
+
+func listenB(b *testing.B) net.Listener {
+	b.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close() })
+	return l
+}

@@ -1,0 +1,544 @@
+package netpolicy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// GatewayConfig configures a Gateway. The zero value is usable on Linux.
+type GatewayConfig struct {
+	// SniffTimeout is how long the gateway waits for a client's first bytes
+	// before deciding by address alone (server-speaks-first protocols).
+	// Default 300ms.
+	SniffTimeout time.Duration
+	// HeaderTimeout bounds reading the rest of a TLS ClientHello or HTTP
+	// request header once it has begun; a sandbox is one veth away, so its
+	// header arrives at once. With SniffTimeout it bounds how long a
+	// connection can wait for a decision. Default 1s.
+	HeaderTimeout time.Duration
+	// DialTimeout bounds resolving a CONNECT target and dialling a
+	// destination. Default 10s.
+	DialTimeout time.Duration
+	// Dial dials destinations; default a net.Dialer.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// OriginalDst returns where a redirected connection was going; default
+	// getsockopt SO_ORIGINAL_DST (IPv4, Linux).
+	OriginalDst func(c net.Conn) (netip.AddrPort, error)
+	// Trusted reports whether the operator vouched for name → addr (a
+	// static name of the resolver): such an address may be private, and a
+	// policy that allows the name reaches it without a CIDR rule. Names from
+	// upstream DNS never are: an upstream answer cannot point a sandbox at
+	// the node's private network.
+	Trusted func(name string, addr netip.Addr) bool
+	// Local are the gateway's own addresses, never dialled whatever the
+	// policy says. The address a connection arrived on (the host side of
+	// the sandbox's veth) is always treated as one of them.
+	Local []netip.Addr
+}
+
+func (c *GatewayConfig) setDefaults() {
+	if c.SniffTimeout <= 0 {
+		c.SniffTimeout = 300 * time.Millisecond
+	}
+	if c.HeaderTimeout <= 0 {
+		c.HeaderTimeout = time.Second
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 10 * time.Second
+	}
+	if c.Dial == nil {
+		c.Dial = (&net.Dialer{}).DialContext
+	}
+	if c.OriginalDst == nil {
+		c.OriginalDst = originalDst
+	}
+}
+
+// Gateway is the transparent TCP proxy every sandbox connection is redirected
+// to. It learns the original destination, reads the TLS SNI, the HTTP Host or
+// a CONNECT target, decides by the sandbox's policy and, if allowed, dials the
+// destination itself and splices bytes.
+type Gateway struct {
+	cfg     GatewayConfig
+	reg     *Registry
+	resolve func(ctx context.Context, name string) ([]netip.Addr, error)
+	log     *slog.Logger
+}
+
+// NewGateway returns a gateway; it starts nothing. resolve looks up CONNECT
+// targets (Resolver.Lookup); nil refuses CONNECT to names.
+func NewGateway(cfg GatewayConfig, reg *Registry, resolve func(ctx context.Context, name string) ([]netip.Addr, error), log *slog.Logger) *Gateway {
+	cfg.setDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg.Local = slices.Clone(cfg.Local)
+	for i, a := range cfg.Local {
+		cfg.Local[i] = a.Unmap()
+	}
+	return &Gateway{cfg: cfg, reg: reg, resolve: resolve, log: log}
+}
+
+// Serve accepts connections on l until ctx is done, then closes l and every
+// open connection and returns nil once all their goroutines have ended. It
+// returns an error if l fails otherwise.
+func (g *Gateway) Serve(ctx context.Context, l net.Listener) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer l.Close()
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	var backoff time.Duration
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("accept: %w", err)
+			}
+			// Out of descriptors and the like: wait, as net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			g.log.Warn("accept", "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return nil
+			}
+			continue
+		}
+		backoff = 0
+		wg.Go(func() { g.handle(ctx, c) })
+	}
+}
+
+// handle serves one connection. ctx is the Serve lifecycle: when it is done
+// the connection is closed.
+func (g *Gateway) handle(ctx context.Context, c net.Conn) {
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	defer c.Close()
+
+	src := addrPort(c.RemoteAddr())
+	p, ok := g.reg.peer(src.Addr())
+	if !ok {
+		g.log.Debug("connection from unknown source", "src", src)
+		reset(c)
+		return
+	}
+	log := g.log.With("sandbox", p.id)
+	dst, err := g.cfg.OriginalDst(c)
+	if err != nil {
+		log.Warn("no original destination", "err", err)
+		reset(c)
+		return
+	}
+	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	s, err := sniff(c, g.cfg.SniffTimeout, g.cfg.HeaderTimeout)
+	if err != nil {
+		log.Debug("sniff", "dst", dst, "err", err)
+		reset(c)
+		return
+	}
+	if s.proto == protoHTTP && s.req.Method == http.MethodConnect {
+		g.connect(ctx, c, p, s, log)
+		return
+	}
+
+	v := g.decide(p, dst, s.name, c.LocalAddr())
+	k := g.reg.observe(p.sb, v.dest, int(dst.Port()), v.decision())
+	if !v.allow {
+		log.Debug("denied", "dst", dst, "dest", v.dest, "proto", s.proto, "why", v.why)
+		g.deny(c, s.proto, v.message(p, dst))
+		return
+	}
+	up, err := g.dial(ctx, dst)
+	if err != nil {
+		log.Debug("dial", "dst", dst, "err", err)
+		if s.proto == protoHTTP {
+			writeStatus(c, http.StatusBadGateway, fmt.Sprintf("cove: cannot reach %s: %v", v.target(dst), err))
+			closeGently(c)
+		} else {
+			reset(c)
+		}
+		return
+	}
+	g.splice(ctx, c, up, s.buf, p.sb, k)
+}
+
+// connect serves an HTTP CONNECT request (a client that uses HTTPS_PROXY).
+func (g *Gateway) connect(ctx context.Context, c net.Conn, p peer, s sniffed, log *slog.Logger) {
+	target := s.req.Host
+	if s.req.URL != nil && s.req.URL.Host != "" {
+		target = s.req.URL.Host
+	}
+	host, portStr, err := net.SplitHostPort(target)
+	port, perr := strconv.ParseUint(portStr, 10, 16)
+	if err != nil || perr != nil || port == 0 {
+		writeStatus(c, http.StatusBadRequest, fmt.Sprintf("cove: bad CONNECT target %q: want host:port", target))
+		closeGently(c)
+		return
+	}
+
+	var (
+		v     verdict
+		addrs []netip.Addr
+	)
+	if ip, err := netip.ParseAddr(host); err == nil {
+		ip = ip.Unmap()
+		v = g.decide(p, netip.AddrPortFrom(ip, uint16(port)), "", c.LocalAddr())
+		addrs = []netip.Addr{ip}
+	} else {
+		name := hostName(host)
+		v, addrs = g.decideConnect(ctx, p, name, int(port), c.LocalAddr())
+		if v.why == whyUnresolved {
+			log.Debug("connect: resolve", "target", target, "err", v.err)
+			writeStatus(c, http.StatusBadGateway, fmt.Sprintf("cove: cannot resolve %s: %v", name, v.err))
+			closeGently(c)
+			return
+		}
+	}
+	k := g.reg.observe(p.sb, v.dest, int(port), v.decision())
+	dst := netip.AddrPortFrom(netip.Addr{}, uint16(port))
+	if len(addrs) > 0 {
+		dst = netip.AddrPortFrom(addrs[0], uint16(port))
+	}
+	if !v.allow {
+		log.Debug("denied", "connect", target, "why", v.why)
+		writeStatus(c, http.StatusForbidden, v.message(p, dst))
+		closeGently(c)
+		return
+	}
+	var (
+		up      net.Conn
+		dialErr error
+	)
+	for _, a := range addrs {
+		if up, dialErr = g.dial(ctx, netip.AddrPortFrom(a, uint16(port))); dialErr == nil {
+			break
+		}
+	}
+	if up == nil {
+		log.Debug("connect: dial", "target", target, "err", dialErr)
+		writeStatus(c, http.StatusBadGateway, fmt.Sprintf("cove: cannot reach %s: %v", target, dialErr))
+		closeGently(c)
+		return
+	}
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		up.Close()
+		return
+	}
+	// Bytes the client sent after the request header (an eager ClientHello)
+	// belong to the tunnel.
+	g.splice(ctx, c, up, s.buf[s.headerLen:], p.sb, k)
+}
+
+// decideConnect decides a CONNECT to a name: the name must be allowed at the
+// port; the gateway then resolves it and keeps the addresses it may dial.
+func (g *Gateway) decideConnect(ctx context.Context, p peer, name string, port int, local net.Addr) (verdict, []netip.Addr) {
+	v := verdict{dest: name, name: name}
+	if name == "" {
+		v.why = whyNotAllowed
+		return v, nil
+	}
+	if !p.policy.AllowsName(name, port) {
+		v.why = whyNotAllowed
+		return v, nil
+	}
+	if g.resolve == nil {
+		v.why, v.err = whyUnresolved, errors.New("no resolver")
+		return v, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.DialTimeout)
+	defer cancel()
+	all, err := g.resolve(rctx, name)
+	if err != nil || len(all) == 0 {
+		v.why, v.err = whyUnresolved, err
+		if err == nil {
+			v.err = errors.New("no addresses")
+		}
+		return v, nil
+	}
+	var ok []netip.Addr
+	for _, a := range all {
+		a = a.Unmap()
+		if g.isLocal(a, local) {
+			continue
+		}
+		if p.policy.AllowsAddr(a, port) || !IsSpecial(a) {
+			ok = append(ok, a)
+		}
+	}
+	if len(ok) == 0 {
+		v.why, v.addr = whySpecial, all[0].Unmap()
+		if g.isLocal(v.addr, local) {
+			v.why = whyGateway
+		}
+		return v, []netip.Addr{v.addr}
+	}
+	// IPv4 first: the fence and most networks here are IPv4.
+	slices.SortStableFunc(ok, func(a, b netip.Addr) int {
+		if a.Is4() == b.Is4() {
+			return 0
+		}
+		if a.Is4() {
+			return -1
+		}
+		return 1
+	})
+	v.allow = true
+	return v, ok
+}
+
+type why int
+
+const (
+	whyAllowed    why = iota
+	whyNotAllowed     // no rule allows the name or address at that port
+	whySpecial        // private, loopback, link-local…, and no CIDR rule names it
+	whySpoofed        // the resolver did not give this address for that name
+	whyGateway        // the gateway's own address
+	whyUnresolved     // a CONNECT target that could not be resolved
+)
+
+func (w why) String() string {
+	return [...]string{"allowed", "not allowed", "special address", "not resolved for name", "gateway", "unresolved"}[w]
+}
+
+// verdict is a decision about one destination.
+type verdict struct {
+	allow bool
+	why   why
+	dest  string     // the observation's destination: a name, else the address
+	name  string     // the name asked for, if any
+	addr  netip.Addr // the address, if known
+	err   error      // whyUnresolved
+}
+
+func (v verdict) decision() string {
+	if v.allow {
+		return Allowed
+	}
+	return Denied
+}
+
+// decide decides a connection to dst, for the sniffed name ("" if none).
+// local is the address the connection reached the gateway on.
+func (g *Gateway) decide(p peer, dst netip.AddrPort, name string, local net.Addr) verdict {
+	ip, port := dst.Addr(), int(dst.Port())
+	v := verdict{dest: name, name: name, addr: ip}
+	if name == "" {
+		v.dest = ip.String()
+	}
+	switch {
+	case g.isLocal(ip, local):
+		v.why = whyGateway
+	case p.policy.AllowsAddr(ip, port):
+		v.allow = true
+	case IsSpecial(ip) && !g.trusted(p, ip, name, port):
+		v.why = whySpecial
+	case name != "":
+		switch {
+		case !p.policy.AllowsName(name, port):
+			v.why = whyNotAllowed
+		case !g.reg.gave(p.sb, ip, name):
+			v.why = whySpoofed
+		default:
+			v.allow = true
+		}
+	default:
+		// No name: allowed if the resolver gave this address for a name the
+		// policy allows at this port.
+		v.why = whyNotAllowed
+		for _, n := range g.reg.namesFor(p.sb, ip) {
+			if p.policy.AllowsName(n, port) {
+				v.allow, v.why, v.dest = true, whyAllowed, n
+				break
+			}
+		}
+	}
+	return v
+}
+
+// trusted reports whether a private address is reached through a static
+// name: the sniffed one, or without one, a name the resolver gave the
+// address for and the policy allows at this port.
+func (g *Gateway) trusted(p peer, ip netip.Addr, name string, port int) bool {
+	if g.cfg.Trusted == nil {
+		return false
+	}
+	if name != "" {
+		return g.cfg.Trusted(name, ip)
+	}
+	for _, n := range g.reg.namesFor(p.sb, ip) {
+		if p.policy.AllowsName(n, port) && g.cfg.Trusted(n, ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// isLocal reports whether a is one of the gateway's own addresses: a
+// configured one, or the one the connection reached the gateway on (with
+// nftables redirect, the host side of the sandbox's veth, where host services
+// listen too).
+func (g *Gateway) isLocal(a netip.Addr, local net.Addr) bool {
+	a = a.Unmap()
+	return a == addrPort(local).Addr() || slices.Contains(g.cfg.Local, a)
+}
+
+// target is "dest:port" for messages.
+func (v verdict) target(dst netip.AddrPort) string {
+	return net.JoinHostPort(v.dest, strconv.Itoa(int(dst.Port())))
+}
+
+// message is the one-line reason a denied client is told.
+func (v verdict) message(p peer, dst netip.AddrPort) string {
+	port := int(dst.Port())
+	target := v.target(dst)
+	addrEntry := ""
+	if v.addr.IsValid() {
+		addrEntry = withPort(netip.PrefixFrom(v.addr, v.addr.BitLen()).String(), uint16(port))
+	}
+	how := func(entry string) string {
+		if p.setup {
+			return fmt.Sprintf("allow it by adding %q to the sandbox's setup.network.allow", entry)
+		}
+		return fmt.Sprintf(`allow it with PATCH /v1/sandboxes/%s {"network":{"allow":[%q]}}`, p.id, entry)
+	}
+	policy := "this sandbox's network policy"
+	if p.setup {
+		policy = "this sandbox's setup network policy"
+	}
+	switch v.why {
+	case whySpecial:
+		what := target
+		if v.name != "" {
+			what = fmt.Sprintf("%s (%s)", target, v.addr)
+		}
+		return fmt.Sprintf("cove: %s is a private, loopback, link-local or metadata address, reachable only through a CIDR rule; %s", what, how(addrEntry))
+	case whySpoofed:
+		return fmt.Sprintf("cove: %s: %s is not an address this sandbox's resolver gave for %s; resolve names through the sandbox's DNS, or %s", target, v.addr, v.name, how(addrEntry))
+	case whyGateway:
+		return fmt.Sprintf("cove: %s is the network gateway itself and is never a destination", net.JoinHostPort(dst.Addr().String(), strconv.Itoa(port)))
+	}
+	entry := v.name
+	if entry == "" {
+		entry = addrEntry
+	}
+	return fmt.Sprintf("cove: %s is not allowed by %s; %s", target, policy, how(entry))
+}
+
+// deny refuses a connection: plain HTTP gets a 403 with the reason, anything
+// else a reset.
+func (g *Gateway) deny(c net.Conn, proto protocol, msg string) {
+	if proto != protoHTTP {
+		reset(c)
+		return
+	}
+	writeStatus(c, http.StatusForbidden, msg)
+	closeGently(c)
+}
+
+func (g *Gateway) dial(ctx context.Context, dst netip.AddrPort) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.DialTimeout)
+	defer cancel()
+	return g.cfg.Dial(ctx, "tcp", dst.String())
+}
+
+// splice sends prefix (bytes already read from the client) to up, then
+// copies both ways until both directions end, counting bytes into the
+// observation k. ctx is the Serve lifecycle.
+func (g *Gateway) splice(ctx context.Context, c, up net.Conn, prefix []byte, sb *sandbox, k obsKey) {
+	stop := context.AfterFunc(ctx, func() { up.Close() })
+	defer stop()
+	defer up.Close()
+	if len(prefix) > 0 {
+		n, err := up.Write(prefix)
+		g.reg.addBytes(sb, k, int64(n), 0)
+		if err != nil {
+			reset(c)
+			return
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { pipe(up, c, func(n int64) { g.reg.addBytes(sb, k, n, 0) }) })
+	pipe(c, up, func(n int64) { g.reg.addBytes(sb, k, 0, n) })
+	wg.Wait()
+}
+
+// copyChunk is how often (in bytes) a long transfer updates its observation.
+// io.CopyN keeps splice(2) between TCP sockets.
+const copyChunk = 256 << 10
+
+// pipe copies src to dst. At EOF it half-closes dst; on an error it closes
+// both, which also ends the other direction.
+func pipe(dst, src net.Conn, count func(int64)) {
+	for {
+		n, err := io.CopyN(dst, src, copyChunk)
+		if n > 0 {
+			count(n)
+		}
+		if errors.Is(err, io.EOF) {
+			if cw, ok := dst.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+				return
+			}
+			dst.Close()
+			return
+		}
+		if err != nil {
+			dst.Close()
+			src.Close()
+			return
+		}
+	}
+}
+
+// writeStatus writes a one-response, plain-text HTTP reply.
+func writeStatus(c net.Conn, code int, msg string) {
+	body := msg + "\n"
+	c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		code, http.StatusText(code), len(body), body)
+}
+
+// closeGently half-closes c and drains what the client still sends for a
+// moment, so that the reply is not lost to a reset.
+func closeGently(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	c.SetReadDeadline(time.Now().Add(time.Second))
+	io.Copy(io.Discard, io.LimitReader(c, 1<<20))
+	c.Close()
+}
+
+// reset aborts a connection with a TCP RST.
+func reset(c net.Conn) {
+	if l, ok := c.(interface{ SetLinger(int) error }); ok {
+		l.SetLinger(0)
+	}
+	c.Close()
+}
+
+func addrPort(a net.Addr) netip.AddrPort {
+	var ap netip.AddrPort
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		ap = a.AddrPort()
+	default:
+		ap, _ = netip.ParseAddrPort(a.String())
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}

@@ -1,0 +1,372 @@
+package netpolicy
+
+import (
+	"cmp"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Decisions recorded in observations.
+const (
+	Allowed = "allowed"
+	Denied  = "denied"
+)
+
+// Observation is what a sandbox did with one destination and port, for one
+// decision: a name (from DNS, SNI, Host or CONNECT) or, when none was known,
+// an address.
+type Observation struct {
+	Destination string `json:"destination"`
+	Port        int    `json:"port"`
+	Decision    string `json:"decision"`
+	Count       int64  `json:"count"`
+	// BytesOut counts bytes the sandbox sent through the gateway, BytesIn the
+	// bytes it received.
+	BytesOut  int64     `json:"bytes_out"`
+	BytesIn   int64     `json:"bytes_in"`
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
+	// LastCommandID is the command that caused the last connection when known;
+	// the node cannot know it, so the registry leaves it empty.
+	LastCommandID string `json:"last_command_id"`
+}
+
+// RegistryConfig configures a Registry. The zero value is usable.
+type RegistryConfig struct {
+	// DeniedEvery limits OnDenied to one call per sandbox, destination and
+	// port in this interval. Default 10s; negative: every denial.
+	DeniedEvery time.Duration
+	// OnDenied, if set, is called for denials (rate-limited), outside any
+	// lock, on the goroutine that denied; it should not block for long. The
+	// server turns it into a network.denied event.
+	OnDenied func(sandboxID string, o Observation)
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// MaxObservations bounds the observations kept per sandbox; past it, new
+	// destinations are counted under the destination "other", port 0.
+	// Default 4096.
+	MaxObservations int
+	// MaxRemembered bounds the (address, name) pairs the resolver remembers
+	// per sandbox; past it the oldest are forgotten. Default 16384.
+	MaxRemembered int
+}
+
+func (c *RegistryConfig) setDefaults() {
+	if c.DeniedEvery == 0 {
+		c.DeniedEvery = 10 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.MaxObservations <= 0 {
+		c.MaxObservations = 4096
+	}
+	if c.MaxRemembered <= 0 {
+		c.MaxRemembered = 16384
+	}
+}
+
+// Registry holds the sandboxes known to a node, by source address: their
+// policies, what the resolver told them and what they did. It is safe for
+// concurrent use.
+type Registry struct {
+	cfg RegistryConfig
+	log *slog.Logger
+
+	mu     sync.Mutex
+	byID   map[string]*sandbox
+	byAddr map[netip.Addr]*sandbox
+}
+
+// sandbox is one sandbox's state, guarded by Registry.mu. Connections keep a
+// pointer to it, so one that outlives Remove updates a forgotten struct.
+type sandbox struct {
+	id      string
+	addr    netip.Addr
+	policy  Policy
+	setup   Policy
+	inSetup bool
+
+	obs        map[obsKey]*Observation
+	lastDenied map[destKey]time.Time
+	given      map[netip.Addr]map[string]time.Time // address → names it was given for → when
+	nGiven     int
+}
+
+type destKey struct {
+	dest string
+	port int
+}
+
+type obsKey struct {
+	destKey
+	decision string
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry(cfg RegistryConfig, log *slog.Logger) *Registry {
+	cfg.setDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Registry{
+		cfg:    cfg,
+		log:    log,
+		byID:   make(map[string]*sandbox),
+		byAddr: make(map[netip.Addr]*sandbox),
+	}
+}
+
+// Add makes a sandbox known at source address addr with its normal and setup
+// policies. Adding a known sandbox again moves it to addr and replaces its
+// policies, keeping its observations and remembered addresses. A sandbox
+// previously at addr is no longer found by address.
+func (r *Registry) Add(sandboxID string, addr netip.Addr, policy, setup Policy) {
+	addr = addr.Unmap()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sb := r.byID[sandboxID]
+	if sb == nil {
+		sb = &sandbox{
+			id:         sandboxID,
+			obs:        make(map[obsKey]*Observation),
+			lastDenied: make(map[destKey]time.Time),
+			given:      make(map[netip.Addr]map[string]time.Time),
+		}
+		r.byID[sandboxID] = sb
+	} else if r.byAddr[sb.addr] == sb {
+		delete(r.byAddr, sb.addr)
+	}
+	if old := r.byAddr[addr]; old != nil && old != sb {
+		r.log.Warn("address moved to another sandbox", "addr", addr, "from", old.id, "to", sandboxID)
+	}
+	sb.addr, sb.policy, sb.setup = addr, policy, setup
+	r.byAddr[addr] = sb
+}
+
+// SetPolicy replaces a sandbox's policies; new connections and DNS queries
+// use them at once. It does nothing for an unknown sandbox.
+func (r *Registry) SetPolicy(sandboxID string, policy, setup Policy) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sb := r.byID[sandboxID]; sb != nil {
+		sb.policy, sb.setup = policy, setup
+	}
+}
+
+// UseSetup switches a sandbox to its setup policy (on) or back to its normal
+// policy, for new connections and DNS queries.
+func (r *Registry) UseSetup(sandboxID string, on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sb := r.byID[sandboxID]; sb != nil {
+		sb.inSetup = on
+	}
+}
+
+// Policy returns the policy a sandbox uses now and whether it is its setup
+// policy.
+func (r *Registry) Policy(sandboxID string) (p Policy, setup, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sb := r.byID[sandboxID]
+	if sb == nil {
+		return Policy{}, false, false
+	}
+	return sb.current(), sb.inSetup, true
+}
+
+// Remove forgets a sandbox: its policies, observations and remembered
+// addresses. Connections already open may finish.
+func (r *Registry) Remove(sandboxID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sb := r.byID[sandboxID]
+	if sb == nil {
+		return
+	}
+	delete(r.byID, sandboxID)
+	if r.byAddr[sb.addr] == sb {
+		delete(r.byAddr, sb.addr)
+	}
+}
+
+// Observations returns a sandbox's observations sorted by destination, port
+// and decision.
+func (r *Registry) Observations(sandboxID string) []Observation {
+	r.mu.Lock()
+	sb := r.byID[sandboxID]
+	var out []Observation
+	if sb != nil {
+		out = make([]Observation, 0, len(sb.obs))
+		for _, o := range sb.obs {
+			out = append(out, *o)
+		}
+	}
+	r.mu.Unlock()
+	slices.SortFunc(out, func(a, b Observation) int {
+		return cmp.Or(cmp.Compare(a.Destination, b.Destination), cmp.Compare(a.Port, b.Port), cmp.Compare(a.Decision, b.Decision))
+	})
+	return out
+}
+
+func (sb *sandbox) current() Policy {
+	if sb.inSetup {
+		return sb.setup
+	}
+	return sb.policy
+}
+
+// peer is a snapshot of the sandbox behind a source address, taken when a
+// connection or query arrives.
+type peer struct {
+	sb     *sandbox
+	id     string
+	policy Policy
+	setup  bool
+}
+
+func (r *Registry) peer(addr netip.Addr) (peer, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sb := r.byAddr[addr.Unmap()]
+	if sb == nil {
+		return peer{}, false
+	}
+	return peer{sb: sb, id: sb.id, policy: sb.current(), setup: sb.inSetup}, true
+}
+
+// remember records that the resolver gave addrs to a sandbox for name.
+func (r *Registry) remember(sb *sandbox, name string, addrs []netip.Addr) {
+	name = normName(name)
+	now := r.cfg.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range addrs {
+		a = a.Unmap()
+		names := sb.given[a]
+		if names == nil {
+			names = make(map[string]time.Time)
+			sb.given[a] = names
+		}
+		if _, ok := names[name]; !ok {
+			sb.nGiven++
+		}
+		names[name] = now
+	}
+	for sb.nGiven > r.cfg.MaxRemembered {
+		sb.forgetOldest()
+	}
+}
+
+// forgetOldest drops the (address, name) pair given longest ago. It is
+// linear, and runs only once the bound is reached.
+func (sb *sandbox) forgetOldest() {
+	var (
+		oldA netip.Addr
+		oldN string
+		oldT time.Time
+	)
+	for a, names := range sb.given {
+		for n, t := range names {
+			if oldN == "" || t.Before(oldT) {
+				oldA, oldN, oldT = a, n, t
+			}
+		}
+	}
+	if oldN == "" {
+		sb.nGiven = 0
+		return
+	}
+	delete(sb.given[oldA], oldN)
+	if len(sb.given[oldA]) == 0 {
+		delete(sb.given, oldA)
+	}
+	sb.nGiven--
+}
+
+// gave reports whether the resolver gave addr to the sandbox for name.
+func (r *Registry) gave(sb *sandbox, addr netip.Addr, name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := sb.given[addr.Unmap()][normName(name)]
+	return ok
+}
+
+// namesFor returns the names the resolver gave addr to the sandbox for,
+// sorted.
+func (r *Registry) namesFor(sb *sandbox, addr netip.Addr) []string {
+	r.mu.Lock()
+	names := sb.given[addr.Unmap()]
+	out := make([]string, 0, len(names))
+	for n := range names {
+		out = append(out, n)
+	}
+	r.mu.Unlock()
+	slices.Sort(out)
+	return out
+}
+
+// observe counts one decision and, for a denial that is not rate-limited,
+// calls OnDenied. It returns the key to add bytes under.
+func (r *Registry) observe(sb *sandbox, dest string, port int, decision string) obsKey {
+	now := r.cfg.Now()
+	k := obsKey{destKey{dest, port}, decision}
+	r.mu.Lock()
+	o := sb.obs[k]
+	if o == nil {
+		if len(sb.obs) >= r.cfg.MaxObservations {
+			k.destKey = destKey{"other", 0}
+			o = sb.obs[k]
+		}
+		if o == nil {
+			o = &Observation{Destination: k.dest, Port: k.port, Decision: decision, FirstSeen: now}
+			sb.obs[k] = o
+		}
+	}
+	o.Count++
+	o.LastSeen = now
+	notify := false
+	if decision == Denied && r.cfg.OnDenied != nil && r.byID[sb.id] == sb {
+		last, seen := sb.lastDenied[k.destKey]
+		if !seen || r.cfg.DeniedEvery < 0 || now.Sub(last) >= r.cfg.DeniedEvery {
+			notify = true
+			sb.lastDenied[k.destKey] = now
+			if len(sb.lastDenied) > 2*r.cfg.MaxObservations {
+				sb.pruneDenied(now, r.cfg.DeniedEvery)
+			}
+		}
+	}
+	snap := *o
+	r.mu.Unlock()
+	if notify {
+		r.cfg.OnDenied(sb.id, snap)
+	}
+	return k
+}
+
+func (sb *sandbox) pruneDenied(now time.Time, every time.Duration) {
+	for k, t := range sb.lastDenied {
+		if now.Sub(t) >= every {
+			delete(sb.lastDenied, k)
+		}
+	}
+}
+
+// addBytes adds transferred bytes to an observation.
+func (r *Registry) addBytes(sb *sandbox, k obsKey, out, in int64) {
+	if out == 0 && in == 0 {
+		return
+	}
+	now := r.cfg.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if o := sb.obs[k]; o != nil {
+		o.BytesOut += out
+		o.BytesIn += in
+		o.LastSeen = now
+	}
+}

@@ -1,0 +1,172 @@
+package netpolicy
+
+import (
+	"cmp"
+	"context"
+	"net"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+func TestResolver(t *testing.T) {
+	tests := []struct {
+		name      string
+		allow     []string
+		upstream  bool // run a fake upstream
+		network   string
+		src       string
+		qname     string
+		qtype     uint16
+		wantRcode int
+		wantAddrs []string // answers, also remembered for qname
+		wantObs   bool     // a denied observation for qname:53
+	}{
+		{name: "allowed static", allow: []string{"api.example.test"}, qname: "api.example.test", qtype: dns.TypeA, wantRcode: dns.RcodeSuccess, wantAddrs: []string{"203.0.113.10"}},
+		{name: "allowed static mixed case over tcp", allow: []string{"*.example.test:443"}, network: "tcp", qname: "API.Example.TEST", qtype: dns.TypeA, wantRcode: dns.RcodeSuccess, wantAddrs: []string{"203.0.113.10"}},
+		{name: "static AAAA", allow: []string{"v6.example.test"}, qname: "v6.example.test", qtype: dns.TypeAAAA, wantRcode: dns.RcodeSuccess, wantAddrs: []string{"2001:db8::10"}},
+		{name: "static no data", allow: []string{"v6.example.test"}, qname: "v6.example.test", qtype: dns.TypeA, wantRcode: dns.RcodeSuccess},
+		{name: "denied name", allow: []string{"api.example.test"}, qname: "evil.example", qtype: dns.TypeA, wantRcode: dns.RcodeNameError, wantObs: true},
+		{name: "denied static name", qname: "api.example.test", qtype: dns.TypeA, wantRcode: dns.RcodeNameError, wantObs: true},
+		{name: "no upstream", allow: []string{"pypi.org"}, qname: "pypi.org", qtype: dns.TypeA, wantRcode: dns.RcodeServerFailure},
+		{name: "upstream with cname", allow: []string{"pypi.org"}, upstream: true, qname: "pypi.org", qtype: dns.TypeA, wantRcode: dns.RcodeSuccess, wantAddrs: []string{"198.51.100.5"}},
+		{name: "unknown source", allow: []string{"api.example.test"}, src: "127.0.0.2", qname: "api.example.test", qtype: dns.TypeA, wantRcode: dns.RcodeRefused},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var cfg harnessConfig
+			if tt.upstream {
+				cfg.Upstream = fakeUpstream(t)
+			}
+			h := newHarness(t, cfg, MustParse(tt.allow...), Policy{})
+			network, src := cmp.Or(tt.network, "udp"), cmp.Or(tt.src, "127.0.0.1")
+			resp := h.query(t, network, src, tt.qname, tt.qtype)
+			if resp.Rcode != tt.wantRcode {
+				t.Fatalf("rcode = %s, want %s", dns.RcodeToString[resp.Rcode], dns.RcodeToString[tt.wantRcode])
+			}
+			var got []string
+			for _, a := range addrsIn(resp) {
+				got = append(got, a.String())
+			}
+			if !slices.Equal(got, tt.wantAddrs) {
+				t.Errorf("answers = %v, want %v", got, tt.wantAddrs)
+			}
+			p, _ := h.reg.peer(sandboxAddr)
+			for _, a := range tt.wantAddrs {
+				if !h.reg.gave(p.sb, netip.MustParseAddr(a), tt.qname) {
+					t.Errorf("resolver did not remember %s for %s", a, tt.qname)
+				}
+			}
+			obs := h.reg.Observations(sandboxID)
+			if tt.wantObs {
+				want := Observation{Destination: normName(tt.qname), Port: 53, Decision: Denied, Count: 1}
+				if len(obs) != 1 || obs[0].Destination != want.Destination || obs[0].Port != 53 || obs[0].Decision != Denied || obs[0].Count != 1 || obs[0].FirstSeen.IsZero() {
+					t.Errorf("observations = %+v, want %+v", obs, want)
+				}
+				if ev := h.deniedEvents(); len(ev) != 1 || ev[0].Destination != want.Destination {
+					t.Errorf("denied events = %+v", ev)
+				}
+			} else if len(obs) != 0 {
+				t.Errorf("unexpected observations %+v", obs)
+			}
+		})
+	}
+}
+
+func TestResolverLookup(t *testing.T) {
+	reg := NewRegistry(RegistryConfig{}, nil)
+	r := NewResolver(ResolverConfig{Static: testStatic, Upstream: fakeUpstream(t)}, reg, nil)
+	for _, tt := range []struct {
+		name string
+		want []string
+	}{
+		{"example.com", []string{"203.0.113.30"}},
+		{"pypi.org.", []string{"198.51.100.5", "2001:db8::5"}},
+	} {
+		addrs, err := r.Lookup(t.Context(), tt.name)
+		if err != nil {
+			t.Fatalf("Lookup(%s): %v", tt.name, err)
+		}
+		var got []string
+		for _, a := range addrs {
+			got = append(got, a.String())
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("Lookup(%s) = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if _, err := r.Lookup(t.Context(), "nxdomain.test"); err == nil {
+		t.Error("Lookup of a name upstream does not know succeeded")
+	}
+	if _, err := NewResolver(ResolverConfig{}, reg, nil).Lookup(t.Context(), "pypi.org"); err == nil {
+		t.Error("Lookup without upstream succeeded")
+	}
+}
+
+func TestResolverServeStops(t *testing.T) {
+	reg := NewRegistry(RegistryConfig{}, nil)
+	r := NewResolver(ResolverConfig{}, reg, nil)
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := listen(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- r.Serve(ctx, udp, l) }()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve = %v, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+	if _, err := net.Dial("tcp", l.Addr().String()); err == nil {
+		t.Error("TCP listener still open after Serve returned")
+	}
+	if _, err := udp.WriteTo([]byte("x"), udp.LocalAddr()); err == nil {
+		t.Error("UDP conn still open after Serve returned")
+	}
+}
+
+// fakeUpstream runs a DNS server on loopback that answers pypi.org with a
+// CNAME to a CDN name and its addresses, and NXDOMAIN otherwise.
+func fakeUpstream(t *testing.T) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
+		resp := new(dns.Msg).SetReply(req)
+		q := req.Question[0]
+		if q.Name != "pypi.org." {
+			resp.Rcode = dns.RcodeNameError
+			w.WriteMsg(resp)
+			return
+		}
+		hdr := func(name string, t uint16) dns.RR_Header {
+			return dns.RR_Header{Name: name, Rrtype: t, Class: dns.ClassINET, Ttl: 30}
+		}
+		resp.Answer = append(resp.Answer, &dns.CNAME{Hdr: hdr("pypi.org.", dns.TypeCNAME), Target: "cdn.fastly.test."})
+		switch q.Qtype {
+		case dns.TypeA:
+			resp.Answer = append(resp.Answer, &dns.A{Hdr: hdr("cdn.fastly.test.", dns.TypeA), A: net.ParseIP("198.51.100.5")})
+		case dns.TypeAAAA:
+			resp.Answer = append(resp.Answer, &dns.AAAA{Hdr: hdr("cdn.fastly.test.", dns.TypeAAAA), AAAA: net.ParseIP("2001:db8::5")})
+		}
+		w.WriteMsg(resp)
+	})}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	go srv.ActivateAndServe()
+	<-started
+	t.Cleanup(func() { srv.Shutdown() })
+	return pc.LocalAddr().String()
+}

@@ -1,0 +1,368 @@
+// Package network gives each sandbox its link to the node and fences it:
+// a veth pair between the host and the sandbox's network namespace, a /30
+// of a configurable subnet, and one nftables table that sends all of a
+// sandbox's TCP to the node's gateway and all its DNS to the node's
+// resolver and drops everything else. IP forwarding is never needed:
+// nothing a sandbox sends is routed.
+//
+// The table is replaced atomically (one nft transaction) at start with the
+// links found on disk, so a restart of the node opens no window; a sandbox
+// joins the fence (its interface name in the set) before its interface
+// exists.
+package network
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"cove/api"
+)
+
+// Config configures the fence.
+type Config struct {
+	// Dir keeps one link file per sandbox (its addresses survive restarts).
+	Dir string
+	// Subnet is carved into one /30 per sandbox. Default 10.88.0.0/16.
+	Subnet netip.Prefix
+	// Table is the nftables table (family inet). Default "cove".
+	Table string
+	// GatewayPort and DNSPort are the node's gateway and resolver ports,
+	// on every address of the host; the fence sends sandboxes there.
+	GatewayPort, DNSPort uint16
+	// NFT is the nft binary. Default "nft".
+	NFT string
+}
+
+// Link is a sandbox's side of the node.
+type Link struct {
+	Index       int        `json:"index"` // which /30 of the subnet
+	HostIface   string     `json:"host_iface"`
+	HostAddr    netip.Addr `json:"host_addr"`    // the sandbox's gateway and resolver address
+	SandboxAddr netip.Addr `json:"sandbox_addr"` // eth0 inside the sandbox
+}
+
+// Fence keeps the links and the nftables table of one node.
+type Fence struct {
+	cfg Config
+	log *slog.Logger
+
+	mu    sync.Mutex
+	links map[string]Link // by sandbox ID
+	used  map[int]bool
+}
+
+// New returns a fence; Init installs its table.
+func New(cfg Config, log *slog.Logger) (*Fence, error) {
+	if !cfg.Subnet.IsValid() {
+		cfg.Subnet = netip.MustParsePrefix("10.88.0.0/16")
+	}
+	if cfg.Table == "" {
+		cfg.Table = "cove"
+	}
+	if cfg.NFT == "" {
+		cfg.NFT = "nft"
+	}
+	switch {
+	case !cfg.Subnet.Addr().Is4() || cfg.Subnet.Bits() > 28:
+		return nil, fmt.Errorf("network subnet %s: want an IPv4 prefix of /28 or larger", cfg.Subnet)
+	case cfg.GatewayPort == 0 || cfg.DNSPort == 0:
+		return nil, errors.New("network: gateway and DNS ports are required")
+	case cfg.Dir == "":
+		return nil, errors.New("network: a directory for links is required")
+	}
+	cfg.Subnet = cfg.Subnet.Masked()
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	return &Fence{cfg: cfg, log: log, links: map[string]Link{}, used: map[int]bool{}}, nil
+}
+
+// Init loads the links on disk and replaces the node's table with one that
+// fences every one of them, in one transaction.
+func (f *Fence) Init(ctx context.Context) error {
+	entries, err := os.ReadDir(f.cfg.Dir)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(f.cfg.Dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		var l Link
+		if json.Unmarshal(b, &l) != nil {
+			continue
+		}
+		id := strings.TrimSuffix(e.Name(), ".json")
+		f.links[id] = l
+		f.used[l.Index] = true
+	}
+	ifaces := make([]string, 0, len(f.links))
+	for _, l := range f.links {
+		ifaces = append(ifaces, l.HostIface)
+	}
+	f.mu.Unlock()
+	return f.nft(ctx, f.tableScript(ifaces))
+}
+
+// tableScript defines the whole table; the first two lines make the
+// replacement atomic whether or not the table exists.
+func (f *Fence) tableScript(ifaces []string) string {
+	var elems string
+	if len(ifaces) > 0 {
+		elems = "elements = { " + quoteAll(ifaces) + " }"
+	}
+	t, gw, dns := f.cfg.Table, f.cfg.GatewayPort, f.cfg.DNSPort
+	return fmt.Sprintf(`table inet %[1]s {}
+delete table inet %[1]s
+table inet %[1]s {
+	set sandboxes {
+		type ifname
+		%[4]s
+	}
+	chain prerouting {
+		type nat hook prerouting priority dstnat; policy accept;
+		iifname @sandboxes udp dport 53 redirect to :%[3]d
+		iifname @sandboxes tcp dport 53 redirect to :%[3]d
+		iifname @sandboxes meta l4proto tcp redirect to :%[2]d
+	}
+	chain input {
+		type filter hook input priority filter; policy accept;
+		iifname @sandboxes udp dport %[3]d accept
+		iifname @sandboxes tcp dport %[3]d accept
+		iifname @sandboxes tcp dport %[2]d accept
+		iifname @sandboxes drop
+		tcp dport %[2]d drop
+		tcp dport %[3]d drop
+		udp dport %[3]d drop
+	}
+	chain forward {
+		type filter hook forward priority filter; policy accept;
+		iifname @sandboxes drop
+		oifname @sandboxes drop
+	}
+}
+`, t, gw, dns, elems)
+}
+
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = `"` + n + `"`
+	}
+	return strings.Join(q, ", ")
+}
+
+func (f *Fence) nft(ctx context.Context, script string) error {
+	cmd := exec.CommandContext(ctx, f.cfg.NFT, "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("nft: %w: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// Close removes the node's table. Sandboxes left running lose their
+// network (fail closed: without the table nothing is redirected, and their
+// veths lead nowhere routable).
+func (f *Fence) Close(ctx context.Context) error {
+	return f.nft(ctx, fmt.Sprintf("table inet %[1]s {}\ndelete table inet %[1]s\n", f.cfg.Table))
+}
+
+// Allocate gives a sandbox its link (the same one again when it has one)
+// and writes it to disk. Nothing is created on the host yet.
+func (f *Fence) Allocate(id string) (Link, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if l, ok := f.links[id]; ok {
+		return l, nil
+	}
+	slots := 1 << (32 - f.cfg.Subnet.Bits() - 2)
+	for i := 0; i < slots; i++ {
+		if f.used[i] {
+			continue
+		}
+		base := f.cfg.Subnet.Addr().As4()
+		n := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+		n += uint32(i) * 4
+		host := netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n + 1)})
+		sbx := netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n + 2)})
+		l := Link{Index: i, HostIface: ifaceName(id), HostAddr: host, SandboxAddr: sbx}
+		b, _ := json.Marshal(l)
+		if err := os.WriteFile(f.linkFile(id), b, 0o600); err != nil {
+			return Link{}, err
+		}
+		f.links[id], f.used[i] = l, true
+		return l, nil
+	}
+	return Link{}, api.Errorf(api.CodeResourceExhausted, "the node's sandbox subnet %s is full", f.cfg.Subnet)
+}
+
+// Link returns a sandbox's link, if it has one.
+func (f *Fence) Link(id string) (Link, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[id]
+	return l, ok
+}
+
+func (f *Fence) linkFile(id string) string { return filepath.Join(f.cfg.Dir, id+".json") }
+
+// ifaceName is the host-side interface of a sandbox: at most 15 bytes.
+func ifaceName(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return "cv" + hex.EncodeToString(sum[:])[:12]
+}
+
+// Attach fences the sandbox and connects it: its interface joins the set
+// first, then the veth pair is made, its peer moved into the network
+// namespace of process pid as eth0 with the sandbox's address and a
+// default route to the host side, and IPv6 turned off on both ends.
+func (f *Fence) Attach(ctx context.Context, id string, pid int) (Link, error) {
+	l, err := f.Allocate(id)
+	if err != nil {
+		return l, err
+	}
+	if err := f.nft(ctx, fmt.Sprintf("add element inet %s sandboxes { %q }\n", f.cfg.Table, l.HostIface)); err != nil {
+		return l, fmt.Errorf("fence %s: %w", id, err)
+	}
+	if err := connect(l, pid); err != nil {
+		return l, fmt.Errorf("connect %s: %w", id, err)
+	}
+	return l, nil
+}
+
+func connect(l Link, pid int) error {
+	peerTmp := "cp" + l.HostIface[2:]
+	// A leftover of an interrupted attach goes first.
+	if old, err := netlink.LinkByName(l.HostIface); err == nil {
+		netlink.LinkDel(old)
+	}
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: l.HostIface}, PeerName: peerTmp}
+	if err := netlink.LinkAdd(veth); err != nil {
+		return fmt.Errorf("add veth: %w", err)
+	}
+	host, err := netlink.LinkByName(l.HostIface)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+l.HostIface+"/disable_ipv6", []byte("1"), 0o644); err != nil {
+		return fmt.Errorf("disable IPv6 on %s: %w", l.HostIface, err)
+	}
+	if err := netlink.AddrAdd(host, &netlink.Addr{IPNet: prefix30(l.HostAddr)}); err != nil {
+		return fmt.Errorf("address %s: %w", l.HostIface, err)
+	}
+	if err := netlink.LinkSetUp(host); err != nil {
+		return err
+	}
+	peer, err := netlink.LinkByName(peerTmp)
+	if err != nil {
+		return err
+	}
+	ns, err := netns.GetFromPid(pid)
+	if err != nil {
+		return fmt.Errorf("network namespace of %d: %w", pid, err)
+	}
+	defer ns.Close()
+	if err := netlink.LinkSetNsFd(peer, int(ns)); err != nil {
+		return fmt.Errorf("move veth into the sandbox: %w", err)
+	}
+	// Netlink inside the sandbox goes through a handle opened in its
+	// namespace; only the sysctl write needs a thread in there.
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return fmt.Errorf("netlink in the sandbox: %w", err)
+	}
+	defer h.Close()
+	p, err := h.LinkByName(peerTmp)
+	if err != nil {
+		return err
+	}
+	if err := h.LinkSetName(p, "eth0"); err != nil {
+		return err
+	}
+	if err := inNamespace(ns, func() error {
+		return os.WriteFile("/proc/sys/net/ipv6/conf/all/disable_ipv6", []byte("1"), 0o644)
+	}); err != nil {
+		return fmt.Errorf("disable IPv6 in the sandbox: %w", err)
+	}
+	if err := h.AddrAdd(p, &netlink.Addr{IPNet: prefix30(l.SandboxAddr)}); err != nil {
+		return err
+	}
+	if err := h.LinkSetUp(p); err != nil {
+		return err
+	}
+	if err := h.RouteAdd(&netlink.Route{LinkIndex: p.Attrs().Index, Gw: net.IP(l.HostAddr.AsSlice())}); err != nil {
+		return fmt.Errorf("default route: %w", err)
+	}
+	return nil
+}
+
+// inNamespace runs fn on a thread inside ns. The thread never returns to
+// the host's namespace: it exits with its goroutine.
+func inNamespace(ns netns.NsHandle, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		goruntime.LockOSThread()
+		if err := netns.Set(ns); err != nil {
+			errc <- fmt.Errorf("enter the sandbox's network namespace: %w", err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
+
+func prefix30(a netip.Addr) *net.IPNet {
+	return &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(30, 32)}
+}
+
+// Detach disconnects and unfences a sandbox and frees its link. It is
+// idempotent.
+func (f *Fence) Detach(ctx context.Context, id string) error {
+	f.mu.Lock()
+	l, ok := f.links[id]
+	f.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	var errs []error
+	if host, err := netlink.LinkByName(l.HostIface); err == nil {
+		if err := netlink.LinkDel(host); err != nil {
+			errs = append(errs, fmt.Errorf("delete %s: %w", l.HostIface, err))
+		}
+	}
+	// Removing an element that is not there is an error to nft; only a
+	// present one is deleted.
+	if err := f.nft(ctx, fmt.Sprintf("add element inet %[1]s sandboxes { %[2]q }\ndelete element inet %[1]s sandboxes { %[2]q }\n", f.cfg.Table, l.HostIface)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.Remove(f.linkFile(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		f.mu.Lock()
+		delete(f.links, id)
+		delete(f.used, l.Index)
+		f.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,124 @@
+package network
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"cove/api"
+	"cove/internal/netpolicy"
+)
+
+// Manager joins the fence and the gateway's registry: it is what the node
+// calls to connect, reconnect, re-police and disconnect sandboxes.
+type Manager struct {
+	fence *Fence
+	reg   *netpolicy.Registry
+	dir   string // resolv.conf files, readable by the sandboxes' mapped root
+}
+
+// NewManager returns a manager keeping resolv.conf files in dir.
+func NewManager(f *Fence, reg *netpolicy.Registry, dir string) (*Manager, error) {
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return nil, err
+	}
+	return &Manager{fence: f, reg: reg, dir: dir}, nil
+}
+
+func (m *Manager) resolvConf(id string) string { return filepath.Join(m.dir, id+".resolv.conf") }
+
+// Prepare gives a sandbox its link and writes the resolv.conf that points
+// it at the node's resolver.
+func (m *Manager) Prepare(id string) (string, error) {
+	l, err := m.fence.Allocate(id)
+	if err != nil {
+		return "", err
+	}
+	p := m.resolvConf(id)
+	conf := fmt.Sprintf("nameserver %s\noptions ndots:0 attempts:2 timeout:2\n", l.HostAddr)
+	if err := os.WriteFile(p, []byte(conf), 0o644); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+func parse(p api.NetworkPolicy) (policy, setup netpolicy.Policy, err error) {
+	if policy, err = netpolicy.Parse(p.Allow); err != nil {
+		return policy, setup, err
+	}
+	setup, err = netpolicy.Parse(p.SetupAllow)
+	return policy, setup, err
+}
+
+// Connect registers the sandbox's address and policy with the gateway and
+// resolver, then fences and connects it.
+func (m *Manager) Connect(ctx context.Context, id string, pid int, p api.NetworkPolicy) error {
+	policy, setup, err := parse(p)
+	if err != nil {
+		return err
+	}
+	l, err := m.fence.Allocate(id)
+	if err != nil {
+		return err
+	}
+	m.reg.Add(id, l.SandboxAddr, policy, setup)
+	if _, err := m.fence.Attach(ctx, id, pid); err != nil {
+		m.reg.Remove(id)
+		return err
+	}
+	return nil
+}
+
+// Reconnect registers a sandbox that kept running across a restart; its
+// link and rules are still in place.
+func (m *Manager) Reconnect(id string, p api.NetworkPolicy) error {
+	policy, setup, err := parse(p)
+	if err != nil {
+		return err
+	}
+	l, ok := m.fence.Link(id)
+	if !ok {
+		return fmt.Errorf("sandbox %s has no network link on this node", id)
+	}
+	m.reg.Add(id, l.SandboxAddr, policy, setup)
+	return nil
+}
+
+// SetPolicy changes a sandbox's policy for new connections and lookups.
+func (m *Manager) SetPolicy(id string, p api.NetworkPolicy) error {
+	policy, setup, err := parse(p)
+	if err != nil {
+		return err
+	}
+	m.reg.SetPolicy(id, policy, setup)
+	return nil
+}
+
+// UseSetup switches a sandbox to its setup policy while a setup command
+// runs, and back.
+func (m *Manager) UseSetup(id string, on bool) { m.reg.UseSetup(id, on) }
+
+// Disconnect removes everything of the sandbox's network.
+func (m *Manager) Disconnect(ctx context.Context, id string) error {
+	m.reg.Remove(id)
+	err := m.fence.Detach(ctx, id)
+	if rerr := os.Remove(m.resolvConf(id)); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		err = errors.Join(err, rerr)
+	}
+	return err
+}
+
+// Observations lists what the sandbox tried to reach.
+func (m *Manager) Observations(id string) []api.NetworkObservation {
+	obs := m.reg.Observations(id)
+	out := make([]api.NetworkObservation, len(obs))
+	for i, o := range obs {
+		out[i] = api.NetworkObservation(o)
+	}
+	return out
+}
