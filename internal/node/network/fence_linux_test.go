@@ -1,6 +1,7 @@
 package network
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -55,7 +56,7 @@ func TestFence(t *testing.T) {
 	if err := f.Init(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.Close(t.Context()) })
+	t.Cleanup(func() { f.Close(context.Background()) }) // t.Context() is done by then
 
 	inside := func(args ...string) string {
 		out, _ := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput()
