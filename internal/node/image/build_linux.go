@@ -1,8 +1,8 @@
 package image
 
 import (
-	"bufio"
 	"context"
+	"cove/internal/mountinfo"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -153,7 +153,7 @@ func lock(ctx context.Context, path string) (unlock func(), err error) {
 // removeTree removes dir, first checking that nothing is mounted under it:
 // removing through a bind mount would delete the files of the mount source.
 func removeTree(dir string) error {
-	mounts, err := mountsUnder(dir)
+	mounts, err := mountinfo.Under(dir)
 	if err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ func removeTree(dir string) error {
 			return fmt.Errorf("unmount %s: %w", mounts[i], err)
 		}
 	}
-	if mounts, err = mountsUnder(dir); err != nil {
+	if mounts, err = mountinfo.Under(dir); err != nil {
 		return err
 	} else if len(mounts) > 0 {
 		return fmt.Errorf("remove %s: still mounted: %s", dir, strings.Join(mounts, ", "))
@@ -171,59 +171,4 @@ func removeTree(dir string) error {
 		return err
 	}
 	return nil
-}
-
-// mountsUnder lists the mount points at or under dir in mount order.
-func mountsUnder(dir string) ([]string, error) {
-	dir, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, err
-	}
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMount(fields[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
-	}
-	return out, sc.Err()
-}
-
-// unescapeMount undoes the octal escapes (\040 for space, …) of mountinfo.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			v := 0
-			ok := true
-			for _, c := range s[i+1 : i+4] {
-				if c < '0' || c > '7' {
-					ok = false
-					break
-				}
-				v = v*8 + int(c-'0')
-			}
-			if ok {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"cove/internal/mountinfo"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -534,7 +535,7 @@ func waitExit(ctx context.Context, pid int, timeout time.Duration) {
 // removing through a mount would delete the files of the mounted file
 // system instead of failing.
 func removeStateDir(dir string) error {
-	mounts, err := mountsUnder(dir)
+	mounts, err := mountinfo.Under(dir)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"cove/internal/mountinfo"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -222,7 +223,7 @@ func checkGone(t *testing.T, r *Runtime, id string) {
 	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("state dir %s: still there (%v)", dir, err)
 	}
-	if m, err := mountsUnder(dir); err != nil || len(m) > 0 {
+	if m, err := mountinfo.Under(dir); err != nil || len(m) > 0 {
 		t.Errorf("mounts under %s: %v %v", dir, m, err)
 	}
 	if dirs, err := cgroupDirs(r.cgroupPath(id)); err != nil || len(dirs) > 0 {
@@ -526,7 +527,7 @@ func TestDestroyHalfStarted(t *testing.T) {
 	if err := r.makeRootfs(t.Context(), dir, s); err != nil {
 		t.Fatal(err)
 	}
-	if m, _ := mountsUnder(dir); len(m) != 2 {
+	if m, _ := mountinfo.Under(dir); len(m) != 2 {
 		t.Fatalf("mounts under %s: %v", dir, m)
 	}
 	if err := r.Destroy(t.Context(), s.ID); err != nil {

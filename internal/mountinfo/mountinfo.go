@@ -1,4 +1,5 @@
-package runtime
+// Package mountinfo reads this process's mount table.
+package mountinfo
 
 import (
 	"bufio"
@@ -7,8 +8,8 @@ import (
 	"strings"
 )
 
-// mountsUnder lists the mount points at or under dir, in mount order.
-func mountsUnder(dir string) ([]string, error) {
+// Under lists the mount points at or under dir, in mount order.
+func Under(dir string) ([]string, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -30,7 +31,7 @@ func mountsUnder(dir string) ([]string, error) {
 		if len(fields) < 5 {
 			continue
 		}
-		mp := unescapeMount(fields[4])
+		mp := unescape(fields[4])
 		if mp == dir || strings.HasPrefix(mp, dir+"/") {
 			out = append(out, mp)
 		}
@@ -38,9 +39,9 @@ func mountsUnder(dir string) ([]string, error) {
 	return out, sc.Err()
 }
 
-// unescapeMount undoes the octal escapes (\040 for a space, …) of
+// unescape undoes the octal escapes (\040 for a space, …) of
 // /proc/self/mountinfo.
-func unescapeMount(s string) string {
+func unescape(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}
