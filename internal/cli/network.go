@@ -12,7 +12,6 @@ import (
 
 func (a *app) networkCmd() *cobra.Command {
 	var allow []string
-	var set bool
 	c := &cobra.Command{
 		Use:   "network REF",
 		Short: "Show what a sandbox may reach and what it tried to; --allow changes it",
@@ -22,7 +21,7 @@ func (a *app) networkCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if set = cmd.Flags().Changed("allow"); set {
+			if cmd.Flags().Changed("allow") {
 				if len(allow) == 1 && allow[0] == "" {
 					allow = []string{}
 				}
