@@ -300,4 +300,13 @@ func TestNetworkPolicyValidation(t *testing.T) {
 	if got, _ := s.admin.Network(ctx, sb.ID); len(got.Policy.Allow) != 3 {
 		t.Errorf("a refused PATCH changed the policy: %+v", got.Policy)
 	}
+	// The CLI shows and replaces the policy.
+	out, errs, code := s.cli(t, "", "network", sb.ID, "--allow", "web.test,*.example.org:443")
+	if code != 0 || !strings.Contains(out, "allow: web.test, *.example.org:443") || !strings.Contains(out, "DESTINATION") {
+		t.Errorf("cove network --allow: %q %q %d", out, errs, code)
+	}
+	out, errs, code = s.cli(t, "", "network", sb.ID, "--allow", "exa mple.com")
+	if code == 0 || !strings.HasPrefix(errs, "cove: ") {
+		t.Errorf("cove network with a bad entry: %q %q %d", out, errs, code)
+	}
 }
