@@ -117,6 +117,10 @@ func TestCLI(t *testing.T) {
 			t.Errorf("after detaching, the command's output: %q %d", out, code)
 		}
 	}
+	out, _, code = s.cli(t, "", "events", "--sandbox", "demo", "--type", "sandbox.running,command.exited")
+	if code != 0 || !strings.Contains(out, "sandbox.running") || !strings.Contains(out, "command.exited") || strings.Contains(out, "command.started") {
+		t.Errorf("events: %q %d", out, code)
+	}
 	out, _, code = s.cli(t, "", "sleep", "demo", "--wait")
 	if code != 0 || out != id+" asleep\n" {
 		t.Errorf("sleep --wait: %q %d", out, code)

@@ -320,3 +320,36 @@ func events(t testing.TB, s *server, query string) []api.Event {
 	}
 	return page.Items
 }
+
+// TestEventStream follows the team's events as server-sent events and
+// resumes after a seen event.
+func TestEventStream(t *testing.T) {
+	s := startServer(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	first := create(t, s.admin, api.CreateSandboxRequest{Name: "one"})
+	seen := events(t, s, "sandbox="+first.ID)
+	last := seen[len(seen)-1].ID
+
+	got := make(chan api.Event, 16)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		s.admin.FollowEvents(ctx, cove.EventQuery{After: last}, func(e api.Event) error {
+			got <- e
+			return nil
+		})
+	})
+	defer wg.Wait()
+	defer cancel()
+	second := create(t, s.admin, api.CreateSandboxRequest{Name: "two"})
+	for want := range 2 { // sandbox.creating, sandbox.running of the second
+		select {
+		case e := <-got:
+			if e.SandboxID != second.ID || e.ID <= last {
+				t.Errorf("event %d: %+v (after %s)", want, e, last)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no event %d from the stream", want)
+		}
+	}
+}

@@ -385,3 +385,64 @@ func (c *Client) Network(ctx context.Context, ref string) (api.NetworkView, erro
 	err := c.do(ctx, http.MethodGet, sandboxPath(ref)+"/network", nil, nil, &v)
 	return v, err
 }
+
+// EventQuery filters Events.
+type EventQuery struct {
+	Sandbox string   // ID or name
+	Types   []string // event types
+	After   string   // an event ID: only later events
+	Limit   int
+}
+
+func (q EventQuery) values() url.Values {
+	v := url.Values{}
+	if q.Sandbox != "" {
+		v.Set("sandbox", q.Sandbox)
+	}
+	for _, t := range q.Types {
+		v.Add("type", t)
+	}
+	if q.After != "" {
+		v.Set("after", q.After)
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	return v
+}
+
+// Events returns one page of the team's events, oldest first.
+func (c *Client) Events(ctx context.Context, q EventQuery) (api.List[api.Event], error) {
+	var out api.List[api.Event]
+	err := c.do(ctx, http.MethodGet, "/v1/events", q.values(), nil, &out)
+	return out, err
+}
+
+// FollowEvents streams the team's events (server-sent events) after
+// q.After, calling fn for each, until ctx is done or fn fails.
+func (c *Client) FollowEvents(ctx context.Context, q EventQuery, fn func(api.Event) error) error {
+	resp, err := c.send(ctx, http.MethodGet, "/v1/events/stream", q.values(), nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue // id:, event:, comments and blank lines
+		}
+		var e api.Event
+		if err := json.Unmarshal([]byte(data), &e); err != nil {
+			return fmt.Errorf("decode event: %w", err)
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return sc.Err()
+}
