@@ -77,7 +77,7 @@ func (h *Handler) routes() {
 			}
 		})
 	}
-	auth("POST /v1/sandboxes", h.createSandbox)
+	auth("POST /v1/sandboxes", h.idempotent(h.createSandbox))
 	auth("GET /v1/sandboxes", h.listSandboxes)
 	auth("GET /v1/sandboxes/{ref}", h.getSandbox)
 	auth("DELETE /v1/sandboxes/{ref}", h.terminateSandbox)
@@ -85,7 +85,7 @@ func (h *Handler) routes() {
 	auth("GET /v1/sandboxes/{ref}/network", h.sandboxNetwork)
 	auth("POST /v1/sandboxes/{ref}/sleep", h.sleepSandbox)
 	auth("POST /v1/sandboxes/{ref}/wake", h.wakeSandbox)
-	auth("POST /v1/sandboxes/{ref}/commands", h.createCommand)
+	auth("POST /v1/sandboxes/{ref}/commands", h.idempotent(h.createCommand))
 	auth("GET /v1/sandboxes/{ref}/commands", h.listCommands)
 	auth("GET /v1/sandboxes/{ref}/commands/{id}", h.getCommand)
 	auth("GET /v1/sandboxes/{ref}/commands/{id}/output", h.commandOutput)
@@ -106,9 +106,9 @@ func (h *Handler) routes() {
 	auth("PUT /v1/sandboxes/{ref}/files/archive", h.writeArchive)
 	auth("GET /v1/events", h.listEvents)
 	auth("GET /v1/events/stream", h.streamEvents)
-	auth("POST /v1/teams", h.createTeam)
+	auth("POST /v1/teams", refuseIdempotencyKey(h.createTeam))
 	auth("GET /v1/teams", h.listTeams)
-	auth("POST /v1/teams/{id}/keys", h.createKey)
+	auth("POST /v1/teams/{id}/keys", refuseIdempotencyKey(h.createKey))
 	auth("DELETE /v1/keys/{id}", h.revokeKey)
 	// Anything else under /v1 is a JSON 404, after authentication so that
 	// the API's shape is not probed without a key.

@@ -36,6 +36,9 @@ type Server struct {
 	activity map[string]time.Time   // last API call per sandbox, in memory
 	warm     []string               // IDs of started sandboxes in the warm pool
 	refill   chan struct{}          // asks the pool to fill up
+
+	// idemLocks serialize requests with the same idempotency key.
+	idemLocks keyLocks
 }
 
 // sandboxOps serializes the life-cycle steps of one sandbox.

@@ -157,10 +157,15 @@ func (s *Server) Start() {
 	s.wg.Go(func() {
 		t := time.NewTicker(s.cfg.LimitsInterval)
 		defer t.Stop()
+		var expired time.Time
 		for {
 			select {
 			case <-t.C:
 				s.enforceLimits(s.ctx)
+				if time.Since(expired) > time.Minute {
+					s.expireIdempotent(s.ctx)
+					expired = time.Now()
+				}
 			case <-s.ctx.Done():
 				return
 			}

@@ -54,7 +54,27 @@ type Store interface {
 	AppendEvent(ctx context.Context, teamID string, e api.Event) (api.Event, error)
 	ListEvents(ctx context.Context, f EventFilter) ([]api.Event, error)
 
+	// Idempotent answers. PutIdempotent answers CodeConflict when the team
+	// already has an answer under that key; DeleteIdempotentBefore drops
+	// answers older than t.
+	GetIdempotent(ctx context.Context, teamID, key string) (Idempotent, error)
+	PutIdempotent(ctx context.Context, a Idempotent) error
+	DeleteIdempotentBefore(ctx context.Context, t time.Time) error
+
 	Close() error
+}
+
+// Idempotent is the answer to a create request that carried an
+// Idempotency-Key: the same key replays it.
+type Idempotent struct {
+	TeamID string
+	Key    string
+	// RequestHash identifies the request (method, path, body): the key
+	// may not be reused for another request.
+	RequestHash string
+	Status      int
+	Body        []byte
+	CreatedAt   time.Time
 }
 
 // EventFilter selects a team's events, oldest first, after the event whose

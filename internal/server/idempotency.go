@@ -1,0 +1,90 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"cove/api"
+	"cove/internal/store"
+)
+
+// IdempotencyTTL is how long an answer is replayed for its key.
+const IdempotencyTTL = 24 * time.Hour
+
+// Answer is a response to replay.
+type Answer struct {
+	Status int
+	Body   []byte
+}
+
+// Idempotently runs do at most once for a team's key: the first request
+// with the key runs, and its successful answer is stored; a later request
+// with the same key and the same request gets that answer again (replayed
+// true), one with another request under the key is refused. Failed answers
+// are not stored, so a failed request may be retried with its key.
+func (s *Server) Idempotently(ctx context.Context, teamID, key, requestHash string, do func() Answer) (Answer, bool, error) {
+	unlock := s.idemLocks.lock(teamID + "\x00" + key)
+	defer unlock()
+	if prev, err := s.store.GetIdempotent(ctx, teamID, key); err == nil {
+		if prev.RequestHash != requestHash {
+			return Answer{}, false, api.Errorf(api.CodeUnprocessable,
+				"Idempotency-Key %q was used for another request; use a new key for a new request", key)
+		}
+		return Answer{Status: prev.Status, Body: prev.Body}, true, nil
+	} else if api.ErrorCode(err) != api.CodeNotFound {
+		return Answer{}, false, err
+	}
+	a := do()
+	if a.Status >= 200 && a.Status < 300 {
+		err := s.store.PutIdempotent(context.WithoutCancel(ctx), store.Idempotent{
+			TeamID: teamID, Key: key, RequestHash: requestHash, Status: a.Status, Body: a.Body, CreatedAt: s.now(),
+		})
+		if err != nil {
+			s.log.Error("store idempotent answer", "team", teamID, "err", err)
+		}
+	}
+	return a, false, nil
+}
+
+// keyLocks hands out one mutex per key, kept only while in use, so that
+// a long request (a command with ?wait=true) holds up only its own key.
+type keyLocks struct {
+	mu sync.Mutex
+	m  map[string]*keyLock
+}
+
+type keyLock struct {
+	mu    sync.Mutex
+	users int
+}
+
+func (k *keyLocks) lock(key string) (unlock func()) {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*keyLock{}
+	}
+	l := k.m[key]
+	if l == nil {
+		l = &keyLock{}
+		k.m[key] = l
+	}
+	l.users++
+	k.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		k.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
+	}
+}
+
+// expireIdempotent drops answers older than IdempotencyTTL.
+func (s *Server) expireIdempotent(ctx context.Context) {
+	if err := s.store.DeleteIdempotentBefore(ctx, s.now().Add(-IdempotencyTTL)); err != nil {
+		s.log.Warn("expire idempotent answers", "err", err)
+	}
+}
