@@ -338,7 +338,8 @@ func readError(resp *http.Response) *Error {
 // knownCode returns code if it is one the agent may use, else "" (internal).
 func knownCode(code string) string {
 	switch code {
-	case CodeNotFound, CodeConflict, CodeInvalidArgument:
+	case CodeNotFound, CodeConflict, CodeInvalidArgument, CodeResourceExhausted,
+		CodePermissionDenied, CodePreconditionFailed, CodeUnprocessable, CodeInsufficientStorage:
 		return code
 	}
 	return ""

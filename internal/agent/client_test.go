@@ -50,6 +50,8 @@ func TestClientErrors(t *testing.T) {
 		want   Error
 	}{
 		{"coded", 409, `{"error":"busy","code":"conflict"}`, Error{409, CodeConflict, "busy"}},
+		{"out of processes", 429, `{"error":"no pids","code":"resource_exhausted"}`, Error{429, CodeResourceExhausted, "no pids"}},
+		{"disk full", 507, `{"error":"full","code":"insufficient_storage"}`, Error{507, CodeInsufficientStorage, "full"}},
 		{"unknown code", 400, `{"error":"x","code":"weird"}`, Error{400, "", "x"}},
 		{"not json", 502, "plain text\n", Error{502, "", "plain text"}},
 		{"empty", 500, "", Error{500, "", "Internal Server Error"}},

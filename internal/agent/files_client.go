@@ -105,7 +105,7 @@ func (c *Client) ReadFile(ctx context.Context, p string, h http.Header) (*FileCo
 		fallthrough
 	default:
 		defer drain(resp)
-		return nil, fmt.Errorf("read %s: %w", p, readFileError(resp))
+		return nil, fmt.Errorf("read %s: %w", p, readError(resp))
 	}
 	out := &FileContent{Status: resp.StatusCode, Header: http.Header{}, Body: resp.Body}
 	if err := checkContentHeaders(resp.Header, out.Header); err != nil {
@@ -208,7 +208,7 @@ func (c *Client) WriteFile(ctx context.Context, req WriteRequest, body io.Reader
 	}
 	defer drain(resp)
 	if resp.StatusCode/100 != 2 {
-		return FileInfo{}, false, fmt.Errorf("write %s: %w", req.Path, readFileError(resp))
+		return FileInfo{}, false, fmt.Errorf("write %s: %w", req.Path, readError(resp))
 	}
 	if err := decodeInfo(resp, &fi); err != nil {
 		return FileInfo{}, false, fmt.Errorf("write %s: %w", req.Path, err)
@@ -301,7 +301,7 @@ func (c *Client) ReadArchive(ctx context.Context, p string) (io.ReadCloser, erro
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer drain(resp)
-		return nil, fmt.Errorf("archive %s: %w", p, readFileError(resp))
+		return nil, fmt.Errorf("archive %s: %w", p, readError(resp))
 	}
 	return resp.Body, nil
 }
@@ -320,7 +320,7 @@ func (c *Client) WriteArchive(ctx context.Context, p string, uid, gid int, body 
 	}
 	defer drain(resp)
 	if resp.StatusCode/100 != 2 {
-		return ArchiveResult{}, fmt.Errorf("extract into %s: %w", p, readFileError(resp))
+		return ArchiveResult{}, fmt.Errorf("extract into %s: %w", p, readError(resp))
 	}
 	var res ArchiveResult
 	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxJSON)).Decode(&res); err != nil {
@@ -355,7 +355,7 @@ func (c *Client) fileCall(ctx context.Context, method, path string, in, out any)
 	}
 	defer drain(resp)
 	if resp.StatusCode/100 != 2 {
-		return readFileError(resp)
+		return readError(resp)
 	}
 	if out == nil {
 		return nil
@@ -371,31 +371,6 @@ func decodeInfo(resp *http.Response, fi *FileInfo) error {
 		return fmt.Errorf("decode answer: %w", err)
 	}
 	return CheckFileInfo(*fi)
-}
-
-// readFileError is readError with the codes file calls may use.
-func readFileError(resp *http.Response) *Error {
-	e := &Error{Status: resp.StatusCode}
-	var body ErrorBody
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxJSON))
-	if json.Unmarshal(b, &body) == nil {
-		e.Message = body.Error
-		switch body.Code {
-		case CodeNotFound, CodeConflict, CodeInvalidArgument, CodeResourceExhausted,
-			CodePermissionDenied, CodePreconditionFailed, CodeUnprocessable, CodeInsufficientStorage:
-			e.Code = body.Code
-		}
-	} else {
-		e.Message = string(b)
-	}
-	e.Message = strings.ToValidUTF8(strings.TrimSpace(e.Message), "?")
-	if len(e.Message) > maxErrorMessage {
-		e.Message = e.Message[:maxErrorMessage] + "…"
-	}
-	if e.Message == "" {
-		e.Message = http.StatusText(resp.StatusCode)
-	}
-	return e
 }
 
 func isJSON(resp *http.Response) bool {
