@@ -38,17 +38,15 @@ func (db *DB) PutIdempotent(ctx context.Context, a store.Idempotent) error {
 		"INSERT INTO idempotency (team_id, key, request_hash, status, body, created_at) VALUES (?, ?, ?, ?, ?, ?)",
 		a.TeamID, a.Key, a.RequestHash, a.Status, a.Body, formatTime(a.CreatedAt))
 	switch sqliteCode(err) {
-	case 0:
-		if err != nil {
-			return fmt.Errorf("put idempotent answer: %w", err)
-		}
-		return nil
 	case primaryKeyViolation, uniqueViolation:
 		return api.Errorf(api.CodeConflict, "idempotency key %q is already used", a.Key)
 	case foreignKeyViolation:
 		return api.Errorf(api.CodeNotFound, "team %s not found", a.TeamID)
 	}
-	return fmt.Errorf("put idempotent answer: %w", err)
+	if err != nil {
+		return fmt.Errorf("put idempotent answer: %w", err)
+	}
+	return nil
 }
 
 // DeleteIdempotentBefore drops answers stored before t.
