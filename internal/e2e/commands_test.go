@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -315,7 +316,7 @@ func events(t testing.TB, s *server, query string) []api.Event {
 		t.Fatalf("events: %d %s", status, body)
 	}
 	var page api.List[api.Event]
-	if err := jsonUnmarshal(body, &page); err != nil {
+	if err := json.Unmarshal(body, &page); err != nil {
 		t.Fatal(err)
 	}
 	return page.Items

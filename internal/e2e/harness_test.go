@@ -397,8 +397,6 @@ func removeCgroupParent(t testing.TB, parent string) {
 	}
 }
 
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
-
 // pid is the running server's process ID.
 func (s *server) pid() int {
 	s.mu.Lock()
