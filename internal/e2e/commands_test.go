@@ -354,3 +354,43 @@ func TestEventStream(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitWhileTerminated: a client waiting on a command whose sandbox is
+// terminated gets the command back as lost, not an error.
+func TestWaitWhileTerminated(t *testing.T) {
+	s := startServer(t)
+	sb := create(t, s.admin, api.CreateSandboxRequest{})
+	type result struct {
+		res api.CommandResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := s.admin.ExecWait(t.Context(), sb.ID, api.CreateCommandRequest{Command: "echo started; sleep 60"})
+		done <- result{res, err}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cmds, _ := s.admin.ListCommands(t.Context(), sb.ID, 0, "")
+		if len(cmds.Items) == 1 {
+			if c, err := s.admin.GetCommand(t.Context(), sb.ID, cmds.Items[0].ID); err == nil && c.StdoutBytes > 0 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command never printed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := s.admin.TerminateSandbox(t.Context(), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.err != nil || r.res.Command.State != api.CommandLost || r.res.Stdout != "started\n" {
+			t.Errorf("wait across terminate: %+v %v", r.res, r.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiting client was never answered")
+	}
+}

@@ -282,7 +282,15 @@ func (s *Server) WaitCommand(ctx context.Context, teamID, ref, commandID string)
 		return nil
 	})
 	if err != nil {
-		return api.CommandResult{}, err
+		// The sandbox went away under the command (its log is closed):
+		// answer with the command as the store now has it, lost.
+		if ctx.Err() != nil {
+			return api.CommandResult{}, err
+		}
+		cur, gerr := s.store.GetCommand(ctx, c.SandboxID, c.ID)
+		if gerr != nil || !cur.State.Done() {
+			return api.CommandResult{}, err
+		}
 	}
 	// The recorder reports the exit to the store right after the log has it;
 	// answer from the log so the caller never sees "running" here.
