@@ -1,4 +1,4 @@
-module cove
+module github.com/cove-dev/cove
 
 go 1.26.8
 
@@ -29,4 +29,14 @@ require (
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
+)
+
+require (
+	github.com/cove-dev/cove/api v0.0.0
+	github.com/cove-dev/cove/sdk/go v0.0.0
+)
+
+replace (
+	github.com/cove-dev/cove/api => ./api
+	github.com/cove-dev/cove/sdk/go => ./sdk/go
 )

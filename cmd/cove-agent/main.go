@@ -16,7 +16,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"cove/internal/agent"
+	"github.com/cove-dev/cove/internal/agent"
 )
 
 func main() {

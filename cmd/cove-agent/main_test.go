@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"cove/internal/agent"
+	"github.com/cove-dev/cove/internal/agent"
 )
 
 // TestMain lets the test binary run as cove-agent when a test starts it so.

@@ -5,7 +5,7 @@ import (
 	"context"
 	"os"
 
-	"cove/internal/cli"
+	"github.com/cove-dev/cove/internal/cli"
 )
 
 func main() {

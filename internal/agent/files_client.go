@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 // StatFile describes the file at p (a symlink is itself).

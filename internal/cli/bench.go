@@ -19,8 +19,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"cove/api"
-	cove "cove/sdk/go"
+	"github.com/cove-dev/cove/api"
+	cove "github.com/cove-dev/cove/sdk/go"
 )
 
 // BenchResult is what `cove bench --json` prints: medians over repeated

@@ -17,8 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"cove/api"
-	cove "cove/sdk/go"
+	"github.com/cove-dev/cove/api"
+	cove "github.com/cove-dev/cove/sdk/go"
 )
 
 // DefaultURL is where the CLI looks for a server when nothing says otherwise.

@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"cove/api"
-	cove "cove/sdk/go"
+	"github.com/cove-dev/cove/api"
+	cove "github.com/cove-dev/cove/sdk/go"
 )
 
 func (a *app) execCmd() *cobra.Command {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 // TestGetRemovesCorruptDownload: a download whose bytes do not match the

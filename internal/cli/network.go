@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 func (a *app) networkCmd() *cobra.Command {

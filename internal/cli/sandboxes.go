@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"cove/api"
-	cove "cove/sdk/go"
+	"github.com/cove-dev/cove/api"
+	cove "github.com/cove-dev/cove/sdk/go"
 )
 
 func (a *app) createCmd() *cobra.Command {

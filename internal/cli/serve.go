@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"cove/api"
-	"cove/internal/service"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/service"
 )
 
 func (a *app) serveCmd() *cobra.Command {

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 // loginShell runs bash as a login shell where the image has it, else sh.

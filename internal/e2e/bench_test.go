@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 // BenchmarkCreateToFirstExec measures, in one run, a sandbox created through

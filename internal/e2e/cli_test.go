@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 // cli runs the real cove binary against s and returns stdout, stderr and

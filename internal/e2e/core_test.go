@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"cove/api"
-	cove "cove/sdk/go"
+	"github.com/cove-dev/cove/api"
+	cove "github.com/cove-dev/cove/sdk/go"
 )
 
 func TestCreateExecTerminate(t *testing.T) {

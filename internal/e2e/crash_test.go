@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"cove/api"
-	cove "cove/sdk/go"
+	"github.com/cove-dev/cove/api"
+	cove "github.com/cove-dev/cove/sdk/go"
 )
 
 // TestCrashAtRandomPoints kills `cove serve` with SIGKILL at a random moment

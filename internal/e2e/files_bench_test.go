@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"cove/api"
-	cove "cove/sdk/go"
+	"github.com/cove-dev/cove/api"
+	cove "github.com/cove-dev/cove/sdk/go"
 )
 
 // patternReader yields size bytes cycling through a random block: fast to

@@ -17,8 +17,8 @@ import (
 	"sync"
 	"testing"
 
-	"cove/api"
-	cove "cove/sdk/go"
+	"github.com/cove-dev/cove/api"
+	cove "github.com/cove-dev/cove/sdk/go"
 )
 
 // fileCall sends a raw file request and returns status, headers and body.

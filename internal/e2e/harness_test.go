@@ -21,9 +21,9 @@ import (
 	"testing"
 	"time"
 
-	"cove/api"
-	"cove/internal/node/image"
-	cove "cove/sdk/go"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/node/image"
+	cove "github.com/cove-dev/cove/sdk/go"
 )
 
 var (
@@ -60,7 +60,7 @@ func run(m *testing.M) int {
 	if binDir == "" {
 		binDir = filepath.Join(base, "bin")
 		for _, target := range []string{"cove", "cove-agent"} {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, target), "cove/cmd/"+target)
+			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, target), "github.com/cove-dev/cove/cmd/"+target)
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 			if out, err := cmd.CombinedOutput(); err != nil {
 				fmt.Fprintf(os.Stderr, "build %s: %v\n%s", target, err, out)

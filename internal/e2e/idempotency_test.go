@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"cove/api"
-	cove "cove/sdk/go"
+	"github.com/cove-dev/cove/api"
+	cove "github.com/cove-dev/cove/sdk/go"
 )
 
 // post sends a POST with an Idempotency-Key and returns the status, the

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 // TestIsolation runs each escape a sandbox might try against real runc,

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 // TestLoad runs 50 sandboxes with 20 concurrent workers each, every worker

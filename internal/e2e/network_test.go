@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 // netSandbox starts a server on the managed image whose resolver knows the

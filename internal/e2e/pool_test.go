@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 // waitWarm waits until the server's warm pool holds n ready sandboxes, as

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 // TestPTYAttach: through the attach WebSocket, `tty` names a /dev/pts

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 // TestRestartAfterKill9 kills `cove serve` with SIGKILL while a command

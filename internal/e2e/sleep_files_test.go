@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"cove/api"
-	cove "cove/sdk/go"
+	"github.com/cove-dev/cove/api"
+	cove "github.com/cove-dev/cove/sdk/go"
 )
 
 // TestFileCallWakesAsleepSandbox: a file read on an asleep sandbox wakes it

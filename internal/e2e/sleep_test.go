@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"cove/api"
-	cove "cove/sdk/go"
+	"github.com/cove-dev/cove/api"
+	cove "github.com/cove-dev/cove/sdk/go"
 )
 
 // writeFiles fills a sandbox with 100 MiB of random bytes and a few small

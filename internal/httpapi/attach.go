@@ -10,9 +10,9 @@ import (
 
 	"github.com/coder/websocket"
 
-	"cove/api"
-	"cove/internal/node/output"
-	"cove/internal/server"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/node/output"
+	"github.com/cove-dev/cove/internal/server"
 )
 
 // AttachMessage is a text frame of the attach WebSocket. The client sends

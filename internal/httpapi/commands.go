@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"cove/api"
-	"cove/internal/node/output"
-	"cove/internal/server"
-	"cove/internal/store"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/node/output"
+	"github.com/cove-dev/cove/internal/server"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 func (h *Handler) createCommand(w http.ResponseWriter, r *http.Request, p server.Principal) error {

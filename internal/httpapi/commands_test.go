@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"cove/api"
-	"cove/internal/node/output"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/node/output"
 )
 
 func TestAppendOutputRecordMatchesJSON(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 // FuzzDecode: any body either decodes or gets a coded error of the client

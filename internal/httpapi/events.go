@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"cove/api"
-	"cove/internal/server"
-	"cove/internal/store"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/server"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 // eventFilter reads sandbox=, type= (repeatable or comma-separated) and

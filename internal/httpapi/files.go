@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"cove/api"
-	"cove/internal/server"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/server"
 )
 
 // fileTarget reads the sandbox and ?wake= of a file call (wake defaults

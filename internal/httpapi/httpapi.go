@@ -13,8 +13,8 @@ import (
 	"strconv"
 	"strings"
 
-	"cove/api"
-	"cove/internal/server"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/server"
 )
 
 // statusOf is the one place error codes become HTTP statuses.

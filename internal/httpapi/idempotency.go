@@ -7,8 +7,8 @@ import (
 	"io"
 	"net/http"
 
-	"cove/api"
-	"cove/internal/server"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/server"
 )
 
 type handlerFunc = func(http.ResponseWriter, *http.Request, server.Principal) error

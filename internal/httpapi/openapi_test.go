@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 func TestOpenAPIIsJSON31(t *testing.T) {

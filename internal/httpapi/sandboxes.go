@@ -5,9 +5,9 @@ import (
 	"strings"
 	"time"
 
-	"cove/api"
-	"cove/internal/server"
-	"cove/internal/store"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/server"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 func (h *Handler) createSandbox(w http.ResponseWriter, r *http.Request, p server.Principal) error {

@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"time"
 
-	"cove/api"
-	"cove/internal/agent"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/agent"
 )
 
 // File calls go to the sandbox's agent, which resolves every path in the

@@ -15,11 +15,11 @@ import (
 	"sync"
 	"time"
 
-	"cove/api"
-	"cove/internal/agent"
-	"cove/internal/node/output"
-	"cove/internal/node/runtime"
-	"cove/internal/node/saves"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/agent"
+	"github.com/cove-dev/cove/internal/node/output"
+	"github.com/cove-dev/cove/internal/node/runtime"
+	"github.com/cove-dev/cove/internal/node/saves"
 )
 
 // Runtime starts, finds and removes sandbox containers.

@@ -9,11 +9,11 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"cove/api"
-	"cove/internal/agent"
-	"cove/internal/id"
-	"cove/internal/node/output"
-	"cove/internal/store"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/agent"
+	"github.com/cove-dev/cove/internal/id"
+	"github.com/cove-dev/cove/internal/node/output"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 // Users commands may run as, with their uid and gid inside the sandbox.

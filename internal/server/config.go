@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"cove/api"
-	"cove/internal/node/image"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/node/image"
 )
 
 // Resource floors: below these a Debian userland does not start reliably.

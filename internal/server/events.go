@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
-	"cove/api"
-	"cove/internal/node/output"
-	"cove/internal/store"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/node/output"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 // emit appends an event to a team's log. An event that cannot be stored is

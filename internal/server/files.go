@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"strconv"
 
-	"cove/api"
-	"cove/internal/agent"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/agent"
 )
 
 // FileTarget names the sandbox of a file call. Wake false refuses to wake

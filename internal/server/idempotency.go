@@ -5,8 +5,8 @@ import (
 	"sync"
 	"time"
 
-	"cove/api"
-	"cove/internal/store"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 // IdempotencyTTL is how long an answer is replayed for its key.

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"cove/api"
-	"cove/internal/netpolicy"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/netpolicy"
 )
 
 // checkPolicy validates a list of network grants and returns it (never

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"cove/api"
-	"cove/internal/id"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/id"
 )
 
 // The warm pool keeps a few sandboxes of the default template with the

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"cove/api"
-	"cove/internal/store"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 // Recover makes the store and the node agree after a start: sandboxes that

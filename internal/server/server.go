@@ -11,10 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"cove/api"
-	"cove/internal/id"
-	"cove/internal/node"
-	"cove/internal/store"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/id"
+	"github.com/cove-dev/cove/internal/node"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 // Server runs the control plane.

@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
-	"cove/api"
-	"cove/internal/node/runtime"
-	"cove/internal/store"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/node/runtime"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 // SleepSandbox starts putting a running sandbox to sleep: its processes

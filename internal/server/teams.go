@@ -8,9 +8,9 @@ import (
 	"regexp"
 	"strings"
 
-	"cove/api"
-	"cove/internal/id"
-	"cove/internal/store"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/id"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 // AdminTeam is the name of the team created at first start; its keys may

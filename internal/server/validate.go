@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"strings"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 var (

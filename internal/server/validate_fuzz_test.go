@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 // FuzzValidatePath: a path is accepted only when it is absolute and free of

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"sync"
 
-	"cove/api"
-	"cove/internal/netpolicy"
-	"cove/internal/node/network"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/netpolicy"
+	"github.com/cove-dev/cove/internal/node/network"
 )
 
 // NetworkConfig configures the node's fence, resolver and gateway.

@@ -17,13 +17,13 @@ import (
 	"sync"
 	"time"
 
-	"cove/internal/httpapi"
-	"cove/internal/node"
-	"cove/internal/node/image"
-	"cove/internal/node/runtime"
-	"cove/internal/node/saves"
-	"cove/internal/server"
-	"cove/internal/store/sqlite"
+	"github.com/cove-dev/cove/internal/httpapi"
+	"github.com/cove-dev/cove/internal/node"
+	"github.com/cove-dev/cove/internal/node/image"
+	"github.com/cove-dev/cove/internal/node/runtime"
+	"github.com/cove-dev/cove/internal/node/saves"
+	"github.com/cove-dev/cove/internal/server"
+	"github.com/cove-dev/cove/internal/store/sqlite"
 )
 
 // Config is the configuration of `cove serve`.

@@ -6,7 +6,7 @@ import (
 	"context"
 	"time"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 // Store is everything the control plane persists. Methods return *api.Error

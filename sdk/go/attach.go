@@ -10,7 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 // Attachment is a live connection to a command: Write sends input, Read

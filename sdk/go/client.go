@@ -18,7 +18,7 @@ import (
 	"strings"
 	"time"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 // Client talks to one cove server with one API key.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 func TestDecodeOutputRecord(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"strconv"
 	"strings"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 // ErrDigestMismatch says downloaded bytes differ from the Repr-Digest the

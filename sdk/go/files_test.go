@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"testing"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 // fileServer serves body for every download with the Repr-Digest of

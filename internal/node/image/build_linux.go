@@ -2,7 +2,7 @@ package image
 
 import (
 	"context"
-	"cove/internal/mountinfo"
+	"github.com/cove-dev/cove/internal/mountinfo"
 	"errors"
 	"fmt"
 	"io/fs"

@@ -32,7 +32,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 // Config configures the fence.

@@ -7,8 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"cove/api"
-	"cove/internal/netpolicy"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/netpolicy"
 )
 
 // Manager joins the fence and the gateway's registry: it is what the node

@@ -20,7 +20,7 @@ import (
 	"path/filepath"
 	"sync"
 
-	"cove/internal/agent"
+	"github.com/cove-dev/cove/internal/agent"
 )
 
 // Record kinds in the index.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"cove/internal/agent"
+	"github.com/cove-dev/cove/internal/agent"
 )
 
 func frame(kind byte, seq int64, data string) agent.Frame {

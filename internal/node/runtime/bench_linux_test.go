@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"cove/internal/node/image"
+	"github.com/cove-dev/cove/internal/node/image"
 )
 
 // BenchmarkStartDestroy measures a whole sandbox life: disk, overlay, runc

@@ -24,7 +24,7 @@ import (
 	"regexp"
 	"strings"
 
-	"cove/internal/node/image"
+	"github.com/cove-dev/cove/internal/node/image"
 )
 
 // Config configures a Runtime.

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 // SetHostname changes the hostname of a running sandbox, from the host: a

@@ -2,7 +2,7 @@ package runtime
 
 import (
 	"context"
-	"cove/internal/mountinfo"
+	"github.com/cove-dev/cove/internal/mountinfo"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,8 +20,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"cove/api"
-	"cove/internal/agent"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/agent"
 )
 
 // Timeouts of the runtime.

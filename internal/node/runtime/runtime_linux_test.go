@@ -3,7 +3,7 @@ package runtime
 import (
 	"bytes"
 	"context"
-	"cove/internal/mountinfo"
+	"github.com/cove-dev/cove/internal/mountinfo"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -19,9 +19,9 @@ import (
 	"testing"
 	"time"
 
-	"cove/api"
-	"cove/internal/agent"
-	"cove/internal/node/image"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/agent"
+	"github.com/cove-dev/cove/internal/node/image"
 )
 
 // Shared by the root integration tests; set by TestMain.
@@ -70,7 +70,7 @@ func setupRoot(dir string) error {
 		return err
 	}
 	testAgent = filepath.Join(dir, "cove-agent")
-	build := exec.Command("go", "build", "-o", testAgent, "cove/cmd/cove-agent")
+	build := exec.Command("go", "build", "-o", testAgent, "github.com/cove-dev/cove/cmd/cove-agent")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("build cove-agent: %w: %s", err, out)

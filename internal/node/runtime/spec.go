@@ -5,7 +5,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"cove/internal/node/image"
+	"github.com/cove-dev/cove/internal/node/image"
 )
 
 // cpuPeriod is the CFS period of every sandbox, in microseconds.

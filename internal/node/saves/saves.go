@@ -26,7 +26,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 // Store keeps saves by sandbox ID.

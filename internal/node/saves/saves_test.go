@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"cove/api"
+	"github.com/cove-dev/cove/api"
 )
 
 func TestSaveRestoreSparse(t *testing.T) {

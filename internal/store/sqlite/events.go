@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"cove/api"
-	"cove/internal/store"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 const eventPrefix = "evt_"

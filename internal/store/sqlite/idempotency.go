@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"cove/api"
-	"cove/internal/store"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 // GetIdempotent returns the answer stored under a team's key.

@@ -8,8 +8,8 @@ import (
 	"maps"
 	"slices"
 
-	"cove/api"
-	"cove/internal/store"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 const sandboxColumns = `id, team_id, name, template, state, resources, env, workdir, network, labels,

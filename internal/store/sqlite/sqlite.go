@@ -16,7 +16,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"cove/internal/store"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 // busyTimeout is how long a statement waits for another process's lock

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"cove/api"
-	"cove/internal/store"
-	"cove/internal/store/storetest"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/store"
+	"github.com/cove-dev/cove/internal/store/storetest"
 )
 
 func openTest(t *testing.T, path string) *DB {

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	"cove/api"
-	"cove/internal/store"
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 const teamColumns = "id, name, admission, created_at"

@@ -1,0 +1,3 @@
+module github.com/cove-dev/cove/api
+
+go 1.24
