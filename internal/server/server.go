@@ -13,7 +13,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/id"
-	"github.com/cove-dev/cove/internal/node"
+	"github.com/cove-dev/cove/internal/node/local"
 	"github.com/cove-dev/cove/internal/store"
 )
 
@@ -21,7 +21,7 @@ import (
 type Server struct {
 	cfg   Config
 	store store.Store
-	node  *node.Node
+	node  *local.Node
 	log   *slog.Logger
 	now   func() time.Time
 	// ctx is the server's lifecycle: sandbox starts and terminations run on
@@ -68,7 +68,7 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 
 // SetNode connects the node; call it before Recover. It is separate from New
 // because the node reports exits back to the server (OnExit).
-func (s *Server) SetNode(n *node.Node) { s.node = n }
+func (s *Server) SetNode(n *local.Node) { s.node = n }
 
 // Close stops the server's background work. Sandboxes keep running; a new
 // server reattaches to them.

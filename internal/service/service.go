@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/internal/httpapi"
-	"github.com/cove-dev/cove/internal/node"
+	"github.com/cove-dev/cove/internal/node/local"
 	"github.com/cove-dev/cove/internal/node/image"
 	"github.com/cove-dev/cove/internal/node/runtime"
 	"github.com/cove-dev/cove/internal/node/saves"
@@ -138,7 +138,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	if err != nil {
 		return err
 	}
-	nodeCfg := node.Config{
+	nodeCfg := local.Config{
 		OutputDir:      filepath.Join(cfg.DataDir, "output"),
 		OutputMaxBytes: cfg.OutputMaxBytes,
 		Saves:          saveStore,
@@ -156,7 +156,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		}
 		nodeCfg.Network = mgr
 	}
-	nd := node.New(nodeCfg, rt, log, srv.OnExit)
+	nd := local.New(nodeCfg, rt, log, srv.OnExit)
 	srv.SetNode(nd)
 	defer nd.Close()
 	defer srv.Close()

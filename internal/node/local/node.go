@@ -1,8 +1,8 @@
-// Package node is the host side of sandboxes: it starts and destroys them
+// Package local is the host side of sandboxes: it starts and destroys them
 // through the runtime, talks to each one's agent, and records every
 // command's output on the node so that it outlives clients, agents and
 // restarts of the server.
-package node
+package local
 
 import (
 	"context"
