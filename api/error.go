@@ -25,6 +25,8 @@ const (
 
 	// CodeInsufficientStorage: the sandbox's disk is full (HTTP 507).
 	CodeInsufficientStorage Code = "insufficient_storage"
+	// CodeBudgetExceeded: a spend limit was reached (HTTP 402).
+	CodeBudgetExceeded Code = "budget_exceeded"
 )
 
 // Error is the one error type of cove. It is both the domain error returned by

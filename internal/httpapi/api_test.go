@@ -198,6 +198,15 @@ func TestAuthRefused(t *testing.T) {
 		resp, body := s.do(t, http.MethodGet, "/v1/nope", nil, nil)
 		wantError(t, resp, body, http.StatusNotFound, api.CodeNotFound)
 	})
+	t.Run("scheme in any case", func(t *testing.T) {
+		s := newTestServer(t)
+		for _, scheme := range []string{"bearer", "BEARER", "Bearer"} {
+			resp, body := s.do(t, http.MethodGet, "/v1/sandboxes", map[string]string{"Authorization": scheme + " " + keyA}, nil)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s: status %d: %s", scheme, resp.StatusCode, body)
+			}
+		}
+	})
 }
 
 // TestPrincipalTeamReachesControlPlane checks that every call acts for the
@@ -298,6 +307,7 @@ func TestErrorStatus(t *testing.T) {
 		{api.CodeInternal, 500},
 		{api.CodeUnavailable, 503},
 		{api.CodeInsufficientStorage, 507},
+		{api.CodeBudgetExceeded, 402},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.code), func(t *testing.T) {

@@ -32,6 +32,7 @@ var statusOf = map[api.Code]int{
 	api.CodeUnavailable:        http.StatusServiceUnavailable,
 
 	api.CodeInsufficientStorage: http.StatusInsufficientStorage,
+	api.CodeBudgetExceeded:      http.StatusPaymentRequired,
 }
 
 // maxBody bounds JSON request bodies.
@@ -39,7 +40,7 @@ const maxBody = 1 << 20
 
 // Handler serves the API.
 type Handler struct {
-	srv *server.Server
+	srv ControlPlane
 	log *slog.Logger
 	mux *http.ServeMux
 	// patterns lists the authenticated routes, for the OpenAPI test.
@@ -47,7 +48,7 @@ type Handler struct {
 }
 
 // New returns the API handler over srv.
-func New(srv *server.Server, log *slog.Logger) *Handler {
+func New(srv ControlPlane, log *slog.Logger) *Handler {
 	h := &Handler{srv: srv, log: log, mux: http.NewServeMux()}
 	h.routes()
 	return h
@@ -123,9 +124,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) authenticate(r *http.Request) (server.Principal, error) {
-	v := r.Header.Get("Authorization")
-	key, ok := strings.CutPrefix(v, "Bearer ")
-	if !ok || strings.TrimSpace(key) == "" {
+	// The scheme's name is case-insensitive (RFC 9110, section 11.1).
+	scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
 		return server.Principal{}, api.Errorf(api.CodeUnauthenticated, "missing API key; send 'Authorization: Bearer <key>'")
 	}
 	return h.srv.Authenticate(r.Context(), strings.TrimSpace(key))
@@ -199,30 +200,32 @@ func decode(r *http.Request, v any, emptyOK bool) error {
 }
 
 // paging reads limit and cursor.
-func paging(r *http.Request) (limit int, cursor string, err error) {
-	limit = 100
-	if v := r.URL.Query().Get("limit"); v != "" {
+// paging reads limit= and cursor=; the control plane checks the limit.
+func paging(r *http.Request) (server.Page, error) {
+	q := r.URL.Query()
+	p := server.Page{Cursor: q.Get("cursor")}
+	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			return 0, "", api.Errorf(api.CodeInvalidArgument, "limit must be a number from 1 to 1000")
+		if err != nil || n < 1 || n > server.MaxPageLimit {
+			return p, api.Errorf(api.CodeInvalidArgument, "limit must be a number from 1 to %d", server.MaxPageLimit)
 		}
-		limit = n
+		p.Limit = n
 	}
-	return limit, r.URL.Query().Get("cursor"), nil
+	return p, nil
 }
 
-// list answers a page; one more item than the limit was asked for, to know
-// whether there is a next page.
-func list[T any](w http.ResponseWriter, items []T, limit int, idOf func(T) string) error {
-	out := api.List[T]{Items: items}
-	if out.Items == nil {
-		out.Items = []T{}
+// csv reads a query parameter that may repeat and hold comma-separated
+// values.
+func csv(r *http.Request, name string) []string {
+	var out []string
+	for _, v := range r.URL.Query()[name] {
+		for _, s := range strings.Split(v, ",") {
+			if s != "" {
+				out = append(out, s)
+			}
+		}
 	}
-	if len(items) > limit {
-		out.Items = items[:limit]
-		out.NextCursor = idOf(items[limit-1])
-	}
-	return writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 func queryInt(r *http.Request, name string, def, lo, hi int64) (int64, error) {

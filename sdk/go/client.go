@@ -116,6 +116,18 @@ func codeForStatus(status int) api.Code {
 		return api.CodeNotFound
 	case http.StatusConflict, http.StatusMethodNotAllowed:
 		return api.CodeConflict
+	case http.StatusPreconditionFailed:
+		return api.CodePreconditionFailed
+	case http.StatusRequestEntityTooLarge:
+		return api.CodePayloadTooLarge
+	case http.StatusUnprocessableEntity:
+		return api.CodeUnprocessable
+	case http.StatusTooManyRequests:
+		return api.CodeResourceExhausted
+	case http.StatusPaymentRequired:
+		return api.CodeBudgetExceeded
+	case http.StatusInsufficientStorage:
+		return api.CodeInsufficientStorage
 	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
 		return api.CodeUnavailable
 	}
@@ -129,6 +141,9 @@ type Health struct {
 		Ready  int `json:"ready"`
 		Target int `json:"target"`
 	} `json:"warm_pool"`
+	// Listeners are the addresses the server bound, by name ("api",
+	// "gateway", "dns").
+	Listeners map[string]string `json:"listeners,omitempty"`
 }
 
 // Health reports whether the server serves, and the state of its warm pool.
