@@ -89,8 +89,8 @@ func newRoot(env Env) *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&a.url, "url", "", "server URL (default $COVE_URL, the config file, or "+DefaultURL+")")
+	root.AddCommand(a.serverCmds()...)
 	root.AddCommand(
-		a.serveCmd(),
 		a.createCmd(), a.lsCmd(), a.getCmd(), a.rmCmd(), a.sleepCmd(), a.wakeCmd(),
 		a.execCmd(), a.logsCmd(), a.shCmd(),
 		a.filesCmd(),

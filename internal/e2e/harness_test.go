@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -107,6 +106,8 @@ type server struct {
 	managed   bool
 	table     string // nftables table of this server's fence
 	subnet    string // its sandboxes' link subnet
+	// listeners are what the running server bound, from its ready file.
+	listeners map[string]string
 }
 
 // serverCount numbers the servers of this run; runOctet spreads runs over
@@ -122,8 +123,9 @@ func withArgs(args ...string) serverOpt {
 	return func(s *server) { s.extraArgs = append(s.extraArgs, args...) }
 }
 
-// startServer runs `cove serve` on a free port with its own data dir and
-// cgroup parent, and registers cleanup that terminates every sandbox.
+// startServer runs `cove serve` with its own data dir, cgroup parent and
+// nftables table, every listener on port 0 (the ports it bound come from
+// its ready file), and registers cleanup that terminates every sandbox.
 func startServer(t testing.TB, opts ...serverOpt) *server {
 	t.Helper()
 	requireRoot(t)
@@ -139,15 +141,13 @@ func startServer(t testing.TB, opts ...serverOpt) *server {
 	for _, o := range opts {
 		o(s)
 	}
-	port := freePort(t)
-	s.url = "http://127.0.0.1:" + port
 	serverCount++
 	s.table = fmt.Sprintf("covet%s%d", runID, serverCount)
 	s.subnet = fmt.Sprintf("10.%d.%d.0/24", 100+runOctet, serverCount%250)
-	s.args = []string{"serve", "--listen", "127.0.0.1:" + port, "--data-dir", s.dataDir,
+	s.args = []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", s.dataDir,
 		"--agent", filepath.Join(binDir, "cove-agent"), "--cgroup-parent", s.cgroup, "--log-level", "debug",
 		"--nft-table", s.table, "--subnet", s.subnet, "--dns-upstream", "none",
-		"--gateway-port", freePort(t), "--dns-port", freePort(t)}
+		"--gateway-port", "0", "--dns-port", "0"}
 	if s.managed {
 		s.args = append(s.args, "--images-dir", managedDir, "--default-template", "managed", "--build-managed=true")
 	} else {
@@ -174,18 +174,19 @@ func startServer(t testing.TB, opts ...serverOpt) *server {
 	return s
 }
 
-func freePort(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
-}
+// readyFile is where `cove serve` reports what it bound (the default,
+// <data-dir>/ready.json).
+func (s *server) readyFile() string { return filepath.Join(s.dataDir, "ready.json") }
 
+// start runs the server and waits for its ready file. The first start
+// learns the API address; a restart keeps it, as a real server's would
+// (clients hold it), while the gateway and resolver take new free ports.
 func (s *server) start() {
 	s.t.Helper()
+	// A file left by a killed server must not pass for this one's.
+	if err := os.Remove(s.readyFile()); err != nil && !os.IsNotExist(err) {
+		s.t.Fatal(err)
+	}
 	s.mu.Lock()
 	cmd := exec.Command(filepath.Join(binDir, "cove"), s.args...)
 	cmd.Env = append(os.Environ(), "HOME="+s.home)
@@ -211,12 +212,46 @@ func (s *server) start() {
 			s.t.Fatalf("cove serve exited at start:\n%s", s.tail(4000))
 		default:
 		}
-		if _, err := cove.New(s.url, "").Health(context.Background()); err == nil {
+		b, err := os.ReadFile(s.readyFile())
+		if err == nil {
+			s.ready(b)
 			return
+		}
+		if !os.IsNotExist(err) {
+			s.t.Fatal(err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	s.t.Fatalf("cove serve did not become healthy:\n%s", s.tail(4000))
+	s.t.Fatalf("cove serve wrote no ready file:\n%s", s.tail(4000))
+}
+
+// ready takes in the ready file of a server that serves.
+func (s *server) ready(b []byte) {
+	s.t.Helper()
+	var r struct {
+		PID       int               `json:"pid"`
+		Listeners map[string]string `json:"listeners"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		s.t.Fatalf("ready file %q: %v", b, err)
+	}
+	api := r.Listeners["api"]
+	if r.PID != s.pid() || api == "" {
+		s.t.Fatalf("ready file %s: want the pid %d and an api address", b, s.pid())
+	}
+	if s.url == "" {
+		s.url = "http://" + api
+		for i, a := range s.args[:len(s.args)-1] {
+			if a == "--listen" {
+				s.args[i+1] = api
+			}
+		}
+	} else if s.url != "http://"+api {
+		s.t.Fatalf("restarted on %s, want %s", api, s.url)
+	}
+	s.mu.Lock()
+	s.listeners = r.Listeners
+	s.mu.Unlock()
 }
 
 // stop ends the server with sig and waits for it.

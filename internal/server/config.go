@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"path"
 	"time"
 
 	"github.com/cove-dev/cove/api"
@@ -14,8 +15,9 @@ const (
 	MinDiskMiB   = 64
 )
 
-// Config is the control plane's configuration. Zero fields take the defaults
-// documented on each.
+// Config is the control plane's configuration. DefaultConfig holds the
+// default of every field; Validate refuses what cannot work, zero values
+// included.
 type Config struct {
 	// Templates maps template names to images; "managed" is the default.
 	Templates map[string]image.Image
@@ -40,45 +42,31 @@ type Config struct {
 	MaxWait time.Duration
 	// WarmPool is how many ready sandboxes of the default template and
 	// resources the server keeps to hand out at once. 0 keeps none.
+	// Default 1.
 	WarmPool int
 	// LimitsInterval is how often idle and lifetime limits are checked.
 	// Default 1 second.
 	LimitsInterval time.Duration
 }
 
-func (c *Config) setDefaults() {
-	if c.DefaultTemplate == "" {
-		c.DefaultTemplate = "managed"
-	}
-	if c.DefaultResources == (api.Resources{}) {
-		c.DefaultResources = api.Resources{CPUs: 1, MemoryMiB: 1024, DiskMiB: 4096}
-	}
-	if c.MaxResources == (api.Resources{}) {
-		c.MaxResources = api.Resources{CPUs: 2, MemoryMiB: 8192, DiskMiB: 20480}
-	}
-	if c.WarmPool < 0 {
-		c.WarmPool = 0
-	}
-	if c.PidsLimit == 0 {
-		c.PidsLimit = 1024
-	}
-	if c.DefaultWorkdir == "" {
-		c.DefaultWorkdir = "/workspace"
-	}
-	if c.WaitOutputMax == 0 {
-		c.WaitOutputMax = 1 << 20
-	}
-	if c.MaxWait == 0 {
-		c.MaxWait = 10 * time.Minute
-	}
-	if c.LimitsInterval == 0 {
-		c.LimitsInterval = time.Second
+// DefaultConfig is the control plane's configuration with every default
+// set, except Templates, which the caller fills.
+func DefaultConfig() Config {
+	return Config{
+		DefaultTemplate:  image.ManagedName,
+		DefaultResources: api.Resources{CPUs: 1, MemoryMiB: 1024, DiskMiB: 4096},
+		MaxResources:     api.Resources{CPUs: 2, MemoryMiB: 8192, DiskMiB: 20480},
+		PidsLimit:        1024,
+		DefaultWorkdir:   "/workspace",
+		WaitOutputMax:    1 << 20,
+		MaxWait:          10 * time.Minute,
+		WarmPool:         1,
+		LimitsInterval:   time.Second,
 	}
 }
 
 // Validate reports a configuration that cannot work.
 func (c *Config) Validate() error {
-	c.setDefaults()
 	if len(c.Templates) == 0 {
 		return fmt.Errorf("no templates configured")
 	}
@@ -90,7 +78,21 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("default resources %+v exceed the maximum %+v", d, m)
 	}
 	if d.MemoryMiB < MinMemoryMiB || d.DiskMiB < MinDiskMiB || d.CPUs <= 0 {
-		return fmt.Errorf("default resources %+v are below the minimum", d)
+		return fmt.Errorf("default resources %+v are below the minimum (%d MiB memory, %d MiB disk, CPUs above 0)", d, MinMemoryMiB, MinDiskMiB)
+	}
+	switch {
+	case c.PidsLimit <= 0:
+		return fmt.Errorf("pids limit %d: want at least 1", c.PidsLimit)
+	case !path.IsAbs(c.DefaultWorkdir):
+		return fmt.Errorf("default workdir %q: want an absolute path", c.DefaultWorkdir)
+	case c.WaitOutputMax <= 0:
+		return fmt.Errorf("wait output max %d: want at least 1 byte", c.WaitOutputMax)
+	case c.MaxWait <= 0:
+		return fmt.Errorf("max wait %v: want a positive duration", c.MaxWait)
+	case c.WarmPool < 0:
+		return fmt.Errorf("warm pool %d: want 0 or more", c.WarmPool)
+	case c.LimitsInterval <= 0:
+		return fmt.Errorf("limits interval %v: want a positive duration", c.LimitsInterval)
 	}
 	return nil
 }

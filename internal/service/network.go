@@ -26,24 +26,42 @@ type NetworkConfig struct {
 	// Table is the nftables table (inet family). Default "cove".
 	Table string
 	// GatewayPort and DNSPort are where the fence sends sandboxes' TCP and
-	// DNS. Defaults 15001 and 15353.
+	// DNS (the resolver takes UDP and TCP on DNSPort). 0 takes a free port;
+	// the fence is written with the ports bound. Defaults 15001 and 15353.
 	GatewayPort, DNSPort uint16
 	// Static names the resolver answers itself: name → addresses.
 	Static map[string][]netip.Addr
 	// Upstream is the resolver's upstream (host:port); "auto" takes the
-	// first nameserver of /etc/resolv.conf; "" forwards nothing.
+	// first nameserver of /etc/resolv.conf; "" or "none" forwards nothing.
+	// Default "auto".
 	Upstream string
 }
 
-// startNetwork builds the fence and starts the resolver and the gateway.
-// They serve until ctx is done; wait for wg after cancelling.
-func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, dataDir string, denied func(string, api.NetworkObservation), log *slog.Logger) (*network.Manager, error) {
-	if cfg.GatewayPort == 0 {
-		cfg.GatewayPort = 15001
+// startNetwork binds the resolver and the gateway, installs the fence that
+// sends sandboxes to the ports they bound, and starts serving; the bound
+// addresses go into listeners as "dns" and "gateway". They serve until ctx
+// is done; wait for wg after cancelling.
+func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, dataDir string, denied func(string, api.NetworkObservation), listeners Listeners, log *slog.Logger) (_ *network.Manager, err error) {
+	pc, dl, err := listenDNS(cfg.DNSPort)
+	if err != nil {
+		return nil, fmt.Errorf("resolver: %w", err)
 	}
-	if cfg.DNSPort == 0 {
-		cfg.DNSPort = 15353
+	gl, err := net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", cfg.GatewayPort))
+	if err != nil {
+		pc.Close()
+		dl.Close()
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	defer func() {
+		if err != nil {
+			pc.Close()
+			dl.Close()
+			gl.Close()
+		}
+	}()
+	cfg.DNSPort = uint16(dl.Addr().(*net.TCPAddr).Port)
+	cfg.GatewayPort = uint16(gl.Addr().(*net.TCPAddr).Port)
+
 	switch cfg.Upstream {
 	case "auto":
 		cfg.Upstream = systemResolver()
@@ -70,22 +88,8 @@ func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, da
 	resolver := netpolicy.NewResolver(netpolicy.ResolverConfig{Static: cfg.Static, Upstream: cfg.Upstream}, reg, log)
 	gateway := netpolicy.NewGateway(netpolicy.GatewayConfig{Trusted: resolver.Static}, reg, resolver.Lookup, log)
 
-	dnsAddr := fmt.Sprintf("0.0.0.0:%d", cfg.DNSPort)
-	pc, err := net.ListenPacket("udp4", dnsAddr)
-	if err != nil {
-		return nil, fmt.Errorf("resolver: %w", err)
-	}
-	dl, err := net.Listen("tcp4", dnsAddr)
-	if err != nil {
-		pc.Close()
-		return nil, fmt.Errorf("resolver: %w", err)
-	}
-	gl, err := net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", cfg.GatewayPort))
-	if err != nil {
-		pc.Close()
-		dl.Close()
-		return nil, fmt.Errorf("gateway: %w", err)
-	}
+	listeners["dns"] = dl.Addr().String()
+	listeners["gateway"] = gl.Addr().String()
 	wg.Go(func() {
 		if err := resolver.Serve(ctx, pc, dl); err != nil {
 			log.Error("resolver stopped", "err", err)
@@ -98,6 +102,26 @@ func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, da
 	})
 	log.Info("network fence up", "table", cfg.Table, "gateway_port", cfg.GatewayPort, "dns_port", cfg.DNSPort, "upstream", cfg.Upstream)
 	return mgr, nil
+}
+
+// listenDNS binds the resolver's UDP and TCP sockets on one port. Port 0
+// takes a free TCP port and the same UDP port, and tries again while that
+// UDP port is taken.
+func listenDNS(port uint16) (net.PacketConn, net.Listener, error) {
+	for attempt := 0; ; attempt++ {
+		l, err := net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", port))
+		if err != nil {
+			return nil, nil, err
+		}
+		pc, err := net.ListenPacket("udp4", fmt.Sprintf("0.0.0.0:%d", l.Addr().(*net.TCPAddr).Port))
+		if err == nil {
+			return pc, l, nil
+		}
+		l.Close()
+		if port != 0 || attempt == 20 {
+			return nil, nil, err
+		}
+	}
 }
 
 // systemResolver is the first nameserver of /etc/resolv.conf as host:53.

@@ -18,83 +18,34 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/internal/httpapi"
-	"github.com/cove-dev/cove/internal/node/local"
 	"github.com/cove-dev/cove/internal/node/image"
+	"github.com/cove-dev/cove/internal/node/local"
 	"github.com/cove-dev/cove/internal/node/runtime"
 	"github.com/cove-dev/cove/internal/node/saves"
 	"github.com/cove-dev/cove/internal/server"
 	"github.com/cove-dev/cove/internal/store/sqlite"
 )
 
-// Config is the configuration of `cove serve`.
-type Config struct {
-	// Listen is the API's TCP address. Default 127.0.0.1:7070.
-	Listen string
-	// DataDir holds the database, sandbox state and recorded output.
-	// Default /var/lib/cove.
-	DataDir string
-	// ImagesDir holds the images; default <DataDir>/images.
-	ImagesDir string
-	// BuildManaged builds the managed image when it is missing.
-	BuildManaged bool
-	// DefaultTemplate is the template of requests that name none.
-	// Default "managed".
-	DefaultTemplate string
-	// AgentPath is the cove-agent binary; default cove-agent beside the
-	// running executable.
-	AgentPath string
-	// RuncPath is the OCI runtime; default "runc" from PATH.
-	RuncPath string
-	// CgroupParent holds every sandbox's cgroup. Default "/cove".
-	CgroupParent string
-	// OutputMaxBytes caps one command's recorded output. Default 4 GiB.
-	OutputMaxBytes int64
-	// Server is the control plane's own configuration (resources, limits).
-	Server server.Config
-	// Network is the node's fence, resolver and gateway.
-	Network NetworkConfig
+// Started is what Run tells its caller once the API is being served.
+type Started struct {
+	// AdminKey is the admin team's key if this start created it, "" else.
+	AdminKey string
+	// Listeners are the addresses bound (ports chosen when 0 was asked).
+	Listeners Listeners
 }
 
-func (c *Config) setDefaults() error {
-	if c.Listen == "" {
-		c.Listen = "127.0.0.1:7070"
-	}
-	if c.DataDir == "" {
-		c.DataDir = "/var/lib/cove"
-	}
-	abs, err := filepath.Abs(c.DataDir)
-	if err != nil {
+// Run serves until ctx is done, then shuts down gracefully. Once the API
+// is being served it writes cfg.ReadyFile and calls ready, when not nil;
+// a graceful stop removes the ready file.
+func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, ready func(Started)) error {
+	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	c.DataDir = abs
-	if c.ImagesDir == "" {
-		c.ImagesDir = filepath.Join(c.DataDir, "images")
-	}
-	if c.ImagesDir, err = filepath.Abs(c.ImagesDir); err != nil {
+	if err := cfg.resolve(); err != nil {
 		return err
 	}
-	if c.DefaultTemplate == "" {
-		c.DefaultTemplate = image.ManagedName
-	}
-	if c.AgentPath == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("find own executable: %w", err)
-		}
-		c.AgentPath = filepath.Join(filepath.Dir(exe), "cove-agent")
-	}
-	if c.OutputMaxBytes == 0 {
-		c.OutputMaxBytes = 4 << 30
-	}
-	return nil
-}
-
-// Run serves until ctx is done, then shuts down gracefully. ready, when not
-// nil, is called with the admin key if this start created one ("" else)
-// once the API is being served.
-func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, ready func(adminKey string)) error {
-	if err := cfg.setDefaults(); err != nil {
-		return err
+	if err := removeReady(cfg.ReadyFile); err != nil {
+		return fmt.Errorf("remove a stale ready file: %w", err)
 	}
 	if _, err := os.Stat(cfg.AgentPath); err != nil {
 		return fmt.Errorf("cove-agent not found at %s (build it with `make build`): %w", cfg.AgentPath, err)
@@ -119,7 +70,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return err
 	}
 	cfg.Server.Templates = templates
-	cfg.Server.DefaultTemplate = cfg.DefaultTemplate
 
 	rt, err := runtime.New(runtime.Config{
 		StateDir:     filepath.Join(cfg.DataDir, "sandboxes"),
@@ -149,8 +99,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	var netWG sync.WaitGroup
 	defer netWG.Wait()
 	defer stopNet()
+	// Every listener binds before the API serves, so what they bound is
+	// known (port 0 takes a free port) before it is reported.
+	listeners := Listeners{}
 	if !cfg.Network.Disabled {
-		mgr, err := startNetwork(netCtx, &netWG, cfg.Network, cfg.DataDir, srv.NetworkDenied, log)
+		mgr, err := startNetwork(netCtx, &netWG, cfg.Network, cfg.DataDir, srv.NetworkDenied, listeners, log)
 		if err != nil {
 			return err
 		}
@@ -177,26 +130,36 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return err
+		return fmt.Errorf("API: %w", err)
 	}
+	listeners["api"] = ln.Addr().String()
 	hs := &http.Server{
-		Handler:           httpapi.New(srv, log),
+		Handler:           withListeners(httpapi.New(srv, log), listeners),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	log.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir)
+	log.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "ready_file", cfg.ReadyFile)
+	if err := writeReady(cfg.ReadyFile, Ready{PID: os.Getpid(), Listeners: listeners}); err != nil {
+		hs.Close()
+		<-errc
+		return fmt.Errorf("write the ready file: %w", err)
+	}
 	if ready != nil {
-		ready(adminKey)
+		ready(Started{AdminKey: adminKey, Listeners: listeners})
 	}
 
 	select {
 	case err := <-errc:
+		removeReady(cfg.ReadyFile) // best effort: the next start removes it too
 		return err
 	case <-ctx.Done():
 	}
 	log.Info("shutting down; sandboxes keep running")
+	if err := removeReady(cfg.ReadyFile); err != nil {
+		log.Warn("remove the ready file", "err", err)
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
@@ -236,8 +199,8 @@ func loadTemplates(ctx context.Context, cfg Config, progress io.Writer, log *slo
 		}
 		templates[img.Name] = img
 	}
-	if _, ok := templates[cfg.DefaultTemplate]; !ok {
-		return nil, fmt.Errorf("default template %q has no image in %s", cfg.DefaultTemplate, cfg.ImagesDir)
+	if _, ok := templates[cfg.Server.DefaultTemplate]; !ok {
+		return nil, fmt.Errorf("default template %q has no image in %s", cfg.Server.DefaultTemplate, cfg.ImagesDir)
 	}
 	return templates, nil
 }

@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cove-dev/cove/internal/service"
+)
+
+// serverCmds are the commands that run the service; they need Linux.
+func (a *app) serverCmds() []*cobra.Command { return []*cobra.Command{a.serveCmd()} }
+
+func (a *app) serveCmd() *cobra.Command {
+	var o serveFlags
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the whole cove service on this host",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+				return fmt.Errorf("--log-level %q: use debug, info, warn or error", o.logLevel)
+			}
+			log := slog.New(slog.NewJSONHandler(a.env.Stderr, &slog.HandlerOptions{Level: level}))
+			cfg, err := o.config()
+			if err != nil {
+				return err
+			}
+			return service.Run(cmd.Context(), cfg, log, a.env.Stderr, func(st service.Started) {
+				if st.AdminKey != "" {
+					a.announceKey(cfg, st.Listeners["api"], st.AdminKey)
+				}
+			})
+		},
+	}
+	o.bind(c)
+	return c
+}
+
+// serveFlags are the flags of `cove serve`: each sets one field of a
+// config that starts as service.DefaultConfig().
+type serveFlags struct {
+	cfg      service.Config
+	logLevel string
+	static   []string
+}
+
+func (o *serveFlags) bind(c *cobra.Command) {
+	def := service.DefaultConfig()
+	o.cfg = def
+	f := c.Flags()
+	f.StringVar(&o.cfg.Listen, "listen", def.Listen, "API address (port 0: a free port, reported in the ready file and /healthz)")
+	f.StringVar(&o.cfg.DataDir, "data-dir", def.DataDir, "data directory")
+	f.StringVar(&o.cfg.ImagesDir, "images-dir", def.ImagesDir, "images directory (default <data-dir>/images)")
+	f.BoolVar(&o.cfg.BuildManaged, "build-managed", def.BuildManaged, "build the managed image if it is missing")
+	f.StringVar(&o.cfg.Server.DefaultTemplate, "default-template", def.Server.DefaultTemplate, "template of sandboxes that name none")
+	f.StringVar(&o.cfg.AgentPath, "agent", def.AgentPath, "cove-agent binary (default: beside this executable)")
+	f.StringVar(&o.cfg.RuncPath, "runc", def.RuncPath, "OCI runtime binary")
+	f.StringVar(&o.cfg.CgroupParent, "cgroup-parent", def.CgroupParent, "cgroup holding every sandbox's cgroup")
+	f.Int64Var(&o.cfg.OutputMaxBytes, "output-max-bytes", def.OutputMaxBytes, "recorded output kept per command")
+	f.StringVar(&o.cfg.ReadyFile, "ready-file", def.ReadyFile, "written once serving with the bound addresses as JSON, removed on a graceful stop (default <data-dir>/ready.json)")
+	f.Float64Var(&o.cfg.Server.MaxResources.CPUs, "max-cpus", def.Server.MaxResources.CPUs, "most CPUs one sandbox may reserve")
+	f.Int64Var(&o.cfg.Server.MaxResources.MemoryMiB, "max-memory-mib", def.Server.MaxResources.MemoryMiB, "most memory one sandbox may reserve")
+	f.Int64Var(&o.cfg.Server.MaxResources.DiskMiB, "max-disk-mib", def.Server.MaxResources.DiskMiB, "most disk one sandbox may reserve")
+	f.Int64Var(&o.cfg.Server.PidsLimit, "pids-limit", def.Server.PidsLimit, "most processes and threads in one sandbox")
+	f.IntVar(&o.cfg.Server.WarmPool, "warm-pool", def.Server.WarmPool, "ready sandboxes of the default template kept to hand out at once (0: none)")
+	f.BoolVar(&o.cfg.Network.Disabled, "no-network", def.Network.Disabled, "no fence, resolver or gateway: sandboxes get loopback only")
+	f.TextVar(&o.cfg.Network.Subnet, "subnet", def.Network.Subnet, "subnet carved into one /30 per sandbox")
+	f.StringVar(&o.cfg.Network.Table, "nft-table", def.Network.Table, "nftables table (inet) of the fence")
+	f.Uint16Var(&o.cfg.Network.GatewayPort, "gateway-port", def.Network.GatewayPort, "port of the egress gateway (0: a free port)")
+	f.Uint16Var(&o.cfg.Network.DNSPort, "dns-port", def.Network.DNSPort, "port of the sandboxes' resolver, UDP and TCP (0: a free port)")
+	f.StringArrayVar(&o.static, "dns-static", nil, "a name the resolver answers itself, NAME=IP[,IP] (repeatable)")
+	f.StringVar(&o.cfg.Network.Upstream, "dns-upstream", def.Network.Upstream, "upstream resolver host:port; auto reads /etc/resolv.conf; none forwards nothing")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+}
+
+// config is the configuration the parsed flags describe.
+func (o *serveFlags) config() (service.Config, error) {
+	cfg := o.cfg
+	static, err := staticNames(o.static)
+	if err != nil {
+		return service.Config{}, err
+	}
+	cfg.Network.Static = static
+	return cfg, nil
+}
+
+// announceKey prints the admin key once and writes the CLI config of the
+// user who ran the server, pointing at the API address it bound.
+func (a *app) announceKey(cfg service.Config, apiAddr, key string) {
+	url := "http://" + apiAddr
+	if host, port, err := net.SplitHostPort(apiAddr); err == nil {
+		if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
+			host = "127.0.0.1"
+		}
+		url = "http://" + net.JoinHostPort(host, port)
+	}
+	fmt.Fprintf(a.env.Stderr, "\nadmin API key (shown once; also in %s/admin-api-key):\n  %s\n\n", cfg.DataDir, key)
+	if home := a.env.Getenv("HOME"); home != "" {
+		if err := WriteConfig(home, Config{URL: url, APIKey: key}); err != nil {
+			fmt.Fprintf(a.env.Stderr, "cove: could not write the CLI config: %v\n", err)
+			return
+		}
+		fmt.Fprintf(a.env.Stderr, "the cove CLI is configured in %s\n", ConfigPath(home))
+	}
+}
+
+// staticNames parses NAME=IP[,IP] flags.
+func staticNames(flags []string) (map[string][]netip.Addr, error) {
+	m := map[string][]netip.Addr{}
+	for _, f := range flags {
+		name, ips, ok := strings.Cut(f, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("--dns-static %q: want NAME=IP[,IP]", f)
+		}
+		for _, s := range strings.Split(ips, ",") {
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				return nil, fmt.Errorf("--dns-static %q: %v", f, err)
+			}
+			m[strings.ToLower(strings.TrimSuffix(name, "."))] = append(m[strings.ToLower(strings.TrimSuffix(name, "."))], a)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,120 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path"
+	"path/filepath"
+
+	"github.com/cove-dev/cove/internal/server"
+)
+
+// Config is the configuration of `cove serve`. DefaultConfig holds the
+// default of every field; the flags of `cove serve` start from it.
+type Config struct {
+	// Listen is the API's TCP address; port 0 takes a free port, reported
+	// in the ready file and GET /healthz. Default 127.0.0.1:7070.
+	Listen string
+	// DataDir holds the database, sandbox state and recorded output.
+	// Default /var/lib/cove.
+	DataDir string
+	// ImagesDir holds the images; "" is <DataDir>/images.
+	ImagesDir string
+	// BuildManaged builds the managed image when it is missing. Default true.
+	BuildManaged bool
+	// AgentPath is the cove-agent binary; "" is cove-agent beside the
+	// running executable.
+	AgentPath string
+	// RuncPath is the OCI runtime. Default "runc" from PATH.
+	RuncPath string
+	// CgroupParent holds every sandbox's cgroup. Default "/cove".
+	CgroupParent string
+	// OutputMaxBytes caps one command's recorded output. Default 4 GiB.
+	OutputMaxBytes int64
+	// ReadyFile is written (atomically) once the service serves, with the
+	// addresses it bound, and removed on a graceful stop; "" is
+	// <DataDir>/ready.json.
+	ReadyFile string
+	// Server is the control plane's own configuration (default template,
+	// resources, limits); its Templates are filled from ImagesDir.
+	Server server.Config
+	// Network is the node's fence, resolver and gateway.
+	Network NetworkConfig
+}
+
+// DefaultConfig is the configuration of `cove serve` with every default set.
+func DefaultConfig() Config {
+	return Config{
+		Listen:         "127.0.0.1:7070",
+		DataDir:        "/var/lib/cove",
+		BuildManaged:   true,
+		RuncPath:       "runc",
+		CgroupParent:   "/cove",
+		OutputMaxBytes: 4 << 30,
+		Server:         server.DefaultConfig(),
+		Network: NetworkConfig{
+			Subnet:      netip.MustParsePrefix("10.88.0.0/16"),
+			Table:       "cove",
+			GatewayPort: 15001,
+			DNSPort:     15353,
+			Upstream:    "auto",
+		},
+	}
+}
+
+// Validate reports a configuration that cannot work. The control plane's
+// part is checked by server.New, once the templates are known.
+func (c *Config) Validate() error {
+	switch {
+	case c.Listen == "":
+		return errors.New("listen address: empty (use host:port; port 0 takes a free one)")
+	case c.DataDir == "":
+		return errors.New("data dir: empty")
+	case c.RuncPath == "":
+		return errors.New("runc path: empty")
+	case !path.IsAbs(c.CgroupParent):
+		return fmt.Errorf("cgroup parent %q: want an absolute cgroup path such as /cove", c.CgroupParent)
+	case c.OutputMaxBytes <= 0:
+		return fmt.Errorf("output max bytes %d: want at least 1", c.OutputMaxBytes)
+	}
+	if n := c.Network; !n.Disabled {
+		switch {
+		case !n.Subnet.IsValid():
+			return errors.New("network subnet: not set (e.g. 10.88.0.0/16)")
+		case n.Table == "":
+			return errors.New("network nftables table: empty")
+		}
+	}
+	return nil
+}
+
+// resolve makes the paths absolute and fills those derived from others:
+// the images dir, the agent binary and the ready file.
+func (c *Config) resolve() error {
+	var err error
+	if c.DataDir, err = filepath.Abs(c.DataDir); err != nil {
+		return err
+	}
+	if c.ImagesDir == "" {
+		c.ImagesDir = filepath.Join(c.DataDir, "images")
+	}
+	if c.ImagesDir, err = filepath.Abs(c.ImagesDir); err != nil {
+		return err
+	}
+	if c.ReadyFile == "" {
+		c.ReadyFile = filepath.Join(c.DataDir, "ready.json")
+	}
+	if c.ReadyFile, err = filepath.Abs(c.ReadyFile); err != nil {
+		return err
+	}
+	if c.AgentPath == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find own executable: %w", err)
+		}
+		c.AgentPath = filepath.Join(filepath.Dir(exe), "cove-agent")
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package service
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestWithListeners: GET /healthz gains "listeners" beside what the API
+// answered; other requests pass through untouched.
+func TestWithListeners(t *testing.T) {
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/healthz" {
+			io.WriteString(w, `{"status":"ok","warm_pool":{"ready":1,"target":1}}`)
+			return
+		}
+		w.WriteHeader(http.StatusTeapot)
+		io.WriteString(w, `{"other":true}`)
+	})
+	l := Listeners{"api": "127.0.0.1:41234", "gateway": "0.0.0.0:40001", "dns": "0.0.0.0:40002"}
+	h := withListeners(api, l)
+
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	var got map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != http.StatusOK {
+		t.Fatalf("healthz: %d %q %v", rec.Code, rec.Body, err)
+	}
+	want := map[string]any{
+		"status":    "ok",
+		"warm_pool": map[string]any{"ready": 1.0, "target": 1.0},
+		"listeners": map[string]any{"api": "127.0.0.1:41234", "gateway": "0.0.0.0:40001", "dns": "0.0.0.0:40002"},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("healthz (-want +got):\n%s", d)
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("content type %q", ct)
+	}
+
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/other", nil))
+	if rec.Code != http.StatusTeapot || rec.Body.String() != `{"other":true}` {
+		t.Errorf("other request: %d %q", rec.Code, rec.Body)
+	}
+}
+
+// TestReadyFile: written whole with the bound addresses, no temporary file
+// left beside it, and removed without complaint when already gone.
+func TestReadyFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "ready.json")
+	want := Ready{PID: 42, Listeners: Listeners{"api": "127.0.0.1:41234"}}
+	if err := writeReady(p, want); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Ready
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("ready file (-want +got):\n%s", d)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("dir holds %v, want only ready.json", entries)
+	}
+	for range 2 {
+		if err := removeReady(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Errorf("ready file still there: %v", err)
+	}
+}
+
+// TestConfigValidate: the defaults validate; empty fields are refused with
+// a message that names them.
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*Config)
+		want   string // "" validates
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"zero config", func(c *Config) { *c = Config{} }, "listen address"},
+		{"no data dir", func(c *Config) { c.DataDir = "" }, "data dir"},
+		{"relative cgroup", func(c *Config) { c.CgroupParent = "cove" }, "cgroup parent"},
+		{"zero output max", func(c *Config) { c.OutputMaxBytes = 0 }, "output max bytes"},
+		{"no subnet", func(c *Config) { c.Network.Subnet = netip.Prefix{} }, "network subnet"},
+		{"no subnet, no network", func(c *Config) { c.Network.Subnet, c.Network.Disabled = netip.Prefix{}, true }, ""},
+		{"no table", func(c *Config) { c.Network.Table = "" }, "nftables table"},
+		{"ports 0", func(c *Config) { c.Listen, c.Network.GatewayPort, c.Network.DNSPort = "127.0.0.1:0", 0, 0 }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tt.change(&c)
+			err := c.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Validate: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("Validate: %v, want an error about %q", err, tt.want)
+			}
+		})
+	}
+}
