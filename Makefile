@@ -9,7 +9,7 @@ LISTEN ?= 127.0.0.1:7070
 TEST_IMAGES ?= /var/cache/cove/images
 DEB_PACKAGES := runc nftables debootstrap busybox-static e2fsprogs iproute2 util-linux ca-certificates curl
 
-.PHONY: all build deps run test test-unit fuzz bench load clean
+.PHONY: all build deps run test test-unit test-repeat check-elf cross fuzz bench load clean
 
 all: build
 
@@ -32,12 +32,38 @@ deps:
 run: deps build
 	bin/cove serve --data-dir $(DATA_DIR) --listen $(LISTEN)
 
+# MODULES are the Go modules of this tree: the root uses api/ and sdk/go/
+# through replace, so `go test ./...` at the root skips their tests.
+MODULES := . api sdk/go
+
 # test runs unit tests and the root integration tests against real runc,
-# overlayfs and namespaces. The managed image is cached in $(TEST_IMAGES).
-test: deps build
-	$(GO) vet ./...
+# overlayfs and namespaces, in every module; checks that the CLI builds off
+# Linux and that git holds no binary. The managed image is cached in
+# $(TEST_IMAGES).
+test: deps build check-elf cross
+	@set -e; for m in $(MODULES); do echo "vet $$m"; (cd $$m && $(GO) vet ./...); done
+	@set -e; for m in api sdk/go; do echo "test $$m"; (cd $$m && $(GO) test -count=1 ./...); done
 	COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 40m ./...
 	$(MAKE) fuzz
+
+# ROOT_PACKAGES hold the root integration tests (real runc, overlayfs,
+# nftables, namespaces).
+ROOT_PACKAGES := ./internal/e2e/ ./internal/node/runtime/ ./internal/node/image/ ./internal/node/network/ ./internal/agent/... ./cmd/cove-agent/...
+
+# test-repeat runs the root integration tests three times, to shake out
+# flakes.
+test-repeat: deps build
+	COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -count=3 -timeout 90m $(ROOT_PACKAGES)
+
+# check-elf fails when git tracks a binary.
+check-elf:
+	scripts/check-no-elf.sh
+
+# cross builds the CLI for macOS and Linux on ARM: everything but
+# `cove serve` builds off Linux.
+cross:
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/cove
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -o /dev/null ./cmd/cove
 
 # fuzz runs every fuzz target for a bounded number of inputs (FUZZTIME each) on
 # top of its committed corpus.
@@ -51,7 +77,7 @@ fuzz:
 	done
 
 test-unit:
-	$(GO) test -count=1 -short ./...
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test -count=1 -short ./...); done
 
 # bench runs `cove bench` against a throwaway server on the managed image,
 # then the Go benchmarks (each starts its own server on a busybox image).
@@ -60,7 +86,8 @@ bench: deps build
 	COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -run '^$$' -bench . -benchtime 3x ./internal/node/runtime/ ./internal/e2e/
 
 # load runs 50 sandboxes × 20 concurrent workers of commands and file
-# calls for LOAD_SECONDS, then checks that nothing leaked.
+# calls for LOAD_SECONDS, then checks that nothing leaked. It counts only
+# what its own server made, so it can run beside `make test`.
 LOAD_SECONDS ?= 20
 load: deps build
 	COVE_LOAD=1 COVE_LOAD_SECONDS=$(LOAD_SECONDS) COVE_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 30m -run '^TestLoad$$' -v ./internal/e2e/

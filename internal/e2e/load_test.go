@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,8 +20,11 @@ import (
 // TestLoad runs 50 sandboxes with 20 concurrent workers each, every worker
 // running commands and writing and reading files for a bounded time. It
 // requires zero errors, reports latency percentiles, and after terminating
-// everything finds no leaked process, mount, cgroup or server descriptor.
-// It runs with COVE_LOAD=1 (make load); COVE_LOAD_SECONDS sets its length.
+// everything finds no leaked process, mount, cgroup, fence entry or server
+// descriptor. It counts only what its own server made (its data dir,
+// cgroup parent, nftables table and child processes), so it can run beside
+// other tests. It runs with COVE_LOAD=1 (make load); COVE_LOAD_SECONDS
+// sets its length.
 func TestLoad(t *testing.T) {
 	if os.Getenv("COVE_LOAD") == "" {
 		t.Skip("set COVE_LOAD=1 (make load) to run the load test")
@@ -34,8 +38,9 @@ func TestLoad(t *testing.T) {
 	}
 	s := startServer(t, withArgs("--warm-pool", "0"))
 	ctx := t.Context()
-	mountsBefore := countLines("/proc/self/mountinfo")
+	mountsBefore := ownMounts(s)
 	fdsBefore := countFDs(s.pid())
+	childrenBefore := descendants(s.pid())
 
 	ids := make([]string, sandboxes)
 	var wg sync.WaitGroup
@@ -144,14 +149,23 @@ func TestLoad(t *testing.T) {
 	if dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + s.cgroup + "/sbx_*"); len(dirs) > 0 {
 		t.Errorf("cgroups left: %v", dirs)
 	}
-	if n := countLines("/proc/self/mountinfo"); n > mountsBefore {
-		t.Errorf("mounts: %d before, %d after", mountsBefore, n)
+	if procs := cgroupProcs(s.cgroup); len(procs) > 0 {
+		t.Errorf("processes left in %s:\n%s", s.cgroup, strings.Join(procs, "\n"))
+	}
+	if n := ownMounts(s); n > mountsBefore {
+		t.Errorf("mounts under %s: %d before, %d after", s.dataDir, mountsBefore, n)
+	}
+	if children := descendants(s.pid()); len(children) > len(childrenBefore) {
+		t.Errorf("server's processes: %d before, %d after:\n%s", len(childrenBefore), len(children), strings.Join(children, "\n"))
+	}
+	if out, err := runOut("nft", "list", "set", "inet", s.table, "sandboxes"); err != nil || strings.Contains(out, "elements") {
+		t.Errorf("fence %s after termination: %v\n%s", s.table, err, out)
 	}
 	// Idle keep-alive connections of the test's own client may remain.
 	if n := countFDs(s.pid()); n > fdsBefore+10 {
 		t.Errorf("server descriptors: %d before, %d after", fdsBefore, n)
 	}
-	t.Logf("leaks: %d; server descriptors %d → %d; mounts %d → %d", leaks, fdsBefore, countFDs(s.pid()), mountsBefore, countLines("/proc/self/mountinfo"))
+	t.Logf("leaks: %d; server descriptors %d → %d; mounts %d → %d", leaks, fdsBefore, countFDs(s.pid()), mountsBefore, ownMounts(s))
 }
 
 func pct(ds []time.Duration, p int) time.Duration {
@@ -164,9 +178,72 @@ func pct(ds []time.Duration, p int) time.Duration {
 	return s[i].Round(100 * time.Microsecond)
 }
 
-func countLines(path string) int {
-	b, _ := os.ReadFile(path)
-	return bytes.Count(b, []byte("\n"))
+// ownMounts counts the mounts under the server's data dir; other tests'
+// mounts come and go beside it.
+func ownMounts(s *server) int {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, s.dataDir+"/") {
+			n++
+		}
+	}
+	return n
+}
+
+// descendants lists the processes below pid (pid, command and state).
+func descendants(pid int) []string {
+	children := map[int][]int{}
+	desc := map[int]string{}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		var child, ppid int
+		var state string
+		if i < 0 || len(b) < i+2 {
+			continue
+		}
+		if _, err := fmt.Sscan(string(b[:bytes.IndexByte(b, ' ')]), &child); err != nil {
+			continue
+		}
+		if _, err := fmt.Sscan(string(b[i+2:]), &state, &ppid); err != nil {
+			continue
+		}
+		children[ppid] = append(children[ppid], child)
+		desc[child] = fmt.Sprintf("%d %s %s", child, b[bytes.IndexByte(b, '(')+1:i], state)
+	}
+	var out []string
+	queue := children[pid]
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = append(queue[1:], children[p]...)
+		out = append(out, desc[p])
+	}
+	return out
+}
+
+// cgroupProcs lists the processes in any cgroup under parent, in every
+// hierarchy.
+func cgroupProcs(parent string) []string {
+	var found []string
+	roots, _ := filepath.Glob("/sys/fs/cgroup/*" + parent)
+	for _, root := range roots {
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.Name() != "cgroup.procs" {
+				return nil
+			}
+			if b, err := os.ReadFile(p); err == nil && len(bytes.TrimSpace(b)) > 0 {
+				found = append(found, p+": "+strings.Join(strings.Fields(string(b)), " "))
+			}
+			return nil
+		})
+	}
+	return found
 }
 
 func countFDs(pid int) int {
