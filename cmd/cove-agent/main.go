@@ -1,7 +1,7 @@
 // Command cove-agent is the init process of every cove sandbox: it starts,
-// reaps and serves the sandbox's commands over the protocol of package
-// agent, on the socket it inherits as descriptor agent.ListenFD (or on
-// --listen, for tests).
+// reaps and serves the sandbox's commands over the protocol of package wire
+// (its server is package guest, which only this binary links), on the
+// socket it inherits as descriptor wire.ListenFD (or on --listen, for tests).
 package main
 
 import (
@@ -16,7 +16,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/cove-dev/cove/internal/agent"
+	"github.com/cove-dev/cove/cmd/cove-agent/internal/guest"
+	"github.com/cove-dev/cove/internal/agent/wire"
 )
 
 func main() {
@@ -35,7 +36,7 @@ func main() {
 func run(ctx context.Context, args []string, stderr io.Writer, log *slog.Logger) error {
 	fs := flag.NewFlagSet("cove-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	cfg := agent.ServerConfig{}
+	cfg := guest.ServerConfig{}
 	fs.StringVar(&cfg.Workdir, "workdir", "/workspace", "work directory, created at start and owned by --uid:--gid")
 	fs.IntVar(&cfg.UID, "uid", 1000, "uid of the sandbox's default user")
 	fs.IntVar(&cfg.GID, "gid", 1000, "gid of the sandbox's default user")
@@ -56,7 +57,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, log *slog.Logger)
 
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	srv := agent.NewServer(cfg, log)
+	srv := guest.NewServer(cfg, log)
 	log.Info("cove-agent serving", "pid", os.Getpid(), "addr", l.Addr().String())
 	err = srv.Serve(ctx, l)
 	log.Info("cove-agent stopping")
@@ -77,14 +78,14 @@ func listener(path string) (net.Listener, error) {
 		}
 		return l, nil
 	}
-	f := os.NewFile(agent.ListenFD, "listener")
+	f := os.NewFile(wire.ListenFD, "listener")
 	if f == nil {
-		return nil, fmt.Errorf("no listener on descriptor %d", agent.ListenFD)
+		return nil, fmt.Errorf("no listener on descriptor %d", wire.ListenFD)
 	}
 	defer f.Close() // FileListener dups it
 	l, err := net.FileListener(f)
 	if err != nil {
-		return nil, fmt.Errorf("listener on descriptor %d: %w", agent.ListenFD, err)
+		return nil, fmt.Errorf("listener on descriptor %d: %w", wire.ListenFD, err)
 	}
 	return l, nil
 }

@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/agent"
+	"github.com/cove-dev/cove/internal/agent/wire"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/node/output"
 	"github.com/cove-dev/cove/internal/store"
@@ -59,9 +59,9 @@ func (s *Server) Exec(ctx context.Context, teamID, ref string, req api.CreateCom
 	return cmd, nil
 }
 
-func (s *Server) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.Command, agent.ExecRequest, error) {
-	fail := func(err error) (api.Command, agent.ExecRequest, error) {
-		return api.Command{}, agent.ExecRequest{}, err
+func (s *Server) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.Command, wire.ExecRequest, error) {
+	fail := func(err error) (api.Command, wire.ExecRequest, error) {
+		return api.Command{}, wire.ExecRequest{}, err
 	}
 	var argv []string
 	switch {
@@ -128,12 +128,12 @@ func (s *Server) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.C
 			return fail(invalid("no_output_alert_s is negative"))
 		}
 	}
-	var size *agent.Size
+	var size *wire.Size
 	if req.PTY != nil {
 		if req.PTY.Cols <= 0 || req.PTY.Rows <= 0 || req.PTY.Cols > 1000 || req.PTY.Rows > 1000 {
 			return fail(invalid("pty cols and rows must be between 1 and 1000"))
 		}
-		size = &agent.Size{Cols: req.PTY.Cols, Rows: req.PTY.Rows}
+		size = &wire.Size{Cols: req.PTY.Cols, Rows: req.PTY.Rows}
 		req.Stdin = true // a terminal always takes input
 	}
 
@@ -161,7 +161,7 @@ func (s *Server) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.C
 		Cwd: cwd, Env: req.Env, User: user, TimeoutS: timeout, Stdin: req.Stdin,
 		PTY: req.PTY, NoOutputAlertS: noOutput, State: api.CommandRunning, StartedAt: s.now(),
 	}
-	areq := agent.ExecRequest{
+	areq := wire.ExecRequest{
 		ID: cmd.ID, Argv: argv, Cwd: cwd, Env: envList, UID: u.uid, GID: u.gid,
 		Stdin: req.Stdin, TimeoutMS: timeout * 1000, PTY: size,
 	}
@@ -366,5 +366,5 @@ func (s *Server) Resize(ctx context.Context, teamID, ref, commandID string, cols
 	if c.PTY == nil {
 		return api.Errorf(api.CodeConflict, "command %s has no terminal; start it with \"pty\"", c.ID)
 	}
-	return s.node.Resize(ctx, c.SandboxID, c.ID, agent.Size{Cols: cols, Rows: rows})
+	return s.node.Resize(ctx, c.SandboxID, c.ID, wire.Size{Cols: cols, Rows: rows})
 }

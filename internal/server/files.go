@@ -7,7 +7,8 @@ import (
 	"strconv"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/agent"
+	"github.com/cove-dev/cove/internal/agent/client"
+	"github.com/cove-dev/cove/internal/agent/wire"
 )
 
 // FileTarget names the sandbox of a file call. Wake false refuses to wake
@@ -33,7 +34,7 @@ func (s *Server) live(ctx context.Context, t FileTarget, name, p string) (api.Sa
 }
 
 func filePath(name, p string) (string, error) {
-	clean, err := agent.CleanPath(p)
+	clean, err := wire.CleanPath(p)
 	if err != nil {
 		return "", invalid("%s: %v", name, err)
 	}
@@ -77,11 +78,11 @@ func (s *Server) ListFiles(ctx context.Context, t FileTarget, q FileListQuery) (
 	if q.Depth == 0 {
 		q.Depth = 1
 	}
-	if q.Depth < 1 || q.Depth > agent.MaxListDepth {
-		return api.List[api.FileEntry]{}, invalid("depth must be from 1 to %d", agent.MaxListDepth)
+	if q.Depth < 1 || q.Depth > wire.MaxListDepth {
+		return api.List[api.FileEntry]{}, invalid("depth must be from 1 to %d", wire.MaxListDepth)
 	}
-	if q.Limit > agent.MaxListLimit {
-		q.Limit = agent.MaxListLimit
+	if q.Limit > wire.MaxListLimit {
+		q.Limit = wire.MaxListLimit
 	}
 	if q.Cursor != "" {
 		if _, err := filePath("cursor", q.Cursor); err != nil {
@@ -92,7 +93,7 @@ func (s *Server) ListFiles(ctx context.Context, t FileTarget, q FileListQuery) (
 	if err != nil {
 		return api.List[api.FileEntry]{}, err
 	}
-	items, next, err := s.node.ListFiles(ctx, sb.ID, agent.ListRequest{Path: p, Depth: q.Depth, Limit: q.Limit, After: q.Cursor})
+	items, next, err := s.node.ListFiles(ctx, sb.ID, client.ListRequest{Path: p, Depth: q.Depth, Limit: q.Limit, After: q.Cursor})
 	if err != nil {
 		return api.List[api.FileEntry]{}, err
 	}
@@ -101,7 +102,7 @@ func (s *Server) ListFiles(ctx context.Context, t FileTarget, q FileListQuery) (
 
 // ReadFile opens a file's content. h carries the request's Range and
 // conditional headers; the answer says which status and headers to send.
-func (s *Server) ReadFile(ctx context.Context, t FileTarget, p string, h http.Header) (*agent.FileContent, error) {
+func (s *Server) ReadFile(ctx context.Context, t FileTarget, p string, h http.Header) (*client.FileContent, error) {
 	sb, p, err := s.live(ctx, t, "path", p)
 	if err != nil {
 		return nil, err
@@ -143,7 +144,7 @@ func (s *Server) WriteFile(ctx context.Context, t FileTarget, req WriteFileReque
 		mode = int(m)
 	}
 	for _, v := range req.IfMatch {
-		if v != "*" && !agent.ValidVersion(v) {
+		if v != "*" && !wire.ValidVersion(v) {
 			// No file has it: the precondition fails, as HTTP says.
 			return api.FileEntry{}, false, api.Errorf(api.CodePreconditionFailed, "If-Match %q is not a version of this file; read it again, then retry", v)
 		}
@@ -152,7 +153,7 @@ func (s *Server) WriteFile(ctx context.Context, t FileTarget, req WriteFileReque
 	if err != nil {
 		return api.FileEntry{}, false, err
 	}
-	areq := agent.WriteRequest{
+	areq := client.WriteRequest{
 		Path: p, UID: uid, GID: gid, Chown: explicit, Mode: mode,
 		IfMatch: req.IfMatch, IfNoneMatch: req.IfNoneMatch, SHA256: req.SHA256,
 		TrailerSHA256: req.Trailer, Size: req.Size,
@@ -166,18 +167,18 @@ func (s *Server) EditFile(ctx context.Context, t FileTarget, p string, ifMatch [
 	switch {
 	case len(req.Edits) == 0:
 		return api.FileEntry{}, invalid("edits is empty; give at least one {\"old\": …, \"new\": …}")
-	case len(req.Edits) > agent.MaxEdits:
-		return api.FileEntry{}, invalid("%d edits; at most %d are allowed in one call", len(req.Edits), agent.MaxEdits)
+	case len(req.Edits) > wire.MaxEdits:
+		return api.FileEntry{}, invalid("%d edits; at most %d are allowed in one call", len(req.Edits), wire.MaxEdits)
 	}
-	edits := make([]agent.FileEdit, len(req.Edits))
+	edits := make([]wire.FileEdit, len(req.Edits))
 	for i, e := range req.Edits {
 		if e.Old == "" {
 			return api.FileEntry{}, invalid("edits[%d].old is empty; give the exact text to replace", i)
 		}
-		edits[i] = agent.FileEdit{Old: e.Old, New: e.New}
+		edits[i] = wire.FileEdit{Old: e.Old, New: e.New}
 	}
 	for _, v := range ifMatch {
-		if v != "*" && !agent.ValidVersion(v) {
+		if v != "*" && !wire.ValidVersion(v) {
 			return api.FileEntry{}, api.Errorf(api.CodePreconditionFailed, "If-Match %q is not a version of this file; read it again, then retry", v)
 		}
 	}
@@ -185,7 +186,7 @@ func (s *Server) EditFile(ctx context.Context, t FileTarget, p string, ifMatch [
 	if err != nil {
 		return api.FileEntry{}, err
 	}
-	return s.node.EditFile(ctx, sb.ID, agent.EditRequest{Path: p, IfMatch: ifMatch, Edits: edits})
+	return s.node.EditFile(ctx, sb.ID, wire.EditRequest{Path: p, IfMatch: ifMatch, Edits: edits})
 }
 
 // Mkdir creates a directory and its missing parents, owned by user.
@@ -198,7 +199,7 @@ func (s *Server) Mkdir(ctx context.Context, t FileTarget, req api.MkdirRequest, 
 	if err != nil {
 		return api.FileEntry{}, err
 	}
-	return s.node.Mkdir(ctx, sb.ID, agent.MkdirRequest{Path: p, UID: uid, GID: gid})
+	return s.node.Mkdir(ctx, sb.ID, wire.MkdirRequest{Path: p, UID: uid, GID: gid})
 }
 
 // MoveFile renames a file or directory; missing parents of the
@@ -216,7 +217,7 @@ func (s *Server) MoveFile(ctx context.Context, t FileTarget, req api.MoveRequest
 	if err != nil {
 		return api.FileEntry{}, err
 	}
-	return s.node.MoveFile(ctx, sb.ID, agent.MoveRequest{From: from, To: to, Overwrite: req.Overwrite, UID: uid, GID: gid})
+	return s.node.MoveFile(ctx, sb.ID, wire.MoveRequest{From: from, To: to, Overwrite: req.Overwrite, UID: uid, GID: gid})
 }
 
 // RemoveFile removes a file, symlink or empty directory; with recursive, a

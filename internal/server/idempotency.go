@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/cove-dev/cove/api"
@@ -24,7 +23,7 @@ type Answer struct {
 // true), one with another request under the key is refused. Failed answers
 // are not stored, so a failed request may be retried with its key.
 func (s *Server) Idempotently(ctx context.Context, teamID, key, requestHash string, do func() Answer) (Answer, bool, error) {
-	unlock := s.idemLocks.lock(teamID + "\x00" + key)
+	unlock := s.idemLocks.Lock(teamID + "\x00" + key)
 	defer unlock()
 	if prev, err := s.store.GetIdempotent(ctx, teamID, key); err == nil {
 		if prev.RequestHash != requestHash {
@@ -45,41 +44,6 @@ func (s *Server) Idempotently(ctx context.Context, teamID, key, requestHash stri
 		}
 	}
 	return a, false, nil
-}
-
-// keyLocks hands out one mutex per key, kept only while in use, so that
-// a long request (a command with ?wait=true) holds up only its own key.
-type keyLocks struct {
-	mu sync.Mutex
-	m  map[string]*keyLock
-}
-
-type keyLock struct {
-	mu    sync.Mutex
-	users int
-}
-
-func (k *keyLocks) lock(key string) (unlock func()) {
-	k.mu.Lock()
-	if k.m == nil {
-		k.m = map[string]*keyLock{}
-	}
-	l := k.m[key]
-	if l == nil {
-		l = &keyLock{}
-		k.m[key] = l
-	}
-	l.users++
-	k.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		k.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(k.m, key)
-		}
-		k.mu.Unlock()
-	}
 }
 
 // expireIdempotent drops answers older than IdempotencyTTL.

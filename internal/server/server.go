@@ -13,6 +13,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/id"
+	"github.com/cove-dev/cove/internal/keylock"
 	"github.com/cove-dev/cove/internal/node/local"
 	"github.com/cove-dev/cove/internal/store"
 )
@@ -38,7 +39,7 @@ type Server struct {
 	refill   chan struct{}          // asks the pool to fill up
 
 	// idemLocks serialize requests with the same idempotency key.
-	idemLocks keyLocks
+	idemLocks keylock.Map
 }
 
 // sandboxOps serializes the life-cycle steps of one sandbox.

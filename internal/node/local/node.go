@@ -16,7 +16,8 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/agent"
+	"github.com/cove-dev/cove/internal/agent/client"
+	"github.com/cove-dev/cove/internal/agent/wire"
 	"github.com/cove-dev/cove/internal/node/output"
 	"github.com/cove-dev/cove/internal/node/runtime"
 	"github.com/cove-dev/cove/internal/node/saves"
@@ -24,8 +25,8 @@ import (
 
 // Runtime starts, finds and removes sandbox containers.
 type Runtime interface {
-	Start(ctx context.Context, spec runtime.Spec) (*agent.Client, error)
-	Attach(ctx context.Context, id string) (*agent.Client, error)
+	Start(ctx context.Context, spec runtime.Spec) (*client.Client, error)
+	Attach(ctx context.Context, id string) (*client.Client, error)
 	Destroy(ctx context.Context, id string) error
 	List(ctx context.Context) ([]string, error)
 	Stop(ctx context.Context, id string) (disk string, err error)
@@ -87,7 +88,7 @@ type Node struct {
 
 type sandbox struct {
 	id     string
-	client *agent.Client
+	client *client.Client
 	// recorders cancels the sandbox's recorders when it is destroyed.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -180,7 +181,7 @@ func (n *Node) Observations(id string) []api.NetworkObservation {
 	return n.cfg.Network.Observations(id)
 }
 
-func (n *Node) add(id string, c *agent.Client) *sandbox {
+func (n *Node) add(id string, c *client.Client) *sandbox {
 	ctx, cancel := context.WithCancel(n.ctx)
 	s := &sandbox{id: id, client: c, ctx: ctx, cancel: cancel}
 	n.mu.Lock()
@@ -406,7 +407,7 @@ func (n *Node) get(id string) (*sandbox, error) {
 }
 
 // Exec starts a command and records its output until it ends.
-func (n *Node) Exec(ctx context.Context, sandboxID string, req agent.ExecRequest) error {
+func (n *Node) Exec(ctx context.Context, sandboxID string, req wire.ExecRequest) error {
 	s, err := n.get(sandboxID)
 	if err != nil {
 		return err
@@ -416,7 +417,7 @@ func (n *Node) Exec(ctx context.Context, sandboxID string, req agent.ExecRequest
 		return err
 	}
 	if _, err := s.client.Exec(ctx, req); err != nil {
-		return agentError(err)
+		return err
 	}
 	n.record(s, req.ID, l)
 	return nil
@@ -453,8 +454,7 @@ func (n *Node) record(s *sandbox, cmd string, l *output.Log) {
 func (n *Node) copyOutput(s *sandbox, cmd string, l *output.Log) (bool, error) {
 	stream, err := s.client.Output(s.ctx, cmd, l.LastSeq())
 	if err != nil {
-		var ae *agent.Error
-		if errors.As(err, &ae) && ae.Code == string(api.CodeNotFound) {
+		if api.ErrorCode(err) == api.CodeNotFound {
 			n.lose(s.id, cmd, l)
 			return true, nil
 		}
@@ -475,7 +475,7 @@ func (n *Node) copyOutput(s *sandbox, cmd string, l *output.Log) (bool, error) {
 		if err := l.Append(f); err != nil {
 			return false, err
 		}
-		if f.Kind == agent.FrameExit {
+		if f.Kind == wire.FrameExit {
 			n.finish(s, cmd, l)
 			return true, nil
 		}
@@ -500,7 +500,7 @@ func (n *Node) Stdin(ctx context.Context, sandboxID, commandID string, r io.Read
 	if err != nil {
 		return err
 	}
-	return agentError(s.client.Stdin(ctx, commandID, r, eof))
+	return s.client.Stdin(ctx, commandID, r, eof)
 }
 
 // Signal sends a signal to a command's process group.
@@ -509,29 +509,14 @@ func (n *Node) Signal(ctx context.Context, sandboxID, commandID, sig string) err
 	if err != nil {
 		return err
 	}
-	return agentError(s.client.Signal(ctx, commandID, sig))
+	return s.client.Signal(ctx, commandID, sig)
 }
 
 // Resize changes a PTY command's terminal size.
-func (n *Node) Resize(ctx context.Context, sandboxID, commandID string, size agent.Size) error {
+func (n *Node) Resize(ctx context.Context, sandboxID, commandID string, size wire.Size) error {
 	s, err := n.get(sandboxID)
 	if err != nil {
 		return err
 	}
-	return agentError(s.client.Resize(ctx, commandID, size))
-}
-
-// agentError turns what the agent answered into an api error where the
-// agent named a code the user should see; anything else stays internal.
-func agentError(err error) error {
-	var ae *agent.Error
-	if !errors.As(err, &ae) {
-		return err
-	}
-	switch c := api.Code(ae.Code); c {
-	case api.CodeInvalidArgument, api.CodeNotFound, api.CodeConflict, api.CodePreconditionFailed,
-		api.CodePermissionDenied, api.CodeUnprocessable, api.CodePayloadTooLarge, api.CodeResourceExhausted:
-		return &api.Error{Code: c, Message: ae.Message}
-	}
-	return err
+	return s.client.Resize(ctx, commandID, size)
 }

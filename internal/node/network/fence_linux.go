@@ -25,14 +25,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
 	"strings"
 	"sync"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/nsthread"
 )
 
 // Config configures the fence.
@@ -299,7 +300,7 @@ func connect(l Link, pid int) error {
 	if err := h.LinkSetName(p, "eth0"); err != nil {
 		return err
 	}
-	if err := inNamespace(ns, func() error {
+	if err := nsthread.Run(int(ns), unix.CLONE_NEWNET, func() error {
 		return os.WriteFile("/proc/sys/net/ipv6/conf/all/disable_ipv6", []byte("1"), 0o644)
 	}); err != nil {
 		return fmt.Errorf("disable IPv6 in the sandbox: %w", err)
@@ -314,21 +315,6 @@ func connect(l Link, pid int) error {
 		return fmt.Errorf("default route: %w", err)
 	}
 	return nil
-}
-
-// inNamespace runs fn on a thread inside ns. The thread never returns to
-// the host's namespace: it exits with its goroutine.
-func inNamespace(ns netns.NsHandle, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		goruntime.LockOSThread()
-		if err := netns.Set(ns); err != nil {
-			errc <- fmt.Errorf("enter the sandbox's network namespace: %w", err)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
 }
 
 func prefix30(a netip.Addr) *net.IPNet {

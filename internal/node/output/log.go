@@ -20,7 +20,7 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/cove-dev/cove/internal/agent"
+	"github.com/cove-dev/cove/internal/agent/wire"
 )
 
 // Record kinds in the index.
@@ -33,7 +33,7 @@ const (
 const recordSize = 24 // seq 8, kind 1, pad 3, offset 8, length 4
 
 // Exit is how a command ended, as recorded.
-type Exit = agent.ExitData
+type Exit = wire.ExitData
 
 // Chunk is one recorded record as read back.
 type Chunk struct {
@@ -180,7 +180,7 @@ func (l *Log) Exit() *Exit {
 
 // Append takes in one frame from the agent. Frames at or below LastSeq were
 // recorded already and are ignored, so a resumed stream never duplicates.
-func (l *Log) Append(f agent.Frame) error {
+func (l *Log) Append(f wire.Frame) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -190,31 +190,31 @@ func (l *Log) Append(f agent.Frame) error {
 		return nil
 	}
 	switch f.Kind {
-	case agent.FrameStdout, agent.FrameStderr:
+	case wire.FrameStdout, wire.FrameStderr:
 		if err := l.appendData(f); err != nil {
 			return err
 		}
-	case agent.FrameExit:
+	case wire.FrameExit:
 		var e Exit
 		if err := json.Unmarshal(f.Data, &e); err != nil {
-			return fmt.Errorf("%w: exit data: %v", agent.ErrBadFrame, err)
+			return fmt.Errorf("%w: exit data: %v", wire.ErrBadFrame, err)
 		}
 		if err := l.writeExit(e, f.Seq); err != nil {
 			return err
 		}
-	case agent.FrameDropped:
+	case wire.FrameDropped:
 		if err := l.appendMarker(f.Seq); err != nil {
 			return err
 		}
 	default:
-		return fmt.Errorf("%w: kind %d", agent.ErrBadFrame, f.Kind)
+		return fmt.Errorf("%w: kind %d", wire.ErrBadFrame, f.Kind)
 	}
 	l.lastSeq = f.Seq
 	l.notify()
 	return nil
 }
 
-func (l *Log) appendData(f agent.Frame) error {
+func (l *Log) appendData(f wire.Frame) error {
 	if len(f.Data) == 0 {
 		return nil
 	}
@@ -226,7 +226,7 @@ func (l *Log) appendData(f agent.Frame) error {
 	}
 	i := f.Kind - 1
 	file := l.stdout
-	if f.Kind == agent.FrameStderr {
+	if f.Kind == wire.FrameStderr {
 		file = l.stderr
 	}
 	off := l.sizes[i]
@@ -263,7 +263,7 @@ func (l *Log) writeRecord(seq int64, kind byte, off int64, n uint32) error {
 
 // exitFile is exit.json: the exit and the sequence number it took.
 type exitFile struct {
-	agent.ExitData
+	wire.ExitData
 	Seq int64 `json:"seq"`
 }
 
@@ -313,7 +313,7 @@ func (l *Log) Read(ctx context.Context, after int64, follow bool, fn func(Chunk)
 	if err != nil {
 		return nil, err
 	}
-	buf := make([]byte, agent.MaxFrameData)
+	buf := make([]byte, wire.MaxFrameData)
 	var rec [recordSize]byte
 	for {
 		l.mu.Lock()

@@ -9,20 +9,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cove-dev/cove/internal/agent"
+	"github.com/cove-dev/cove/internal/agent/wire"
 )
 
-func frame(kind byte, seq int64, data string) agent.Frame {
-	return agent.Frame{Kind: kind, Seq: seq, Data: []byte(data)}
+func frame(kind byte, seq int64, data string) wire.Frame {
+	return wire.Frame{Kind: kind, Seq: seq, Data: []byte(data)}
 }
 
-func exitFrame(t *testing.T, seq int64, code int) agent.Frame {
+func exitFrame(t *testing.T, seq int64, code int) wire.Frame {
 	t.Helper()
 	b, err := json.Marshal(Exit{ExitCode: code})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return agent.Frame{Kind: agent.FrameExit, Seq: seq, Data: b}
+	return wire.Frame{Kind: wire.FrameExit, Seq: seq, Data: b}
 }
 
 func collect(t *testing.T, l *Log, after int64) (string, *Exit) {
@@ -48,11 +48,11 @@ func TestAppendRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	for _, f := range []agent.Frame{
-		frame(agent.FrameStdout, 1, "a"),
-		frame(agent.FrameStderr, 2, "b"),
-		frame(agent.FrameStdout, 3, "c"),
-		frame(agent.FrameStdout, 2, "duplicate"), // resumed stream: ignored
+	for _, f := range []wire.Frame{
+		frame(wire.FrameStdout, 1, "a"),
+		frame(wire.FrameStderr, 2, "b"),
+		frame(wire.FrameStdout, 3, "c"),
+		frame(wire.FrameStdout, 2, "duplicate"), // resumed stream: ignored
 		exitFrame(t, 4, 3),
 	} {
 		if err := l.Append(f); err != nil {
@@ -89,7 +89,7 @@ func TestCapStopsRecording(t *testing.T) {
 	}
 	defer l.Close()
 	for i, d := range []string{"abc", "de", "f"} {
-		if err := l.Append(frame(agent.FrameStdout, int64(i+1), d)); err != nil {
+		if err := l.Append(frame(wire.FrameStdout, int64(i+1), d)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -108,8 +108,8 @@ func TestReopenRepairsTornWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Append(frame(agent.FrameStdout, 1, "hello "))
-	l.Append(frame(agent.FrameStdout, 2, "world"))
+	l.Append(frame(wire.FrameStdout, 1, "hello "))
+	l.Append(frame(wire.FrameStdout, 2, "world"))
 	l.Close()
 	// A crash after data was written but before its index record was whole.
 	appendBytes(t, filepath.Join(dir, "stdout"), "junk")
@@ -123,7 +123,7 @@ func TestReopenRepairsTornWrites(t *testing.T) {
 	if l.LastSeq() != 2 {
 		t.Fatalf("LastSeq = %d, want 2", l.LastSeq())
 	}
-	if err := l.Append(frame(agent.FrameStdout, 3, "!")); err != nil {
+	if err := l.Append(frame(wire.FrameStdout, 3, "!")); err != nil {
 		t.Fatal(err)
 	}
 	got, exit := collect(t, l, 0)
@@ -170,7 +170,7 @@ func TestFollowWaitsForMore(t *testing.T) {
 	}()
 	for i := int64(1); i <= 3; i++ {
 		time.Sleep(10 * time.Millisecond)
-		l.Append(frame(agent.FrameStdout, i, "x"))
+		l.Append(frame(wire.FrameStdout, i, "x"))
 	}
 	l.Append(exitFrame(t, 4, 0))
 	if got := <-done; got != "xxx" {

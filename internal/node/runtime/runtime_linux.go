@@ -21,7 +21,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/agent"
+	"github.com/cove-dev/cove/internal/agent/client"
+	"github.com/cove-dev/cove/internal/agent/wire"
 )
 
 // Timeouts of the runtime.
@@ -138,7 +139,7 @@ func (r *Runtime) cgroupPath(id string) string { return r.cfg.CgroupParent + "/"
 
 // Start creates sandbox s and returns a client of its agent, which has
 // answered a ping. On failure it undoes everything it did.
-func (r *Runtime) Start(ctx context.Context, s Spec) (_ *agent.Client, err error) {
+func (r *Runtime) Start(ctx context.Context, s Spec) (_ *client.Client, err error) {
 	s = s.withDefaults()
 	if err := s.validate(r.cfg.IDs); err != nil {
 		return nil, api.Errorf(api.CodeInvalidArgument, "start sandbox %s: %v", s.ID, err)
@@ -306,10 +307,10 @@ func (r *Runtime) runcRun(ctx context.Context, dir, id string) error {
 
 // waitAgent pings the agent of id until it answers, the sandbox stops, or
 // timeout passes.
-func (r *Runtime) waitAgent(ctx context.Context, id string, timeout time.Duration) (*agent.Client, error) {
+func (r *Runtime) waitAgent(ctx context.Context, id string, timeout time.Duration) (*client.Client, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("no answer from agent in %v", timeout))
 	defer cancel()
-	c := agent.Dial(r.SocketPath(id))
+	c := client.Dial(r.SocketPath(id))
 	delay := time.Millisecond
 	lastCheck := time.Now()
 	for {
@@ -317,9 +318,9 @@ func (r *Runtime) waitAgent(ctx context.Context, id string, timeout time.Duratio
 		p, err := c.Ping(pctx)
 		pcancel()
 		if err == nil {
-			if p.Version != agent.Version {
+			if p.Version != wire.Version {
 				c.Close()
-				return nil, fmt.Errorf("agent speaks protocol %d, want %d", p.Version, agent.Version)
+				return nil, fmt.Errorf("agent speaks protocol %d, want %d", p.Version, wire.Version)
 			}
 			return c, nil
 		}
@@ -364,7 +365,7 @@ func (r *Runtime) logTail(id string) string {
 // Attach returns a client of the agent of a sandbox started earlier,
 // perhaps by another process: runc must say it runs and its agent must
 // answer.
-func (r *Runtime) Attach(ctx context.Context, id string) (*agent.Client, error) {
+func (r *Runtime) Attach(ctx context.Context, id string) (*client.Client, error) {
 	if !ValidID(id) {
 		return nil, api.Errorf(api.CodeInvalidArgument, "sandbox id %q: invalid", id)
 	}

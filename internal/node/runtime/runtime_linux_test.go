@@ -20,7 +20,8 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/agent"
+	"github.com/cove-dev/cove/internal/agent/client"
+	"github.com/cove-dev/cove/internal/agent/wire"
 	"github.com/cove-dev/cove/internal/node/image"
 )
 
@@ -145,7 +146,7 @@ func testSpec() Spec {
 }
 
 // start starts a sandbox and destroys it when the test ends.
-func start(t testing.TB, r *Runtime, s Spec) *agent.Client {
+func start(t testing.TB, r *Runtime, s Spec) *client.Client {
 	t.Helper()
 	c, err := r.Start(t.Context(), s)
 	if err != nil {
@@ -161,12 +162,12 @@ func start(t testing.TB, r *Runtime, s Spec) *agent.Client {
 }
 
 // run runs argv in the sandbox as uid:gid and returns its output.
-func run(t testing.TB, c *agent.Client, uid int, argv ...string) (stdout, stderr string, exit agent.ExitData) {
+func run(t testing.TB, c *client.Client, uid int, argv ...string) (stdout, stderr string, exit wire.ExitData) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	id := fmt.Sprintf("cmd_%d", sandboxSeq.Add(1))
-	_, err := c.Exec(ctx, agent.ExecRequest{
+	_, err := c.Exec(ctx, wire.ExecRequest{
 		ID: id, Argv: argv, Cwd: "/", UID: uid, GID: uid,
 		Env: []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
 	})
@@ -188,19 +189,19 @@ func run(t testing.TB, c *agent.Client, uid int, argv ...string) (stdout, stderr
 			t.Fatal(err)
 		}
 		switch f.Kind {
-		case agent.FrameStdout:
+		case wire.FrameStdout:
 			out.Write(f.Data)
-		case agent.FrameStderr:
+		case wire.FrameStderr:
 			errOut.Write(f.Data)
-		case agent.FrameExit:
-			if exit, err = agent.ParseExit(f.Data); err != nil {
+		case wire.FrameExit:
+			if exit, err = wire.ParseExit(f.Data); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 }
 
-func sh(t testing.TB, c *agent.Client, uid int, script string) (string, agent.ExitData) {
+func sh(t testing.TB, c *client.Client, uid int, script string) (string, wire.ExitData) {
 	t.Helper()
 	out, errOut, exit := run(t, c, uid, append(append([]string(nil), testImage.Shell...), script)...)
 	return strings.TrimSpace(out + errOut), exit
@@ -258,7 +259,7 @@ func TestStartDestroy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Version != agent.Version {
+	if p.Version != wire.Version {
 		t.Errorf("ping version %d", p.Version)
 	}
 	st, err := r.State(t.Context(), s.ID)

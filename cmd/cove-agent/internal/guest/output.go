@@ -1,8 +1,10 @@
-package agent
+package guest
 
 import (
 	"sync"
 	"time"
+
+	"github.com/cove-dev/cove/internal/agent/wire"
 )
 
 // outputBuffer holds the frames of one command that the host has not yet
@@ -10,9 +12,12 @@ import (
 // blocks the command's writes (back-pressure) instead of dropping output.
 type outputBuffer struct {
 	max int // FrameCost of the frames held before producers block
+	// onWait, when not nil, is called each time a write starts waiting
+	// for space, without the lock: tests observe back-pressure with it.
+	onWait func()
 
 	mu      sync.Mutex
-	frames  []Frame       // seqs acked+1 … acked+len(frames)
+	frames  []wire.Frame  // seqs acked+1 … acked+len(frames)
 	acked   int64         // highest acknowledged seq
 	size    int           // FrameCost of frames
 	ended   bool          // the exit frame is in
@@ -56,8 +61,8 @@ func (b *outputBuffer) buffered() int {
 // waited, and false when the buffer was aborted or ended (the data is then
 // discarded).
 func (b *outputBuffer) write(kind byte, data []byte) (time.Duration, bool) {
-	f := Frame{Kind: kind, Data: append([]byte(nil), data...)}
-	cost := FrameCost(f)
+	f := wire.Frame{Kind: kind, Data: append([]byte(nil), data...)}
+	cost := wire.FrameCost(f)
 	var start time.Time
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -67,6 +72,9 @@ func (b *outputBuffer) write(kind byte, data []byte) (time.Duration, bool) {
 		}
 		ch := b.changed
 		b.mu.Unlock()
+		if b.onWait != nil {
+			b.onWait()
+		}
 		<-ch
 		b.mu.Lock()
 	}
@@ -81,10 +89,10 @@ func (b *outputBuffer) write(kind byte, data []byte) (time.Duration, bool) {
 	return waited, true
 }
 
-func (b *outputBuffer) appendLocked(f Frame) {
+func (b *outputBuffer) appendLocked(f wire.Frame) {
 	f.Seq = b.lastSeqLocked() + 1
 	b.frames = append(b.frames, f)
-	b.size += FrameCost(f)
+	b.size += wire.FrameCost(f)
 	b.broadcast()
 }
 
@@ -95,7 +103,7 @@ func (b *outputBuffer) finish(exit []byte) {
 	if b.ended {
 		return
 	}
-	b.appendLocked(Frame{Kind: FrameExit, Data: exit})
+	b.appendLocked(wire.Frame{Kind: wire.FrameExit, Data: exit})
 	b.ended = true
 }
 
@@ -121,8 +129,8 @@ func (b *outputBuffer) ack(seq int64) error {
 		return nil
 	}
 	for i := range n {
-		b.size -= FrameCost(b.frames[i])
-		b.frames[i] = Frame{} // let the data go now
+		b.size -= wire.FrameCost(b.frames[i])
+		b.frames[i] = wire.Frame{} // let the data go now
 	}
 	b.frames = b.frames[n:]
 	if len(b.frames) == 0 {
@@ -135,13 +143,13 @@ func (b *outputBuffer) ack(seq int64) error {
 
 func (b *outputBuffer) checkLocked(after int64) error {
 	if after < 0 {
-		return errorf(400, CodeInvalidArgument, "after %d is negative", after)
+		return errorf(400, wire.CodeInvalidArgument, "after %d is negative", after)
 	}
 	if after < b.acked {
-		return errorf(409, CodeConflict, "output before seq %d was already acknowledged", b.acked+1)
+		return errorf(409, wire.CodeConflict, "output before seq %d was already acknowledged", b.acked+1)
 	}
 	if last := b.lastSeqLocked(); after > last {
-		return errorf(400, CodeInvalidArgument, "after %d is beyond the last frame %d", after, last)
+		return errorf(400, wire.CodeInvalidArgument, "after %d is beyond the last frame %d", after, last)
 	}
 	return nil
 }
@@ -150,7 +158,7 @@ func (b *outputBuffer) checkLocked(after int64) error {
 // available yet it returns a channel that is closed on the next change.
 // done says the exit frame is the last of the frames returned, or that
 // after already is the exit frame.
-func (b *outputBuffer) next(after int64, max int) (frames []Frame, done bool, wait <-chan struct{}, err error) {
+func (b *outputBuffer) next(after int64, max int) (frames []wire.Frame, done bool, wait <-chan struct{}, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err := b.checkLocked(after); err != nil {
@@ -161,7 +169,7 @@ func (b *outputBuffer) next(after int64, max int) (frames []Frame, done bool, wa
 	if len(rest) > max {
 		rest = rest[:max]
 	}
-	frames = append([]Frame(nil), rest...)
+	frames = append([]wire.Frame(nil), rest...)
 	done = b.ended && after+int64(len(frames)) == b.lastSeqLocked()
 	return frames, done, b.changed, nil
 }

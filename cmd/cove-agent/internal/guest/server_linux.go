@@ -1,4 +1,4 @@
-package agent
+package guest
 
 import (
 	"cmp"
@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cove-dev/cove/internal/agent/wire"
 )
 
 // Server is cove-agent's side of the protocol: it starts and reaps the
@@ -217,12 +219,12 @@ func writeError(w http.ResponseWriter, err error) {
 	if !errors.As(err, &e) {
 		e = &Error{Status: http.StatusInternalServerError, Message: "internal error: " + err.Error()}
 	}
-	writeJSON(w, e.Status, ErrorBody{Error: e.Message, Code: e.Code})
+	writeJSON(w, e.Status, wire.ErrorBody{Error: e.Message, Code: e.Code})
 }
 
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxJSON)).Decode(v); err != nil {
-		return errorf(http.StatusBadRequest, CodeInvalidArgument, "bad JSON body: %v", err)
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, wire.MaxJSON)).Decode(v); err != nil {
+		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "bad JSON body: %v", err)
 	}
 	return nil
 }
@@ -233,13 +235,13 @@ func (s *Server) lookup(r *http.Request) (*command, error) {
 	defer s.mu.Unlock()
 	c := s.cmds[id]
 	if c == nil {
-		return nil, errorf(http.StatusNotFound, CodeNotFound, "command %s not found", strconv.Quote(id))
+		return nil, errorf(http.StatusNotFound, wire.CodeNotFound, "command %s not found", strconv.Quote(id))
 	}
 	return c, nil
 }
 
 func (s *Server) ping(w http.ResponseWriter, _ *http.Request) error {
-	writeJSON(w, http.StatusOK, Ping{Version: Version, PID: os.Getpid()})
+	writeJSON(w, http.StatusOK, wire.Ping{Version: wire.Version, PID: os.Getpid()})
 	return nil
 }
 
@@ -251,7 +253,7 @@ func (s *Server) list(w http.ResponseWriter, _ *http.Request) error {
 	}
 	s.mu.Unlock()
 	slices.SortFunc(cmds, func(a, b *command) int { return cmp.Compare(a.seq, b.seq) })
-	out := make([]CommandStatus, len(cmds))
+	out := make([]wire.CommandStatus, len(cmds))
 	for i, c := range cmds {
 		out[i] = c.statusView()
 	}
@@ -260,7 +262,7 @@ func (s *Server) list(w http.ResponseWriter, _ *http.Request) error {
 }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
-	var req ExecRequest
+	var req wire.ExecRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
@@ -276,15 +278,15 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
 }
 
 // start starts the command of a validated request.
-func (s *Server) start(req ExecRequest) (*command, error) {
+func (s *Server) start(req wire.ExecRequest) (*command, error) {
 	cwd := cmp.Or(req.Cwd, s.cfg.Workdir)
 	if fi, err := os.Stat(cwd); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, errorf(http.StatusBadRequest, CodeInvalidArgument, "working directory %s does not exist", cwd)
+			return nil, errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "working directory %s does not exist", cwd)
 		}
-		return nil, errorf(http.StatusBadRequest, CodeInvalidArgument, "working directory %s: %v", cwd, err)
+		return nil, errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "working directory %s: %v", cwd, err)
 	} else if !fi.IsDir() {
-		return nil, errorf(http.StatusBadRequest, CodeInvalidArgument, "working directory %s is not a directory", cwd)
+		return nil, errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "working directory %s is not a directory", cwd)
 	}
 	argv0, err := lookPath(req.Argv[0], cwd, req.Env)
 	if err != nil {
@@ -299,7 +301,7 @@ func (s *Server) start(req ExecRequest) (*command, error) {
 		return nil, errorf(http.StatusServiceUnavailable, "", "agent is shutting down")
 	}
 	if _, ok := s.cmds[req.ID]; ok {
-		return nil, errorf(http.StatusConflict, CodeConflict, "command %s already exists", req.ID)
+		return nil, errorf(http.StatusConflict, wire.CodeConflict, "command %s already exists", req.ID)
 	}
 	pf, err := openFiles(&req)
 	if err != nil {
@@ -358,15 +360,15 @@ func (s *Server) start(req ExecRequest) (*command, error) {
 func startError(file, cwd string, err error) error {
 	switch {
 	case errors.Is(err, syscall.ENOENT):
-		return errorf(http.StatusBadRequest, CodeInvalidArgument, "executable file not found: %s", file)
+		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "executable file not found: %s", file)
 	case errors.Is(err, syscall.EACCES):
-		return errorf(http.StatusBadRequest, CodeInvalidArgument, "permission denied: %s (in %s)", file, cwd)
+		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "permission denied: %s (in %s)", file, cwd)
 	case errors.Is(err, syscall.ENOEXEC):
-		return errorf(http.StatusBadRequest, CodeInvalidArgument, "exec format error: %s", file)
+		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "exec format error: %s", file)
 	case errors.Is(err, syscall.ENOTDIR):
-		return errorf(http.StatusBadRequest, CodeInvalidArgument, "not a directory: %s or %s", file, cwd)
+		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "not a directory: %s or %s", file, cwd)
 	case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.ENOMEM):
-		return errorf(http.StatusTooManyRequests, CodeResourceExhausted, "cannot start %s: the sandbox is out of processes or memory (%v); wait for some to end", file, err)
+		return errorf(http.StatusTooManyRequests, wire.CodeResourceExhausted, "cannot start %s: the sandbox is out of processes or memory (%v); wait for some to end", file, err)
 	}
 	return fmt.Errorf("start %s: %w", file, err)
 }
@@ -379,7 +381,7 @@ func (s *Server) output(w http.ResponseWriter, r *http.Request) error {
 	after := int64(0)
 	if v := r.URL.Query().Get("after"); v != "" {
 		if after, err = strconv.ParseInt(v, 10, 64); err != nil {
-			return errorf(http.StatusBadRequest, CodeInvalidArgument, "after %s is not a number", strconv.Quote(v))
+			return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "after %s is not a number", strconv.Quote(v))
 		}
 	}
 	if err := c.out.ack(after); err != nil {
@@ -401,7 +403,7 @@ func (s *Server) output(w http.ResponseWriter, r *http.Request) error {
 	}
 	for {
 		for _, f := range frames {
-			if err := WriteFrame(w, f); err != nil {
+			if err := wire.WriteFrame(w, f); err != nil {
 				return nil
 			}
 			after = f.Seq
@@ -439,7 +441,7 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request) error {
 	v := r.URL.Query().Get("seq")
 	seq, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		return errorf(http.StatusBadRequest, CodeInvalidArgument, "seq %s is not a number", strconv.Quote(v))
+		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "seq %s is not a number", strconv.Quote(v))
 	}
 	if err := c.out.ack(seq); err != nil {
 		return err
@@ -456,7 +458,7 @@ func (s *Server) stdin(w http.ResponseWriter, r *http.Request) error {
 	eof := false
 	if v := r.URL.Query().Get("eof"); v != "" {
 		if eof, err = strconv.ParseBool(v); err != nil {
-			return errorf(http.StatusBadRequest, CodeInvalidArgument, "eof %s is not a boolean", strconv.Quote(v))
+			return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "eof %s is not a boolean", strconv.Quote(v))
 		}
 	}
 	if err := c.stdin.write(r.Context(), r.Body, eof); err != nil {
@@ -471,16 +473,16 @@ func (s *Server) signal(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req SignalRequest
+	var req wire.SignalRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
 	sig, ok := parseSignal(req.Signal)
 	if !ok {
-		return errorf(http.StatusBadRequest, CodeInvalidArgument, "unknown signal %s", strconv.Quote(req.Signal))
+		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "unknown signal %s", strconv.Quote(req.Signal))
 	}
 	if c.hasExited() {
-		return errorf(http.StatusConflict, CodeConflict, "command %s has exited", c.id)
+		return errorf(http.StatusConflict, wire.CodeConflict, "command %s has exited", c.id)
 	}
 	if err := unix.Kill(-c.pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("signal process group %d: %w", c.pid, err)
@@ -495,22 +497,22 @@ func (s *Server) resize(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var size Size
+	var size wire.Size
 	if err := decodeJSON(w, r, &size); err != nil {
 		return err
 	}
 	if size.Cols <= 0 || size.Rows <= 0 || size.Cols > 65535 || size.Rows > 65535 {
-		return errorf(http.StatusBadRequest, CodeInvalidArgument, "size %dx%d must be between 1 and 65535", size.Cols, size.Rows)
+		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "size %dx%d must be between 1 and 65535", size.Cols, size.Rows)
 	}
 	if c.pty == nil {
-		return errorf(http.StatusConflict, CodeConflict, "command %s has no terminal", c.id)
+		return errorf(http.StatusConflict, wire.CodeConflict, "command %s has no terminal", c.id)
 	}
 	if c.out.isEnded() {
-		return errorf(http.StatusConflict, CodeConflict, "command %s has ended", c.id)
+		return errorf(http.StatusConflict, wire.CodeConflict, "command %s has ended", c.id)
 	}
 	if err := setSize(c.pty, size); err != nil {
 		if errors.Is(err, os.ErrClosed) {
-			return errorf(http.StatusConflict, CodeConflict, "command %s has ended", c.id)
+			return errorf(http.StatusConflict, wire.CodeConflict, "command %s has ended", c.id)
 		}
 		return fmt.Errorf("resize terminal: %w", err)
 	}
@@ -524,7 +526,7 @@ func (s *Server) forget(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !c.out.isEnded() {
-		return errorf(http.StatusConflict, CodeConflict, "command %s is still running", c.id)
+		return errorf(http.StatusConflict, wire.CodeConflict, "command %s is still running", c.id)
 	}
 	s.mu.Lock()
 	if s.cmds[c.id] == c {

@@ -1,4 +1,4 @@
-package agent
+package wire
 
 import (
 	"fmt"
@@ -71,8 +71,8 @@ const (
 	MaxListDepth = 32
 	// MaxEdits is the most edits of one EditRequest.
 	MaxEdits = 100
-	// maxListBytes bounds a page's JSON well below MaxJSON.
-	maxListBytes = MaxJSON / 2
+	// MaxListBytes bounds a page's JSON well below MaxJSON.
+	MaxListBytes = MaxJSON / 2
 	// maxVersion is the longest version the host accepts.
 	maxVersion = 64
 )
@@ -118,14 +118,6 @@ type ArchiveResult struct {
 	Entries int64 `json:"entries"`
 	Bytes   int64 `json:"bytes"`
 }
-
-// Error codes of file calls, beyond those of commands.
-const (
-	CodePermissionDenied    = "permission_denied"
-	CodePreconditionFailed  = "precondition_failed"
-	CodeUnprocessable       = "unprocessable"
-	CodeInsufficientStorage = "insufficient_storage"
-)
 
 // CleanPath checks that p is a usable absolute path and returns it cleaned.
 func CleanPath(p string) (string, error) {

@@ -1,4 +1,4 @@
-package agent
+package guest
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
+
+	"github.com/cove-dev/cove/internal/agent/wire"
 )
 
 // command is one process started by POST /v1/commands and what the agent
@@ -61,14 +63,14 @@ func (c *command) hasExited() bool {
 	}
 }
 
-func (c *command) statusView() CommandStatus {
-	return CommandStatus{ID: c.id, PID: c.pid, Running: !c.out.isEnded(), LastSeq: c.out.lastSeq()}
+func (c *command) statusView() wire.CommandStatus {
+	return wire.CommandStatus{ID: c.id, PID: c.pid, Running: !c.out.isEnded(), LastSeq: c.out.lastSeq()}
 }
 
 // read turns the reads of r into frames until end of file, an error, or the
 // read deadline that follows the exit of the main process.
 func (c *command) read(r *pipeReader) {
-	buf := make([]byte, MaxFrameData)
+	buf := make([]byte, wire.MaxFrameData)
 	for {
 		n, err := r.f.Read(buf)
 		if n > 0 {
@@ -143,8 +145,8 @@ func (c *command) supervise(readers *sync.WaitGroup) {
 	c.log.Info("command ended", "exit_code", exit.ExitCode, "signal", exit.Signal, "timed_out", timedOut)
 }
 
-func exitData(ws unix.WaitStatus, timedOut bool) ExitData {
-	e := ExitData{ExitCode: ws.ExitStatus(), TimedOut: timedOut}
+func exitData(ws unix.WaitStatus, timedOut bool) wire.ExitData {
+	e := wire.ExitData{ExitCode: ws.ExitStatus(), TimedOut: timedOut}
 	if ws.Signaled() {
 		e.ExitCode = -1
 		e.Signal = signalName(ws.Signal())
@@ -214,16 +216,16 @@ type stdinPipe struct {
 // write copies r into the command's input; eof then ends the input.
 func (p *stdinPipe) write(ctx context.Context, r io.Reader, eof bool) error {
 	if p.f == nil {
-		return errorf(409, CodeConflict, "command has no stdin pipe (start it with stdin)")
+		return errorf(409, wire.CodeConflict, "command has no stdin pipe (start it with stdin)")
 	}
 	p.mu.Lock()
 	switch {
 	case p.closed:
 		p.mu.Unlock()
-		return errorf(409, CodeConflict, "stdin is closed")
+		return errorf(409, wire.CodeConflict, "stdin is closed")
 	case p.busy:
 		p.mu.Unlock()
-		return errorf(409, CodeConflict, "another stdin request is in progress")
+		return errorf(409, wire.CodeConflict, "another stdin request is in progress")
 	}
 	p.busy = true
 	p.mu.Unlock()
@@ -249,9 +251,9 @@ func (p *stdinPipe) write(ctx context.Context, r io.Reader, eof bool) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, syscall.EPIPE):
-		return errorf(409, CodeConflict, "stdin is closed by the command")
+		return errorf(409, wire.CodeConflict, "stdin is closed by the command")
 	case errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() == nil:
-		return errorf(409, CodeConflict, "the command ended")
+		return errorf(409, wire.CodeConflict, "the command ended")
 	default:
 		return fmt.Errorf("write stdin: %w", err)
 	}
@@ -279,12 +281,12 @@ func (p *stdinPipe) close() {
 }
 
 // validateExec checks a request before anything starts.
-func validateExec(req *ExecRequest) error {
+func validateExec(req *wire.ExecRequest) error {
 	bad := func(format string, args ...any) error {
-		return errorf(400, CodeInvalidArgument, format, args...)
+		return errorf(400, wire.CodeInvalidArgument, format, args...)
 	}
 	switch {
-	case !ValidID(req.ID):
+	case !wire.ValidID(req.ID):
 		return bad("id %s must be 1 to 64 characters of A-Z, a-z, 0-9, _ and -", strconv.Quote(req.ID))
 	case len(req.Argv) == 0 || req.Argv[0] == "":
 		return bad("argv must not be empty")
@@ -321,7 +323,7 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // lookPath finds file as execve will run it: as a path (relative to cwd)
 // when it has a slash, else in PATH of env.
 func lookPath(file, cwd string, env []string) (string, error) {
-	notFound := errorf(400, CodeInvalidArgument, "executable file not found: %s", file)
+	notFound := errorf(400, wire.CodeInvalidArgument, "executable file not found: %s", file)
 	abs := func(p string) string {
 		if filepath.IsAbs(p) {
 			return p
@@ -334,7 +336,7 @@ func lookPath(file, cwd string, env []string) (string, error) {
 			if errors.Is(err, os.ErrNotExist) {
 				return "", notFound
 			}
-			return "", errorf(400, CodeInvalidArgument, "%s: %v", file, err)
+			return "", errorf(400, wire.CodeInvalidArgument, "%s: %v", file, err)
 		}
 		return p, nil
 	}
@@ -396,7 +398,7 @@ func (pf *procFiles) closeAll() {
 }
 
 // openFiles prepares stdin/stdout/stderr as req asks.
-func openFiles(req *ExecRequest) (pf *procFiles, err error) {
+func openFiles(req *wire.ExecRequest) (pf *procFiles, err error) {
 	pf = &procFiles{stdin: &stdinPipe{}}
 	defer func() {
 		if err != nil {
@@ -416,7 +418,7 @@ func openFiles(req *ExecRequest) (pf *procFiles, err error) {
 		pf.child = []*os.File{tty, tty, tty}
 		pf.pty = master
 		pf.stdin = &stdinPipe{f: master, pty: true}
-		pf.readers = []*pipeReader{{f: master, kind: FrameStdout}}
+		pf.readers = []*pipeReader{{f: master, kind: wire.FrameStdout}}
 		return pf, nil
 	}
 
@@ -439,7 +441,7 @@ func openFiles(req *ExecRequest) (pf *procFiles, err error) {
 		stdin = null
 	}
 	pf.child = []*os.File{stdin}
-	for _, kind := range []byte{FrameStdout, FrameStderr} {
+	for _, kind := range []byte{wire.FrameStdout, wire.FrameStderr} {
 		r, w, err := os.Pipe()
 		if err != nil {
 			return pf, fmt.Errorf("create output pipe: %w", err)
@@ -473,7 +475,7 @@ func openPTY() (master, tty *os.File, err error) {
 
 // setSize resizes the terminal whose master is f without putting f into
 // blocking mode (as f.Fd() would).
-func setSize(f *os.File, s Size) error {
+func setSize(f *os.File, s wire.Size) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return err

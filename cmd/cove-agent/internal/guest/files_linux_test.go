@@ -1,4 +1,4 @@
-package agent
+package guest
 
 import (
 	"archive/tar"
@@ -16,6 +16,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/agent/client"
+	"github.com/cove-dev/cove/internal/agent/wire"
 )
 
 func TestFindOnce(t *testing.T) {
@@ -74,10 +78,12 @@ func TestCheckLinkAndNames(t *testing.T) {
 
 func sha(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
+// agentCode is the code of the error the client returned for an answer of
+// the agent (the client gives cove's codes, spelled as the protocol's).
 func agentCode(err error) string {
-	var e *Error
+	var e *api.Error
 	if errors.As(err, &e) {
-		return e.Code
+		return string(e.Code)
 	}
 	return "none: " + fmt.Sprint(err)
 }
@@ -87,7 +93,7 @@ func TestFileWriteRead(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "new/sub/f.txt")
-	write := func(req WriteRequest, body string) (FileInfo, error) {
+	write := func(req client.WriteRequest, body string) (wire.FileInfo, error) {
 		req.Path, req.UID, req.GID, req.Size = p, 1000, 1000, int64(len(body))
 		if req.Mode == 0 {
 			req.Mode = -1
@@ -95,11 +101,11 @@ func TestFileWriteRead(t *testing.T) {
 		fi, _, err := c.WriteFile(ctx, req, strings.NewReader(body))
 		return fi, err
 	}
-	fi, err := write(WriteRequest{}, "one")
+	fi, err := write(client.WriteRequest{}, "one")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fi.Size != 3 || fi.Mode != 0o644 || fi.UID != 1000 || fi.Type != FileTypeFile {
+	if fi.Size != 3 || fi.Mode != 0o644 || fi.UID != 1000 || fi.Type != wire.FileTypeFile {
 		t.Errorf("new file: %+v", fi)
 	}
 	if st, _ := os.Stat(filepath.Dir(p)); st == nil || statOf(st).Uid != 1000 {
@@ -121,16 +127,16 @@ func TestFileWriteRead(t *testing.T) {
 	}
 
 	// A stale If-Match and a wrong digest are refused; the content stays.
-	if _, err := write(WriteRequest{IfMatch: []string{"stale"}}, "two"); agentCode(err) != CodePreconditionFailed {
+	if _, err := write(client.WriteRequest{IfMatch: []string{"stale"}}, "two"); agentCode(err) != wire.CodePreconditionFailed {
 		t.Errorf("stale If-Match: %v", err)
 	}
-	if _, err := write(WriteRequest{SHA256: sha([]byte("other"))}, "two"); agentCode(err) != CodeUnprocessable {
+	if _, err := write(client.WriteRequest{SHA256: sha([]byte("other"))}, "two"); agentCode(err) != wire.CodeUnprocessable {
 		t.Errorf("wrong digest: %v", err)
 	}
-	if _, err := write(WriteRequest{TrailerSHA256: func() (string, error) { return sha([]byte("other")), nil }}, "two"); agentCode(err) != CodeUnprocessable {
+	if _, err := write(client.WriteRequest{TrailerSHA256: func() (string, error) { return sha([]byte("other")), nil }}, "two"); agentCode(err) != wire.CodeUnprocessable {
 		t.Errorf("wrong trailer digest: %v", err)
 	}
-	if _, err := write(WriteRequest{IfNoneMatch: true}, "two"); agentCode(err) != CodePreconditionFailed {
+	if _, err := write(client.WriteRequest{IfNoneMatch: true}, "two"); agentCode(err) != wire.CodePreconditionFailed {
 		t.Errorf("If-None-Match on an existing file: %v", err)
 	}
 	if got, _ := read(); got != "one" {
@@ -139,7 +145,7 @@ func TestFileWriteRead(t *testing.T) {
 	// Mode and owner are kept when not asked.
 	os.Chmod(p, 0o600)
 	os.Chown(p, 1234, 1234)
-	fi2, err := write(WriteRequest{IfMatch: []string{versionAt(t, p)}, TrailerSHA256: func() (string, error) { return sha([]byte("two")), nil }}, "two")
+	fi2, err := write(client.WriteRequest{IfMatch: []string{versionAt(t, p)}, TrailerSHA256: func() (string, error) { return sha([]byte("two")), nil }}, "two")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +165,7 @@ func TestFileWriteRead(t *testing.T) {
 	errs := make([]error, 2)
 	for i := range 2 {
 		wg.Go(func() {
-			_, errs[i] = write(WriteRequest{IfMatch: []string{v}}, fmt.Sprintf("writer %d", i))
+			_, errs[i] = write(client.WriteRequest{IfMatch: []string{v}}, fmt.Sprintf("writer %d", i))
 		})
 	}
 	wg.Wait()
@@ -170,7 +176,7 @@ func TestFileWriteRead(t *testing.T) {
 	if errs[0] != nil {
 		winner = 1
 	}
-	if agentCode(errs[1-winner]) != CodePreconditionFailed {
+	if agentCode(errs[1-winner]) != wire.CodePreconditionFailed {
 		t.Errorf("loser: %v", errs[1-winner])
 	}
 	if got, _ := read(); got != fmt.Sprintf("writer %d", winner) {
@@ -189,19 +195,19 @@ func TestFileWriteRead(t *testing.T) {
 	}
 
 	// Errors.
-	if _, err := c.ReadFile(ctx, filepath.Join(dir, "nope"), http.Header{}); agentCode(err) != CodeNotFound {
+	if _, err := c.ReadFile(ctx, filepath.Join(dir, "nope"), http.Header{}); agentCode(err) != wire.CodeNotFound {
 		t.Errorf("missing: %v", err)
 	}
-	if _, err := c.ReadFile(ctx, dir, http.Header{}); agentCode(err) != CodeConflict {
+	if _, err := c.ReadFile(ctx, dir, http.Header{}); agentCode(err) != wire.CodeConflict {
 		t.Errorf("directory: %v", err)
 	}
 	for _, bad := range []string{"/proc/self/x", "/.cove/cove-agent", "/sys/kernel/x"} {
-		req := WriteRequest{Path: bad, Mode: -1}
-		if _, _, err := c.WriteFile(ctx, req, strings.NewReader("x")); agentCode(err) != CodePermissionDenied {
+		req := client.WriteRequest{Path: bad, Mode: -1}
+		if _, _, err := c.WriteFile(ctx, req, strings.NewReader("x")); agentCode(err) != wire.CodePermissionDenied {
 			t.Errorf("write %s: %v", bad, err)
 		}
 	}
-	if _, err := c.StatFile(ctx, "relative"); agentCode(err) != CodeInvalidArgument {
+	if _, err := c.StatFile(ctx, "relative"); agentCode(err) != wire.CodeInvalidArgument {
 		t.Errorf("relative: %v", err)
 	}
 }
@@ -221,25 +227,25 @@ func TestFileEditMoveRemoveList(t *testing.T) {
 	p := filepath.Join(dir, "f.go")
 	os.WriteFile(p, []byte("a := 1\nb := 2\nb := 2\n"), 0o640)
 	for _, tt := range []struct {
-		edits []FileEdit
+		edits []wire.FileEdit
 		code  string
 	}{
-		{[]FileEdit{{"zzz", "y"}}, CodeConflict},
-		{[]FileEdit{{"b := 2", "b := 3"}}, CodeConflict},
-		{[]FileEdit{{"a := 1", "a := 9"}, {"nope", "x"}}, CodeConflict},
+		{[]wire.FileEdit{{Old: "zzz", New: "y"}}, wire.CodeConflict},
+		{[]wire.FileEdit{{Old: "b := 2", New: "b := 3"}}, wire.CodeConflict},
+		{[]wire.FileEdit{{Old: "a := 1", New: "a := 9"}, {Old: "nope", New: "x"}}, wire.CodeConflict},
 	} {
-		if _, err := c.EditFile(ctx, EditRequest{Path: p, Edits: tt.edits}); agentCode(err) != tt.code {
+		if _, err := c.EditFile(ctx, wire.EditRequest{Path: p, Edits: tt.edits}); agentCode(err) != tt.code {
 			t.Errorf("edit %v: %v", tt.edits, err)
 		}
 	}
-	if _, err := c.EditFile(ctx, EditRequest{Path: p, IfMatch: []string{"old"}, Edits: []FileEdit{{"a := 1", "a := 9"}}}); agentCode(err) != CodePreconditionFailed {
+	if _, err := c.EditFile(ctx, wire.EditRequest{Path: p, IfMatch: []string{"old"}, Edits: []wire.FileEdit{{Old: "a := 1", New: "a := 9"}}}); agentCode(err) != wire.CodePreconditionFailed {
 		t.Errorf("stale edit: %v", err)
 	}
 	if b, _ := os.ReadFile(p); string(b) != "a := 1\nb := 2\nb := 2\n" {
 		t.Errorf("refused edits changed the file: %q", b)
 	}
-	fi, err := c.EditFile(ctx, EditRequest{Path: p, IfMatch: []string{versionAt(t, p)}, Edits: []FileEdit{
-		{"a := 1", "a := 9"}, {"b := 2\nb", "c := 2\nb"},
+	fi, err := c.EditFile(ctx, wire.EditRequest{Path: p, IfMatch: []string{versionAt(t, p)}, Edits: []wire.FileEdit{
+		{Old: "a := 1", New: "a := 9"}, {Old: "b := 2\nb", New: "c := 2\nb"},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -248,17 +254,17 @@ func TestFileEditMoveRemoveList(t *testing.T) {
 		t.Errorf("edited: %q %+v", b, fi)
 	}
 
-	if _, err := c.Mkdir(ctx, MkdirRequest{Path: filepath.Join(dir, "x/y"), UID: 1000, GID: 1000}); err != nil {
+	if _, err := c.Mkdir(ctx, wire.MkdirRequest{Path: filepath.Join(dir, "x/y"), UID: 1000, GID: 1000}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.MoveFile(ctx, MoveRequest{From: p, To: filepath.Join(dir, "x/y/g.go")}); err != nil {
+	if _, err := c.MoveFile(ctx, wire.MoveRequest{From: p, To: filepath.Join(dir, "x/y/g.go")}); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(p, []byte("again"), 0o644)
-	if _, err := c.MoveFile(ctx, MoveRequest{From: p, To: filepath.Join(dir, "x/y/g.go")}); agentCode(err) != CodeConflict {
+	if _, err := c.MoveFile(ctx, wire.MoveRequest{From: p, To: filepath.Join(dir, "x/y/g.go")}); agentCode(err) != wire.CodeConflict {
 		t.Errorf("move onto an existing file: %v", err)
 	}
-	if _, err := c.MoveFile(ctx, MoveRequest{From: p, To: filepath.Join(dir, "x/y/g.go"), Overwrite: true}); err != nil {
+	if _, err := c.MoveFile(ctx, wire.MoveRequest{From: p, To: filepath.Join(dir, "x/y/g.go"), Overwrite: true}); err != nil {
 		t.Errorf("move with overwrite: %v", err)
 	}
 	for i := range 5 {
@@ -267,7 +273,7 @@ func TestFileEditMoveRemoveList(t *testing.T) {
 	var all []string
 	after := ""
 	for {
-		l, err := c.ListFiles(ctx, ListRequest{Path: dir, Depth: 3, Limit: 1, After: after})
+		l, err := c.ListFiles(ctx, client.ListRequest{Path: dir, Depth: 3, Limit: 1, After: after})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -282,13 +288,13 @@ func TestFileEditMoveRemoveList(t *testing.T) {
 	if strings.Join(all, " ") != want {
 		t.Errorf("list pages: %q, want %q", strings.Join(all, " "), want)
 	}
-	if err := c.RemoveFile(ctx, filepath.Join(dir, "x"), false); agentCode(err) != CodeConflict {
+	if err := c.RemoveFile(ctx, filepath.Join(dir, "x"), false); agentCode(err) != wire.CodeConflict {
 		t.Errorf("remove a full directory: %v", err)
 	}
 	if err := c.RemoveFile(ctx, filepath.Join(dir, "x"), true); err != nil {
 		t.Errorf("remove recursive: %v", err)
 	}
-	if err := c.RemoveFile(ctx, filepath.Join(dir, "x"), true); agentCode(err) != CodeNotFound {
+	if err := c.RemoveFile(ctx, filepath.Join(dir, "x"), true); agentCode(err) != wire.CodeNotFound {
 		t.Errorf("remove again: %v", err)
 	}
 }
@@ -339,7 +345,7 @@ func TestFileArchive(t *testing.T) {
 		{{name: "ok.txt", typ: tar.TypeReg, body: "ok"}, {name: "h", typ: tar.TypeLink, link: "../outside"}},
 	} {
 		_, err := c.WriteArchive(ctx, filepath.Join(dir, "d"), 1000, 1000, bytes.NewReader(makeTar(t, bad)))
-		if agentCode(err) != CodeInvalidArgument {
+		if agentCode(err) != wire.CodeInvalidArgument {
 			t.Errorf("archive %v: %v", bad, err)
 		}
 		if left, _ := os.ReadDir(dir); len(left) != 0 {

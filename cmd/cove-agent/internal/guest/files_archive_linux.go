@@ -1,4 +1,4 @@
-package agent
+package guest
 
 import (
 	"archive/tar"
@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cove-dev/cove/internal/agent/wire"
 )
 
 // readArchive streams the folder as a tar.gz: directories, regular files
@@ -35,7 +37,7 @@ func (f *fileService) readArchive(w http.ResponseWriter, r *http.Request) error 
 		return fsError(p, err)
 	}
 	if !fi.IsDir() {
-		return errorf(http.StatusConflict, CodeConflict, "%s is not a directory; download a file with files/content", p)
+		return errorf(http.StatusConflict, wire.CodeConflict, "%s is not a directory; download a file with files/content", p)
 	}
 	w.Header().Set("Content-Type", "application/gzip")
 	w.WriteHeader(http.StatusOK)
@@ -135,12 +137,12 @@ func (f *fileService) writeArchive(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	if target == "/" {
-		return errorf(http.StatusBadRequest, CodeInvalidArgument, "extracting into / is not allowed; name a folder")
+		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "extracting into / is not allowed; name a folder")
 	}
 	exists := false
 	if fi, err := os.Lstat(target); err == nil {
 		if !fi.IsDir() {
-			return errorf(http.StatusConflict, CodeConflict, "%s exists and is not a directory", p)
+			return errorf(http.StatusConflict, wire.CodeConflict, "%s exists and is not a directory", p)
 		}
 		exists = true
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -160,7 +162,7 @@ func (f *fileService) writeArchive(w http.ResponseWriter, r *http.Request) error
 	if err := x.extract(r.Body); err != nil {
 		return err
 	}
-	unlock := f.locks.lock(target)
+	unlock := f.locks.Lock(target)
 	defer unlock()
 	if !exists {
 		if err := os.Chmod(stage, 0o755); err != nil {
@@ -180,7 +182,7 @@ func (f *fileService) writeArchive(w http.ResponseWriter, r *http.Request) error
 			return err
 		}
 	}
-	writeJSON(w, http.StatusOK, ArchiveResult{Entries: x.entries, Bytes: x.bytes})
+	writeJSON(w, http.StatusOK, wire.ArchiveResult{Entries: x.entries, Bytes: x.bytes})
 	return nil
 }
 
@@ -202,7 +204,7 @@ type dirTime struct {
 }
 
 func (x *extractor) refuse(name, format string, args ...any) error {
-	return errorf(http.StatusBadRequest, CodeInvalidArgument, "archive entry %q %s; nothing was extracted", name, fmt.Sprintf(format, args...))
+	return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "archive entry %q %s; nothing was extracted", name, fmt.Sprintf(format, args...))
 }
 
 // entryName checks a name of the archive and returns it cleaned and
@@ -261,7 +263,7 @@ func (x *extractor) extract(body io.Reader) error {
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			return errorf(http.StatusBadRequest, CodeInvalidArgument, "the archive is not valid gzip: %v; nothing was extracted", err)
+			return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "the archive is not valid gzip: %v; nothing was extracted", err)
 		}
 		defer zr.Close()
 		in = zr
@@ -275,7 +277,7 @@ func (x *extractor) extract(body io.Reader) error {
 			break
 		}
 		if err != nil {
-			return errorf(http.StatusBadRequest, CodeInvalidArgument, "the archive is not a valid tar (or gzipped tar): %v; nothing was extracted", err)
+			return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "the archive is not a valid tar (or gzipped tar): %v; nothing was extracted", err)
 		}
 		rel, err := x.entryName(hdr.Name)
 		if err != nil {
@@ -333,7 +335,7 @@ func (x *extractor) extract(body io.Reader) error {
 				if errors.As(err, &pe) {
 					return fsError(x.p, err)
 				}
-				return errorf(http.StatusBadRequest, CodeInvalidArgument, "the archive was cut short in %q (%v); nothing was extracted", hdr.Name, err)
+				return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "the archive was cut short in %q (%v); nothing was extracted", hdr.Name, err)
 			}
 			if err := os.Chtimes(dst, hdr.ModTime, hdr.ModTime); err != nil {
 				return fsError(x.p, err)
@@ -434,9 +436,9 @@ func (x *extractor) conflicts() error {
 		}
 		switch {
 		case d.IsDir() && !fi.IsDir():
-			return errorf(http.StatusConflict, CodeConflict, "%s exists and is not a directory, but the archive has a directory there; nothing was extracted", path.Join(x.p, rel))
+			return errorf(http.StatusConflict, wire.CodeConflict, "%s exists and is not a directory, but the archive has a directory there; nothing was extracted", path.Join(x.p, rel))
 		case !d.IsDir() && fi.IsDir():
-			return errorf(http.StatusConflict, CodeConflict, "%s is a directory, but the archive has a file there; nothing was extracted", path.Join(x.p, rel))
+			return errorf(http.StatusConflict, wire.CodeConflict, "%s is a directory, but the archive has a file there; nothing was extracted", path.Join(x.p, rel))
 		}
 		return nil
 	})

@@ -1,10 +1,12 @@
-package agent
+package guest
 
 import (
 	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
+
+	"github.com/cove-dev/cove/internal/agent/wire"
 )
 
 // Defaults of ServerConfig.
@@ -14,10 +16,10 @@ const (
 	// DefaultExitGrace is how long output is still read after the main
 	// process of a command exited, when a background process keeps it open.
 	DefaultExitGrace = 2 * time.Second
-	// minMaxBuffer keeps the buffer above what a Client reads before it
-	// acknowledges (AckBytes), or a reader and the agent would wait on
+	// minMaxBuffer keeps the buffer above what the host's client reads before it
+	// acknowledges (wire.AckBytes), or a reader and the agent would wait on
 	// each other.
-	minMaxBuffer = 2 * AckBytes
+	minMaxBuffer = 2 * wire.AckBytes
 )
 
 // ServerConfig configures cove-agent's server.

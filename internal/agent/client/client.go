@@ -1,4 +1,11 @@
-package agent
+// Package client is the host's side of the agent protocol (package wire):
+// one Client per sandbox, over the unix socket of its cove-agent.
+//
+// What the agent answers is untrusted: the client bounds every read and
+// validates every field, and it translates every error the agent answers
+// into cove's error type in one place (asError), so the node passes them
+// through as they are.
+package client
 
 import (
 	"bytes"
@@ -13,25 +20,36 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
+	"time"
+
+	"github.com/cove-dev/cove/internal/agent/wire"
 )
-
-// AckBytes is how much output (in FrameCost units) an OutputStream hands
-// out before it acknowledges it to the agent.
-const AckBytes = 1 << 20
-
-// maxErrorMessage bounds the message of an Error taken from the agent.
-const maxErrorMessage = 4 << 10
 
 // Client is the host's side of the protocol, over the agent's unix socket.
 // It is safe for concurrent use.
+//
+// Calls share a small pool of persistent connections (HTTP/1.1 keep-alive)
+// instead of dialling each time. The pool bounds only the idle connections:
+// a long-lived stream (an output follow, a stdin stream) holds a connection
+// of its own for as long as it lasts, and no call ever waits for one to be
+// free.
 type Client struct {
 	tr *http.Transport
 	hc *http.Client
 }
 
+// Pool settings of Dial.
+const (
+	// maxIdleConns is how many idle connections to one agent are kept.
+	maxIdleConns = 4
+	// idleTimeout closes an idle connection before the agent's own idle
+	// timeout (5 minutes) would, so that a call never goes out on a
+	// connection the agent is closing at the same moment.
+	idleTimeout = time.Minute
+)
+
 // Dial returns a client of the agent listening on socketPath. It connects
-// lazily, on the first request.
+// lazily, on the first request, and keeps connections for the next ones.
 func Dial(socketPath string) *Client {
 	var d net.Dialer
 	tr := &http.Transport{
@@ -39,8 +57,12 @@ func Dial(socketPath string) *Client {
 			return d.DialContext(ctx, "unix", socketPath)
 		},
 		DisableCompression:     true,
-		MaxIdleConnsPerHost:    4,
+		MaxIdleConns:           maxIdleConns,
+		MaxIdleConnsPerHost:    maxIdleConns,
+		IdleConnTimeout:        idleTimeout,
 		MaxResponseHeaderBytes: 64 << 10,
+		// MaxConnsPerHost stays 0 (no limit): streams must never queue
+		// behind each other or behind calls.
 	}
 	return &Client{tr: tr, hc: &http.Client{Transport: tr}}
 }
@@ -53,35 +75,35 @@ func (c *Client) Close() error {
 }
 
 // Ping asks the agent for its protocol version and PID.
-func (c *Client) Ping(ctx context.Context) (Ping, error) {
-	var p Ping
+func (c *Client) Ping(ctx context.Context) (wire.Ping, error) {
+	var p wire.Ping
 	if err := c.call(ctx, http.MethodGet, "/v1/ping", nil, &p); err != nil {
-		return Ping{}, fmt.Errorf("ping: %w", err)
+		return wire.Ping{}, fmt.Errorf("ping: %w", err)
 	}
 	if p.Version <= 0 || p.PID <= 0 {
-		return Ping{}, fmt.Errorf("ping: bad answer %+v", p)
+		return wire.Ping{}, fmt.Errorf("ping: bad answer %+v", p)
 	}
 	return p, nil
 }
 
 // Exec starts a command.
-func (c *Client) Exec(ctx context.Context, req ExecRequest) (CommandStatus, error) {
-	var st CommandStatus
+func (c *Client) Exec(ctx context.Context, req wire.ExecRequest) (wire.CommandStatus, error) {
+	var st wire.CommandStatus
 	if err := c.call(ctx, http.MethodPost, "/v1/commands", req, &st); err != nil {
-		return CommandStatus{}, fmt.Errorf("exec %s: %w", req.ID, err)
+		return wire.CommandStatus{}, fmt.Errorf("exec %s: %w", req.ID, err)
 	}
 	if st.ID != req.ID {
-		return CommandStatus{}, fmt.Errorf("exec %s: agent answered for command %q", req.ID, st.ID)
+		return wire.CommandStatus{}, fmt.Errorf("exec %s: agent answered for command %q", req.ID, st.ID)
 	}
 	if err := checkStatus(st); err != nil {
-		return CommandStatus{}, fmt.Errorf("exec %s: %w", req.ID, err)
+		return wire.CommandStatus{}, fmt.Errorf("exec %s: %w", req.ID, err)
 	}
 	return st, nil
 }
 
 // Commands lists the commands the agent knows, running or not.
-func (c *Client) Commands(ctx context.Context) ([]CommandStatus, error) {
-	var sts []CommandStatus
+func (c *Client) Commands(ctx context.Context) ([]wire.CommandStatus, error) {
+	var sts []wire.CommandStatus
 	if err := c.call(ctx, http.MethodGet, "/v1/commands", nil, &sts); err != nil {
 		return nil, fmt.Errorf("list commands: %w", err)
 	}
@@ -93,8 +115,8 @@ func (c *Client) Commands(ctx context.Context) ([]CommandStatus, error) {
 	return sts, nil
 }
 
-func checkStatus(st CommandStatus) error {
-	if !ValidID(st.ID) || st.PID <= 0 || st.LastSeq < 0 {
+func checkStatus(st wire.CommandStatus) error {
+	if !wire.ValidID(st.ID) || st.PID <= 0 || st.LastSeq < 0 {
 		return fmt.Errorf("bad command status from agent: %+v", st)
 	}
 	return nil
@@ -126,7 +148,7 @@ func (c *Client) Output(ctx context.Context, id string, after int64) (*OutputStr
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/octet-stream" {
 		resp.Body.Close()
-		return nil, fmt.Errorf("output of %s: %w: content type %q", id, ErrBadFrame, mt)
+		return nil, fmt.Errorf("output of %s: %w: content type %q", id, wire.ErrBadFrame, mt)
 	}
 	return s, nil
 }
@@ -152,59 +174,59 @@ type OutputStream struct {
 // the exit frame it returns io.EOF. A stream that ends before the exit frame
 // (the agent restarted, or another reader acknowledged past this one) gives
 // an error wrapping io.ErrUnexpectedEOF: open a new one after the last seq.
-// Frames that break the protocol give errors wrapping ErrBadFrame.
-func (s *OutputStream) Next() (Frame, error) {
+// Frames that break the protocol give errors wrapping wire.ErrBadFrame.
+func (s *OutputStream) Next() (wire.Frame, error) {
 	if s.err != nil {
-		return Frame{}, s.err
+		return wire.Frame{}, s.err
 	}
 	if s.done {
-		return Frame{}, io.EOF
+		return wire.Frame{}, io.EOF
 	}
-	if s.unacked >= AckBytes {
+	if s.unacked >= wire.AckBytes {
 		if err := s.c.Ack(s.ctx, s.id, s.last); err != nil {
 			s.err = fmt.Errorf("output of %s: %w", s.id, err)
-			return Frame{}, s.err
+			return wire.Frame{}, s.err
 		}
 		s.acked, s.unacked = s.last, 0
 	}
 	if s.buf == nil {
-		s.buf = make([]byte, MaxFrameData)
+		s.buf = make([]byte, wire.MaxFrameData)
 	}
-	f, err := ReadFrame(s.body, s.buf)
+	f, err := wire.ReadFrame(s.body, s.buf)
 	if err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
 		}
-		if cerr := s.ctx.Err(); cerr != nil && !errors.Is(err, ErrBadFrame) {
+		if cerr := s.ctx.Err(); cerr != nil && !errors.Is(err, wire.ErrBadFrame) {
 			err = cerr
 		}
 		s.err = fmt.Errorf("output of %s after seq %d: %w", s.id, s.last, err)
-		return Frame{}, s.err
+		return wire.Frame{}, s.err
 	}
 	if err := s.check(f); err != nil {
 		s.err = fmt.Errorf("output of %s: %w", s.id, err)
-		return Frame{}, s.err
+		return wire.Frame{}, s.err
 	}
 	s.last = f.Seq
-	s.unacked += FrameCost(f)
-	if f.Kind == FrameExit {
+	s.unacked += wire.FrameCost(f)
+	if f.Kind == wire.FrameExit {
 		s.done = true
 	}
 	return f, nil
 }
 
-func (s *OutputStream) check(f Frame) error {
+func (s *OutputStream) check(f wire.Frame) error {
 	if f.Seq <= s.last {
-		return fmt.Errorf("%w: seq %d after %d", ErrBadFrame, f.Seq, s.last)
+		return fmt.Errorf("%w: seq %d after %d", wire.ErrBadFrame, f.Seq, s.last)
 	}
 	switch f.Kind {
-	case FrameExit:
-		if _, err := ParseExit(f.Data); err != nil {
+	case wire.FrameExit:
+		if _, err := wire.ParseExit(f.Data); err != nil {
 			return err
 		}
-	case FrameDropped:
+	case wire.FrameDropped:
 		if len(f.Data) != 8 || int64(binary.BigEndian.Uint64(f.Data)) < 0 {
-			return fmt.Errorf("%w: dropped frame of %d bytes", ErrBadFrame, len(f.Data))
+			return fmt.Errorf("%w: dropped frame of %d bytes", wire.ErrBadFrame, len(f.Data))
 		}
 	}
 	return nil
@@ -244,14 +266,14 @@ func (c *Client) Stdin(ctx context.Context, id string, body io.Reader, eof bool)
 
 // Signal sends sig ("TERM", "KILL", …) to the process group of id.
 func (c *Client) Signal(ctx context.Context, id, sig string) error {
-	if err := c.call(ctx, http.MethodPost, cmdPath(id, "signal"), SignalRequest{Signal: sig}, nil); err != nil {
+	if err := c.call(ctx, http.MethodPost, cmdPath(id, "signal"), wire.SignalRequest{Signal: sig}, nil); err != nil {
 		return fmt.Errorf("signal %s to %s: %w", sig, id, err)
 	}
 	return nil
 }
 
 // Resize sets the terminal size of id (started with a PTY).
-func (c *Client) Resize(ctx context.Context, id string, sz Size) error {
+func (c *Client) Resize(ctx context.Context, id string, sz wire.Size) error {
 	if err := c.call(ctx, http.MethodPost, cmdPath(id, "resize"), sz, nil); err != nil {
 		return fmt.Errorf("resize %s: %w", id, err)
 	}
@@ -290,13 +312,13 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 	if out == nil {
 		return nil
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxJSON)).Decode(out); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, wire.MaxJSON)).Decode(out); err != nil {
 		return fmt.Errorf("decode answer: %w", err)
 	}
 	return nil
 }
 
-// send does a request and turns a non-2xx answer into an *Error.
+// send does a request and turns a non-2xx answer into an error (asError).
 func (c *Client) send(ctx context.Context, method, path string, body io.Reader, ctype string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, "http://agent"+path, body)
 	if err != nil {
@@ -314,35 +336,6 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader, 
 		return nil, readError(resp)
 	}
 	return resp, nil
-}
-
-func readError(resp *http.Response) *Error {
-	e := &Error{Status: resp.StatusCode}
-	var body ErrorBody
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxJSON))
-	if json.Unmarshal(b, &body) == nil {
-		e.Code, e.Message = knownCode(body.Code), body.Error
-	} else {
-		e.Message = string(b)
-	}
-	e.Message = strings.ToValidUTF8(strings.TrimSpace(e.Message), "?")
-	if len(e.Message) > maxErrorMessage {
-		e.Message = e.Message[:maxErrorMessage] + "…"
-	}
-	if e.Message == "" {
-		e.Message = http.StatusText(resp.StatusCode)
-	}
-	return e
-}
-
-// knownCode returns code if it is one the agent may use, else "" (internal).
-func knownCode(code string) string {
-	switch code {
-	case CodeNotFound, CodeConflict, CodeInvalidArgument, CodeResourceExhausted,
-		CodePermissionDenied, CodePreconditionFailed, CodeUnprocessable, CodeInsufficientStorage:
-		return code
-	}
-	return ""
 }
 
 // drain reads a little of what is left so the connection can be reused,

@@ -1,15 +1,16 @@
-package agent
+package guest
 
 import (
 	"errors"
 	"testing"
-	"time"
+
+	"github.com/cove-dev/cove/internal/agent/wire"
 )
 
 func TestOutputBufferAck(t *testing.T) {
 	b := newOutputBuffer(minMaxBuffer)
 	for _, s := range []string{"a", "b", "c"} {
-		if _, ok := b.write(FrameStdout, []byte(s)); !ok {
+		if _, ok := b.write(wire.FrameStdout, []byte(s)); !ok {
 			t.Fatal("write refused")
 		}
 	}
@@ -65,7 +66,7 @@ func TestOutputBufferAck(t *testing.T) {
 	if _, _, _, err := b.next(1, 10); err == nil {
 		t.Error("next before the acknowledged point succeeded")
 	}
-	if got, want := b.buffered(), 2*frameOverhead+1+len(`{"exit_code":0}`); got != want {
+	if got, want := b.buffered(), 2*wire.FrameCost(wire.Frame{})+1+len(`{"exit_code":0}`); got != want {
 		t.Errorf("buffered %d, want %d", got, want)
 	}
 	if err := b.ack(4); err != nil || b.buffered() != 0 || b.lastSeq() != 4 {
@@ -73,45 +74,67 @@ func TestOutputBufferAck(t *testing.T) {
 	}
 }
 
+// TestOutputBufferBackPressure checks the order of events, not their timing:
+// a write into a full buffer is seen waiting and does not return until a
+// reader acknowledges (or the buffer is aborted).
 func TestOutputBufferBackPressure(t *testing.T) {
 	b := newOutputBuffer(minMaxBuffer)
-	chunk := make([]byte, MaxFrameData)
+	waiting := make(chan struct{}, 1)
+	b.onWait = func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}
+	chunk := make([]byte, wire.MaxFrameData)
+	cost := wire.FrameCost(wire.Frame{Data: chunk})
 	n := 0
-	for b.buffered()+MaxFrameData+frameOverhead <= minMaxBuffer {
-		b.write(FrameStdout, chunk)
+	for b.buffered()+cost <= minMaxBuffer {
+		if _, ok := b.write(wire.FrameStdout, chunk); !ok {
+			t.Fatal("write refused")
+		}
 		n++
 	}
-	wrote := make(chan time.Duration)
-	go func() {
-		waited, _ := b.write(FrameStderr, chunk)
-		wrote <- waited
-	}()
 	select {
-	case <-wrote:
-		t.Fatal("write into a full buffer did not block")
-	case <-time.After(50 * time.Millisecond):
+	case <-waiting:
+		t.Fatal("a write waited before the buffer was full")
+	default:
+	}
+	full := b.buffered()
+
+	type result struct{ ok bool }
+	wrote := make(chan result, 1)
+	go func() {
+		_, ok := b.write(wire.FrameStderr, chunk)
+		wrote <- result{ok}
+	}()
+	<-waiting // the writer found the buffer full and waits
+	select {
+	case r := <-wrote:
+		t.Fatalf("write into a full buffer returned %+v without an ack", r)
+	default:
+	}
+	if got := b.buffered(); got != full || b.lastSeq() != int64(n) {
+		t.Fatalf("while the writer waits: %d buffered, last seq %d; want %d, %d", got, b.lastSeq(), full, n)
 	}
 	if err := b.ack(1); err != nil {
 		t.Fatal(err)
 	}
-	if waited := <-wrote; waited < 50*time.Millisecond {
-		t.Errorf("waited %v", waited)
+	if r := <-wrote; !r.ok {
+		t.Fatal("write refused after the ack")
 	}
 	if got := b.lastSeq(); got != int64(n+1) {
 		t.Errorf("last seq %d, want %d", got, n+1)
 	}
 
-	// abort frees a blocked writer, which then gives up.
+	// abort frees a waiting writer, which then gives up.
 	go func() {
-		_, ok := b.write(FrameStdout, chunk)
-		if ok {
-			wrote <- 1
-		}
-		close(wrote)
+		_, ok := b.write(wire.FrameStdout, chunk)
+		wrote <- result{ok}
 	}()
-	time.Sleep(20 * time.Millisecond)
+	<-waiting
 	b.abort()
-	if _, ok := <-wrote; ok {
+	if r := <-wrote; r.ok {
 		t.Error("write after abort succeeded")
 	}
 	// The exit frame goes in whatever the space.

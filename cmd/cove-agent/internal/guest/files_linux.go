@@ -1,4 +1,4 @@
-package agent
+package guest
 
 import (
 	"bytes"
@@ -23,14 +23,17 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cove-dev/cove/internal/agent/wire"
+	"github.com/cove-dev/cove/internal/keylock"
 )
 
-// fileService answers the file calls (see files_protocol.go). It runs in the
+// fileService answers the file calls (see wire/files.go). It runs in the
 // sandbox, so every path resolves in the sandbox's root.
 type fileService struct {
 	log *slog.Logger
 
-	locks   pathLocks
+	locks   keylock.Map // serializes writes to the same resolved path
 	digests digestCache
 }
 
@@ -63,9 +66,9 @@ func queryPath(r *http.Request, name string) (string, error) {
 }
 
 func checkPath(p string) (string, error) {
-	c, err := CleanPath(p)
+	c, err := wire.CleanPath(p)
 	if err != nil {
-		return "", errorf(http.StatusBadRequest, CodeInvalidArgument, "%v", err)
+		return "", errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "%v", err)
 	}
 	return c, nil
 }
@@ -115,7 +118,7 @@ func protectedError(p, resolved string) error {
 	if p != resolved {
 		where = fmt.Sprintf("%s (%s)", p, resolved)
 	}
-	return errorf(http.StatusForbidden, CodePermissionDenied,
+	return errorf(http.StatusForbidden, wire.CodePermissionDenied,
 		"%s is in /proc, /sys, /dev or /.cove, which file calls never write; use a command if you must", where)
 }
 
@@ -143,27 +146,27 @@ func fsError(p string, err error) error {
 	}
 	switch errno {
 	case unix.ENOENT:
-		return errorf(http.StatusNotFound, CodeNotFound, "%s does not exist", p)
+		return errorf(http.StatusNotFound, wire.CodeNotFound, "%s does not exist", p)
 	case unix.EEXIST:
-		return errorf(http.StatusConflict, CodeConflict, "%s already exists", p)
+		return errorf(http.StatusConflict, wire.CodeConflict, "%s already exists", p)
 	case unix.ENOTDIR:
-		return errorf(http.StatusConflict, CodeConflict, "a parent of %s is not a directory", p)
+		return errorf(http.StatusConflict, wire.CodeConflict, "a parent of %s is not a directory", p)
 	case unix.EISDIR:
-		return errorf(http.StatusConflict, CodeConflict, "%s is a directory", p)
+		return errorf(http.StatusConflict, wire.CodeConflict, "%s is a directory", p)
 	case unix.ENOTEMPTY:
-		return errorf(http.StatusConflict, CodeConflict, "directory %s is not empty; pass recursive=true to remove it with its contents", p)
+		return errorf(http.StatusConflict, wire.CodeConflict, "directory %s is not empty; pass recursive=true to remove it with its contents", p)
 	case unix.EXDEV:
-		return errorf(http.StatusConflict, CodeConflict, "%s cannot be moved there: it is another file system (or a directory of the image, which cannot be renamed); copy it instead", p)
+		return errorf(http.StatusConflict, wire.CodeConflict, "%s cannot be moved there: it is another file system (or a directory of the image, which cannot be renamed); copy it instead", p)
 	case unix.EACCES, unix.EPERM, unix.EROFS, unix.ETXTBSY, unix.EBUSY:
-		return errorf(http.StatusForbidden, CodePermissionDenied, "%s cannot be written: %v (a read-only or protected place)", p, errno)
+		return errorf(http.StatusForbidden, wire.CodePermissionDenied, "%s cannot be written: %v (a read-only or protected place)", p, errno)
 	case unix.ENOSPC, unix.EDQUOT:
-		return errorf(http.StatusInsufficientStorage, CodeInsufficientStorage, "the sandbox's disk is full writing %s; free space or create the sandbox with a larger disk_mib", p)
+		return errorf(http.StatusInsufficientStorage, wire.CodeInsufficientStorage, "the sandbox's disk is full writing %s; free space or create the sandbox with a larger disk_mib", p)
 	case unix.ENAMETOOLONG:
-		return errorf(http.StatusBadRequest, CodeInvalidArgument, "%s: a name is too long", p)
+		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "%s: a name is too long", p)
 	case unix.ELOOP:
-		return errorf(http.StatusBadRequest, CodeInvalidArgument, "%s: too many levels of symlinks", p)
+		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "%s: too many levels of symlinks", p)
 	case unix.EINVAL:
-		return errorf(http.StatusBadRequest, CodeInvalidArgument, "%s: invalid argument (moving a directory into itself?)", p)
+		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "%s: invalid argument (moving a directory into itself?)", p)
 	}
 	return fmt.Errorf("%s: %w", p, err)
 }
@@ -193,9 +196,9 @@ func statOf(fi fs.FileInfo) *syscall.Stat_t {
 }
 
 // infoOf describes the file at p (as named by the caller) from its lstat.
-func infoOf(p string, fi fs.FileInfo) FileInfo {
+func infoOf(p string, fi fs.FileInfo) wire.FileInfo {
 	st := statOf(fi)
-	info := FileInfo{
+	info := wire.FileInfo{
 		Name: filepath.Base(p), Path: p, Size: fi.Size(),
 		Mode:    uint32(fi.Mode().Perm()) | uint32(st.Mode&(unix.S_ISUID|unix.S_ISGID|unix.S_ISVTX)),
 		MTimeNS: fi.ModTime().UnixNano(), Version: versionOf(st),
@@ -203,24 +206,24 @@ func infoOf(p string, fi fs.FileInfo) FileInfo {
 	}
 	switch m := fi.Mode(); {
 	case m.IsRegular():
-		info.Type = FileTypeFile
+		info.Type = wire.FileTypeFile
 	case m.IsDir():
-		info.Type = FileTypeDir
+		info.Type = wire.FileTypeDir
 	case m&fs.ModeSymlink != 0:
-		info.Type = FileTypeSymlink
-		if t, err := os.Readlink(p); err == nil && len(t) <= MaxPath {
+		info.Type = wire.FileTypeSymlink
+		if t, err := os.Readlink(p); err == nil && len(t) <= wire.MaxPath {
 			info.Target = t
 		}
 	default:
-		info.Type = FileTypeOther
+		info.Type = wire.FileTypeOther
 	}
 	return info
 }
 
-func lstatInfo(p string) (FileInfo, error) {
+func lstatInfo(p string) (wire.FileInfo, error) {
 	fi, err := os.Lstat(p)
 	if err != nil {
-		return FileInfo{}, fsError(p, err)
+		return wire.FileInfo{}, fsError(p, err)
 	}
 	return infoOf(p, fi), nil
 }
@@ -250,11 +253,11 @@ func (f *fileService) list(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	q := r.URL.Query()
-	depth, err := intParam(q.Get("depth"), 1, 1, MaxListDepth, "depth")
+	depth, err := intParam(q.Get("depth"), 1, 1, wire.MaxListDepth, "depth")
 	if err != nil {
 		return err
 	}
-	limit, err := intParam(q.Get("limit"), MaxListLimit, 1, MaxListLimit, "limit")
+	limit, err := intParam(q.Get("limit"), wire.MaxListLimit, 1, wire.MaxListLimit, "limit")
 	if err != nil {
 		return err
 	}
@@ -269,9 +272,9 @@ func (f *fileService) list(w http.ResponseWriter, r *http.Request) error {
 		return fsError(root, err)
 	}
 	if !fi.IsDir() {
-		return errorf(http.StatusConflict, CodeConflict, "%s is not a directory; stat it instead", root)
+		return errorf(http.StatusConflict, wire.CodeConflict, "%s is not a directory; stat it instead", root)
 	}
-	out := FileList{Items: []FileInfo{}}
+	out := wire.FileList{Items: []wire.FileInfo{}}
 	size := 0
 	stop := errors.New("page full")
 	rootDepth := strings.Count(strings.TrimSuffix(root, "/"), "/")
@@ -300,11 +303,11 @@ func (f *fileService) list(w http.ResponseWriter, r *http.Request) error {
 			}
 			return nil
 		}
-		if len(out.Items) >= limit || size >= maxListBytes {
+		if len(out.Items) >= limit || size >= wire.MaxListBytes {
 			out.Next = out.Items[len(out.Items)-1].Path
 			return stop
 		}
-		var info FileInfo
+		var info wire.FileInfo
 		if fi, ierr := d.Info(); ierr == nil {
 			info = infoOf(p, fi)
 		} else if err == nil {
@@ -335,7 +338,7 @@ func intParam(v string, def, lo, hi int, name string) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < lo || n > hi {
-		return 0, errorf(http.StatusBadRequest, CodeInvalidArgument, "%s must be a whole number from %d to %d", name, lo, hi)
+		return 0, errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "%s must be a whole number from %d to %d", name, lo, hi)
 	}
 	return n, nil
 }
@@ -353,11 +356,11 @@ func openRegular(p string) (*os.File, fs.FileInfo, error) {
 	}
 	if fi.IsDir() {
 		fd.Close()
-		return nil, nil, errorf(http.StatusConflict, CodeConflict, "%s is a directory; list it, or download it as an archive", p)
+		return nil, nil, errorf(http.StatusConflict, wire.CodeConflict, "%s is a directory; list it, or download it as an archive", p)
 	}
 	if !fi.Mode().IsRegular() {
 		fd.Close()
-		return nil, nil, errorf(http.StatusConflict, CodeConflict, "%s is not a regular file", p)
+		return nil, nil, errorf(http.StatusConflict, wire.CodeConflict, "%s is not a regular file", p)
 	}
 	return fd, fi, nil
 }
@@ -388,7 +391,7 @@ func (f *fileService) read(w http.ResponseWriter, r *http.Request) error {
 			return fsError(p, err)
 		}
 		if attempt == 3 {
-			return errorf(http.StatusConflict, CodeConflict, "%s keeps changing while it is read; try again when it is still", p)
+			return errorf(http.StatusConflict, wire.CodeConflict, "%s keeps changing while it is read; try again when it is still", p)
 		}
 	}
 	defer fd.Close()
@@ -462,7 +465,7 @@ func parseWriteOptions(r *http.Request) (writeOptions, error) {
 	if v := q.Get("mode"); v != "" {
 		m, err := strconv.ParseUint(v, 8, 32)
 		if err != nil || m > 0o7777 {
-			return o, errorf(http.StatusBadRequest, CodeInvalidArgument, "mode %q must be octal permission bits such as 0644", v)
+			return o, errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "mode %q must be octal permission bits such as 0644", v)
 		}
 		o.mode = int(m)
 	}
@@ -477,7 +480,7 @@ func parseWriteOptions(r *http.Request) (writeOptions, error) {
 func checkSHA256(v string) (string, error) {
 	b, err := hex.DecodeString(v)
 	if err != nil || len(b) != sha256.Size {
-		return "", errorf(http.StatusBadRequest, CodeInvalidArgument, "sha256 %q must be 64 hex digits", v)
+		return "", errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "sha256 %q must be 64 hex digits", v)
 	}
 	return strings.ToLower(v), nil
 }
@@ -494,13 +497,13 @@ func checkPreconditions(p, target string, ifMatch []string, ifNoneMatch bool) er
 	}
 	exists := err == nil
 	if ifNoneMatch && exists {
-		return errorf(http.StatusPreconditionFailed, CodePreconditionFailed, "%s exists (If-None-Match: *); nothing was written", p)
+		return errorf(http.StatusPreconditionFailed, wire.CodePreconditionFailed, "%s exists (If-None-Match: *); nothing was written", p)
 	}
 	if len(ifMatch) == 0 {
 		return nil
 	}
 	if !exists {
-		return errorf(http.StatusPreconditionFailed, CodePreconditionFailed, "%s does not exist, so it cannot match the version given in If-Match; nothing was written", p)
+		return errorf(http.StatusPreconditionFailed, wire.CodePreconditionFailed, "%s does not exist, so it cannot match the version given in If-Match; nothing was written", p)
 	}
 	v := versionOf(statOf(fi))
 	for _, m := range ifMatch {
@@ -508,7 +511,7 @@ func checkPreconditions(p, target string, ifMatch []string, ifNoneMatch bool) er
 			return nil
 		}
 	}
-	return errorf(http.StatusPreconditionFailed, CodePreconditionFailed, "%s changed: its version is %q, not %q (If-Match); read it again, then retry; nothing was written", p, v, strings.Join(ifMatch, ", "))
+	return errorf(http.StatusPreconditionFailed, wire.CodePreconditionFailed, "%s changed: its version is %q, not %q (If-Match); read it again, then retry; nothing was written", p, v, strings.Join(ifMatch, ", "))
 }
 
 // mkdirAll creates dir and its missing parents owned by uid:gid.
@@ -516,7 +519,7 @@ func mkdirAll(p, dir string, uid, gid int) error {
 	fi, err := os.Stat(dir)
 	if err == nil {
 		if !fi.IsDir() {
-			return errorf(http.StatusConflict, CodeConflict, "%s is not a directory", dir)
+			return errorf(http.StatusConflict, wire.CodeConflict, "%s is not a directory", dir)
 		}
 		return nil
 	}
@@ -648,7 +651,7 @@ func (f *fileService) write(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if fi, err := os.Stat(target); err == nil && fi.IsDir() {
-		return errorf(http.StatusConflict, CodeConflict, "%s is a directory; give the path of a file in it", p)
+		return errorf(http.StatusConflict, wire.CodeConflict, "%s is a directory; give the path of a file in it", p)
 	}
 	// Fail fast, before the body; checked again under the lock.
 	if err := checkPreconditions(p, target, o.ifMatch, o.ifNoneMatch); err != nil {
@@ -671,7 +674,7 @@ func (f *fileService) write(w http.ResponseWriter, r *http.Request) error {
 	}
 	sum := h.Sum(nil)
 	wants := []string{o.sha256}
-	if t := r.Trailer.Get(TrailerSHA256); t != "" {
+	if t := r.Trailer.Get(wire.TrailerSHA256); t != "" {
 		w, err := checkSHA256(t)
 		if err != nil {
 			return err
@@ -680,12 +683,12 @@ func (f *fileService) write(w http.ResponseWriter, r *http.Request) error {
 	}
 	for _, want := range wants {
 		if want != "" && want != hex.EncodeToString(sum) {
-			return errorf(http.StatusUnprocessableEntity, CodeUnprocessable,
+			return errorf(http.StatusUnprocessableEntity, wire.CodeUnprocessable,
 				"the bytes received have sha-256 %s, not %s as the request's digest says; nothing was written", hex.EncodeToString(sum), want)
 		}
 	}
 
-	unlock := f.locks.lock(target)
+	unlock := f.locks.Lock(target)
 	defer unlock()
 	if err := checkPreconditions(p, target, o.ifMatch, o.ifNoneMatch); err != nil {
 		return err
@@ -721,11 +724,11 @@ func uploadError(p string, err error) error {
 	if errors.As(err, &pe) || errors.As(err, &errno) {
 		return fsError(p, err)
 	}
-	return errorf(http.StatusBadRequest, CodeInvalidArgument, "the upload of %s was cut short (%v); nothing was written", p, err)
+	return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "the upload of %s was cut short (%v); nothing was written", p, err)
 }
 
 func (f *fileService) mkdir(w http.ResponseWriter, r *http.Request) error {
-	var req MkdirRequest
+	var req wire.MkdirRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
@@ -734,7 +737,7 @@ func (f *fileService) mkdir(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.UID < 0 || req.GID < 0 {
-		return errorf(http.StatusBadRequest, CodeInvalidArgument, "uid and gid must not be negative")
+		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "uid and gid must not be negative")
 	}
 	target, err := writable(p, true)
 	if err != nil {
@@ -756,7 +759,7 @@ func (f *fileService) mkdir(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (f *fileService) move(w http.ResponseWriter, r *http.Request) error {
-	var req MoveRequest
+	var req wire.MoveRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
@@ -769,7 +772,7 @@ func (f *fileService) move(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if from == "/" || to == "/" {
-		return errorf(http.StatusBadRequest, CodeInvalidArgument, "the root directory cannot be moved or replaced")
+		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "the root directory cannot be moved or replaced")
 	}
 	rfrom, err := writable(from, false)
 	if err != nil {
@@ -789,10 +792,10 @@ func (f *fileService) move(w http.ResponseWriter, r *http.Request) error {
 	if second < first {
 		first, second = second, first
 	}
-	unlock := f.locks.lock(first)
+	unlock := f.locks.Lock(first)
 	defer unlock()
 	if second != first {
-		unlock2 := f.locks.lock(second)
+		unlock2 := f.locks.Lock(second)
 		defer unlock2()
 	}
 	if req.Overwrite {
@@ -808,7 +811,7 @@ func (f *fileService) move(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 		if errors.Is(err, unix.EEXIST) {
-			return errorf(http.StatusConflict, CodeConflict, "%s already exists; pass overwrite to replace it", to)
+			return errorf(http.StatusConflict, wire.CodeConflict, "%s already exists; pass overwrite to replace it", to)
 		}
 	}
 	if err != nil {
@@ -829,7 +832,7 @@ func (f *fileService) remove(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if p == "/" {
-		return errorf(http.StatusBadRequest, CodeInvalidArgument, "the root directory cannot be removed")
+		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "the root directory cannot be removed")
 	}
 	recursive := r.URL.Query().Get("recursive") == "true"
 	target, err := writable(p, false)
@@ -840,7 +843,7 @@ func (f *fileService) remove(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fsError(p, err)
 	}
-	unlock := f.locks.lock(target)
+	unlock := f.locks.Lock(target)
 	defer unlock()
 	if fi.IsDir() && recursive {
 		err = os.RemoveAll(target)
@@ -849,7 +852,7 @@ func (f *fileService) remove(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err != nil {
 		if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
-			return errorf(http.StatusConflict, CodeConflict, "directory %s is not empty; pass recursive=true to remove it with its contents", p)
+			return errorf(http.StatusConflict, wire.CodeConflict, "directory %s is not empty; pass recursive=true to remove it with its contents", p)
 		}
 		return fsError(p, err)
 	}
@@ -860,7 +863,7 @@ func (f *fileService) remove(w http.ResponseWriter, r *http.Request) error {
 // edit applies each edit in turn, each to the result of the ones before,
 // streaming through temporary files; the last one replaces the file.
 func (f *fileService) edit(w http.ResponseWriter, r *http.Request) error {
-	var req EditRequest
+	var req wire.EditRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		return err
 	}
@@ -870,20 +873,20 @@ func (f *fileService) edit(w http.ResponseWriter, r *http.Request) error {
 	}
 	switch {
 	case len(req.Edits) == 0:
-		return errorf(http.StatusBadRequest, CodeInvalidArgument, "edits is empty; give at least one {\"old\", \"new\"}")
-	case len(req.Edits) > MaxEdits:
-		return errorf(http.StatusBadRequest, CodeInvalidArgument, "%d edits; at most %d are allowed in one call", len(req.Edits), MaxEdits)
+		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "edits is empty; give at least one {\"old\", \"new\"}")
+	case len(req.Edits) > wire.MaxEdits:
+		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "%d edits; at most %d are allowed in one call", len(req.Edits), wire.MaxEdits)
 	}
 	for i, e := range req.Edits {
 		if e.Old == "" {
-			return errorf(http.StatusBadRequest, CodeInvalidArgument, "edit %d: old is empty; give the exact text to replace", i)
+			return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "edit %d: old is empty; give the exact text to replace", i)
 		}
 	}
 	target, err := writable(p, true)
 	if err != nil {
 		return err
 	}
-	unlock := f.locks.lock(target)
+	unlock := f.locks.Lock(target)
 	defer unlock()
 	src, fi, err := openRegular(target)
 	if err != nil {
@@ -892,7 +895,7 @@ func (f *fileService) edit(w http.ResponseWriter, r *http.Request) error {
 	defer src.Close()
 	version := versionOf(statOf(fi))
 	if len(req.IfMatch) > 0 && !slices.Contains(req.IfMatch, version) && !slices.Contains(req.IfMatch, "*") {
-		return errorf(http.StatusPreconditionFailed, CodePreconditionFailed, "%s changed: its version is %q, not %q (If-Match); read it again, then retry; nothing was written", p, version, strings.Join(req.IfMatch, ", "))
+		return errorf(http.StatusPreconditionFailed, wire.CodePreconditionFailed, "%s changed: its version is %q, not %q (If-Match); read it again, then retry; nothing was written", p, version, strings.Join(req.IfMatch, ", "))
 	}
 	cur, size := io.ReaderAt(src), fi.Size()
 	var sum []byte
@@ -907,7 +910,7 @@ func (f *fileService) edit(w http.ResponseWriter, r *http.Request) error {
 			if n > 1 {
 				what = fmt.Sprintf("occurs %d times", n)
 			}
-			return errorf(http.StatusConflict, CodeConflict, "edit %d: old %s in %s; it must occur exactly once (give more context); nothing was written", i, what, p)
+			return errorf(http.StatusConflict, wire.CodeConflict, "edit %d: old %s in %s; it must occur exactly once (give more context); nothing was written", i, what, p)
 		}
 		tmp, err := createTemp(p, filepath.Dir(target), ".cove-edit-*")
 		if err != nil {
@@ -935,7 +938,7 @@ func (f *fileService) edit(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Commands in the sandbox may have written it meanwhile.
 	if fi2, err := os.Stat(target); err != nil || versionOf(statOf(fi2)) != version {
-		return errorf(http.StatusConflict, CodeConflict, "%s changed while it was edited; read it again, then retry; nothing was written", p)
+		return errorf(http.StatusConflict, wire.CodeConflict, "%s changed while it was edited; read it again, then retry; nothing was written", p)
 	}
 	st := statOf(fi)
 	nfi, err := last.commit(p, target, int(st.Mode&0o7777), int(st.Uid), int(st.Gid))
@@ -996,40 +999,6 @@ func findOnce(r io.ReaderAt, size int64, old []byte) (int64, int, error) {
 		have = k
 	}
 	return first, count, nil
-}
-
-// pathLocks serializes writes to the same resolved path.
-type pathLocks struct {
-	mu sync.Mutex
-	m  map[string]*pathLock
-}
-
-type pathLock struct {
-	mu   sync.Mutex
-	refs int
-}
-
-func (l *pathLocks) lock(p string) (unlock func()) {
-	l.mu.Lock()
-	if l.m == nil {
-		l.m = map[string]*pathLock{}
-	}
-	pl := l.m[p]
-	if pl == nil {
-		pl = &pathLock{}
-		l.m[p] = pl
-	}
-	pl.refs++
-	l.mu.Unlock()
-	pl.mu.Lock()
-	return func() {
-		pl.mu.Unlock()
-		l.mu.Lock()
-		if pl.refs--; pl.refs == 0 {
-			delete(l.m, p)
-		}
-		l.mu.Unlock()
-	}
 }
 
 // digestCache remembers the sha-256 of files by inode and version, so a

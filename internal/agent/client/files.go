@@ -1,7 +1,6 @@
-package agent
+package client
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,16 +11,17 @@ import (
 	"strings"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/agent/wire"
 )
 
 // StatFile describes the file at p (a symlink is itself).
-func (c *Client) StatFile(ctx context.Context, p string) (FileInfo, error) {
-	var fi FileInfo
-	if err := c.fileCall(ctx, http.MethodGet, "/v1/files/stat?"+url.Values{"path": {p}}.Encode(), nil, &fi); err != nil {
-		return FileInfo{}, fmt.Errorf("stat %s: %w", p, err)
+func (c *Client) StatFile(ctx context.Context, p string) (wire.FileInfo, error) {
+	var fi wire.FileInfo
+	if err := c.call(ctx, http.MethodGet, "/v1/files/stat?"+url.Values{"path": {p}}.Encode(), nil, &fi); err != nil {
+		return wire.FileInfo{}, fmt.Errorf("stat %s: %w", p, err)
 	}
-	if err := CheckFileInfo(fi); err != nil {
-		return FileInfo{}, fmt.Errorf("stat %s: %w", p, err)
+	if err := wire.CheckFileInfo(fi); err != nil {
+		return wire.FileInfo{}, fmt.Errorf("stat %s: %w", p, err)
 	}
 	return fi, nil
 }
@@ -30,12 +30,12 @@ func (c *Client) StatFile(ctx context.Context, p string) (FileInfo, error) {
 type ListRequest struct {
 	Path  string
 	Depth int    // 1: the directory's own entries
-	Limit int    // at most MaxListLimit
+	Limit int    // at most wire.MaxListLimit
 	After string // the Next of the page before
 }
 
 // ListFiles returns a page of entries under a directory, in walk order.
-func (c *Client) ListFiles(ctx context.Context, req ListRequest) (FileList, error) {
+func (c *Client) ListFiles(ctx context.Context, req ListRequest) (wire.FileList, error) {
 	q := url.Values{"path": {req.Path}}
 	if req.Depth > 0 {
 		q.Set("depth", strconv.Itoa(req.Depth))
@@ -46,21 +46,21 @@ func (c *Client) ListFiles(ctx context.Context, req ListRequest) (FileList, erro
 	if req.After != "" {
 		q.Set("after", req.After)
 	}
-	var l FileList
-	if err := c.fileCall(ctx, http.MethodGet, "/v1/files/list?"+q.Encode(), nil, &l); err != nil {
-		return FileList{}, fmt.Errorf("list %s: %w", req.Path, err)
+	var l wire.FileList
+	if err := c.call(ctx, http.MethodGet, "/v1/files/list?"+q.Encode(), nil, &l); err != nil {
+		return wire.FileList{}, fmt.Errorf("list %s: %w", req.Path, err)
 	}
-	if len(l.Items) > MaxListLimit || (req.Limit > 0 && len(l.Items) > req.Limit) {
-		return FileList{}, fmt.Errorf("list %s: agent answered %d entries", req.Path, len(l.Items))
+	if len(l.Items) > wire.MaxListLimit || (req.Limit > 0 && len(l.Items) > req.Limit) {
+		return wire.FileList{}, fmt.Errorf("list %s: agent answered %d entries", req.Path, len(l.Items))
 	}
 	for _, fi := range l.Items {
-		if err := CheckFileInfo(fi); err != nil {
-			return FileList{}, fmt.Errorf("list %s: %w", req.Path, err)
+		if err := wire.CheckFileInfo(fi); err != nil {
+			return wire.FileList{}, fmt.Errorf("list %s: %w", req.Path, err)
 		}
 	}
 	if l.Next != "" {
-		if n, err := CleanPath(l.Next); err != nil || n != l.Next {
-			return FileList{}, fmt.Errorf("list %s: bad cursor from agent", req.Path)
+		if n, err := wire.CleanPath(l.Next); err != nil || n != l.Next {
+			return wire.FileList{}, fmt.Errorf("list %s: bad cursor from agent", req.Path)
 		}
 	}
 	return l, nil
@@ -100,7 +100,7 @@ func (c *Client) ReadFile(ctx context.Context, p string, h http.Header) (*FileCo
 	case http.StatusPreconditionFailed:
 		if !isJSON(resp) { // from http.ServeContent: If-Match on a download
 			drain(resp)
-			return nil, &Error{Status: resp.StatusCode, Code: CodePreconditionFailed, Message: fmt.Sprintf("%s does not match If-Match or If-Unmodified-Since", p)}
+			return nil, fmt.Errorf("read %s: %w", p, asError(wire.CodePreconditionFailed, fmt.Sprintf("%s does not match If-Match or If-Unmodified-Since", p)))
 		}
 		fallthrough
 	default:
@@ -119,7 +119,7 @@ func (c *Client) ReadFile(ctx context.Context, p string, h http.Header) (*FileCo
 // passes on, refusing malformed ones.
 func checkContentHeaders(in, out http.Header) error {
 	if v := in.Get("ETag"); v != "" {
-		if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' || !ValidVersion(v[1:len(v)-1]) {
+		if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' || !wire.ValidVersion(v[1:len(v)-1]) {
 			return fmt.Errorf("bad ETag %q from agent", v)
 		}
 		out.Set("ETag", v)
@@ -166,7 +166,7 @@ type WriteRequest struct {
 
 // WriteFile uploads body as the new content of a file, atomically. created
 // says the file did not exist.
-func (c *Client) WriteFile(ctx context.Context, req WriteRequest, body io.Reader) (fi FileInfo, created bool, err error) {
+func (c *Client) WriteFile(ctx context.Context, req WriteRequest, body io.Reader) (fi wire.FileInfo, created bool, err error) {
 	q := url.Values{"path": {req.Path}, "uid": {strconv.Itoa(req.UID)}, "gid": {strconv.Itoa(req.GID)}}
 	if req.Chown {
 		q.Set("chown", "true")
@@ -188,11 +188,11 @@ func (c *Client) WriteFile(ctx context.Context, req WriteRequest, body io.Reader
 	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://agent/v1/files/content?"+q.Encode(), nil)
 	if err != nil {
-		return FileInfo{}, false, err
+		return wire.FileInfo{}, false, err
 	}
 	hreq.Header.Set("Content-Type", "application/octet-stream")
 	if req.TrailerSHA256 != nil {
-		hreq.Trailer = http.Header{TrailerSHA256: nil}
+		hreq.Trailer = http.Header{wire.TrailerSHA256: nil}
 		hreq.Body = &trailerBody{r: body, req: hreq, fn: req.TrailerSHA256}
 		hreq.ContentLength = -1
 	} else {
@@ -204,14 +204,14 @@ func (c *Client) WriteFile(ctx context.Context, req WriteRequest, body io.Reader
 	}
 	resp, err := c.hc.Do(hreq)
 	if err != nil {
-		return FileInfo{}, false, fmt.Errorf("write %s: %w", req.Path, err)
+		return wire.FileInfo{}, false, fmt.Errorf("write %s: %w", req.Path, err)
 	}
 	defer drain(resp)
 	if resp.StatusCode/100 != 2 {
-		return FileInfo{}, false, fmt.Errorf("write %s: %w", req.Path, readError(resp))
+		return wire.FileInfo{}, false, fmt.Errorf("write %s: %w", req.Path, readError(resp))
 	}
 	if err := decodeInfo(resp, &fi); err != nil {
-		return FileInfo{}, false, fmt.Errorf("write %s: %w", req.Path, err)
+		return wire.FileInfo{}, false, fmt.Errorf("write %s: %w", req.Path, err)
 	}
 	return fi, resp.StatusCode == http.StatusCreated, nil
 }
@@ -231,7 +231,7 @@ func (b *trailerBody) Read(p []byte) (int, error) {
 			return n, ferr
 		}
 		if v != "" {
-			b.req.Trailer.Set(TrailerSHA256, v)
+			b.req.Trailer.Set(wire.TrailerSHA256, v)
 		}
 	}
 	return n, err
@@ -239,38 +239,38 @@ func (b *trailerBody) Read(p []byte) (int, error) {
 
 func (b *trailerBody) Close() error { return nil }
 
-// EditFile applies edits to a file (see EditRequest).
-func (c *Client) EditFile(ctx context.Context, req EditRequest) (FileInfo, error) {
-	var fi FileInfo
-	if err := c.fileCall(ctx, http.MethodPost, "/v1/files/edit", req, &fi); err != nil {
-		return FileInfo{}, fmt.Errorf("edit %s: %w", req.Path, err)
+// EditFile applies edits to a file (see wire.EditRequest).
+func (c *Client) EditFile(ctx context.Context, req wire.EditRequest) (wire.FileInfo, error) {
+	var fi wire.FileInfo
+	if err := c.call(ctx, http.MethodPost, "/v1/files/edit", req, &fi); err != nil {
+		return wire.FileInfo{}, fmt.Errorf("edit %s: %w", req.Path, err)
 	}
-	if err := CheckFileInfo(fi); err != nil {
-		return FileInfo{}, fmt.Errorf("edit %s: %w", req.Path, err)
+	if err := wire.CheckFileInfo(fi); err != nil {
+		return wire.FileInfo{}, fmt.Errorf("edit %s: %w", req.Path, err)
 	}
 	return fi, nil
 }
 
 // Mkdir creates a directory and its missing parents.
-func (c *Client) Mkdir(ctx context.Context, req MkdirRequest) (FileInfo, error) {
-	var fi FileInfo
-	if err := c.fileCall(ctx, http.MethodPost, "/v1/files/mkdir", req, &fi); err != nil {
-		return FileInfo{}, fmt.Errorf("mkdir %s: %w", req.Path, err)
+func (c *Client) Mkdir(ctx context.Context, req wire.MkdirRequest) (wire.FileInfo, error) {
+	var fi wire.FileInfo
+	if err := c.call(ctx, http.MethodPost, "/v1/files/mkdir", req, &fi); err != nil {
+		return wire.FileInfo{}, fmt.Errorf("mkdir %s: %w", req.Path, err)
 	}
-	if err := CheckFileInfo(fi); err != nil {
-		return FileInfo{}, fmt.Errorf("mkdir %s: %w", req.Path, err)
+	if err := wire.CheckFileInfo(fi); err != nil {
+		return wire.FileInfo{}, fmt.Errorf("mkdir %s: %w", req.Path, err)
 	}
 	return fi, nil
 }
 
 // MoveFile renames a file or directory.
-func (c *Client) MoveFile(ctx context.Context, req MoveRequest) (FileInfo, error) {
-	var fi FileInfo
-	if err := c.fileCall(ctx, http.MethodPost, "/v1/files/move", req, &fi); err != nil {
-		return FileInfo{}, fmt.Errorf("move %s to %s: %w", req.From, req.To, err)
+func (c *Client) MoveFile(ctx context.Context, req wire.MoveRequest) (wire.FileInfo, error) {
+	var fi wire.FileInfo
+	if err := c.call(ctx, http.MethodPost, "/v1/files/move", req, &fi); err != nil {
+		return wire.FileInfo{}, fmt.Errorf("move %s to %s: %w", req.From, req.To, err)
 	}
-	if err := CheckFileInfo(fi); err != nil {
-		return FileInfo{}, fmt.Errorf("move %s: %w", req.From, err)
+	if err := wire.CheckFileInfo(fi); err != nil {
+		return wire.FileInfo{}, fmt.Errorf("move %s: %w", req.From, err)
 	}
 	return fi, nil
 }
@@ -282,7 +282,7 @@ func (c *Client) RemoveFile(ctx context.Context, p string, recursive bool) error
 	if recursive {
 		q.Set("recursive", "true")
 	}
-	if err := c.fileCall(ctx, http.MethodDelete, "/v1/files?"+q.Encode(), nil, nil); err != nil {
+	if err := c.call(ctx, http.MethodDelete, "/v1/files?"+q.Encode(), nil, nil); err != nil {
 		return fmt.Errorf("remove %s: %w", p, err)
 	}
 	return nil
@@ -307,70 +307,36 @@ func (c *Client) ReadArchive(ctx context.Context, p string) (io.ReadCloser, erro
 }
 
 // WriteArchive extracts a tar or tar.gz into a folder, owned by uid:gid.
-func (c *Client) WriteArchive(ctx context.Context, p string, uid, gid int, body io.Reader) (ArchiveResult, error) {
+func (c *Client) WriteArchive(ctx context.Context, p string, uid, gid int, body io.Reader) (wire.ArchiveResult, error) {
 	q := url.Values{"path": {p}, "uid": {strconv.Itoa(uid)}, "gid": {strconv.Itoa(gid)}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://agent/v1/files/archive?"+q.Encode(), io.NopCloser(body))
 	if err != nil {
-		return ArchiveResult{}, err
+		return wire.ArchiveResult{}, err
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return ArchiveResult{}, fmt.Errorf("extract into %s: %w", p, err)
+		return wire.ArchiveResult{}, fmt.Errorf("extract into %s: %w", p, err)
 	}
 	defer drain(resp)
 	if resp.StatusCode/100 != 2 {
-		return ArchiveResult{}, fmt.Errorf("extract into %s: %w", p, readError(resp))
+		return wire.ArchiveResult{}, fmt.Errorf("extract into %s: %w", p, readError(resp))
 	}
-	var res ArchiveResult
-	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxJSON)).Decode(&res); err != nil {
-		return ArchiveResult{}, fmt.Errorf("extract into %s: decode answer: %w", p, err)
+	var res wire.ArchiveResult
+	if err := json.NewDecoder(io.LimitReader(resp.Body, wire.MaxJSON)).Decode(&res); err != nil {
+		return wire.ArchiveResult{}, fmt.Errorf("extract into %s: decode answer: %w", p, err)
 	}
 	if res.Entries < 0 || res.Bytes < 0 {
-		return ArchiveResult{}, fmt.Errorf("extract into %s: bad answer %+v", p, res)
+		return wire.ArchiveResult{}, fmt.Errorf("extract into %s: bad answer %+v", p, res)
 	}
 	return res, nil
 }
 
-// fileCall is call with the error codes of file calls.
-func (c *Client) fileCall(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://agent"+path, body)
-	if err != nil {
-		return err
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer drain(resp)
-	if resp.StatusCode/100 != 2 {
-		return readError(resp)
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxJSON)).Decode(out); err != nil {
+func decodeInfo(resp *http.Response, fi *wire.FileInfo) error {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, wire.MaxJSON)).Decode(fi); err != nil {
 		return fmt.Errorf("decode answer: %w", err)
 	}
-	return nil
-}
-
-func decodeInfo(resp *http.Response, fi *FileInfo) error {
-	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxJSON)).Decode(fi); err != nil {
-		return fmt.Errorf("decode answer: %w", err)
-	}
-	return CheckFileInfo(*fi)
+	return wire.CheckFileInfo(*fi)
 }
 
 func isJSON(resp *http.Response) bool {
