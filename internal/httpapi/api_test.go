@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -159,8 +160,24 @@ func TestHealthz(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Status != "ok" || h.WarmPool.Ready != 2 || h.WarmPool.Target != 3 {
-		t.Fatalf("health is %+v; want ok with 2 of 3 warm", h)
+	if h.Status != "ok" || h.WarmPool.Ready != 2 || h.WarmPool.Target != 3 || h.Listeners != nil {
+		t.Fatalf("health is %+v; want ok with 2 of 3 warm and no listeners", h)
+	}
+}
+
+func TestHealthzListeners(t *testing.T) {
+	f := newFake()
+	h := New(f, slog.New(slog.DiscardHandler))
+	want := map[string]string{"api": "127.0.0.1:41234", "gateway": "0.0.0.0:40001", "dns": "0.0.0.0:40002"}
+	h.ReportListeners(want)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	got, err := cove.New(srv.URL, "").Health(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got.Listeners, want) {
+		t.Fatalf("listeners = %v, want %v", got.Listeners, want)
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/node/output"
+	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/server"
 )
 
@@ -38,11 +38,7 @@ func (h *Handler) attach(w http.ResponseWriter, r *http.Request, p server.Princi
 		return err
 	}
 	team, ref, id := p.Team.ID, r.PathValue("ref"), r.PathValue("id")
-	c, err := h.srv.GetCommand(r.Context(), team, ref, id)
-	if err != nil {
-		return err
-	}
-	l, err := h.srv.CommandLog(c)
+	c, l, err := h.srv.CommandOutput(r.Context(), team, ref, id)
 	if err != nil {
 		return err
 	}
@@ -92,7 +88,7 @@ func (h *Handler) attach(w http.ResponseWriter, r *http.Request, p server.Princi
 		}
 	})
 
-	exit, err := l.Read(ctx, after, true, func(ch output.Chunk) error {
+	exit, err := l.Read(ctx, after, true, func(ch node.Chunk) error {
 		if ch.Truncated {
 			return nil
 		}

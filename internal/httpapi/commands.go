@@ -7,13 +7,11 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/node/output"
+	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/server"
-	"github.com/cove-dev/cove/internal/store"
 )
 
 func (h *Handler) createCommand(w http.ResponseWriter, r *http.Request, p server.Principal) error {
@@ -50,23 +48,19 @@ func (h *Handler) getCommand(w http.ResponseWriter, r *http.Request, p server.Pr
 }
 
 func (h *Handler) listCommands(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	limit, cursor, err := paging(r)
+	pg, err := paging(r)
 	if err != nil {
 		return err
 	}
-	f := store.CommandFilter{After: cursor, Limit: limit + 1}
-	for _, v := range r.URL.Query()["state"] {
-		for _, s := range strings.Split(v, ",") {
-			if s != "" {
-				f.States = append(f.States, api.CommandState(s))
-			}
-		}
+	q := server.CommandQuery{Page: pg}
+	for _, s := range csv(r, "state") {
+		q.States = append(q.States, api.CommandState(s))
 	}
-	items, err := h.srv.ListCommands(r.Context(), p.Team.ID, r.PathValue("ref"), f)
+	l, err := h.srv.ListCommands(r.Context(), p.Team.ID, r.PathValue("ref"), q)
 	if err != nil {
 		return err
 	}
-	return list(w, items, limit, func(c api.Command) string { return c.ID })
+	return writeJSON(w, http.StatusOK, l)
 }
 
 // exitRecord is the last line of an output stream.
@@ -89,11 +83,7 @@ func (h *Handler) commandOutput(w http.ResponseWriter, r *http.Request, p server
 	if err != nil {
 		return err
 	}
-	c, err := h.srv.GetCommand(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	l, err := h.srv.CommandLog(c)
+	c, l, err := h.srv.CommandOutput(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -113,7 +103,7 @@ func (h *Handler) commandOutput(w http.ResponseWriter, r *http.Request, p server
 	// output as it comes without a write per chunk under load.
 	lastSeq := after
 	var line []byte
-	exit, err := l.Read(r.Context(), after, follow, func(ch output.Chunk) error {
+	exit, err := l.Read(r.Context(), after, follow, func(ch node.Chunk) error {
 		lastSeq = ch.Seq
 		line = appendOutputRecord(line[:0], ch)
 		if _, err := bw.Write(line); err != nil {
@@ -144,11 +134,7 @@ func (h *Handler) commandOutput(w http.ResponseWriter, r *http.Request, p server
 // commandStream serves the recorded bytes of one stream, with Range.
 func (h *Handler) commandStream(name string) func(http.ResponseWriter, *http.Request, server.Principal) error {
 	return func(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-		c, err := h.srv.GetCommand(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"))
-		if err != nil {
-			return err
-		}
-		l, err := h.srv.CommandLog(c)
+		_, l, err := h.srv.CommandOutput(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"))
 		if err != nil {
 			return err
 		}
@@ -191,7 +177,7 @@ func (h *Handler) commandSignal(w http.ResponseWriter, r *http.Request, p server
 // appendOutputRecord appends one NDJSON line for a chunk. It writes what
 // encoding/json would for api.OutputRecord, without reflection: this is the
 // hot path of every output stream.
-func appendOutputRecord(b []byte, ch output.Chunk) []byte {
+func appendOutputRecord(b []byte, ch node.Chunk) []byte {
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendInt(b, ch.Seq, 10)
 	if ch.Truncated {

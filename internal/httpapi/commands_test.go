@@ -5,11 +5,11 @@ import (
 	"testing"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/node/output"
+	"github.com/cove-dev/cove/internal/node"
 )
 
 func TestAppendOutputRecordMatchesJSON(t *testing.T) {
-	tests := []output.Chunk{
+	tests := []node.Chunk{
 		{Seq: 1, Stream: "stdout", Data: []byte("hello\n")},
 		{Seq: 1 << 40, Stream: "stderr", Data: []byte{0, 0xff, '"', '\\', '\n', 0x80}},
 		{Seq: 7, Truncated: true},

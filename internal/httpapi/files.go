@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/fspath"
+	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/server"
 )
 
@@ -73,15 +75,18 @@ func (h *Handler) listFiles(w http.ResponseWriter, r *http.Request, p server.Pri
 	if err != nil {
 		return err
 	}
-	limit, cursor, err := paging(r)
+	pg, err := paging(r)
 	if err != nil {
 		return err
 	}
-	depth, err := queryInt(r, "depth", 1, 1, 32)
+	if pg.Limit == 0 {
+		pg.Limit = server.DefaultPageLimit
+	}
+	depth, err := queryInt(r, "depth", 1, 1, fspath.MaxListDepth)
 	if err != nil {
 		return err
 	}
-	out, err := h.srv.ListFiles(r.Context(), t, server.FileListQuery{Path: path, Depth: int(depth), Limit: limit, Cursor: cursor})
+	out, err := h.srv.ListFiles(r.Context(), t, server.FileListQuery{Path: path, Depth: int(depth), Limit: pg.Limit, Cursor: pg.Cursor})
 	if err != nil {
 		return err
 	}
@@ -117,14 +122,16 @@ func (h *Handler) readFile(w http.ResponseWriter, r *http.Request, p server.Prin
 	if err != nil {
 		return err
 	}
-	fc, err := h.srv.ReadFile(r.Context(), t, path, r.Header)
+	fc, err := h.srv.ReadFile(r.Context(), t, node.ReadSpec{
+		Path: path, Range: r.Header.Get("Range"), IfRange: r.Header.Get("If-Range"),
+		IfMatch: r.Header.Values("If-Match"), IfNoneMatch: r.Header.Values("If-None-Match"),
+		IfModifiedSince: r.Header.Get("If-Modified-Since"), IfUnmodifiedSince: r.Header.Get("If-Unmodified-Since"),
+	})
 	if err != nil {
 		return err
 	}
 	defer fc.Body.Close()
-	for k, v := range fc.Header {
-		w.Header()[k] = v
-	}
+	setContentHeaders(w.Header(), fc)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(fc.Status)
 	if r.Method == http.MethodHead || fc.Status == http.StatusNotModified {
@@ -318,4 +325,22 @@ func (h *Handler) writeArchive(w http.ResponseWriter, r *http.Request, p server.
 		return err
 	}
 	return writeJSON(w, http.StatusOK, res)
+}
+
+// setContentHeaders describes a download as the node checked it.
+func setContentHeaders(h http.Header, c *node.Content) {
+	set := func(k, v string) {
+		if v != "" {
+			h.Set(k, v)
+		}
+	}
+	if c.ContentLength >= 0 {
+		h.Set("Content-Length", strconv.FormatInt(c.ContentLength, 10))
+	}
+	set("Content-Range", c.ContentRange)
+	set("Content-Type", c.ContentType)
+	set("ETag", c.ETag)
+	set("Repr-Digest", c.ReprDigest)
+	set("Last-Modified", c.LastModified)
+	h.Set("Accept-Ranges", "bytes")
 }

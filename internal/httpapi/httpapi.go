@@ -45,6 +45,9 @@ type Handler struct {
 	mux *http.ServeMux
 	// patterns lists the authenticated routes, for the OpenAPI test.
 	patterns []string
+	// listeners are the addresses the service bound, by name; set before
+	// serving, then only read.
+	listeners map[string]string
 }
 
 // New returns the API handler over srv.
@@ -57,10 +60,14 @@ func New(srv ControlPlane, log *slog.Logger) *Handler {
 func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		ready, target := h.srv.WarmPool()
-		writeJSON(w, http.StatusOK, map[string]any{
+		health := map[string]any{
 			"status":    "ok",
 			"warm_pool": map[string]int{"ready": ready, "target": target},
-		})
+		}
+		if h.listeners != nil {
+			health["listeners"] = h.listeners
+		}
+		writeJSON(w, http.StatusOK, health)
 	})
 	h.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -117,6 +124,10 @@ func (h *Handler) routes() {
 		return api.Errorf(api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	})
 }
+
+// ReportListeners makes GET /healthz name the addresses the service bound
+// ("api", "gateway", "dns", …). Call it before serving.
+func (h *Handler) ReportListeners(l map[string]string) { h.listeners = l }
 
 // ServeHTTP serves the API.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

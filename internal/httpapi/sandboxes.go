@@ -7,7 +7,6 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/server"
-	"github.com/cove-dev/cove/internal/store"
 )
 
 func (h *Handler) createSandbox(w http.ResponseWriter, r *http.Request, p server.Principal) error {
@@ -61,34 +60,29 @@ func (h *Handler) getSandbox(w http.ResponseWriter, r *http.Request, p server.Pr
 }
 
 func (h *Handler) listSandboxes(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	limit, cursor, err := paging(r)
+	pg, err := paging(r)
 	if err != nil {
 		return err
 	}
-	f := store.SandboxFilter{TeamID: p.Team.ID, After: cursor, Limit: limit + 1}
-	q := r.URL.Query()
-	for _, v := range q["state"] {
-		for _, s := range strings.Split(v, ",") {
-			if s != "" {
-				f.States = append(f.States, api.SandboxState(s))
-			}
-		}
+	q := server.SandboxQuery{Page: pg}
+	for _, s := range csv(r, "state") {
+		q.States = append(q.States, api.SandboxState(s))
 	}
-	for _, v := range q["label"] {
+	for _, v := range r.URL.Query()["label"] {
 		k, val, ok := strings.Cut(v, "=")
 		if !ok || k == "" {
 			return api.Errorf(api.CodeInvalidArgument, "label filter %q must look like key=value", v)
 		}
-		if f.Labels == nil {
-			f.Labels = map[string]string{}
+		if q.Labels == nil {
+			q.Labels = map[string]string{}
 		}
-		f.Labels[k] = val
+		q.Labels[k] = val
 	}
-	items, err := h.srv.ListSandboxes(r.Context(), f)
+	l, err := h.srv.ListSandboxes(r.Context(), p.Team.ID, q)
 	if err != nil {
 		return err
 	}
-	return list(w, items, limit, func(s api.Sandbox) string { return s.ID })
+	return writeJSON(w, http.StatusOK, l)
 }
 
 func (h *Handler) terminateSandbox(w http.ResponseWriter, r *http.Request, p server.Principal) error {

@@ -10,20 +10,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/agent/wire"
 	"github.com/cove-dev/cove/internal/id"
-	"github.com/cove-dev/cove/internal/node/output"
+	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/store"
 )
-
-// Users commands may run as, with their uid and gid inside the sandbox.
-var users = map[string]struct {
-	uid, gid int
-	home     string
-}{
-	"user": {1000, 1000, "/home/user"},
-	"root": {0, 0, "/root"},
-}
 
 const maxTimeoutS = 7 * 24 * 3600
 
@@ -37,14 +27,14 @@ func (s *Server) Exec(ctx context.Context, teamID, ref string, req api.CreateCom
 	if sb.State != api.StateRunning {
 		return api.Command{}, api.Errorf(api.CodeConflict, "sandbox %s is %s; commands run only in a running sandbox", sb.ID, sb.State)
 	}
-	cmd, areq, err := s.newCommand(sb, req)
+	cmd, spec, err := s.newCommand(sb, req)
 	if err != nil {
 		return api.Command{}, err
 	}
 	if err := s.store.CreateCommand(ctx, cmd); err != nil {
 		return api.Command{}, err
 	}
-	if err := s.node.Exec(ctx, sb.ID, areq); err != nil {
+	if err := s.node.Exec(ctx, sb.ID, spec); err != nil {
 		// Nothing ran: the command must not linger as running.
 		if derr := s.store.DeleteCommand(context.WithoutCancel(ctx), sb.ID, cmd.ID); derr != nil {
 			s.log.Error("remove command that did not start", "command", cmd.ID, "err", derr)
@@ -53,17 +43,16 @@ func (s *Server) Exec(ctx context.Context, teamID, ref string, req api.CreateCom
 	}
 	s.log.Info("command started", "sandbox", sb.ID, "command", cmd.ID)
 	s.emit(ctx, teamID, "command.started", sb.ID, cmd.ID, map[string]any{"argv": req.Argv, "command": req.Command})
-	if l, err := s.node.Log(sb.ID, cmd.ID); err == nil {
+	if l, err := s.node.Output(sb.ID, cmd.ID); err == nil {
 		s.watchSilence(teamID, cmd, l)
 	}
 	return cmd, nil
 }
 
-func (s *Server) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.Command, wire.ExecRequest, error) {
-	fail := func(err error) (api.Command, wire.ExecRequest, error) {
-		return api.Command{}, wire.ExecRequest{}, err
+func (s *Server) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.Command, node.ExecSpec, error) {
+	fail := func(err error) (api.Command, node.ExecSpec, error) {
+		return api.Command{}, node.ExecSpec{}, err
 	}
-	var argv []string
 	switch {
 	case req.Command != "" && len(req.Argv) > 0:
 		return fail(invalid("give either command or argv, not both"))
@@ -71,8 +60,6 @@ func (s *Server) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.C
 		if len(req.Command) > maxCommandSize || strings.ContainsRune(req.Command, 0) {
 			return fail(invalid("command must be at most %d bytes without NUL", maxCommandSize))
 		}
-		shell := s.cfg.Templates[sb.Template].Shell
-		argv = append(append([]string{}, shell...), req.Command)
 	case len(req.Argv) > 0:
 		if len(req.Argv) > maxArgv {
 			return fail(invalid("argv has %d items; at most %d are allowed", len(req.Argv), maxArgv))
@@ -90,7 +77,6 @@ func (s *Server) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.C
 		if req.Argv[0] == "" {
 			return fail(invalid("argv[0] is empty; name the program to run"))
 		}
-		argv = req.Argv
 	default:
 		return fail(invalid("give command (a shell string) or argv (a list)"))
 	}
@@ -111,7 +97,7 @@ func (s *Server) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.C
 	if user == "" {
 		user = "user"
 	}
-	u, ok := users[user]
+	u, ok := node.Users[user]
 	if !ok {
 		return fail(invalid("user %q is unknown; use user or root", user))
 	}
@@ -128,18 +114,18 @@ func (s *Server) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.C
 			return fail(invalid("no_output_alert_s is negative"))
 		}
 	}
-	var size *wire.Size
+	var size *node.TermSize
 	if req.PTY != nil {
 		if req.PTY.Cols <= 0 || req.PTY.Rows <= 0 || req.PTY.Cols > 1000 || req.PTY.Rows > 1000 {
 			return fail(invalid("pty cols and rows must be between 1 and 1000"))
 		}
-		size = &wire.Size{Cols: req.PTY.Cols, Rows: req.PTY.Rows}
+		size = &node.TermSize{Cols: req.PTY.Cols, Rows: req.PTY.Rows}
 		req.Stdin = true // a terminal always takes input
 	}
 
 	env := map[string]string{
 		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME": u.home, "USER": user, "LOGNAME": user, "LANG": "C.UTF-8",
+		"HOME": u.Home, "USER": user, "LOGNAME": user, "LANG": "C.UTF-8",
 		"COVE_SANDBOX_ID": sb.ID,
 	}
 	if size != nil {
@@ -151,25 +137,22 @@ func (s *Server) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.C
 	for k, v := range req.Env {
 		env[k] = v
 	}
-	envList := make([]string, 0, len(env))
-	for k, v := range env {
-		envList = append(envList, k+"="+v)
-	}
 
 	cmd := api.Command{
 		ID: id.New("cmd"), SandboxID: sb.ID, Command: req.Command, Argv: req.Argv,
 		Cwd: cwd, Env: req.Env, User: user, TimeoutS: timeout, Stdin: req.Stdin,
 		PTY: req.PTY, NoOutputAlertS: noOutput, State: api.CommandRunning, StartedAt: s.now(),
 	}
-	areq := wire.ExecRequest{
-		ID: cmd.ID, Argv: argv, Cwd: cwd, Env: envList, UID: u.uid, GID: u.gid,
-		Stdin: req.Stdin, TimeoutMS: timeout * 1000, PTY: size,
+	spec := node.ExecSpec{
+		ID: cmd.ID, Template: sb.Template, Shell: req.Command, Argv: req.Argv,
+		Cwd: cwd, Env: env, UID: u.UID, GID: u.GID,
+		Stdin: req.Stdin, Timeout: time.Duration(timeout) * time.Second, PTY: size,
 	}
-	return cmd, areq, nil
+	return cmd, spec, nil
 }
 
 // OnExit records how a command ended. The node calls it.
-func (s *Server) OnExit(sandboxID, commandID string, e output.Exit, lost bool) {
+func (s *Server) OnExit(sandboxID, commandID string, e node.Exit, lost bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)
 	defer cancel()
 	c, err := s.store.GetCommand(ctx, sandboxID, commandID)
@@ -182,7 +165,7 @@ func (s *Server) OnExit(sandboxID, commandID string, e output.Exit, lost bool) {
 	}
 	s.applyExit(&c, e, lost)
 	s.touchAt(sandboxID, *c.EndedAt)
-	if l, err := s.node.Log(sandboxID, commandID); err == nil {
+	if l, err := s.node.Output(sandboxID, commandID); err == nil {
 		c.StdoutBytes, c.StderrBytes = l.Sizes()
 	}
 	if err := s.store.UpdateCommand(ctx, c); err != nil {
@@ -197,7 +180,7 @@ func (s *Server) OnExit(sandboxID, commandID string, e output.Exit, lost bool) {
 	}
 }
 
-func (s *Server) applyExit(c *api.Command, e output.Exit, lost bool) {
+func (s *Server) applyExit(c *api.Command, e node.Exit, lost bool) {
 	t := s.now()
 	c.EndedAt = &t
 	c.Signal, c.TimedOut = e.Signal, e.TimedOut
@@ -232,21 +215,34 @@ func (s *Server) GetCommand(ctx context.Context, teamID, ref, commandID string) 
 	}
 	if c.State == api.CommandRunning {
 		// Sizes grow while it runs; the log knows them now.
-		if l, err := s.node.Log(sb.ID, c.ID); err == nil {
+		if l, err := s.node.Output(sb.ID, c.ID); err == nil {
 			c.StdoutBytes, c.StderrBytes = l.Sizes()
 		}
 	}
 	return c, nil
 }
 
-// ListCommands lists a sandbox's commands.
-func (s *Server) ListCommands(ctx context.Context, teamID, ref string, f store.CommandFilter) ([]api.Command, error) {
+// CommandQuery selects a page of a sandbox's commands, oldest first.
+type CommandQuery struct {
+	States []api.CommandState
+	Page
+}
+
+// ListCommands lists a page of a sandbox's commands.
+func (s *Server) ListCommands(ctx context.Context, teamID, ref string, q CommandQuery) (api.List[api.Command], error) {
+	limit, err := q.limit()
+	if err != nil {
+		return api.List[api.Command]{}, err
+	}
 	sb, err := s.activeSandbox(ctx, teamID, ref)
 	if err != nil {
-		return nil, err
+		return api.List[api.Command]{}, err
 	}
-	f.SandboxID = sb.ID
-	return s.store.ListCommands(ctx, f)
+	items, err := s.store.ListCommands(ctx, store.CommandFilter{SandboxID: sb.ID, States: q.States, After: q.Cursor, Limit: limit + 1})
+	if err != nil {
+		return api.List[api.Command]{}, err
+	}
+	return page(items, limit, func(c api.Command) string { return c.ID }), nil
 }
 
 // WaitCommand waits for a command to end and returns it with its output,
@@ -256,14 +252,14 @@ func (s *Server) WaitCommand(ctx context.Context, teamID, ref, commandID string)
 	if err != nil {
 		return api.CommandResult{}, err
 	}
-	l, err := s.node.Log(c.SandboxID, c.ID)
+	l, err := s.node.Output(c.SandboxID, c.ID)
 	if err != nil {
 		return api.CommandResult{}, err
 	}
 	var out, errb bytes.Buffer
 	truncated := false
 	limit := s.cfg.WaitOutputMax
-	exit, err := l.Read(ctx, 0, true, func(ch output.Chunk) error {
+	exit, err := l.Read(ctx, 0, true, func(ch node.Chunk) error {
 		b := &out
 		if ch.Stream == "stderr" {
 			b = &errb
@@ -313,9 +309,15 @@ func validUTF8(b []byte) string {
 	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
-// CommandLog returns the recorded output of a command got from GetCommand.
-func (s *Server) CommandLog(c api.Command) (*output.Log, error) {
-	return s.node.Log(c.SandboxID, c.ID)
+// CommandOutput returns a command of a sandbox of the team and its
+// recorded output.
+func (s *Server) CommandOutput(ctx context.Context, teamID, ref, commandID string) (api.Command, node.Output, error) {
+	c, err := s.GetCommand(ctx, teamID, ref, commandID)
+	if err != nil {
+		return c, nil, err
+	}
+	l, err := s.node.Output(c.SandboxID, c.ID)
+	return c, l, err
 }
 
 // runningCommand returns a command that still runs, or a conflict.
@@ -366,5 +368,5 @@ func (s *Server) Resize(ctx context.Context, teamID, ref, commandID string, cols
 	if c.PTY == nil {
 		return api.Errorf(api.CodeConflict, "command %s has no terminal; start it with \"pty\"", c.ID)
 	}
-	return s.node.Resize(ctx, c.SandboxID, c.ID, wire.Size{Cols: cols, Rows: rows})
+	return s.node.Resize(ctx, c.SandboxID, c.ID, node.TermSize{Cols: cols, Rows: rows})
 }

@@ -3,10 +3,11 @@ package server
 import (
 	"fmt"
 	"path"
+	"slices"
 	"time"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/node/image"
+	"github.com/cove-dev/cove/internal/node"
 )
 
 // Resource floors: below these a Debian userland does not start reliably.
@@ -19,8 +20,9 @@ const (
 // default of every field; Validate refuses what cannot work, zero values
 // included.
 type Config struct {
-	// Templates maps template names to images; "managed" is the default.
-	Templates map[string]image.Image
+	// Templates are the names of the templates the node has images for;
+	// "managed" is the default.
+	Templates []string
 	// DefaultTemplate is used when a request names none. Default "managed".
 	DefaultTemplate string
 	// DefaultResources apply to fields a create request leaves out.
@@ -53,7 +55,7 @@ type Config struct {
 // set, except Templates, which the caller fills.
 func DefaultConfig() Config {
 	return Config{
-		DefaultTemplate:  image.ManagedName,
+		DefaultTemplate:  node.ManagedTemplate,
 		DefaultResources: api.Resources{CPUs: 1, MemoryMiB: 1024, DiskMiB: 4096},
 		MaxResources:     api.Resources{CPUs: 2, MemoryMiB: 8192, DiskMiB: 20480},
 		PidsLimit:        1024,
@@ -70,7 +72,7 @@ func (c *Config) Validate() error {
 	if len(c.Templates) == 0 {
 		return fmt.Errorf("no templates configured")
 	}
-	if _, ok := c.Templates[c.DefaultTemplate]; !ok {
+	if !slices.Contains(c.Templates, c.DefaultTemplate) {
 		return fmt.Errorf("default template %q is not configured", c.DefaultTemplate)
 	}
 	d, m := c.DefaultResources, c.MaxResources

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/node/output"
+	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/store"
 )
 
@@ -23,9 +23,37 @@ func (s *Server) emit(ctx context.Context, teamID, typ, sandboxID, commandID str
 	s.notify()
 }
 
-// ListEvents returns a team's events, oldest first.
-func (s *Server) ListEvents(ctx context.Context, f store.EventFilter) ([]api.Event, error) {
-	return s.store.ListEvents(ctx, f)
+// EventQuery selects a page of a team's events, oldest first.
+type EventQuery struct {
+	// Sandbox is a sandbox's ID or name; empty for all of the team's.
+	Sandbox string
+	Types   []string
+	Page
+}
+
+// ListEvents returns a page of a team's events, oldest first, after the
+// cursor (an event ID).
+func (s *Server) ListEvents(ctx context.Context, teamID string, q EventQuery) (api.List[api.Event], error) {
+	if err := scoped(teamID); err != nil {
+		return api.List[api.Event]{}, err
+	}
+	limit, err := q.limit()
+	if err != nil {
+		return api.List[api.Event]{}, err
+	}
+	f := store.EventFilter{TeamID: teamID, Types: q.Types, After: q.Cursor, Limit: limit + 1}
+	if q.Sandbox != "" {
+		sb, err := s.GetSandbox(ctx, teamID, q.Sandbox)
+		if err != nil {
+			return api.List[api.Event]{}, err
+		}
+		f.SandboxID = sb.ID
+	}
+	items, err := s.store.ListEvents(ctx, f)
+	if err != nil {
+		return api.List[api.Event]{}, err
+	}
+	return page(items, limit, func(e api.Event) string { return e.ID }), nil
 }
 
 // Changes returns a channel closed at the next change of any sandbox,
@@ -34,7 +62,7 @@ func (s *Server) Changes() <-chan struct{} { return s.changes() }
 
 // watchSilence raises command.no_output after every silence of the given
 // length while the command runs: once per silence, re-armed by new output.
-func (s *Server) watchSilence(teamID string, c api.Command, l *output.Log) {
+func (s *Server) watchSilence(teamID string, c api.Command, l node.Output) {
 	if c.NoOutputAlertS <= 0 {
 		return
 	}

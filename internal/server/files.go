@@ -3,12 +3,11 @@ package server
 import (
 	"context"
 	"io"
-	"net/http"
 	"strconv"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/agent/client"
-	"github.com/cove-dev/cove/internal/agent/wire"
+	"github.com/cove-dev/cove/internal/fspath"
+	"github.com/cove-dev/cove/internal/node"
 )
 
 // FileTarget names the sandbox of a file call. Wake false refuses to wake
@@ -34,7 +33,7 @@ func (s *Server) live(ctx context.Context, t FileTarget, name, p string) (api.Sa
 }
 
 func filePath(name, p string) (string, error) {
-	clean, err := wire.CleanPath(p)
+	clean, err := fspath.Clean(p)
 	if err != nil {
 		return "", invalid("%s: %v", name, err)
 	}
@@ -45,14 +44,14 @@ func filePath(name, p string) (string, error) {
 // when empty. explicit says the caller named one.
 func fileOwner(user string) (uid, gid int, explicit bool, err error) {
 	if user == "" {
-		u := users["user"]
-		return u.uid, u.gid, false, nil
+		u := node.Users["user"]
+		return u.UID, u.GID, false, nil
 	}
-	u, ok := users[user]
+	u, ok := node.Users[user]
 	if !ok {
 		return 0, 0, false, invalid("user %q is unknown; use user or root", user)
 	}
-	return u.uid, u.gid, true, nil
+	return u.UID, u.GID, true, nil
 }
 
 // StatFile describes one file (a symlink is itself).
@@ -78,11 +77,11 @@ func (s *Server) ListFiles(ctx context.Context, t FileTarget, q FileListQuery) (
 	if q.Depth == 0 {
 		q.Depth = 1
 	}
-	if q.Depth < 1 || q.Depth > wire.MaxListDepth {
-		return api.List[api.FileEntry]{}, invalid("depth must be from 1 to %d", wire.MaxListDepth)
+	if q.Depth < 1 || q.Depth > fspath.MaxListDepth {
+		return api.List[api.FileEntry]{}, invalid("depth must be from 1 to %d", fspath.MaxListDepth)
 	}
-	if q.Limit > wire.MaxListLimit {
-		q.Limit = wire.MaxListLimit
+	if q.Limit > fspath.MaxListLimit {
+		q.Limit = fspath.MaxListLimit
 	}
 	if q.Cursor != "" {
 		if _, err := filePath("cursor", q.Cursor); err != nil {
@@ -93,21 +92,18 @@ func (s *Server) ListFiles(ctx context.Context, t FileTarget, q FileListQuery) (
 	if err != nil {
 		return api.List[api.FileEntry]{}, err
 	}
-	items, next, err := s.node.ListFiles(ctx, sb.ID, client.ListRequest{Path: p, Depth: q.Depth, Limit: q.Limit, After: q.Cursor})
-	if err != nil {
-		return api.List[api.FileEntry]{}, err
-	}
-	return api.List[api.FileEntry]{Items: items, NextCursor: next}, nil
+	return s.node.ListFiles(ctx, sb.ID, node.ListSpec{Path: p, Depth: q.Depth, Limit: q.Limit, After: q.Cursor})
 }
 
-// ReadFile opens a file's content. h carries the request's Range and
-// conditional headers; the answer says which status and headers to send.
-func (s *Server) ReadFile(ctx context.Context, t FileTarget, p string, h http.Header) (*client.FileContent, error) {
-	sb, p, err := s.live(ctx, t, "path", p)
+// ReadFile opens a file's content, or the range and under the conditions
+// req names; the answer says which status and headers to send.
+func (s *Server) ReadFile(ctx context.Context, t FileTarget, req node.ReadSpec) (*node.Content, error) {
+	sb, p, err := s.live(ctx, t, "path", req.Path)
 	if err != nil {
 		return nil, err
 	}
-	return s.node.ReadFile(ctx, sb.ID, p, h)
+	req.Path = p
+	return s.node.ReadFile(ctx, sb.ID, req)
 }
 
 // WriteFileRequest is an upload.
@@ -144,7 +140,7 @@ func (s *Server) WriteFile(ctx context.Context, t FileTarget, req WriteFileReque
 		mode = int(m)
 	}
 	for _, v := range req.IfMatch {
-		if v != "*" && !wire.ValidVersion(v) {
+		if v != "*" && !fspath.ValidVersion(v) {
 			// No file has it: the precondition fails, as HTTP says.
 			return api.FileEntry{}, false, api.Errorf(api.CodePreconditionFailed, "If-Match %q is not a version of this file; read it again, then retry", v)
 		}
@@ -153,12 +149,12 @@ func (s *Server) WriteFile(ctx context.Context, t FileTarget, req WriteFileReque
 	if err != nil {
 		return api.FileEntry{}, false, err
 	}
-	areq := client.WriteRequest{
+	spec := node.WriteSpec{
 		Path: p, UID: uid, GID: gid, Chown: explicit, Mode: mode,
 		IfMatch: req.IfMatch, IfNoneMatch: req.IfNoneMatch, SHA256: req.SHA256,
-		TrailerSHA256: req.Trailer, Size: req.Size,
+		Trailer: req.Trailer, Size: req.Size,
 	}
-	return s.node.WriteFile(ctx, sb.ID, areq, body)
+	return s.node.WriteFile(ctx, sb.ID, spec, body)
 }
 
 // EditFile replaces, in turn, each edit's old text by its new one; each
@@ -167,18 +163,18 @@ func (s *Server) EditFile(ctx context.Context, t FileTarget, p string, ifMatch [
 	switch {
 	case len(req.Edits) == 0:
 		return api.FileEntry{}, invalid("edits is empty; give at least one {\"old\": …, \"new\": …}")
-	case len(req.Edits) > wire.MaxEdits:
-		return api.FileEntry{}, invalid("%d edits; at most %d are allowed in one call", len(req.Edits), wire.MaxEdits)
+	case len(req.Edits) > fspath.MaxEdits:
+		return api.FileEntry{}, invalid("%d edits; at most %d are allowed in one call", len(req.Edits), fspath.MaxEdits)
 	}
-	edits := make([]wire.FileEdit, len(req.Edits))
+	edits := make([]node.Edit, len(req.Edits))
 	for i, e := range req.Edits {
 		if e.Old == "" {
 			return api.FileEntry{}, invalid("edits[%d].old is empty; give the exact text to replace", i)
 		}
-		edits[i] = wire.FileEdit{Old: e.Old, New: e.New}
+		edits[i] = node.Edit{Old: e.Old, New: e.New}
 	}
 	for _, v := range ifMatch {
-		if v != "*" && !wire.ValidVersion(v) {
+		if v != "*" && !fspath.ValidVersion(v) {
 			return api.FileEntry{}, api.Errorf(api.CodePreconditionFailed, "If-Match %q is not a version of this file; read it again, then retry", v)
 		}
 	}
@@ -186,7 +182,7 @@ func (s *Server) EditFile(ctx context.Context, t FileTarget, p string, ifMatch [
 	if err != nil {
 		return api.FileEntry{}, err
 	}
-	return s.node.EditFile(ctx, sb.ID, wire.EditRequest{Path: p, IfMatch: ifMatch, Edits: edits})
+	return s.node.EditFile(ctx, sb.ID, node.EditSpec{Path: p, IfMatch: ifMatch, Edits: edits})
 }
 
 // Mkdir creates a directory and its missing parents, owned by user.
@@ -199,7 +195,7 @@ func (s *Server) Mkdir(ctx context.Context, t FileTarget, req api.MkdirRequest, 
 	if err != nil {
 		return api.FileEntry{}, err
 	}
-	return s.node.Mkdir(ctx, sb.ID, wire.MkdirRequest{Path: p, UID: uid, GID: gid})
+	return s.node.Mkdir(ctx, sb.ID, node.MkdirSpec{Path: p, UID: uid, GID: gid})
 }
 
 // MoveFile renames a file or directory; missing parents of the
@@ -217,7 +213,7 @@ func (s *Server) MoveFile(ctx context.Context, t FileTarget, req api.MoveRequest
 	if err != nil {
 		return api.FileEntry{}, err
 	}
-	return s.node.MoveFile(ctx, sb.ID, wire.MoveRequest{From: from, To: to, Overwrite: req.Overwrite, UID: uid, GID: gid})
+	return s.node.MoveFile(ctx, sb.ID, node.MoveSpec{From: from, To: to, Overwrite: req.Overwrite, UID: uid, GID: gid})
 }
 
 // RemoveFile removes a file, symlink or empty directory; with recursive, a
@@ -252,9 +248,5 @@ func (s *Server) WriteArchive(ctx context.Context, t FileTarget, p, user string,
 	if err != nil {
 		return api.ArchiveResult{}, err
 	}
-	res, err := s.node.WriteArchive(ctx, sb.ID, p, uid, gid, body)
-	if err != nil {
-		return api.ArchiveResult{}, err
-	}
-	return api.ArchiveResult{Path: p, Entries: res.Entries, Bytes: res.Bytes}, nil
+	return s.node.WriteArchive(ctx, sb.ID, node.ArchiveSpec{Path: p, UID: uid, GID: gid}, body)
 }

@@ -51,7 +51,7 @@ func (s *Server) fillPool(ctx context.Context) {
 				ID: sid, Template: s.cfg.DefaultTemplate, Resources: s.cfg.DefaultResources,
 				Workdir: s.cfg.DefaultWorkdir,
 			})
-			if err := s.node.Start(ctx, spec, api.NetworkPolicy{}); err != nil {
+			if err := s.node.Start(ctx, spec); err != nil {
 				s.log.Warn("warm pool start", "err", err)
 				if derr := s.node.Destroy(context.WithoutCancel(ctx), sid); derr != nil {
 					s.log.Error("clean up warm pool start", "sandbox", sid, "err", derr)

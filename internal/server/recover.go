@@ -33,14 +33,14 @@ func (s *Server) Recover(ctx context.Context) error {
 			for i, c := range cmds {
 				running[i] = c.ID
 			}
-			if err := s.node.Attach(ctx, sb.ID, running, sb.Network); err != nil {
+			if err := s.node.Attach(ctx, s.spec(sb), running); err != nil {
 				s.log.Warn("sandbox lost on restart", "sandbox", sb.ID, "err", err)
-				s.fail(ctx, sb, "the server restarted and could not reattach: "+err.Error())
+				s.fail(ctx, sb, "the server restarted and could not reattach: "+userReason(err))
 				continue
 			}
 			s.log.Info("sandbox reattached", "sandbox", sb.ID, "commands", len(running))
 			for _, c := range cmds {
-				if l, err := s.node.Log(sb.ID, c.ID); err == nil {
+				if l, err := s.node.Output(sb.ID, c.ID); err == nil {
 					s.watchSilence(sb.TeamID, c, l)
 				}
 			}
@@ -55,7 +55,7 @@ func (s *Server) Recover(ctx context.Context) error {
 			if err := s.node.DestroyRuntime(ctx, sb.ID); err != nil {
 				s.log.Error("remove half-woken runtime", "sandbox", sb.ID, "err", err)
 			}
-			_ = s.setState(ctx, &sb, api.StateAsleep, "the server restarted while the sandbox was waking; wake it again")
+			s.persistState(ctx, &sb, api.StateAsleep, "the server restarted while the sandbox was waking; wake it again")
 		default:
 			s.fail(ctx, sb, fmt.Sprintf("the server restarted while the sandbox was %s", sb.State))
 		}
@@ -89,9 +89,7 @@ func (s *Server) fail(ctx context.Context, sb api.Sandbox, reason string) {
 	s.loseCommands(ctx, sb.ID)
 	if err := s.node.Destroy(ctx, sb.ID); err != nil {
 		s.log.Error("clean up failed sandbox", "sandbox", sb.ID, "err", err)
-		reason += "; cleanup incomplete: " + err.Error()
+		reason += "; cleanup incomplete: " + userReason(err)
 	}
-	if err := s.setState(ctx, &sb, api.StateFailed, reason); err != nil {
-		s.log.Error("persist failed", "sandbox", sb.ID, "err", err)
-	}
+	s.persistState(ctx, &sb, api.StateFailed, reason)
 }

@@ -8,13 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/keylock"
-	"github.com/cove-dev/cove/internal/node/local"
 	"github.com/cove-dev/cove/internal/store"
 )
 
@@ -22,7 +22,7 @@ import (
 type Server struct {
 	cfg   Config
 	store store.Store
-	node  *local.Node
+	node  Node
 	log   *slog.Logger
 	now   func() time.Time
 	// ctx is the server's lifecycle: sandbox starts and terminations run on
@@ -69,7 +69,7 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 
 // SetNode connects the node; call it before Recover. It is separate from New
 // because the node reports exits back to the server (OnExit).
-func (s *Server) SetNode(n *local.Node) { s.node = n }
+func (s *Server) SetNode(n Node) { s.node = n }
 
 // Close stops the server's background work. Sandboxes keep running; a new
 // server reattaches to them.
@@ -143,6 +143,9 @@ func (s *Server) setState(ctx context.Context, sb *api.Sandbox, state api.Sandbo
 // CreateSandbox validates and persists a new sandbox, then starts it in the
 // background. The returned sandbox is in state creating.
 func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.CreateSandboxRequest) (api.Sandbox, error) {
+	if err := scoped(teamID); err != nil {
+		return api.Sandbox{}, err
+	}
 	sb, err := s.newSandbox(teamID, req)
 	if err != nil {
 		return api.Sandbox{}, err
@@ -191,7 +194,7 @@ func (s *Server) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sa
 	if tmpl == "" {
 		tmpl = s.cfg.DefaultTemplate
 	}
-	if _, ok := s.cfg.Templates[tmpl]; !ok {
+	if !slices.Contains(s.cfg.Templates, tmpl) {
 		return api.Sandbox{}, invalid("template %q does not exist; use %q", tmpl, s.cfg.DefaultTemplate)
 	}
 	res, err := s.cfg.resolveResources(req.Resources)
@@ -286,7 +289,7 @@ func unsupported(req api.CreateSandboxRequest) error {
 
 // start brings a created sandbox to running, or to failed with a reason.
 func (s *Server) start(ctx context.Context, sb api.Sandbox) {
-	err := s.node.Start(ctx, s.spec(sb), sb.Network)
+	err := s.node.Start(ctx, s.spec(sb))
 	// Persisting the outcome must not depend on ctx: a terminate may have
 	// cancelled the start, and the store must still learn what happened.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -308,22 +311,31 @@ func (s *Server) start(ctx context.Context, sb api.Sandbox) {
 		if derr := s.node.Destroy(pctx, sb.ID); derr != nil {
 			s.log.Error("clean up failed start", "sandbox", sb.ID, "err", derr)
 		}
-		_ = s.setState(pctx, &cur, api.StateFailed, "start failed: "+api.ErrorMessage(asUserError(err)))
+		s.persistState(pctx, &cur, api.StateFailed, "start failed: "+userReason(err))
 		return
 	}
-	if err := s.setState(pctx, &cur, api.StateRunning, ""); err != nil {
-		s.log.Error("persist running", "sandbox", sb.ID, "err", err)
+	s.persistState(pctx, &cur, api.StateRunning, "")
+}
+
+// persistState is setState for background transitions, which have no
+// caller to return an error to: a failure to persist is logged with the
+// state that was meant, and the next Recover settles the sandbox.
+func (s *Server) persistState(ctx context.Context, sb *api.Sandbox, state api.SandboxState, reason string) {
+	if err := s.setState(ctx, sb, state, reason); err != nil {
+		s.log.Error("persist sandbox state", "sandbox", sb.ID, "state", state, "err", err)
 	}
 }
 
-// asUserError keeps coded errors and gives others a message a user can read
-// without leaking host details: the start error names what failed.
-func asUserError(err error) error {
+// userReason is what a user may read of an error in a state_reason: the
+// message of a coded error, and for any other (whose text may hold host
+// paths or a runtime's log) only that the node failed. The caller logs the
+// whole error.
+func userReason(err error) string {
 	var e *api.Error
-	if errors.As(err, &e) {
-		return e
+	if errors.As(err, &e) && e.Code != api.CodeInternal {
+		return e.Message
 	}
-	return &api.Error{Code: api.CodeInternal, Message: err.Error()}
+	return "internal error on the node (the server log has the details)"
 }
 
 func hostname(sb api.Sandbox) string {
@@ -336,6 +348,9 @@ func hostname(sb api.Sandbox) string {
 // GetSandbox finds a sandbox of the team by ID or name.
 // Looking at a sandbox is not activity; see activeSandbox.
 func (s *Server) GetSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
+	if err := scoped(teamID); err != nil {
+		return api.Sandbox{}, err
+	}
 	switch {
 	case id.HasPrefix(ref, "sbx"):
 		return s.store.GetSandbox(ctx, teamID, ref)
@@ -386,14 +401,35 @@ func (s *Server) WaitSandbox(ctx context.Context, teamID, ref string, want api.S
 	}
 }
 
-// ListSandboxes lists the team's sandboxes.
-func (s *Server) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]api.Sandbox, error) {
-	for _, st := range f.States {
+// SandboxQuery selects a page of a team's sandboxes, oldest first.
+type SandboxQuery struct {
+	States []api.SandboxState
+	// Labels all must match.
+	Labels map[string]string
+	Page
+}
+
+// ListSandboxes lists a page of the team's sandboxes.
+func (s *Server) ListSandboxes(ctx context.Context, teamID string, q SandboxQuery) (api.List[api.Sandbox], error) {
+	if err := scoped(teamID); err != nil {
+		return api.List[api.Sandbox]{}, err
+	}
+	limit, err := q.limit()
+	if err != nil {
+		return api.List[api.Sandbox]{}, err
+	}
+	for _, st := range q.States {
 		if !st.Valid() {
-			return nil, invalid("state %q is unknown", st)
+			return api.List[api.Sandbox]{}, invalid("state %q is unknown", st)
 		}
 	}
-	return s.store.ListSandboxes(ctx, f)
+	items, err := s.store.ListSandboxes(ctx, store.SandboxFilter{
+		TeamID: teamID, States: q.States, Labels: q.Labels, After: q.Cursor, Limit: limit + 1,
+	})
+	if err != nil {
+		return api.List[api.Sandbox]{}, err
+	}
+	return page(items, limit, func(sb api.Sandbox) string { return sb.ID }), nil
 }
 
 // TerminateSandbox marks a sandbox terminating and removes it in the
@@ -433,12 +469,10 @@ func (s *Server) finishTerminate(ctx context.Context, sb api.Sandbox, reason str
 	s.loseCommands(ctx, sb.ID)
 	if err := s.node.Destroy(ctx, sb.ID); err != nil {
 		s.log.Error("destroy sandbox", "sandbox", sb.ID, "err", err)
-		_ = s.setState(ctx, &sb, api.StateFailed, "terminate could not remove everything: "+err.Error())
+		s.persistState(ctx, &sb, api.StateFailed, "terminate could not remove everything: "+userReason(err))
 		return
 	}
-	if err := s.setState(ctx, &sb, api.StateTerminated, reason); err != nil {
-		s.log.Error("persist terminated", "sandbox", sb.ID, "err", err)
-	}
+	s.persistState(ctx, &sb, api.StateTerminated, reason)
 	s.mu.Lock()
 	delete(s.ops, sb.ID)
 	s.mu.Unlock()

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/node/runtime"
+	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/store"
 )
 
@@ -48,11 +48,11 @@ func (s *Server) finishSleep(ctx context.Context, sb api.Sandbox) {
 	m, err := s.node.FinishSleep(ctx, sb.ID)
 	if err != nil {
 		s.log.Error("sleep", "sandbox", sb.ID, "err", err)
-		_ = s.setState(ctx, &sb, api.StateFailed, "sleep could not save the files: "+err.Error())
+		s.persistState(ctx, &sb, api.StateFailed, "sleep could not save the files: "+userReason(err))
 		return
 	}
 	s.log.Info("sandbox saved", "sandbox", sb.ID, "disk_bytes", m.DataBytes, "archive_bytes", m.ArchiveBytes)
-	_ = s.setState(ctx, &sb, api.StateAsleep, sb.StateReason)
+	s.persistState(ctx, &sb, api.StateAsleep, sb.StateReason)
 }
 
 // WakeSandbox starts waking an asleep sandbox: same ID, name, env,
@@ -93,21 +93,27 @@ func (s *Server) finishWake(ctx context.Context, teamID, id string) {
 	}
 	if sb.State == api.StateAsleep { // it was sleeping when the wake came
 		if err := s.setState(ctx, &sb, api.StateWaking, ""); err != nil {
+			s.log.Error("persist waking", "sandbox", id, "err", err)
 			return
 		}
 	}
 	if sb.State != api.StateWaking {
 		return
 	}
-	if err := s.node.Wake(ctx, s.spec(sb), sb.Network); err != nil {
+	if err := s.node.Wake(ctx, s.spec(sb)); err != nil {
 		s.log.Error("wake", "sandbox", id, "err", err)
-		_ = s.node.DestroyRuntime(ctx, id)
+		if derr := s.node.DestroyRuntime(ctx, id); derr != nil {
+			s.log.Error("remove runtime of failed wake", "sandbox", id, "err", derr)
+		}
 		// The save is intact: the sandbox stays asleep and can be woken again.
-		_ = s.setState(ctx, &sb, api.StateAsleep, "wake failed: "+api.ErrorMessage(asUserError(err)))
+		s.persistState(ctx, &sb, api.StateAsleep, "wake failed: "+userReason(err))
 		return
 	}
 	sb.StartedAt = nil // a new start
 	if err := s.setState(ctx, &sb, api.StateRunning, ""); err != nil {
+		// Running but not recorded as such: the save stays, and Recover
+		// settles the sandbox at the next start.
+		s.log.Error("persist woken sandbox", "sandbox", id, "err", err)
 		return
 	}
 	s.touch(sb.ID)
@@ -116,12 +122,12 @@ func (s *Server) finishWake(ctx context.Context, teamID, id string) {
 	}
 }
 
-// spec is what the runtime needs to start a sandbox.
-func (s *Server) spec(sb api.Sandbox) runtime.Spec {
-	return runtime.Spec{
-		ID: sb.ID, Hostname: hostname(sb), Image: s.cfg.Templates[sb.Template],
-		CPUs: sb.Resources.CPUs, MemoryMiB: sb.Resources.MemoryMiB, DiskMiB: sb.Resources.DiskMiB,
-		Pids: s.cfg.PidsLimit, Workdir: sb.Workdir,
+// spec is what the node needs to start a sandbox.
+func (s *Server) spec(sb api.Sandbox) node.SandboxSpec {
+	return node.SandboxSpec{
+		ID: sb.ID, Hostname: hostname(sb), Template: sb.Template,
+		Resources: sb.Resources, Pids: s.cfg.PidsLimit, Workdir: sb.Workdir,
+		Network: sb.Network,
 	}
 }
 

@@ -1,11 +1,9 @@
 package service
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 )
@@ -57,45 +55,3 @@ func removeReady(path string) error {
 	}
 	return nil
 }
-
-// withListeners adds "listeners" to the JSON object GET /healthz answers:
-// the API reports the control plane's health, the service what it bound.
-func withListeners(next http.Handler, l Listeners) http.Handler {
-	report, err := json.Marshal(l)
-	if err != nil {
-		panic(err) // a map of strings always marshals
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet || r.URL.Path != "/healthz" {
-			next.ServeHTTP(w, r)
-			return
-		}
-		rec := &recorder{header: http.Header{}, status: http.StatusOK}
-		next.ServeHTTP(rec, r)
-		body := rec.body.Bytes()
-		var m map[string]json.RawMessage
-		if rec.status == http.StatusOK && json.Unmarshal(body, &m) == nil && m != nil {
-			m["listeners"] = report
-			if b, err := json.Marshal(m); err == nil {
-				body = append(b, '\n')
-			}
-		}
-		for k, v := range rec.header {
-			w.Header()[k] = v
-		}
-		w.Header().Del("Content-Length")
-		w.WriteHeader(rec.status)
-		w.Write(body)
-	})
-}
-
-// recorder keeps a small answer (GET /healthz) to amend it.
-type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header         { return r.header }
-func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
-func (r *recorder) WriteHeader(status int)      { r.status = status }

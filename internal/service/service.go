@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,6 +35,9 @@ type Started struct {
 	// Listeners are the addresses bound (ports chosen when 0 was asked).
 	Listeners Listeners
 }
+
+// The node in this process is the one the control plane talks to.
+var _ server.Node = (*local.Node)(nil)
 
 // Run serves until ctx is done, then shuts down gracefully. Once the API
 // is being served it writes cfg.ReadyFile and calls ready, when not nil;
@@ -69,7 +74,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	if err != nil {
 		return err
 	}
-	cfg.Server.Templates = templates
+	cfg.Server.Templates = slices.Sorted(maps.Keys(templates))
 
 	rt, err := runtime.New(runtime.Config{
 		StateDir:     filepath.Join(cfg.DataDir, "sandboxes"),
@@ -89,6 +94,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return err
 	}
 	nodeCfg := local.Config{
+		Templates:      templates,
 		OutputDir:      filepath.Join(cfg.DataDir, "output"),
 		OutputMaxBytes: cfg.OutputMaxBytes,
 		Saves:          saveStore,
@@ -133,8 +139,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return fmt.Errorf("API: %w", err)
 	}
 	listeners["api"] = ln.Addr().String()
+	api := httpapi.New(srv, log)
+	api.ReportListeners(listeners)
 	hs := &http.Server{
-		Handler:           withListeners(httpapi.New(srv, log), listeners),
+		Handler:           api,
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}

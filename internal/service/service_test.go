@@ -2,9 +2,6 @@ package service
 
 import (
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -13,46 +10,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 )
-
-// TestWithListeners: GET /healthz gains "listeners" beside what the API
-// answered; other requests pass through untouched.
-func TestWithListeners(t *testing.T) {
-	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		if r.URL.Path == "/healthz" {
-			io.WriteString(w, `{"status":"ok","warm_pool":{"ready":1,"target":1}}`)
-			return
-		}
-		w.WriteHeader(http.StatusTeapot)
-		io.WriteString(w, `{"other":true}`)
-	})
-	l := Listeners{"api": "127.0.0.1:41234", "gateway": "0.0.0.0:40001", "dns": "0.0.0.0:40002"}
-	h := withListeners(api, l)
-
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
-	var got map[string]any
-	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != http.StatusOK {
-		t.Fatalf("healthz: %d %q %v", rec.Code, rec.Body, err)
-	}
-	want := map[string]any{
-		"status":    "ok",
-		"warm_pool": map[string]any{"ready": 1.0, "target": 1.0},
-		"listeners": map[string]any{"api": "127.0.0.1:41234", "gateway": "0.0.0.0:40001", "dns": "0.0.0.0:40002"},
-	}
-	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("healthz (-want +got):\n%s", d)
-	}
-	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
-		t.Errorf("content type %q", ct)
-	}
-
-	rec = httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/other", nil))
-	if rec.Code != http.StatusTeapot || rec.Body.String() != `{"other":true}` {
-		t.Errorf("other request: %d %q", rec.Code, rec.Body)
-	}
-}
 
 // TestReadyFile: written whole with the bound addresses, no temporary file
 // left beside it, and removed without complaint when already gone.

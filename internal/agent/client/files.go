@@ -12,6 +12,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/agent/wire"
+	"github.com/cove-dev/cove/internal/fspath"
 )
 
 // StatFile describes the file at p (a symlink is itself).
@@ -20,7 +21,7 @@ func (c *Client) StatFile(ctx context.Context, p string) (wire.FileInfo, error) 
 	if err := c.call(ctx, http.MethodGet, "/v1/files/stat?"+url.Values{"path": {p}}.Encode(), nil, &fi); err != nil {
 		return wire.FileInfo{}, fmt.Errorf("stat %s: %w", p, err)
 	}
-	if err := wire.CheckFileInfo(fi); err != nil {
+	if err := checkFileInfo(fi); err != nil {
 		return wire.FileInfo{}, fmt.Errorf("stat %s: %w", p, err)
 	}
 	return fi, nil
@@ -30,7 +31,7 @@ func (c *Client) StatFile(ctx context.Context, p string) (wire.FileInfo, error) 
 type ListRequest struct {
 	Path  string
 	Depth int    // 1: the directory's own entries
-	Limit int    // at most wire.MaxListLimit
+	Limit int    // at most fspath.MaxListLimit
 	After string // the Next of the page before
 }
 
@@ -50,16 +51,16 @@ func (c *Client) ListFiles(ctx context.Context, req ListRequest) (wire.FileList,
 	if err := c.call(ctx, http.MethodGet, "/v1/files/list?"+q.Encode(), nil, &l); err != nil {
 		return wire.FileList{}, fmt.Errorf("list %s: %w", req.Path, err)
 	}
-	if len(l.Items) > wire.MaxListLimit || (req.Limit > 0 && len(l.Items) > req.Limit) {
+	if len(l.Items) > fspath.MaxListLimit || (req.Limit > 0 && len(l.Items) > req.Limit) {
 		return wire.FileList{}, fmt.Errorf("list %s: agent answered %d entries", req.Path, len(l.Items))
 	}
 	for _, fi := range l.Items {
-		if err := wire.CheckFileInfo(fi); err != nil {
+		if err := checkFileInfo(fi); err != nil {
 			return wire.FileList{}, fmt.Errorf("list %s: %w", req.Path, err)
 		}
 	}
 	if l.Next != "" {
-		if n, err := wire.CleanPath(l.Next); err != nil || n != l.Next {
+		if n, err := fspath.Clean(l.Next); err != nil || n != l.Next {
 			return wire.FileList{}, fmt.Errorf("list %s: bad cursor from agent", req.Path)
 		}
 	}
@@ -119,7 +120,7 @@ func (c *Client) ReadFile(ctx context.Context, p string, h http.Header) (*FileCo
 // passes on, refusing malformed ones.
 func checkContentHeaders(in, out http.Header) error {
 	if v := in.Get("ETag"); v != "" {
-		if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' || !wire.ValidVersion(v[1:len(v)-1]) {
+		if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' || !fspath.ValidVersion(v[1:len(v)-1]) {
 			return fmt.Errorf("bad ETag %q from agent", v)
 		}
 		out.Set("ETag", v)
@@ -245,7 +246,7 @@ func (c *Client) EditFile(ctx context.Context, req wire.EditRequest) (wire.FileI
 	if err := c.call(ctx, http.MethodPost, "/v1/files/edit", req, &fi); err != nil {
 		return wire.FileInfo{}, fmt.Errorf("edit %s: %w", req.Path, err)
 	}
-	if err := wire.CheckFileInfo(fi); err != nil {
+	if err := checkFileInfo(fi); err != nil {
 		return wire.FileInfo{}, fmt.Errorf("edit %s: %w", req.Path, err)
 	}
 	return fi, nil
@@ -257,7 +258,7 @@ func (c *Client) Mkdir(ctx context.Context, req wire.MkdirRequest) (wire.FileInf
 	if err := c.call(ctx, http.MethodPost, "/v1/files/mkdir", req, &fi); err != nil {
 		return wire.FileInfo{}, fmt.Errorf("mkdir %s: %w", req.Path, err)
 	}
-	if err := wire.CheckFileInfo(fi); err != nil {
+	if err := checkFileInfo(fi); err != nil {
 		return wire.FileInfo{}, fmt.Errorf("mkdir %s: %w", req.Path, err)
 	}
 	return fi, nil
@@ -269,7 +270,7 @@ func (c *Client) MoveFile(ctx context.Context, req wire.MoveRequest) (wire.FileI
 	if err := c.call(ctx, http.MethodPost, "/v1/files/move", req, &fi); err != nil {
 		return wire.FileInfo{}, fmt.Errorf("move %s to %s: %w", req.From, req.To, err)
 	}
-	if err := wire.CheckFileInfo(fi); err != nil {
+	if err := checkFileInfo(fi); err != nil {
 		return wire.FileInfo{}, fmt.Errorf("move %s: %w", req.From, err)
 	}
 	return fi, nil
@@ -336,9 +337,33 @@ func decodeInfo(resp *http.Response, fi *wire.FileInfo) error {
 	if err := json.NewDecoder(io.LimitReader(resp.Body, wire.MaxJSON)).Decode(fi); err != nil {
 		return fmt.Errorf("decode answer: %w", err)
 	}
-	return wire.CheckFileInfo(*fi)
+	return checkFileInfo(*fi)
 }
 
 func isJSON(resp *http.Response) bool {
 	return strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json")
+}
+
+// CheckFileInfo validates an entry from the (untrusted) agent.
+func checkFileInfo(fi wire.FileInfo) error {
+	switch {
+	case fi.Type != wire.FileTypeFile && fi.Type != wire.FileTypeDir && fi.Type != wire.FileTypeSymlink && fi.Type != wire.FileTypeOther:
+		return fmt.Errorf("bad file type %q from agent", fi.Type)
+	case fi.Size < 0:
+		return fmt.Errorf("bad file size %d from agent", fi.Size)
+	case fi.Mode > 0o7777:
+		return fmt.Errorf("bad file mode %o from agent", fi.Mode)
+	case !fspath.ValidVersion(fi.Version):
+		return fmt.Errorf("bad file version %q from agent", fi.Version)
+	case fi.UID < 0 || fi.GID < 0:
+		return fmt.Errorf("bad file owner %d:%d from agent", fi.UID, fi.GID)
+	case len(fi.Name) > 255 || (strings.ContainsAny(fi.Name, "/\x00") && !(fi.Name == "/" && fi.Path == "/")):
+		return fmt.Errorf("bad file name %q from agent", fi.Name)
+	case len(fi.Target) > fspath.MaxPath || strings.IndexByte(fi.Target, 0) >= 0:
+		return fmt.Errorf("bad symlink target from agent")
+	}
+	if p, err := fspath.Clean(fi.Path); err != nil || p != fi.Path {
+		return fmt.Errorf("bad file path %q from agent", fi.Path)
+	}
+	return nil
 }

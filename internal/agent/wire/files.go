@@ -1,11 +1,5 @@
 package wire
 
-import (
-	"fmt"
-	"path"
-	"strings"
-)
-
 // File calls, added to version 1. Every path is absolute inside the
 // sandbox and resolved by the agent, which runs there: symlinks resolve
 // within the sandbox's own root, never the host's.
@@ -63,18 +57,8 @@ type FileList struct {
 
 // Limits of file calls.
 const (
-	// MaxPath is the longest path the agent accepts.
-	MaxPath = 4096
-	// MaxListLimit is the most entries of one list page.
-	MaxListLimit = 1000
-	// MaxListDepth is the deepest list.
-	MaxListDepth = 32
-	// MaxEdits is the most edits of one EditRequest.
-	MaxEdits = 100
 	// MaxListBytes bounds a page's JSON well below MaxJSON.
 	MaxListBytes = MaxJSON / 2
-	// maxVersion is the longest version the host accepts.
-	maxVersion = 64
 )
 
 // TrailerSHA256 is the request trailer that may carry the hex sha-256 of an
@@ -117,59 +101,4 @@ type MoveRequest struct {
 type ArchiveResult struct {
 	Entries int64 `json:"entries"`
 	Bytes   int64 `json:"bytes"`
-}
-
-// CleanPath checks that p is a usable absolute path and returns it cleaned.
-func CleanPath(p string) (string, error) {
-	switch {
-	case p == "":
-		return "", fmt.Errorf("path is empty; give an absolute path such as /workspace/main.py")
-	case strings.IndexByte(p, 0) >= 0:
-		return "", fmt.Errorf("path contains a NUL byte")
-	case !strings.HasPrefix(p, "/"):
-		return "", fmt.Errorf("path %q is relative; give an absolute path such as /workspace/%s", p, p)
-	case len(p) > MaxPath:
-		return "", fmt.Errorf("path is longer than %d bytes", MaxPath)
-	}
-	return path.Clean(p), nil
-}
-
-// ValidVersion reports whether v looks like a version the agent makes.
-func ValidVersion(v string) bool {
-	if v == "" || len(v) > maxVersion {
-		return false
-	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// CheckFileInfo validates an entry from the (untrusted) agent.
-func CheckFileInfo(fi FileInfo) error {
-	switch {
-	case fi.Type != FileTypeFile && fi.Type != FileTypeDir && fi.Type != FileTypeSymlink && fi.Type != FileTypeOther:
-		return fmt.Errorf("bad file type %q from agent", fi.Type)
-	case fi.Size < 0:
-		return fmt.Errorf("bad file size %d from agent", fi.Size)
-	case fi.Mode > 0o7777:
-		return fmt.Errorf("bad file mode %o from agent", fi.Mode)
-	case !ValidVersion(fi.Version):
-		return fmt.Errorf("bad file version %q from agent", fi.Version)
-	case fi.UID < 0 || fi.GID < 0:
-		return fmt.Errorf("bad file owner %d:%d from agent", fi.UID, fi.GID)
-	case len(fi.Name) > 255 || (strings.ContainsAny(fi.Name, "/\x00") && !(fi.Name == "/" && fi.Path == "/")):
-		return fmt.Errorf("bad file name %q from agent", fi.Name)
-	case len(fi.Target) > MaxPath || strings.IndexByte(fi.Target, 0) >= 0:
-		return fmt.Errorf("bad symlink target from agent")
-	}
-	if p, err := CleanPath(fi.Path); err != nil || p != fi.Path {
-		return fmt.Errorf("bad file path %q from agent", fi.Path)
-	}
-	return nil
 }

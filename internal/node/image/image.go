@@ -24,10 +24,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cove-dev/cove/internal/node"
 )
 
 // ManagedName is the name of the managed Debian image.
-const ManagedName = "managed"
+const ManagedName = node.ManagedTemplate
 
 const (
 	metaFile  = "image.json"

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/agent/client"
 	"github.com/cove-dev/cove/internal/agent/wire"
+	"github.com/cove-dev/cove/internal/node"
 )
 
 // File calls go to the sandbox's agent, which resolves every path in the
@@ -49,42 +51,73 @@ func (n *Node) StatFile(ctx context.Context, sandboxID, path string) (api.FileEn
 
 // ListFiles returns a page of the entries under a directory and the cursor
 // of the next page ("" at the end).
-func (n *Node) ListFiles(ctx context.Context, sandboxID string, req client.ListRequest) ([]api.FileEntry, string, error) {
+func (n *Node) ListFiles(ctx context.Context, sandboxID string, spec node.ListSpec) (api.List[api.FileEntry], error) {
 	c, err := n.agentOf(sandboxID)
 	if err != nil {
-		return nil, "", err
+		return api.List[api.FileEntry]{}, err
 	}
-	l, err := c.ListFiles(ctx, req)
+	l, err := c.ListFiles(ctx, client.ListRequest{Path: spec.Path, Depth: spec.Depth, Limit: spec.Limit, After: spec.After})
 	if err != nil {
-		return nil, "", err
+		return api.List[api.FileEntry]{}, err
 	}
-	out := make([]api.FileEntry, len(l.Items))
+	out := api.List[api.FileEntry]{Items: make([]api.FileEntry, len(l.Items)), NextCursor: l.Next}
 	for i, fi := range l.Items {
-		out[i] = Entry(fi)
+		out.Items[i] = Entry(fi)
 	}
-	return out, l.Next, nil
+	return out, nil
 }
 
-// ReadFile opens a file's content; h carries Range and conditional headers.
-func (n *Node) ReadFile(ctx context.Context, sandboxID, path string, h http.Header) (*client.FileContent, error) {
+// ReadFile opens a file's content, or the range and under the conditions
+// the spec names.
+func (n *Node) ReadFile(ctx context.Context, sandboxID string, spec node.ReadSpec) (*node.Content, error) {
 	c, err := n.agentOf(sandboxID)
 	if err != nil {
 		return nil, err
 	}
-	fc, err := c.ReadFile(ctx, path, h)
+	h := http.Header{}
+	set := func(k string, vs ...string) {
+		for _, v := range vs {
+			if v != "" {
+				h.Add(k, v)
+			}
+		}
+	}
+	set("Range", spec.Range)
+	set("If-Range", spec.IfRange)
+	set("If-Match", spec.IfMatch...)
+	set("If-None-Match", spec.IfNoneMatch...)
+	set("If-Modified-Since", spec.IfModifiedSince)
+	set("If-Unmodified-Since", spec.IfUnmodifiedSince)
+	fc, err := c.ReadFile(ctx, spec.Path, h)
 	if err != nil {
 		return nil, err
 	}
-	return fc, nil
+	out := &node.Content{
+		Status: fc.Status, ContentLength: -1, Body: fc.Body,
+		ContentRange: fc.Header.Get("Content-Range"), ContentType: fc.Header.Get("Content-Type"),
+		ETag: fc.Header.Get("ETag"), ReprDigest: fc.Header.Get("Repr-Digest"),
+		LastModified: fc.Header.Get("Last-Modified"),
+	}
+	if v := fc.Header.Get("Content-Length"); v != "" {
+		if out.ContentLength, err = strconv.ParseInt(v, 10, 64); err != nil || out.ContentLength < 0 {
+			fc.Body.Close()
+			return nil, fmt.Errorf("read %s: bad Content-Length %q from agent", spec.Path, v)
+		}
+	}
+	return out, nil
 }
 
 // WriteFile replaces a file's content atomically with body.
-func (n *Node) WriteFile(ctx context.Context, sandboxID string, req client.WriteRequest, body io.Reader) (api.FileEntry, bool, error) {
+func (n *Node) WriteFile(ctx context.Context, sandboxID string, spec node.WriteSpec, body io.Reader) (api.FileEntry, bool, error) {
 	c, err := n.agentOf(sandboxID)
 	if err != nil {
 		return api.FileEntry{}, false, err
 	}
-	fi, created, err := c.WriteFile(ctx, req, body)
+	fi, created, err := c.WriteFile(ctx, client.WriteRequest{
+		Path: spec.Path, UID: spec.UID, GID: spec.GID, Chown: spec.Chown, Mode: spec.Mode,
+		IfMatch: spec.IfMatch, IfNoneMatch: spec.IfNoneMatch, SHA256: spec.SHA256,
+		TrailerSHA256: spec.Trailer, Size: spec.Size,
+	}, body)
 	if err != nil {
 		return api.FileEntry{}, false, err
 	}
@@ -92,12 +125,16 @@ func (n *Node) WriteFile(ctx context.Context, sandboxID string, req client.Write
 }
 
 // EditFile applies exact-once replacements to a file.
-func (n *Node) EditFile(ctx context.Context, sandboxID string, req wire.EditRequest) (api.FileEntry, error) {
+func (n *Node) EditFile(ctx context.Context, sandboxID string, spec node.EditSpec) (api.FileEntry, error) {
 	c, err := n.agentOf(sandboxID)
 	if err != nil {
 		return api.FileEntry{}, err
 	}
-	fi, err := c.EditFile(ctx, req)
+	edits := make([]wire.FileEdit, len(spec.Edits))
+	for i, e := range spec.Edits {
+		edits[i] = wire.FileEdit{Old: e.Old, New: e.New}
+	}
+	fi, err := c.EditFile(ctx, wire.EditRequest{Path: spec.Path, IfMatch: spec.IfMatch, Edits: edits})
 	if err != nil {
 		return api.FileEntry{}, err
 	}
@@ -105,12 +142,12 @@ func (n *Node) EditFile(ctx context.Context, sandboxID string, req wire.EditRequ
 }
 
 // Mkdir creates a directory and its missing parents.
-func (n *Node) Mkdir(ctx context.Context, sandboxID string, req wire.MkdirRequest) (api.FileEntry, error) {
+func (n *Node) Mkdir(ctx context.Context, sandboxID string, spec node.MkdirSpec) (api.FileEntry, error) {
 	c, err := n.agentOf(sandboxID)
 	if err != nil {
 		return api.FileEntry{}, err
 	}
-	fi, err := c.Mkdir(ctx, req)
+	fi, err := c.Mkdir(ctx, wire.MkdirRequest{Path: spec.Path, UID: spec.UID, GID: spec.GID})
 	if err != nil {
 		return api.FileEntry{}, err
 	}
@@ -118,12 +155,12 @@ func (n *Node) Mkdir(ctx context.Context, sandboxID string, req wire.MkdirReques
 }
 
 // MoveFile renames a file or directory.
-func (n *Node) MoveFile(ctx context.Context, sandboxID string, req wire.MoveRequest) (api.FileEntry, error) {
+func (n *Node) MoveFile(ctx context.Context, sandboxID string, spec node.MoveSpec) (api.FileEntry, error) {
 	c, err := n.agentOf(sandboxID)
 	if err != nil {
 		return api.FileEntry{}, err
 	}
-	fi, err := c.MoveFile(ctx, req)
+	fi, err := c.MoveFile(ctx, wire.MoveRequest{From: spec.From, To: spec.To, Overwrite: spec.Overwrite, UID: spec.UID, GID: spec.GID})
 	if err != nil {
 		return api.FileEntry{}, err
 	}
@@ -153,14 +190,14 @@ func (n *Node) ReadArchive(ctx context.Context, sandboxID, path string) (io.Read
 }
 
 // WriteArchive extracts a tar or tar.gz into a folder.
-func (n *Node) WriteArchive(ctx context.Context, sandboxID, path string, uid, gid int, body io.Reader) (wire.ArchiveResult, error) {
+func (n *Node) WriteArchive(ctx context.Context, sandboxID string, spec node.ArchiveSpec, body io.Reader) (api.ArchiveResult, error) {
 	c, err := n.agentOf(sandboxID)
 	if err != nil {
-		return wire.ArchiveResult{}, err
+		return api.ArchiveResult{}, err
 	}
-	res, err := c.WriteArchive(ctx, path, uid, gid, body)
+	res, err := c.WriteArchive(ctx, spec.Path, spec.UID, spec.GID, body)
 	if err != nil {
-		return wire.ArchiveResult{}, err
+		return api.ArchiveResult{}, err
 	}
-	return res, nil
+	return api.ArchiveResult{Path: spec.Path, Entries: res.Entries, Bytes: res.Bytes}, nil
 }

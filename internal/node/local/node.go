@@ -12,12 +12,16 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"sync"
 	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/agent/client"
 	"github.com/cove-dev/cove/internal/agent/wire"
+	"github.com/cove-dev/cove/internal/node"
+	"github.com/cove-dev/cove/internal/node/image"
 	"github.com/cove-dev/cove/internal/node/output"
 	"github.com/cove-dev/cove/internal/node/runtime"
 	"github.com/cove-dev/cove/internal/node/saves"
@@ -53,12 +57,10 @@ type Network interface {
 	Observations(id string) []api.NetworkObservation
 }
 
-// ExitFunc is told when a command ends: by its exit, or lost with its
-// sandbox. It is called from the node's own goroutines.
-type ExitFunc func(sandboxID, commandID string, exit output.Exit, lost bool)
-
 // Config is the node's configuration.
 type Config struct {
+	// Templates are the images sandboxes start from, by template name.
+	Templates map[string]image.Image
 	// OutputDir holds recorded output, one directory per sandbox.
 	OutputDir string
 	// OutputMaxBytes caps the recorded stdout plus stderr of one command.
@@ -74,7 +76,7 @@ type Node struct {
 	cfg    Config
 	rt     Runtime
 	log    *slog.Logger
-	onExit ExitFunc
+	onExit node.ExitFunc
 	// ctx is the node's lifecycle: output recorders run until Close cancels
 	// it, independent of any request that started a command.
 	ctx    context.Context
@@ -95,7 +97,7 @@ type sandbox struct {
 }
 
 // New returns a node; it starts nothing until sandboxes are started.
-func New(cfg Config, rt Runtime, log *slog.Logger, onExit ExitFunc) *Node {
+func New(cfg Config, rt Runtime, log *slog.Logger, onExit node.ExitFunc) *Node {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Node{
 		cfg: cfg, rt: rt, log: log, onExit: onExit,
@@ -126,7 +128,28 @@ func (n *Node) Close() error {
 // Start starts a sandbox under its network policy and waits until its
 // agent answers. The sandbox is fenced before it can send anything: it has
 // no interface but loopback until Connect has put its rules in place.
-func (n *Node) Start(ctx context.Context, spec runtime.Spec, p api.NetworkPolicy) (err error) {
+func (n *Node) Start(ctx context.Context, spec node.SandboxSpec) error {
+	rs, err := n.runtimeSpec(spec)
+	if err != nil {
+		return err
+	}
+	return n.start(ctx, rs, spec.Network)
+}
+
+// runtimeSpec is what the runtime needs to start a sandbox.
+func (n *Node) runtimeSpec(spec node.SandboxSpec) (runtime.Spec, error) {
+	img, ok := n.cfg.Templates[spec.Template]
+	if !ok {
+		return runtime.Spec{}, api.Errorf(api.CodeInvalidArgument, "template %q has no image on this node", spec.Template)
+	}
+	return runtime.Spec{
+		ID: spec.ID, Hostname: spec.Hostname, Image: img,
+		CPUs: spec.Resources.CPUs, MemoryMiB: spec.Resources.MemoryMiB, DiskMiB: spec.Resources.DiskMiB,
+		Pids: spec.Pids, Workdir: spec.Workdir,
+	}, nil
+}
+
+func (n *Node) start(ctx context.Context, spec runtime.Spec, p api.NetworkPolicy) (err error) {
 	if n.cfg.Network != nil {
 		if spec.ResolvConf, err = n.cfg.Network.Prepare(spec.ID); err != nil {
 			return err
@@ -193,7 +216,8 @@ func (n *Node) add(id string, c *client.Client) *sandbox {
 // Attach finds a sandbox that was running before the server restarted and
 // resumes recording the given commands. Commands whose exit was recorded or
 // that the agent no longer knows are reported to the ExitFunc.
-func (n *Node) Attach(ctx context.Context, id string, running []string, p api.NetworkPolicy) error {
+func (n *Node) Attach(ctx context.Context, spec node.SandboxSpec, running []string) error {
+	id, p := spec.ID, spec.Network
 	c, err := n.rt.Attach(ctx, id)
 	if err != nil {
 		return err
@@ -215,7 +239,7 @@ func (n *Node) Attach(ctx context.Context, id string, running []string, p api.Ne
 		alive[st.ID] = true
 	}
 	for _, cmd := range running {
-		l, err := n.Log(id, cmd)
+		l, err := n.openLog(id, cmd)
 		if err != nil {
 			return err
 		}
@@ -235,10 +259,10 @@ func (n *Node) Attach(ctx context.Context, id string, running []string, p api.Ne
 // gone) and reports each to the ExitFunc.
 func (n *Node) Lose(id string, commands []string) {
 	for _, cmd := range commands {
-		l, err := n.Log(id, cmd)
+		l, err := n.openLog(id, cmd)
 		if err != nil {
 			n.log.Warn("open output to mark command lost", "sandbox", id, "command", cmd, "err", err)
-			n.onExit(id, cmd, output.Exit{ExitCode: -1}, true)
+			n.onExit(id, cmd, node.Exit{ExitCode: -1}, true)
 			continue
 		}
 		n.lose(id, cmd, l)
@@ -250,10 +274,10 @@ func (n *Node) lose(id, cmd string, l *output.Log) {
 		n.onExit(id, cmd, *e, false)
 		return
 	}
-	if err := l.End(output.Exit{ExitCode: -1}); err != nil {
+	if err := l.End(node.Exit{ExitCode: -1}); err != nil {
 		n.log.Warn("record lost command", "sandbox", id, "command", cmd, "err", err)
 	}
-	n.onExit(id, cmd, output.Exit{ExitCode: -1}, true)
+	n.onExit(id, cmd, node.Exit{ExitCode: -1}, true)
 }
 
 // Destroy stops everything of a sandbox and deletes its files and recorded
@@ -285,24 +309,20 @@ func (n *Node) detach(id string) {
 	}
 }
 
-// Sleep stops a sandbox's processes, saves its files and removes its
-// runtime. Its recorded output stays. Commands that were running are lost:
-// the caller marks them.
-func (n *Node) Sleep(ctx context.Context, id string) (saves.Manifest, error) {
-	n.detach(id)
-	return n.finishSleep(ctx, id)
-}
-
 // FinishSleep completes a sleep that a crash interrupted: whatever state the
 // sandbox was left in, it ends saved and without a runtime, or with an
 // error and its files kept on the node.
-func (n *Node) FinishSleep(ctx context.Context, id string) (saves.Manifest, error) {
+func (n *Node) FinishSleep(ctx context.Context, id string) (node.SaveInfo, error) {
 	n.detach(id)
-	if _, err := os.Stat(n.rt.StateDir(id)); errors.Is(err, os.ErrNotExist) {
+	var m saves.Manifest
+	var err error
+	if _, serr := os.Stat(n.rt.StateDir(id)); errors.Is(serr, os.ErrNotExist) {
 		// The runtime was already removed: the save was complete.
-		return n.cfg.Saves.Stat(ctx, id)
+		m, err = n.cfg.Saves.Stat(ctx, id)
+	} else {
+		m, err = n.finishSleep(ctx, id)
 	}
-	return n.finishSleep(ctx, id)
+	return node.SaveInfo{DataBytes: m.DataBytes, ArchiveBytes: m.ArchiveBytes}, err
 }
 
 func (n *Node) finishSleep(ctx context.Context, id string) (saves.Manifest, error) {
@@ -323,7 +343,11 @@ func (n *Node) finishSleep(ctx context.Context, id string) (saves.Manifest, erro
 
 // Wake restores a sandbox's save and starts it. The save stays until
 // DropSave, so a crash mid-wake still finds it.
-func (n *Node) Wake(ctx context.Context, spec runtime.Spec, p api.NetworkPolicy) error {
+func (n *Node) Wake(ctx context.Context, ns node.SandboxSpec) error {
+	spec, err := n.runtimeSpec(ns)
+	if err != nil {
+		return err
+	}
 	// A runtime left by an interrupted wake goes first.
 	if err := n.rt.Destroy(ctx, spec.ID); err != nil {
 		return err
@@ -334,7 +358,7 @@ func (n *Node) Wake(ctx context.Context, spec runtime.Spec, p api.NetworkPolicy)
 		return err
 	}
 	spec.Disk = tmp
-	if err := n.Start(ctx, spec, p); err != nil {
+	if err := n.start(ctx, spec, ns.Network); err != nil {
 		os.Remove(tmp)
 		return err
 	}
@@ -380,8 +404,13 @@ func (n *Node) outputDir(sandboxID string) string {
 	return filepath.Join(n.cfg.OutputDir, sandboxID)
 }
 
-// Log returns the recorded output of a command, opening it if needed.
-func (n *Node) Log(sandboxID, commandID string) (*output.Log, error) {
+// Output returns the recorded output of a command.
+func (n *Node) Output(sandboxID, commandID string) (node.Output, error) {
+	return n.openLog(sandboxID, commandID)
+}
+
+// openLog returns the recorded output of a command, opening it if needed.
+func (n *Node) openLog(sandboxID, commandID string) (*output.Log, error) {
 	key := sandboxID + "/" + commandID
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -407,12 +436,16 @@ func (n *Node) get(id string) (*sandbox, error) {
 }
 
 // Exec starts a command and records its output until it ends.
-func (n *Node) Exec(ctx context.Context, sandboxID string, req wire.ExecRequest) error {
+func (n *Node) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) error {
+	req, err := n.execRequest(spec)
+	if err != nil {
+		return err
+	}
 	s, err := n.get(sandboxID)
 	if err != nil {
 		return err
 	}
-	l, err := n.Log(sandboxID, req.ID)
+	l, err := n.openLog(sandboxID, req.ID)
 	if err != nil {
 		return err
 	}
@@ -421,6 +454,32 @@ func (n *Node) Exec(ctx context.Context, sandboxID string, req wire.ExecRequest)
 	}
 	n.record(s, req.ID, l)
 	return nil
+}
+
+// execRequest is the agent's request for a command: a shell string runs
+// under the template's shell; the environment becomes a list.
+func (n *Node) execRequest(spec node.ExecSpec) (wire.ExecRequest, error) {
+	argv := spec.Argv
+	if spec.Shell != "" {
+		img, ok := n.cfg.Templates[spec.Template]
+		if !ok {
+			return wire.ExecRequest{}, api.Errorf(api.CodeInvalidArgument, "template %q has no image on this node", spec.Template)
+		}
+		argv = append(slices.Clone(img.Shell), spec.Shell)
+	}
+	env := make([]string, 0, len(spec.Env))
+	for k, v := range spec.Env {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	req := wire.ExecRequest{
+		ID: spec.ID, Argv: argv, Cwd: spec.Cwd, Env: env, UID: spec.UID, GID: spec.GID,
+		Stdin: spec.Stdin, TimeoutMS: spec.Timeout.Milliseconds(),
+	}
+	if spec.PTY != nil {
+		req.PTY = &wire.Size{Cols: spec.PTY.Cols, Rows: spec.PTY.Rows}
+	}
+	return req, nil
 }
 
 // record copies the command's output from the agent into its log until the
@@ -513,10 +572,10 @@ func (n *Node) Signal(ctx context.Context, sandboxID, commandID, sig string) err
 }
 
 // Resize changes a PTY command's terminal size.
-func (n *Node) Resize(ctx context.Context, sandboxID, commandID string, size wire.Size) error {
+func (n *Node) Resize(ctx context.Context, sandboxID, commandID string, size node.TermSize) error {
 	s, err := n.get(sandboxID)
 	if err != nil {
 		return err
 	}
-	return s.client.Resize(ctx, commandID, size)
+	return s.client.Resize(ctx, commandID, wire.Size{Cols: size.Cols, Rows: size.Rows})
 }

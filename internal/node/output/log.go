@@ -21,6 +21,7 @@ import (
 	"sync"
 
 	"github.com/cove-dev/cove/internal/agent/wire"
+	"github.com/cove-dev/cove/internal/node"
 )
 
 // Record kinds in the index.
@@ -33,16 +34,12 @@ const (
 const recordSize = 24 // seq 8, kind 1, pad 3, offset 8, length 4
 
 // Exit is how a command ended, as recorded.
-type Exit = wire.ExitData
+type Exit = node.Exit
 
 // Chunk is one recorded record as read back.
-type Chunk struct {
-	Seq    int64
-	Stream string // "stdout", "stderr", or "" for the truncation marker
-	Data   []byte
-	// Truncated marks the one record saying recording stopped at the cap.
-	Truncated bool
-}
+type Chunk = node.Chunk
+
+var _ node.Output = (*Log)(nil)
 
 // Log is one command's recorded output. Its methods are safe for concurrent
 // use: one writer appends while any number of readers follow.
@@ -135,7 +132,7 @@ func (l *Log) recover() error {
 		if err := json.Unmarshal(b, &e); err != nil {
 			return fmt.Errorf("read exit.json: %w", err)
 		}
-		l.exit = &e.ExitData
+		l.exit = &e.Exit
 		l.lastSeq = max(l.lastSeq, e.Seq)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
@@ -263,12 +260,12 @@ func (l *Log) writeRecord(seq int64, kind byte, off int64, n uint32) error {
 
 // exitFile is exit.json: the exit and the sequence number it took.
 type exitFile struct {
-	wire.ExitData
+	node.Exit
 	Seq int64 `json:"seq"`
 }
 
 func (l *Log) writeExit(e Exit, seq int64) error {
-	b, err := json.Marshal(exitFile{ExitData: e, Seq: seq})
+	b, err := json.Marshal(exitFile{Exit: e, Seq: seq})
 	if err != nil {
 		return err
 	}

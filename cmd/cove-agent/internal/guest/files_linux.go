@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cove-dev/cove/internal/agent/wire"
+	"github.com/cove-dev/cove/internal/fspath"
 	"github.com/cove-dev/cove/internal/keylock"
 )
 
@@ -66,7 +67,7 @@ func queryPath(r *http.Request, name string) (string, error) {
 }
 
 func checkPath(p string) (string, error) {
-	c, err := wire.CleanPath(p)
+	c, err := fspath.Clean(p)
 	if err != nil {
 		return "", errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "%v", err)
 	}
@@ -211,7 +212,7 @@ func infoOf(p string, fi fs.FileInfo) wire.FileInfo {
 		info.Type = wire.FileTypeDir
 	case m&fs.ModeSymlink != 0:
 		info.Type = wire.FileTypeSymlink
-		if t, err := os.Readlink(p); err == nil && len(t) <= wire.MaxPath {
+		if t, err := os.Readlink(p); err == nil && len(t) <= fspath.MaxPath {
 			info.Target = t
 		}
 	default:
@@ -253,11 +254,11 @@ func (f *fileService) list(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	q := r.URL.Query()
-	depth, err := intParam(q.Get("depth"), 1, 1, wire.MaxListDepth, "depth")
+	depth, err := intParam(q.Get("depth"), 1, 1, fspath.MaxListDepth, "depth")
 	if err != nil {
 		return err
 	}
-	limit, err := intParam(q.Get("limit"), wire.MaxListLimit, 1, wire.MaxListLimit, "limit")
+	limit, err := intParam(q.Get("limit"), fspath.MaxListLimit, 1, fspath.MaxListLimit, "limit")
 	if err != nil {
 		return err
 	}
@@ -874,8 +875,8 @@ func (f *fileService) edit(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case len(req.Edits) == 0:
 		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "edits is empty; give at least one {\"old\", \"new\"}")
-	case len(req.Edits) > wire.MaxEdits:
-		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "%d edits; at most %d are allowed in one call", len(req.Edits), wire.MaxEdits)
+	case len(req.Edits) > fspath.MaxEdits:
+		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "%d edits; at most %d are allowed in one call", len(req.Edits), fspath.MaxEdits)
 	}
 	for i, e := range req.Edits {
 		if e.Old == "" {

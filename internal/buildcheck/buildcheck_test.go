@@ -1,0 +1,185 @@
+// Package buildcheck tests the module's build boundaries: which packages
+// may link which, that the CLI builds off Linux, and that the Go SDK is a
+// module others can import on its own. It has tests only.
+package buildcheck
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/cove-dev/cove"
+
+// root is the repository's root: two levels above this package.
+func root(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func goBin() string {
+	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+		return p
+	}
+	return "go"
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// deps lists the packages pkg links, in dir, with extra environment.
+func deps(t *testing.T, dir, pkg string, env ...string) []string {
+	t.Helper()
+	cmd := exec.Command(goBin(), "list", "-deps", pkg)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+	}
+	return strings.Fields(string(out))
+}
+
+// TestLayers holds the seams: the control plane speaks to a node through
+// the node's contract only; the SDK and the CLI's client commands link no
+// server code; the CLI and the agent do not link each other's side of the
+// agent protocol.
+func TestLayers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	dir := root(t)
+	serverOnly := []string{
+		"modernc.org/sqlite", "github.com/vishvananda/netlink", "github.com/google/nftables",
+		"github.com/creack/pty", mod + "/internal/",
+	}
+	tests := []struct {
+		name      string
+		dir, pkg  string
+		env       []string
+		forbidden []string
+	}{
+		{"control plane", dir, "./internal/server", nil, []string{
+			mod + "/internal/agent/", mod + "/internal/node/runtime", mod + "/internal/node/output",
+			mod + "/internal/node/local", mod + "/internal/node/image", mod + "/internal/node/saves",
+			mod + "/cmd/cove-agent/",
+		}},
+		{"API", dir, "./internal/httpapi", nil, []string{
+			mod + "/internal/agent/", mod + "/internal/node/runtime", mod + "/internal/node/output",
+			mod + "/internal/node/local",
+		}},
+		{"SDK", filepath.Join(dir, "sdk", "go"), ".", nil, serverOnly},
+		{"CLI off Linux", dir, "./cmd/cove", []string{"GOOS=darwin", "GOARCH=arm64", "CGO_ENABLED=0"}, []string{
+			"modernc.org/sqlite", "github.com/vishvananda/netlink", "github.com/google/nftables", "github.com/creack/pty",
+			mod + "/internal/service", mod + "/internal/store", mod + "/internal/server", mod + "/internal/node/",
+			mod + "/internal/agent/", mod + "/cmd/cove-agent/",
+		}},
+		{"CLI", dir, "./cmd/cove", nil, []string{mod + "/cmd/cove-agent/"}},
+		{"agent", dir, "./cmd/cove-agent", nil, []string{
+			mod + "/internal/agent/client", "modernc.org/sqlite", "github.com/vishvananda/netlink",
+			mod + "/internal/server", mod + "/internal/store",
+		}},
+		{"agent wire", dir, "./internal/agent/wire", nil, []string{mod + "/", "github.com/", "golang.org/x/"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, p := range deps(t, tt.dir, tt.pkg, tt.env...) {
+				for _, f := range tt.forbidden {
+					if p == strings.TrimSuffix(f, "/") || strings.HasPrefix(p, f) {
+						if tt.name == "agent wire" && p == mod+"/internal/agent/wire" {
+							continue // itself
+						}
+						t.Errorf("%s links %s", tt.pkg, p)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestSDKIsItsOwnModule builds a program outside this repository against
+// the SDK module, through a replace to the local path as a user would
+// before it is published, and runs it against a test server: it creates a
+// sandbox and runs a command.
+func TestSDKIsItsOwnModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program")
+	}
+	dir := root(t)
+	prog := t.TempDir()
+	gomod := "module example.com/agent\n\ngo 1.24\n\n" +
+		"require (\n\t" + mod + "/sdk/go v0.0.0\n\t" + mod + "/api v0.0.0\n)\n\n" +
+		"replace (\n\t" + mod + "/sdk/go => " + filepath.Join(dir, "sdk", "go") + "\n\t" + mod + "/api => " + filepath.Join(dir, "api") + "\n)\n"
+	main := `package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/cove-dev/cove/api"
+	cove "github.com/cove-dev/cove/sdk/go"
+)
+
+func main() {
+	ctx := context.Background()
+	c := cove.New(os.Getenv("COVE_URL"), os.Getenv("COVE_API_KEY"))
+	sb, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "from-outside"}, true)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "create:", err)
+		os.Exit(1)
+	}
+	res, err := c.ExecWait(ctx, sb.ID, api.CreateCommandRequest{Command: "echo 42"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "exec:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("%s %s %s", sb.State, res.Command.State, res.Stdout)
+}
+`
+	sum, err := os.ReadFile(filepath.Join(dir, "sdk", "go", "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{"go.mod": gomod, "main.go": main, "go.sum": string(sum)} {
+		if err := os.WriteFile(filepath.Join(prog, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := exec.Command(goBin(), "build", "-mod=mod", "-o", "agent", ".")
+	build.Dir = prog
+	build.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=", "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build against the SDK module: %v\n%s", err, out)
+	}
+	// The program links no server code.
+	list := exec.Command(goBin(), "list", "-deps", ".")
+	list.Dir = prog
+	list.Env = build.Env
+	out, err := list.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if strings.HasPrefix(p, mod+"/internal") || strings.HasPrefix(p, "modernc.org/") {
+			t.Errorf("the SDK program links %s", p)
+		}
+	}
+
+	url, key := testServer(t)
+	run := exec.Command(filepath.Join(prog, "agent"))
+	run.Env = append(os.Environ(), "COVE_URL="+url, "COVE_API_KEY="+key)
+	got, err := run.CombinedOutput()
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, got)
+	}
+	if want := "running exited 42\n"; string(got) != want {
+		t.Fatalf("program printed %q, want %q", got, want)
+	}
+}

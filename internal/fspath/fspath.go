@@ -1,0 +1,57 @@
+// Package fspath checks the paths and versions of sandbox files and holds
+// the limits of file calls. The control plane checks a request with it
+// before anything reaches a node, the host's agent client checks what the
+// agent answers, and the agent checks again, so all three agree on one
+// definition. It imports only the standard library.
+package fspath
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Limits of file calls.
+const (
+	// MaxPath is the longest path accepted.
+	MaxPath = 4096
+	// MaxListLimit is the most entries of one list page.
+	MaxListLimit = 1000
+	// MaxListDepth is the deepest list.
+	MaxListDepth = 32
+	// MaxEdits is the most edits of one edit call.
+	MaxEdits = 100
+	// MaxVersion is the longest version accepted.
+	MaxVersion = 64
+)
+
+// Clean checks that p is a usable absolute path and returns it cleaned.
+func Clean(p string) (string, error) {
+	switch {
+	case p == "":
+		return "", fmt.Errorf("path is empty; give an absolute path such as /workspace/main.py")
+	case strings.IndexByte(p, 0) >= 0:
+		return "", fmt.Errorf("path contains a NUL byte")
+	case !strings.HasPrefix(p, "/"):
+		return "", fmt.Errorf("path %q is relative; give an absolute path such as /workspace/%s", p, p)
+	case len(p) > MaxPath:
+		return "", fmt.Errorf("path is longer than %d bytes", MaxPath)
+	}
+	return path.Clean(p), nil
+}
+
+// ValidVersion reports whether v looks like a file version the agent makes.
+func ValidVersion(v string) bool {
+	if v == "" || len(v) > MaxVersion {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,62 @@
+package httpapi
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/node"
+	"github.com/cove-dev/cove/internal/server"
+)
+
+// ControlPlane is what the API asks of the control plane
+// (*server.Server). Every call on a team's resources names the team of
+// the authenticated key; the control plane scopes what it reads to it.
+// Tests serve the API over a fake of it.
+type ControlPlane interface {
+	Authenticate(ctx context.Context, key string) (server.Principal, error)
+	// Changes is closed at the next change of any sandbox, command or event.
+	Changes() <-chan struct{}
+	WarmPool() (ready, target int)
+	Idempotently(ctx context.Context, teamID, key, requestHash string, do func() server.Answer) (server.Answer, bool, error)
+
+	CreateSandbox(ctx context.Context, teamID string, req api.CreateSandboxRequest) (api.Sandbox, error)
+	GetSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error)
+	WaitSandbox(ctx context.Context, teamID, ref string, want api.SandboxState, timeout time.Duration) (api.Sandbox, error)
+	ListSandboxes(ctx context.Context, teamID string, q server.SandboxQuery) (api.List[api.Sandbox], error)
+	UpdateSandbox(ctx context.Context, teamID, ref string, req api.UpdateSandboxRequest) (api.Sandbox, error)
+	TerminateSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error)
+	SleepSandbox(ctx context.Context, teamID, ref, reason string) (api.Sandbox, error)
+	WakeSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error)
+	Network(ctx context.Context, teamID, ref string) (api.NetworkView, error)
+
+	Exec(ctx context.Context, teamID, ref string, req api.CreateCommandRequest) (api.Command, error)
+	GetCommand(ctx context.Context, teamID, ref, commandID string) (api.Command, error)
+	ListCommands(ctx context.Context, teamID, ref string, q server.CommandQuery) (api.List[api.Command], error)
+	WaitCommand(ctx context.Context, teamID, ref, commandID string) (api.CommandResult, error)
+	CommandOutput(ctx context.Context, teamID, ref, commandID string) (api.Command, node.Output, error)
+	Stdin(ctx context.Context, teamID, ref, commandID string, r io.Reader, eof bool) error
+	Signal(ctx context.Context, teamID, ref, commandID, sig string) error
+	Resize(ctx context.Context, teamID, ref, commandID string, cols, rows int) error
+
+	StatFile(ctx context.Context, t server.FileTarget, p string) (api.FileEntry, error)
+	ListFiles(ctx context.Context, t server.FileTarget, q server.FileListQuery) (api.List[api.FileEntry], error)
+	ReadFile(ctx context.Context, t server.FileTarget, req node.ReadSpec) (*node.Content, error)
+	WriteFile(ctx context.Context, t server.FileTarget, req server.WriteFileRequest, body io.Reader) (api.FileEntry, bool, error)
+	EditFile(ctx context.Context, t server.FileTarget, p string, ifMatch []string, req api.EditFileRequest) (api.FileEntry, error)
+	Mkdir(ctx context.Context, t server.FileTarget, req api.MkdirRequest, user string) (api.FileEntry, error)
+	MoveFile(ctx context.Context, t server.FileTarget, req api.MoveRequest, user string) (api.FileEntry, error)
+	RemoveFile(ctx context.Context, t server.FileTarget, p string, recursive bool) error
+	ReadArchive(ctx context.Context, t server.FileTarget, p string) (io.ReadCloser, error)
+	WriteArchive(ctx context.Context, t server.FileTarget, p, user string, body io.Reader) (api.ArchiveResult, error)
+
+	ListEvents(ctx context.Context, teamID string, q server.EventQuery) (api.List[api.Event], error)
+
+	CreateTeam(ctx context.Context, p server.Principal, req api.CreateTeamRequest) (api.CreateTeamResponse, error)
+	ListTeams(ctx context.Context, p server.Principal) ([]api.Team, error)
+	CreateKey(ctx context.Context, p server.Principal, teamID string) (api.KeyResponse, error)
+	RevokeKey(ctx context.Context, p server.Principal, keyID string) error
+}
+
+var _ ControlPlane = (*server.Server)(nil)

@@ -1,0 +1,199 @@
+// Package node is the contract between the control plane and a node: what
+// the control plane asks of a node (start, exec, files, sleep, wake,
+// destroy) in the node's own terms, and what a node reports back.
+//
+// It holds types only and imports nothing of cove but the API's types, so
+// the control plane depends on it without linking the runtime, the agent
+// protocol or the output recorder. The node that runs in the same process
+// (internal/node/local) implements it today; a remote node client for a
+// fleet implements the same calls over the network.
+package node
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+)
+
+// ManagedTemplate is the template of the managed environment (Debian with
+// bash, git, Python 3, Node.js and curl), the default one.
+const ManagedTemplate = "managed"
+
+// SandboxSpec is what a node needs to start (or wake) a sandbox.
+type SandboxSpec struct {
+	ID       string
+	Hostname string
+	// Template names the image; the node knows the images it has.
+	Template  string
+	Resources api.Resources
+	// Pids bounds the processes and threads in the sandbox.
+	Pids    int64
+	Workdir string
+	Network api.NetworkPolicy
+}
+
+// User is an account inside every sandbox that commands and files may run
+// or belong as.
+type User struct {
+	UID, GID int
+	Home     string
+}
+
+// Users are the accounts of every template: "user" (the default) and "root".
+var Users = map[string]User{
+	"user": {UID: 1000, GID: 1000, Home: "/home/user"},
+	"root": {UID: 0, GID: 0, Home: "/root"},
+}
+
+// TermSize is a terminal's size in characters.
+type TermSize struct{ Cols, Rows int }
+
+// ExecSpec is a command to start in a sandbox.
+type ExecSpec struct {
+	ID string
+	// Template is the sandbox's template, whose shell runs Shell.
+	Template string
+	// Shell is a shell string; Argv a program and its arguments. One is set.
+	Shell string
+	Argv  []string
+	Cwd   string
+	// Env is the whole environment of the command.
+	Env      map[string]string
+	UID, GID int
+	// Stdin keeps the command's input open for Stdin calls.
+	Stdin bool
+	// Timeout kills the command's process group after it; 0 never does.
+	Timeout time.Duration
+	// PTY runs the command on a terminal of that size.
+	PTY *TermSize
+}
+
+// Exit is how a command ended.
+type Exit struct {
+	ExitCode int    `json:"exit_code"` // -1 when killed by a signal
+	Signal   string `json:"signal"`    // "KILL", "TERM", … or ""
+	TimedOut bool   `json:"timed_out"`
+}
+
+// ExitFunc is told when a command ends: by its exit, or lost with its
+// sandbox. A node calls it from its own goroutines.
+type ExitFunc func(sandboxID, commandID string, exit Exit, lost bool)
+
+// Chunk is one piece of recorded output, in the order it was produced.
+type Chunk struct {
+	Seq    int64
+	Stream string // "stdout", "stderr", or "" for the truncation marker
+	Data   []byte
+	// Truncated marks the point where recording stopped at its cap.
+	Truncated bool
+}
+
+// Output is a command's recorded output on the node.
+type Output interface {
+	// Read calls fn with each chunk after the sequence number after, in
+	// order; with follow it waits for more until the command ends or ctx
+	// is done. It returns the exit once it is recorded.
+	Read(ctx context.Context, after int64, follow bool, fn func(Chunk) error) (*Exit, error)
+	// Stream returns the raw bytes of "stdout" or "stderr" and their size.
+	Stream(name string) (io.ReaderAt, int64, error)
+	// LastSeq is the sequence number of the last chunk recorded.
+	LastSeq() int64
+	// Sizes returns the bytes recorded on each stream.
+	Sizes() (stdout, stderr int64)
+	// Exit is the recorded exit, nil while the command runs.
+	Exit() *Exit
+	// Ended reports that the exit is recorded or the log was closed.
+	Ended() bool
+	// Changed is closed at the next append.
+	Changed() <-chan struct{}
+}
+
+// SaveInfo describes a sleeping sandbox's save.
+type SaveInfo struct {
+	DataBytes    int64
+	ArchiveBytes int64
+}
+
+// ListSpec asks for a page of a directory listing.
+type ListSpec struct {
+	Path  string
+	Depth int
+	Limit int
+	// After is the path the previous page ended at.
+	After string
+}
+
+// ReadSpec asks for a file's content: a range and conditions, with the
+// values of the HTTP request headers of the same names (RFC 9110).
+type ReadSpec struct {
+	Path              string
+	Range             string
+	IfRange           string
+	IfMatch           []string
+	IfNoneMatch       []string
+	IfModifiedSince   string
+	IfUnmodifiedSince string
+}
+
+// Content is a download: its outcome (200, 206, 304 or 416 in HTTP's
+// terms), what describes it, checked by the node, and the body, which the
+// caller closes.
+type Content struct {
+	Status        int
+	ContentLength int64 // -1 when unknown
+	ContentRange  string
+	ContentType   string
+	ETag          string
+	ReprDigest    string
+	LastModified  string
+	Body          io.ReadCloser
+}
+
+// WriteSpec is an upload replacing a file's content atomically.
+type WriteSpec struct {
+	Path     string
+	UID, GID int
+	// Chown gives an existing file to UID/GID; a new file always gets them.
+	Chown bool
+	// Mode is the permission bits; -1 keeps an existing file's (0644 new).
+	Mode        int
+	IfMatch     []string // versions; "*" matches any existing file
+	IfNoneMatch bool     // refuse when the file exists
+	// SHA256 is the hex digest the bytes must have, when known before the
+	// body; Trailer, when set, is called after the body and may return it.
+	SHA256  string
+	Trailer func() (string, error)
+	Size    int64 // -1 when unknown
+}
+
+// Edit replaces the one occurrence of Old by New.
+type Edit struct{ Old, New string }
+
+// EditSpec applies edits in turn to a file.
+type EditSpec struct {
+	Path    string
+	IfMatch []string
+	Edits   []Edit
+}
+
+// MkdirSpec creates a directory and its missing parents.
+type MkdirSpec struct {
+	Path     string
+	UID, GID int
+}
+
+// MoveSpec renames a file or directory.
+type MoveSpec struct {
+	From, To  string
+	Overwrite bool
+	// UID and GID own missing parents of To.
+	UID, GID int
+}
+
+// ArchiveSpec extracts a tar or tar.gz into a folder.
+type ArchiveSpec struct {
+	Path     string
+	UID, GID int
+}

@@ -1,0 +1,519 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/node"
+	"github.com/cove-dev/cove/internal/node/nodetest"
+	"github.com/cove-dev/cove/internal/server"
+	"github.com/cove-dev/cove/internal/store/sqlite"
+)
+
+// The control plane over the real SQLite store and a fake node: life
+// cycles, tenancy and bookkeeping, without root or runc.
+
+var _ server.Node = (*nodetest.Node)(nil)
+
+type harness struct {
+	srv  *server.Server
+	node *nodetest.Node
+	// Two teams: a and b.
+	a, b string
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cove.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	cfg := server.DefaultConfig()
+	cfg.Templates = []string{"managed", "other"}
+	cfg.WarmPool = 0
+	srv, err := server.New(cfg, st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd := nodetest.New()
+	nd.OnExit = srv.OnExit
+	srv.SetNode(nd)
+	// The server's goroutines may call the node: the node closes after.
+	t.Cleanup(nd.Close)
+	t.Cleanup(srv.Close)
+	key, err := srv.Bootstrap(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := srv.Authenticate(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{srv: srv, node: nd}
+	for _, name := range []string{"team-a", "team-b"} {
+		resp, err := srv.CreateTeam(ctx, admin, api.CreateTeamRequest{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "team-a" {
+			h.a = resp.Team.ID
+		} else {
+			h.b = resp.Team.ID
+		}
+	}
+	return h
+}
+
+// running creates a sandbox for team and waits until it runs.
+func (h *harness) running(t *testing.T, team, name string) api.Sandbox {
+	t.Helper()
+	sb, err := h.srv.CreateSandbox(t.Context(), team, api.CreateSandboxRequest{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.wait(t, team, sb.ID, api.StateRunning)
+}
+
+func (h *harness) wait(t *testing.T, team, ref string, want api.SandboxState) api.Sandbox {
+	t.Helper()
+	sb, err := h.srv.WaitSandbox(t.Context(), team, ref, want, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.State != want {
+		t.Fatalf("sandbox %s is %s (%s), want %s", ref, sb.State, sb.StateReason, want)
+	}
+	return sb
+}
+
+func (h *harness) events(t *testing.T, team, sandboxID string) []string {
+	t.Helper()
+	l, err := h.srv.ListEvents(t.Context(), team, server.EventQuery{Sandbox: sandboxID, Page: server.Page{Limit: 1000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, e := range l.Items {
+		types = append(types, e.Type)
+	}
+	return types
+}
+
+func wantCode(t *testing.T, err error, code api.Code) {
+	t.Helper()
+	if api.ErrorCode(err) != code {
+		t.Fatalf("err = %v (code %q), want code %q", err, api.ErrorCode(err), code)
+	}
+}
+
+func TestLifeCycle(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	sb := h.running(t, h.a, "life")
+	if sb.StartedAt == nil || sb.Template != "managed" || sb.Workdir != "/workspace" {
+		t.Fatalf("running sandbox = %+v", sb)
+	}
+	got, ok := h.node.Sandbox(sb.ID)
+	if !ok || got.Spec.Hostname != "life" || got.Spec.Resources != sb.Resources || got.Spec.Pids != server.DefaultConfig().PidsLimit {
+		t.Fatalf("node has %+v, %v", got, ok)
+	}
+
+	if _, err := h.srv.SleepSandbox(ctx, h.a, "life", "test"); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(t, h.a, sb.ID, api.StateAsleep)
+	if got, _ := h.node.Sandbox(sb.ID); got.State != nodetest.Saved {
+		t.Fatalf("node state after sleep = %q", got.State)
+	}
+	// Commands need a running sandbox.
+	_, err := h.srv.Exec(ctx, h.a, sb.ID, api.CreateCommandRequest{Command: "true"})
+	wantCode(t, err, api.CodeConflict)
+
+	if _, err := h.srv.WakeSandbox(ctx, h.a, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	woke := h.wait(t, h.a, sb.ID, api.StateRunning)
+	if woke.ID != sb.ID || woke.Name != "life" {
+		t.Fatalf("woken sandbox = %+v", woke)
+	}
+
+	if _, err := h.srv.TerminateSandbox(ctx, h.a, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(t, h.a, sb.ID, api.StateTerminated)
+	if _, ok := h.node.Sandbox(sb.ID); ok {
+		t.Fatal("the node still has the terminated sandbox")
+	}
+	// Terminating again is a no-op; waking a terminated sandbox is not.
+	if _, err := h.srv.TerminateSandbox(ctx, h.a, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.srv.WakeSandbox(ctx, h.a, sb.ID)
+	wantCode(t, err, api.CodeConflict)
+
+	want := []string{
+		"sandbox.creating", "sandbox.running", "sandbox.sleeping", "sandbox.asleep",
+		"sandbox.waking", "sandbox.running", "sandbox.terminating", "sandbox.terminated",
+	}
+	if got := h.events(t, h.a, sb.ID); !slices.Equal(got, want) {
+		t.Fatalf("events = %v, want %v", got, want)
+	}
+	wantCalls := []string{"start " + sb.ID, "sleep " + sb.ID, "wake " + sb.ID, "drop-save " + sb.ID, "destroy " + sb.ID}
+	if got := h.node.Calls(); !slices.Equal(got, wantCalls) {
+		t.Fatalf("node calls = %v, want %v", got, wantCalls)
+	}
+}
+
+func TestStartFails(t *testing.T) {
+	tests := []struct {
+		name       string
+		err        error
+		wantReason string
+		hidden     string
+	}{
+		{"coded", api.Errorf(api.CodeResourceExhausted, "no room for 4 GiB"), "start failed: no room for 4 GiB", ""},
+		{"internal", errors.New("mount /var/lib/cove/sandboxes/x/rootfs: runc said: boom"), "start failed: internal error on the node", "/var/lib/cove"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.node.Fail("start", tt.err)
+			sb, err := h.srv.CreateSandbox(t.Context(), h.a, api.CreateSandboxRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sb = h.wait(t, h.a, sb.ID, api.StateFailed)
+			if !strings.HasPrefix(sb.StateReason, tt.wantReason) {
+				t.Fatalf("state_reason = %q, want it to start with %q", sb.StateReason, tt.wantReason)
+			}
+			if tt.hidden != "" && strings.Contains(sb.StateReason, tt.hidden) {
+				t.Fatalf("state_reason %q shows host detail %q", sb.StateReason, tt.hidden)
+			}
+			// The failed start was cleaned up on the node.
+			if calls := h.node.Calls(); !slices.Contains(calls, "destroy "+sb.ID) {
+				t.Fatalf("node calls = %v, want a destroy", calls)
+			}
+		})
+	}
+}
+
+func TestTerminateWhileStarting(t *testing.T) {
+	h := newHarness(t)
+	h.node.StartGate = make(chan struct{}) // never opened: the start hangs
+	sb, err := h.srv.CreateSandbox(t.Context(), h.a, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.srv.TerminateSandbox(t.Context(), h.a, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	sb = h.wait(t, h.a, sb.ID, api.StateTerminated)
+	if sb.StartedAt != nil {
+		t.Fatalf("a sandbox terminated while starting has started_at %v", sb.StartedAt)
+	}
+}
+
+func TestWakeFailsStaysAsleep(t *testing.T) {
+	h := newHarness(t)
+	sb := h.running(t, h.a, "")
+	if _, err := h.srv.SleepSandbox(t.Context(), h.a, sb.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(t, h.a, sb.ID, api.StateAsleep)
+	h.node.Fail("wake", errors.New("restore /var/lib/cove/saves/x: checksum mismatch"))
+	if _, err := h.srv.WakeSandbox(t.Context(), h.a, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The wake fails in the background; the sandbox ends asleep again.
+	deadline := time.After(time.Minute)
+	for {
+		got, err := h.srv.GetSandbox(t.Context(), h.a, sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State == api.StateAsleep && strings.HasPrefix(got.StateReason, "wake failed") {
+			if strings.Contains(got.StateReason, "/var/lib") {
+				t.Fatalf("state_reason %q shows a host path", got.StateReason)
+			}
+			break
+		}
+		select {
+		case <-h.srv.Changes():
+		case <-deadline:
+			t.Fatalf("sandbox is %s (%s), want asleep after a failed wake", got.State, got.StateReason)
+		}
+	}
+	h.node.Fail("wake", nil)
+	if _, err := h.srv.WakeSandbox(t.Context(), h.a, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(t, h.a, sb.ID, api.StateRunning)
+}
+
+func TestExec(t *testing.T) {
+	h := newHarness(t)
+	h.node.Run = func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
+		out.Write("stdout", []byte("out:"+spec.Shell))
+		out.Write("stderr", []byte("err"))
+		return node.Exit{ExitCode: 3}
+	}
+	sb := h.running(t, h.a, "exec")
+	res, err := h.srv.Exec(t.Context(), h.a, "exec", api.CreateCommandRequest{
+		Command: "echo hi", Env: map[string]string{"A": "1"}, TimeoutS: ptr[int64](5),
+		PTY: &api.PTY{Cols: 80, Rows: 24},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := h.srv.WaitCommand(t.Context(), h.a, sb.ID, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := done.Command
+	if c.State != api.CommandExited || c.ExitCode == nil || *c.ExitCode != 3 || done.Stdout != "out:echo hi" || done.Stderr != "err" {
+		t.Fatalf("command = %+v, stdout %q, stderr %q", c, done.Stdout, done.Stderr)
+	}
+	got, _ := h.node.Sandbox(sb.ID)
+	spec := got.Commands[0]
+	// The node gets its own spec: units and the environment made here.
+	if spec.Timeout != 5*time.Second || spec.Template != "managed" || spec.UID != 1000 || spec.Env["A"] != "1" ||
+		spec.Env["HOME"] != "/home/user" || spec.Env["COVE_SANDBOX_ID"] != sb.ID || spec.Env["TERM"] == "" ||
+		spec.PTY == nil || !spec.Stdin || spec.Cwd != "/workspace" {
+		t.Fatalf("exec spec = %+v", spec)
+	}
+
+	// Bad commands never reach the node.
+	calls := len(h.node.Calls())
+	for _, req := range []api.CreateCommandRequest{
+		{},
+		{Command: "x", Argv: []string{"x"}},
+		{Argv: []string{""}},
+		{Command: "x", User: "nobody"},
+		{Command: "x", TimeoutS: ptr[int64](-1)},
+		{Command: "x", Cwd: "relative"},
+	} {
+		_, err := h.srv.Exec(t.Context(), h.a, sb.ID, req)
+		wantCode(t, err, api.CodeInvalidArgument)
+	}
+	if n := len(h.node.Calls()); n != calls {
+		t.Fatalf("invalid commands made %d node calls", n-calls)
+	}
+
+	// A command the node refuses does not linger as running.
+	h.node.Fail("exec", api.Errorf(api.CodeResourceExhausted, "no more processes"))
+	_, err = h.srv.Exec(t.Context(), h.a, sb.ID, api.CreateCommandRequest{Command: "true"})
+	wantCode(t, err, api.CodeResourceExhausted)
+	l, err := h.srv.ListCommands(t.Context(), h.a, sb.ID, server.CommandQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 {
+		t.Fatalf("commands = %+v, want only the one that ran", l.Items)
+	}
+
+	want := []string{"sandbox.creating", "sandbox.running", "command.started", "command.exited"}
+	if got := h.events(t, h.a, sb.ID); !slices.Equal(got, want) {
+		t.Fatalf("events = %v, want %v", got, want)
+	}
+}
+
+func TestSleepLosesRunningCommands(t *testing.T) {
+	h := newHarness(t)
+	h.node.Run = func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
+		<-ctx.Done() // runs until lost
+		return node.Exit{}
+	}
+	sb := h.running(t, h.a, "")
+	c, err := h.srv.Exec(t.Context(), h.a, sb.ID, api.CreateCommandRequest{Command: "sleep 1000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.srv.SleepSandbox(t.Context(), h.a, sb.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(t, h.a, sb.ID, api.StateAsleep)
+	got, err := h.srv.GetCommand(t.Context(), h.a, sb.ID, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != api.CommandLost || got.EndedAt == nil {
+		t.Fatalf("command after sleep = %+v, want lost", got)
+	}
+}
+
+func TestPaging(t *testing.T) {
+	h := newHarness(t)
+	var ids []string
+	for range 5 {
+		sb, err := h.srv.CreateSandbox(t.Context(), h.a, api.CreateSandboxRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, sb.ID)
+	}
+	h.running(t, h.b, "") // another team's: never listed
+	var seen []string
+	q := server.SandboxQuery{Page: server.Page{Limit: 2}}
+	for pages := 0; ; pages++ {
+		if pages > 5 {
+			t.Fatal("paging does not end")
+		}
+		l, err := h.srv.ListSandboxes(t.Context(), h.a, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sb := range l.Items {
+			seen = append(seen, sb.ID)
+		}
+		if l.NextCursor == "" {
+			break
+		}
+		q.Cursor = l.NextCursor
+	}
+	// Lists are in ID order, which is creation order but for IDs made in
+	// the same millisecond.
+	slices.Sort(ids)
+	if !slices.Equal(seen, ids) {
+		t.Fatalf("paged %v, want %v", seen, ids)
+	}
+	for _, limit := range []int{-1, server.MaxPageLimit + 1} {
+		_, err := h.srv.ListSandboxes(t.Context(), h.a, server.SandboxQuery{Page: server.Page{Limit: limit}})
+		wantCode(t, err, api.CodeInvalidArgument)
+	}
+	_, err := h.srv.ListSandboxes(t.Context(), h.a, server.SandboxQuery{States: []api.SandboxState{"dreaming"}})
+	wantCode(t, err, api.CodeInvalidArgument)
+}
+
+// TestTenancy calls every method that takes a sandbox or a command with
+// team b's credentials on team a's resources: each answers not_found and
+// nothing reaches the node.
+func TestTenancy(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	h.node.Run = func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
+		<-ctx.Done()
+		return node.Exit{}
+	}
+	sb := h.running(t, h.a, "mine")
+	c, err := h.srv.Exec(ctx, h.a, sb.ID, api.CreateCommandRequest{Command: "sleep 1000", Stdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := len(h.node.Calls())
+	other := h.b
+	ft := func(ref string) server.FileTarget { return server.FileTarget{TeamID: other, Ref: ref, Wake: true} }
+	calls := map[string]func(ref string) error{
+		"GetSandbox":       func(ref string) error { _, err := h.srv.GetSandbox(ctx, other, ref); return err },
+		"WaitSandbox":      func(ref string) error { _, err := h.srv.WaitSandbox(ctx, other, ref, api.StateRunning, time.Second); return err },
+		"UpdateSandbox":    func(ref string) error { _, err := h.srv.UpdateSandbox(ctx, other, ref, api.UpdateSandboxRequest{}); return err },
+		"TerminateSandbox": func(ref string) error { _, err := h.srv.TerminateSandbox(ctx, other, ref); return err },
+		"SleepSandbox":     func(ref string) error { _, err := h.srv.SleepSandbox(ctx, other, ref, ""); return err },
+		"WakeSandbox":      func(ref string) error { _, err := h.srv.WakeSandbox(ctx, other, ref); return err },
+		"LiveSandbox":      func(ref string) error { _, err := h.srv.LiveSandbox(ctx, other, ref, true); return err },
+		"Network":          func(ref string) error { _, err := h.srv.Network(ctx, other, ref); return err },
+		"Exec":             func(ref string) error { _, err := h.srv.Exec(ctx, other, ref, api.CreateCommandRequest{Command: "id"}); return err },
+		"ListCommands":     func(ref string) error { _, err := h.srv.ListCommands(ctx, other, ref, server.CommandQuery{}); return err },
+		"GetCommand":       func(ref string) error { _, err := h.srv.GetCommand(ctx, other, ref, c.ID); return err },
+		"WaitCommand":      func(ref string) error { _, err := h.srv.WaitCommand(ctx, other, ref, c.ID); return err },
+		"CommandOutput":    func(ref string) error { _, _, err := h.srv.CommandOutput(ctx, other, ref, c.ID); return err },
+		"Stdin": func(ref string) error {
+			return h.srv.Stdin(ctx, other, ref, c.ID, strings.NewReader("x"), false)
+		},
+		"Signal":     func(ref string) error { return h.srv.Signal(ctx, other, ref, c.ID, "TERM") },
+		"Resize":     func(ref string) error { return h.srv.Resize(ctx, other, ref, c.ID, 80, 24) },
+		"ListEvents": func(ref string) error { _, err := h.srv.ListEvents(ctx, other, server.EventQuery{Sandbox: ref}); return err },
+		"StatFile":   func(ref string) error { _, err := h.srv.StatFile(ctx, ft(ref), "/etc/passwd"); return err },
+		"ListFiles": func(ref string) error {
+			_, err := h.srv.ListFiles(ctx, ft(ref), server.FileListQuery{Path: "/"})
+			return err
+		},
+		"ReadFile": func(ref string) error { _, err := h.srv.ReadFile(ctx, ft(ref), node.ReadSpec{Path: "/etc/passwd"}); return err },
+		"WriteFile": func(ref string) error {
+			_, _, err := h.srv.WriteFile(ctx, ft(ref), server.WriteFileRequest{Path: "/x", Size: -1}, strings.NewReader("x"))
+			return err
+		},
+		"EditFile": func(ref string) error {
+			_, err := h.srv.EditFile(ctx, ft(ref), "/x", nil, api.EditFileRequest{Edits: []api.FileEdit{{Old: "a", New: "b"}}})
+			return err
+		},
+		"Mkdir": func(ref string) error { _, err := h.srv.Mkdir(ctx, ft(ref), api.MkdirRequest{Path: "/d"}, ""); return err },
+		"MoveFile": func(ref string) error {
+			_, err := h.srv.MoveFile(ctx, ft(ref), api.MoveRequest{From: "/a", To: "/b"}, "")
+			return err
+		},
+		"RemoveFile":  func(ref string) error { return h.srv.RemoveFile(ctx, ft(ref), "/x", false) },
+		"ReadArchive": func(ref string) error { _, err := h.srv.ReadArchive(ctx, ft(ref), "/workspace"); return err },
+		"WriteArchive": func(ref string) error {
+			_, err := h.srv.WriteArchive(ctx, ft(ref), "/workspace", "", strings.NewReader(""))
+			return err
+		},
+	}
+	for name, call := range calls {
+		for _, ref := range []string{sb.ID, sb.Name} {
+			t.Run(name+"/"+ref, func(t *testing.T) {
+				wantCode(t, call(ref), api.CodeNotFound)
+			})
+		}
+	}
+	if got := h.node.Calls()[before:]; len(got) != 0 {
+		t.Fatalf("another team's calls reached the node: %v", got)
+	}
+	// Team a's sandbox is untouched and its list holds only its own.
+	got, err := h.srv.GetSandbox(ctx, h.a, sb.ID)
+	if err != nil || got.State != api.StateRunning {
+		t.Fatalf("owner sees %+v, %v", got, err)
+	}
+	l, err := h.srv.ListSandboxes(ctx, other, server.SandboxQuery{})
+	if err != nil || len(l.Items) != 0 {
+		t.Fatalf("team b lists %+v, %v", l.Items, err)
+	}
+	// A call that names no team is refused, never read as "every team".
+	_, err = h.srv.ListSandboxes(ctx, "", server.SandboxQuery{})
+	wantCode(t, err, api.CodeInternal)
+	_, err = h.srv.GetSandbox(ctx, "", sb.ID)
+	wantCode(t, err, api.CodeInternal)
+}
+
+func TestFilesThroughNode(t *testing.T) {
+	h := newHarness(t)
+	sb := h.running(t, h.a, "")
+	t1 := server.FileTarget{TeamID: h.a, Ref: sb.ID, Wake: true}
+	e, created, err := h.srv.WriteFile(t.Context(), t1, server.WriteFileRequest{Path: "/workspace/a/../f.txt", Size: -1}, strings.NewReader("hello"))
+	if err != nil || !created || e.Path != "/workspace/f.txt" {
+		t.Fatalf("write = %+v, %v, %v", e, created, err)
+	}
+	// A version that cannot exist fails the precondition before the node.
+	_, _, err = h.srv.WriteFile(t.Context(), t1, server.WriteFileRequest{Path: "/workspace/f.txt", IfMatch: []string{"not a version"}, Size: -1}, strings.NewReader("x"))
+	wantCode(t, err, api.CodePreconditionFailed)
+	c, err := h.srv.ReadFile(t.Context(), t1, node.ReadSpec{Path: "/workspace/f.txt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(c.Body)
+	c.Body.Close()
+	if string(b) != "hello" {
+		t.Fatalf("read %q", b)
+	}
+	// An asleep sandbox is woken by a file call, unless wake is false.
+	if _, err := h.srv.SleepSandbox(t.Context(), h.a, sb.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(t, h.a, sb.ID, api.StateAsleep)
+	_, err = h.srv.StatFile(t.Context(), server.FileTarget{TeamID: h.a, Ref: sb.ID}, "/workspace/f.txt")
+	wantCode(t, err, api.CodeConflict)
+	if e, err = h.srv.StatFile(t.Context(), t1, "/workspace/f.txt"); err != nil || e.Size != 5 {
+		t.Fatalf("stat after wake = %+v, %v", e, err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
