@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -38,7 +39,12 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	if os.Geteuid() != 0 {
+	flag.Parse()
+	switch {
+	case testing.Short():
+		skipReason = "e2e tests start real servers; -short skips them"
+		return m.Run()
+	case os.Geteuid() != 0:
 		skipReason = "e2e tests need root (real runc, overlayfs, namespaces)"
 		return m.Run()
 	}
