@@ -40,6 +40,18 @@ func filePath(name, p string) (string, error) {
 	return clean, nil
 }
 
+// checkIfMatch fails an If-Match that names something no file can have as
+// its version, before the sandbox is woken for it: the precondition fails,
+// as HTTP says. The node compares real versions.
+func checkIfMatch(versions []string) error {
+	for _, v := range versions {
+		if v != "*" && !fspath.ValidVersion(v) {
+			return api.Errorf(api.CodePreconditionFailed, "If-Match %q is not a version of this file; read it again, then retry", v)
+		}
+	}
+	return nil
+}
+
 // fileOwner resolves the user files are written as: "user" (uid/gid 1000)
 // when empty. explicit says the caller named one.
 func fileOwner(user string) (uid, gid int, explicit bool, err error) {
@@ -139,11 +151,8 @@ func (s *Server) WriteFile(ctx context.Context, t FileTarget, req WriteFileReque
 		}
 		mode = int(m)
 	}
-	for _, v := range req.IfMatch {
-		if v != "*" && !fspath.ValidVersion(v) {
-			// No file has it: the precondition fails, as HTTP says.
-			return api.FileEntry{}, false, api.Errorf(api.CodePreconditionFailed, "If-Match %q is not a version of this file; read it again, then retry", v)
-		}
+	if err := checkIfMatch(req.IfMatch); err != nil {
+		return api.FileEntry{}, false, err
 	}
 	sb, p, err := s.live(ctx, t, "path", req.Path)
 	if err != nil {
@@ -173,10 +182,8 @@ func (s *Server) EditFile(ctx context.Context, t FileTarget, p string, ifMatch [
 		}
 		edits[i] = node.Edit{Old: e.Old, New: e.New}
 	}
-	for _, v := range ifMatch {
-		if v != "*" && !fspath.ValidVersion(v) {
-			return api.FileEntry{}, api.Errorf(api.CodePreconditionFailed, "If-Match %q is not a version of this file; read it again, then retry", v)
-		}
+	if err := checkIfMatch(ifMatch); err != nil {
+		return api.FileEntry{}, err
 	}
 	sb, p, err := s.live(ctx, t, "path", p)
 	if err != nil {
