@@ -413,31 +413,49 @@ func TestTenancy(t *testing.T) {
 	other := h.b
 	ft := func(ref string) server.FileTarget { return server.FileTarget{TeamID: other, Ref: ref, Wake: true} }
 	calls := map[string]func(ref string) error{
-		"GetSandbox":       func(ref string) error { _, err := h.srv.GetSandbox(ctx, other, ref); return err },
-		"WaitSandbox":      func(ref string) error { _, err := h.srv.WaitSandbox(ctx, other, ref, api.StateRunning, time.Second); return err },
-		"UpdateSandbox":    func(ref string) error { _, err := h.srv.UpdateSandbox(ctx, other, ref, api.UpdateSandboxRequest{}); return err },
+		"GetSandbox": func(ref string) error { _, err := h.srv.GetSandbox(ctx, other, ref); return err },
+		"WaitSandbox": func(ref string) error {
+			_, err := h.srv.WaitSandbox(ctx, other, ref, api.StateRunning, time.Second)
+			return err
+		},
+		"UpdateSandbox": func(ref string) error {
+			_, err := h.srv.UpdateSandbox(ctx, other, ref, api.UpdateSandboxRequest{})
+			return err
+		},
 		"TerminateSandbox": func(ref string) error { _, err := h.srv.TerminateSandbox(ctx, other, ref); return err },
 		"SleepSandbox":     func(ref string) error { _, err := h.srv.SleepSandbox(ctx, other, ref, ""); return err },
 		"WakeSandbox":      func(ref string) error { _, err := h.srv.WakeSandbox(ctx, other, ref); return err },
 		"LiveSandbox":      func(ref string) error { _, err := h.srv.LiveSandbox(ctx, other, ref, true); return err },
 		"Network":          func(ref string) error { _, err := h.srv.Network(ctx, other, ref); return err },
-		"Exec":             func(ref string) error { _, err := h.srv.Exec(ctx, other, ref, api.CreateCommandRequest{Command: "id"}); return err },
-		"ListCommands":     func(ref string) error { _, err := h.srv.ListCommands(ctx, other, ref, server.CommandQuery{}); return err },
-		"GetCommand":       func(ref string) error { _, err := h.srv.GetCommand(ctx, other, ref, c.ID); return err },
-		"WaitCommand":      func(ref string) error { _, err := h.srv.WaitCommand(ctx, other, ref, c.ID); return err },
-		"CommandOutput":    func(ref string) error { _, _, err := h.srv.CommandOutput(ctx, other, ref, c.ID); return err },
+		"Exec": func(ref string) error {
+			_, err := h.srv.Exec(ctx, other, ref, api.CreateCommandRequest{Command: "id"})
+			return err
+		},
+		"ListCommands": func(ref string) error {
+			_, err := h.srv.ListCommands(ctx, other, ref, server.CommandQuery{})
+			return err
+		},
+		"GetCommand":    func(ref string) error { _, err := h.srv.GetCommand(ctx, other, ref, c.ID); return err },
+		"WaitCommand":   func(ref string) error { _, err := h.srv.WaitCommand(ctx, other, ref, c.ID); return err },
+		"CommandOutput": func(ref string) error { _, _, err := h.srv.CommandOutput(ctx, other, ref, c.ID); return err },
 		"Stdin": func(ref string) error {
 			return h.srv.Stdin(ctx, other, ref, c.ID, strings.NewReader("x"), false)
 		},
-		"Signal":     func(ref string) error { return h.srv.Signal(ctx, other, ref, c.ID, "TERM") },
-		"Resize":     func(ref string) error { return h.srv.Resize(ctx, other, ref, c.ID, 80, 24) },
-		"ListEvents": func(ref string) error { _, err := h.srv.ListEvents(ctx, other, server.EventQuery{Sandbox: ref}); return err },
-		"StatFile":   func(ref string) error { _, err := h.srv.StatFile(ctx, ft(ref), "/etc/passwd"); return err },
+		"Signal": func(ref string) error { return h.srv.Signal(ctx, other, ref, c.ID, "TERM") },
+		"Resize": func(ref string) error { return h.srv.Resize(ctx, other, ref, c.ID, 80, 24) },
+		"ListEvents": func(ref string) error {
+			_, err := h.srv.ListEvents(ctx, other, server.EventQuery{Sandbox: ref})
+			return err
+		},
+		"StatFile": func(ref string) error { _, err := h.srv.StatFile(ctx, ft(ref), "/etc/passwd"); return err },
 		"ListFiles": func(ref string) error {
 			_, err := h.srv.ListFiles(ctx, ft(ref), server.FileListQuery{Path: "/"})
 			return err
 		},
-		"ReadFile": func(ref string) error { _, err := h.srv.ReadFile(ctx, ft(ref), node.ReadSpec{Path: "/etc/passwd"}); return err },
+		"ReadFile": func(ref string) error {
+			_, err := h.srv.ReadFile(ctx, ft(ref), node.ReadSpec{Path: "/etc/passwd"})
+			return err
+		},
 		"WriteFile": func(ref string) error {
 			_, _, err := h.srv.WriteFile(ctx, ft(ref), server.WriteFileRequest{Path: "/x", Size: -1}, strings.NewReader("x"))
 			return err
@@ -446,7 +464,10 @@ func TestTenancy(t *testing.T) {
 			_, err := h.srv.EditFile(ctx, ft(ref), "/x", nil, api.EditFileRequest{Edits: []api.FileEdit{{Old: "a", New: "b"}}})
 			return err
 		},
-		"Mkdir": func(ref string) error { _, err := h.srv.Mkdir(ctx, ft(ref), api.MkdirRequest{Path: "/d"}, ""); return err },
+		"Mkdir": func(ref string) error {
+			_, err := h.srv.Mkdir(ctx, ft(ref), api.MkdirRequest{Path: "/d"}, "")
+			return err
+		},
 		"MoveFile": func(ref string) error {
 			_, err := h.srv.MoveFile(ctx, ft(ref), api.MoveRequest{From: "/a", To: "/b"}, "")
 			return err

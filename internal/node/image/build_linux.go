@@ -2,9 +2,9 @@ package image
 
 import (
 	"context"
-	"github.com/cove-dev/cove/internal/mountinfo"
 	"errors"
 	"fmt"
+	"github.com/cove-dev/cove/internal/mountinfo"
 	"io/fs"
 	"log/slog"
 	"os"

@@ -2,10 +2,10 @@ package runtime
 
 import (
 	"context"
-	"github.com/cove-dev/cove/internal/mountinfo"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cove-dev/cove/internal/mountinfo"
 	"io"
 	"io/fs"
 	"log/slog"

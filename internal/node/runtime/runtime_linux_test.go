@@ -3,11 +3,11 @@ package runtime
 import (
 	"bytes"
 	"context"
-	"github.com/cove-dev/cove/internal/mountinfo"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/cove-dev/cove/internal/mountinfo"
 	"io"
 	"log/slog"
 	"os"
