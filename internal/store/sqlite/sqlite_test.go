@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -115,5 +116,42 @@ func TestConcurrentWriters(t *testing.T) {
 	}
 	if len(got) != writers {
 		t.Errorf("%d running sandboxes; want %d", len(got), writers)
+	}
+}
+
+// TestFilesOwnerOnly: the database and the WAL and shared-memory files
+// SQLite makes beside it are 0600, also when an earlier start left them
+// readable by others.
+func TestFilesOwnerOnly(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		existing bool
+	}{{"new", false}, {"left readable", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "cove.db")
+			if tt.existing {
+				for _, p := range []string{path, path + "-wal"} {
+					if err := os.WriteFile(p, nil, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Chmod(p, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			db := openTest(t, path)
+			if err := db.CreateTeam(t.Context(), api.Team{ID: "team_a", Name: "alpha", CreatedAt: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []string{path, path + "-wal", path + "-shm"} {
+				st, err := os.Stat(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Mode().Perm() != 0o600 {
+					t.Errorf("%s: mode %v, want 0600", filepath.Base(p), st.Mode().Perm())
+				}
+			}
+		})
 	}
 }
