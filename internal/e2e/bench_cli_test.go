@@ -3,14 +3,16 @@ package e2e
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
 )
 
 // TestBenchCommand runs `cove bench --json` small against a server with a
 // warm pool and checks that it reports every field.
 func TestBenchCommand(t *testing.T) {
-	s := startServer(t)
-	out, errs, code := s.cli(t, "", "bench", "--json", "--runs", "1", "--bytes", "8388608", "--idle", "3",
-		"--images-dir", imagesDir)
+	s := e2etest.StartServer(t)
+	out, errs, code := cli(t, s, "", "bench", "--json", "--runs", "1", "--bytes", "8388608", "--idle", "3",
+		"--images-dir", e2etest.ImagesDir())
 	if code != 0 {
 		t.Fatalf("cove bench: %d\n%s", code, errs)
 	}

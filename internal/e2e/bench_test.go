@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
 )
 
 // BenchmarkCreateToFirstExec measures, in one run, a sandbox created through
@@ -21,29 +22,29 @@ import (
 // floor any runc-based sandbox stands on. It reports both medians and their
 // ratio.
 func BenchmarkCreateToFirstExec(b *testing.B) {
-	s := startServer(b)
+	s := e2etest.StartServer(b)
 	ctx := context.Background()
 	bundle := runcBundle(b)
 	var cove, bare []time.Duration
 	for i := 0; b.Loop(); i++ {
 		start := time.Now()
-		sb, err := s.admin.CreateSandbox(ctx, api.CreateSandboxRequest{}, true)
+		sb, err := s.Admin.CreateSandbox(ctx, api.CreateSandboxRequest{}, true)
 		if err != nil || sb.State != api.StateRunning {
 			b.Fatalf("create: %v %s", err, sb.StateReason)
 		}
-		res, err := s.admin.ExecWait(ctx, sb.ID, api.CreateCommandRequest{Argv: []string{"true"}})
-		if err != nil || exitCode(res) != 0 {
+		res, err := s.Admin.ExecWait(ctx, sb.ID, api.CreateCommandRequest{Argv: []string{"true"}})
+		if err != nil || e2etest.ExitCode(res) != 0 {
 			b.Fatalf("exec: %v %+v", err, res.Command)
 		}
 		cove = append(cove, time.Since(start))
 
 		b.StopTimer()
-		if _, err := s.admin.TerminateSandbox(ctx, sb.ID); err != nil {
+		if _, err := s.Admin.TerminateSandbox(ctx, sb.ID); err != nil {
 			b.Fatal(err)
 		}
-		s.admin.WaitSandbox(ctx, sb.ID, api.StateTerminated, time.Minute)
+		s.Admin.WaitSandbox(ctx, sb.ID, api.StateTerminated, time.Minute)
 		start = time.Now()
-		id := fmt.Sprintf("cove-bench-%s-%d", runID, i)
+		id := fmt.Sprintf("cove-bench-%s-%d", e2etest.RunID(), i)
 		out, err := exec.Command("runc", "--root", filepath.Join(bundle, "state"), "run", "--bundle", bundle, id).CombinedOutput()
 		if err != nil {
 			b.Fatalf("runc run: %v %s", err, out)
@@ -78,7 +79,7 @@ func runcBundle(b *testing.B) string {
 	if err := json.Unmarshal(raw, &spec); err != nil {
 		b.Fatal(err)
 	}
-	spec["root"] = map[string]any{"path": filepath.Join(imagesDir, "busybox", "rootfs"), "readonly": true}
+	spec["root"] = map[string]any{"path": filepath.Join(e2etest.ImagesDir(), "busybox", "rootfs"), "readonly": true}
 	proc := spec["process"].(map[string]any)
 	proc["terminal"] = false
 	proc["args"] = []string{"/bin/true"}
@@ -104,23 +105,23 @@ func median(ds []time.Duration) time.Duration {
 // 1-CPU quota) of the same bytes in the same run, and samples the server's
 // resident memory while it streams.
 func BenchmarkOutputThroughput(b *testing.B) {
-	s := startServer(b)
+	s := e2etest.StartServer(b)
 	ctx := context.Background()
-	sb := create(b, s.admin, api.CreateSandboxRequest{})
+	sb := e2etest.Create(b, s.Admin, api.CreateSandboxRequest{})
 	const size = 1 << 30
 	var apiRate, pipeRate, inRate []float64
 	var maxRSS int64
 	for b.Loop() {
 		stop := make(chan struct{})
 		sampled := make(chan int64)
-		go func() { sampled <- sampleRSS(s.pid(), stop) }()
+		go func() { sampled <- sampleRSS(s.PID(), stop) }()
 		start := time.Now()
-		cmd, err := s.admin.Exec(ctx, sb.ID, api.CreateCommandRequest{Argv: []string{"head", "-c", fmt.Sprint(size), "/dev/zero"}})
+		cmd, err := s.Admin.Exec(ctx, sb.ID, api.CreateCommandRequest{Argv: []string{"head", "-c", fmt.Sprint(size), "/dev/zero"}})
 		if err != nil {
 			b.Fatal(err)
 		}
 		var n int64
-		if err := s.admin.Output(ctx, sb.ID, cmd.ID, 0, true, func(r api.OutputRecord) error {
+		if err := s.Admin.Output(ctx, sb.ID, cmd.ID, 0, true, func(r api.OutputRecord) error {
 			n += int64(len(r.Data))
 			return nil
 		}); err != nil {
@@ -143,7 +144,7 @@ func BenchmarkOutputThroughput(b *testing.B) {
 		// The same bytes through a pipe inside the sandbox, under its CPU
 		// quota: what the producer can do at all.
 		start = time.Now()
-		res := sh(b, s.admin, sb.ID, fmt.Sprintf("head -c %d /dev/zero | wc -c", size))
+		res := e2etest.Sh(b, s.Admin, sb.ID, fmt.Sprintf("head -c %d /dev/zero | wc -c", size))
 		if strings.TrimSpace(res.Stdout) != fmt.Sprint(size) {
 			b.Fatalf("in-sandbox pipe: %q", res.Stdout)
 		}
@@ -198,25 +199,25 @@ func rss(pid int) int64 {
 // (restore, start) of a sandbox holding 100 MiB of random bytes, each until
 // the state is reached.
 func BenchmarkSleepWake(b *testing.B) {
-	s := startServer(b)
+	s := e2etest.StartServer(b)
 	ctx := context.Background()
-	sb := create(b, s.admin, api.CreateSandboxRequest{})
-	mustOK(b, s.admin, sb.ID, "head -c 104857600 /dev/urandom > /workspace/random.bin")
+	sb := e2etest.Create(b, s.Admin, api.CreateSandboxRequest{})
+	e2etest.MustOK(b, s.Admin, sb.ID, "head -c 104857600 /dev/urandom > /workspace/random.bin")
 	var sleeps, wakes []time.Duration
 	for b.Loop() {
 		start := time.Now()
-		if _, err := s.admin.SleepSandbox(ctx, sb.ID); err != nil {
+		if _, err := s.Admin.SleepSandbox(ctx, sb.ID); err != nil {
 			b.Fatal(err)
 		}
-		if got, err := s.admin.WaitSandbox(ctx, sb.ID, api.StateAsleep, 5*time.Minute); err != nil || got.State != api.StateAsleep {
+		if got, err := s.Admin.WaitSandbox(ctx, sb.ID, api.StateAsleep, 5*time.Minute); err != nil || got.State != api.StateAsleep {
 			b.Fatalf("sleep: %s %v", got.State, err)
 		}
 		sleeps = append(sleeps, time.Since(start))
 		start = time.Now()
-		if _, err := s.admin.WakeSandbox(ctx, sb.ID); err != nil {
+		if _, err := s.Admin.WakeSandbox(ctx, sb.ID); err != nil {
 			b.Fatal(err)
 		}
-		if got, err := s.admin.WaitSandbox(ctx, sb.ID, api.StateRunning, 5*time.Minute); err != nil || got.State != api.StateRunning {
+		if got, err := s.Admin.WaitSandbox(ctx, sb.ID, api.StateRunning, 5*time.Minute); err != nil || got.State != api.StateRunning {
 			b.Fatalf("wake: %s %v", got.State, err)
 		}
 		wakes = append(wakes, time.Since(start))

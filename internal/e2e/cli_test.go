@@ -13,15 +13,16 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
 )
 
 // cli runs the real cove binary against s and returns stdout, stderr and
 // the exit code.
-func (s *server) cli(t testing.TB, stdin string, args ...string) (string, string, int) {
+func cli(t testing.TB, s *e2etest.Server, stdin string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "cove"), args...)
+	cmd := exec.Command(filepath.Join(e2etest.BinDir(), "cove"), args...)
 	// The config file written at first start is what the CLI uses.
-	cmd.Env = append(os.Environ(), "HOME="+s.home, "COVE_URL=", "COVE_API_KEY=")
+	cmd.Env = append(os.Environ(), "HOME="+s.Home, "COVE_URL=", "COVE_API_KEY=")
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -36,8 +37,8 @@ func (s *server) cli(t testing.TB, stdin string, args ...string) (string, string
 }
 
 func TestCLI(t *testing.T) {
-	s := startServer(t)
-	out, errs, code := s.cli(t, "", "create", "--name", "demo", "--label", "team=core")
+	s := e2etest.StartServer(t)
+	out, errs, code := cli(t, s, "", "create", "--name", "demo", "--label", "team=core")
 	if code != 0 || !strings.HasPrefix(out, "sbx_") {
 		t.Fatalf("create: %q %q %d", out, errs, code)
 	}
@@ -65,7 +66,7 @@ func TestCLI(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, errs, code := s.cli(t, tt.stdin, tt.args...)
+			out, errs, code := cli(t, s, tt.stdin, tt.args...)
 			if code != tt.wantCode || (tt.wantOut != "" && out != tt.wantOut) || !strings.Contains(errs, tt.wantErr) {
 				t.Errorf("cove %v: stdout %q stderr %q code %d; want %q, %q, %d", tt.args, out, errs, code, tt.wantOut, tt.wantErr, tt.wantCode)
 			}
@@ -75,30 +76,30 @@ func TestCLI(t *testing.T) {
 		})
 	}
 
-	out, _, code = s.cli(t, "", "ls")
+	out, _, code = cli(t, s, "", "ls")
 	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "running") {
 		t.Errorf("ls: %q", out)
 	}
-	out, _, code = s.cli(t, "", "get", "demo", "--json")
+	out, _, code = cli(t, s, "", "get", "demo", "--json")
 	var sb api.Sandbox
 	if code != 0 || json.Unmarshal([]byte(out), &sb) != nil || sb.ID != id || sb.Labels["team"] != "core" {
 		t.Errorf("get --json: %q", out)
 	}
-	out, _, code = s.cli(t, "", "exec", "demo", "--detach", "--", "sh", "-c", "echo detached")
+	out, _, code = cli(t, s, "", "exec", "demo", "--detach", "--", "sh", "-c", "echo detached")
 	cmdID := strings.TrimSpace(out)
 	if code != 0 || !strings.HasPrefix(cmdID, "cmd_") {
 		t.Fatalf("exec --detach: %q %d", out, code)
 	}
-	out, _, code = s.cli(t, "", "logs", "demo", cmdID, "--follow")
+	out, _, code = cli(t, s, "", "logs", "demo", cmdID, "--follow")
 	if code != 0 || out != "detached\n" {
 		t.Errorf("logs --follow: %q %d", out, code)
 	}
 	// Ctrl-C detaches and says how to reattach; the command runs on.
-	c := exec.Command(filepath.Join(binDir, "cove"), "exec", "demo", "--", "sh", "-c", "echo started; sleep 2; echo finished")
-	c.Env = append(os.Environ(), "HOME="+s.home)
+	c := exec.Command(filepath.Join(e2etest.BinDir(), "cove"), "exec", "demo", "--", "sh", "-c", "echo started; sleep 2; echo finished")
+	c.Env = append(os.Environ(), "HOME="+s.Home)
 	var mu sync.Mutex
 	var cout, cerr bytes.Buffer
-	c.Stdout, c.Stderr = lockedWriter{&mu, &cout}, lockedWriter{&mu, &cerr}
+	c.Stdout, c.Stderr = e2etest.LockedWriter(&mu, &cout), e2etest.LockedWriter(&mu, &cerr)
 	started := func() bool { mu.Lock(); defer mu.Unlock(); return strings.Contains(cout.String(), "started") }
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
@@ -112,31 +113,31 @@ func TestCLI(t *testing.T) {
 		t.Errorf("Ctrl-C: code %d, stderr %q", c.ProcessState.ExitCode(), cerr.String())
 	}
 	if f := strings.Fields(cerr.String()[strings.Index(cerr.String(), "cove logs"):]); len(f) >= 4 {
-		out, _, code := s.cli(t, "", "logs", "demo", f[3], "--follow")
+		out, _, code := cli(t, s, "", "logs", "demo", f[3], "--follow")
 		if code != 0 || out != "started\nfinished\n" {
 			t.Errorf("after detaching, the command's output: %q %d", out, code)
 		}
 	}
-	out, _, code = s.cli(t, "", "events", "--sandbox", "demo", "--type", "sandbox.running,command.exited")
+	out, _, code = cli(t, s, "", "events", "--sandbox", "demo", "--type", "sandbox.running,command.exited")
 	if code != 0 || !strings.Contains(out, "sandbox.running") || !strings.Contains(out, "command.exited") || strings.Contains(out, "command.started") {
 		t.Errorf("events: %q %d", out, code)
 	}
-	out, _, code = s.cli(t, "", "sleep", "demo", "--wait")
+	out, _, code = cli(t, s, "", "sleep", "demo", "--wait")
 	if code != 0 || out != id+" asleep\n" {
 		t.Errorf("sleep --wait: %q %d", out, code)
 	}
-	if out, _, _ = s.cli(t, "", "ls"); !strings.Contains(out, "asleep") {
+	if out, _, _ = cli(t, s, "", "ls"); !strings.Contains(out, "asleep") {
 		t.Errorf("ls shows no asleep sandbox: %q", out)
 	}
-	out, _, code = s.cli(t, "", "wake", "demo", "--wait")
+	out, _, code = cli(t, s, "", "wake", "demo", "--wait")
 	if code != 0 || out != id+" running\n" {
 		t.Errorf("wake --wait: %q %d", out, code)
 	}
-	out, _, code = s.cli(t, "", "rm", "demo")
+	out, _, code = cli(t, s, "", "rm", "demo")
 	if code != 0 || !strings.Contains(out, "terminated") {
 		t.Errorf("rm: %q %d", out, code)
 	}
-	out, _, _ = s.cli(t, "", "ls")
+	out, _, _ = cli(t, s, "", "ls")
 	if strings.Contains(out, id) {
 		t.Errorf("ls after rm still shows it: %q", out)
 	}
@@ -146,12 +147,12 @@ func TestCLI(t *testing.T) {
 // python3, node and git work in one sandbox. The image is built once into
 // COVE_TEST_IMAGES (make test sets it) and reused.
 func TestManagedEnvironment(t *testing.T) {
-	requireRoot(t)
-	if managedDir == "" {
+	e2etest.RequireRoot(t)
+	if e2etest.ManagedDir() == "" {
 		t.Skip("COVE_TEST_IMAGES is not set: `make test` sets it to build and cache the managed image")
 	}
-	s := startServer(t, withManaged)
-	if out, errs, code := s.cli(t, "", "create", "--name", "demo"); code != 0 {
+	s := e2etest.StartServer(t, e2etest.WithManaged)
+	if out, errs, code := cli(t, s, "", "create", "--name", "demo"); code != 0 {
 		t.Fatalf("create: %q %q", out, errs)
 	}
 	for _, tt := range []struct {
@@ -163,13 +164,13 @@ func TestManagedEnvironment(t *testing.T) {
 		{[]string{"bash", "-lc", "cd /workspace && git init -q && git config user.email a@b && git config user.name a && echo hi > f && git add f && git commit -qm first && git log --format=%s"}, "first\n"},
 		{[]string{"bash", "-lc", "whoami; echo $HOME; test -w /workspace && echo writable"}, "user\n/home/user\nwritable\n"},
 	} {
-		out, errs, code := s.cli(t, "", append([]string{"exec", "demo", "--"}, tt.args...)...)
+		out, errs, code := cli(t, s, "", append([]string{"exec", "demo", "--"}, tt.args...)...)
 		if code != 0 || out != tt.want {
 			t.Errorf("cove exec demo -- %v: %q %q %d, want %q", tt.args, out, errs, code, tt.want)
 		}
 	}
 	// stdin in three posts and an eof, summed by python.
-	cmd, err := s.admin.Exec(t.Context(), "demo", api.CreateCommandRequest{
+	cmd, err := s.Admin.Exec(t.Context(), "demo", api.CreateCommandRequest{
 		Argv: []string{"python3", "-c", "import sys; print(sum(map(int, sys.stdin)))"}, Stdin: true,
 	})
 	if err != nil {
@@ -180,15 +181,15 @@ func TestManagedEnvironment(t *testing.T) {
 		fmt.Fprintf(&parts[i*3/1001], "%d\n", i)
 	}
 	for i, p := range parts {
-		if err := s.admin.Stdin(t.Context(), "demo", cmd.ID, strings.NewReader(p.String()), i == 2); err != nil {
+		if err := s.Admin.Stdin(t.Context(), "demo", cmd.ID, strings.NewReader(p.String()), i == 2); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if out := outputOf(t, s.admin, "demo", cmd.ID); out != "500500\n" {
+	if out := outputOf(t, s.Admin, "demo", cmd.ID); out != "500500\n" {
 		t.Errorf("python sum of stdin = %q", out)
 	}
 	// A shell string runs through bash -lc.
-	res := sh(t, s.admin, "demo", "echo $BASH_VERSION | cut -d. -f1; curl --version | head -c 4")
+	res := e2etest.Sh(t, s.Admin, "demo", "echo $BASH_VERSION | cut -d. -f1; curl --version | head -c 4")
 	if res.Stdout != "5\ncurl" {
 		t.Errorf("bash and curl: %q %q", res.Stdout, res.Stderr)
 	}

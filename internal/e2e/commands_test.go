@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
 	cove "github.com/cove-dev/cove/sdk/go"
 )
 
@@ -22,17 +23,17 @@ var errStop = errors.New("stop reading")
 // second one resuming with after= gets every remaining chunk exactly once,
 // in order, then the exit record.
 func TestOutputResume(t *testing.T) {
-	s := startServer(t)
+	s := e2etest.StartServer(t)
 	ctx := t.Context()
-	sb := create(t, s.admin, api.CreateSandboxRequest{})
-	cmd, err := s.admin.Exec(ctx, sb.ID, api.CreateCommandRequest{Argv: []string{"seq", "1", "100000"}})
+	sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
+	cmd, err := s.Admin.Exec(ctx, sb.ID, api.CreateCommandRequest{Argv: []string{"seq", "1", "100000"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got bytes.Buffer
 	var last int64
 	records := 0
-	err = s.admin.Output(ctx, sb.ID, cmd.ID, 0, true, func(r api.OutputRecord) error {
+	err = s.Admin.Output(ctx, sb.ID, cmd.ID, 0, true, func(r api.OutputRecord) error {
 		if r.Seq <= last {
 			return fmt.Errorf("seq %d after %d", r.Seq, last)
 		}
@@ -47,7 +48,7 @@ func TestOutputResume(t *testing.T) {
 		t.Fatalf("first client: %v", err)
 	}
 	var exit *api.OutputRecord
-	err = s.admin.Output(ctx, sb.ID, cmd.ID, last, true, func(r api.OutputRecord) error {
+	err = s.Admin.Output(ctx, sb.ID, cmd.ID, last, true, func(r api.OutputRecord) error {
 		if r.Seq <= last {
 			return fmt.Errorf("resumed stream repeats seq %d (last %d)", r.Seq, last)
 		}
@@ -73,8 +74,8 @@ func TestOutputResume(t *testing.T) {
 		t.Errorf("exit record = %+v", exit)
 	}
 	// The raw stream with Range.
-	req, _ := http.NewRequest("GET", s.url+"/v1/sandboxes/"+sb.ID+"/commands/"+cmd.ID+"/stdout", nil)
-	req.Header.Set("Authorization", "Bearer "+s.adminKey)
+	req, _ := http.NewRequest("GET", s.URL+"/v1/sandboxes/"+sb.ID+"/commands/"+cmd.ID+"/stdout", nil)
+	req.Header.Set("Authorization", "Bearer "+s.AdminKey)
 	req.Header.Set("Range", "bytes=0-5")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -89,12 +90,12 @@ func TestOutputResume(t *testing.T) {
 }
 
 func TestStdinSignalTimeout(t *testing.T) {
-	s := startServer(t)
+	s := e2etest.StartServer(t)
 	ctx := t.Context()
-	sb := create(t, s.admin, api.CreateSandboxRequest{})
+	sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
 
 	t.Run("stdin in three posts and eof", func(t *testing.T) {
-		cmd, err := s.admin.Exec(ctx, sb.ID, api.CreateCommandRequest{
+		cmd, err := s.Admin.Exec(ctx, sb.ID, api.CreateCommandRequest{
 			Argv: []string{"awk", "{ s += $1 } END { print s }"}, Stdin: true,
 		})
 		if err != nil {
@@ -105,15 +106,15 @@ func TestStdinSignalTimeout(t *testing.T) {
 			fmt.Fprintf(&parts[i*3/1001], "%d\n", i)
 		}
 		for i, p := range parts {
-			if err := s.admin.Stdin(ctx, sb.ID, cmd.ID, strings.NewReader(p.String()), i == 2); err != nil {
+			if err := s.Admin.Stdin(ctx, sb.ID, cmd.ID, strings.NewReader(p.String()), i == 2); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if out := outputOf(t, s.admin, sb.ID, cmd.ID); out != "500500\n" {
+		if out := outputOf(t, s.Admin, sb.ID, cmd.ID); out != "500500\n" {
 			t.Errorf("sum = %q", out)
 		}
 		// Stdin of an ended command is a conflict.
-		err = s.admin.Stdin(ctx, sb.ID, cmd.ID, strings.NewReader("1\n"), false)
+		err = s.Admin.Stdin(ctx, sb.ID, cmd.ID, strings.NewReader("1\n"), false)
 		if api.ErrorCode(err) != api.CodeConflict {
 			t.Errorf("stdin after the end: %v", err)
 		}
@@ -121,47 +122,47 @@ func TestStdinSignalTimeout(t *testing.T) {
 
 	t.Run("timeout kills the process tree", func(t *testing.T) {
 		one := int64(1)
-		res, err := s.admin.ExecWait(ctx, sb.ID, api.CreateCommandRequest{Command: "sleep 1000 & sleep 1000", TimeoutS: &one})
+		res, err := s.Admin.ExecWait(ctx, sb.ID, api.CreateCommandRequest{Command: "sleep 1000 & sleep 1000", TimeoutS: &one})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if res.Command.State != api.CommandTimedOut || !res.Command.TimedOut {
 			t.Errorf("state %s timed_out %v", res.Command.State, res.Command.TimedOut)
 		}
-		if out := mustOK(t, s.admin, sb.ID, "ps -o comm | grep -c '^sleep' || true"); strings.TrimSpace(out) != "0" {
+		if out := e2etest.MustOK(t, s.Admin, sb.ID, "ps -o comm | grep -c '^sleep' || true"); strings.TrimSpace(out) != "0" {
 			t.Errorf("sleep processes left: %s", out)
 		}
 	})
 
 	t.Run("signal reaches the process group", func(t *testing.T) {
-		cmd, err := s.admin.Exec(ctx, sb.ID, api.CreateCommandRequest{Command: "sleep 1000 & sleep 1000; echo never"})
+		cmd, err := s.Admin.Exec(ctx, sb.ID, api.CreateCommandRequest{Command: "sleep 1000 & sleep 1000; echo never"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(200 * time.Millisecond)
-		if err := s.admin.Signal(ctx, sb.ID, cmd.ID, "TERM"); err != nil {
+		if err := s.Admin.Signal(ctx, sb.ID, cmd.ID, "TERM"); err != nil {
 			t.Fatal(err)
 		}
-		c := waitCommand(t, s.admin, sb.ID, cmd.ID)
+		c := waitCommand(t, s.Admin, sb.ID, cmd.ID)
 		if c.State != api.CommandKilled || c.Signal != "TERM" {
 			t.Errorf("after TERM: %s %q", c.State, c.Signal)
 		}
-		if out := mustOK(t, s.admin, sb.ID, "ps -o comm | grep -c '^sleep' || true"); strings.TrimSpace(out) != "0" {
+		if out := e2etest.MustOK(t, s.Admin, sb.ID, "ps -o comm | grep -c '^sleep' || true"); strings.TrimSpace(out) != "0" {
 			t.Errorf("sleep processes left: %s", out)
 		}
-		if err := s.admin.Signal(ctx, sb.ID, cmd.ID, "BOGUS"); api.ErrorCode(err) != api.CodeConflict && api.ErrorCode(err) != api.CodeInvalidArgument {
+		if err := s.Admin.Signal(ctx, sb.ID, cmd.ID, "BOGUS"); api.ErrorCode(err) != api.CodeConflict && api.ErrorCode(err) != api.CodeInvalidArgument {
 			t.Errorf("bad signal: %v", err)
 		}
 	})
 
 	t.Run("a client going away leaves the command running", func(t *testing.T) {
-		cmd, err := s.admin.Exec(ctx, sb.ID, api.CreateCommandRequest{Command: "for i in 1 2 3 4 5 6 7 8 9 10; do echo $i; sleep 0.1; done"})
+		cmd, err := s.Admin.Exec(ctx, sb.ID, api.CreateCommandRequest{Command: "for i in 1 2 3 4 5 6 7 8 9 10; do echo $i; sleep 0.1; done"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		cctx, cancel := context.WithCancel(ctx)
 		n := 0
-		err = s.admin.Output(cctx, sb.ID, cmd.ID, 0, true, func(api.OutputRecord) error {
+		err = s.Admin.Output(cctx, sb.ID, cmd.ID, 0, true, func(api.OutputRecord) error {
 			if n++; n == 2 {
 				cancel() // the client is killed while following
 			}
@@ -170,19 +171,19 @@ func TestStdinSignalTimeout(t *testing.T) {
 		if err == nil {
 			t.Fatal("cancelled follower saw the whole stream")
 		}
-		c := waitCommand(t, s.admin, sb.ID, cmd.ID)
-		if c.State != api.CommandExited || outputOf(t, s.admin, sb.ID, cmd.ID) != "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n" {
+		c := waitCommand(t, s.Admin, sb.ID, cmd.ID)
+		if c.State != api.CommandExited || outputOf(t, s.Admin, sb.ID, cmd.ID) != "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n" {
 			t.Errorf("command after its follower went away: %s", c.State)
 		}
 	})
 }
 
 func TestNoOutputAlertAndEvents(t *testing.T) {
-	s := startServer(t)
+	s := e2etest.StartServer(t)
 	ctx := t.Context()
-	sb := create(t, s.admin, api.CreateSandboxRequest{Name: "ev"})
+	sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{Name: "ev"})
 	one := int64(1)
-	res, err := s.admin.ExecWait(ctx, sb.ID, api.CreateCommandRequest{Command: "sleep 4", NoOutputAlertS: &one})
+	res, err := s.Admin.ExecWait(ctx, sb.ID, api.CreateCommandRequest{Command: "sleep 4", NoOutputAlertS: &one})
 	if err != nil || res.Command.State != api.CommandExited {
 		t.Fatalf("sleep 4: %v %+v", err, res.Command)
 	}
@@ -191,7 +192,7 @@ func TestNoOutputAlertAndEvents(t *testing.T) {
 		t.Errorf("no_output events = %+v, want exactly one for %s", alerts, res.Command.ID)
 	}
 	// Output breaks the silence and re-arms the alert.
-	res, err = s.admin.ExecWait(ctx, sb.ID, api.CreateCommandRequest{Command: "sleep 2; echo x; sleep 2", NoOutputAlertS: &one})
+	res, err = s.Admin.ExecWait(ctx, sb.ID, api.CreateCommandRequest{Command: "sleep 2; echo x; sleep 2", NoOutputAlertS: &one})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,13 +221,13 @@ func TestNoOutputAlertAndEvents(t *testing.T) {
 			t.Errorf("after the first, event %d is %s, want %s", i, rest[i].ID, e.ID)
 		}
 	}
-	if status, er, _ := rawRequest(t, "GET", s.url+"/v1/events?after=bogus", s.adminKey, ""); status != 400 || er.Error.Code != api.CodeInvalidArgument {
+	if status, er, _ := e2etest.RawRequest(t, "GET", s.URL+"/v1/events?after=bogus", s.AdminKey, ""); status != 400 || er.Error.Code != api.CodeInvalidArgument {
 		t.Errorf("bad cursor: %d", status)
 	}
 }
 
 func TestConcurrentCommands(t *testing.T) {
-	s := startServer(t)
+	s := e2etest.StartServer(t)
 	ctx := t.Context()
 	sandboxes := make([]api.Sandbox, 10)
 	var wg sync.WaitGroup
@@ -239,7 +240,7 @@ func TestConcurrentCommands(t *testing.T) {
 	}
 	for i := range sandboxes {
 		wg.Go(func() {
-			sb, err := s.admin.CreateSandbox(ctx, api.CreateSandboxRequest{Name: fmt.Sprintf("c%d", i)}, true)
+			sb, err := s.Admin.CreateSandbox(ctx, api.CreateSandboxRequest{Name: fmt.Sprintf("c%d", i)}, true)
 			if err != nil || sb.State != api.StateRunning {
 				fail("create %d: %v %s", i, err, sb.StateReason)
 			}
@@ -252,7 +253,7 @@ func TestConcurrentCommands(t *testing.T) {
 	}
 	run := func(sb api.Sandbox, j int) {
 		cmd := fmt.Sprintf("for k in $(seq 1 200); do echo %s-%d-$k; done; echo err-%d >&2", sb.Name, j, j)
-		res, err := s.admin.ExecWait(ctx, sb.ID, api.CreateCommandRequest{Command: cmd})
+		res, err := s.Admin.ExecWait(ctx, sb.ID, api.CreateCommandRequest{Command: cmd})
 		if err != nil {
 			fail("%s/%d: %v", sb.Name, j, err)
 			return
@@ -261,7 +262,7 @@ func TestConcurrentCommands(t *testing.T) {
 		for k := 1; k <= 200; k++ {
 			fmt.Fprintf(&want, "%s-%d-%d\n", sb.Name, j, k)
 		}
-		if res.Stdout != want.String() || res.Stderr != fmt.Sprintf("err-%d\n", j) || exitCode(res) != 0 {
+		if res.Stdout != want.String() || res.Stderr != fmt.Sprintf("err-%d\n", j) || e2etest.ExitCode(res) != 0 {
 			fail("%s/%d: tangled output (%d bytes, stderr %q)", sb.Name, j, len(res.Stdout), res.Stderr)
 		}
 	}
@@ -309,9 +310,9 @@ func waitCommand(t testing.TB, c *cove.Client, ref, id string) api.Command {
 	}
 }
 
-func events(t testing.TB, s *server, query string) []api.Event {
+func events(t testing.TB, s *e2etest.Server, query string) []api.Event {
 	t.Helper()
-	status, _, body := rawRequest(t, "GET", s.url+"/v1/events?"+query, s.adminKey, "")
+	status, _, body := e2etest.RawRequest(t, "GET", s.URL+"/v1/events?"+query, s.AdminKey, "")
 	if status != 200 {
 		t.Fatalf("events: %d %s", status, body)
 	}
@@ -325,24 +326,24 @@ func events(t testing.TB, s *server, query string) []api.Event {
 // TestEventStream follows the team's events as server-sent events and
 // resumes after a seen event.
 func TestEventStream(t *testing.T) {
-	s := startServer(t)
+	s := e2etest.StartServer(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	first := create(t, s.admin, api.CreateSandboxRequest{Name: "one"})
+	first := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{Name: "one"})
 	seen := events(t, s, "sandbox="+first.ID)
 	last := seen[len(seen)-1].ID
 
 	got := make(chan api.Event, 16)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		s.admin.FollowEvents(ctx, cove.EventQuery{After: last}, func(e api.Event) error {
+		s.Admin.FollowEvents(ctx, cove.EventQuery{After: last}, func(e api.Event) error {
 			got <- e
 			return nil
 		})
 	})
 	defer wg.Wait()
 	defer cancel()
-	second := create(t, s.admin, api.CreateSandboxRequest{Name: "two"})
+	second := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{Name: "two"})
 	for want := range 2 { // sandbox.creating, sandbox.running of the second
 		select {
 		case e := <-got:
@@ -358,22 +359,22 @@ func TestEventStream(t *testing.T) {
 // TestWaitWhileTerminated: a client waiting on a command whose sandbox is
 // terminated gets the command back as lost, not an error.
 func TestWaitWhileTerminated(t *testing.T) {
-	s := startServer(t)
-	sb := create(t, s.admin, api.CreateSandboxRequest{})
+	s := e2etest.StartServer(t)
+	sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
 	type result struct {
 		res api.CommandResult
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		res, err := s.admin.ExecWait(t.Context(), sb.ID, api.CreateCommandRequest{Command: "echo started; sleep 60"})
+		res, err := s.Admin.ExecWait(t.Context(), sb.ID, api.CreateCommandRequest{Command: "echo started; sleep 60"})
 		done <- result{res, err}
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		cmds, _ := s.admin.ListCommands(t.Context(), sb.ID, 0, "")
+		cmds, _ := s.Admin.ListCommands(t.Context(), sb.ID, 0, "")
 		if len(cmds.Items) == 1 {
-			if c, err := s.admin.GetCommand(t.Context(), sb.ID, cmds.Items[0].ID); err == nil && c.StdoutBytes > 0 {
+			if c, err := s.Admin.GetCommand(t.Context(), sb.ID, cmds.Items[0].ID); err == nil && c.StdoutBytes > 0 {
 				break
 			}
 		}
@@ -382,7 +383,7 @@ func TestWaitWhileTerminated(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, err := s.admin.TerminateSandbox(t.Context(), sb.ID); err != nil {
+	if _, err := s.Admin.TerminateSandbox(t.Context(), sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -12,39 +12,40 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
 	cove "github.com/cove-dev/cove/sdk/go"
 )
 
 func TestCreateExecTerminate(t *testing.T) {
-	s := startServer(t)
+	s := e2etest.StartServer(t)
 	ctx := t.Context()
-	sb := create(t, s.admin, api.CreateSandboxRequest{Name: "demo", Labels: map[string]string{"ticket": "42"}})
+	sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{Name: "demo", Labels: map[string]string{"ticket": "42"}})
 	if sb.Name != "demo" || sb.Workdir != "/workspace" || sb.StartedAt == nil {
 		t.Errorf("sandbox = %+v", sb)
 	}
 
-	res := sh(t, s.admin, "demo", "echo out; echo err >&2; pwd; id -u; hostname; exit 3")
+	res := e2etest.Sh(t, s.Admin, "demo", "echo out; echo err >&2; pwd; id -u; hostname; exit 3")
 	if got, want := res.Stdout, "out\n/workspace\n1000\ndemo\n"; got != want {
 		t.Errorf("stdout = %q, want %q", got, want)
 	}
-	if res.Stderr != "err\n" || exitCode(res) != 3 || res.Command.State != api.CommandExited {
-		t.Errorf("stderr %q exit %d state %s", res.Stderr, exitCode(res), res.Command.State)
+	if res.Stderr != "err\n" || e2etest.ExitCode(res) != 3 || res.Command.State != api.CommandExited {
+		t.Errorf("stderr %q exit %d state %s", res.Stderr, e2etest.ExitCode(res), res.Command.State)
 	}
 
 	// argv runs without a shell; env and cwd reach the process.
-	out, err := s.admin.ExecWait(ctx, sb.ID, api.CreateCommandRequest{
+	out, err := s.Admin.ExecWait(ctx, sb.ID, api.CreateCommandRequest{
 		Argv: []string{"sh", "-c", `echo "$FOO $0"; pwd`, "arg0"}, Env: map[string]string{"FOO": "bar"}, Cwd: "/tmp",
 	})
 	if err != nil || out.Stdout != "bar arg0\n/tmp\n" {
 		t.Errorf("argv: %q, %v", out.Stdout, err)
 	}
-	if got := mustOK(t, s.admin, sb.ID, "id -u", asRoot); got != "0\n" {
+	if got := e2etest.MustOK(t, s.Admin, sb.ID, "id -u", e2etest.AsRoot); got != "0\n" {
 		t.Errorf("root id = %q", got)
 	}
 
 	// Get by ID and by name; list with filters.
 	for _, ref := range []string{sb.ID, "demo"} {
-		got, err := s.admin.GetSandbox(ctx, ref)
+		got, err := s.Admin.GetSandbox(ctx, ref)
 		if err != nil || got.ID != sb.ID {
 			t.Errorf("get %s: %+v %v", ref, got.ID, err)
 		}
@@ -53,59 +54,59 @@ func TestCreateExecTerminate(t *testing.T) {
 		{States: []api.SandboxState{api.StateRunning}},
 		{Labels: map[string]string{"ticket": "42"}},
 	} {
-		page, err := s.admin.ListSandboxes(ctx, q)
+		page, err := s.Admin.ListSandboxes(ctx, q)
 		if err != nil || len(page.Items) != 1 || page.Items[0].ID != sb.ID {
 			t.Errorf("list %+v: %+v %v", q, page.Items, err)
 		}
 	}
-	page, _ := s.admin.ListSandboxes(ctx, cove.SandboxQuery{Labels: map[string]string{"ticket": "43"}})
+	page, _ := s.Admin.ListSandboxes(ctx, cove.SandboxQuery{Labels: map[string]string{"ticket": "43"}})
 	if len(page.Items) != 0 {
 		t.Errorf("label filter ticket=43 matched %d", len(page.Items))
 	}
-	cmds, err := s.admin.ListCommands(ctx, sb.ID, 0, "")
+	cmds, err := s.Admin.ListCommands(ctx, sb.ID, 0, "")
 	if err != nil || len(cmds.Items) != 3 {
 		t.Errorf("commands: %d %v", len(cmds.Items), err)
 	}
 
 	// A second sandbox may not take a live name.
-	_, err = s.admin.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "demo"}, false)
+	_, err = s.Admin.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "demo"}, false)
 	if api.ErrorCode(err) != api.CodeConflict {
 		t.Errorf("duplicate name: %v, want conflict", err)
 	}
 
-	if _, err := s.admin.TerminateSandbox(ctx, "demo"); err != nil {
+	if _, err := s.Admin.TerminateSandbox(ctx, "demo"); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.admin.WaitSandbox(ctx, sb.ID, api.StateTerminated, time.Minute)
+	got, err := s.Admin.WaitSandbox(ctx, sb.ID, api.StateTerminated, time.Minute)
 	if err != nil || got.State != api.StateTerminated {
 		t.Fatalf("after terminate: %s %v", got.State, err)
 	}
-	_, err = s.admin.Exec(ctx, sb.ID, api.CreateCommandRequest{Command: "true"})
+	_, err = s.Admin.Exec(ctx, sb.ID, api.CreateCommandRequest{Command: "true"})
 	if api.ErrorCode(err) != api.CodeConflict {
 		t.Errorf("exec in terminated sandbox: %v, want conflict", err)
 	}
 	// The name is free again.
-	create(t, s.admin, api.CreateSandboxRequest{Name: "demo"})
+	e2etest.Create(t, s.Admin, api.CreateSandboxRequest{Name: "demo"})
 }
 
 // TestTerminateLeavesNothing looks for every kind of thing a sandbox has on
 // the host after it is terminated.
 func TestTerminateLeavesNothing(t *testing.T) {
-	s := startServer(t)
+	s := e2etest.StartServer(t)
 	ctx := t.Context()
-	sb := create(t, s.admin, api.CreateSandboxRequest{})
+	sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
 	// Something running, with children, when the terminate comes.
-	if _, err := s.admin.Exec(ctx, sb.ID, api.CreateCommandRequest{Command: "sleep 1000 & sleep 1000 & wait"}); err != nil {
+	if _, err := s.Admin.Exec(ctx, sb.ID, api.CreateCommandRequest{Command: "sleep 1000 & sleep 1000 & wait"}); err != nil {
 		t.Fatal(err)
 	}
 	before := leftovers(t, s, sb.ID)
 	if len(before) == 0 {
 		t.Fatal("found no trace of a running sandbox: the leak check would prove nothing")
 	}
-	if _, err := s.admin.TerminateSandbox(ctx, sb.ID); err != nil {
+	if _, err := s.Admin.TerminateSandbox(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.admin.WaitSandbox(ctx, sb.ID, api.StateTerminated, time.Minute); err != nil || got.State != api.StateTerminated {
+	if got, err := s.Admin.WaitSandbox(ctx, sb.ID, api.StateTerminated, time.Minute); err != nil || got.State != api.StateTerminated {
 		t.Fatalf("terminate: %s %v", got.State, err)
 	}
 	if left := settledLeftovers(t, s, sb.ID); len(left) > 0 {
@@ -115,7 +116,7 @@ func TestTerminateLeavesNothing(t *testing.T) {
 
 // settledLeftovers is leftovers once the host's init had a moment to reap
 // the sandbox's exited init process (a zombie holds nothing but its entry).
-func settledLeftovers(t testing.TB, s *server, id string, allowed ...string) []string {
+func settledLeftovers(t testing.TB, s *e2etest.Server, id string, allowed ...string) []string {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -145,7 +146,7 @@ func settledLeftovers(t testing.TB, s *server, id string, allowed ...string) []s
 // leftovers lists what of a sandbox exists on the host: processes in its
 // cgroups, mounts, cgroup dirs, the runc container, the state dir and its
 // recorded output.
-func leftovers(t testing.TB, s *server, id string) []string {
+func leftovers(t testing.TB, s *e2etest.Server, id string) []string {
 	t.Helper()
 	var found []string
 	// Processes whose cgroup names the sandbox.
@@ -167,19 +168,19 @@ func leftovers(t testing.TB, s *server, id string) []string {
 			}
 		}
 	}
-	dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + s.cgroup + "/" + id)
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + s.Cgroup + "/" + id)
 	for _, d := range dirs {
 		found = append(found, "cgroup "+d)
 	}
-	if out, err := runOut("runc", "--root", filepath.Join(s.dataDir, "runc"), "list", "-q"); err == nil && strings.Contains(out, id) {
+	if out, err := runOut("runc", "--root", filepath.Join(s.DataDir, "runc"), "list", "-q"); err == nil && strings.Contains(out, id) {
 		found = append(found, "runc container "+id)
 	}
-	for _, p := range []string{filepath.Join(s.dataDir, "sandboxes", id), filepath.Join(s.dataDir, "output", id)} {
+	for _, p := range []string{filepath.Join(s.DataDir, "sandboxes", id), filepath.Join(s.DataDir, "output", id)} {
 		if _, err := os.Stat(p); err == nil {
 			found = append(found, "path "+p)
 		}
 	}
-	if out, err := runOut("losetup", "-j", filepath.Join(s.dataDir, "sandboxes", id, "disk.img")); err == nil && strings.TrimSpace(out) != "" {
+	if out, err := runOut("losetup", "-j", filepath.Join(s.DataDir, "sandboxes", id, "disk.img")); err == nil && strings.TrimSpace(out) != "" {
 		found = append(found, "loop device "+strings.TrimSpace(out))
 	}
 	return found
@@ -188,15 +189,15 @@ func leftovers(t testing.TB, s *server, id string) []string {
 // TestTeamsSeeOnlyTheirOwn checks every sandbox and command endpoint with a
 // key of a team that does not own the resource.
 func TestTeamsSeeOnlyTheirOwn(t *testing.T) {
-	s := startServer(t)
+	s := e2etest.StartServer(t)
 	ctx := t.Context()
-	alice, bob := s.newTeam("alice"), s.newTeam("bob")
-	sb := create(t, alice, api.CreateSandboxRequest{Name: "mine"})
+	alice, bob := s.NewTeam("alice"), s.NewTeam("bob")
+	sb := e2etest.Create(t, alice, api.CreateSandboxRequest{Name: "mine"})
 	cmd, err := alice.Exec(ctx, sb.ID, api.CreateCommandRequest{Command: "cat", Stdin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bobKey := s.keys()[2]
+	bobKey := s.Keys()[2]
 	cmdPath := "/v1/sandboxes/" + sb.ID + "/commands/" + cmd.ID
 	calls := []struct{ method, path, body string }{
 		{"GET", "/v1/sandboxes/" + sb.ID, ""},
@@ -216,7 +217,7 @@ func TestTeamsSeeOnlyTheirOwn(t *testing.T) {
 		{"POST", "/v1/teams/" + "team_x" + "/keys", ""},
 	}
 	for _, c := range calls {
-		status, er, body := rawRequest(t, c.method, s.url+c.path, bobKey, c.body)
+		status, er, body := e2etest.RawRequest(t, c.method, s.URL+c.path, bobKey, c.body)
 		if status != http.StatusNotFound || er.Error == nil || er.Error.Code != api.CodeNotFound {
 			t.Errorf("bob %s %s: %d %s, want 404 not_found", c.method, c.path, status, body)
 		}
@@ -225,7 +226,7 @@ func TestTeamsSeeOnlyTheirOwn(t *testing.T) {
 	if err != nil || len(page.Items) != 0 {
 		t.Errorf("bob lists %d sandboxes (%v), want 0", len(page.Items), err)
 	}
-	bobs := create(t, bob, api.CreateSandboxRequest{Name: "mine"}) // names are per team
+	bobs := e2etest.Create(t, bob, api.CreateSandboxRequest{Name: "mine"}) // names are per team
 	page, _ = alice.ListSandboxes(ctx, cove.SandboxQuery{})
 	if len(page.Items) != 1 || page.Items[0].ID != sb.ID {
 		t.Errorf("alice lists %+v, want only her own", page.Items)
@@ -249,8 +250,8 @@ func TestTeamsSeeOnlyTheirOwn(t *testing.T) {
 // TestBadInput checks that malformed requests get the API's error format
 // with the right status and create nothing.
 func TestBadInput(t *testing.T) {
-	s := startServer(t)
-	key := s.adminKey
+	s := e2etest.StartServer(t)
+	key := s.AdminKey
 	tests := []struct {
 		name, method, path, key, body string
 		status                        int
@@ -287,19 +288,19 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			status, er, body := rawRequest(t, tt.method, s.url+tt.path, tt.key, tt.body)
+			status, er, body := e2etest.RawRequest(t, tt.method, s.URL+tt.path, tt.key, tt.body)
 			if status != tt.status || er.Error == nil || er.Error.Code != tt.code || er.Error.Message == "" {
 				t.Errorf("got %d %s, want %d %s", status, body, tt.status, tt.code)
 			}
 		})
 	}
-	page, err := s.admin.ListSandboxes(t.Context(), cove.SandboxQuery{})
+	page, err := s.Admin.ListSandboxes(t.Context(), cove.SandboxQuery{})
 	if err != nil || len(page.Items) != 0 {
 		t.Errorf("bad requests created %d sandboxes (%v)", len(page.Items), err)
 	}
 
 	// Bad commands against a real sandbox.
-	sb := create(t, s.admin, api.CreateSandboxRequest{})
+	sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
 	cmdTests := []struct {
 		name, body string
 		code       api.Code
@@ -316,22 +317,22 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tt := range cmdTests {
 		t.Run("command/"+tt.name, func(t *testing.T) {
-			status, er, body := rawRequest(t, "POST", s.url+"/v1/sandboxes/"+sb.ID+"/commands", key, tt.body)
+			status, er, body := e2etest.RawRequest(t, "POST", s.URL+"/v1/sandboxes/"+sb.ID+"/commands", key, tt.body)
 			if status != 400 || er.Error == nil || er.Error.Code != tt.code {
 				t.Errorf("got %d %s, want 400 %s", status, body, tt.code)
 			}
 		})
 	}
-	cmds, err := s.admin.ListCommands(t.Context(), sb.ID, 0, "")
+	cmds, err := s.Admin.ListCommands(t.Context(), sb.ID, 0, "")
 	if err != nil || len(cmds.Items) != 0 {
 		t.Errorf("bad commands left %d command records (%v)", len(cmds.Items), err)
 	}
 }
 
 func TestCreateFailureIsReported(t *testing.T) {
-	s := startServer(t)
+	s := e2etest.StartServer(t)
 	// A workdir under a file cannot be made: the start fails with a reason.
-	sb, err := s.admin.CreateSandbox(t.Context(), api.CreateSandboxRequest{Workdir: "/bin/busybox/x"}, true)
+	sb, err := s.Admin.CreateSandbox(t.Context(), api.CreateSandboxRequest{Workdir: "/bin/busybox/x"}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

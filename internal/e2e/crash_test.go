@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
 	cove "github.com/cove-dev/cove/sdk/go"
 )
 
@@ -23,7 +24,7 @@ import (
 // sandbox settles in a consistent state, nothing runs or is mounted that
 // the store does not know, and no acknowledged file write is lost.
 func TestCrashAtRandomPoints(t *testing.T) {
-	s := startServer(t, withArgs("--warm-pool", "0"))
+	s := e2etest.StartServer(t, e2etest.WithArgs("--warm-pool", "0"))
 	seed := time.Now().UnixNano()
 	rng := rand.New(rand.NewPCG(uint64(seed), 1))
 	t.Logf("seed %d", seed)
@@ -48,7 +49,7 @@ func TestCrashAtRandomPoints(t *testing.T) {
 		// Some sandboxes to act on, made before the storm.
 		var ids []string
 		for range 3 {
-			sb, err := s.admin.CreateSandbox(ctx, api.CreateSandboxRequest{}, true)
+			sb, err := s.Admin.CreateSandbox(ctx, api.CreateSandboxRequest{}, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,24 +61,24 @@ func TestCrashAtRandomPoints(t *testing.T) {
 					id := ids[(w+n)%len(ids)]
 					switch (w + n) % 6 {
 					case 0:
-						s.admin.CreateSandbox(ctx, api.CreateSandboxRequest{}, false)
+						s.Admin.CreateSandbox(ctx, api.CreateSandboxRequest{}, false)
 					case 1:
-						s.admin.Exec(ctx, id, api.CreateCommandRequest{Command: "echo hi; sleep 0.2"})
+						s.Admin.Exec(ctx, id, api.CreateCommandRequest{Command: "echo hi; sleep 0.2"})
 					case 2, 3:
 						p := fmt.Sprintf("/workspace/r%d-w%d-n%d", round, w, n)
 						content := fmt.Sprintf("round %d worker %d write %d", round, w, n)
-						if _, err := s.admin.WriteFile(ctx, id, p, strings.NewReader(content), cove.NoWake()); err == nil {
+						if _, err := s.Admin.WriteFile(ctx, id, p, strings.NewReader(content), cove.NoWake()); err == nil {
 							ack(id, p, content)
 						}
 					case 4:
 						if w == 4 {
-							s.admin.SleepSandbox(ctx, id)
+							s.Admin.SleepSandbox(ctx, id)
 						} else {
-							s.admin.WakeSandbox(ctx, id)
+							s.Admin.WakeSandbox(ctx, id)
 						}
 					case 5:
 						if w == 5 && n%3 == 2 {
-							if _, err := s.admin.TerminateSandbox(ctx, id); err == nil {
+							if _, err := s.Admin.TerminateSandbox(ctx, id); err == nil {
 								mu.Lock()
 								terminated[id] = true
 								mu.Unlock()
@@ -88,10 +89,10 @@ func TestCrashAtRandomPoints(t *testing.T) {
 			})
 		}
 		time.Sleep(time.Duration(50+rng.IntN(600)) * time.Millisecond)
-		s.stop(syscall.SIGKILL)
+		s.Stop(syscall.SIGKILL)
 		cancel()
 		wg.Wait()
-		s.start()
+		s.Start()
 		checkInvariants(t, s, fmt.Sprintf("round %d", round))
 	}
 
@@ -104,7 +105,7 @@ func TestCrashAtRandomPoints(t *testing.T) {
 		if terminated[id] {
 			continue
 		}
-		sb, err := s.admin.GetSandbox(ctx, id)
+		sb, err := s.Admin.GetSandbox(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +119,7 @@ func TestCrashAtRandomPoints(t *testing.T) {
 		for p, want := range files {
 			var got bytes.Buffer
 			checked++
-			if _, err := s.admin.DownloadFile(ctx, id, p, &got); err != nil || got.String() != want {
+			if _, err := s.Admin.DownloadFile(ctx, id, p, &got); err != nil || got.String() != want {
 				t.Errorf("%s:%s = %q (%v), want the acknowledged %q", id, p, got.String(), err, want)
 			}
 		}
@@ -127,13 +128,13 @@ func TestCrashAtRandomPoints(t *testing.T) {
 
 // checkInvariants waits until every sandbox has settled and checks that the
 // node holds exactly what the store says runs.
-func checkInvariants(t *testing.T, s *server, when string) {
+func checkInvariants(t *testing.T, s *e2etest.Server, when string) {
 	t.Helper()
 	ctx := t.Context()
 	deadline := time.Now().Add(2 * time.Minute)
 	var all []api.Sandbox
 	for {
-		page, err := s.admin.ListSandboxes(ctx, cove.SandboxQuery{Limit: 1000})
+		page, err := s.Admin.ListSandboxes(ctx, cove.SandboxQuery{Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,21 +167,21 @@ func checkInvariants(t *testing.T, s *server, when string) {
 		}
 		allowed := []string{}
 		if sb.State == api.StateAsleep {
-			allowed = append(allowed, filepath.Join(s.dataDir, "output", sb.ID))
+			allowed = append(allowed, filepath.Join(s.DataDir, "output", sb.ID))
 		}
 		if left := settledLeftovers(t, s, sb.ID, allowed...); len(left) > 0 {
 			t.Errorf("%s: %s is %s, yet on the node:\n%s", when, sb.ID, sb.State, strings.Join(left, "\n"))
 		}
 	}
 	// Nothing runs that the store does not know as running.
-	if out, err := runOut("runc", "--root", filepath.Join(s.dataDir, "runc"), "list", "-q"); err == nil {
+	if out, err := runOut("runc", "--root", filepath.Join(s.DataDir, "runc"), "list", "-q"); err == nil {
 		for _, id := range strings.Fields(out) {
 			if !running[id] {
 				t.Errorf("%s: runc runs %s, which the store does not know as running", when, id)
 			}
 		}
 	}
-	dirs, _ := filepath.Glob(filepath.Join(s.dataDir, "sandboxes", "sbx_*"))
+	dirs, _ := filepath.Glob(filepath.Join(s.DataDir, "sandboxes", "sbx_*"))
 	for _, d := range dirs {
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() && !running[filepath.Base(d)] {
 			t.Errorf("%s: state dir %s of a sandbox that is not running", when, d)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
 	cove "github.com/cove-dev/cove/sdk/go"
 )
 
@@ -58,17 +59,17 @@ type transferResult struct {
 // with the digest remembered from the upload, once after a touch made the
 // agent read the file twice) and samples the server's RSS all along. The
 // SDK checks the digests; so does the caller, against the bytes it sent.
-func transfer(t testing.TB, s *server, ref, path string, size int64) transferResult {
+func transfer(t testing.TB, s *e2etest.Server, ref, path string, size int64) transferResult {
 	t.Helper()
 	ctx := context.Background()
 	stop := make(chan struct{})
 	sampled := make(chan int64)
-	go func() { sampled <- sampleRSS(s.pid(), stop) }() // owned: received below
+	go func() { sampled <- sampleRSS(s.PID(), stop) }() // owned: received below
 	var res transferResult
 
 	src := newPattern(size)
 	start := time.Now()
-	e, err := s.admin.WriteFile(ctx, ref, path, src)
+	e, err := s.Admin.WriteFile(ctx, ref, path, src)
 	if err != nil {
 		close(stop)
 		<-sampled
@@ -83,7 +84,7 @@ func transfer(t testing.TB, s *server, ref, path string, size int64) transferRes
 	download := func() float64 {
 		h := sha256.New()
 		start := time.Now()
-		f, err := s.admin.DownloadFile(ctx, ref, path, h)
+		f, err := s.Admin.DownloadFile(ctx, ref, path, h)
 		if err != nil {
 			t.Fatalf("download: %v", err)
 		}
@@ -94,7 +95,7 @@ func transfer(t testing.TB, s *server, ref, path string, size int64) transferRes
 		return rate
 	}
 	res.download = download()
-	sh(t, s.admin, ref, "touch "+path) // a new version: the agent hashes it again
+	e2etest.Sh(t, s.Admin, ref, "touch "+path) // a new version: the agent hashes it again
 	res.downloadRehash = download()
 	close(stop)
 	res.maxRSS = <-sampled
@@ -128,9 +129,9 @@ func cpRate(t testing.TB, size int64) float64 {
 
 const largeSize = 1 << 30
 
-func largeSandbox(t testing.TB, s *server) api.Sandbox {
+func largeSandbox(t testing.TB, s *e2etest.Server) api.Sandbox {
 	disk := int64(3072)
-	return create(t, s.admin, api.CreateSandboxRequest{Resources: &api.ResourcesRequest{DiskMiB: &disk}})
+	return e2etest.Create(t, s.Admin, api.CreateSandboxRequest{Resources: &api.ResourcesRequest{DiskMiB: &disk}})
 }
 
 // TestFilesLarge moves 1 GiB up and down: the digests agree end to end
@@ -140,7 +141,7 @@ func TestFilesLarge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves 1 GiB; not with -short")
 	}
-	s := startServer(t)
+	s := e2etest.StartServer(t)
 	sb := largeSandbox(t, s)
 	res := transfer(t, s, sb.ID, "/workspace/big.bin", largeSize)
 	t.Logf("upload %.0f MB/s, download %.0f MB/s (rehashed %.0f MB/s), server max RSS %.1f MiB",
@@ -148,12 +149,12 @@ func TestFilesLarge(t *testing.T) {
 	if res.maxRSS == 0 || res.maxRSS >= 100<<20 {
 		t.Errorf("server max RSS %.1f MiB, want under 100 MiB", float64(res.maxRSS)/(1<<20))
 	}
-	out := mustOK(t, s.admin, sb.ID, "sha256sum /workspace/big.bin", withTimeout(600))
+	out := e2etest.MustOK(t, s.Admin, sb.ID, "sha256sum /workspace/big.bin", e2etest.WithTimeout(600))
 	if got := strings.Fields(out); len(got) == 0 || got[0] != hex.EncodeToString(res.sum) {
 		t.Errorf("sha256sum in the sandbox: %q, want %x", out, res.sum)
 	}
 	// A download cut by its reader leaves no trouble for the next.
-	f, err := s.admin.ReadFile(t.Context(), sb.ID, "/workspace/big.bin", cove.ByteRange(largeSize-3, -1))
+	f, err := s.Admin.ReadFile(t.Context(), sb.ID, "/workspace/big.bin", cove.ByteRange(largeSize-3, -1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +169,7 @@ func TestFilesLarge(t *testing.T) {
 // cove serve → agent → the sandbox's disk) next to a `cp` of the same size
 // on the host in the same run, and samples the server's RSS.
 func BenchmarkFileTransfer(b *testing.B) {
-	s := startServer(b)
+	s := e2etest.StartServer(b)
 	sb := largeSandbox(b, s)
 	var up, down, rehash, cp []float64
 	var maxRSS int64

@@ -18,13 +18,14 @@ import (
 	"testing"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
 	cove "github.com/cove-dev/cove/sdk/go"
 )
 
 // fileCall sends a raw file request and returns status, headers and body.
-func (s *server) fileCall(t testing.TB, method, ref, what string, q url.Values, hdr http.Header, body io.Reader) (int, http.Header, []byte) {
+func fileCall(t testing.TB, s *e2etest.Server, method, ref, what string, q url.Values, hdr http.Header, body io.Reader) (int, http.Header, []byte) {
 	t.Helper()
-	u := s.url + "/v1/sandboxes/" + ref + "/files"
+	u := s.URL + "/v1/sandboxes/" + ref + "/files"
 	if what != "" {
 		u += "/" + what
 	}
@@ -35,7 +36,7 @@ func (s *server) fileCall(t testing.TB, method, ref, what string, q url.Values, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+s.adminKey)
+	req.Header.Set("Authorization", "Bearer "+s.AdminKey)
 	for k, v := range hdr {
 		req.Header[k] = v
 	}
@@ -62,10 +63,10 @@ func readAll(t testing.TB, c *cove.Client, ref, path string) (string, *cove.File
 }
 
 func TestFilesBasics(t *testing.T) {
-	s := startServer(t)
+	s := e2etest.StartServer(t)
 	ctx := t.Context()
-	sb := create(t, s.admin, api.CreateSandboxRequest{})
-	c := s.admin
+	sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
+	c := s.Admin
 
 	e, err := c.WriteFile(ctx, sb.ID, "/workspace/src/main.py", strings.NewReader("print(42)\n"))
 	if err != nil {
@@ -74,7 +75,7 @@ func TestFilesBasics(t *testing.T) {
 	if e.Type != api.FileTypeFile || e.Size != 10 || e.Mode != "0644" || e.UID != 1000 || e.Version == "" || e.Path != "/workspace/src/main.py" {
 		t.Errorf("entry of a new file: %+v", e)
 	}
-	if out := mustOK(t, c, sb.ID, "stat -c '%u:%g %a' /workspace/src /workspace/src/main.py; cat /workspace/src/main.py"); out != "1000:1000 755\n1000:1000 644\nprint(42)\n" {
+	if out := e2etest.MustOK(t, c, sb.ID, "stat -c '%u:%g %a' /workspace/src /workspace/src/main.py; cat /workspace/src/main.py"); out != "1000:1000 755\n1000:1000 644\nprint(42)\n" {
 		t.Errorf("in the sandbox: %q", out)
 	}
 	got, f := readAll(t, c, sb.ID, "/workspace/src/main.py")
@@ -91,7 +92,7 @@ func TestFilesBasics(t *testing.T) {
 	if e, err = c.WriteFile(ctx, sb.ID, "/workspace/run.sh", strings.NewReader("#!/bin/sh\necho again\n")); err != nil || e.UID != 0 || e.Mode != "0750" {
 		t.Errorf("rewrite: %+v %v", e, err)
 	}
-	if out := mustOK(t, c, sb.ID, "/workspace/run.sh", asRoot); out != "again\n" {
+	if out := e2etest.MustOK(t, c, sb.ID, "/workspace/run.sh", e2etest.AsRoot); out != "again\n" {
 		t.Errorf("run.sh: %q", out)
 	}
 	// Range.
@@ -115,7 +116,7 @@ func TestFilesBasics(t *testing.T) {
 	if _, err := c.MoveFile(ctx, sb.ID, "/workspace/run.sh", "/workspace/a/b/c/run.sh"); err != nil {
 		t.Fatal(err)
 	}
-	mustOK(t, c, sb.ID, "ln -s src/main.py /workspace/link")
+	e2etest.MustOK(t, c, sb.ID, "ln -s src/main.py /workspace/link")
 	list, err := c.ListFiles(ctx, sb.ID, "/workspace", 1, 0, "")
 	if err != nil {
 		t.Fatal(err)
@@ -155,11 +156,11 @@ func TestFilesBasics(t *testing.T) {
 		t.Errorf("If-None-Match on an existing file: %v", err)
 	}
 	// ETag on the wire, quoted; 304 for If-None-Match on a download.
-	code, hdr, _ := s.fileCall(t, "GET", sb.ID, "content", url.Values{"path": {"/workspace/src/main.py"}}, nil, nil)
+	code, hdr, _ := fileCall(t, s, "GET", sb.ID, "content", url.Values{"path": {"/workspace/src/main.py"}}, nil, nil)
 	if code != 200 || hdr.Get("ETag") != `"`+f.Version+`"` || !strings.HasPrefix(hdr.Get("Repr-Digest"), "sha-256=:") {
 		t.Errorf("download headers: %d %v", code, hdr)
 	}
-	code, _, _ = s.fileCall(t, "GET", sb.ID, "content", url.Values{"path": {"/workspace/src/main.py"}}, http.Header{"If-None-Match": {hdr.Get("ETag")}}, nil)
+	code, _, _ = fileCall(t, s, "GET", sb.ID, "content", url.Values{"path": {"/workspace/src/main.py"}}, http.Header{"If-None-Match": {hdr.Get("ETag")}}, nil)
 	if code != http.StatusNotModified {
 		t.Errorf("If-None-Match download: %d", code)
 	}
@@ -169,14 +170,14 @@ func TestFilesBasics(t *testing.T) {
 // If-Match v; exactly one succeeds, the other gets 412, and the content is
 // the winner's.
 func TestFilesLostUpdate(t *testing.T) {
-	s := startServer(t)
+	s := e2etest.StartServer(t)
 	ctx := t.Context()
-	sb := create(t, s.admin, api.CreateSandboxRequest{})
-	if _, err := s.admin.WriteFile(ctx, sb.ID, "/workspace/notes.txt", strings.NewReader("v0\n")); err != nil {
+	sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
+	if _, err := s.Admin.WriteFile(ctx, sb.ID, "/workspace/notes.txt", strings.NewReader("v0\n")); err != nil {
 		t.Fatal(err)
 	}
 	for round := range 5 {
-		clients := []*cove.Client{cove.New(s.url, s.adminKey), cove.New(s.url, s.adminKey)}
+		clients := []*cove.Client{cove.New(s.URL, s.AdminKey), cove.New(s.URL, s.AdminKey)}
 		var versions [2]string
 		for i, c := range clients {
 			_, f := readAll(t, c, sb.ID, "/workspace/notes.txt")
@@ -204,13 +205,13 @@ func TestFilesLostUpdate(t *testing.T) {
 		if errCode(errs[1-winner]) != api.CodePreconditionFailed {
 			t.Errorf("round %d: the loser got %v, want precondition_failed", round, errs[1-winner])
 		}
-		got, _ := readAll(t, s.admin, sb.ID, "/workspace/notes.txt")
+		got, _ := readAll(t, s.Admin, sb.ID, "/workspace/notes.txt")
 		if want := fmt.Sprintf("round %d by client %d\n", round, winner); !strings.HasPrefix(got, want) {
 			t.Errorf("round %d: content starts %q, want the winner's %q", round, got[:min(len(got), 40)], want)
 		}
 	}
 	// On the wire: 412 with the API's error body.
-	code, _, body := s.fileCall(t, "PUT", sb.ID, "content", url.Values{"path": {"/workspace/notes.txt"}}, http.Header{"If-Match": {`"stale"`}}, strings.NewReader("x"))
+	code, _, body := fileCall(t, s, "PUT", sb.ID, "content", url.Values{"path": {"/workspace/notes.txt"}}, http.Header{"If-Match": {`"stale"`}}, strings.NewReader("x"))
 	var er api.ErrorResponse
 	if code != 412 || json.Unmarshal(body, &er) != nil || er.Error.Code != api.CodePreconditionFailed {
 		t.Errorf("stale If-Match: %d %s", code, body)
@@ -220,24 +221,24 @@ func TestFilesLostUpdate(t *testing.T) {
 // TestFilesDigestMismatch: an upload whose digest does not match gets 422
 // and the previous content is intact.
 func TestFilesDigestMismatch(t *testing.T) {
-	s := startServer(t)
+	s := e2etest.StartServer(t)
 	ctx := t.Context()
-	sb := create(t, s.admin, api.CreateSandboxRequest{})
-	if _, err := s.admin.WriteFile(ctx, sb.ID, "/workspace/data.bin", strings.NewReader("original")); err != nil {
+	sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
+	if _, err := s.Admin.WriteFile(ctx, sb.ID, "/workspace/data.bin", strings.NewReader("original")); err != nil {
 		t.Fatal(err)
 	}
 	other := sha256.Sum256([]byte("something else"))
 	good := sha256.Sum256([]byte("replacement"))
 	for _, field := range []string{"Repr-Digest", "Content-Digest"} {
-		code, _, body := s.fileCall(t, "PUT", sb.ID, "content", url.Values{"path": {"/workspace/data.bin"}},
+		code, _, body := fileCall(t, s, "PUT", sb.ID, "content", url.Values{"path": {"/workspace/data.bin"}},
 			http.Header{field: {api.FormatReprDigest(other[:])}}, strings.NewReader("replacement"))
 		if code != 422 || !strings.Contains(string(body), "unprocessable") {
 			t.Errorf("%s mismatch: %d %s", field, code, body)
 		}
 	}
 	// A digest as a trailer, as the SDK sends it.
-	req, _ := http.NewRequest("PUT", s.url+"/v1/sandboxes/"+sb.ID+"/files/content?path=/workspace/data.bin", io.NopCloser(strings.NewReader("replacement")))
-	req.Header.Set("Authorization", "Bearer "+s.adminKey)
+	req, _ := http.NewRequest("PUT", s.URL+"/v1/sandboxes/"+sb.ID+"/files/content?path=/workspace/data.bin", io.NopCloser(strings.NewReader("replacement")))
+	req.Header.Set("Authorization", "Bearer "+s.AdminKey)
 	req.Trailer = http.Header{"Repr-Digest": {api.FormatReprDigest(other[:])}}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -247,26 +248,26 @@ func TestFilesDigestMismatch(t *testing.T) {
 	if resp.StatusCode != 422 {
 		t.Errorf("trailer mismatch: %d", resp.StatusCode)
 	}
-	if got, _ := readAll(t, s.admin, sb.ID, "/workspace/data.bin"); got != "original" {
+	if got, _ := readAll(t, s.Admin, sb.ID, "/workspace/data.bin"); got != "original" {
 		t.Errorf("after refused uploads: %q", got)
 	}
-	if out := mustOK(t, s.admin, sb.ID, "ls -a /workspace"); strings.Contains(out, ".cove-") {
+	if out := e2etest.MustOK(t, s.Admin, sb.ID, "ls -a /workspace"); strings.Contains(out, ".cove-") {
 		t.Errorf("temporary files left: %q", out)
 	}
-	code, _, body := s.fileCall(t, "PUT", sb.ID, "content", url.Values{"path": {"/workspace/data.bin"}},
+	code, _, body := fileCall(t, s, "PUT", sb.ID, "content", url.Values{"path": {"/workspace/data.bin"}},
 		http.Header{"Repr-Digest": {api.FormatReprDigest(good[:])}}, strings.NewReader("replacement"))
 	if code != 200 {
 		t.Errorf("matching digest: %d %s", code, body)
 	}
-	if got, _ := readAll(t, s.admin, sb.ID, "/workspace/data.bin"); got != "replacement" {
+	if got, _ := readAll(t, s.Admin, sb.ID, "/workspace/data.bin"); got != "replacement" {
 		t.Errorf("after a good upload: %q", got)
 	}
 }
 
 // TestFilesPaths: bad paths get 400; symlinks resolve in the sandbox.
 func TestFilesPaths(t *testing.T) {
-	s := startServer(t)
-	sb := create(t, s.admin, api.CreateSandboxRequest{})
+	s := e2etest.StartServer(t)
+	sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
 	for _, tt := range []struct{ method, what, rawPath string }{
 		{"GET", "content", "etc/hostname"},
 		{"GET", "content", "/etc/host%00name"},
@@ -278,30 +279,30 @@ func TestFilesPaths(t *testing.T) {
 		{"DELETE", "", ""},
 		{"GET", "archive", "x"},
 	} {
-		u := s.url + "/v1/sandboxes/" + sb.ID + "/files"
+		u := s.URL + "/v1/sandboxes/" + sb.ID + "/files"
 		if tt.what != "" {
 			u += "/" + tt.what
 		}
-		code, er, body := rawRequest(t, tt.method, u+"?path="+tt.rawPath, s.adminKey, "")
+		code, er, body := e2etest.RawRequest(t, tt.method, u+"?path="+tt.rawPath, s.AdminKey, "")
 		if code != 400 || er.Error == nil || er.Error.Code != api.CodeInvalidArgument || er.Error.Message == "" {
 			t.Errorf("%s %s path=%q: %d %s", tt.method, tt.what, tt.rawPath, code, body)
 		}
 	}
 
 	// A symlink to /etc/hostname reads the sandbox's file, never the host's.
-	mustOK(t, s.admin, sb.ID, "echo sandbox-own-hostname > /etc/hostname && ln -s /etc/hostname /workspace/h && ln -s / /workspace/root", asRoot)
+	e2etest.MustOK(t, s.Admin, sb.ID, "echo sandbox-own-hostname > /etc/hostname && ln -s /etc/hostname /workspace/h && ln -s / /workspace/root", e2etest.AsRoot)
 	hostHostname, _ := os.ReadFile("/etc/hostname")
 	for _, p := range []string{"/workspace/h", "/workspace/root/etc/hostname"} {
-		got, _ := readAll(t, s.admin, sb.ID, p)
+		got, _ := readAll(t, s.Admin, sb.ID, p)
 		if got != "sandbox-own-hostname\n" || (len(hostHostname) > 0 && got == string(hostHostname)) {
 			t.Errorf("%s read %q", p, got)
 		}
 	}
 	// Writing through the link writes the sandbox's file.
-	if _, err := s.admin.WriteFile(t.Context(), sb.ID, "/workspace/h", strings.NewReader("written-through\n")); err != nil {
+	if _, err := s.Admin.WriteFile(t.Context(), sb.ID, "/workspace/h", strings.NewReader("written-through\n")); err != nil {
 		t.Fatal(err)
 	}
-	if out := mustOK(t, s.admin, sb.ID, "cat /etc/hostname; test -L /workspace/h && echo still-a-link"); out != "written-through\n"+"still-a-link\n" {
+	if out := e2etest.MustOK(t, s.Admin, sb.ID, "cat /etc/hostname; test -L /workspace/h && echo still-a-link"); out != "written-through\n"+"still-a-link\n" {
 		t.Errorf("after a write through the link: %q", out)
 	}
 	if b, _ := os.ReadFile("/etc/hostname"); !bytes.Equal(b, hostHostname) {
@@ -316,12 +317,12 @@ func TestFilesPaths(t *testing.T) {
 		"via link": {{name: "ok.txt", body: "ok"}, {name: "l", link: ".", typ: tar.TypeSymlink}, {name: "l/x", body: "x"}},
 		"hardlink": {{name: "ok.txt", body: "ok"}, {name: "hl", link: "../../etc/passwd", typ: tar.TypeLink}},
 	} {
-		code, _, body := s.fileCall(t, "PUT", sb.ID, "archive", url.Values{"path": {"/workspace/unpack"}}, nil, bytes.NewReader(makeTarGz(t, entries)))
+		code, _, body := fileCall(t, s, "PUT", sb.ID, "archive", url.Values{"path": {"/workspace/unpack"}}, nil, bytes.NewReader(makeTarGz(t, entries)))
 		if code != 400 || !strings.Contains(string(body), "nothing was extracted") {
 			t.Errorf("archive %s: %d %s", name, code, body)
 		}
 	}
-	if out := mustOK(t, s.admin, sb.ID, "ls -a /workspace; ls /tmp; test -e /x || echo no-x"); strings.Contains(out, "unpack") || strings.Contains(out, ".cove-") || strings.Contains(out, "abs") || !strings.Contains(out, "no-x") {
+	if out := e2etest.MustOK(t, s.Admin, sb.ID, "ls -a /workspace; ls /tmp; test -e /x || echo no-x"); strings.Contains(out, "unpack") || strings.Contains(out, ".cove-") || strings.Contains(out, "abs") || !strings.Contains(out, "no-x") {
 		t.Errorf("a refused archive left something: %q", out)
 	}
 }
@@ -361,11 +362,11 @@ func makeTarGz(t testing.TB, entries []tarEntry) []byte {
 // TestFilesEdit: PATCH with zero or several matches is 409 and changes
 // nothing; a stale If-Match is 412.
 func TestFilesEdit(t *testing.T) {
-	s := startServer(t)
+	s := e2etest.StartServer(t)
 	ctx := t.Context()
-	sb := create(t, s.admin, api.CreateSandboxRequest{})
+	sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
 	const orig = "def f():\n    return 1\n\ndef g():\n    return 1\n"
-	e, err := s.admin.WriteFile(ctx, sb.ID, "/workspace/m.py", strings.NewReader(orig))
+	e, err := s.Admin.WriteFile(ctx, sb.ID, "/workspace/m.py", strings.NewReader(orig))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,24 +382,24 @@ func TestFilesEdit(t *testing.T) {
 		{"stale If-Match", []api.FileEdit{{Old: "def f", New: "def h"}}, []cove.FileOption{cove.IfMatch("stale0000")}, api.CodePreconditionFailed},
 		{"empty old", []api.FileEdit{{Old: "", New: "x"}}, nil, api.CodeInvalidArgument},
 	} {
-		if _, err := s.admin.EditFile(ctx, sb.ID, "/workspace/m.py", tt.edits, tt.opts...); errCode(err) != tt.code {
+		if _, err := s.Admin.EditFile(ctx, sb.ID, "/workspace/m.py", tt.edits, tt.opts...); errCode(err) != tt.code {
 			t.Errorf("%s: %v, want %s", tt.name, err, tt.code)
 		}
 	}
-	if got, f := readAll(t, s.admin, sb.ID, "/workspace/m.py"); got != orig || f.Version != e.Version {
+	if got, f := readAll(t, s.Admin, sb.ID, "/workspace/m.py"); got != orig || f.Version != e.Version {
 		t.Errorf("refused edits changed the file: %q", got)
 	}
-	e2, err := s.admin.EditFile(ctx, sb.ID, "/workspace/m.py", []api.FileEdit{
+	e2, err := s.Admin.EditFile(ctx, sb.ID, "/workspace/m.py", []api.FileEdit{
 		{Old: "f():\n    return 1", New: "f():\n    return 10"},
 		{Old: "g():\n    return 1", New: "g():\n    return 20"},
 	}, cove.IfMatch(e.Version))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, f := readAll(t, s.admin, sb.ID, "/workspace/m.py"); got != "def f():\n    return 10\n\ndef g():\n    return 20\n" || f.Version != e2.Version || e2.Version == e.Version {
+	if got, f := readAll(t, s.Admin, sb.ID, "/workspace/m.py"); got != "def f():\n    return 10\n\ndef g():\n    return 20\n" || f.Version != e2.Version || e2.Version == e.Version {
 		t.Errorf("edited: %q", got)
 	}
-	code, _, body := s.fileCall(t, "PATCH", sb.ID, "content", url.Values{"path": {"/workspace/m.py"}},
+	code, _, body := fileCall(t, s, "PATCH", sb.ID, "content", url.Values{"path": {"/workspace/m.py"}},
 		http.Header{"Content-Type": {"application/json"}}, strings.NewReader(`{"edits":[{"old":"return","new":"r"}]}`))
 	if code != 409 || !strings.Contains(string(body), "exactly once") {
 		t.Errorf("PATCH on the wire: %d %s", code, body)
@@ -408,11 +409,11 @@ func TestFilesEdit(t *testing.T) {
 // TestFilesErrors: what a missing file, a directory, a read-only place and
 // a full disk answer, with the old file intact.
 func TestFilesErrors(t *testing.T) {
-	s := startServer(t)
+	s := e2etest.StartServer(t)
 	ctx := t.Context()
 	disk := int64(64)
-	sb := create(t, s.admin, api.CreateSandboxRequest{Resources: &api.ResourcesRequest{DiskMiB: &disk}})
-	c := s.admin
+	sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{Resources: &api.ResourcesRequest{DiskMiB: &disk}})
+	c := s.Admin
 	check := func(name string, err error, code api.Code, msg string) {
 		t.Helper()
 		var ae *api.Error
@@ -436,7 +437,7 @@ func TestFilesErrors(t *testing.T) {
 	check("agent binary", err, api.CodePermissionDenied, "/.cove")
 	err = c.RemoveFile(ctx, sb.ID, "/.cove/cove-agent")
 	check("remove agent binary", err, api.CodePermissionDenied, "/.cove")
-	mustOK(t, c, sb.ID, "ln -s /proc/sys /workspace/sys", asRoot)
+	e2etest.MustOK(t, c, sb.ID, "ln -s /proc/sys /workspace/sys", e2etest.AsRoot)
 	_, err = c.WriteFile(ctx, sb.ID, "/workspace/sys/kernel/hostname", strings.NewReader("x"))
 	check("proc through a link", err, api.CodePermissionDenied, "/proc")
 
@@ -444,27 +445,27 @@ func TestFilesErrors(t *testing.T) {
 	if _, err := c.WriteFile(ctx, sb.ID, "/workspace/keep.txt", strings.NewReader("keep me")); err != nil {
 		t.Fatal(err)
 	}
-	sh(t, c, sb.ID, "dd if=/dev/zero of=/workspace/fill bs=1M 2>/dev/null; sync")
+	e2etest.Sh(t, c, sb.ID, "dd if=/dev/zero of=/workspace/fill bs=1M 2>/dev/null; sync")
 	big := bytes.Repeat([]byte("y"), 8<<20)
 	_, err = c.WriteFile(ctx, sb.ID, "/workspace/keep.txt", bytes.NewReader(big))
 	check("full disk", err, api.CodeInsufficientStorage, "disk is full")
-	code, _, body := s.fileCall(t, "PUT", sb.ID, "content", url.Values{"path": {"/workspace/keep.txt"}}, nil, bytes.NewReader(big))
+	code, _, body := fileCall(t, s, "PUT", sb.ID, "content", url.Values{"path": {"/workspace/keep.txt"}}, nil, bytes.NewReader(big))
 	if code != http.StatusInsufficientStorage {
 		t.Errorf("full disk on the wire: %d %s", code, body)
 	}
 	if got, _ := readAll(t, c, sb.ID, "/workspace/keep.txt"); got != "keep me" {
 		t.Errorf("after a full disk: %q", got)
 	}
-	if out := mustOK(t, c, sb.ID, "ls -a /workspace"); strings.Contains(out, ".cove-") {
+	if out := e2etest.MustOK(t, c, sb.ID, "ls -a /workspace"); strings.Contains(out, ".cove-") {
 		t.Errorf("temporary files left: %q", out)
 	}
 }
 
 // TestFilesArchive: a folder up as tar.gz and down again.
 func TestFilesArchive(t *testing.T) {
-	s := startServer(t)
+	s := e2etest.StartServer(t)
 	ctx := t.Context()
-	sb := create(t, s.admin, api.CreateSandboxRequest{})
+	sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
 	tgz := makeTarGz(t, []tarEntry{
 		{name: "proj/", typ: tar.TypeDir},
 		{name: "proj/README", body: "hello\n"},
@@ -473,15 +474,15 @@ func TestFilesArchive(t *testing.T) {
 		{name: "proj/src/link", link: "a.go", typ: tar.TypeSymlink},
 		{name: "proj/up", link: "../README", typ: tar.TypeSymlink},
 	})
-	res, err := s.admin.WriteArchive(ctx, sb.ID, "/workspace/up", bytes.NewReader(tgz))
+	res, err := s.Admin.WriteArchive(ctx, sb.ID, "/workspace/up", bytes.NewReader(tgz))
 	if err != nil || res.Entries != 6 {
 		t.Fatalf("extract: %+v %v", res, err)
 	}
-	out := mustOK(t, s.admin, sb.ID, "cd /workspace/up/proj && cat README src/link && stat -c '%u %n' README src && readlink up")
+	out := e2etest.MustOK(t, s.Admin, sb.ID, "cd /workspace/up/proj && cat README src/link && stat -c '%u %n' README src && readlink up")
 	if out != "hello\npackage a\n1000 README\n1000 src\n../README\n" {
 		t.Errorf("extracted: %q", out)
 	}
-	rc, err := s.admin.ReadArchive(ctx, sb.ID, "/workspace/up")
+	rc, err := s.Admin.ReadArchive(ctx, sb.ID, "/workspace/up")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,15 +506,15 @@ func TestFilesArchive(t *testing.T) {
 	if got := strings.Join(names, " "); got != "proj/ proj/README proj/src/ proj/src/a.go proj/src/link proj/up" {
 		t.Errorf("archive: %s", got)
 	}
-	if _, err := s.admin.ReadArchive(ctx, sb.ID, "/workspace/up/proj/README"); errCode(err) != api.CodeConflict {
+	if _, err := s.Admin.ReadArchive(ctx, sb.ID, "/workspace/up/proj/README"); errCode(err) != api.CodeConflict {
 		t.Errorf("archive of a file: %v", err)
 	}
 }
 
 // TestFilesCLI runs `cove files` against a sandbox.
 func TestFilesCLI(t *testing.T) {
-	s := startServer(t)
-	if out, errs, code := s.cli(t, "", "create", "--name", "fs"); code != 0 {
+	s := e2etest.StartServer(t)
+	if out, errs, code := cli(t, s, "", "create", "--name", "fs"); code != 0 {
 		t.Fatalf("create: %q %q", out, errs)
 	}
 	dir := t.TempDir()
@@ -521,7 +522,7 @@ func TestFilesCLI(t *testing.T) {
 	os.WriteFile(local, []byte("line one\nline two\n"), 0o644)
 	run := func(stdin string, args ...string) string {
 		t.Helper()
-		out, errs, code := s.cli(t, stdin, append([]string{"files"}, args...)...)
+		out, errs, code := cli(t, s, stdin, append([]string{"files"}, args...)...)
 		if code != 0 {
 			t.Fatalf("cove files %v: %q %q %d", args, out, errs, code)
 		}
@@ -529,7 +530,7 @@ func TestFilesCLI(t *testing.T) {
 	}
 	fail := func(want string, args ...string) {
 		t.Helper()
-		out, errs, code := s.cli(t, "", append([]string{"files"}, args...)...)
+		out, errs, code := cli(t, s, "", append([]string{"files"}, args...)...)
 		if code == 0 || !strings.Contains(errs, want) || !strings.HasPrefix(errs, "cove: ") {
 			t.Errorf("cove files %v: %q %q %d, want failure with %q", args, out, errs, code, want)
 		}
@@ -570,7 +571,7 @@ func TestFilesCLI(t *testing.T) {
 	os.WriteFile(filepath.Join(tree, "sub/deeper/b.txt"), []byte("b"), 0o600)
 	os.Symlink("../a.txt", filepath.Join(tree, "sub/link"))
 	run("", "put", "-r", tree, "fs:/workspace/tree")
-	if out := mustOK(t, s.admin, "fs", "cd /workspace/tree && cat a.txt sub/deeper/b.txt sub/link && stat -c %a sub/deeper/b.txt"); out != "aba600\n" {
+	if out := e2etest.MustOK(t, s.Admin, "fs", "cd /workspace/tree && cat a.txt sub/deeper/b.txt sub/link && stat -c %a sub/deeper/b.txt"); out != "aba600\n" {
 		t.Errorf("put -r: %q", out)
 	}
 	got := filepath.Join(dir, "got")

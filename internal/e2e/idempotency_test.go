@@ -7,15 +7,16 @@ import (
 	"testing"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
 	cove "github.com/cove-dev/cove/sdk/go"
 )
 
 // post sends a POST with an Idempotency-Key and returns the status, the
 // replay header and the body.
-func post(t *testing.T, s *server, path, key, body string) (int, string, []byte) {
+func post(t *testing.T, s *e2etest.Server, path, key, body string) (int, string, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", s.url+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+s.adminKey)
+	req, _ := http.NewRequest("POST", s.URL+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+s.AdminKey)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	resp, err := http.DefaultClient.Do(req)
@@ -36,9 +37,9 @@ func post(t *testing.T, s *server, path, key, body string) (int, string, []byte)
 }
 
 func TestIdempotencyKey(t *testing.T) {
-	s := startServer(t)
+	s := e2etest.StartServer(t)
 	ctx := t.Context()
-	key := "create-" + runID
+	key := "create-" + e2etest.RunID()
 	st1, rep1, b1 := post(t, s, "/v1/sandboxes?wait=running", key, `{"name":"once"}`)
 	st2, rep2, b2 := post(t, s, "/v1/sandboxes?wait=running", key, `{"name":"once"}`)
 	var sb1, sb2 api.Sandbox
@@ -47,7 +48,7 @@ func TestIdempotencyKey(t *testing.T) {
 	if st1 != 201 || st2 != 201 || sb1.ID == "" || sb1.ID != sb2.ID || rep1 != "" || rep2 != "true" {
 		t.Fatalf("create twice with one key: %d %q %s / %d %q %s", st1, rep1, sb1.ID, st2, rep2, sb2.ID)
 	}
-	page, _ := s.admin.ListSandboxes(ctx, cove.SandboxQuery{})
+	page, _ := s.Admin.ListSandboxes(ctx, cove.SandboxQuery{})
 	if len(page.Items) != 1 {
 		t.Errorf("%d sandboxes exist, want 1", len(page.Items))
 	}
@@ -55,7 +56,7 @@ func TestIdempotencyKey(t *testing.T) {
 		t.Errorf("the key reused for another request: %d %s", st, body)
 	}
 
-	ckey := "cmd-" + runID
+	ckey := "cmd-" + e2etest.RunID()
 	path := "/v1/sandboxes/" + sb1.ID + "/commands?wait=true"
 	_, _, c1 := post(t, s, path, ckey, `{"command":"echo ran >> /tmp/count; wc -l < /tmp/count"}`)
 	_, rep, c2 := post(t, s, path, ckey, `{"command":"echo ran >> /tmp/count; wc -l < /tmp/count"}`)
@@ -65,18 +66,18 @@ func TestIdempotencyKey(t *testing.T) {
 	if r1.Command.ID == "" || r1.Command.ID != r2.Command.ID || rep != "true" || strings.TrimSpace(r2.Stdout) != "1" {
 		t.Errorf("command twice with one key: %+v / %+v (%q)", r1.Command.ID, r2, rep)
 	}
-	if got := mustOK(t, s.admin, sb1.ID, "wc -l < /tmp/count"); strings.TrimSpace(got) != "1" {
+	if got := e2etest.MustOK(t, s.Admin, sb1.ID, "wc -l < /tmp/count"); strings.TrimSpace(got) != "1" {
 		t.Errorf("the command ran %s times", got)
 	}
 	// A failed request is not kept: the key may be used again.
-	fkey := "fail-" + runID
+	fkey := "fail-" + e2etest.RunID()
 	if st, _, _ := post(t, s, "/v1/sandboxes", fkey, `{"name":"Bad Name"}`); st != 400 {
 		t.Errorf("bad request: %d", st)
 	}
 	if st, rep, _ := post(t, s, "/v1/sandboxes", fkey, `{"name":"good-name"}`); st != 201 || rep != "" {
 		t.Errorf("retry after a failure: %d %q", st, rep)
 	}
-	if st, _, body := post(t, s, "/v1/teams", "team-"+runID, `{"name":"keyed"}`); st != 422 {
+	if st, _, body := post(t, s, "/v1/teams", "team-"+e2etest.RunID(), `{"name":"keyed"}`); st != 422 {
 		t.Errorf("teams with a key: %d %s", st, body)
 	}
 }

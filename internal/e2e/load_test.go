@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
 )
 
 // TestLoad runs 50 sandboxes with 20 concurrent workers each, every worker
@@ -36,11 +37,11 @@ func TestLoad(t *testing.T) {
 		fmt.Sscan(v, &n)
 		duration = time.Duration(n) * time.Second
 	}
-	s := startServer(t, withArgs("--warm-pool", "0"))
+	s := e2etest.StartServer(t, e2etest.WithArgs("--warm-pool", "0"))
 	ctx := t.Context()
 	mountsBefore := ownMounts(s)
-	fdsBefore := countFDs(s.pid())
-	childrenBefore := descendants(s.pid())
+	fdsBefore := countFDs(s.PID())
+	childrenBefore := descendants(s.PID())
 
 	ids := make([]string, sandboxes)
 	var wg sync.WaitGroup
@@ -59,7 +60,7 @@ func TestLoad(t *testing.T) {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			sb, err := s.admin.CreateSandbox(ctx, api.CreateSandboxRequest{Resources: &api.ResourcesRequest{MemoryMiB: &mem}}, true)
+			sb, err := s.Admin.CreateSandbox(ctx, api.CreateSandboxRequest{Resources: &api.ResourcesRequest{MemoryMiB: &mem}}, true)
 			if err != nil || sb.State != api.StateRunning {
 				fail("create %d: %v %s", i, err, sb.StateReason)
 				return
@@ -88,8 +89,8 @@ func TestLoad(t *testing.T) {
 				for n := 0; time.Now().Before(deadline); n++ {
 					tag := fmt.Sprintf("%d-%d-%d", i, w, n)
 					start := time.Now()
-					res, err := s.admin.ExecWait(ctx, id, api.CreateCommandRequest{Argv: []string{"echo", tag}})
-					if err != nil || res.Stdout != tag+"\n" || exitCode(res) != 0 {
+					res, err := s.Admin.ExecWait(ctx, id, api.CreateCommandRequest{Argv: []string{"echo", tag}})
+					if err != nil || res.Stdout != tag+"\n" || e2etest.ExitCode(res) != 0 {
 						fail("exec %s: %v %q", tag, err, res.Stdout)
 						continue
 					}
@@ -97,14 +98,14 @@ func TestLoad(t *testing.T) {
 					body := bytes.Repeat([]byte(tag), 256)
 					p := fmt.Sprintf("/tmp/w%d", w)
 					start = time.Now()
-					if _, err := s.admin.WriteFile(ctx, id, p, bytes.NewReader(body)); err != nil {
+					if _, err := s.Admin.WriteFile(ctx, id, p, bytes.NewReader(body)); err != nil {
 						fail("write %s: %v", tag, err)
 						continue
 					}
 					record(&lat.write, time.Since(start))
 					start = time.Now()
 					var got bytes.Buffer
-					if _, err := s.admin.DownloadFile(ctx, id, p, &got); err != nil || sha256.Sum256(got.Bytes()) != sha256.Sum256(body) {
+					if _, err := s.Admin.DownloadFile(ctx, id, p, &got); err != nil || sha256.Sum256(got.Bytes()) != sha256.Sum256(body) {
 						fail("read %s: %v", tag, err)
 						continue
 					}
@@ -128,14 +129,14 @@ func TestLoad(t *testing.T) {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			if _, err := s.admin.TerminateSandbox(context.WithoutCancel(ctx), id); err != nil {
+			if _, err := s.Admin.TerminateSandbox(context.WithoutCancel(ctx), id); err != nil {
 				fail("terminate %s: %v", id, err)
 			}
 		})
 	}
 	wg.Wait()
 	for _, id := range ids {
-		if got, err := s.admin.WaitSandbox(ctx, id, api.StateTerminated, 2*time.Minute); err != nil || got.State != api.StateTerminated {
+		if got, err := s.Admin.WaitSandbox(ctx, id, api.StateTerminated, 2*time.Minute); err != nil || got.State != api.StateTerminated {
 			t.Errorf("terminate %s: %s %v", id, got.State, err)
 		}
 	}
@@ -146,26 +147,26 @@ func TestLoad(t *testing.T) {
 			t.Errorf("leaked by %s:\n%s", id, strings.Join(left, "\n"))
 		}
 	}
-	if dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + s.cgroup + "/sbx_*"); len(dirs) > 0 {
+	if dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + s.Cgroup + "/sbx_*"); len(dirs) > 0 {
 		t.Errorf("cgroups left: %v", dirs)
 	}
-	if procs := cgroupProcs(s.cgroup); len(procs) > 0 {
-		t.Errorf("processes left in %s:\n%s", s.cgroup, strings.Join(procs, "\n"))
+	if procs := cgroupProcs(s.Cgroup); len(procs) > 0 {
+		t.Errorf("processes left in %s:\n%s", s.Cgroup, strings.Join(procs, "\n"))
 	}
 	if n := ownMounts(s); n > mountsBefore {
-		t.Errorf("mounts under %s: %d before, %d after", s.dataDir, mountsBefore, n)
+		t.Errorf("mounts under %s: %d before, %d after", s.DataDir, mountsBefore, n)
 	}
-	if children := descendants(s.pid()); len(children) > len(childrenBefore) {
+	if children := descendants(s.PID()); len(children) > len(childrenBefore) {
 		t.Errorf("server's processes: %d before, %d after:\n%s", len(childrenBefore), len(children), strings.Join(children, "\n"))
 	}
-	if out, err := runOut("nft", "list", "set", "inet", s.table, "sandboxes"); err != nil || strings.Contains(out, "elements") {
-		t.Errorf("fence %s after termination: %v\n%s", s.table, err, out)
+	if out, err := runOut("nft", "list", "set", "inet", s.Table, "sandboxes"); err != nil || strings.Contains(out, "elements") {
+		t.Errorf("fence %s after termination: %v\n%s", s.Table, err, out)
 	}
 	// Idle keep-alive connections of the test's own client may remain.
-	if n := countFDs(s.pid()); n > fdsBefore+10 {
+	if n := countFDs(s.PID()); n > fdsBefore+10 {
 		t.Errorf("server descriptors: %d before, %d after", fdsBefore, n)
 	}
-	t.Logf("leaks: %d; server descriptors %d → %d; mounts %d → %d", leaks, fdsBefore, countFDs(s.pid()), mountsBefore, ownMounts(s))
+	t.Logf("leaks: %d; server descriptors %d → %d; mounts %d → %d", leaks, fdsBefore, countFDs(s.PID()), mountsBefore, ownMounts(s))
 }
 
 func pct(ds []time.Duration, p int) time.Duration {
@@ -180,11 +181,11 @@ func pct(ds []time.Duration, p int) time.Duration {
 
 // ownMounts counts the mounts under the server's data dir; other tests'
 // mounts come and go beside it.
-func ownMounts(s *server) int {
+func ownMounts(s *e2etest.Server) int {
 	b, _ := os.ReadFile("/proc/self/mountinfo")
 	n := 0
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.Contains(line, s.dataDir+"/") {
+		if strings.Contains(line, s.DataDir+"/") {
 			n++
 		}
 	}

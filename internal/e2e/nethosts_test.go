@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
 )
 
 // testHosts is a network namespace this test made, joined to the host by a
@@ -42,13 +44,13 @@ var hostsCount atomic.Int64
 
 func startTestHosts(t *testing.T) *testHosts {
 	t.Helper()
-	requireRoot(t)
+	e2etest.RequireRoot(t)
 	n := hostsCount.Add(1)
 	h := &testHosts{
-		ns:     fmt.Sprintf("cvt-%s-%d", runID, n),
-		hostIf: fmt.Sprintf("cvh%s%d", runID[:6], n),
+		ns:     fmt.Sprintf("cvt-%s-%d", e2etest.RunID(), n),
+		hostIf: fmt.Sprintf("cvh%s%d", e2etest.RunID()[:6], n),
 	}
-	prefix := fmt.Sprintf("10.%d.%d", 200+runOctet%50, n)
+	prefix := fmt.Sprintf("10.%d.%d", 200+e2etest.RunOctet(), n)
 	h.Addr = prefix + ".2"
 	peer := "cvp" + h.hostIf[3:]
 	for _, args := range [][]string{

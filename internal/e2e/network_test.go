@@ -8,15 +8,16 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
 )
 
 // netSandbox starts a server on the managed image whose resolver knows the
 // test hosts by name, and a sandbox in it with the given policy and the
 // test CA in /workspace/ca.pem.
-func netSandbox(t *testing.T, allow ...string) (*server, *testHosts, api.Sandbox) {
+func netSandbox(t *testing.T, allow ...string) (*e2etest.Server, *testHosts, api.Sandbox) {
 	t.Helper()
-	requireRoot(t)
-	if managedDir == "" {
+	e2etest.RequireRoot(t)
+	if e2etest.ManagedDir() == "" {
 		t.Skip("COVE_TEST_IMAGES is not set: network tests use curl and python3 of the managed image")
 	}
 	h := startTestHosts(t)
@@ -25,9 +26,9 @@ func netSandbox(t *testing.T, allow ...string) (*server, *testHosts, api.Sandbox
 		static = append(static, "--dns-static", name+"="+h.Addr)
 	}
 	static = append(static, "--dns-static", "meta.test=169.254.169.254")
-	s := startServer(t, withManaged, withArgs(static...))
-	sb := create(t, s.admin, api.CreateSandboxRequest{Network: &api.NetworkPolicy{Allow: allow}})
-	if _, err := s.admin.WriteFile(t.Context(), sb.ID, "/workspace/ca.pem", strings.NewReader(string(h.CAPEM))); err != nil {
+	s := e2etest.StartServer(t, e2etest.WithManaged, e2etest.WithArgs(static...))
+	sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{Network: &api.NetworkPolicy{Allow: allow}})
+	if _, err := s.Admin.WriteFile(t.Context(), sb.ID, "/workspace/ca.pem", strings.NewReader(string(h.CAPEM))); err != nil {
 		t.Fatal(err)
 	}
 	return s, h, sb
@@ -35,19 +36,19 @@ func netSandbox(t *testing.T, allow ...string) (*server, *testHosts, api.Sandbox
 
 // try runs a shell command in the sandbox and returns its output and how
 // long it took; it must end within 10 s (nothing hangs).
-func try(t *testing.T, s *server, id, command string) (string, int, time.Duration) {
+func try(t *testing.T, s *e2etest.Server, id, command string) (string, int, time.Duration) {
 	t.Helper()
 	start := time.Now()
-	res := sh(t, s.admin, id, command, withTimeout(10))
+	res := e2etest.Sh(t, s.Admin, id, command, e2etest.WithTimeout(10))
 	if res.Command.State == api.CommandTimedOut {
 		t.Errorf("%q hung", command)
 	}
-	return res.Stdout + res.Stderr, exitCode(res), time.Since(start)
+	return res.Stdout + res.Stderr, e2etest.ExitCode(res), time.Since(start)
 }
 
-func observation(t *testing.T, s *server, id, dest string, port int) (api.NetworkObservation, bool) {
+func observation(t *testing.T, s *e2etest.Server, id, dest string, port int) (api.NetworkObservation, bool) {
 	t.Helper()
-	v, err := s.admin.Network(t.Context(), id)
+	v, err := s.Admin.Network(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestNetworkRules(t *testing.T) {
 	s, h, sb := netSandbox(t)
 	patch := func(allow ...string) {
 		t.Helper()
-		if _, err := s.admin.UpdateSandbox(t.Context(), sb.ID, api.UpdateSandboxRequest{Network: &api.NetworkPolicy{Allow: allow}}); err != nil {
+		if _, err := s.Admin.UpdateSandbox(t.Context(), sb.ID, api.UpdateSandboxRequest{Network: &api.NetworkPolicy{Allow: allow}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -180,8 +181,8 @@ func TestNetworkRules(t *testing.T) {
 
 func TestNetworkBypassAttempts(t *testing.T) {
 	s, h, sb := netSandbox(t, "web.test", "tls.test")
-	apiPort := strings.TrimPrefix(s.url, "http://127.0.0.1:")
-	hostSide := strings.TrimSuffix(s.subnet, "0/24") + "1"
+	apiPort := strings.TrimPrefix(s.URL, "http://127.0.0.1:")
+	hostSide := strings.TrimSuffix(s.Subnet, "0/24") + "1"
 	for _, c := range []struct{ name, command string }{
 		{"allowed IP with a denied SNI", curl + "--resolve other.test:443:" + h.Addr + " https://other.test/"},
 		{"Host header naming a denied host", curl + "-H 'Host: other.test' http://web.test/ -o /dev/null -w '%{http_code}' --fail"},
@@ -230,7 +231,7 @@ func TestNetworkLivePatchAndTerminate(t *testing.T) {
 	if _, code, _ := try(t, s, sb.ID, curl+"http://web.test/"); code == 0 {
 		t.Fatal("reached web.test before it was allowed")
 	}
-	if _, err := s.admin.UpdateSandbox(t.Context(), sb.ID, api.UpdateSandboxRequest{Network: &api.NetworkPolicy{Allow: []string{"web.test"}}}); err != nil {
+	if _, err := s.Admin.UpdateSandbox(t.Context(), sb.ID, api.UpdateSandboxRequest{Network: &api.NetworkPolicy{Allow: []string{"web.test"}}}); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -241,21 +242,21 @@ func TestNetworkLivePatchAndTerminate(t *testing.T) {
 	if d := time.Since(start); d > time.Second+500*time.Millisecond {
 		t.Errorf("the new policy took %v", d)
 	}
-	if v, _ := s.admin.Network(t.Context(), sb.ID); len(v.Policy.Allow) != 1 {
+	if v, _ := s.Admin.Network(t.Context(), sb.ID); len(v.Policy.Allow) != 1 {
 		t.Errorf("policy now %+v", v.Policy)
 	}
 	iface := ifaceOf(t, s, sb.ID)
-	if _, err := s.admin.TerminateSandbox(t.Context(), sb.ID); err != nil {
+	if _, err := s.Admin.TerminateSandbox(t.Context(), sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	s.admin.WaitSandbox(t.Context(), sb.ID, api.StateTerminated, time.Minute)
+	s.Admin.WaitSandbox(t.Context(), sb.ID, api.StateTerminated, time.Minute)
 	if out, err := exec.Command("ip", "link", "show", iface).CombinedOutput(); err == nil {
 		t.Errorf("veth %s left: %s", iface, out)
 	}
-	if out, _ := exec.Command("nft", "list", "set", "inet", s.table, "sandboxes").CombinedOutput(); strings.Contains(string(out), iface) {
+	if out, _ := exec.Command("nft", "list", "set", "inet", s.Table, "sandboxes").CombinedOutput(); strings.Contains(string(out), iface) {
 		t.Errorf("nft set still names %s:\n%s", iface, out)
 	}
-	if v, err := s.admin.Network(t.Context(), sb.ID); err != nil || len(v.Observations) != 0 {
+	if v, err := s.Admin.Network(t.Context(), sb.ID); err != nil || len(v.Observations) != 0 {
 		t.Errorf("gateway state after terminate: %+v %v", v.Observations, err)
 	}
 	if left := settledLeftovers(t, s, sb.ID); len(left) > 0 {
@@ -264,9 +265,9 @@ func TestNetworkLivePatchAndTerminate(t *testing.T) {
 }
 
 // ifaceOf finds the host side of a sandbox's veth from its link file.
-func ifaceOf(t *testing.T, s *server, id string) string {
+func ifaceOf(t *testing.T, s *e2etest.Server, id string) string {
 	t.Helper()
-	out, err := exec.Command("sh", "-c", "grep -o '\"host_iface\":\"[^\"]*\"' "+s.dataDir+"/net/links/"+id+".json | cut -d'\"' -f4").Output()
+	out, err := exec.Command("sh", "-c", "grep -o '\"host_iface\":\"[^\"]*\"' "+s.DataDir+"/net/links/"+id+".json | cut -d'\"' -f4").Output()
 	if err != nil || strings.TrimSpace(string(out)) == "" {
 		t.Fatalf("link of %s: %v", id, err)
 	}
@@ -276,36 +277,36 @@ func ifaceOf(t *testing.T, s *server, id string) string {
 // TestNetworkPolicyValidation: policies are validated, stored, and the
 // setup policy is kept apart from the normal one.
 func TestNetworkPolicyValidation(t *testing.T) {
-	s := startServer(t)
+	s := e2etest.StartServer(t)
 	ctx := t.Context()
-	sb, err := s.admin.CreateSandbox(ctx, api.CreateSandboxRequest{
+	sb, err := s.Admin.CreateSandbox(ctx, api.CreateSandboxRequest{
 		Network: &api.NetworkPolicy{Allow: []string{"web.test", "*.example.org:443", "192.0.2.0/24:5432"}},
 		Setup:   &api.Setup{Network: &api.NetworkPolicy{Allow: []string{"pypi.org"}}},
 	}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := s.admin.Network(ctx, sb.ID)
+	v, err := s.Admin.Network(ctx, sb.ID)
 	if err != nil || len(v.Policy.Allow) != 3 || len(v.Policy.SetupAllow) != 1 || v.Policy.SetupAllow[0] != "pypi.org" {
 		t.Errorf("stored policy: %+v %v", v.Policy, err)
 	}
 	for _, bad := range []string{`{"network":{"allow":["exa mple.com"]}}`, `{"network":{"allow":["10.0.0.0/33"]}}`, `{"network":{"allow":["host:99999"]}}`} {
-		if status, er, body := rawRequest(t, "POST", s.url+"/v1/sandboxes", s.adminKey, bad); status != 400 || er.Error == nil || er.Error.Code != api.CodeInvalidArgument {
+		if status, er, body := e2etest.RawRequest(t, "POST", s.URL+"/v1/sandboxes", s.AdminKey, bad); status != 400 || er.Error == nil || er.Error.Code != api.CodeInvalidArgument {
 			t.Errorf("%s: %d %s", bad, status, body)
 		}
-		if status, _, body := rawRequest(t, "PATCH", s.url+"/v1/sandboxes/"+sb.ID, s.adminKey, bad); status != 400 {
+		if status, _, body := e2etest.RawRequest(t, "PATCH", s.URL+"/v1/sandboxes/"+sb.ID, s.AdminKey, bad); status != 400 {
 			t.Errorf("PATCH %s: %d %s", bad, status, body)
 		}
 	}
-	if got, _ := s.admin.Network(ctx, sb.ID); len(got.Policy.Allow) != 3 {
+	if got, _ := s.Admin.Network(ctx, sb.ID); len(got.Policy.Allow) != 3 {
 		t.Errorf("a refused PATCH changed the policy: %+v", got.Policy)
 	}
 	// The CLI shows and replaces the policy.
-	out, errs, code := s.cli(t, "", "network", sb.ID, "--allow", "web.test,*.example.org:443")
+	out, errs, code := cli(t, s, "", "network", sb.ID, "--allow", "web.test,*.example.org:443")
 	if code != 0 || !strings.Contains(out, "allow: web.test, *.example.org:443") || !strings.Contains(out, "DESTINATION") {
 		t.Errorf("cove network --allow: %q %q %d", out, errs, code)
 	}
-	out, errs, code = s.cli(t, "", "network", sb.ID, "--allow", "exa mple.com")
+	out, errs, code = cli(t, s, "", "network", sb.ID, "--allow", "exa mple.com")
 	if code == 0 || !strings.HasPrefix(errs, "cove: ") {
 		t.Errorf("cove network with a bad entry: %q %q %d", out, errs, code)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
 )
 
 // TestPortZero: two servers with every listener on port 0 come up side by
@@ -18,13 +19,13 @@ import (
 // no two ports are the same, and each fence sends its sandboxes' DNS to
 // its own resolver. A graceful stop removes the ready file.
 func TestPortZero(t *testing.T) {
-	servers := []*server{
-		startServer(t, withArgs("--dns-static", "probe.test=10.1.1.1")),
-		startServer(t, withArgs("--dns-static", "probe.test=10.2.2.2")),
+	servers := []*e2etest.Server{
+		e2etest.StartServer(t, e2etest.WithArgs("--dns-static", "probe.test=10.1.1.1")),
+		e2etest.StartServer(t, e2etest.WithArgs("--dns-static", "probe.test=10.2.2.2")),
 	}
 	seen := map[string]string{}
 	for i, s := range servers {
-		status, _, body := rawRequest(t, "GET", s.url+"/healthz", "", "")
+		status, _, body := e2etest.RawRequest(t, "GET", s.URL+"/healthz", "", "")
 		var h struct {
 			Status    string            `json:"status"`
 			Listeners map[string]string `json:"listeners"`
@@ -32,7 +33,7 @@ func TestPortZero(t *testing.T) {
 		if status != 200 || json.Unmarshal(body, &h) != nil || h.Status != "ok" {
 			t.Fatalf("server %d healthz: %d %s", i, status, body)
 		}
-		if d := cmp.Diff(s.listeners, h.Listeners); d != "" {
+		if d := cmp.Diff(s.Listeners(), h.Listeners); d != "" {
 			t.Errorf("server %d: healthz and ready file differ (-ready +healthz):\n%s", i, d)
 		}
 		for _, name := range []string{"api", "gateway", "dns"} {
@@ -49,16 +50,16 @@ func TestPortZero(t *testing.T) {
 
 	for i, want := range []string{"10.1.1.1", "10.2.2.2"} {
 		s := servers[i]
-		sb := create(t, s.admin, api.CreateSandboxRequest{Network: &api.NetworkPolicy{Allow: []string{"probe.test"}}})
-		if out := mustOK(t, s.admin, sb.ID, "nslookup probe.test"); !strings.Contains(out, want) {
+		sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{Network: &api.NetworkPolicy{Allow: []string{"probe.test"}}})
+		if out := e2etest.MustOK(t, s.Admin, sb.ID, "nslookup probe.test"); !strings.Contains(out, want) {
 			t.Errorf("server %d: probe.test resolved as\n%s\nwant %s", i, out, want)
 		}
 	}
 
 	s := servers[0]
-	s.terminateAll() // cleanup terminates only through a running server
-	s.stop(syscall.SIGTERM)
-	if _, err := os.Stat(s.readyFile()); !os.IsNotExist(err) {
+	s.TerminateAll() // cleanup terminates only through a running server
+	s.Stop(syscall.SIGTERM)
+	if _, err := os.Stat(s.ReadyFile()); !os.IsNotExist(err) {
 		t.Errorf("ready file after a graceful stop: %v", err)
 	}
 }

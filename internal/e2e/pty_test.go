@@ -8,23 +8,24 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
 )
 
 // TestPTYAttach: through the attach WebSocket, `tty` names a /dev/pts
 // terminal, input reaches the command, and a resize changes `stty size`.
 func TestPTYAttach(t *testing.T) {
-	s := startServer(t)
+	s := e2etest.StartServer(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	sb := create(t, s.admin, api.CreateSandboxRequest{})
-	cmd, err := s.admin.Exec(ctx, sb.ID, api.CreateCommandRequest{
+	sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
+	cmd, err := s.Admin.Exec(ctx, sb.ID, api.CreateCommandRequest{
 		Command: "tty; stty size; read line; echo got:$line; stty size; exit 4",
 		PTY:     &api.PTY{Cols: 80, Rows: 24},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	att, err := s.admin.Attach(ctx, sb.ID, cmd.ID, 0)
+	att, err := s.Admin.Attach(ctx, sb.ID, cmd.ID, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

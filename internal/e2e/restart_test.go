@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
 )
 
 // TestRestartAfterKill9 kills `cove serve` with SIGKILL while a command
@@ -19,46 +20,46 @@ import (
 // sandbox serves new commands; and a sandbox whose container died while the
 // server was down is marked failed with a reason and cleaned up.
 func TestRestartAfterKill9(t *testing.T) {
-	s := startServer(t)
+	s := e2etest.StartServer(t)
 	ctx := t.Context()
-	keep := create(t, s.admin, api.CreateSandboxRequest{Name: "keep"})
-	lose := create(t, s.admin, api.CreateSandboxRequest{Name: "lose"})
-	cmd, err := s.admin.Exec(ctx, keep.ID, api.CreateCommandRequest{
+	keep := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{Name: "keep"})
+	lose := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{Name: "lose"})
+	cmd, err := s.Admin.Exec(ctx, keep.ID, api.CreateCommandRequest{
 		Command: "for i in $(seq 1 40); do echo line $i; sleep 0.05; done",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lost, err := s.admin.Exec(ctx, lose.ID, api.CreateCommandRequest{Command: "sleep 1000"})
+	lost, err := s.Admin.Exec(ctx, lose.ID, api.CreateCommandRequest{Command: "sleep 1000"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
 
-	s.stop(syscall.SIGKILL)
+	s.Stop(syscall.SIGKILL)
 	// While no server runs: the first sandbox's command goes on; the second
 	// sandbox's container dies.
-	if out, err := exec.Command("runc", "--root", filepath.Join(s.dataDir, "runc"), "kill", lose.ID, "KILL").CombinedOutput(); err != nil {
+	if out, err := exec.Command("runc", "--root", filepath.Join(s.DataDir, "runc"), "kill", lose.ID, "KILL").CombinedOutput(); err != nil {
 		t.Fatalf("kill container: %v %s", err, out)
 	}
 	time.Sleep(2500 * time.Millisecond) // the command ends while the server is down
-	s.start()
+	s.Start()
 
-	got, err := s.admin.GetSandbox(ctx, keep.ID)
+	got, err := s.Admin.GetSandbox(ctx, keep.ID)
 	if err != nil || got.State != api.StateRunning {
 		t.Fatalf("kept sandbox after restart: %s %v", got.State, err)
 	}
-	c, err := s.admin.GetCommand(ctx, keep.ID, cmd.ID)
+	c, err := s.Admin.GetCommand(ctx, keep.ID, cmd.ID)
 	deadline := time.Now().Add(10 * time.Second)
 	for err == nil && c.State == api.CommandRunning && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
-		c, err = s.admin.GetCommand(ctx, keep.ID, cmd.ID)
+		c, err = s.Admin.GetCommand(ctx, keep.ID, cmd.ID)
 	}
 	if err != nil || c.State != api.CommandExited || c.ExitCode == nil || *c.ExitCode != 0 {
 		t.Fatalf("command after restart: %+v %v", c, err)
 	}
 	var out bytes.Buffer
-	if err := s.admin.Output(ctx, keep.ID, cmd.ID, 0, false, func(r api.OutputRecord) error {
+	if err := s.Admin.Output(ctx, keep.ID, cmd.ID, 0, false, func(r api.OutputRecord) error {
 		out.Write(r.Data)
 		return nil
 	}); err != nil {
@@ -71,15 +72,15 @@ func TestRestartAfterKill9(t *testing.T) {
 	if out.String() != want.String() {
 		t.Errorf("output across the restart:\n%s\nwant:\n%s", out.String(), want.String())
 	}
-	if got := mustOK(t, s.admin, "keep", "echo after"); got != "after\n" {
+	if got := e2etest.MustOK(t, s.Admin, "keep", "echo after"); got != "after\n" {
 		t.Errorf("new command after restart: %q", got)
 	}
 
-	failed, err := s.admin.GetSandbox(ctx, lose.ID)
+	failed, err := s.Admin.GetSandbox(ctx, lose.ID)
 	if err != nil || failed.State != api.StateFailed || !strings.Contains(failed.StateReason, "restart") {
 		t.Errorf("sandbox whose container died: %s %q %v, want failed with a reason", failed.State, failed.StateReason, err)
 	}
-	lc, err := s.admin.GetCommand(ctx, lose.ID, lost.ID)
+	lc, err := s.Admin.GetCommand(ctx, lose.ID, lost.ID)
 	if err != nil || lc.State != api.CommandLost {
 		t.Errorf("its command: %s %v, want lost", lc.State, err)
 	}
@@ -87,27 +88,27 @@ func TestRestartAfterKill9(t *testing.T) {
 		t.Errorf("the failed sandbox left:\n%s", strings.Join(left, "\n"))
 	}
 	// Its name is free again.
-	create(t, s.admin, api.CreateSandboxRequest{Name: "lose"})
+	e2etest.Create(t, s.Admin, api.CreateSandboxRequest{Name: "lose"})
 }
 
 // TestSigtermKeepsSandboxes: a graceful stop leaves sandboxes and their
 // commands running, and the next start picks them up.
 func TestSigtermKeepsSandboxes(t *testing.T) {
-	s := startServer(t)
-	sb := create(t, s.admin, api.CreateSandboxRequest{})
-	cmd, err := s.admin.Exec(t.Context(), sb.ID, api.CreateCommandRequest{Command: "sleep 2; echo done"})
+	s := e2etest.StartServer(t)
+	sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
+	cmd, err := s.Admin.Exec(t.Context(), sb.ID, api.CreateCommandRequest{Command: "sleep 2; echo done"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.stop(syscall.SIGTERM)
-	s.start()
-	res, err := s.admin.ExecWait(t.Context(), sb.ID, api.CreateCommandRequest{Command: "echo back"})
+	s.Stop(syscall.SIGTERM)
+	s.Start()
+	res, err := s.Admin.ExecWait(t.Context(), sb.ID, api.CreateCommandRequest{Command: "echo back"})
 	if err != nil || res.Stdout != "back\n" {
 		t.Fatalf("after a graceful restart: %q %v", res.Stdout, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c, err := s.admin.GetCommand(t.Context(), sb.ID, cmd.ID)
+		c, err := s.Admin.GetCommand(t.Context(), sb.ID, cmd.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
