@@ -7,7 +7,7 @@ DATA_DIR ?= /var/lib/cove
 LISTEN ?= 127.0.0.1:7070
 # The managed image is built once and reused, by the service and the tests.
 TEST_IMAGES ?= /var/cache/cove/images
-DEB_PACKAGES := runc nftables debootstrap busybox-static e2fsprogs iproute2 util-linux ca-certificates curl
+DEB_PACKAGES := runc nftables debootstrap debian-archive-keyring busybox-static e2fsprogs iproute2 util-linux ca-certificates curl
 
 .PHONY: all build deps run test test-unit test-repeat check-elf cross fuzz bench load clean
 

@@ -101,12 +101,19 @@ func ensure(ctx context.Context, imagesDir, name string, ids IDMap, log *slog.Lo
 	return Load(imagesDir, name)
 }
 
+// addAgentMountPoint makes the empty file the agent is mounted on; paths
+// resolve inside the tree.
 func addAgentMountPoint(rootfs string) error {
-	p := filepath.Join(rootfs, AgentMountPoint)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	root, err := os.OpenRoot(rootfs)
+	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o755)
+	defer root.Close()
+	p := strings.TrimPrefix(AgentMountPoint, "/")
+	if err := root.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	f, err := root.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o755)
 	if err != nil {
 		return err
 	}

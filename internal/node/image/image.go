@@ -20,8 +20,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -159,6 +161,37 @@ func List(imagesDir string) ([]Image, error) {
 		imgs = append(imgs, img)
 	}
 	return imgs, nil
+}
+
+// ReadFile reads name, a path in the image's tree, whole; more than max
+// bytes is an error. Symlinks resolve inside the tree and one that leads
+// out of it is an error: an image never makes the host read a host file.
+func (img Image) ReadFile(name string, max int64) ([]byte, error) {
+	root, err := os.OpenRoot(img.Rootfs)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	f, err := root.Open(strings.TrimPrefix(path.Clean("/"+name), "/"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("image %s: %s is not a regular file", img.Name, name)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("image %s: %s is larger than %d bytes", img.Name, name, max)
+	}
+	return b, nil
 }
 
 // writeMeta writes dir/image.json for img.

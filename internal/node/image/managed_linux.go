@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -23,6 +24,10 @@ const (
 // ManagedPackages are installed on top of minbase.
 var ManagedPackages = []string{"bash", "coreutils", "procps", "git", "python3", "nodejs", "curl", "ca-certificates"}
 
+// DefaultKeyring is the keyring of the Debian archive, from the package
+// debian-archive-keyring.
+const DefaultKeyring = "/usr/share/keyrings/debian-archive-keyring.gpg"
+
 // ManagedOptions tunes the build of the managed image.
 type ManagedOptions struct {
 	// Mirror is the Debian archive debootstrap fetches from; empty leaves
@@ -30,6 +35,11 @@ type ManagedOptions struct {
 	Mirror string
 	// Debootstrap is the debootstrap binary; default "debootstrap".
 	Debootstrap string
+	// Keyring holds the keys the archive's Release file must be signed
+	// with; default DefaultKeyring. The build refuses to start without it:
+	// debootstrap runs with --force-check-gpg, so an unsigned or wrongly
+	// signed archive fails the build instead of reaching sandboxes.
+	Keyring string
 }
 
 // EnsureManaged returns the managed Debian image under imagesDir, building
@@ -44,6 +54,9 @@ func EnsureManagedWith(ctx context.Context, imagesDir string, ids IDMap, opts Ma
 	if opts.Debootstrap == "" {
 		opts.Debootstrap = "debootstrap"
 	}
+	if opts.Keyring == "" {
+		opts.Keyring = DefaultKeyring
+	}
 	if progress == nil {
 		progress = io.Discard
 	}
@@ -51,12 +64,15 @@ func EnsureManagedWith(ctx context.Context, imagesDir string, ids IDMap, opts Ma
 		log = slog.New(slog.DiscardHandler)
 	}
 	return ensure(ctx, imagesDir, ManagedName, ids, log, func(ctx context.Context, rootfs string) ([]string, error) {
+		if err := checkKeyring(opts.Keyring); err != nil {
+			return nil, err
+		}
 		start := time.Now()
-		log.Info("building managed image", "suite", ManagedSuite, "dir", rootfs)
+		log.Info("building managed image", "suite", ManagedSuite, "dir", rootfs, "keyring", opts.Keyring)
 		if err := debootstrap(ctx, opts, rootfs, progress); err != nil {
 			return nil, err
 		}
-		if err := customize(ctx, rootfs); err != nil {
+		if err := customize(rootfs); err != nil {
 			return nil, err
 		}
 		log.Info("built managed image", "took", time.Since(start).Round(time.Millisecond))
@@ -64,16 +80,38 @@ func EnsureManagedWith(ctx context.Context, imagesDir string, ids IDMap, opts Ma
 	})
 }
 
-func debootstrap(ctx context.Context, opts ManagedOptions, rootfs string, progress io.Writer) error {
+// checkKeyring refuses a build without the archive's keyring.
+func checkKeyring(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("archive keyring: %w (install debian-archive-keyring: the managed image is built only from a signed archive)", err)
+	}
+	if !st.Mode().IsRegular() || st.Size() == 0 {
+		return fmt.Errorf("archive keyring %s: not a non-empty file", path)
+	}
+	return nil
+}
+
+// debootstrapArgs are debootstrap's arguments: the archive's signatures
+// are checked against opts.Keyring, and a missing or bad signature fails
+// the build (--force-check-gpg also stops debootstrap from falling back to
+// an unchecked download when the keyring lacks a key).
+func debootstrapArgs(opts ManagedOptions, rootfs string) []string {
 	args := []string{
 		"--variant=" + ManagedVariant,
+		"--keyring=" + opts.Keyring,
+		"--force-check-gpg",
 		"--include=" + strings.Join(ManagedPackages, ","),
 		ManagedSuite, rootfs,
 	}
 	if opts.Mirror != "" {
 		args = append(args, opts.Mirror)
 	}
-	cmd := exec.CommandContext(ctx, opts.Debootstrap, args...)
+	return args
+}
+
+func debootstrap(ctx context.Context, opts ManagedOptions, rootfs string, progress io.Writer) error {
+	cmd := exec.CommandContext(ctx, opts.Debootstrap, debootstrapArgs(opts, rootfs)...)
 	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive", "LC_ALL=C")
 	tb := &tailBuffer{max: 4 << 10}
 	out := &syncWriter{w: io.MultiWriter(progress, tb)}
@@ -96,22 +134,28 @@ func debootstrap(ctx context.Context, opts ManagedOptions, rootfs string, progre
 }
 
 // customize adds user (1000) and /workspace, and drops what apt cached.
-func customize(ctx context.Context, rootfs string) error {
-	useradd := exec.CommandContext(ctx, "chroot", rootfs,
-		"useradd", "--create-home", "--home-dir", "/home/user", "--uid", "1000",
-		"--user-group", "--shell", "/bin/bash", "user")
-	useradd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
-	if out, err := useradd.CombinedOutput(); err != nil {
-		return fmt.Errorf("add user: %w: %s", err, out)
+// It edits the tree from Go and runs nothing of it (no chroot useradd):
+// the image's binaries never run as host root once debootstrap is done.
+// Every path resolves inside the tree.
+func customize(rootfs string) error {
+	root, err := os.OpenRoot(rootfs)
+	if err != nil {
+		return err
 	}
-	ws := filepath.Join(rootfs, "workspace")
-	if err := os.Mkdir(ws, 0o755); err != nil {
+	defer root.Close()
+	if err := addAccount(root, account{Name: "user", ID: 1000, Home: "/home/user", Shell: "/bin/bash"}, time.Now()); err != nil {
+		return err
+	}
+	if err := root.Mkdir("workspace", 0o755); err != nil {
 		return fmt.Errorf("create /workspace: %w", err)
 	}
-	if err := os.Chown(ws, 1000, 1000); err != nil {
+	if err := ownDir(root, "workspace", 1000, 0o755); err != nil {
 		return fmt.Errorf("create /workspace: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(rootfs, "etc/hostname"), []byte("sandbox\n"), 0o644); err != nil {
+	if err := root.WriteFile("etc/hostname", []byte("sandbox\n"), 0o644); err != nil {
+		return err
+	}
+	if err := root.Chmod("etc/hostname", 0o644); err != nil {
 		return err
 	}
 	for _, pattern := range []string{
@@ -123,12 +167,12 @@ func customize(ctx context.Context, rootfs string) error {
 		"var/log/dpkg.log",
 		"var/log/bootstrap.log",
 	} {
-		matches, err := filepath.Glob(filepath.Join(rootfs, pattern))
+		matches, err := fs.Glob(root.FS(), pattern)
 		if err != nil {
 			return err
 		}
 		for _, m := range matches {
-			if err := os.RemoveAll(m); err != nil {
+			if err := root.RemoveAll(m); err != nil {
 				return fmt.Errorf("clean apt caches: %w", err)
 			}
 		}
