@@ -120,11 +120,19 @@ type Spec struct {
 	// ResolvConf, when set, is a host file bind-mounted read-only at
 	// /etc/resolv.conf: the node's resolver for this sandbox.
 	ResolvConf string
+	// CABundle, when set, is a host file bind-mounted read-only at
+	// CABundlePath: the image's system CA bundle plus the certificates the
+	// operator trusts.
+	CABundle string
 	// Disk, when set, is a disk image made by an earlier start of this
 	// sandbox (restored from a save): Start moves it into place instead of
 	// making a new, empty disk.
 	Disk string
 }
+
+// CABundlePath is the system CA bundle of Debian-like images, which
+// OpenSSL, curl, git and Python read; Spec.CABundle replaces it.
+const CABundlePath = "/etc/ssl/certs/ca-certificates.crt"
 
 // The smallest sandbox: below these the agent itself cannot run (its
 // threads count as pids) or the kernel refuses the setting (a CFS quota
@@ -162,7 +170,7 @@ func (s Spec) validate(ids image.IDMap) error {
 		errs = append(errs, fmt.Errorf("hostname %q: not a host name", s.Hostname))
 	}
 	if s.Image.Rootfs == "" || !filepath.IsAbs(s.Image.Rootfs) || strings.ContainsAny(s.Image.Rootfs, ",:\\\n") {
-		errs = append(errs, fmt.Errorf("image rootfs %q: not a usable absolute path", s.Image.Rootfs))
+		errs = append(errs, fmt.Errorf("image %s: its rootfs path is not absolute or holds one of , : \\ or a newline", s.Image.Name))
 	}
 	if s.Image.IDs != (image.IDMap{}) && s.Image.IDs != ids {
 		errs = append(errs, fmt.Errorf("image %s is shifted to %+v, the runtime maps %+v", s.Image.Name, s.Image.IDs, ids))

@@ -23,6 +23,7 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/agent/client"
 	"github.com/cove-dev/cove/internal/agent/wire"
+	"github.com/cove-dev/cove/internal/node/image"
 )
 
 // Timeouts of the runtime.
@@ -165,7 +166,7 @@ func (r *Runtime) Start(ctx context.Context, s Spec) (_ *client.Client, err erro
 			return nil, fmt.Errorf("start sandbox %s: %w", id, err)
 		}
 	}
-	if err := os.Mkdir(dir, 0o711); err != nil {
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return nil, api.Errorf(api.CodeConflict, "sandbox %s exists", id)
 		}
@@ -185,6 +186,9 @@ func (r *Runtime) Start(ctx context.Context, s Spec) (_ *client.Client, err erro
 			err = errors.Join(err, fmt.Errorf("clean up: %w", derr))
 		}
 	}()
+	if err := privateStateDir(dir, r.cfg.IDs); err != nil {
+		return nil, fmt.Errorf("start sandbox %s: %w", id, err)
+	}
 
 	t0 := time.Now()
 	if err := r.makeRootfs(ctx, dir, s); err != nil {
@@ -204,6 +208,19 @@ func (r *Runtime) Start(ctx context.Context, s Spec) (_ *client.Client, err erro
 	}
 	log.Debug("sandbox started", "rootfs", t1.Sub(t0), "runc", t2.Sub(t1), "agent", time.Since(t2))
 	return c, nil
+}
+
+// privateStateDir makes a sandbox's state dir passable for the mapped root
+// and closed to everyone else: root:<mapped root's group>, 0710. runc's
+// init runs as the mapped root while it sets up the root filesystem, so it
+// must get through to rootfs/; other host users can neither list the dir
+// nor reach the sandbox's files, disk or socket through it (its path is no
+// secret: the host's mount table shows it).
+func privateStateDir(dir string, ids image.IDMap) error {
+	if err := os.Chown(dir, 0, int(ids.HostID)); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o710)
 }
 
 // checkSearchable checks that the mapped root can search dir and each of
@@ -240,7 +257,9 @@ func (r *Runtime) makeRootfs(ctx context.Context, dir string, s Spec) error {
 	if err := os.Mkdir(disk, 0o700); err != nil {
 		return err
 	}
-	if err := mountLoop(img, disk, unix.MS_NODEV|unix.MS_NOATIME); err != nil {
+	// nosuid and nodev on both mounts: a set-id file or a device node the
+	// sandbox made is inert, also to a host process that meets it.
+	if err := mountLoop(img, disk, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOATIME); err != nil {
 		return fmt.Errorf("mount disk: %w", err)
 	}
 	upper, work := filepath.Join(disk, "upper"), filepath.Join(disk, "work")
@@ -257,7 +276,7 @@ func (r *Runtime) makeRootfs(ctx context.Context, dir string, s Spec) error {
 		return err
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", s.Image.Rootfs, upper, work)
-	if err := unix.Mount("overlay", rootfs, "overlay", unix.MS_NODEV, opts); err != nil {
+	if err := unix.Mount("overlay", rootfs, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount overlay: %w", err)
 	}
 	return nil
