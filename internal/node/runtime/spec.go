@@ -11,14 +11,16 @@ import (
 // cpuPeriod is the CFS period of every sandbox, in microseconds.
 const cpuPeriod = 100000
 
-// defaultCaps is Docker's default capability set.
+// defaultCaps is Docker's default capability set without CAP_NET_RAW:
+// with it, sandbox root could forge packets (any source address, any
+// protocol) and open AF_PACKET sockets. ping loses it too, and has nothing
+// to reach: the fence passes only DNS and TCP to the gateway.
 var defaultCaps = []string{
 	"CAP_CHOWN",
 	"CAP_DAC_OVERRIDE",
 	"CAP_FSETID",
 	"CAP_FOWNER",
 	"CAP_MKNOD",
-	"CAP_NET_RAW",
 	"CAP_SETGID",
 	"CAP_SETUID",
 	"CAP_SETFCAP",
@@ -52,62 +54,6 @@ var (
 	}
 )
 
-// deniedSyscalls fail with EPERM; everything else is allowed. The list is
-// what a sandboxed developer machine has no use for and what widens the
-// kernel's attack surface: module and kexec loading, bpf, perf, keyrings,
-// every way to mount (the old and the new mount API), swap, reboot, clock
-// setting, accounting, handle-based opens, userfaultfd, io_uring, setns,
-// quotas and raw port I/O. Most need capabilities the sandbox lacks
-// anyway; the filter is a second wall. ptrace (debuggers) and unshare
-// (nested user namespaces, as in bubblewrap) stay allowed. Every name is
-// known to libseccomp 2.5 on x86_64.
-var deniedSyscalls = []string{
-	"acct",
-	"add_key",
-	"bpf",
-	"clock_settime",
-	"create_module",
-	"delete_module",
-	"finit_module",
-	"fsconfig",
-	"fsmount",
-	"fsopen",
-	"fspick",
-	"get_kernel_syms",
-	"init_module",
-	"io_uring_enter",
-	"io_uring_register",
-	"io_uring_setup",
-	"ioperm",
-	"iopl",
-	"kexec_file_load",
-	"kexec_load",
-	"keyctl",
-	"lookup_dcookie",
-	"mount",
-	"mount_setattr",
-	"move_mount",
-	"nfsservctl",
-	"open_by_handle_at",
-	"open_tree",
-	"perf_event_open",
-	"pivot_root",
-	"query_module",
-	"quotactl",
-	"reboot",
-	"request_key",
-	"setns",
-	"settimeofday",
-	"swapoff",
-	"swapon",
-	"syslog",
-	"umount2",
-	"uselib",
-	"userfaultfd",
-	"ustat",
-	"_sysctl",
-}
-
 // Nofile is the RLIMIT_NOFILE of a sandbox's processes.
 const Nofile = 1048576
 
@@ -126,7 +72,6 @@ type host struct {
 // ociSpec builds the runc config of a sandbox whose bundle holds rootfs.
 func ociSpec(s Spec, h host) *specs.Spec {
 	ids, nofile := h.ids, h.nofile
-	eperm := uint(1)
 	memory := s.MemoryMiB << 20
 	mem := &specs.LinuxMemory{Limit: &memory}
 	if h.swapLimit {
@@ -196,15 +141,7 @@ func ociSpec(s Spec, h host) *specs.Spec {
 				CPU:     &specs.LinuxCPU{Quota: &quota, Period: &period},
 				Pids:    &specs.LinuxPids{Limit: &pids},
 			},
-			Seccomp: &specs.LinuxSeccomp{
-				DefaultAction: specs.ActAllow,
-				Architectures: []specs.Arch{specs.ArchX86_64, specs.ArchX86, specs.ArchX32},
-				Syscalls: []specs.LinuxSyscall{{
-					Names:    append([]string(nil), deniedSyscalls...),
-					Action:   specs.ActErrno,
-					ErrnoRet: &eperm,
-				}},
-			},
+			Seccomp:       seccomp(),
 			MaskedPaths:   append([]string(nil), maskedPaths...),
 			ReadonlyPaths: append([]string(nil), readonlyPaths...),
 		},
@@ -212,6 +149,10 @@ func ociSpec(s Spec, h host) *specs.Spec {
 	if s.ResolvConf != "" {
 		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/etc/resolv.conf", Type: "bind",
 			Source: s.ResolvConf, Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}})
+	}
+	if s.CABundle != "" {
+		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: CABundlePath, Type: "bind",
+			Source: s.CABundle, Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}})
 	}
 	return spec
 }
