@@ -34,6 +34,8 @@ func (s *Server) Exec(ctx context.Context, teamID, ref string, req api.CreateCom
 	if err := s.store.CreateCommand(ctx, cmd); err != nil {
 		return api.Command{}, err
 	}
+	unlock := s.cmdLocks.Lock(cmd.ID)
+	defer unlock()
 	if err := s.node.Exec(ctx, sb.ID, spec); err != nil {
 		// Nothing ran: the command must not linger as running.
 		if derr := s.store.DeleteCommand(context.WithoutCancel(ctx), sb.ID, cmd.ID); derr != nil {
@@ -153,6 +155,8 @@ func (s *Server) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.C
 
 // OnExit records how a command ended. The node calls it.
 func (s *Server) OnExit(sandboxID, commandID string, e node.Exit, lost bool) {
+	unlock := s.cmdLocks.Lock(commandID)
+	defer unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)
 	defer cancel()
 	c, err := s.store.GetCommand(ctx, sandboxID, commandID)

@@ -101,6 +101,22 @@ func (s *Server) startWarm(ctx context.Context, sb *api.Sandbox) bool {
 	o := s.opsFor(sb.ID)
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	// A PATCH since the row was written changed the stored policy only.
+	cur, err := s.store.GetSandbox(ctx, sb.TeamID, sb.ID)
+	if err != nil {
+		s.log.Warn("read warm sandbox", "sandbox", sb.ID, "err", err)
+		return false
+	}
+	if cur.State != api.StateCreating {
+		// Terminated meanwhile: its terminator removes what runs.
+		*sb = cur
+		return true
+	}
+	if err := s.node.SetPolicy(sb.ID, cur.Network); err != nil {
+		s.log.Warn("warm sandbox policy", "sandbox", sb.ID, "err", err)
+		return false
+	}
+	*sb = cur
 	if err := s.setState(ctx, sb, api.StateRunning, ""); err != nil {
 		s.log.Error("persist warm sandbox running", "sandbox", sb.ID, "err", err)
 		return false

@@ -40,6 +40,9 @@ type Server struct {
 
 	// idemLocks serialize requests with the same idempotency key.
 	idemLocks keylock.Map
+	// cmdLocks hold a command's exit back until its start is recorded, so
+	// command.started always comes before command.exited.
+	cmdLocks keylock.Map
 }
 
 // sandboxOps serializes the life-cycle steps of one sandbox.
@@ -305,6 +308,14 @@ func (s *Server) start(ctx context.Context, sb api.Sandbox) {
 	if cur.State != api.StateCreating {
 		// Terminated while starting: the terminator destroys what started.
 		return
+	}
+	if err == nil {
+		// A PATCH while the sandbox was creating changed the stored policy
+		// but could not reach a sandbox that did not run yet: the policy
+		// it runs under is the one stored now.
+		if perr := s.node.SetPolicy(sb.ID, cur.Network); perr != nil {
+			err = fmt.Errorf("apply the network policy: %w", perr)
+		}
 	}
 	if err != nil {
 		s.log.Warn("sandbox start failed", "sandbox", sb.ID, "err", err)

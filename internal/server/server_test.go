@@ -235,23 +235,9 @@ func TestWakeFailsStaysAsleep(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The wake fails in the background; the sandbox ends asleep again.
-	deadline := time.After(time.Minute)
-	for {
-		got, err := h.srv.GetSandbox(t.Context(), h.a, sb.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.State == api.StateAsleep && strings.HasPrefix(got.StateReason, "wake failed") {
-			if strings.Contains(got.StateReason, "/var/lib") {
-				t.Fatalf("state_reason %q shows a host path", got.StateReason)
-			}
-			break
-		}
-		select {
-		case <-h.srv.Changes():
-		case <-deadline:
-			t.Fatalf("sandbox is %s (%s), want asleep after a failed wake", got.State, got.StateReason)
-		}
+	got := h.wait(t, h.a, sb.ID, api.StateAsleep)
+	if !strings.HasPrefix(got.StateReason, "wake failed") || strings.Contains(got.StateReason, "/var/lib") {
+		t.Fatalf("state_reason %q: want a failed wake, without host paths", got.StateReason)
 	}
 	h.node.Fail("wake", nil)
 	if _, err := h.srv.WakeSandbox(t.Context(), h.a, sb.ID); err != nil {
@@ -538,3 +524,28 @@ func TestFilesThroughNode(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestPolicyChangedWhileCreating: a PATCH of the network policy while the
+// sandbox is still creating is the policy it runs under.
+func TestPolicyChangedWhileCreating(t *testing.T) {
+	h := newHarness(t)
+	gate := make(chan struct{})
+	h.node.StartGate = gate
+	sb, err := h.srv.CreateSandbox(t.Context(), h.a, api.CreateSandboxRequest{
+		Network: &api.NetworkPolicy{Allow: []string{"example.test"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.srv.UpdateSandbox(t.Context(), h.a, sb.ID, api.UpdateSandboxRequest{
+		Network: &api.NetworkPolicy{Allow: []string{}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	close(gate)
+	h.wait(t, h.a, sb.ID, api.StateRunning)
+	got, _ := h.node.Sandbox(sb.ID)
+	if len(got.Policy.Allow) != 0 {
+		t.Fatalf("the sandbox runs under %v, want the policy of the PATCH (allow nothing)", got.Policy.Allow)
+	}
+}
