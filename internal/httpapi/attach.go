@@ -42,6 +42,7 @@ func (h *Handler) attach(w http.ResponseWriter, r *http.Request, p server.Princi
 	if err != nil {
 		return err
 	}
+	defer l.Close()
 	conn, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return nil // Accept has answered

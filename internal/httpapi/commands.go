@@ -87,6 +87,7 @@ func (h *Handler) commandOutput(w http.ResponseWriter, r *http.Request, p server
 	if err != nil {
 		return err
 	}
+	defer l.Close()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
@@ -138,6 +139,7 @@ func (h *Handler) commandStream(name string) func(http.ResponseWriter, *http.Req
 		if err != nil {
 			return err
 		}
+		defer l.Close()
 		ra, size, err := l.Stream(name)
 		if err != nil {
 			return err

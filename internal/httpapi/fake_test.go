@@ -462,6 +462,9 @@ type memOutput struct {
 
 var _ node.Output = (*memOutput)(nil)
 
+// Close releases nothing: the fake holds no files.
+func (o *memOutput) Close() error { return nil }
+
 func newOutput() *memOutput {
 	return &memOutput{
 		streams: map[string]*bytes.Buffer{"stdout": {}, "stderr": {}},

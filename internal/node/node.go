@@ -90,8 +90,12 @@ type Chunk struct {
 	Truncated bool
 }
 
-// Output is a command's recorded output on the node.
+// Output is a command's recorded output on the node, held open for its
+// reader: every Output a node returns must be closed, so that the node
+// keeps files open only for outputs in use.
 type Output interface {
+	// Close releases the reader's hold; the Output is unusable after.
+	Close() error
 	// Read calls fn with each chunk after the sequence number after, in
 	// order; with follow it waits for more until the command ends or ctx
 	// is done. It returns the exit once it is recorded.

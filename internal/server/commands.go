@@ -45,9 +45,7 @@ func (s *Server) Exec(ctx context.Context, teamID, ref string, req api.CreateCom
 	}
 	s.log.Info("command started", "sandbox", sb.ID, "command", cmd.ID)
 	s.emit(ctx, teamID, "command.started", sb.ID, cmd.ID, map[string]any{"argv": req.Argv, "command": req.Command})
-	if l, err := s.node.Output(sb.ID, cmd.ID); err == nil {
-		s.watchSilence(teamID, cmd, l)
-	}
+	s.watchSilence(teamID, cmd)
 	return cmd, nil
 }
 
@@ -169,9 +167,7 @@ func (s *Server) OnExit(sandboxID, commandID string, e node.Exit, lost bool) {
 	}
 	s.applyExit(&c, e, lost)
 	s.touchAt(sandboxID, *c.EndedAt)
-	if l, err := s.node.Output(sandboxID, commandID); err == nil {
-		c.StdoutBytes, c.StderrBytes = l.Sizes()
-	}
+	s.readSizes(&c)
 	if err := s.store.UpdateCommand(ctx, c); err != nil {
 		s.log.Error("persist command exit", "command", commandID, "err", err)
 		return
@@ -219,9 +215,7 @@ func (s *Server) GetCommand(ctx context.Context, teamID, ref, commandID string) 
 	}
 	if c.State == api.CommandRunning {
 		// Sizes grow while it runs; the log knows them now.
-		if l, err := s.node.Output(sb.ID, c.ID); err == nil {
-			c.StdoutBytes, c.StderrBytes = l.Sizes()
-		}
+		s.readSizes(&c)
 	}
 	return c, nil
 }
@@ -260,6 +254,7 @@ func (s *Server) WaitCommand(ctx context.Context, teamID, ref, commandID string)
 	if err != nil {
 		return api.CommandResult{}, err
 	}
+	defer l.Close()
 	var out, errb bytes.Buffer
 	truncated := false
 	limit := s.cfg.WaitOutputMax
@@ -313,8 +308,18 @@ func validUTF8(b []byte) string {
 	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
+// readSizes sets a command's output sizes from its recorded output.
+func (s *Server) readSizes(c *api.Command) {
+	l, err := s.node.Output(c.SandboxID, c.ID)
+	if err != nil {
+		return
+	}
+	defer l.Close()
+	c.StdoutBytes, c.StderrBytes = l.Sizes()
+}
+
 // CommandOutput returns a command of a sandbox of the team and its
-// recorded output.
+// recorded output, which the caller closes.
 func (s *Server) CommandOutput(ctx context.Context, teamID, ref, commandID string) (api.Command, node.Output, error) {
 	c, err := s.GetCommand(ctx, teamID, ref, commandID)
 	if err != nil {

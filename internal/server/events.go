@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/store"
 )
 
@@ -62,12 +61,18 @@ func (s *Server) Changes() <-chan struct{} { return s.changes() }
 
 // watchSilence raises command.no_output after every silence of the given
 // length while the command runs: once per silence, re-armed by new output.
-func (s *Server) watchSilence(teamID string, c api.Command, l node.Output) {
+func (s *Server) watchSilence(teamID string, c api.Command) {
 	if c.NoOutputAlertS <= 0 {
+		return
+	}
+	l, err := s.node.Output(c.SandboxID, c.ID)
+	if err != nil {
+		s.log.Warn("watch a command's silence", "command", c.ID, "err", err)
 		return
 	}
 	silence := time.Duration(c.NoOutputAlertS) * time.Second
 	s.wg.Go(func() {
+		defer l.Close()
 		timer := time.NewTimer(silence)
 		defer timer.Stop()
 		alerted := false

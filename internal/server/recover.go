@@ -40,9 +40,7 @@ func (s *Server) Recover(ctx context.Context) error {
 			}
 			s.log.Info("sandbox reattached", "sandbox", sb.ID, "commands", len(running))
 			for _, c := range cmds {
-				if l, err := s.node.Output(sb.ID, c.ID); err == nil {
-					s.watchSilence(sb.TeamID, c, l)
-				}
+				s.watchSilence(sb.TeamID, c)
 			}
 			keep[sb.ID] = true
 		case api.StateTerminating:

@@ -69,7 +69,17 @@ type Config struct {
 	Saves saves.Store
 	// Network fences sandboxes; nil leaves them with loopback only.
 	Network Network
+	// CABundles are, by template, host files that replace the image's
+	// system CA bundle (the image's certificates plus the operator's);
+	// commands in those sandboxes get the CA variables of caEnv.
+	CABundles map[string]string
 }
+
+// caEnv points the tools that keep CA lists of their own (Node.js, pip's
+// and requests' certifi) or read a variable first (OpenSSL, git) at the
+// system bundle, which holds the operator's CA certificates too. A
+// variable the sandbox or the command sets wins.
+var caEnv = []string{"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "PIP_CERT", "GIT_SSL_CAINFO"}
 
 // Node runs sandboxes on this host.
 type Node struct {
@@ -85,7 +95,7 @@ type Node struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
-	logs      map[string]*output.Log // by command ID, opened on demand
+	logs      map[string]*logEntry // by sandbox/command, open while held
 }
 
 type sandbox struct {
@@ -103,7 +113,7 @@ func New(cfg Config, rt Runtime, log *slog.Logger, onExit node.ExitFunc) *Node {
 		cfg: cfg, rt: rt, log: log, onExit: onExit,
 		ctx: ctx, cancel: cancel,
 		sandboxes: map[string]*sandbox{},
-		logs:      map[string]*output.Log{},
+		logs:      map[string]*logEntry{},
 	}
 }
 
@@ -115,9 +125,9 @@ func (n *Node) Close() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var errs []error
-	for id, l := range n.logs {
-		errs = append(errs, l.Close())
-		delete(n.logs, id)
+	for key, e := range n.logs {
+		errs = append(errs, e.log.Close())
+		delete(n.logs, key)
 	}
 	for _, s := range n.sandboxes {
 		s.client.Close()
@@ -145,7 +155,7 @@ func (n *Node) runtimeSpec(spec node.SandboxSpec) (runtime.Spec, error) {
 	return runtime.Spec{
 		ID: spec.ID, Hostname: spec.Hostname, Image: img,
 		CPUs: spec.Resources.CPUs, MemoryMiB: spec.Resources.MemoryMiB, DiskMiB: spec.Resources.DiskMiB,
-		Pids: spec.Pids, Workdir: spec.Workdir,
+		Pids: spec.Pids, Workdir: spec.Workdir, CABundle: n.cfg.CABundles[spec.Template],
 	}, nil
 }
 
@@ -239,17 +249,19 @@ func (n *Node) Attach(ctx context.Context, spec node.SandboxSpec, running []stri
 		alive[st.ID] = true
 	}
 	for _, cmd := range running {
-		l, err := n.openLog(id, cmd)
+		l, err := n.acquire(id, cmd, true)
 		if err != nil {
 			return err
 		}
 		switch {
 		case l.Exit() != nil:
 			n.onExit(id, cmd, *l.Exit(), false)
+			l.Close()
 		case alive[cmd]:
 			n.record(s, cmd, l)
 		default:
-			n.lose(id, cmd, l)
+			n.lose(id, cmd, l.Log)
+			l.Close()
 		}
 	}
 	return nil
@@ -259,13 +271,14 @@ func (n *Node) Attach(ctx context.Context, spec node.SandboxSpec, running []stri
 // gone) and reports each to the ExitFunc.
 func (n *Node) Lose(id string, commands []string) {
 	for _, cmd := range commands {
-		l, err := n.openLog(id, cmd)
+		l, err := n.acquire(id, cmd, true)
 		if err != nil {
 			n.log.Warn("open output to mark command lost", "sandbox", id, "command", cmd, "err", err)
 			n.onExit(id, cmd, node.Exit{ExitCode: -1}, true)
 			continue
 		}
-		n.lose(id, cmd, l)
+		n.lose(id, cmd, l.Log)
+		l.Close()
 	}
 }
 
@@ -388,41 +401,14 @@ func (n *Node) restorePath(id string) string { return n.rt.StateDir(id) + ".rest
 // Known lists the sandboxes the runtime has state for, running or not.
 func (n *Node) Known(ctx context.Context) ([]string, error) { return n.rt.List(ctx) }
 
-func (n *Node) closeLogs(sandboxID string) {
-	prefix := sandboxID + "/"
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for key, l := range n.logs {
-		if len(key) > len(prefix) && key[:len(prefix)] == prefix {
-			l.Close()
-			delete(n.logs, key)
-		}
-	}
-}
-
 func (n *Node) outputDir(sandboxID string) string {
 	return filepath.Join(n.cfg.OutputDir, sandboxID)
 }
 
-// Output returns the recorded output of a command.
+// Output returns the recorded output of a command, held for the caller
+// until it closes it. The output of a terminated sandbox is not_found.
 func (n *Node) Output(sandboxID, commandID string) (node.Output, error) {
-	return n.openLog(sandboxID, commandID)
-}
-
-// openLog returns the recorded output of a command, opening it if needed.
-func (n *Node) openLog(sandboxID, commandID string) (*output.Log, error) {
-	key := sandboxID + "/" + commandID
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if l, ok := n.logs[key]; ok {
-		return l, nil
-	}
-	l, err := output.Open(filepath.Join(n.outputDir(sandboxID), commandID), n.cfg.OutputMaxBytes)
-	if err != nil {
-		return nil, err
-	}
-	n.logs[key] = l
-	return l, nil
+	return n.acquire(sandboxID, commandID, false)
 }
 
 func (n *Node) get(id string) (*sandbox, error) {
@@ -445,11 +431,12 @@ func (n *Node) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) e
 	if err != nil {
 		return err
 	}
-	l, err := n.openLog(sandboxID, req.ID)
+	l, err := n.acquire(sandboxID, req.ID, true)
 	if err != nil {
 		return err
 	}
 	if _, err := s.client.Exec(ctx, req); err != nil {
+		l.Close()
 		return err
 	}
 	n.record(s, req.ID, l)
@@ -467,9 +454,16 @@ func (n *Node) execRequest(spec node.ExecSpec) (wire.ExecRequest, error) {
 		}
 		argv = append(slices.Clone(img.Shell), spec.Shell)
 	}
-	env := make([]string, 0, len(spec.Env))
+	env := make([]string, 0, len(spec.Env)+len(caEnv))
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
+	}
+	if n.cfg.CABundles[spec.Template] != "" {
+		for _, k := range caEnv {
+			if _, set := spec.Env[k]; !set {
+				env = append(env, k+"="+runtime.CABundlePath)
+			}
+		}
 	}
 	sort.Strings(env)
 	req := wire.ExecRequest{
@@ -485,8 +479,10 @@ func (n *Node) execRequest(spec node.ExecSpec) (wire.ExecRequest, error) {
 // record copies the command's output from the agent into its log until the
 // exit frame, resuming after the last recorded frame whenever the stream
 // breaks. It runs until the command ends or the sandbox or node goes away.
-func (n *Node) record(s *sandbox, cmd string, l *output.Log) {
+func (n *Node) record(s *sandbox, cmd string, ref *logRef) {
 	n.wg.Go(func() {
+		defer ref.Close() // the recorder's hold, taken when the command started
+		l := ref.Log
 		log := n.log.With("sandbox", s.id, "command", cmd)
 		backoff := 10 * time.Millisecond
 		for {

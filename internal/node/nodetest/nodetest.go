@@ -671,6 +671,9 @@ func (o *Output) Ended() bool {
 	return o.exit != nil || o.closed
 }
 
+// Close implements node.Output: a reader's hold costs the fake nothing.
+func (o *Output) Close() error { return nil }
+
 // Changed implements node.Output.
 func (o *Output) Changed() <-chan struct{} {
 	o.mu.Lock()

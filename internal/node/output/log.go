@@ -66,6 +66,21 @@ func Open(dir string, maxBytes int64) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create output dir: %w", err)
 	}
+	return open(dir, maxBytes)
+}
+
+// OpenExisting opens a log that was recorded before; it creates nothing
+// and fails with an error matching fs.ErrNotExist when the log is gone.
+func OpenExisting(dir string, maxBytes int64) (*Log, error) {
+	for _, name := range []string{"", "stdout", "stderr", "index"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			return nil, fmt.Errorf("open output log %s: %w", dir, err)
+		}
+	}
+	return open(dir, maxBytes)
+}
+
+func open(dir string, maxBytes int64) (*Log, error) {
 	l := &Log{dir: dir, maxBytes: maxBytes, changed: make(chan struct{})}
 	var err error
 	open := func(name string) *os.File {
