@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -63,6 +64,7 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.StringVar(&o.cfg.RuncPath, "runc", def.RuncPath, "OCI runtime binary")
 	f.StringVar(&o.cfg.CgroupParent, "cgroup-parent", def.CgroupParent, "cgroup holding every sandbox's cgroup")
 	f.Int64Var(&o.cfg.OutputMaxBytes, "output-max-bytes", def.OutputMaxBytes, "recorded output kept per command")
+	f.Int64Var(&o.cfg.SandboxOutputMaxBytes, "sandbox-output-max-bytes", def.SandboxOutputMaxBytes, "recorded output kept per sandbox, all its commands together")
 	f.StringVar(&o.cfg.ReadyFile, "ready-file", def.ReadyFile, "written once serving with the bound addresses as JSON, removed on a graceful stop (default <data-dir>/ready.json)")
 	f.Float64Var(&o.cfg.Server.MaxResources.CPUs, "max-cpus", def.Server.MaxResources.CPUs, "most CPUs one sandbox may reserve")
 	f.Int64Var(&o.cfg.Server.MaxResources.MemoryMiB, "max-memory-mib", def.Server.MaxResources.MemoryMiB, "most memory one sandbox may reserve")
@@ -76,6 +78,8 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.Uint16Var(&o.cfg.Network.DNSPort, "dns-port", def.Network.DNSPort, "port of the sandboxes' resolver, UDP and TCP (0: a free port)")
 	f.StringArrayVar(&o.static, "dns-static", nil, "a name the resolver answers itself, NAME=IP[,IP] (repeatable)")
 	f.StringVar(&o.cfg.Network.Upstream, "dns-upstream", def.Network.Upstream, "upstream resolver host:port; auto reads /etc/resolv.conf; none forwards nothing")
+	f.StringVar(&o.cfg.CACerts, "ca-certs", def.CACerts, "CA certificates sandboxes trust besides their image's: a PEM file or a directory of *.crt files (none: no others)")
+	f.DurationVar(&o.cfg.HTTP.IdleTimeout, "http-idle-timeout", def.HTTP.IdleTimeout, "close API connections kept alive without a request this long")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 }
 
@@ -90,8 +94,10 @@ func (o *serveFlags) config() (service.Config, error) {
 	return cfg, nil
 }
 
-// announceKey prints the admin key once and writes the CLI config of the
-// user who ran the server, pointing at the API address it bound.
+// announceKey prints the admin key once, on stdout and only when stdout
+// is a terminal (a file, pipe or journal that keeps the output gets only
+// the path of the key's file), and writes the CLI config of the user who
+// ran the server, pointing at the API address it bound.
 func (a *app) announceKey(cfg service.Config, apiAddr, key string) {
 	url := "http://" + apiAddr
 	if host, port, err := net.SplitHostPort(apiAddr); err == nil {
@@ -100,7 +106,12 @@ func (a *app) announceKey(cfg service.Config, apiAddr, key string) {
 		}
 		url = "http://" + net.JoinHostPort(host, port)
 	}
-	fmt.Fprintf(a.env.Stderr, "\nadmin API key (shown once; also in %s/admin-api-key):\n  %s\n\n", cfg.DataDir, key)
+	keyFile := filepath.Join(cfg.DataDir, "admin-api-key")
+	if isTerminal(a.env.Stdout) {
+		fmt.Fprintf(a.env.Stdout, "\nadmin API key (shown once; also in %s):\n  %s\n\n", keyFile, key)
+	} else {
+		fmt.Fprintf(a.env.Stderr, "the admin API key is in %s (mode 0600; printed only to a terminal)\n", keyFile)
+	}
 	if home := a.env.Getenv("HOME"); home != "" {
 		if err := WriteConfig(home, Config{URL: url, APIKey: key}); err != nil {
 			fmt.Fprintf(a.env.Stderr, "cove: could not write the CLI config: %v\n", err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"time"
 
 	"github.com/cove-dev/cove/internal/server"
 )
@@ -31,12 +32,23 @@ type Config struct {
 	RuncPath string
 	// CgroupParent holds every sandbox's cgroup. Default "/cove".
 	CgroupParent string
-	// OutputMaxBytes caps one command's recorded output. Default 4 GiB.
+	// OutputMaxBytes caps one command's recorded output, its index
+	// included. Default 4 GiB.
 	OutputMaxBytes int64
+	// SandboxOutputMaxBytes caps the recorded output of all of one
+	// sandbox's commands together, indexes included. Default 8 GiB.
+	SandboxOutputMaxBytes int64
 	// ReadyFile is written (atomically) once the service serves, with the
 	// addresses it bound, and removed on a graceful stop; "" is
 	// <DataDir>/ready.json.
 	ReadyFile string
+	// CACerts are the CA certificates sandboxes trust besides their
+	// image's: a PEM file, or a directory of *.crt PEM files; NoCACerts
+	// for none. They are added to the system bundle of every image that
+	// has one. Default DefaultCACerts (none when it does not exist).
+	CACerts string
+	// HTTP bounds the API's connections.
+	HTTP HTTPConfig
 	// Server is the control plane's own configuration (default template,
 	// resources, limits); its Templates are filled from ImagesDir.
 	Server server.Config
@@ -44,16 +56,42 @@ type Config struct {
 	Network NetworkConfig
 }
 
+// HTTPConfig bounds the API's connections. There is no deadline on a
+// whole request or response (http.Server's ReadTimeout and WriteTimeout
+// stay 0): uploads and downloads of large files, attached terminals and
+// followed output and events last as long as they move, and a deadline
+// on the whole would cut them. A peer that vanishes is found by TCP
+// keep-alive (on by default for accepted connections); a slow body only
+// holds its own authenticated request.
+type HTTPConfig struct {
+	// IdleTimeout closes a kept-alive connection that sends no new request
+	// for this long. Default 2 minutes.
+	IdleTimeout time.Duration
+	// ReadHeaderTimeout is how long a client has to send a request's
+	// headers. Default 10 seconds.
+	ReadHeaderTimeout time.Duration
+	// MaxHeaderBytes bounds a request's headers (larger: 431). Default
+	// 64 KiB.
+	MaxHeaderBytes int
+}
+
 // DefaultConfig is the configuration of `cove serve` with every default set.
 func DefaultConfig() Config {
 	return Config{
-		Listen:         "127.0.0.1:7070",
-		DataDir:        "/var/lib/cove",
-		BuildManaged:   true,
-		RuncPath:       "runc",
-		CgroupParent:   "/cove",
-		OutputMaxBytes: 4 << 30,
-		Server:         server.DefaultConfig(),
+		Listen:                "127.0.0.1:7070",
+		DataDir:               "/var/lib/cove",
+		BuildManaged:          true,
+		RuncPath:              "runc",
+		CgroupParent:          "/cove",
+		OutputMaxBytes:        4 << 30,
+		SandboxOutputMaxBytes: 8 << 30,
+		CACerts:               DefaultCACerts,
+		HTTP: HTTPConfig{
+			IdleTimeout:       2 * time.Minute,
+			ReadHeaderTimeout: 10 * time.Second,
+			MaxHeaderBytes:    64 << 10,
+		},
+		Server: server.DefaultConfig(),
 		Network: NetworkConfig{
 			Subnet:      netip.MustParsePrefix("10.88.0.0/16"),
 			Table:       "cove",
@@ -78,6 +116,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("cgroup parent %q: want an absolute cgroup path such as /cove", c.CgroupParent)
 	case c.OutputMaxBytes <= 0:
 		return fmt.Errorf("output max bytes %d: want at least 1", c.OutputMaxBytes)
+	case c.SandboxOutputMaxBytes < c.OutputMaxBytes:
+		return fmt.Errorf("sandbox output max bytes %d: want at least the output max bytes of one command (%d)", c.SandboxOutputMaxBytes, c.OutputMaxBytes)
+	case c.HTTP.IdleTimeout <= 0 || c.HTTP.ReadHeaderTimeout <= 0:
+		return fmt.Errorf("http timeouts (idle %v, read header %v): want both above 0", c.HTTP.IdleTimeout, c.HTTP.ReadHeaderTimeout)
+	case c.HTTP.MaxHeaderBytes < 4<<10:
+		return fmt.Errorf("http max header bytes %d: want at least 4096", c.HTTP.MaxHeaderBytes)
 	}
 	if n := c.Network; !n.Disabled {
 		switch {

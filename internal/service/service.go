@@ -75,6 +75,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return err
 	}
 	cfg.Server.Templates = slices.Sorted(maps.Keys(templates))
+	caCerts, nCerts, err := loadCACerts(cfg.CACerts)
+	if err != nil {
+		return err
+	}
+	caBundles, err := writeCABundles(filepath.Join(cfg.DataDir, caBundlesSubdir), templates, caCerts, log)
+	if err != nil {
+		return err
+	}
+	if nCerts > 0 {
+		log.Info("sandboxes trust the operator's CA certificates", "from", cfg.CACerts, "certificates", nCerts,
+			"templates", slices.Sorted(maps.Keys(caBundles)))
+	}
 
 	rt, err := runtime.New(runtime.Config{
 		StateDir:     filepath.Join(cfg.DataDir, "sandboxes"),
@@ -94,10 +106,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return err
 	}
 	nodeCfg := local.Config{
-		Templates:      templates,
-		OutputDir:      filepath.Join(cfg.DataDir, "output"),
-		OutputMaxBytes: cfg.OutputMaxBytes,
-		Saves:          saveStore,
+		Templates:             templates,
+		OutputDir:             filepath.Join(cfg.DataDir, "output"),
+		OutputMaxBytes:        cfg.OutputMaxBytes,
+		SandboxOutputMaxBytes: cfg.SandboxOutputMaxBytes,
+		Saves:                 saveStore,
+		CABundles:             caBundles,
 	}
 	// The network serves until Run returns: its ctx is cancelled, then
 	// its goroutines are waited for.
@@ -141,11 +155,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	listeners["api"] = ln.Addr().String()
 	api := httpapi.New(srv, log)
 	api.ReportListeners(listeners)
-	hs := &http.Server{
-		Handler:           api,
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
+	hs := newHTTPServer(cfg.HTTP, api, context.WithoutCancel(ctx))
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	log.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "ready_file", cfg.ReadyFile)
@@ -177,6 +187,19 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return err
 	}
 	return nil
+}
+
+// newHTTPServer is the API's server under the bounds of cfg (see
+// HTTPConfig for why there is no ReadTimeout or WriteTimeout); requests'
+// contexts derive from base.
+func newHTTPServer(cfg HTTPConfig, h http.Handler, base context.Context) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return base },
+	}
 }
 
 // loadTemplates loads every image in the images dir, building the managed

@@ -54,10 +54,11 @@ func (n *Node) acquire(sandboxID, commandID string, create bool) (*logRef, error
 		dir := filepath.Join(n.outputDir(sandboxID), commandID)
 		var l *output.Log
 		var err error
+		budget := n.budgetLocked(sandboxID)
 		if create {
-			l, err = output.Open(dir, n.cfg.OutputMaxBytes)
+			l, err = output.Open(dir, n.cfg.OutputMaxBytes, budget)
 		} else {
-			l, err = output.OpenExisting(dir, n.cfg.OutputMaxBytes)
+			l, err = output.OpenExisting(dir, n.cfg.OutputMaxBytes, budget)
 		}
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, api.Errorf(api.CodeNotFound, "the output of command %s is no longer kept (its sandbox was terminated)", commandID)
@@ -70,6 +71,30 @@ func (n *Node) acquire(sandboxID, commandID string, create bool) (*logRef, error
 	}
 	e.refs++
 	return &logRef{Log: e.log, n: n, key: key}, nil
+}
+
+// budgetLocked is the output budget of a sandbox, shared by all its
+// commands' logs; what its logs already hold on disk (from before a
+// restart or a sleep) is spent. n.mu is held.
+func (n *Node) budgetLocked(sandboxID string) *output.Budget {
+	if n.cfg.SandboxOutputMaxBytes <= 0 {
+		return nil
+	}
+	if b, ok := n.budgets[sandboxID]; ok {
+		return b
+	}
+	var used int64
+	filepath.WalkDir(n.outputDir(sandboxID), func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				used += fi.Size()
+			}
+		}
+		return nil
+	})
+	b := output.NewBudget(n.cfg.SandboxOutputMaxBytes, used)
+	n.budgets[sandboxID] = b
+	return b
 }
 
 // release drops one hold; the last closes the log's files.
@@ -97,6 +122,7 @@ func (n *Node) release(key string) {
 func (n *Node) closeLogs(sandboxID string) {
 	prefix := sandboxID + "/"
 	n.mu.Lock()
+	delete(n.budgets, sandboxID)
 	var closing []*output.Log
 	for key, e := range n.logs {
 		if strings.HasPrefix(key, prefix) {

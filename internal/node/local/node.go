@@ -63,8 +63,12 @@ type Config struct {
 	Templates map[string]image.Image
 	// OutputDir holds recorded output, one directory per sandbox.
 	OutputDir string
-	// OutputMaxBytes caps the recorded stdout plus stderr of one command.
+	// OutputMaxBytes caps the recorded output of one command, its index
+	// included.
 	OutputMaxBytes int64
+	// SandboxOutputMaxBytes caps the recorded output of all the commands
+	// of one sandbox together; 0 sets no cap beyond OutputMaxBytes.
+	SandboxOutputMaxBytes int64
 	// Saves keeps the files of sleeping sandboxes.
 	Saves saves.Store
 	// Network fences sandboxes; nil leaves them with loopback only.
@@ -95,7 +99,8 @@ type Node struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
-	logs      map[string]*logEntry // by sandbox/command, open while held
+	logs      map[string]*logEntry      // by sandbox/command, open while held
+	budgets   map[string]*output.Budget // output budgets by sandbox
 }
 
 type sandbox struct {
@@ -114,6 +119,7 @@ func New(cfg Config, rt Runtime, log *slog.Logger, onExit node.ExitFunc) *Node {
 		ctx: ctx, cancel: cancel,
 		sandboxes: map[string]*sandbox{},
 		logs:      map[string]*logEntry{},
+		budgets:   map[string]*output.Budget{},
 	}
 }
 

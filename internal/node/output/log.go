@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cove-dev/cove/internal/agent/wire"
 	"github.com/cove-dev/cove/internal/node"
@@ -46,6 +47,7 @@ var _ node.Output = (*Log)(nil)
 type Log struct {
 	dir      string
 	maxBytes int64
+	budget   *Budget // nil: none beyond maxBytes
 
 	mu      sync.Mutex
 	stdout  *os.File
@@ -60,28 +62,64 @@ type Log struct {
 	closed  bool
 }
 
+// Budget is what a set of logs (one sandbox's commands) may record
+// together: stream bytes and index records alike. Logs charge it as they
+// record; what is over it is not recorded, as past a log's own cap.
+type Budget struct {
+	limit int64
+	used  atomic.Int64
+}
+
+// NewBudget returns a budget of limit bytes of which used are spent.
+func NewBudget(limit, used int64) *Budget {
+	b := &Budget{limit: limit}
+	b.used.Store(used)
+	return b
+}
+
+// Used is what the logs have recorded against the budget.
+func (b *Budget) Used() int64 { return b.used.Load() }
+
+// take charges n bytes if they fit.
+func (b *Budget) take(n int64) bool {
+	if b == nil {
+		return true
+	}
+	for {
+		u := b.used.Load()
+		if u+n > b.limit {
+			return false
+		}
+		if b.used.CompareAndSwap(u, u+n) {
+			return true
+		}
+	}
+}
+
 // Open opens the log in dir, creating it if needed, and repairs what a crash
-// may have left half-written. maxBytes caps stdout plus stderr.
-func Open(dir string, maxBytes int64) (*Log, error) {
+// may have left half-written. maxBytes caps what it records: the stream
+// bytes and the index together. budget, when not nil, is shared with other
+// logs and charged too.
+func Open(dir string, maxBytes int64, budget *Budget) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create output dir: %w", err)
 	}
-	return open(dir, maxBytes)
+	return open(dir, maxBytes, budget)
 }
 
 // OpenExisting opens a log that was recorded before; it creates nothing
 // and fails with an error matching fs.ErrNotExist when the log is gone.
-func OpenExisting(dir string, maxBytes int64) (*Log, error) {
+func OpenExisting(dir string, maxBytes int64, budget *Budget) (*Log, error) {
 	for _, name := range []string{"", "stdout", "stderr", "index"} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 			return nil, fmt.Errorf("open output log %s: %w", dir, err)
 		}
 	}
-	return open(dir, maxBytes)
+	return open(dir, maxBytes, budget)
 }
 
-func open(dir string, maxBytes int64) (*Log, error) {
-	l := &Log{dir: dir, maxBytes: maxBytes, changed: make(chan struct{})}
+func open(dir string, maxBytes int64, budget *Budget) (*Log, error) {
+	l := &Log{dir: dir, maxBytes: maxBytes, budget: budget, changed: make(chan struct{})}
 	var err error
 	open := func(name string) *os.File {
 		if err != nil {
@@ -233,7 +271,10 @@ func (l *Log) appendData(f wire.Frame) error {
 	if l.capped {
 		return nil
 	}
-	if l.sizes[0]+l.sizes[1]+int64(len(f.Data)) > l.maxBytes {
+	// A chunk costs its bytes and an index record; room for the marker
+	// that says recording stopped is always kept under the cap.
+	cost := int64(len(f.Data)) + recordSize
+	if l.sizes[0]+l.sizes[1]+(l.records+1)*recordSize+cost > l.maxBytes || !l.budget.take(cost) {
 		return l.appendMarker(f.Seq)
 	}
 	i := f.Kind - 1
@@ -252,10 +293,14 @@ func (l *Log) appendData(f wire.Frame) error {
 	return nil
 }
 
+// appendMarker records that recording stopped. Its record fits under the
+// log's own cap; against a shared budget it is charged when it fits and
+// written anyway when it does not (one record per command at most).
 func (l *Log) appendMarker(seq int64) error {
 	if l.capped {
 		return nil
 	}
+	l.budget.take(recordSize)
 	if err := l.writeRecord(seq, kindTruncated, 0, 0); err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ func collect(t *testing.T, l *Log, after int64) (string, *Exit) {
 }
 
 func TestAppendRead(t *testing.T) {
-	l, err := Open(t.TempDir(), 1<<20)
+	l, err := Open(t.TempDir(), 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,8 @@ func TestAppendRead(t *testing.T) {
 }
 
 func TestCapStopsRecording(t *testing.T) {
-	l, err := Open(t.TempDir(), 4)
+	// "abc" and its record, and room for the marker's record.
+	l, err := Open(t.TempDir(), 3+2*recordSize+4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestCapStopsRecording(t *testing.T) {
 
 func TestReopenRepairsTornWrites(t *testing.T) {
 	dir := t.TempDir()
-	l, err := Open(dir, 1<<20)
+	l, err := Open(dir, 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestReopenRepairsTornWrites(t *testing.T) {
 	appendBytes(t, filepath.Join(dir, "stdout"), "junk")
 	appendBytes(t, filepath.Join(dir, "index"), "0123456789")
 
-	l, err = Open(dir, 1<<20)
+	l, err = Open(dir, 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func appendBytes(t *testing.T, path, s string) {
 }
 
 func TestFollowWaitsForMore(t *testing.T) {
-	l, err := Open(t.TempDir(), 1<<20)
+	l, err := Open(t.TempDir(), 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,5 +176,77 @@ func TestFollowWaitsForMore(t *testing.T) {
 	l.Append(exitFrame(t, 4, 0))
 	if got := <-done; got != "xxx" {
 		t.Errorf("followed %q, want xxx", got)
+	}
+}
+
+// diskBytes is what a log takes on disk: its streams and its index.
+func diskBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	for _, name := range []string{"stdout", "stderr", "index"} {
+		st, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += st.Size()
+	}
+	return n
+}
+
+// TestBudgetCountsTheIndex appends two million one-byte frames under a
+// 1 MiB budget: an index record per byte would grow the index to 48 MiB
+// if only stream bytes were counted.
+func TestBudgetCountsTheIndex(t *testing.T) {
+	tests := []struct {
+		name     string
+		maxBytes int64 // the log's own cap
+		budget   int64 // shared by two logs; 0 for none
+	}{
+		{"log cap", 1 << 20, 0},
+		{"shared budget", 1 << 40, 1 << 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b *Budget
+			if tt.budget > 0 {
+				b = NewBudget(tt.budget, 0)
+			}
+			dirs := []string{t.TempDir(), t.TempDir()}
+			var logs []*Log
+			for _, d := range dirs {
+				l, err := Open(d, tt.maxBytes, b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer l.Close()
+				logs = append(logs, l)
+			}
+			for i := int64(1); i <= 2_000_000; i++ {
+				if err := logs[i%2].Append(frame(wire.FrameStdout, i, "x")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			total := diskBytes(t, dirs[0]) + diskBytes(t, dirs[1])
+			limit := 2 * tt.maxBytes
+			if b != nil {
+				// Each log may add its marker record past a spent budget.
+				limit = tt.budget + 2*recordSize
+				if b.Used() > tt.budget {
+					t.Errorf("budget used %d of %d", b.Used(), tt.budget)
+				}
+			}
+			if total > limit {
+				t.Fatalf("two logs take %d bytes on disk, index included; the limit is %d", total, limit)
+			}
+			for _, l := range logs {
+				got, _ := collect(t, l, 1_999_990)
+				if got != "" {
+					t.Errorf("frames past the limit were recorded: %q", got)
+				}
+				if !l.capped {
+					t.Error("no truncation marker")
+				}
+			}
+		})
 	}
 }
