@@ -46,6 +46,8 @@ type Config struct {
 	// resources the server keeps to hand out at once. 0 keeps none.
 	// Default 1.
 	WarmPool int
+	// EventRetention is how long events are kept. Default 30 days.
+	EventRetention time.Duration
 	// LimitsInterval is how often idle and lifetime limits are checked.
 	// Default 1 second.
 	LimitsInterval time.Duration
@@ -64,6 +66,7 @@ func DefaultConfig() Config {
 		MaxWait:          10 * time.Minute,
 		WarmPool:         1,
 		LimitsInterval:   time.Second,
+		EventRetention:   30 * 24 * time.Hour,
 	}
 }
 
@@ -93,6 +96,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("max wait %v: want a positive duration", c.MaxWait)
 	case c.WarmPool < 0:
 		return fmt.Errorf("warm pool %d: want 0 or more", c.WarmPool)
+	case c.EventRetention < time.Hour:
+		return fmt.Errorf("event retention %v: want at least an hour", c.EventRetention)
 	case c.LimitsInterval <= 0:
 		return fmt.Errorf("limits interval %v: want a positive duration", c.LimitsInterval)
 	}

@@ -96,3 +96,15 @@ func (s *Server) watchSilence(teamID string, c api.Command) {
 		}
 	})
 }
+
+// expireEvents drops events older than the retention.
+func (s *Server) expireEvents(ctx context.Context) {
+	n, err := s.store.DeleteEventsBefore(ctx, s.now().Add(-s.cfg.EventRetention))
+	if err != nil {
+		s.log.Warn("expire events", "err", err)
+		return
+	}
+	if n > 0 {
+		s.log.Info("events expired", "count", n, "retention", s.cfg.EventRetention.String())
+	}
+}

@@ -25,6 +25,7 @@ var _ server.Node = (*nodetest.Node)(nil)
 
 type harness struct {
 	srv  *server.Server
+	st   *sqlite.DB
 	node *nodetest.Node
 	// Two teams: a and b.
 	a, b string
@@ -59,7 +60,7 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{srv: srv, node: nd}
+	h := &harness{srv: srv, st: st, node: nd}
 	for _, name := range []string{"team-a", "team-b"} {
 		resp, err := srv.CreateTeam(ctx, admin, api.CreateTeamRequest{Name: name})
 		if err != nil {
@@ -547,5 +548,33 @@ func TestPolicyChangedWhileCreating(t *testing.T) {
 	got, _ := h.node.Sandbox(sb.ID)
 	if len(got.Policy.Allow) != 0 {
 		t.Fatalf("the sandbox runs under %v, want the policy of the PATCH (allow nothing)", got.Policy.Allow)
+	}
+}
+
+// TestEventsExpire: events older than the retention are dropped, newer
+// ones and cursors stay.
+func TestEventsExpire(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	old, err := h.st.AppendEvent(ctx, h.a, api.Event{Type: "sandbox.idle", Time: time.Now().Add(-31 * 24 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := h.running(t, h.a, "")
+	h.srv.ExpireEvents(ctx)
+	l, err := h.srv.ListEvents(ctx, h.a, server.EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range l.Items {
+		if e.ID == old.ID {
+			t.Fatalf("an event of 31 days ago outlived the 30-day retention")
+		}
+	}
+	if got := h.events(t, h.a, sb.ID); !slices.Equal(got, []string{"sandbox.creating", "sandbox.running"}) {
+		t.Fatalf("recent events = %v", got)
+	}
+	if _, err := h.srv.ListEvents(ctx, h.a, server.EventQuery{Page: server.Page{Cursor: old.ID}}); err != nil {
+		t.Fatalf("a cursor at an expired event: %v", err)
 	}
 }

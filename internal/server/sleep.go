@@ -170,6 +170,7 @@ func (s *Server) Start() {
 				s.enforceLimits(s.ctx)
 				if time.Since(expired) > time.Minute {
 					s.expireIdempotent(s.ctx)
+					s.expireEvents(s.ctx)
 					expired = time.Now()
 				}
 			case <-s.ctx.Done():

@@ -53,6 +53,10 @@ type Store interface {
 	// earlier event's.
 	AppendEvent(ctx context.Context, teamID string, e api.Event) (api.Event, error)
 	ListEvents(ctx context.Context, f EventFilter) ([]api.Event, error)
+	// DeleteEventsBefore drops every team's events older than t and
+	// reports how many it dropped. IDs are never reused: cursors after a
+	// dropped event still work.
+	DeleteEventsBefore(ctx context.Context, t time.Time) (int64, error)
 
 	// Idempotent answers. PutIdempotent answers CodeConflict when the team
 	// already has an answer under that key; DeleteIdempotentBefore drops

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/store"
@@ -89,4 +90,13 @@ func scanEvent(r scanner) (api.Event, error) {
 		e.Data = map[string]any{}
 	}
 	return e, d.err
+}
+
+// DeleteEventsBefore drops events older than t.
+func (db *DB) DeleteEventsBefore(ctx context.Context, t time.Time) (int64, error) {
+	res, err := db.write.ExecContext(ctx, "DELETE FROM events WHERE time < ?", formatTime(t))
+	if err != nil {
+		return 0, fmt.Errorf("expire events: %w", err)
+	}
+	return res.RowsAffected()
 }

@@ -31,6 +31,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListCommands", testListCommands},
 		{"Events", testEvents},
 		{"Idempotency", testIdempotency},
+		{"EventExpiry", testEventExpiry},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -606,4 +607,42 @@ func testIdempotency(t *testing.T, s store.Store) {
 	_, err = s.GetIdempotent(ctx, "team_a", "k1")
 	wantCode(t, err, api.CodeNotFound)
 	diff(t, "newer kept", b, mustGet[store.Idempotent](t)(s.GetIdempotent(ctx, "team_b", "k1")))
+}
+
+func testEventExpiry(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	createTeam(t, s, "team_a")
+	createTeam(t, s, "team_b")
+	var ids []string
+	for i, team := range []string{"team_a", "team_b", "team_a", "team_b"} {
+		e, err := s.AppendEvent(ctx, team, api.Event{Type: "sandbox.running", Time: at(i)})
+		mustDo(t, err)
+		ids = append(ids, e.ID)
+	}
+	n, err := s.DeleteEventsBefore(ctx, at(2))
+	mustDo(t, err)
+	if n != 2 {
+		t.Fatalf("dropped %d events, want the 2 before the cut", n)
+	}
+	for team, want := range map[string][]string{"team_a": {ids[2]}, "team_b": {ids[3]}} {
+		evs, err := s.ListEvents(ctx, store.EventFilter{TeamID: team})
+		mustDo(t, err)
+		var got []string
+		for _, e := range evs {
+			got = append(got, e.ID)
+		}
+		diff(t, team+" after expiry", want, got)
+	}
+	// A cursor at a dropped event still pages on.
+	evs, err := s.ListEvents(ctx, store.EventFilter{TeamID: "team_a", After: ids[0]})
+	mustDo(t, err)
+	if len(evs) != 1 || evs[0].ID != ids[2] {
+		t.Fatalf("after a dropped event: %+v", evs)
+	}
+	// New events sort after the kept ones.
+	e, err := s.AppendEvent(ctx, "team_a", api.Event{Type: "sandbox.idle", Time: at(9)})
+	mustDo(t, err)
+	if e.ID <= ids[3] {
+		t.Fatalf("new event %s sorts before %s", e.ID, ids[3])
+	}
 }
