@@ -16,12 +16,23 @@ import (
 	"os/signal"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cove-dev/cove/cmd/cove-agent/internal/guest"
 	"github.com/cove-dev/cove/internal/agent/wire"
 )
 
 func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	// Not dumpable: nothing in the sandbox, root included, may ptrace the
+	// agent, read its memory or environment, or take its descriptors (the
+	// listening socket) with pidfd_getfd; the sandbox has no CAP_SYS_PTRACE
+	// to override it. Commands are not affected: execve makes an ordinary
+	// program dumpable again.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		log.Error("cove-agent: make the agent non-dumpable", "err", err)
+		os.Exit(1)
+	}
 	if err := run(context.Background(), os.Args[1:], os.Stderr, log); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(2)

@@ -22,6 +22,10 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
+	if pid := os.Getenv("COVE_AGENT_TEST_PROBE"); pid != "" {
+		probe(pid)
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
 }
 

@@ -9,6 +9,8 @@ type Error struct {
 	Status  int    // HTTP status
 	Code    string // one of the wire.Code… constants, or "" (internal)
 	Message string
+	// denied: the kernel refused a file operation (EACCES, EPERM).
+	denied bool
 }
 
 func (e *Error) Error() string {

@@ -65,8 +65,14 @@ func FuzzExtract(f *testing.F) {
 		if err := os.Mkdir(stage, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		x := &extractor{p: "/target", target: target, stage: stage, uid: os.Getuid(), gid: os.Getgid()}
+		sd, err := os.Open(stage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := &extractor{p: "/target", target: target, stage: sd, uid: os.Getuid(), gid: os.Getgid()}
 		_ = x.extract(bytes.NewReader(buf.Bytes()))
+		x.closeDirs()
+		sd.Close()
 
 		entries, _ := os.ReadDir(base)
 		for _, e := range entries {

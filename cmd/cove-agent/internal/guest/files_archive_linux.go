@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -28,95 +27,82 @@ func (f *fileService) readArchive(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	root, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		return fsError(p, err)
-	}
-	fi, err := os.Stat(root)
-	if err != nil {
-		return fsError(p, err)
-	}
-	if !fi.IsDir() {
-		return errorf(http.StatusConflict, wire.CodeConflict, "%s is not a directory; download a file with files/content", p)
-	}
-	w.Header().Set("Content-Type", "application/gzip")
-	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriterSize(w, 256<<10)
-	zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed)
-	tw := tar.NewWriter(zw)
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	err = filepath.WalkDir(root, func(wp string, d fs.DirEntry, err error) error {
+	return inCall(func(c *fsCall) error {
+		l, err := c.resolve(p, true)
 		if err != nil {
 			return err
 		}
-		if r.Context().Err() != nil {
-			return r.Context().Err()
-		}
-		if wp == root {
-			return nil
-		}
-		rel := strings.TrimPrefix(wp, strings.TrimSuffix(root, "/")+"/")
-		fi, err := d.Info()
+		defer l.close()
+		root, err := l.openDir(p, "download a file with files/content")
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // removed meanwhile
+			return err
+		}
+		defer root.Close()
+		w.Header().Set("Content-Type", "application/gzip")
+		w.WriteHeader(http.StatusOK)
+		bw := bufio.NewWriterSize(w, 256<<10)
+		zw, _ := gzip.NewWriterLevel(bw, gzip.BestSpeed)
+		tw := tar.NewWriter(zw)
+		bp := bufPool.Get().(*[]byte)
+		defer bufPool.Put(bp)
+		err = walkIn(root, "", false, func(rel string, dir *os.File, name string, fi *statInfo) error {
+			if r.Context().Err() != nil {
+				return r.Context().Err()
 			}
-			return err
-		}
-		link := ""
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			if link, err = os.Readlink(wp); err != nil {
+			link := ""
+			switch {
+			case fi.Mode()&fs.ModeSymlink != 0:
+				if link, err = readLinkAt(dir, name); err != nil {
+					return err
+				}
+			case fi.IsDir(), fi.Mode().IsRegular():
+			default:
+				return nil // devices, sockets, FIFOs
+			}
+			hdr, err := tar.FileInfoHeader(fi, link)
+			if err != nil {
 				return err
 			}
-		case fi.IsDir(), fi.Mode().IsRegular():
-		default:
-			return nil // devices, sockets, FIFOs
-		}
-		hdr, err := tar.FileInfoHeader(fi, link)
-		if err != nil {
-			return err
-		}
-		hdr.Name = rel
-		if fi.IsDir() {
-			hdr.Name += "/"
-		}
-		hdr.Uname, hdr.Gname = "", ""
-		hdr.Format = tar.FormatPAX
-		if !fi.Mode().IsRegular() {
-			return tw.WriteHeader(hdr)
-		}
-		fd, err := os.OpenFile(wp, os.O_RDONLY|unix.O_NOFOLLOW, 0)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
+			hdr.Name = rel
+			if fi.IsDir() {
+				hdr.Name += "/"
 			}
+			hdr.Uname, hdr.Gname = "", ""
+			hdr.Format = tar.FormatPAX
+			if !fi.Mode().IsRegular() {
+				return tw.WriteHeader(hdr)
+			}
+			fd, err := openIn(dir, name, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+			if err != nil {
+				if errors.Is(err, unix.ENOENT) {
+					return nil
+				}
+				return err
+			}
+			defer fd.Close()
+			if err := tw.WriteHeader(hdr); err != nil {
+				return err
+			}
+			// Exactly the size of the header: bytes appended since are left out;
+			// a file that shrank fails the archive.
+			_, err = io.CopyBuffer(tw, io.NewSectionReader(fd, 0, hdr.Size), *bp)
 			return err
+		})
+		if err == nil {
+			err = tw.Close()
 		}
-		defer fd.Close()
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
+		if err == nil {
+			err = zw.Close()
 		}
-		// Exactly the size of the header: bytes appended since are left out;
-		// a file that shrank fails the archive.
-		_, err = io.CopyBuffer(tw, io.NewSectionReader(fd, 0, hdr.Size), *bp)
-		return err
+		if err == nil {
+			err = bw.Flush()
+		}
+		if err != nil {
+			f.log.Warn("archive cut short", "path", p, "err", err)
+			panic(http.ErrAbortHandler)
+		}
+		return nil
 	})
-	if err == nil {
-		err = tw.Close()
-	}
-	if err == nil {
-		err = zw.Close()
-	}
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err != nil {
-		f.log.Warn("archive cut short", "path", p, "err", err)
-		panic(http.ErrAbortHandler)
-	}
-	return nil
 }
 
 // writeArchive extracts a tar (gzipped or not) into a folder. Every entry
@@ -132,75 +118,105 @@ func (f *fileService) writeArchive(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	target, err := writable(p, true)
-	if err != nil {
-		return err
-	}
-	if target == "/" {
-		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "extracting into / is not allowed; name a folder")
-	}
-	exists := false
-	if fi, err := os.Lstat(target); err == nil {
-		if !fi.IsDir() {
-			return errorf(http.StatusConflict, wire.CodeConflict, "%s exists and is not a directory", p)
+	return inCall(func(c *fsCall) error {
+		l, err := c.writable(p, true)
+		if err != nil {
+			return err
 		}
-		exists = true
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return fsError(p, err)
-	}
-	parent := filepath.Dir(target)
-	if err := mkdirAll(p, parent, o.uid, o.gid); err != nil {
-		return err
-	}
-	stage, err := os.MkdirTemp(parent, ".cove-extract-*")
-	if err != nil {
-		return fsError(p, err)
-	}
-	defer os.RemoveAll(stage)
+		defer l.close()
+		if l.isRoot() {
+			return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "extracting into / is not allowed; name a folder")
+		}
+		exists := false
+		if l.exists {
+			fi, err := statAt(l.dir, l.name())
+			if err != nil && !errors.Is(err, unix.ENOENT) {
+				return fsError(p, err)
+			}
+			if err == nil && !fi.IsDir() {
+				return errorf(http.StatusConflict, wire.CodeConflict, "%s exists and is not a directory", p)
+			}
+			exists = err == nil
+		}
+		parent, err := makeParents(p, l, o.uid, o.gid)
+		if err != nil {
+			return err
+		}
+		defer parent.Close()
+		stageName := ""
+		for range 100 {
+			stageName = tempName(".cove-extract-")
+			err = unix.Mkdirat(int(parent.Fd()), stageName, 0o700)
+			if !errors.Is(err, unix.EEXIST) {
+				break
+			}
+		}
+		if err != nil {
+			return fsError(p, err)
+		}
+		defer removeAllIn(parent, stageName)
+		stage, err := openName(parent, stageName)
+		if err != nil {
+			return fsError(p, err)
+		}
+		defer stage.Close()
 
-	x := &extractor{p: p, target: target, stage: stage, uid: o.uid, gid: o.gid}
-	if err := x.extract(r.Body); err != nil {
-		return err
-	}
-	unlock := f.locks.Lock(target)
-	defer unlock()
-	if !exists {
-		if err := os.Chmod(stage, 0o755); err != nil {
-			return fsError(p, err)
-		}
-		if err := chown(stage, o.uid, o.gid); err != nil {
+		x := &extractor{p: p, target: l.path(), stage: stage, uid: o.uid, gid: o.gid}
+		defer x.closeDirs()
+		if err := x.extract(r.Body); err != nil {
 			return err
 		}
-		if err := os.Rename(stage, target); err != nil {
-			return fsError(p, err)
+		unlock := f.locks.Lock(x.target)
+		defer unlock()
+		if !exists {
+			if err := unix.Fchmodat(int(parent.Fd()), stageName, 0o755, 0); err != nil {
+				return fsError(p, err)
+			}
+			if err := chownFD(p, stage, o.uid, o.gid); err != nil {
+				return err
+			}
+			if err := unix.Renameat(int(parent.Fd()), stageName, int(parent.Fd()), l.name()); err != nil {
+				return fsError(p, err)
+			}
+		} else {
+			target, err := openName(parent, l.name())
+			if err != nil {
+				return fsError(p, err)
+			}
+			defer target.Close()
+			if err := x.conflicts(parent, stageName, target, ""); err != nil {
+				return err
+			}
+			if err := x.merge(parent, stageName, target, ""); err != nil {
+				return err
+			}
 		}
-	} else {
-		if err := x.conflicts(); err != nil {
-			return err
-		}
-		if err := x.merge(); err != nil {
-			return err
-		}
-	}
-	writeJSON(w, http.StatusOK, wire.ArchiveResult{Entries: x.entries, Bytes: x.bytes})
-	return nil
+		writeJSON(w, http.StatusOK, wire.ArchiveResult{Entries: x.entries, Bytes: x.bytes})
+		return nil
+	})
 }
 
+// extractor writes the entries of an archive into a staging directory,
+// through descriptors: nothing in the staging directory is followed.
 type extractor struct {
-	p      string // the folder as the caller named it
-	target string // resolved
-	stage  string
+	p      string   // the folder as the caller named it
+	target string   // resolved
+	stage  *os.File // the staging directory (O_PATH)
 	uid    int
 	gid    int
 
 	entries int64
 	bytes   int64
 	dirs    []dirTime
+	// lastDir is the directory of the last entry (entries usually come
+	// by directory), open as lastFD.
+	lastDir string
+	lastFD  *os.File
 }
 
 type dirTime struct {
-	path string
-	t    time.Time
+	rel string
+	t   time.Time
 }
 
 func (x *extractor) refuse(name, format string, args ...any) error {
@@ -231,30 +247,57 @@ func (x *extractor) entryName(name string) (string, error) {
 	return clean, nil
 }
 
-// parentsIn makes the parent directories of rel in the staging directory,
-// refusing to go through anything that is not a directory (a symlink of
-// the archive, say).
-func (x *extractor) parentsIn(name, rel string) error {
-	dir := x.stage
-	parts := strings.Split(rel, "/")
-	for _, c := range parts[:len(parts)-1] {
-		dir = filepath.Join(dir, c)
-		fi, err := os.Lstat(dir)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			if err := os.Mkdir(dir, 0o755); err != nil {
-				return fsError(x.p, err)
-			}
-			if err := chown(dir, x.uid, x.gid); err != nil {
-				return err
-			}
-		case err != nil:
-			return fsError(x.p, err)
-		case !fi.IsDir():
-			return x.refuse(name, "goes through %s, which is not a directory", c)
-		}
+// closeDirs closes the directory the extractor kept open.
+func (x *extractor) closeDirs() {
+	if x.lastFD != nil {
+		x.lastFD.Close()
+		x.lastFD, x.lastDir = nil, ""
 	}
-	return nil
+}
+
+// parentIn opens the directory of rel in the staging directory, making the
+// missing ones (owned by uid:gid) and refusing to go through anything that
+// is not a directory (a symlink of the archive, say). The caller closes it.
+func (x *extractor) parentIn(name, rel string) (*os.File, string, error) {
+	dirRel, base := path.Split(rel)
+	dirRel = strings.TrimSuffix(dirRel, "/")
+	if dirRel != "" && (x.lastFD == nil || x.lastDir != dirRel) {
+		x.closeDirs()
+		d := x.stage
+		for _, c := range strings.Split(dirRel, "/") {
+			nd, err := openName(d, c)
+			if errors.Is(err, unix.ENOENT) {
+				if err = unix.Mkdirat(int(d.Fd()), c, 0o755); err == nil || errors.Is(err, unix.EEXIST) {
+					if nd, err = openName(d, c); err == nil {
+						if err = chownFD(x.p, nd, x.uid, x.gid); err != nil {
+							nd.Close()
+						}
+					}
+				}
+			}
+			if d != x.stage {
+				d.Close()
+			}
+			if err != nil {
+				return nil, "", fsError(x.p, err)
+			}
+			if fi, err := statAt(nd, ""); err != nil || !fi.IsDir() {
+				nd.Close()
+				return nil, "", x.refuse(name, "goes through %s, which is not a directory", c)
+			}
+			d = nd
+		}
+		x.lastDir, x.lastFD = dirRel, d
+	}
+	dir := x.stage
+	if dirRel != "" {
+		dir = x.lastFD
+	}
+	d, err := dupFile(dir)
+	if err != nil {
+		return nil, "", fsError(x.p, err)
+	}
+	return d, base, nil
 }
 
 func (x *extractor) extract(body io.Reader) error {
@@ -286,97 +329,118 @@ func (x *extractor) extract(body io.Reader) error {
 		if rel == "" {
 			continue // the folder itself
 		}
-		if err := x.parentsIn(hdr.Name, rel); err != nil {
+		dir, base, err := x.parentIn(hdr.Name, rel)
+		if err != nil {
 			return err
 		}
-		dst := filepath.Join(x.stage, rel)
-		mode := fs.FileMode(hdr.Mode & 0o777)
-		if hdr.Mode&0o1000 != 0 {
-			mode |= fs.ModeSticky
+		done, err := x.entry(tr, hdr, rel, dir, base, *bp)
+		dir.Close()
+		if err != nil {
+			return err
 		}
-		// An entry may replace an earlier one of the same name (not a
-		// directory with its contents).
-		if fi, err := os.Lstat(dst); err == nil && !(fi.IsDir() && hdr.Typeflag == tar.TypeDir) {
-			if fi.IsDir() {
-				return x.refuse(hdr.Name, "replaces a directory of the same archive")
-			}
-			os.Remove(dst)
+		if done {
+			x.entries++
 		}
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			if err := os.Mkdir(dst, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-				return fsError(x.p, err)
-			}
-			if err := chown(dst, x.uid, x.gid); err != nil {
-				return err
-			}
-			if err := os.Chmod(dst, mode|0o700); err != nil {
-				return fsError(x.p, err)
-			}
-			x.dirs = append(x.dirs, dirTime{dst, hdr.ModTime})
-		case tar.TypeReg, tar.TypeRegA:
-			fd, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
-			if err != nil {
-				return fsError(x.p, err)
-			}
-			n, err := io.CopyBuffer(fd, tr, *bp)
-			x.bytes += n
-			if err == nil {
-				err = fd.Chmod(mode)
-			}
-			if err == nil && os.Geteuid() == 0 {
-				err = fd.Chown(x.uid, x.gid)
-			}
-			if cerr := fd.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				var pe *fs.PathError
-				if errors.As(err, &pe) {
-					return fsError(x.p, err)
-				}
-				return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "the archive was cut short in %q (%v); nothing was extracted", hdr.Name, err)
-			}
-			if err := os.Chtimes(dst, hdr.ModTime, hdr.ModTime); err != nil {
-				return fsError(x.p, err)
-			}
-		case tar.TypeSymlink:
-			if err := x.checkLink(hdr.Name, rel, hdr.Linkname); err != nil {
-				return err
-			}
-			if err := os.Symlink(hdr.Linkname, dst); err != nil {
-				return fsError(x.p, err)
-			}
-			if err := chown(dst, x.uid, x.gid); err != nil {
-				return err
-			}
-		case tar.TypeLink:
-			lrel, err := x.entryName(hdr.Linkname)
-			if err != nil || lrel == "" {
-				return x.refuse(hdr.Name, "is a hard link to %q, outside the folder", hdr.Linkname)
-			}
-			src := filepath.Join(x.stage, lrel)
-			if err := x.parentsIn(hdr.Name, lrel); err != nil {
-				return err
-			}
-			fi, err := os.Lstat(src)
-			if err != nil || !fi.Mode().IsRegular() {
-				return x.refuse(hdr.Name, "is a hard link to %q, which is not a file earlier in the archive", hdr.Linkname)
-			}
-			if err := os.Link(src, dst); err != nil {
-				return fsError(x.p, err)
-			}
-		case tar.TypeXGlobalHeader:
-			continue
-		default:
-			continue // devices and FIFOs are not extracted
-		}
-		x.entries++
 	}
 	for i := len(x.dirs) - 1; i >= 0; i-- {
-		os.Chtimes(x.dirs[i].path, x.dirs[i].t, x.dirs[i].t)
+		d, err := openat2(x.stage, x.dirs[i].rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW,
+			unix.RESOLVE_BENEATH|unix.RESOLVE_NO_SYMLINKS|unix.RESOLVE_NO_MAGICLINKS)
+		if err == nil {
+			futimens(d, x.dirs[i].t)
+			d.Close()
+		}
 	}
 	return nil
+}
+
+// entry writes one entry of the archive as base in dir; done says it
+// counts (devices, FIFOs and global headers do not).
+func (x *extractor) entry(tr *tar.Reader, hdr *tar.Header, rel string, dir *os.File, base string, buf []byte) (done bool, err error) {
+	dfd := int(dir.Fd())
+	mode := fs.FileMode(hdr.Mode & 0o777)
+	if hdr.Mode&0o1000 != 0 {
+		mode |= fs.ModeSticky
+	}
+	// An entry may replace an earlier one of the same name (not a
+	// directory with its contents).
+	if fi, err := statAt(dir, base); err == nil && !(fi.IsDir() && hdr.Typeflag == tar.TypeDir) {
+		if fi.IsDir() {
+			return false, x.refuse(hdr.Name, "replaces a directory of the same archive")
+		}
+		unix.Unlinkat(dfd, base, 0)
+	}
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		d, err := mkdirIn(x.p, dir, base, 0o755, x.uid, x.gid)
+		if err != nil {
+			return false, err
+		}
+		d.Close()
+		if err := unix.Fchmodat(dfd, base, uint32(mode.Perm()|0o700)|uint32(hdr.Mode&0o1000), 0); err != nil {
+			return false, fsError(x.p, err)
+		}
+		x.dirs = append(x.dirs, dirTime{rel, hdr.ModTime})
+	case tar.TypeReg, tar.TypeRegA:
+		fd, err := openIn(dir, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL, 0o600)
+		if err != nil {
+			return false, fsError(x.p, err)
+		}
+		n, err := io.CopyBuffer(fd, tr, buf)
+		x.bytes += n
+		if err == nil {
+			err = fd.Chmod(mode)
+		}
+		if err == nil && os.Geteuid() == 0 {
+			err = fd.Chown(x.uid, x.gid)
+		}
+		if err == nil {
+			if terr := futimens(fd, hdr.ModTime); terr != nil {
+				err = &fs.PathError{Op: "utimensat", Path: base, Err: terr}
+			}
+		}
+		if cerr := fd.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				return false, fsError(x.p, err)
+			}
+			return false, errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "the archive was cut short in %q (%v); nothing was extracted", hdr.Name, err)
+		}
+	case tar.TypeSymlink:
+		if err := x.checkLink(hdr.Name, rel, hdr.Linkname); err != nil {
+			return false, err
+		}
+		if err := unix.Symlinkat(hdr.Linkname, dfd, base); err != nil {
+			return false, fsError(x.p, err)
+		}
+		if os.Geteuid() == 0 {
+			if err := unix.Fchownat(dfd, base, x.uid, x.gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				return false, fsError(x.p, err)
+			}
+		}
+	case tar.TypeLink:
+		lrel, err := x.entryName(hdr.Linkname)
+		if err != nil || lrel == "" {
+			return false, x.refuse(hdr.Name, "is a hard link to %q, outside the folder", hdr.Linkname)
+		}
+		sdir, sbase, err := x.parentIn(hdr.Name, lrel)
+		if err != nil {
+			return false, err
+		}
+		defer sdir.Close()
+		fi, err := statAt(sdir, sbase)
+		if err != nil || !fi.Mode().IsRegular() {
+			return false, x.refuse(hdr.Name, "is a hard link to %q, which is not a file earlier in the archive", hdr.Linkname)
+		}
+		if err := unix.Linkat(int(sdir.Fd()), sbase, dfd, base, 0); err != nil {
+			return false, fsError(x.p, err)
+		}
+	default:
+		return false, nil // global headers; devices and FIFOs are not extracted
+	}
+	return true, nil
 }
 
 // checkLink refuses a symlink whose target is absolute or leads out of the
@@ -413,61 +477,88 @@ func (x *extractor) checkLink(name, rel, link string) error {
 	return nil
 }
 
-// conflicts finds staged entries that cannot replace what the folder has:
-// a directory over a file or the other way round. Nothing is moved yet.
-func (x *extractor) conflicts() error {
-	return filepath.WalkDir(x.stage, func(sp string, d fs.DirEntry, err error) error {
+// conflicts finds staged entries (in sname of sparent) that cannot replace
+// what the folder (tdir) has: a directory over a file or the other way
+// round. Nothing is moved yet.
+func (x *extractor) conflicts(sparent *os.File, sname string, tdir *os.File, rel string) error {
+	sdir, err := openDirIn(sparent, sname)
+	if err != nil {
+		return fsError(x.p, err)
+	}
+	defer sdir.Close()
+	names, err := readNames(sdir)
+	if err != nil {
+		return fsError(x.p, err)
+	}
+	for _, name := range names {
+		crel := path.Join(rel, name)
+		sfi, err := statAt(sdir, name)
 		if err != nil {
 			return fsError(x.p, err)
 		}
-		if sp == x.stage {
-			return nil
-		}
-		rel := strings.TrimPrefix(sp, x.stage+"/")
-		fi, err := os.Lstat(filepath.Join(x.target, rel))
-		if errors.Is(err, fs.ErrNotExist) {
-			if d.IsDir() {
-				return filepath.SkipDir // moved whole
-			}
-			return nil
+		tfi, err := statAt(tdir, name)
+		if errors.Is(err, unix.ENOENT) {
+			continue // moved whole
 		}
 		if err != nil {
-			return fsError(path.Join(x.p, rel), err)
+			return fsError(path.Join(x.p, crel), err)
 		}
 		switch {
-		case d.IsDir() && !fi.IsDir():
-			return errorf(http.StatusConflict, wire.CodeConflict, "%s exists and is not a directory, but the archive has a directory there; nothing was extracted", path.Join(x.p, rel))
-		case !d.IsDir() && fi.IsDir():
-			return errorf(http.StatusConflict, wire.CodeConflict, "%s is a directory, but the archive has a file there; nothing was extracted", path.Join(x.p, rel))
+		case sfi.IsDir() && !tfi.IsDir():
+			return errorf(http.StatusConflict, wire.CodeConflict, "%s exists and is not a directory, but the archive has a directory there; nothing was extracted", path.Join(x.p, crel))
+		case !sfi.IsDir() && tfi.IsDir():
+			return errorf(http.StatusConflict, wire.CodeConflict, "%s is a directory, but the archive has a file there; nothing was extracted", path.Join(x.p, crel))
+		case sfi.IsDir():
+			t, err := openName(tdir, name)
+			if err != nil {
+				return fsError(path.Join(x.p, crel), err)
+			}
+			err = x.conflicts(sdir, name, t, crel)
+			t.Close()
+			if err != nil {
+				return err
+			}
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // merge moves the staged entries into the folder: new directories whole,
-// files over files.
-func (x *extractor) merge() error {
-	return filepath.WalkDir(x.stage, func(sp string, d fs.DirEntry, err error) error {
+// files over files. Nothing in the folder is followed: a symlink where the
+// archive has a directory fails the rename.
+func (x *extractor) merge(sparent *os.File, sname string, tdir *os.File, rel string) error {
+	sdir, err := openDirIn(sparent, sname)
+	if err != nil {
+		return fsError(x.p, err)
+	}
+	defer sdir.Close()
+	names, err := readNames(sdir)
+	if err != nil {
+		return fsError(x.p, err)
+	}
+	for _, name := range names {
+		crel := path.Join(rel, name)
+		sfi, err := statAt(sdir, name)
 		if err != nil {
 			return fsError(x.p, err)
 		}
-		if sp == x.stage {
-			return nil
-		}
-		rel := strings.TrimPrefix(sp, x.stage+"/")
-		dst := filepath.Join(x.target, rel)
-		if d.IsDir() {
-			if fi, err := os.Lstat(dst); err == nil && fi.IsDir() {
-				return nil // descend
+		if sfi.IsDir() {
+			if tfi, err := statAt(tdir, name); err == nil && tfi.IsDir() {
+				t, err := openName(tdir, name)
+				if err != nil {
+					return fsError(path.Join(x.p, crel), err)
+				}
+				err = x.merge(sdir, name, t, crel)
+				t.Close()
+				if err != nil {
+					return err
+				}
+				continue
 			}
-			if err := os.Rename(sp, dst); err != nil {
-				return fsError(path.Join(x.p, rel), err)
-			}
-			return filepath.SkipDir
 		}
-		if err := os.Rename(sp, dst); err != nil {
-			return fsError(path.Join(x.p, rel), err)
+		if err := unix.Renameat(int(sdir.Fd()), name, int(tdir.Fd()), name); err != nil {
+			return fsError(path.Join(x.p, crel), err)
 		}
-		return nil
-	})
+	}
+	return nil
 }

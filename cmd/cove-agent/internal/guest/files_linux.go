@@ -14,7 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,7 +30,9 @@ import (
 )
 
 // fileService answers the file calls (see wire/files.go). It runs in the
-// sandbox, so every path resolves in the sandbox's root.
+// sandbox, so every path resolves in the sandbox's root, and each call
+// resolves its paths itself (see files_at_linux.go): nobody in the sandbox
+// can lead it elsewhere with a symlink.
 type fileService struct {
 	log *slog.Logger
 
@@ -74,36 +76,6 @@ func checkPath(p string) (string, error) {
 	return c, nil
 }
 
-// resolve returns p with every symlink of its existing part resolved; the
-// part that does not exist yet is appended as it is. With final false the
-// last component is kept as it is (a symlink is itself, as for rm and mv).
-func resolve(p string, final bool) (string, error) {
-	if p == "/" {
-		return p, nil
-	}
-	dir, base := filepath.Split(p)
-	if final {
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			return r, nil
-		}
-	}
-	// Resolve the longest existing prefix of the directory.
-	rest := []string{base}
-	dir = filepath.Clean(dir)
-	for {
-		r, err := filepath.EvalSymlinks(dir)
-		if err == nil {
-			return filepath.Join(append([]string{r}, rest...)...), nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return "", fsError(p, err)
-		}
-		d, b := filepath.Split(dir)
-		rest = append([]string{b}, rest...)
-		dir = filepath.Clean(d)
-	}
-}
-
 // protected reports whether the resolved path p is in a protected dir.
 func protected(p string) bool {
 	for _, d := range protectedDirs {
@@ -123,16 +95,18 @@ func protectedError(p, resolved string) error {
 		"%s is in /proc, /sys, /dev or /.cove, which file calls never write; use a command if you must", where)
 }
 
-// writable resolves p for a write and refuses protected places.
-func writable(p string, final bool) (string, error) {
-	r, err := resolve(p, final)
+// writable resolves p for a write (see fsCall.resolve) and refuses
+// protected places.
+func (c *fsCall) writable(p string, follow bool) (*location, error) {
+	l, err := c.resolve(p, follow)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if protected(r) {
-		return "", protectedError(p, r)
+	if r := l.path(); protected(r) {
+		l.close()
+		return nil, protectedError(p, r)
 	}
-	return r, nil
+	return l, nil
 }
 
 // fsError turns a file system error into an Error a user can act on.
@@ -158,7 +132,11 @@ func fsError(p string, err error) error {
 		return errorf(http.StatusConflict, wire.CodeConflict, "directory %s is not empty; pass recursive=true to remove it with its contents", p)
 	case unix.EXDEV:
 		return errorf(http.StatusConflict, wire.CodeConflict, "%s cannot be moved there: it is another file system (or a directory of the image, which cannot be renamed); copy it instead", p)
-	case unix.EACCES, unix.EPERM, unix.EROFS, unix.ETXTBSY, unix.EBUSY:
+	case unix.EACCES, unix.EPERM:
+		e := errorf(http.StatusForbidden, wire.CodePermissionDenied, "%s: %v", p, errno)
+		e.denied = true
+		return e
+	case unix.EROFS, unix.ETXTBSY, unix.EBUSY:
 		return errorf(http.StatusForbidden, wire.CodePermissionDenied, "%s cannot be written: %v (a read-only or protected place)", p, errno)
 	case unix.ENOSPC, unix.EDQUOT:
 		return errorf(http.StatusInsufficientStorage, wire.CodeInsufficientStorage, "the sandbox's disk is full writing %s; free space or create the sandbox with a larger disk_mib", p)
@@ -196,11 +174,12 @@ func statOf(fi fs.FileInfo) *syscall.Stat_t {
 	return st
 }
 
-// infoOf describes the file at p (as named by the caller) from its lstat.
-func infoOf(p string, fi fs.FileInfo) wire.FileInfo {
+// infoOf describes the file at p (as named by the caller) from its lstat;
+// target is a symlink's.
+func infoOf(p string, fi fs.FileInfo, target string) wire.FileInfo {
 	st := statOf(fi)
 	info := wire.FileInfo{
-		Name: filepath.Base(p), Path: p, Size: fi.Size(),
+		Name: path.Base(p), Path: p, Size: fi.Size(),
 		Mode:    uint32(fi.Mode().Perm()) | uint32(st.Mode&(unix.S_ISUID|unix.S_ISGID|unix.S_ISVTX)),
 		MTimeNS: fi.ModTime().UnixNano(), Version: versionOf(st),
 		UID: int(st.Uid), GID: int(st.Gid),
@@ -212,8 +191,8 @@ func infoOf(p string, fi fs.FileInfo) wire.FileInfo {
 		info.Type = wire.FileTypeDir
 	case m&fs.ModeSymlink != 0:
 		info.Type = wire.FileTypeSymlink
-		if t, err := os.Readlink(p); err == nil && len(t) <= fspath.MaxPath {
-			info.Target = t
+		if len(target) <= fspath.MaxPath {
+			info.Target = target
 		}
 	default:
 		info.Type = wire.FileTypeOther
@@ -221,12 +200,15 @@ func infoOf(p string, fi fs.FileInfo) wire.FileInfo {
 	return info
 }
 
-func lstatInfo(p string) (wire.FileInfo, error) {
-	fi, err := os.Lstat(p)
-	if err != nil {
-		return wire.FileInfo{}, fsError(p, err)
+// entry describes the location (its final name, not followed) as p.
+func (l *location) entry(p string) (wire.FileInfo, error) {
+	switch {
+	case l.isRoot():
+		return entryAt(p, l.dir, "")
+	case !l.exists:
+		return wire.FileInfo{}, fsError(p, unix.ENOENT)
 	}
-	return infoOf(p, fi), nil
+	return entryAt(p, l.dir, l.name())
 }
 
 func (f *fileService) stat(w http.ResponseWriter, r *http.Request) error {
@@ -234,18 +216,106 @@ func (f *fileService) stat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	info, err := lstatInfo(p)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, info)
-	return nil
+	return inCall(func(c *fsCall) error {
+		l, err := c.resolve(p, false)
+		if err != nil {
+			return err
+		}
+		defer l.close()
+		info, err := l.entry(p)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, info)
+		return nil
+	})
 }
 
 // compareWalk orders paths as a pre-order walk with sorted names visits
 // them: by components, a parent before its children.
 func compareWalk(a, b string) int {
 	return slices.Compare(strings.Split(a, "/"), strings.Split(b, "/"))
+}
+
+// openDir opens the directory at the location for reading its entries;
+// notDir completes the error for anything else.
+func (l *location) openDir(p, notDir string) (*os.File, error) {
+	if l.isRoot() {
+		d, err := openDirIn(l.dir, ".")
+		if err != nil {
+			return nil, fsError(p, err)
+		}
+		return d, nil
+	}
+	if !l.exists || l.dangling {
+		return nil, fsError(p, unix.ENOENT)
+	}
+	fi, err := statAt(l.dir, l.name())
+	if err != nil {
+		return nil, fsError(p, err)
+	}
+	if !fi.IsDir() {
+		return nil, errorf(http.StatusConflict, wire.CodeConflict, "%s is not a directory; %s", p, notDir)
+	}
+	d, err := openDirIn(l.dir, l.name())
+	if err != nil {
+		return nil, fsError(p, err)
+	}
+	return d, nil
+}
+
+// errSkipDir tells walkIn not to enter a directory.
+var errSkipDir = errors.New("skip this directory")
+
+// walkIn calls fn for every entry below the directory d, in the order of
+// filepath.WalkDir (sorted names, a directory before what is in it), with
+// its path relative to d and the directory that holds it. fn returns
+// errSkipDir not to enter a directory. Directories are entered through
+// descriptors, never following a symlink; one that cannot be read is
+// skipped with skipUnreadable, else its error ends the walk.
+func walkIn(d *os.File, rel string, skipUnreadable bool, fn func(rel string, dir *os.File, name string, fi *statInfo) error) error {
+	names, err := readNames(d)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		crel := name
+		if rel != "" {
+			crel = rel + "/" + name
+		}
+		fi, err := statAt(d, name)
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue // gone since the directory was read
+			}
+			return err
+		}
+		if err := fn(crel, d, name, fi); err != nil {
+			if err == errSkipDir {
+				continue
+			}
+			return err
+		}
+		if !fi.IsDir() {
+			continue
+		}
+		sub, err := openDirIn(d, name)
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			continue // replaced since it was looked at
+		}
+		if err == nil {
+			err = walkIn(sub, crel, skipUnreadable, fn)
+			sub.Close()
+		}
+		var errno syscall.Errno
+		if err != nil && skipUnreadable && errors.As(err, &errno) && (errno == unix.EACCES || errno == unix.EPERM) {
+			continue // unreadable directory: listed, not entered
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (f *fileService) list(w http.ResponseWriter, r *http.Request) error {
@@ -268,69 +338,54 @@ func (f *fileService) list(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	fi, err := os.Stat(root)
-	if err != nil {
-		return fsError(root, err)
-	}
-	if !fi.IsDir() {
-		return errorf(http.StatusConflict, wire.CodeConflict, "%s is not a directory; stat it instead", root)
-	}
-	out := wire.FileList{Items: []wire.FileInfo{}}
-	size := 0
-	stop := errors.New("page full")
-	rootDepth := strings.Count(strings.TrimSuffix(root, "/"), "/")
-	// A symlink to a directory as root lists the directory: walk its
-	// resolved form and report paths under the name asked for.
-	walkRoot := root
-	if real, err := filepath.EvalSymlinks(root); err == nil {
-		walkRoot = real
-	}
-	err = filepath.WalkDir(walkRoot, func(wp string, d fs.DirEntry, err error) error {
-		p := root
-		if wp != walkRoot {
-			p = filepath.Join(root, strings.TrimPrefix(wp, strings.TrimSuffix(walkRoot, "/")+"/"))
+	return inCall(func(c *fsCall) error {
+		// A symlink to a directory as root lists the directory, with paths
+		// under the name asked for.
+		l, err := c.resolve(root, true)
+		if err != nil {
+			return err
 		}
-		if p == root {
-			if err != nil {
-				return err
+		defer l.close()
+		d, err := l.openDir(root, "stat it instead")
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		out := wire.FileList{Items: []wire.FileInfo{}}
+		size := 0
+		stop := errors.New("page full")
+		err = walkIn(d, "", true, func(rel string, dir *os.File, name string, fi *statInfo) error {
+			p := path.Join(root, rel)
+			isDir := fi.IsDir()
+			if after != "" && compareWalk(p, after) <= 0 {
+				// Skip what earlier pages had, descending only towards after.
+				if isDir && p != after && !strings.HasPrefix(after, p+"/") {
+					return errSkipDir
+				}
+				return nil
 			}
-			return nil
-		}
-		isDir := d != nil && d.IsDir()
-		if after != "" && compareWalk(p, after) <= 0 {
-			// Skip what earlier pages had, descending only towards after.
-			if isDir && p != after && !strings.HasPrefix(after, p+"/") {
-				return filepath.SkipDir
+			if len(out.Items) >= limit || size >= wire.MaxListBytes {
+				out.Next = out.Items[len(out.Items)-1].Path
+				return stop
 			}
-			return nil
-		}
-		if len(out.Items) >= limit || size >= wire.MaxListBytes {
-			out.Next = out.Items[len(out.Items)-1].Path
-			return stop
-		}
-		var info wire.FileInfo
-		if fi, ierr := d.Info(); ierr == nil {
-			info = infoOf(p, fi)
-		} else if err == nil {
-			return nil // gone since the directory was read
-		}
-		if info.Type != "" {
+			target := ""
+			if fi.Mode()&fs.ModeSymlink != 0 {
+				target, _ = readLinkAt(dir, name)
+			}
+			info := infoOf(p, fi, target)
 			out.Items = append(out.Items, info)
 			size += len(info.Path) + len(info.Target) + 200
+			if isDir && strings.Count(rel, "/")+1 >= depth {
+				return errSkipDir
+			}
+			return nil
+		})
+		if err != nil && err != stop {
+			return fsError(root, err)
 		}
-		if isDir && strings.Count(p, "/")-rootDepth >= depth {
-			return filepath.SkipDir
-		}
-		if err != nil && isDir {
-			return filepath.SkipDir // unreadable directory: listed, not entered
-		}
+		writeJSON(w, http.StatusOK, out)
 		return nil
 	})
-	if err != nil && err != stop {
-		return fsError(root, err)
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
 }
 
 func intParam(v string, def, lo, hi int, name string) (int, error) {
@@ -344,9 +399,17 @@ func intParam(v string, def, lo, hi int, name string) (int, error) {
 	return n, nil
 }
 
-// openRegular opens p for reading and checks that it is a regular file.
-func openRegular(p string) (*os.File, fs.FileInfo, error) {
-	fd, err := os.OpenFile(p, os.O_RDONLY|unix.O_NONBLOCK, 0)
+// openRegular opens the file at the location for reading and checks that
+// it is a regular file.
+func (l *location) openRegular(p string) (*os.File, fs.FileInfo, error) {
+	isDir := errorf(http.StatusConflict, wire.CodeConflict, "%s is a directory; list it, or download it as an archive", p)
+	switch {
+	case l.isRoot():
+		return nil, nil, isDir
+	case !l.exists || l.dangling:
+		return nil, nil, fsError(p, unix.ENOENT)
+	}
+	fd, err := openIn(l.dir, l.name(), unix.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, fsError(p, err)
 	}
@@ -357,7 +420,7 @@ func openRegular(p string) (*os.File, fs.FileInfo, error) {
 	}
 	if fi.IsDir() {
 		fd.Close()
-		return nil, nil, errorf(http.StatusConflict, wire.CodeConflict, "%s is a directory; list it, or download it as an archive", p)
+		return nil, nil, isDir
 	}
 	if !fi.Mode().IsRegular() {
 		fd.Close()
@@ -375,42 +438,49 @@ func (f *fileService) read(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var (
-		fd  *os.File
-		fi  fs.FileInfo
-		sum []byte
-	)
-	for attempt := 0; ; attempt++ {
-		if fd, fi, err = openRegular(p); err != nil {
+	return inCall(func(c *fsCall) error {
+		l, err := c.resolve(p, true)
+		if err != nil {
 			return err
 		}
-		if sum, err = f.digest(fd, fi); err == nil {
-			break
+		defer l.close()
+		var (
+			fd  *os.File
+			fi  fs.FileInfo
+			sum []byte
+		)
+		for attempt := 0; ; attempt++ {
+			if fd, fi, err = l.openRegular(p); err != nil {
+				return err
+			}
+			if sum, err = f.digest(fd, fi); err == nil {
+				break
+			}
+			fd.Close()
+			if !errors.Is(err, errChanged) {
+				return fsError(p, err)
+			}
+			if attempt == 3 {
+				return errorf(http.StatusConflict, wire.CodeConflict, "%s keeps changing while it is read; try again when it is still", p)
+			}
 		}
-		fd.Close()
-		if !errors.Is(err, errChanged) {
-			return fsError(p, err)
+		defer fd.Close()
+		st := statOf(fi)
+		version := versionOf(st)
+		h := w.Header()
+		h.Set("Content-Type", "application/octet-stream")
+		h.Set("ETag", `"`+version+`"`)
+		h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":")
+		// The size and offsets are those of the stat: bytes appended since are
+		// not served.
+		http.ServeContent(w, r, "", fi.ModTime(), io.NewSectionReader(fd, 0, fi.Size()))
+		if fi2, err := fd.Stat(); err == nil && versionOf(statOf(fi2)) != version {
+			// Changed in place while it was sent: cut the answer short so the
+			// client cannot take it for the file.
+			panic(http.ErrAbortHandler)
 		}
-		if attempt == 3 {
-			return errorf(http.StatusConflict, wire.CodeConflict, "%s keeps changing while it is read; try again when it is still", p)
-		}
-	}
-	defer fd.Close()
-	st := statOf(fi)
-	version := versionOf(st)
-	h := w.Header()
-	h.Set("Content-Type", "application/octet-stream")
-	h.Set("ETag", `"`+version+`"`)
-	h.Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":")
-	// The size and offsets are those of the stat: bytes appended since are
-	// not served.
-	http.ServeContent(w, r, "", fi.ModTime(), io.NewSectionReader(fd, 0, fi.Size()))
-	if fi2, err := fd.Stat(); err == nil && versionOf(statOf(fi2)) != version {
-		// Changed in place while it was sent: cut the answer short so the
-		// client cannot take it for the file.
-		panic(http.ErrAbortHandler)
-	}
-	return nil
+		return nil
+	})
 }
 
 var errChanged = errors.New("file changed while read")
@@ -486,17 +556,10 @@ func checkSHA256(v string) (string, error) {
 	return strings.ToLower(v), nil
 }
 
-// checkPreconditions compares the current state of target with If-Match
-// and If-None-Match.
-func checkPreconditions(p, target string, ifMatch []string, ifNoneMatch bool) error {
-	if len(ifMatch) == 0 && !ifNoneMatch {
-		return nil
-	}
-	fi, err := os.Stat(target)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fsError(p, err)
-	}
-	exists := err == nil
+// checkPreconditions compares the current state of the target (cur, nil
+// when there is none) with If-Match and If-None-Match.
+func checkPreconditions(p string, cur fs.FileInfo, ifMatch []string, ifNoneMatch bool) error {
+	exists := cur != nil
 	if ifNoneMatch && exists {
 		return errorf(http.StatusPreconditionFailed, wire.CodePreconditionFailed, "%s exists (If-None-Match: *); nothing was written", p)
 	}
@@ -506,7 +569,7 @@ func checkPreconditions(p, target string, ifMatch []string, ifNoneMatch bool) er
 	if !exists {
 		return errorf(http.StatusPreconditionFailed, wire.CodePreconditionFailed, "%s does not exist, so it cannot match the version given in If-Match; nothing was written", p)
 	}
-	v := versionOf(statOf(fi))
+	v := versionOf(statOf(cur))
 	for _, m := range ifMatch {
 		if m == "*" || m == v {
 			return nil
@@ -515,65 +578,18 @@ func checkPreconditions(p, target string, ifMatch []string, ifNoneMatch bool) er
 	return errorf(http.StatusPreconditionFailed, wire.CodePreconditionFailed, "%s changed: its version is %q, not %q (If-Match); read it again, then retry; nothing was written", p, v, strings.Join(ifMatch, ", "))
 }
 
-// mkdirAll creates dir and its missing parents owned by uid:gid.
-func mkdirAll(p, dir string, uid, gid int) error {
-	fi, err := os.Stat(dir)
-	if err == nil {
-		if !fi.IsDir() {
-			return errorf(http.StatusConflict, wire.CodeConflict, "%s is not a directory", dir)
-		}
-		return nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return fsError(p, err)
-	}
-	if parent := filepath.Dir(dir); parent != dir {
-		if err := mkdirAll(p, parent, uid, gid); err != nil {
-			return err
-		}
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fsError(p, err)
-	}
-	return chown(dir, uid, gid)
-}
-
-func chown(p string, uid, gid int) error {
-	if os.Geteuid() != 0 {
-		return nil
-	}
-	if err := os.Lchown(p, uid, gid); err != nil {
-		return fsError(p, err)
+// currentAt is the file that a write of name in dir replaces: nil when
+// there is none (or a symlink, which the write replaces).
+func currentAt(dir *os.File, name string) fs.FileInfo {
+	if fi, ok := existing(dir, name); ok {
+		return fi
 	}
 	return nil
 }
 
-// tempFile is a new file in dir that becomes another file by rename, or is
-// removed.
-type tempFile struct {
-	*os.File
-	done bool
-}
-
-func createTemp(p, dir, prefix string) (*tempFile, error) {
-	fd, err := os.CreateTemp(dir, prefix)
-	if err != nil {
-		return nil, fsError(p, err)
-	}
-	return &tempFile{File: fd}, nil
-}
-
-// discard removes the file unless it was renamed.
-func (t *tempFile) discard() {
-	t.File.Close()
-	if !t.done {
-		os.Remove(t.Name())
-	}
-}
-
 // commit gives the file its mode, owner and a fine modification time, and
-// renames it to target. The caller holds target's lock.
-func (t *tempFile) commit(p, target string, mode, uid, gid int) (fs.FileInfo, error) {
+// renames it to name in its directory. The caller holds the target's lock.
+func (t *tempFile) commit(p, name string, mode, uid, gid int) (fs.FileInfo, error) {
 	if err := t.Chmod(fs.FileMode(mode&0o777) | modeBits(mode)); err != nil {
 		return nil, fsError(p, err)
 	}
@@ -588,12 +604,10 @@ func (t *tempFile) commit(p, target string, mode, uid, gid int) (fs.FileInfo, er
 			}
 		}
 	}
-	now := time.Now()
-	ts := []unix.Timespec{unix.NsecToTimespec(now.UnixNano()), unix.NsecToTimespec(now.UnixNano())}
-	if err := unix.UtimesNanoAt(unix.AT_FDCWD, t.Name(), ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	if err := futimens(t.File, time.Now()); err != nil {
 		return nil, fsError(p, err)
 	}
-	if err := os.Rename(t.Name(), target); err != nil {
+	if err := unix.Renameat(int(t.dir.Fd()), t.name, int(t.dir.Fd()), name); err != nil {
 		return nil, fsError(p, err)
 	}
 	t.done = true
@@ -618,12 +632,12 @@ func modeBits(mode int) fs.FileMode {
 	return m
 }
 
-// keepOrSet returns the mode and owner a write gives target: what the
-// caller asked, else what the file had, else 0644 and uid:gid.
-func keepOrSet(target string, o writeOptions) (mode, uid, gid int) {
+// keepOrSet returns the mode and owner a write gives the target: what the
+// caller asked, else what the file had (cur), else 0644 and uid:gid.
+func keepOrSet(cur fs.FileInfo, o writeOptions) (mode, uid, gid int) {
 	mode, uid, gid = o.mode, o.uid, o.gid
-	if fi, err := os.Stat(target); err == nil {
-		st := statOf(fi)
+	if cur != nil {
+		st := statOf(cur)
 		if mode < 0 {
 			mode = int(st.Mode & 0o7777)
 		}
@@ -647,67 +661,83 @@ func (f *fileService) write(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	target, err := writable(p, true)
-	if err != nil {
-		return err
-	}
-	if fi, err := os.Stat(target); err == nil && fi.IsDir() {
-		return errorf(http.StatusConflict, wire.CodeConflict, "%s is a directory; give the path of a file in it", p)
-	}
-	// Fail fast, before the body; checked again under the lock.
-	if err := checkPreconditions(p, target, o.ifMatch, o.ifNoneMatch); err != nil {
-		return err
-	}
-	if err := mkdirAll(p, filepath.Dir(target), o.uid, o.gid); err != nil {
-		return err
-	}
-	tmp, err := createTemp(p, filepath.Dir(target), ".cove-upload-*")
-	if err != nil {
-		return err
-	}
-	defer tmp.discard()
-	h := sha256.New()
-	if _, err := copyHashed(tmp, r.Body, h); err != nil {
-		return uploadError(p, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fsError(p, err)
-	}
-	sum := h.Sum(nil)
-	wants := []string{o.sha256}
-	if t := r.Trailer.Get(wire.TrailerSHA256); t != "" {
-		w, err := checkSHA256(t)
+	return inCall(func(c *fsCall) error {
+		l, err := c.writable(p, true)
 		if err != nil {
 			return err
 		}
-		wants = append(wants, w)
-	}
-	for _, want := range wants {
-		if want != "" && want != hex.EncodeToString(sum) {
-			return errorf(http.StatusUnprocessableEntity, wire.CodeUnprocessable,
-				"the bytes received have sha-256 %s, not %s as the request's digest says; nothing was written", hex.EncodeToString(sum), want)
+		defer l.close()
+		isDir := errorf(http.StatusConflict, wire.CodeConflict, "%s is a directory; give the path of a file in it", p)
+		if l.isRoot() {
+			return isDir
 		}
-	}
+		target := l.path()
+		var cur fs.FileInfo
+		if l.exists && !l.dangling {
+			if cur = currentAt(l.dir, l.name()); cur != nil && cur.IsDir() {
+				return isDir
+			}
+		}
+		// Fail fast, before the body; checked again under the lock.
+		if err := checkPreconditions(p, cur, o.ifMatch, o.ifNoneMatch); err != nil {
+			return err
+		}
+		dir, err := makeParents(p, l, o.uid, o.gid)
+		if err != nil {
+			return err
+		}
+		defer dir.Close()
+		tmp, err := createTempIn(p, dir, ".cove-upload-")
+		if err != nil {
+			return err
+		}
+		defer tmp.discard()
+		h := sha256.New()
+		if _, err := copyHashed(tmp, r.Body, h); err != nil {
+			return uploadError(p, err)
+		}
+		if err := tmp.Sync(); err != nil {
+			return fsError(p, err)
+		}
+		sum := h.Sum(nil)
+		wants := []string{o.sha256}
+		if t := r.Trailer.Get(wire.TrailerSHA256); t != "" {
+			w, err := checkSHA256(t)
+			if err != nil {
+				return err
+			}
+			wants = append(wants, w)
+		}
+		for _, want := range wants {
+			if want != "" && want != hex.EncodeToString(sum) {
+				return errorf(http.StatusUnprocessableEntity, wire.CodeUnprocessable,
+					"the bytes received have sha-256 %s, not %s as the request's digest says; nothing was written", hex.EncodeToString(sum), want)
+			}
+		}
 
-	unlock := f.locks.Lock(target)
-	defer unlock()
-	if err := checkPreconditions(p, target, o.ifMatch, o.ifNoneMatch); err != nil {
-		return err
-	}
-	_, statErr := os.Stat(target)
-	mode, uid, gid := keepOrSet(target, o)
-	fi, err := tmp.commit(p, target, mode, uid, gid)
-	if err != nil {
-		return err
-	}
-	st := statOf(fi)
-	f.digests.put(st.Ino, versionOf(st), sum)
-	status := http.StatusOK
-	if statErr != nil {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, infoOf(p, fi))
-	return nil
+		unlock := f.locks.Lock(target)
+		defer unlock()
+		cur = currentAt(dir, l.name())
+		if cur != nil && cur.IsDir() {
+			return isDir
+		}
+		if err := checkPreconditions(p, cur, o.ifMatch, o.ifNoneMatch); err != nil {
+			return err
+		}
+		mode, uid, gid := keepOrSet(cur, o)
+		fi, err := tmp.commit(p, l.name(), mode, uid, gid)
+		if err != nil {
+			return err
+		}
+		st := statOf(fi)
+		f.digests.put(st.Ino, versionOf(st), sum)
+		status := http.StatusOK
+		if cur == nil {
+			status = http.StatusCreated
+		}
+		writeJSON(w, status, infoOf(p, fi, ""))
+		return nil
+	})
 }
 
 // copyHashed copies r to w and into h, with a pooled buffer.
@@ -740,23 +770,44 @@ func (f *fileService) mkdir(w http.ResponseWriter, r *http.Request) error {
 	if req.UID < 0 || req.GID < 0 {
 		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "uid and gid must not be negative")
 	}
-	target, err := writable(p, true)
-	if err != nil {
-		return err
-	}
-	status := http.StatusOK
-	if _, err := os.Lstat(target); errors.Is(err, fs.ErrNotExist) {
-		status = http.StatusCreated
-	}
-	if err := mkdirAll(p, target, req.UID, req.GID); err != nil {
-		return err
-	}
-	fi, err := os.Stat(target)
-	if err != nil {
-		return fsError(p, err)
-	}
-	writeJSON(w, status, infoOf(p, fi))
-	return nil
+	return inCall(func(c *fsCall) error {
+		l, err := c.writable(p, true)
+		if err != nil {
+			return err
+		}
+		defer l.close()
+		if l.isRoot() {
+			info, err := l.entry(p)
+			if err != nil {
+				return err
+			}
+			writeJSON(w, http.StatusOK, info)
+			return nil
+		}
+		status := http.StatusCreated
+		if l.exists {
+			status = http.StatusOK
+			if fi, err := statAt(l.dir, l.name()); err == nil && !fi.IsDir() {
+				return errorf(http.StatusConflict, wire.CodeConflict, "%s is not a directory", l.path())
+			}
+		}
+		parent, err := makeParents(p, l, req.UID, req.GID)
+		if err != nil {
+			return err
+		}
+		defer parent.Close()
+		d, err := mkdirIn(l.path(), parent, l.name(), 0o755, req.UID, req.GID)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		fi, err := statAt(d, "")
+		if err != nil {
+			return fsError(p, err)
+		}
+		writeJSON(w, status, infoOf(p, fi, ""))
+		return nil
+	})
 }
 
 func (f *fileService) move(w http.ResponseWriter, r *http.Request) error {
@@ -775,56 +826,65 @@ func (f *fileService) move(w http.ResponseWriter, r *http.Request) error {
 	if from == "/" || to == "/" {
 		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "the root directory cannot be moved or replaced")
 	}
-	rfrom, err := writable(from, false)
-	if err != nil {
-		return err
-	}
-	rto, err := writable(to, false)
-	if err != nil {
-		return err
-	}
-	if _, err := os.Lstat(rfrom); err != nil {
-		return fsError(from, err)
-	}
-	if err := mkdirAll(to, filepath.Dir(rto), req.UID, req.GID); err != nil {
-		return err
-	}
-	first, second := rfrom, rto
-	if second < first {
-		first, second = second, first
-	}
-	unlock := f.locks.Lock(first)
-	defer unlock()
-	if second != first {
-		unlock2 := f.locks.Lock(second)
-		defer unlock2()
-	}
-	if req.Overwrite {
-		err = os.Rename(rfrom, rto)
-	} else {
-		err = unix.Renameat2(unix.AT_FDCWD, rfrom, unix.AT_FDCWD, rto, unix.RENAME_NOREPLACE)
-		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
-			// No RENAME_NOREPLACE here: check, then rename.
-			if _, lerr := os.Lstat(rto); lerr == nil {
-				err = unix.EEXIST
-			} else {
-				err = os.Rename(rfrom, rto)
+	return inCall(func(c *fsCall) error {
+		lf, err := c.writable(from, false)
+		if err != nil {
+			return err
+		}
+		defer lf.close()
+		lt, err := c.writable(to, false)
+		if err != nil {
+			return err
+		}
+		defer lt.close()
+		if !lf.exists {
+			return fsError(from, unix.ENOENT)
+		}
+		if _, err := statAt(lf.dir, lf.name()); err != nil {
+			return fsError(from, err)
+		}
+		dir, err := makeParents(to, lt, req.UID, req.GID)
+		if err != nil {
+			return err
+		}
+		defer dir.Close()
+		first, second := lf.path(), lt.path()
+		if second < first {
+			first, second = second, first
+		}
+		unlock := f.locks.Lock(first)
+		defer unlock()
+		if second != first {
+			unlock2 := f.locks.Lock(second)
+			defer unlock2()
+		}
+		ffd, tfd := int(lf.dir.Fd()), int(dir.Fd())
+		if req.Overwrite {
+			err = unix.Renameat(ffd, lf.name(), tfd, lt.name())
+		} else {
+			err = unix.Renameat2(ffd, lf.name(), tfd, lt.name(), unix.RENAME_NOREPLACE)
+			if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+				// No RENAME_NOREPLACE here: check, then rename.
+				if _, lerr := statAt(dir, lt.name()); lerr == nil {
+					err = unix.EEXIST
+				} else {
+					err = unix.Renameat(ffd, lf.name(), tfd, lt.name())
+				}
+			}
+			if errors.Is(err, unix.EEXIST) {
+				return errorf(http.StatusConflict, wire.CodeConflict, "%s already exists; pass overwrite to replace it", to)
 			}
 		}
-		if errors.Is(err, unix.EEXIST) {
-			return errorf(http.StatusConflict, wire.CodeConflict, "%s already exists; pass overwrite to replace it", to)
+		if err != nil {
+			return fsError(from, err)
 		}
-	}
-	if err != nil {
-		return fsError(from, err)
-	}
-	info, err := lstatInfo(rto)
-	if err != nil {
-		return err
-	}
-	info.Path, info.Name = to, filepath.Base(to)
-	writeJSON(w, http.StatusOK, info)
-	return nil
+		info, err := entryAt(to, dir, lt.name())
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, info)
+		return nil
+	})
 }
 
 func (f *fileService) remove(w http.ResponseWriter, r *http.Request) error {
@@ -836,29 +896,38 @@ func (f *fileService) remove(w http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "the root directory cannot be removed")
 	}
 	recursive := r.URL.Query().Get("recursive") == "true"
-	target, err := writable(p, false)
-	if err != nil {
-		return err
-	}
-	fi, err := os.Lstat(target)
-	if err != nil {
-		return fsError(p, err)
-	}
-	unlock := f.locks.Lock(target)
-	defer unlock()
-	if fi.IsDir() && recursive {
-		err = os.RemoveAll(target)
-	} else {
-		err = os.Remove(target)
-	}
-	if err != nil {
-		if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
-			return errorf(http.StatusConflict, wire.CodeConflict, "directory %s is not empty; pass recursive=true to remove it with its contents", p)
+	return inCall(func(c *fsCall) error {
+		l, err := c.writable(p, false)
+		if err != nil {
+			return err
 		}
-		return fsError(p, err)
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+		defer l.close()
+		if !l.exists {
+			return fsError(p, unix.ENOENT)
+		}
+		fi, err := statAt(l.dir, l.name())
+		if err != nil {
+			return fsError(p, err)
+		}
+		unlock := f.locks.Lock(l.path())
+		defer unlock()
+		switch {
+		case fi.IsDir() && recursive:
+			err = removeAllIn(l.dir, l.name())
+		case fi.IsDir():
+			err = unix.Unlinkat(int(l.dir.Fd()), l.name(), unix.AT_REMOVEDIR)
+		default:
+			err = unix.Unlinkat(int(l.dir.Fd()), l.name(), 0)
+		}
+		if err != nil {
+			if errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
+				return errorf(http.StatusConflict, wire.CodeConflict, "directory %s is not empty; pass recursive=true to remove it with its contents", p)
+			}
+			return fsError(p, err)
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
 }
 
 // edit applies each edit in turn, each to the result of the ones before,
@@ -883,13 +952,20 @@ func (f *fileService) edit(w http.ResponseWriter, r *http.Request) error {
 			return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "edit %d: old is empty; give the exact text to replace", i)
 		}
 	}
-	target, err := writable(p, true)
-	if err != nil {
-		return err
-	}
-	unlock := f.locks.Lock(target)
+	return inCall(func(c *fsCall) error {
+		l, err := c.writable(p, true)
+		if err != nil {
+			return err
+		}
+		defer l.close()
+		return f.editAt(w, p, l, req)
+	})
+}
+
+func (f *fileService) editAt(w http.ResponseWriter, p string, l *location, req wire.EditRequest) error {
+	unlock := f.locks.Lock(l.path())
 	defer unlock()
-	src, fi, err := openRegular(target)
+	src, fi, err := l.openRegular(p)
 	if err != nil {
 		return err
 	}
@@ -913,7 +989,7 @@ func (f *fileService) edit(w http.ResponseWriter, r *http.Request) error {
 			}
 			return errorf(http.StatusConflict, wire.CodeConflict, "edit %d: old %s in %s; it must occur exactly once (give more context); nothing was written", i, what, p)
 		}
-		tmp, err := createTemp(p, filepath.Dir(target), ".cove-edit-*")
+		tmp, err := createTempIn(p, l.dir, ".cove-edit-")
 		if err != nil {
 			return err
 		}
@@ -938,17 +1014,17 @@ func (f *fileService) edit(w http.ResponseWriter, r *http.Request) error {
 		return fsError(p, err)
 	}
 	// Commands in the sandbox may have written it meanwhile.
-	if fi2, err := os.Stat(target); err != nil || versionOf(statOf(fi2)) != version {
+	if fi2, ok := existing(l.dir, l.name()); !ok || versionOf(statOf(fi2)) != version {
 		return errorf(http.StatusConflict, wire.CodeConflict, "%s changed while it was edited; read it again, then retry; nothing was written", p)
 	}
 	st := statOf(fi)
-	nfi, err := last.commit(p, target, int(st.Mode&0o7777), int(st.Uid), int(st.Gid))
+	nfi, err := last.commit(p, l.name(), int(st.Mode&0o7777), int(st.Uid), int(st.Gid))
 	if err != nil {
 		return err
 	}
 	nst := statOf(nfi)
 	f.digests.put(nst.Ino, versionOf(nst), sum)
-	writeJSON(w, http.StatusOK, infoOf(p, nfi))
+	writeJSON(w, http.StatusOK, infoOf(p, nfi, ""))
 	return nil
 }
 
