@@ -64,6 +64,8 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.StringVar(&o.cfg.RuncPath, "runc", def.RuncPath, "OCI runtime binary")
 	f.StringVar(&o.cfg.CgroupParent, "cgroup-parent", def.CgroupParent, "cgroup holding every sandbox's cgroup")
 	f.Int64Var(&o.cfg.OutputMaxBytes, "output-max-bytes", def.OutputMaxBytes, "recorded output kept per command")
+	f.Float64Var(&o.cfg.DiskOvercommit, "disk-overcommit", def.DiskOvercommit, "admit sandboxes while their disks fit in this many times the data disk's free space (0: admit all)")
+	f.Int64Var(&o.cfg.DiskReserveMiB, "disk-reserve-mib", def.DiskReserveMiB, "data disk space kept for output, the database and saves")
 	f.Int64Var(&o.cfg.SandboxOutputMaxBytes, "sandbox-output-max-bytes", def.SandboxOutputMaxBytes, "recorded output kept per sandbox, all its commands together")
 	f.StringVar(&o.cfg.ReadyFile, "ready-file", def.ReadyFile, "written once serving with the bound addresses as JSON, removed on a graceful stop (default <data-dir>/ready.json)")
 	f.Float64Var(&o.cfg.Server.MaxResources.CPUs, "max-cpus", def.Server.MaxResources.CPUs, "most CPUs one sandbox may reserve")

@@ -13,6 +13,9 @@ import (
 // implements it (internal/node/local); unit tests use a fake; a fleet's
 // remote node client will implement it over the network.
 type Node interface {
+	// Admit refuses, with resource_exhausted, a sandbox the node has no
+	// room for; Start and Wake check again.
+	Admit(ctx context.Context, spec node.SandboxSpec) error
 	// Start starts a sandbox under its network policy and returns once it
 	// serves. Wake does the same from the sandbox's save.
 	Start(ctx context.Context, spec node.SandboxSpec) error

@@ -153,6 +153,9 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 	if err != nil {
 		return api.Sandbox{}, err
 	}
+	if err := s.node.Admit(ctx, s.spec(sb)); err != nil {
+		return api.Sandbox{}, err
+	}
 	warm := ""
 	if s.fitsPool(sb) {
 		if warm = s.takeWarm(); warm != "" {

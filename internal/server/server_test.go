@@ -169,7 +169,7 @@ func TestLifeCycle(t *testing.T) {
 	if got := h.events(t, h.a, sb.ID); !slices.Equal(got, want) {
 		t.Fatalf("events = %v, want %v", got, want)
 	}
-	wantCalls := []string{"start " + sb.ID, "sleep " + sb.ID, "wake " + sb.ID, "drop-save " + sb.ID, "destroy " + sb.ID}
+	wantCalls := []string{"admit " + sb.ID, "start " + sb.ID, "sleep " + sb.ID, "wake " + sb.ID, "drop-save " + sb.ID, "destroy " + sb.ID}
 	if got := h.node.Calls(); !slices.Equal(got, wantCalls) {
 		t.Fatalf("node calls = %v, want %v", got, wantCalls)
 	}
@@ -576,5 +576,23 @@ func TestEventsExpire(t *testing.T) {
 	}
 	if _, err := h.srv.ListEvents(ctx, h.a, server.EventQuery{Page: server.Page{Cursor: old.ID}}); err != nil {
 		t.Fatalf("a cursor at an expired event: %v", err)
+	}
+}
+
+// TestCreateRefusedWithoutRoom: a node without room refuses at create, and
+// nothing is stored or started.
+func TestCreateRefusedWithoutRoom(t *testing.T) {
+	h := newHarness(t)
+	h.node.Fail("admit", api.Errorf(api.CodeResourceExhausted, "this node cannot hold another 4096 MiB disk"))
+	_, err := h.srv.CreateSandbox(t.Context(), h.a, api.CreateSandboxRequest{Name: "big"})
+	wantCode(t, err, api.CodeResourceExhausted)
+	l, err := h.srv.ListSandboxes(t.Context(), h.a, server.SandboxQuery{})
+	if err != nil || len(l.Items) != 0 {
+		t.Fatalf("after a refused create the team has %+v (%v)", l.Items, err)
+	}
+	for _, c := range h.node.Calls() {
+		if strings.HasPrefix(c, "start ") {
+			t.Fatalf("a refused sandbox was started: %v", h.node.Calls())
+		}
 	}
 }

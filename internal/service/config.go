@@ -35,6 +35,13 @@ type Config struct {
 	// OutputMaxBytes caps one command's recorded output, its index
 	// included. Default 4 GiB.
 	OutputMaxBytes int64
+	// DiskOvercommit admits a sandbox while the disks the node's sandboxes
+	// may still grow into fit in this many times the data disk's free
+	// space, less DiskReserveMiB. Default 1 (no overcommit); 0 admits all.
+	DiskOvercommit float64
+	// DiskReserveMiB of the data disk are kept for recorded output, the
+	// database and saves. Default 1024.
+	DiskReserveMiB int64
 	// SandboxOutputMaxBytes caps the recorded output of all of one
 	// sandbox's commands together, indexes included. Default 8 GiB.
 	SandboxOutputMaxBytes int64
@@ -85,6 +92,8 @@ func DefaultConfig() Config {
 		CgroupParent:          "/cove",
 		OutputMaxBytes:        4 << 30,
 		SandboxOutputMaxBytes: 8 << 30,
+		DiskOvercommit:        1,
+		DiskReserveMiB:        1024,
 		CACerts:               DefaultCACerts,
 		HTTP: HTTPConfig{
 			IdleTimeout:       2 * time.Minute,
@@ -116,6 +125,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("cgroup parent %q: want an absolute cgroup path such as /cove", c.CgroupParent)
 	case c.OutputMaxBytes <= 0:
 		return fmt.Errorf("output max bytes %d: want at least 1", c.OutputMaxBytes)
+	case c.DiskOvercommit < 0 || c.DiskReserveMiB < 0:
+		return fmt.Errorf("disk overcommit %v and reserve %d MiB: want neither below 0", c.DiskOvercommit, c.DiskReserveMiB)
 	case c.SandboxOutputMaxBytes < c.OutputMaxBytes:
 		return fmt.Errorf("sandbox output max bytes %d: want at least the output max bytes of one command (%d)", c.SandboxOutputMaxBytes, c.OutputMaxBytes)
 	case c.HTTP.IdleTimeout <= 0 || c.HTTP.ReadHeaderTimeout <= 0:

@@ -110,6 +110,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		OutputDir:             filepath.Join(cfg.DataDir, "output"),
 		OutputMaxBytes:        cfg.OutputMaxBytes,
 		SandboxOutputMaxBytes: cfg.SandboxOutputMaxBytes,
+		DiskOvercommit:        cfg.DiskOvercommit,
+		DiskReserveBytes:      cfg.DiskReserveMiB << 20,
 		Saves:                 saveStore,
 		CABundles:             caBundles,
 	}

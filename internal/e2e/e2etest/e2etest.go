@@ -203,6 +203,12 @@ type ServerOpt func(*Server)
 func WithManaged(s *Server) { s.managed = true }
 
 // WithArgs adds arguments to `cove serve`.
+// WithDataDir serves from dir (a filesystem the test made) instead of a
+// data dir of the harness; the test removes it.
+func WithDataDir(dir string) ServerOpt {
+	return func(s *Server) { s.DataDir = dir }
+}
+
 func WithArgs(args ...string) ServerOpt {
 	return func(s *Server) { s.extraArgs = append(s.extraArgs, args...) }
 }
@@ -231,7 +237,12 @@ func StartServer(t testing.TB, opts ...ServerOpt) *Server {
 	s.Args = []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", s.DataDir,
 		"--agent", filepath.Join(binDir, "cove-agent"), "--cgroup-parent", s.Cgroup, "--log-level", "debug",
 		"--nft-table", s.Table, "--subnet", s.Subnet, "--dns-upstream", "none",
-		"--gateway-port", "0", "--dns-port", "0"}
+		"--gateway-port", "0", "--dns-port", "0",
+		// Test servers share one filesystem and write little to their
+		// sandboxes' disks; admission at 1× would make packages that run
+		// at once refuse each other's default 4 GiB disks. A test of
+		// admission passes its own --disk-overcommit, which wins.
+		"--disk-overcommit", "16"}
 	if s.managed {
 		s.Args = append(s.Args, "--images-dir", managedDir, "--default-template", "managed", "--build-managed=true")
 	} else {

@@ -66,6 +66,13 @@ type Config struct {
 	// OutputMaxBytes caps the recorded output of one command, its index
 	// included.
 	OutputMaxBytes int64
+	// DiskOvercommit admits sandboxes while the disks they may still grow
+	// into fit in this many times the data disk's free space (less
+	// DiskReserveBytes); 0 admits all.
+	DiskOvercommit float64
+	// DiskReserveBytes of the data disk are kept for recorded output, the
+	// database and saves.
+	DiskReserveBytes int64
 	// SandboxOutputMaxBytes caps the recorded output of all the commands
 	// of one sandbox together; 0 sets no cap beyond OutputMaxBytes.
 	SandboxOutputMaxBytes int64
@@ -97,6 +104,11 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// capMu serializes disk admission; pending are the disks admitted and
+	// being made, by sandbox.
+	capMu   sync.Mutex
+	pending map[string]int64
+
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
 	logs      map[string]*logEntry      // by sandbox/command, open while held
@@ -120,6 +132,7 @@ func New(cfg Config, rt Runtime, log *slog.Logger, onExit node.ExitFunc) *Node {
 		sandboxes: map[string]*sandbox{},
 		logs:      map[string]*logEntry{},
 		budgets:   map[string]*output.Budget{},
+		pending:   map[string]int64{},
 	}
 }
 
@@ -149,6 +162,11 @@ func (n *Node) Start(ctx context.Context, spec node.SandboxSpec) error {
 	if err != nil {
 		return err
 	}
+	release, err := n.reserve(spec.ID, rs.DiskMiB<<20)
+	if err != nil {
+		return err
+	}
+	defer release()
 	return n.start(ctx, rs, spec.Network)
 }
 
@@ -367,6 +385,11 @@ func (n *Node) Wake(ctx context.Context, ns node.SandboxSpec) error {
 	if err != nil {
 		return err
 	}
+	release, err := n.reserve(spec.ID, spec.DiskMiB<<20)
+	if err != nil {
+		return err
+	}
+	defer release()
 	// A runtime left by an interrupted wake goes first.
 	if err := n.rt.Destroy(ctx, spec.ID); err != nil {
 		return err

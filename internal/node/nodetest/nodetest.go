@@ -128,6 +128,11 @@ func (n *Node) running(id string) (*Sandbox, error) {
 	return s, nil
 }
 
+// Admit implements server.Node: it fails as Fail("admit", …) says.
+func (n *Node) Admit(ctx context.Context, spec node.SandboxSpec) error {
+	return n.record("admit", spec.ID)
+}
+
 // Start implements server.Node.
 func (n *Node) Start(ctx context.Context, spec node.SandboxSpec) error {
 	if err := n.record("start", spec.ID); err != nil {

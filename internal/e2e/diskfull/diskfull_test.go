@@ -1,0 +1,100 @@
+// Package diskfull runs `cove serve` on a small data disk of its own: the
+// node refuses new sandboxes it has no room for, with a clear error, and
+// the sandboxes it admitted can fill their disks without losing a write.
+package diskfull
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
+)
+
+func TestMain(m *testing.M) { e2etest.Main(m) }
+
+// smallDisk mounts a fresh ext4 of sizeMiB and returns its mount point;
+// cleanup unmounts and removes it after the server's own cleanup.
+func smallDisk(t *testing.T, sizeMiB int) string {
+	t.Helper()
+	e2etest.RequireRoot(t)
+	dir, err := os.MkdirTemp("/var/tmp", "cove-diskfull-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, mnt := filepath.Join(dir, "fs.img"), filepath.Join(dir, "mnt")
+	t.Cleanup(func() {
+		exec.Command("umount", mnt).Run()
+		os.RemoveAll(dir)
+	})
+	for _, args := range [][]string{
+		{"truncate", "-s", fmt.Sprintf("%dM", sizeMiB), img},
+		{"mkfs.ext4", "-q", "-F", "-m", "0", img},
+		{"mkdir", "-p", mnt},
+		{"mount", "-o", "loop", img, mnt},
+		{"chmod", "0711", dir, mnt}, // the sandboxes' mapped root traverses it
+	} {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", args, err, out)
+		}
+	}
+	return mnt
+}
+
+func TestFullDataDisk(t *testing.T) {
+	mnt := smallDisk(t, 768)
+	s := e2etest.StartServer(t, e2etest.WithDataDir(filepath.Join(mnt, "data")),
+		e2etest.WithArgs("--warm-pool", "0", "--disk-overcommit", "1", "--disk-reserve-mib", "64"))
+	c := s.Admin
+	disk := int64(128)
+	var admitted []api.Sandbox
+	var refusal error
+	for len(admitted) < 20 {
+		sb, err := c.CreateSandbox(t.Context(), api.CreateSandboxRequest{Resources: &api.ResourcesRequest{DiskMiB: &disk}}, true)
+		if err != nil {
+			refusal = err
+			break
+		}
+		if sb.State != api.StateRunning {
+			t.Fatalf("sandbox %s is %s (%s)", sb.ID, sb.State, sb.StateReason)
+		}
+		admitted = append(admitted, sb)
+	}
+	if refusal == nil || len(admitted) == 0 {
+		t.Fatalf("%d sandboxes of %d MiB on a 768 MiB data disk, refusal %v", len(admitted), disk, refusal)
+	}
+	if api.ErrorCode(refusal) != api.CodeResourceExhausted || !strings.Contains(refusal.Error(), "cannot hold another 128 MiB disk") {
+		t.Fatalf("refusal = %v; want resource_exhausted saying why", refusal)
+	}
+	t.Logf("admitted %d sandboxes of %d MiB, then: %v", len(admitted), disk, refusal)
+
+	// Every admitted sandbox fills its disk; every acknowledged write reads
+	// back whole.
+	sums := map[string]string{}
+	for _, sb := range admitted {
+		out := e2etest.MustOK(t, c, sb.ID, "dd if=/dev/urandom of=/workspace/big bs=1M count=96 2>/dev/null && sync && md5sum /workspace/big")
+		sums[sb.ID] = strings.Fields(out)[0]
+	}
+	for _, sb := range admitted {
+		out := e2etest.MustOK(t, c, sb.ID, "md5sum /workspace/big")
+		if got := strings.Fields(out)[0]; got != sums[sb.ID] {
+			t.Errorf("sandbox %s reads back %s, wrote %s", sb.ID, got, sums[sb.ID])
+		}
+	}
+	// Still refused, and the API still answers (its database writes work).
+	if _, err := c.CreateSandbox(t.Context(), api.CreateSandboxRequest{Resources: &api.ResourcesRequest{DiskMiB: &disk}}, false); api.ErrorCode(err) != api.CodeResourceExhausted {
+		t.Fatalf("create on a full node: %v", err)
+	}
+	// Room comes back when a sandbox ends.
+	if _, err := c.TerminateSandbox(t.Context(), admitted[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitSandbox(t.Context(), admitted[0].ID, api.StateTerminated, 0); err != nil {
+		t.Fatal(err)
+	}
+	e2etest.Create(t, c, api.CreateSandboxRequest{Resources: &api.ResourcesRequest{DiskMiB: &disk}})
+}

@@ -1,0 +1,100 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/node"
+)
+
+// A sandbox's disk is a sparse file on the data dir's filesystem: it takes
+// space as the sandbox writes, up to its disk_mib. The node admits a new
+// disk only when the filesystem can still hold every disk it has promised
+// plus the new one, so that a full data disk never turns another tenant's
+// acknowledged writes into I/O errors.
+
+// Admit refuses a sandbox whose disk the node cannot hold, with
+// resource_exhausted saying what is free and what is promised.
+func (n *Node) Admit(ctx context.Context, spec node.SandboxSpec) error {
+	n.capMu.Lock()
+	defer n.capMu.Unlock()
+	return n.admitLocked(spec.ID, spec.Resources.DiskMiB<<20)
+}
+
+// reserve admits a disk for a start or a wake and counts it as promised
+// until release, so that starts running at once cannot together promise
+// more than there is.
+func (n *Node) reserve(id string, bytes int64) (release func(), err error) {
+	n.capMu.Lock()
+	defer n.capMu.Unlock()
+	if err := n.admitLocked(id, bytes); err != nil {
+		return nil, err
+	}
+	n.pending[id] = bytes
+	return func() {
+		n.capMu.Lock()
+		delete(n.pending, id)
+		n.capMu.Unlock()
+	}, nil
+}
+
+func (n *Node) admitLocked(id string, bytes int64) error {
+	if n.cfg.DiskOvercommit <= 0 {
+		return nil // admission off
+	}
+	var st unix.Statfs_t
+	dir := n.rt.StateDir("")
+	if err := unix.Statfs(dir, &st); err != nil {
+		return nil // the start itself reports a missing data dir
+	}
+	free := int64(st.Bavail) * st.Bsize
+	promised := n.promisedLocked(id)
+	room := int64(float64(free-n.cfg.DiskReserveBytes) * n.cfg.DiskOvercommit)
+	if promised+bytes > room {
+		return api.Errorf(api.CodeResourceExhausted,
+			"this node cannot hold another %d MiB disk: %d MiB free on its data disk, %d MiB of it promised to sandboxes and %d MiB kept for output and state; ask for a smaller disk_mib or try again when sandboxes end",
+			bytes>>20, free>>20, promised>>20, n.cfg.DiskReserveBytes>>20)
+	}
+	return nil
+}
+
+// promisedLocked is how much the sandboxes' disks may still grow: each
+// disk's size less what it already takes, and the disks being made now.
+// except is left out (a sandbox asking again).
+func (n *Node) promisedLocked(except string) int64 {
+	var total int64
+	for id, b := range n.pending {
+		if id != except {
+			total += b
+		}
+	}
+	entries, err := os.ReadDir(n.rt.StateDir(""))
+	if err != nil {
+		return total
+	}
+	for _, e := range entries {
+		if !e.IsDir() || e.Name() == except || n.pending[e.Name()] > 0 {
+			continue
+		}
+		total += growth(filepath.Join(n.rt.StateDir(e.Name()), "disk.img"))
+	}
+	return total
+}
+
+// growth is what a sparse file may still take: its size less its blocks.
+func growth(path string) int64 {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			return 0
+		}
+		return 0
+	}
+	return max(st.Size-st.Blocks*512, 0)
+}
