@@ -1,10 +1,16 @@
 package cli
 
 import (
+	"bytes"
+	"io"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/creack/pty"
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
 
@@ -35,6 +41,8 @@ func TestServeFlags(t *testing.T) {
 		{"warm pool off", []string{"--warm-pool", "0"}, func(c *service.Config) { c.Server.WarmPool = 0 }},
 		{"subnet", []string{"--subnet", "10.9.0.0/24"}, func(c *service.Config) { c.Network.Subnet = netip.MustParsePrefix("10.9.0.0/24") }},
 		{"no network", []string{"--no-network"}, func(c *service.Config) { c.Network.Disabled = true }},
+		{"ca certs", []string{"--ca-certs", "/etc/cove/ca.pem"}, func(c *service.Config) { c.CACerts = "/etc/cove/ca.pem" }},
+		{"http idle timeout", []string{"--http-idle-timeout", "5s"}, func(c *service.Config) { c.HTTP.IdleTimeout = 5 * time.Second }},
 		{"dns static", []string{"--dns-static", "DB.internal.=10.0.0.1,10.0.0.2", "--dns-static", "cache=10.0.0.3"}, func(c *service.Config) {
 			c.Network.Static = map[string][]netip.Addr{
 				"db.internal": {netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")},
@@ -81,4 +89,53 @@ func parseServe(t *testing.T, args ...string) (service.Config, error) {
 		return service.Config{}, err
 	}
 	return o.config()
+}
+
+// TestAdminKeyOnlyToATerminal: `cove serve` prints the admin key only when
+// its stdout is a terminal; to a pipe (a log collector, a file) it writes
+// only where the key is kept.
+func TestAdminKeyOnlyToATerminal(t *testing.T) {
+	const key = "cove_testkey0123456789"
+	cfg := service.DefaultConfig()
+	cfg.DataDir = "/srv/cove"
+	keyFile := filepath.Join(cfg.DataDir, "admin-api-key")
+	announce := func(stdout *os.File) string {
+		var stderr bytes.Buffer
+		a := &app{env: Env{Stdout: stdout, Stderr: &stderr, Getenv: func(string) string { return "" }}}
+		a.announceKey(cfg, "127.0.0.1:7070", key)
+		return stderr.String()
+	}
+
+	t.Run("pipe", func(t *testing.T) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		stderr := announce(w)
+		w.Close()
+		stdout, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(stdout)+stderr, key) {
+			t.Errorf("the key went to a pipe: stdout %q, stderr %q", stdout, stderr)
+		}
+		if !strings.Contains(stderr, keyFile) {
+			t.Errorf("stderr %q does not say where the key is", stderr)
+		}
+	})
+	t.Run("terminal", func(t *testing.T) {
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			t.Skipf("no pty: %v", err)
+		}
+		defer ptmx.Close()
+		announce(tty)
+		tty.Close()
+		out, _ := io.ReadAll(ptmx) // EIO once the terminal's side is closed and drained
+		if !strings.Contains(string(out), key) {
+			t.Errorf("a terminal did not get the key: %q", out)
+		}
+	})
 }
