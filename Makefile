@@ -48,7 +48,7 @@ test: deps build check-elf cross
 
 # ROOT_PACKAGES hold the root integration tests (real runc, overlayfs,
 # nftables, namespaces).
-ROOT_PACKAGES := ./internal/e2e/ ./internal/node/runtime/ ./internal/node/image/ ./internal/node/network/ ./internal/agent/... ./cmd/cove-agent/...
+ROOT_PACKAGES := ./internal/e2e/... ./internal/node/runtime/ ./internal/node/image/ ./internal/node/network/ ./internal/agent/... ./cmd/cove-agent/...
 
 # test-repeat runs the root integration tests three times, to shake out
 # flakes.
