@@ -20,8 +20,10 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/agent/wire"
 )
 
@@ -33,25 +35,81 @@ import (
 // a long-lived stream (an output follow, a stdin stream) holds a connection
 // of its own for as long as it lasts, and no call ever waits for one to be
 // free.
+//
+// No call waits on the agent without a bound (see Timeouts): dialling, the
+// answer's headers and the whole of a short call have deadlines; a call
+// that may rightly last (a stream, a big file, an edit) is watched instead:
+// while it is open the client pings the agent on another connection, and
+// the call fails once the agent stops answering. A hung agent thus costs
+// its own sandbox's calls, never a caller that waits forever.
 type Client struct {
+	to Timeouts
 	tr *http.Transport
 	hc *http.Client
 }
 
-// Pool settings of Dial.
+// Timeouts bound the calls to an agent. A zero field takes its default.
+type Timeouts struct {
+	// Dial bounds connecting to the agent's socket. Default 5s.
+	Dial time.Duration
+	// Header bounds the wait for an answer's headers once a request was
+	// sent, for every call: a backstop for an agent that answers pings
+	// but not the call. Default 5 minutes (an edit or the digest of a big
+	// file may take that long).
+	Header time.Duration
+	// Call bounds the whole of a short call: ping, exec, the command list,
+	// acknowledgements, signals, resizes, forgets, stat, list, mkdir and
+	// move. Default 30s.
+	Call time.Duration
+	// PingEvery and Silence watch the calls that may rightly last (output
+	// streams, stdin, file contents and archives both ways, edits,
+	// removes): while one is open, the agent is pinged every PingEvery, and
+	// a ping not answered within Silence fails the call. Defaults 15s and
+	// 30s.
+	PingEvery, Silence time.Duration
+	// Idle closes a pooled connection unused this long. Default 1 minute,
+	// less than the agent's own idle timeout (5 minutes), so that a call
+	// never goes out on a connection the agent is closing at that moment.
+	Idle time.Duration
+}
+
+// Defaults of Timeouts.
 const (
-	// maxIdleConns is how many idle connections to one agent are kept.
-	maxIdleConns = 4
-	// idleTimeout closes an idle connection before the agent's own idle
-	// timeout (5 minutes) would, so that a call never goes out on a
-	// connection the agent is closing at the same moment.
-	idleTimeout = time.Minute
+	DefaultDialTimeout   = 5 * time.Second
+	DefaultHeaderTimeout = 5 * time.Minute
+	DefaultCallTimeout   = 30 * time.Second
+	DefaultPingEvery     = 15 * time.Second
+	DefaultSilence       = 30 * time.Second
+	DefaultIdleTimeout   = time.Minute
 )
 
-// Dial returns a client of the agent listening on socketPath. It connects
-// lazily, on the first request, and keeps connections for the next ones.
-func Dial(socketPath string) *Client {
-	var d net.Dialer
+func (t Timeouts) withDefaults() Timeouts {
+	or := func(d *time.Duration, def time.Duration) {
+		if *d <= 0 {
+			*d = def
+		}
+	}
+	or(&t.Dial, DefaultDialTimeout)
+	or(&t.Header, DefaultHeaderTimeout)
+	or(&t.Call, DefaultCallTimeout)
+	or(&t.PingEvery, DefaultPingEvery)
+	or(&t.Silence, DefaultSilence)
+	or(&t.Idle, DefaultIdleTimeout)
+	return t
+}
+
+// maxIdleConns is how many idle connections to one agent are kept.
+const maxIdleConns = 4
+
+// Dial returns a client of the agent listening on socketPath, with the
+// default Timeouts. It connects lazily, on the first request, and keeps
+// connections for the next ones.
+func Dial(socketPath string) *Client { return DialTimeouts(socketPath, Timeouts{}) }
+
+// DialTimeouts is Dial with the given timeouts.
+func DialTimeouts(socketPath string, to Timeouts) *Client {
+	to = to.withDefaults()
+	d := net.Dialer{Timeout: to.Dial}
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return d.DialContext(ctx, "unix", socketPath)
@@ -59,12 +117,13 @@ func Dial(socketPath string) *Client {
 		DisableCompression:     true,
 		MaxIdleConns:           maxIdleConns,
 		MaxIdleConnsPerHost:    maxIdleConns,
-		IdleConnTimeout:        idleTimeout,
+		IdleConnTimeout:        to.Idle,
+		ResponseHeaderTimeout:  to.Header,
 		MaxResponseHeaderBytes: 64 << 10,
 		// MaxConnsPerHost stays 0 (no limit): streams must never queue
-		// behind each other or behind calls.
+		// behind each other or behind calls, nor pings behind them.
 	}
-	return &Client{tr: tr, hc: &http.Client{Transport: tr}}
+	return &Client{to: to, tr: tr, hc: &http.Client{Transport: tr}}
 }
 
 // Close closes the idle connections. Streams in use stay open until their
@@ -132,7 +191,7 @@ func (c *Client) Output(ctx context.Context, id string, after int64) (*OutputStr
 		return nil, fmt.Errorf("output of %s: negative after %d", id, after)
 	}
 	path := cmdPath(id, "output") + "?after=" + strconv.FormatInt(after, 10)
-	resp, err := c.send(ctx, http.MethodGet, path, nil, "")
+	resp, err := c.send(ctx, true, http.MethodGet, path, nil, "")
 	if err != nil {
 		return nil, fmt.Errorf("output of %s: %w", id, err)
 	}
@@ -256,7 +315,7 @@ func (c *Client) Stdin(ctx context.Context, id string, body io.Reader, eof bool)
 	if body == nil {
 		body = http.NoBody
 	}
-	resp, err := c.send(ctx, http.MethodPost, path, body, "application/octet-stream")
+	resp, err := c.send(ctx, true, http.MethodPost, path, body, "application/octet-stream")
 	if err != nil {
 		return fmt.Errorf("stdin of %s: %w", id, err)
 	}
@@ -292,9 +351,28 @@ func cmdPath(id, what string) string {
 	return "/v1/commands/" + url.PathEscape(id) + "/" + what
 }
 
-// call sends in as JSON (when not nil) and decodes a 2xx answer into out
-// (when not nil).
+// Causes of the client's own bounds (see Timeouts), told apart from the
+// caller's cancellations.
+var (
+	errCallTimeout = errors.New("the call took too long")
+	errSilent      = errors.New("the agent stopped answering pings")
+)
+
+// call is a short call, bounded whole by Timeouts.Call: it sends in as
+// JSON (when not nil) and decodes a 2xx answer into out (when not nil).
 func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, c.to.Call, errCallTimeout)
+	defer cancel()
+	return c.roundTrip(ctx, false, method, path, in, out)
+}
+
+// callWatched is call for a call that may rightly last (an edit, a
+// recursive remove): watched instead of bounded.
+func (c *Client) callWatched(ctx context.Context, method, path string, in, out any) error {
+	return c.roundTrip(ctx, true, method, path, in, out)
+}
+
+func (c *Client) roundTrip(ctx context.Context, watched bool, method, path string, in, out any) error {
 	var body io.Reader
 	ctype := ""
 	if in != nil {
@@ -304,7 +382,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 		}
 		body, ctype = bytes.NewReader(b), "application/json"
 	}
-	resp, err := c.send(ctx, method, path, body, ctype)
+	resp, err := c.send(ctx, watched, method, path, body, ctype)
 	if err != nil {
 		return err
 	}
@@ -313,13 +391,13 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 		return nil
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, wire.MaxJSON)).Decode(out); err != nil {
-		return fmt.Errorf("decode answer: %w", err)
+		return fmt.Errorf("decode answer: %w", c.failed(ctx, err))
 	}
 	return nil
 }
 
 // send does a request and turns a non-2xx answer into an error (asError).
-func (c *Client) send(ctx context.Context, method, path string, body io.Reader, ctype string) (*http.Response, error) {
+func (c *Client) send(ctx context.Context, watched bool, method, path string, body io.Reader, ctype string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, "http://agent"+path, body)
 	if err != nil {
 		return nil, err
@@ -327,7 +405,7 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader, 
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.do(req, watched)
 	if err != nil {
 		return nil, err
 	}
@@ -336,6 +414,114 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader, 
 		return nil, readError(resp)
 	}
 	return resp, nil
+}
+
+// do sends req. A watched request, and then its answer's body until it is
+// closed, is cancelled when the agent stops answering pings (see
+// Timeouts.Silence).
+func (c *Client) do(req *http.Request, watched bool) (*http.Response, error) {
+	if !watched {
+		resp, err := c.hc.Do(req)
+		if err != nil {
+			return nil, c.failed(req.Context(), err)
+		}
+		return resp, nil
+	}
+	ctx, cancel := context.WithCancelCause(req.Context())
+	w := c.watch(ctx, cancel)
+	resp, err := c.hc.Do(req.WithContext(ctx))
+	if err != nil {
+		w.stop()
+		err = c.failed(ctx, err)
+		cancel(nil)
+		return nil, err
+	}
+	resp.Body = &watchedBody{rc: resp.Body, c: c, ctx: ctx, end: func() {
+		w.stop()
+		cancel(nil)
+	}}
+	return resp, nil
+}
+
+// failed turns the error of a call into what the caller sees: when the
+// call ended on one of the client's bounds, not on the caller's own
+// context, it is unavailable: the agent is not answering.
+func (c *Client) failed(ctx context.Context, err error) error {
+	var nerr net.Error
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errCallTimeout):
+		return fmt.Errorf("%w (%v)", api.Errorf(api.CodeUnavailable, "the sandbox's agent did not answer within %v; try again", c.to.Call), err)
+	case errors.Is(cause, errSilent):
+		return fmt.Errorf("%w (%v)", api.Errorf(api.CodeUnavailable, "the sandbox's agent stopped answering (no answer to a ping within %v); try again", c.to.Silence), cause)
+	case ctx.Err() == nil && errors.As(err, &nerr) && nerr.Timeout():
+		return fmt.Errorf("%w (%v)", api.Errorf(api.CodeUnavailable, "the sandbox's agent did not answer in time; try again"), err)
+	}
+	return err
+}
+
+// watch pings the agent every PingEvery until stop, and fails the call
+// (its context, through fail) when a ping is not answered within Silence.
+func (c *Client) watch(ctx context.Context, fail context.CancelCauseFunc) *watch {
+	wctx, cancel := context.WithCancel(ctx)
+	w := &watch{cancel: cancel}
+	w.wg.Go(func() {
+		t := time.NewTimer(c.to.PingEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+			}
+			pctx, pcancel := context.WithTimeout(wctx, c.to.Silence)
+			_, err := c.Ping(pctx)
+			pcancel()
+			if err != nil {
+				if wctx.Err() == nil {
+					fail(fmt.Errorf("%w: %v", errSilent, err))
+				}
+				return
+			}
+			t.Reset(c.to.PingEvery)
+		}
+	})
+	return w
+}
+
+// watch is the pinging of one watched call.
+type watch struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// stop ends the pinging and waits for it.
+func (w *watch) stop() {
+	w.cancel()
+	w.wg.Wait()
+}
+
+// watchedBody is the body of a watched call's answer: the call stays
+// watched until it is closed.
+type watchedBody struct {
+	rc   io.ReadCloser
+	c    *Client
+	ctx  context.Context
+	once sync.Once
+	end  func()
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err != nil && err != io.EOF {
+		err = b.c.failed(b.ctx, err)
+	}
+	return n, err
+}
+
+func (b *watchedBody) Close() error {
+	err := b.rc.Close()
+	b.once.Do(b.end)
+	return err
 }
 
 // drain reads a little of what is left so the connection can be reused,

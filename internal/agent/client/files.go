@@ -92,7 +92,7 @@ func (c *Client) ReadFile(ctx context.Context, p string, h http.Header) (*FileCo
 			req.Header[k] = v
 		}
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.do(req, true)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", p, err)
 	}
@@ -203,7 +203,7 @@ func (c *Client) WriteFile(ctx context.Context, req WriteRequest, body io.Reader
 			hreq.Body = http.NoBody
 		}
 	}
-	resp, err := c.hc.Do(hreq)
+	resp, err := c.do(hreq, true)
 	if err != nil {
 		return wire.FileInfo{}, false, fmt.Errorf("write %s: %w", req.Path, err)
 	}
@@ -243,7 +243,7 @@ func (b *trailerBody) Close() error { return nil }
 // EditFile applies edits to a file (see wire.EditRequest).
 func (c *Client) EditFile(ctx context.Context, req wire.EditRequest) (wire.FileInfo, error) {
 	var fi wire.FileInfo
-	if err := c.call(ctx, http.MethodPost, "/v1/files/edit", req, &fi); err != nil {
+	if err := c.callWatched(ctx, http.MethodPost, "/v1/files/edit", req, &fi); err != nil {
 		return wire.FileInfo{}, fmt.Errorf("edit %s: %w", req.Path, err)
 	}
 	if err := checkFileInfo(fi); err != nil {
@@ -283,7 +283,7 @@ func (c *Client) RemoveFile(ctx context.Context, p string, recursive bool) error
 	if recursive {
 		q.Set("recursive", "true")
 	}
-	if err := c.call(ctx, http.MethodDelete, "/v1/files?"+q.Encode(), nil, nil); err != nil {
+	if err := c.callWatched(ctx, http.MethodDelete, "/v1/files?"+q.Encode(), nil, nil); err != nil {
 		return fmt.Errorf("remove %s: %w", p, err)
 	}
 	return nil
@@ -296,7 +296,7 @@ func (c *Client) ReadArchive(ctx context.Context, p string) (io.ReadCloser, erro
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.do(req, true)
 	if err != nil {
 		return nil, fmt.Errorf("archive %s: %w", p, err)
 	}
@@ -315,7 +315,7 @@ func (c *Client) WriteArchive(ctx context.Context, p string, uid, gid int, body 
 		return wire.ArchiveResult{}, err
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := c.hc.Do(req)
+	resp, err := c.do(req, true)
 	if err != nil {
 		return wire.ArchiveResult{}, fmt.Errorf("extract into %s: %w", p, err)
 	}

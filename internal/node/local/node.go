@@ -247,6 +247,10 @@ func (n *Node) add(id string, c *client.Client) *sandbox {
 	return s
 }
 
+// attachTimeout bounds what Attach asks the agent (the runtime bounds its
+// own wait for the agent's first answer).
+const attachTimeout = 10 * time.Second
+
 // Attach finds a sandbox that was running before the server restarted and
 // resumes recording the given commands. Commands whose exit was recorded or
 // that the agent no longer knows are reported to the ExitFunc.
@@ -262,7 +266,11 @@ func (n *Node) Attach(ctx context.Context, spec node.SandboxSpec, running []stri
 			return fmt.Errorf("reconnect %s: %w", id, err)
 		}
 	}
-	known, err := c.Commands(ctx)
+	// Attach runs while the server starts: an agent that does not answer
+	// must not hold it (or the other sandboxes) up.
+	lctx, cancel := context.WithTimeout(ctx, attachTimeout)
+	known, err := c.Commands(lctx)
+	cancel()
 	if err != nil {
 		c.Close()
 		return fmt.Errorf("list commands of %s: %w", id, err)
