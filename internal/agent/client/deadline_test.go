@@ -73,7 +73,7 @@ func TestCallsToAHungAgentEnd(t *testing.T) {
 	to.Header = time.Hour // each call must end on its own bound: Call or Silence
 	c := DialTimeouts(hungListener(t), to)
 	defer c.Close()
-	ctx := context.Background() // only the client's own bounds may end the calls
+	ctx := context.Background()       // only the client's own bounds may end the calls
 	big := strings.Repeat("x", 8<<20) // more than the socket buffers: the upload blocks
 	calls := map[string]func() error{
 		"ping":     func() error { _, err := c.Ping(ctx); return err },
@@ -116,7 +116,7 @@ func TestCallsToAHungAgentEnd(t *testing.T) {
 			}
 			return err
 		},
-		"stdin":  func() error { return c.Stdin(ctx, "x", strings.NewReader(big), false) },
+		"stdin": func() error { return c.Stdin(ctx, "x", strings.NewReader(big), false) },
 	}
 	for name, call := range calls {
 		t.Run(name, func(t *testing.T) {
