@@ -53,6 +53,7 @@ func TestHostFilesPrivate(t *testing.T) {
 		{"cat", filepath.Join(state, "config.json")},
 		{"ls", filepath.Join(s.DataDir, "output")},
 		{"ls", filepath.Join(s.DataDir, "output", sb.ID)},
+		{"ls", filepath.Join(s.DataDir, "saves")},
 		{"cat", filepath.Join(s.DataDir, "cove.db")},
 		{"cat", filepath.Join(s.DataDir, "admin-api-key")},
 	} {
