@@ -45,6 +45,8 @@ var hostsCount atomic.Int64
 func startTestHosts(t *testing.T) *testHosts {
 	t.Helper()
 	e2etest.RequireRoot(t)
+	// The host's route to the fake metadata server is one per machine.
+	e2etest.HostLock(t, "metadata-route")
 	n := hostsCount.Add(1)
 	h := &testHosts{
 		ns:     fmt.Sprintf("cvt-%s-%d", e2etest.RunID(), n),
