@@ -1,0 +1,132 @@
+package agentguard
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
+)
+
+// agentPID is the host PID of a sandbox's agent, from runc's state.
+func agentPID(t *testing.T, s *e2etest.Server, id string) int {
+	t.Helper()
+	out, err := exec.Command("runc", "--root", filepath.Join(s.DataDir, "runc"), "state", id).Output()
+	if err != nil {
+		t.Fatalf("runc state %s: %v", id, err)
+	}
+	var st struct {
+		Pid int `json:"pid"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil || st.Pid <= 0 {
+		t.Fatalf("runc state %s: %q %v", id, out, err)
+	}
+	return st.Pid
+}
+
+// replaceSocket puts a socket of the test where the host dials sandbox
+// id's agent, served by serve (nil: connections are queued and never
+// accepted). The sandbox's own agent runs on, unreachable.
+func replaceSocket(t *testing.T, s *e2etest.Server, id string, serve http.HandlerFunc) {
+	t.Helper()
+	sock := filepath.Join(s.DataDir, "sandboxes", id, "agent.sock")
+	if err := os.Remove(sock); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if serve == nil {
+		t.Cleanup(func() { l.Close() })
+		return
+	}
+	srv := &http.Server{Handler: serve}
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(l) }()
+	t.Cleanup(func() {
+		srv.Close()
+		<-done
+	})
+}
+
+// TestHungAgent: an agent that hangs (stopped, or a socket that never
+// answers, or one that answers pings and nothing else) costs only its own
+// sandbox. A command sent to it fails as unavailable instead of waiting
+// forever while another sandbox serves; `cove serve` restarts with such
+// agents, marks their sandboxes failed, and serves the others.
+func TestHungAgent(t *testing.T) {
+	s := e2etest.StartServer(t)
+	ctx := t.Context()
+	stopped := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
+	silent := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
+	pingOnly := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
+	healthy := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
+	// A command that runs through the restart, in a sandbox that hangs.
+	if _, err := s.Admin.Exec(ctx, stopped.ID, api.CreateCommandRequest{Command: "sleep 1000"}); err != nil {
+		t.Fatal(err)
+	}
+
+	pid := agentPID(t, s, stopped.ID)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) }) // before the server's cleanup
+
+	// While the server runs: a command to the stopped agent fails as
+	// unavailable; the healthy sandbox serves meanwhile.
+	hung := make(chan error, 1)
+	go func() {
+		_, err := s.Admin.Exec(ctx, stopped.ID, api.CreateCommandRequest{Command: "true"})
+		hung <- err
+	}()
+	if out := e2etest.MustOK(t, s.Admin, healthy.ID, "echo alive"); out != "alive\n" {
+		t.Errorf("healthy sandbox while another's agent is stopped: %q", out)
+	}
+	select {
+	case err := <-hung:
+		var e *api.Error
+		if !errors.As(err, &e) || e.Code != api.CodeUnavailable {
+			t.Errorf("command to a stopped agent: %v, want unavailable", err)
+		}
+	case <-time.After(5 * time.Minute):
+		t.Fatal("a command to a stopped agent still waits after 5 minutes")
+	}
+
+	// Restart with three hung agents.
+	s.Stop(syscall.SIGTERM)
+	replaceSocket(t, s, silent.ID, nil)
+	replaceSocket(t, s, pingOnly.ID, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/ping" {
+			io.WriteString(w, `{"version":1,"pid":1}`)
+			return
+		}
+		<-r.Context().Done() // anything else: no answer
+	})
+	s.Start() // fails the test if it does not come up
+
+	for _, sb := range []api.Sandbox{stopped, silent, pingOnly} {
+		got, err := s.Admin.GetSandbox(ctx, sb.ID)
+		if err != nil || got.State != api.StateFailed {
+			t.Errorf("sandbox %s with a hung agent after the restart: %s (%s) %v, want failed", sb.ID, got.State, got.StateReason, err)
+		}
+	}
+	if out := e2etest.MustOK(t, s.Admin, healthy.ID, "echo alive"); out != "alive\n" {
+		t.Errorf("healthy sandbox after the restart: %q", out)
+	}
+	// The stopped agent's sandbox was destroyed with its failure.
+	if b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline")); strings.Contains(string(b), "cove-agent") {
+		t.Errorf("the stopped agent %d lives on: %q", pid, b)
+	}
+}
