@@ -9,6 +9,13 @@
 // links found on disk, so a restart of the node opens no window; a sandbox
 // joins the fence (its interface name in the set) before its interface
 // exists.
+//
+// Everything behind the fence (the resolver, the gateway, their policies
+// and the events they write) knows a sandbox by its source address, so a
+// packet from a sandbox's interface must carry that sandbox's own address:
+// the table drops any other before anything reads it (before connection
+// tracking and the redirects), and reverse-path filtering on the host side
+// of each veth drops it again, each on its own.
 package network
 
 import (
@@ -25,6 +32,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -116,28 +124,63 @@ func (f *Fence) Init(ctx context.Context) error {
 		f.links[id] = l
 		f.used[l.Index] = true
 	}
-	ifaces := make([]string, 0, len(f.links))
+	links := make([]Link, 0, len(f.links))
 	for _, l := range f.links {
-		ifaces = append(ifaces, l.HostIface)
+		links = append(links, l)
 	}
 	f.mu.Unlock()
-	return f.nft(ctx, f.tableScript(ifaces))
+	// Veths kept across a restart get strict reverse-path filtering too
+	// (one attached by an older node may lack it).
+	for _, l := range links {
+		if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+l.HostIface+"/rp_filter", []byte("1"), 0o644); err != nil && !errors.Is(err, os.ErrNotExist) {
+			f.log.Warn("reverse-path filtering", "iface", l.HostIface, "err", err)
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/conf/all/rp_filter"); err == nil && strings.TrimSpace(string(b)) == "2" {
+		// The kernel applies the larger of "all" and the interface's value.
+		f.log.Warn("net.ipv4.conf.all.rp_filter is 2 (loose): sandboxes' veths get loose reverse-path filtering, not strict; the nftables source check still holds")
+	}
+	return f.nft(ctx, f.tableScript(links))
 }
+
+// Chains and sets of the table, by name.
+const (
+	setSandboxes = "sandboxes" // host sides of the sandboxes' veths
+	setSources   = "sources"   // host side . the sandbox's own address
+	chainSources = "antispoof" // drops what a sandbox sends from another address
+)
 
 // tableScript defines the whole table; the first two lines make the
 // replacement atomic whether or not the table exists.
-func (f *Fence) tableScript(ifaces []string) string {
-	var elems string
-	if len(ifaces) > 0 {
-		elems = "elements = { " + quoteAll(ifaces) + " }"
+func (f *Fence) tableScript(links []Link) string {
+	var ifaces, sources string
+	if len(links) > 0 {
+		names, pairs := make([]string, len(links)), make([]string, len(links))
+		for i, l := range links {
+			names[i], pairs[i] = strconv.Quote(l.HostIface), l.source()
+		}
+		ifaces = "elements = { " + strings.Join(names, ", ") + " }"
+		sources = "elements = { " + strings.Join(pairs, ", ") + " }"
 	}
 	t, gw, dns := f.cfg.Table, f.cfg.GatewayPort, f.cfg.DNSPort
 	return fmt.Sprintf(`table inet %[1]s {}
 delete table inet %[1]s
 table inet %[1]s {
-	set sandboxes {
+	set %[6]s {
 		type ifname
 		%[4]s
+	}
+	set %[7]s {
+		type ifname . ipv4_addr
+		%[5]s
+	}
+	# A sandbox's packets carry its own address or are dropped, before
+	# connection tracking (raw) and the redirects (dstnat). Its IPv6 is off:
+	# any IPv6 packet from it is dropped too.
+	chain %[8]s {
+		type filter hook prerouting priority raw; policy accept;
+		iifname @sandboxes iifname . ip saddr != @sources drop
+		iifname @sandboxes meta nfproto ipv6 drop
 	}
 	chain prerouting {
 		type nat hook prerouting priority dstnat; policy accept;
@@ -161,15 +204,13 @@ table inet %[1]s {
 		oifname @sandboxes drop
 	}
 }
-`, t, gw, dns, elems)
+`, t, gw, dns, ifaces, sources, setSandboxes, setSources, chainSources)
 }
 
-func quoteAll(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = `"` + n + `"`
-	}
-	return strings.Join(q, ", ")
+// source is the link's element of the sources set: the host side of its
+// veth and the only address the sandbox may send from.
+func (l Link) source() string {
+	return strconv.Quote(l.HostIface) + " . " + l.SandboxAddr.String()
 }
 
 func (f *Fence) nft(ctx context.Context, script string) error {
@@ -217,6 +258,10 @@ func (f *Fence) Allocate(id string) (Link, error) {
 	return Link{}, api.Errorf(api.CodeResourceExhausted, "the node's sandbox subnet %s is full", f.cfg.Subnet)
 }
 
+// Subnet is the prefix the fence gives sandboxes their links from: every
+// sandbox and every host side of their veths.
+func (f *Fence) Subnet() netip.Prefix { return f.cfg.Subnet }
+
 // Link returns a sandbox's link, if it has one.
 func (f *Fence) Link(id string) (Link, bool) {
 	f.mu.Lock()
@@ -242,7 +287,10 @@ func (f *Fence) Attach(ctx context.Context, id string, pid int) (Link, error) {
 	if err != nil {
 		return l, err
 	}
-	if err := f.nft(ctx, fmt.Sprintf("add element inet %s sandboxes { %q }\n", f.cfg.Table, l.HostIface)); err != nil {
+	// One transaction: the interface is never in the set without its
+	// address beside it.
+	if err := f.nft(ctx, fmt.Sprintf("add element inet %[1]s %[2]s { %[3]q }\nadd element inet %[1]s %[4]s { %[5]s }\n",
+		f.cfg.Table, setSandboxes, l.HostIface, setSources, l.source())); err != nil {
 		return l, fmt.Errorf("fence %s: %w", id, err)
 	}
 	if err := connect(l, pid); err != nil {
@@ -267,6 +315,12 @@ func connect(l Link, pid int) error {
 	}
 	if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+l.HostIface+"/disable_ipv6", []byte("1"), 0o644); err != nil {
 		return fmt.Errorf("disable IPv6 on %s: %w", l.HostIface, err)
+	}
+	// Strict reverse-path filtering, before the link is up: a packet
+	// arriving here from any address not routed back through this veth
+	// (another sandbox's, a host's, the node's own) is dropped.
+	if err := os.WriteFile("/proc/sys/net/ipv4/conf/"+l.HostIface+"/rp_filter", []byte("1"), 0o644); err != nil {
+		return fmt.Errorf("reverse-path filtering on %s: %w", l.HostIface, err)
 	}
 	if err := netlink.AddrAdd(host, &netlink.Addr{IPNet: prefix30(l.HostAddr)}); err != nil {
 		return fmt.Errorf("address %s: %w", l.HostIface, err)
@@ -338,7 +392,9 @@ func (f *Fence) Detach(ctx context.Context, id string) error {
 	}
 	// Removing an element that is not there is an error to nft; only a
 	// present one is deleted.
-	if err := f.nft(ctx, fmt.Sprintf("add element inet %[1]s sandboxes { %[2]q }\ndelete element inet %[1]s sandboxes { %[2]q }\n", f.cfg.Table, l.HostIface)); err != nil {
+	if err := f.nft(ctx, fmt.Sprintf("add element inet %[1]s %[2]s { %[3]q }\ndelete element inet %[1]s %[2]s { %[3]q }\n"+
+		"add element inet %[1]s %[4]s { %[5]s }\ndelete element inet %[1]s %[4]s { %[5]s }\n",
+		f.cfg.Table, setSandboxes, l.HostIface, setSources, l.source())); err != nil {
 		errs = append(errs, err)
 	}
 	if err := os.Remove(f.linkFile(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
