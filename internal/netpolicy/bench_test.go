@@ -30,11 +30,17 @@ func BenchmarkGatewayThroughput(b *testing.B) {
 			}()
 		}
 	}()
-	sinkAddr := netip.MustParseAddrPort(sink.Addr().String())
-
+	// The sandbox connects to a pretend-public address (loopback is never a
+	// destination); the gateway dials the sink for it.
+	dst := netip.AddrPortFrom(echoAddr, 9)
 	reg := NewRegistry(RegistryConfig{}, nil)
-	reg.Add(sandboxID, sandboxAddr, MustParse("127.0.0.1/32"), Policy{})
-	gw := NewGateway(GatewayConfig{OriginalDst: func(net.Conn) (netip.AddrPort, error) { return sinkAddr, nil }}, reg, nil, nil)
+	reg.Add(sandboxID, sandboxAddr, MustParse(echoAddr.String()), Policy{})
+	gw := NewGateway(GatewayConfig{
+		OriginalDst: func(net.Conn) (netip.AddrPort, error) { return dst, nil },
+		Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, sink.Addr().String())
+		},
+	}, reg, nil, nil)
 	gl, err := net.Listen("tcp", gatewayListenAddr)
 	if err != nil {
 		b.Fatal(err)

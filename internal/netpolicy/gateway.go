@@ -1,6 +1,7 @@
 package netpolicy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -42,8 +44,20 @@ type GatewayConfig struct {
 	Trusted func(name string, addr netip.Addr) bool
 	// Local are the gateway's own addresses, never dialled whatever the
 	// policy says. The address a connection arrived on (the host side of
-	// the sandbox's veth) is always treated as one of them.
+	// the sandbox's veth) is always treated as one of them, and so are
+	// loopback, 0.0.0.0/8 and the addresses IsNodeAddr reports.
 	Local []netip.Addr
+	// Refused are prefixes never dialled whatever the policy says: the
+	// node's sandbox subnet (every sandbox and every host side of their
+	// veths).
+	Refused []netip.Prefix
+	// IsNodeAddr reports whether a connection to addr would stay on this
+	// node: an address of any of its interfaces, now. It is asked only for
+	// destinations the policy allows, and must fail closed (true) when it
+	// cannot tell. Default on Linux: a route lookup over netlink (the
+	// kernel's local table holds every address of every interface, other
+	// sandboxes' veths included, as it is at that moment); elsewhere, none.
+	IsNodeAddr func(addr netip.Addr) bool
 }
 
 func (c *GatewayConfig) setDefaults() {
@@ -61,6 +75,9 @@ func (c *GatewayConfig) setDefaults() {
 	}
 	if c.OriginalDst == nil {
 		c.OriginalDst = originalDst
+	}
+	if c.IsNodeAddr == nil {
+		c.IsNodeAddr = isNodeAddr
 	}
 }
 
@@ -86,6 +103,7 @@ func NewGateway(cfg GatewayConfig, reg *Registry, resolve func(ctx context.Conte
 	for i, a := range cfg.Local {
 		cfg.Local[i] = a.Unmap()
 	}
+	cfg.Refused = append(slices.Clone(cfg.Refused), never...)
 	return &Gateway{cfg: cfg, reg: reg, resolve: resolve, log: log}
 }
 
@@ -155,6 +173,13 @@ func (g *Gateway) handle(ctx context.Context, c net.Conn) {
 		g.connect(ctx, c, p, s, log)
 		return
 	}
+	if s.proto == protoBadHTTP && !wordOnly(s.buf) {
+		g.reg.observe(p.sb, dst.Addr().String(), int(dst.Port()), Denied)
+		log.Debug("bad http", "dst", dst, "why", s.bad)
+		writeStatus(c, http.StatusBadRequest, fmt.Sprintf("cove: %s; the network gateway forwards only HTTP requests it can check", s.bad))
+		closeGently(c)
+		return
+	}
 
 	v := g.decide(p, dst, s.name, c.LocalAddr())
 	k := g.reg.observe(p.sb, v.dest, int(dst.Port()), v.decision())
@@ -174,7 +199,31 @@ func (g *Gateway) handle(ctx context.Context, c net.Conn) {
 		}
 		return
 	}
-	g.splice(ctx, c, up, s.buf, p.sb, k)
+	switch {
+	case s.proto == protoHTTP:
+		g.forwardHTTP(ctx, c, up, s, p.sb, k)
+	case s.proto == protoTLS, s.proto == protoRaw && len(s.buf) > 0:
+		g.splice(ctx, c, up, s.buf, p.sb, k)
+	default:
+		// Decided by address before the client said what it wants (it
+		// said nothing, or a bare word, in time): what it says still names
+		// its destination.
+		g.relayLate(ctx, c, up, s, p.sb, k, func(t sniffed) bool {
+			if t.proto == protoBadHTTP {
+				g.reg.observe(p.sb, dst.Addr().String(), int(dst.Port()), Denied)
+				return false
+			}
+			if t.name == "" {
+				return true
+			}
+			lv := g.decide(p, dst, t.name, c.LocalAddr())
+			if !lv.allow {
+				g.reg.observe(p.sb, lv.dest, int(dst.Port()), Denied)
+				log.Debug("denied late", "dst", dst, "dest", lv.dest, "proto", t.proto, "why", lv.why)
+			}
+			return lv.allow
+		})
+	}
 }
 
 // connect serves an HTTP CONNECT request (a client that uses HTTPS_PROXY).
@@ -240,8 +289,28 @@ func (g *Gateway) connect(ctx context.Context, c net.Conn, p peer, s sniffed, lo
 		return
 	}
 	// Bytes the client sent after the request header (an eager ClientHello)
-	// belong to the tunnel.
-	g.splice(ctx, c, up, s.buf[s.headerLen:], p.sb, k)
+	// belong to the tunnel. Plain HTTP in the tunnel must be for the host
+	// the tunnel was allowed to.
+	g.relayLate(ctx, c, up, sniffed{buf: s.buf[s.headerLen:]}, p.sb, k, func(t sniffed) bool {
+		switch {
+		case t.proto == protoBadHTTP:
+			g.reg.observe(p.sb, v.dest, int(port), Denied)
+			return false
+		case t.proto == protoHTTP && !sameHost(hostOnly(t.req.Host), host):
+			g.reg.observe(p.sb, cmp.Or(t.name, hostOnly(t.req.Host)), int(port), Denied)
+			log.Debug("denied in tunnel", "connect", target, "host", t.req.Host)
+			return false
+		}
+		return true
+	})
+}
+
+// hostOnly drops the port of a Host value.
+func hostOnly(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		return host
+	}
+	return strings.Trim(h, "[]")
 }
 
 // decideConnect decides a CONNECT to a name: the name must be allowed at the
@@ -273,16 +342,16 @@ func (g *Gateway) decideConnect(ctx context.Context, p peer, name string, port i
 	var ok []netip.Addr
 	for _, a := range all {
 		a = a.Unmap()
-		if g.isLocal(a, local) {
+		if g.refused(a, local) {
 			continue
 		}
-		if p.policy.AllowsAddr(a, port) || !IsSpecial(a) {
+		if (p.policy.AllowsAddr(a, port) || !IsSpecial(a)) && !g.cfg.IsNodeAddr(a) {
 			ok = append(ok, a)
 		}
 	}
 	if len(ok) == 0 {
 		v.why, v.addr = whySpecial, all[0].Unmap()
-		if g.isLocal(v.addr, local) {
+		if g.refused(v.addr, local) || !IsSpecial(v.addr) || p.policy.AllowsAddr(v.addr, port) {
 			v.why = whyGateway
 		}
 		return v, []netip.Addr{v.addr}
@@ -308,12 +377,12 @@ const (
 	whyNotAllowed     // no rule allows the name or address at that port
 	whySpecial        // private, loopback, link-local…, and no CIDR rule names it
 	whySpoofed        // the resolver did not give this address for that name
-	whyGateway        // the gateway's own address
+	whyGateway        // the node itself: the gateway, its host, its sandboxes
 	whyUnresolved     // a CONNECT target that could not be resolved
 )
 
 func (w why) String() string {
-	return [...]string{"allowed", "not allowed", "special address", "not resolved for name", "gateway", "unresolved"}[w]
+	return [...]string{"allowed", "not allowed", "special address", "not resolved for name", "node itself", "unresolved"}[w]
 }
 
 // verdict is a decision about one destination.
@@ -342,7 +411,7 @@ func (g *Gateway) decide(p peer, dst netip.AddrPort, name string, local net.Addr
 		v.dest = ip.String()
 	}
 	switch {
-	case g.isLocal(ip, local):
+	case g.refused(ip, local):
 		v.why = whyGateway
 	case p.policy.AllowsAddr(ip, port):
 		v.allow = true
@@ -368,6 +437,11 @@ func (g *Gateway) decide(p peer, dst netip.AddrPort, name string, local net.Addr
 			}
 		}
 	}
+	// Last, as it asks the kernel: whatever the policy allows, never the
+	// node itself.
+	if v.allow && g.cfg.IsNodeAddr(ip) {
+		v.allow, v.why = false, whyGateway
+	}
 	return v
 }
 
@@ -375,7 +449,7 @@ func (g *Gateway) decide(p peer, dst netip.AddrPort, name string, local net.Addr
 // name: the sniffed one, or without one, a name the resolver gave the
 // address for and the policy allows at this port.
 func (g *Gateway) trusted(p peer, ip netip.Addr, name string, port int) bool {
-	if g.cfg.Trusted == nil {
+	if g.cfg.Trusted == nil || IsMetadata(ip) {
 		return false
 	}
 	if name != "" {
@@ -389,13 +463,32 @@ func (g *Gateway) trusted(p peer, ip netip.Addr, name string, port int) bool {
 	return false
 }
 
-// isLocal reports whether a is one of the gateway's own addresses: a
-// configured one, or the one the connection reached the gateway on (with
-// nftables redirect, the host side of the sandbox's veth, where host services
-// listen too).
-func (g *Gateway) isLocal(a netip.Addr, local net.Addr) bool {
+// never are the prefixes no policy opens: this host's loopback and "this
+// network" (0.0.0.0/8 reaches the host itself on Linux), and the
+// unspecified IPv6 address.
+var never = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("127.0.0.0/8"),
+	netip.MustParsePrefix("::/128"),
+	netip.MustParsePrefix("::1/128"),
+}
+
+// refused reports whether a is never a destination, by the gateway's
+// configuration alone: a configured own address or refused prefix, or the
+// address the connection reached the gateway on (with nftables redirect,
+// the host side of the sandbox's veth, where host services listen too).
+// The kernel's view (IsNodeAddr) comes on top, for allowed destinations.
+func (g *Gateway) refused(a netip.Addr, local net.Addr) bool {
 	a = a.Unmap()
-	return a == addrPort(local).Addr() || slices.Contains(g.cfg.Local, a)
+	if a == addrPort(local).Addr() || slices.Contains(g.cfg.Local, a) {
+		return true
+	}
+	for _, p := range g.cfg.Refused {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // target is "dest:port" for messages.
@@ -427,11 +520,14 @@ func (v verdict) message(p peer, dst netip.AddrPort) string {
 		if v.name != "" {
 			what = fmt.Sprintf("%s (%s)", target, v.addr)
 		}
-		return fmt.Sprintf("cove: %s is a private, loopback, link-local or metadata address, reachable only through a CIDR rule; %s", what, how(addrEntry))
+		if IsMetadata(v.addr) {
+			return fmt.Sprintf("cove: %s is a cloud metadata address, reachable only through a rule naming that address exactly; %s", what, how(addrEntry))
+		}
+		return fmt.Sprintf("cove: %s is a private, loopback, link-local or other special-purpose address, reachable only through a CIDR rule; %s", what, how(addrEntry))
 	case whySpoofed:
 		return fmt.Sprintf("cove: %s: %s is not an address this sandbox's resolver gave for %s; resolve names through the sandbox's DNS, or %s", target, v.addr, v.name, how(addrEntry))
 	case whyGateway:
-		return fmt.Sprintf("cove: %s is the network gateway itself and is never a destination", net.JoinHostPort(dst.Addr().String(), strconv.Itoa(port)))
+		return fmt.Sprintf("cove: %s is this node itself (its network gateway, its host or its sandboxes) and is never a destination", net.JoinHostPort(dst.Addr().String(), strconv.Itoa(port)))
 	}
 	entry := v.name
 	if entry == "" {

@@ -15,25 +15,33 @@ import (
 	"github.com/miekg/dns"
 )
 
-// Addresses the tests pretend are public. They are never dialled: the
+// Public addresses the tests pretend to reach (the documentation ranges
+// are special-purpose, so they will not do). They are never dialled: the
 // harness's Dial maps them to loopback test servers and refuses any other
 // address that is not loopback.
 var (
-	apiAddr    = netip.MustParseAddr("203.0.113.10") // api.example.test: HTTP
-	tlsAddr    = netip.MustParseAddr("203.0.113.30") // example.com: TLS
-	echoAddr   = netip.MustParseAddr("203.0.113.40") // echo.example.test: raw echo
-	bannerAddr = netip.MustParseAddr("203.0.113.50") // mail.example.test: server speaks first
-	otherAddr  = netip.MustParseAddr("203.0.113.99") // other.example.test: nothing there
+	apiAddr    = netip.MustParseAddr("198.20.0.10") // api.example.test: HTTP
+	tlsAddr    = netip.MustParseAddr("198.20.0.30") // example.com: TLS
+	echoAddr   = netip.MustParseAddr("198.20.0.40") // echo.example.test: raw echo
+	bannerAddr = netip.MustParseAddr("198.20.0.50") // mail.example.test: server speaks first
+	otherAddr  = netip.MustParseAddr("198.20.0.99") // other.example.test: nothing there
+	// private.example.test: a static name on a private address.
+	privateAddr = netip.MustParseAddr("10.1.2.3")
+	// metaAddr is the metadata address; the harness routes its port 80 to
+	// the HTTP test server.
+	metaAddr = netip.MustParseAddr("169.254.169.254")
 )
 
 var testStatic = map[string][]netip.Addr{
-	"api.example.test":   {apiAddr},
-	"example.com":        {tlsAddr},
-	"echo.example.test":  {echoAddr},
-	"mail.example.test":  {bannerAddr},
-	"other.example.test": {otherAddr},
-	"local.example.test": {netip.MustParseAddr("127.0.0.1")},
-	"v6.example.test":    {netip.MustParseAddr("2001:db8::10")},
+	"api.example.test":     {apiAddr},
+	"example.com":          {tlsAddr},
+	"echo.example.test":    {echoAddr},
+	"mail.example.test":    {bannerAddr},
+	"other.example.test":   {otherAddr},
+	"local.example.test":   {netip.MustParseAddr("127.0.0.1")},
+	"private.example.test": {privateAddr},
+	"meta.example.test":    {metaAddr},
+	"v6.example.test":      {netip.MustParseAddr("2001:db8::10")},
 }
 
 const sandboxID = "sb1"

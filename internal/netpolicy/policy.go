@@ -10,6 +10,7 @@ package netpolicy
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -28,7 +29,8 @@ import (
 //
 // Names only ever match names (a TLS SNI, an HTTP Host, a CONNECT target or a
 // DNS question); addresses only match CIDR entries. Private, loopback,
-// link-local and metadata addresses are reachable only through a CIDR entry.
+// link-local and other special-purpose addresses are reachable only through a
+// CIDR entry, metadata addresses only through an entry naming them exactly.
 type Policy struct {
 	entries []string
 	names   []nameRule
@@ -268,14 +270,15 @@ func (p Policy) AllowsName(name string, port int) bool {
 	return false
 }
 
-// AllowsAddr reports whether a CIDR rule allows addr at port.
+// AllowsAddr reports whether a CIDR rule allows addr at port. A metadata
+// address (IsMetadata) is allowed only by a rule naming it exactly.
 func (p Policy) AllowsAddr(addr netip.Addr, port int) bool {
 	addr = addr.Unmap()
 	for _, r := range p.cidrs {
 		if r.port != 0 && int(r.port) != port {
 			continue
 		}
-		if r.prefix.Contains(addr) {
+		if r.prefix.Contains(addr) && (r.prefix.IsSingleIP() || !IsMetadata(addr)) {
 			return true
 		}
 	}
@@ -283,8 +286,11 @@ func (p Policy) AllowsAddr(addr netip.Addr, port int) bool {
 }
 
 // special are the addresses the gateway never dials unless a CIDR rule names
-// them: private, loopback, link-local, shared (CGNAT), metadata, multicast and
-// reserved ranges.
+// them: private, loopback, link-local, shared (CGNAT), metadata, multicast,
+// reserved, documentation and benchmarking ranges, and the IPv6 ranges that
+// carry IPv4 or lead through a translator or relay (IPv4-compatible, NAT64,
+// 6to4, Teredo), whose far end may be anything, the node's own network
+// included. The IANA special-purpose registries list them.
 var special = []netip.Prefix{
 	netip.MustParsePrefix("0.0.0.0/8"),
 	netip.MustParsePrefix("10.0.0.0/8"),
@@ -292,14 +298,46 @@ var special = []netip.Prefix{
 	netip.MustParsePrefix("127.0.0.0/8"),
 	netip.MustParsePrefix("169.254.0.0/16"),
 	netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.0.0.0/24"),   // IETF protocol assignments
+	netip.MustParsePrefix("192.0.2.0/24"),   // TEST-NET-1
+	netip.MustParsePrefix("192.88.99.0/24"), // 6to4 relay anycast
 	netip.MustParsePrefix("192.168.0.0/16"),
+	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
+	netip.MustParsePrefix("198.51.100.0/24"), // TEST-NET-2
+	netip.MustParsePrefix("203.0.113.0/24"),  // TEST-NET-3
 	netip.MustParsePrefix("224.0.0.0/4"),
 	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("::/128"),
-	netip.MustParsePrefix("::1/128"),
+	netip.MustParsePrefix("::/96"),          // unspecified, loopback, IPv4-compatible
+	netip.MustParsePrefix("64:ff9b::/96"),   // NAT64
+	netip.MustParsePrefix("64:ff9b:1::/48"), // local-use NAT64
+	netip.MustParsePrefix("100::/64"),       // discard-only
+	netip.MustParsePrefix("2001::/23"),      // IETF protocol assignments, Teredo (2001::/32) included
+	netip.MustParsePrefix("2001:db8::/32"),  // documentation
+	netip.MustParsePrefix("2002::/16"),      // 6to4
 	netip.MustParsePrefix("fc00::/7"),
 	netip.MustParsePrefix("fe80::/10"),
+	netip.MustParsePrefix("fec0::/10"), // site-local (deprecated)
 	netip.MustParsePrefix("ff00::/8"),
+}
+
+// metadata are the cloud instance-metadata addresses (AWS, GCP, Azure,
+// Oracle and the link-local ECS/EKS credential endpoints, Alibaba). They hand
+// out the host's credentials, so only a rule naming one exactly (a /32 or
+// /128, with or without a port) reaches one; a broad CIDR such as
+// 169.254.0.0/16 or 0.0.0.0/0 does not, and neither does a name.
+var metadata = []netip.Addr{
+	netip.MustParseAddr("169.254.169.254"),
+	netip.MustParseAddr("169.254.170.2"),
+	netip.MustParseAddr("169.254.170.23"),
+	netip.MustParseAddr("100.100.100.200"),
+	netip.MustParseAddr("fd00:ec2::254"),
+	netip.MustParseAddr("fd00:ec2::23"),
+}
+
+// IsMetadata reports whether addr is a cloud instance-metadata address,
+// reachable only through a rule naming it exactly.
+func IsMetadata(addr netip.Addr) bool {
+	return slices.Contains(metadata, addr.Unmap())
 }
 
 // IsSpecial reports whether addr is private, loopback, link-local, metadata or

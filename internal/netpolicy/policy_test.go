@@ -138,6 +138,32 @@ func TestPolicyMatch(t *testing.T) {
 	}
 }
 
+func TestMetadataNeedsExactRule(t *testing.T) {
+	tests := []struct {
+		allow []string
+		addr  string
+		port  int
+		want  bool
+	}{
+		{[]string{"0.0.0.0/0"}, "169.254.169.254", 80, false},
+		{[]string{"169.254.0.0/16"}, "169.254.169.254", 80, false},
+		{[]string{"169.254.169.254"}, "169.254.169.254", 80, true},
+		{[]string{"169.254.169.254/32:80"}, "169.254.169.254", 80, true},
+		{[]string{"169.254.169.254/32:80"}, "169.254.169.254", 81, false},
+		{[]string{"169.254.0.0/16"}, "169.254.169.253", 80, true},
+		{[]string{"::/0"}, "fd00:ec2::254", 80, false},
+		{[]string{"fd00::/8"}, "fd00:ec2::254", 80, false},
+		{[]string{"[fd00:ec2::254]:80"}, "fd00:ec2::254", 80, true},
+		{[]string{"0.0.0.0/0"}, "::ffff:169.254.169.254", 80, false},
+		{[]string{"100.64.0.0/10"}, "100.100.100.200", 80, false},
+	}
+	for _, tt := range tests {
+		if got := MustParse(tt.allow...).AllowsAddr(netip.MustParseAddr(tt.addr), tt.port); got != tt.want {
+			t.Errorf("%q allows %s:%d = %v, want %v", tt.allow, tt.addr, tt.port, got, tt.want)
+		}
+	}
+}
+
 func TestIsSpecial(t *testing.T) {
 	tests := []struct {
 		addr string
@@ -146,7 +172,15 @@ func TestIsSpecial(t *testing.T) {
 		{"10.0.0.1", true}, {"172.16.5.4", true}, {"172.32.0.1", false}, {"192.168.1.1", true},
 		{"127.0.0.1", true}, {"127.9.9.9", true}, {"169.254.169.254", true}, {"100.64.0.1", true},
 		{"100.128.0.1", false}, {"0.1.2.3", true}, {"::1", true}, {"fd00::1", true}, {"fe80::1", true},
-		{"::ffff:10.0.0.1", true}, {"203.0.113.5", false}, {"2001:db8::1", false}, {"8.8.8.8", false},
+		{"::ffff:10.0.0.1", true}, {"198.20.0.5", false}, {"8.8.8.8", false}, {"2606:4700::1111", false},
+		// Special-purpose ranges: documentation, benchmarking, protocol
+		// assignments, and IPv6 that carries or translates IPv4.
+		{"192.0.2.1", true}, {"198.51.100.7", true}, {"203.0.113.5", true}, {"2001:db8::1", true},
+		{"198.18.0.1", true}, {"198.19.255.255", true}, {"198.20.0.1", false}, {"192.0.0.8", true},
+		{"192.88.99.1", true}, {"255.255.255.255", true},
+		{"64:ff9b::7f00:1", true}, {"64:ff9b::a00:1", true}, {"64:ff9b:1::1", true},
+		{"2002:7f00:1::1", true}, {"2001:0:4136:e378::1", true}, {"::127.0.0.1", true}, {"::", true},
+		{"100::1", true}, {"fec0::1", true}, {"fd00:ec2::254", true},
 	}
 	for _, tt := range tests {
 		if got := IsSpecial(netip.MustParseAddr(tt.addr)); got != tt.want {

@@ -111,7 +111,7 @@ func TestRegistryLifecycle(t *testing.T) {
 	}
 
 	// Bounded memory of given addresses: the oldest pair goes.
-	ip := netip.MustParseAddr("203.0.113.1")
+	ip := netip.MustParseAddr("198.20.0.1")
 	reg.remember(p.sb, "one.test", []netip.Addr{ip})
 	clock.Advance(time.Second)
 	reg.remember(p.sb, "two.test", []netip.Addr{ip})

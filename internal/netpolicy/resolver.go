@@ -122,20 +122,28 @@ func (r *Resolver) Serve(ctx context.Context, pc net.PacketConn, l net.Listener)
 }
 
 // serveDNS answers one query. ctx is the Serve lifecycle, bounding upstream
-// exchanges.
+// exchanges. A query from an address that is no sandbox's gets no answer
+// at all, not even REFUSED: an answer goes to the source address the query
+// claims, so answering would let whoever forges one reflect bytes of its
+// choosing (the question is echoed) at any address.
 func (r *Resolver) serveDNS(ctx context.Context, w dns.ResponseWriter, req *dns.Msg) {
-	resp := r.answer(ctx, remoteAddr(w.RemoteAddr()), req, w.RemoteAddr().Network() == "udp")
+	src := remoteAddr(w.RemoteAddr())
+	p, ok := r.reg.peer(src)
+	if !ok {
+		r.log.Debug("dns query from unknown source dropped", "src", src)
+		if w.RemoteAddr().Network() != "udp" {
+			w.Close()
+		}
+		return
+	}
+	resp := r.answer(ctx, p, req, w.RemoteAddr().Network() == "udp")
 	if err := w.WriteMsg(resp); err != nil {
 		r.log.Debug("dns write", "err", err)
 	}
 }
 
-func (r *Resolver) answer(ctx context.Context, src netip.Addr, req *dns.Msg, udp bool) *dns.Msg {
+func (r *Resolver) answer(ctx context.Context, p peer, req *dns.Msg, udp bool) *dns.Msg {
 	resp := new(dns.Msg)
-	p, ok := r.reg.peer(src)
-	if !ok {
-		return resp.SetRcode(req, dns.RcodeRefused)
-	}
 	if req.Opcode != dns.OpcodeQuery || len(req.Question) != 1 {
 		return resp.SetRcode(req, dns.RcodeFormatError)
 	}

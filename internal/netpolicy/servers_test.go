@@ -23,6 +23,40 @@ type testServers struct {
 	echo   string
 	banner string
 	roots  *x509.CertPool
+
+	mu   sync.Mutex
+	seen []seenRequest // requests the HTTP and TLS servers read, in order
+}
+
+// seenRequest is what a test server read of one request.
+type seenRequest struct {
+	Host, Path, Connection, Upgrade string
+	Body                            string
+}
+
+func (s *testServers) requests() []seenRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]seenRequest(nil), s.seen...)
+}
+
+// record notes each request (its body read whole) before handing it on.
+func (s *testServers) record(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen := seenRequest{Host: r.Host, Path: r.URL.Path, Connection: strings.Join(r.Header.Values("Connection"), ","), Upgrade: r.Header.Get("Upgrade")}
+		if r.URL.Path == "/echo-body" {
+			b, _ := io.ReadAll(r.Body)
+			seen.Body = string(b)
+		}
+		s.mu.Lock()
+		s.seen = append(s.seen, seen)
+		s.mu.Unlock()
+		if r.URL.Path == "/echo-body" {
+			io.WriteString(w, seen.Body)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func (s *testServers) routes() map[netip.AddrPort]string {
@@ -32,6 +66,8 @@ func (s *testServers) routes() map[netip.AddrPort]string {
 		netip.AddrPortFrom(echoAddr, 7):     s.echo,
 		netip.AddrPortFrom(bannerAddr, 25):  s.banner,
 		netip.AddrPortFrom(bannerAddr, 587): s.banner,
+		netip.AddrPortFrom(metaAddr, 80):    s.http.Listener.Addr().String(),
+		netip.AddrPortFrom(privateAddr, 80): s.http.Listener.Addr().String(),
 	}
 }
 
@@ -40,7 +76,8 @@ func (s *testServers) httpLocal() netip.AddrPort {
 }
 
 // testHandler answers "host=<Host>"; /upload reads the body and answers its
-// length; /download?n=N sends N bytes.
+// length; /download?n=N sends N bytes; /ws answers a WebSocket handshake
+// with 101 and then echoes what it reads.
 var testHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/upload":
@@ -50,6 +87,18 @@ var testHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) 
 		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
 		w.Header().Set("Content-Length", strconv.Itoa(n))
 		io.CopyN(w, zeros{}, int64(n))
+	case "/ws":
+		if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+			fmt.Fprintf(w, "no upgrade")
+			return
+		}
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		io.Copy(c, brw)
 	default:
 		fmt.Fprintf(w, "host=%s", r.Host)
 	}
@@ -64,10 +113,9 @@ func (zeros) Read(p []byte) (int, error) {
 
 func startServers(t *testing.T) *testServers {
 	t.Helper()
-	s := &testServers{
-		http: httptest.NewServer(testHandler),
-		tls:  httptest.NewTLSServer(testHandler),
-	}
+	s := &testServers{}
+	s.http = httptest.NewServer(s.record(testHandler))
+	s.tls = httptest.NewTLSServer(s.record(testHandler))
 	t.Cleanup(s.http.Close)
 	t.Cleanup(s.tls.Close)
 	s.roots = x509.NewCertPool()

@@ -19,6 +19,12 @@ const (
 	protoRaw protocol = iota
 	protoTLS
 	protoHTTP
+	// protoBadHTTP is a client that began like an HTTP/1 request but did
+	// not complete a request the gateway can check (malformed, too large,
+	// or cut short). It is refused, never taken for raw bytes: a server
+	// might still read a request, with any Host, from them. A bare word
+	// (wordOnly) is the one exception: see Gateway.relayLate.
+	protoBadHTTP
 )
 
 func (p protocol) String() string {
@@ -27,6 +33,8 @@ func (p protocol) String() string {
 		return "tls"
 	case protoHTTP:
 		return "http"
+	case protoBadHTTP:
+		return "bad http"
 	}
 	return "raw"
 }
@@ -45,25 +53,52 @@ type sniffed struct {
 	name      string
 	req       *http.Request // protoHTTP only
 	headerLen int           // protoHTTP only: length of the request header in buf
+	bad       string        // protoBadHTTP only: what is wrong, for the client
+	ended     bool          // the client ended its side: buf is all it sent
+}
+
+// wordOnly reports whether buf is, after any empty lines, a bare word: the
+// first line so far is token characters alone (possibly none). That is the
+// start of a request line, but also what a raw client may send and then
+// wait for an answer to; on its own it is no request.
+func wordOnly(buf []byte) bool {
+	i := 0
+	for i < len(buf) && (buf[i] == '\r' || buf[i] == '\n') {
+		i++
+	}
+	for _, b := range buf[i:] {
+		if !isTokenChar(b) {
+			return false
+		}
+	}
+	return true
 }
 
 // sniff reads a client's first bytes: it waits up to first for them (so a
-// server-speaks-first protocol is decided by address soon), then up to rest
-// to complete a TLS ClientHello or an HTTP request header. What cannot be
-// recognized in time is raw.
+// server-speaks-first protocol is decided by address soon; 0 waits as long
+// as it takes), then up to rest to complete a TLS ClientHello or an HTTP
+// request header. What cannot be recognized in time is raw, unless it began
+// like HTTP (protoBadHTTP; ended tells whether the client ended its side).
 func sniff(c net.Conn, first, rest time.Duration) (sniffed, error) {
-	buf := make([]byte, 0, 4096)
-	if err := c.SetReadDeadline(time.Now().Add(first)); err != nil {
-		return sniffed{}, err
+	return sniffFrom(c, nil, first, rest)
+}
+
+// sniffFrom is sniff for a client whose first bytes, pre, were read
+// already: it classifies them and, if more are needed, waits up to first
+// for new bytes (0: as long as it takes), then up to rest for the others.
+func sniffFrom(c net.Conn, pre []byte, first, rest time.Duration) (sniffed, error) {
+	buf := append(make([]byte, 0, max(4096, len(pre))), pre...)
+	if first > 0 {
+		if err := c.SetReadDeadline(time.Now().Add(first)); err != nil {
+			return sniffed{}, err
+		}
 	}
 	defer c.SetReadDeadline(time.Time{})
 	begun := false
 	for {
-		if s, more := classify(buf); !more {
+		s, more := classify(buf)
+		if !more || len(buf) >= maxSniff {
 			return s, nil
-		}
-		if len(buf) >= maxSniff {
-			return sniffed{proto: protoRaw, buf: buf}, nil
 		}
 		if len(buf) == cap(buf) {
 			buf = append(buf, make([]byte, min(cap(buf), maxSniff-len(buf)))...)[:len(buf)]
@@ -78,7 +113,11 @@ func sniff(c net.Conn, first, rest time.Duration) (sniffed, error) {
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded) {
-				return sniffed{proto: protoRaw, buf: buf}, nil
+				// What the bytes look like so far: raw, or an HTTP
+				// request cut short.
+				s, _ := classify(buf)
+				s.ended = errors.Is(err, io.EOF)
+				return s, nil
 			}
 			return sniffed{}, err
 		}
@@ -103,45 +142,160 @@ func classify(buf []byte) (s sniffed, more bool) {
 		s.name = hostName(serverName(hello))
 		return s, false
 	}
-	yes, maybe := httpMethod(buf)
-	if maybe {
+	switch httpStart(buf) {
+	case notHTTP:
+		return s, false
+	case maybeHTTP:
+		// Until the request line is complete; if it never is, the client
+		// is refused rather than spliced (a bare word aside).
+		s.proto, s.bad = protoBadHTTP, "incomplete HTTP request line"
 		return s, true
 	}
-	if !yes {
-		return s, false
-	}
+	s.proto = protoBadHTTP
 	end := bytes.Index(buf, []byte("\r\n\r\n"))
 	if end < 0 {
-		return s, len(buf) < maxHTTPHeader
+		if len(buf) >= maxHTTPHeader {
+			s.bad = "HTTP request header too large"
+			return s, false
+		}
+		s.bad = "incomplete HTTP request header"
+		return s, true
 	}
 	end += 4
-	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(buf[:end])))
-	if err != nil {
+	if end > maxHTTPHeader {
+		s.bad = "HTTP request header too large"
 		return s, false
 	}
-	s.proto, s.req, s.headerLen = protoHTTP, req, end
+	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(buf[:end])))
+	if err != nil {
+		s.bad = "malformed HTTP request: " + err.Error()
+		return s, false
+	}
+	if why := checkRequest(buf[:end], req); why != "" {
+		s.bad = why
+		return s, false
+	}
+	s.proto, s.req, s.headerLen, s.bad = protoHTTP, req, end, ""
 	s.name = hostName(req.Host)
 	return s, false
 }
 
-var methods = [][]byte{
-	[]byte("GET "), []byte("POST "), []byte("PUT "), []byte("HEAD "), []byte("DELETE "),
-	[]byte("OPTIONS "), []byte("PATCH "), []byte("CONNECT "), []byte("TRACE "),
-}
+type httpLike int
 
-// httpMethod reports whether buf starts with an HTTP/1 method (yes) or with
-// a prefix of one (maybe).
-func httpMethod(buf []byte) (yes, maybe bool) {
-	for _, m := range methods {
-		if len(buf) >= len(m) {
-			if bytes.HasPrefix(buf, m) {
-				return true, false
-			}
-		} else if bytes.HasPrefix(m, buf) {
-			maybe = true
+const (
+	notHTTP httpLike = iota
+	maybeHTTP
+	isHTTP
+)
+
+// httpStart tells whether buf begins like an HTTP/1 request: after any
+// empty lines (servers skip them), a request line "method SP target SP
+// HTTP/n.n" of any method, in any case, ended by LF or CRLF. It is maybeHTTP
+// while the line is incomplete and could still be one. HTTP/2's cleartext
+// preface ("PRI * HTTP/2.0") is not HTTP/1: it is raw, decided by address.
+func httpStart(buf []byte) httpLike {
+	i := 0
+	for i < len(buf) && (buf[i] == '\r' || buf[i] == '\n') {
+		i++
+	}
+	line := buf[i:]
+	if len(line) > maxHTTPHeader {
+		line = line[:maxHTTPHeader]
+	}
+	// method
+	j := 0
+	for j < len(line) && isTokenChar(line[j]) {
+		j++
+	}
+	if j == len(line) {
+		return maybeHTTP
+	}
+	if j == 0 || line[j] != ' ' {
+		return notHTTP
+	}
+	method := line[:j]
+	j++
+	// request target: visible characters
+	k := j
+	for k < len(line) && line[k] > ' ' && line[k] < 0x7f {
+		k++
+	}
+	if k == len(line) {
+		return maybeHTTP
+	}
+	if k == j || line[k] != ' ' {
+		return notHTTP
+	}
+	k++
+	// version
+	const version = "http/"
+	v := line[k:]
+	for n := range min(len(v), len(version)) {
+		if v[n]|0x20 != version[n] {
+			return notHTTP
 		}
 	}
-	return false, maybe
+	if len(v) <= len(version) {
+		return maybeHTTP
+	}
+	if string(method) == "PRI" && string(line[j:k]) == "* " && bytes.HasPrefix(v, []byte("HTTP/2.0")) {
+		return notHTTP
+	}
+	return isHTTP
+}
+
+func isTokenChar(b byte) bool {
+	switch {
+	case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", b) >= 0
+}
+
+// checkRequest refuses what parses but could be read differently by the
+// server than by the gateway: folded header lines, several Host headers,
+// a Host header and an absolute URL that name different hosts, or a body
+// framed twice (Transfer-Encoding with Content-Length, or several
+// Transfer-Encoding headers). header is the raw request header.
+func checkRequest(header []byte, req *http.Request) string {
+	count := map[string]int{}
+	var host string
+	lines := bytes.Split(bytes.TrimSuffix(header, []byte("\r\n\r\n")), []byte("\r\n"))
+	for _, l := range lines[1:] {
+		if len(l) > 0 && (l[0] == ' ' || l[0] == '\t') {
+			return "folded HTTP header line"
+		}
+		if name, value, ok := bytes.Cut(l, []byte(":")); ok {
+			n := strings.ToLower(string(name))
+			count[n]++
+			if n == "host" {
+				host = strings.TrimSpace(string(value))
+			}
+		}
+	}
+	for i, b := range header {
+		if b == '\n' && (i == 0 || header[i-1] != '\r') || b == '\r' && (i+1 == len(header) || header[i+1] != '\n') {
+			return "bare CR or LF in the HTTP request header"
+		}
+	}
+	switch {
+	case count["host"] > 1:
+		return "more than one Host header"
+	case count["transfer-encoding"] > 1 || count["transfer-encoding"] > 0 && count["content-length"] > 0:
+		return "ambiguous HTTP body length"
+	}
+	if host != "" && req.URL != nil && req.URL.Host != "" && !sameHost(host, req.URL.Host) {
+		return "the Host header and the request URL name different hosts"
+	}
+	return ""
+}
+
+// sameHost compares two Host values, the default HTTP port aside.
+func sameHost(a, b string) bool {
+	norm := func(h string) string {
+		return strings.TrimSuffix(strings.TrimSuffix(strings.ToLower(h), ":80"), ".")
+	}
+	return norm(a) == norm(b)
 }
 
 // hostName normalizes a Host or SNI value: port dropped, lower case, no

@@ -86,7 +86,13 @@ func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, da
 		return nil, err
 	}
 	resolver := netpolicy.NewResolver(netpolicy.ResolverConfig{Static: cfg.Static, Upstream: cfg.Upstream}, reg, log)
-	gateway := netpolicy.NewGateway(netpolicy.GatewayConfig{Trusted: resolver.Static}, reg, resolver.Lookup, log)
+	// Whatever a policy says, the gateway never dials the node: its own
+	// addresses (asked of the kernel at each connection), loopback, and the
+	// sandboxes' subnet (other sandboxes and the host sides of their veths).
+	gateway := netpolicy.NewGateway(netpolicy.GatewayConfig{
+		Trusted: resolver.Static,
+		Refused: []netip.Prefix{fence.Subnet()},
+	}, reg, resolver.Lookup, log)
 
 	listeners["dns"] = dl.Addr().String()
 	listeners["gateway"] = gl.Addr().String()
