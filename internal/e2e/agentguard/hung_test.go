@@ -61,31 +61,28 @@ func replaceSocket(t *testing.T, s *e2etest.Server, id string, serve http.Handle
 	})
 }
 
-// TestHungAgent: an agent that hangs (stopped, or a socket that never
-// answers, or one that answers pings and nothing else) costs only its own
-// sandbox. A command sent to it fails as unavailable instead of waiting
-// forever while another sandbox serves; `cove serve` restarts with such
-// agents, marks their sandboxes failed, and serves the others.
-func TestHungAgent(t *testing.T) {
-	s := e2etest.StartServer(t)
-	ctx := t.Context()
-	stopped := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
-	silent := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
-	pingOnly := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
-	healthy := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
-	// A command that runs through the restart, in a sandbox that hangs.
-	if _, err := s.Admin.Exec(ctx, stopped.ID, api.CreateCommandRequest{Command: "sleep 1000"}); err != nil {
-		t.Fatal(err)
-	}
-
-	pid := agentPID(t, s, stopped.ID)
+// stopAgent stops the agent of sandbox id with SIGSTOP, from the host,
+// until the test ends, and returns its PID.
+func stopAgent(t *testing.T, s *e2etest.Server, id string) int {
+	t.Helper()
+	pid := agentPID(t, s, id)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) }) // before the server's cleanup
+	return pid
+}
 
-	// While the server runs: a command to the stopped agent fails as
-	// unavailable; the healthy sandbox serves meanwhile.
+// TestHungAgentFailsItsCalls: a command sent to a stopped agent fails as
+// unavailable instead of waiting forever, and another sandbox serves
+// meanwhile.
+func TestHungAgentFailsItsCalls(t *testing.T) {
+	s := e2etest.StartServer(t)
+	ctx := t.Context()
+	stopped := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
+	healthy := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
+	stopAgent(t, s, stopped.ID)
+
 	hung := make(chan error, 1)
 	go func() {
 		_, err := s.Admin.Exec(ctx, stopped.ID, api.CreateCommandRequest{Command: "true"})
@@ -100,12 +97,28 @@ func TestHungAgent(t *testing.T) {
 		if !errors.As(err, &e) || e.Code != api.CodeUnavailable {
 			t.Errorf("command to a stopped agent: %v, want unavailable", err)
 		}
-	case <-time.After(5 * time.Minute):
-		t.Fatal("a command to a stopped agent still waits after 5 minutes")
+	case <-time.After(10 * time.Minute): // far beyond every bound: a hang
+		t.Fatal("a command to a stopped agent still waits after 10 minutes")
+	}
+}
+
+// TestRestartWithHungAgents: `cove serve` restarts while three agents hang
+// (one stopped with a command running, one whose socket queues connections
+// and never answers, one that answers pings and nothing else), marks their
+// sandboxes failed, and serves the others.
+func TestRestartWithHungAgents(t *testing.T) {
+	s := e2etest.StartServer(t)
+	ctx := t.Context()
+	stopped := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
+	silent := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
+	pingOnly := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
+	healthy := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
+	if _, err := s.Admin.Exec(ctx, stopped.ID, api.CreateCommandRequest{Command: "sleep 1000"}); err != nil {
+		t.Fatal(err)
 	}
 
-	// Restart with three hung agents.
 	s.Stop(syscall.SIGTERM)
+	pid := stopAgent(t, s, stopped.ID)
 	replaceSocket(t, s, silent.ID, nil)
 	replaceSocket(t, s, pingOnly.ID, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/ping" {
