@@ -470,10 +470,51 @@ func (r *Runtime) Stop(ctx context.Context, id string) (string, error) {
 	if _, err := os.Stat(img); err != nil {
 		return "", fmt.Errorf("stop sandbox %s: %w", id, err)
 	}
+	if err := r.stopContainer(ctx, id); err != nil {
+		return "", fmt.Errorf("stop sandbox %s: %w", id, err)
+	}
+	// The disk image is saved next: what the sandbox wrote must be in it
+	// even if an unmount below can only detach lazily (a process of the
+	// sandbox not reaped yet keeps its mount busy).
+	if err := syncDir(filepath.Join(dir, diskDir)); err != nil {
+		return "", fmt.Errorf("stop sandbox %s: flush its disk: %w", id, err)
+	}
 	if err := errors.Join(r.teardown(ctx, id)...); err != nil {
 		return "", fmt.Errorf("stop sandbox %s: %w", id, err)
 	}
+	// A lazily detached disk lets go once its last user is gone: wait for
+	// that, so nothing writes to the image while it is saved.
+	for i := 0; ; i++ {
+		devs, err := loopsBackedBy(img)
+		if err != nil || len(devs) == 0 {
+			break
+		}
+		if i == 200 {
+			r.log.Warn("disk still attached after stop; saving what was flushed", "sandbox", id, "loops", devs)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		detachLoops(img)
+	}
 	return img, nil
+}
+
+// syncDir flushes the filesystem holding dir; a dir that is not there (a
+// disk already unmounted) has nothing to flush.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.Syncfs(int(f.Fd()))
 }
 
 // teardown kills sandbox id and undoes its mounts and cgroups, leaving its
