@@ -214,8 +214,17 @@ func (s *Server) GetCommand(ctx context.Context, teamID, ref, commandID string) 
 		return c, err
 	}
 	if c.State == api.CommandRunning {
-		// Sizes grow while it runs; the log knows them now.
-		s.readSizes(&c)
+		// Sizes grow while it runs, and the log has the exit before the
+		// store does: answer from the log, as a reader of the output
+		// sees it.
+		l, err := s.node.Output(c.SandboxID, c.ID)
+		if err == nil {
+			c.StdoutBytes, c.StderrBytes = l.Sizes()
+			if e := l.Exit(); e != nil {
+				s.applyExit(&c, *e, false)
+			}
+			l.Close()
+		}
 	}
 	return c, nil
 }
