@@ -2,8 +2,6 @@ package local
 
 import (
 	"context"
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -91,10 +89,7 @@ func (n *Node) promisedLocked(except string) int64 {
 func growth(path string) int64 {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			return 0
-		}
-		return 0
+		return 0 // no disk (yet, or any more): nothing to grow
 	}
 	return max(st.Size-st.Blocks*512, 0)
 }

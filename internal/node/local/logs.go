@@ -135,10 +135,3 @@ func (n *Node) closeLogs(sandboxID string) {
 		l.Close()
 	}
 }
-
-// OpenLogs is how many output logs the node holds open (3 files each).
-func (n *Node) OpenLogs() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return len(n.logs)
-}
