@@ -14,14 +14,11 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/vishvananda/netns"
 
 	"github.com/cove-dev/cove/internal/e2e/e2etest"
 )
@@ -31,8 +28,7 @@ import (
 // TCP echo, a UDP sink and a fake metadata server on 169.254.169.254. Every
 // address a network test dials is one of these.
 type testHosts struct {
-	ns       string
-	hostIf   string
+	host     *e2etest.TestHost
 	Addr     string // the test hosts' address
 	CAPEM    []byte
 	MetaHits atomic.Int64 // requests the metadata server answered
@@ -40,40 +36,22 @@ type testHosts struct {
 	HTTPHits atomic.Int64
 }
 
-var hostsCount atomic.Int64
-
 func startTestHosts(t *testing.T) *testHosts {
 	t.Helper()
 	e2etest.RequireRoot(t)
 	// The host's route to the fake metadata server is one per machine.
 	e2etest.HostLock(t, "metadata-route")
-	n := hostsCount.Add(1)
-	h := &testHosts{
-		ns:     fmt.Sprintf("cvt-%s-%d", e2etest.RunID(), n),
-		hostIf: fmt.Sprintf("cvh%s%d", e2etest.RunID()[:6], n),
-	}
-	prefix := fmt.Sprintf("10.%d.%d", 200+e2etest.RunOctet(), n)
-	h.Addr = prefix + ".2"
-	peer := "cvp" + h.hostIf[3:]
+	host := e2etest.StartTestHost(t)
+	h := &testHosts{host: host, Addr: host.Addr.String()}
 	for _, args := range [][]string{
-		{"netns", "add", h.ns},
-		{"link", "add", h.hostIf, "type", "veth", "peer", "name", peer},
-		{"link", "set", peer, "netns", h.ns},
-		{"addr", "add", prefix + ".1/24", "dev", h.hostIf},
-		{"link", "set", h.hostIf, "up"},
-		{"-n", h.ns, "addr", "add", h.Addr + "/24", "dev", peer},
-		{"-n", h.ns, "addr", "add", "169.254.169.254/32", "dev", peer},
-		{"-n", h.ns, "link", "set", peer, "up"},
-		{"-n", h.ns, "link", "set", "lo", "up"},
-		{"-n", h.ns, "route", "add", "default", "via", prefix + ".1"},
-		{"route", "add", "169.254.169.254/32", "via", h.Addr, "dev", h.hostIf},
+		{"-n", host.NS, "addr", "add", "169.254.169.254/32", "dev", "lo"},
+		{"route", "add", "169.254.169.254/32", "via", h.Addr, "dev", host.Iface},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			h.close()
 			t.Fatalf("ip %v: %v %s", args, err, out)
 		}
 	}
-	t.Cleanup(h.close)
+	t.Cleanup(func() { exec.Command("ip", "route", "del", "169.254.169.254/32").Run() })
 
 	cert, caPEM := testCert(t, "tls.test", "other.test", "web.test")
 	h.CAPEM = caPEM
@@ -120,40 +98,10 @@ func startTestHosts(t *testing.T) *testHosts {
 	return h
 }
 
-// listen makes a listener inside the test hosts' namespace: the socket
-// belongs to the namespace it was made in, wherever it is served from.
+// listen makes a listener inside the test hosts' namespace.
 func (h *testHosts) listen(t *testing.T, network, addr string) any {
 	t.Helper()
-	type result struct {
-		v   any
-		err error
-	}
-	rc := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // this thread ends inside the namespace: never unlocked
-		ns, err := netns.GetFromName(h.ns)
-		if err == nil {
-			defer ns.Close()
-			err = netns.Set(ns)
-		}
-		if err != nil {
-			rc <- result{nil, err}
-			return
-		}
-		if network == "udp" {
-			pc, err := net.ListenPacket("udp4", addr)
-			rc <- result{pc, err}
-			return
-		}
-		l, err := net.Listen("tcp4", addr)
-		rc <- result{l, err}
-	}()
-	r := <-rc
-	if r.err != nil {
-		t.Fatalf("listen %s in %s: %v", addr, h.ns, r.err)
-	}
-	t.Cleanup(func() { r.v.(io.Closer).Close() })
-	return r.v
+	return h.host.Listen(t, network, addr)
 }
 
 func (h *testHosts) serveHTTP(t *testing.T, addr string, handler http.Handler, tc *tls.Config) {
@@ -168,12 +116,6 @@ func (h *testHosts) serveHTTP(t *testing.T, addr string, handler http.Handler, t
 		}
 	})
 	t.Cleanup(func() { srv.Close(); wg.Wait() })
-}
-
-func (h *testHosts) close() {
-	exec.Command("ip", "route", "del", "169.254.169.254/32").Run()
-	exec.Command("ip", "link", "del", h.hostIf).Run()
-	exec.Command("ip", "netns", "del", h.ns).Run()
 }
 
 // testCert makes a CA and a certificate for names signed by it.
