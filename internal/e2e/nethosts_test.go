@@ -1,16 +1,9 @@
 package e2e
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os/exec"
@@ -53,7 +46,7 @@ func startTestHosts(t *testing.T) *testHosts {
 	}
 	t.Cleanup(func() { exec.Command("ip", "route", "del", "169.254.169.254/32").Run() })
 
-	cert, caPEM := testCert(t, "tls.test", "other.test", "web.test")
+	cert, caPEM := e2etest.TestCert(t, "tls.test", "other.test", "web.test")
 	h.CAPEM = caPEM
 	web := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.HTTPHits.Add(1)
@@ -116,32 +109,4 @@ func (h *testHosts) serveHTTP(t *testing.T, addr string, handler http.Handler, t
 		}
 	})
 	t.Cleanup(func() { srv.Close(); wg.Wait() })
-}
-
-// testCert makes a CA and a certificate for names signed by it.
-func testCert(t *testing.T, names ...string) (tls.Certificate, []byte) {
-	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	ca := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "cove test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	leaf := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key},
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
 }
