@@ -39,8 +39,14 @@ type BenchResult struct {
 	CpMBs                   *float64 `json:"cp_mb_s"`
 	Sleep100MiBs            *float64 `json:"sleep_100mib_s"`
 	Wake100MiBs             *float64 `json:"wake_100mib_s"`
+	IdleTarget              *int     `json:"idle_target"`
 	IdleSandboxesMax        *int     `json:"idle_sandboxes_max"`
 	IdleSandboxMiB          *float64 `json:"idle_sandbox_mib"`
+	IdleHostMiB             *float64 `json:"idle_host_mib"`
+	IdleKernelMiB           *float64 `json:"idle_kernel_mib"`
+	IdleServerMiB           *float64 `json:"idle_server_mib"`
+	IdleStoppedBy           string   `json:"idle_stopped_by,omitempty"`
+	IdleLeaks               []string `json:"idle_leaks"`
 	ServerRSSMiB            *float64 `json:"server_rss_mib"`
 	Runs                    int      `json:"runs"`
 	Notes                   []string `json:"notes,omitempty"`
@@ -49,7 +55,7 @@ type BenchResult struct {
 type benchOpts struct {
 	runs      int
 	bytes     int64
-	idle      int
+	idle      idleOpts
 	imagesDir string
 	template  string
 	runc      string
@@ -85,7 +91,10 @@ Run it on the server's host (as root for the bare runc baseline).`,
 	f := c.Flags()
 	f.IntVar(&o.runs, "runs", 5, "repetitions of each measurement")
 	f.Int64Var(&o.bytes, "bytes", 256<<20, "bytes streamed, uploaded and downloaded")
-	f.IntVar(&o.idle, "idle", 20, "idle sandboxes to hold at once")
+	f.IntVar(&o.idle.target, "idle-target", 500, "idle sandboxes to try to hold at once (0 skips the density measure)")
+	f.IntVar(&o.idle.parallel, "idle-parallel", 4, "idle sandboxes created at once")
+	f.Int64Var(&o.idle.memoryMiB, "idle-memory-mib", 128, "memory limit of each idle sandbox")
+	f.Int64Var(&o.idle.diskMiB, "idle-disk-mib", 64, "disk of each idle sandbox")
 	f.StringVar(&o.imagesDir, "images-dir", "/var/lib/cove/images", "the server's images, for the bare runc baseline")
 	f.StringVar(&o.template, "template", "", "template to measure (default: the server's)")
 	f.StringVar(&o.runc, "runc", "runc", "runc binary for the baseline")
@@ -256,27 +265,15 @@ func runBench(ctx context.Context, cl *cove.Client, o benchOpts, progress io.Wri
 	}
 	res.Sleep100MiBs, res.Wake100MiBs = medianF(sleeps), medianF(wakes)
 
-	step(fmt.Sprintf("%d idle sandboxes", o.idle))
-	var idle []string
-	for range o.idle {
-		sb, err := newSandbox(api.CreateSandboxRequest{})
-		if err != nil {
-			res.Notes = append(res.Notes, "idle_sandboxes_max: stopped at "+err.Error())
-			break
+	if o.idle.target > 0 {
+		benchIdle(ctx, cl, o, res, step)
+	}
+	if res.ServerRSSMiB == nil {
+		if rss, err := serverRSS(cl.BaseURL()); err != nil {
+			res.Notes = append(res.Notes, "server_rss_mib: "+err.Error())
+		} else {
+			res.ServerRSSMiB = ptr(float64(rss) / (1 << 20))
 		}
-		idle = append(idle, sb.ID)
-	}
-	time.Sleep(time.Second) // let the agents settle
-	res.IdleSandboxesMax = ptr(len(idle))
-	if mib, err := cgroupMemoryMiB(idle); err != nil {
-		res.Notes = append(res.Notes, "idle_sandbox_mib: "+err.Error())
-	} else {
-		res.IdleSandboxMiB = ptr(mib)
-	}
-	if rss, err := serverRSS(cl.BaseURL()); err != nil {
-		res.Notes = append(res.Notes, "server_rss_mib: "+err.Error())
-	} else {
-		res.ServerRSSMiB = ptr(float64(rss) / (1 << 20))
 	}
 	return res, nil
 }
@@ -398,15 +395,7 @@ func cgroupMemoryMiB(ids []string) (float64, error) {
 // serverRSS returns the resident memory of the process listening on the
 // server URL's port on this host.
 func serverRSS(serverURL string) (int64, error) {
-	u, err := url.Parse(serverURL)
-	if err != nil {
-		return 0, err
-	}
-	port, err := strconv.Atoi(u.Port())
-	if err != nil {
-		return 0, fmt.Errorf("server URL %s names no port", serverURL)
-	}
-	pid, err := listenerPID(port)
+	pid, err := serverPID(serverURL)
 	if err != nil {
 		return 0, err
 	}
@@ -421,6 +410,19 @@ func serverRSS(serverURL string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
+}
+
+// serverPID finds the process on this host that serves serverURL.
+func serverPID(serverURL string) (int, error) {
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return 0, err
+	}
+	port, err := strconv.Atoi(u.Port())
+	if err != nil {
+		return 0, fmt.Errorf("server URL %s names no port", serverURL)
+	}
+	return listenerPID(port)
 }
 
 // listenerPID finds the process holding the TCP socket that listens on port.
@@ -474,7 +476,14 @@ func printBench(w io.Writer, r *BenchResult) {
 	fmt.Fprintf(tw, "download\t%s\tcp: %s\t%s\n", f(r.DownloadMBs, "MB/s"), f(r.CpMBs, "MB/s"), ratio(r.DownloadMBs, r.CpMBs))
 	fmt.Fprintf(tw, "sleep / wake, 100 MiB\t%s / %s\t\t\n", f(r.Sleep100MiBs, "s"), f(r.Wake100MiBs, "s"))
 	if r.IdleSandboxesMax != nil {
-		fmt.Fprintf(tw, "idle sandboxes held\t%d, %s each\t\t\n", *r.IdleSandboxesMax, f(r.IdleSandboxMiB, "MiB"))
+		fmt.Fprintf(tw, "idle sandboxes held\t%d of %d\t\t\n", *r.IdleSandboxesMax, *r.IdleTarget)
+		fmt.Fprintf(tw, "memory per idle sandbox\thost %s: cgroup %s, kernel objects %s, server %s\t\t\n",
+			f(r.IdleHostMiB, "MiB"), f(r.IdleSandboxMiB, "MiB"), f(r.IdleKernelMiB, "MiB"), f(r.IdleServerMiB, "MiB"))
+		leaks := "none"
+		if len(r.IdleLeaks) > 0 {
+			leaks = strings.Join(r.IdleLeaks, "; ")
+		}
+		fmt.Fprintf(tw, "left after terminating them\t%s\t\t\n", leaks)
 	}
 	fmt.Fprintf(tw, "server memory\t%s\t\t\n", f(r.ServerRSSMiB, "MiB"))
 	tw.Flush()

@@ -11,7 +11,7 @@ import (
 // warm pool and checks that it reports every field.
 func TestBenchCommand(t *testing.T) {
 	s := e2etest.StartServer(t)
-	out, errs, code := cli(t, s, "", "bench", "--json", "--runs", "1", "--bytes", "8388608", "--idle", "3",
+	out, errs, code := cli(t, s, "", "bench", "--json", "--runs", "1", "--bytes", "8388608", "--idle-target", "3",
 		"--images-dir", e2etest.ImagesDir())
 	if code != 0 {
 		t.Fatalf("cove bench: %d\n%s", code, errs)
@@ -23,7 +23,7 @@ func TestBenchCommand(t *testing.T) {
 	for _, field := range []string{
 		"create_to_first_exec_ms", "create_to_first_exec_warm_ms", "runc_run_ms", "exec_rtt_ms", "local_exec_ms",
 		"output_mb_s", "pipe_mb_s", "upload_mb_s", "download_mb_s", "cp_mb_s",
-		"sleep_100mib_s", "wake_100mib_s", "idle_sandboxes_max", "idle_sandbox_mib", "server_rss_mib",
+		"sleep_100mib_s", "wake_100mib_s", "idle_target", "idle_sandboxes_max", "idle_sandbox_mib", "server_rss_mib",
 	} {
 		v, ok := got[field]
 		if !ok || v == nil {
@@ -33,6 +33,14 @@ func TestBenchCommand(t *testing.T) {
 		if n, ok := v.(float64); !ok || n <= 0 {
 			t.Errorf("%s = %v, want a positive number", field, v)
 		}
+	}
+	// The host's free memory moves with whatever else runs here: only its
+	// presence is checked.
+	if _, ok := got["idle_host_mib"].(float64); !ok {
+		t.Errorf("idle_host_mib = %v, want a number", got["idle_host_mib"])
+	}
+	if leaks, ok := got["idle_leaks"].([]any); !ok || len(leaks) != 0 {
+		t.Errorf("idle_leaks = %v, want an empty list", got["idle_leaks"])
 	}
 	if got["idle_sandboxes_max"] != float64(3) {
 		t.Errorf("idle_sandboxes_max = %v, want 3", got["idle_sandboxes_max"])

@@ -273,6 +273,8 @@ func (f *Fence) Link(id string) (Link, bool) {
 func (f *Fence) linkFile(id string) string { return filepath.Join(f.cfg.Dir, id+".json") }
 
 // ifaceName is the host-side interface of a sandbox: at most 15 bytes.
+// cove bench (internal/cli hostIface) names it the same way to look for
+// leftovers.
 func ifaceName(id string) string {
 	sum := sha256.Sum256([]byte(id))
 	return "cv" + hex.EncodeToString(sum[:])[:12]
