@@ -94,7 +94,7 @@ func newRoot(env Env) *cobra.Command {
 		a.createCmd(), a.lsCmd(), a.getCmd(), a.rmCmd(), a.sleepCmd(), a.wakeCmd(),
 		a.execCmd(), a.logsCmd(), a.shCmd(),
 		a.filesCmd(),
-		a.teamsCmd(), a.benchCmd(), a.networkCmd(), a.eventsCmd(),
+		a.teamsCmd(), a.benchCmd(), a.networkCmd(), a.eventsCmd(), a.mcpCmd(),
 	)
 	return root
 }
@@ -131,20 +131,42 @@ func WriteConfig(home string, c Config) error {
 }
 
 func (a *app) client() (*cove.Client, error) {
-	var cfg Config
-	if home := a.env.Getenv("HOME"); home != "" {
-		if b, err := os.ReadFile(ConfigPath(home)); err == nil {
-			if err := json.Unmarshal(b, &cfg); err != nil {
-				return nil, fmt.Errorf("read %s: %w", ConfigPath(home), err)
-			}
-		}
+	cfg, err := a.config()
+	if err != nil {
+		return nil, err
 	}
-	url := firstNonEmpty(a.url, a.env.Getenv("COVE_URL"), cfg.URL, DefaultURL)
 	key := firstNonEmpty(a.env.Getenv("COVE_API_KEY"), cfg.APIKey)
 	if key == "" {
 		return nil, errors.New("no API key: set COVE_API_KEY, or run `cove serve` once to write " + ConfigPath("~"))
 	}
-	return cove.New(url, key), nil
+	return cove.New(a.urlOf(cfg), key), nil
+}
+
+// serverURL is the server the CLI talks to: --url, $COVE_URL, the config
+// file, or DefaultURL.
+func (a *app) serverURL() (string, error) {
+	cfg, err := a.config()
+	if err != nil {
+		return "", err
+	}
+	return a.urlOf(cfg), nil
+}
+
+func (a *app) urlOf(cfg Config) string {
+	return firstNonEmpty(a.url, a.env.Getenv("COVE_URL"), cfg.URL, DefaultURL)
+}
+
+// config reads the CLI config file, if there is one.
+func (a *app) config() (Config, error) {
+	var cfg Config
+	if home := a.env.Getenv("HOME"); home != "" {
+		if b, err := os.ReadFile(ConfigPath(home)); err == nil {
+			if err := json.Unmarshal(b, &cfg); err != nil {
+				return cfg, fmt.Errorf("read %s: %w", ConfigPath(home), err)
+			}
+		}
+	}
+	return cfg, nil
 }
 
 func firstNonEmpty(vs ...string) string {
