@@ -34,6 +34,7 @@ import (
 // testServer is the API served over a fake, with an SDK client holding
 // team A's key.
 type testServer struct {
+	h      *Handler
 	url    string
 	fake   *fakeControlPlane
 	client *cove.Client
@@ -47,7 +48,7 @@ func newTestServer(t *testing.T) *testServer {
 	h := New(f, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &testServer{url: srv.URL, fake: f, client: cove.New(srv.URL, keyA), logs: logs}
+	return &testServer{h: h, url: srv.URL, fake: f, client: cove.New(srv.URL, keyA), logs: logs}
 }
 
 // do sends a raw request with team A's key and returns the answer with

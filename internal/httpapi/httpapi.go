@@ -48,11 +48,12 @@ type Handler struct {
 	// listeners are the addresses the service bound, by name; set before
 	// serving, then only read.
 	listeners map[string]string
+	tickets   *ticketBook
 }
 
 // New returns the API handler over srv.
 func New(srv ControlPlane, log *slog.Logger) *Handler {
-	h := &Handler{srv: srv, log: log, mux: http.NewServeMux()}
+	h := &Handler{srv: srv, log: log, mux: http.NewServeMux(), tickets: newTicketBook()}
 	h.routes()
 	return h
 }
@@ -73,10 +74,11 @@ func (h *Handler) routes() {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(api.OpenAPI)
 	})
-	auth := func(pattern string, fn func(http.ResponseWriter, *http.Request, server.Principal) error) {
+	type handler = func(http.ResponseWriter, *http.Request, server.Principal) error
+	serve := func(pattern string, authn func(*http.Request) (server.Principal, error), fn handler) {
 		h.patterns = append(h.patterns, pattern)
 		h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			p, err := h.authenticate(r)
+			p, err := authn(r)
 			if err == nil {
 				err = fn(w, r, p)
 			}
@@ -85,6 +87,7 @@ func (h *Handler) routes() {
 			}
 		})
 	}
+	auth := func(pattern string, fn handler) { serve(pattern, h.authenticate, fn) }
 	auth("POST /v1/sandboxes", h.idempotent(h.createSandbox))
 	auth("GET /v1/sandboxes", h.listSandboxes)
 	auth("GET /v1/sandboxes/{ref}", h.getSandbox)
@@ -101,7 +104,7 @@ func (h *Handler) routes() {
 	auth("GET /v1/sandboxes/{ref}/commands/{id}/stderr", h.commandStream("stderr"))
 	auth("POST /v1/sandboxes/{ref}/commands/{id}/stdin", h.commandStdin)
 	auth("POST /v1/sandboxes/{ref}/commands/{id}/signal", h.commandSignal)
-	auth("GET /v1/sandboxes/{ref}/commands/{id}/attach", h.attach)
+	serve("GET /v1/sandboxes/{ref}/commands/{id}/attach", h.authenticateTicket, h.attach)
 	auth("GET /v1/sandboxes/{ref}/files", h.listFiles)
 	auth("DELETE /v1/sandboxes/{ref}/files", h.removeFile)
 	auth("GET /v1/sandboxes/{ref}/files/stat", h.statFile)
@@ -118,6 +121,7 @@ func (h *Handler) routes() {
 	auth("GET /v1/teams", h.listTeams)
 	auth("POST /v1/teams/{id}/keys", refuseIdempotencyKey(h.createKey))
 	auth("DELETE /v1/keys/{id}", h.revokeKey)
+	auth("POST /v1/tickets", refuseIdempotencyKey(h.createTicket))
 	// Anything else under /v1 is a JSON 404, after authentication so that
 	// the API's shape is not probed without a key.
 	auth("/v1/", func(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
@@ -135,12 +139,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) authenticate(r *http.Request) (server.Principal, error) {
-	// The scheme's name is case-insensitive (RFC 9110, section 11.1).
-	scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
+	key, ok := bearerKey(r)
+	if !ok {
 		return server.Principal{}, api.Errorf(api.CodeUnauthenticated, "missing API key; send 'Authorization: Bearer <key>'")
 	}
-	return h.srv.Authenticate(r.Context(), strings.TrimSpace(key))
+	return h.srv.Authenticate(r.Context(), key)
+}
+
+// bearerKey is the API key of a request's Authorization header.
+func bearerKey(r *http.Request) (string, bool) {
+	// The scheme's name is case-insensitive (RFC 9110, section 11.1).
+	scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	key = strings.TrimSpace(key)
+	return key, ok && strings.EqualFold(scheme, "Bearer") && key != ""
 }
 
 // writeError answers with the API's error format. Errors without a code are

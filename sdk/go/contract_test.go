@@ -51,6 +51,7 @@ var operations = map[string]string{
 	"readArchive":      "ReadArchive",
 	"writeArchive":     "WriteArchive",
 	"sandboxNetwork":   "Network",
+	"createTicket":     "CreateTicket",
 }
 
 // notOffered names operations the Go SDK leaves out on purpose, and why.

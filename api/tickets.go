@@ -1,0 +1,19 @@
+package api
+
+import "time"
+
+// CreateTicketRequest is the body of POST /v1/tickets: the path of the one
+// request the ticket may authenticate, e.g.
+// /v1/sandboxes/sbx_…/commands/cmd_…/attach.
+type CreateTicketRequest struct {
+	Path string `json:"path"`
+}
+
+// Ticket authenticates one request, once, before ExpiresAt, in place of
+// the Authorization header: ?ticket=T. Browsers cannot set headers on a
+// WebSocket, so they attach with a ticket.
+type Ticket struct {
+	Ticket    string    `json:"ticket"`
+	Path      string    `json:"path"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
