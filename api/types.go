@@ -81,13 +81,15 @@ type UpdateSandboxRequest struct {
 
 // Sandbox is a remote machine of an agent's own.
 type Sandbox struct {
-	ID            string            `json:"id"`
-	Name          string            `json:"name"`
-	TeamID        string            `json:"team_id"`
-	Template      string            `json:"template"`
-	State         SandboxState      `json:"state"`
-	Resources     Resources         `json:"resources"`
-	Env           map[string]string `json:"env,omitempty"`
+	ID        string            `json:"id"`
+	Name      string            `json:"name"`
+	TeamID    string            `json:"team_id"`
+	Template  string            `json:"template"`
+	State     SandboxState      `json:"state"`
+	Resources Resources         `json:"resources"`
+	Env       map[string]string `json:"env,omitempty"`
+	// Secrets maps environment variables to the names of team secrets.
+	Secrets       map[string]string `json:"secrets,omitempty"`
 	Workdir       string            `json:"workdir"`
 	Network       NetworkPolicy     `json:"network"`
 	Labels        map[string]string `json:"labels"`
@@ -174,6 +176,7 @@ type Command struct {
 	Argv           []string          `json:"argv,omitempty"`
 	Cwd            string            `json:"cwd"`
 	Env            map[string]string `json:"env,omitempty"`
+	Secrets        map[string]string `json:"secrets,omitempty"`
 	User           string            `json:"user"`
 	TimeoutS       int64             `json:"timeout_s"`
 	Stdin          bool              `json:"stdin"`

@@ -16,6 +16,7 @@ import (
 // the row with the same ID and owner (team or sandbox). Times come back in UTC,
 // exact to the microsecond at least; maps and slices come back non-nil.
 type Store interface {
+	Secrets
 	// Teams and keys.
 	CreateTeam(ctx context.Context, t api.Team) error
 	GetTeam(ctx context.Context, id string) (api.Team, error)

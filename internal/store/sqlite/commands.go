@@ -12,19 +12,19 @@ import (
 
 const commandColumns = `id, sandbox_id, command, argv, cwd, env, user, timeout_s, stdin, pty,
 	no_output_alert_s, state, exit_code, signal, timed_out, started_at, ended_at,
-	stdout_bytes, stderr_bytes`
+	stdout_bytes, stderr_bytes, secrets`
 
 const insertCommand = `INSERT INTO commands (` + commandColumns + `) VALUES (
 	:id, :sandbox_id, :command, :argv, :cwd, :env, :user, :timeout_s, :stdin, :pty,
 	:no_output_alert_s, :state, :exit_code, :signal, :timed_out, :started_at, :ended_at,
-	:stdout_bytes, :stderr_bytes)`
+	:stdout_bytes, :stderr_bytes, :secrets)`
 
 const updateCommand = `UPDATE commands SET
 	command = :command, argv = :argv, cwd = :cwd, env = :env, user = :user,
 	timeout_s = :timeout_s, stdin = :stdin, pty = :pty, no_output_alert_s = :no_output_alert_s,
 	state = :state, exit_code = :exit_code, signal = :signal, timed_out = :timed_out,
 	started_at = :started_at, ended_at = :ended_at,
-	stdout_bytes = :stdout_bytes, stderr_bytes = :stderr_bytes
+	stdout_bytes = :stdout_bytes, stderr_bytes = :stderr_bytes, secrets = :secrets
 	WHERE id = :id AND sandbox_id = :sandbox_id`
 
 // commandArgs are the named column values of c.
@@ -38,6 +38,10 @@ func commandArgs(c api.Command) ([]any, error) {
 		return nil, fmt.Errorf("command %s: %w", c.ID, err)
 	}
 	env, err := encodeJSON(emptyIfNil(c.Env))
+	if err != nil {
+		return nil, fmt.Errorf("command %s: %w", c.ID, err)
+	}
+	secrets, err := encodeJSON(emptyIfNil(c.Secrets))
 	if err != nil {
 		return nil, fmt.Errorf("command %s: %w", c.ID, err)
 	}
@@ -72,6 +76,7 @@ func commandArgs(c api.Command) ([]any, error) {
 		sql.Named("ended_at", nullTime(c.EndedAt)),
 		sql.Named("stdout_bytes", c.StdoutBytes),
 		sql.Named("stderr_bytes", c.StderrBytes),
+		sql.Named("secrets", secrets),
 	}, nil
 }
 
@@ -79,18 +84,20 @@ func scanCommand(r scanner) (api.Command, error) {
 	var (
 		c                  api.Command
 		argv, env, started string
+		secrets            string
 		pty, ended         sql.NullString
 		exit               sql.NullInt64
 	)
 	err := r.Scan(&c.ID, &c.SandboxID, &c.Command, &argv, &c.Cwd, &env, &c.User, &c.TimeoutS, &c.Stdin, &pty,
 		&c.NoOutputAlertS, &c.State, &exit, &c.Signal, &c.TimedOut, &started, &ended,
-		&c.StdoutBytes, &c.StderrBytes)
+		&c.StdoutBytes, &c.StderrBytes, &secrets)
 	if err != nil {
 		return api.Command{}, err
 	}
 	var d decoder
 	d.json(argv, &c.Argv)
 	d.json(env, &c.Env)
+	d.json(secrets, &c.Secrets)
 	if pty.Valid {
 		d.json(pty.String, &c.PTY)
 	}
@@ -107,6 +114,7 @@ func scanCommand(r scanner) (api.Command, error) {
 		c.Argv = []string{}
 	}
 	c.Env = emptyIfNil(c.Env)
+	c.Secrets = emptyIfNil(c.Secrets)
 	return c, nil
 }
 

@@ -14,12 +14,12 @@ import (
 
 const sandboxColumns = `id, team_id, name, template, state, resources, env, workdir, network, labels,
 	idle_timeout_s, on_idle, max_lifetime_s, spend_limit_usd, cost_usd,
-	created_at, started_at, last_active_at, expires_at, state_reason`
+	created_at, started_at, last_active_at, expires_at, state_reason, secrets`
 
 const insertSandbox = `INSERT INTO sandboxes (` + sandboxColumns + `) VALUES (
 	:id, :team_id, :name, :template, :state, :resources, :env, :workdir, :network, :labels,
 	:idle_timeout_s, :on_idle, :max_lifetime_s, :spend_limit_usd, :cost_usd,
-	:created_at, :started_at, :last_active_at, :expires_at, :state_reason)`
+	:created_at, :started_at, :last_active_at, :expires_at, :state_reason, :secrets)`
 
 const updateSandbox = `UPDATE sandboxes SET
 	name = :name, template = :template, state = :state, resources = :resources, env = :env,
@@ -27,13 +27,13 @@ const updateSandbox = `UPDATE sandboxes SET
 	idle_timeout_s = :idle_timeout_s, on_idle = :on_idle, max_lifetime_s = :max_lifetime_s,
 	spend_limit_usd = :spend_limit_usd, cost_usd = :cost_usd,
 	created_at = :created_at, started_at = :started_at, last_active_at = :last_active_at,
-	expires_at = :expires_at, state_reason = :state_reason
+	expires_at = :expires_at, state_reason = :state_reason, secrets = :secrets
 	WHERE id = :id AND team_id = :team_id`
 
 // sandboxArgs are the named column values of s.
 func sandboxArgs(s api.Sandbox) ([]any, error) {
-	var jsons [4]string
-	for i, v := range []any{s.Resources, emptyIfNil(s.Env), s.Network, emptyIfNil(s.Labels)} {
+	var jsons [5]string
+	for i, v := range []any{s.Resources, emptyIfNil(s.Env), s.Network, emptyIfNil(s.Labels), emptyIfNil(s.Secrets)} {
 		var err error
 		if jsons[i], err = encodeJSON(v); err != nil {
 			return nil, fmt.Errorf("sandbox %s: %w", s.ID, err)
@@ -64,6 +64,7 @@ func sandboxArgs(s api.Sandbox) ([]any, error) {
 		sql.Named("last_active_at", nullTime(s.LastActiveAt)),
 		sql.Named("expires_at", nullTime(s.ExpiresAt)),
 		sql.Named("state_reason", s.StateReason),
+		sql.Named("secrets", jsons[4]),
 	}, nil
 }
 
@@ -71,13 +72,14 @@ func scanSandbox(r scanner) (api.Sandbox, error) {
 	var (
 		s                               api.Sandbox
 		resources, env, network, labels string
+		secrets                         string
 		created                         string
 		started, lastActive, expires    sql.NullString
 		spend                           sql.NullFloat64
 	)
 	err := r.Scan(&s.ID, &s.TeamID, &s.Name, &s.Template, &s.State, &resources, &env, &s.Workdir, &network, &labels,
 		&s.IdleTimeoutS, &s.OnIdle, &s.MaxLifetimeS, &spend, &s.CostUSD,
-		&created, &started, &lastActive, &expires, &s.StateReason)
+		&created, &started, &lastActive, &expires, &s.StateReason, &secrets)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -86,6 +88,7 @@ func scanSandbox(r scanner) (api.Sandbox, error) {
 	d.json(env, &s.Env)
 	d.json(network, &s.Network)
 	d.json(labels, &s.Labels)
+	d.json(secrets, &s.Secrets)
 	s.CreatedAt = d.time(created)
 	s.StartedAt = d.timePtr(started)
 	s.LastActiveAt = d.timePtr(lastActive)
@@ -98,6 +101,7 @@ func scanSandbox(r scanner) (api.Sandbox, error) {
 	}
 	s.Env = emptyIfNil(s.Env)
 	s.Labels = emptyIfNil(s.Labels)
+	s.Secrets = emptyIfNil(s.Secrets)
 	if s.Network.Allow == nil {
 		s.Network.Allow = []string{}
 	}

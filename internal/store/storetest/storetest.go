@@ -32,6 +32,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Events", testEvents},
 		{"Idempotency", testIdempotency},
 		{"EventExpiry", testEventExpiry},
+		{"Secrets", testSecrets},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -97,6 +98,7 @@ func sandbox(team string, n int, name string, state api.SandboxState) api.Sandbo
 		CreatedAt: at(n),
 		Labels:    map[string]string{},
 		Env:       map[string]string{},
+		Secrets:   map[string]string{},
 		Network:   api.NetworkPolicy{Allow: []string{}},
 	}
 }
@@ -186,6 +188,7 @@ func testSandboxRoundTrip(t *testing.T, s store.Store) {
 		State:         api.StateRunning,
 		Resources:     api.Resources{CPUs: 1.5, MemoryMiB: 1024, DiskMiB: 4096},
 		Env:           map[string]string{"FOO": "bar", "EMPTY": ""},
+		Secrets:       map[string]string{"GITHUB_TOKEN": "github-token"},
 		Workdir:       "/workspace",
 		Network:       api.NetworkPolicy{Allow: []string{"api.github.com", "*.pythonhosted.org:443"}},
 		Labels:        map[string]string{"ticket": "42", "a.b": "c"},
@@ -215,6 +218,7 @@ func testSandboxRoundTrip(t *testing.T, s store.Store) {
 		State:         api.StateAsleep,
 		Resources:     api.Resources{CPUs: 2, MemoryMiB: 2048, DiskMiB: 8192},
 		Env:           map[string]string{"BAR": "baz"},
+		Secrets:       map[string]string{},
 		Workdir:       "/home",
 		Network:       api.NetworkPolicy{Allow: []string{"192.0.2.0/24:5432"}},
 		Labels:        map[string]string{"ticket": "43"},
@@ -252,6 +256,7 @@ func testSandboxEmptyFields(t *testing.T, s store.Store) {
 	want := api.Sandbox{
 		ID: "sbx_1", TeamID: "team_a", State: api.StateCreating, CreatedAt: at(1),
 		Labels: map[string]string{}, Env: map[string]string{}, Network: api.NetworkPolicy{Allow: []string{}},
+		Secrets: map[string]string{},
 	}
 	// cmp tells nil from empty maps and slices.
 	diff(t, "sandbox", want, mustGet[api.Sandbox](t)(s.GetSandbox(ctx, "team_a", "sbx_1")))
@@ -417,6 +422,7 @@ func command(sandboxID string, n int, state api.CommandState) api.Command {
 		Command:   "true",
 		Argv:      []string{},
 		Env:       map[string]string{},
+		Secrets:   map[string]string{},
 		State:     state,
 		StartedAt: at(n),
 	}
@@ -434,6 +440,7 @@ func testCommandRoundTrip(t *testing.T, s store.Store) {
 		Argv:           []string{"python", "-c", "print(1)"},
 		Cwd:            "/workspace",
 		Env:            map[string]string{"A": "1"},
+		Secrets:        map[string]string{"TOKEN": "tok"},
 		User:           "agent",
 		TimeoutS:       60,
 		Stdin:          true,
@@ -452,6 +459,7 @@ func testCommandRoundTrip(t *testing.T, s store.Store) {
 		Argv:           []string{"sh", "-c", "make test"},
 		Cwd:            "/tmp",
 		Env:            map[string]string{"B": "2"},
+		Secrets:        map[string]string{"NEW": "other"},
 		User:           "root",
 		TimeoutS:       120,
 		NoOutputAlertS: 0,
