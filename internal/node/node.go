@@ -32,7 +32,15 @@ type SandboxSpec struct {
 	Pids    int64
 	Workdir string
 	Network api.NetworkPolicy
+	// Secrets are the values the sandbox was given that its commands'
+	// recorded output must not hold (wake and reattach: the node keeps
+	// them in memory only).
+	Secrets []Secret
 }
+
+// Secret is a value given to a sandbox: the node replaces it with
+// [secret:NAME] in every command's recorded output, before it is stored.
+type Secret struct{ Name, Value string }
 
 // User is an account inside every sandbox that commands and files may run
 // or belong as.
@@ -68,6 +76,9 @@ type ExecSpec struct {
 	Timeout time.Duration
 	// PTY runs the command on a terminal of that size.
 	PTY *TermSize
+	// Secrets are the secret values in Env. The node adds them to what
+	// it redacts from the output of every command of the sandbox.
+	Secrets []Secret
 }
 
 // Exit is how a command ended.

@@ -31,6 +31,9 @@ func (s *Server) Exec(ctx context.Context, teamID, ref string, req api.CreateCom
 	if err != nil {
 		return api.Command{}, err
 	}
+	if err := s.execSecrets(ctx, sb, req, &cmd, &spec); err != nil {
+		return api.Command{}, err
+	}
 	if err := s.store.CreateCommand(ctx, cmd); err != nil {
 		return api.Command{}, err
 	}
@@ -89,9 +92,6 @@ func (s *Server) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.C
 	}
 	if err := validateEnv("env", req.Env); err != nil {
 		return fail(err)
-	}
-	if len(req.Secrets) > 0 {
-		return fail(api.Errorf(api.CodeUnprocessable, "secrets are not supported by this server yet; pass values in env"))
 	}
 	user := req.User
 	if user == "" {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/node"
+	"github.com/cove-dev/cove/internal/secrets"
 )
 
 // Resource floors: below these a Debian userland does not start reliably.
@@ -51,6 +52,9 @@ type Config struct {
 	// LimitsInterval is how often idle and lifetime limits are checked.
 	// Default 1 second.
 	LimitsInterval time.Duration
+	// Secrets seals and opens teams' secrets. Default nil: secrets calls
+	// answer unavailable (cove serve always gives one).
+	Secrets *secrets.Keyring
 }
 
 // DefaultConfig is the control plane's configuration with every default

@@ -33,7 +33,9 @@ func (s *Server) Recover(ctx context.Context) error {
 			for i, c := range cmds {
 				running[i] = c.ID
 			}
-			if err := s.node.Attach(ctx, s.spec(sb), running); err != nil {
+			spec := s.spec(sb)
+			spec.Secrets = s.sandboxRedactions(ctx, sb)
+			if err := s.node.Attach(ctx, spec, running); err != nil {
 				s.log.Warn("sandbox lost on restart", "sandbox", sb.ID, "err", err)
 				s.fail(ctx, sb, "the server restarted and could not reattach: "+userReason(err))
 				continue

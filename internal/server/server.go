@@ -153,6 +153,14 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 	if err != nil {
 		return api.Sandbox{}, err
 	}
+	// The secrets must exist now; their values are read when commands start.
+	if err := checkSecretRefs("secrets", req.Secrets, req.Env); err != nil {
+		return api.Sandbox{}, err
+	}
+	if _, err := s.secretValues(ctx, teamID, req.Secrets); err != nil {
+		return api.Sandbox{}, err
+	}
+	sb.Secrets = req.Secrets
 	if err := s.node.Admit(ctx, s.spec(sb)); err != nil {
 		return api.Sandbox{}, err
 	}
@@ -283,8 +291,6 @@ func (s *Server) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sa
 // rather than accepting them and silently not honouring them.
 func unsupported(req api.CreateSandboxRequest) error {
 	switch {
-	case len(req.Secrets) > 0:
-		return api.Errorf(api.CodeUnprocessable, "secrets are not supported by this server yet; pass values in env")
 	case req.Source != nil && req.Source.Type != "" && req.Source.Type != "empty":
 		return api.Errorf(api.CodeUnprocessable, "source type %q is not supported by this server yet; only empty", req.Source.Type)
 	case req.Setup != nil && req.Setup.Command != "":

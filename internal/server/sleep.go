@@ -100,7 +100,9 @@ func (s *Server) finishWake(ctx context.Context, teamID, id string) {
 	if sb.State != api.StateWaking {
 		return
 	}
-	if err := s.node.Wake(ctx, s.spec(sb)); err != nil {
+	spec := s.spec(sb)
+	spec.Secrets = s.sandboxRedactions(ctx, sb)
+	if err := s.node.Wake(ctx, spec); err != nil {
 		s.log.Error("wake", "sandbox", id, "err", err)
 		if derr := s.node.DestroyRuntime(ctx, id); derr != nil {
 			s.log.Error("remove runtime of failed wake", "sandbox", id, "err", derr)
