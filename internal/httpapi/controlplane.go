@@ -57,6 +57,8 @@ type ControlPlane interface {
 	ListTeams(ctx context.Context, p server.Principal) ([]api.Team, error)
 	CreateKey(ctx context.Context, p server.Principal, teamID string) (api.KeyResponse, error)
 	RevokeKey(ctx context.Context, p server.Principal, keyID string) error
+
+	Secrets
 }
 
 var _ ControlPlane = (*server.Server)(nil)

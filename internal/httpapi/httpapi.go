@@ -122,6 +122,7 @@ func (h *Handler) routes() {
 	auth("POST /v1/teams/{id}/keys", refuseIdempotencyKey(h.createKey))
 	auth("DELETE /v1/keys/{id}", h.revokeKey)
 	auth("POST /v1/tickets", refuseIdempotencyKey(h.createTicket))
+	h.secretRoutes(auth)
 	// Anything else under /v1 is a JSON 404, after authentication so that
 	// the API's shape is not probed without a key.
 	auth("/v1/", func(w http.ResponseWriter, r *http.Request, _ server.Principal) error {

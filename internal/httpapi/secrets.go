@@ -1,0 +1,72 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/server"
+)
+
+// Secrets is what the API asks of the control plane about a team's
+// secrets. No call returns a value.
+type Secrets interface {
+	PutSecret(ctx context.Context, teamID, name, value string) (api.Secret, bool, error)
+	GetSecret(ctx context.Context, teamID, name string) (api.Secret, error)
+	ListSecrets(ctx context.Context, teamID string, p server.Page) (api.List[api.Secret], error)
+	DeleteSecret(ctx context.Context, teamID, name string) error
+}
+
+func (h *Handler) secretRoutes(auth func(string, func(http.ResponseWriter, *http.Request, server.Principal) error)) {
+	auth("GET /v1/secrets", h.listSecrets)
+	auth("PUT /v1/secrets/{name}", h.putSecret)
+	auth("GET /v1/secrets/{name}", h.getSecret)
+	auth("DELETE /v1/secrets/{name}", h.deleteSecret)
+}
+
+// putSecret stores a value: 201 with the secret's description when it
+// is new, 200 when it replaced one.
+func (h *Handler) putSecret(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	var req api.PutSecretRequest
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	sec, created, err := h.srv.PutSecret(r.Context(), p.Team.ID, r.PathValue("name"), req.Value)
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", "/v1/secrets/"+sec.Name)
+	}
+	return writeJSON(w, status, sec)
+}
+
+func (h *Handler) getSecret(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	sec, err := h.srv.GetSecret(r.Context(), p.Team.ID, r.PathValue("name"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, sec)
+}
+
+func (h *Handler) listSecrets(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	pg, err := paging(r)
+	if err != nil {
+		return err
+	}
+	l, err := h.srv.ListSecrets(r.Context(), p.Team.ID, pg)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, l)
+}
+
+func (h *Handler) deleteSecret(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	if err := h.srv.DeleteSecret(r.Context(), p.Team.ID, r.PathValue("name")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
