@@ -7,6 +7,13 @@
 // kind, offset in its stream file, length); "exit.json" appears when the
 // command ends. Data is written before its index record, so a crash leaves at
 // worst bytes that no record names; Open cuts them off.
+//
+// Sequence numbers are the agent's, plus the number of records the node
+// inserted before (Insert: output the node held back, such as the start
+// of what may be a secret, let out later). Each record keeps that count,
+// so the agent's own sequence, where the recorder resumes, is known after
+// a restart. A frame that left nothing to record (all held back) still
+// gets a skip record, which readers never see, for the same reason.
 package output
 
 import (
@@ -30,9 +37,14 @@ const (
 	kindStdout    byte = 1
 	kindStderr    byte = 2
 	kindTruncated byte = 3 // recording stopped at the cap; the command ran on
+	kindSkip      byte = 4 // a frame with nothing to record; readers skip it
 )
 
-const recordSize = 24 // seq 8, kind 1, pad 3, offset 8, length 4
+const recordSize = 24 // seq 8, kind 1, inserted 3, offset 8, length 4
+
+// maxInserted is how many records Insert may add to one log: the count
+// is kept in 3 bytes of each record.
+const maxInserted = 1<<24 - 1
 
 // Exit is how a command ended, as recorded.
 type Exit = node.Exit
@@ -53,7 +65,9 @@ type Log struct {
 	stdout  *os.File
 	stderr  *os.File
 	index   *os.File
-	lastSeq int64
+	lastSeq int64 // of the last chunk or exit readers see
+	lastAny int64 // of the last record of any kind, or the exit
+	ins     int64 // records inserted by Insert
 	records int64
 	sizes   [2]int64 // bytes in stdout, stderr
 	capped  bool
@@ -156,13 +170,17 @@ func (l *Log) recover() error {
 		// Sizes come from the last record of each stream.
 		var rec [recordSize]byte
 		found := [2]bool{}
-		for i := n - 1; i >= 0 && !(found[0] && found[1]); i-- {
+		visible := false
+		for i := n - 1; i >= 0 && !(found[0] && found[1] && visible); i-- {
 			if _, err := l.index.ReadAt(rec[:], i*recordSize); err != nil {
 				return err
 			}
 			seq, kind, off, ln := decodeRecord(rec[:])
 			if i == n-1 {
-				l.lastSeq = seq
+				l.lastAny, l.ins = seq, decodeInserted(rec[:])
+			}
+			if kind != kindSkip && !visible {
+				l.lastSeq, visible = seq, true
 			}
 			switch kind {
 			case kindStdout, kindStderr:
@@ -187,6 +205,7 @@ func (l *Log) recover() error {
 		}
 		l.exit = &e.Exit
 		l.lastSeq = max(l.lastSeq, e.Seq)
+		l.lastAny = max(l.lastAny, e.Seq)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
@@ -198,20 +217,30 @@ func decodeRecord(b []byte) (seq int64, kind byte, off int64, n uint32) {
 		int64(binary.BigEndian.Uint64(b[12:20])), binary.BigEndian.Uint32(b[20:24])
 }
 
-func encodeRecord(b []byte, seq int64, kind byte, off int64, n uint32) {
+func decodeInserted(b []byte) int64 { return int64(b[9])<<16 | int64(b[10])<<8 | int64(b[11]) }
+
+func encodeRecord(b []byte, seq int64, kind byte, ins int64, off int64, n uint32) {
 	binary.BigEndian.PutUint64(b[0:8], uint64(seq))
 	b[8] = kind
-	b[9], b[10], b[11] = 0, 0, 0
+	b[9], b[10], b[11] = byte(ins>>16), byte(ins>>8), byte(ins)
 	binary.BigEndian.PutUint64(b[12:20], uint64(off))
 	binary.BigEndian.PutUint32(b[20:24], n)
 }
 
-// LastSeq is the sequence number of the last frame taken in; the recorder
-// resumes the agent's stream after it.
+// LastSeq is the sequence number of the last chunk recorded (or of the
+// exit), as readers see it.
 func (l *Log) LastSeq() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.lastSeq
+}
+
+// ResumeSeq is the agent's sequence number of the last frame taken in:
+// the recorder resumes the agent's stream after it.
+func (l *Log) ResumeSeq() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastAny - l.ins
 }
 
 // Sizes returns the recorded bytes of stdout and stderr.
@@ -228,20 +257,23 @@ func (l *Log) Exit() *Exit {
 	return l.exit
 }
 
-// Append takes in one frame from the agent. Frames at or below LastSeq were
-// recorded already and are ignored, so a resumed stream never duplicates.
+// Append takes in one frame from the agent. Frames at or below ResumeSeq
+// were recorded already and are ignored, so a resumed stream never
+// duplicates. A data frame with no data (the recorder held all of it
+// back) is recorded as a skip, which readers do not see.
 func (l *Log) Append(f wire.Frame) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return errors.New("output log closed")
 	}
-	if f.Seq <= l.lastSeq || l.exit != nil {
+	seq := f.Seq + l.ins
+	if seq <= l.lastAny || l.exit != nil {
 		return nil
 	}
 	switch f.Kind {
 	case wire.FrameStdout, wire.FrameStderr:
-		if err := l.appendData(f); err != nil {
+		if err := l.appendData(seq, f.Kind, f.Data); err != nil {
 			return err
 		}
 	case wire.FrameExit:
@@ -249,47 +281,88 @@ func (l *Log) Append(f wire.Frame) error {
 		if err := json.Unmarshal(f.Data, &e); err != nil {
 			return fmt.Errorf("%w: exit data: %v", wire.ErrBadFrame, err)
 		}
-		if err := l.writeExit(e, f.Seq); err != nil {
+		if err := l.writeExit(e, seq); err != nil {
 			return err
 		}
+		l.lastSeq = seq
 	case wire.FrameDropped:
-		if err := l.appendMarker(f.Seq); err != nil {
+		if err := l.appendMarker(seq); err != nil {
 			return err
 		}
 	default:
 		return fmt.Errorf("%w: kind %d", wire.ErrBadFrame, f.Kind)
 	}
-	l.lastSeq = f.Seq
+	l.lastAny = seq
 	l.notify()
 	return nil
 }
 
-func (l *Log) appendData(f wire.Frame) error {
-	if len(f.Data) == 0 {
+// Insert records data on a stream ("stdout" kind 1, "stderr" kind 2) as
+// a chunk of its own, after everything recorded, between the agent's
+// frames. It reports false, recording nothing, once a log has had
+// maxInserted of them.
+func (l *Log) Insert(kind byte, data []byte) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.closed:
+		return false, errors.New("output log closed")
+	case kind != wire.FrameStdout && kind != wire.FrameStderr:
+		return false, fmt.Errorf("insert into output: kind %d", kind)
+	case l.exit != nil || l.ins >= maxInserted:
+		return false, nil
+	case len(data) == 0:
+		return true, nil
+	}
+	l.ins++
+	seq := l.lastAny + 1
+	if err := l.appendData(seq, kind, data); err != nil {
+		l.ins--
+		return false, err
+	}
+	l.lastAny = seq
+	l.notify()
+	return true, nil
+}
+
+// CanInsert reports whether Insert would still record.
+func (l *Log) CanInsert() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.closed && l.exit == nil && l.ins < maxInserted
+}
+
+func (l *Log) appendData(seq int64, kind byte, data []byte) error {
+	if l.capped {
 		return nil
 	}
-	if l.capped {
+	if len(data) == 0 {
+		if err := l.writeRecord(seq, kindSkip, 0, 0); err != nil {
+			return err
+		}
+		l.budget.take(recordSize) // the cap keeps room for the marker; skips are few
 		return nil
 	}
 	// A chunk costs its bytes and an index record; room for the marker
 	// that says recording stopped is always kept under the cap.
-	cost := int64(len(f.Data)) + recordSize
+	cost := int64(len(data)) + recordSize
 	if l.sizes[0]+l.sizes[1]+(l.records+1)*recordSize+cost > l.maxBytes || !l.budget.take(cost) {
-		return l.appendMarker(f.Seq)
+		return l.appendMarker(seq)
 	}
-	i := f.Kind - 1
+	i := kind - 1
 	file := l.stdout
-	if f.Kind == wire.FrameStderr {
+	if kind == wire.FrameStderr {
 		file = l.stderr
 	}
 	off := l.sizes[i]
-	if _, err := file.WriteAt(f.Data, off); err != nil {
+	if _, err := file.WriteAt(data, off); err != nil {
 		return fmt.Errorf("record output: %w", err)
 	}
-	if err := l.writeRecord(f.Seq, f.Kind, off, uint32(len(f.Data))); err != nil {
+	if err := l.writeRecord(seq, kind, off, uint32(len(data))); err != nil {
 		return err
 	}
-	l.sizes[i] += int64(len(f.Data))
+	l.sizes[i] += int64(len(data))
+	l.lastSeq = seq
 	return nil
 }
 
@@ -305,12 +378,13 @@ func (l *Log) appendMarker(seq int64) error {
 		return err
 	}
 	l.capped = true
+	l.lastSeq = seq
 	return nil
 }
 
 func (l *Log) writeRecord(seq int64, kind byte, off int64, n uint32) error {
 	var rec [recordSize]byte
-	encodeRecord(rec[:], seq, kind, off, n)
+	encodeRecord(rec[:], seq, kind, l.ins, off, n)
 	if _, err := l.index.WriteAt(rec[:], l.records*recordSize); err != nil {
 		return fmt.Errorf("record output index: %w", err)
 	}
@@ -348,10 +422,11 @@ func (l *Log) End(e Exit) error {
 	if l.exit != nil || l.closed {
 		return nil
 	}
-	if err := l.writeExit(e, l.lastSeq+1); err != nil {
+	if err := l.writeExit(e, l.lastAny+1); err != nil {
 		return err
 	}
-	l.lastSeq++ // the exit takes the next sequence number
+	l.lastAny++ // the exit takes the next sequence number
+	l.lastSeq = l.lastAny
 	l.notify()
 	return nil
 }
@@ -400,6 +475,8 @@ func (l *Log) Read(ctx context.Context, after int64, follow bool, fn func(Chunk)
 				c.Stream, c.Data = name, buf[:n]
 			case kindTruncated:
 				c.Truncated = true
+			case kindSkip:
+				continue
 			}
 			if err := fn(c); err != nil {
 				return nil, err

@@ -98,8 +98,8 @@ func TestCapStopsRecording(t *testing.T) {
 	if want := "std:abc;[truncated]"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
-	if l.LastSeq() != 3 {
-		t.Errorf("LastSeq = %d, want 3 (frames past the cap are still acknowledged)", l.LastSeq())
+	if l.ResumeSeq() != 3 {
+		t.Errorf("ResumeSeq = %d, want 3 (frames past the cap are still acknowledged)", l.ResumeSeq())
 	}
 }
 
