@@ -118,6 +118,8 @@ type Node struct {
 type sandbox struct {
 	id     string
 	client *client.Client
+	// secrets are the values its commands' output is redacted of.
+	secrets *secretSet
 	// recorders cancels the sandbox's recorders when it is destroyed.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -167,7 +169,7 @@ func (n *Node) Start(ctx context.Context, spec node.SandboxSpec) error {
 		return err
 	}
 	defer release()
-	return n.start(ctx, rs, spec.Network)
+	return n.start(ctx, rs, spec.Network, spec.Secrets)
 }
 
 // runtimeSpec is what the runtime needs to start a sandbox.
@@ -183,7 +185,7 @@ func (n *Node) runtimeSpec(spec node.SandboxSpec) (runtime.Spec, error) {
 	}, nil
 }
 
-func (n *Node) start(ctx context.Context, spec runtime.Spec, p api.NetworkPolicy) (err error) {
+func (n *Node) start(ctx context.Context, spec runtime.Spec, p api.NetworkPolicy, given []node.Secret) (err error) {
 	if n.cfg.Network != nil {
 		if spec.ResolvConf, err = n.cfg.Network.Prepare(spec.ID); err != nil {
 			return err
@@ -209,7 +211,7 @@ func (n *Node) start(ctx context.Context, spec runtime.Spec, p api.NetworkPolicy
 			return fmt.Errorf("connect sandbox %s: %w", spec.ID, err)
 		}
 	}
-	n.add(spec.ID, c)
+	n.add(spec.ID, c).secrets.add(given)
 	return nil
 }
 
@@ -240,7 +242,7 @@ func (n *Node) Observations(id string) []api.NetworkObservation {
 
 func (n *Node) add(id string, c *client.Client) *sandbox {
 	ctx, cancel := context.WithCancel(n.ctx)
-	s := &sandbox{id: id, client: c, ctx: ctx, cancel: cancel}
+	s := &sandbox{id: id, client: c, secrets: &secretSet{}, ctx: ctx, cancel: cancel}
 	n.mu.Lock()
 	n.sandboxes[id] = s
 	n.mu.Unlock()
@@ -276,6 +278,7 @@ func (n *Node) Attach(ctx context.Context, spec node.SandboxSpec, running []stri
 		return fmt.Errorf("list commands of %s: %w", id, err)
 	}
 	s := n.add(id, c)
+	s.secrets.add(spec.Secrets)
 	alive := map[string]bool{}
 	for _, st := range known {
 		alive[st.ID] = true
@@ -290,7 +293,7 @@ func (n *Node) Attach(ctx context.Context, spec node.SandboxSpec, running []stri
 			n.onExit(id, cmd, *l.Exit(), false)
 			l.Close()
 		case alive[cmd]:
-			n.record(s, cmd, l)
+			n.record(s, cmd, l, isPTY(filepath.Join(n.outputDir(id), cmd)))
 		default:
 			n.lose(id, cmd, l.Log)
 			l.Close()
@@ -408,7 +411,7 @@ func (n *Node) Wake(ctx context.Context, ns node.SandboxSpec) error {
 		return err
 	}
 	spec.Disk = tmp
-	if err := n.start(ctx, spec, ns.Network); err != nil {
+	if err := n.start(ctx, spec, ns.Network, ns.Secrets); err != nil {
 		os.Remove(tmp)
 		return err
 	}
@@ -472,11 +475,20 @@ func (n *Node) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) e
 	if err != nil {
 		return err
 	}
+	pty := spec.PTY != nil
+	if pty {
+		if err := markPTY(filepath.Join(n.outputDir(sandboxID), req.ID)); err != nil {
+			l.Close()
+			return fmt.Errorf("mark terminal output: %w", err)
+		}
+	}
+	// Before the command runs, so that its first byte is redacted too.
+	s.secrets.add(spec.Secrets)
 	if _, err := s.client.Exec(ctx, req); err != nil {
 		l.Close()
 		return err
 	}
-	n.record(s, req.ID, l)
+	n.record(s, req.ID, l, pty)
 	return nil
 }
 
@@ -516,14 +528,22 @@ func (n *Node) execRequest(spec node.ExecSpec) (wire.ExecRequest, error) {
 // record copies the command's output from the agent into its log until the
 // exit frame, resuming after the last recorded frame whenever the stream
 // breaks. It runs until the command ends or the sandbox or node goes away.
-func (n *Node) record(s *sandbox, cmd string, ref *logRef) {
+func (n *Node) record(s *sandbox, cmd string, ref *logRef, pty bool) {
 	n.wg.Go(func() {
 		defer ref.Close() // the recorder's hold, taken when the command started
 		l := ref.Log
+		w := newRedacting(l, s.secrets, pty)
+		if pty {
+			fctx, stop := context.WithCancel(s.ctx)
+			var fwg sync.WaitGroup
+			fwg.Go(func() { w.flushTerminal(fctx) })
+			defer fwg.Wait()
+			defer stop()
+		}
 		log := n.log.With("sandbox", s.id, "command", cmd)
 		backoff := 10 * time.Millisecond
 		for {
-			done, err := n.copyOutput(s, cmd, l)
+			done, err := n.copyOutput(s, cmd, w)
 			if done {
 				return
 			}
@@ -543,8 +563,9 @@ func (n *Node) record(s *sandbox, cmd string, ref *logRef) {
 
 // copyOutput reads one stream of frames into l. It reports done once the
 // exit is recorded and reported.
-func (n *Node) copyOutput(s *sandbox, cmd string, l *output.Log) (bool, error) {
-	stream, err := s.client.Output(s.ctx, cmd, l.LastSeq())
+func (n *Node) copyOutput(s *sandbox, cmd string, w *redacting) (bool, error) {
+	l := w.l
+	stream, err := s.client.Output(s.ctx, cmd, w.resumeAfter())
 	if err != nil {
 		if api.ErrorCode(err) == api.CodeNotFound {
 			n.lose(s.id, cmd, l)
@@ -564,7 +585,7 @@ func (n *Node) copyOutput(s *sandbox, cmd string, l *output.Log) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if err := l.Append(f); err != nil {
+		if err := w.frame(f); err != nil {
 			return false, err
 		}
 		if f.Kind == wire.FrameExit {
