@@ -14,6 +14,7 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/node/nodetest"
+	"github.com/cove-dev/cove/internal/secrets"
 	"github.com/cove-dev/cove/internal/server"
 	"github.com/cove-dev/cove/internal/store/sqlite"
 )
@@ -42,6 +43,7 @@ func newHarness(t *testing.T) *harness {
 	cfg := server.DefaultConfig()
 	cfg.Templates = []string{"managed", "other"}
 	cfg.WarmPool = 0
+	cfg.Secrets = secrets.NewKeyring(newKey(t))
 	srv, err := server.New(cfg, st, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
