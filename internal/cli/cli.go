@@ -95,6 +95,7 @@ func newRoot(env Env) *cobra.Command {
 		a.execCmd(), a.logsCmd(), a.shCmd(),
 		a.filesCmd(),
 		a.teamsCmd(), a.benchCmd(), a.networkCmd(), a.eventsCmd(), a.mcpCmd(),
+		a.secretsCmd(),
 	)
 	return root
 }

@@ -19,6 +19,7 @@ func (a *app) execCmd() *cobra.Command {
 	var (
 		req     api.CreateCommandRequest
 		env     []string
+		secrets []string
 		timeout int64
 		shell   bool
 		detach  bool
@@ -50,6 +51,9 @@ with --kill it sends TERM to the command instead.`,
 				req.Argv = args[1:]
 			}
 			if req.Env, err = keyValues("--env", env); err != nil {
+				return err
+			}
+			if req.Secrets, err = keyValues("--secret", secrets); err != nil {
 				return err
 			}
 			if cmd.Flags().Changed("timeout") {
@@ -97,6 +101,7 @@ with --kill it sends TERM to the command instead.`,
 	f := c.Flags()
 	f.StringVar(&req.Cwd, "cwd", "", "working directory (default: the sandbox's workdir)")
 	f.StringArrayVarP(&env, "env", "e", nil, "environment variable KEY=VALUE (repeatable)")
+	f.StringArrayVar(&secrets, "secret", nil, "environment variable from a team secret, KEY=SECRET_NAME (repeatable; see cove secrets)")
 	f.StringVarP(&req.User, "user", "u", "", "run as user (default) or root")
 	f.Int64Var(&timeout, "timeout", 0, "kill the command after this many seconds")
 	f.BoolVar(&shell, "shell", false, "run the one argument as a bash command string")

@@ -20,6 +20,7 @@ func (a *app) createCmd() *cobra.Command {
 		memory  int64
 		disk    int64
 		env     []string
+		secrets []string
 		labels  []string
 		noWait  bool
 		timeout time.Duration
@@ -47,6 +48,9 @@ func (a *app) createCmd() *cobra.Command {
 				}
 			}
 			if req.Env, err = keyValues("--env", env); err != nil {
+				return err
+			}
+			if req.Secrets, err = keyValues("--secret", secrets); err != nil {
 				return err
 			}
 			if req.Labels, err = keyValues("--label", labels); err != nil {
@@ -79,6 +83,7 @@ func (a *app) createCmd() *cobra.Command {
 	f.Int64Var(&disk, "disk", 0, "disk in MiB")
 	f.StringVar(&req.Workdir, "workdir", "", "working directory (default /workspace)")
 	f.StringArrayVarP(&env, "env", "e", nil, "environment variable KEY=VALUE (repeatable)")
+	f.StringArrayVar(&secrets, "secret", nil, "environment variable from a team secret, KEY=SECRET_NAME (repeatable; see cove secrets)")
 	f.StringArrayVarP(&labels, "label", "l", nil, "label KEY=VALUE (repeatable)")
 	f.BoolVar(&noWait, "no-wait", false, "return at once instead of waiting until it runs")
 	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait until it runs")
