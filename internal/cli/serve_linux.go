@@ -82,6 +82,8 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.StringArrayVar(&o.static, "dns-static", nil, "a name the resolver answers itself, NAME=IP[,IP] (repeatable)")
 	f.StringVar(&o.cfg.Network.Upstream, "dns-upstream", def.Network.Upstream, "upstream resolver host:port; auto reads /etc/resolv.conf; none forwards nothing")
 	f.StringVar(&o.cfg.CACerts, "ca-certs", def.CACerts, "CA certificates sandboxes trust besides their image's: a PEM file or a directory of *.crt files (none: no others)")
+	f.StringVar(&o.cfg.SecretsKeyFile, "secrets-key-file", def.SecretsKeyFile, "key sealing teams' secrets, 64 hex digits or 32 bytes, mode 0600 (default <data-dir>/secrets.key, made at the first start)")
+	f.StringArrayVar(&o.cfg.SecretsOldKeyFiles, "secrets-old-key-file", nil, "an earlier secrets key: secrets sealed under it are sealed again under --secrets-key-file at start (repeatable)")
 	f.DurationVar(&o.cfg.HTTP.IdleTimeout, "http-idle-timeout", def.HTTP.IdleTimeout, "close API connections kept alive without a request this long")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 }

@@ -54,6 +54,14 @@ type Config struct {
 	// for none. They are added to the system bundle of every image that
 	// has one. Default DefaultCACerts (none when it does not exist).
 	CACerts string
+	// SecretsKeyFile holds the key that seals teams' secrets (64 hex
+	// digits or 32 raw bytes, mode 0600); "" is <DataDir>/secrets.key,
+	// made at the first start. A file named here must exist.
+	SecretsKeyFile string
+	// SecretsOldKeyFiles are keys of a rotation: every secret sealed under
+	// one of them is sealed again under SecretsKeyFile at start, after
+	// which they are no longer needed.
+	SecretsOldKeyFiles []string
 	// HTTP bounds the API's connections.
 	HTTP HTTPConfig
 	// Server is the control plane's own configuration (default template,

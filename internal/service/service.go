@@ -24,6 +24,7 @@ import (
 	"github.com/cove-dev/cove/internal/node/local"
 	"github.com/cove-dev/cove/internal/node/runtime"
 	"github.com/cove-dev/cove/internal/node/saves"
+	"github.com/cove-dev/cove/internal/secrets"
 	"github.com/cove-dev/cove/internal/server"
 	"github.com/cove-dev/cove/internal/store/sqlite"
 )
@@ -75,6 +76,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return err
 	}
 	cfg.Server.Templates = slices.Sorted(maps.Keys(templates))
+	if cfg.Server.Secrets, err = loadSecretsKeys(cfg, log); err != nil {
+		return err
+	}
 	caCerts, nCerts, err := loadCACerts(cfg.CACerts)
 	if err != nil {
 		return err
@@ -145,6 +149,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 			return fmt.Errorf("write admin key: %w", err)
 		}
 	}
+	// Before Recover, which opens secrets for the sandboxes it reattaches.
+	if n, err := srv.RekeySecrets(ctx); err != nil {
+		return fmt.Errorf("secrets: %w", err)
+	} else if n > 0 {
+		log.Info("secrets sealed again under the current key; the old key files are no longer needed", "secrets", n, "key_id", cfg.Server.Secrets.CurrentID())
+	}
 	if err := srv.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
@@ -189,6 +199,34 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return err
 	}
 	return nil
+}
+
+// loadSecretsKeys reads the key that seals teams' secrets, making the
+// default one at the first start, and the old keys of a rotation.
+func loadSecretsKeys(cfg Config, log *slog.Logger) (*secrets.Keyring, error) {
+	var cur *secrets.Key
+	var err error
+	if cfg.SecretsKeyFile == "" {
+		path := filepath.Join(cfg.DataDir, "secrets.key")
+		var made bool
+		if cur, made, err = secrets.LoadOrCreateKey(path); err != nil {
+			return nil, err
+		}
+		if made {
+			log.Info("made the secrets key; back it up: without it, stored secrets cannot be read", "path", path, "key_id", cur.ID)
+		}
+	} else if cur, err = secrets.LoadKey(cfg.SecretsKeyFile); err != nil {
+		return nil, err
+	}
+	var old []*secrets.Key
+	for _, p := range cfg.SecretsOldKeyFiles {
+		k, err := secrets.LoadKey(p)
+		if err != nil {
+			return nil, err
+		}
+		old = append(old, k)
+	}
+	return secrets.NewKeyring(cur, old...), nil
 }
 
 // newHTTPServer is the API's server under the bounds of cfg (see
