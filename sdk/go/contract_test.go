@@ -52,6 +52,10 @@ var operations = map[string]string{
 	"writeArchive":     "WriteArchive",
 	"sandboxNetwork":   "Network",
 	"createTicket":     "CreateTicket",
+	"putSecret":        "PutSecret",
+	"getSecret":        "GetSecret",
+	"listSecrets":      "ListSecrets",
+	"deleteSecret":     "DeleteSecret",
 }
 
 // notOffered names operations the Go SDK leaves out on purpose, and why.
