@@ -338,6 +338,14 @@ func TestSecrets(t *testing.T) {
 		if err := os.WriteFile(newKey, kb, 0o600); err != nil {
 			t.Fatal(err)
 		}
+		// A command that prints the value only after the restart: the
+		// restarted node must know the sandbox's values again.
+		waiting, err := a.Exec(ctx, sb.ID, api.CreateCommandRequest{
+			Command: `while [ ! -e /tmp/go ]; do sleep 0.1; done; echo "$TOKEN"`,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 		base := append([]string(nil), s.Args...)
 		s.Stop(syscall.SIGTERM)
 		s.Args = append(append([]string(nil), base...), "--secrets-key-file", newKey, "--secrets-old-key-file", oldKey)
@@ -346,6 +354,9 @@ func TestSecrets(t *testing.T) {
 			t.Errorf("the server did not say it sealed the secrets again")
 		}
 		check("after the rotation")
+		e2etest.MustOK(t, a, sb.ID, "touch /tmp/go")
+		v := views(t, s, a, keyA, sb.ID, waiting.ID)
+		checkViews(t, "printed after the restart", v, "[secret:tok]\n", value2)
 
 		// The old key is no longer needed; without the new one the server
 		// refuses to start rather than run with secrets it cannot open.
