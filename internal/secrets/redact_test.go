@@ -291,3 +291,17 @@ func BenchmarkRedactor(b *testing.B) {
 		out = r.Write(out[:0], chunk)
 	}
 }
+
+// BenchmarkRedactorHostile is output crafted against the matcher: every
+// byte continues a partial match of a long value that never completes.
+func BenchmarkRedactorHostile(b *testing.B) {
+	long := strings.Repeat("a", 4095) + "b"
+	secrets := []Secret{{"long", long}, {"a", "ghp_0123456789abcdefghij"}, {"b", "sk-live-abcdefghijklmnop"}}
+	chunk := bytes.Repeat([]byte("a"), 64<<10)
+	r := NewRedactor(secrets, false)
+	var out []byte
+	b.SetBytes(int64(len(chunk)))
+	for b.Loop() {
+		out = r.Write(out[:0], chunk)
+	}
+}
