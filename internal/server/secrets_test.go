@@ -178,7 +178,10 @@ func TestSecretsRefused(t *testing.T) {
 		"long value":      {func() error { _, _, err := h.srv.PutSecret(ctx, h.a, "x", strings.Repeat("v", 33<<10)); return err }, api.CodePayloadTooLarge, "vvvv"},
 		"bad UTF-8":       {func() error { _, _, err := h.srv.PutSecret(ctx, h.a, "x", "abc\xffsecret-tail"); return err }, api.CodeInvalidArgument, "secret-tail"},
 		"name with slash": {func() error { _, _, err := h.srv.PutSecret(ctx, h.a, "a/b", "value-value"); return err }, api.CodeInvalidArgument, "value-value"},
-		"name too long":   {func() error { _, _, err := h.srv.PutSecret(ctx, h.a, strings.Repeat("n", 129), "value-value"); return err }, api.CodeInvalidArgument, "value-value"},
+		"name too long": {func() error {
+			_, _, err := h.srv.PutSecret(ctx, h.a, strings.Repeat("n", 129), "value-value")
+			return err
+		}, api.CodeInvalidArgument, "value-value"},
 		"unknown at create": {func() error {
 			_, err := h.srv.CreateSandbox(ctx, h.a, api.CreateSandboxRequest{Secrets: map[string]string{"T": "nope"}})
 			return err
