@@ -8,8 +8,11 @@ LISTEN ?= 127.0.0.1:7070
 # The managed image is built once and reused, by the service and the tests.
 TEST_IMAGES ?= /var/cache/cove/images
 DEB_PACKAGES := runc nftables debootstrap debian-archive-keyring busybox-static e2fsprogs iproute2 util-linux ca-certificates curl
+# TEST_DEB_PACKAGES are what the SDKs' tests run on besides: Debian's Python
+# (the Python SDK's dependencies, pytest, and venv to install it into).
+TEST_DEB_PACKAGES := python3 python3-venv python3-pip python3-setuptools python3-wheel python3-httpx python3-websockets python3-pytest
 
-.PHONY: all build deps run test test-unit test-repeat check-elf cross fuzz bench load clean
+.PHONY: all build deps test-deps install-debs run test test-unit test-repeat check-elf cross fuzz bench load clean
 
 all: build
 
@@ -18,16 +21,23 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/cove ./cmd/cove
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/cove-agent ./cmd/cove-agent
 
-# deps installs the Debian packages cove runs on, only those missing.
+# deps installs the Debian packages cove runs on, only those missing;
+# test-deps those its tests need too.
 deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+	@$(MAKE) --no-print-directory install-debs PACKAGES="$(DEB_PACKAGES)"
+	@command -v $(GO) >/dev/null || { echo "Go is missing: install Go 1.22 or newer (it fetches the toolchain go.mod names)"; exit 1; }
+
+test-deps: deps
+	@$(MAKE) --no-print-directory install-debs PACKAGES="$(TEST_DEB_PACKAGES)"
+
+install-debs:
+	@missing=""; for p in $(PACKAGES); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
-	@command -v $(GO) >/dev/null || { echo "Go is missing: install Go 1.22 or newer (it fetches the toolchain go.mod names)"; exit 1; }
 
 run: deps build
 	bin/cove serve --data-dir $(DATA_DIR) --listen $(LISTEN)
@@ -40,7 +50,7 @@ MODULES := . api sdk/go
 # overlayfs and namespaces, in every module; checks that the CLI builds off
 # Linux and that git holds no binary. The managed image is cached in
 # $(TEST_IMAGES).
-test: deps build check-elf cross
+test: test-deps build check-elf cross
 	@set -e; for m in $(MODULES); do echo "vet $$m"; (cd $$m && $(GO) vet ./...); done
 	@set -e; for m in api sdk/go; do echo "test $$m"; (cd $$m && $(GO) test -count=1 ./...); done
 	COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 40m ./...

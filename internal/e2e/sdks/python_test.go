@@ -1,0 +1,82 @@
+// Package sdks runs the Python SDK's tests (and, beside them, its
+// examples) against a real `cove serve`, as make test does: the SDK is
+// installed the way its README says, into a virtual environment over the
+// system's packages (Debian's httpx, websockets and pytest).
+package sdks
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
+)
+
+func TestMain(m *testing.M) { e2etest.Main(m) }
+
+// python is Debian's interpreter, whose packages the SDK runs on; another
+// one first on PATH (a version manager's) would not have them.
+const python = "/usr/bin/python3"
+
+func repoRoot(t *testing.T) string {
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// venv makes a virtual environment with the SDK installed, from a copy of
+// its folder so that the build leaves nothing in the tree.
+func venv(t *testing.T) string {
+	if _, err := os.Stat(python); err != nil {
+		t.Skip("no " + python)
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	run(t, "", nil, "cp", "-r", filepath.Join(repoRoot(t), "sdk", "python"), src)
+	// A build/ left by a hand install would be reused as it is.
+	for _, d := range []string{"build", "src/cove_sdk.egg-info"} {
+		os.RemoveAll(filepath.Join(src, d))
+	}
+	env := filepath.Join(dir, "venv")
+	run(t, "", nil, python, "-m", "venv", "--system-site-packages", env)
+	run(t, "", nil, filepath.Join(env, "bin", "pip"), "install", "-q", "--no-build-isolation", "--no-index", src)
+	return filepath.Join(env, "bin", "python")
+}
+
+func run(t *testing.T, dir string, env []string, name string, args ...string) {
+	t.Helper()
+	// A hung test fails here, with what it printed, rather than at the
+	// package's timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out.String())
+	}
+	t.Logf("%s %v:\n%s", filepath.Base(name), args, out.String())
+}
+
+func TestPythonSDK(t *testing.T) {
+	s := e2etest.StartServer(t, e2etest.WithManaged)
+	py := venv(t)
+	env := []string{"COVE_URL=" + s.URL, "COVE_API_KEY=" + s.AdminKey, "PYTHONDONTWRITEBYTECODE=1"}
+	run(t, filepath.Join(repoRoot(t), "sdk", "python"), env, py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests")
+}
+
+// TestPythonExample runs examples/python as a user would.
+func TestPythonExample(t *testing.T) {
+	s := e2etest.StartServer(t, e2etest.WithManaged)
+	py := venv(t)
+	env := []string{"COVE_URL=" + s.URL, "COVE_API_KEY=" + s.AdminKey, "PYTHONDONTWRITEBYTECODE=1"}
+	run(t, filepath.Join(repoRoot(t), "examples", "python"), env, py, "fix_a_test.py")
+}

@@ -1,0 +1,23 @@
+"""cove: Linux sandboxes for AI agents.
+
+    import cove
+    with cove.Client() as client, client.create(name="demo") as sb:
+        print(sb.run("python3 -c 'print(6*7)'").stdout)
+"""
+
+from .aio import AsyncClient, AsyncCommand, AsyncFiles, AsyncSandbox
+from .client import Client, Command, Files, SandboxHandle
+from .errors import (
+    BudgetExceeded, Conflict, CoveError, DigestMismatch, InsufficientStorage, Internal, InvalidArgument, NotFound,
+    PayloadTooLarge, PermissionDenied, PreconditionFailed, ResourceExhausted, Unauthenticated, Unavailable,
+    Unprocessable,
+)
+from .models import Chunk, CommandInfo, CommandResult, Event, FileContent, FileEntry, Page, Sandbox
+
+__all__ = [
+    "AsyncClient", "AsyncCommand", "AsyncFiles", "AsyncSandbox", "Client", "Command", "Files", "SandboxHandle",
+    "BudgetExceeded", "Conflict", "CoveError", "DigestMismatch", "InsufficientStorage", "Internal",
+    "InvalidArgument", "NotFound", "PayloadTooLarge", "PermissionDenied", "PreconditionFailed",
+    "ResourceExhausted", "Unauthenticated", "Unavailable", "Unprocessable",
+    "Chunk", "CommandInfo", "CommandResult", "Event", "FileContent", "FileEntry", "Page", "Sandbox",
+]

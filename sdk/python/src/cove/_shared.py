@@ -1,0 +1,273 @@
+"""What the sync and async clients share: how each call is asked, and how
+its answer is read. Neither does any I/O here."""
+
+from __future__ import annotations
+
+import base64
+import fnmatch
+import hashlib
+import json
+import os
+import tarfile
+from dataclasses import dataclass, field
+from typing import IO, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
+from urllib.parse import quote
+
+from .errors import DigestMismatch, InvalidArgument
+from .models import Chunk, Event
+
+DEFAULT_URL = "http://127.0.0.1:7070"
+
+
+def config(url: Optional[str], api_key: Optional[str]) -> "tuple[str, str]":
+    """The server URL and key: arguments, else COVE_URL and COVE_API_KEY,
+    else the CLI's config file."""
+    cfg: Dict[str, str] = {}
+    home = os.environ.get("HOME")
+    if home:
+        try:
+            with open(os.path.join(home, ".config", "cove", "config.json")) as f:
+                cfg = json.load(f)
+        except (OSError, ValueError):
+            cfg = {}
+    url = url or os.environ.get("COVE_URL") or cfg.get("url") or DEFAULT_URL
+    key = api_key or os.environ.get("COVE_API_KEY") or cfg.get("api_key") or ""
+    if not key:
+        raise InvalidArgument("no API key: pass api_key, set COVE_API_KEY, or run `cove serve` once to write the CLI config")
+    return url.rstrip("/"), key
+
+
+@dataclass
+class Req:
+    method: str
+    path: str
+    params: Dict[str, Any] = field(default_factory=dict)
+    json: Any = None
+    content: Any = None
+    headers: Dict[str, str] = field(default_factory=dict)
+
+
+def esc(s: str) -> str:
+    return quote(s, safe="")
+
+
+def sandbox_path(ref: str) -> str:
+    return "/v1/sandboxes/" + esc(ref)
+
+
+def command_path(ref: str, cid: str) -> str:
+    return sandbox_path(ref) + "/commands/" + esc(cid)
+
+
+def drop_none(d: Mapping[str, Any]) -> Dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def command_body(
+    command: Optional[str], argv: Optional[Sequence[str]], cwd: Optional[str], env: Optional[Mapping[str, str]],
+    secrets: Optional[Mapping[str, str]], timeout_s: Optional[int], stdin: bool, user: Optional[str],
+    pty: Optional[Mapping[str, int]], no_output_alert_s: Optional[int],
+) -> Dict[str, Any]:
+    if (command is None) == (argv is None):
+        raise InvalidArgument("give exactly one of command (a shell string) and argv (a list)")
+    return drop_none({
+        "command": command, "argv": list(argv) if argv is not None else None, "cwd": cwd,
+        "env": dict(env) if env else None, "secrets": dict(secrets) if secrets else None,
+        "timeout_s": timeout_s, "stdin": stdin or None, "user": user, "pty": dict(pty) if pty else None,
+        "no_output_alert_s": no_output_alert_s,
+    })
+
+
+def parse_chunk(line: bytes) -> Chunk:
+    d = json.loads(line)
+    return Chunk(
+        seq=d.get("seq", 0), stream=d.get("stream", "") or "",
+        data=base64.b64decode(d["data"]) if d.get("data") else b"", type=d.get("type", "") or "",
+        exit_code=d.get("exit_code"), signal=d.get("signal", "") or "", timed_out=bool(d.get("timed_out")),
+    )
+
+
+def repr_digest(data: bytes) -> str:
+    return "sha-256=:" + base64.b64encode(hashlib.sha256(data).digest()).decode() + ":"
+
+
+def parse_digest(value: str) -> Optional[bytes]:
+    for item in value.split(","):
+        k, _, v = item.strip().partition("=")
+        if k.strip().lower() == "sha-256":
+            v = v.strip()
+            if len(v) >= 2 and v[0] == ":" and v[-1] == ":":
+                return base64.b64decode(v[1:-1])
+    return None
+
+
+def check_digest(path: str, data: bytes, header: str) -> bytes:
+    want = parse_digest(header or "")
+    if want is None:
+        raise DigestMismatch(f"download of {path} has no sha-256 Repr-Digest; refusing unchecked bytes")
+    got = hashlib.sha256(data).digest()
+    if got != want:
+        raise DigestMismatch(f"download of {path}: the bytes' sha-256 is not the one the server announced")
+    return got
+
+
+def version_of(etag: str) -> str:
+    return etag.strip().strip('"')
+
+
+def write_headers(data: bytes, if_version: Optional[str]) -> Dict[str, str]:
+    h = {"Content-Type": "application/octet-stream", "Repr-Digest": repr_digest(data)}
+    if if_version == "none":
+        h["If-None-Match"] = "*"
+    elif if_version:
+        h["If-Match"] = '"' + if_version + '"'
+    return h
+
+
+class SSE:
+    """Reads server-sent events line by line."""
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.data: List[str] = []
+
+    def feed(self, line: str) -> Optional[Event]:
+        # httpx before 0.24 keeps the line ending; later ones drop it.
+        line = line.rstrip("\r\n")
+        if line == "":
+            if not self.data:
+                return None
+            ev = Event.from_dict(json.loads("\n".join(self.data)))
+            self.data = []
+            return ev
+        if line.startswith(":"):
+            return None
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "id":
+            self.id = value
+        elif name == "data":
+            self.data.append(value)
+        return None
+
+
+def _ignored(rel: str, patterns: Iterable[str]) -> bool:
+    parts = rel.split("/")
+    for p in patterns:
+        p = p.strip().rstrip("/")
+        if not p or p.startswith("#"):
+            continue
+        if fnmatch.fnmatch(rel, p) or any(fnmatch.fnmatch(part, p) for part in parts):
+            return True
+    return False
+
+
+def pack_dir(local: str, exclude: Sequence[str] = ()) -> IO[bytes]:
+    """A folder as tar.gz in a temporary file: modes, symlinks inside the
+    folder and empty directories kept; a symlink that leaves the folder is
+    refused; exclude patterns (and a .coveignore file) are honoured."""
+    import tempfile
+
+    root = os.path.abspath(local)
+    if not os.path.isdir(root):
+        raise InvalidArgument(f"{local} is not a directory")
+    patterns = list(exclude)
+    try:
+        with open(os.path.join(root, ".coveignore")) as f:
+            patterns += f.read().splitlines()
+    except OSError:
+        pass
+    out = tempfile.TemporaryFile()
+    with tarfile.open(fileobj=out, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            rel_dir = os.path.relpath(dirpath, root)
+            keep = []
+            for d in dirnames:
+                rel = d if rel_dir == "." else rel_dir + "/" + d
+                if not _ignored(rel, patterns):
+                    keep.append(d)
+            dirnames[:] = keep
+            for name in sorted(dirnames + filenames):
+                rel = name if rel_dir == "." else rel_dir + "/" + name
+                if _ignored(rel, patterns):
+                    continue
+                full = os.path.join(dirpath, name)
+                if os.path.islink(full):
+                    target = os.readlink(full)
+                    resolved = os.path.normpath(os.path.join(os.path.dirname(full), target))
+                    if os.path.isabs(target) or not (resolved == root or resolved.startswith(root + os.sep)):
+                        raise InvalidArgument(f"{rel} is a symlink to {target}, outside the folder")
+                ti = tar.gettarinfo(full, arcname=rel)
+                ti.uid = ti.gid = 0
+                ti.uname = ti.gname = ""
+                if ti.isreg():
+                    with open(full, "rb") as f:
+                        tar.addfile(ti, f)
+                elif ti.isdir() or ti.issym():
+                    tar.addfile(ti)
+                # other kinds (sockets, devices, fifos) are left out
+    out.seek(0)
+    return out
+
+
+def unpack(archive: IO[bytes], local: str) -> None:
+    """Extract a tar.gz into local, refusing entries that leave it."""
+    root = os.path.abspath(local)
+    os.makedirs(root, exist_ok=True)
+    dirs = []
+    with tarfile.open(fileobj=archive, mode="r:gz") as tar:
+        for ti in tar:
+            name = os.path.normpath(ti.name)
+            dest = os.path.abspath(os.path.join(root, name))
+            if name.startswith("..") or os.path.isabs(ti.name) or not (dest == root or dest.startswith(root + os.sep)):
+                raise InvalidArgument(f"archive entry {ti.name!r} leaves {local}")
+            if ti.issym():
+                t = os.path.normpath(os.path.join(os.path.dirname(dest), ti.linkname))
+                if os.path.isabs(ti.linkname) or not t.startswith(root):
+                    raise InvalidArgument(f"archive symlink {ti.name!r} points outside {local}")
+            if ti.islnk() or not (ti.isreg() or ti.isdir() or ti.issym()):
+                continue
+            if dest == root:
+                continue
+            if ti.isdir():
+                os.makedirs(dest, exist_ok=True)
+                dirs.append((dest, ti.mode & 0o7777))
+            elif ti.isreg():
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                src = tar.extractfile(ti)
+                assert src is not None
+                with open(dest, "wb") as f:
+                    while True:
+                        b = src.read(1 << 20)
+                        if not b:
+                            break
+                        f.write(b)
+                os.chmod(dest, ti.mode & 0o7777)
+            elif ti.issym():
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                if os.path.lexists(dest):
+                    os.remove(dest)
+                os.symlink(ti.linkname, dest)
+    # Directories get their modes last, so that a read-only one still
+    # received its files.
+    for d, mode in reversed(dirs):
+        os.chmod(d, mode)
+
+
+def read_io(data: "bytes | str | IO[bytes]") -> bytes:
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    return data.read()
+
+
+
+def chunks(f: IO[bytes], size: int = 1 << 20) -> Iterator[bytes]:
+    """A file's bytes in pieces, to stream a request body."""
+    while True:
+        b = f.read(size)
+        if not b:
+            return
+        yield b

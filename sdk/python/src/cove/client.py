@@ -1,0 +1,465 @@
+"""The synchronous client."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import IO, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Union
+
+import httpx
+
+from . import _shared as sh
+from ._attach import SyncAttachment
+from .errors import CoveError, NotFound, error_from
+from .models import Chunk, CommandInfo, CommandResult, Event, FileContent, FileEntry, Page, Sandbox
+
+Data = Union[bytes, str, IO[bytes]]
+
+#: How often a broken stream is resumed before giving up, in a row.
+STREAM_RETRIES = 8
+
+
+class Client:
+    """A cove client. ``url`` and ``api_key`` default to ``COVE_URL`` and
+    ``COVE_API_KEY``, else the CLI's config file."""
+
+    def __init__(self, url: Optional[str] = None, api_key: Optional[str] = None, *, timeout: float = 60.0,
+                 transport: Optional[httpx.BaseTransport] = None) -> None:
+        self.url, self._key = sh.config(url, api_key)
+        kw: Dict[str, Any] = {}
+        if transport is not None:
+            kw["transport"] = transport
+        self._http = httpx.Client(base_url=self.url, headers={"Authorization": "Bearer " + self._key},
+                                  timeout=httpx.Timeout(timeout, read=None), **kw)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- plumbing --
+
+    def _send(self, r: sh.Req, stream: bool = False) -> httpx.Response:
+        req = self._http.build_request(r.method, r.path, params=r.params or None, json=r.json,
+                                       content=r.content, headers=r.headers or None)
+        resp = self._http.send(req, stream=stream)
+        if resp.status_code >= 300:
+            body = resp.read()
+            resp.close()
+            raise error_from(resp.status_code, body)
+        return resp
+
+    @contextlib.contextmanager
+    def _stream(self, r: sh.Req) -> Iterator[httpx.Response]:
+        """A streamed answer, closed after use (httpx 0.23's responses are
+        not context managers)."""
+        resp = self._send(r, stream=True)
+        try:
+            yield resp
+        finally:
+            resp.close()
+
+    def _json(self, r: sh.Req) -> Any:
+        resp = self._send(r)
+        if resp.status_code == 204 or not resp.content:
+            return None
+        return resp.json()
+
+    # -- sandboxes --
+
+    def create(self, *, name: Optional[str] = None, template: Optional[str] = None,
+               cpus: Optional[float] = None, memory_mib: Optional[int] = None, disk_mib: Optional[int] = None,
+               env: Optional[Mapping[str, str]] = None, secrets: Optional[Mapping[str, str]] = None,
+               workdir: Optional[str] = None, network: Optional[Mapping[str, Any]] = None,
+               source: Optional[Mapping[str, Any]] = None, setup: Optional[Mapping[str, Any]] = None,
+               idle_timeout_s: Optional[int] = None, on_idle: Optional[str] = None,
+               max_lifetime_s: Optional[int] = None, spend_limit_usd: Optional[float] = None,
+               labels: Optional[Mapping[str, str]] = None, wait: bool = True, keep: bool = False,
+               idempotency_key: Optional[str] = None, **extra: Any) -> "SandboxHandle":
+        """Create a sandbox (and wait until it runs, unless ``wait=False``).
+        Used as a context manager, it is terminated on exit unless ``keep``."""
+        res = sh.drop_none({"cpus": cpus, "memory_mib": memory_mib, "disk_mib": disk_mib})
+        body = sh.drop_none({
+            "name": name, "template": template, "resources": res or None, "env": env, "secrets": secrets,
+            "workdir": workdir, "network": network, "source": source, "setup": setup,
+            "idle_timeout_s": idle_timeout_s, "on_idle": on_idle, "max_lifetime_s": max_lifetime_s,
+            "spend_limit_usd": spend_limit_usd, "labels": labels, **extra,
+        })
+        r = sh.Req("POST", "/v1/sandboxes", {"wait": "running"} if wait else {}, json=body)
+        if idempotency_key:
+            r.headers["Idempotency-Key"] = idempotency_key
+        return SandboxHandle(self, Sandbox.from_dict(self._json(r)), keep=keep)
+
+    def get(self, ref: str) -> "SandboxHandle":
+        """A sandbox by ID or name."""
+        return SandboxHandle(self, Sandbox.from_dict(self._json(sh.Req("GET", sh.sandbox_path(ref)))))
+
+    def list(self, *, state: Optional[Union[str, Sequence[str]]] = None,
+             labels: Optional[Mapping[str, str]] = None, limit: int = 100) -> Iterator[Sandbox]:
+        """Every sandbox of the team (newest first), page after page."""
+        cursor = ""
+        while True:
+            page = self.list_page(state=state, labels=labels, limit=limit, cursor=cursor)
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def list_page(self, *, state: Optional[Union[str, Sequence[str]]] = None,
+                  labels: Optional[Mapping[str, str]] = None, limit: int = 100, cursor: str = "") -> Page:
+        params: Dict[str, Any] = {"limit": limit}
+        if state:
+            params["state"] = [state] if isinstance(state, str) else list(state)
+        if labels:
+            params["label"] = [f"{k}={v}" for k, v in labels.items()]
+        if cursor:
+            params["cursor"] = cursor
+        d = self._json(sh.Req("GET", "/v1/sandboxes", params))
+        return Page([Sandbox.from_dict(x) for x in d.get("items") or []], d.get("next_cursor", "") or "")
+
+    # -- events --
+
+    def events(self, *, sandbox: Optional[str] = None, types: Sequence[str] = (), after: str = "",
+               limit: int = 100) -> Page:
+        params: Dict[str, Any] = {"limit": limit}
+        if sandbox:
+            params["sandbox"] = sandbox
+        if types:
+            params["type"] = list(types)
+        if after:
+            params["after"] = after
+        d = self._json(sh.Req("GET", "/v1/events", params))
+        return Page([Event.from_dict(x) for x in d.get("items") or []], d.get("next_cursor", "") or "")
+
+    def stream_events(self, *, sandbox: Optional[str] = None, types: Sequence[str] = (),
+                      after: str = "") -> Iterator[Event]:
+        """Follow the team's events as they happen (server-sent events),
+        resuming after the last one seen when the connection drops."""
+        last, failures = after, 0
+        while True:
+            params: Dict[str, Any] = {}
+            if sandbox:
+                params["sandbox"] = sandbox
+            if types:
+                params["type"] = list(types)
+            headers = {"Accept": "text/event-stream"}
+            if last:
+                headers["Last-Event-ID"] = last
+            try:
+                with self._stream(sh.Req("GET", "/v1/events/stream", params, headers=headers)) as resp:
+                    sse = sh.SSE()
+                    for line in resp.iter_lines():
+                        ev = sse.feed(line)
+                        if ev is not None:
+                            last, failures = ev.id, 0
+                            yield ev
+            except httpx.TransportError:
+                failures += 1
+                if failures > STREAM_RETRIES:
+                    raise
+                time.sleep(min(0.1 * 2 ** failures, 5))
+
+    # -- secrets --
+
+    def put_secret(self, name: str, value: str) -> Dict[str, Any]:
+        """Store a secret of the team (its value is never returned)."""
+        return self._json(sh.Req("PUT", "/v1/secrets/" + sh.esc(name), json={"value": value}))
+
+    def get_secret(self, name: str) -> Dict[str, Any]:
+        """A secret's name and times."""
+        return self._json(sh.Req("GET", "/v1/secrets/" + sh.esc(name)))
+
+    def list_secrets(self) -> List[Dict[str, Any]]:
+        out: List[Dict[str, Any]] = []
+        cursor = ""
+        while True:
+            d = self._json(sh.Req("GET", "/v1/secrets", {"cursor": cursor} if cursor else {}))
+            out += d.get("items") or []
+            cursor = d.get("next_cursor", "") or ""
+            if not cursor:
+                return out
+
+    def delete_secret(self, name: str) -> None:
+        self._json(sh.Req("DELETE", "/v1/secrets/" + sh.esc(name)))
+
+    # -- teams, keys, tickets --
+
+    def create_team(self, name: str) -> Dict[str, Any]:
+        return self._json(sh.Req("POST", "/v1/teams", json={"name": name}))
+
+    def list_teams(self) -> List[Dict[str, Any]]:
+        return self._json(sh.Req("GET", "/v1/teams")).get("items") or []
+
+    def create_key(self, team_id: str) -> Dict[str, Any]:
+        return self._json(sh.Req("POST", "/v1/teams/" + sh.esc(team_id) + "/keys"))
+
+    def revoke_key(self, key_id: str) -> None:
+        self._json(sh.Req("DELETE", "/v1/keys/" + sh.esc(key_id)))
+
+    def create_ticket(self, path: str) -> Dict[str, Any]:
+        return self._json(sh.Req("POST", "/v1/tickets", json={"path": path}))
+
+    def openapi(self) -> Dict[str, Any]:
+        return self._json(sh.Req("GET", "/v1/openapi.json"))
+
+
+class SandboxHandle:
+    """A sandbox and what can be done in it. ``info`` is its last known
+    state; ``refresh()`` reads it again."""
+
+    def __init__(self, client: Client, info: Sandbox, keep: bool = False) -> None:
+        self._c = client
+        self.info = info
+        self.id = info.id
+        self.keep = keep
+        self.files = Files(client, info.id)
+
+    def __repr__(self) -> str:
+        return f"<Sandbox {self.id} {self.info.state}>"
+
+    def __enter__(self) -> "SandboxHandle":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self.keep:
+            try:
+                self.terminate()
+            except NotFound:
+                pass
+
+    def _set(self, d: Any) -> Sandbox:
+        self.info = Sandbox.from_dict(d)
+        return self.info
+
+    def refresh(self) -> Sandbox:
+        return self._set(self._c._json(sh.Req("GET", sh.sandbox_path(self.id))))
+
+    def wait(self, state: str, timeout_s: int = 300) -> Sandbox:
+        """Wait until the sandbox is in state (or a terminal one)."""
+        return self._set(self._c._json(sh.Req("GET", sh.sandbox_path(self.id),
+                                              {"wait": state, "timeout_s": timeout_s})))
+
+    def update(self, **fields: Any) -> Sandbox:
+        """PATCH: idle_timeout_s, on_idle, max_lifetime_s, spend_limit_usd,
+        network, labels."""
+        return self._set(self._c._json(sh.Req("PATCH", sh.sandbox_path(self.id), json=sh.drop_none(fields))))
+
+    def sleep(self, wait: bool = True) -> Sandbox:
+        self._set(self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/sleep")))
+        return self.wait("asleep") if wait else self.info
+
+    def wake(self, wait: bool = True) -> Sandbox:
+        self._set(self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/wake")))
+        return self.wait("running") if wait else self.info
+
+    def terminate(self) -> Sandbox:
+        return self._set(self._c._json(sh.Req("DELETE", sh.sandbox_path(self.id))))
+
+    def network(self) -> Dict[str, Any]:
+        """The policy and what the sandbox tried to reach."""
+        return self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/network"))
+
+    # -- commands --
+
+    def run(self, command: Optional[str] = None, *, argv: Optional[Sequence[str]] = None,
+            cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+            secrets: Optional[Mapping[str, str]] = None, timeout_s: Optional[int] = None,
+            user: Optional[str] = None) -> CommandResult:
+        """Run a command to its end; its output comes back as text."""
+        body = sh.command_body(command, argv, cwd, env, secrets, timeout_s, False, user, None, None)
+        d = self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/commands", {"wait": "true"}, json=body))
+        return CommandResult.from_dict(d)
+
+    def start(self, command: Optional[str] = None, *, argv: Optional[Sequence[str]] = None,
+              cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+              secrets: Optional[Mapping[str, str]] = None, timeout_s: Optional[int] = None,
+              stdin: bool = False, user: Optional[str] = None, pty: Optional[Mapping[str, int]] = None,
+              no_output_alert_s: Optional[int] = None) -> "Command":
+        """Start a command and return at once; see Command."""
+        body = sh.command_body(command, argv, cwd, env, secrets, timeout_s, stdin, user, pty, no_output_alert_s)
+        d = self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/commands", json=body))
+        return Command(self._c, self.id, CommandInfo.from_dict(d))
+
+    def command(self, command_id: str) -> "Command":
+        d = self._c._json(sh.Req("GET", sh.command_path(self.id, command_id)))
+        return Command(self._c, self.id, CommandInfo.from_dict(d))
+
+    def commands(self, limit: int = 100, cursor: str = "") -> Page:
+        params: Dict[str, Any] = {"limit": limit}
+        if cursor:
+            params["cursor"] = cursor
+        d = self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/commands", params))
+        return Page([CommandInfo.from_dict(x) for x in d.get("items") or []], d.get("next_cursor", "") or "")
+
+
+class Command:
+    """A started command: iterate its output (resumed after a dropped
+    connection), feed its stdin, signal it, wait for it."""
+
+    def __init__(self, client: Client, sandbox_id: str, info: CommandInfo) -> None:
+        self._c = client
+        self.sandbox_id = sandbox_id
+        self.info = info
+        self.id = info.id
+
+    def __repr__(self) -> str:
+        return f"<Command {self.id} {self.info.state}>"
+
+    def output(self, after: int = 0, follow: bool = True) -> Iterator[Chunk]:
+        """Output records after seq ``after`` in order, the exit last. A
+        broken connection is resumed from the last record seen, so nothing
+        is lost or repeated."""
+        seq, failures = after, 0
+        while True:
+            params: Dict[str, Any] = {"after": seq}
+            if follow:
+                params["follow"] = "true"
+            try:
+                with self._c._stream(sh.Req("GET", sh.command_path(self.sandbox_id, self.id) + "/output", params)) as resp:
+                    for line in resp.iter_lines():
+                        line = line.strip()
+                        if not line:
+                            continue
+                        ch = sh.parse_chunk(line.encode() if isinstance(line, str) else line)
+                        if ch.type != "exit" and ch.seq <= seq:
+                            continue
+                        seq, failures = ch.seq, 0
+                        yield ch
+                        if ch.type == "exit":
+                            return
+                if not follow:
+                    return
+            except httpx.TransportError:
+                pass
+            failures += 1
+            if failures > STREAM_RETRIES:
+                raise CoveError(f"the output stream of {self.id} broke {failures} times in a row, last after seq {seq}")
+            time.sleep(min(0.05 * 2 ** failures, 5))
+
+    def wait(self) -> CommandInfo:
+        """Wait for the end; the output is read (and dropped) on the way."""
+        for ch in self.output():
+            if ch.type == "exit":
+                break
+        return self.refresh()
+
+    def refresh(self) -> CommandInfo:
+        self.info = CommandInfo.from_dict(self._c._json(sh.Req("GET", sh.command_path(self.sandbox_id, self.id))))
+        return self.info
+
+    def write(self, data: Data, eof: bool = False) -> None:
+        """Append to the command's stdin (started with stdin=True)."""
+        self._c._json(sh.Req("POST", sh.command_path(self.sandbox_id, self.id) + "/stdin",
+                             {"eof": "true"} if eof else {}, content=sh.read_io(data)))
+
+    def close_stdin(self) -> None:
+        self.write(b"", eof=True)
+
+    def signal(self, sig: str = "TERM") -> None:
+        self._c._json(sh.Req("POST", sh.command_path(self.sandbox_id, self.id) + "/signal", json={"signal": sig}))
+
+    def stdout(self) -> bytes:
+        """The recorded stdout, raw."""
+        return self._c._send(sh.Req("GET", sh.command_path(self.sandbox_id, self.id) + "/stdout")).content
+
+    def stderr(self) -> bytes:
+        return self._c._send(sh.Req("GET", sh.command_path(self.sandbox_id, self.id) + "/stderr")).content
+
+    def attach(self, after: int = 0) -> "SyncAttachment":
+        """A live connection to the command's terminal or pipes (WebSocket)."""
+        return SyncAttachment(self._c.url, self._c._key, self.sandbox_id, self.id, after)
+
+
+class Files:
+    """A sandbox's files. Paths are absolute inside the sandbox."""
+
+    def __init__(self, client: Client, sandbox_id: str) -> None:
+        self._c = client
+        self._base = sh.sandbox_path(sandbox_id) + "/files"
+
+    def list(self, path: str, depth: int = 1) -> List[FileEntry]:
+        out: List[FileEntry] = []
+        cursor = ""
+        while True:
+            params: Dict[str, Any] = {"path": path, "depth": depth, "limit": 1000}
+            if cursor:
+                params["cursor"] = cursor
+            d = self._c._json(sh.Req("GET", self._base, params))
+            out += [FileEntry.from_dict(x) for x in d.get("items") or []]
+            cursor = d.get("next_cursor", "") or ""
+            if not cursor:
+                return out
+
+    def stat(self, path: str) -> FileEntry:
+        return FileEntry.from_dict(self._c._json(sh.Req("GET", self._base + "/stat", {"path": path})))
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.stat(path)
+            return True
+        except NotFound:
+            return False
+
+    def read(self, path: str) -> FileContent:
+        """The whole file, checked against the server's sha-256."""
+        resp = self._c._send(sh.Req("GET", self._base + "/content", {"path": path}))
+        digest = sh.check_digest(path, resp.content, resp.headers.get("Repr-Digest", ""))
+        return FileContent(resp.content, sh.version_of(resp.headers.get("ETag", "")), digest)
+
+    def read_text(self, path: str) -> str:
+        return self.read(path).text
+
+    def write(self, path: str, data: Data, *, if_version: Optional[str] = None,
+              mode: Optional[str] = None) -> FileEntry:
+        """Write a whole file atomically. With ``if_version`` it is written
+        only if the file is still at that version (``"none"``: only if it
+        does not exist), else PreconditionFailed and nothing changes."""
+        body = sh.read_io(data)
+        params: Dict[str, Any] = {"path": path}
+        if mode:
+            params["mode"] = mode
+        r = sh.Req("PUT", self._base + "/content", params, content=body, headers=sh.write_headers(body, if_version))
+        return FileEntry.from_dict(self._c._json(r))
+
+    def edit(self, path: str, edits: Sequence[Mapping[str, str]], *, if_version: Optional[str] = None) -> FileEntry:
+        """Replace texts: each ``old`` must occur exactly once, else Conflict
+        and nothing is written."""
+        headers = {"If-Match": '"' + if_version + '"'} if if_version else {}
+        r = sh.Req("PATCH", self._base + "/content", {"path": path},
+                   json={"edits": [dict(e) for e in edits]}, headers=headers)
+        return FileEntry.from_dict(self._c._json(r))
+
+    def mkdir(self, path: str) -> FileEntry:
+        return FileEntry.from_dict(self._c._json(sh.Req("POST", self._base + "/mkdir", json={"path": path})))
+
+    def move(self, src: str, dst: str, overwrite: bool = False) -> FileEntry:
+        body = {"from": src, "to": dst, "overwrite": overwrite}
+        return FileEntry.from_dict(self._c._json(sh.Req("POST", self._base + "/move", json=body)))
+
+    def remove(self, path: str, recursive: bool = False) -> None:
+        params: Dict[str, Any] = {"path": path}
+        if recursive:
+            params["recursive"] = "true"
+        self._c._json(sh.Req("DELETE", self._base, params))
+
+    def upload_dir(self, local: str, path: str, exclude: Sequence[str] = ()) -> Dict[str, Any]:
+        """Send a local folder into path (tar.gz), keeping modes, symlinks
+        inside it and empty directories."""
+        with sh.pack_dir(local, exclude) as f:
+            return self._c._json(sh.Req("PUT", self._base + "/archive", {"path": path}, content=sh.chunks(f),
+                                        headers={"Content-Type": "application/gzip"}))
+
+    def download_dir(self, path: str, local: str) -> None:
+        """Fetch a folder of the sandbox into local."""
+        import tempfile
+
+        with tempfile.TemporaryFile() as tmp:
+            with self._c._stream(sh.Req("GET", self._base + "/archive", {"path": path})) as resp:
+                for b in resp.iter_bytes():
+                    tmp.write(b)
+            tmp.seek(0)
+            sh.unpack(tmp, local)
