@@ -54,11 +54,12 @@ func TestDeniedEvery(t *testing.T) {
 			reg := NewRegistry(RegistryConfig{
 				DeniedEvery: tt.every,
 				Now:         clock.Now,
-				OnDenied: func(id string, o Observation) {
+				DeniedPerSecond: -1,
+				OnDenied: func(id string, d Denial) {
 					if id != "sb1" {
 						t.Errorf("OnDenied for %q", id)
 					}
-					calls = append(calls, o)
+					calls = append(calls, d.Observation)
 				},
 			}, nil)
 			reg.Add("sb1", netip.MustParseAddr("10.9.0.2"), Policy{}, Policy{})

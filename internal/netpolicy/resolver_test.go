@@ -195,7 +195,7 @@ func (w *recorder) Hijack()             {}
 // TCP the connection is closed.
 func TestResolverUnknownSourceSilent(t *testing.T) {
 	var denied []string
-	reg := NewRegistry(RegistryConfig{OnDenied: func(id string, o Observation) { denied = append(denied, id) }}, nil)
+	reg := NewRegistry(RegistryConfig{OnDenied: func(id string, d Denial) { denied = append(denied, id) }}, nil)
 	reg.Add(sandboxID, sandboxAddr, Policy{}, Policy{})
 	r := NewResolver(ResolverConfig{Static: testStatic}, reg, nil)
 	q := new(dns.Msg).SetQuestion("api.example.test.", dns.TypeA)
