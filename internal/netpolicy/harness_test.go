@@ -73,7 +73,7 @@ type harness struct {
 	dnsAddr string // UDP and TCP on the same port
 
 	mu      sync.Mutex
-	origDst map[uint16]netip.AddrPort // client port → original destination
+	origDst map[netip.AddrPort]netip.AddrPort // client address → original destination
 	dialled    []string
 	denied     []Observation
 	suppressed int64
@@ -89,7 +89,7 @@ func testLogger(t *testing.T) *slog.Logger {
 
 func newHarness(t *testing.T, cfg harnessConfig, policy, setup Policy) *harness {
 	t.Helper()
-	h := &harness{origDst: make(map[uint16]netip.AddrPort), defaultDst: cfg.DefaultDst}
+	h := &harness{origDst: make(map[netip.AddrPort]netip.AddrPort), defaultDst: cfg.DefaultDst}
 	log := testLogger(t)
 	rc := cfg.Registry
 	rc.OnDenied = func(id string, d Denial) {
@@ -182,10 +182,10 @@ func listen(t *testing.T) net.Listener {
 }
 
 // originalDst plays nftables: it returns the destination the test client
-// registered for its port.
+// registered for its address.
 func (h *harness) originalDst(c net.Conn) (netip.AddrPort, error) {
-	port := addrPort(c.RemoteAddr()).Port()
-	if h.defaultDst.IsValid() && addrPort(c.RemoteAddr()).Addr() == sandboxAddr {
+	port := addrPort(c.RemoteAddr())
+	if h.defaultDst.IsValid() && port.Addr() == sandboxAddr {
 		h.mu.Lock()
 		dst, ok := h.origDst[port]
 		h.mu.Unlock()
@@ -216,7 +216,7 @@ func (h *harness) dialFrom(t *testing.T, src string, dst netip.AddrPort) *net.TC
 	}
 	t.Cleanup(func() { c.Close() })
 	h.mu.Lock()
-	h.origDst[addrPort(c.LocalAddr()).Port()] = dst
+	h.origDst[addrPort(c.LocalAddr())] = dst
 	h.mu.Unlock()
 	return c.(*net.TCPConn)
 }
