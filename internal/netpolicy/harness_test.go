@@ -72,8 +72,8 @@ type harness struct {
 	gwAddr  string
 	dnsAddr string // UDP and TCP on the same port
 
-	mu      sync.Mutex
-	origDst map[netip.AddrPort]netip.AddrPort // client address → original destination
+	mu         sync.Mutex
+	origDst    map[netip.AddrPort]netip.AddrPort // client address → original destination
 	dialled    []string
 	denied     []Observation
 	suppressed int64
