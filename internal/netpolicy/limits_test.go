@@ -443,3 +443,72 @@ func TestResolverQueryFlood(t *testing.T) {
 	})
 	echoFromSB2(t, h)
 }
+
+// blackHole listens on loopback with an accept queue of one and fills it,
+// so that a further connection's SYN is dropped: a dial to it never
+// completes.
+func blackHole(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+	filler, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { filler.Close() })
+	return addr
+}
+
+// TestUpstreamNeverAnswers: work for a destination or an upstream
+// resolver that never answers ends by its deadline, and the sandbox's
+// slots come back: a dial whose SYN is dropped (DialTimeout: 502), a
+// CONNECT to a name the upstream never resolves (502), a query forwarded
+// to it (SERVFAIL).
+func TestUpstreamNeverAnswers(t *testing.T) {
+	upstream, err := net.ListenPacket("udp", "127.0.0.1:0") // never read
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer upstream.Close()
+	holeAddr := netip.MustParseAddr("198.20.0.70")
+	h := newHarness(t, harnessConfig{
+		Gateway:  GatewayConfig{DialTimeout: 300 * time.Millisecond},
+		Resolver: ResolverConfig{Timeout: 100 * time.Millisecond},
+		Upstream: upstream.LocalAddr().String(),
+		Routes:   map[netip.AddrPort]string{netip.AddrPortFrom(holeAddr, 80): blackHole(t)},
+	}, MustParse("198.20.0.70/32:80", "*.never.test"), Policy{})
+
+	c := h.dial(t, netip.AddrPortFrom(holeAddr, 80))
+	c.SetDeadline(time.Now().Add(30 * time.Second)) // a guard, not a measure
+	resp, body, err := httpGet(c, "198.20.0.70", "/")
+	if err != nil || resp.StatusCode != 502 {
+		t.Errorf("a destination that never answers the SYN: %v %q %v, want 502", resp, body, err)
+	}
+
+	c = h.dial(t, netip.AddrPortFrom(netip.MustParseAddr("198.20.0.80"), 3128))
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	resp, _, err = connect(c, "www.never.test:443")
+	if err != nil || resp.StatusCode != 502 {
+		t.Errorf("CONNECT to a name the upstream never resolves: %v %v, want 502", resp, err)
+	}
+
+	if m := h.lookup(t, "www.never.test"); m.Rcode != dns.RcodeServerFailure {
+		t.Errorf("a query the upstream never answers: %v, want SERVFAIL", m)
+	}
+	settle(t, func() string { c, q := h.reg.held(sandboxID); return fmt.Sprintf("held %d, %d", c, q) },
+		func() bool { c, q := h.reg.held(sandboxID); return c == 0 && q == 0 })
+}
