@@ -109,41 +109,60 @@ func listenB(b *testing.B) net.Listener {
 
 // BenchmarkRefusedConnection: what a sandbox at its MaxConns costs the
 // gateway per further connection (an accept, a lookup, a reset), measured
-// as the client sees it: a connect and the reset, b.N times.
+// as the client sees it: a connect and the reset, b.N times. The baseline,
+// direct, is a listener that resets every connection it accepts.
 func BenchmarkRefusedConnection(b *testing.B) {
-	reg := NewRegistry(RegistryConfig{}, nil)
-	reg.Add(sandboxID, sandboxAddr, MustParse(echoAddr.String()), Policy{})
-	if _, _, ok := reg.admit(sandboxAddr, slotConn, 1); !ok { // the one connection it may have
-		b.Fatal("no slot")
+	refuseAll := func(b *testing.B, addr string) {
+		buf := make([]byte, 1)
+		b.ResetTimer()
+		for range b.N {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				continue // reset before the connect returned
+			}
+			if _, err := c.Read(buf); err == nil {
+				b.Fatal("a connection was not reset")
+			}
+			c.Close()
+		}
 	}
-	dst := netip.AddrPortFrom(echoAddr, 9)
-	gw := NewGateway(GatewayConfig{
-		MaxConns:    1,
-		OriginalDst: func(net.Conn) (netip.AddrPort, error) { return dst, nil },
-	}, reg, nil, nil)
-	gl, err := net.Listen("tcp", gatewayListenAddr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- gw.Serve(ctx, gl) }()
-	b.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	buf := make([]byte, 1)
-	b.ResetTimer()
-	for range b.N {
-		c, err := net.Dial("tcp", gl.Addr().String())
+	b.Run("gateway", func(b *testing.B) {
+		reg := NewRegistry(RegistryConfig{}, nil)
+		reg.Add(sandboxID, sandboxAddr, MustParse(echoAddr.String()), Policy{})
+		if _, _, ok := reg.admit(sandboxAddr, slotConn, 1); !ok { // the one connection it may have
+			b.Fatal("no slot")
+		}
+		dst := netip.AddrPortFrom(echoAddr, 9)
+		gw := NewGateway(GatewayConfig{
+			MaxConns:    1,
+			OriginalDst: func(net.Conn) (netip.AddrPort, error) { return dst, nil },
+		}, reg, nil, nil)
+		gl, err := net.Listen("tcp", gatewayListenAddr)
 		if err != nil {
-			continue // reset before the connect returned
+			b.Fatal(err)
 		}
-		if _, err := c.Read(buf); err == nil {
-			b.Fatal("a connection over the bound was not reset")
-		}
-		c.Close()
-	}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- gw.Serve(ctx, gl) }()
+		b.Cleanup(func() {
+			cancel()
+			<-done
+		})
+		refuseAll(b, gl.Addr().String())
+	})
+	b.Run("direct", func(b *testing.B) {
+		l := listenB(b)
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				reset(c)
+			}
+		}()
+		refuseAll(b, l.Addr().String())
+	})
 }
 
 // BenchmarkRefusedQuery: what a sandbox at its MaxQueries costs the
