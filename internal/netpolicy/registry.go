@@ -466,6 +466,11 @@ func (r *Registry) record(sb *sandbox, k obsKey) obsKey {
 	}
 	r.mu.Unlock()
 	if notify {
+		if k.reason != "" {
+			// Rate-limited as the reports are: the operator sees which
+			// sandboxes run into the node's limits.
+			r.log.Info("sandbox at a network limit", "sandbox", sb.id, "reason", k.reason, "destination", k.dest, "port", k.port, "count", d.Count, "suppressed", d.Suppressed)
+		}
 		r.cfg.OnDenied(sb.id, d)
 	}
 	return k
