@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -172,12 +174,31 @@ func TestGatewayConnectionFlood(t *testing.T) {
 		errs       []error
 		resetEarly int // connections reset before the client's connect returned
 	)
+	// Each connection has a source port of its own, outside the kernel's
+	// ephemeral range: a port freed by a reset during the handshake, taken
+	// again at once by the kernel for the next connect to the gateway, can
+	// leave that connect's handshake stuck on loopback for minutes.
+	var port atomic.Int32
+	port.Store(int32(12000 + rand.IntN(8000)))
+	dial := func() (net.Conn, error) {
+		for {
+			p := port.Add(1)
+			if p >= 32000 {
+				return nil, errors.New("out of source ports")
+			}
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: sandboxAddr.AsSlice(), Port: int(p)}}
+			c, err := d.DialContext(t.Context(), "tcp", h.gwAddr)
+			if errors.Is(err, syscall.EADDRINUSE) {
+				continue
+			}
+			return c, err
+		}
+	}
 	const workers = 8
 	for w := range workers {
 		wg.Go(func() {
-			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: sandboxAddr.AsSlice()}}
 			for i := w; i < flood; i += workers {
-				c, err := d.DialContext(t.Context(), "tcp", h.gwAddr)
+				c, err := dial()
 				if errors.Is(err, syscall.ECONNRESET) {
 					// Refused so promptly that the reset came before
 					// the client's connect returned.

@@ -293,8 +293,13 @@ func TestFloodFromOneSandbox(t *testing.T) {
 		conns := make([]net.Conn, 0, flood)
 		resetEarly := 0
 		in(t, nsA, func() error {
-			for range flood {
-				c, err := net.Dial("tcp4", silentDst)
+			// Each connection has a source port of its own (the namespace
+			// is A's, and its ports ours): a port freed by a reset during
+			// the handshake, taken again at once by the kernel for the
+			// next connect, can leave that handshake stuck for minutes.
+			for i := range flood {
+				d := net.Dialer{LocalAddr: &net.TCPAddr{Port: 10000 + i}}
+				c, err := d.Dial("tcp4", silentDst)
 				if errors.Is(err, syscall.ECONNRESET) {
 					resetEarly++ // refused before the connect returned
 					continue
