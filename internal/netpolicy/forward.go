@@ -54,7 +54,7 @@ func (g *Gateway) forwardHTTP(ctx context.Context, c, up net.Conn, s sniffed, sb
 					return
 				}
 			}
-			if pipeLinger(up, c, out, l) {
+			if pipe(up, c, out, l) {
 				l.start(up)
 			}
 			return
@@ -65,14 +65,14 @@ func (g *Gateway) forwardHTTP(ctx context.Context, c, up net.Conn, s sniffed, sb
 		ok := relayHead(c, up, in)
 		switched <- ok
 		if ok {
-			if pipeLinger(c, up, in, l) {
+			if pipe(c, up, in, l) {
 				l.start(c)
 			}
 			wg.Wait()
 			return
 		}
 	}
-	pipeLinger(c, up, in, l)
+	pipe(c, up, in, l)
 	g.finish(c, up, &wg)
 }
 
@@ -116,7 +116,7 @@ func (g *Gateway) relayLate(ctx context.Context, c, up net.Conn, first sniffed, 
 	// Once the client has ended its half, the server must keep moving.
 	l := &linger{idle: g.cfg.HalfClosedIdle}
 	var down sync.WaitGroup
-	down.Go(func() { pipeLinger(c, up, in, l) })
+	down.Go(func() { pipe(c, up, in, l) })
 	fail := func() {
 		reset(c) // first: closing up ends the relay, which would close c gently
 		up.Close()
@@ -210,7 +210,7 @@ func (g *Gateway) relayLate(ctx context.Context, c, up net.Conn, first sniffed, 
 		endUp()
 		return
 	}
-	if pipeLinger(up, c, out, l) {
+	if pipe(up, c, out, l) {
 		l.start(up)
 	}
 	down.Wait()

@@ -611,11 +611,11 @@ func (g *Gateway) splice(ctx context.Context, c, up net.Conn, prefix []byte, sb 
 	l := &linger{idle: g.cfg.HalfClosedIdle}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if pipeLinger(up, c, func(n int64) { g.reg.addBytes(sb, k, n, 0) }, l) {
+		if pipe(up, c, func(n int64) { g.reg.addBytes(sb, k, n, 0) }, l) {
 			l.start(up)
 		}
 	})
-	if pipeLinger(c, up, func(n int64) { g.reg.addBytes(sb, k, 0, n) }, l) {
+	if pipe(c, up, func(n int64) { g.reg.addBytes(sb, k, 0, n) }, l) {
 		l.start(c)
 	}
 	wg.Wait()
@@ -639,14 +639,11 @@ func (l *linger) start(src net.Conn) {
 const copyChunk = 256 << 10
 
 // pipe copies src to dst. At EOF it half-closes dst; on an error it closes
-// both, which also ends the other direction.
-func pipe(dst, src net.Conn, count func(int64)) { pipeLinger(dst, src, count, nil) }
-
-// pipeLinger is pipe, which once l is on (the other direction ended)
-// moves src's read deadline on by l's idle after each chunk it copies. It
-// reports whether it ended at EOF with dst half-closed (the other
-// direction goes on).
-func pipeLinger(dst, src net.Conn, count func(int64), l *linger) bool {
+// both, which also ends the other direction. Once l is on (the other
+// direction ended), it moves src's read deadline on by l's idle after each
+// chunk it copies. It reports whether it ended at EOF with dst half-closed
+// (the other direction goes on).
+func pipe(dst, src net.Conn, count func(int64), l *linger) bool {
 	for {
 		chunk := int64(copyChunk)
 		lingering := l != nil && l.on.Load()
