@@ -51,9 +51,12 @@ type NetworkPolicy struct {
 // NetworkObservation is what the node saw of a sandbox's traffic to one
 // destination and port.
 type NetworkObservation struct {
-	Destination   string    `json:"destination"`
-	Port          int       `json:"port"`
-	Decision      string    `json:"decision"` // allowed or denied
+	Destination string `json:"destination"`
+	Port        int    `json:"port"`
+	Decision    string `json:"decision"` // allowed or denied
+	// Reason is set on a denial by one of the node's per-sandbox limits
+	// rather than the policy: connection_limit or dns_limit.
+	Reason        string    `json:"reason,omitempty"`
 	Count         int64     `json:"count"`
 	BytesOut      int64     `json:"bytes_out"`
 	BytesIn       int64     `json:"bytes_in"`

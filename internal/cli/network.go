@@ -44,7 +44,11 @@ func (a *app) networkCmd() *cobra.Command {
 			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "DESTINATION\tPORT\tDECISION\tCOUNT\tBYTES OUT\tBYTES IN\tLAST SEEN")
 			for _, o := range v.Observations {
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\n", o.Destination, o.Port, o.Decision, o.Count, o.BytesOut, o.BytesIn, ago(o.LastSeen))
+				decision := o.Decision
+				if o.Reason != "" { // a limit of the node's, not the policy
+					decision += " (" + o.Reason + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%d\t%s\n", o.Destination, o.Port, decision, o.Count, o.BytesOut, o.BytesIn, ago(o.LastSeen))
 			}
 			return tw.Flush()
 		},

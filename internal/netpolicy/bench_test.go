@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/miekg/dns"
 )
 
 // BenchmarkGatewayThroughput sends b.N MiB through the gateway and b.N MiB
@@ -103,4 +105,107 @@ func listenB(b *testing.B) net.Listener {
 	}
 	b.Cleanup(func() { l.Close() })
 	return l
+}
+
+// BenchmarkRefusedConnection: what a sandbox at its MaxConns costs the
+// gateway per further connection (an accept, a lookup, a reset), measured
+// as the client sees it: a connect and the reset, b.N times. The baseline,
+// direct, is a listener that resets every connection it accepts.
+func BenchmarkRefusedConnection(b *testing.B) {
+	refuseAll := func(b *testing.B, addr string) {
+		buf := make([]byte, 1)
+		b.ResetTimer()
+		for range b.N {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				continue // reset before the connect returned
+			}
+			if _, err := c.Read(buf); err == nil {
+				b.Fatal("a connection was not reset")
+			}
+			c.Close()
+		}
+	}
+	b.Run("gateway", func(b *testing.B) {
+		reg := NewRegistry(RegistryConfig{}, nil)
+		reg.Add(sandboxID, sandboxAddr, MustParse(echoAddr.String()), Policy{})
+		if _, _, ok := reg.admit(sandboxAddr, slotConn, 1); !ok { // the one connection it may have
+			b.Fatal("no slot")
+		}
+		dst := netip.AddrPortFrom(echoAddr, 9)
+		gw := NewGateway(GatewayConfig{
+			MaxConns:    1,
+			OriginalDst: func(net.Conn) (netip.AddrPort, error) { return dst, nil },
+		}, reg, nil, nil)
+		gl, err := net.Listen("tcp", gatewayListenAddr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- gw.Serve(ctx, gl) }()
+		b.Cleanup(func() {
+			cancel()
+			<-done
+		})
+		refuseAll(b, gl.Addr().String())
+	})
+	b.Run("direct", func(b *testing.B) {
+		l := listenB(b)
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				reset(c)
+			}
+		}()
+		refuseAll(b, l.Addr().String())
+	})
+}
+
+// BenchmarkRefusedQuery: what a sandbox at its MaxQueries costs the
+// resolver per further UDP query (read, parse, lookup, REFUSED from the
+// reading loop), as a round trip, b.N times.
+func BenchmarkRefusedQuery(b *testing.B) {
+	reg := NewRegistry(RegistryConfig{}, nil)
+	reg.Add(sandboxID, sandboxAddr, MustParse("*.example.test"), Policy{})
+	if _, _, ok := reg.admit(sandboxAddr, slotQuery, 1); !ok {
+		b.Fatal("no slot")
+	}
+	r := NewResolver(ResolverConfig{Static: testStatic, MaxQueries: 1}, reg, nil)
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Serve(ctx, pc, nil) }()
+	b.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	c, err := net.Dial("udp", pc.LocalAddr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	q, _ := new(dns.Msg).SetQuestion("api.example.test.", dns.TypeA).Pack()
+	buf := make([]byte, 512)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := c.Write(q); err != nil {
+			b.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second)) // a guard
+		n, err := c.Read(buf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m := new(dns.Msg)
+		if err := m.Unpack(buf[:n]); err != nil || m.Rcode != dns.RcodeRefused {
+			b.Fatalf("answer %v %v, want REFUSED", m, err)
+		}
+	}
 }

@@ -37,6 +37,7 @@ func (g *Gateway) forwardHTTP(ctx context.Context, c, up net.Conn, s sniffed, sb
 	in := func(n int64) { g.reg.addBytes(sb, k, 0, n) }
 	ws := isWebSocket(s.req)
 	switched := make(chan bool, 1)
+	l := &linger{idle: g.cfg.HalfClosedIdle}
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		left, err := sendRequest(up, c, closingHeader(s.buf[:s.headerLen], ws), s.buf[s.headerLen:], s.req, out)
@@ -53,20 +54,35 @@ func (g *Gateway) forwardHTTP(ctx context.Context, c, up net.Conn, s sniffed, sb
 					return
 				}
 			}
-			pipe(up, c, out)
+			if pipe(up, c, out, l) {
+				l.start(up)
+			}
+			return
 		}
+		awaitEnd(c, up, l)
 	})
 	if ws {
 		ok := relayHead(c, up, in)
 		switched <- ok
 		if ok {
-			pipe(c, up, in)
+			if pipe(c, up, in, l) {
+				l.start(c)
+			}
 			wg.Wait()
 			return
 		}
 	}
-	pipe(c, up, in)
+	pipe(c, up, in, l)
 	g.finish(c, up, &wg)
+}
+
+// awaitEnd reads and drops what the client sends after its request (none
+// of it is forwarded) until the client ends its half; from then on the
+// server must keep moving (l). finish stops it by a read deadline.
+func awaitEnd(c, up net.Conn, l *linger) {
+	if _, err := io.Copy(io.Discard, c); err == nil {
+		l.start(up)
+	}
 }
 
 // finish ends a one-request connection once the server's side is done:
@@ -97,8 +113,10 @@ func (g *Gateway) relayLate(ctx context.Context, c, up net.Conn, first sniffed, 
 	defer up.Close()
 	out := func(n int64) { g.reg.addBytes(sb, k, n, 0) }
 	in := func(n int64) { g.reg.addBytes(sb, k, 0, n) }
+	// Once the client has ended its half, the server must keep moving.
+	l := &linger{idle: g.cfg.HalfClosedIdle}
 	var down sync.WaitGroup
-	down.Go(func() { pipe(c, up, in) })
+	down.Go(func() { pipe(c, up, in, l) })
 	fail := func() {
 		reset(c) // first: closing up ends the relay, which would close c gently
 		up.Close()
@@ -116,6 +134,7 @@ func (g *Gateway) relayLate(ctx context.Context, c, up net.Conn, first sniffed, 
 		if cw, ok := up.(interface{ CloseWrite() error }); ok {
 			cw.CloseWrite()
 		}
+		l.start(up)
 		down.Wait()
 	}
 
@@ -176,7 +195,9 @@ func (g *Gateway) relayLate(ctx context.Context, c, up net.Conn, first sniffed, 
 		sender.Go(func() {
 			if _, err := sendRequest(up, c, closingHeader(s.buf[:s.headerLen], false), s.buf[s.headerLen:], s.req, out); err != nil {
 				up.Close()
+				return
 			}
+			awaitEnd(c, up, l)
 		})
 		down.Wait()
 		g.finish(c, up, &sender)
@@ -189,7 +210,9 @@ func (g *Gateway) relayLate(ctx context.Context, c, up net.Conn, first sniffed, 
 		endUp()
 		return
 	}
-	pipe(up, c, out)
+	if pipe(up, c, out, l) {
+		l.start(up)
+	}
 	down.Wait()
 }
 

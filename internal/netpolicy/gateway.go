@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,6 +32,18 @@ type GatewayConfig struct {
 	// DialTimeout bounds resolving a CONNECT target and dialling a
 	// destination. Default 10s.
 	DialTimeout time.Duration
+	// MaxConns bounds the connections one sandbox has open through the
+	// gateway at once. A connection past it is reset as soon as it is
+	// accepted, before anything is read or dialled, and counted as a
+	// denial of its destination with ReasonConnectionLimit. Default 512;
+	// negative: no bound.
+	MaxConns int
+	// HalfClosedIdle bounds how long a relayed connection lives once one
+	// side has ended its half (sent FIN) while the other sends nothing: a
+	// destination that never answers, or never closes, does not hold the
+	// connection (and the sandbox's slot) for ever. Each byte the other
+	// side sends starts it again. Default 1 minute.
+	HalfClosedIdle time.Duration
 	// Dial dials destinations; default a net.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// OriginalDst returns where a redirected connection was going; default
@@ -69,6 +82,12 @@ func (c *GatewayConfig) setDefaults() {
 	}
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = 10 * time.Second
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = 512
+	}
+	if c.HalfClosedIdle <= 0 {
+		c.HalfClosedIdle = time.Minute
 	}
 	if c.Dial == nil {
 		c.Dial = (&net.Dialer{}).DialContext
@@ -137,24 +156,44 @@ func (g *Gateway) Serve(ctx context.Context, l net.Listener) error {
 			continue
 		}
 		backoff = 0
-		wg.Go(func() { g.handle(ctx, c) })
+		// Admission happens here, before a goroutine is started: a sandbox
+		// at its bound costs the gateway nothing more than this.
+		src := addrPort(c.RemoteAddr())
+		p, known, ok := g.reg.admit(src.Addr(), slotConn, g.cfg.MaxConns)
+		switch {
+		case !known:
+			g.log.Debug("connection from unknown source", "src", src)
+			reset(c)
+			continue
+		case !ok:
+			g.refuse(c, p)
+			continue
+		}
+		wg.Go(func() {
+			defer g.reg.release(p.sb, slotConn)
+			g.handle(ctx, c, p)
+		})
 	}
 }
 
-// handle serves one connection. ctx is the Serve lifecycle: when it is done
-// the connection is closed.
-func (g *Gateway) handle(ctx context.Context, c net.Conn) {
+// refuse resets a connection of a sandbox at its MaxConns and counts it
+// as a denial of its destination.
+func (g *Gateway) refuse(c net.Conn, p peer) {
+	dest, port := "unknown", 0
+	if dst, err := g.cfg.OriginalDst(c); err == nil {
+		dest, port = dst.Addr().Unmap().String(), int(dst.Port())
+	}
+	reset(c)
+	g.reg.refuse(p.sb, dest, port, ReasonConnectionLimit)
+}
+
+// handle serves one connection of the sandbox p. ctx is the Serve
+// lifecycle: when it is done the connection is closed.
+func (g *Gateway) handle(ctx context.Context, c net.Conn, p peer) {
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
 	defer c.Close()
 
-	src := addrPort(c.RemoteAddr())
-	p, ok := g.reg.peer(src.Addr())
-	if !ok {
-		g.log.Debug("connection from unknown source", "src", src)
-		reset(c)
-		return
-	}
 	log := g.log.With("sandbox", p.id)
 	dst, err := g.cfg.OriginalDst(c)
 	if err != nil {
@@ -568,10 +607,31 @@ func (g *Gateway) splice(ctx context.Context, c, up net.Conn, prefix []byte, sb 
 			return
 		}
 	}
+	// Once either side has ended its half, the other must keep moving.
+	l := &linger{idle: g.cfg.HalfClosedIdle}
 	var wg sync.WaitGroup
-	wg.Go(func() { pipe(up, c, func(n int64) { g.reg.addBytes(sb, k, n, 0) }) })
-	pipe(c, up, func(n int64) { g.reg.addBytes(sb, k, 0, n) })
+	wg.Go(func() {
+		if pipe(up, c, func(n int64) { g.reg.addBytes(sb, k, n, 0) }, l) {
+			l.start(up)
+		}
+	})
+	if pipe(c, up, func(n int64) { g.reg.addBytes(sb, k, 0, n) }, l) {
+		l.start(c)
+	}
 	wg.Wait()
+}
+
+// linger is the idle bound of a relay one of whose sides has ended.
+type linger struct {
+	idle time.Duration
+	on   atomic.Bool
+}
+
+// start bounds, from now on, how long src (the source of the direction
+// still open) may stay silent.
+func (l *linger) start(src net.Conn) {
+	l.on.Store(true)
+	src.SetReadDeadline(time.Now().Add(l.idle))
 }
 
 // copyChunk is how often (in bytes) a long transfer updates its observation.
@@ -579,24 +639,36 @@ func (g *Gateway) splice(ctx context.Context, c, up net.Conn, prefix []byte, sb 
 const copyChunk = 256 << 10
 
 // pipe copies src to dst. At EOF it half-closes dst; on an error it closes
-// both, which also ends the other direction.
-func pipe(dst, src net.Conn, count func(int64)) {
+// both, which also ends the other direction. Once l is on (the other
+// direction ended), it moves src's read deadline on by l's idle after each
+// chunk it copies. It reports whether it ended at EOF with dst half-closed
+// (the other direction goes on).
+func pipe(dst, src net.Conn, count func(int64), l *linger) bool {
 	for {
-		n, err := io.CopyN(dst, src, copyChunk)
+		chunk := int64(copyChunk)
+		lingering := l != nil && l.on.Load()
+		if lingering {
+			// Small chunks, so that the deadline moves while bytes do.
+			chunk = 16 << 10
+		}
+		n, err := io.CopyN(dst, src, chunk)
 		if n > 0 {
 			count(n)
+			if lingering {
+				src.SetReadDeadline(time.Now().Add(l.idle))
+			}
 		}
 		if errors.Is(err, io.EOF) {
 			if cw, ok := dst.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
-				return
+				return true
 			}
 			dst.Close()
-			return
+			return false
 		}
 		if err != nil {
 			dst.Close()
 			src.Close()
-			return
+			return false
 		}
 	}
 }

@@ -53,7 +53,12 @@ const gatewayListenAddr = "127.0.0.3:0"
 type harnessConfig struct {
 	Registry RegistryConfig
 	Gateway  GatewayConfig
+	Resolver ResolverConfig // Static and Upstream are the harness's
 	Upstream string
+	// DefaultDst, if valid, is the original destination of a connection
+	// from the sandbox sb1 whose client registered none (floods dial
+	// without registering); other sources still wait for theirs.
+	DefaultDst netip.AddrPort
 	// Routes maps pretend-public destinations to loopback addresses.
 	Routes map[netip.AddrPort]string
 }
@@ -67,10 +72,12 @@ type harness struct {
 	gwAddr  string
 	dnsAddr string // UDP and TCP on the same port
 
-	mu      sync.Mutex
-	origDst map[uint16]netip.AddrPort // client port → original destination
-	dialled []string
-	denied  []Observation
+	mu         sync.Mutex
+	origDst    map[netip.AddrPort]netip.AddrPort // client address → original destination
+	dialled    []string
+	denied     []Observation
+	suppressed int64
+	defaultDst netip.AddrPort
 }
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -82,17 +89,20 @@ func testLogger(t *testing.T) *slog.Logger {
 
 func newHarness(t *testing.T, cfg harnessConfig, policy, setup Policy) *harness {
 	t.Helper()
-	h := &harness{origDst: make(map[uint16]netip.AddrPort)}
+	h := &harness{origDst: make(map[netip.AddrPort]netip.AddrPort), defaultDst: cfg.DefaultDst}
 	log := testLogger(t)
 	rc := cfg.Registry
-	rc.OnDenied = func(id string, o Observation) {
+	rc.OnDenied = func(id string, d Denial) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		h.denied = append(h.denied, o)
+		h.denied = append(h.denied, d.Observation)
+		h.suppressed += d.Suppressed
 	}
 	h.reg = NewRegistry(rc, log)
 	h.reg.Add(sandboxID, sandboxAddr, policy, setup)
-	h.res = NewResolver(ResolverConfig{Static: testStatic, Upstream: cfg.Upstream}, h.reg, log)
+	resCfg := cfg.Resolver
+	resCfg.Static, resCfg.Upstream = testStatic, cfg.Upstream
+	h.res = NewResolver(resCfg, h.reg, log)
 
 	gc := cfg.Gateway
 	gc.OriginalDst = h.originalDst
@@ -172,9 +182,18 @@ func listen(t *testing.T) net.Listener {
 }
 
 // originalDst plays nftables: it returns the destination the test client
-// registered for its port.
+// registered for its address.
 func (h *harness) originalDst(c net.Conn) (netip.AddrPort, error) {
-	port := addrPort(c.RemoteAddr()).Port()
+	port := addrPort(c.RemoteAddr())
+	if h.defaultDst.IsValid() && port.Addr() == sandboxAddr {
+		h.mu.Lock()
+		dst, ok := h.origDst[port]
+		h.mu.Unlock()
+		if !ok {
+			dst = h.defaultDst
+		}
+		return dst, nil
+	}
 	for range 200 {
 		h.mu.Lock()
 		dst, ok := h.origDst[port]
@@ -197,7 +216,7 @@ func (h *harness) dialFrom(t *testing.T, src string, dst netip.AddrPort) *net.TC
 	}
 	t.Cleanup(func() { c.Close() })
 	h.mu.Lock()
-	h.origDst[addrPort(c.LocalAddr()).Port()] = dst
+	h.origDst[addrPort(c.LocalAddr())] = dst
 	h.mu.Unlock()
 	return c.(*net.TCPConn)
 }

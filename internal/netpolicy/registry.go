@@ -2,6 +2,7 @@ package netpolicy
 
 import (
 	"cmp"
+	"context"
 	"log/slog"
 	"net/netip"
 	"slices"
@@ -15,6 +16,18 @@ const (
 	Denied  = "denied"
 )
 
+// Reasons of denials that are the node's limits rather than the policy's
+// (Observation.Reason).
+const (
+	// ReasonConnectionLimit: the sandbox already had as many connections
+	// open through the gateway as GatewayConfig.MaxConns allows.
+	ReasonConnectionLimit = "connection_limit"
+	// ReasonDNSLimit: the sandbox already had as many DNS queries in
+	// flight (or TCP connections open to the resolver) as
+	// ResolverConfig.MaxQueries allows.
+	ReasonDNSLimit = "dns_limit"
+)
+
 // Observation is what a sandbox did with one destination and port, for one
 // decision: a name (from DNS, SNI, Host or CONNECT) or, when none was known,
 // an address.
@@ -22,7 +35,11 @@ type Observation struct {
 	Destination string `json:"destination"`
 	Port        int    `json:"port"`
 	Decision    string `json:"decision"`
-	Count       int64  `json:"count"`
+	// Reason is empty for decisions of the policy (and of the node's own
+	// rules); a denial by one of the node's per-sandbox limits says which
+	// (ReasonConnectionLimit, ReasonDNSLimit) and is counted apart.
+	Reason string `json:"reason,omitempty"`
+	Count  int64  `json:"count"`
 	// BytesOut counts bytes the sandbox sent through the gateway, BytesIn the
 	// bytes it received.
 	BytesOut  int64     `json:"bytes_out"`
@@ -34,15 +51,35 @@ type Observation struct {
 	LastCommandID string `json:"last_command_id"`
 }
 
+// Denial is what OnDenied is told of one denial.
+type Denial struct {
+	// Observation is the observation the denial was counted in, as it
+	// stands: its Count includes the denials of that destination that were
+	// not reported on their own (DeniedEvery).
+	Observation
+	// Suppressed counts the sandbox's other denials that DeniedPerSecond
+	// held back since its previous report; they are in the observations,
+	// and in no other report.
+	Suppressed int64
+}
+
 // RegistryConfig configures a Registry. The zero value is usable.
 type RegistryConfig struct {
 	// DeniedEvery limits OnDenied to one call per sandbox, destination and
 	// port in this interval. Default 10s; negative: every denial.
 	DeniedEvery time.Duration
+	// DeniedPerSecond limits OnDenied to this many calls a second per
+	// sandbox, all destinations together (a token bucket holding as many):
+	// a sandbox that is denied thousands of destinations a second cannot
+	// flood the event log. A denial held back is counted, and the count
+	// goes with the sandbox's next report (Denial.Suppressed); Run makes
+	// that report once the sandbox's rate allows, if no denial does first.
+	// Default 10; negative: no bound.
+	DeniedPerSecond float64
 	// OnDenied, if set, is called for denials (rate-limited), outside any
-	// lock, on the goroutine that denied; it should not block for long. The
-	// server turns it into a network.denied event.
-	OnDenied func(sandboxID string, o Observation)
+	// lock, on the goroutine that denied or Run's; it should not block for
+	// long. The server turns it into a network.denied event.
+	OnDenied func(sandboxID string, d Denial)
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// MaxObservations bounds the observations kept per sandbox; past it, new
@@ -67,6 +104,9 @@ func (c *RegistryConfig) setDefaults() {
 	if c.MaxRemembered <= 0 {
 		c.MaxRemembered = 16384
 	}
+	if c.DeniedPerSecond == 0 {
+		c.DeniedPerSecond = 10
+	}
 }
 
 // Registry holds the sandboxes known to a node, by source address: their
@@ -79,6 +119,9 @@ type Registry struct {
 	mu     sync.Mutex
 	byID   map[string]*sandbox
 	byAddr map[netip.Addr]*sandbox
+	// holding are the sandboxes with denials held back by DeniedPerSecond
+	// and not yet reported.
+	holding map[*sandbox]struct{}
 }
 
 // sandbox is one sandbox's state, guarded by Registry.mu. Connections keep a
@@ -94,7 +137,26 @@ type sandbox struct {
 	lastDenied map[destKey]time.Time
 	given      map[netip.Addr]map[string]time.Time // address → names it was given for → when
 	nGiven     int
+
+	// held counts what the sandbox holds of the node now, by kind (slot).
+	held [nSlots]int
+	// tokens of the DeniedPerSecond bucket, as of tokensAt.
+	tokens   float64
+	tokensAt time.Time
+	// suppressed counts denials held back by DeniedPerSecond since the last
+	// report; lastHeld is the observation of the last of them.
+	suppressed int64
+	lastHeld   obsKey
 }
+
+// slot is a kind of what a sandbox holds of the node at once.
+type slot int
+
+const (
+	slotConn  slot = iota // a connection open through the gateway
+	slotQuery             // a DNS query in flight, or a TCP connection to the resolver
+	nSlots
+)
 
 type destKey struct {
 	dest string
@@ -104,6 +166,7 @@ type destKey struct {
 type obsKey struct {
 	destKey
 	decision string
+	reason   string
 }
 
 // NewRegistry returns an empty registry.
@@ -113,10 +176,11 @@ func NewRegistry(cfg RegistryConfig, log *slog.Logger) *Registry {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Registry{
-		cfg:    cfg,
-		log:    log,
-		byID:   make(map[string]*sandbox),
-		byAddr: make(map[netip.Addr]*sandbox),
+		cfg:     cfg,
+		log:     log,
+		byID:    make(map[string]*sandbox),
+		byAddr:  make(map[netip.Addr]*sandbox),
+		holding: make(map[*sandbox]struct{}),
 	}
 }
 
@@ -135,6 +199,8 @@ func (r *Registry) Add(sandboxID string, addr netip.Addr, policy, setup Policy) 
 			obs:        make(map[obsKey]*Observation),
 			lastDenied: make(map[destKey]time.Time),
 			given:      make(map[netip.Addr]map[string]time.Time),
+			tokens:     max(r.cfg.DeniedPerSecond, 0),
+			tokensAt:   r.cfg.Now(),
 		}
 		r.byID[sandboxID] = sb
 	} else if r.byAddr[sb.addr] == sb {
@@ -189,13 +255,14 @@ func (r *Registry) Remove(sandboxID string) {
 		return
 	}
 	delete(r.byID, sandboxID)
+	delete(r.holding, sb)
 	if r.byAddr[sb.addr] == sb {
 		delete(r.byAddr, sb.addr)
 	}
 }
 
-// Observations returns a sandbox's observations sorted by destination, port
-// and decision.
+// Observations returns a sandbox's observations sorted by destination, port,
+// decision and reason.
 func (r *Registry) Observations(sandboxID string) []Observation {
 	r.mu.Lock()
 	sb := r.byID[sandboxID]
@@ -208,7 +275,7 @@ func (r *Registry) Observations(sandboxID string) []Observation {
 	}
 	r.mu.Unlock()
 	slices.SortFunc(out, func(a, b Observation) int {
-		return cmp.Or(cmp.Compare(a.Destination, b.Destination), cmp.Compare(a.Port, b.Port), cmp.Compare(a.Decision, b.Decision))
+		return cmp.Or(cmp.Compare(a.Destination, b.Destination), cmp.Compare(a.Port, b.Port), cmp.Compare(a.Decision, b.Decision), cmp.Compare(a.Reason, b.Reason))
 	})
 	return out
 }
@@ -237,6 +304,45 @@ func (r *Registry) peer(addr netip.Addr) (peer, bool) {
 		return peer{}, false
 	}
 	return peer{sb: sb, id: sb.id, policy: sb.current(), setup: sb.inSetup}, true
+}
+
+// admit finds the sandbox at addr, as peer does, and takes one of its
+// slots of kind k if it holds fewer than max of them (max <= 0: no bound).
+// known is false for an address that is no sandbox's; ok is false for a
+// sandbox at its bound. A slot taken is given back with release.
+func (r *Registry) admit(addr netip.Addr, k slot, max int) (p peer, known, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sb := r.byAddr[addr.Unmap()]
+	if sb == nil {
+		return peer{}, false, false
+	}
+	p = peer{sb: sb, id: sb.id, policy: sb.current(), setup: sb.inSetup}
+	if max > 0 && sb.held[k] >= max {
+		return p, true, false
+	}
+	sb.held[k]++
+	return p, true, true
+}
+
+// release gives back a slot admit took.
+func (r *Registry) release(sb *sandbox, k slot) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sb.held[k] > 0 {
+		sb.held[k]--
+	}
+}
+
+// held reports how many gateway connections and DNS slots a sandbox holds
+// now.
+func (r *Registry) held(sandboxID string) (conns, queries int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sb := r.byID[sandboxID]; sb != nil {
+		return sb.held[slotConn], sb.held[slotQuery]
+	}
+	return 0, 0
 }
 
 // remember records that the resolver gave addrs to a sandbox for name.
@@ -313,8 +419,17 @@ func (r *Registry) namesFor(sb *sandbox, addr netip.Addr) []string {
 // observe counts one decision and, for a denial that is not rate-limited,
 // calls OnDenied. It returns the key to add bytes under.
 func (r *Registry) observe(sb *sandbox, dest string, port int, decision string) obsKey {
+	return r.record(sb, obsKey{destKey{dest, port}, decision, ""})
+}
+
+// refuse counts a denial by one of the node's limits (reason), apart from
+// the policy's denials of the same destination.
+func (r *Registry) refuse(sb *sandbox, dest string, port int, reason string) {
+	r.record(sb, obsKey{destKey{dest, port}, Denied, reason})
+}
+
+func (r *Registry) record(sb *sandbox, k obsKey) obsKey {
 	now := r.cfg.Now()
-	k := obsKey{destKey{dest, port}, decision}
 	r.mu.Lock()
 	o := sb.obs[k]
 	if o == nil {
@@ -323,29 +438,123 @@ func (r *Registry) observe(sb *sandbox, dest string, port int, decision string) 
 			o = sb.obs[k]
 		}
 		if o == nil {
-			o = &Observation{Destination: k.dest, Port: k.port, Decision: decision, FirstSeen: now}
+			o = &Observation{Destination: k.dest, Port: k.port, Decision: k.decision, Reason: k.reason, FirstSeen: now}
 			sb.obs[k] = o
 		}
 	}
 	o.Count++
 	o.LastSeen = now
-	notify := false
-	if decision == Denied && r.cfg.OnDenied != nil && r.byID[sb.id] == sb {
+	var (
+		notify bool
+		d      Denial
+	)
+	if k.decision == Denied && r.cfg.OnDenied != nil && r.byID[sb.id] == sb {
 		last, seen := sb.lastDenied[k.destKey]
 		if !seen || r.cfg.DeniedEvery < 0 || now.Sub(last) >= r.cfg.DeniedEvery {
-			notify = true
-			sb.lastDenied[k.destKey] = now
-			if len(sb.lastDenied) > 2*r.cfg.MaxObservations {
-				sb.pruneDenied(now, r.cfg.DeniedEvery)
+			if r.spend(sb, now) {
+				notify = true
+				d = Denial{Observation: *o, Suppressed: sb.suppressed}
+				sb.suppressed = 0
+				delete(r.holding, sb)
+				r.reported(sb, k.destKey, now)
+			} else {
+				sb.suppressed++
+				sb.lastHeld = k
+				r.holding[sb] = struct{}{}
 			}
 		}
 	}
-	snap := *o
 	r.mu.Unlock()
 	if notify {
-		r.cfg.OnDenied(sb.id, snap)
+		if k.reason != "" {
+			// Rate-limited as the reports are: the operator sees which
+			// sandboxes run into the node's limits.
+			r.log.Info("sandbox at a network limit", "sandbox", sb.id, "reason", k.reason, "destination", k.dest, "port", k.port, "count", d.Count, "suppressed", d.Suppressed)
+		}
+		r.cfg.OnDenied(sb.id, d)
 	}
 	return k
+}
+
+// reported notes that a denial of dest was reported now.
+func (r *Registry) reported(sb *sandbox, dest destKey, now time.Time) {
+	sb.lastDenied[dest] = now
+	if len(sb.lastDenied) > 2*r.cfg.MaxObservations {
+		sb.pruneDenied(now, r.cfg.DeniedEvery)
+	}
+}
+
+// spend takes a token of the sandbox's DeniedPerSecond bucket, if it has
+// one.
+func (r *Registry) spend(sb *sandbox, now time.Time) bool {
+	rate := r.cfg.DeniedPerSecond
+	if rate < 0 {
+		return true
+	}
+	if dt := now.Sub(sb.tokensAt); dt > 0 {
+		sb.tokens = min(rate, sb.tokens+dt.Seconds()*rate)
+	}
+	sb.tokensAt = now
+	if sb.tokens < 1 {
+		return false
+	}
+	sb.tokens--
+	return true
+}
+
+// Run reports, about once a second until ctx is done, the denials that
+// DeniedPerSecond held back and no later report carried: for each such
+// sandbox whose rate allows, the last one held back, with the count of the
+// others. It returns nil when ctx is done.
+func (r *Registry) Run(ctx context.Context) error {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			r.flush()
+		}
+	}
+}
+
+// flush makes the reports Run makes.
+func (r *Registry) flush() {
+	if r.cfg.OnDenied == nil {
+		return
+	}
+	type report struct {
+		id string
+		d  Denial
+	}
+	var out []report
+	now := r.cfg.Now()
+	r.mu.Lock()
+	for sb := range r.holding {
+		if r.byID[sb.id] != sb {
+			delete(r.holding, sb)
+			continue
+		}
+		if !r.spend(sb, now) {
+			continue
+		}
+		o := sb.obs[sb.lastHeld]
+		if o == nil { // counted under "other"
+			o = sb.obs[obsKey{destKey{"other", 0}, sb.lastHeld.decision, sb.lastHeld.reason}]
+		}
+		if o != nil {
+			out = append(out, report{sb.id, Denial{Observation: *o, Suppressed: sb.suppressed - 1}})
+		}
+		sb.suppressed = 0
+		delete(r.holding, sb)
+		r.reported(sb, sb.lastHeld.destKey, now)
+	}
+	r.mu.Unlock()
+	slices.SortFunc(out, func(a, b report) int { return cmp.Compare(a.id, b.id) })
+	for _, rep := range out {
+		r.cfg.OnDenied(rep.id, rep.d)
+	}
 }
 
 func (sb *sandbox) pruneDenied(now time.Time, every time.Duration) {

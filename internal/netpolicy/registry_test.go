@@ -52,13 +52,14 @@ func TestDeniedEvery(t *testing.T) {
 			clock := newFakeClock()
 			var calls []Observation
 			reg := NewRegistry(RegistryConfig{
-				DeniedEvery: tt.every,
-				Now:         clock.Now,
-				OnDenied: func(id string, o Observation) {
+				DeniedEvery:     tt.every,
+				Now:             clock.Now,
+				DeniedPerSecond: -1,
+				OnDenied: func(id string, d Denial) {
 					if id != "sb1" {
 						t.Errorf("OnDenied for %q", id)
 					}
-					calls = append(calls, o)
+					calls = append(calls, d.Observation)
 				},
 			}, nil)
 			reg.Add("sb1", netip.MustParseAddr("10.9.0.2"), Policy{}, Policy{})
@@ -147,4 +148,133 @@ func TestRegistryLifecycle(t *testing.T) {
 	reg.SetPolicy("nope", Policy{}, Policy{})
 	reg.UseSetup("nope", true)
 	reg.Remove("nope")
+}
+
+// TestDeniedPerSecond: a sandbox's reports of denials are bounded per
+// second, all destinations together; those held back are counted into the
+// next report, which Run's flush makes once the rate allows if no denial
+// does first. Every denial is in the observations, and every one is either
+// reported or counted as suppressed in a report.
+func TestDeniedPerSecond(t *testing.T) {
+	clock := newFakeClock()
+	var got []Denial
+	reg := NewRegistry(RegistryConfig{
+		DeniedEvery:     -1, // the per-destination bound is another test's
+		DeniedPerSecond: 2,
+		Now:             clock.Now,
+		OnDenied:        func(id string, d Denial) { got = append(got, d) },
+	}, nil)
+	a := netip.MustParseAddr("10.9.0.2")
+	reg.Add("sb1", a, Policy{}, Policy{})
+	p, _ := reg.peer(a)
+	deny := func(dests ...string) {
+		for _, d := range dests {
+			reg.observe(p.sb, d, 443, Denied)
+		}
+	}
+	type report struct {
+		dest       string
+		suppressed int64
+	}
+	check := func(step string, want ...report) {
+		t.Helper()
+		var have []report
+		for _, d := range got {
+			have = append(have, report{d.Destination, d.Suppressed})
+		}
+		got = nil
+		if len(have) != len(want) {
+			t.Fatalf("%s: reports %+v, want %+v", step, have, want)
+		}
+		for i := range want {
+			if have[i] != want[i] {
+				t.Fatalf("%s: reports %+v, want %+v", step, have, want)
+			}
+		}
+	}
+
+	deny("a", "b", "c", "d", "e")
+	check("a burst of five", report{"a", 0}, report{"b", 0})
+	reg.flush()
+	check("flush without a token")
+	clock.Advance(500 * time.Millisecond)
+	reg.flush()
+	check("flush with a token: the last held back, and the others", report{"e", 2})
+	reg.flush()
+	check("nothing held back")
+
+	clock.Advance(time.Second)
+	deny("f", "g", "h", "i")
+	check("a second burst", report{"f", 0}, report{"g", 0})
+	clock.Advance(500 * time.Millisecond)
+	deny("j")
+	check("a denial carries the count", report{"j", 2})
+	reg.flush()
+	check("nothing left to flush")
+
+	// A removed sandbox's held-back denials are forgotten with it.
+	deny("k", "l", "m")
+	got = nil
+	reg.Remove("sb1")
+	clock.Advance(time.Hour)
+	reg.flush()
+	check("removed")
+}
+
+// TestLimitDenialsApart: a denial by a limit is observed apart from the
+// policy's denials of the same destination, with its reason.
+func TestLimitDenialsApart(t *testing.T) {
+	reg := NewRegistry(RegistryConfig{}, nil)
+	a := netip.MustParseAddr("10.9.0.2")
+	reg.Add("sb1", a, Policy{}, Policy{})
+	p, _ := reg.peer(a)
+	reg.observe(p.sb, "x.test", 443, Denied)
+	reg.refuse(p.sb, "x.test", 443, ReasonConnectionLimit)
+	reg.refuse(p.sb, "x.test", 443, ReasonConnectionLimit)
+	obs := reg.Observations("sb1")
+	if len(obs) != 2 || obs[0].Reason != "" || obs[0].Count != 1 || obs[1].Reason != ReasonConnectionLimit || obs[1].Count != 2 {
+		t.Errorf("observations = %+v, want the policy's denial and two connection_limit ones apart", obs)
+	}
+}
+
+// TestAdmitSlots: slots are taken up to the bound, per sandbox and per
+// kind, and given back; a sandbox removed while it holds slots takes them
+// with it, and one added again starts from none.
+func TestAdmitSlots(t *testing.T) {
+	reg := NewRegistry(RegistryConfig{}, nil)
+	a, b := netip.MustParseAddr("10.9.0.2"), netip.MustParseAddr("10.9.0.6")
+	reg.Add("sb1", a, Policy{}, Policy{})
+	reg.Add("sb2", b, Policy{}, Policy{})
+	var held []peer
+	for i := range 3 {
+		p, known, ok := reg.admit(a, slotConn, 2)
+		if !known || ok != (i < 2) {
+			t.Fatalf("admit %d: known %v ok %v", i, known, ok)
+		}
+		if ok {
+			held = append(held, p)
+		}
+	}
+	if _, _, ok := reg.admit(b, slotConn, 2); !ok {
+		t.Error("sb2 refused for sb1's connections")
+	}
+	if _, _, ok := reg.admit(a, slotQuery, 2); !ok {
+		t.Error("sb1's query refused for its connections")
+	}
+	if _, known, _ := reg.admit(netip.MustParseAddr("10.9.0.10"), slotConn, 2); known {
+		t.Error("an unknown address admitted")
+	}
+	if _, _, ok := reg.admit(a, slotConn, -1); !ok {
+		t.Error("no bound refused")
+	}
+	reg.release(held[0].sb, slotConn)
+	if c, q := reg.held("sb1"); c != 2 || q != 1 {
+		t.Errorf("held = %d, %d; want 2, 1", c, q)
+	}
+	reg.Remove("sb1")
+	reg.Add("sb1", a, Policy{}, Policy{})
+	reg.release(held[1].sb, slotConn) // a connection of before ends
+	if c, q := reg.held("sb1"); c != 0 || q != 0 {
+		t.Errorf("re-added sandbox holds %d, %d", c, q)
+	}
 }

@@ -24,8 +24,17 @@ type ResolverConfig struct {
 	Upstream string
 	// TTL of static answers, in seconds; default 60.
 	TTL uint32
-	// Timeout for one upstream exchange; default 5s.
+	// Timeout for one upstream exchange; default 5s. An upstream that
+	// never answers costs a sandbox's query its slot this long, then the
+	// query gets SERVFAIL.
 	Timeout time.Duration
+	// MaxQueries bounds the DNS queries one sandbox has in flight at once;
+	// a TCP connection to the resolver holds one while it is open (it
+	// carries one query at a time). A UDP query past it is answered
+	// REFUSED at once, from the loop that read it, and a TCP connection
+	// past it is reset when accepted; both are counted as a denial with
+	// ReasonDNSLimit. Default 128; negative: no bound.
+	MaxQueries int
 }
 
 // Resolver is the node's DNS server for sandboxes. It answers a sandbox only
@@ -47,6 +56,9 @@ func NewResolver(cfg ResolverConfig, reg *Registry, log *slog.Logger) *Resolver 
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
 	}
+	if cfg.MaxQueries == 0 {
+		cfg.MaxQueries = 128
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -62,14 +74,29 @@ func NewResolver(cfg ResolverConfig, reg *Registry, log *slog.Logger) *Resolver 
 
 // Serve answers DNS on pc (UDP) and l (TCP); either may be nil. It returns
 // nil when ctx is done, or the error of a server that failed; either way
-// after closing both.
+// after closing both and waiting for every query it admitted.
+//
+// Queries are admitted before a goroutine is started for them: UDP
+// packets in the loop that reads them (the DNS server's reader, which
+// hands no packet on), TCP connections as they are accepted, so a sandbox
+// at its MaxQueries costs a read and a REFUSED, or an accept and a reset.
 func (r *Resolver) Serve(ctx context.Context, pc net.PacketConn, l net.Listener) error {
-	var servers []*dns.Server
+	var (
+		servers []*dns.Server
+		queries sync.WaitGroup // UDP queries admitted
+	)
+	defer queries.Wait()
 	if pc != nil {
-		servers = append(servers, &dns.Server{PacketConn: pc})
+		udp, ok := pc.(*net.UDPConn)
+		if !ok {
+			return fmt.Errorf("serve dns: a %T, want a *net.UDPConn", pc)
+		}
+		servers = append(servers, &dns.Server{PacketConn: udp, DecorateReader: func(rd dns.Reader) dns.Reader {
+			return &udpAdmission{Reader: rd, r: r, ctx: ctx, queries: &queries}
+		}})
 	}
 	if l != nil {
-		servers = append(servers, &dns.Server{Listener: l, ReadTimeout: 10 * time.Second})
+		servers = append(servers, &dns.Server{Listener: tcpAdmission{Listener: l, r: r}, ReadTimeout: 10 * time.Second})
 	}
 	if len(servers) == 0 {
 		return errors.New("serve dns: no connection to serve on")
@@ -121,11 +148,114 @@ func (r *Resolver) Serve(ctx context.Context, pc net.PacketConn, l net.Listener)
 	return err
 }
 
-// serveDNS answers one query. ctx is the Serve lifecycle, bounding upstream
-// exchanges. A query from an address that is no sandbox's gets no answer
-// at all, not even REFUSED: an answer goes to the source address the query
-// claims, so answering would let whoever forges one reflect bytes of its
-// choosing (the question is echoed) at any address.
+// udpAdmission is the UDP server's reader. It never hands a packet to the
+// server: it admits each query itself and answers it on a goroutine of its
+// own (counted in queries), or at once with REFUSED when the sandbox is at
+// its MaxQueries. The server is left the reading, its socket options (the
+// answer leaves from the address the query came to) and its shutdown.
+type udpAdmission struct {
+	dns.Reader
+	r       *Resolver
+	ctx     context.Context // Serve's lifecycle: bounds the answers
+	queries *sync.WaitGroup
+}
+
+func (a *udpAdmission) ReadUDP(conn *net.UDPConn, timeout time.Duration) ([]byte, *dns.SessionUDP, error) {
+	for {
+		m, s, err := a.Reader.ReadUDP(conn, timeout)
+		if err != nil {
+			return nil, nil, err
+		}
+		a.r.admitUDP(a.ctx, a.queries, conn, m, s)
+	}
+}
+
+// admitUDP admits one UDP query (see udpAdmission). A query from an
+// address that is no sandbox's, or that does not parse, gets no answer.
+func (r *Resolver) admitUDP(ctx context.Context, queries *sync.WaitGroup, conn *net.UDPConn, m []byte, s *dns.SessionUDP) {
+	src := remoteAddr(s.RemoteAddr())
+	req := new(dns.Msg)
+	if err := req.Unpack(m); err != nil || req.Response {
+		return
+	}
+	p, known, ok := r.reg.admit(src, slotQuery, r.cfg.MaxQueries)
+	switch {
+	case !known:
+		r.log.Debug("dns query from unknown source dropped", "src", src)
+		return
+	case !ok:
+		dest := "dns"
+		if len(req.Question) == 1 {
+			dest = normName(req.Question[0].Name)
+		}
+		r.reg.refuse(p.sb, dest, 53, ReasonDNSLimit)
+		r.writeUDP(conn, s, new(dns.Msg).SetRcode(req, dns.RcodeRefused))
+		return
+	}
+	queries.Go(func() {
+		defer r.reg.release(p.sb, slotQuery)
+		r.writeUDP(conn, s, r.answer(ctx, p, req, true))
+	})
+}
+
+func (r *Resolver) writeUDP(conn *net.UDPConn, s *dns.SessionUDP, resp *dns.Msg) {
+	b, err := resp.Pack()
+	if err == nil {
+		_, err = dns.WriteToSessionUDP(conn, b, s)
+	}
+	if err != nil {
+		r.log.Debug("dns write", "err", err)
+	}
+}
+
+// tcpAdmission is the TCP server's listener: a connection from an address
+// that is no sandbox's is closed, one of a sandbox at its MaxQueries is
+// reset, and the others hold one of the sandbox's query slots until they
+// are closed.
+type tcpAdmission struct {
+	net.Listener
+	r *Resolver
+}
+
+func (l tcpAdmission) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		src := remoteAddr(c.RemoteAddr())
+		p, known, ok := l.r.reg.admit(src, slotQuery, l.r.cfg.MaxQueries)
+		switch {
+		case !known:
+			l.r.log.Debug("dns connection from unknown source closed", "src", src)
+			c.Close()
+			continue
+		case !ok:
+			reset(c)
+			l.r.reg.refuse(p.sb, "dns", 53, ReasonDNSLimit)
+			continue
+		}
+		return &admittedConn{Conn: c, release: sync.OnceFunc(func() { l.r.reg.release(p.sb, slotQuery) })}, nil
+	}
+}
+
+// admittedConn gives its sandbox's slot back when it is closed.
+type admittedConn struct {
+	net.Conn
+	release func()
+}
+
+func (c *admittedConn) Close() error {
+	c.release()
+	return c.Conn.Close()
+}
+
+// serveDNS answers one query that came over TCP (UDP queries are answered
+// by admitUDP). ctx is the Serve lifecycle, bounding upstream exchanges.
+// A query from an address that is no sandbox's gets no answer at all, not
+// even REFUSED: an answer goes to the source address the query claims, so
+// answering would let whoever forges one reflect bytes of its choosing
+// (the question is echoed) at any address.
 func (r *Resolver) serveDNS(ctx context.Context, w dns.ResponseWriter, req *dns.Msg) {
 	src := remoteAddr(w.RemoteAddr())
 	p, ok := r.reg.peer(src)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -195,7 +196,7 @@ func (w *recorder) Hijack()             {}
 // TCP the connection is closed.
 func TestResolverUnknownSourceSilent(t *testing.T) {
 	var denied []string
-	reg := NewRegistry(RegistryConfig{OnDenied: func(id string, o Observation) { denied = append(denied, id) }}, nil)
+	reg := NewRegistry(RegistryConfig{OnDenied: func(id string, d Denial) { denied = append(denied, id) }}, nil)
 	reg.Add(sandboxID, sandboxAddr, Policy{}, Policy{})
 	r := NewResolver(ResolverConfig{Static: testStatic}, reg, nil)
 	q := new(dns.Msg).SetQuestion("api.example.test.", dns.TypeA)
@@ -221,5 +222,64 @@ func TestResolverUnknownSourceSilent(t *testing.T) {
 	}
 	if len(denied) != 1 || denied[0] != sandboxID {
 		t.Errorf("denied events = %v, want only the sandbox's own", denied)
+	}
+}
+
+// TestResolverUDPUnknownSourceSilent: over UDP the reading loop admits
+// queries itself; one whose source is no sandbox's gets no answer, nor
+// does one that is itself an answer, while the sandbox's is answered.
+// The loop's datagrams to a client leave in order, so a marker sent after
+// the loop is done with a query comes first when the query got nothing.
+func TestResolverUDPUnknownSourceSilent(t *testing.T) {
+	reg := NewRegistry(RegistryConfig{}, nil)
+	reg.Add(sandboxID, sandboxAddr, MustParse("api.example.test"), Policy{})
+	r := NewResolver(ResolverConfig{Static: testStatic}, reg, nil)
+	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	query := new(dns.Msg).SetQuestion("api.example.test.", dns.TypeA)
+	answer := new(dns.Msg).SetRcode(query, dns.RcodeSuccess)
+	for _, tt := range []struct {
+		name   string
+		src    string
+		msg    *dns.Msg
+		answer bool
+	}{
+		{"from unknown", "127.0.0.2", query, false},
+		{"an answer from the sandbox", "127.0.0.1", answer, false},
+		{"from the sandbox", "127.0.0.1", query, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := net.DialUDP("udp", &net.UDPAddr{IP: net.ParseIP(tt.src)}, pc.LocalAddr().(*net.UDPAddr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			b, _ := tt.msg.Pack()
+			if _, err := c.Write(b); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, 4096)
+			n, s, err := dns.ReadFromSessionUDP(pc, buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			r.admitUDP(t.Context(), &wg, pc, buf[:n], s)
+			wg.Wait()
+			if _, err := dns.WriteToSessionUDP(pc, []byte("marker"), s); err != nil {
+				t.Fatal(err)
+			}
+			c.SetReadDeadline(time.Now().Add(30 * time.Second)) // a guard, not a measure
+			n, err = c.Read(buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(buf[:n]) != "marker"; got != tt.answer {
+				t.Errorf("answered = %v (%q), want %v", got, buf[:n], tt.answer)
+			}
+		})
 	}
 }

@@ -104,15 +104,22 @@ func (s *Server) Network(ctx context.Context, teamID, ref string) (api.NetworkVi
 }
 
 // NetworkDenied records a denial seen by the node's gateway or resolver as
-// a network.denied event. The node rate-limits calls per destination.
-func (s *Server) NetworkDenied(sandboxID string, o api.NetworkObservation) {
+// a network.denied event. The node rate-limits calls per destination and
+// per sandbox; suppressed counts the sandbox's denials its per-sandbox rate
+// held back since its previous call, which go into this event.
+func (s *Server) NetworkDenied(sandboxID string, o api.NetworkObservation, suppressed int64) {
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
 	sb, err := s.store.GetSandbox(ctx, "", sandboxID)
 	if err != nil {
 		return // a warm sandbox nobody owns yet, or one just removed
 	}
-	s.emit(ctx, sb.TeamID, "network.denied", sandboxID, o.LastCommandID, map[string]any{
-		"destination": o.Destination, "port": o.Port, "count": o.Count,
-	})
+	data := map[string]any{"destination": o.Destination, "port": o.Port, "count": o.Count}
+	if o.Reason != "" {
+		data["reason"] = o.Reason
+	}
+	if suppressed > 0 {
+		data["suppressed"] = suppressed
+	}
+	s.emit(ctx, sb.TeamID, "network.denied", sandboxID, o.LastCommandID, data)
 }

@@ -115,6 +115,12 @@ func DefaultConfig() Config {
 			GatewayPort: 15001,
 			DNSPort:     15353,
 			Upstream:    "auto",
+			// A build opens tens of connections at once and a resolver's
+			// client two queries a lookup; a sandbox that opens thousands
+			// is refused past these, and others on the node are not slowed.
+			MaxConns:        512,
+			MaxDNSQueries:   128,
+			DeniedPerSecond: 10,
 		},
 	}
 }
@@ -148,6 +154,10 @@ func (c *Config) Validate() error {
 			return errors.New("network subnet: not set (e.g. 10.88.0.0/16)")
 		case n.Table == "":
 			return errors.New("network nftables table: empty")
+		case n.MaxConns < 1 || n.MaxDNSQueries < 1:
+			return fmt.Errorf("sandbox max connections %d and max DNS queries %d: want both at least 1", n.MaxConns, n.MaxDNSQueries)
+		case !(n.DeniedPerSecond > 0):
+			return fmt.Errorf("sandbox denied events per second %v: want more than 0", n.DeniedPerSecond)
 		}
 	}
 	return nil

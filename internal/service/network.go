@@ -35,13 +35,24 @@ type NetworkConfig struct {
 	// first nameserver of /etc/resolv.conf; "" or "none" forwards nothing.
 	// Default "auto".
 	Upstream string
+	// MaxConns bounds one sandbox's connections open through the gateway
+	// at once; past it a connection is reset and counted as a denial
+	// (connection_limit). Default 512.
+	MaxConns int
+	// MaxDNSQueries bounds one sandbox's DNS queries in flight (a TCP
+	// connection to the resolver holds one while open); past it a query
+	// gets REFUSED and is counted as a denial (dns_limit). Default 128.
+	MaxDNSQueries int
+	// DeniedPerSecond bounds one sandbox's network.denied events a second;
+	// the next event counts those held back (suppressed). Default 10.
+	DeniedPerSecond float64
 }
 
 // startNetwork binds the resolver and the gateway, installs the fence that
 // sends sandboxes to the ports they bound, and starts serving; the bound
 // addresses go into listeners as "dns" and "gateway". They serve until ctx
 // is done; wait for wg after cancelling.
-func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, dataDir string, denied func(string, api.NetworkObservation), listeners Listeners, log *slog.Logger) (_ *network.Manager, err error) {
+func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, dataDir string, denied func(string, api.NetworkObservation, int64), listeners Listeners, log *slog.Logger) (_ *network.Manager, err error) {
 	pc, dl, err := listenDNS(cfg.DNSPort)
 	if err != nil {
 		return nil, fmt.Errorf("resolver: %w", err)
@@ -79,19 +90,25 @@ func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, da
 		return nil, fmt.Errorf("install the network fence: %w", err)
 	}
 	reg := netpolicy.NewRegistry(netpolicy.RegistryConfig{
-		OnDenied: func(id string, o netpolicy.Observation) { denied(id, api.NetworkObservation(o)) },
+		DeniedPerSecond: cfg.DeniedPerSecond,
+		OnDenied: func(id string, d netpolicy.Denial) {
+			denied(id, api.NetworkObservation(d.Observation), d.Suppressed)
+		},
 	}, log)
 	mgr, err := network.NewManager(fence, reg, filepath.Join(dataDir, "net", "resolv"))
 	if err != nil {
 		return nil, err
 	}
-	resolver := netpolicy.NewResolver(netpolicy.ResolverConfig{Static: cfg.Static, Upstream: cfg.Upstream}, reg, log)
+	resolver := netpolicy.NewResolver(netpolicy.ResolverConfig{
+		Static: cfg.Static, Upstream: cfg.Upstream, MaxQueries: cfg.MaxDNSQueries,
+	}, reg, log)
 	// Whatever a policy says, the gateway never dials the node: its own
 	// addresses (asked of the kernel at each connection), loopback, and the
 	// sandboxes' subnet (other sandboxes and the host sides of their veths).
 	gateway := netpolicy.NewGateway(netpolicy.GatewayConfig{
-		Trusted: resolver.Static,
-		Refused: []netip.Prefix{fence.Subnet()},
+		Trusted:  resolver.Static,
+		Refused:  []netip.Prefix{fence.Subnet()},
+		MaxConns: cfg.MaxConns,
 	}, reg, resolver.Lookup, log)
 
 	listeners["dns"] = dl.Addr().String()
@@ -106,7 +123,9 @@ func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, da
 			log.Error("gateway stopped", "err", err)
 		}
 	})
-	log.Info("network fence up", "table", cfg.Table, "gateway_port", cfg.GatewayPort, "dns_port", cfg.DNSPort, "upstream", cfg.Upstream)
+	wg.Go(func() { reg.Run(ctx) })
+	log.Info("network fence up", "table", cfg.Table, "gateway_port", cfg.GatewayPort, "dns_port", cfg.DNSPort, "upstream", cfg.Upstream,
+		"sandbox_max_connections", cfg.MaxConns, "sandbox_max_dns_queries", cfg.MaxDNSQueries, "sandbox_denied_events_per_second", cfg.DeniedPerSecond)
 	return mgr, nil
 }
 

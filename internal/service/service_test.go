@@ -61,6 +61,10 @@ func TestConfigValidate(t *testing.T) {
 		{"no subnet, no network", func(c *Config) { c.Network.Subnet, c.Network.Disabled = netip.Prefix{}, true }, ""},
 		{"no table", func(c *Config) { c.Network.Table = "" }, "nftables table"},
 		{"ports 0", func(c *Config) { c.Listen, c.Network.GatewayPort, c.Network.DNSPort = "127.0.0.1:0", 0, 0 }, ""},
+		{"no connections", func(c *Config) { c.Network.MaxConns = 0 }, "sandbox max connections"},
+		{"no dns queries", func(c *Config) { c.Network.MaxDNSQueries = -1 }, "max DNS queries"},
+		{"no denied events", func(c *Config) { c.Network.DeniedPerSecond = 0 }, "denied events per second"},
+		{"limits, no network", func(c *Config) { c.Network.MaxConns, c.Network.Disabled = 0, true }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
