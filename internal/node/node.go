@@ -212,3 +212,23 @@ type ArchiveSpec struct {
 	Path     string
 	UID, GID int
 }
+
+// Stats are a running sandbox's counters as the node reads them at Time.
+// CPU and network counters are cumulative since the sandbox (this run of
+// it) started; the control plane turns them into rates by difference.
+type Stats struct {
+	Time time.Time
+	// CPUNanos is the CPU time its processes used.
+	CPUNanos uint64
+	// MemoryBytes is its memory in use now (page cache included, as its
+	// memory limit counts it); MemoryPeakBytes the most it used since it
+	// started.
+	MemoryBytes     int64
+	MemoryPeakBytes int64
+	// DiskBytes is what its files take on its own disk.
+	DiskBytes int64
+	// NetInBytes and NetOutBytes count the bytes into and out of the
+	// sandbox at its network interface.
+	NetInBytes  uint64
+	NetOutBytes uint64
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/netpolicy"
@@ -121,4 +123,38 @@ func (m *Manager) Observations(id string) []api.NetworkObservation {
 		out[i] = api.NetworkObservation(o)
 	}
 	return out
+}
+
+// Counters returns the bytes that went into and out of a sandbox at its
+// interface: the host side of its veth, whose transmit is the sandbox's
+// input. ok is false when the sandbox has no link up.
+func (m *Manager) Counters(id string) (in, out uint64, ok bool) {
+	l, found := m.fence.Link(id)
+	if !found {
+		return 0, 0, false
+	}
+	return IfaceCounters(SysClassNet, l.HostIface)
+}
+
+// SysClassNet is where the kernel shows each interface's statistics.
+const SysClassNet = "/sys/class/net"
+
+// IfaceCounters reads an interface's transmit and receive byte counters
+// under root (SysClassNet, or a fake tree in tests) as the sandbox sees
+// them: what the host side transmits goes in, what it receives came out.
+func IfaceCounters(root, iface string) (in, out uint64, ok bool) {
+	tx, err1 := readCounter(filepath.Join(root, iface, "statistics", "tx_bytes"))
+	rx, err2 := readCounter(filepath.Join(root, iface, "statistics", "rx_bytes"))
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return tx, rx, true
+}
+
+func readCounter(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 }

@@ -66,6 +66,8 @@ type Runtime struct {
 
 	nofile    func() uint64 // once: raises this process's hard limit
 	swapLimit func() bool   // once: looks for swap accounting
+	// cgroups finds the cpu and memory accounting hierarchies, once.
+	cgroups func() (*CgroupReader, error)
 }
 
 func (r *Runtime) host(id string) host {
@@ -97,6 +99,7 @@ func New(cfg Config, log *slog.Logger) (*Runtime, error) {
 	}
 	r := &Runtime{cfg: cfg, log: log, runc: runc{path: cfg.RuncPath, root: cfg.RuncRoot}}
 	r.nofile = sync.OnceValue(func() uint64 { return raiseNofile(Nofile, log) })
+	r.cgroups = sync.OnceValues(NewCgroupReader)
 	r.swapLimit = sync.OnceValue(func() bool {
 		ok := swapAccounting()
 		if !ok {
