@@ -78,6 +78,8 @@ type UpdateSandboxRequest struct {
 	OnIdle        *string           `json:"on_idle,omitempty"`
 	MaxLifetimeS  *int64            `json:"max_lifetime_s,omitempty"`
 	SpendLimitUSD *float64          `json:"spend_limit_usd,omitempty"`
+	OnBudget      *string           `json:"on_budget,omitempty"`
+	BudgetAlerts  *[]float64        `json:"budget_alerts,omitempty"`
 	Network       *NetworkPolicy    `json:"network,omitempty"`
 	Labels        map[string]string `json:"labels,omitempty"`
 }
@@ -100,12 +102,17 @@ type Sandbox struct {
 	OnIdle        string            `json:"on_idle"`
 	MaxLifetimeS  int64             `json:"max_lifetime_s"`
 	SpendLimitUSD *float64          `json:"spend_limit_usd"`
-	CostUSD       float64           `json:"cost_usd"`
-	CreatedAt     time.Time         `json:"created_at"`
-	StartedAt     *time.Time        `json:"started_at"`
-	LastActiveAt  *time.Time        `json:"last_active_at"`
-	ExpiresAt     *time.Time        `json:"expires_at"`
-	StateReason   string            `json:"state_reason"`
+	OnBudget      string            `json:"on_budget"`
+	BudgetAlerts  []float64         `json:"budget_alerts"`
+	// CostUSD is accrued by the meter, at most one sampling interval
+	// behind; stores keep it apart from the other fields.
+	CostUSD         float64       `json:"cost_usd"`
+	PricePerHourUSD *PricePerHour `json:"price_per_hour_usd,omitempty"`
+	CreatedAt       time.Time     `json:"created_at"`
+	StartedAt       *time.Time    `json:"started_at"`
+	LastActiveAt    *time.Time    `json:"last_active_at"`
+	ExpiresAt       *time.Time    `json:"expires_at"`
+	StateReason     string        `json:"state_reason"`
 }
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes. Every field is
@@ -124,6 +131,8 @@ type CreateSandboxRequest struct {
 	OnIdle        string            `json:"on_idle,omitempty"`
 	MaxLifetimeS  *int64            `json:"max_lifetime_s,omitempty"`
 	SpendLimitUSD *float64          `json:"spend_limit_usd,omitempty"`
+	OnBudget      string            `json:"on_budget,omitempty"`
+	BudgetAlerts  []float64         `json:"budget_alerts,omitempty"`
 	Labels        map[string]string `json:"labels,omitempty"`
 }
 
@@ -234,7 +243,10 @@ type Team struct {
 	ID        string    `json:"id"`
 	Name      string    `json:"name"`
 	Admission Admission `json:"admission"`
-	CreatedAt time.Time `json:"created_at"`
+	// SpendLimitUSD bounds the team's spend in a calendar month (UTC).
+	SpendLimitUSD *float64  `json:"spend_limit_usd"`
+	BudgetAlerts  []float64 `json:"budget_alerts"`
+	CreatedAt     time.Time `json:"created_at"`
 }
 
 // Admission flags say what a team may use.

@@ -66,6 +66,8 @@ type Store interface {
 	PutIdempotent(ctx context.Context, a Idempotent) error
 	DeleteIdempotentBefore(ctx context.Context, t time.Time) error
 
+	Usage
+
 	Close() error
 }
 

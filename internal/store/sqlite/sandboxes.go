@@ -14,26 +14,31 @@ import (
 
 const sandboxColumns = `id, team_id, name, template, state, resources, env, workdir, network, labels,
 	idle_timeout_s, on_idle, max_lifetime_s, spend_limit_usd, cost_usd,
-	created_at, started_at, last_active_at, expires_at, state_reason, secrets`
+	created_at, started_at, last_active_at, expires_at, state_reason, secrets, on_budget, budget_alerts`
 
 const insertSandbox = `INSERT INTO sandboxes (` + sandboxColumns + `) VALUES (
 	:id, :team_id, :name, :template, :state, :resources, :env, :workdir, :network, :labels,
 	:idle_timeout_s, :on_idle, :max_lifetime_s, :spend_limit_usd, :cost_usd,
-	:created_at, :started_at, :last_active_at, :expires_at, :state_reason, :secrets)`
+	:created_at, :started_at, :last_active_at, :expires_at, :state_reason, :secrets, :on_budget, :budget_alerts)`
 
 const updateSandbox = `UPDATE sandboxes SET
 	name = :name, template = :template, state = :state, resources = :resources, env = :env,
 	workdir = :workdir, network = :network, labels = :labels,
 	idle_timeout_s = :idle_timeout_s, on_idle = :on_idle, max_lifetime_s = :max_lifetime_s,
-	spend_limit_usd = :spend_limit_usd, cost_usd = :cost_usd,
+	spend_limit_usd = :spend_limit_usd,
 	created_at = :created_at, started_at = :started_at, last_active_at = :last_active_at,
-	expires_at = :expires_at, state_reason = :state_reason, secrets = :secrets
+	expires_at = :expires_at, state_reason = :state_reason, secrets = :secrets,
+	on_budget = :on_budget, budget_alerts = :budget_alerts
 	WHERE id = :id AND team_id = :team_id`
 
 // sandboxArgs are the named column values of s.
 func sandboxArgs(s api.Sandbox) ([]any, error) {
-	var jsons [5]string
-	for i, v := range []any{s.Resources, emptyIfNil(s.Env), s.Network, emptyIfNil(s.Labels), emptyIfNil(s.Secrets)} {
+	alerts := s.BudgetAlerts
+	if alerts == nil {
+		alerts = []float64{}
+	}
+	var jsons [6]string
+	for i, v := range []any{s.Resources, emptyIfNil(s.Env), s.Network, emptyIfNil(s.Labels), emptyIfNil(s.Secrets), alerts} {
 		var err error
 		if jsons[i], err = encodeJSON(v); err != nil {
 			return nil, fmt.Errorf("sandbox %s: %w", s.ID, err)
@@ -65,6 +70,8 @@ func sandboxArgs(s api.Sandbox) ([]any, error) {
 		sql.Named("expires_at", nullTime(s.ExpiresAt)),
 		sql.Named("state_reason", s.StateReason),
 		sql.Named("secrets", jsons[4]),
+		sql.Named("on_budget", s.OnBudget),
+		sql.Named("budget_alerts", jsons[5]),
 	}, nil
 }
 
@@ -72,14 +79,14 @@ func scanSandbox(r scanner) (api.Sandbox, error) {
 	var (
 		s                               api.Sandbox
 		resources, env, network, labels string
-		secrets                         string
+		secrets, alerts                 string
 		created                         string
 		started, lastActive, expires    sql.NullString
 		spend                           sql.NullFloat64
 	)
 	err := r.Scan(&s.ID, &s.TeamID, &s.Name, &s.Template, &s.State, &resources, &env, &s.Workdir, &network, &labels,
 		&s.IdleTimeoutS, &s.OnIdle, &s.MaxLifetimeS, &spend, &s.CostUSD,
-		&created, &started, &lastActive, &expires, &s.StateReason, &secrets)
+		&created, &started, &lastActive, &expires, &s.StateReason, &secrets, &s.OnBudget, &alerts)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -89,6 +96,7 @@ func scanSandbox(r scanner) (api.Sandbox, error) {
 	d.json(network, &s.Network)
 	d.json(labels, &s.Labels)
 	d.json(secrets, &s.Secrets)
+	d.json(alerts, &s.BudgetAlerts)
 	s.CreatedAt = d.time(created)
 	s.StartedAt = d.timePtr(started)
 	s.LastActiveAt = d.timePtr(lastActive)
@@ -102,6 +110,9 @@ func scanSandbox(r scanner) (api.Sandbox, error) {
 	s.Env = emptyIfNil(s.Env)
 	s.Labels = emptyIfNil(s.Labels)
 	s.Secrets = emptyIfNil(s.Secrets)
+	if s.BudgetAlerts == nil {
+		s.BudgetAlerts = []float64{}
+	}
 	if s.Network.Allow == nil {
 		s.Network.Allow = []string{}
 	}
@@ -137,7 +148,8 @@ func (db *DB) CreateSandbox(ctx context.Context, s api.Sandbox) error {
 	return nil
 }
 
-// UpdateSandbox replaces every field of the sandbox with s's ID and team.
+// UpdateSandbox replaces every field of the sandbox with s's ID and team
+// but cost_usd, which AccrueUsage keeps.
 func (db *DB) UpdateSandbox(ctx context.Context, s api.Sandbox) error {
 	args, err := sandboxArgs(s)
 	if err != nil {

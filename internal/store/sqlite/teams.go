@@ -10,28 +10,55 @@ import (
 	"github.com/cove-dev/cove/internal/store"
 )
 
-const teamColumns = "id, name, admission, created_at"
+const teamColumns = "id, name, admission, created_at, spend_limit_usd, budget_alerts"
 
 func scanTeam(r scanner) (api.Team, error) {
 	var t api.Team
-	var admission, created string
-	if err := r.Scan(&t.ID, &t.Name, &admission, &created); err != nil {
+	var admission, created, alerts string
+	var spend sql.NullFloat64
+	if err := r.Scan(&t.ID, &t.Name, &admission, &created, &spend, &alerts); err != nil {
 		return api.Team{}, err
 	}
 	var d decoder
 	d.json(admission, &t.Admission)
+	d.json(alerts, &t.BudgetAlerts)
 	t.CreatedAt = d.time(created)
+	if spend.Valid {
+		t.SpendLimitUSD = &spend.Float64
+	}
+	if t.BudgetAlerts == nil {
+		t.BudgetAlerts = []float64{}
+	}
 	return t, d.err
+}
+
+// teamArgs are the column values of t, in teamColumns' order.
+func teamArgs(t api.Team) ([]any, error) {
+	admission, err := encodeJSON(t.Admission)
+	if err != nil {
+		return nil, err
+	}
+	if t.BudgetAlerts == nil {
+		t.BudgetAlerts = []float64{}
+	}
+	alerts, err := encodeJSON(t.BudgetAlerts)
+	if err != nil {
+		return nil, err
+	}
+	var spend sql.NullFloat64
+	if t.SpendLimitUSD != nil {
+		spend = sql.NullFloat64{Float64: *t.SpendLimitUSD, Valid: true}
+	}
+	return []any{t.ID, t.Name, admission, formatTime(t.CreatedAt), spend, alerts}, nil
 }
 
 // CreateTeam stores a new team.
 func (db *DB) CreateTeam(ctx context.Context, t api.Team) error {
-	admission, err := encodeJSON(t.Admission)
+	args, err := teamArgs(t)
 	if err != nil {
 		return err
 	}
-	_, err = db.write.ExecContext(ctx, "INSERT INTO teams ("+teamColumns+") VALUES (?, ?, ?, ?)",
-		t.ID, t.Name, admission, formatTime(t.CreatedAt))
+	_, err = db.write.ExecContext(ctx, "INSERT INTO teams ("+teamColumns+") VALUES (?, ?, ?, ?, ?, ?)", args...)
 	switch sqliteCode(err) {
 	case uniqueViolation:
 		return api.Errorf(api.CodeConflict, "a team named %s already exists", t.Name)

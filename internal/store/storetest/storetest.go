@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/store"
@@ -33,6 +34,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Idempotency", testIdempotency},
 		{"EventExpiry", testEventExpiry},
 		{"Secrets", testSecrets},
+		{"Samples", testSamples}, {"Usage", testUsage}, {"Budgets", testBudgets},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,7 +78,9 @@ func mustGet[T any](t *testing.T) func(T, error) T {
 
 func diff(t *testing.T, what string, want, got any) {
 	t.Helper()
-	if d := cmp.Diff(want, got); d != "" {
+	// Slices and maps come back non-nil: an empty one is what a nil one
+	// in a test's want means.
+	if d := cmp.Diff(want, got, cmpopts.EquateEmpty()); d != "" {
 		t.Errorf("%s mismatch (-want +got):\n%s", what, d)
 	}
 }
@@ -226,7 +230,9 @@ func testSandboxRoundTrip(t *testing.T, s store.Store) {
 		OnIdle:        "terminate",
 		MaxLifetimeS:  3600,
 		SpendLimitUSD: ptr(0.0),
-		CostUSD:       1.5,
+		CostUSD:       0.125, // the meter's (AccrueUsage): an update keeps it
+		OnBudget:      "terminate",
+		BudgetAlerts:  []float64{25, 90},
 		CreatedAt:     at(5),
 		StartedAt:     ptr(at(6)),
 		LastActiveAt:  ptr(at(7)),
