@@ -24,6 +24,11 @@ func (s *Server) Exec(ctx context.Context, teamID, ref string, req api.CreateCom
 	if err != nil {
 		return api.Command{}, err
 	}
+	if !sb.State.Terminal() {
+		if err := s.budgetRefusal(ctx, sb); err != nil {
+			return api.Command{}, err
+		}
+	}
 	if sb.State != api.StateRunning {
 		return api.Command{}, api.Errorf(api.CodeConflict, "sandbox %s is %s; commands run only in a running sandbox", sb.ID, sb.State)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/metering"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/secrets"
 )
@@ -55,6 +56,16 @@ type Config struct {
 	// Secrets seals and opens teams' secrets. Default nil: secrets calls
 	// answer unavailable (cove serve always gives one).
 	Secrets *secrets.Keyring
+	// MetricsInterval is how often the meter samples every running
+	// sandbox, accrues costs and checks spend limits. Default 5 seconds.
+	MetricsInterval time.Duration
+	// MetricsRawRetention is how long raw samples are kept; 1-minute
+	// rollups (average and maximum) are kept for MetricsRollupRetention.
+	// Defaults 24 hours and 30 days.
+	MetricsRawRetention    time.Duration
+	MetricsRollupRetention time.Duration
+	// Prices is the price table. Default metering.DefaultPrices.
+	Prices api.Prices
 }
 
 // DefaultConfig is the control plane's configuration with every default
@@ -71,6 +82,11 @@ func DefaultConfig() Config {
 		WarmPool:         1,
 		LimitsInterval:   time.Second,
 		EventRetention:   30 * 24 * time.Hour,
+
+		MetricsInterval:        5 * time.Second,
+		MetricsRawRetention:    24 * time.Hour,
+		MetricsRollupRetention: 30 * 24 * time.Hour,
+		Prices:                 metering.DefaultPrices,
 	}
 }
 
@@ -104,6 +120,13 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("event retention %v: want at least an hour", c.EventRetention)
 	case c.LimitsInterval <= 0:
 		return fmt.Errorf("limits interval %v: want a positive duration", c.LimitsInterval)
+	case c.MetricsInterval < 100*time.Millisecond:
+		return fmt.Errorf("metrics interval %v: want at least 100ms", c.MetricsInterval)
+	case c.MetricsRawRetention < c.MetricsInterval || c.MetricsRollupRetention < time.Minute:
+		return fmt.Errorf("metrics retention (raw %v, rollups %v): want raw at least one interval and rollups at least a minute", c.MetricsRawRetention, c.MetricsRollupRetention)
+	}
+	if err := metering.ValidatePrices(c.Prices); err != nil {
+		return err
 	}
 	return nil
 }

@@ -64,6 +64,16 @@ func (s *Server) UpdateSandbox(ctx context.Context, teamID, ref string, req api.
 		}
 		sb.SpendLimitUSD = req.SpendLimitUSD
 	}
+	if req.OnBudget != nil {
+		if sb.OnBudget, err = validateOnBudget(*req.OnBudget); err != nil {
+			return sb, err
+		}
+	}
+	if req.BudgetAlerts != nil {
+		if sb.BudgetAlerts, err = validateBudgetAlerts(*req.BudgetAlerts); err != nil {
+			return sb, err
+		}
+	}
 	if req.Labels != nil {
 		if err := validateLabels(req.Labels); err != nil {
 			return sb, err

@@ -43,6 +43,11 @@ type Server struct {
 	// cmdLocks hold a command's exit back until its start is recorded, so
 	// command.started always comes before command.exited.
 	cmdLocks keylock.Map
+
+	// meterMu guards meters, the meter's memory of each sandbox it
+	// meters (metering.go).
+	meterMu sync.Mutex
+	meters  map[string]*meterState
 }
 
 // sandboxOps serializes the life-cycle steps of one sandbox.
@@ -67,6 +72,7 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 		changed:  make(chan struct{}),
 		activity: map[string]time.Time{},
 		refill:   make(chan struct{}, 1),
+		meters:   map[string]*meterState{},
 	}, nil
 }
 
@@ -161,6 +167,9 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 		return api.Sandbox{}, err
 	}
 	sb.Secrets = req.Secrets
+	if err := s.teamBudgetRefusal(ctx, teamID); err != nil {
+		return api.Sandbox{}, err
+	}
 	if err := s.node.Admit(ctx, s.spec(sb)); err != nil {
 		return api.Sandbox{}, err
 	}
@@ -180,7 +189,7 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 	s.emit(ctx, teamID, "sandbox.creating", sb.ID, "", map[string]any{"name": sb.Name, "warm": warm != ""})
 	if warm != "" {
 		if s.startWarm(context.WithoutCancel(ctx), &sb) {
-			return sb, nil
+			return s.priced(sb), nil
 		}
 		// The pooled sandbox could not be used: start one cold, same ID.
 		s.discardWarm(ctx, warm)
@@ -197,7 +206,7 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 		defer cancel()
 		s.start(startCtx, sb)
 	})
-	return sb, nil
+	return s.priced(sb), nil
 }
 
 func (s *Server) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sandbox, error) {
@@ -269,13 +278,23 @@ func (s *Server) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sa
 	if req.SpendLimitUSD != nil && *req.SpendLimitUSD < 0 {
 		return api.Sandbox{}, invalid("spend_limit_usd is negative")
 	}
+	onBudget, err := validateOnBudget(req.OnBudget)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	alerts := slices.Clone(api.DefaultBudgetAlerts)
+	if req.BudgetAlerts != nil {
+		if alerts, err = validateBudgetAlerts(req.BudgetAlerts); err != nil {
+			return api.Sandbox{}, err
+		}
+	}
 	now := s.now()
 	sb := api.Sandbox{
 		ID: id.New("sbx"), Name: req.Name, TeamID: teamID, Template: tmpl,
 		State: api.StateCreating, Resources: res, Env: req.Env, Workdir: workdir,
 		Network: network, Labels: req.Labels,
 		IdleTimeoutS: idle, OnIdle: onIdle, MaxLifetimeS: lifetime,
-		SpendLimitUSD: req.SpendLimitUSD, CreatedAt: now,
+		SpendLimitUSD: req.SpendLimitUSD, OnBudget: onBudget, BudgetAlerts: alerts, CreatedAt: now,
 	}
 	if sb.Labels == nil {
 		sb.Labels = map[string]string{}
@@ -371,13 +390,20 @@ func (s *Server) GetSandbox(ctx context.Context, teamID, ref string) (api.Sandbo
 	if err := scoped(teamID); err != nil {
 		return api.Sandbox{}, err
 	}
+	var sb api.Sandbox
+	var err error
 	switch {
 	case id.HasPrefix(ref, "sbx"):
-		return s.store.GetSandbox(ctx, teamID, ref)
+		sb, err = s.store.GetSandbox(ctx, teamID, ref)
 	case validateName(ref) != nil || ref == "":
 		return api.Sandbox{}, api.Errorf(api.CodeNotFound, "sandbox %q not found", ref)
+	default:
+		sb, err = s.store.GetSandboxByName(ctx, teamID, ref)
 	}
-	return s.store.GetSandboxByName(ctx, teamID, ref)
+	if err != nil {
+		return sb, err
+	}
+	return s.priced(sb), nil
 }
 
 // activeSandbox is GetSandbox for calls that act in the sandbox (commands,
@@ -448,6 +474,9 @@ func (s *Server) ListSandboxes(ctx context.Context, teamID string, q SandboxQuer
 	})
 	if err != nil {
 		return api.List[api.Sandbox]{}, err
+	}
+	for i := range items {
+		items[i] = s.priced(items[i])
 	}
 	return page(items, limit, func(sb api.Sandbox) string { return sb.ID }), nil
 }

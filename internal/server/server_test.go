@@ -30,9 +30,17 @@ type harness struct {
 	node *nodetest.Node
 	// Two teams: a and b.
 	a, b string
+	// admin is the admin team's principal.
+	admin server.Principal
 }
 
 func newHarness(t *testing.T) *harness {
+	t.Helper()
+	return newHarnessWith(t, func(*server.Config) {})
+}
+
+// newHarnessWith is newHarness with a configuration changed by edit.
+func newHarnessWith(t *testing.T, edit func(*server.Config)) *harness {
 	t.Helper()
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cove.db"))
@@ -44,6 +52,7 @@ func newHarness(t *testing.T) *harness {
 	cfg.Templates = []string{"managed", "other"}
 	cfg.WarmPool = 0
 	cfg.Secrets = secrets.NewKeyring(newKey(t))
+	edit(&cfg)
 	srv, err := server.New(cfg, st, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +71,7 @@ func newHarness(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{srv: srv, st: st, node: nd}
+	h := &harness{srv: srv, st: st, node: nd, admin: admin}
 	for _, name := range []string{"team-a", "team-b"} {
 		resp, err := srv.CreateTeam(ctx, admin, api.CreateTeamRequest{Name: name})
 		if err != nil {

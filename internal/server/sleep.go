@@ -52,6 +52,9 @@ func (s *Server) finishSleep(ctx context.Context, sb api.Sandbox) {
 		return
 	}
 	s.log.Info("sandbox saved", "sandbox", sb.ID, "disk_bytes", m.DataBytes, "archive_bytes", m.ArchiveBytes)
+	if err := s.store.SetStoredBytes(ctx, sb.ID, m.ArchiveBytes); err != nil {
+		s.log.Error("record the size of a save", "sandbox", sb.ID, "err", err)
+	}
 	s.persistState(ctx, &sb, api.StateAsleep, sb.StateReason)
 }
 
@@ -69,6 +72,9 @@ func (s *Server) WakeSandbox(ctx context.Context, teamID, ref string) (api.Sandb
 		return sb, nil
 	case api.StateAsleep, api.StateSleeping:
 		// A wake while sleeping runs once the sleep is done.
+		if err := s.budgetRefusal(ctx, sb); err != nil {
+			return sb, err
+		}
 	default:
 		return sb, api.Errorf(api.CodeConflict, "sandbox %s is %s; only an asleep sandbox can wake", sb.ID, sb.State)
 	}
@@ -162,6 +168,7 @@ func (s *Server) Start() {
 	if s.cfg.WarmPool > 0 {
 		s.wg.Go(func() { s.fillPool(s.ctx) })
 	}
+	s.wg.Go(func() { s.runMeter(s.ctx) })
 	s.wg.Go(func() {
 		t := time.NewTicker(s.cfg.LimitsInterval)
 		defer t.Stop()

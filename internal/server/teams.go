@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/cove-dev/cove/api"
@@ -97,7 +98,8 @@ func (s *Server) CreateTeam(ctx context.Context, p Principal, req api.CreateTeam
 func (s *Server) createTeam(ctx context.Context, name string) (api.CreateTeamResponse, error) {
 	t := api.Team{
 		ID: id.New("team"), Name: name, CreatedAt: s.now(),
-		Admission: api.Admission{ManagedEnvironment: true},
+		Admission:    api.Admission{ManagedEnvironment: true},
+		BudgetAlerts: slices.Clone(api.DefaultBudgetAlerts),
 	}
 	if err := s.store.CreateTeam(ctx, t); err != nil {
 		if api.ErrorCode(err) == api.CodeConflict {

@@ -61,6 +61,7 @@ type Node struct {
 	outputs   map[string]*Output // by sandbox/command
 	fail      map[string]error   // by operation
 	calls     []string
+	stats     map[string]node.Stats // set by SetStats
 }
 
 // New returns an empty node.

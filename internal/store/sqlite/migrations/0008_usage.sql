@@ -3,10 +3,10 @@
 -- sandbox, and what budgets have already alerted.
 
 ALTER TABLE sandboxes ADD COLUMN on_budget TEXT NOT NULL DEFAULT '';
-ALTER TABLE sandboxes ADD COLUMN budget_alerts TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE sandboxes ADD COLUMN budget_alerts TEXT NOT NULL DEFAULT '[50,80]';
 
 ALTER TABLE teams ADD COLUMN spend_limit_usd REAL;
-ALTER TABLE teams ADD COLUMN budget_alerts TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE teams ADD COLUMN budget_alerts TEXT NOT NULL DEFAULT '[50,80]';
 
 CREATE TABLE samples (
 	sandbox_id        TEXT NOT NULL,
