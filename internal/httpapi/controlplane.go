@@ -59,6 +59,7 @@ type ControlPlane interface {
 	RevokeKey(ctx context.Context, p server.Principal, keyID string) error
 
 	Secrets
+	Metering
 }
 
 var _ ControlPlane = (*server.Server)(nil)

@@ -76,6 +76,7 @@ type fakeControlPlane struct {
 	RevokeKeyFn  func(ctx context.Context, p server.Principal, keyID string) error
 
 	fakeSecrets
+	fakeMetering
 
 	// changes is never closed: nothing changes unless a test says so.
 	changes chan struct{}

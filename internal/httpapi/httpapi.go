@@ -123,6 +123,7 @@ func (h *Handler) routes() {
 	auth("DELETE /v1/keys/{id}", h.revokeKey)
 	auth("POST /v1/tickets", refuseIdempotencyKey(h.createTicket))
 	h.secretRoutes(auth)
+	h.usageRoutes(auth)
 	// Anything else under /v1 is a JSON 404, after authentication so that
 	// the API's shape is not probed without a key.
 	auth("/v1/", func(w http.ResponseWriter, r *http.Request, _ server.Principal) error {

@@ -1,0 +1,110 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/server"
+)
+
+// Metering is what the API asks of the control plane's meter: samples,
+// usage and costs, and teams' spend limits.
+type Metering interface {
+	Metrics(ctx context.Context, teamID, ref string, q server.MetricsQuery) (api.Metrics, error)
+	SandboxUsage(ctx context.Context, teamID, ref string) (api.SandboxUsage, error)
+	Usage(ctx context.Context, teamID string, q server.UsageQuery) (api.UsageReport, error)
+	UpdateTeam(ctx context.Context, p server.Principal, teamID string, req api.UpdateTeamRequest) (api.Team, error)
+}
+
+func (h *Handler) usageRoutes(auth func(string, func(http.ResponseWriter, *http.Request, server.Principal) error)) {
+	auth("GET /v1/sandboxes/{ref}/metrics", h.sandboxMetrics)
+	auth("GET /v1/sandboxes/{ref}/usage", h.sandboxUsage)
+	auth("GET /v1/usage", h.usage)
+	auth("PATCH /v1/teams/{id}", h.updateTeam)
+}
+
+// queryTime reads an RFC 3339 time; absent is the zero time.
+func queryTime(r *http.Request, name string) (time.Time, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, api.Errorf(api.CodeInvalidArgument, "%s is %q; use an RFC 3339 time such as 2026-01-02T15:04:05Z", name, v)
+	}
+	return t.UTC(), nil
+}
+
+// queryStep reads a step as seconds ("60") or a duration ("1m", "30s").
+func queryStep(r *http.Request) (time.Duration, error) {
+	v := r.URL.Query().Get("step")
+	if v == "" {
+		return 0, nil
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 && n <= 366*24*3600 {
+		return time.Duration(n) * time.Second, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= time.Second {
+		return d.Truncate(time.Second), nil
+	}
+	return 0, api.Errorf(api.CodeInvalidArgument, "step is %q; use whole seconds (60) or a duration (1m), at least 1s", v)
+}
+
+func (h *Handler) sandboxMetrics(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	var q server.MetricsQuery
+	var err error
+	if q.From, err = queryTime(r, "from"); err != nil {
+		return err
+	}
+	if q.To, err = queryTime(r, "to"); err != nil {
+		return err
+	}
+	if q.Step, err = queryStep(r); err != nil {
+		return err
+	}
+	m, err := h.srv.Metrics(r.Context(), p.Team.ID, r.PathValue("ref"), q)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, m)
+}
+
+func (h *Handler) sandboxUsage(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	u, err := h.srv.SandboxUsage(r.Context(), p.Team.ID, r.PathValue("ref"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, u)
+}
+
+func (h *Handler) usage(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	q := server.UsageQuery{GroupBy: r.URL.Query().Get("group_by")}
+	var err error
+	if q.From, err = queryTime(r, "from"); err != nil {
+		return err
+	}
+	if q.To, err = queryTime(r, "to"); err != nil {
+		return err
+	}
+	u, err := h.srv.Usage(r.Context(), p.Team.ID, q)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, u)
+}
+
+func (h *Handler) updateTeam(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	var req api.UpdateTeamRequest
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	t, err := h.srv.UpdateTeam(r.Context(), p, r.PathValue("id"), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, t)
+}
