@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cove-dev/cove/internal/metering"
 	"github.com/cove-dev/cove/internal/service"
 )
 
@@ -49,6 +50,7 @@ type serveFlags struct {
 	cfg      service.Config
 	logLevel string
 	static   []string
+	prices   string
 }
 
 func (o *serveFlags) bind(c *cobra.Command) {
@@ -88,6 +90,10 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.StringVar(&o.cfg.SecretsKeyFile, "secrets-key-file", def.SecretsKeyFile, "key sealing teams' secrets, 64 hex digits or 32 bytes, mode 0600 (default <data-dir>/secrets.key, made at the first start)")
 	f.StringArrayVar(&o.cfg.SecretsOldKeyFiles, "secrets-old-key-file", nil, "an earlier secrets key: secrets sealed under it are sealed again under --secrets-key-file at start (repeatable)")
 	f.DurationVar(&o.cfg.HTTP.IdleTimeout, "http-idle-timeout", def.HTTP.IdleTimeout, "close API connections kept alive without a request this long")
+	f.DurationVar(&o.cfg.Server.MetricsInterval, "metrics-interval", def.Server.MetricsInterval, "how often running sandboxes are sampled, charged and checked against spend limits")
+	f.DurationVar(&o.cfg.Server.MetricsRawRetention, "metrics-raw-retention", def.Server.MetricsRawRetention, "how long raw samples are kept")
+	f.DurationVar(&o.cfg.Server.MetricsRollupRetention, "metrics-rollup-retention", def.Server.MetricsRollupRetention, "how long 1-minute rollups of samples are kept")
+	f.StringVar(&o.prices, "prices", "", `price table, JSON: {"vcpu_second_usd","memory_gib_second_usd","storage_gib_hour_usd","egress_gb_usd"} (fields left out keep the defaults)`)
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 }
 
@@ -99,6 +105,11 @@ func (o *serveFlags) config() (service.Config, error) {
 		return service.Config{}, err
 	}
 	cfg.Network.Static = static
+	if o.prices != "" {
+		if cfg.Server.Prices, err = metering.LoadPrices(o.prices); err != nil {
+			return service.Config{}, fmt.Errorf("--prices: %w", err)
+		}
+	}
 	return cfg, nil
 }
 

@@ -50,6 +50,6 @@ func (a *app) teamsCmd() *cobra.Command {
 		},
 	}
 	a.jsonFlag(key)
-	teams.AddCommand(create, key)
+	teams.AddCommand(create, key, a.teamsLimitCmd())
 	return teams
 }
