@@ -1,0 +1,170 @@
+// Package metrics runs `cove serve` with a short metrics interval and checks
+// the samples against the kernel's own accounting: CPU from the sandbox's
+// cgroup, memory, disk and network, kept after the sandbox terminated.
+package metrics
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
+	cove "github.com/cove-dev/cove/sdk/go"
+)
+
+func TestMain(m *testing.M) { e2etest.Main(m) }
+
+const interval = time.Second
+
+// samplesUntil polls the sandbox's raw samples in (from, now] until one has
+// a time at or after until, and returns them all.
+func samplesUntil(t *testing.T, c *cove.Client, ref string, from, until time.Time) []api.MetricSample {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		m, err := c.Metrics(t.Context(), ref, cove.MetricsQuery{From: from, To: time.Now().Add(time.Second), Step: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(m.Samples); n > 0 && !m.Samples[n-1].Time.Before(until) {
+			return m.Samples
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sample at or after %v within a minute (have %d)", until, len(m.Samples))
+		}
+		time.Sleep(interval / 4)
+	}
+}
+
+// cpuacct reads the cgroup's own CPU accounting of a sandbox.
+func cpuacct(t *testing.T, s *e2etest.Server, id string) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpuacct", s.Cgroup, id, "cpuacct.usage"))
+	if err != nil {
+		t.Skipf("this test reads cgroup v1 cpuacct directly: %v", err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(n)
+}
+
+func TestSamples(t *testing.T) {
+	s := e2etest.StartServer(t, e2etest.WithManaged, e2etest.WithArgs("--warm-pool", "0", "--metrics-interval", interval.String()))
+	c := s.Admin
+	cpus, mem := 1.0, int64(1024)
+	sb := e2etest.Create(t, c, api.CreateSandboxRequest{Resources: &api.ResourcesRequest{CPUs: &cpus, MemoryMiB: &mem}})
+
+	t.Run("cpu agrees with the cgroup", func(t *testing.T) {
+		t0 := time.Now()
+		u0 := cpuacct(t, s, sb.ID)
+		e2etest.MustOK(t, c, sb.ID, "timeout 10 sh -c 'while :; do :; done' || true")
+		u1 := cpuacct(t, s, sb.ID)
+		t1 := time.Now()
+		all := samplesUntil(t, c, sb.ID, t0.Add(-10*interval), t1)
+		// The samples whose intervals cover [t0, t1]: from the first
+		// ending after t0 to the first ending at or after t1.
+		var used time.Duration
+		var top int64
+		var n int
+		for i := 1; i < len(all); i++ {
+			if !all[i].Time.After(t0) {
+				continue
+			}
+			dt := all[i].Time.Sub(all[i-1].Time)
+			used += time.Duration(float64(dt) * float64(all[i].CPUMillicores) / 1000)
+			top = max(top, all[i].CPUMillicores)
+			n++
+			if !all[i].Time.Before(t1) {
+				break
+			}
+		}
+		cg := u1 - u0
+		t.Logf("cgroup: %v of CPU in %v; samples: %v in %d samples, top %d millicores", cg, t1.Sub(t0), used, n, top)
+		if top <= 700 {
+			t.Errorf("the busiest sample shows %d millicores; want > 700 for a CPU-bound loop on 1 CPU", top)
+		}
+		if diff := used - cg; diff > cg/10 || -diff > cg/10 {
+			t.Errorf("samples add up to %v of CPU, the cgroup counted %v: more than 10%% apart", used, cg)
+		}
+	})
+
+	t.Run("memory", func(t *testing.T) {
+		t0 := time.Now()
+		e2etest.MustOK(t, c, sb.ID, `python3 -c "import time; b = b'x' * (300 << 20); time.sleep(3)"`)
+		all := samplesUntil(t, c, sb.ID, t0, time.Now())
+		var top, peak int64
+		for _, smp := range all {
+			top, peak = max(top, smp.MemoryBytes), max(peak, smp.MemoryPeakBytes)
+		}
+		t.Logf("memory: top %d MiB, peak %d MiB", top>>20, peak>>20)
+		if top < 300<<20 || peak < 300<<20 {
+			t.Errorf("memory top %d MiB, peak %d MiB; want both at least 300 MiB", top>>20, peak>>20)
+		}
+	})
+
+	t.Run("disk", func(t *testing.T) {
+		t0 := time.Now()
+		before := samplesUntil(t, c, sb.ID, t0.Add(-5*interval), t0)
+		d0 := before[len(before)-1].DiskBytes
+		e2etest.MustOK(t, c, sb.ID, "head -c 100M /dev/urandom > /workspace/f && sync")
+		after := samplesUntil(t, c, sb.ID, t0, time.Now().Add(interval))
+		d1 := after[len(after)-1].DiskBytes
+		t.Logf("disk: %d MiB before, %d MiB after", d0>>20, d1>>20)
+		if d1-d0 < 100<<20 {
+			t.Errorf("disk grew by %d bytes; want at least 100 MiB", d1-d0)
+		}
+	})
+
+	t.Run("network", func(t *testing.T) {
+		t0 := time.Now()
+		// DNS queries reach the node's resolver through the interface.
+		e2etest.Sh(t, c, sb.ID, "for i in 1 2 3 4 5; do getent hosts example.com; done")
+		all := samplesUntil(t, c, sb.ID, t0, time.Now().Add(interval))
+		var out, in int64
+		for _, smp := range all {
+			out, in = out+smp.NetOutBytes, in+smp.NetInBytes
+		}
+		t.Logf("network: %d bytes out, %d in", out, in)
+		if out == 0 {
+			t.Errorf("no bytes out after DNS queries")
+		}
+	})
+
+	t.Run("rollups", func(t *testing.T) {
+		m, err := c.Metrics(t.Context(), sb.ID, cove.MetricsQuery{From: sb.CreatedAt.Add(-time.Minute), To: time.Now(), Step: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.StepS != 60 || len(m.Samples) == 0 || m.Samples[0].CPUMillicoresMax == nil {
+			t.Fatalf("1-minute step: %+v", m)
+		}
+	})
+
+	t.Run("kept after terminate", func(t *testing.T) {
+		if _, err := c.TerminateSandbox(t.Context(), sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		if _, err := c.WaitSandbox(ctx, sb.ID, api.StateTerminated, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		m, err := c.Metrics(t.Context(), sb.ID, cove.MetricsQuery{From: sb.CreatedAt, To: time.Now().Add(5 * time.Second), Step: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Samples) < 10 {
+			t.Errorf("%d samples after terminate; want those of the test", len(m.Samples))
+		}
+		if n := len(m.Gaps); n == 0 || m.Gaps[n-1].Reason != "terminated" {
+			t.Errorf("gaps = %+v; want the last one terminated", m.Gaps)
+		}
+	})
+}
