@@ -62,36 +62,51 @@ func TestSamples(t *testing.T) {
 	sb := e2etest.Create(t, c, api.CreateSandboxRequest{Resources: &api.ResourcesRequest{CPUs: &cpus, MemoryMiB: &mem}})
 
 	t.Run("cpu agrees with the cgroup", func(t *testing.T) {
+		// Two samples first, so that the one before the window is known
+		// (a sandbox's first sample counts from its start).
+		samplesUntil(t, c, sb.ID, sb.CreatedAt, time.Now().Add(2*interval))
 		t0 := time.Now()
 		u0 := cpuacct(t, s, sb.ID)
 		e2etest.MustOK(t, c, sb.ID, "timeout 10 sh -c 'while :; do :; done' || true")
 		u1 := cpuacct(t, s, sb.ID)
 		t1 := time.Now()
-		all := samplesUntil(t, c, sb.ID, t0.Add(-10*interval), t1)
-		// The samples whose intervals cover [t0, t1]: from the first
-		// ending after t0 to the first ending at or after t1.
+		all := samplesUntil(t, c, sb.ID, t0.Add(-10*interval), t1.Add(interval))
+		// The samples whose intervals cover [t0, t1], and one more on
+		// each side: a reading is stamped after it is read, and on a busy
+		// host the two may be apart. Outside [t0, t1] the sandbox is idle.
 		var used time.Duration
 		var top int64
 		var n int
 		for i := 1; i < len(all); i++ {
-			if !all[i].Time.After(t0) {
+			if !all[i].Time.After(t0.Add(-interval)) {
 				continue
 			}
 			dt := all[i].Time.Sub(all[i-1].Time)
 			used += time.Duration(float64(dt) * float64(all[i].CPUMillicores) / 1000)
-			top = max(top, all[i].CPUMillicores)
 			n++
-			if !all[i].Time.Before(t1) {
+			if all[i].Time.After(t0) && all[i].Time.Before(t1) {
+				top = max(top, all[i].CPUMillicores)
+			}
+			if !all[i].Time.Before(t1.Add(interval)) {
 				break
 			}
 		}
 		cg := u1 - u0
-		t.Logf("cgroup: %v of CPU in %v; samples: %v in %d samples, top %d millicores", cg, t1.Sub(t0), used, n, top)
-		if top <= 700 {
-			t.Errorf("the busiest sample shows %d millicores; want > 700 for a CPU-bound loop on 1 CPU", top)
-		}
+		share := float64(cg) / float64(t1.Sub(t0))
+		t.Logf("cgroup: %v of CPU in %v (%.0f%% of a CPU); samples: %v in %d samples, busiest %d millicores", cg, t1.Sub(t0), share*100, used, n, top)
 		if diff := used - cg; diff > cg/10 || -diff > cg/10 {
 			t.Errorf("samples add up to %v of CPU, the cgroup counted %v: more than 10%% apart", used, cg)
+		}
+		switch {
+		case share >= 0.8 && top <= 700:
+			t.Errorf("the busiest sample shows %d millicores; want > 700 for a loop that got %.0f%% of a CPU", top, share*100)
+		case share < 0.8:
+			// The host's other work left the loop less than 80% of a CPU:
+			// the samples can only show what the cgroup got.
+			t.Logf("host contended: the loop got %.0f%% of a CPU, so > 700 millicores is not expected; checking the busiest sample against it", share*100)
+			if float64(top) < share*1000*0.7 {
+				t.Errorf("the busiest sample shows %d millicores; the loop averaged %.0f", top, share*1000)
+			}
 		}
 	})
 
