@@ -56,6 +56,10 @@ var operations = map[string]string{
 	"getSecret":        "GetSecret",
 	"listSecrets":      "ListSecrets",
 	"deleteSecret":     "DeleteSecret",
+	"sandboxMetrics":   "Metrics",
+	"sandboxUsage":     "SandboxUsage",
+	"usage":            "Usage",
+	"updateTeam":       "UpdateTeam",
 }
 
 // notOffered names operations the Go SDK leaves out on purpose, and why.
