@@ -24,6 +24,10 @@ type StatsNode interface {
 type meterState struct {
 	prev  *node.Stats // the last reading, for rates
 	until time.Time   // accrued until (zero: never metered)
+	// stored is the size of the sandbox's save, read once per sleep
+	// (finishSleep records it before the sandbox is asleep).
+	stored      int64
+	storedKnown bool
 }
 
 // runMeter samples, accrues and checks budgets every MetricsInterval, and
@@ -84,6 +88,7 @@ func (s *Server) meterOnce(ctx context.Context) {
 		var use metering.Use
 		switch sb.State {
 		case api.StateRunning:
+			ms.storedKnown = false
 			if sb.StartedAt == nil {
 				continue
 			}
@@ -108,12 +113,15 @@ func (s *Server) meterOnce(ctx context.Context) {
 				ms.until = now // never metered: storage counts from now
 				continue
 			}
-			m, err := s.store.GetMeter(ctx, sb.ID)
-			if err != nil {
-				s.log.Error("read meter", "sandbox", sb.ID, "err", err)
-				continue
+			if !ms.storedKnown {
+				m, err := s.store.GetMeter(ctx, sb.ID)
+				if err != nil {
+					s.log.Error("read meter", "sandbox", sb.ID, "err", err)
+					continue
+				}
+				ms.stored, ms.storedKnown = m.StoredBytes, true
 			}
-			use = metering.Stored(m.StoredBytes, now.Sub(from).Seconds())
+			use = metering.Stored(ms.stored, now.Sub(from).Seconds())
 		}
 		if !now.After(from) {
 			continue
