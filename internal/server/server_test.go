@@ -40,7 +40,7 @@ func newHarness(t *testing.T) *harness {
 }
 
 // newHarnessWith is newHarness with a configuration changed by edit.
-func newHarnessWith(t *testing.T, edit func(*server.Config)) *harness {
+func newHarnessWith(t testing.TB, edit func(*server.Config)) *harness {
 	t.Helper()
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cove.db"))

@@ -129,27 +129,42 @@ func (db *DB) AccrueUsage(ctx context.Context, accruals []store.Accrual) error {
 		return err
 	}
 	defer tx.Rollback()
+	hours, err := tx.PrepareContext(ctx, `INSERT INTO usage_hours (sandbox_id, team_id, hour, cpu_s, memory_gib_s,
+		storage_gib_h, egress_bytes, cost_usd) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+		ON CONFLICT (sandbox_id, hour) DO UPDATE SET cpu_s = cpu_s + ?4, memory_gib_s = memory_gib_s + ?5,
+			storage_gib_h = storage_gib_h + ?6, egress_bytes = egress_bytes + ?7, cost_usd = cost_usd + ?8`)
+	if err != nil {
+		return err
+	}
+	defer hours.Close()
+	cost, err := tx.PrepareContext(ctx, "UPDATE sandboxes SET cost_usd = cost_usd + ? WHERE id = ?")
+	if err != nil {
+		return err
+	}
+	defer cost.Close()
+	meter, err := tx.PrepareContext(ctx, `INSERT INTO meters (sandbox_id, accrued_until) VALUES (?1, ?2)
+		ON CONFLICT (sandbox_id) DO UPDATE SET accrued_until = ?2`)
+	if err != nil {
+		return err
+	}
+	defer meter.Close()
 	for _, a := range accruals {
-		_, err := tx.ExecContext(ctx, `INSERT INTO usage_hours (sandbox_id, team_id, hour, cpu_s, memory_gib_s,
-			storage_gib_h, egress_bytes, cost_usd) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-			ON CONFLICT (sandbox_id, hour) DO UPDATE SET cpu_s = cpu_s + ?4, memory_gib_s = memory_gib_s + ?5,
-				storage_gib_h = storage_gib_h + ?6, egress_bytes = egress_bytes + ?7, cost_usd = cost_usd + ?8`,
-			a.SandboxID, a.TeamID, formatTime(a.Hour.Truncate(time.Hour)), a.CPUS, a.MemoryGiBS, a.StorageGiBH, a.EgressBytes, a.CostUSD)
+		_, err := hours.ExecContext(ctx, a.SandboxID, a.TeamID, formatTime(a.Hour.Truncate(time.Hour)),
+			a.CPUS, a.MemoryGiBS, a.StorageGiBH, a.EgressBytes, a.CostUSD)
 		if sqliteCode(err) == foreignKeyViolation {
 			return api.Errorf(api.CodeNotFound, "sandbox %s not found", a.SandboxID)
 		}
 		if err != nil {
 			return fmt.Errorf("accrue usage of %s: %w", a.SandboxID, err)
 		}
-		res, err := tx.ExecContext(ctx, "UPDATE sandboxes SET cost_usd = cost_usd + ? WHERE id = ?", a.CostUSD, a.SandboxID)
+		res, err := cost.ExecContext(ctx, a.CostUSD, a.SandboxID)
 		if err != nil {
 			return fmt.Errorf("add cost of %s: %w", a.SandboxID, err)
 		}
 		if err := mustAffect(res, api.Errorf(api.CodeNotFound, "sandbox %s not found", a.SandboxID)); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO meters (sandbox_id, accrued_until) VALUES (?1, ?2)
-			ON CONFLICT (sandbox_id) DO UPDATE SET accrued_until = ?2`, a.SandboxID, formatTime(a.Until)); err != nil {
+		if _, err := meter.ExecContext(ctx, a.SandboxID, formatTime(a.Until)); err != nil {
 			return fmt.Errorf("move meter of %s: %w", a.SandboxID, err)
 		}
 	}
