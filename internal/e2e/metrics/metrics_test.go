@@ -5,7 +5,9 @@ package metrics
 
 import (
 	"context"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -159,6 +161,38 @@ func TestSamples(t *testing.T) {
 		}
 		if m.StepS != 60 || len(m.Samples) == 0 || m.Samples[0].CPUMillicoresMax == nil {
 			t.Fatalf("1-minute step: %+v", m)
+		}
+	})
+
+	t.Run("cli", func(t *testing.T) {
+		cove := func(args ...string) string {
+			t.Helper()
+			cmd := exec.Command(filepath.Join(e2etest.BinDir(), "cove"), args...)
+			cmd.Env = append(os.Environ(), "HOME="+s.Home, "COVE_URL="+s.URL, "COVE_API_KEY="+s.AdminKey)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("cove %v: %v\n%s", args, err, out)
+			}
+			return string(out)
+		}
+		out := cove("metrics", sb.ID, "--since", "10m")
+		t.Logf("cove metrics:\n%s", out)
+		for _, want := range []string{"cpu", "memory peak", "disk", "net out", "▁"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("cove metrics lacks %q", want)
+			}
+		}
+		var m api.Metrics
+		if err := json.Unmarshal([]byte(cove("metrics", sb.ID, "--json")), &m); err != nil || len(m.Samples) == 0 {
+			t.Errorf("cove metrics --json: %v, %d samples", err, len(m.Samples))
+		}
+		out = cove("usage", sb.ID)
+		if !strings.Contains(out, "price per hour") {
+			t.Errorf("cove usage REF:\n%s", out)
+		}
+		out = cove("usage", "--by", "sandbox")
+		if !strings.Contains(out, sb.ID) || !strings.Contains(out, "this month") {
+			t.Errorf("cove usage --by sandbox:\n%s", out)
 		}
 	})
 
