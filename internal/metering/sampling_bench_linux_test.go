@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,6 +47,7 @@ func BenchmarkSample200(b *testing.B) {
 	cg := runtime.NewCgroupReaderAt(cpu, mem)
 	prev := make([]node.Stats, n)
 	b.ReportAllocs()
+	cpu0 := cpuTime()
 	for b.Loop() {
 		now := time.Now()
 		for i, id := range ids {
@@ -67,5 +69,16 @@ func BenchmarkSample200(b *testing.B) {
 			prev[i] = cur
 		}
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/5e9*100, "%cpu@5s")
+	// CPU time (user and system, the whole process) rather than wall
+	// time: on a shared host the wall clock counts other work too.
+	cpuNs := float64(cpuTime()-cpu0) / float64(b.N)
+	b.ReportMetric(cpuNs, "cpu-ns/op")
+	b.ReportMetric(cpuNs/5e9*100, "%cpu@5s")
+}
+
+// cpuTime is the CPU time this process used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

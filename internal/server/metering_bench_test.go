@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,6 +35,7 @@ func BenchmarkMeterTick200(b *testing.B) {
 		}
 	}
 	var cpu uint64
+	cpu0 := cpuTime()
 	for b.Loop() {
 		c.add(5 * time.Second)
 		cpu += 1e9
@@ -42,5 +44,16 @@ func BenchmarkMeterTick200(b *testing.B) {
 		}
 		h.srv.MeterOnce(ctx)
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/5e9*100, "%cpu@5s")
+	// CPU time (user and system, the whole process) rather than wall
+	// time: on a shared host the wall clock counts other work too.
+	cpuNs := float64(cpuTime()-cpu0) / float64(b.N)
+	b.ReportMetric(cpuNs, "cpu-ns/op")
+	b.ReportMetric(cpuNs/5e9*100, "%cpu@5s")
+}
+
+// cpuTime is the CPU time this process used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
