@@ -179,3 +179,33 @@ func TestTeamSpendLimit(t *testing.T) {
 		t.Errorf("create once the limit is gone: %v", err)
 	}
 }
+
+func TestEgressCharged(t *testing.T) {
+	h := newHarnessWith(t, func(c *server.Config) {
+		c.Prices = api.Prices{EgressGB: 0.5}
+	})
+	c := &clock{t: time.Date(2026, 3, 1, 10, 59, 58, 0, time.UTC)}
+	h.srv.SetClock(c.now)
+	ctx := t.Context()
+	sb := h.running(t, h.a, "talker")
+	// 2 GB out over two ticks, the second across an hour boundary.
+	for i, out := range []uint64{1e9, 2e9} {
+		c.add(3 * time.Second)
+		h.node.SetStats(sb.ID, node.Stats{Time: c.now(), CPUNanos: uint64(i), NetInBytes: 10, NetOutBytes: out})
+		h.srv.MeterOnce(ctx)
+	}
+	u, err := h.srv.SandboxUsage(ctx, h.a, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.EgressBytes != 2e9 || !near(u.CostUSD, 1, 1e-9) {
+		t.Errorf("usage = %+v; want 2e9 egress bytes for $1", u)
+	}
+	r, err := h.srv.Usage(ctx, h.a, server.UsageQuery{From: c.now().Add(-time.Hour), GroupBy: "day"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Items) != 1 || r.Items[0].EgressBytes != 2e9 {
+		t.Errorf("by day: %+v", r.Items)
+	}
+}

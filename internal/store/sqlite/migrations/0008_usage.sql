@@ -2,7 +2,7 @@
 -- longer), usage accrued per sandbox and hour, the meter's progress per
 -- sandbox, and what budgets have already alerted.
 
-ALTER TABLE sandboxes ADD COLUMN on_budget TEXT NOT NULL DEFAULT '';
+ALTER TABLE sandboxes ADD COLUMN on_budget TEXT NOT NULL DEFAULT 'sleep';
 ALTER TABLE sandboxes ADD COLUMN budget_alerts TEXT NOT NULL DEFAULT '[50,80]';
 
 ALTER TABLE teams ADD COLUMN spend_limit_usd REAL;
