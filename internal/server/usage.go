@@ -47,9 +47,6 @@ func (s *Server) priced(sb api.Sandbox) api.Sandbox {
 	return sb
 }
 
-// Prices returns the server's price table.
-func (s *Server) Prices() api.Prices { return s.cfg.Prices }
-
 // SandboxUsage is what a sandbox used and cost in its whole life.
 func (s *Server) SandboxUsage(ctx context.Context, teamID, ref string) (api.SandboxUsage, error) {
 	sb, err := s.GetSandbox(ctx, teamID, ref)
