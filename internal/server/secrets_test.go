@@ -12,7 +12,7 @@ import (
 	"github.com/cove-dev/cove/internal/store"
 )
 
-func newKey(t *testing.T) *secrets.Key {
+func newKey(t testing.TB) *secrets.Key {
 	t.Helper()
 	b, err := secrets.GenerateKey()
 	if err != nil {
