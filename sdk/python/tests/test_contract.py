@@ -49,6 +49,10 @@ OPERATIONS = {
     "getSecret": ("Client", "get_secret"),
     "listSecrets": ("Client", "list_secrets"),
     "deleteSecret": ("Client", "delete_secret"),
+    "sandboxMetrics": ("SandboxHandle", "metrics"),
+    "sandboxUsage": ("SandboxHandle", "usage"),
+    "usage": ("Client", "usage"),
+    "updateTeam": ("Client", "update_team"),
 }
 
 # operationId -> why the SDK leaves it out.

@@ -173,6 +173,13 @@ class AsyncClient:
     async def revoke_key(self, key_id: str) -> None:
         await self._json(sh.Req("DELETE", "/v1/keys/" + sh.esc(key_id)))
 
+    async def usage(self, *, from_: Optional[str] = None, to: Optional[str] = None,
+                    group_by: Optional[str] = None) -> Dict[str, Any]:
+        return await self._json(sh.Req("GET", "/v1/usage", sh.drop_none({"from": from_, "to": to, "group_by": group_by})))
+
+    async def update_team(self, team_id: str, **fields: Any) -> Dict[str, Any]:
+        return await self._json(sh.Req("PATCH", "/v1/teams/" + sh.esc(team_id), json=sh.drop_none(fields)))
+
     async def create_ticket(self, path: str) -> Dict[str, Any]:
         return await self._json(sh.Req("POST", "/v1/tickets", json={"path": path}))
 
@@ -230,6 +237,14 @@ class AsyncSandbox:
 
     async def network(self) -> Dict[str, Any]:
         return await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/network"))
+
+    async def metrics(self, *, from_: Optional[str] = None, to: Optional[str] = None,
+                      step: Optional[str] = None) -> Dict[str, Any]:
+        return await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/metrics",
+                                          sh.drop_none({"from": from_, "to": to, "step": step})))
+
+    async def usage(self) -> Dict[str, Any]:
+        return await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/usage"))
 
     async def run(self, command: Optional[str] = None, *, argv: Optional[Sequence[str]] = None,
                   cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,

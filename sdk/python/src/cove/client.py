@@ -203,6 +203,17 @@ class Client:
     def create_ticket(self, path: str) -> Dict[str, Any]:
         return self._json(sh.Req("POST", "/v1/tickets", json={"path": path}))
 
+    def usage(self, *, from_: Optional[str] = None, to: Optional[str] = None,
+              group_by: Optional[str] = None) -> Dict[str, Any]:
+        """The team's usage and cost (from and to: RFC 3339; group_by: "day"
+        or "sandbox"), its spend this month and its monthly limit."""
+        return self._json(sh.Req("GET", "/v1/usage", sh.drop_none({"from": from_, "to": to, "group_by": group_by})))
+
+    def update_team(self, team_id: str, **fields: Any) -> Dict[str, Any]:
+        """PATCH a team (admin key): admission, spend_limit_usd (a month's;
+        negative removes it), budget_alerts."""
+        return self._json(sh.Req("PATCH", "/v1/teams/" + sh.esc(team_id), json=sh.drop_none(fields)))
+
     def openapi(self) -> Dict[str, Any]:
         return self._json(sh.Req("GET", "/v1/openapi.json"))
 
@@ -262,6 +273,17 @@ class SandboxHandle:
     def network(self) -> Dict[str, Any]:
         """The policy and what the sandbox tried to reach."""
         return self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/network"))
+
+    def metrics(self, *, from_: Optional[str] = None, to: Optional[str] = None,
+                step: Optional[str] = None) -> Dict[str, Any]:
+        """Resource samples and the gaps in them (from and to: RFC 3339;
+        step: seconds or a duration such as "1m")."""
+        return self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/metrics",
+                                    sh.drop_none({"from": from_, "to": to, "step": step})))
+
+    def usage(self) -> Dict[str, Any]:
+        """What the sandbox used and cost, its spend limit and price per hour."""
+        return self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/usage"))
 
     # -- commands --
 
