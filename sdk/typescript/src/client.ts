@@ -1,0 +1,580 @@
+// The cove client: sandboxes, commands, files, events, secrets, teams and
+// tickets, over the platform's fetch. API fields keep the API's own names
+// (snake_case); what only the SDK adds (wait, ifVersion, after, …) is
+// camelCase.
+
+import { Attachment, AttachOptions, openAttachment } from "./attach.js";
+import { CoveError, InvalidArgument, NotFound, errorFrom } from "./errors.js";
+import type {
+  Chunk, CommandInfo, CommandResult, CreateOptions, Event, FileEntry, Page, SandboxInfo, Secret, Team,
+} from "./types.js";
+import {
+  Data, b64decode, checkDigest, commandPath, dropUndefined, esc, lines, reprDigest, sandboxPath, sleep, toBytes,
+  versionOf,
+} from "./util.js";
+
+export const DEFAULT_URL = "http://127.0.0.1:7070";
+
+/** How often a broken stream is resumed before giving up, in a row. */
+export const STREAM_RETRIES = 8;
+
+const dec = new TextDecoder();
+
+function env(name: string): string | undefined {
+  const p = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process;
+  return p?.env?.[name] || undefined;
+}
+
+type Params = Record<string, string | number | boolean | string[] | undefined | null>;
+
+interface Req {
+  method: string;
+  path: string;
+  params?: Params;
+  json?: unknown;
+  body?: Uint8Array;
+  headers?: Record<string, string>;
+  signal?: AbortSignal;
+}
+
+export interface ClientOptions {
+  /** The server, e.g. http://127.0.0.1:7070; default COVE_URL. */
+  url?: string;
+  /** An API key; default COVE_API_KEY. */
+  apiKey?: string;
+  /** A fetch to use instead of the global one. */
+  fetch?: typeof fetch;
+}
+
+/** A cove client. url and apiKey default to COVE_URL and COVE_API_KEY
+ * where the platform has environment variables (Node). */
+export class Client {
+  readonly url: string;
+  /** @internal */
+  readonly apiKey: string;
+  private readonly _fetch: typeof fetch;
+
+  constructor(opts: ClientOptions = {}) {
+    const url = opts.url || env("COVE_URL") || DEFAULT_URL;
+    const key = opts.apiKey || env("COVE_API_KEY") || "";
+    if (!key) throw new InvalidArgument("no API key: pass apiKey or set COVE_API_KEY");
+    this.url = url.replace(/\/+$/, "");
+    this.apiKey = key;
+    this._fetch = opts.fetch ?? globalThis.fetch.bind(globalThis);
+  }
+
+  // -- plumbing --
+
+  /** @internal */
+  async send(r: Req): Promise<Response> {
+    const u = new URL(this.url + r.path);
+    for (const [k, v] of Object.entries(r.params ?? {})) {
+      if (v === undefined || v === null || v === "") continue;
+      if (Array.isArray(v)) for (const x of v) u.searchParams.append(k, x);
+      else u.searchParams.set(k, String(v));
+    }
+    const headers: Record<string, string> = { Authorization: "Bearer " + this.apiKey, ...(r.headers ?? {}) };
+    let body: BodyInit | undefined;
+    if (r.json !== undefined) {
+      body = JSON.stringify(r.json);
+      headers["Content-Type"] = "application/json";
+    } else if (r.body !== undefined) {
+      body = r.body as Uint8Array<ArrayBuffer>;
+    }
+    const resp = await this._fetch(u, { method: r.method, headers, body, signal: r.signal });
+    if (resp.status >= 300) throw errorFrom(resp.status, await resp.text());
+    return resp;
+  }
+
+  /** @internal */
+  async json<T = any>(r: Req): Promise<T> {
+    const resp = await this.send(r);
+    const text = await resp.text();
+    return (text ? JSON.parse(text) : undefined) as T;
+  }
+
+  // -- sandboxes --
+
+  /** Create a sandbox, and wait until it runs unless wait is false. */
+  async create(fields: CreateOptions = {}, opts: { wait?: boolean; idempotencyKey?: string } = {}): Promise<Sandbox> {
+    const { cpus, memory_mib, disk_mib, ...rest } = fields;
+    const res = dropUndefined({ cpus, memory_mib, disk_mib, ...(fields.resources ?? {}) });
+    const body = dropUndefined({ ...rest, resources: Object.keys(res).length ? res : undefined });
+    const headers: Record<string, string> = {};
+    if (opts.idempotencyKey) headers["Idempotency-Key"] = opts.idempotencyKey;
+    const info = await this.json<SandboxInfo>({
+      method: "POST", path: "/v1/sandboxes", params: { wait: opts.wait === false ? undefined : "running" }, json: body,
+      headers,
+    });
+    return new Sandbox(this, info);
+  }
+
+  /** A sandbox by ID or name. */
+  async get(ref: string): Promise<Sandbox> {
+    return new Sandbox(this, await this.json<SandboxInfo>({ method: "GET", path: sandboxPath(ref) }));
+  }
+
+  /** Every sandbox of the team (newest first), page after page. */
+  async *list(opts: { state?: string | string[]; labels?: Record<string, string>; limit?: number } = {}): AsyncGenerator<SandboxInfo> {
+    let cursor = "";
+    for (;;) {
+      const page = await this.listPage({ ...opts, cursor });
+      yield* page.items;
+      if (!page.next_cursor) return;
+      cursor = page.next_cursor;
+    }
+  }
+
+  /** One page of sandboxes. */
+  async listPage(opts: { state?: string | string[]; labels?: Record<string, string>; limit?: number; cursor?: string } = {}): Promise<Page<SandboxInfo>> {
+    const state = opts.state === undefined ? undefined : Array.isArray(opts.state) ? opts.state : [opts.state];
+    const label = opts.labels ? Object.entries(opts.labels).map(([k, v]) => `${k}=${v}`) : undefined;
+    const d = await this.json({
+      method: "GET", path: "/v1/sandboxes", params: { limit: opts.limit ?? 100, state, label, cursor: opts.cursor },
+    });
+    return { items: d?.items ?? [], next_cursor: d?.next_cursor ?? "" };
+  }
+
+  // -- events --
+
+  /** One page of the team's events, oldest first. */
+  async events(opts: { sandbox?: string; types?: string[]; after?: string; limit?: number } = {}): Promise<Page<Event>> {
+    const d = await this.json({
+      method: "GET", path: "/v1/events",
+      params: { limit: opts.limit ?? 100, sandbox: opts.sandbox, type: opts.types, after: opts.after },
+    });
+    return { items: d?.items ?? [], next_cursor: d?.next_cursor ?? "" };
+  }
+
+  /** Follow the team's events as they happen (server-sent events read
+   * with fetch and the Authorization header), resuming after the last one
+   * seen (Last-Event-ID) when the connection drops. Stop by breaking out
+   * of the loop, or with signal. */
+  async *streamEvents(opts: { sandbox?: string; types?: string[]; after?: string; signal?: AbortSignal } = {}): AsyncGenerator<Event> {
+    let last = opts.after ?? "";
+    let failures = 0;
+    for (;;) {
+      const headers: Record<string, string> = { Accept: "text/event-stream" };
+      if (last) headers["Last-Event-ID"] = last;
+      const ctl = new AbortController();
+      const onAbort = () => ctl.abort();
+      opts.signal?.addEventListener("abort", onAbort);
+      try {
+        const resp = await this.send({
+          method: "GET", path: "/v1/events/stream", params: { sandbox: opts.sandbox, type: opts.types }, headers,
+          signal: ctl.signal,
+        });
+        let data: string[] = [];
+        for await (const raw of lines(resp.body!)) {
+          const line = dec.decode(raw).replace(/\r$/, "");
+          if (line === "") {
+            if (!data.length) continue;
+            const ev = JSON.parse(data.join("\n")) as Event;
+            data = [];
+            last = ev.id || last;
+            failures = 0;
+            yield ev;
+            continue;
+          }
+          if (line.startsWith(":")) continue;
+          const i = line.indexOf(":");
+          const name = i < 0 ? line : line.slice(0, i);
+          let value = i < 0 ? "" : line.slice(i + 1);
+          if (value.startsWith(" ")) value = value.slice(1);
+          if (name === "id") last = value || last;
+          else if (name === "data") data.push(value);
+        }
+      } catch (e) {
+        if (e instanceof CoveError || opts.signal?.aborted) throw e;
+        failures++;
+        if (failures > STREAM_RETRIES) throw e;
+        await sleep(Math.min(100 * 2 ** failures, 5000));
+      } finally {
+        opts.signal?.removeEventListener("abort", onAbort);
+        ctl.abort();
+      }
+      if (opts.signal?.aborted) return;
+    }
+  }
+
+  // -- secrets --
+
+  /** Store a secret of the team (its value is never returned). */
+  putSecret(name: string, value: string): Promise<Secret> {
+    return this.json({ method: "PUT", path: "/v1/secrets/" + esc(name), json: { value } });
+  }
+
+  /** A secret's name and times. */
+  getSecret(name: string): Promise<Secret> {
+    return this.json({ method: "GET", path: "/v1/secrets/" + esc(name) });
+  }
+
+  /** Every secret's name and times. */
+  async listSecrets(): Promise<Secret[]> {
+    const out: Secret[] = [];
+    let cursor = "";
+    for (;;) {
+      const d = await this.json({ method: "GET", path: "/v1/secrets", params: { cursor } });
+      out.push(...(d?.items ?? []));
+      cursor = d?.next_cursor ?? "";
+      if (!cursor) return out;
+    }
+  }
+
+  async deleteSecret(name: string): Promise<void> {
+    await this.json({ method: "DELETE", path: "/v1/secrets/" + esc(name) });
+  }
+
+  // -- teams, keys, tickets --
+
+  /** A new team and its first API key (shown once). Admin only. */
+  createTeam(name: string): Promise<{ team: Team; api_key: string; [k: string]: unknown }> {
+    return this.json({ method: "POST", path: "/v1/teams", json: { name } });
+  }
+
+  async listTeams(): Promise<Team[]> {
+    return (await this.json({ method: "GET", path: "/v1/teams" }))?.items ?? [];
+  }
+
+  /** A new API key for a team (shown once). */
+  createKey(teamId: string): Promise<Record<string, any>> {
+    return this.json({ method: "POST", path: "/v1/teams/" + esc(teamId) + "/keys" });
+  }
+
+  async revokeKey(keyId: string): Promise<void> {
+    await this.json({ method: "DELETE", path: "/v1/keys/" + esc(keyId) });
+  }
+
+  /** A single-use ticket for one attach path, for browser WebSockets. */
+  createTicket(path: string): Promise<{ ticket: string; path: string; expires_at: string }> {
+    return this.json({ method: "POST", path: "/v1/tickets", json: { path } });
+  }
+
+  /** The API's OpenAPI document. */
+  openapi(): Promise<Record<string, any>> {
+    return this.json({ method: "GET", path: "/v1/openapi.json" });
+  }
+}
+
+export interface CommandOptions {
+  /** A program and its arguments, run with no shell (instead of a string). */
+  argv?: string[];
+  cwd?: string;
+  env?: Record<string, string>;
+  secrets?: Record<string, string>;
+  timeout_s?: number;
+  user?: string;
+}
+
+export interface StartOptions extends CommandOptions {
+  stdin?: boolean;
+  pty?: { cols: number; rows: number };
+  no_output_alert_s?: number;
+}
+
+function commandBody(command: string | undefined, o: StartOptions): Record<string, unknown> {
+  if ((command === undefined) === (o.argv === undefined)) {
+    throw new InvalidArgument("give exactly one of command (a shell string) and argv (a list)");
+  }
+  return dropUndefined({
+    command, argv: o.argv, cwd: o.cwd, env: o.env && Object.keys(o.env).length ? o.env : undefined,
+    secrets: o.secrets && Object.keys(o.secrets).length ? o.secrets : undefined, timeout_s: o.timeout_s,
+    stdin: o.stdin || undefined, user: o.user, pty: o.pty, no_output_alert_s: o.no_output_alert_s,
+  });
+}
+
+/** A sandbox and what can be done in it. info is its last known state;
+ * refresh() reads it again. */
+export class Sandbox {
+  readonly id: string;
+  info: SandboxInfo;
+  readonly files: Files;
+
+  constructor(private readonly client: Client, info: SandboxInfo) {
+    this.id = info.id;
+    this.info = info;
+    this.files = new Files(client, info.id);
+  }
+
+  private set(d: SandboxInfo): SandboxInfo {
+    this.info = d;
+    return d;
+  }
+
+  async refresh(): Promise<SandboxInfo> {
+    return this.set(await this.client.json({ method: "GET", path: sandboxPath(this.id) }));
+  }
+
+  /** Wait until the sandbox is in state (or a terminal one). */
+  async wait(state: string, opts: { timeout_s?: number } = {}): Promise<SandboxInfo> {
+    return this.set(await this.client.json({
+      method: "GET", path: sandboxPath(this.id), params: { wait: state, timeout_s: opts.timeout_s ?? 300 },
+    }));
+  }
+
+  /** PATCH: idle_timeout_s, on_idle, max_lifetime_s, spend_limit_usd, network, labels. */
+  async update(fields: Record<string, unknown>): Promise<SandboxInfo> {
+    return this.set(await this.client.json({ method: "PATCH", path: sandboxPath(this.id), json: dropUndefined(fields) }));
+  }
+
+  /** Save the files and release compute; waits until asleep unless wait is false. */
+  async sleep(opts: { wait?: boolean } = {}): Promise<SandboxInfo> {
+    this.set(await this.client.json({ method: "POST", path: sandboxPath(this.id) + "/sleep" }));
+    return opts.wait === false ? this.info : this.wait("asleep");
+  }
+
+  async wake(opts: { wait?: boolean } = {}): Promise<SandboxInfo> {
+    this.set(await this.client.json({ method: "POST", path: sandboxPath(this.id) + "/wake" }));
+    return opts.wait === false ? this.info : this.wait("running");
+  }
+
+  async terminate(): Promise<SandboxInfo> {
+    return this.set(await this.client.json({ method: "DELETE", path: sandboxPath(this.id) }));
+  }
+
+  /** The policy and what the sandbox tried to reach. */
+  network(): Promise<Record<string, any>> {
+    return this.client.json({ method: "GET", path: sandboxPath(this.id) + "/network" });
+  }
+
+  // -- commands --
+
+  /** Run a command to its end; its output comes back as text. */
+  async run(command?: string, opts: CommandOptions = {}): Promise<CommandResult> {
+    const d = await this.client.json({
+      method: "POST", path: sandboxPath(this.id) + "/commands", params: { wait: "true" },
+      json: commandBody(command, opts),
+    });
+    const info = (d?.command ?? {}) as CommandInfo;
+    return {
+      command: info, stdout: d?.stdout ?? "", stderr: d?.stderr ?? "", truncated: !!d?.truncated,
+      exitCode: info.exit_code ?? null,
+    };
+  }
+
+  /** Start a command and return at once; see Command. */
+  async start(command?: string, opts: StartOptions = {}): Promise<Command> {
+    const d = await this.client.json<CommandInfo>({
+      method: "POST", path: sandboxPath(this.id) + "/commands", json: commandBody(command, opts),
+    });
+    return new Command(this.client, this.id, d);
+  }
+
+  /** A command of this sandbox by ID. */
+  async command(commandId: string): Promise<Command> {
+    const d = await this.client.json<CommandInfo>({ method: "GET", path: commandPath(this.id, commandId) });
+    return new Command(this.client, this.id, d);
+  }
+
+  /** One page of the sandbox's commands. */
+  async commands(opts: { limit?: number; cursor?: string } = {}): Promise<Page<CommandInfo>> {
+    const d = await this.client.json({
+      method: "GET", path: sandboxPath(this.id) + "/commands", params: { limit: opts.limit ?? 100, cursor: opts.cursor },
+    });
+    return { items: d?.items ?? [], next_cursor: d?.next_cursor ?? "" };
+  }
+}
+
+/** A started command: iterate its output (resumed after a dropped
+ * connection), feed its stdin, signal it, wait for it. */
+export class Command {
+  readonly id: string;
+  info: CommandInfo;
+
+  constructor(private readonly client: Client, readonly sandboxId: string, info: CommandInfo) {
+    this.id = info.id;
+    this.info = info;
+  }
+
+  private get path(): string {
+    return commandPath(this.sandboxId, this.id);
+  }
+
+  /** Output records after seq `after` in order, the exit last. A broken
+   * connection is resumed from the last record seen, so nothing is lost
+   * or repeated. */
+  async *output(opts: { after?: number; follow?: boolean } = {}): AsyncGenerator<Chunk> {
+    const follow = opts.follow ?? true;
+    let seq = opts.after ?? 0;
+    let failures = 0;
+    for (;;) {
+      try {
+        const resp = await this.client.send({
+          method: "GET", path: this.path + "/output", params: { after: seq, follow: follow ? "true" : undefined },
+        });
+        for await (const raw of lines(resp.body!)) {
+          const text = dec.decode(raw).trim();
+          if (!text) continue;
+          const d = JSON.parse(text);
+          const ch: Chunk = {
+            seq: d.seq ?? 0, stream: d.stream ?? "", data: d.data ? b64decode(d.data) : new Uint8Array(0),
+            type: d.type ?? "", exitCode: d.exit_code ?? null, signal: d.signal ?? "", timedOut: !!d.timed_out,
+          };
+          if (ch.type !== "exit" && ch.seq <= seq) continue;
+          seq = ch.seq;
+          failures = 0;
+          yield ch;
+          if (ch.type === "exit") return;
+        }
+        if (!follow) return;
+      } catch (e) {
+        if (e instanceof CoveError) throw e;
+      }
+      failures++;
+      if (failures > STREAM_RETRIES) {
+        throw new CoveError(`the output stream of ${this.id} broke ${failures} times in a row, last after seq ${seq}`);
+      }
+      await sleep(Math.min(50 * 2 ** failures, 5000));
+    }
+  }
+
+  /** Wait for the end; the output is read (and dropped) on the way. */
+  async wait(): Promise<CommandInfo> {
+    for await (const ch of this.output()) if (ch.type === "exit") break;
+    return this.refresh();
+  }
+
+  async refresh(): Promise<CommandInfo> {
+    this.info = await this.client.json<CommandInfo>({ method: "GET", path: this.path });
+    return this.info;
+  }
+
+  /** Append to the command's stdin (started with stdin: true); eof closes it. */
+  async write(data: Data, opts: { eof?: boolean } = {}): Promise<void> {
+    await this.client.json({
+      method: "POST", path: this.path + "/stdin", params: { eof: opts.eof ? "true" : undefined }, body: toBytes(data),
+      headers: { "Content-Type": "application/octet-stream" },
+    });
+  }
+
+  closeStdin(): Promise<void> {
+    return this.write(new Uint8Array(0), { eof: true });
+  }
+
+  /** Signal the command's whole process group ("TERM", "KILL", "INT", …). */
+  async signal(sig = "TERM"): Promise<void> {
+    await this.client.json({ method: "POST", path: this.path + "/signal", json: { signal: sig } });
+  }
+
+  /** The recorded stdout, raw. */
+  async stdout(): Promise<Uint8Array> {
+    return new Uint8Array(await (await this.client.send({ method: "GET", path: this.path + "/stdout" })).arrayBuffer());
+  }
+
+  async stderr(): Promise<Uint8Array> {
+    return new Uint8Array(await (await this.client.send({ method: "GET", path: this.path + "/stderr" })).arrayBuffer());
+  }
+
+  /** A live connection to the command's terminal or pipes (WebSocket). On
+   * Node it uses the optional `ws` package with the Authorization header;
+   * in browsers the global WebSocket with a single-use ticket. */
+  attach(opts: AttachOptions = {}): Promise<Attachment> {
+    return openAttachment(this.client, this.sandboxId, this.id, opts);
+  }
+}
+
+/** A whole file read: its bytes, version and sha-256 (checked). */
+export class FileContent {
+  constructor(readonly data: Uint8Array, readonly version: string, readonly sha256: Uint8Array) {}
+
+  get text(): string {
+    return new TextDecoder("utf-8", { fatal: true }).decode(this.data);
+  }
+}
+
+/** A sandbox's files. Paths are absolute inside the sandbox. */
+export class Files {
+  private readonly base: string;
+
+  constructor(private readonly client: Client, sandboxId: string) {
+    this.base = sandboxPath(sandboxId) + "/files";
+  }
+
+  async list(path: string, opts: { depth?: number } = {}): Promise<FileEntry[]> {
+    const out: FileEntry[] = [];
+    let cursor = "";
+    for (;;) {
+      const d = await this.client.json({
+        method: "GET", path: this.base, params: { path, depth: opts.depth ?? 1, limit: 1000, cursor },
+      });
+      out.push(...(d?.items ?? []));
+      cursor = d?.next_cursor ?? "";
+      if (!cursor) return out;
+    }
+  }
+
+  stat(path: string): Promise<FileEntry> {
+    return this.client.json({ method: "GET", path: this.base + "/stat", params: { path } });
+  }
+
+  async exists(path: string): Promise<boolean> {
+    try {
+      await this.stat(path);
+      return true;
+    } catch (e) {
+      if (e instanceof NotFound) return false;
+      throw e;
+    }
+  }
+
+  /** The whole file, checked against the server's sha-256 (DigestMismatch if not). */
+  async read(path: string): Promise<FileContent> {
+    const resp = await this.client.send({ method: "GET", path: this.base + "/content", params: { path } });
+    const data = new Uint8Array(await resp.arrayBuffer());
+    const digest = await checkDigest(path, data, resp.headers.get("Repr-Digest"));
+    return new FileContent(data, versionOf(resp.headers.get("ETag")), digest);
+  }
+
+  async readText(path: string): Promise<string> {
+    return (await this.read(path)).text;
+  }
+
+  /** Write a whole file atomically. With ifVersion it is written only if
+   * the file is still at that version ("none": only if it does not exist),
+   * else PreconditionFailed and nothing changes. */
+  async write(path: string, data: Data, opts: { ifVersion?: string; mode?: string } = {}): Promise<FileEntry> {
+    const body = toBytes(data);
+    const headers: Record<string, string> = {
+      "Content-Type": "application/octet-stream", "Repr-Digest": await reprDigest(body),
+    };
+    if (opts.ifVersion === "none") headers["If-None-Match"] = "*";
+    else if (opts.ifVersion) headers["If-Match"] = `"${opts.ifVersion}"`;
+    return this.client.json({ method: "PUT", path: this.base + "/content", params: { path, mode: opts.mode }, body, headers });
+  }
+
+  /** Replace texts: each old must occur exactly once, else Conflict and
+   * nothing is written. */
+  edit(path: string, edits: Array<{ old: string; new: string }>, opts: { ifVersion?: string } = {}): Promise<FileEntry> {
+    const headers: Record<string, string> = opts.ifVersion ? { "If-Match": `"${opts.ifVersion}"` } : {};
+    return this.client.json({ method: "PATCH", path: this.base + "/content", params: { path }, json: { edits }, headers });
+  }
+
+  mkdir(path: string): Promise<FileEntry> {
+    return this.client.json({ method: "POST", path: this.base + "/mkdir", json: { path } });
+  }
+
+  move(from: string, to: string, opts: { overwrite?: boolean } = {}): Promise<FileEntry> {
+    return this.client.json({ method: "POST", path: this.base + "/move", json: { from, to, overwrite: !!opts.overwrite } });
+  }
+
+  async remove(path: string, opts: { recursive?: boolean } = {}): Promise<void> {
+    await this.client.json({ method: "DELETE", path: this.base, params: { path, recursive: opts.recursive ? "true" : undefined } });
+  }
+
+  /** Send a local folder into path as tar.gz, keeping modes, symlinks
+   * inside it and empty directories (Node only). */
+  async uploadDir(local: string, path: string, opts: { exclude?: string[] } = {}): Promise<Record<string, any>> {
+    const { packDir } = await import("./tar.js");
+    const body = await packDir(local, opts.exclude ?? []);
+    return this.client.json({
+      method: "PUT", path: this.base + "/archive", params: { path }, body, headers: { "Content-Type": "application/gzip" },
+    });
+  }
+
+  /** Fetch a folder of the sandbox into local (Node only). */
+  async downloadDir(path: string, local: string): Promise<void> {
+    const { unpack } = await import("./tar.js");
+    const resp = await this.client.send({ method: "GET", path: this.base + "/archive", params: { path } });
+    await unpack(new Uint8Array(await resp.arrayBuffer()), local);
+  }
+}

@@ -1,0 +1,83 @@
+// One Error subclass per API error code. Every error the server answers
+// becomes the class of its code, carrying the message, the details and the
+// HTTP status.
+
+export class CoveError extends Error {
+  /** The API's error code ("not_found", …). */
+  code: string = "unknown";
+  /** details from the error answer ({} when none). */
+  details: Record<string, unknown>;
+  /** The HTTP status (0 when the error did not come from an answer). */
+  status: number;
+
+  constructor(message: string, details?: Record<string, unknown> | null, status = 0) {
+    super(message);
+    this.name = new.target.name;
+    this.details = details ?? {};
+    this.status = status;
+  }
+
+  override toString(): string {
+    return `${this.code}: ${this.message}`;
+  }
+}
+
+export class InvalidArgument extends CoveError { override code = "invalid_argument"; }
+export class Unauthenticated extends CoveError { override code = "unauthenticated"; }
+export class PermissionDenied extends CoveError { override code = "permission_denied"; }
+export class NotFound extends CoveError { override code = "not_found"; }
+export class Conflict extends CoveError { override code = "conflict"; }
+/** A write's expected version no longer matches: read the file again. */
+export class PreconditionFailed extends CoveError { override code = "precondition_failed"; }
+export class PayloadTooLarge extends CoveError { override code = "payload_too_large"; }
+export class Unprocessable extends CoveError { override code = "unprocessable"; }
+export class ResourceExhausted extends CoveError { override code = "resource_exhausted"; }
+export class BudgetExceeded extends CoveError { override code = "budget_exceeded"; }
+export class Internal extends CoveError { override code = "internal"; }
+export class Unavailable extends CoveError { override code = "unavailable"; }
+export class InsufficientStorage extends CoveError { override code = "insufficient_storage"; }
+/** Downloaded bytes do not match the sha-256 the server announced. */
+export class DigestMismatch extends CoveError { override code = "digest_mismatch"; }
+
+type ErrorClass = new (message: string, details?: Record<string, unknown> | null, status?: number) => CoveError;
+
+/** The class of each API error code. */
+export const ERRORS: Record<string, ErrorClass> = {
+  invalid_argument: InvalidArgument,
+  unauthenticated: Unauthenticated,
+  permission_denied: PermissionDenied,
+  not_found: NotFound,
+  conflict: Conflict,
+  precondition_failed: PreconditionFailed,
+  payload_too_large: PayloadTooLarge,
+  unprocessable: Unprocessable,
+  resource_exhausted: ResourceExhausted,
+  budget_exceeded: BudgetExceeded,
+  internal: Internal,
+  unavailable: Unavailable,
+  insufficient_storage: InsufficientStorage,
+};
+
+const BY_STATUS: Record<number, ErrorClass> = {
+  400: InvalidArgument, 401: Unauthenticated, 402: BudgetExceeded, 403: PermissionDenied, 404: NotFound,
+  409: Conflict, 412: PreconditionFailed, 413: PayloadTooLarge, 422: Unprocessable, 429: ResourceExhausted,
+  503: Unavailable, 507: InsufficientStorage,
+};
+
+/** The error for an error answer: its status and body text. */
+export function errorFrom(status: number, body: string): CoveError {
+  try {
+    const e = JSON.parse(body).error;
+    if (e && typeof e === "object") {
+      const cls = ERRORS[e.code ?? ""];
+      if (cls) return new cls(e.message ?? "", e.details, status);
+      const err = new CoveError(e.message ?? "", e.details, status);
+      err.code = e.code ?? "unknown";
+      return err;
+    }
+  } catch {
+    // not JSON: fall through
+  }
+  const cls = BY_STATUS[status] ?? Internal;
+  return new cls(body.trim() || `HTTP ${status}`, null, status);
+}

@@ -1,0 +1,128 @@
+// The API's objects as they come on the wire (snake_case, as documented in
+// the API). Fields a newer server adds are kept as they come.
+
+export interface SandboxInfo {
+  id: string;
+  name: string;
+  team_id: string;
+  template: string;
+  state: string;
+  state_reason?: string;
+  resources?: { cpus?: number; memory_mib?: number; disk_mib?: number };
+  workdir: string;
+  network?: Record<string, any>;
+  labels?: Record<string, string>;
+  env?: Record<string, string>;
+  secrets?: Record<string, string>;
+  idle_timeout_s?: number;
+  on_idle?: string;
+  max_lifetime_s?: number;
+  spend_limit_usd?: number;
+  cost_usd?: number;
+  created_at?: string;
+  started_at?: string;
+  last_active_at?: string;
+  expires_at?: string;
+  [field: string]: any;
+}
+
+/** Every field of POST /v1/sandboxes (all optional); cpus, memory_mib and
+ * disk_mib are shortcuts for resources. */
+export interface CreateOptions {
+  name?: string;
+  template?: string;
+  resources?: { cpus?: number; memory_mib?: number; disk_mib?: number; [k: string]: unknown };
+  cpus?: number;
+  memory_mib?: number;
+  disk_mib?: number;
+  env?: Record<string, string>;
+  secrets?: Record<string, string>;
+  workdir?: string;
+  network?: { allow?: string[]; [k: string]: unknown };
+  source?: { type: string; [k: string]: unknown };
+  setup?: { command?: string; network?: { allow?: string[] }; timeout_s?: number; [k: string]: unknown };
+  idle_timeout_s?: number;
+  on_idle?: string;
+  max_lifetime_s?: number;
+  spend_limit_usd?: number;
+  labels?: Record<string, string>;
+  [field: string]: unknown;
+}
+
+export interface CommandInfo {
+  id: string;
+  sandbox_id: string;
+  command?: string;
+  argv?: string[];
+  cwd?: string;
+  state: string;
+  exit_code?: number | null;
+  signal?: string;
+  timed_out?: boolean;
+  started_at?: string;
+  ended_at?: string;
+  stdout_bytes?: number;
+  stderr_bytes?: number;
+  [field: string]: any;
+}
+
+/** What run returns: the ended command and its output as text. */
+export interface CommandResult {
+  command: CommandInfo;
+  stdout: string;
+  stderr: string;
+  truncated: boolean;
+  exitCode: number | null;
+}
+
+/** One record of a command's output: a chunk of a stream, or the exit
+ * (type "exit"), or the mark where recording stopped (type "truncated"). */
+export interface Chunk {
+  seq: number;
+  stream: string;
+  data: Uint8Array;
+  type: string;
+  exitCode: number | null;
+  signal: string;
+  timedOut: boolean;
+}
+
+export interface FileEntry {
+  name: string;
+  path: string;
+  type: "file" | "dir" | "symlink" | string;
+  size: number;
+  mode: string;
+  mtime: string;
+  version: string;
+  [field: string]: any;
+}
+
+export interface Event {
+  id: string;
+  type: string;
+  sandbox_id?: string;
+  command_id?: string;
+  time: string;
+  data?: Record<string, any>;
+  [field: string]: any;
+}
+
+/** One page of a list, and the cursor of the next ("" at the end). */
+export interface Page<T> {
+  items: T[];
+  next_cursor: string;
+}
+
+export interface Secret {
+  name: string;
+  created_at: string;
+  updated_at: string;
+  [field: string]: any;
+}
+
+export interface Team {
+  id: string;
+  name: string;
+  [field: string]: any;
+}

@@ -1,0 +1,108 @@
+// Helpers that need no I/O: bytes, base64, digests, paths.
+
+import { DigestMismatch } from "./errors.js";
+
+const enc = new TextEncoder();
+
+export type Data = Uint8Array | ArrayBuffer | string;
+
+export function toBytes(data: Data): Uint8Array {
+  if (typeof data === "string") return enc.encode(data);
+  if (data instanceof Uint8Array) return data;
+  return new Uint8Array(data);
+}
+
+export function b64decode(s: string): Uint8Array {
+  if (typeof Buffer !== "undefined") return new Uint8Array(Buffer.from(s, "base64"));
+  const bin = atob(s);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+export function b64encode(b: Uint8Array): string {
+  if (typeof Buffer !== "undefined") return Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString("base64");
+  let bin = "";
+  for (let i = 0; i < b.length; i++) bin += String.fromCharCode(b[i]);
+  return btoa(bin);
+}
+
+export async function sha256(b: Uint8Array): Promise<Uint8Array> {
+  return new Uint8Array(await crypto.subtle.digest("SHA-256", b as Uint8Array<ArrayBuffer>));
+}
+
+export async function reprDigest(b: Uint8Array): Promise<string> {
+  return "sha-256=:" + b64encode(await sha256(b)) + ":";
+}
+
+/** The sha-256 of a Repr-Digest header, or null when it has none. */
+export function parseDigest(value: string): Uint8Array | null {
+  for (const item of value.split(",")) {
+    const i = item.indexOf("=");
+    if (i < 0) continue;
+    if (item.slice(0, i).trim().toLowerCase() !== "sha-256") continue;
+    const v = item.slice(i + 1).trim();
+    if (v.length >= 2 && v.startsWith(":") && v.endsWith(":")) return b64decode(v.slice(1, -1));
+  }
+  return null;
+}
+
+export async function checkDigest(path: string, data: Uint8Array, header: string | null): Promise<Uint8Array> {
+  const want = parseDigest(header ?? "");
+  if (!want) throw new DigestMismatch(`download of ${path} has no sha-256 Repr-Digest; refusing unchecked bytes`);
+  const got = await sha256(data);
+  if (got.length !== want.length || got.some((x, i) => x !== want[i])) {
+    throw new DigestMismatch(`download of ${path}: the bytes' sha-256 is not the one the server announced`);
+  }
+  return got;
+}
+
+export function versionOf(etag: string | null): string {
+  return (etag ?? "").trim().replace(/^W\//, "").replace(/^"|"$/g, "");
+}
+
+export const esc = encodeURIComponent;
+
+export function sandboxPath(ref: string): string {
+  return "/v1/sandboxes/" + esc(ref);
+}
+
+export function commandPath(ref: string, cid: string): string {
+  return sandboxPath(ref) + "/commands/" + esc(cid);
+}
+
+export function dropUndefined<T extends Record<string, unknown>>(d: T): Partial<T> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(d)) if (v !== undefined && v !== null) out[k] = v;
+  return out as Partial<T>;
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Split a byte stream into lines (without their "\n"). */
+export async function* lines(body: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
+  const reader = body.getReader();
+  let buf = new Uint8Array(0);
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      const joined = new Uint8Array(buf.length + value.length);
+      joined.set(buf);
+      joined.set(value, buf.length);
+      let start = 0;
+      for (let i = 0; i < joined.length; i++) {
+        if (joined[i] === 0x0a) {
+          yield joined.subarray(start, i);
+          start = i + 1;
+        }
+      }
+      buf = joined.slice(start);
+    }
+    if (buf.length) yield buf;
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+}
