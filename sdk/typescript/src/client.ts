@@ -228,7 +228,7 @@ export class Client {
   // -- teams, keys, tickets --
 
   /** A new team and its first API key (shown once). Admin only. */
-  createTeam(name: string): Promise<{ team: Team; api_key: string; [k: string]: unknown }> {
+  createTeam(name: string): Promise<{ team: Team; api_key: string; key_id: string }> {
     return this.json({ method: "POST", path: "/v1/teams", json: { name } });
   }
 
@@ -237,7 +237,7 @@ export class Client {
   }
 
   /** A new API key for a team (shown once). */
-  createKey(teamId: string): Promise<Record<string, any>> {
+  createKey(teamId: string): Promise<{ key_id: string; team_id: string; api_key: string }> {
     return this.json({ method: "POST", path: "/v1/teams/" + esc(teamId) + "/keys" });
   }
 

@@ -1,0 +1,236 @@
+// The SDK against a real cove server (COVE_URL, COVE_API_KEY); skipped
+// without one.
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+import * as cove from "../src/index.js";
+import { CuttingProxy, KEY, URL_, makeTree, name, skip, tree } from "./helpers.js";
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+function client(url = URL_): cove.Client {
+  return new cove.Client({ url, apiKey: KEY });
+}
+
+/** Run fn with a new sandbox, terminated after. */
+async function withSandbox<T>(c: cove.Client, fields: Parameters<cove.Client["create"]>[0], fn: (sb: cove.Sandbox) => Promise<T>): Promise<T> {
+  const sb = await c.create(fields);
+  try {
+    return await fn(sb);
+  } finally {
+    await sb.terminate().catch(() => {});
+  }
+}
+
+test("create, run, get, list, terminate", { skip }, async () => {
+  const c = client();
+  const sb = await c.create({ name: name("ts"), labels: { sdk: "typescript" } });
+  assert.equal(sb.info.state, "running");
+  let r = await sb.run("echo hi; echo err >&2; exit 3");
+  assert.deepEqual([r.stdout, r.stderr, r.exitCode], ["hi\n", "err\n", 3]);
+  r = await sb.run(undefined, { argv: ["python3", "-c", "print(6*7)"] });
+  assert.equal(r.stdout, "42\n");
+  assert.equal((await c.get(sb.id)).id, sb.id);
+  assert.equal((await c.get(sb.info.name)).id, sb.id);
+  let found = false;
+  for await (const s of c.list({ labels: { sdk: "typescript" } })) if (s.id === sb.id) found = true;
+  assert.ok(found, "list did not show the sandbox");
+  const page = await c.listPage({ state: "running", limit: 1 });
+  assert.equal(page.items.length, 1);
+  const upd = await sb.update({ labels: { sdk: "typescript", more: "yes" } });
+  assert.equal(upd.labels?.more, "yes");
+  assert.ok("policy" in (await sb.network()));
+  await sb.terminate();
+  assert.ok(["terminating", "terminated"].includes((await c.get(sb.id)).info.state));
+  await assert.rejects(sb.run("true"));
+});
+
+test("errors carry code, message, details and status", { skip }, async () => {
+  const c = client();
+  await assert.rejects(c.get("sbx_doesnotexist"), (e: unknown) => {
+    assert.ok(e instanceof cove.NotFound);
+    assert.equal(e.status, 404);
+    assert.ok(e.message);
+    return true;
+  });
+  await assert.rejects(new cove.Client({ url: URL_, apiKey: "cove_nosuchkey" }).get("x"), cove.Unauthenticated);
+});
+
+test("output resumes after a cut connection, complete and in order", { skip }, async () => {
+  const c = client();
+  const proxy = await CuttingProxy.start(URL_);
+  try {
+    await withSandbox(c, { name: name("ts-stream") }, async (sb) => {
+      const cmd = await sb.start("for i in $(seq 1 60); do echo line$i; sleep 0.02; done");
+      const via = client(`http://127.0.0.1:${proxy.port}`);
+      const seqs: number[] = [];
+      let out = "";
+      let cut = false;
+      for await (const ch of (await (await via.get(sb.id)).command(cmd.id)).output()) {
+        if (ch.type === "exit") {
+          assert.equal(ch.exitCode, 0);
+          break;
+        }
+        seqs.push(ch.seq);
+        out += dec.decode(ch.data);
+        if (!cut) {
+          proxy.cut(); // the stream breaks after its first chunk
+          cut = true;
+        }
+      }
+      assert.ok(proxy.accepted >= 2, "the stream was never reconnected");
+      assert.deepEqual(seqs, [...new Set(seqs)].sort((a, b) => a - b), "a chunk came twice or out of order");
+      assert.equal(out, Array.from({ length: 60 }, (_, i) => `line${i + 1}\n`).join(""));
+    });
+  } finally {
+    await proxy.close();
+  }
+});
+
+test("stdin, stdout, stderr, signal", { skip }, async () => {
+  const c = client();
+  await withSandbox(c, { name: name("ts-stdin") }, async (sb) => {
+    const cmd = await sb.start("read a; read b; echo $a-$b; echo e >&2", { stdin: true });
+    await cmd.write("x\n");
+    await cmd.write(enc.encode("y\n"), { eof: true });
+    const info = await cmd.wait();
+    assert.equal(info.exit_code, 0);
+    assert.equal(dec.decode(await cmd.stdout()), "x-y\n");
+    assert.equal(dec.decode(await cmd.stderr()), "e\n");
+
+    const cat = await sb.start("cat", { stdin: true });
+    await cat.write("piped\n");
+    await cat.closeStdin();
+    let out = "";
+    for await (const ch of cat.output()) if (ch.type !== "exit") out += dec.decode(ch.data);
+    assert.equal(out, "piped\n");
+
+    const long = await sb.start("sleep 600");
+    await long.signal("KILL");
+    const ended = await long.wait();
+    assert.notEqual(ended.state, "running");
+    assert.ok((await sb.commands()).items.some((x) => x.id === long.id));
+  });
+});
+
+test("files: versions prevent a lost update; edit, list, move, remove", { skip }, async () => {
+  const c = client();
+  await withSandbox(c, { name: name("ts-files") }, async (sb) => {
+    const p = sb.info.workdir + "/notes.txt";
+    const v1 = await sb.files.write(p, "one\n", { ifVersion: "none" });
+    await assert.rejects(sb.files.write(p, "again\n", { ifVersion: "none" }), cove.PreconditionFailed);
+    const v2 = await sb.files.write(p, "two\n", { ifVersion: v1.version });
+    await assert.rejects(sb.files.write(p, "lost update\n", { ifVersion: v1.version }), cove.PreconditionFailed);
+    const got = await sb.files.read(p);
+    assert.deepEqual([got.text, got.version], ["two\n", v2.version]);
+    assert.equal(got.sha256.length, 32);
+    const v3 = await sb.files.edit(p, [{ old: "two", new: "three" }], { ifVersion: v2.version });
+    await assert.rejects(sb.files.edit(p, [{ old: "absent", new: "x" }]), cove.Conflict);
+    await assert.rejects(sb.files.edit(p, [{ old: "three", new: "x" }], { ifVersion: v2.version }), cove.PreconditionFailed);
+    assert.equal(await sb.files.readText(p), "three\n");
+    assert.equal((await sb.files.stat(p)).version, v3.version);
+    const bin = new Uint8Array(256).map((_, i) => i);
+    await sb.files.write(sb.info.workdir + "/bin", bin, { mode: "0600" });
+    assert.deepEqual((await sb.files.read(sb.info.workdir + "/bin")).data, bin);
+    await sb.files.mkdir(sb.info.workdir + "/d");
+    await sb.files.move(p, sb.info.workdir + "/d/n.txt");
+    assert.deepEqual((await sb.files.list(sb.info.workdir + "/d")).map((e) => e.name), ["n.txt"]);
+    await sb.files.remove(sb.info.workdir + "/d", { recursive: true });
+    assert.equal(await sb.files.exists(sb.info.workdir + "/d"), false);
+  });
+});
+
+test("a download whose digest does not match is refused", async () => {
+  // A fetch that answers a file with a wrong Repr-Digest.
+  const fake = (async () => new Response("tampered", {
+    status: 200, headers: { ETag: '"v1"', "Repr-Digest": "sha-256=:" + Buffer.alloc(32).toString("base64") + ":" },
+  })) as unknown as typeof fetch;
+  const c = new cove.Client({ url: "http://127.0.0.1:9", apiKey: "k", fetch: fake });
+  const sb = new cove.Sandbox(c, { id: "sbx_x", name: "x", team_id: "t", template: "", state: "running", workdir: "/" });
+  await assert.rejects(sb.files.read("/f"), cove.DigestMismatch);
+});
+
+test("a folder round trip keeps modes, symlinks, empty dirs, long names", { skip }, async () => {
+  const tmp = await mkdtemp(join(tmpdir(), "cove-ts-"));
+  try {
+    const src = join(tmp, "src");
+    const back = join(tmp, "back");
+    await makeTree(src);
+    const c = client();
+    await withSandbox(c, { name: name("ts-dir") }, async (sb) => {
+      const dest = sb.info.workdir + "/project";
+      await sb.files.uploadDir(src, dest);
+      assert.equal((await sb.run("./run.sh", { cwd: dest })).stdout, "ran\n");
+      assert.equal((await sb.run("cat link.py", { cwd: dest })).stdout, "X = 1\n");
+      await sb.files.downloadDir(dest, back);
+    });
+    assert.deepEqual(await tree(back), await tree(src));
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
+});
+
+test("events: a page, then the stream from its last one", { skip }, async () => {
+  const c = client();
+  await withSandbox(c, { name: name("ts-events") }, async (sb) => {
+    const page = await c.events({ sandbox: sb.id });
+    assert.ok(page.items.map((e) => e.type).includes("sandbox.running"));
+    const last = page.items[page.items.length - 1].id;
+    await sb.run("true");
+    const seen: string[] = [];
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(), 60_000);
+    for await (const ev of c.streamEvents({ sandbox: sb.id, after: last, signal: ctl.signal })) {
+      seen.push(ev.type);
+      if (ev.type === "command.exited") break;
+    }
+    clearTimeout(timer);
+    assert.ok(seen.indexOf("command.started") >= 0 && seen.indexOf("command.started") < seen.indexOf("command.exited"), String(seen));
+  });
+});
+
+test("attach with ws: input in, output and exit out", { skip }, async () => {
+  const c = client();
+  await withSandbox(c, { name: name("ts-attach") }, async (sb) => {
+    const cmd = await sb.start("read line; echo got $line", { stdin: true });
+    const a = await cmd.attach();
+    a.send("hello\n");
+    let out = "";
+    for await (const b of a) out += dec.decode(b);
+    assert.equal(out, "got hello\n");
+    assert.equal(a.exit?.exit_code, 0);
+    a.close();
+  });
+});
+
+test("secrets: stored, listed, redacted, deleted", { skip }, async () => {
+  const c = client();
+  const sname = name("tok").replace(/-/g, "_");
+  await c.putSecret(sname, "s3cr3t-value-for-tests");
+  assert.ok((await c.listSecrets()).some((x) => x.name === sname));
+  assert.ok(!("value" in (await c.getSecret(sname))));
+  await withSandbox(c, { name: name("ts-secret"), secrets: { TOKEN: sname } }, async (sb) => {
+    assert.equal((await sb.run("echo $TOKEN")).stdout, `[secret:${sname}]\n`);
+  });
+  await c.deleteSecret(sname);
+  await assert.rejects(c.getSecret(sname), cove.NotFound);
+});
+
+test("teams, keys and tickets", { skip }, async () => {
+  const c = client();
+  const t = await c.createTeam(name("ts-team"));
+  assert.ok(t.api_key);
+  assert.ok((await c.listTeams()).some((x) => x.id === t.team.id));
+  const k = await c.createKey(t.team.id);
+  const other = new cove.Client({ url: URL_, apiKey: k.api_key });
+  await assert.rejects(other.get("nothing-here"), cove.NotFound);
+  await c.revokeKey(k.key_id);
+  await assert.rejects(other.listPage(), cove.Unauthenticated);
+  const doc = await c.openapi();
+  assert.ok(doc.paths["/v1/tickets"]);
+});
