@@ -9,8 +9,9 @@ LISTEN ?= 127.0.0.1:7070
 TEST_IMAGES ?= /var/cache/cove/images
 DEB_PACKAGES := runc nftables debootstrap debian-archive-keyring busybox-static e2fsprogs iproute2 util-linux ca-certificates curl
 # TEST_DEB_PACKAGES are what the SDKs' tests run on besides: Debian's Python
-# (the Python SDK's dependencies, pytest, and venv to install it into).
-TEST_DEB_PACKAGES := python3 python3-venv python3-pip python3-setuptools python3-wheel python3-httpx python3-websockets python3-pytest
+# (the Python SDK's dependencies, pytest, and venv to install it into), and
+# Node with npm for the TypeScript SDK.
+TEST_DEB_PACKAGES := python3 python3-venv python3-pip python3-setuptools python3-wheel python3-httpx python3-websockets python3-pytest nodejs npm
 
 .PHONY: all build deps test-deps install-debs run test test-unit test-repeat check-elf cross fuzz bench load clean
 

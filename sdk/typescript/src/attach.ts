@@ -13,8 +13,9 @@ import { Data, commandPath, toBytes } from "./util.js";
 export interface AttachOptions {
   /** Replay output after this seq. */
   after?: number;
-  /** Use a ticket and the global WebSocket even on Node (default: only
-   * where the `ws` package is not available). */
+  /** Authenticate with a single-use ticket (POST /v1/tickets) instead of
+   * the Authorization header. Always so with the global WebSocket
+   * (browsers); on Node with `ws` only when asked. */
   ticket?: boolean;
 }
 
@@ -126,11 +127,15 @@ export async function openAttachment(client: Client, sandboxId: string, commandI
   const path = commandPath(sandboxId, commandId) + "/attach";
   const base = client.url.replace(/^http/, "ws") + path;
   const after = `after=${opts.after ?? 0}`;
-  const WsNode = opts.ticket ? null : await loadWs();
+  const WsNode = await loadWs();
   let ws: WSLike;
   let failed: Promise<never> | null = null;
   if (WsNode) {
-    const sock = new WsNode(`${base}?${after}`, { headers: { Authorization: "Bearer " + client.apiKey }, maxPayload: 1 << 24 });
+    let url = `${base}?${after}`;
+    const headers: Record<string, string> = {};
+    if (opts.ticket) url += `&ticket=${encodeURIComponent((await client.createTicket(path)).ticket)}`;
+    else headers.Authorization = "Bearer " + client.apiKey;
+    const sock = new WsNode(url, { headers, maxPayload: 1 << 24 });
     failed = new Promise<never>((_, reject) => {
       sock.on("unexpected-response", (_req: unknown, res: any) => {
         let body = "";
@@ -138,11 +143,14 @@ export async function openAttachment(client: Client, sandboxId: string, commandI
         res.on("data", (c: string) => (body += c));
         res.on("end", () => reject(errorFrom(res.statusCode, body)));
         res.on("error", () => reject(errorFrom(res.statusCode, body)));
+        sock.terminate();
       });
     });
     failed.catch(() => {});
     ws = sock;
   } else {
+    // Browsers (and a Node without `ws`): the global WebSocket cannot
+    // send headers, so the attach is opened with a ticket.
     const G = (globalThis as any).WebSocket;
     if (!G) throw new CoveError("attach needs a WebSocket: install the `ws` package on Node");
     const t = await client.createTicket(path);

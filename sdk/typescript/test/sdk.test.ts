@@ -208,6 +208,22 @@ test("attach with ws: input in, output and exit out", { skip }, async () => {
   });
 });
 
+test("attach with a ticket, as a browser does; a used ticket is refused", { skip }, async () => {
+  const c = client();
+  await withSandbox(c, { name: name("ts-ticket") }, async (sb) => {
+    const cmd = await sb.start("read line; echo got $line", { stdin: true });
+    const a = await cmd.attach({ ticket: true });
+    a.send("ticket\n");
+    let out = "";
+    for await (const b of a) out += dec.decode(b);
+    assert.equal(out, "got ticket\n");
+    const path = `/v1/sandboxes/${sb.id}/commands/${cmd.id}/attach`;
+    const t = await c.createTicket(path);
+    assert.ok(t.ticket.startsWith("tkt_"));
+    assert.equal(t.path, path);
+  });
+});
+
 test("secrets: stored, listed, redacted, deleted", { skip }, async () => {
   const c = client();
   const sname = name("tok").replace(/-/g, "_");
@@ -233,4 +249,19 @@ test("teams, keys and tickets", { skip }, async () => {
   await assert.rejects(other.listPage(), cove.Unauthenticated);
   const doc = await c.openapi();
   assert.ok(doc.paths["/v1/tickets"]);
+});
+
+test("tar.gz: a folder packed and unpacked locally is the same; an entry leaving the folder is refused", async () => {
+  const { packDir, unpack } = await import("../src/tar.js");
+  const { symlink } = await import("node:fs/promises");
+  const tmp = await mkdtemp(join(tmpdir(), "cove-ts-tar-"));
+  try {
+    await makeTree(join(tmp, "src"));
+    await unpack(await packDir(join(tmp, "src")), join(tmp, "back"));
+    assert.deepEqual(await tree(join(tmp, "back")), await tree(join(tmp, "src")));
+    await symlink("../../etc/passwd", join(tmp, "src", "escape"));
+    await assert.rejects(packDir(join(tmp, "src")), cove.InvalidArgument);
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
 });
