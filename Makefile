@@ -10,8 +10,9 @@ TEST_IMAGES ?= /var/cache/cove/images
 DEB_PACKAGES := runc nftables debootstrap debian-archive-keyring busybox-static e2fsprogs iproute2 util-linux ca-certificates curl
 # TEST_DEB_PACKAGES are what the SDKs' tests run on besides: Debian's Python
 # (the Python SDK's dependencies, pytest, and venv to install it into), and
-# Node with npm for the TypeScript SDK.
-TEST_DEB_PACKAGES := python3 python3-venv python3-pip python3-setuptools python3-wheel python3-httpx python3-websockets python3-pytest nodejs npm
+# Node with npm for the TypeScript SDK. npm is installed only where no npm
+# is on PATH: a Node package that carries npm itself conflicts with Debian's.
+TEST_DEB_PACKAGES := python3 python3-venv python3-pip python3-setuptools python3-wheel python3-httpx python3-websockets python3-pytest nodejs
 
 .PHONY: all build deps test-deps install-debs run test test-unit test-repeat check-elf cross fuzz bench load clean
 
@@ -30,6 +31,7 @@ deps:
 
 test-deps: deps
 	@$(MAKE) --no-print-directory install-debs PACKAGES="$(TEST_DEB_PACKAGES)"
+	@command -v npm >/dev/null || $(MAKE) --no-print-directory install-debs PACKAGES=npm
 
 install-debs:
 	@missing=""; for p in $(PACKAGES); do \

@@ -28,7 +28,10 @@ export function b64encode(b: Uint8Array): string {
 }
 
 export async function sha256(b: Uint8Array): Promise<Uint8Array> {
-  return new Uint8Array(await crypto.subtle.digest("SHA-256", b as Uint8Array<ArrayBuffer>));
+  // Browsers and Node 20 have Web Crypto as a global; older Node has it
+  // in node:crypto.
+  const subtle: SubtleCrypto = globalThis.crypto?.subtle ?? (await import("node:crypto")).webcrypto.subtle as SubtleCrypto;
+  return new Uint8Array(await subtle.digest("SHA-256", b as Uint8Array<ArrayBuffer>));
 }
 
 export async function reprDigest(b: Uint8Array): Promise<string> {
