@@ -18,6 +18,8 @@ export const DEFAULT_URL = "http://127.0.0.1:7070";
 /** How often a broken stream is resumed before giving up, in a row. */
 export const STREAM_RETRIES = 8;
 
+const LASTED_MS = 10_000;
+
 const dec = new TextDecoder();
 
 function env(name: string): string | undefined {
@@ -149,13 +151,14 @@ export class Client {
   /** Follow the team's events as they happen (server-sent events read
    * with fetch and the Authorization header), resuming after the last one
    * seen (Last-Event-ID) when the connection drops. Stop by breaking out
-   * of the loop, or with signal. */
+   * of the loop, or with signal (the iteration then ends). */
   async *streamEvents(opts: { sandbox?: string; types?: string[]; after?: string; signal?: AbortSignal } = {}): AsyncGenerator<Event> {
     let last = opts.after ?? "";
     let failures = 0;
     for (;;) {
       const headers: Record<string, string> = { Accept: "text/event-stream" };
       if (last) headers["Last-Event-ID"] = last;
+      const began = Date.now();
       const ctl = new AbortController();
       const onAbort = () => ctl.abort();
       opts.signal?.addEventListener("abort", onAbort);
@@ -184,8 +187,12 @@ export class Client {
           if (name === "id") last = value || last;
           else if (name === "data") data.push(value);
         }
+        // The server ended the stream: follow on after a pause.
+        if (!opts.signal?.aborted) await sleep(100);
       } catch (e) {
-        if (e instanceof CoveError || opts.signal?.aborted) throw e;
+        if (opts.signal?.aborted) return;
+        if (e instanceof CoveError) throw e;
+        if (Date.now() - began > LASTED_MS) failures = 0;
         failures++;
         if (failures > STREAM_RETRIES) throw e;
         await sleep(Math.min(100 * 2 ** failures, 5000));
@@ -398,6 +405,7 @@ export class Command {
     let seq = opts.after ?? 0;
     let failures = 0;
     for (;;) {
+      const began = Date.now();
       try {
         const resp = await this.client.send({
           method: "GET", path: this.path + "/output", params: { after: seq, follow: follow ? "true" : undefined },
@@ -420,6 +428,9 @@ export class Command {
       } catch (e) {
         if (e instanceof CoveError) throw e;
       }
+      // A connection that lasted (a long silence ended by a timeout on the
+      // way) is not a failure in a row.
+      if (Date.now() - began > LASTED_MS) failures = 0;
       failures++;
       if (failures > STREAM_RETRIES) {
         throw new CoveError(`the output stream of ${this.id} broke ${failures} times in a row, last after seq ${seq}`);
