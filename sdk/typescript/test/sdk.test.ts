@@ -217,12 +217,30 @@ test("attach with a ticket, as a browser does; a used ticket is refused", { skip
     let out = "";
     for await (const b of a) out += dec.decode(b);
     assert.equal(out, "got ticket\n");
-    const path = `/v1/sandboxes/${sb.id}/commands/${cmd.id}/attach`;
+
+    // A ticket is bound to one path and used once.
+    const long = await sb.start("sleep 60", { stdin: true });
+    const path = `/v1/sandboxes/${sb.id}/commands/${long.id}/attach`;
     const t = await c.createTicket(path);
     assert.ok(t.ticket.startsWith("tkt_"));
     assert.equal(t.path, path);
+    const url = URL_.replace(/^http/, "ws") + path + "?ticket=" + t.ticket;
+    assert.equal(await openStatus(url), 101);
+    assert.notEqual(await openStatus(url), 101);
+    await long.signal("KILL");
   });
 });
+
+/** 101 when a WebSocket opens (then closed), else the HTTP status. */
+async function openStatus(url: string): Promise<number> {
+  const { default: WS } = await import("ws");
+  return new Promise((resolve, reject) => {
+    const ws = new WS(url);
+    ws.on("open", () => { ws.close(); resolve(101); });
+    ws.on("unexpected-response", (_req, res) => { resolve(res.statusCode ?? 0); ws.terminate(); });
+    ws.on("error", reject);
+  });
+}
 
 test("secrets: stored, listed, redacted, deleted", { skip }, async () => {
   const c = client();
