@@ -257,6 +257,18 @@ export class Client {
     return this.json({ method: "POST", path: "/v1/tickets", json: { path } });
   }
 
+  /** The team's usage and cost (from and to: RFC 3339; group_by: "day" or
+   * "sandbox"), its spend this month and its monthly limit. */
+  usage(opts: { from?: string; to?: string; group_by?: string } = {}): Promise<Record<string, any>> {
+    return this.json({ method: "GET", path: "/v1/usage", params: { from: opts.from, to: opts.to, group_by: opts.group_by } });
+  }
+
+  /** PATCH a team (admin key): admission, spend_limit_usd (a month's;
+   * negative removes it), budget_alerts. */
+  updateTeam(teamId: string, fields: Record<string, unknown>): Promise<Team> {
+    return this.json({ method: "PATCH", path: "/v1/teams/" + esc(teamId), json: dropUndefined(fields) });
+  }
+
   /** The API's OpenAPI document. */
   openapi(): Promise<Record<string, any>> {
     return this.json({ method: "GET", path: "/v1/openapi.json" });
@@ -342,6 +354,19 @@ export class Sandbox {
   /** The policy and what the sandbox tried to reach. */
   network(): Promise<Record<string, any>> {
     return this.client.json({ method: "GET", path: sandboxPath(this.id) + "/network" });
+  }
+
+  /** Resource samples and the gaps in them (from and to: RFC 3339; step:
+   * seconds or a duration such as "1m"). */
+  metrics(opts: { from?: string; to?: string; step?: string } = {}): Promise<Record<string, any>> {
+    return this.client.json({
+      method: "GET", path: sandboxPath(this.id) + "/metrics", params: { from: opts.from, to: opts.to, step: opts.step },
+    });
+  }
+
+  /** What the sandbox used and cost, its spend limit and price per hour. */
+  usage(): Promise<Record<string, any>> {
+    return this.client.json({ method: "GET", path: sandboxPath(this.id) + "/usage" });
   }
 
   // -- commands --

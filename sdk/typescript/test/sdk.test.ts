@@ -45,6 +45,9 @@ test("create, run, get, list, terminate", { skip }, async () => {
   const upd = await sb.update({ labels: { sdk: "typescript", more: "yes" } });
   assert.equal(upd.labels?.more, "yes");
   assert.ok("policy" in (await sb.network()));
+  assert.ok(typeof (await sb.usage()).cost_usd === "number");
+  assert.ok(await sb.metrics());
+  assert.ok(await c.usage({ group_by: "day" }));
   await sb.terminate();
   assert.ok(["terminating", "terminated"].includes((await c.get(sb.id)).info.state));
   await assert.rejects(sb.run("true"));
@@ -260,6 +263,8 @@ test("teams, keys and tickets", { skip }, async () => {
   const t = await c.createTeam(name("ts-team"));
   assert.ok(t.api_key);
   assert.ok((await c.listTeams()).some((x) => x.id === t.team.id));
+  const updated = await c.updateTeam(t.team.id, { spend_limit_usd: 12.5 });
+  assert.equal(updated.id, t.team.id);
   const k = await c.createKey(t.team.id);
   const other = new cove.Client({ url: URL_, apiKey: k.api_key });
   await assert.rejects(other.get("nothing-here"), cove.NotFound);
