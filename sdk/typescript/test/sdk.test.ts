@@ -211,6 +211,24 @@ test("attach with ws: input in, output and exit out", { skip }, async () => {
   });
 });
 
+test("a pty command sees its size, and a resize through attach", { skip }, async () => {
+  const c = client();
+  await withSandbox(c, { name: name("ts-pty") }, async (sb) => {
+    const sized = await sb.start("stty size", { pty: { cols: 100, rows: 30 } });
+    await sized.wait();
+    assert.match(dec.decode(await sized.stdout()), /30 100/);
+    const cmd = await sb.start("read x; stty size", { pty: { cols: 80, rows: 24 } });
+    const a = await cmd.attach();
+    a.resize(120, 40);
+    await new Promise((r) => setTimeout(r, 300));
+    a.send("go\r");
+    let out = "";
+    for await (const b of a) out += dec.decode(b);
+    assert.match(out, /40 120/);
+    assert.equal(a.exit?.exit_code, 0);
+  });
+});
+
 test("attach with a ticket, as a browser does; a used ticket is refused", { skip }, async () => {
   const c = client();
   await withSandbox(c, { name: name("ts-ticket") }, async (sb) => {
