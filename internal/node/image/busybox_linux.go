@@ -22,8 +22,8 @@ const BusyboxPath = "/bin/busybox"
 // root and user (1000) in /etc/passwd and /etc/group, /home/user,
 // /workspace, /tmp, and empty /proc, /sys and /dev. It takes a fraction of
 // a second and is meant for tests.
-func BuildBusybox(ctx context.Context, imagesDir, name string, ids IDMap) (Image, error) {
-	return ensure(ctx, imagesDir, name, ids, slog.New(slog.DiscardHandler), buildBusybox)
+func BuildBusybox(ctx context.Context, imagesDir, name string) (Image, error) {
+	return ensure(ctx, imagesDir, name, slog.New(slog.DiscardHandler), buildBusybox)
 }
 
 func buildBusybox(ctx context.Context, rootfs string) ([]string, error) {

@@ -4,16 +4,23 @@
 //
 // An image lives in a directory of its own under the images directory:
 //
-//	<imagesDir>/<name>/image.json   what Load reads (written last)
-//	<imagesDir>/<name>/rootfs/      the tree, used read-only as overlay lower layer
+//	<imagesDir>/v2/<name>/image.json   what Load reads (written last)
+//	<imagesDir>/v2/<name>/rootfs/      the tree, used read-only as overlay lower layer
 //
 // An image is built in a temporary directory beside its final place and
 // renamed into place once complete, so an interrupted build never leaves a
 // directory that Load accepts.
 //
-// Ownership in a rootfs is already shifted to the host IDs that the
-// sandboxes' user namespace maps (see IDMap), because the runc we ship with
-// (1.1.5) cannot use idmapped mounts.
+// A rootfs keeps its own IDs (root's files belong to uid 0 on disk): every
+// sandbox has a host ID range of its own, and the runtime shows it the
+// image through an idmapped mount of the tree. The v2 directory is 0700:
+// the tree holds set-uid binaries owned by host root, which no host user
+// may reach.
+//
+// Images of the first format (<imagesDir>/<name>/, their ownership shifted
+// to the one range all sandboxes shared) are never read as images: Convert
+// copies them into v2 with their IDs shifted back, and leaves the old
+// directory alone for older servers that share the images directory.
 package image
 
 import (
@@ -36,7 +43,14 @@ const ManagedName = node.ManagedTemplate
 const (
 	metaFile  = "image.json"
 	rootfsDir = "rootfs"
+	// formatDir holds the images of Format under the images dir.
+	formatDir = "v2"
 )
+
+// Format is the on-disk format of images this package reads: trees with
+// their own IDs, under <imagesDir>/v2. (Format 1, at <imagesDir>/<name>
+// with no format in image.json, had its IDs shifted to 1000000.)
+const Format = 2
 
 // AgentMountPoint is where the runtime bind-mounts cove-agent. Every image
 // has an empty file there, so the mount needs no change to the sandbox's
@@ -54,31 +68,26 @@ type Image struct {
 	// Shell is how a command string is run: the string is appended as the
 	// last argument, e.g. ["/bin/bash", "-lc"].
 	Shell []string `json:"shell"`
-	// IDs is the mapping the rootfs ownership was shifted to.
-	IDs IDMap `json:"ids"`
+	// Format is the on-disk format, Format for every image Load returns.
+	Format int `json:"format"`
 }
 
-// IDMap is the user namespace mapping of the sandboxes: container uid and
-// gid 0 map to HostID on the host, for Size IDs.
-//
-// All sandboxes share this one mapping, so root of one sandbox and root of
-// another are the same host uid. Isolation between sandboxes rests on their
-// separate mount, pid, ipc, network and cgroup namespaces and on the files
-// of each sandbox being reachable only through its own mount namespace.
-// Per-sandbox ranges would need either idmapped mounts of the image (which
-// runc 1.1.5 lacks) or a shifted copy of the image per sandbox.
+// IDMap is a user namespace mapping: container uid and gid 0 map to HostID
+// on the host, for Size IDs. Each sandbox has its own.
 type IDMap struct {
 	HostID uint32 `json:"host_id"`
 	Size   uint32 `json:"size"`
 }
 
-// DefaultIDMap is used when an IDMap is zero.
-var DefaultIDMap = IDMap{HostID: 1000000, Size: 65536}
+// LegacyIDMap is the range every sandbox shared before sandboxes had ranges
+// of their own, and the one images of format 1 were shifted to. Sandboxes
+// created then keep it, so that their saved files keep their owners.
+var LegacyIDMap = IDMap{HostID: 1000000, Size: 65536}
 
-// OrDefault returns m, or DefaultIDMap when m is zero.
-func (m IDMap) OrDefault() IDMap {
+// OrLegacy returns m, or LegacyIDMap when m is zero.
+func (m IDMap) OrLegacy() IDMap {
 	if m == (IDMap{}) {
-		return DefaultIDMap
+		return LegacyIDMap
 	}
 	return m
 }
@@ -103,7 +112,7 @@ func Load(imagesDir, name string) (Image, error) {
 	if err := checkName(name); err != nil {
 		return Image{}, err
 	}
-	dir := filepath.Join(imagesDir, name)
+	dir := filepath.Join(imagesDir, formatDir, name)
 	b, err := os.ReadFile(filepath.Join(dir, metaFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return Image{}, fmt.Errorf("load image %s from %s: %w", name, imagesDir, ErrNotFound)
@@ -114,6 +123,9 @@ func Load(imagesDir, name string) (Image, error) {
 	var img Image
 	if err := json.Unmarshal(b, &img); err != nil {
 		return Image{}, fmt.Errorf("load image %s: parse %s: %w", name, metaFile, err)
+	}
+	if img.Format != Format {
+		return Image{}, fmt.Errorf("load image %s: format %d in %s, want %d", name, img.Format, metaFile, Format)
 	}
 	if img.Name != name {
 		return Image{}, fmt.Errorf("load image %s: %s names %q", name, metaFile, img.Name)
@@ -139,7 +151,7 @@ func Load(imagesDir, name string) (Image, error) {
 // List returns the complete images under imagesDir, sorted by name;
 // temporary directories of builds and incomplete images are left out.
 func List(imagesDir string) ([]Image, error) {
-	entries, err := os.ReadDir(imagesDir)
+	entries, err := os.ReadDir(filepath.Join(imagesDir, formatDir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -17,7 +17,7 @@ import (
 func requireRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: chown to the mapped host IDs")
+		t.Skip("needs root: chown to an image's IDs")
 	}
 }
 
@@ -36,12 +36,11 @@ func TestBuildBusybox(t *testing.T) {
 		t.Skipf("needs %s (busybox-static): %v", BusyboxPath, err)
 	}
 	dir := t.TempDir()
-	ids := IDMap{HostID: 2000000, Size: 65536}
-	img, err := BuildBusybox(t.Context(), dir, "busybox", ids)
+	img, err := BuildBusybox(t.Context(), dir, "busybox")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := filepath.Join(dir, "busybox", "rootfs"); img.Rootfs != want {
+	if want := filepath.Join(dir, "v2", "busybox", "rootfs"); img.Rootfs != want {
 		t.Errorf("Rootfs = %q, want %q", img.Rootfs, want)
 	}
 	if len(img.Shell) != 2 || img.Shell[0] != "/bin/sh" {
@@ -52,13 +51,13 @@ func TestBuildBusybox(t *testing.T) {
 		uid, gid uint32
 		mode     fs.FileMode
 	}{
-		{"", 2000000, 2000000, fs.ModeDir | 0o755},
-		{"bin/busybox", 2000000, 2000000, 0o755},
-		{"bin/sh", 2000000, 2000000, fs.ModeSymlink | 0o777},
-		{"home/user", 2001000, 2001000, fs.ModeDir | 0o755},
-		{"workspace", 2001000, 2001000, fs.ModeDir | 0o755},
-		{"tmp", 2000000, 2000000, fs.ModeDir | fs.ModeSticky | 0o777},
-		{"etc/passwd", 2000000, 2000000, 0o644},
+		{"", 0, 0, fs.ModeDir | 0o755},
+		{"bin/busybox", 0, 0, 0o755},
+		{"bin/sh", 0, 0, fs.ModeSymlink | 0o777},
+		{"home/user", 1000, 1000, fs.ModeDir | 0o755},
+		{"workspace", 1000, 1000, fs.ModeDir | 0o755},
+		{"tmp", 0, 0, fs.ModeDir | fs.ModeSticky | 0o777},
+		{"etc/passwd", 0, 0, 0o644},
 	} {
 		p := filepath.Join(img.Rootfs, c.path)
 		uid, gid := owner(t, p)
@@ -78,24 +77,23 @@ func TestBuildBusybox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if loaded.Rootfs != img.Rootfs || loaded.IDs != ids {
+	if loaded.Rootfs != img.Rootfs || loaded.Format != Format {
 		t.Errorf("Load = %+v, want %+v", loaded, img)
+	}
+	// The trees hold host root's set-uid files: no other host user passes.
+	if st, err := os.Stat(filepath.Join(dir, "v2")); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("images dir v2: %v, %v; want 0700", st.Mode(), err)
 	}
 
 	// Again: reused, not rebuilt.
 	start := time.Now()
-	if _, err := BuildBusybox(t.Context(), dir, "busybox", ids); err != nil {
+	if _, err := BuildBusybox(t.Context(), dir, "busybox"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "busybox", metaFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "v2", "busybox", metaFile)); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("second BuildBusybox took %v", time.Since(start))
-
-	// Another mapping is refused rather than silently mixed.
-	if _, err := BuildBusybox(t.Context(), dir, "busybox", IDMap{HostID: 3000000, Size: 65536}); err == nil {
-		t.Error("BuildBusybox with another id map: no error")
-	}
 }
 
 // TestBuildAfterInterruption: an interrupted build leaves a temporary
@@ -104,13 +102,13 @@ func TestBuildBusybox(t *testing.T) {
 func TestBuildAfterInterruption(t *testing.T) {
 	requireRoot(t)
 	dir := t.TempDir()
-	tmp := filepath.Join(dir, ".busybox.tmp-123")
+	tmp := filepath.Join(dir, "v2", ".busybox.tmp-123")
 	mkdir(t, filepath.Join(tmp, "rootfs", "bin"))
-	mkdir(t, filepath.Join(dir, "busybox", "rootfs"))
+	mkdir(t, filepath.Join(dir, "v2", "busybox", "rootfs"))
 	if _, err := Load(dir, "busybox"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Load of a half image = %v, want not found", err)
 	}
-	if _, err := BuildBusybox(t.Context(), dir, "busybox", IDMap{}); err != nil {
+	if _, err := BuildBusybox(t.Context(), dir, "busybox"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(tmp); !errors.Is(err, fs.ErrNotExist) {
@@ -126,10 +124,10 @@ func TestBuildAfterInterruption(t *testing.T) {
 	// directory.
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := BuildBusybox(ctx, dir, "other", IDMap{}); err == nil {
+	if _, err := BuildBusybox(ctx, dir, "other"); err == nil {
 		t.Fatal("cancelled build: no error")
 	}
-	entries, _ := os.ReadDir(dir)
+	entries, _ := os.ReadDir(filepath.Join(dir, "v2"))
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), ".other.tmp") || e.Name() == "other" {
 			t.Errorf("cancelled build left %s", e.Name())
@@ -176,12 +174,18 @@ func mkdir(t *testing.T, p string) {
 	}
 }
 
-func TestShift(t *testing.T) {
+func TestUnshift(t *testing.T) {
 	requireRoot(t)
 	root := t.TempDir()
 	ids := IDMap{HostID: 2000000, Size: 65536}
+	if err := os.Lchown(root, 2000000, 2000000); err != nil {
+		t.Fatal(err)
+	}
 	suid := filepath.Join(root, "suid")
 	if err := os.WriteFile(suid, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(suid, 2000000, 2000000); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(suid, 0o755|fs.ModeSetuid|fs.ModeSetgid); err != nil {
@@ -195,14 +199,17 @@ func TestShift(t *testing.T) {
 	if err := os.WriteFile(mine, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Lchown(mine, 1000, 5); err != nil {
+	if err := os.Lchown(mine, 2001000, 2000005); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink("nowhere", filepath.Join(root, "dangling")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Lchown(filepath.Join(root, "dangling"), 2000000, 2000000); err != nil {
+		t.Fatal(err)
+	}
 	for range 2 { // the second run must change nothing
-		if err := Shift(t.Context(), root, ids); err != nil {
+		if err := Unshift(t.Context(), root, ids); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -210,7 +217,7 @@ func TestShift(t *testing.T) {
 		path     string
 		uid, gid uint32
 	}{
-		{"", 2000000, 2000000}, {"suid", 2000000, 2000000}, {"mine", 2001000, 2000005}, {"dangling", 2000000, 2000000},
+		{"", 0, 0}, {"suid", 0, 0}, {"mine", 1000, 5}, {"dangling", 0, 0},
 	} {
 		if uid, gid := owner(t, filepath.Join(root, c.path)); uid != c.uid || gid != c.gid {
 			t.Errorf("%s owned by %d:%d, want %d:%d", c.path, uid, gid, c.uid, c.gid)
@@ -224,16 +231,102 @@ func TestShift(t *testing.T) {
 		t.Errorf("setuid/setgid lost: %v", st.Mode())
 	}
 
-	// An ID beyond the mapped range is an error, not a wrap-around.
+	// An ID beyond the shifted range is an error, not a wrap-around.
 	bad := filepath.Join(t.TempDir(), "bad")
 	if err := os.WriteFile(bad, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Lchown(bad, 70000, 0); err != nil {
+	if err := os.Lchown(bad, 2070000, 2000000); err != nil {
 		t.Fatal(err)
 	}
-	if err := Shift(t.Context(), filepath.Dir(bad), ids); err == nil {
-		t.Error("Shift of uid 70000 with size 65536: no error")
+	if err := Unshift(t.Context(), filepath.Dir(bad), ids); err == nil {
+		t.Error("Unshift of uid 2070000 with 2000000+65536: no error")
+	}
+}
+
+// TestConvertFormat1: an image of the first format (IDs shifted, at
+// <imagesDir>/<name>) is never loaded as an image; Convert copies it into
+// v2 with its IDs shifted back and leaves the old one as it was, for older
+// servers that share the images dir.
+func TestConvertFormat1(t *testing.T) {
+	requireRoot(t)
+	dir := t.TempDir()
+	old := filepath.Join(dir, "old", "rootfs")
+	mkdir(t, filepath.Join(old, "bin"))
+	mkdir(t, filepath.Join(old, "home", "user"))
+	for _, p := range []string{"", "bin", "home"} {
+		if err := os.Lchown(filepath.Join(old, p), 1000000, 1000000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Lchown(filepath.Join(old, "home", "user"), 1001000, 1001000); err != nil {
+		t.Fatal(err)
+	}
+	su := filepath.Join(old, "bin", "su")
+	if err := os.WriteFile(su, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(su, 1000000, 1000000); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(su, 0o755|fs.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	meta := `{"name": "old", "shell": ["/bin/sh", "-c"], "ids": {"host_id": 1000000, "size": 65536}}`
+	if err := os.WriteFile(filepath.Join(dir, "old", metaFile), []byte(meta), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := Load(dir, "old"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Load of a format 1 image = %v, want not found", err)
+	}
+	if imgs, err := List(dir); err != nil || len(imgs) != 0 {
+		t.Fatalf("List = %+v, %v; want none", imgs, err)
+	}
+	names, err := Convert(t.Context(), dir, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(names, []string{"old"}) {
+		t.Errorf("Convert = %q", names)
+	}
+	img, err := Load(dir, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(img.Shell, []string{"/bin/sh", "-c"}) || img.Format != Format {
+		t.Errorf("converted image = %+v", img)
+	}
+	for _, c := range []struct {
+		path     string
+		uid, gid uint32
+	}{
+		{"", 0, 0}, {"bin/su", 0, 0}, {"home/user", 1000, 1000}, {AgentMountPoint[1:], 0, 0},
+	} {
+		if uid, gid := owner(t, filepath.Join(img.Rootfs, c.path)); uid != c.uid || gid != c.gid {
+			t.Errorf("converted %s owned by %d:%d, want %d:%d", c.path, uid, gid, c.uid, c.gid)
+		}
+		if c.path == AgentMountPoint[1:] {
+			continue
+		}
+		if uid, _ := owner(t, filepath.Join(old, c.path)); uid < 1000000 {
+			t.Errorf("old %s changed: owned by %d", c.path, uid)
+		}
+	}
+	if st, err := os.Stat(filepath.Join(img.Rootfs, "bin/su")); err != nil || st.Mode()&fs.ModeSetuid == 0 {
+		t.Errorf("converted su: %v, %v; want setuid", st.Mode(), err)
+	}
+	// Converted once: a second Convert finds nothing to do.
+	if names, err := Convert(t.Context(), dir, slog.New(slog.DiscardHandler)); err != nil || len(names) != 0 {
+		t.Errorf("second Convert = %q, %v", names, err)
+	}
+	// A build of the same name converts rather than builds.
+	os.RemoveAll(filepath.Join(dir, "v2", "old"))
+	if img, err := BuildBusybox(t.Context(), dir, "old"); err != nil || !slices.Equal(img.Shell, []string{"/bin/sh", "-c"}) {
+		t.Fatalf("BuildBusybox over a format 1 image = %+v, %v", img, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "v2", "old", "rootfs", "bin", "busybox")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("built instead of converted: %v", err)
 	}
 }
 
@@ -251,7 +344,7 @@ func TestEnsureManaged(t *testing.T) {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	start := time.Now()
-	img, err := EnsureManaged(t.Context(), dir, IDMap{}, t.Output(), log)
+	img, err := EnsureManaged(t.Context(), dir, t.Output(), log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +354,7 @@ func TestEnsureManaged(t *testing.T) {
 			t.Errorf("managed image lacks /%s: %v", p, err)
 		}
 	}
-	if uid, gid := owner(t, filepath.Join(img.Rootfs, "workspace")); uid != DefaultIDMap.HostID+1000 || gid != DefaultIDMap.HostID+1000 {
+	if uid, gid := owner(t, filepath.Join(img.Rootfs, "workspace")); uid != 1000 || gid != 1000 {
 		t.Errorf("/workspace owned by %d:%d", uid, gid)
 	}
 	passwd, err := os.ReadFile(filepath.Join(img.Rootfs, "etc/passwd"))
@@ -271,7 +364,8 @@ func TestEnsureManaged(t *testing.T) {
 	if !containsLine(string(passwd), "user:x:1000:1000::/home/user:/bin/bash") {
 		t.Errorf("/etc/passwd has no user 1000:\n%s", passwd)
 	}
-	// setuid survived the shift (su and passwd are in minbase).
+	// setuid is kept (su and passwd are in minbase): a converted image of
+	// format 1 had it put back after the shift back.
 	st, err := os.Stat(filepath.Join(img.Rootfs, "usr/bin/su"))
 	if err != nil {
 		t.Fatal(err)

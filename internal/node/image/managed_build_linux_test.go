@@ -29,7 +29,7 @@ func TestManagedRefusesWithoutKeyring(t *testing.T) {
 	argsFile := filepath.Join(dir, "args")
 	images := filepath.Join(dir, "images")
 	for _, keyring := range []string{filepath.Join(dir, "missing.gpg"), dir} {
-		_, err := EnsureManagedWith(t.Context(), images, IDMap{}, ManagedOptions{
+		_, err := EnsureManagedWith(t.Context(), images, ManagedOptions{
 			Keyring: keyring, Debootstrap: fakeDebootstrap(t, argsFile),
 		}, nil, nil)
 		if err == nil || !strings.Contains(err.Error(), "keyring") {
@@ -53,7 +53,7 @@ func TestManagedChecksSignatures(t *testing.T) {
 		t.Fatal(err)
 	}
 	argsFile := filepath.Join(dir, "args")
-	_, err := EnsureManagedWith(t.Context(), filepath.Join(dir, "images"), IDMap{}, ManagedOptions{
+	_, err := EnsureManagedWith(t.Context(), filepath.Join(dir, "images"), ManagedOptions{
 		Keyring: keyring, Debootstrap: fakeDebootstrap(t, argsFile),
 	}, nil, nil)
 	if err == nil {

@@ -45,12 +45,12 @@ type ManagedOptions struct {
 // EnsureManaged returns the managed Debian image under imagesDir, building
 // it with debootstrap when absent (about a minute with a good network).
 // debootstrap's progress lines go to progress, which may be nil.
-func EnsureManaged(ctx context.Context, imagesDir string, ids IDMap, progress io.Writer, log *slog.Logger) (Image, error) {
-	return EnsureManagedWith(ctx, imagesDir, ids, ManagedOptions{}, progress, log)
+func EnsureManaged(ctx context.Context, imagesDir string, progress io.Writer, log *slog.Logger) (Image, error) {
+	return EnsureManagedWith(ctx, imagesDir, ManagedOptions{}, progress, log)
 }
 
 // EnsureManagedWith is EnsureManaged with options.
-func EnsureManagedWith(ctx context.Context, imagesDir string, ids IDMap, opts ManagedOptions, progress io.Writer, log *slog.Logger) (Image, error) {
+func EnsureManagedWith(ctx context.Context, imagesDir string, opts ManagedOptions, progress io.Writer, log *slog.Logger) (Image, error) {
 	if opts.Debootstrap == "" {
 		opts.Debootstrap = "debootstrap"
 	}
@@ -63,7 +63,7 @@ func EnsureManagedWith(ctx context.Context, imagesDir string, ids IDMap, opts Ma
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return ensure(ctx, imagesDir, ManagedName, ids, log, func(ctx context.Context, rootfs string) ([]string, error) {
+	return ensure(ctx, imagesDir, ManagedName, log, func(ctx context.Context, rootfs string) ([]string, error) {
 		if err := checkKeyring(opts.Keyring); err != nil {
 			return nil, err
 		}

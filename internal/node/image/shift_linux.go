@@ -13,16 +13,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Shift moves the ownership of every entry under root (root included) from
-// container IDs to host IDs: (uid, gid) becomes (uid+HostID, gid+HostID).
-// Entries already inside the host range are left alone, so Shift can be run
-// again after an interruption, and hard links are shifted once.
+// Unshift moves the ownership of every entry under root (root included)
+// from the host IDs of ids back to the image's own: (uid, gid) becomes
+// (uid-HostID, gid-HostID). It undoes the shift of format 1 images. Entries
+// already below the range are left alone, so Unshift can be run again
+// after an interruption, and hard links are changed once; an ID above the
+// range is an error.
 //
-// chown clears the setuid and setgid bits and file capabilities; Shift puts
-// the bits back and rewrites capabilities as version 3 with the rootid of
-// the mapped root, so they keep working inside the user namespace.
-func Shift(ctx context.Context, root string, ids IDMap) error {
-	ids = ids.OrDefault()
+// chown clears the setuid and setgid bits and file capabilities; Unshift
+// puts the bits back and rewrites capabilities as version 2 (no rootid):
+// seen through a sandbox's idmapped mount they belong to its root.
+func Unshift(ctx context.Context, root string, ids IDMap) error {
 	if err := ids.Validate(); err != nil {
 		return err
 	}
@@ -40,37 +41,38 @@ func Shift(ctx context.Context, root string, ids IDMap) error {
 		if err != nil {
 			return err
 		}
-		if err := shiftOne(path, info, ids); err != nil {
-			return fmt.Errorf("shift %s: %w", path, err)
+		if err := unshiftOne(path, info, ids); err != nil {
+			return fmt.Errorf("unshift %s: %w", path, err)
 		}
 		return nil
 	})
 }
 
-func inRange(id uint32, ids IDMap) bool {
-	return id >= ids.HostID && id-ids.HostID < ids.Size
+func unshiftID(id uint32, ids IDMap) (uint32, bool, error) {
+	switch {
+	case id < ids.Size && id < ids.HostID:
+		return id, false, nil // done already
+	case id >= ids.HostID && id-ids.HostID < ids.Size:
+		return id - ids.HostID, true, nil
+	}
+	return 0, false, fmt.Errorf("id %d is outside the shifted range %d+%d", id, ids.HostID, ids.Size)
 }
 
-func shiftOne(path string, info fs.FileInfo, ids IDMap) error {
+func unshiftOne(path string, info fs.FileInfo, ids IDMap) error {
 	st, ok := info.Sys().(*syscall.Stat_t)
 	if !ok {
 		return errors.New("no stat_t")
 	}
-	uid, gid := st.Uid, st.Gid
-	if inRange(uid, ids) && inRange(gid, ids) {
+	uid, cu, err := unshiftID(st.Uid, ids)
+	if err != nil {
+		return err
+	}
+	gid, cg, err := unshiftID(st.Gid, ids)
+	if err != nil {
+		return err
+	}
+	if !cu && !cg {
 		return nil
-	}
-	if !inRange(uid, ids) {
-		if uid >= ids.Size {
-			return fmt.Errorf("uid %d outside the mapped range of %d", uid, ids.Size)
-		}
-		uid += ids.HostID
-	}
-	if !inRange(gid, ids) {
-		if gid >= ids.Size {
-			return fmt.Errorf("gid %d outside the mapped range of %d", gid, ids.Size)
-		}
-		gid += ids.HostID
 	}
 	isLink := info.Mode()&fs.ModeSymlink != 0
 	var caps []byte
@@ -87,7 +89,7 @@ func shiftOne(path string, info fs.FileInfo, ids IDMap) error {
 		}
 	}
 	if caps != nil {
-		if err := unix.Setxattr(path, capXattr, capsV3(caps, ids.HostID), 0); err != nil {
+		if err := unix.Setxattr(path, capXattr, capsV2(caps), 0); err != nil {
 			return fmt.Errorf("restore file capabilities: %w", err)
 		}
 	}
@@ -97,7 +99,7 @@ func shiftOne(path string, info fs.FileInfo, ids IDMap) error {
 const (
 	capXattr    = "security.capability"
 	capRevMask  = 0xFF000000
-	capRev3     = 0x03000000
+	capRev2     = 0x02000000
 	capV2Length = 20
 	capV3Length = 24
 )
@@ -112,13 +114,12 @@ func getCaps(path string) []byte {
 	return buf[:n]
 }
 
-// capsV3 rewrites v2 or v3 capabilities as v3 owned by rootid.
-func capsV3(caps []byte, rootid uint32) []byte {
-	out := make([]byte, capV3Length)
+// capsV2 rewrites v2 or v3 capabilities as v2 (no rootid).
+func capsV2(caps []byte) []byte {
+	out := make([]byte, capV2Length)
 	copy(out, caps[:capV2Length])
 	magic := binary.LittleEndian.Uint32(out[0:4])
-	magic = magic&^capRevMask | capRev3
+	magic = magic&^capRevMask | capRev2
 	binary.LittleEndian.PutUint32(out[0:4], magic)
-	binary.LittleEndian.PutUint32(out[20:24], rootid)
 	return out
 }

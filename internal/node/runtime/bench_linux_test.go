@@ -55,10 +55,10 @@ func BenchmarkRuncRunTrue(b *testing.B) {
 		b.Fatal(err)
 	}
 	s := testSpec().withDefaults()
-	if err := s.validate(r.cfg.IDs); err != nil {
+	if err := s.validate(); err != nil {
 		b.Fatal(err)
 	}
-	spec := ociSpec(s, r.host("bench-true"))
+	spec := ociSpec(s, r.host("bench-true", s.IDs))
 	spec.Root.Path = testImage.Rootfs
 	spec.Root.Readonly = true
 	spec.Process.Args = []string{"/bin/true"}

@@ -10,7 +10,9 @@
 //	<StateDir>/<id>/disk/work    overlay work directory
 //	<StateDir>/<id>/disk/agent.log  stdout and stderr of runc and cove-agent
 //	                             (on the sandbox's disk, so within its quota)
-//	<StateDir>/<id>/rootfs/      overlay: image rootfs (lower) + upper
+//	<StateDir>/<id>/rootfs/      overlay: the image's idmapped view (lower) + upper
+//	<StateDir>/<id>/lower/       where that view is attached while the
+//	                             overlay is mounted (empty after)
 //	<StateDir>/<id>/agent.sock   the agent's listening socket (host side)
 //
 // Nothing of a sandbox lives only in memory: after a restart of the host
@@ -30,8 +32,8 @@ import (
 // Config configures a Runtime.
 type Config struct {
 	// StateDir holds one directory per sandbox. Required; it and its
-	// parents must be searchable (x) by the mapped root, which runc's init
-	// runs as while it sets up the root filesystem.
+	// parents must be searchable (x) by every sandbox's mapped root, which
+	// runc's init runs as while it sets up the root filesystem.
 	StateDir string
 	// RuncPath is the OCI runtime binary; default "runc".
 	RuncPath string
@@ -41,9 +43,6 @@ type Config struct {
 	// AgentPath is the host path of the static cove-agent binary, bind-
 	// mounted read-only into every sandbox. Required.
 	AgentPath string
-	// IDs is the user namespace mapping of every sandbox; default
-	// image.DefaultIDMap. Images must be shifted to the same mapping.
-	IDs image.IDMap
 	// CgroupParent is the cgroup under which each sandbox gets
 	// <CgroupParent>/<id> in every hierarchy; default "/cove".
 	CgroupParent string
@@ -57,7 +56,6 @@ func (c Config) WithDefaults() Config {
 	if c.RuncRoot == "" && c.StateDir != "" {
 		c.RuncRoot = filepath.Join(filepath.Dir(filepath.Clean(c.StateDir)), "runc")
 	}
-	c.IDs = c.IDs.OrDefault()
 	if c.CgroupParent == "" {
 		c.CgroupParent = "/cove"
 	}
@@ -79,9 +77,6 @@ func (c Config) Validate() error {
 	if c.RuncPath == "" {
 		errs = append(errs, errors.New("runc path: empty"))
 	}
-	if err := c.IDs.Validate(); err != nil {
-		errs = append(errs, err)
-	}
 	if !strings.HasPrefix(c.CgroupParent, "/") || filepath.Clean(c.CgroupParent) != c.CgroupParent || c.CgroupParent == "/" {
 		errs = append(errs, fmt.Errorf("cgroup parent %q: not a clean absolute path below /", c.CgroupParent))
 	}
@@ -100,9 +95,13 @@ type Spec struct {
 	ID string
 	// Hostname inside the sandbox; default ID.
 	Hostname string
-	// Image is the read-only lower layer of the root filesystem; it must be
-	// shifted to the runtime's IDs.
+	// Image is the read-only lower layer of the root filesystem, seen
+	// through an idmapped mount with IDs.
 	Image image.Image
+	// IDs is the sandbox's host uid/gid range: its uid and gid 0 are
+	// IDs.HostID on the host. Zero means image.LegacyIDMap, the range
+	// sandboxes shared before each had its own.
+	IDs image.IDMap
 	// CPUs is the CPU quota in cores (0.5 is half a core), at least MinCPUs.
 	CPUs float64
 	// MemoryMiB limits memory, at least MinMemoryMiB; the sandbox gets no
@@ -157,11 +156,12 @@ func (s Spec) withDefaults() Spec {
 	if s.Workdir == "" {
 		s.Workdir = "/workspace"
 	}
+	s.IDs = s.IDs.OrLegacy()
 	return s
 }
 
 // validate checks s, defaults included.
-func (s Spec) validate(ids image.IDMap) error {
+func (s Spec) validate() error {
 	var errs []error
 	if !ValidID(s.ID) {
 		errs = append(errs, fmt.Errorf("sandbox id %q: want 1 to 64 of [A-Za-z0-9_-]", s.ID))
@@ -172,8 +172,11 @@ func (s Spec) validate(ids image.IDMap) error {
 	if s.Image.Rootfs == "" || !filepath.IsAbs(s.Image.Rootfs) || strings.ContainsAny(s.Image.Rootfs, ",:\\\n") {
 		errs = append(errs, fmt.Errorf("image %s: its rootfs path is not absolute or holds one of , : \\ or a newline", s.Image.Name))
 	}
-	if s.Image.IDs != (image.IDMap{}) && s.Image.IDs != ids {
-		errs = append(errs, fmt.Errorf("image %s is shifted to %+v, the runtime maps %+v", s.Image.Name, s.Image.IDs, ids))
+	if s.Image.Format != image.Format {
+		errs = append(errs, fmt.Errorf("image %s has format %d, want %d", s.Image.Name, s.Image.Format, image.Format))
+	}
+	if err := s.IDs.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if !(s.CPUs >= MinCPUs && s.CPUs <= 1024) {
 		errs = append(errs, fmt.Errorf("cpus %v: want %v to 1024", s.CPUs, MinCPUs))

@@ -42,6 +42,9 @@ const (
 	diskImage  = "disk.img"
 	diskDir    = "disk"
 	rootfsDir  = "rootfs"
+	// lowerDir is where the idmapped view of the image is attached while
+	// the overlay is mounted over it.
+	lowerDir  = "lower"
 	agentSock  = "agent.sock"
 	// agentLog is on the sandbox's disk, beside (not in) its upper layer:
 	// root in the sandbox can write to the agent's stdout through
@@ -70,9 +73,9 @@ type Runtime struct {
 	cgroups func() (*CgroupReader, error)
 }
 
-func (r *Runtime) host(id string) host {
+func (r *Runtime) host(id string, ids image.IDMap) host {
 	return host{
-		ids:         r.cfg.IDs,
+		ids:         ids,
 		agentPath:   r.cfg.AgentPath,
 		cgroupsPath: r.cgroupPath(id),
 		nofile:      r.nofile(),
@@ -145,7 +148,7 @@ func (r *Runtime) cgroupPath(id string) string { return r.cfg.CgroupParent + "/"
 // answered a ping. On failure it undoes everything it did.
 func (r *Runtime) Start(ctx context.Context, s Spec) (_ *client.Client, err error) {
 	s = s.withDefaults()
-	if err := s.validate(r.cfg.IDs); err != nil {
+	if err := s.validate(); err != nil {
 		return nil, api.Errorf(api.CodeInvalidArgument, "start sandbox %s: %v", s.ID, err)
 	}
 	id := s.ID
@@ -164,8 +167,10 @@ func (r *Runtime) Start(ctx context.Context, s Spec) (_ *client.Client, err erro
 	}
 	// runc's init runs as the mapped root while it sets up the root
 	// filesystem: it must get to the rootfs and the agent on the host.
-	for _, p := range []string{r.cfg.StateDir, s.Image.Rootfs, filepath.Dir(r.cfg.AgentPath)} {
-		if err := r.checkSearchable(p); err != nil {
+	// (The image's tree it never walks: the overlay looks its lower layer
+	// up with the mounter's rights.)
+	for _, p := range []string{r.cfg.StateDir, filepath.Dir(r.cfg.AgentPath)} {
+		if err := checkSearchable(p, s.IDs); err != nil {
 			return nil, fmt.Errorf("start sandbox %s: %w", id, err)
 		}
 	}
@@ -189,7 +194,7 @@ func (r *Runtime) Start(ctx context.Context, s Spec) (_ *client.Client, err erro
 			err = errors.Join(err, fmt.Errorf("clean up: %w", derr))
 		}
 	}()
-	if err := privateStateDir(dir, r.cfg.IDs); err != nil {
+	if err := privateStateDir(dir, s.IDs); err != nil {
 		return nil, fmt.Errorf("start sandbox %s: %w", id, err)
 	}
 
@@ -198,7 +203,7 @@ func (r *Runtime) Start(ctx context.Context, s Spec) (_ *client.Client, err erro
 		return nil, fmt.Errorf("start sandbox %s: %w", id, err)
 	}
 	t1 := time.Now()
-	if err := writeSpec(filepath.Join(dir, configFile), ociSpec(s, r.host(id))); err != nil {
+	if err := writeSpec(filepath.Join(dir, configFile), ociSpec(s, r.host(id, s.IDs))); err != nil {
 		return nil, fmt.Errorf("start sandbox %s: write spec: %w", id, err)
 	}
 	if err := r.runcRun(ctx, dir, id); err != nil {
@@ -226,18 +231,18 @@ func privateStateDir(dir string, ids image.IDMap) error {
 	return os.Chmod(dir, 0o710)
 }
 
-// checkSearchable checks that the mapped root can search dir and each of
-// its parents.
-func (r *Runtime) checkSearchable(dir string) error {
+// checkSearchable checks that the mapped root of ids can search dir and
+// each of its parents.
+func checkSearchable(dir string, ids image.IDMap) error {
 	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
 		st, err := os.Stat(p)
 		if err != nil {
 			return err
 		}
 		sys, ok := st.Sys().(*syscall.Stat_t)
-		mapped := ok && sys.Uid >= r.cfg.IDs.HostID && sys.Uid-r.cfg.IDs.HostID < r.cfg.IDs.Size
+		mapped := ok && sys.Uid >= ids.HostID && sys.Uid-ids.HostID < ids.Size
 		if !st.IsDir() || st.Mode().Perm()&0o001 == 0 && !(mapped && st.Mode().Perm()&0o100 != 0) {
-			return fmt.Errorf("%s (%v): the sandbox's root (host uid %d) cannot search it; it needs o+x", p, st.Mode(), r.cfg.IDs.HostID)
+			return fmt.Errorf("%s (%v): the sandbox's root (host uid %d) cannot search it; it needs o+x", p, st.Mode(), ids.HostID)
 		}
 		if p == "/" || p == "." {
 			return nil
@@ -245,9 +250,11 @@ func (r *Runtime) checkSearchable(dir string) error {
 	}
 }
 
-// makeRootfs makes the disk, mounts it, and mounts the overlay.
+// makeRootfs makes the disk, mounts it, and mounts the overlay: the
+// image's idmapped view below, the disk's upper dir above. Files the
+// sandbox writes land on its disk owned in its own host range.
 func (r *Runtime) makeRootfs(ctx context.Context, dir string, s Spec) error {
-	root := r.cfg.IDs.HostID
+	root := s.IDs.HostID
 	img := filepath.Join(dir, diskImage)
 	if s.Disk != "" {
 		if err := os.Rename(s.Disk, img); err != nil {
@@ -278,9 +285,21 @@ func (r *Runtime) makeRootfs(ctx context.Context, dir string, s Spec) error {
 	if err := os.Mkdir(rootfs, 0o755); err != nil {
 		return err
 	}
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", s.Image.Rootfs, upper, work)
+	lower := filepath.Join(dir, lowerDir)
+	if err := os.Mkdir(lower, 0o700); err != nil {
+		return err
+	}
+	if err := mountIDMapped(s.Image.Rootfs, lower, s.IDs); err != nil {
+		return fmt.Errorf("mount image %s: %w", s.Image.Name, err)
+	}
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work)
 	if err := unix.Mount("overlay", rootfs, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return fmt.Errorf("mount overlay: %w", err)
+	}
+	// The overlay keeps a private clone of its lower mount: the attached
+	// view is not needed any more.
+	if err := unmount(lower); err != nil {
+		return err
 	}
 	return nil
 }
@@ -532,8 +551,12 @@ func (r *Runtime) teardown(ctx context.Context, id string) []error {
 	if err := removeCgroup(ctx, r.cgroupPath(id)); err != nil {
 		errs = append(errs, err)
 	}
-	// The overlay first: its upper layer is on the disk.
+	// The overlay first: its upper layer is on the disk. The image's
+	// view is left attached only by a start cut short.
 	if err := unmount(filepath.Join(dir, rootfsDir)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := unmount(filepath.Join(dir, lowerDir)); err != nil {
 		errs = append(errs, err)
 	}
 	if err := unmount(filepath.Join(dir, diskDir)); err != nil {

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -79,7 +80,7 @@ func setupRoot(dir string) error {
 	if _, err := os.Stat(image.BusyboxPath); err != nil {
 		return fmt.Errorf("needs busybox-static: %w", err)
 	}
-	img, err := image.BuildBusybox(context.Background(), filepath.Join(dir, "images"), "busybox", image.DefaultIDMap)
+	img, err := image.BuildBusybox(context.Background(), filepath.Join(dir, "images"), "busybox")
 	if err != nil {
 		return err
 	}
@@ -91,10 +92,6 @@ func setupRoot(dir string) error {
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
 			return fmt.Errorf("build syscalls probe: %w: %s", err, out)
-		}
-		root := int(image.DefaultIDMap.HostID)
-		if err := os.Lchown(probe, root, root); err != nil {
-			return err
 		}
 	}
 	var b [4]byte
@@ -654,7 +651,6 @@ func TestConfigValidate(t *testing.T) {
 		{"no agent", Config{StateDir: "/s"}, false},
 		{"comma", Config{StateDir: "/s,x", AgentPath: "/a"}, false},
 		{"bad cgroup", Config{StateDir: "/s", AgentPath: "/a", CgroupParent: "cove"}, false},
-		{"root map", Config{StateDir: "/s", AgentPath: "/a", IDs: image.IDMap{HostID: 0, Size: 65536}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -665,7 +661,7 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 	cfg := Config{StateDir: "/var/lib/cove/sandboxes"}.WithDefaults()
-	if cfg.RuncRoot != "/var/lib/cove/runc" || cfg.RuncPath != "runc" || cfg.CgroupParent != "/cove" || cfg.IDs != image.DefaultIDMap {
+	if cfg.RuncRoot != "/var/lib/cove/runc" || cfg.RuncPath != "runc" || cfg.CgroupParent != "/cove" {
 		t.Errorf("defaults: %+v", cfg)
 	}
 }
@@ -682,7 +678,7 @@ func TestManagedImage(t *testing.T) {
 	if dir == "" {
 		dir = filepath.Join(testRoot, "images")
 	}
-	img, err := image.EnsureManaged(t.Context(), dir, r.cfg.IDs, t.Output(), r.log)
+	img, err := image.EnsureManaged(t.Context(), dir, t.Output(), r.log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -765,5 +761,107 @@ func TestConcurrentSandboxes(t *testing.T) {
 			t.Errorf("destroy %d: %v", i, errs[i])
 		}
 		checkGone(t, r, specs[i].ID)
+	}
+}
+
+// hostOwner returns the host uid and gid of path.
+func hostOwner(t *testing.T, path string) (uid, gid uint32) {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Lstat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Uid, st.Gid
+}
+
+// procUID returns the real uid of host process pid, from its status.
+func procUID(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "Uid:"); ok {
+			return strings.Fields(rest)[0]
+		}
+	}
+	t.Fatalf("no Uid in /proc/%d/status", pid)
+	return ""
+}
+
+// TestOwnRanges: two sandboxes with ranges of their own share one image
+// tree on disk, seen through idmapped mounts. Each one's processes and
+// files are its own host uids; root in one changes an image file and the
+// other, and the tree on disk, do not see it.
+func TestOwnRanges(t *testing.T) {
+	r := newRuntime(t)
+	passwd, err := os.ReadFile(filepath.Join(testImage.Rootfs, "etc/passwd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := []Spec{testSpec(), testSpec()}
+	specs[0].IDs = image.IDMap{HostID: 1 << 30, Size: 65536}
+	specs[1].IDs = image.IDMap{HostID: 1<<30 + 65536, Size: 65536}
+	var clients []*client.Client
+	for _, s := range specs {
+		clients = append(clients, start(t, r, s))
+	}
+	a, b := clients[0], clients[1]
+	for i, c := range clients {
+		host := specs[i].IDs.HostID
+		if out, _ := sh(t, c, 0, "cat /proc/self/uid_map /proc/self/gid_map | tr -s ' '"); out != fmt.Sprintf("0 %d 65536\n 0 %d 65536", host, host) {
+			t.Errorf("sandbox %d maps %q", i, out)
+		}
+		if out, _ := sh(t, c, 0, "stat -c %u:%g /etc/passwd /workspace"); out != "0:0\n1000:1000" {
+			t.Errorf("sandbox %d sees the image's owners as %q", i, out)
+		}
+		st, err := r.State(t.Context(), specs[i].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uid := procUID(t, st.PID); uid != fmt.Sprint(host) {
+			t.Errorf("sandbox %d's agent runs as host uid %s, want %d", i, uid, host)
+		}
+	}
+	if out, exit := sh(t, a, 0, "echo mine > /root/a && echo changed >> /etc/passwd && echo u > /workspace/u && chown 1000:1000 /workspace/u"); exit.ExitCode != 0 {
+		t.Fatalf("write in sandbox a: %s", out)
+	}
+	upper := filepath.Join(r.StateDir(specs[0].ID), diskDir, "upper")
+	for _, c := range []struct {
+		path     string
+		uid, gid uint32
+	}{
+		{"root/a", 1 << 30, 1 << 30},
+		{"etc/passwd", 1 << 30, 1 << 30}, // copied up with its owner mapped
+		{"workspace", 1<<30 + 1000, 1<<30 + 1000},
+		{"workspace/u", 1<<30 + 1000, 1<<30 + 1000},
+	} {
+		if uid, gid := hostOwner(t, filepath.Join(upper, c.path)); uid != c.uid || gid != c.gid {
+			t.Errorf("host owner of a's /%s: %d:%d, want %d:%d", c.path, uid, gid, c.uid, c.gid)
+		}
+	}
+	if out, _ := sh(t, b, 0, "grep -c changed /etc/passwd; ls /root/a 2>&1"); out != "0\nls: /root/a: No such file or directory" {
+		t.Errorf("sandbox b sees a's writes: %q", out)
+	}
+	if out, _ := sh(t, b, 0, "echo theirs > /root/a && cat /root/a"); out != "theirs" {
+		t.Errorf("b writes /root/a: %q", out)
+	}
+	if uid, _ := hostOwner(t, filepath.Join(r.StateDir(specs[1].ID), diskDir, "upper", "root/a")); uid != 1<<30+65536 {
+		t.Errorf("host owner of b's /root/a: %d", uid)
+	}
+	after, err := os.ReadFile(filepath.Join(testImage.Rootfs, "etc/passwd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(after, passwd) {
+		t.Errorf("the image's /etc/passwd changed on disk:\n%s", after)
+	}
+	if uid, gid := hostOwner(t, filepath.Join(testImage.Rootfs, "etc/passwd")); uid != 0 || gid != 0 {
+		t.Errorf("the image's /etc/passwd is %d:%d on disk", uid, gid)
+	}
+	// Nothing of the image's view stays attached beside the overlay.
+	if m, err := mountinfo.Under(filepath.Join(r.StateDir(specs[0].ID), lowerDir)); err != nil || len(m) > 0 {
+		t.Errorf("mounts under lower/: %v %v", m, err)
 	}
 }
