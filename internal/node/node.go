@@ -36,6 +36,8 @@ type SandboxSpec struct {
 	// recorded output must not hold (wake and reattach: the node keeps
 	// them in memory only).
 	Secrets []Secret
+	// IDs is the sandbox's host uid/gid range; zero is LegacyIDRange.
+	IDs IDRange
 }
 
 // Secret is a value given to a sandbox: the node replaces it with

@@ -68,6 +68,9 @@ type Store interface {
 
 	Usage
 
+	// Host ID ranges of sandboxes (idranges.go).
+	IDRanges
+
 	Close() error
 }
 
