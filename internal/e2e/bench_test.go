@@ -79,7 +79,7 @@ func runcBundle(b *testing.B) string {
 	if err := json.Unmarshal(raw, &spec); err != nil {
 		b.Fatal(err)
 	}
-	spec["root"] = map[string]any{"path": filepath.Join(e2etest.ImagesDir(), "busybox", "rootfs"), "readonly": true}
+	spec["root"] = map[string]any{"path": filepath.Join(e2etest.ImagesDir(), "v2", "busybox", "rootfs"), "readonly": true}
 	proc := spec["process"].(map[string]any)
 	proc["terminal"] = false
 	proc["args"] = []string{"/bin/true"}

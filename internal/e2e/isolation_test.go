@@ -77,7 +77,7 @@ func TestIsolation(t *testing.T) {
 		if got := e2etest.MustOK(t, s.Admin, b.ID, "grep -c tampered /etc/passwd || true; ls /bin/newfile 2>&1 || true"); !strings.HasPrefix(got, "0\n") || !strings.Contains(got, "No such file") {
 			t.Errorf("sandbox b sees a's writes: %q", got)
 		}
-		host, err := os.ReadFile(filepath.Join(e2etest.ImagesDir(), "busybox", "rootfs", "etc", "passwd"))
+		host, err := os.ReadFile(filepath.Join(e2etest.ImagesDir(), "v2", "busybox", "rootfs", "etc", "passwd"))
 		if err != nil || strings.Contains(string(host), "tampered") {
 			t.Errorf("image on the host changed (%v)", err)
 		}

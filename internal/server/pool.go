@@ -51,11 +51,15 @@ func (s *Server) fillPool(ctx context.Context) {
 				ID: sid, Template: s.cfg.DefaultTemplate, Resources: s.cfg.DefaultResources,
 				Workdir: s.cfg.DefaultWorkdir,
 			})
+			ids, err := s.allocRange(ctx, sid)
+			if err != nil {
+				s.log.Warn("warm pool start", "err", err)
+				break
+			}
+			spec.IDs = ids
 			if err := s.node.Start(ctx, spec); err != nil {
 				s.log.Warn("warm pool start", "err", err)
-				if derr := s.node.Destroy(context.WithoutCancel(ctx), sid); derr != nil {
-					s.log.Error("clean up warm pool start", "sandbox", sid, "err", derr)
-				}
+				s.discardWarm(ctx, sid)
 				break // try again at the next refill or tick
 			}
 			s.mu.Lock()
@@ -82,7 +86,9 @@ func (s *Server) drainPool() {
 	for _, sid := range ids {
 		if err := s.node.Destroy(ctx, sid); err != nil {
 			s.log.Error("remove warm sandbox", "sandbox", sid, "err", err)
+			continue
 		}
+		s.releaseRange(ctx, sid)
 	}
 }
 
@@ -124,11 +130,15 @@ func (s *Server) startWarm(ctx context.Context, sb *api.Sandbox) bool {
 	return true
 }
 
-// discardWarm removes a pooled sandbox that was taken but not used.
+// discardWarm removes a pooled sandbox that was taken but not used, or
+// whose start failed, and frees its range.
 func (s *Server) discardWarm(ctx context.Context, sid string) {
-	if err := s.node.Destroy(context.WithoutCancel(ctx), sid); err != nil {
+	ctx = context.WithoutCancel(ctx)
+	if err := s.node.Destroy(ctx, sid); err != nil {
 		s.log.Error("remove unused warm sandbox", "sandbox", sid, "err", err)
+		return
 	}
+	s.releaseRange(ctx, sid)
 }
 
 // WarmPool reports how many sandboxes wait in the pool, and how many it keeps.

@@ -80,6 +80,11 @@ func (s *Server) Recover(ctx context.Context) error {
 			s.log.Error("remove orphaned sandbox", "sandbox", id, "err", err)
 		}
 	}
+	// Ranges of sandboxes that ended while their release could not be
+	// persisted, or whose cleanup a crash cut short, are freed now.
+	if err := s.collectRanges(ctx); err != nil {
+		s.log.Error("release host id ranges of ended sandboxes", "err", err)
+	}
 	return nil
 }
 
@@ -90,6 +95,8 @@ func (s *Server) fail(ctx context.Context, sb api.Sandbox, reason string) {
 	if err := s.node.Destroy(ctx, sb.ID); err != nil {
 		s.log.Error("clean up failed sandbox", "sandbox", sb.ID, "err", err)
 		reason += "; cleanup incomplete: " + userReason(err)
+	} else {
+		s.releaseRange(ctx, sb.ID)
 	}
 	s.persistState(ctx, &sb, api.StateFailed, reason)
 }

@@ -179,9 +179,16 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 			sb.ID = warm
 		}
 	}
+	if warm == "" { // a pooled sandbox holds its range already
+		if _, err := s.allocRange(ctx, sb.ID); err != nil {
+			return api.Sandbox{}, err
+		}
+	}
 	if err := s.store.CreateSandbox(ctx, sb); err != nil {
 		if warm != "" {
 			s.discardWarm(ctx, warm)
+		} else {
+			s.releaseRange(context.WithoutCancel(ctx), sb.ID)
 		}
 		return api.Sandbox{}, err
 	}
@@ -191,8 +198,14 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 		if s.startWarm(context.WithoutCancel(ctx), &sb) {
 			return s.priced(sb), nil
 		}
-		// The pooled sandbox could not be used: start one cold, same ID.
+		// The pooled sandbox could not be used: start one cold, same ID
+		// (in a range of its own again: discarding released the pool's).
 		s.discardWarm(ctx, warm)
+		if _, err := s.allocRange(context.WithoutCancel(ctx), sb.ID); err != nil {
+			s.log.Warn("sandbox start failed", "sandbox", sb.ID, "err", err)
+			s.persistState(context.WithoutCancel(ctx), &sb, api.StateFailed, "start failed: "+userReason(err))
+			return sb, nil
+		}
 	}
 
 	o := s.opsFor(sb.ID)
@@ -320,7 +333,10 @@ func unsupported(req api.CreateSandboxRequest) error {
 
 // start brings a created sandbox to running, or to failed with a reason.
 func (s *Server) start(ctx context.Context, sb api.Sandbox) {
-	err := s.node.Start(ctx, s.spec(sb))
+	spec, err := s.startSpec(ctx, sb)
+	if err == nil {
+		err = s.node.Start(ctx, spec)
+	}
 	// Persisting the outcome must not depend on ctx: a terminate may have
 	// cancelled the start, and the store must still learn what happened.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -349,6 +365,8 @@ func (s *Server) start(ctx context.Context, sb api.Sandbox) {
 		s.log.Warn("sandbox start failed", "sandbox", sb.ID, "err", err)
 		if derr := s.node.Destroy(pctx, sb.ID); derr != nil {
 			s.log.Error("clean up failed start", "sandbox", sb.ID, "err", derr)
+		} else {
+			s.releaseRange(pctx, sb.ID)
 		}
 		s.persistState(pctx, &cur, api.StateFailed, "start failed: "+userReason(err))
 		return
@@ -521,6 +539,9 @@ func (s *Server) finishTerminate(ctx context.Context, sb api.Sandbox, reason str
 		s.persistState(ctx, &sb, api.StateFailed, "terminate could not remove everything: "+userReason(err))
 		return
 	}
+	// Nothing of the sandbox is left: its range is free before anyone
+	// can see it terminated.
+	s.releaseRange(ctx, sb.ID)
 	s.persistState(ctx, &sb, api.StateTerminated, reason)
 	s.mu.Lock()
 	delete(s.ops, sb.ID)

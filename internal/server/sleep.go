@@ -106,9 +106,12 @@ func (s *Server) finishWake(ctx context.Context, teamID, id string) {
 	if sb.State != api.StateWaking {
 		return
 	}
-	spec := s.spec(sb)
-	spec.Secrets = s.sandboxRedactions(ctx, sb)
-	if err := s.node.Wake(ctx, spec); err != nil {
+	spec, err := s.startSpec(ctx, sb)
+	if err == nil {
+		spec.Secrets = s.sandboxRedactions(ctx, sb)
+		err = s.node.Wake(ctx, spec)
+	}
+	if err != nil {
 		s.log.Error("wake", "sandbox", id, "err", err)
 		if derr := s.node.DestroyRuntime(ctx, id); derr != nil {
 			s.log.Error("remove runtime of failed wake", "sandbox", id, "err", derr)

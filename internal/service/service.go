@@ -92,6 +92,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 			"templates", slices.Sorted(maps.Keys(caBundles)))
 	}
 
+	// inotify counts every sandbox as host root: raise its limits to the
+	// node's size (runtime.RaiseInotifyLimits says why).
+	if err := runtime.RaiseInotifyLimits(runtime.InotifySandboxes(), log); err != nil {
+		return err
+	}
 	rt, err := runtime.New(runtime.Config{
 		StateDir:     filepath.Join(cfg.DataDir, "sandboxes"),
 		RuncPath:     cfg.RuncPath,
@@ -242,32 +247,33 @@ func newHTTPServer(cfg HTTPConfig, h http.Handler, base context.Context) *http.S
 	}
 }
 
-// loadTemplates loads every image in the images dir, building the managed
-// one first when it is missing and allowed.
+// loadTemplates loads every image in the images dir, converting images of
+// the first format (their IDs shifted) and building the managed one first
+// when it is missing and allowed.
 func loadTemplates(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) (map[string]image.Image, error) {
 	templates := map[string]image.Image{}
+	if _, err := image.Load(cfg.ImagesDir, image.ManagedName); err != nil && cfg.BuildManaged {
+		fmt.Fprintf(progress, "making the managed image in %s (once; building it takes a minute or two)\n", cfg.ImagesDir)
+	}
+	converted, err := image.Convert(ctx, cfg.ImagesDir, log)
+	if err != nil {
+		return nil, err
+	}
+	if len(converted) > 0 {
+		log.Info("converted images to the format with their own IDs", "images", converted)
+	}
 	if cfg.BuildManaged {
-		if _, err := image.Load(cfg.ImagesDir, image.ManagedName); err != nil {
-			fmt.Fprintf(progress, "building the managed image in %s (once; this takes a minute or two)\n", cfg.ImagesDir)
-		}
-		img, err := image.EnsureManaged(ctx, cfg.ImagesDir, image.IDMap{}, progress, log)
+		img, err := image.EnsureManaged(ctx, cfg.ImagesDir, progress, log)
 		if err != nil {
 			return nil, fmt.Errorf("managed image: %w", err)
 		}
 		templates[img.Name] = img
 	}
-	entries, err := os.ReadDir(cfg.ImagesDir)
+	imgs, err := image.List(cfg.ImagesDir)
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		img, err := image.Load(cfg.ImagesDir, e.Name())
-		if err != nil {
-			continue // a half-built or foreign directory
-		}
+	for _, img := range imgs {
 		templates[img.Name] = img
 	}
 	if _, ok := templates[cfg.Server.DefaultTemplate]; !ok {

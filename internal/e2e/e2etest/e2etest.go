@@ -131,7 +131,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if _, err := image.BuildBusybox(context.Background(), imagesDir, "busybox", image.IDMap{}); err != nil {
+	if _, err := image.BuildBusybox(context.Background(), imagesDir, "busybox"); err != nil {
 		fmt.Fprintln(os.Stderr, "build busybox image:", err)
 		return 1
 	}

@@ -29,7 +29,7 @@ func TestStateReasonHidesHostDetails(t *testing.T) {
 	os.Chmod(images, 0o711)
 	imgs := map[string]image.Image{}
 	for _, name := range []string{"busybox", "flaky", "noagent"} {
-		img, err := image.BuildBusybox(t.Context(), images, name, image.IDMap{})
+		img, err := image.BuildBusybox(t.Context(), images, name)
 		if err != nil {
 			t.Fatal(err)
 		}

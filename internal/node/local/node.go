@@ -182,6 +182,7 @@ func (n *Node) runtimeSpec(spec node.SandboxSpec) (runtime.Spec, error) {
 		ID: spec.ID, Hostname: spec.Hostname, Image: img,
 		CPUs: spec.Resources.CPUs, MemoryMiB: spec.Resources.MemoryMiB, DiskMiB: spec.Resources.DiskMiB,
 		Pids: spec.Pids, Workdir: spec.Workdir, CABundle: n.cfg.CABundles[spec.Template],
+		IDs: image.IDMap{HostID: spec.IDs.HostID, Size: spec.IDs.Size},
 	}, nil
 }
 
