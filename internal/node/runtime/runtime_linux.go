@@ -45,7 +45,7 @@ const (
 	// lowerDir is where the idmapped view of the image is attached while
 	// the overlay is mounted over it.
 	lowerDir  = "lower"
-	agentSock  = "agent.sock"
+	agentSock = "agent.sock"
 	// agentLog is on the sandbox's disk, beside (not in) its upper layer:
 	// root in the sandbox can write to the agent's stdout through
 	// /proc/1/fd/1, so the log must count against the sandbox's quota,
