@@ -187,6 +187,7 @@ type Server struct {
 	t         testing.TB
 	extraArgs []string
 	managed   bool
+	bin       string // holds the cove and cove-agent run; default binDir
 
 	mu        sync.Mutex
 	cmd       *exec.Cmd
@@ -201,6 +202,20 @@ type ServerOpt func(*Server)
 
 // WithManaged serves the managed image as the default template.
 func WithManaged(s *Server) { s.managed = true }
+
+// WithBin runs the cove and cove-agent in dir instead of BinDir's (an
+// older build, to test an upgrade); UseBin switches a stopped server.
+func WithBin(dir string) ServerOpt { return func(s *Server) { s.bin = dir } }
+
+// UseBin makes the next Start run the cove and cove-agent in dir.
+func (s *Server) UseBin(dir string) {
+	s.bin = dir
+	for i, a := range s.Args[:len(s.Args)-1] {
+		if a == "--agent" {
+			s.Args[i+1] = filepath.Join(dir, "cove-agent")
+		}
+	}
+}
 
 // WithArgs adds arguments to `cove serve`.
 // WithDataDir serves from dir (a filesystem the test made) instead of a
@@ -231,11 +246,14 @@ func StartServer(t testing.TB, opts ...ServerOpt) *Server {
 	for _, o := range opts {
 		o(s)
 	}
+	if s.bin == "" {
+		s.bin = binDir
+	}
 	n := serverCount.Add(1)
 	s.Table = fmt.Sprintf("covet%s%d", runID, n)
 	s.Subnet = fmt.Sprintf("10.%d.%d.0/24", 100+runOctet, n%250)
 	s.Args = []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", s.DataDir,
-		"--agent", filepath.Join(binDir, "cove-agent"), "--cgroup-parent", s.Cgroup, "--log-level", "debug",
+		"--agent", filepath.Join(s.bin, "cove-agent"), "--cgroup-parent", s.Cgroup, "--log-level", "debug",
 		"--nft-table", s.Table, "--subnet", s.Subnet, "--dns-upstream", "none",
 		"--gateway-port", "0", "--dns-port", "0",
 		// Test servers share one filesystem and write little to their
@@ -291,7 +309,7 @@ func (s *Server) Start() {
 		s.t.Fatal(err)
 	}
 	s.mu.Lock()
-	cmd := exec.Command(filepath.Join(binDir, "cove"), s.Args...)
+	cmd := exec.Command(filepath.Join(s.bin, "cove"), s.Args...)
 	cmd.Env = append(os.Environ(), "HOME="+s.Home)
 	if s.logs == nil {
 		s.logs = &bytes.Buffer{}
