@@ -19,7 +19,7 @@ import (
 
 // oldBin builds cove and cove-agent as they were before sandboxes had
 // ranges of their own: from the parent of the commit that added the
-// id_ranges migration. COVE_TEST_OLD_BIN names a directory with such a
+// idmapped mounts of images (the change's first). COVE_TEST_OLD_BIN names a directory with such a
 // build instead. Without git history the test skips.
 func oldBin(t *testing.T) string {
 	t.Helper()
@@ -32,7 +32,7 @@ func oldBin(t *testing.T) string {
 	}
 	root := strings.TrimSpace(string(top))
 	added, err := exec.Command("git", "-C", root, "log", "-1", "--format=%H", "--diff-filter=A", "--",
-		"internal/store/sqlite/migrations/0005_id_ranges.sql").Output()
+		"internal/node/runtime/idmap_linux.go").Output()
 	if err != nil || len(strings.TrimSpace(string(added))) == 0 {
 		t.Skipf("git history lacks the commit that added ID ranges (set COVE_TEST_OLD_BIN): %v", err)
 	}
