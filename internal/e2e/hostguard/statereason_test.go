@@ -88,13 +88,14 @@ func TestStateReasonHidesHostDetails(t *testing.T) {
 	t.Run("wake", func(t *testing.T) {
 		sb := create(t, "flaky")
 		sleep(t, s.Admin, sb.ID)
-		// The image's directory closed to the mapped root: the runtime
-		// refuses to start on it, naming the path.
-		dir := imgs["flaky"].Dir
-		if err := os.Chmod(dir, 0o700); err != nil {
+		// The image's tree gone (sandboxes reach it through the
+		// mounter's rights, so closing it to them no longer fails a
+		// start): the runtime refuses to start, naming the path.
+		rootfs := imgs["flaky"].Rootfs
+		if err := os.Rename(rootfs, rootfs+".away"); err != nil {
 			t.Fatal(err)
 		}
-		defer os.Chmod(dir, 0o755)
+		defer os.Rename(rootfs+".away", rootfs)
 		if _, err := s.Admin.WakeSandbox(ctx, sb.ID); err != nil {
 			t.Fatal(err)
 		}
