@@ -65,7 +65,7 @@ func BenchmarkRuncRunTrue(b *testing.B) {
 	if err := os.Mkdir(rootfs, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	if err := mountIDMapped(testImage.Rootfs, rootfs, s.IDs); err != nil {
+	if err := r.mountIDMapped(testImage.Rootfs, rootfs, s.IDs); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { unmount(rootfs) })
@@ -91,8 +91,20 @@ func BenchmarkRuncRunTrue(b *testing.B) {
 }
 
 // BenchmarkIDMappedMount is what ID ranges add to a start: a user
-// namespace for the range, the image's idmapped view attached and, after
-// the overlay took its clone, detached.
+// namespace for the range (made once, then kept), the image's idmapped
+// view attached and, after the overlay took its clone, detached.
+// BenchmarkUsernsFD is a namespace made each time (a range not used
+// before).
+func BenchmarkUsernsFD(b *testing.B) {
+	for b.Loop() {
+		f, err := usernsFD(image.IDMap{HostID: 1 << 30, Size: 65536})
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+}
+
 func BenchmarkIDMappedMount(b *testing.B) {
 	r := newRuntime(b)
 	target := filepath.Join(filepath.Dir(r.cfg.StateDir), "lower")
@@ -101,7 +113,7 @@ func BenchmarkIDMappedMount(b *testing.B) {
 	}
 	ids := image.IDMap{HostID: 1 << 30, Size: 65536}
 	for b.Loop() {
-		if err := mountIDMapped(testImage.Rootfs, target, ids); err != nil {
+		if err := r.mountIDMapped(testImage.Rootfs, target, ids); err != nil {
 			b.Fatal(err)
 		}
 		if err := unmount(target); err != nil {

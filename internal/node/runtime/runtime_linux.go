@@ -71,6 +71,8 @@ type Runtime struct {
 	swapLimit func() bool   // once: looks for swap accounting
 	// cgroups finds the cpu and memory accounting hierarchies, once.
 	cgroups func() (*CgroupReader, error)
+	// userns keeps the user namespaces of ID ranges, for idmapped mounts.
+	userns usernsCache
 }
 
 func (r *Runtime) host(id string, ids image.IDMap) host {
@@ -289,7 +291,7 @@ func (r *Runtime) makeRootfs(ctx context.Context, dir string, s Spec) error {
 	if err := os.Mkdir(lower, 0o700); err != nil {
 		return err
 	}
-	if err := mountIDMapped(s.Image.Rootfs, lower, s.IDs); err != nil {
+	if err := r.mountIDMapped(s.Image.Rootfs, lower, s.IDs); err != nil {
 		return fmt.Errorf("mount image %s: %w", s.Image.Name, err)
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work)
