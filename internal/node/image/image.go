@@ -63,7 +63,7 @@ var ErrNotFound = errors.New("image not found")
 // Image is a root filesystem ready to be the lower layer of a sandbox.
 type Image struct {
 	Name   string `json:"name"`
-	Dir    string `json:"-"` // <imagesDir>/<name>
+	Dir    string `json:"-"` // <imagesDir>/v2/<name>
 	Rootfs string `json:"-"` // <Dir>/rootfs
 	// Shell is how a command string is run: the string is appended as the
 	// last argument, e.g. ["/bin/bash", "-lc"].
