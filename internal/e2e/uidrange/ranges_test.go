@@ -1,6 +1,7 @@
 package uidrange
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -20,7 +22,8 @@ import (
 
 // TestHostOwnersDiffer: two sandboxes are two host ID ranges. What each
 // writes is owned, on the host, by its own range (root and user alike),
-// and its processes run as its own host uids.
+// and its processes run as its own host uids. A sandbox keeps its range
+// asleep and wakes in it.
 func TestHostOwnersDiffer(t *testing.T) {
 	s := e2etest.StartServer(t, e2etest.WithArgs("--warm-pool", "0"))
 	a := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
@@ -55,6 +58,38 @@ func TestHostOwnersDiffer(t *testing.T) {
 				t.Errorf("sandbox %s has a process of host uid %d, outside its range %d+65536", sb.id, uid, sb.base)
 			}
 		}
+	}
+
+	// Asleep, a keeps its range (held, so no new sandbox gets it): it
+	// wakes in it, with its files' owners.
+	const owners = "stat -c '%n %u:%g' /root/by-root /workspace/by-user"
+	want := e2etest.MustOK(t, s.Admin, a.ID, owners, e2etest.AsRoot)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	if _, err := s.Admin.SleepSandbox(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if sb, err := s.Admin.WaitSandbox(ctx, a.ID, api.StateAsleep, 4*time.Minute); err != nil || sb.State != api.StateAsleep {
+		t.Fatalf("sleep: %+v %v", sb, err)
+	}
+	c := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
+	if rc := hostRange(t, s.Admin, c.ID); rc == ra || rc == rb {
+		t.Errorf("a new sandbox got host uid %d, held by an asleep or running one", rc)
+	}
+	if _, err := s.Admin.WakeSandbox(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if sb, err := s.Admin.WaitSandbox(ctx, a.ID, api.StateRunning, 4*time.Minute); err != nil || sb.State != api.StateRunning {
+		t.Fatalf("wake: %+v %v", sb, err)
+	}
+	if got := hostRange(t, s.Admin, a.ID); got != ra {
+		t.Errorf("a woke mapping root to %d, slept with %d", got, ra)
+	}
+	if got := e2etest.MustOK(t, s.Admin, a.ID, owners, e2etest.AsRoot); got != want {
+		t.Errorf("owners after the wake: %q, want %q", got, want)
+	}
+	if uid, _ := hostOwner(t, upper(s, a.ID, "workspace/by-user")); uid != ra+1000 {
+		t.Errorf("host owner of a's /workspace/by-user after the wake: %d, want %d", uid, ra+1000)
 	}
 }
 
