@@ -326,7 +326,8 @@ func runcBaseline(ctx context.Context, o benchOpts, template string) ([]time.Dur
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("needs root on the server's host")
 	}
-	rootfs := filepath.Join(o.imagesDir, template, "rootfs")
+	// Images of the current format (their own IDs) live under v2/.
+	rootfs := filepath.Join(o.imagesDir, "v2", template, "rootfs")
 	if _, err := os.Stat(rootfs); err != nil {
 		return nil, fmt.Errorf("image of %q not found under %s (--images-dir)", template, o.imagesDir)
 	}
