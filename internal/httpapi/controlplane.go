@@ -49,7 +49,7 @@ type ControlPlane interface {
 	MoveFile(ctx context.Context, t server.FileTarget, req api.MoveRequest, user string) (api.FileEntry, error)
 	RemoveFile(ctx context.Context, t server.FileTarget, p string, recursive bool) error
 	ReadArchive(ctx context.Context, t server.FileTarget, p string) (io.ReadCloser, error)
-	WriteArchive(ctx context.Context, t server.FileTarget, p, user string, body io.Reader) (api.ArchiveResult, error)
+	WriteArchive(ctx context.Context, t server.FileTarget, req server.ArchiveUpload, body io.Reader) (api.ArchiveResult, error)
 
 	ListEvents(ctx context.Context, teamID string, q server.EventQuery) (api.List[api.Event], error)
 

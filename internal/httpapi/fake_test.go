@@ -66,7 +66,7 @@ type fakeControlPlane struct {
 	MoveFileFn     func(ctx context.Context, t server.FileTarget, req api.MoveRequest, user string) (api.FileEntry, error)
 	RemoveFileFn   func(ctx context.Context, t server.FileTarget, p string, recursive bool) error
 	ReadArchiveFn  func(ctx context.Context, t server.FileTarget, p string) (io.ReadCloser, error)
-	WriteArchiveFn func(ctx context.Context, t server.FileTarget, p, user string, body io.Reader) (api.ArchiveResult, error)
+	WriteArchiveFn func(ctx context.Context, t server.FileTarget, req server.ArchiveUpload, body io.Reader) (api.ArchiveResult, error)
 
 	ListEventsFn func(ctx context.Context, teamID string, q server.EventQuery) (api.List[api.Event], error)
 
@@ -404,10 +404,10 @@ func (f *fakeControlPlane) ReadArchive(ctx context.Context, t server.FileTarget,
 	return nil, notFound("directory", p)
 }
 
-func (f *fakeControlPlane) WriteArchive(ctx context.Context, t server.FileTarget, p, user string, body io.Reader) (api.ArchiveResult, error) {
+func (f *fakeControlPlane) WriteArchive(ctx context.Context, t server.FileTarget, req server.ArchiveUpload, body io.Reader) (api.ArchiveResult, error) {
 	f.recordFile("WriteArchive", t)
 	if f.WriteArchiveFn != nil {
-		return f.WriteArchiveFn(ctx, t, p, user, body)
+		return f.WriteArchiveFn(ctx, t, req, body)
 	}
 	return api.ArchiveResult{}, notFound("sandbox", t.Ref)
 }

@@ -66,6 +66,12 @@ type Config struct {
 	MetricsRollupRetention time.Duration
 	// Prices is the price table. Default metering.DefaultPrices.
 	Prices api.Prices
+	// UploadTimeout is how long a sandbox created with source upload
+	// waits for its archive before it fails. Default 15 minutes.
+	UploadTimeout time.Duration
+	// MaxSourceBytes bounds a source upload's archive (as sent) and an
+	// asset. Default 8 GiB.
+	MaxSourceBytes int64
 }
 
 // DefaultConfig is the control plane's configuration with every default
@@ -87,6 +93,8 @@ func DefaultConfig() Config {
 		MetricsRawRetention:    24 * time.Hour,
 		MetricsRollupRetention: 30 * 24 * time.Hour,
 		Prices:                 metering.DefaultPrices,
+		UploadTimeout:          15 * time.Minute,
+		MaxSourceBytes:         8 << 30,
 	}
 }
 
@@ -124,6 +132,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("metrics interval %v: want at least 100ms", c.MetricsInterval)
 	case c.MetricsRawRetention < c.MetricsInterval || c.MetricsRollupRetention < time.Minute:
 		return fmt.Errorf("metrics retention (raw %v, rollups %v): want raw at least one interval and rollups at least a minute", c.MetricsRawRetention, c.MetricsRollupRetention)
+	case c.UploadTimeout <= 0:
+		return fmt.Errorf("upload timeout %v: want a positive duration", c.UploadTimeout)
+	case c.MaxSourceBytes <= 0:
+		return fmt.Errorf("max source bytes %d: want at least 1", c.MaxSourceBytes)
 	}
 	if err := metering.ValidatePrices(c.Prices); err != nil {
 		return err

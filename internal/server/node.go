@@ -36,6 +36,9 @@ type Node interface {
 	// Lose records the given commands of a sandbox as lost.
 	Lose(id string, commands []string)
 	SetPolicy(id string, p api.NetworkPolicy) error
+	// UseSetupPolicy switches a sandbox to its setup policy
+	// (network.setup_allow) or back to its own, for new connections.
+	UseSetupPolicy(id string, on bool)
 	SetHostname(ctx context.Context, id, name string) error
 	Observations(id string) []api.NetworkObservation
 

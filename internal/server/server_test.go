@@ -473,7 +473,7 @@ func TestTenancy(t *testing.T) {
 		"RemoveFile":  func(ref string) error { return h.srv.RemoveFile(ctx, ft(ref), "/x", false) },
 		"ReadArchive": func(ref string) error { _, err := h.srv.ReadArchive(ctx, ft(ref), "/workspace"); return err },
 		"WriteArchive": func(ref string) error {
-			_, err := h.srv.WriteArchive(ctx, ft(ref), "/workspace", "", strings.NewReader(""))
+			_, err := h.srv.WriteArchive(ctx, ft(ref), server.ArchiveUpload{Path: "/workspace"}, strings.NewReader(""))
 			return err
 		},
 	}

@@ -51,6 +51,8 @@ type Network interface {
 	Reconnect(id string, p api.NetworkPolicy) error
 	// SetPolicy changes a sandbox's policy for new connections.
 	SetPolicy(id string, p api.NetworkPolicy) error
+	// UseSetup switches a sandbox to its setup policy or back.
+	UseSetup(id string, on bool)
 	// Disconnect removes the sandbox's link, rules and gateway state.
 	Disconnect(ctx context.Context, id string) error
 	// Observations lists what the sandbox tried to reach.
@@ -230,6 +232,14 @@ func (n *Node) SetPolicy(id string, p api.NetworkPolicy) error {
 		return nil
 	}
 	return n.cfg.Network.SetPolicy(id, p)
+}
+
+// UseSetupPolicy switches a sandbox to its setup policy (on) or back to
+// its own, for new connections and lookups.
+func (n *Node) UseSetupPolicy(id string, on bool) {
+	if n.cfg.Network != nil {
+		n.cfg.Network.UseSetup(id, on)
+	}
 }
 
 // Observations lists what a sandbox tried to reach on the network.

@@ -34,6 +34,7 @@ type Sandbox struct {
 	State    string
 	Hostname string
 	Policy   api.NetworkPolicy
+	InSetup  bool // the setup policy applies
 	Files    map[string][]byte
 	Commands []node.ExecSpec
 }
@@ -273,6 +274,15 @@ func (n *Node) SetPolicy(id string, p api.NetworkPolicy) error {
 		s.Policy = p
 	}
 	return nil
+}
+
+// UseSetupPolicy implements server.Node.
+func (n *Node) UseSetupPolicy(id string, on bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if s, ok := n.sandboxes[id]; ok {
+		s.InSetup = on
+	}
 }
 
 // SetHostname implements server.Node.
@@ -535,9 +545,28 @@ func (n *Node) ReadArchive(ctx context.Context, sandboxID, p string) (io.ReadClo
 	return nil, api.Errorf(api.CodeUnprocessable, "the fake node has no archives")
 }
 
-// WriteArchive implements server.Node; the fake has no archives.
+// WriteArchive implements server.Node: the fake reads the whole body (as
+// the agent does before anything lands) and keeps it as the file
+// PATH/.archive; a body that fails leaves nothing.
 func (n *Node) WriteArchive(ctx context.Context, sandboxID string, spec node.ArchiveSpec, body io.Reader) (api.ArchiveResult, error) {
-	return api.ArchiveResult{}, api.Errorf(api.CodeUnprocessable, "the fake node has no archives")
+	if err := n.record("write_archive", sandboxID); err != nil {
+		return api.ArchiveResult{}, err
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return api.ArchiveResult{}, api.Errorf(api.CodeInvalidArgument, "the archive was cut short: %v; nothing was extracted", err)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s, err := n.running(sandboxID)
+	if err != nil {
+		return api.ArchiveResult{}, err
+	}
+	if s.Files == nil {
+		s.Files = map[string][]byte{}
+	}
+	s.Files[spec.Path+"/.archive"] = b
+	return api.ArchiveResult{Path: spec.Path, Entries: 1, Bytes: int64(len(b))}, nil
 }
 
 // Output is a command's output in memory; it implements node.Output.

@@ -1,0 +1,186 @@
+package server_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/node"
+	"github.com/cove-dev/cove/internal/node/nodetest"
+	"github.com/cove-dev/cove/internal/server"
+)
+
+func sum(b string) string {
+	s := sha256.Sum256([]byte(b))
+	return hex.EncodeToString(s[:])
+}
+
+func TestUploadSource(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	sb, err := h.srv.CreateSandbox(ctx, h.a, api.CreateSandboxRequest{Source: &api.Source{Type: api.SourceUpload}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft := server.FileTarget{TeamID: h.a, Ref: sb.ID}
+	// Until the archive lands the sandbox is creating, saying what it awaits.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, _ := h.srv.GetSandbox(ctx, h.a, sb.ID)
+		if strings.Contains(got.StateReason, "waiting for the source upload") {
+			if got.State != api.StateCreating {
+				t.Fatalf("awaiting sandbox is %s", got.State)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox never awaited its upload: %+v", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A digest that does not match refuses the archive; the sandbox waits on.
+	_, err = h.srv.WriteArchive(ctx, ft, server.ArchiveUpload{SHA256: sum("other")}, strings.NewReader("archive"))
+	wantCode(t, err, api.CodeUnprocessable)
+	// Only into the workdir.
+	_, err = h.srv.WriteArchive(ctx, ft, server.ArchiveUpload{Path: "/etc"}, strings.NewReader("archive"))
+	wantCode(t, err, api.CodeInvalidArgument)
+	if got, _ := h.srv.GetSandbox(ctx, h.a, sb.ID); got.State != api.StateCreating {
+		t.Fatalf("after a refused upload the sandbox is %s (%s)", got.State, got.StateReason)
+	}
+	// The digest may come after the body, as the SDK sends it.
+	res, err := h.srv.WriteArchive(ctx, ft, server.ArchiveUpload{Trailer: func() (string, error) { return sum("archive"), nil }}, strings.NewReader("archive"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Path != "/workspace" || res.Bytes != 7 {
+		t.Fatalf("result = %+v", res)
+	}
+	got := h.wait(t, h.a, sb.ID, api.StateRunning)
+	if got.Source == nil || got.Source.Digest != sum("archive") || got.StateReason != "" {
+		t.Fatalf("running sandbox's source = %+v, reason %q", got.Source, got.StateReason)
+	}
+	if n, _ := h.node.Sandbox(sb.ID); string(n.Files["/workspace/.archive"]) != "archive" {
+		t.Fatalf("node files = %v", n.Files)
+	}
+}
+
+func TestUploadAwaitedIsCancelledByTerminate(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	sb, err := h.srv.CreateSandbox(ctx, h.a, api.CreateSandboxRequest{Source: &api.Source{Type: api.SourceUpload}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.srv.TerminateSandbox(ctx, h.a, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(t, h.a, sb.ID, api.StateTerminated)
+	_, err = h.srv.WriteArchive(ctx, server.FileTarget{TeamID: h.a, Ref: sb.ID}, server.ArchiveUpload{}, strings.NewReader("x"))
+	if err == nil {
+		t.Fatal("an upload into a terminated sandbox was taken")
+	}
+}
+
+func TestSetup(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	var inSetup atomic.Bool
+	var sandboxID atomic.Value
+	h.node.Run = func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
+		if n, ok := h.node.Sandbox(sandboxID.Load().(string)); ok {
+			inSetup.Store(n.InSetup)
+		}
+		out.Write("stdout", []byte("installing\n"))
+		if strings.Contains(spec.Shell, "fail") {
+			return node.Exit{ExitCode: 3}
+		}
+		if spec.Env["FROM_SETUP"] != "yes" {
+			return node.Exit{ExitCode: 9}
+		}
+		return node.Exit{}
+	}
+	create := func(cmd string) api.Sandbox {
+		t.Helper()
+		req := api.CreateSandboxRequest{
+			Network: &api.NetworkPolicy{Allow: []string{"example.com"}},
+			Setup: &api.Setup{Command: cmd, Env: map[string]string{"FROM_SETUP": "yes"},
+				Network: &api.NetworkPolicy{Allow: []string{"deb.example.org"}}},
+		}
+		sb, err := h.srv.CreateSandbox(ctx, h.a, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sandboxID.Store(sb.ID)
+		if sb.Network.SetupAllow[0] != "deb.example.org" || sb.Setup.TimeoutS != 1800 {
+			t.Fatalf("created = %+v", sb)
+		}
+		return sb
+	}
+
+	sb := create("make deps")
+	got := h.wait(t, h.a, sb.ID, api.StateRunning)
+	if got.SetupCommandID == "" || !inSetup.Load() {
+		t.Fatalf("setup command %q, in setup policy while it ran: %v", got.SetupCommandID, inSetup.Load())
+	}
+	if n, _ := h.node.Sandbox(sb.ID); n.InSetup {
+		t.Fatal("the setup policy still applies once the sandbox runs")
+	}
+	c, err := h.srv.GetCommand(ctx, h.a, sb.ID, got.SetupCommandID)
+	if err != nil || c.State != api.CommandExited || *c.ExitCode != 0 {
+		t.Fatalf("setup command = %+v, %v", c, err)
+	}
+	ev := h.events(t, h.a, sb.ID)
+	for _, want := range []string{"sandbox.creating", "sandbox.setting_up", "command.started", "setup.exited", "sandbox.running"} {
+		if !slices.Contains(ev, want) {
+			t.Fatalf("events %v lack %s", ev, want)
+		}
+	}
+	if slices.Index(ev, "setup.exited") > slices.Index(ev, "sandbox.running") {
+		t.Fatalf("events out of order: %v", ev)
+	}
+
+	sb = create("fail please")
+	got = h.wait(t, h.a, sb.ID, api.StateFailed)
+	if !strings.Contains(got.StateReason, "exited with code 3") || !strings.Contains(got.StateReason, got.SetupCommandID) {
+		t.Fatalf("failed setup's reason = %q", got.StateReason)
+	}
+	// Its output stays readable.
+	_, out, err := h.srv.CommandOutput(ctx, h.a, sb.ID, got.SetupCommandID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+}
+
+func TestProvisionRefused(t *testing.T) {
+	h := newHarness(t)
+	for name, req := range map[string]struct {
+		req  api.CreateSandboxRequest
+		code api.Code
+	}{
+		"unknown source type":     {api.CreateSandboxRequest{Source: &api.Source{Type: "ftp"}}, api.CodeInvalidArgument},
+		"asset without id":        {api.CreateSandboxRequest{Source: &api.Source{Type: "asset"}}, api.CodeInvalidArgument},
+		"upload with url":         {api.CreateSandboxRequest{Source: &api.Source{Type: "upload", URL: "https://x"}}, api.CodeInvalidArgument},
+		"digest from client":      {api.CreateSandboxRequest{Source: &api.Source{Type: "upload", Digest: "ab"}}, api.CodeInvalidArgument},
+		"setup without command":   {api.CreateSandboxRequest{Setup: &api.Setup{TimeoutS: 5}}, api.CodeInvalidArgument},
+		"setup timeout negative":  {api.CreateSandboxRequest{Setup: &api.Setup{Command: "x", TimeoutS: -1}}, api.CodeInvalidArgument},
+		"setup env name":          {api.CreateSandboxRequest{Setup: &api.Setup{Command: "x", Env: map[string]string{"1A": ""}}}, api.CodeInvalidArgument},
+		"setup secrets, no store": {api.CreateSandboxRequest{Setup: &api.Setup{Command: "x", Secrets: map[string]string{"TOKEN": "tok"}}}, api.CodeUnprocessable},
+		"setup network bad":       {api.CreateSandboxRequest{Setup: &api.Setup{Command: "x", Network: &api.NetworkPolicy{Allow: []string{"::bad::"}}}}, api.CodeInvalidArgument},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := h.srv.CreateSandbox(t.Context(), h.a, req.req)
+			wantCode(t, err, req.code)
+		})
+	}
+	l, err := h.srv.ListSandboxes(t.Context(), h.a, server.SandboxQuery{})
+	if err != nil || len(l.Items) != 0 {
+		t.Fatalf("refused creates left %d sandboxes (%v)", len(l.Items), err)
+	}
+}
