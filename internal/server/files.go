@@ -3,8 +3,8 @@ package server
 import (
 	"context"
 	"crypto/sha256"
-	"math"
 	"io"
+	"math"
 	"strconv"
 
 	"github.com/cove-dev/cove/api"
