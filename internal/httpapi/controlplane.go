@@ -53,6 +53,13 @@ type ControlPlane interface {
 
 	ListEvents(ctx context.Context, teamID string, q server.EventQuery) (api.List[api.Event], error)
 
+	CreateAsset(ctx context.Context, teamID string, req server.AssetUpload, body io.Reader) (api.Asset, bool, error)
+	GetAsset(ctx context.Context, teamID, assetID string) (api.Asset, error)
+	ListAssets(ctx context.Context, teamID string, p server.Page) (api.List[api.Asset], error)
+	OpenAsset(ctx context.Context, teamID, assetID string) (api.Asset, io.ReadCloser, error)
+	DeleteAsset(ctx context.Context, teamID, assetID string) error
+	SaveAsset(ctx context.Context, teamID, ref string, req api.SaveAssetRequest) (api.Asset, bool, error)
+
 	CreateTeam(ctx context.Context, p server.Principal, req api.CreateTeamRequest) (api.CreateTeamResponse, error)
 	ListTeams(ctx context.Context, p server.Principal) ([]api.Team, error)
 	CreateKey(ctx context.Context, p server.Principal, teamID string) (api.KeyResponse, error)

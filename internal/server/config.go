@@ -72,6 +72,9 @@ type Config struct {
 	// MaxSourceBytes bounds a source upload's archive (as sent) and an
 	// asset. Default 8 GiB.
 	MaxSourceBytes int64
+	// MaxTeamAssetBytes bounds the assets of one team together; past it
+	// a new asset answers 507. Default 20 GiB.
+	MaxTeamAssetBytes int64
 }
 
 // DefaultConfig is the control plane's configuration with every default
@@ -95,6 +98,7 @@ func DefaultConfig() Config {
 		Prices:                 metering.DefaultPrices,
 		UploadTimeout:          15 * time.Minute,
 		MaxSourceBytes:         8 << 30,
+		MaxTeamAssetBytes:      20 << 30,
 	}
 }
 
@@ -136,6 +140,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("upload timeout %v: want a positive duration", c.UploadTimeout)
 	case c.MaxSourceBytes <= 0:
 		return fmt.Errorf("max source bytes %d: want at least 1", c.MaxSourceBytes)
+	case c.MaxTeamAssetBytes <= 0:
+		return fmt.Errorf("max team asset bytes %d: want at least 1", c.MaxTeamAssetBytes)
 	}
 	if err := metering.ValidatePrices(c.Prices); err != nil {
 		return err

@@ -494,11 +494,6 @@ func (s *Server) exited() {
 	}
 }
 
-// extractAsset extracts the sandbox's asset into its workdir.
-func (s *Server) extractAsset(ctx context.Context, sb *api.Sandbox) error {
-	return api.Errorf(api.CodeUnprocessable, "asset sources are not supported by this server yet")
-}
-
 // cloneGit clones the sandbox's git source into its workdir.
 func (s *Server) cloneGit(ctx context.Context, sb *api.Sandbox) error {
 	return api.Errorf(api.CodeUnprocessable, "git sources are not supported by this server yet")

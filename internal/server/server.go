@@ -49,6 +49,7 @@ type Server struct {
 	meterMu sync.Mutex
 	meters  map[string]*meterState
 	secrets SecretResolver // nil: secrets are not configured
+	blobs   AssetBlobs     // nil: assets are not configured
 	// exitWatchers are woken at every command exit (setup commands).
 	exitWatchers map[*exitWatch]struct{}
 }
@@ -177,6 +178,9 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 	}
 	sb.Secrets = req.Secrets
 	if err := s.teamBudgetRefusal(ctx, teamID); err != nil {
+		return api.Sandbox{}, err
+	}
+	if err := s.checkAssetSource(ctx, teamID, sb.Source); err != nil {
 		return api.Sandbox{}, err
 	}
 	if err := s.node.Admit(ctx, s.spec(sb)); err != nil {

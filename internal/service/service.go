@@ -26,6 +26,7 @@ import (
 	"github.com/cove-dev/cove/internal/node/saves"
 	"github.com/cove-dev/cove/internal/secrets"
 	"github.com/cove-dev/cove/internal/server"
+	"github.com/cove-dev/cove/internal/sources"
 	"github.com/cove-dev/cove/internal/store/sqlite"
 )
 
@@ -109,6 +110,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	if err != nil {
 		return err
 	}
+	blobs, err := sources.NewBlobs(filepath.Join(cfg.DataDir, "assets"))
+	if err != nil {
+		return err
+	}
+	srv.SetAssetBlobs(blobs)
 	nodeCfg := local.Config{
 		Templates:             templates,
 		OutputDir:             filepath.Join(cfg.DataDir, "output"),
