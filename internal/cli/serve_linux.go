@@ -79,6 +79,8 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.DurationVar(&o.cfg.Server.UploadTimeout, "upload-timeout", def.Server.UploadTimeout, "how long a sandbox created with source upload waits for its archive")
 	f.Int64Var(&o.cfg.Server.MaxSourceBytes, "max-source-bytes", def.Server.MaxSourceBytes, "the largest source upload or asset, in bytes as sent")
 	f.Int64Var(&o.cfg.Server.MaxTeamAssetBytes, "max-team-asset-bytes", def.Server.MaxTeamAssetBytes, "the bytes of assets one team may keep")
+	f.IntVar(&o.cfg.Server.SetupCacheEntries, "setup-cache-entries", def.Server.SetupCacheEntries, "setup cache entries one team keeps (least recently used evicted first)")
+	f.Int64Var(&o.cfg.Server.SetupCacheBytes, "setup-cache-bytes", def.Server.SetupCacheBytes, "bytes of setup cache one team keeps (least recently used evicted first)")
 	f.BoolVar(&o.cfg.Network.Disabled, "no-network", def.Network.Disabled, "no fence, resolver or gateway: sandboxes get loopback only")
 	f.TextVar(&o.cfg.Network.Subnet, "subnet", def.Network.Subnet, "subnet carved into one /30 per sandbox")
 	f.StringVar(&o.cfg.Network.Table, "nft-table", def.Network.Table, "nftables table (inet) of the fence")

@@ -75,6 +75,11 @@ type Config struct {
 	// MaxTeamAssetBytes bounds the assets of one team together; past it
 	// a new asset answers 507. Default 20 GiB.
 	MaxTeamAssetBytes int64
+	// SetupCacheEntries and SetupCacheBytes bound one team's setup cache;
+	// past either, the least recently used entries are evicted. Default
+	// 16 entries, 10 GiB.
+	SetupCacheEntries int
+	SetupCacheBytes   int64
 }
 
 // DefaultConfig is the control plane's configuration with every default
@@ -99,6 +104,8 @@ func DefaultConfig() Config {
 		UploadTimeout:          15 * time.Minute,
 		MaxSourceBytes:         8 << 30,
 		MaxTeamAssetBytes:      20 << 30,
+		SetupCacheEntries:      16,
+		SetupCacheBytes:        10 << 30,
 	}
 }
 
@@ -140,6 +147,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("upload timeout %v: want a positive duration", c.UploadTimeout)
 	case c.MaxSourceBytes <= 0:
 		return fmt.Errorf("max source bytes %d: want at least 1", c.MaxSourceBytes)
+	case c.SetupCacheEntries < 0 || c.SetupCacheBytes < 0:
+		return fmt.Errorf("setup cache bounds %d entries, %d bytes: want 0 or more", c.SetupCacheEntries, c.SetupCacheBytes)
 	case c.MaxTeamAssetBytes <= 0:
 		return fmt.Errorf("max team asset bytes %d: want at least 1", c.MaxTeamAssetBytes)
 	}

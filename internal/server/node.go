@@ -31,6 +31,9 @@ type Node interface {
 	// runtime, from wherever an earlier attempt stopped.
 	FinishSleep(ctx context.Context, id string) (node.SaveInfo, error)
 	DropSave(ctx context.Context, id string) error
+	// CopySave copies the complete save named from as the save named to
+	// (a sandbox's save into a setup cache entry, and back).
+	CopySave(ctx context.Context, from, to string) (node.SaveInfo, error)
 	// Known lists the sandboxes the node has state for.
 	Known(ctx context.Context) ([]string, error)
 	// Lose records the given commands of a sandbox as lost.

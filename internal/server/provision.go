@@ -223,7 +223,18 @@ func (s *Server) provision(ctx context.Context, sb *api.Sandbox, upload chan *up
 	if sb.Setup == nil || sb.Setup.Command == "" {
 		return false, nil
 	}
-	return true, s.runSetup(ctx, sb)
+	if sb.Setup.Cache {
+		if hit, err := s.fromSetupCache(ctx, sb); hit || err != nil {
+			return false, err
+		}
+	}
+	if err := s.runSetup(ctx, sb); err != nil {
+		return true, err
+	}
+	if sb.Setup.Cache {
+		return false, s.saveSetupCache(ctx, sb)
+	}
+	return false, nil
 }
 
 // awaitUpload waits for the sandbox's source upload and extracts it into

@@ -184,3 +184,43 @@ func TestProvisionRefused(t *testing.T) {
 		t.Fatalf("refused creates left %d sandboxes (%v)", len(l.Items), err)
 	}
 }
+
+func TestSetupCache(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	var runs atomic.Int32
+	h.node.Run = func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
+		runs.Add(1)
+		return node.Exit{}
+	}
+	req := func(cmd string) api.CreateSandboxRequest {
+		return api.CreateSandboxRequest{Setup: &api.Setup{Command: cmd, Cache: true}}
+	}
+	create := func(r api.CreateSandboxRequest) api.Sandbox {
+		t.Helper()
+		sb, err := h.srv.CreateSandbox(ctx, h.a, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.wait(t, h.a, sb.ID, api.StateRunning)
+	}
+	first := create(req("make deps"))
+	if first.SetupCached || first.SetupCommandID == "" || runs.Load() != 1 {
+		t.Fatalf("first: cached %v, command %q, runs %d", first.SetupCached, first.SetupCommandID, runs.Load())
+	}
+	second := create(req("make deps"))
+	if !second.SetupCached || second.SetupCommandID != "" || runs.Load() != 1 {
+		t.Fatalf("second: cached %v, command %q, runs %d", second.SetupCached, second.SetupCommandID, runs.Load())
+	}
+	// Another setup is another key; the other team has a cache of its own.
+	if other := create(req("make other")); other.SetupCached || runs.Load() != 2 {
+		t.Fatalf("another setup: cached %v, runs %d", other.SetupCached, runs.Load())
+	}
+	sb, err := h.srv.CreateSandbox(ctx, h.b, req("make deps"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.wait(t, h.b, sb.ID, api.StateRunning); got.SetupCached {
+		t.Fatal("team b started from team a's cache")
+	}
+}

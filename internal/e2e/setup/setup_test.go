@@ -155,3 +155,47 @@ func TestSetupFails(t *testing.T) {
 		})
 	}
 }
+
+// TestSetupCache: with setup.cache the second create of the same
+// definition starts from the first one's disk without running the setup;
+// both times are logged.
+func TestSetupCache(t *testing.T) {
+	s := e2etest.StartServer(t, e2etest.WithArgs("--warm-pool", "0"))
+	c := s.Admin
+	req := api.CreateSandboxRequest{Setup: &api.Setup{
+		Command: "sleep 3; mkdir -p /workspace/deps && echo built-$RANDOM > /workspace/deps/stamp",
+		Cache:   true,
+	}}
+	create := func() (api.Sandbox, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		sb, err := c.CreateSandbox(t.Context(), req, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sb.State != api.StateRunning {
+			t.Fatalf("sandbox %s: %s (%s)", sb.ID, sb.State, sb.StateReason)
+		}
+		return sb, time.Since(start)
+	}
+	first, t1 := create()
+	second, t2 := create()
+	t.Logf("create with setup (sleep 3) and cache save: %v; create from the cache: %v", t1, t2)
+	if first.SetupCached || first.SetupCommandID == "" || !second.SetupCached || second.SetupCommandID != "" {
+		t.Fatalf("first: cached %v command %q; second: cached %v command %q",
+			first.SetupCached, first.SetupCommandID, second.SetupCached, second.SetupCommandID)
+	}
+	a := e2etest.MustOK(t, c, first.ID, "cat /workspace/deps/stamp")
+	b := e2etest.MustOK(t, c, second.ID, "cat /workspace/deps/stamp; hostname")
+	if !strings.HasPrefix(b, a) {
+		t.Fatalf("cached files: first %q, second %q", a, b)
+	}
+	if ev := eventTypes(t, c, second.ID); slices.Contains(ev, "sandbox.setting_up") {
+		t.Fatalf("the cached create set up: %v", ev)
+	}
+	// Each sandbox writes on its own disk.
+	e2etest.MustOK(t, c, second.ID, "echo mine > /workspace/deps/stamp")
+	if got := e2etest.MustOK(t, c, first.ID, "cat /workspace/deps/stamp"); got != a {
+		t.Fatalf("a write in the second sandbox reached the first: %q", got)
+	}
+}

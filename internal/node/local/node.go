@@ -436,6 +436,23 @@ func (n *Node) SetHostname(ctx context.Context, id, name string) error {
 // DropSave removes a sandbox's save once it runs again.
 func (n *Node) DropSave(ctx context.Context, id string) error { return n.cfg.Saves.Delete(ctx, id) }
 
+// CopySave copies the save named from as the save named to, through a
+// sparse disk image restored beside the state dirs (the save store's four
+// calls are all it needs, so a bucket serves as well).
+func (n *Node) CopySave(ctx context.Context, from, to string) (node.SaveInfo, error) {
+	tmp := n.rt.StateDir(to) + ".copy.img"
+	os.Remove(tmp)
+	defer os.Remove(tmp)
+	if _, err := n.cfg.Saves.Restore(ctx, from, tmp); err != nil {
+		return node.SaveInfo{}, fmt.Errorf("read save %s: %w", from, err)
+	}
+	m, err := n.cfg.Saves.Save(ctx, to, tmp)
+	if err != nil {
+		return node.SaveInfo{}, fmt.Errorf("write save %s: %w", to, err)
+	}
+	return node.SaveInfo{DataBytes: m.DataBytes, ArchiveBytes: m.ArchiveBytes}, nil
+}
+
 // DestroyRuntime removes a sandbox's runtime but keeps its save and output.
 func (n *Node) DestroyRuntime(ctx context.Context, id string) error {
 	n.detach(id)

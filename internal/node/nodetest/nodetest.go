@@ -59,8 +59,9 @@ type Node struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*Sandbox
-	outputs   map[string]*Output // by sandbox/command
-	fail      map[string]error   // by operation
+	saves     map[string]map[string][]byte // named copies of saves
+	outputs   map[string]*Output           // by sandbox/command
+	fail      map[string]error             // by operation
 	calls     []string
 	stats     map[string]node.Stats // set by SetStats
 }
@@ -71,6 +72,7 @@ func New() *Node {
 	return &Node{
 		ctx: ctx, cancel: cancel,
 		sandboxes: map[string]*Sandbox{},
+		saves:     map[string]map[string][]byte{},
 		outputs:   map[string]*Output{},
 		fail:      map[string]error{},
 	}
@@ -236,8 +238,41 @@ func (n *Node) FinishSleep(ctx context.Context, id string) (node.SaveInfo, error
 	return node.SaveInfo{DataBytes: int64(size), ArchiveBytes: int64(size)}, nil
 }
 
+// CopySave implements server.Node: a save is a saved sandbox's files, or
+// a named copy of them.
+func (n *Node) CopySave(ctx context.Context, from, to string) (node.SaveInfo, error) {
+	if err := n.record("copy-save", from); err != nil {
+		return node.SaveInfo{}, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var files map[string][]byte
+	if s, ok := n.sandboxes[from]; ok && s.State == Saved {
+		files = s.Files
+	} else if f, ok := n.saves[from]; ok {
+		files = f
+	} else {
+		return node.SaveInfo{}, api.Errorf(api.CodeNotFound, "no save %s", from)
+	}
+	cp := map[string][]byte{}
+	size := 0
+	for k, v := range files {
+		cp[k] = v
+		size += len(v)
+	}
+	if strings.HasPrefix(to, "sbx_") {
+		n.sandboxes[to] = &Sandbox{State: Saved, Files: cp}
+	} else {
+		n.saves[to] = cp
+	}
+	return node.SaveInfo{DataBytes: int64(size), ArchiveBytes: int64(size)}, nil
+}
+
 // DropSave implements server.Node.
 func (n *Node) DropSave(ctx context.Context, id string) error {
+	n.mu.Lock()
+	delete(n.saves, id)
+	n.mu.Unlock()
 	return n.record("drop-save", id)
 }
 
