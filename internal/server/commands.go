@@ -184,12 +184,12 @@ func (s *Server) OnExit(sandboxID, commandID string, e node.Exit, lost bool) {
 		return
 	}
 	s.log.Info("command ended", "sandbox", sandboxID, "command", commandID, "state", c.State, "exit_code", e.ExitCode)
-	s.exited()
 	if sb, err := s.store.GetSandbox(ctx, "", sandboxID); err == nil {
 		s.emit(ctx, sb.TeamID, "command.exited", sandboxID, commandID, map[string]any{
 			"state": c.State, "exit_code": c.ExitCode, "signal": c.Signal, "timed_out": c.TimedOut,
 		})
 	}
+	s.exited()
 }
 
 func (s *Server) applyExit(c *api.Command, e node.Exit, lost bool) {
