@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"net/url"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/cove-dev/cove/api"
@@ -510,6 +513,39 @@ func (s *Server) cloneGit(ctx context.Context, sb *api.Sandbox) error {
 	return api.Errorf(api.CodeUnprocessable, "git sources are not supported by this server yet")
 }
 
+var gitRefRE = regexp.MustCompile(`^[A-Za-z0-9._/@+-]{1,255}$`)
+
+const maxGitDepth = 1 << 20
+
+// checkGitSource validates a git source: an http(s) URL without
+// credentials (a token goes in a secret, named by auth_secret), a ref that
+// cannot be taken for an option, a depth in range.
 func checkGitSource(src api.Source) (api.Source, error) {
+	if src.AssetID != "" {
+		return src, invalid("source type git takes no asset_id")
+	}
+	if src.URL == "" {
+		return src, invalid("source type git needs url (https://host/owner/repo.git)")
+	}
+	u, err := url.Parse(src.URL)
+	switch {
+	case err != nil || len(src.URL) > 2048 || containsNUL(src.URL):
+		return src, invalid("source.url is not a valid URL")
+	case u.Scheme != "https" && u.Scheme != "http":
+		return src, invalid("source.url scheme %q is not supported; use https:// (or http://)", u.Scheme)
+	case u.User != nil:
+		return src, invalid("source.url carries credentials; put the token in a secret and name it in source.auth_secret")
+	case u.Hostname() == "":
+		return src, invalid("source.url has no host")
+	case u.RawQuery != "" || u.Fragment != "":
+		return src, invalid("source.url may not have a query or fragment")
+	}
+	if src.Ref != "" && (!gitRefRE.MatchString(src.Ref) || strings.HasPrefix(src.Ref, "-") || strings.Contains(src.Ref, "..")) {
+		return src, invalid("source.ref %q is not a branch, tag or commit name", src.Ref)
+	}
+	if src.Depth < 0 || src.Depth > maxGitDepth {
+		return src, rangeError("source.depth", fmt.Sprint(src.Depth), "0", fmt.Sprint(maxGitDepth))
+	}
+	src.URL = u.String()
 	return src, api.Errorf(api.CodeUnprocessable, "git sources are not supported by this server yet")
 }

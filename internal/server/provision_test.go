@@ -164,15 +164,20 @@ func TestProvisionRefused(t *testing.T) {
 		req  api.CreateSandboxRequest
 		code api.Code
 	}{
-		"unknown source type":     {api.CreateSandboxRequest{Source: &api.Source{Type: "ftp"}}, api.CodeInvalidArgument},
-		"asset without id":        {api.CreateSandboxRequest{Source: &api.Source{Type: "asset"}}, api.CodeInvalidArgument},
-		"upload with url":         {api.CreateSandboxRequest{Source: &api.Source{Type: "upload", URL: "https://x"}}, api.CodeInvalidArgument},
-		"digest from client":      {api.CreateSandboxRequest{Source: &api.Source{Type: "upload", Digest: "ab"}}, api.CodeInvalidArgument},
-		"setup without command":   {api.CreateSandboxRequest{Setup: &api.Setup{TimeoutS: 5}}, api.CodeInvalidArgument},
-		"setup timeout negative":  {api.CreateSandboxRequest{Setup: &api.Setup{Command: "x", TimeoutS: -1}}, api.CodeInvalidArgument},
-		"setup env name":          {api.CreateSandboxRequest{Setup: &api.Setup{Command: "x", Env: map[string]string{"1A": ""}}}, api.CodeInvalidArgument},
-		"setup secrets, no store": {api.CreateSandboxRequest{Setup: &api.Setup{Command: "x", Secrets: map[string]string{"TOKEN": "tok"}}}, api.CodeUnprocessable},
-		"setup network bad":       {api.CreateSandboxRequest{Setup: &api.Setup{Command: "x", Network: &api.NetworkPolicy{Allow: []string{"::bad::"}}}}, api.CodeInvalidArgument},
+		"unknown source type":      {api.CreateSandboxRequest{Source: &api.Source{Type: "ftp"}}, api.CodeInvalidArgument},
+		"asset without id":         {api.CreateSandboxRequest{Source: &api.Source{Type: "asset"}}, api.CodeInvalidArgument},
+		"upload with url":          {api.CreateSandboxRequest{Source: &api.Source{Type: "upload", URL: "https://x"}}, api.CodeInvalidArgument},
+		"digest from client":       {api.CreateSandboxRequest{Source: &api.Source{Type: "upload", Digest: "ab"}}, api.CodeInvalidArgument},
+		"git url with credentials": {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://x:tok@git.example/r.git"}}, api.CodeInvalidArgument},
+		"git url ssh":              {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "ssh://git.example/r.git"}}, api.CodeInvalidArgument},
+		"git ref as option":        {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://git.example/r.git", Ref: "--upload-pack=x"}}, api.CodeInvalidArgument},
+		"git depth":                {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://git.example/r.git", Depth: -1}}, api.CodeInvalidArgument},
+		"git not yet":              {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://git.example/r.git"}}, api.CodeUnprocessable},
+		"setup without command":    {api.CreateSandboxRequest{Setup: &api.Setup{TimeoutS: 5}}, api.CodeInvalidArgument},
+		"setup timeout negative":   {api.CreateSandboxRequest{Setup: &api.Setup{Command: "x", TimeoutS: -1}}, api.CodeInvalidArgument},
+		"setup env name":           {api.CreateSandboxRequest{Setup: &api.Setup{Command: "x", Env: map[string]string{"1A": ""}}}, api.CodeInvalidArgument},
+		"setup secrets, no store":  {api.CreateSandboxRequest{Setup: &api.Setup{Command: "x", Secrets: map[string]string{"TOKEN": "tok"}}}, api.CodeUnprocessable},
+		"setup network bad":        {api.CreateSandboxRequest{Setup: &api.Setup{Command: "x", Network: &api.NetworkPolicy{Allow: []string{"::bad::"}}}}, api.CodeInvalidArgument},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := h.srv.CreateSandbox(t.Context(), h.a, req.req)
