@@ -296,7 +296,7 @@ func TestCreateFromRefused(t *testing.T) {
 		{`{"source":{"type":"asset"}}`, 400, "asset_id"},
 		{`{"source":{"type":"asset","asset_id":"ast_nope"}}`, 404, "not found"},
 		{`{"source":{"type":"git","url":"https://user:token@git.example/r.git"}}`, 400, "credentials"},
-		{`{"source":{"type":"upload","digest":"ab"}}`, 400, "upload takes no other field"},
+		{`{"source":{"type":"upload","digest":"ab"}}`, 400, "set by the server"},
 		{`{"setup":{"command":"true","secrets":{"T":"tok"}}}`, 422, "secrets are not configured"},
 	} {
 		status, e, _ := e2etest.RawRequest(t, "POST", s.URL+"/v1/sandboxes", s.AdminKey, tt.body)
