@@ -232,3 +232,17 @@ type Stats struct {
 	NetInBytes  uint64
 	NetOutBytes uint64
 }
+
+// GitSpec is a git source to clone into a sandbox's folder. The node
+// clones it apart from the sandbox, reaching only the repository's host
+// through its gateway, and hands the tree to the sandbox: the token never
+// enters it.
+type GitSpec struct {
+	URL   string // http(s), without credentials
+	Ref   string
+	Depth int
+	Token string // "" for none
+	// Path is the folder the tree lands in, owned by UID and GID.
+	Path     string
+	UID, GID int
+}

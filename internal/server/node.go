@@ -61,4 +61,7 @@ type Node interface {
 	RemoveFile(ctx context.Context, sandboxID, path string, recursive bool) error
 	ReadArchive(ctx context.Context, sandboxID, path string) (io.ReadCloser, error)
 	WriteArchive(ctx context.Context, sandboxID string, spec node.ArchiveSpec, body io.Reader) (api.ArchiveResult, error)
+	// CloneGit clones a git source into a folder of the sandbox and
+	// returns the commit checked out.
+	CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec) (commit string, err error)
 }

@@ -508,10 +508,36 @@ func (s *Server) exited() {
 	}
 }
 
-// cloneGit clones the sandbox's git source into its workdir.
+// cloneGit clones the sandbox's git source into its workdir; the node
+// clones apart from the sandbox and hands it the tree. The token, when
+// auth_secret names one, goes to the node alone.
 func (s *Server) cloneGit(ctx context.Context, sb *api.Sandbox) error {
-	return api.Errorf(api.CodeUnprocessable, "git sources are not supported by this server yet")
+	src := sb.Source
+	token := ""
+	if src.AuthSecret != "" {
+		if s.secrets == nil {
+			return api.Errorf(api.CodeUnprocessable, "source.auth_secret names a secret, but secrets are not configured on this server")
+		}
+		vals, err := s.secrets.ResolveSecrets(ctx, sb.TeamID, map[string]string{"token": src.AuthSecret})
+		if err != nil {
+			return err
+		}
+		token = vals["token"]
+	}
+	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
+	defer cancel()
+	owner := node.Users["user"]
+	commit, err := s.node.CloneGit(ctx, sb.ID, node.GitSpec{
+		URL: src.URL, Ref: src.Ref, Depth: src.Depth, Token: token,
+		Path: sb.Workdir, UID: owner.UID, GID: owner.GID,
+	})
+	if err != nil {
+		return err
+	}
+	return s.updateProvision(ctx, sb, "", func(p *api.Provision) { p.Source.Digest = commit })
 }
+
+const gitTimeout = 30 * time.Minute
 
 var gitRefRE = regexp.MustCompile(`^[A-Za-z0-9._/@+-]{1,255}$`)
 
@@ -547,5 +573,5 @@ func checkGitSource(src api.Source) (api.Source, error) {
 		return src, rangeError("source.depth", fmt.Sprint(src.Depth), "0", fmt.Sprint(maxGitDepth))
 	}
 	src.URL = u.String()
-	return src, api.Errorf(api.CodeUnprocessable, "git sources are not supported by this server yet")
+	return src, nil
 }

@@ -172,7 +172,7 @@ func TestProvisionRefused(t *testing.T) {
 		"git url ssh":              {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "ssh://git.example/r.git"}}, api.CodeInvalidArgument},
 		"git ref as option":        {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://git.example/r.git", Ref: "--upload-pack=x"}}, api.CodeInvalidArgument},
 		"git depth":                {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://git.example/r.git", Depth: -1}}, api.CodeInvalidArgument},
-		"git not yet":              {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://git.example/r.git"}}, api.CodeUnprocessable},
+		"git secret, no store":     {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://git.example/r.git", AuthSecret: "tok"}}, api.CodeUnprocessable},
 		"setup without command":    {api.CreateSandboxRequest{Setup: &api.Setup{TimeoutS: 5}}, api.CodeInvalidArgument},
 		"setup timeout negative":   {api.CreateSandboxRequest{Setup: &api.Setup{Command: "x", TimeoutS: -1}}, api.CodeInvalidArgument},
 		"setup env name":           {api.CreateSandboxRequest{Setup: &api.Setup{Command: "x", Env: map[string]string{"1A": ""}}}, api.CodeInvalidArgument},
@@ -227,5 +227,57 @@ func TestSetupCache(t *testing.T) {
 	}
 	if got := h.wait(t, h.b, sb.ID, api.StateRunning); got.SetupCached {
 		t.Fatal("team b started from team a's cache")
+	}
+}
+
+type fakeSecrets map[string]string
+
+func (f fakeSecrets) ResolveSecrets(ctx context.Context, teamID string, names map[string]string) (map[string]string, error) {
+	out := map[string]string{}
+	for k, name := range names {
+		v, ok := f[teamID+"/"+name]
+		if !ok {
+			return nil, api.Errorf(api.CodeUnprocessable, "secret %q not found", name)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func TestGitSource(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	h.srv.SetSecretResolver(fakeSecrets{h.a + "/gh": "tok-123"})
+	sb, err := h.srv.CreateSandbox(ctx, h.a, api.CreateSandboxRequest{Source: &api.Source{
+		Type: "git", URL: "https://git.example/o/r.git", Ref: "main", Depth: 1, AuthSecret: "gh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := h.wait(t, h.a, sb.ID, api.StateRunning)
+	if got.Source.Digest != "0123456789abcdef0123456789abcdef01234567" || got.Source.AuthSecret != "gh" {
+		t.Fatalf("source = %+v", got.Source)
+	}
+	n, _ := h.node.Sandbox(sb.ID)
+	if spec := string(n.Files["/workspace/.git-spec"]); spec != "https://git.example/o/r.git main 1 tok-123" {
+		t.Fatalf("the node got %q", spec)
+	}
+	// A clone that fails fails the sandbox with the node's reason.
+	h.node.Fail("clone", api.Errorf(api.CodeUnprocessable, `git ref "nope" was not found in https://git.example/o/r.git`))
+	sb, err = h.srv.CreateSandbox(ctx, h.a, api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://git.example/o/r.git", Ref: "nope"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = h.wait(t, h.a, sb.ID, api.StateFailed)
+	if !strings.Contains(got.StateReason, `git ref "nope" was not found`) {
+		t.Fatalf("reason = %q", got.StateReason)
+	}
+	// A secret the team lacks fails the sandbox saying so.
+	h.node.Fail("clone", nil)
+	sb, err = h.srv.CreateSandbox(ctx, h.b, api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://git.example/o/r.git", AuthSecret: "gh"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got = h.wait(t, h.b, sb.ID, api.StateFailed); !strings.Contains(got.StateReason, `secret "gh" not found`) {
+		t.Fatalf("reason = %q", got.StateReason)
 	}
 }

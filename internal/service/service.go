@@ -124,6 +124,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		DiskReserveBytes:      cfg.DiskReserveMiB << 20,
 		Saves:                 saveStore,
 		CABundles:             caBundles,
+		GitDir:                filepath.Join(cfg.DataDir, "git"),
+		GitUID:                65534,
 	}
 	// The network serves until Run returns: its ctx is cancelled, then
 	// its goroutines are waited for.

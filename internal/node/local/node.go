@@ -82,6 +82,10 @@ type Config struct {
 	Saves saves.Store
 	// Network fences sandboxes; nil leaves them with loopback only.
 	Network Network
+	// GitDir holds git clones while they are made; GitUID is the host
+	// user git runs as (default 65534, nobody).
+	GitDir string
+	GitUID int
 	// CABundles are, by template, host files that replace the image's
 	// system CA bundle (the image's certificates plus the operator's);
 	// commands in those sandboxes get the CA variables of caEnv.

@@ -604,6 +604,26 @@ func (n *Node) WriteArchive(ctx context.Context, sandboxID string, spec node.Arc
 	return api.ArchiveResult{Path: spec.Path, Entries: 1, Bytes: int64(len(b))}, nil
 }
 
+// CloneGit implements server.Node: the fake keeps the spec (token
+// included, so tests see what reached the node) as PATH/.git-spec and
+// answers a fixed commit; Fail("clone", …) makes it fail.
+func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec) (string, error) {
+	if err := n.record("clone", sandboxID); err != nil {
+		return "", err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s, err := n.running(sandboxID)
+	if err != nil {
+		return "", err
+	}
+	if s.Files == nil {
+		s.Files = map[string][]byte{}
+	}
+	s.Files[spec.Path+"/.git-spec"] = []byte(fmt.Sprintf("%s %s %d %s", spec.URL, spec.Ref, spec.Depth, spec.Token))
+	return "0123456789abcdef0123456789abcdef01234567", nil
+}
+
 // Output is a command's output in memory; it implements node.Output.
 type Output struct {
 	mu      sync.Mutex
