@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -563,6 +564,10 @@ func checkGitSource(src api.Source) (api.Source, error) {
 		return src, invalid("source.url carries credentials; put the token in a secret and name it in source.auth_secret")
 	case u.Hostname() == "":
 		return src, invalid("source.url has no host")
+	case isIPLiteral(u.Hostname()):
+		// An address would become an address rule of the clone's policy,
+		// which reaches private ranges a name never does.
+		return src, invalid("source.url names an address; name the repository's host instead")
 	case u.RawQuery != "" || u.Fragment != "":
 		return src, invalid("source.url may not have a query or fragment")
 	}
@@ -574,4 +579,9 @@ func checkGitSource(src api.Source) (api.Source, error) {
 	}
 	src.URL = u.String()
 	return src, nil
+}
+
+func isIPLiteral(host string) bool {
+	_, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil
 }

@@ -170,6 +170,8 @@ func TestProvisionRefused(t *testing.T) {
 		"digest from client":       {api.CreateSandboxRequest{Source: &api.Source{Type: "upload", Digest: "ab"}}, api.CodeInvalidArgument},
 		"git url with credentials": {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://x:tok@git.example/r.git"}}, api.CodeInvalidArgument},
 		"git url ssh":              {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "ssh://git.example/r.git"}}, api.CodeInvalidArgument},
+		"git url loopback ip":      {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "http://127.0.0.1:8080/r.git"}}, api.CodeInvalidArgument},
+		"git url private ip":       {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://[fd00::1]/r.git"}}, api.CodeInvalidArgument},
 		"git ref as option":        {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://git.example/r.git", Ref: "--upload-pack=x"}}, api.CodeInvalidArgument},
 		"git depth":                {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://git.example/r.git", Depth: -1}}, api.CodeInvalidArgument},
 		"git secret, no store":     {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://git.example/r.git", AuthSecret: "tok"}}, api.CodeUnprocessable},

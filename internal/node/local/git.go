@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -35,6 +36,9 @@ func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec
 	u, err := url.Parse(spec.URL)
 	if err != nil {
 		return "", api.Errorf(api.CodeInvalidArgument, "source.url is not a valid URL")
+	}
+	if _, err := netip.ParseAddr(u.Hostname()); err == nil || u.Hostname() == "" {
+		return "", api.Errorf(api.CodeInvalidArgument, "source.url must name the repository's host, not an address")
 	}
 	port := u.Port()
 	if port == "" {
@@ -70,9 +74,12 @@ func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec
 			n.log.Error("remove the clone's network", "clone", netID, "err", err)
 		}
 	}()
+	// In its mount namespace the clone's folder is bound over /tmp, so git
+	// reaches it whatever the modes of the data dir's parents; its
+	// loopback is its own (up, empty: a name for 127.0.0.1 meets nothing).
 	holder := exec.Command("unshare", "--net", "--mount", "--propagation", "private", "--",
-		"sh", "-c", `mount --bind "$1" /etc/resolv.conf && exec sleep 3600`, "sh", resolv)
-	holder.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		"sh", "-c", `ip link set lo up && mount --bind "$1" /etc/resolv.conf && mount --bind "$2" /tmp && exec sleep 3600`, "sh", resolv, work)
+	holder.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := holder.Start(); err != nil {
 		return "", fmt.Errorf("start the clone's namespace: %w", err)
 	}
@@ -87,18 +94,26 @@ func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec
 		return "", fmt.Errorf("connect the clone's network: %w", err)
 	}
 	pid := strconv.Itoa(holder.Process.Pid)
-	dir := filepath.Join(work, "tree")
+	dir := filepath.Join(work, "tree") // /tmp/tree for git
 	commit, err := sources.Clone(ctx, sources.GitSpec{
-		URL: spec.URL, Ref: spec.Ref, Depth: spec.Depth, Token: spec.Token, Dir: dir,
+		URL: spec.URL, Ref: spec.Ref, Depth: spec.Depth, Token: spec.Token, Dir: "/tmp/tree",
 		Command: func(ctx context.Context, args []string) *exec.Cmd {
 			full := append([]string{"--target", pid, "--net", "--mount",
-				"--setuid", strconv.Itoa(uid), "--setgid", strconv.Itoa(gid), "--wd=" + work, "--"}, args...)
+				"--setuid", strconv.Itoa(uid), "--setgid", strconv.Itoa(gid), "--wd=/tmp", "--"}, args...)
 			c := exec.CommandContext(ctx, "nsenter", full...)
-			c.Dir = work
+			c.Dir = "/"
 			return c
 		},
 	})
 	if err != nil {
+		// A refusal of the gateway says more than git's "error: 403".
+		for _, o := range n.cfg.Network.Observations(netID) {
+			if o.Decision == "denied" {
+				return "", &api.Error{Code: api.CodeUnprocessable,
+					Message: fmt.Sprintf("the clone of %s could not reach %s:%d: the node's gateway refused it (the clone reaches only the repository's host, never private, loopback or node addresses)", spec.URL, o.Destination, o.Port),
+					Details: map[string]any{"reason": "network"}}
+			}
+		}
 		return "", err
 	}
 	pr, pw := io.Pipe()
