@@ -28,8 +28,35 @@ type SecretResolver interface {
 	ResolveSecrets(ctx context.Context, teamID string, names map[string]string) (map[string]string, error)
 }
 
-// SetSecretResolver connects the secrets store; call it before serving.
+// SetSecretResolver replaces the secrets store's resolution (tests); call
+// it before serving.
 func (s *Server) SetSecretResolver(r SecretResolver) { s.secrets = r }
+
+// storeSecrets resolves names through the server's own secrets store.
+type storeSecrets struct{ s *Server }
+
+func (r storeSecrets) ResolveSecrets(ctx context.Context, teamID string, names map[string]string) (map[string]string, error) {
+	return r.s.secretValues(ctx, teamID, names)
+}
+
+// checkProvisionSecrets refuses, at create, secrets of the setup or the
+// git source that the team does not have.
+func (s *Server) checkProvisionSecrets(ctx context.Context, teamID string, p api.Provision) error {
+	if p.Setup != nil && len(p.Setup.Secrets) > 0 {
+		if err := checkSecretRefs("setup.secrets", p.Setup.Secrets, p.Setup.Env); err != nil {
+			return err
+		}
+		if _, err := s.secrets.ResolveSecrets(ctx, teamID, p.Setup.Secrets); err != nil {
+			return err
+		}
+	}
+	if p.Source != nil && p.Source.AuthSecret != "" {
+		if _, err := s.secrets.ResolveSecrets(ctx, teamID, map[string]string{"token": p.Source.AuthSecret}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 func (s *Server) secretsConfigured(field string) error {
 	if s.secrets == nil {
@@ -398,24 +425,10 @@ func (s *Server) runSetup(ctx context.Context, sb *api.Sandbox) error {
 		return err
 	}
 	*sb = cur
-	env := map[string]string{}
-	for k, v := range st.Env {
-		env[k] = v
-	}
-	if len(st.Secrets) > 0 {
-		if s.secrets == nil {
-			return api.Errorf(api.CodeUnprocessable, "setup.secrets names secrets, but secrets are not configured on this server")
-		}
-		vals, err := s.secrets.ResolveSecrets(ctx, sb.TeamID, st.Secrets)
-		if err != nil {
-			return err
-		}
-		for k := range st.Secrets {
-			env[k] = vals[k]
-		}
-	}
 	timeout := st.TimeoutS
-	req := api.CreateCommandRequest{Command: st.Command, Env: env, TimeoutS: &timeout}
+	// Secrets go as the command's own: resolved when it starts and
+	// redacted from its output, as for any command.
+	req := api.CreateCommandRequest{Command: st.Command, Env: st.Env, Secrets: st.Secrets, TimeoutS: &timeout}
 	setupPolicy := st.Network != nil
 	if setupPolicy {
 		s.node.UseSetupPolicy(sb.ID, true)

@@ -174,11 +174,12 @@ func TestProvisionRefused(t *testing.T) {
 		"git url private ip":       {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://[fd00::1]/r.git"}}, api.CodeInvalidArgument},
 		"git ref as option":        {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://git.example/r.git", Ref: "--upload-pack=x"}}, api.CodeInvalidArgument},
 		"git depth":                {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://git.example/r.git", Depth: -1}}, api.CodeInvalidArgument},
-		"git secret, no store":     {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://git.example/r.git", AuthSecret: "tok"}}, api.CodeUnprocessable},
+		"git secret unknown":       {api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://git.example/r.git", AuthSecret: "nope"}}, api.CodeNotFound},
 		"setup without command":    {api.CreateSandboxRequest{Setup: &api.Setup{TimeoutS: 5}}, api.CodeInvalidArgument},
 		"setup timeout negative":   {api.CreateSandboxRequest{Setup: &api.Setup{Command: "x", TimeoutS: -1}}, api.CodeInvalidArgument},
 		"setup env name":           {api.CreateSandboxRequest{Setup: &api.Setup{Command: "x", Env: map[string]string{"1A": ""}}}, api.CodeInvalidArgument},
-		"setup secrets, no store":  {api.CreateSandboxRequest{Setup: &api.Setup{Command: "x", Secrets: map[string]string{"TOKEN": "tok"}}}, api.CodeUnprocessable},
+		"setup secret unknown":     {api.CreateSandboxRequest{Setup: &api.Setup{Command: "x", Secrets: map[string]string{"TOKEN": "nope"}}}, api.CodeNotFound},
+		"setup secret and env":     {api.CreateSandboxRequest{Setup: &api.Setup{Command: "x", Env: map[string]string{"T": "1"}, Secrets: map[string]string{"T": "nope"}}}, api.CodeInvalidArgument},
 		"setup network bad":        {api.CreateSandboxRequest{Setup: &api.Setup{Command: "x", Network: &api.NetworkPolicy{Allow: []string{"::bad::"}}}}, api.CodeInvalidArgument},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -273,13 +274,10 @@ func TestGitSource(t *testing.T) {
 	if !strings.Contains(got.StateReason, `git ref "nope" was not found`) {
 		t.Fatalf("reason = %q", got.StateReason)
 	}
-	// A secret the team lacks fails the sandbox saying so.
+	// A secret the team lacks is refused at create; nothing is made.
 	h.node.Fail("clone", nil)
-	sb, err = h.srv.CreateSandbox(ctx, h.b, api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://git.example/o/r.git", AuthSecret: "gh"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got = h.wait(t, h.b, sb.ID, api.StateFailed); !strings.Contains(got.StateReason, `secret "gh" not found`) {
-		t.Fatalf("reason = %q", got.StateReason)
+	_, err = h.srv.CreateSandbox(ctx, h.b, api.CreateSandboxRequest{Source: &api.Source{Type: "git", URL: "https://git.example/o/r.git", AuthSecret: "gh"}})
+	if err == nil || !strings.Contains(err.Error(), `secret "gh" not found`) {
+		t.Fatalf("create with a secret the team lacks: %v", err)
 	}
 }

@@ -73,7 +73,7 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("server config: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{
+	s := &Server{
 		cfg: cfg, store: st, log: log, now: func() time.Time { return time.Now().UTC() },
 		ctx: ctx, cancel: cancel,
 		ops:      map[string]*sandboxOps{},
@@ -83,7 +83,11 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 		meters:   map[string]*meterState{},
 
 		exitWatchers: map[*exitWatch]struct{}{},
-	}, nil
+	}
+	if cfg.Secrets != nil {
+		s.secrets = storeSecrets{s}
+	}
+	return s, nil
 }
 
 // SetNode connects the node; call it before Recover. It is separate from New
@@ -181,6 +185,9 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 		return api.Sandbox{}, err
 	}
 	if err := s.checkAssetSource(ctx, teamID, sb.Source); err != nil {
+		return api.Sandbox{}, err
+	}
+	if err := s.checkProvisionSecrets(ctx, teamID, sb.Provision); err != nil {
 		return api.Sandbox{}, err
 	}
 	if err := s.node.Admit(ctx, s.spec(sb)); err != nil {

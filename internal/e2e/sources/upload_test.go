@@ -297,7 +297,8 @@ func TestCreateFromRefused(t *testing.T) {
 		{`{"source":{"type":"asset","asset_id":"ast_nope"}}`, 404, "not found"},
 		{`{"source":{"type":"git","url":"https://user:token@git.example/r.git"}}`, 400, "credentials"},
 		{`{"source":{"type":"upload","digest":"ab"}}`, 400, "set by the server"},
-		{`{"setup":{"command":"true","secrets":{"T":"tok"}}}`, 422, "secrets are not configured"},
+		{`{"setup":{"command":"true","secrets":{"T":"tok"}}}`, 404, "not found"},
+		{`{"source":{"type":"git","url":"https://git.example/r.git","auth_secret":"nope"}}`, 404, "not found"},
 	} {
 		status, e, _ := e2etest.RawRequest(t, "POST", s.URL+"/v1/sandboxes", s.AdminKey, tt.body)
 		if status != tt.code || !strings.Contains(e.Error.Message, tt.msg) {
