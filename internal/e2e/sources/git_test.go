@@ -56,13 +56,16 @@ func gitRepos(t *testing.T) (root string, shas map[string]string) {
 	return root, shas
 }
 
+// privateToken is the password private.git takes.
+const privateToken = "the-token-5c1e7a9d"
+
 func gitBackend(t *testing.T, root string) http.Handler {
 	t.Helper()
 	execPath := gitCmd(t, root, "--exec-path")
 	h := &cgi.Handler{Path: filepath.Join(execPath, "git-http-backend"), Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/private.git") {
-			if _, pw, ok := r.BasicAuth(); !ok || pw != "the-token" {
+			if _, pw, ok := r.BasicAuth(); !ok || pw != privateToken {
 				w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
 				http.Error(w, "unauthorized", http.StatusUnauthorized)
 				return
@@ -118,6 +121,48 @@ func TestGitSource(t *testing.T) {
 			}
 		})
 	}
+	// A private repository with the token in a team secret: cloned, and
+	// the token is nowhere in the sandbox (files, whole disk, every
+	// process's environment, .git/config) nor in its output.
+	token := privateToken
+	t.Run("private with auth_secret", func(t *testing.T) {
+		if _, err := c.PutSecret(t.Context(), "git-token", token); err != nil {
+			t.Fatal(err)
+		}
+		purl := "http://git.test/private.git"
+		sb, err := c.CreateSandbox(t.Context(), api.CreateSandboxRequest{Source: &api.Source{Type: api.SourceGit, URL: purl, Ref: "main", Depth: 1, AuthSecret: "git-token"}}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sb.State != api.StateRunning || sb.Source.Digest != shas["main"] {
+			t.Fatalf("private clone: %s (%s), digest %q", sb.State, sb.StateReason, sb.Source.Digest)
+		}
+		out := e2etest.MustOK(t, c, sb.ID, "cd /workspace && git log --format=%H -1 && git config --get remote.origin.url && cat .git/config | grep -c -i -e token -e extraheader -e authorization; true")
+		if out != shas["main"]+"\n"+purl+"\n0\n" {
+			t.Fatalf("inside: %q", out)
+		}
+		// Search as root: every file of the sandbox's disk and image, every
+		// process's environment and command line. The pattern is written
+		// in two pieces, so no command line holds it.
+		hunt := "printf '%s%s' " + token[:9] + " " + token[9:] + " > /tmp/pat; " +
+			"grep -r -l -a -F -f /tmp/pat / --exclude=pat --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev 2>/dev/null | head; " +
+			"cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -c -F -f /tmp/pat; true"
+		res := e2etest.Sh(t, c, sb.ID, hunt, e2etest.AsRoot, e2etest.WithTimeout(600))
+		if res.Stdout != "0\n" {
+			t.Fatalf("the token in the sandbox: %q (stderr %q)", res.Stdout, res.Stderr)
+		}
+		// A wrong token fails, saying so.
+		if _, err := c.PutSecret(t.Context(), "wrong-token", "not-the-token"); err != nil {
+			t.Fatal(err)
+		}
+		sb, err = c.CreateSandbox(t.Context(), api.CreateSandboxRequest{Source: &api.Source{Type: api.SourceGit, URL: purl, AuthSecret: "wrong-token"}}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sb.State != api.StateFailed || !strings.Contains(sb.StateReason, "refused the credentials") {
+			t.Fatalf("wrong token: %s (%q)", sb.State, sb.StateReason)
+		}
+	})
 	// Each fails at once, never by a timeout.
 	for _, tt := range []struct{ name, url, ref, reason string }{
 		{"unknown ref", url, "nope", `git ref "nope" was not found`},
