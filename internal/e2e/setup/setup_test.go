@@ -55,7 +55,8 @@ func TestSetupNetwork(t *testing.T) {
 	}))
 	s := e2etest.StartServer(t, e2etest.WithManaged, e2etest.WithArgs("--warm-pool", "0", "--dns-static", "pkg.test="+host.Addr.String()))
 	c := s.Admin
-	fetch := "curl -sS --max-time 10 http://pkg.test/pkg"
+	// Retries: on a loaded machine a first lookup may time out.
+	fetch := "curl -sS --max-time 10 --retry 3 --retry-all-errors --retry-delay 1 http://pkg.test/pkg"
 	sb, err := c.CreateSandbox(t.Context(), api.CreateSandboxRequest{
 		Network: &api.NetworkPolicy{Allow: []string{}},
 		Setup: &api.Setup{
