@@ -113,6 +113,7 @@ type Sandbox struct {
 	LastActiveAt    *time.Time    `json:"last_active_at"`
 	ExpiresAt       *time.Time    `json:"expires_at"`
 	StateReason     string        `json:"state_reason"`
+	Provision
 }
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes. Every field is
@@ -141,22 +142,6 @@ type ResourcesRequest struct {
 	CPUs      *float64 `json:"cpus,omitempty"`
 	MemoryMiB *int64   `json:"memory_mib,omitempty"`
 	DiskMiB   *int64   `json:"disk_mib,omitempty"`
-}
-
-// Source is what a sandbox's workdir starts with.
-type Source struct {
-	Type       string `json:"type"`
-	AssetID    string `json:"asset_id,omitempty"`
-	URL        string `json:"url,omitempty"`
-	Ref        string `json:"ref,omitempty"`
-	AuthSecret string `json:"auth_secret,omitempty"`
-}
-
-// Setup is a command run once before the sandbox is running.
-type Setup struct {
-	Command  string         `json:"command"`
-	Network  *NetworkPolicy `json:"network,omitempty"`
-	TimeoutS int64          `json:"timeout_s,omitempty"`
 }
 
 // CommandState is a step of a command's life.

@@ -177,7 +177,7 @@ func (a *app) filesPut(wake func() []cove.FileOption) *cobra.Command {
 				}
 				pr, pw := io.Pipe()
 				var wg sync.WaitGroup
-				wg.Go(func() { pw.CloseWithError(writeTarGz(pw, args[0])) })
+				wg.Go(func() { pw.CloseWithError(cove.WriteDirArchive(pw, args[0], nil)) })
 				res, err := cl.WriteArchive(ctx, r.ref, r.path, a.progress("put", pr, -1), opts...)
 				pr.CloseWithError(errors.New("upload ended"))
 				wg.Wait()
@@ -494,69 +494,6 @@ func (p *progressReader) draw(now time.Time, done bool) {
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
-
-// writeTarGz writes the contents of the folder dir as a tar.gz: regular
-// files, folders and symlinks, with names relative to dir.
-func writeTarGz(w io.Writer, dir string) error {
-	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
-	tw := tar.NewWriter(zw)
-	buf := make([]byte, 256<<10)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == dir {
-			return nil
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		link := ""
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		case fi.IsDir(), fi.Mode().IsRegular():
-		default:
-			return nil
-		}
-		hdr, err := tar.FileInfoHeader(fi, link)
-		if err != nil {
-			return err
-		}
-		hdr.Name = filepath.ToSlash(rel)
-		if fi.IsDir() {
-			hdr.Name += "/"
-		}
-		hdr.Uname, hdr.Gname, hdr.Uid, hdr.Gid = "", "", 0, 0
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if !fi.Mode().IsRegular() {
-			return nil
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.CopyBuffer(tw, io.LimitReader(f, hdr.Size), buf)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	return zw.Close()
-}
 
 // extractInto extracts a tar.gz into dir. A new dir is made beside it
 // first and renamed into place only when the whole archive was good, so a

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -15,15 +16,21 @@ import (
 
 func (a *app) createCmd() *cobra.Command {
 	var (
-		req     api.CreateSandboxRequest
-		cpus    float64
-		memory  int64
-		disk    int64
-		env     []string
-		secrets []string
-		labels  []string
-		noWait  bool
-		timeout time.Duration
+		req          api.CreateSandboxRequest
+		cpus         float64
+		memory       int64
+		disk         int64
+		env          []string
+		secrets      []string
+		labels       []string
+		noWait       bool
+		timeout      time.Duration
+		from         string
+		exclude      []string
+		setup        string
+		setupNet     []string
+		setupTimeout int64
+		setupCache   bool
 	)
 	c := &cobra.Command{
 		Use:   "create",
@@ -56,9 +63,32 @@ func (a *app) createCmd() *cobra.Command {
 			if req.Labels, err = keyValues("--label", labels); err != nil {
 				return err
 			}
-			sb, err := cl.CreateSandbox(cmd.Context(), req, false)
-			if err != nil {
-				return err
+			if setup != "" {
+				req.Setup = &api.Setup{Command: setup, TimeoutS: setupTimeout, Cache: setupCache}
+				if len(setupNet) > 0 {
+					req.Setup.Network = &api.NetworkPolicy{Allow: setupNet}
+				}
+			}
+			var sb api.Sandbox
+			if from != "" {
+				var res api.ArchiveResult
+				sb, res, err = cl.CreateSandboxFromDir(cmd.Context(), req, from, cove.DirSource{
+					Exclude:  exclude,
+					Progress: func(r io.Reader) io.Reader { return a.progress("upload", r, -1) },
+				})
+				if err != nil {
+					return err
+				}
+				if !a.json {
+					fmt.Fprintf(a.env.Stderr, "%d entries, %d bytes into %s\n", res.Entries, res.Bytes, res.Path)
+				}
+			} else {
+				if len(exclude) > 0 {
+					return fmt.Errorf("--exclude needs --from")
+				}
+				if sb, err = cl.CreateSandbox(cmd.Context(), req, false); err != nil {
+					return err
+				}
 			}
 			if !noWait {
 				if sb, err = cl.WaitSandbox(cmd.Context(), sb.ID, api.StateRunning, timeout); err != nil {
@@ -85,6 +115,12 @@ func (a *app) createCmd() *cobra.Command {
 	f.StringArrayVarP(&env, "env", "e", nil, "environment variable KEY=VALUE (repeatable)")
 	f.StringArrayVar(&secrets, "secret", nil, "environment variable from a team secret, KEY=SECRET_NAME (repeatable; see cove secrets)")
 	f.StringArrayVarP(&labels, "label", "l", nil, "label KEY=VALUE (repeatable)")
+	f.StringVar(&from, "from", "", "a local folder to upload into the workdir (honours its "+cove.IgnoreFile+")")
+	f.StringArrayVar(&exclude, "exclude", nil, "with --from: leave out paths matching this pattern (repeatable; as in "+cove.IgnoreFile+")")
+	f.StringVar(&setup, "setup", "", "a setup command run once before the sandbox runs")
+	f.StringArrayVar(&setupNet, "setup-allow", nil, "a destination the setup command may reach (repeatable)")
+	f.Int64Var(&setupTimeout, "setup-timeout", 0, "setup timeout in seconds (default: the server's)")
+	f.BoolVar(&setupCache, "setup-cache", false, "save the disk after the setup and start from it next time")
 	f.BoolVar(&noWait, "no-wait", false, "return at once instead of waiting until it runs")
 	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait until it runs")
 	a.jsonFlag(c)

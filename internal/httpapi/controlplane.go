@@ -49,9 +49,16 @@ type ControlPlane interface {
 	MoveFile(ctx context.Context, t server.FileTarget, req api.MoveRequest, user string) (api.FileEntry, error)
 	RemoveFile(ctx context.Context, t server.FileTarget, p string, recursive bool) error
 	ReadArchive(ctx context.Context, t server.FileTarget, p string) (io.ReadCloser, error)
-	WriteArchive(ctx context.Context, t server.FileTarget, p, user string, body io.Reader) (api.ArchiveResult, error)
+	WriteArchive(ctx context.Context, t server.FileTarget, req server.ArchiveUpload, body io.Reader) (api.ArchiveResult, error)
 
 	ListEvents(ctx context.Context, teamID string, q server.EventQuery) (api.List[api.Event], error)
+
+	CreateAsset(ctx context.Context, teamID string, req server.AssetUpload, body io.Reader) (api.Asset, bool, error)
+	GetAsset(ctx context.Context, teamID, assetID string) (api.Asset, error)
+	ListAssets(ctx context.Context, teamID string, p server.Page) (api.List[api.Asset], error)
+	OpenAsset(ctx context.Context, teamID, assetID string) (api.Asset, io.ReadCloser, error)
+	DeleteAsset(ctx context.Context, teamID, assetID string) error
+	SaveAsset(ctx context.Context, teamID, ref string, req api.SaveAssetRequest) (api.Asset, bool, error)
 
 	CreateTeam(ctx context.Context, p server.Principal, req api.CreateTeamRequest) (api.CreateTeamResponse, error)
 	ListTeams(ctx context.Context, p server.Principal) ([]api.Team, error)

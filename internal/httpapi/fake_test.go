@@ -66,7 +66,7 @@ type fakeControlPlane struct {
 	MoveFileFn     func(ctx context.Context, t server.FileTarget, req api.MoveRequest, user string) (api.FileEntry, error)
 	RemoveFileFn   func(ctx context.Context, t server.FileTarget, p string, recursive bool) error
 	ReadArchiveFn  func(ctx context.Context, t server.FileTarget, p string) (io.ReadCloser, error)
-	WriteArchiveFn func(ctx context.Context, t server.FileTarget, p, user string, body io.Reader) (api.ArchiveResult, error)
+	WriteArchiveFn func(ctx context.Context, t server.FileTarget, req server.ArchiveUpload, body io.Reader) (api.ArchiveResult, error)
 
 	ListEventsFn func(ctx context.Context, teamID string, q server.EventQuery) (api.List[api.Event], error)
 
@@ -404,10 +404,10 @@ func (f *fakeControlPlane) ReadArchive(ctx context.Context, t server.FileTarget,
 	return nil, notFound("directory", p)
 }
 
-func (f *fakeControlPlane) WriteArchive(ctx context.Context, t server.FileTarget, p, user string, body io.Reader) (api.ArchiveResult, error) {
+func (f *fakeControlPlane) WriteArchive(ctx context.Context, t server.FileTarget, req server.ArchiveUpload, body io.Reader) (api.ArchiveResult, error) {
 	f.recordFile("WriteArchive", t)
 	if f.WriteArchiveFn != nil {
-		return f.WriteArchiveFn(ctx, t, p, user, body)
+		return f.WriteArchiveFn(ctx, t, req, body)
 	}
 	return api.ArchiveResult{}, notFound("sandbox", t.Ref)
 }
@@ -581,4 +581,35 @@ func (o *memOutput) Changed() <-chan struct{} {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.changed
+}
+
+// Assets: the fake has none unless a test sets AssetFn.
+func (f *fakeControlPlane) CreateAsset(ctx context.Context, teamID string, req server.AssetUpload, body io.Reader) (api.Asset, bool, error) {
+	f.record("CreateAsset", teamID)
+	return api.Asset{}, false, api.Errorf(api.CodeUnprocessable, "the fake has no assets")
+}
+
+func (f *fakeControlPlane) GetAsset(ctx context.Context, teamID, assetID string) (api.Asset, error) {
+	f.record("GetAsset", teamID)
+	return api.Asset{}, api.Errorf(api.CodeNotFound, "asset %s not found", assetID)
+}
+
+func (f *fakeControlPlane) ListAssets(ctx context.Context, teamID string, p server.Page) (api.List[api.Asset], error) {
+	f.record("ListAssets", teamID)
+	return api.List[api.Asset]{Items: []api.Asset{}}, nil
+}
+
+func (f *fakeControlPlane) OpenAsset(ctx context.Context, teamID, assetID string) (api.Asset, io.ReadCloser, error) {
+	f.record("OpenAsset", teamID)
+	return api.Asset{}, nil, api.Errorf(api.CodeNotFound, "asset %s not found", assetID)
+}
+
+func (f *fakeControlPlane) DeleteAsset(ctx context.Context, teamID, assetID string) error {
+	f.record("DeleteAsset", teamID)
+	return api.Errorf(api.CodeNotFound, "asset %s not found", assetID)
+}
+
+func (f *fakeControlPlane) SaveAsset(ctx context.Context, teamID, ref string, req api.SaveAssetRequest) (api.Asset, bool, error) {
+	f.record("SaveAsset", teamID)
+	return api.Asset{}, false, api.Errorf(api.CodeNotFound, "sandbox %s not found", ref)
 }

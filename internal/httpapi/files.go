@@ -316,11 +316,23 @@ func (h *Handler) writeArchive(w http.ResponseWriter, r *http.Request, p server.
 	if err != nil {
 		return err
 	}
-	path, err := fileQuery(r)
-	if err != nil {
+	// path may be left out by a sandbox's source upload (its workdir).
+	path := ""
+	if _, ok := r.URL.Query()["path"]; ok {
+		if path, err = fileQuery(r); err != nil {
+			return err
+		}
+	}
+	req := server.ArchiveUpload{Path: path, User: r.URL.Query().Get("user"), Size: r.ContentLength}
+	if req.SHA256, err = requestDigest(r.Header); err != nil {
 		return err
 	}
-	res, err := h.srv.WriteArchive(r.Context(), t, path, r.URL.Query().Get("user"), r.Body)
+	if _, ok := r.Trailer["Repr-Digest"]; ok {
+		req.Trailer = func() (string, error) { return requestDigest(r.Trailer) }
+	} else if _, ok := r.Trailer["Content-Digest"]; ok {
+		req.Trailer = func() (string, error) { return requestDigest(r.Trailer) }
+	}
+	res, err := h.srv.WriteArchive(r.Context(), t, req, r.Body)
 	if err != nil {
 		return err
 	}

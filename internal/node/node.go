@@ -38,6 +38,9 @@ type SandboxSpec struct {
 	Secrets []Secret
 	// IDs is the sandbox's host uid/gid range; zero is LegacyIDRange.
 	IDs IDRange
+	// DiskIDs is the range the disk a Wake restores was written in, when
+	// another sandbox wrote it (a cached setup); zero means IDs.
+	DiskIDs IDRange
 }
 
 // Secret is a value given to a sandbox: the node replaces it with
@@ -233,4 +236,18 @@ type Stats struct {
 	// sandbox at its network interface.
 	NetInBytes  uint64
 	NetOutBytes uint64
+}
+
+// GitSpec is a git source to clone into a sandbox's folder. The node
+// clones it apart from the sandbox, reaching only the repository's host
+// through its gateway, and hands the tree to the sandbox: the token never
+// enters it.
+type GitSpec struct {
+	URL   string // http(s), without credentials
+	Ref   string
+	Depth int
+	Token string // "" for none
+	// Path is the folder the tree lands in, owned by UID and GID.
+	Path     string
+	UID, GID int
 }

@@ -32,6 +32,12 @@ func (s *Server) Exec(ctx context.Context, teamID, ref string, req api.CreateCom
 	if sb.State != api.StateRunning {
 		return api.Command{}, api.Errorf(api.CodeConflict, "sandbox %s is %s; commands run only in a running sandbox", sb.ID, sb.State)
 	}
+	return s.execIn(ctx, sb, req)
+}
+
+// execIn starts a command in a sandbox whose state the caller checked.
+func (s *Server) execIn(ctx context.Context, sb api.Sandbox, req api.CreateCommandRequest) (api.Command, error) {
+	teamID := sb.TeamID
 	cmd, spec, err := s.newCommand(sb, req)
 	if err != nil {
 		return api.Command{}, err
@@ -183,6 +189,7 @@ func (s *Server) OnExit(sandboxID, commandID string, e node.Exit, lost bool) {
 			"state": c.State, "exit_code": c.ExitCode, "signal": c.Signal, "timed_out": c.TimedOut,
 		})
 	}
+	s.exited()
 }
 
 func (s *Server) applyExit(c *api.Command, e node.Exit, lost bool) {

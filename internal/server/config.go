@@ -66,6 +66,20 @@ type Config struct {
 	MetricsRollupRetention time.Duration
 	// Prices is the price table. Default metering.DefaultPrices.
 	Prices api.Prices
+	// UploadTimeout is how long a sandbox created with source upload
+	// waits for its archive before it fails. Default 15 minutes.
+	UploadTimeout time.Duration
+	// MaxSourceBytes bounds a source upload's archive (as sent) and an
+	// asset. Default 8 GiB.
+	MaxSourceBytes int64
+	// MaxTeamAssetBytes bounds the assets of one team together; past it
+	// a new asset answers 507. Default 20 GiB.
+	MaxTeamAssetBytes int64
+	// SetupCacheEntries and SetupCacheBytes bound one team's setup cache;
+	// past either, the least recently used entries are evicted. Default
+	// 16 entries, 10 GiB.
+	SetupCacheEntries int
+	SetupCacheBytes   int64
 }
 
 // DefaultConfig is the control plane's configuration with every default
@@ -87,6 +101,11 @@ func DefaultConfig() Config {
 		MetricsRawRetention:    24 * time.Hour,
 		MetricsRollupRetention: 30 * 24 * time.Hour,
 		Prices:                 metering.DefaultPrices,
+		UploadTimeout:          15 * time.Minute,
+		MaxSourceBytes:         8 << 30,
+		MaxTeamAssetBytes:      20 << 30,
+		SetupCacheEntries:      16,
+		SetupCacheBytes:        10 << 30,
 	}
 }
 
@@ -124,6 +143,14 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("metrics interval %v: want at least 100ms", c.MetricsInterval)
 	case c.MetricsRawRetention < c.MetricsInterval || c.MetricsRollupRetention < time.Minute:
 		return fmt.Errorf("metrics retention (raw %v, rollups %v): want raw at least one interval and rollups at least a minute", c.MetricsRawRetention, c.MetricsRollupRetention)
+	case c.UploadTimeout <= 0:
+		return fmt.Errorf("upload timeout %v: want a positive duration", c.UploadTimeout)
+	case c.MaxSourceBytes <= 0:
+		return fmt.Errorf("max source bytes %d: want at least 1", c.MaxSourceBytes)
+	case c.SetupCacheEntries < 0 || c.SetupCacheBytes < 0:
+		return fmt.Errorf("setup cache bounds %d entries, %d bytes: want 0 or more", c.SetupCacheEntries, c.SetupCacheBytes)
+	case c.MaxTeamAssetBytes <= 0:
+		return fmt.Errorf("max team asset bytes %d: want at least 1", c.MaxTeamAssetBytes)
 	}
 	if err := metering.ValidatePrices(c.Prices); err != nil {
 		return err

@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"io"
+	"math"
 	"strconv"
 
 	"github.com/cove-dev/cove/api"
@@ -245,15 +247,26 @@ func (s *Server) ReadArchive(ctx context.Context, t FileTarget, p string) (io.Re
 
 // WriteArchive extracts a tar or tar.gz into a folder, owned by user. An
 // entry that would leave the folder fails the whole archive before
-// anything is written to the folder.
-func (s *Server) WriteArchive(ctx context.Context, t FileTarget, p, user string, body io.Reader) (api.ArchiveResult, error) {
-	uid, gid, _, err := fileOwner(user)
+// anything is written to the folder. A sandbox created with source upload
+// takes its source this way while it is creating: the archive lands in
+// its workdir, and then its setup runs.
+func (s *Server) WriteArchive(ctx context.Context, t FileTarget, req ArchiveUpload, body io.Reader) (api.ArchiveResult, error) {
+	uid, gid, _, err := fileOwner(req.User)
 	if err != nil {
 		return api.ArchiveResult{}, err
 	}
-	sb, p, err := s.live(ctx, t, "path", p)
+	if sb, err := s.activeSandbox(ctx, t.TeamID, t.Ref); err == nil && sb.State == api.StateCreating &&
+		sb.Source != nil && sb.Source.Type == api.SourceUpload && sb.Source.Digest == "" {
+		return s.deliverUpload(ctx, sb, req, body)
+	}
+	sb, p, err := s.live(ctx, t, "path", req.Path)
 	if err != nil {
 		return api.ArchiveResult{}, err
 	}
-	return s.node.WriteArchive(ctx, sb.ID, node.ArchiveSpec{Path: p, UID: uid, GID: gid}, body)
+	cr := &checkedReader{r: body, h: sha256.New(), max: math.MaxInt64, want: req.SHA256, trailer: req.Trailer}
+	res, err := s.node.WriteArchive(ctx, sb.ID, node.ArchiveSpec{Path: p, UID: uid, GID: gid}, cr)
+	if cr.err != nil {
+		return api.ArchiveResult{}, cr.err
+	}
+	return res, err
 }

@@ -31,11 +31,17 @@ type Node interface {
 	// runtime, from wherever an earlier attempt stopped.
 	FinishSleep(ctx context.Context, id string) (node.SaveInfo, error)
 	DropSave(ctx context.Context, id string) error
+	// CopySave copies the complete save named from as the save named to
+	// (a sandbox's save into a setup cache entry, and back).
+	CopySave(ctx context.Context, from, to string) (node.SaveInfo, error)
 	// Known lists the sandboxes the node has state for.
 	Known(ctx context.Context) ([]string, error)
 	// Lose records the given commands of a sandbox as lost.
 	Lose(id string, commands []string)
 	SetPolicy(id string, p api.NetworkPolicy) error
+	// UseSetupPolicy switches a sandbox to its setup policy
+	// (network.setup_allow) or back to its own, for new connections.
+	UseSetupPolicy(id string, on bool)
 	SetHostname(ctx context.Context, id, name string) error
 	Observations(id string) []api.NetworkObservation
 
@@ -55,4 +61,7 @@ type Node interface {
 	RemoveFile(ctx context.Context, sandboxID, path string, recursive bool) error
 	ReadArchive(ctx context.Context, sandboxID, path string) (io.ReadCloser, error)
 	WriteArchive(ctx context.Context, sandboxID string, spec node.ArchiveSpec, body io.Reader) (api.ArchiveResult, error)
+	// CloneGit clones a git source into a folder of the sandbox and
+	// returns the commit checked out.
+	CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec) (commit string, err error)
 }

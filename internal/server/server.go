@@ -48,6 +48,10 @@ type Server struct {
 	// meters (metering.go).
 	meterMu sync.Mutex
 	meters  map[string]*meterState
+	secrets SecretResolver // nil: secrets are not configured
+	blobs   AssetBlobs     // nil: assets are not configured
+	// exitWatchers are woken at every command exit (setup commands).
+	exitWatchers map[*exitWatch]struct{}
 }
 
 // sandboxOps serializes the life-cycle steps of one sandbox.
@@ -56,6 +60,10 @@ type sandboxOps struct {
 	// starting is closed when an in-flight start ends; nil when none runs.
 	starting    chan struct{}
 	cancelStart context.CancelFunc
+	// upload takes the source upload of a sandbox that awaits one, until
+	// uploadClosed is closed; nil when none is awaited.
+	upload       chan *uploadReq
+	uploadClosed chan struct{}
 }
 
 // New returns a server over st. Use NewNode's result as nd; the server
@@ -65,7 +73,7 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("server config: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{
+	s := &Server{
 		cfg: cfg, store: st, log: log, now: func() time.Time { return time.Now().UTC() },
 		ctx: ctx, cancel: cancel,
 		ops:      map[string]*sandboxOps{},
@@ -73,7 +81,13 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 		activity: map[string]time.Time{},
 		refill:   make(chan struct{}, 1),
 		meters:   map[string]*meterState{},
-	}, nil
+
+		exitWatchers: map[*exitWatch]struct{}{},
+	}
+	if cfg.Secrets != nil {
+		s.secrets = storeSecrets{s}
+	}
+	return s, nil
 }
 
 // SetNode connects the node; call it before Recover. It is separate from New
@@ -170,11 +184,17 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 	if err := s.teamBudgetRefusal(ctx, teamID); err != nil {
 		return api.Sandbox{}, err
 	}
+	if err := s.checkAssetSource(ctx, teamID, sb.Source); err != nil {
+		return api.Sandbox{}, err
+	}
+	if err := s.checkProvisionSecrets(ctx, teamID, sb.Provision); err != nil {
+		return api.Sandbox{}, err
+	}
 	if err := s.node.Admit(ctx, s.spec(sb)); err != nil {
 		return api.Sandbox{}, err
 	}
 	warm := ""
-	if s.fitsPool(sb) {
+	if s.fitsPool(sb) && sb.Source == nil && sb.Setup == nil {
 		if warm = s.takeWarm(); warm != "" {
 			sb.ID = warm
 		}
@@ -213,11 +233,16 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 	o.mu.Lock()
 	o.starting, o.cancelStart = make(chan struct{}), cancel
 	done := o.starting
+	var upload chan *uploadReq
+	if sb.Source != nil && sb.Source.Type == api.SourceUpload {
+		upload = make(chan *uploadReq)
+		o.upload, o.uploadClosed = upload, make(chan struct{})
+	}
 	o.mu.Unlock()
 	s.wg.Go(func() {
 		defer close(done)
 		defer cancel()
-		s.start(startCtx, sb)
+		s.start(startCtx, sb, upload)
 	})
 	return s.priced(sb), nil
 }
@@ -252,7 +277,8 @@ func (s *Server) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sa
 			return api.Sandbox{}, invalid("workdir cannot be /")
 		}
 	}
-	if err := unsupported(req); err != nil {
+	provision, err := s.checkProvision(req)
+	if err != nil {
 		return api.Sandbox{}, err
 	}
 	network := api.NetworkPolicy{Allow: []string{}}
@@ -307,7 +333,7 @@ func (s *Server) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sa
 		State: api.StateCreating, Resources: res, Env: req.Env, Workdir: workdir,
 		Network: network, Labels: req.Labels,
 		IdleTimeoutS: idle, OnIdle: onIdle, MaxLifetimeS: lifetime,
-		SpendLimitUSD: req.SpendLimitUSD, OnBudget: onBudget, BudgetAlerts: alerts, CreatedAt: now,
+		SpendLimitUSD: req.SpendLimitUSD, OnBudget: onBudget, BudgetAlerts: alerts, CreatedAt: now, Provision: provision,
 	}
 	if sb.Labels == nil {
 		sb.Labels = map[string]string{}
@@ -319,20 +345,20 @@ func (s *Server) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sa
 	return sb, nil
 }
 
-// unsupported refuses fields whose features this server does not offer yet,
-// rather than accepting them and silently not honouring them.
-func unsupported(req api.CreateSandboxRequest) error {
-	switch {
-	case req.Source != nil && req.Source.Type != "" && req.Source.Type != "empty":
-		return api.Errorf(api.CodeUnprocessable, "source type %q is not supported by this server yet; only empty", req.Source.Type)
-	case req.Setup != nil && req.Setup.Command != "":
-		return api.Errorf(api.CodeUnprocessable, "setup commands are not supported by this server yet; run the command after creation")
+// start brings a created sandbox to running, or to failed with a reason:
+// the node starts it, then its source lands and its setup runs
+// (provision), then it is running. upload takes its source upload when it
+// awaits one.
+func (s *Server) start(ctx context.Context, sb api.Sandbox, upload chan *uploadReq) {
+	o := s.opsFor(sb.ID)
+	if upload != nil {
+		defer func() {
+			o.mu.Lock()
+			close(o.uploadClosed)
+			o.upload = nil
+			o.mu.Unlock()
+		}()
 	}
-	return nil
-}
-
-// start brings a created sandbox to running, or to failed with a reason.
-func (s *Server) start(ctx context.Context, sb api.Sandbox) {
 	spec, err := s.startSpec(ctx, sb)
 	if err == nil {
 		err = s.node.Start(ctx, spec)
@@ -341,16 +367,16 @@ func (s *Server) start(ctx context.Context, sb api.Sandbox) {
 	// cancelled the start, and the store must still learn what happened.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	o := s.opsFor(sb.ID)
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	cur, gerr := s.store.GetSandbox(pctx, sb.TeamID, sb.ID)
 	if gerr != nil {
+		o.mu.Unlock()
 		s.log.Error("read sandbox after start", "sandbox", sb.ID, "err", gerr)
 		return
 	}
 	if cur.State != api.StateCreating {
 		// Terminated while starting: the terminator destroys what started.
+		o.mu.Unlock()
 		return
 	}
 	if err == nil {
@@ -362,6 +388,7 @@ func (s *Server) start(ctx context.Context, sb api.Sandbox) {
 		}
 	}
 	if err != nil {
+		defer o.mu.Unlock()
 		s.log.Warn("sandbox start failed", "sandbox", sb.ID, "err", err)
 		if derr := s.node.Destroy(pctx, sb.ID); derr != nil {
 			s.log.Error("clean up failed start", "sandbox", sb.ID, "err", derr)
@@ -369,6 +396,46 @@ func (s *Server) start(ctx context.Context, sb api.Sandbox) {
 			s.releaseRange(pctx, sb.ID)
 		}
 		s.persistState(pctx, &cur, api.StateFailed, "start failed: "+userReason(err))
+		return
+	}
+	o.mu.Unlock()
+
+	// The source and the setup run without the life-cycle lock (a
+	// terminate cancels ctx and waits for this goroutine).
+	keepOutput, err := s.provision(ctx, &cur, upload)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	cur, gerr = s.store.GetSandbox(pctx, sb.TeamID, sb.ID)
+	if gerr != nil {
+		s.log.Error("read sandbox after provision", "sandbox", sb.ID, "err", gerr)
+		return
+	}
+	if cur.State != api.StateCreating && cur.State != api.StateSettingUp {
+		return // terminated meanwhile
+	}
+	if err != nil {
+		s.log.Warn("sandbox provision failed", "sandbox", sb.ID, "err", err)
+		reason := ""
+		var sf *setupFailed
+		switch {
+		case errors.As(err, &sf):
+			reason = sf.reason
+		case ctx.Err() != nil:
+			reason = "start cancelled"
+		default:
+			reason = "provision failed: " + userReason(err)
+		}
+		s.loseCommands(pctx, sb.ID)
+		destroy := s.node.Destroy
+		if keepOutput {
+			// The setup's recorded output stays readable until the
+			// sandbox is deleted (DELETE removes it).
+			destroy = s.node.DestroyRuntime
+		}
+		if derr := destroy(pctx, sb.ID); derr != nil {
+			s.log.Error("clean up failed provision", "sandbox", sb.ID, "err", derr)
+		}
+		s.persistState(pctx, &cur, api.StateFailed, reason)
 		return
 	}
 	s.persistState(pctx, &cur, api.StateRunning, "")

@@ -319,9 +319,15 @@ func TestExec(t *testing.T) {
 		t.Fatalf("commands = %+v, want only the one that ran", l.Items)
 	}
 
+	// WaitCommand answers from the log, which has the exit just before the
+	// store and the event log do: wait for command.exited.
 	want := []string{"sandbox.creating", "sandbox.running", "command.started", "command.exited"}
-	if got := h.events(t, h.a, sb.ID); !slices.Equal(got, want) {
-		t.Fatalf("events = %v, want %v", got, want)
+	deadline := time.Now().Add(10 * time.Second)
+	for got := h.events(t, h.a, sb.ID); !slices.Equal(got, want); got = h.events(t, h.a, sb.ID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("events = %v, want %v", got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -473,7 +479,7 @@ func TestTenancy(t *testing.T) {
 		"RemoveFile":  func(ref string) error { return h.srv.RemoveFile(ctx, ft(ref), "/x", false) },
 		"ReadArchive": func(ref string) error { _, err := h.srv.ReadArchive(ctx, ft(ref), "/workspace"); return err },
 		"WriteArchive": func(ref string) error {
-			_, err := h.srv.WriteArchive(ctx, ft(ref), "/workspace", "", strings.NewReader(""))
+			_, err := h.srv.WriteArchive(ctx, ft(ref), server.ArchiveUpload{Path: "/workspace"}, strings.NewReader(""))
 			return err
 		},
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/cove-dev/cove/internal/node/saves"
 	"github.com/cove-dev/cove/internal/secrets"
 	"github.com/cove-dev/cove/internal/server"
+	"github.com/cove-dev/cove/internal/sources"
 	"github.com/cove-dev/cove/internal/store/sqlite"
 )
 
@@ -114,6 +115,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	if err != nil {
 		return err
 	}
+	blobs, err := sources.NewBlobs(filepath.Join(cfg.DataDir, "assets"))
+	if err != nil {
+		return err
+	}
+	srv.SetAssetBlobs(blobs)
 	nodeCfg := local.Config{
 		Templates:             templates,
 		OutputDir:             filepath.Join(cfg.DataDir, "output"),
@@ -123,6 +129,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		DiskReserveBytes:      cfg.DiskReserveMiB << 20,
 		Saves:                 saveStore,
 		CABundles:             caBundles,
+		GitDir:                filepath.Join(cfg.DataDir, "git"),
+		GitUID:                65534,
 	}
 	// The network serves until Run returns: its ctx is cancelled, then
 	// its goroutines are waited for.

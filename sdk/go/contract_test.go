@@ -19,6 +19,12 @@ import (
 var operations = map[string]string{
 	"getOpenAPI":       "OpenAPI",
 	"createSandbox":    "CreateSandbox",
+	"createAsset":      "CreateAsset",
+	"listAssets":       "ListAssets",
+	"getAsset":         "GetAsset",
+	"assetContent":     "ReadAsset",
+	"deleteAsset":      "DeleteAsset",
+	"saveAsset":        "SaveAsset",
 	"listSandboxes":    "ListSandboxes",
 	"getSandbox":       "GetSandbox",
 	"terminateSandbox": "TerminateSandbox",

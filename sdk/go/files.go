@@ -380,12 +380,18 @@ func (c *Client) ReadArchive(ctx context.Context, ref, dir string, opts ...FileO
 
 // WriteArchive extracts a tar or tar.gz stream into a folder (created if
 // missing, merged otherwise). An entry that would leave the folder fails
-// the whole archive before anything is written.
+// the whole archive before anything is written. The SDK sends the
+// archive's sha-256 as a trailer: bytes changed on the way extract nothing.
 func (c *Client) WriteArchive(ctx context.Context, ref, dir string, r io.Reader, opts ...FileOption) (api.ArchiveResult, error) {
-	req, err := c.newRequest(ctx, http.MethodPut, filesPath(ref, "archive"), fileOpts(opts).query(dir), r)
+	h := sha256.New()
+	body := &digestBody{r: io.TeeReader(r, h), h: h}
+	req, err := c.newRequest(ctx, http.MethodPut, filesPath(ref, "archive"), fileOpts(opts).query(dir), body)
 	if err != nil {
 		return api.ArchiveResult{}, err
 	}
+	body.req = req
+	req.Trailer = http.Header{"Repr-Digest": nil}
+	req.ContentLength = -1
 	req.Header.Set("Content-Type", "application/gzip")
 	resp, err := c.doRequest(req)
 	if err != nil {

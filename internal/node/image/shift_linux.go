@@ -123,3 +123,72 @@ func capsV2(caps []byte) []byte {
 	binary.LittleEndian.PutUint32(out[0:4], magic)
 	return out
 }
+
+// Reown moves the ownership of every entry under root (root included)
+// whose uid or gid lies in from's host range to the same place in to's:
+// a disk written by one sandbox, handed to another with its own range.
+// Entries outside from's range are left alone, so Reown can be run again
+// after an interruption. Set-id bits are put back after chown clears them,
+// and file capabilities keep their meaning: a v3 capability whose root is
+// from's root gets to's.
+func Reown(ctx context.Context, root string, from, to IDMap) error {
+	if err := from.Validate(); err != nil {
+		return err
+	}
+	if err := to.Validate(); err != nil {
+		return err
+	}
+	move := func(id uint32) (uint32, bool) {
+		if id >= from.HostID && id-from.HostID < from.Size && id-from.HostID < to.Size {
+			return id - from.HostID + to.HostID, true
+		}
+		return id, false
+	}
+	n := 0
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if n++; n%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		st, ok := info.Sys().(*syscall.Stat_t)
+		if !ok {
+			return errors.New("no stat_t")
+		}
+		uid, cu := move(st.Uid)
+		gid, cg := move(st.Gid)
+		if !cu && !cg {
+			return nil
+		}
+		var caps []byte
+		if info.Mode().IsRegular() {
+			caps = getCaps(path)
+		}
+		if err := os.Lchown(path, int(uid), int(gid)); err != nil {
+			return fmt.Errorf("reown %s: %w", path, err)
+		}
+		if info.Mode()&fs.ModeSymlink == 0 && info.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
+			if err := unix.Chmod(path, st.Mode&0o7777); err != nil {
+				return fmt.Errorf("reown %s: restore mode: %w", path, err)
+			}
+		}
+		if caps != nil {
+			if len(caps) >= capV3Length {
+				if r, ok := move(binary.LittleEndian.Uint32(caps[capV2Length:])); ok {
+					binary.LittleEndian.PutUint32(caps[capV2Length:], r)
+				}
+			}
+			if err := unix.Setxattr(path, capXattr, caps, 0); err != nil {
+				return fmt.Errorf("reown %s: restore file capabilities: %w", path, err)
+			}
+		}
+		return nil
+	})
+}

@@ -51,6 +51,8 @@ type Network interface {
 	Reconnect(id string, p api.NetworkPolicy) error
 	// SetPolicy changes a sandbox's policy for new connections.
 	SetPolicy(id string, p api.NetworkPolicy) error
+	// UseSetup switches a sandbox to its setup policy or back.
+	UseSetup(id string, on bool)
 	// Disconnect removes the sandbox's link, rules and gateway state.
 	Disconnect(ctx context.Context, id string) error
 	// Observations lists what the sandbox tried to reach.
@@ -80,6 +82,10 @@ type Config struct {
 	Saves saves.Store
 	// Network fences sandboxes; nil leaves them with loopback only.
 	Network Network
+	// GitDir holds git clones while they are made; GitUID is the host
+	// user git runs as (default 65534, nobody).
+	GitDir string
+	GitUID int
 	// CABundles are, by template, host files that replace the image's
 	// system CA bundle (the image's certificates plus the operator's);
 	// commands in those sandboxes get the CA variables of caEnv.
@@ -182,7 +188,8 @@ func (n *Node) runtimeSpec(spec node.SandboxSpec) (runtime.Spec, error) {
 		ID: spec.ID, Hostname: spec.Hostname, Image: img,
 		CPUs: spec.Resources.CPUs, MemoryMiB: spec.Resources.MemoryMiB, DiskMiB: spec.Resources.DiskMiB,
 		Pids: spec.Pids, Workdir: spec.Workdir, CABundle: n.cfg.CABundles[spec.Template],
-		IDs: image.IDMap{HostID: spec.IDs.HostID, Size: spec.IDs.Size},
+		IDs:     image.IDMap{HostID: spec.IDs.HostID, Size: spec.IDs.Size},
+		DiskIDs: image.IDMap{HostID: spec.DiskIDs.HostID, Size: spec.DiskIDs.Size},
 	}, nil
 }
 
@@ -231,6 +238,14 @@ func (n *Node) SetPolicy(id string, p api.NetworkPolicy) error {
 		return nil
 	}
 	return n.cfg.Network.SetPolicy(id, p)
+}
+
+// UseSetupPolicy switches a sandbox to its setup policy (on) or back to
+// its own, for new connections and lookups.
+func (n *Node) UseSetupPolicy(id string, on bool) {
+	if n.cfg.Network != nil {
+		n.cfg.Network.UseSetup(id, on)
+	}
 }
 
 // Observations lists what a sandbox tried to reach on the network.
@@ -426,6 +441,23 @@ func (n *Node) SetHostname(ctx context.Context, id, name string) error {
 
 // DropSave removes a sandbox's save once it runs again.
 func (n *Node) DropSave(ctx context.Context, id string) error { return n.cfg.Saves.Delete(ctx, id) }
+
+// CopySave copies the save named from as the save named to, through a
+// sparse disk image restored beside the state dirs (the save store's four
+// calls are all it needs, so a bucket serves as well).
+func (n *Node) CopySave(ctx context.Context, from, to string) (node.SaveInfo, error) {
+	tmp := n.rt.StateDir(to) + ".copy.img"
+	os.Remove(tmp)
+	defer os.Remove(tmp)
+	if _, err := n.cfg.Saves.Restore(ctx, from, tmp); err != nil {
+		return node.SaveInfo{}, fmt.Errorf("read save %s: %w", from, err)
+	}
+	m, err := n.cfg.Saves.Save(ctx, to, tmp)
+	if err != nil {
+		return node.SaveInfo{}, fmt.Errorf("write save %s: %w", to, err)
+	}
+	return node.SaveInfo{DataBytes: m.DataBytes, ArchiveBytes: m.ArchiveBytes}, nil
+}
 
 // DestroyRuntime removes a sandbox's runtime but keeps its save and output.
 func (n *Node) DestroyRuntime(ctx context.Context, id string) error {

@@ -34,6 +34,7 @@ type Sandbox struct {
 	State    string
 	Hostname string
 	Policy   api.NetworkPolicy
+	InSetup  bool // the setup policy applies
 	Files    map[string][]byte
 	Commands []node.ExecSpec
 }
@@ -58,8 +59,9 @@ type Node struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*Sandbox
-	outputs   map[string]*Output // by sandbox/command
-	fail      map[string]error   // by operation
+	saves     map[string]map[string][]byte // named copies of saves
+	outputs   map[string]*Output           // by sandbox/command
+	fail      map[string]error             // by operation
 	calls     []string
 	stats     map[string]node.Stats // set by SetStats
 }
@@ -70,6 +72,7 @@ func New() *Node {
 	return &Node{
 		ctx: ctx, cancel: cancel,
 		sandboxes: map[string]*Sandbox{},
+		saves:     map[string]map[string][]byte{},
 		outputs:   map[string]*Output{},
 		fail:      map[string]error{},
 	}
@@ -235,8 +238,41 @@ func (n *Node) FinishSleep(ctx context.Context, id string) (node.SaveInfo, error
 	return node.SaveInfo{DataBytes: int64(size), ArchiveBytes: int64(size)}, nil
 }
 
+// CopySave implements server.Node: a save is a saved sandbox's files, or
+// a named copy of them.
+func (n *Node) CopySave(ctx context.Context, from, to string) (node.SaveInfo, error) {
+	if err := n.record("copy-save", from); err != nil {
+		return node.SaveInfo{}, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var files map[string][]byte
+	if s, ok := n.sandboxes[from]; ok && s.State == Saved {
+		files = s.Files
+	} else if f, ok := n.saves[from]; ok {
+		files = f
+	} else {
+		return node.SaveInfo{}, api.Errorf(api.CodeNotFound, "no save %s", from)
+	}
+	cp := map[string][]byte{}
+	size := 0
+	for k, v := range files {
+		cp[k] = v
+		size += len(v)
+	}
+	if strings.HasPrefix(to, "sbx_") {
+		n.sandboxes[to] = &Sandbox{State: Saved, Files: cp}
+	} else {
+		n.saves[to] = cp
+	}
+	return node.SaveInfo{DataBytes: int64(size), ArchiveBytes: int64(size)}, nil
+}
+
 // DropSave implements server.Node.
 func (n *Node) DropSave(ctx context.Context, id string) error {
+	n.mu.Lock()
+	delete(n.saves, id)
+	n.mu.Unlock()
 	return n.record("drop-save", id)
 }
 
@@ -273,6 +309,15 @@ func (n *Node) SetPolicy(id string, p api.NetworkPolicy) error {
 		s.Policy = p
 	}
 	return nil
+}
+
+// UseSetupPolicy implements server.Node.
+func (n *Node) UseSetupPolicy(id string, on bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if s, ok := n.sandboxes[id]; ok {
+		s.InSetup = on
+	}
 }
 
 // SetHostname implements server.Node.
@@ -535,9 +580,48 @@ func (n *Node) ReadArchive(ctx context.Context, sandboxID, p string) (io.ReadClo
 	return nil, api.Errorf(api.CodeUnprocessable, "the fake node has no archives")
 }
 
-// WriteArchive implements server.Node; the fake has no archives.
+// WriteArchive implements server.Node: the fake reads the whole body (as
+// the agent does before anything lands) and keeps it as the file
+// PATH/.archive; a body that fails leaves nothing.
 func (n *Node) WriteArchive(ctx context.Context, sandboxID string, spec node.ArchiveSpec, body io.Reader) (api.ArchiveResult, error) {
-	return api.ArchiveResult{}, api.Errorf(api.CodeUnprocessable, "the fake node has no archives")
+	if err := n.record("write_archive", sandboxID); err != nil {
+		return api.ArchiveResult{}, err
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return api.ArchiveResult{}, api.Errorf(api.CodeInvalidArgument, "the archive was cut short: %v; nothing was extracted", err)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s, err := n.running(sandboxID)
+	if err != nil {
+		return api.ArchiveResult{}, err
+	}
+	if s.Files == nil {
+		s.Files = map[string][]byte{}
+	}
+	s.Files[spec.Path+"/.archive"] = b
+	return api.ArchiveResult{Path: spec.Path, Entries: 1, Bytes: int64(len(b))}, nil
+}
+
+// CloneGit implements server.Node: the fake keeps the spec (token
+// included, so tests see what reached the node) as PATH/.git-spec and
+// answers a fixed commit; Fail("clone", …) makes it fail.
+func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec) (string, error) {
+	if err := n.record("clone", sandboxID); err != nil {
+		return "", err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s, err := n.running(sandboxID)
+	if err != nil {
+		return "", err
+	}
+	if s.Files == nil {
+		s.Files = map[string][]byte{}
+	}
+	s.Files[spec.Path+"/.git-spec"] = []byte(fmt.Sprintf("%s %s %d %s", spec.URL, spec.Ref, spec.Depth, spec.Token))
+	return "0123456789abcdef0123456789abcdef01234567", nil
 }
 
 // Output is a command's output in memory; it implements node.Output.

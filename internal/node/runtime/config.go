@@ -102,6 +102,10 @@ type Spec struct {
 	// IDs.HostID on the host. Zero means image.LegacyIDMap, the range
 	// sandboxes shared before each had its own.
 	IDs image.IDMap
+	// DiskIDs is the range a restored Disk was written in, when another
+	// sandbox wrote it (a cached setup): its files are moved into IDs
+	// before the sandbox starts. Zero means IDs.
+	DiskIDs image.IDMap
 	// CPUs is the CPU quota in cores (0.5 is half a core), at least MinCPUs.
 	CPUs float64
 	// MemoryMiB limits memory, at least MinMemoryMiB; the sandbox gets no

@@ -274,6 +274,11 @@ func (r *Runtime) makeRootfs(ctx context.Context, dir string, s Spec) error {
 	if err := mountLoop(img, disk, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOATIME); err != nil {
 		return fmt.Errorf("mount disk: %w", err)
 	}
+	if s.Disk != "" && s.DiskIDs.Size > 0 && s.DiskIDs.HostID != root {
+		if err := image.Reown(ctx, disk, s.DiskIDs, s.IDs.OrLegacy()); err != nil {
+			return fmt.Errorf("move the disk's files into the sandbox's range: %w", err)
+		}
+	}
 	upper, work := filepath.Join(disk, "upper"), filepath.Join(disk, "work")
 	for _, d := range []string{upper, work} {
 		if err := os.Mkdir(d, 0o755); err != nil && !(s.Disk != "" && errors.Is(err, fs.ErrExist)) {

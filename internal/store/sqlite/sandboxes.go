@@ -14,12 +14,12 @@ import (
 
 const sandboxColumns = `id, team_id, name, template, state, resources, env, workdir, network, labels,
 	idle_timeout_s, on_idle, max_lifetime_s, spend_limit_usd, cost_usd,
-	created_at, started_at, last_active_at, expires_at, state_reason, secrets, on_budget, budget_alerts`
+	created_at, started_at, last_active_at, expires_at, state_reason, secrets, on_budget, budget_alerts, provision`
 
 const insertSandbox = `INSERT INTO sandboxes (` + sandboxColumns + `) VALUES (
 	:id, :team_id, :name, :template, :state, :resources, :env, :workdir, :network, :labels,
 	:idle_timeout_s, :on_idle, :max_lifetime_s, :spend_limit_usd, :cost_usd,
-	:created_at, :started_at, :last_active_at, :expires_at, :state_reason, :secrets, :on_budget, :budget_alerts)`
+	:created_at, :started_at, :last_active_at, :expires_at, :state_reason, :secrets, :on_budget, :budget_alerts, :provision)`
 
 const updateSandbox = `UPDATE sandboxes SET
 	name = :name, template = :template, state = :state, resources = :resources, env = :env,
@@ -28,7 +28,7 @@ const updateSandbox = `UPDATE sandboxes SET
 	spend_limit_usd = :spend_limit_usd,
 	created_at = :created_at, started_at = :started_at, last_active_at = :last_active_at,
 	expires_at = :expires_at, state_reason = :state_reason, secrets = :secrets,
-	on_budget = :on_budget, budget_alerts = :budget_alerts
+	on_budget = :on_budget, budget_alerts = :budget_alerts, provision = :provision
 	WHERE id = :id AND team_id = :team_id`
 
 // sandboxArgs are the named column values of s.
@@ -37,8 +37,8 @@ func sandboxArgs(s api.Sandbox) ([]any, error) {
 	if alerts == nil {
 		alerts = []float64{}
 	}
-	var jsons [6]string
-	for i, v := range []any{s.Resources, emptyIfNil(s.Env), s.Network, emptyIfNil(s.Labels), emptyIfNil(s.Secrets), alerts} {
+	var jsons [7]string
+	for i, v := range []any{s.Resources, emptyIfNil(s.Env), s.Network, emptyIfNil(s.Labels), emptyIfNil(s.Secrets), alerts, s.Provision} {
 		var err error
 		if jsons[i], err = encodeJSON(v); err != nil {
 			return nil, fmt.Errorf("sandbox %s: %w", s.ID, err)
@@ -72,6 +72,7 @@ func sandboxArgs(s api.Sandbox) ([]any, error) {
 		sql.Named("secrets", jsons[4]),
 		sql.Named("on_budget", s.OnBudget),
 		sql.Named("budget_alerts", jsons[5]),
+		sql.Named("provision", jsons[6]),
 	}, nil
 }
 
@@ -80,13 +81,14 @@ func scanSandbox(r scanner) (api.Sandbox, error) {
 		s                               api.Sandbox
 		resources, env, network, labels string
 		secrets, alerts                 string
+		provision                       string
 		created                         string
 		started, lastActive, expires    sql.NullString
 		spend                           sql.NullFloat64
 	)
 	err := r.Scan(&s.ID, &s.TeamID, &s.Name, &s.Template, &s.State, &resources, &env, &s.Workdir, &network, &labels,
 		&s.IdleTimeoutS, &s.OnIdle, &s.MaxLifetimeS, &spend, &s.CostUSD,
-		&created, &started, &lastActive, &expires, &s.StateReason, &secrets, &s.OnBudget, &alerts)
+		&created, &started, &lastActive, &expires, &s.StateReason, &secrets, &s.OnBudget, &alerts, &provision)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -97,6 +99,7 @@ func scanSandbox(r scanner) (api.Sandbox, error) {
 	d.json(labels, &s.Labels)
 	d.json(secrets, &s.Secrets)
 	d.json(alerts, &s.BudgetAlerts)
+	d.json(provision, &s.Provision)
 	s.CreatedAt = d.time(created)
 	s.StartedAt = d.timePtr(started)
 	s.LastActiveAt = d.timePtr(lastActive)

@@ -36,6 +36,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Secrets", testSecrets},
 		{"Samples", testSamples}, {"Usage", testUsage}, {"Budgets", testBudgets},
 		{"IDRanges", testIDRanges},
+		{"Sources", testSources},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -342,6 +342,17 @@ func (x *extractor) extract(body io.Reader) error {
 			x.entries++
 		}
 	}
+	// Read the stream to its very end (tar padding, gzip's checksum): an
+	// upload whose sender fails it at the end (a digest that does not
+	// match, a size past a limit) must not be taken as whole.
+	if _, err := io.CopyBuffer(io.Discard, in, *bp); err != nil {
+		return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "the archive was cut short after its last entry (%v); nothing was extracted", err)
+	}
+	if in != io.Reader(br) {
+		if _, err := io.CopyBuffer(io.Discard, br, *bp); err != nil {
+			return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "the archive was cut short after its gzip data (%v); nothing was extracted", err)
+		}
+	}
 	for i := len(x.dirs) - 1; i >= 0; i-- {
 		d, err := openat2(x.stage, x.dirs[i].rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW,
 			unix.RESOLVE_BENEATH|unix.RESOLVE_NO_SYMLINKS|unix.RESOLVE_NO_MAGICLINKS)

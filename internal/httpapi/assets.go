@@ -1,0 +1,114 @@
+package httpapi
+
+import (
+	"encoding/hex"
+	"fmt"
+	"net/http"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/server"
+)
+
+// createAsset stores the request body (a tar or tar.gz) as an asset: 201
+// when new, 200 with the asset that has the same bytes already. A digest
+// (Repr-Digest or Content-Digest, as a header or a trailer) is checked.
+func (h *Handler) createAsset(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	req := server.AssetUpload{Name: r.URL.Query().Get("name")}
+	var err error
+	if req.SHA256, err = requestDigest(r.Header); err != nil {
+		return err
+	}
+	if _, ok := r.Trailer["Repr-Digest"]; ok {
+		req.Trailer = func() (string, error) { return requestDigest(r.Trailer) }
+	} else if _, ok := r.Trailer["Content-Digest"]; ok {
+		req.Trailer = func() (string, error) { return requestDigest(r.Trailer) }
+	}
+	a, created, err := h.srv.CreateAsset(r.Context(), p.Team.ID, req, r.Body)
+	if err != nil {
+		return err
+	}
+	return writeAsset(w, a, created)
+}
+
+func writeAsset(w http.ResponseWriter, a api.Asset, created bool) error {
+	w.Header().Set("Location", "/v1/assets/"+a.ID)
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return writeJSON(w, status, a)
+}
+
+func (h *Handler) listAssets(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	pg, err := paging(r)
+	if err != nil {
+		return err
+	}
+	l, err := h.srv.ListAssets(r.Context(), p.Team.ID, pg)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, l)
+}
+
+func (h *Handler) getAsset(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	a, err := h.srv.GetAsset(r.Context(), p.Team.ID, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, a)
+}
+
+// assetContent sends an asset's bytes with their Repr-Digest; bytes that
+// no longer match it on the node cut the response short.
+func (h *Handler) assetContent(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	a, rc, err := h.srv.OpenAsset(r.Context(), p.Team.ID, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	sum, err := hexDigest(a.SHA256)
+	if err != nil {
+		return err
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "application/gzip")
+	hd.Set("Repr-Digest", api.FormatReprDigest(sum))
+	hd.Set("ETag", `"`+a.SHA256+`"`)
+	hd.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	if _, err := copyStream(w, rc); err != nil {
+		h.log.Error("asset download cut short", "asset", a.ID, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
+
+func (h *Handler) deleteAsset(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	if err := h.srv.DeleteAsset(r.Context(), p.Team.ID, r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// saveAsset stores a folder of a sandbox as an asset.
+func (h *Handler) saveAsset(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	var req api.SaveAssetRequest
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	a, created, err := h.srv.SaveAsset(r.Context(), p.Team.ID, r.PathValue("ref"), req)
+	if err != nil {
+		return err
+	}
+	return writeAsset(w, a, created)
+}
+
+func hexDigest(s string) ([]byte, error) {
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != 32 {
+		return nil, fmt.Errorf("asset digest %q is not a hex sha-256", s)
+	}
+	return b, nil
+}

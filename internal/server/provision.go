@@ -1,0 +1,600 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/node"
+)
+
+// SecretResolver turns a team's secret names into their values. The
+// secrets store implements it; until one is set (SetSecretResolver),
+// requests that name secrets (setup.secrets, source.auth_secret) answer
+// 422.
+type SecretResolver interface {
+	// ResolveSecrets returns the value of each named secret of the team,
+	// by the same keys as names (env var → secret name). A name the team
+	// has no secret of answers CodeNotFound or CodeUnprocessable.
+	ResolveSecrets(ctx context.Context, teamID string, names map[string]string) (map[string]string, error)
+}
+
+// SetSecretResolver replaces the secrets store's resolution (tests); call
+// it before serving.
+func (s *Server) SetSecretResolver(r SecretResolver) { s.secrets = r }
+
+// storeSecrets resolves names through the server's own secrets store.
+type storeSecrets struct{ s *Server }
+
+func (r storeSecrets) ResolveSecrets(ctx context.Context, teamID string, names map[string]string) (map[string]string, error) {
+	return r.s.secretValues(ctx, teamID, names)
+}
+
+// checkProvisionSecrets refuses, at create, secrets of the setup or the
+// git source that the team does not have.
+func (s *Server) checkProvisionSecrets(ctx context.Context, teamID string, p api.Provision) error {
+	if p.Setup != nil && len(p.Setup.Secrets) > 0 {
+		if err := checkSecretRefs("setup.secrets", p.Setup.Secrets, p.Setup.Env); err != nil {
+			return err
+		}
+		if _, err := s.secrets.ResolveSecrets(ctx, teamID, p.Setup.Secrets); err != nil {
+			return err
+		}
+	}
+	if p.Source != nil && p.Source.AuthSecret != "" {
+		if _, err := s.secrets.ResolveSecrets(ctx, teamID, map[string]string{"token": p.Source.AuthSecret}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) secretsConfigured(field string) error {
+	if s.secrets == nil {
+		return api.Errorf(api.CodeUnprocessable, "%s names secrets, but secrets are not configured on this server", field)
+	}
+	return nil
+}
+
+const defaultSetupTimeoutS = 1800
+
+// checkProvision validates a create request's source and setup and
+// returns what the sandbox keeps of them.
+func (s *Server) checkProvision(req api.CreateSandboxRequest) (api.Provision, error) {
+	var p api.Provision
+	if src := req.Source; src != nil {
+		switch src.Type {
+		case "", api.SourceEmpty:
+			if src.AssetID != "" || src.URL != "" || src.Ref != "" || src.AuthSecret != "" || src.Depth != 0 {
+				return p, invalid("source type empty takes no asset_id, url, ref, depth or auth_secret")
+			}
+		case api.SourceUpload:
+			if src.AssetID != "" || src.URL != "" || src.Ref != "" || src.AuthSecret != "" || src.Depth != 0 {
+				return p, invalid("source type upload takes no other field: send the folder with PUT /v1/sandboxes/{id}/files/archive after create")
+			}
+			p.Source = &api.Source{Type: api.SourceUpload}
+		case api.SourceAsset:
+			if src.AssetID == "" {
+				return p, invalid("source type asset needs asset_id (an ID from POST /v1/assets)")
+			}
+			if src.URL != "" || src.Ref != "" || src.AuthSecret != "" || src.Depth != 0 {
+				return p, invalid("source type asset takes only asset_id")
+			}
+			p.Source = &api.Source{Type: api.SourceAsset, AssetID: src.AssetID}
+		case api.SourceGit:
+			g, err := checkGitSource(*src)
+			if err != nil {
+				return p, err
+			}
+			if g.AuthSecret != "" {
+				if err := s.secretsConfigured("source.auth_secret"); err != nil {
+					return p, err
+				}
+			}
+			p.Source = &g
+		default:
+			return p, invalid("source.type %q is unknown; use empty, upload, asset or git", src.Type)
+		}
+		if src.Digest != "" {
+			return p, invalid("source.digest is set by the server; leave it out")
+		}
+	}
+	if st := req.Setup; st != nil {
+		if st.Command == "" {
+			if st.Network != nil || len(st.Env) > 0 || len(st.Secrets) > 0 || st.TimeoutS != 0 || st.Cache {
+				return p, invalid("setup needs a command")
+			}
+			return p, nil
+		}
+		if len(st.Command) > maxCommandSize || containsNUL(st.Command) {
+			return p, invalid("setup.command must be at most %d bytes without NUL", maxCommandSize)
+		}
+		if err := validateEnv("setup.env", st.Env); err != nil {
+			return p, err
+		}
+		for k := range st.Secrets {
+			if !envKeyRE.MatchString(k) {
+				return p, invalid("setup.secrets: variable name %q is invalid: use letters, digits and '_', not starting with a digit", k)
+			}
+		}
+		if len(st.Secrets) > 0 {
+			if err := s.secretsConfigured("setup.secrets"); err != nil {
+				return p, err
+			}
+		}
+		timeout := st.TimeoutS
+		switch {
+		case timeout == 0:
+			timeout = defaultSetupTimeoutS
+		case timeout < 0 || timeout > maxTimeoutS:
+			return p, rangeError("setup.timeout_s", fmt.Sprint(timeout), "1", fmt.Sprint(maxTimeoutS))
+		}
+		setup := *st
+		setup.TimeoutS = timeout
+		if setup.Network != nil {
+			// The policy itself is kept in network.setup_allow.
+			setup.Network = &api.NetworkPolicy{Allow: setup.Network.Allow}
+		}
+		p.Setup = &setup
+	}
+	return p, nil
+}
+
+func containsNUL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// uploadReq is a PUT …/files/archive handed to the start of a sandbox
+// that awaits its source upload.
+type uploadReq struct {
+	ctx     context.Context // the request's: the body is its
+	body    io.Reader
+	sha256  string                 // hex, from a header; "" when none
+	trailer func() (string, error) // a digest that comes after the body
+	size    int64                  // Content-Length, -1 when unknown
+	result  chan uploadResult      // buffered; answered exactly once
+}
+
+type uploadResult struct {
+	res api.ArchiveResult
+	err error
+}
+
+// ArchiveUpload is a PUT …/files/archive.
+type ArchiveUpload struct {
+	Path string // "" for a sandbox's source upload: its workdir
+	User string
+	// SHA256 is the hex digest the archive's bytes must have, when known
+	// before the body; Trailer, when set, returns it after the body.
+	SHA256  string
+	Trailer func() (string, error)
+	Size    int64
+}
+
+// deliverUpload hands an upload to the start of a sandbox that awaits its
+// source, and returns what came of it.
+func (s *Server) deliverUpload(ctx context.Context, sb api.Sandbox, req ArchiveUpload, body io.Reader) (api.ArchiveResult, error) {
+	if req.Path != "" {
+		p, err := filePath("path", req.Path)
+		if err != nil {
+			return api.ArchiveResult{}, err
+		}
+		if p != sb.Workdir {
+			return api.ArchiveResult{}, invalid("sandbox %s awaits its source upload into its workdir %s; leave path out or name the workdir", sb.ID, sb.Workdir)
+		}
+	}
+	if req.User != "" && req.User != "user" {
+		return api.ArchiveResult{}, invalid("a source upload belongs to user; leave user out")
+	}
+	if req.Size > s.cfg.MaxSourceBytes {
+		return api.ArchiveResult{}, tooLarge(req.Size, s.cfg.MaxSourceBytes)
+	}
+	o := s.opsFor(sb.ID)
+	o.mu.Lock()
+	ch, closed := o.upload, o.uploadClosed
+	o.mu.Unlock()
+	if ch == nil {
+		return api.ArchiveResult{}, api.Errorf(api.CodeConflict, "sandbox %s is %s and awaits no upload", sb.ID, sb.State)
+	}
+	u := &uploadReq{ctx: ctx, body: body, sha256: req.SHA256, trailer: req.Trailer, size: req.Size, result: make(chan uploadResult, 1)}
+	select {
+	case ch <- u:
+	case <-closed:
+		return api.ArchiveResult{}, api.Errorf(api.CodeConflict, "sandbox %s no longer awaits its source upload", sb.ID)
+	case <-ctx.Done():
+		return api.ArchiveResult{}, ctx.Err()
+	}
+	r := <-u.result
+	return r.res, r.err
+}
+
+func tooLarge(n, max int64) error {
+	return &api.Error{
+		Code:    api.CodePayloadTooLarge,
+		Message: fmt.Sprintf("the archive is larger than %d bytes, the most a source upload may be; nothing was extracted", max),
+		Details: map[string]any{"max_bytes": max, "bytes": n},
+	}
+}
+
+// provision brings a started sandbox's files to what its create asked
+// for: the source, then the setup. It runs in the start's goroutine,
+// without the life-cycle lock; a terminate cancels ctx. keepOutput says a
+// failure should keep the sandbox's recorded output (a setup that ran).
+func (s *Server) provision(ctx context.Context, sb *api.Sandbox, upload chan *uploadReq) (keepOutput bool, err error) {
+	if src := sb.Source; src != nil {
+		switch src.Type {
+		case api.SourceUpload:
+			if err := s.awaitUpload(ctx, sb, upload); err != nil {
+				return false, err
+			}
+		case api.SourceAsset:
+			if err := s.extractAsset(ctx, sb); err != nil {
+				return false, err
+			}
+		case api.SourceGit:
+			if err := s.cloneGit(ctx, sb); err != nil {
+				return false, err
+			}
+		}
+	}
+	if sb.Setup == nil || sb.Setup.Command == "" {
+		return false, nil
+	}
+	if sb.Setup.Cache {
+		if hit, err := s.fromSetupCache(ctx, sb); hit || err != nil {
+			return false, err
+		}
+	}
+	if err := s.runSetup(ctx, sb); err != nil {
+		return true, err
+	}
+	if sb.Setup.Cache {
+		return false, s.saveSetupCache(ctx, sb)
+	}
+	return false, nil
+}
+
+// awaitUpload waits for the sandbox's source upload and extracts it into
+// the workdir. A refused upload (bad archive, digest, size) answers its
+// sender and the wait goes on; the sandbox fails when none lands within
+// UploadTimeout.
+func (s *Server) awaitUpload(ctx context.Context, sb *api.Sandbox, ch chan *uploadReq) error {
+	if err := s.updateProvision(ctx, sb, "waiting for the source upload: PUT /v1/sandboxes/"+sb.ID+"/files/archive", nil); err != nil {
+		return err
+	}
+	timer := time.NewTimer(s.cfg.UploadTimeout)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			return api.Errorf(api.CodeUnprocessable, "no source upload landed within %s of the create", s.cfg.UploadTimeout)
+		case u := <-ch:
+			res, digest, err := s.receiveUpload(ctx, sb, u)
+			if err == nil {
+				err = s.updateProvision(ctx, sb, "", func(p *api.Provision) { p.Source.Digest = digest })
+			}
+			u.result <- uploadResult{res, err}
+			if err == nil {
+				return nil
+			}
+			s.log.Info("source upload refused", "sandbox", sb.ID, "err", err)
+		}
+	}
+}
+
+func (s *Server) receiveUpload(ctx context.Context, sb *api.Sandbox, u *uploadReq) (api.ArchiveResult, string, error) {
+	uctx, cancel := context.WithCancel(u.ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	cr := &checkedReader{r: u.body, h: sha256.New(), max: s.cfg.MaxSourceBytes, want: u.sha256, trailer: u.trailer}
+	owner := node.Users["user"]
+	res, err := s.node.WriteArchive(uctx, sb.ID, node.ArchiveSpec{Path: sb.Workdir, UID: owner.UID, GID: owner.GID}, cr)
+	if cr.err != nil {
+		// The archive was refused at its end: the agent extracted nothing.
+		return api.ArchiveResult{}, "", cr.err
+	}
+	if err != nil {
+		return api.ArchiveResult{}, "", err
+	}
+	if !cr.done {
+		return api.ArchiveResult{}, "", api.Errorf(api.CodeInvalidArgument, "the archive ended before its body did; send the archive alone")
+	}
+	res.Path = sb.Workdir
+	return res, cr.sum, nil
+}
+
+// checkedReader hashes an upload as it is read and fails it at its end
+// when it is larger than max or its digest differs from the one the
+// client gave: the agent, which reads to the end before anything lands,
+// then extracts nothing.
+type checkedReader struct {
+	r       io.Reader
+	h       hash.Hash
+	n, max  int64
+	want    string
+	trailer func() (string, error)
+
+	done bool
+	sum  string
+	err  error
+}
+
+func (c *checkedReader) Read(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.r.Read(p)
+	c.h.Write(p[:n])
+	c.n += int64(n)
+	if c.n > c.max {
+		c.err = tooLarge(c.n, c.max)
+		return 0, c.err
+	}
+	if err == io.EOF {
+		c.sum = hex.EncodeToString(c.h.Sum(nil))
+		want := c.want
+		if c.trailer != nil {
+			t, terr := c.trailer()
+			if terr != nil {
+				c.err = terr
+				return n, c.err
+			}
+			if t != "" {
+				want = t
+			}
+		}
+		if want != "" && want != c.sum {
+			c.err = &api.Error{
+				Code:    api.CodeUnprocessable,
+				Message: fmt.Sprintf("the archive's sha-256 is %s but the request's digest says %s; nothing was extracted", c.sum, want),
+				Details: map[string]any{"sha256": c.sum, "expected": want},
+			}
+			return n, c.err
+		}
+		c.done = true
+	}
+	return n, err
+}
+
+// updateProvision persists a change to a sandbox that is still being
+// provisioned (creating or setting_up) under its life-cycle lock: its
+// state reason and, through change, its provision. A sandbox terminated
+// meanwhile answers the context's error.
+func (s *Server) updateProvision(ctx context.Context, sb *api.Sandbox, reason string, change func(*api.Provision)) error {
+	o := s.opsFor(sb.ID)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	pctx := context.WithoutCancel(ctx)
+	cur, err := s.store.GetSandbox(pctx, sb.TeamID, sb.ID)
+	if err != nil {
+		return err
+	}
+	if cur.State != api.StateCreating && cur.State != api.StateSettingUp {
+		return context.Canceled
+	}
+	cur.StateReason = reason
+	if change != nil {
+		change(&cur.Provision)
+	}
+	if err := s.store.UpdateSandbox(pctx, cur); err != nil {
+		return fmt.Errorf("persist provision of %s: %w", sb.ID, err)
+	}
+	*sb = cur
+	s.notify()
+	return nil
+}
+
+// setupFailed is a setup that ran and did not succeed: its reason is the
+// sandbox's state reason as it is.
+type setupFailed struct{ reason string }
+
+func (e *setupFailed) Error() string { return e.reason }
+
+// runSetup runs the setup command as a recorded command of the sandbox,
+// under the setup network policy when it has one, and waits for its end.
+func (s *Server) runSetup(ctx context.Context, sb *api.Sandbox) error {
+	st := sb.Setup
+	o := s.opsFor(sb.ID)
+	o.mu.Lock()
+	cur, err := s.store.GetSandbox(context.WithoutCancel(ctx), sb.TeamID, sb.ID)
+	if err == nil && cur.State != api.StateCreating {
+		err = context.Canceled
+	}
+	if err == nil {
+		err = s.setState(context.WithoutCancel(ctx), &cur, api.StateSettingUp, "")
+	}
+	o.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	*sb = cur
+	timeout := st.TimeoutS
+	// Secrets go as the command's own: resolved when it starts and
+	// redacted from its output, as for any command.
+	req := api.CreateCommandRequest{Command: st.Command, Env: st.Env, Secrets: st.Secrets, TimeoutS: &timeout}
+	setupPolicy := st.Network != nil
+	if setupPolicy {
+		s.node.UseSetupPolicy(sb.ID, true)
+	}
+	exited := s.watchExit()
+	cmd, err := s.execIn(ctx, *sb, req)
+	if err != nil {
+		exited.stop()
+		if setupPolicy {
+			s.node.UseSetupPolicy(sb.ID, false)
+		}
+		return fmt.Errorf("start the setup command: %w", err)
+	}
+	if err := s.updateProvision(ctx, sb, "", func(p *api.Provision) { p.SetupCommandID = cmd.ID }); err != nil {
+		exited.stop()
+		return err
+	}
+	c, err := exited.wait(ctx, sb.ID, cmd.ID)
+	if setupPolicy {
+		// The sandbox's own policy from here on: one switch in the
+		// registry, for every new connection and lookup.
+		s.node.UseSetupPolicy(sb.ID, false)
+	}
+	if err != nil {
+		return err
+	}
+	data := map[string]any{"state": c.State, "exit_code": c.ExitCode, "signal": c.Signal, "timed_out": c.TimedOut}
+	s.emit(context.WithoutCancel(ctx), sb.TeamID, "setup.exited", sb.ID, cmd.ID, data)
+	switch {
+	case c.State == api.CommandExited && c.ExitCode != nil && *c.ExitCode == 0:
+		return nil
+	case c.TimedOut:
+		return &setupFailed{fmt.Sprintf("setup command %s timed out after %d s; its output stays readable", cmd.ID, st.TimeoutS)}
+	case c.ExitCode != nil:
+		return &setupFailed{fmt.Sprintf("setup command %s exited with code %d; its output stays readable", cmd.ID, *c.ExitCode)}
+	case c.Signal != "":
+		return &setupFailed{fmt.Sprintf("setup command %s was killed by SIG%s; its output stays readable", cmd.ID, c.Signal)}
+	}
+	return &setupFailed{fmt.Sprintf("setup command %s ended %s", cmd.ID, c.State)}
+}
+
+// exitWatch waits for the end of a command the server started itself.
+type exitWatch struct {
+	s  *Server
+	ch chan struct{}
+}
+
+// watchExit returns a watch that sees every command exit from now on.
+func (s *Server) watchExit() *exitWatch {
+	w := &exitWatch{s: s, ch: make(chan struct{}, 1)}
+	s.mu.Lock()
+	s.exitWatchers[w] = struct{}{}
+	s.mu.Unlock()
+	return w
+}
+
+func (w *exitWatch) stop() {
+	w.s.mu.Lock()
+	delete(w.s.exitWatchers, w)
+	w.s.mu.Unlock()
+}
+
+// wait returns the command once the store has its end.
+func (w *exitWatch) wait(ctx context.Context, sandboxID, commandID string) (api.Command, error) {
+	defer w.stop()
+	for {
+		c, err := w.s.store.GetCommand(context.WithoutCancel(ctx), sandboxID, commandID)
+		if err != nil {
+			return c, err
+		}
+		if c.State.Done() {
+			return c, nil
+		}
+		select {
+		case <-w.ch:
+		case <-ctx.Done():
+			return c, ctx.Err()
+		}
+	}
+}
+
+// exited wakes the watchers: a command ended.
+func (s *Server) exited() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for w := range s.exitWatchers {
+		select {
+		case w.ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// cloneGit clones the sandbox's git source into its workdir; the node
+// clones apart from the sandbox and hands it the tree. The token, when
+// auth_secret names one, goes to the node alone.
+func (s *Server) cloneGit(ctx context.Context, sb *api.Sandbox) error {
+	src := sb.Source
+	token := ""
+	if src.AuthSecret != "" {
+		if s.secrets == nil {
+			return api.Errorf(api.CodeUnprocessable, "source.auth_secret names a secret, but secrets are not configured on this server")
+		}
+		vals, err := s.secrets.ResolveSecrets(ctx, sb.TeamID, map[string]string{"token": src.AuthSecret})
+		if err != nil {
+			return err
+		}
+		token = vals["token"]
+	}
+	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
+	defer cancel()
+	owner := node.Users["user"]
+	commit, err := s.node.CloneGit(ctx, sb.ID, node.GitSpec{
+		URL: src.URL, Ref: src.Ref, Depth: src.Depth, Token: token,
+		Path: sb.Workdir, UID: owner.UID, GID: owner.GID,
+	})
+	if err != nil {
+		return err
+	}
+	return s.updateProvision(ctx, sb, "", func(p *api.Provision) { p.Source.Digest = commit })
+}
+
+const gitTimeout = 30 * time.Minute
+
+var gitRefRE = regexp.MustCompile(`^[A-Za-z0-9._/@+-]{1,255}$`)
+
+const maxGitDepth = 1 << 20
+
+// checkGitSource validates a git source: an http(s) URL without
+// credentials (a token goes in a secret, named by auth_secret), a ref that
+// cannot be taken for an option, a depth in range.
+func checkGitSource(src api.Source) (api.Source, error) {
+	if src.AssetID != "" {
+		return src, invalid("source type git takes no asset_id")
+	}
+	if src.URL == "" {
+		return src, invalid("source type git needs url (https://host/owner/repo.git)")
+	}
+	u, err := url.Parse(src.URL)
+	switch {
+	case err != nil || len(src.URL) > 2048 || containsNUL(src.URL):
+		return src, invalid("source.url is not a valid URL")
+	case u.Scheme != "https" && u.Scheme != "http":
+		return src, invalid("source.url scheme %q is not supported; use https:// (or http://)", u.Scheme)
+	case u.User != nil:
+		return src, invalid("source.url carries credentials; put the token in a secret and name it in source.auth_secret")
+	case u.Hostname() == "":
+		return src, invalid("source.url has no host")
+	case isIPLiteral(u.Hostname()):
+		// An address would become an address rule of the clone's policy,
+		// which reaches private ranges a name never does.
+		return src, invalid("source.url names an address; name the repository's host instead")
+	case u.RawQuery != "" || u.Fragment != "":
+		return src, invalid("source.url may not have a query or fragment")
+	}
+	if src.Ref != "" && (!gitRefRE.MatchString(src.Ref) || strings.HasPrefix(src.Ref, "-") || strings.Contains(src.Ref, "..")) {
+		return src, invalid("source.ref %q is not a branch, tag or commit name", src.Ref)
+	}
+	if src.Depth < 0 || src.Depth > maxGitDepth {
+		return src, rangeError("source.depth", fmt.Sprint(src.Depth), "0", fmt.Sprint(maxGitDepth))
+	}
+	src.URL = u.String()
+	return src, nil
+}
+
+func isIPLiteral(host string) bool {
+	_, err := netip.ParseAddr(strings.Trim(host, "[]"))
+	return err == nil
+}
