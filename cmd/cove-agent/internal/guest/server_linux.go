@@ -38,6 +38,8 @@ type Server struct {
 	procMu sync.Mutex
 	procs  map[int]*command // by pid, until reaped
 
+	ownersMu sync.Mutex // one socket owner lookup at a time
+
 	mu          sync.Mutex
 	cmds        map[string]*command
 	nextSeq     int64
@@ -204,6 +206,7 @@ func (s *Server) handler() http.Handler {
 	route("POST /v1/commands/{id}/signal", s.signal)
 	route("POST /v1/commands/{id}/resize", s.resize)
 	route("DELETE /v1/commands/{id}", s.forget)
+	route("POST /v1/sockets/owners", s.owners)
 	s.fileRoutes(route)
 	return mux
 }
