@@ -75,7 +75,7 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.Int64Var(&o.cfg.Server.MaxResources.DiskMiB, "max-disk-mib", def.Server.MaxResources.DiskMiB, "most disk one sandbox may reserve")
 	f.Int64Var(&o.cfg.Server.PidsLimit, "pids-limit", def.Server.PidsLimit, "most processes and threads in one sandbox")
 	f.IntVar(&o.cfg.Server.WarmPool, "warm-pool", def.Server.WarmPool, "ready sandboxes of the default template kept to hand out at once (0: none)")
-	f.DurationVar(&o.cfg.Server.EventRetention, "event-retention", def.Server.EventRetention, "how long events are kept (e.g. 720h)")
+	f.DurationVar(&o.cfg.Server.EventRetention, "event-retention", def.Server.EventRetention, "how long events, and network observations after they were last seen, are kept (e.g. 720h)")
 	f.BoolVar(&o.cfg.Network.Disabled, "no-network", def.Network.Disabled, "no fence, resolver or gateway: sandboxes get loopback only")
 	f.TextVar(&o.cfg.Network.Subnet, "subnet", def.Network.Subnet, "subnet carved into one /30 per sandbox")
 	f.StringVar(&o.cfg.Network.Table, "nft-table", def.Network.Table, "nftables table (inet) of the fence")

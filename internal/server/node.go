@@ -37,7 +37,11 @@ type Node interface {
 	Lose(id string, commands []string)
 	SetPolicy(id string, p api.NetworkPolicy) error
 	SetHostname(ctx context.Context, id, name string) error
-	Observations(id string) []api.NetworkObservation
+	// DrainObservations hands over every sandbox's network reports since
+	// the last call; the server adds them to the store.
+	// PendingObservations are a sandbox's reports not handed over yet.
+	DrainObservations() []node.Observation
+	PendingObservations(id string) []api.NetworkObservation
 
 	Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) error
 	Output(sandboxID, commandID string) (node.Output, error)

@@ -48,6 +48,7 @@ type Server struct {
 	// meters (metering.go).
 	meterMu sync.Mutex
 	meters  map[string]*meterState
+	obs     observations
 }
 
 // sandboxOps serializes the life-cycle steps of one sandbox.
@@ -73,6 +74,7 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 		activity: map[string]time.Time{},
 		refill:   make(chan struct{}, 1),
 		meters:   map[string]*meterState{},
+		obs:      observations{sandbox: map[string]bool{}, commands: map[string]bool{}},
 	}, nil
 }
 

@@ -134,7 +134,8 @@ const MaxOwnerSockets = 256
 
 // Socket names a socket of the sandbox by its addresses as the sandbox sees
 // them: the local address the sandbox sent from and the remote address it
-// sent to ("ip:port" both; IPv4 or IPv6).
+// sent to ("ip:port" both; IPv4 or IPv6). An empty Remote matches any
+// remote address; an unconnected UDP socket matches any too.
 type Socket struct {
 	Proto  string `json:"proto"` // "tcp" or "udp"
 	Local  string `json:"local"`

@@ -45,9 +45,13 @@ func (s *Server) owners(w http.ResponseWriter, r *http.Request) error {
 	keys := make([]sockKey, len(req.Sockets))
 	for i, sk := range req.Sockets {
 		local, err1 := netip.ParseAddrPort(sk.Local)
-		remote, err2 := netip.ParseAddrPort(sk.Remote)
+		var remote netip.AddrPort
+		var err2 error
+		if sk.Remote != "" {
+			remote, err2 = netip.ParseAddrPort(sk.Remote)
+		}
 		if (sk.Proto != "tcp" && sk.Proto != "udp") || err1 != nil || err2 != nil {
-			return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "socket %d: want proto tcp or udp and local and remote as ip:port", i)
+			return errorf(http.StatusBadRequest, wire.CodeInvalidArgument, "socket %d: want proto tcp or udp, local as ip:port and remote as ip:port or empty", i)
 		}
 		keys[i] = sockKey{sk.Proto, unmapAP(local), unmapAP(remote)}
 	}
@@ -214,7 +218,7 @@ func socketInodes(keys []sockKey) ([]uint64, error) {
 			}
 			err = scanSockTable(f, func(e sockEntry) {
 				for _, i := range idx[e.local] {
-					if e.remote == keys[i].remote || (proto == "udp" && !e.remote.Addr().IsValid()) {
+					if !keys[i].remote.IsValid() || e.remote == keys[i].remote || (proto == "udp" && !e.remote.IsValid()) {
 						out[i] = e.inode
 					}
 				}
