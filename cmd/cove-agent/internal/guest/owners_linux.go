@@ -95,24 +95,58 @@ func (s *Server) socketOwners(keys []sockKey) ([]string, error) {
 	cmds := s.commandsByPID()
 	for i, ino := range inodes {
 		if pid, ok := holders[ino]; ok {
-			if c := commandOf(pid, cmds); c != nil {
-				ids[i] = c.id
-			}
+			ids[i] = commandOf(pid, cmds)
 		}
 	}
 	return ids, nil
 }
 
+// maxEnded bounds the forgotten commands remembered for owner lookups.
+const maxEnded = 4096
+
+// endedCommand is a command the host let the agent forget (it ended and
+// its output was taken), remembered while its process group has members:
+// a process it left behind still counts as its own.
+type endedCommand struct {
+	id  string
+	seq int64
+}
+
+// rememberEndedLocked remembers a forgotten command while its process
+// group lives, and forgets those whose groups are empty (their pids may
+// be reused from then on). s.mu is held.
+func (s *Server) rememberEndedLocked(c *command) {
+	for pid := range s.ended {
+		if unix.Kill(-pid, 0) == unix.ESRCH {
+			delete(s.ended, pid)
+		}
+	}
+	if unix.Kill(-c.pid, 0) == unix.ESRCH || len(s.ended) >= maxEnded {
+		return
+	}
+	s.ended[c.pid] = endedCommand{id: c.id, seq: c.seq}
+}
+
+// cmdRef is a command as an owner lookup sees it.
+type cmdRef struct {
+	id      string
+	seq     int64
+	running bool // its main process is not reaped yet
+}
+
 // commandsByPID maps each command's main pid (its process group, and its
-// session with a PTY) to the command; the newest wins when a pid was used
-// twice.
-func (s *Server) commandsByPID() map[int]*command {
+// session with a PTY) to the command, forgotten ones whose group lives
+// included; the newest wins when a pid was used twice.
+func (s *Server) commandsByPID() map[int]cmdRef {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[int]*command, len(s.cmds))
+	out := make(map[int]cmdRef, len(s.cmds)+len(s.ended))
+	for pid, e := range s.ended {
+		out[pid] = cmdRef{id: e.id, seq: e.seq}
+	}
 	for _, c := range s.cmds {
-		if old := out[c.pid]; old == nil || old.seq < c.seq {
-			out[c.pid] = c
+		if old, ok := out[c.pid]; !ok || old.seq < c.seq {
+			out[c.pid] = cmdRef{id: c.id, seq: c.seq, running: !c.hasExited()}
 		}
 	}
 	return out
@@ -124,40 +158,40 @@ func (s *Server) commandsByPID() map[int]*command {
 // a command whose main process was reaped counts while its pid is not
 // taken by a live process: the kernel does not reuse the pid of a group or
 // session that still has members, so the group is the command's.
-func commandOf(pid int, cmds map[int]*command) *command {
-	leads := func(id int) *command {
-		c := cmds[id]
-		if c == nil {
-			return nil
+func commandOf(pid int, cmds map[int]cmdRef) string {
+	leads := func(id int) string {
+		c, ok := cmds[id]
+		if !ok {
+			return ""
 		}
-		if !c.hasExited() {
-			return c
+		if c.running {
+			return c.id
 		}
 		if _, err := os.Stat("/proc/" + strconv.Itoa(id)); err == nil {
-			return nil // the pid belongs to another process now
+			return "" // the pid belongs to another process now
 		}
-		return c
+		return c.id
 	}
 	for range maxOwnerAncestry {
 		if pid <= 1 {
-			return nil
+			return ""
 		}
 		st, err := readProcStat(pid)
 		if err != nil {
-			return nil
+			return ""
 		}
-		if c := cmds[pid]; c != nil && !c.hasExited() {
-			return c
+		if c, ok := cmds[pid]; ok && c.running {
+			return c.id
 		}
-		if c := leads(st.pgrp); c != nil {
-			return c
+		if id := leads(st.pgrp); id != "" {
+			return id
 		}
-		if c := leads(st.session); c != nil {
-			return c
+		if id := leads(st.session); id != "" {
+			return id
 		}
 		pid = st.ppid
 	}
-	return nil
+	return ""
 }
 
 // procIDs are the fields of /proc/PID/stat commandOf needs.

@@ -108,8 +108,12 @@ func TestSocketOwners(t *testing.T) {
 	add(start("setsid", 1000, fmt.Sprintf(`setsid bash -c %q & wait`, connect)), "setsid")
 	// The main process ends at once; its background child holds the
 	// socket, in the command's process group.
+	// The host has read its output and let the agent forget it.
 	add(start("ended", 1000, fmt.Sprintf(`(%s) >/dev/null 2>&1 &`, connect)), "ended")
 	collect(t, c, "ended", 0)
+	if err := c.Forget(t.Context(), "ended"); err != nil {
+		t.Fatal(err)
+	}
 
 	// UDP: a connected datagram socket.
 	ul, err := net.ListenPacket("udp4", "127.0.0.1:0")

@@ -42,6 +42,7 @@ type Server struct {
 
 	mu          sync.Mutex
 	cmds        map[string]*command
+	ended       map[int]endedCommand // forgotten commands whose process group may live on, by pid
 	nextSeq     int64
 	closed      bool
 	stopReaper  context.CancelFunc // nil until the reaper starts
@@ -57,6 +58,7 @@ func NewServer(cfg ServerConfig, log *slog.Logger) *Server {
 		log:   log,
 		procs: make(map[int]*command),
 		cmds:  make(map[string]*command),
+		ended: make(map[int]endedCommand),
 	}
 }
 
@@ -534,6 +536,7 @@ func (s *Server) forget(w http.ResponseWriter, r *http.Request) error {
 	s.mu.Lock()
 	if s.cmds[c.id] == c {
 		delete(s.cmds, c.id)
+		s.rememberEndedLocked(c)
 	}
 	s.mu.Unlock()
 	c.out.abort() // wakes streams that wait on it
