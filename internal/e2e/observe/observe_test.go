@@ -16,7 +16,8 @@ import (
 // made its latest connection: allowed (as the default user), denied over
 // HTTP (as root), denied raw TCP, a denied DNS query, a later command's
 // connection, and a background process of a command that has ended. The
-// network.denied events name their commands too.
+// network.denied events name their commands too. Processes that try to
+// mislead the lookup get their own command or none.
 func TestLastCommandID(t *testing.T) {
 	s, host, sb := obsSandbox(t)
 	addr := host.Addr.String()
@@ -47,6 +48,18 @@ func TestLastCommandID(t *testing.T) {
 		if events[dest] != want {
 			t.Errorf("network.denied for %s names %q, want %s (all: %v)", dest, events[dest], want, events)
 		}
+	}
+
+	// Hostile: a process that names itself like the fields the agent reads
+	// in /proc/PID/stat is still found; a daemon that left its command's
+	// group, session and parentage is nobody's, never another command's.
+	named := run(t, s, sb.ID, fmt.Sprintf(`python3 -c 'import ctypes, socket; ctypes.CDLL(None).prctl(15, b") R 1 1 1 1", 0, 0, 0); socket.create_connection(("%s", 9), 5).recv(1)'`, addr), 1)
+	if o := observations(t, s, sb.ID)[addr+":9 denied"]; o.LastCommandID != named {
+		t.Errorf("self-named process: %+v; want command %s", o, named)
+	}
+	run(t, s, sb.ID, "setsid -f sh -c 'sleep 0.3; curl -s --max-time 5 http://"+addr+":8081/' >/dev/null 2>&1", 0)
+	if o := waitObservation(t, s, sb.ID, addr+":8081 denied", func(api.NetworkObservation) bool { return true }); o.LastCommandID != "" {
+		t.Errorf("daemon's connection names %q", o.LastCommandID)
 	}
 
 	// A later command's connection takes over.
