@@ -202,13 +202,14 @@ func (r *Registry) lookupBatch(ctx context.Context, id string, q *ownerQueue, ba
 		socks[i] = c.sock
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.OwnerTimeout)
+	start := time.Now()
 	ids, err := r.cfg.Owners(cctx, id, socks)
 	cancel()
 	if err == nil && len(ids) != len(batch) {
 		err = errWrongAnswer
 	}
+	r.log.Debug("socket owners", "sandbox", id, "sockets", len(batch), "took", time.Since(start), "err", err)
 	if err != nil {
-		r.log.Debug("socket owners", "sandbox", id, "sockets", len(batch), "err", err)
 		ids = make([]string, len(batch))
 	}
 	for i, c := range batch {

@@ -7,11 +7,9 @@
 package observe
 
 import (
-	"database/sql"
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -31,7 +29,7 @@ const slowReply = 300 * time.Millisecond
 // obsSandbox starts a server on the managed image whose resolver knows
 // web.test and other.test as a test host serving HTTP on port 80, and a
 // sandbox in it that may reach web.test on port 80 only.
-func obsSandbox(t *testing.T) (*e2etest.Server, *e2etest.TestHost, api.Sandbox) {
+func obsSandbox(t testing.TB) (*e2etest.Server, *e2etest.TestHost, api.Sandbox) {
 	t.Helper()
 	e2etest.RequireRoot(t)
 	if e2etest.ManagedDir() == "" {
@@ -54,7 +52,7 @@ const curl = "curl -sS --max-time 10 "
 
 // run runs a command in the sandbox and returns its ID; it must exit with
 // code want.
-func run(t *testing.T, s *e2etest.Server, id, command string, want int, opts ...func(*api.CreateCommandRequest)) string {
+func run(t testing.TB, s *e2etest.Server, id, command string, want int, opts ...func(*api.CreateCommandRequest)) string {
 	t.Helper()
 	res := e2etest.Sh(t, s.Admin, id, command, append(opts, e2etest.WithTimeout(30))...)
 	if got := e2etest.ExitCode(res); got != want {
@@ -65,7 +63,7 @@ func run(t *testing.T, s *e2etest.Server, id, command string, want int, opts ...
 
 // observations returns the sandbox's observations by "destination:port
 // decision".
-func observations(t *testing.T, s *e2etest.Server, id string) map[string]api.NetworkObservation {
+func observations(t testing.TB, s *e2etest.Server, id string) map[string]api.NetworkObservation {
 	t.Helper()
 	v, err := s.Admin.Network(t.Context(), id)
 	if err != nil {
@@ -79,7 +77,7 @@ func observations(t *testing.T, s *e2etest.Server, id string) map[string]api.Net
 }
 
 // waitObservation waits until the sandbox's observation key satisfies ok.
-func waitObservation(t *testing.T, s *e2etest.Server, id, key string, ok func(api.NetworkObservation) bool) api.NetworkObservation {
+func waitObservation(t testing.TB, s *e2etest.Server, id, key string, ok func(api.NetworkObservation) bool) api.NetworkObservation {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -94,41 +92,7 @@ func waitObservation(t *testing.T, s *e2etest.Server, id, key string, ok func(ap
 	}
 }
 
-// stored reads an observation's count and command from the server's
-// database file, as a restarted server would find it.
-func stored(t *testing.T, s *e2etest.Server, sandboxID, dest string, port int, decision string) (count int64, cmd string) {
-	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(s.DataDir, "cove.db")+"?mode=ro&_pragma=busy_timeout(10000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.QueryRowContext(t.Context(), `SELECT count, last_command_id FROM network_observations
-		WHERE sandbox_id = ? AND destination = ? AND port = ? AND decision = ?`, sandboxID, dest, port, decision).Scan(&count, &cmd)
-	if err != nil && err != sql.ErrNoRows {
-		t.Fatal(err)
-	}
-	return count, cmd
-}
-
-// waitStored waits until the database holds at least count of an
-// observation.
-func waitStored(t *testing.T, s *e2etest.Server, sandboxID, dest string, port int, decision string, count int64) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		n, _ := stored(t, s, sandboxID, dest, port, decision)
-		if n >= count {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s:%d %s: %d stored, want %d", dest, port, decision, n, count)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func deniedEvents(t *testing.T, s *e2etest.Server, sandboxID string) []api.Event {
+func deniedEvents(t testing.TB, s *e2etest.Server, sandboxID string) []api.Event {
 	t.Helper()
 	l, err := s.Admin.Events(t.Context(), cove.EventQuery{Sandbox: sandboxID, Types: []string{"network.denied"}, Limit: 1000})
 	if err != nil {

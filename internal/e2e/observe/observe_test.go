@@ -72,7 +72,7 @@ func TestLastCommandID(t *testing.T) {
 }
 
 // storedRow reads one observation from the server's database file.
-func storedRow(t *testing.T, s *e2etest.Server, sandboxID string, o api.NetworkObservation) (api.NetworkObservation, bool) {
+func storedRow(t testing.TB, s *e2etest.Server, sandboxID string, o api.NetworkObservation) (api.NetworkObservation, bool) {
 	t.Helper()
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(s.DataDir, "cove.db")+"?mode=ro&_pragma=busy_timeout(10000)")
 	if err != nil {
@@ -103,7 +103,7 @@ func same(a, b api.NetworkObservation) bool {
 
 // waitAllStored waits until the database holds every observation the API
 // shows, as it shows it (the server stores them every second).
-func waitAllStored(t *testing.T, s *e2etest.Server, sandboxID string) map[string]api.NetworkObservation {
+func waitAllStored(t testing.TB, s *e2etest.Server, sandboxID string) map[string]api.NetworkObservation {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -138,7 +138,7 @@ func checkSame(t *testing.T, when string, want, got map[string]api.NetworkObserv
 
 // setup makes one allowed and one denied connection and waits until both
 // name their commands.
-func setup(t *testing.T, s *e2etest.Server, sandboxID, addr string) {
+func setup(t testing.TB, s *e2etest.Server, sandboxID, addr string) {
 	t.Helper()
 	allowed := run(t, s, sandboxID, curl+"http://web.test/slow", 0)
 	denied := run(t, s, sandboxID, "curl -s --max-time 10 http://"+addr+":8080/", 0)

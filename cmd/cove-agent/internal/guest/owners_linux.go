@@ -228,14 +228,55 @@ func parseProcStat(s string) (procIDs, error) {
 	return ids, nil
 }
 
-// socketInodes finds each socket's inode in the tables of /proc/net (0 when
-// it is not there, or is no longer held by any descriptor).
+// socketInodes finds each socket's inode (0 when it is not there, or no
+// descriptor holds it any more): by sock_diag, trying the nameservers of
+// /etc/resolv.conf for a socket whose remote address is not given, and in
+// the tables of /proc/net for what sock_diag cannot tell.
 func socketInodes(keys []sockKey) ([]uint64, error) {
 	out := make([]uint64, len(keys))
+	rest := make([]bool, len(keys)) // left to /proc/net
+	d, err := openSockDiag()
+	if err != nil {
+		for i := range rest {
+			rest[i] = true
+		}
+	} else {
+		defer d.close()
+		var ns []netip.Addr
+		for i, k := range keys {
+			remotes := []netip.AddrPort{k.remote}
+			if !k.remote.IsValid() {
+				if ns == nil {
+					ns = nameservers()
+				}
+				remotes = remotes[:0]
+				for _, a := range ns {
+					remotes = append(remotes, netip.AddrPortFrom(a, 53))
+				}
+				rest[i] = true
+			}
+			for _, remote := range remotes {
+				ino, err := d.inode(k.proto, k.local, remote)
+				if err != nil {
+					return nil, err
+				}
+				if ino != 0 {
+					out[i], rest[i] = ino, false
+					break
+				}
+			}
+		}
+	}
+	return out, procNetInodes(keys, rest, out)
+}
+
+// procNetInodes finds the inodes of keys[i] where rest[i] in the tables of
+// /proc/net, into out.
+func procNetInodes(keys []sockKey, rest []bool, out []uint64) error {
 	for _, proto := range []string{"tcp", "udp"} {
 		idx := map[netip.AddrPort][]int{} // local address → keys
 		for i, k := range keys {
-			if k.proto == proto {
+			if k.proto == proto && rest[i] {
 				idx[k.local] = append(idx[k.local], i)
 			}
 		}
@@ -248,7 +289,7 @@ func socketInodes(keys []sockKey) ([]uint64, error) {
 				continue // no IPv6
 			}
 			if err != nil {
-				return nil, fmt.Errorf("read /proc/net/%s: %w", table, err)
+				return fmt.Errorf("read /proc/net/%s: %w", table, err)
 			}
 			err = scanSockTable(f, func(e sockEntry) {
 				for _, i := range idx[e.local] {
@@ -259,11 +300,11 @@ func socketInodes(keys []sockKey) ([]uint64, error) {
 			})
 			f.Close()
 			if err != nil {
-				return nil, fmt.Errorf("read /proc/net/%s: %w", table, err)
+				return fmt.Errorf("read /proc/net/%s: %w", table, err)
 			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // sockEntry is one line of a /proc/net table. An unconnected socket's

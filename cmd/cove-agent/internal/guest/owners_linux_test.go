@@ -171,3 +171,64 @@ func TestSocketOwners(t *testing.T) {
 		t.Error("an oversized request was sent")
 	}
 }
+
+// TestSockDiag: the kernel's exact lookup finds the inode /proc/net/tcp
+// shows for a connection, a UDP socket by its addresses (an unconnected
+// one for any remote), and nothing for a closed socket.
+func TestSockDiag(t *testing.T) {
+	d, err := openSockDiag()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c, err := net.Dial("tcp4", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, remote := addrPortOf(c.LocalAddr()), addrPortOf(c.RemoteAddr())
+	want, err := socketInodesProc(sockKey{"tcp", local, remote})
+	if err != nil || want == 0 {
+		t.Fatalf("/proc/net/tcp: %d %v", want, err)
+	}
+	if got, err := d.inode("tcp", local, remote); err != nil || got != want {
+		t.Errorf("tcp: inode %d, %v; want %d", got, err, want)
+	}
+	if got, err := d.inode("tcp", local, netip.MustParseAddrPort("127.0.0.1:1")); err != nil || got != 0 {
+		t.Errorf("tcp, wrong remote: inode %d, %v", got, err)
+	}
+	c.Close()
+	if got, err := d.inode("tcp", local, remote); err != nil || got != 0 {
+		t.Errorf("closed tcp: inode %d, %v", got, err)
+	}
+
+	u, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	ulocal := addrPortOf(u.LocalAddr())
+	uwant, err := socketInodesProc(sockKey{"udp", ulocal, netip.AddrPort{}})
+	if err != nil || uwant == 0 {
+		t.Fatalf("/proc/net/udp: %d %v", uwant, err)
+	}
+	if got, err := d.inode("udp", ulocal, netip.MustParseAddrPort("10.1.2.3:53")); err != nil || got != uwant {
+		t.Errorf("unconnected udp: inode %d, %v; want %d", got, err, uwant)
+	}
+}
+
+func addrPortOf(a net.Addr) netip.AddrPort {
+	ap := netip.MustParseAddrPort(a.String())
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+// socketInodesProc finds one socket's inode in /proc/net alone.
+func socketInodesProc(k sockKey) (uint64, error) {
+	out := make([]uint64, 1)
+	err := procNetInodes([]sockKey{k}, []bool{true}, out)
+	return out[0], err
+}
