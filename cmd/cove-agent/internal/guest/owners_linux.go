@@ -258,7 +258,8 @@ func socketInodes(keys []sockKey) ([]uint64, error) {
 			for _, remote := range remotes {
 				ino, err := d.inode(k.proto, k.local, remote)
 				if err != nil {
-					return nil, err
+					rest[i] = true // /proc/net may still tell
+					break
 				}
 				if ino != 0 {
 					out[i], rest[i] = ino, false
