@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { e2etest.Main(m) }
 
 // slowReply is how long the test host waits before it answers /slow: a
 // destination some way off, as real ones are.
-const slowReply = 300 * time.Millisecond
+const slowReply = time.Second
 
 // obsSandbox starts a server on the managed image whose resolver knows
 // web.test and other.test as a test host serving HTTP on port 80, and a
