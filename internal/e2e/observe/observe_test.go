@@ -204,3 +204,51 @@ func TestObservationsSurviveSleepWakeTerminate(t *testing.T) {
 	}
 	checkSame(t, "terminated", after, waitAllStored(t, s, sb.ID))
 }
+
+// TestObservationsPerSandbox: two sandboxes of two teams reach the same
+// destination at once; each sees only its own connection, naming its own
+// command, and neither team can read the other's.
+func TestObservationsPerSandbox(t *testing.T) {
+	s, _, a := obsSandbox(t)
+	other := s.NewTeam("other-team")
+	b := e2etest.Create(t, other, api.CreateSandboxRequest{Network: &api.NetworkPolicy{Allow: []string{"web.test:80"}}})
+	type result struct {
+		res api.CommandResult
+		err error
+	}
+	resA := make(chan result, 1)
+	go func() {
+		res, err := s.Admin.ExecWait(t.Context(), a.ID, api.CreateCommandRequest{Command: curl + "http://web.test/slow"})
+		resA <- result{res, err}
+	}()
+	resB := e2etest.Sh(t, other, b.ID, curl+"http://web.test/slow", e2etest.WithTimeout(30))
+	ra := <-resA
+	if ra.err != nil || e2etest.ExitCode(ra.res) != 0 || e2etest.ExitCode(resB) != 0 {
+		t.Fatalf("sandbox a: %+v %v; sandbox b: %+v", ra.res, ra.err, resB)
+	}
+	cmdA := ra.res.Command.ID
+	oa := waitObservation(t, s, a.ID, "web.test:80 allowed", func(o api.NetworkObservation) bool { return o.LastCommandID != "" })
+	vb, err := other.Network(t.Context(), b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if oa.Count != 1 || oa.LastCommandID != cmdA {
+		t.Errorf("sandbox a: %+v; want one connection of %s", oa, cmdA)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for len(vb.Observations) != 1 || vb.Observations[0].LastCommandID == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox b: %+v", vb.Observations)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if vb, err = other.Network(t.Context(), b.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ob := vb.Observations[0]; ob.Count != 1 || ob.LastCommandID != resB.Command.ID {
+		t.Errorf("sandbox b: %+v; want one connection of %s", ob, resB.Command.ID)
+	}
+	if _, err := other.Network(t.Context(), a.ID); api.ErrorCode(err) != api.CodeNotFound {
+		t.Errorf("team b reads sandbox a's observations: %v", err)
+	}
+}
