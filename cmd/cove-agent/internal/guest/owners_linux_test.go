@@ -76,9 +76,21 @@ func TestSocketOwners(t *testing.T) {
 	// Each command connects and waits until the test closes its side.
 	connect := fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d; read -u 3 x", port)
 	var conns []net.Conn
+	pids := map[string]int{}
+	collected := map[string]bool{}
+	// Every command ends, and every process it left is reaped, before the
+	// server closes: the commands end when the test closes its side.
 	defer func() {
 		for _, c := range conns {
 			c.Close()
+		}
+		for id, pid := range pids {
+			if !collected[id] {
+				collect(t, c, id, 0)
+			}
+			for len(inGroup(pid)) > 0 {
+				time.Sleep(10 * time.Millisecond)
+			}
 		}
 	}()
 	sock := func(conn net.Conn) wire.Socket {
@@ -87,9 +99,11 @@ func TestSocketOwners(t *testing.T) {
 	}
 	start := func(id string, uid int, script string) wire.Socket {
 		t.Helper()
-		if _, err := c.Exec(t.Context(), wire.ExecRequest{ID: id, Argv: []string{"bash", "-c", script}, Env: []string{testPath}, Cwd: "/", UID: uid, GID: uid}); err != nil {
+		st, err := c.Exec(t.Context(), wire.ExecRequest{ID: id, Argv: []string{"bash", "-c", script}, Env: []string{testPath}, Cwd: "/", UID: uid, GID: uid})
+		if err != nil {
 			t.Fatal(err)
 		}
+		pids[id] = st.PID
 		tl.(*net.TCPListener).SetDeadline(time.Now().Add(30 * time.Second))
 		conn, err := tl.Accept()
 		if err != nil {
@@ -111,6 +125,7 @@ func TestSocketOwners(t *testing.T) {
 	// The host has read its output and let the agent forget it.
 	add(start("ended", 1000, fmt.Sprintf(`(%s) >/dev/null 2>&1 &`, connect)), "ended")
 	collect(t, c, "ended", 0)
+	collected["ended"] = true
 	if err := c.Forget(t.Context(), "ended"); err != nil {
 		t.Fatal(err)
 	}
@@ -122,8 +137,9 @@ func TestSocketOwners(t *testing.T) {
 	}
 	defer ul.Close()
 	uport := ul.LocalAddr().(*net.UDPAddr).Port
-	if _, err := c.Exec(t.Context(), wire.ExecRequest{ID: "udp", Argv: []string{"bash", "-c",
-		fmt.Sprintf("exec 3<>/dev/udp/127.0.0.1/%d; echo hi >&3; read -u 3 x", uport)}, Env: []string{testPath}, Cwd: "/", UID: 1000, GID: 1000}); err != nil {
+	st, err := c.Exec(t.Context(), wire.ExecRequest{ID: "udp", Argv: []string{"bash", "-c",
+		fmt.Sprintf("exec 3<>/dev/udp/127.0.0.1/%d; echo hi >&3; read -u 3 x", uport)}, Env: []string{testPath}, Cwd: "/", UID: 1000, GID: 1000})
+	if err != nil {
 		t.Fatal(err)
 	}
 	ul.SetReadDeadline(time.Now().Add(30 * time.Second))
@@ -132,7 +148,13 @@ func TestSocketOwners(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ul.WriteTo([]byte("bye\n"), from) // ends the command
+	defer func() {
+		ul.WriteTo([]byte("\n"), from) // ends the command: bash reads a byte per datagram
+		collect(t, c, "udp", 0)
+		for len(inGroup(st.PID)) > 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
 	add(wire.Socket{Proto: "udp", Local: from.String(), Remote: ul.LocalAddr().String()}, "udp")
 
 	// A process that is no command's: this one.
@@ -162,6 +184,7 @@ func TestSocketOwners(t *testing.T) {
 	// Once the command closed its socket, it owns nothing.
 	conns[0].Close()
 	collect(t, c, "direct", 0)
+	collected["direct"] = true
 	if got, err := c.SocketOwners(t.Context(), socks[:1]); err != nil || got[0] != "" {
 		t.Errorf("closed socket: owner %q, %v", got, err)
 	}
