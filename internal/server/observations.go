@@ -172,21 +172,21 @@ func (s *Server) sandboxObservations(ctx context.Context, id string) ([]api.Netw
 // same way), sorted by destination, port and decision.
 func mergeObservations(rows, add []api.NetworkObservation, maxRows int) []api.NetworkObservation {
 	type key struct {
-		dest     string
-		port     int
-		decision string
+		dest             string
+		port             int
+		decision, reason string
 	}
 	idx := make(map[key]int, len(rows))
 	for i, o := range rows {
-		idx[key{o.Destination, o.Port, o.Decision}] = i
+		idx[key{o.Destination, o.Port, o.Decision, o.Reason}] = i
 	}
 	counted := len(rows)
 	for _, a := range add {
-		k := key{a.Destination, a.Port, a.Decision}
+		k := key{a.Destination, a.Port, a.Decision, a.Reason}
 		i, ok := idx[k]
 		if !ok && counted >= maxRows {
 			a.Destination, a.Port = "other", 0
-			k = key{a.Destination, a.Port, a.Decision}
+			k = key{a.Destination, a.Port, a.Decision, a.Reason}
 			i, ok = idx[k]
 		} else if !ok {
 			counted++
@@ -211,7 +211,7 @@ func mergeObservations(rows, add []api.NetworkObservation, maxRows int) []api.Ne
 		}
 	}
 	slices.SortFunc(rows, func(a, b api.NetworkObservation) int {
-		return cmp.Or(cmp.Compare(a.Destination, b.Destination), cmp.Compare(a.Port, b.Port), cmp.Compare(a.Decision, b.Decision))
+		return cmp.Or(cmp.Compare(a.Destination, b.Destination), cmp.Compare(a.Port, b.Port), cmp.Compare(a.Decision, b.Decision), cmp.Compare(a.Reason, b.Reason))
 	})
 	if rows == nil {
 		rows = []api.NetworkObservation{}

@@ -8,7 +8,7 @@ import (
 )
 
 // Observations keeps what sandboxes did on the network: one row per
-// sandbox, destination, port and decision, which the node's reports add to.
+// sandbox, destination, port, decision and reason, which the node's reports add to.
 // Rows outlive the sandbox's runtime and expire by age.
 type Observations interface {
 	// AddObservations adds each report to its row in one transaction:
@@ -21,7 +21,7 @@ type Observations interface {
 	// answers CodeNotFound, and nothing is written.
 	AddObservations(ctx context.Context, reports []Observation, maxPerSandbox int) error
 	// ListObservations returns a sandbox's rows sorted by destination,
-	// port and decision.
+	// port, decision and reason.
 	ListObservations(ctx context.Context, sandboxID string) ([]api.NetworkObservation, error)
 	// DeleteObservationsBefore drops every row last seen before t and
 	// reports how many it dropped.

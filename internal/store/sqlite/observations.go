@@ -41,8 +41,8 @@ func (db *DB) AddObservations(ctx context.Context, reports []store.Observation, 
 		}
 		var known bool
 		err := tx.QueryRowContext(ctx,
-			"SELECT EXISTS (SELECT 1 FROM network_observations WHERE sandbox_id = ? AND destination = ? AND port = ? AND decision = ?)",
-			r.SandboxID, r.Destination, r.Port, r.Decision).Scan(&known)
+			"SELECT EXISTS (SELECT 1 FROM network_observations WHERE sandbox_id = ? AND destination = ? AND port = ? AND decision = ? AND reason = ?)",
+			r.SandboxID, r.Destination, r.Port, r.Decision, r.Reason).Scan(&known)
 		if err != nil {
 			return fmt.Errorf("add observations: %w", err)
 		}
@@ -54,16 +54,16 @@ func (db *DB) AddObservations(ctx context.Context, reports []store.Observation, 
 		}
 		rows[r.SandboxID] = n
 		_, err = tx.ExecContext(ctx, `INSERT INTO network_observations
-			(sandbox_id, destination, port, decision, count, bytes_out, bytes_in, first_seen, last_seen, last_command_id)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (sandbox_id, destination, port, decision) DO UPDATE SET
+			(sandbox_id, destination, port, decision, reason, count, bytes_out, bytes_in, first_seen, last_seen, last_command_id)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (sandbox_id, destination, port, decision, reason) DO UPDATE SET
 				count = count + excluded.count,
 				bytes_out = bytes_out + excluded.bytes_out,
 				bytes_in = bytes_in + excluded.bytes_in,
 				first_seen = min(first_seen, excluded.first_seen),
 				last_seen = max(last_seen, excluded.last_seen),
 				last_command_id = CASE WHEN excluded.last_command_id != '' THEN excluded.last_command_id ELSE last_command_id END`,
-			r.SandboxID, r.Destination, r.Port, r.Decision, r.Count, r.BytesOut, r.BytesIn,
+			r.SandboxID, r.Destination, r.Port, r.Decision, r.Reason, r.Count, r.BytesOut, r.BytesIn,
 			formatTime(r.FirstSeen), formatTime(r.LastSeen), r.LastCommandID)
 		if err != nil {
 			return fmt.Errorf("add observations: %w", err)
@@ -77,9 +77,9 @@ func (db *DB) AddObservations(ctx context.Context, reports []store.Observation, 
 
 // ListObservations returns a sandbox's observations.
 func (db *DB) ListObservations(ctx context.Context, sandboxID string) ([]api.NetworkObservation, error) {
-	obs, err := queryAll(ctx, db.read, scanObservation, `SELECT destination, port, decision, count, bytes_out, bytes_in,
+	obs, err := queryAll(ctx, db.read, scanObservation, `SELECT destination, port, decision, reason, count, bytes_out, bytes_in,
 		first_seen, last_seen, last_command_id FROM network_observations WHERE sandbox_id = ?
-		ORDER BY destination, port, decision`, sandboxID)
+		ORDER BY destination, port, decision, reason`, sandboxID)
 	if err != nil {
 		return nil, fmt.Errorf("list observations: %w", err)
 	}
@@ -91,7 +91,7 @@ func scanObservation(r scanner) (api.NetworkObservation, error) {
 		o           api.NetworkObservation
 		first, last string
 	)
-	if err := r.Scan(&o.Destination, &o.Port, &o.Decision, &o.Count, &o.BytesOut, &o.BytesIn, &first, &last, &o.LastCommandID); err != nil {
+	if err := r.Scan(&o.Destination, &o.Port, &o.Decision, &o.Reason, &o.Count, &o.BytesOut, &o.BytesIn, &first, &last, &o.LastCommandID); err != nil {
 		return o, err
 	}
 	var d decoder

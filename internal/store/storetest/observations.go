@@ -52,13 +52,21 @@ func testObservations(t *testing.T, s store.Store) {
 		mustGet[[]api.NetworkObservation](t)(s.ListObservations(ctx, b)))
 	diff(t, "no observations", []api.NetworkObservation{}, mustGet[[]api.NetworkObservation](t)(s.ListObservations(ctx, "sbx_none")))
 
+	// A node limit's denial of the same destination is a row of its own.
+	limit := report(b, "example.com", 443, "denied", 2, 3, 3, "")
+	limit.Reason = "connection_limit"
+	mustDo(t, s.AddObservations(ctx, []store.Observation{limit, limit}, 100))
+	if got := mustGet[[]api.NetworkObservation](t)(s.ListObservations(ctx, b)); len(got) != 2 || got[0].Reason != "" || got[1].Reason != "connection_limit" || got[1].Count != 4 {
+		t.Errorf("rows with a reason: %+v", got)
+	}
+
 	// A report of an unknown sandbox writes nothing of its batch.
 	err := s.AddObservations(ctx, []store.Observation{
 		report(b, "new.example", 80, "allowed", 1, 1, 1, ""),
 		report("sbx_none", "example.com", 443, "allowed", 1, 1, 1, ""),
 	}, 100)
 	wantCode(t, err, api.CodeNotFound)
-	if got := mustGet[[]api.NetworkObservation](t)(s.ListObservations(ctx, b)); len(got) != 1 {
+	if got := mustGet[[]api.NetworkObservation](t)(s.ListObservations(ctx, b)); len(got) != 2 {
 		t.Errorf("a refused batch wrote %v", got)
 	}
 	mustDo(t, s.AddObservations(ctx, nil, 100))
