@@ -110,7 +110,7 @@ type ownerQueue struct {
 // attaches the lookup to p, whose observations it then names the command
 // in. Without Owners or RunOwners it does nothing.
 func (r *Registry) lookupOwner(p *peer, sock Socket) {
-	if r.cfg.Owners == nil || p.sb == nil {
+	if r.cfg.Owners == nil || p.sb == nil || !sock.Local.IsValid() {
 		return
 	}
 	c := &conn{sb: p.sb, seq: r.owners.seq.Add(1), sock: sock, done: make(chan struct{})}

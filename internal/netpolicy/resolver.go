@@ -194,6 +194,7 @@ func (r *Resolver) admitUDP(ctx context.Context, queries *sync.WaitGroup, conn *
 	}
 	queries.Go(func() {
 		defer r.reg.release(p.sb, slotQuery)
+		p.sock = Socket{Proto: "udp", Local: addrPort(s.RemoteAddr())}
 		r.writeUDP(conn, s, r.answer(ctx, p, req, true))
 	})
 }
