@@ -75,7 +75,7 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.Int64Var(&o.cfg.Server.MaxResources.DiskMiB, "max-disk-mib", def.Server.MaxResources.DiskMiB, "most disk one sandbox may reserve")
 	f.Int64Var(&o.cfg.Server.PidsLimit, "pids-limit", def.Server.PidsLimit, "most processes and threads in one sandbox")
 	f.IntVar(&o.cfg.Server.WarmPool, "warm-pool", def.Server.WarmPool, "ready sandboxes of the default template kept to hand out at once (0: none)")
-	f.DurationVar(&o.cfg.Server.EventRetention, "event-retention", def.Server.EventRetention, "how long events are kept (e.g. 720h)")
+	f.DurationVar(&o.cfg.Server.EventRetention, "event-retention", def.Server.EventRetention, "how long events, and network observations after they were last seen, are kept (e.g. 720h)")
 	f.DurationVar(&o.cfg.Server.UploadTimeout, "upload-timeout", def.Server.UploadTimeout, "how long a sandbox created with source upload waits for its archive")
 	f.Int64Var(&o.cfg.Server.MaxSourceBytes, "max-source-bytes", def.Server.MaxSourceBytes, "the largest source upload or asset, in bytes as sent")
 	f.Int64Var(&o.cfg.Server.MaxTeamAssetBytes, "max-team-asset-bytes", def.Server.MaxTeamAssetBytes, "the bytes of assets one team may keep")

@@ -202,6 +202,7 @@ func (g *Gateway) handle(ctx context.Context, c net.Conn, p peer) {
 		return
 	}
 	dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	g.reg.lookupOwner(&p, Socket{Proto: "tcp", Local: addrPort(c.RemoteAddr()), Remote: dst})
 	s, err := sniff(c, g.cfg.SniffTimeout, g.cfg.HeaderTimeout)
 	if err != nil {
 		log.Debug("sniff", "dst", dst, "err", err)
@@ -213,7 +214,7 @@ func (g *Gateway) handle(ctx context.Context, c net.Conn, p peer) {
 		return
 	}
 	if s.proto == protoBadHTTP && !wordOnly(s.buf) {
-		g.reg.observe(p.sb, dst.Addr().String(), int(dst.Port()), Denied)
+		g.reg.observe(p, dst.Addr().String(), int(dst.Port()), Denied)
 		log.Debug("bad http", "dst", dst, "why", s.bad)
 		writeStatus(c, http.StatusBadRequest, fmt.Sprintf("cove: %s; the network gateway forwards only HTTP requests it can check", s.bad))
 		closeGently(c)
@@ -221,7 +222,7 @@ func (g *Gateway) handle(ctx context.Context, c net.Conn, p peer) {
 	}
 
 	v := g.decide(p, dst, s.name, c.LocalAddr())
-	k := g.reg.observe(p.sb, v.dest, int(dst.Port()), v.decision())
+	k := g.reg.observe(p, v.dest, int(dst.Port()), v.decision())
 	if !v.allow {
 		log.Debug("denied", "dst", dst, "dest", v.dest, "proto", s.proto, "why", v.why)
 		g.deny(c, s.proto, v.message(p, dst))
@@ -249,7 +250,7 @@ func (g *Gateway) handle(ctx context.Context, c net.Conn, p peer) {
 		// its destination.
 		g.relayLate(ctx, c, up, s, p.sb, k, func(t sniffed) bool {
 			if t.proto == protoBadHTTP {
-				g.reg.observe(p.sb, dst.Addr().String(), int(dst.Port()), Denied)
+				g.reg.observe(p, dst.Addr().String(), int(dst.Port()), Denied)
 				return false
 			}
 			if t.name == "" {
@@ -257,7 +258,7 @@ func (g *Gateway) handle(ctx context.Context, c net.Conn, p peer) {
 			}
 			lv := g.decide(p, dst, t.name, c.LocalAddr())
 			if !lv.allow {
-				g.reg.observe(p.sb, lv.dest, int(dst.Port()), Denied)
+				g.reg.observe(p, lv.dest, int(dst.Port()), Denied)
 				log.Debug("denied late", "dst", dst, "dest", lv.dest, "proto", t.proto, "why", lv.why)
 			}
 			return lv.allow
@@ -297,7 +298,7 @@ func (g *Gateway) connect(ctx context.Context, c net.Conn, p peer, s sniffed, lo
 			return
 		}
 	}
-	k := g.reg.observe(p.sb, v.dest, int(port), v.decision())
+	k := g.reg.observe(p, v.dest, int(port), v.decision())
 	dst := netip.AddrPortFrom(netip.Addr{}, uint16(port))
 	if len(addrs) > 0 {
 		dst = netip.AddrPortFrom(addrs[0], uint16(port))
@@ -333,10 +334,10 @@ func (g *Gateway) connect(ctx context.Context, c net.Conn, p peer, s sniffed, lo
 	g.relayLate(ctx, c, up, sniffed{buf: s.buf[s.headerLen:]}, p.sb, k, func(t sniffed) bool {
 		switch {
 		case t.proto == protoBadHTTP:
-			g.reg.observe(p.sb, v.dest, int(port), Denied)
+			g.reg.observe(p, v.dest, int(port), Denied)
 			return false
 		case t.proto == protoHTTP && !sameHost(hostOnly(t.req.Host), host):
-			g.reg.observe(p.sb, cmp.Or(t.name, hostOnly(t.req.Host)), int(port), Denied)
+			g.reg.observe(p, cmp.Or(t.name, hostOnly(t.req.Host)), int(port), Denied)
 			log.Debug("denied in tunnel", "connect", target, "host", t.req.Host)
 			return false
 		}

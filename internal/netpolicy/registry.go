@@ -46,8 +46,9 @@ type Observation struct {
 	BytesIn   int64     `json:"bytes_in"`
 	FirstSeen time.Time `json:"first_seen"`
 	LastSeen  time.Time `json:"last_seen"`
-	// LastCommandID is the command that caused the last connection when known;
-	// the node cannot know it, so the registry leaves it empty.
+	// LastCommandID is the command whose process made the latest
+	// connection of this observation whose command was found (Owners);
+	// empty when none was.
 	LastCommandID string `json:"last_command_id"`
 }
 
@@ -61,6 +62,14 @@ type Denial struct {
 	// held back since its previous report; they are in the observations,
 	// and in no other report.
 	Suppressed int64
+}
+
+// Report is what a sandbox did since the last Drain, for one observation:
+// counts and bytes to add, first and last seen in that time, and a command
+// learnt in that time.
+type Report struct {
+	SandboxID string
+	Observation
 }
 
 // RegistryConfig configures a Registry. The zero value is usable.
@@ -89,6 +98,19 @@ type RegistryConfig struct {
 	// MaxRemembered bounds the (address, name) pairs the resolver remembers
 	// per sandbox; past it the oldest are forgotten. Default 16384.
 	MaxRemembered int
+	// Owners, if set, names the commands whose processes hold sockets of a
+	// sandbox (the node asks the sandbox's agent): the i-th ID answers
+	// socks[i], "" when unknown. It is called only while RunOwners runs,
+	// at most once at a time per sandbox, with batches of at most
+	// MaxOwnerBatch sockets.
+	Owners func(ctx context.Context, sandboxID string, socks []Socket) ([]string, error)
+	// OwnerTimeout bounds one call of Owners. Default 2s.
+	OwnerTimeout time.Duration
+	// OwnerWait bounds how long a denial waits for its connection's owner
+	// to be found before it is answered: once the sandbox's socket is
+	// reset or closed, its holder cannot be found. Allowed connections
+	// never wait. Default 500ms.
+	OwnerWait time.Duration
 }
 
 func (c *RegistryConfig) setDefaults() {
@@ -107,6 +129,12 @@ func (c *RegistryConfig) setDefaults() {
 	if c.DeniedPerSecond == 0 {
 		c.DeniedPerSecond = 10
 	}
+	if c.OwnerTimeout <= 0 {
+		c.OwnerTimeout = 2 * time.Second
+	}
+	if c.OwnerWait <= 0 {
+		c.OwnerWait = 500 * time.Millisecond
+	}
 }
 
 // Registry holds the sandboxes known to a node, by source address: their
@@ -122,6 +150,11 @@ type Registry struct {
 	// holding are the sandboxes with denials held back by DeniedPerSecond
 	// and not yet reported.
 	holding map[*sandbox]struct{}
+	// gone are removed sandboxes with reports not drained yet (connections
+	// still open may add to them).
+	gone map[*sandbox]struct{}
+
+	owners owners
 }
 
 // sandbox is one sandbox's state, guarded by Registry.mu. Connections keep a
@@ -134,6 +167,9 @@ type sandbox struct {
 	inSetup bool
 
 	obs        map[obsKey]*Observation
+	pending    map[obsKey]*Observation // what Drain has not taken yet
+	cmdSeq     map[obsKey]uint64       // the connection whose command obs names
+	removed    bool
 	lastDenied map[destKey]time.Time
 	given      map[netip.Addr]map[string]time.Time // address → names it was given for → when
 	nGiven     int
@@ -181,6 +217,8 @@ func NewRegistry(cfg RegistryConfig, log *slog.Logger) *Registry {
 		byID:    make(map[string]*sandbox),
 		byAddr:  make(map[netip.Addr]*sandbox),
 		holding: make(map[*sandbox]struct{}),
+		gone:    make(map[*sandbox]struct{}),
+		owners:  owners{queues: make(map[string]*ownerQueue), wake: make(chan struct{}, 1)},
 	}
 }
 
@@ -197,6 +235,8 @@ func (r *Registry) Add(sandboxID string, addr netip.Addr, policy, setup Policy) 
 		sb = &sandbox{
 			id:         sandboxID,
 			obs:        make(map[obsKey]*Observation),
+			pending:    make(map[obsKey]*Observation),
+			cmdSeq:     make(map[obsKey]uint64),
 			lastDenied: make(map[destKey]time.Time),
 			given:      make(map[netip.Addr]map[string]time.Time),
 			tokens:     max(r.cfg.DeniedPerSecond, 0),
@@ -246,13 +286,18 @@ func (r *Registry) Policy(sandboxID string) (p Policy, setup, ok bool) {
 }
 
 // Remove forgets a sandbox: its policies, observations and remembered
-// addresses. Connections already open may finish.
+// addresses. Connections already open may finish. What Drain has not taken
+// yet, and what those connections still add, stays for Drain.
 func (r *Registry) Remove(sandboxID string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sb := r.byID[sandboxID]
 	if sb == nil {
 		return
+	}
+	sb.removed = true
+	if len(sb.pending) > 0 {
+		r.gone[sb] = struct{}{}
 	}
 	delete(r.byID, sandboxID)
 	delete(r.holding, sb)
@@ -274,9 +319,7 @@ func (r *Registry) Observations(sandboxID string) []Observation {
 		}
 	}
 	r.mu.Unlock()
-	slices.SortFunc(out, func(a, b Observation) int {
-		return cmp.Or(cmp.Compare(a.Destination, b.Destination), cmp.Compare(a.Port, b.Port), cmp.Compare(a.Decision, b.Decision), cmp.Compare(a.Reason, b.Reason))
-	})
+	slices.SortFunc(out, compareObs)
 	return out
 }
 
@@ -294,6 +337,12 @@ type peer struct {
 	id     string
 	policy Policy
 	setup  bool
+	// conn looks up the command behind the connection; nil when none is
+	// looked up.
+	conn *conn
+	// sock is the sandbox's socket of a DNS query, looked up only when the
+	// query is denied.
+	sock Socket
 }
 
 func (r *Registry) peer(addr netip.Addr) (peer, bool) {
@@ -417,18 +466,24 @@ func (r *Registry) namesFor(sb *sandbox, addr netip.Addr) []string {
 }
 
 // observe counts one decision and, for a denial that is not rate-limited,
-// calls OnDenied. It returns the key to add bytes under.
-func (r *Registry) observe(sb *sandbox, dest string, port int, decision string) obsKey {
-	return r.record(sb, obsKey{destKey{dest, port}, decision, ""})
+// calls OnDenied. A denial first waits (OwnerWait at most) for the command
+// behind the connection to be found, while the sandbox still holds its
+// socket. It returns the key to add bytes under.
+func (r *Registry) observe(p peer, dest string, port int, decision string) obsKey {
+	return r.record(p, obsKey{destKey{dest, port}, decision, ""})
 }
 
 // refuse counts a denial by one of the node's limits (reason), apart from
 // the policy's denials of the same destination.
 func (r *Registry) refuse(sb *sandbox, dest string, port int, reason string) {
-	r.record(sb, obsKey{destKey{dest, port}, Denied, reason})
+	r.record(peer{sb: sb, id: sb.id}, obsKey{destKey{dest, port}, Denied, reason})
 }
 
-func (r *Registry) record(sb *sandbox, k obsKey) obsKey {
+func (r *Registry) record(p peer, k obsKey) obsKey {
+	sb := p.sb
+	if k.decision == Denied && p.conn != nil {
+		p.conn.wait(r.cfg.OwnerWait)
+	}
 	now := r.cfg.Now()
 	r.mu.Lock()
 	o := sb.obs[k]
@@ -444,6 +499,11 @@ func (r *Registry) record(sb *sandbox, k obsKey) obsKey {
 	}
 	o.Count++
 	o.LastSeen = now
+	po := r.pendingLocked(sb, k, now)
+	po.Count++
+	if p.conn != nil {
+		p.conn.countedLocked(r, k)
+	}
 	var (
 		notify bool
 		d      Denial
@@ -454,6 +514,12 @@ func (r *Registry) record(sb *sandbox, k obsKey) obsKey {
 			if r.spend(sb, now) {
 				notify = true
 				d = Denial{Observation: *o, Suppressed: sb.suppressed}
+				// The event names this connection's command, not the
+				// observation's latest.
+				d.LastCommandID = ""
+				if p.conn != nil {
+					d.LastCommandID = p.conn.command()
+				}
 				sb.suppressed = 0
 				delete(r.holding, sb)
 				r.reported(sb, k.destKey, now)
@@ -577,5 +643,95 @@ func (r *Registry) addBytes(sb *sandbox, k obsKey, out, in int64) {
 		o.BytesOut += out
 		o.BytesIn += in
 		o.LastSeen = now
+		po := r.pendingLocked(sb, k, now)
+		po.BytesOut += out
+		po.BytesIn += in
 	}
+}
+
+// pendingLocked returns the report of k that Drain has not taken yet,
+// starting one seen now, and marks it seen now.
+func (r *Registry) pendingLocked(sb *sandbox, k obsKey, now time.Time) *Observation {
+	po := sb.pending[k]
+	if po == nil {
+		po = &Observation{Destination: k.dest, Port: k.port, Decision: k.decision, Reason: k.reason, FirstSeen: now}
+		sb.pending[k] = po
+		if sb.removed {
+			r.gone[sb] = struct{}{}
+		}
+	}
+	po.LastSeen = now
+	return po
+}
+
+// attributeLocked makes cmd the command of observation k, unless a later
+// connection's command already is.
+func (r *Registry) attributeLocked(sb *sandbox, k obsKey, seq uint64, cmd string) {
+	o := sb.obs[k]
+	if cmd == "" || o == nil || seq < sb.cmdSeq[k] {
+		return
+	}
+	sb.cmdSeq[k] = seq
+	o.LastCommandID = cmd
+	po := sb.pending[k]
+	if po == nil {
+		// Drain took the counts already: report the command alone, at
+		// the time the observation was last seen.
+		po = r.pendingLocked(sb, k, o.LastSeen)
+		po.FirstSeen = o.LastSeen
+	}
+	po.LastCommandID = cmd
+}
+
+// Drain returns every sandbox's reports since the last Drain, removed
+// sandboxes' included, and starts anew. The caller adds them to what it
+// keeps.
+func (r *Registry) Drain() []Report {
+	r.mu.Lock()
+	var out []Report
+	take := func(sb *sandbox) {
+		for _, o := range sb.pending {
+			out = append(out, Report{SandboxID: sb.id, Observation: *o})
+		}
+		clear(sb.pending)
+	}
+	for _, sb := range r.byID {
+		take(sb)
+	}
+	for sb := range r.gone {
+		take(sb)
+	}
+	clear(r.gone)
+	r.mu.Unlock()
+	slices.SortFunc(out, func(a, b Report) int {
+		return cmp.Or(cmp.Compare(a.SandboxID, b.SandboxID), compareObs(a.Observation, b.Observation))
+	})
+	return out
+}
+
+// Pending returns a sandbox's reports that Drain has not taken yet (a
+// sandbox removed and added again may have two of one observation).
+func (r *Registry) Pending(sandboxID string) []Observation {
+	r.mu.Lock()
+	var out []Observation
+	take := func(sb *sandbox) {
+		for _, o := range sb.pending {
+			out = append(out, *o)
+		}
+	}
+	if sb := r.byID[sandboxID]; sb != nil {
+		take(sb)
+	}
+	for sb := range r.gone {
+		if sb.id == sandboxID {
+			take(sb)
+		}
+	}
+	r.mu.Unlock()
+	slices.SortFunc(out, compareObs)
+	return out
+}
+
+func compareObs(a, b Observation) int {
+	return cmp.Or(cmp.Compare(a.Destination, b.Destination), cmp.Compare(a.Port, b.Port), cmp.Compare(a.Decision, b.Decision), cmp.Compare(a.Reason, b.Reason))
 }

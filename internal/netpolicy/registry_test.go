@@ -66,7 +66,7 @@ func TestDeniedEvery(t *testing.T) {
 			p, _ := reg.peer(netip.MustParseAddr("10.9.0.2"))
 			for _, s := range tt.steps {
 				clock.Advance(s.advance)
-				reg.observe(p.sb, s.dest, s.port, Denied)
+				reg.observe(p, s.dest, s.port, Denied)
 			}
 			if len(calls) != tt.want {
 				t.Fatalf("OnDenied called %d times, want %d: %+v", len(calls), tt.want, calls)
@@ -104,7 +104,7 @@ func TestRegistryLifecycle(t *testing.T) {
 
 	// Bounded observations: past the bound, new destinations are "other".
 	for _, d := range []string{"x", "y", "z", "w"} {
-		reg.observe(p.sb, d, 1, Denied)
+		reg.observe(p, d, 1, Denied)
 	}
 	obs := reg.Observations("sb1")
 	if len(obs) != 3 || obs[0].Destination != "other" || obs[0].Count != 2 {
@@ -169,7 +169,7 @@ func TestDeniedPerSecond(t *testing.T) {
 	p, _ := reg.peer(a)
 	deny := func(dests ...string) {
 		for _, d := range dests {
-			reg.observe(p.sb, d, 443, Denied)
+			reg.observe(p, d, 443, Denied)
 		}
 	}
 	type report struct {
@@ -228,7 +228,7 @@ func TestLimitDenialsApart(t *testing.T) {
 	a := netip.MustParseAddr("10.9.0.2")
 	reg.Add("sb1", a, Policy{}, Policy{})
 	p, _ := reg.peer(a)
-	reg.observe(p.sb, "x.test", 443, Denied)
+	reg.observe(p, "x.test", 443, Denied)
 	reg.refuse(p.sb, "x.test", 443, ReasonConnectionLimit)
 	reg.refuse(p.sb, "x.test", 443, ReasonConnectionLimit)
 	obs := reg.Observations("sb1")

@@ -194,6 +194,7 @@ func (r *Resolver) admitUDP(ctx context.Context, queries *sync.WaitGroup, conn *
 	}
 	queries.Go(func() {
 		defer r.reg.release(p.sb, slotQuery)
+		p.sock = Socket{Proto: "udp", Local: addrPort(s.RemoteAddr())}
 		r.writeUDP(conn, s, r.answer(ctx, p, req, true))
 	})
 }
@@ -266,6 +267,7 @@ func (r *Resolver) serveDNS(ctx context.Context, w dns.ResponseWriter, req *dns.
 		}
 		return
 	}
+	p.sock = Socket{Proto: w.RemoteAddr().Network(), Local: addrPort(w.RemoteAddr())}
 	resp := r.answer(ctx, p, req, w.RemoteAddr().Network() == "udp")
 	if err := w.WriteMsg(resp); err != nil {
 		r.log.Debug("dns write", "err", err)
@@ -280,7 +282,8 @@ func (r *Resolver) answer(ctx context.Context, p peer, req *dns.Msg, udp bool) *
 	q := req.Question[0]
 	name := normName(q.Name)
 	if !p.policy.AllowsName(name, 0) {
-		r.reg.observe(p.sb, name, 53, Denied)
+		r.reg.lookupOwner(&p, p.sock)
+		r.reg.observe(p, name, 53, Denied)
 		r.log.Debug("dns denied", "sandbox", p.id, "name", name)
 		return resp.SetRcode(req, dns.RcodeNameError)
 	}

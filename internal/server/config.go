@@ -48,8 +48,16 @@ type Config struct {
 	// resources the server keeps to hand out at once. 0 keeps none.
 	// Default 1.
 	WarmPool int
-	// EventRetention is how long events are kept. Default 30 days.
+	// EventRetention is how long events are kept, and network observations
+	// after they were last seen. Default 30 days.
 	EventRetention time.Duration
+	// ObservationFlush is how often the node's network observations are
+	// added to the store (one transaction each time). Default 1 second.
+	ObservationFlush time.Duration
+	// MaxObservations bounds the network observations kept per sandbox;
+	// past it new destinations are counted as "other", port 0.
+	// Default 4096.
+	MaxObservations int
 	// LimitsInterval is how often idle and lifetime limits are checked.
 	// Default 1 second.
 	LimitsInterval time.Duration
@@ -96,6 +104,8 @@ func DefaultConfig() Config {
 		WarmPool:         1,
 		LimitsInterval:   time.Second,
 		EventRetention:   30 * 24 * time.Hour,
+		ObservationFlush: time.Second,
+		MaxObservations:  4096,
 
 		MetricsInterval:        5 * time.Second,
 		MetricsRawRetention:    24 * time.Hour,
@@ -137,6 +147,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("warm pool %d: want 0 or more", c.WarmPool)
 	case c.EventRetention < time.Hour:
 		return fmt.Errorf("event retention %v: want at least an hour", c.EventRetention)
+	case c.ObservationFlush <= 0:
+		return fmt.Errorf("observation flush %v: want a positive duration", c.ObservationFlush)
+	case c.MaxObservations <= 0:
+		return fmt.Errorf("max observations %d: want at least 1", c.MaxObservations)
 	case c.LimitsInterval <= 0:
 		return fmt.Errorf("limits interval %v: want a positive duration", c.LimitsInterval)
 	case c.MetricsInterval < 100*time.Millisecond:

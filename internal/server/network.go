@@ -110,13 +110,19 @@ func (s *Server) Network(ctx context.Context, teamID, ref string) (api.NetworkVi
 	if err != nil {
 		return api.NetworkView{}, err
 	}
-	return api.NetworkView{Policy: sb.Network, Observations: s.node.Observations(sb.ID)}, nil
+	obs, err := s.sandboxObservations(ctx, sb.ID)
+	if err != nil {
+		return api.NetworkView{}, err
+	}
+	return api.NetworkView{Policy: sb.Network, Observations: obs}, nil
 }
 
 // NetworkDenied records a denial seen by the node's gateway or resolver as
-// a network.denied event. The node rate-limits calls per destination and
-// per sandbox; suppressed counts the sandbox's denials its per-sandbox rate
-// held back since its previous call, which go into this event.
+// a network.denied event, naming the command that made the connection when
+// the node found it and it is the sandbox's. The node rate-limits calls per
+// destination and per sandbox; suppressed counts the sandbox's denials its
+// per-sandbox rate held back since its previous call, which go into this
+// event.
 func (s *Server) NetworkDenied(sandboxID string, o api.NetworkObservation, suppressed int64) {
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
@@ -131,5 +137,6 @@ func (s *Server) NetworkDenied(sandboxID string, o api.NetworkObservation, suppr
 	if suppressed > 0 {
 		data["suppressed"] = suppressed
 	}
-	s.emit(ctx, sb.TeamID, "network.denied", sandboxID, o.LastCommandID, data)
+	cmd := s.checkCommand(ctx, sandboxID, o.LastCommandID)
+	s.emit(ctx, sb.TeamID, "network.denied", sandboxID, cmd, data)
 }

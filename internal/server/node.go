@@ -43,7 +43,11 @@ type Node interface {
 	// (network.setup_allow) or back to its own, for new connections.
 	UseSetupPolicy(id string, on bool)
 	SetHostname(ctx context.Context, id, name string) error
-	Observations(id string) []api.NetworkObservation
+	// DrainObservations hands over every sandbox's network reports since
+	// the last call; the server adds them to the store.
+	// PendingObservations are a sandbox's reports not handed over yet.
+	DrainObservations() []node.Observation
+	PendingObservations(id string) []api.NetworkObservation
 
 	Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) error
 	Output(sandboxID, commandID string) (node.Output, error)

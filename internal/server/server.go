@@ -52,6 +52,7 @@ type Server struct {
 	blobs   AssetBlobs     // nil: assets are not configured
 	// exitWatchers are woken at every command exit (setup commands).
 	exitWatchers map[*exitWatch]struct{}
+	obs          observations
 }
 
 // sandboxOps serializes the life-cycle steps of one sandbox.
@@ -83,6 +84,7 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 		meters:   map[string]*meterState{},
 
 		exitWatchers: map[*exitWatch]struct{}{},
+		obs:          observations{sandbox: map[string]bool{}, commands: map[string]bool{}},
 	}
 	if cfg.Secrets != nil {
 		s.secrets = storeSecrets{s}

@@ -172,6 +172,7 @@ func (s *Server) Start() {
 		s.wg.Go(func() { s.fillPool(s.ctx) })
 	}
 	s.wg.Go(func() { s.runMeter(s.ctx) })
+	s.wg.Go(s.runObservations)
 	s.wg.Go(func() {
 		t := time.NewTicker(s.cfg.LimitsInterval)
 		defer t.Stop()
@@ -183,6 +184,7 @@ func (s *Server) Start() {
 				if time.Since(expired) > time.Minute {
 					s.expireIdempotent(s.ctx)
 					s.expireEvents(s.ctx)
+					s.expireObservations(s.ctx)
 					expired = time.Now()
 				}
 			case <-s.ctx.Done():

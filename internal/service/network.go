@@ -52,7 +52,10 @@ type NetworkConfig struct {
 // sends sandboxes to the ports they bound, and starts serving; the bound
 // addresses go into listeners as "dns" and "gateway". They serve until ctx
 // is done; wait for wg after cancelling.
-func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, dataDir string, denied func(string, api.NetworkObservation, int64), listeners Listeners, log *slog.Logger) (_ *network.Manager, err error) {
+//
+// owners names the commands holding sandbox sockets (the node's agents); it
+// may answer an error until the node exists.
+func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, dataDir string, denied func(string, api.NetworkObservation, int64), owners func(context.Context, string, []netpolicy.Socket) ([]string, error), listeners Listeners, log *slog.Logger) (_ *network.Manager, err error) {
 	pc, dl, err := listenDNS(cfg.DNSPort)
 	if err != nil {
 		return nil, fmt.Errorf("resolver: %w", err)
@@ -94,6 +97,7 @@ func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, da
 		OnDenied: func(id string, d netpolicy.Denial) {
 			denied(id, api.NetworkObservation(d.Observation), d.Suppressed)
 		},
+		Owners: owners,
 	}, log)
 	mgr, err := network.NewManager(fence, reg, filepath.Join(dataDir, "net", "resolv"))
 	if err != nil {
@@ -124,6 +128,7 @@ func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, da
 		}
 	})
 	wg.Go(func() { reg.Run(ctx) })
+	wg.Go(func() { reg.RunOwners(ctx) })
 	log.Info("network fence up", "table", cfg.Table, "gateway_port", cfg.GatewayPort, "dns_port", cfg.DNSPort, "upstream", cfg.Upstream,
 		"sandbox_max_connections", cfg.MaxConns, "sandbox_max_dns_queries", cfg.MaxDNSQueries, "sandbox_denied_events_per_second", cfg.DeniedPerSecond)
 	return mgr, nil

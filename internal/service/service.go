@@ -141,14 +141,16 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	// Every listener binds before the API serves, so what they bound is
 	// known (port 0 takes a free port) before it is reported.
 	listeners := Listeners{}
+	var owners socketOwners
 	if !cfg.Network.Disabled {
-		mgr, err := startNetwork(netCtx, &netWG, cfg.Network, cfg.DataDir, srv.NetworkDenied, listeners, log)
+		mgr, err := startNetwork(netCtx, &netWG, cfg.Network, cfg.DataDir, srv.NetworkDenied, owners.lookup, listeners, log)
 		if err != nil {
 			return err
 		}
 		nodeCfg.Network = mgr
 	}
 	nd := local.New(nodeCfg, rt, log, srv.OnExit)
+	owners.node.Store(nd)
 	srv.SetNode(nd)
 	defer nd.Close()
 	defer srv.Close()

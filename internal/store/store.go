@@ -68,6 +68,7 @@ type Store interface {
 	DeleteIdempotentBefore(ctx context.Context, t time.Time) error
 
 	Usage
+	Observations
 
 	// Host ID ranges of sandboxes (idranges.go).
 	IDRanges

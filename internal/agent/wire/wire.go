@@ -128,3 +128,30 @@ func ValidID(id string) bool {
 	}
 	return true
 }
+
+// MaxOwnerSockets bounds the sockets of one POST /v1/sockets/owners.
+const MaxOwnerSockets = 256
+
+// Socket names a socket of the sandbox by its addresses as the sandbox sees
+// them: the local address the sandbox sent from and the remote address it
+// sent to ("ip:port" both; IPv4 or IPv6). An empty Remote matches any
+// remote address; an unconnected UDP socket matches any too.
+type Socket struct {
+	Proto  string `json:"proto"` // "tcp" or "udp"
+	Local  string `json:"local"`
+	Remote string `json:"remote"`
+}
+
+// OwnersRequest is the body of POST /v1/sockets/owners: which commands own
+// these sockets?
+type OwnersRequest struct {
+	Sockets []Socket `json:"sockets"`
+}
+
+// OwnersAnswer answers POST /v1/sockets/owners: Commands[i] is the ID of the
+// command whose process (or a descendant of it) holds Sockets[i], or ""
+// when no such process is found (the socket was closed, or its process is
+// no command's).
+type OwnersAnswer struct {
+	Commands []string `json:"commands"`
+}

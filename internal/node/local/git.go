@@ -107,7 +107,7 @@ func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec
 	})
 	if err != nil {
 		// A refusal of the gateway says more than git's "error: 403".
-		for _, o := range n.cfg.Network.Observations(netID) {
+		for _, o := range n.cfg.Network.PendingObservations(netID) {
 			if o.Decision == "denied" {
 				return "", &api.Error{Code: api.CodeUnprocessable,
 					Message: fmt.Sprintf("the clone of %s could not reach %s:%d: the node's gateway refused it (the clone reaches only the repository's host, never private, loopback or node addresses)", spec.URL, o.Destination, o.Port),

@@ -55,8 +55,11 @@ type Network interface {
 	UseSetup(id string, on bool)
 	// Disconnect removes the sandbox's link, rules and gateway state.
 	Disconnect(ctx context.Context, id string) error
-	// Observations lists what the sandbox tried to reach.
-	Observations(id string) []api.NetworkObservation
+	// DrainObservations hands over every sandbox's network reports since
+	// the last call; PendingObservations are a sandbox's not handed over
+	// yet.
+	DrainObservations() []node.Observation
+	PendingObservations(id string) []api.NetworkObservation
 }
 
 // Config is the node's configuration.
@@ -248,12 +251,31 @@ func (n *Node) UseSetupPolicy(id string, on bool) {
 	}
 }
 
-// Observations lists what a sandbox tried to reach on the network.
-func (n *Node) Observations(id string) []api.NetworkObservation {
+// DrainObservations hands over every sandbox's network reports since the
+// last call.
+func (n *Node) DrainObservations() []node.Observation {
 	if n.cfg.Network == nil {
-		return []api.NetworkObservation{}
+		return nil
 	}
-	return n.cfg.Network.Observations(id)
+	return n.cfg.Network.DrainObservations()
+}
+
+// PendingObservations are a sandbox's network reports not handed over yet.
+func (n *Node) PendingObservations(id string) []api.NetworkObservation {
+	if n.cfg.Network == nil {
+		return nil
+	}
+	return n.cfg.Network.PendingObservations(id)
+}
+
+// SocketOwners asks a running sandbox's agent which commands hold the
+// given sockets (see client.SocketOwners).
+func (n *Node) SocketOwners(ctx context.Context, id string, socks []wire.Socket) ([]string, error) {
+	s, err := n.get(id)
+	if err != nil {
+		return nil, err
+	}
+	return s.client.SocketOwners(ctx, socks)
 }
 
 func (n *Node) add(id string, c *client.Client) *sandbox {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/netpolicy"
+	"github.com/cove-dev/cove/internal/node"
 )
 
 // Manager joins the fence and the gateway's registry: it is what the node
@@ -117,9 +118,20 @@ func (m *Manager) Disconnect(ctx context.Context, id string) error {
 	return err
 }
 
-// Observations lists what the sandbox tried to reach.
-func (m *Manager) Observations(id string) []api.NetworkObservation {
-	obs := m.reg.Observations(id)
+// DrainObservations hands over every sandbox's network reports since the
+// last call.
+func (m *Manager) DrainObservations() []node.Observation {
+	rs := m.reg.Drain()
+	out := make([]node.Observation, len(rs))
+	for i, r := range rs {
+		out[i] = node.Observation{SandboxID: r.SandboxID, NetworkObservation: api.NetworkObservation(r.Observation)}
+	}
+	return out
+}
+
+// PendingObservations are a sandbox's reports not handed over yet.
+func (m *Manager) PendingObservations(id string) []api.NetworkObservation {
+	obs := m.reg.Pending(id)
 	out := make([]api.NetworkObservation, len(obs))
 	for i, o := range obs {
 		out[i] = api.NetworkObservation(o)

@@ -64,6 +64,7 @@ type Node struct {
 	fail      map[string]error             // by operation
 	calls     []string
 	stats     map[string]node.Stats // set by SetStats
+	observed  []node.Observation    // network reports not drained yet
 }
 
 // New returns an empty node.
@@ -332,9 +333,34 @@ func (n *Node) SetHostname(ctx context.Context, id, name string) error {
 	return nil
 }
 
-// Observations implements server.Node.
-func (n *Node) Observations(id string) []api.NetworkObservation {
-	return []api.NetworkObservation{}
+// Observe adds network reports for DrainObservations to hand over, as the
+// node's gateway would.
+func (n *Node) Observe(obs ...node.Observation) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.observed = append(n.observed, obs...)
+}
+
+// DrainObservations implements server.Node.
+func (n *Node) DrainObservations() []node.Observation {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := n.observed
+	n.observed = nil
+	return out
+}
+
+// PendingObservations implements server.Node.
+func (n *Node) PendingObservations(id string) []api.NetworkObservation {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []api.NetworkObservation
+	for _, o := range n.observed {
+		if o.SandboxID == id {
+			out = append(out, o.NetworkObservation)
+		}
+	}
+	return out
 }
 
 func (n *Node) output(sandboxID, commandID string) *Output {

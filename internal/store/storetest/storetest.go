@@ -37,6 +37,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Samples", testSamples}, {"Usage", testUsage}, {"Budgets", testBudgets},
 		{"IDRanges", testIDRanges},
 		{"Sources", testSources},
+		{"Observations", testObservations}, {"ObservationBound", testObservationBound}, {"ObservationExpiry", testObservationExpiry},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

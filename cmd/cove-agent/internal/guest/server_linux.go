@@ -38,8 +38,11 @@ type Server struct {
 	procMu sync.Mutex
 	procs  map[int]*command // by pid, until reaped
 
+	ownersMu sync.Mutex // one socket owner lookup at a time
+
 	mu          sync.Mutex
 	cmds        map[string]*command
+	ended       map[int]endedCommand // forgotten commands whose process group may live on, by pid
 	nextSeq     int64
 	closed      bool
 	stopReaper  context.CancelFunc // nil until the reaper starts
@@ -55,6 +58,7 @@ func NewServer(cfg ServerConfig, log *slog.Logger) *Server {
 		log:   log,
 		procs: make(map[int]*command),
 		cmds:  make(map[string]*command),
+		ended: make(map[int]endedCommand),
 	}
 }
 
@@ -204,6 +208,7 @@ func (s *Server) handler() http.Handler {
 	route("POST /v1/commands/{id}/signal", s.signal)
 	route("POST /v1/commands/{id}/resize", s.resize)
 	route("DELETE /v1/commands/{id}", s.forget)
+	route("POST /v1/sockets/owners", s.owners)
 	s.fileRoutes(route)
 	return mux
 }
@@ -531,6 +536,7 @@ func (s *Server) forget(w http.ResponseWriter, r *http.Request) error {
 	s.mu.Lock()
 	if s.cmds[c.id] == c {
 		delete(s.cmds, c.id)
+		s.rememberEndedLocked(c)
 	}
 	s.mu.Unlock()
 	c.out.abort() // wakes streams that wait on it
