@@ -67,6 +67,7 @@ type Store interface {
 	DeleteIdempotentBefore(ctx context.Context, t time.Time) error
 
 	Usage
+	Webhooks
 
 	Close() error
 }
