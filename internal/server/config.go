@@ -66,6 +66,9 @@ type Config struct {
 	MetricsRollupRetention time.Duration
 	// Prices is the price table. Default metering.DefaultPrices.
 	Prices api.Prices
+	// WebhookAllowPrivate accepts webhook URLs of private, loopback and
+	// other non-public addresses. Default false.
+	WebhookAllowPrivate bool
 }
 
 // DefaultConfig is the control plane's configuration with every default
