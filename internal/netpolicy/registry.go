@@ -89,6 +89,16 @@ type RegistryConfig struct {
 	// MaxRemembered bounds the (address, name) pairs the resolver remembers
 	// per sandbox; past it the oldest are forgotten. Default 16384.
 	MaxRemembered int
+	// Counters, if set, counts every decision and the bytes moved, for the
+	// operators' metrics.
+	Counters Counters
+}
+
+// Counters is told every decision (Allowed, Denied) and the bytes the
+// gateway moved; it is called outside any lock and must not block.
+type Counters interface {
+	GatewayDecision(decision string)
+	GatewayBytes(out, in int64)
 }
 
 func (c *RegistryConfig) setDefaults() {
@@ -465,6 +475,9 @@ func (r *Registry) record(sb *sandbox, k obsKey) obsKey {
 		}
 	}
 	r.mu.Unlock()
+	if r.cfg.Counters != nil {
+		r.cfg.Counters.GatewayDecision(k.decision)
+	}
 	if notify {
 		if k.reason != "" {
 			// Rate-limited as the reports are: the operator sees which
@@ -569,6 +582,9 @@ func (sb *sandbox) pruneDenied(now time.Time, every time.Duration) {
 func (r *Registry) addBytes(sb *sandbox, k obsKey, out, in int64) {
 	if out == 0 && in == 0 {
 		return
+	}
+	if r.cfg.Counters != nil {
+		r.cfg.Counters.GatewayBytes(out, in)
 	}
 	now := r.cfg.Now()
 	r.mu.Lock()

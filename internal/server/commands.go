@@ -20,6 +20,7 @@ const maxTimeoutS = 7 * 24 * 3600
 // Exec starts a command in a running sandbox. It returns once the command
 // runs; its output is recorded on the node whether or not anyone reads it.
 func (s *Server) Exec(ctx context.Context, teamID, ref string, req api.CreateCommandRequest) (api.Command, error) {
+	start := time.Now()
 	sb, err := s.activeSandbox(ctx, teamID, ref)
 	if err != nil {
 		return api.Command{}, err
@@ -52,6 +53,7 @@ func (s *Server) Exec(ctx context.Context, teamID, ref string, req api.CreateCom
 		return api.Command{}, err
 	}
 	s.log.Info("command started", "sandbox", sb.ID, "command", cmd.ID)
+	s.telemetry.Exec(time.Since(start))
 	s.emit(ctx, teamID, "command.started", sb.ID, cmd.ID, map[string]any{"argv": req.Argv, "command": req.Command})
 	s.watchSilence(teamID, cmd)
 	return cmd, nil

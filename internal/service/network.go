@@ -46,6 +46,10 @@ type NetworkConfig struct {
 	// DeniedPerSecond bounds one sandbox's network.denied events a second;
 	// the next event counts those held back (suppressed). Default 10.
 	DeniedPerSecond float64
+
+	// counters, set by Run, counts the network's decisions and bytes for
+	// the operators' metrics.
+	counters netpolicy.Counters
 }
 
 // startNetwork binds the resolver and the gateway, installs the fence that
@@ -94,6 +98,7 @@ func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, da
 		OnDenied: func(id string, d netpolicy.Denial) {
 			denied(id, api.NetworkObservation(d.Observation), d.Suppressed)
 		},
+		Counters: cfg.counters,
 	}, log)
 	mgr, err := network.NewManager(fence, reg, filepath.Join(dataDir, "net", "resolv"))
 	if err != nil {

@@ -141,4 +141,3 @@ func testWebhookOutbox(t *testing.T, s store.Store) {
 		t.Fatalf("deliveries after expiry: %+v", l)
 	}
 }
-
