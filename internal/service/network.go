@@ -46,17 +46,13 @@ type NetworkConfig struct {
 	// DeniedPerSecond bounds one sandbox's network.denied events a second;
 	// the next event counts those held back (suppressed). Default 10.
 	DeniedPerSecond float64
-
-	// counters, set by Run, counts the network's decisions and bytes for
-	// the operators' metrics.
-	counters netpolicy.Counters
 }
 
 // startNetwork binds the resolver and the gateway, installs the fence that
 // sends sandboxes to the ports they bound, and starts serving; the bound
 // addresses go into listeners as "dns" and "gateway". They serve until ctx
 // is done; wait for wg after cancelling.
-func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, dataDir string, denied func(string, api.NetworkObservation, int64), listeners Listeners, log *slog.Logger) (_ *network.Manager, err error) {
+func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, dataDir string, denied func(string, api.NetworkObservation, int64), counters netpolicy.Counters, listeners Listeners, log *slog.Logger) (_ *network.Manager, err error) {
 	pc, dl, err := listenDNS(cfg.DNSPort)
 	if err != nil {
 		return nil, fmt.Errorf("resolver: %w", err)
@@ -98,7 +94,7 @@ func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, da
 		OnDenied: func(id string, d netpolicy.Denial) {
 			denied(id, api.NetworkObservation(d.Observation), d.Suppressed)
 		},
-		Counters: cfg.counters,
+		Counters: counters,
 	}, log)
 	mgr, err := network.NewManager(fence, reg, filepath.Join(dataDir, "net", "resolv"))
 	if err != nil {

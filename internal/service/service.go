@@ -111,7 +111,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return err
 	}
 	srv.SetTelemetry(metrics)
-	cfg.Network.counters = metrics
 	dispatcher, err := webhooks.New(cfg.Webhooks, timed, srv.Changes, metrics, log.With("component", "webhooks"))
 	if err != nil {
 		return err
@@ -140,7 +139,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	// known (port 0 takes a free port) before it is reported.
 	listeners := Listeners{}
 	if !cfg.Network.Disabled {
-		mgr, err := startNetwork(netCtx, &netWG, cfg.Network, cfg.DataDir, srv.NetworkDenied, listeners, log)
+		mgr, err := startNetwork(netCtx, &netWG, cfg.Network, cfg.DataDir, srv.NetworkDenied, metrics, listeners, log)
 		if err != nil {
 			return err
 		}

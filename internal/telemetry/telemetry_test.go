@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -141,6 +142,9 @@ func TestMiddlewareRoutes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The whole answer: the server ends it after the handler (and
+		// the middleware's count) returned.
+		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
 	fams := scrape(t, m)

@@ -340,3 +340,24 @@ func TestBackoff(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigValidate(t *testing.T) {
+	def := DefaultConfig()
+	if err := def.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	for name, change := range map[string]func(*Config){
+		"no concurrency":        func(c *Config) { c.Concurrency = 0 },
+		"no timeout":            func(c *Config) { c.Timeout = 0 },
+		"no backoff":            func(c *Config) { c.Backoff = 0 },
+		"max below backoff":     func(c *Config) { c.MaxBackoff = c.Backoff / 2 },
+		"negative retry window": func(c *Config) { c.RetryFor = -time.Second },
+		"no poll":               func(c *Config) { c.Poll = 0 },
+	} {
+		c := DefaultConfig()
+		change(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
