@@ -22,7 +22,8 @@ import (
 type received struct {
 	ID, Timestamp, Signature string
 	Body                     []byte
-	Status                   int // what the receiver answered
+	Status                   int       // what the receiver answered
+	At                       time.Time // when it came
 }
 
 // payload is what a delivery's body holds.
@@ -52,7 +53,7 @@ func newReceiver(t *testing.T, answer func(n int) int) *receiver {
 		}
 		r.got = append(r.got, received{
 			ID: req.Header.Get("webhook-id"), Timestamp: req.Header.Get("webhook-timestamp"),
-			Signature: req.Header.Get("webhook-signature"), Body: body, Status: status,
+			Signature: req.Header.Get("webhook-signature"), Body: body, Status: status, At: time.Now(),
 		})
 		r.mu.Unlock()
 		w.WriteHeader(status)

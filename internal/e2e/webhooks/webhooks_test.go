@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -68,7 +69,7 @@ func TestLifecycleEventsSignedInOrder(t *testing.T) {
 			return strings.Contains(string(r.Body), `"sandbox.terminated"`) && jsonOK(r.Body, &p) && p.Data.SandboxID == sb.ID
 		})
 	})
-	var types, ids []string
+	var types, ids, lags []string
 	seen := map[string]bool{}
 	for _, r := range got {
 		if err := verify(hook.Secret, r); err != nil {
@@ -88,8 +89,11 @@ func TestLifecycleEventsSignedInOrder(t *testing.T) {
 		if p.Data.SandboxID == sb.ID {
 			types = append(types, p.Type)
 			ids = append(ids, p.Data.ID)
+			lags = append(lags, fmt.Sprintf("%s %v", p.Type, r.At.Sub(p.Data.Time).Round(time.Millisecond)))
 		}
 	}
+	// A measurement, not an assertion: from the event's time to its receipt.
+	t.Logf("event → receiver: %s", strings.Join(lags, ", "))
 	// The same events, in the same order, as the team's log has them.
 	log, err := s.Admin.Events(ctx, cove.EventQuery{Sandbox: sb.ID, Limit: 1000})
 	if err != nil {
@@ -185,9 +189,14 @@ func TestThirdTryDelivers(t *testing.T) {
 	}
 	d := l[0]
 	var codes []int
-	for _, a := range d.Attempts {
+	var gaps []string
+	for i, a := range d.Attempts {
 		codes = append(codes, a.StatusCode)
+		if i > 0 {
+			gaps = append(gaps, a.Time.Sub(d.Attempts[i-1].Time).Round(time.Millisecond).String())
+		}
 	}
+	t.Logf("attempts %v, gaps between them %v (--webhook-backoff 100ms)", codes, gaps)
 	if d.ID != got[0].ID || d.AttemptCount != 3 || !slices.Equal(codes, []int{500, 500, 200}) || d.Attempts[0].Error == "" || d.NextAttemptAt != nil {
 		t.Fatalf("delivery %+v", d)
 	}
