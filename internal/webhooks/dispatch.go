@@ -275,6 +275,9 @@ func (d *Dispatcher) record(ctx context.Context, log *slog.Logger, dd store.DueD
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := d.st.RecordAttempt(rctx, dd.Delivery.ID, a, state, next); err != nil {
+		if api.ErrorCode(err) == api.CodeNotFound {
+			return // the webhook was deleted meanwhile, its deliveries with it
+		}
 		// Not recorded: the delivery stays due and is sent again.
 		log.Error("record a webhook attempt", "outcome", outcome, "err", err)
 		return
