@@ -361,3 +361,67 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrencyBound: with Concurrency 2, at most two attempts are in
+// flight at once, one per webhook, however many webhooks have deliveries
+// due; all are delivered once the receivers answer.
+func TestConcurrencyBound(t *testing.T) {
+	cfg := testConfig()
+	cfg.Concurrency = 2
+	h := start(t, cfg)
+	var (
+		mu            sync.Mutex
+		inflight, top int
+		perHook       = map[string]int{}
+		topPerHook    int
+	)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hook := r.URL.Path
+		mu.Lock()
+		inflight++
+		perHook[hook]++
+		top = max(top, inflight)
+		topPerHook = max(topPerHook, perHook[hook])
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		inflight--
+		perHook[hook]--
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	var hooks []store.Webhook
+	for i := range 4 {
+		w := store.Webhook{Webhook: api.Webhook{ID: "whk_" + string(rune('a'+i)), TeamID: h.team, URL: srv.URL + "/" + string(rune('a'+i)),
+			Events: []string{"*"}, CreatedAt: time.Now()}, Secret: NewSecret()}
+		if err := h.st.CreateWebhook(t.Context(), w); err != nil {
+			t.Fatal(err)
+		}
+		hooks = append(hooks, w)
+	}
+	for range 3 {
+		h.event(t, "sandbox.running")
+	}
+	// Wait for the bound to be reached, give the dispatcher a chance to
+	// overstep it, then let everything through.
+	for {
+		mu.Lock()
+		n := inflight
+		mu.Unlock()
+		if n == 2 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(release)
+	for _, w := range hooks {
+		h.settled(t, w.ID, 3)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if top != 2 || topPerHook != 1 {
+		t.Fatalf("at most %d in flight (want 2), %d for one webhook (want 1)", top, topPerHook)
+	}
+}
