@@ -425,3 +425,30 @@ func TestConcurrencyBound(t *testing.T) {
 		t.Fatalf("at most %d in flight (want 2), %d for one webhook (want 1)", top, topPerHook)
 	}
 }
+
+// TestSilentReceiverTimesOut: a receiver that never answers costs one
+// attempt of --webhook-timeout, recorded with no status and an error.
+func TestSilentReceiverTimesOut(t *testing.T) {
+	cfg := testConfig()
+	cfg.Timeout = 50 * time.Millisecond
+	cfg.RetryFor = 0
+	h := start(t, cfg)
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-stop:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(stop)
+	wh := h.hook(t, srv.URL, "*")
+	h.event(t, "sandbox.running")
+	d := h.settled(t, wh.ID, 1)[0]
+	if d.State != api.DeliveryFailed || d.Attempts[0].StatusCode != 0 || !strings.Contains(d.Attempts[0].Error, "no answer within 50ms") {
+		t.Fatalf("delivery %+v", d)
+	}
+	if h.obs.get("failed") != 1 {
+		t.Fatalf("observed %v", h.obs.n)
+	}
+}
