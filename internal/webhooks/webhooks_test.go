@@ -87,7 +87,7 @@ func (o *countObserver) get(outcome string) int {
 
 // start opens a store with one team and runs a dispatcher over it with
 // small backoffs; wake is never closed, so the poll drives it.
-func start(t *testing.T, cfg Config) *harness {
+func start(t testing.TB, cfg Config) *harness {
 	t.Helper()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "cove.db"))
 	if err != nil {
