@@ -199,8 +199,9 @@ func (db *DB) DueDeliveries(ctx context.Context, t time.Time, limit int) ([]stor
 		FROM webhook_deliveries d
 		JOIN webhooks w ON w.id = d.webhook_id
 		LEFT JOIN events e ON e.seq = d.event_seq
-		WHERE d.seq IN (SELECT MIN(seq) FROM webhook_deliveries
-			WHERE state = ? AND next_attempt_at <= ? GROUP BY webhook_id)
+		WHERE d.seq IN (SELECT (SELECT p.seq FROM webhook_deliveries p INDEXED BY webhook_deliveries_pending
+				WHERE p.webhook_id = h.id AND p.state = 'pending' AND p.next_attempt_at <= ?
+				ORDER BY p.seq LIMIT 1) FROM webhooks h)
 		ORDER BY d.seq LIMIT ?`
 	scan := func(r scanner) (store.DueDelivery, error) {
 		var (
@@ -223,7 +224,7 @@ func (db *DB) DueDeliveries(ctx context.Context, t time.Time, limit int) ([]stor
 		}
 		return dd, d.err
 	}
-	due, err := queryAll(ctx, db.read, scan, q, string(api.DeliveryPending), formatTime(t), limit)
+	due, err := queryAll(ctx, db.read, scan, q, formatTime(t), limit)
 	if err != nil {
 		return nil, fmt.Errorf("due deliveries: %w", err)
 	}

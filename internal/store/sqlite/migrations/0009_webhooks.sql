@@ -25,6 +25,9 @@ CREATE TABLE webhook_deliveries (
 );
 
 CREATE INDEX webhook_deliveries_webhook ON webhook_deliveries (webhook_id, seq);
--- The dispatcher looks for pending deliveries by due time.
+-- The dispatcher takes each webhook's oldest pending delivery (so a backlog
+-- costs it one step per webhook, not per delivery) and the earliest due
+-- time of all.
+CREATE INDEX webhook_deliveries_pending ON webhook_deliveries (webhook_id, seq) WHERE state = 'pending';
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (state, next_attempt_at);
 CREATE INDEX webhook_deliveries_event ON webhook_deliveries (event_seq);
