@@ -29,7 +29,7 @@ func (c *testCounters) GatewayBytes(out, in int64) {
 // the operators' counters, rate-limited denial events or not.
 func TestRegistryCounters(t *testing.T) {
 	c := &testCounters{decisions: map[string]int{}}
-	reg := NewRegistry(RegistryConfig{Counters: c, OnDenied: func(string, Observation) {}}, nil)
+	reg := NewRegistry(RegistryConfig{Counters: c, OnDenied: func(string, Denial) {}}, nil)
 	a := netip.MustParseAddr("10.9.0.2")
 	reg.Add("sb1", a, MustParse("a.test"), Policy{})
 	p, _ := reg.peer(a)
