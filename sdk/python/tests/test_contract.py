@@ -53,10 +53,17 @@ OPERATIONS = {
     "sandboxUsage": ("SandboxHandle", "usage"),
     "usage": ("Client", "usage"),
     "updateTeam": ("Client", "update_team"),
+    "createWebhook": ("Client", "create_webhook"),
+    "listWebhooks": ("Client", "list_webhooks"),
+    "getWebhook": ("Client", "get_webhook"),
+    "deleteWebhook": ("Client", "delete_webhook"),
+    "listDeliveries": ("Client", "webhook_deliveries"),
 }
 
 # operationId -> why the SDK leaves it out.
-NOT_OFFERED = {}
+NOT_OFFERED = {
+    "metrics": "Prometheus text for operators' scrapers, not for a team's program",
+}
 
 ASYNC = {"Client": "AsyncClient", "SandboxHandle": "AsyncSandbox", "Command": "AsyncCommand", "Files": "AsyncFiles"}
 
