@@ -233,7 +233,20 @@ func TestPendingAcrossKill9(t *testing.T) {
 	rcv := newReceiver(t, func(int) int { return http.StatusServiceUnavailable })
 	hook := addWebhook(t, s.Admin, rcv.URL, "sandbox.running")
 	sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
-	rcv.waitFor(t, "a failed try", func(got []received) bool { return len(got) >= 1 })
+	// Pending in the store, with a failed attempt recorded. (An attempt
+	// the kill cuts before it is recorded is sent again: at least once.)
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		l, err := s.Admin.ListDeliveries(t.Context(), hook.Webhook.ID, 10, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Items) == 1 && l.Items[0].State == api.DeliveryPending && l.Items[0].AttemptCount >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no failed attempt recorded: %+v", l.Items)
+		}
+	}
 
 	s.Stop(syscall.SIGKILL)
 	l, err := s.Admin.ListDeliveries(t.Context(), hook.Webhook.ID, 10, "")
