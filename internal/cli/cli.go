@@ -96,7 +96,7 @@ func newRoot(env Env) *cobra.Command {
 		a.filesCmd(),
 		a.teamsCmd(), a.benchCmd(), a.networkCmd(), a.eventsCmd(), a.mcpCmd(),
 		a.secretsCmd(),
-		a.metricsCmd(), a.usageCmd(),
+		a.metricsCmd(), a.usageCmd(), a.webhooksCmd(),
 	)
 	return root
 }

@@ -99,6 +99,14 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.DurationVar(&o.cfg.Server.MetricsRawRetention, "metrics-raw-retention", def.Server.MetricsRawRetention, "how long raw samples are kept")
 	f.DurationVar(&o.cfg.Server.MetricsRollupRetention, "metrics-rollup-retention", def.Server.MetricsRollupRetention, "how long 1-minute rollups of samples are kept")
 	f.StringVar(&o.prices, "prices", "", `price table, JSON: {"vcpu_second_usd","memory_gib_second_usd","storage_gib_hour_usd","egress_gb_usd"} (fields left out keep the defaults)`)
+	f.BoolVar(&o.cfg.Webhooks.AllowPrivate, "webhook-allow-private", def.Webhooks.AllowPrivate, "let webhooks reach private, loopback and other non-public addresses (cloud metadata never)")
+	f.IntVar(&o.cfg.Webhooks.Concurrency, "webhook-concurrency", def.Webhooks.Concurrency, "webhook deliveries in flight at once (one per webhook)")
+	f.DurationVar(&o.cfg.Webhooks.Timeout, "webhook-timeout", def.Webhooks.Timeout, "bound on one webhook delivery attempt")
+	f.DurationVar(&o.cfg.Webhooks.Backoff, "webhook-backoff", def.Webhooks.Backoff, "wait before a webhook delivery's first retry; each next one doubles")
+	f.DurationVar(&o.cfg.Webhooks.MaxBackoff, "webhook-max-backoff", def.Webhooks.MaxBackoff, "longest wait between webhook delivery retries")
+	f.DurationVar(&o.cfg.Webhooks.RetryFor, "webhook-retry-for", def.Webhooks.RetryFor, "how long after its event a webhook delivery is retried before it fails")
+	f.DurationVar(&o.cfg.Webhooks.Poll, "webhook-poll", def.Webhooks.Poll, "how often the webhook outbox is read when nothing wakes the dispatcher")
+	f.StringVar(&o.cfg.MetricsListen, "metrics-listen", def.MetricsListen, "also serve GET /metrics without a key on this address (the API serves it to admin keys)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 }
 

@@ -43,6 +43,12 @@ func TestServeFlags(t *testing.T) {
 		{"no network", []string{"--no-network"}, func(c *service.Config) { c.Network.Disabled = true }},
 		{"ca certs", []string{"--ca-certs", "/etc/cove/ca.pem"}, func(c *service.Config) { c.CACerts = "/etc/cove/ca.pem" }},
 		{"http idle timeout", []string{"--http-idle-timeout", "5s"}, func(c *service.Config) { c.HTTP.IdleTimeout = 5 * time.Second }},
+		{"webhooks", []string{"--webhook-allow-private", "--webhook-concurrency", "2", "--webhook-timeout", "3s", "--webhook-backoff", "100ms",
+			"--webhook-max-backoff", "1s", "--webhook-retry-for", "1h", "--webhook-poll", "50ms"}, func(c *service.Config) {
+			c.Webhooks.AllowPrivate, c.Webhooks.Concurrency, c.Webhooks.Timeout = true, 2, 3*time.Second
+			c.Webhooks.Backoff, c.Webhooks.MaxBackoff, c.Webhooks.RetryFor, c.Webhooks.Poll = 100*time.Millisecond, time.Second, time.Hour, 50*time.Millisecond
+		}},
+		{"metrics listen", []string{"--metrics-listen", "127.0.0.1:9090"}, func(c *service.Config) { c.MetricsListen = "127.0.0.1:9090" }},
 		{"dns static", []string{"--dns-static", "DB.internal.=10.0.0.1,10.0.0.2", "--dns-static", "cache=10.0.0.3"}, func(c *service.Config) {
 			c.Network.Static = map[string][]netip.Addr{
 				"db.internal": {netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")},

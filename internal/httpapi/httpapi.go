@@ -49,6 +49,8 @@ type Handler struct {
 	// serving, then only read.
 	listeners map[string]string
 	tickets   *ticketBook
+	// metrics serves GET /metrics to admin keys; set before serving.
+	metrics http.Handler
 }
 
 // New returns the API handler over srv.
@@ -130,6 +132,12 @@ func (h *Handler) routes() {
 	auth("POST /v1/tickets", refuseIdempotencyKey(h.createTicket))
 	h.secretRoutes(auth)
 	h.usageRoutes(auth)
+	auth("POST /v1/webhooks", h.idempotent(h.createWebhook))
+	auth("GET /v1/webhooks", h.listWebhooks)
+	auth("GET /v1/webhooks/{id}", h.getWebhook)
+	auth("DELETE /v1/webhooks/{id}", h.deleteWebhook)
+	auth("GET /v1/webhooks/{id}/deliveries", h.listDeliveries)
+	auth("GET /metrics", h.serveMetrics)
 	// Anything else under /v1 is a JSON 404, after authentication so that
 	// the API's shape is not probed without a key.
 	auth("/v1/", func(w http.ResponseWriter, r *http.Request, _ server.Principal) error {

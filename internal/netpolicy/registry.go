@@ -111,6 +111,16 @@ type RegistryConfig struct {
 	// reset or closed, its holder cannot be found. Allowed connections
 	// never wait. Default 500ms.
 	OwnerWait time.Duration
+	// Counters, if set, counts every decision and the bytes moved, for the
+	// operators' metrics.
+	Counters Counters
+}
+
+// Counters is told every decision (Allowed, Denied) and the bytes the
+// gateway moved; it is called outside any lock and must not block.
+type Counters interface {
+	GatewayDecision(decision string)
+	GatewayBytes(out, in int64)
 }
 
 func (c *RegistryConfig) setDefaults() {
@@ -531,6 +541,9 @@ func (r *Registry) record(p peer, k obsKey) obsKey {
 		}
 	}
 	r.mu.Unlock()
+	if r.cfg.Counters != nil {
+		r.cfg.Counters.GatewayDecision(k.decision)
+	}
 	if notify {
 		if k.reason != "" {
 			// Rate-limited as the reports are: the operator sees which
@@ -635,6 +648,9 @@ func (sb *sandbox) pruneDenied(now time.Time, every time.Duration) {
 func (r *Registry) addBytes(sb *sandbox, k obsKey, out, in int64) {
 	if out == 0 && in == 0 {
 		return
+	}
+	if r.cfg.Counters != nil {
+		r.cfg.Counters.GatewayBytes(out, in)
 	}
 	now := r.cfg.Now()
 	r.mu.Lock()

@@ -37,6 +37,7 @@ func (s *Server) Exec(ctx context.Context, teamID, ref string, req api.CreateCom
 
 // execIn starts a command in a sandbox whose state the caller checked.
 func (s *Server) execIn(ctx context.Context, sb api.Sandbox, req api.CreateCommandRequest) (api.Command, error) {
+	start := time.Now()
 	teamID := sb.TeamID
 	cmd, spec, err := s.newCommand(sb, req)
 	if err != nil {
@@ -58,6 +59,7 @@ func (s *Server) execIn(ctx context.Context, sb api.Sandbox, req api.CreateComma
 		return api.Command{}, err
 	}
 	s.log.Info("command started", "sandbox", sb.ID, "command", cmd.ID)
+	s.telemetry.Exec(time.Since(start))
 	s.emit(ctx, teamID, "command.started", sb.ID, cmd.ID, map[string]any{"argv": req.Argv, "command": req.Command})
 	s.watchSilence(teamID, cmd)
 	return cmd, nil

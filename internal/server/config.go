@@ -88,6 +88,9 @@ type Config struct {
 	// 16 entries, 10 GiB.
 	SetupCacheEntries int
 	SetupCacheBytes   int64
+	// WebhookAllowPrivate accepts webhook URLs of private, loopback and
+	// other non-public addresses. Default false.
+	WebhookAllowPrivate bool
 }
 
 // DefaultConfig is the control plane's configuration with every default

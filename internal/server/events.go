@@ -19,6 +19,7 @@ func (s *Server) emit(ctx context.Context, teamID, typ, sandboxID, commandID str
 		return
 	}
 	s.log.Debug("event", "id", e.ID, "type", typ, "sandbox", sandboxID, "command", commandID)
+	s.telemetry.Event(e)
 	s.notify()
 }
 

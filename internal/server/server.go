@@ -25,6 +25,8 @@ type Server struct {
 	node  Node
 	log   *slog.Logger
 	now   func() time.Time
+	// telemetry is set before Start (SetTelemetry), then only read.
+	telemetry Telemetry
 	// ctx is the server's lifecycle: sandbox starts and terminations run on
 	// it, never on a request's context, and Close cancels it.
 	ctx    context.Context
@@ -75,7 +77,7 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		cfg: cfg, store: st, log: log, now: func() time.Time { return time.Now().UTC() },
+		cfg: cfg, store: st, log: log, now: func() time.Time { return time.Now().UTC() }, telemetry: noTelemetry{},
 		ctx: ctx, cancel: cancel,
 		ops:      map[string]*sandboxOps{},
 		changed:  make(chan struct{}),

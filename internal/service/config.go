@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/internal/server"
+	"github.com/cove-dev/cove/internal/webhooks"
 )
 
 // Config is the configuration of `cove serve`. DefaultConfig holds the
@@ -69,6 +70,13 @@ type Config struct {
 	Server server.Config
 	// Network is the node's fence, resolver and gateway.
 	Network NetworkConfig
+	// Webhooks configures the delivery of events to webhooks; its
+	// AllowPrivate also decides which URLs a webhook may be created with.
+	Webhooks webhooks.Config
+	// MetricsListen, when set, is an address that serves GET /metrics
+	// without a key (for a scraper on a private network); the API serves
+	// it to admin keys either way. Default "" (none).
+	MetricsListen string
 }
 
 // HTTPConfig bounds the API's connections. There is no deadline on a
@@ -108,7 +116,8 @@ func DefaultConfig() Config {
 			ReadHeaderTimeout: 10 * time.Second,
 			MaxHeaderBytes:    64 << 10,
 		},
-		Server: server.DefaultConfig(),
+		Server:   server.DefaultConfig(),
+		Webhooks: webhooks.DefaultConfig(),
 		Network: NetworkConfig{
 			Subnet:      netip.MustParsePrefix("10.88.0.0/16"),
 			Table:       "cove",
@@ -147,6 +156,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("http timeouts (idle %v, read header %v): want both above 0", c.HTTP.IdleTimeout, c.HTTP.ReadHeaderTimeout)
 	case c.HTTP.MaxHeaderBytes < 4<<10:
 		return fmt.Errorf("http max header bytes %d: want at least 4096", c.HTTP.MaxHeaderBytes)
+	}
+	if err := c.Webhooks.Validate(); err != nil {
+		return err
 	}
 	if n := c.Network; !n.Disabled {
 		switch {

@@ -55,7 +55,7 @@ type NetworkConfig struct {
 //
 // owners names the commands holding sandbox sockets (the node's agents); it
 // may answer an error until the node exists.
-func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, dataDir string, denied func(string, api.NetworkObservation, int64), owners func(context.Context, string, []netpolicy.Socket) ([]string, error), listeners Listeners, log *slog.Logger) (_ *network.Manager, err error) {
+func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, dataDir string, denied func(string, api.NetworkObservation, int64), owners func(context.Context, string, []netpolicy.Socket) ([]string, error), counters netpolicy.Counters, listeners Listeners, log *slog.Logger) (_ *network.Manager, err error) {
 	pc, dl, err := listenDNS(cfg.DNSPort)
 	if err != nil {
 		return nil, fmt.Errorf("resolver: %w", err)
@@ -97,7 +97,8 @@ func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, da
 		OnDenied: func(id string, d netpolicy.Denial) {
 			denied(id, api.NetworkObservation(d.Observation), d.Suppressed)
 		},
-		Owners: owners,
+		Owners:   owners,
+		Counters: counters,
 	}, log)
 	mgr, err := network.NewManager(fence, reg, filepath.Join(dataDir, "net", "resolv"))
 	if err != nil {

@@ -28,6 +28,8 @@ import (
 	"github.com/cove-dev/cove/internal/server"
 	"github.com/cove-dev/cove/internal/sources"
 	"github.com/cove-dev/cove/internal/store/sqlite"
+	"github.com/cove-dev/cove/internal/telemetry"
+	"github.com/cove-dev/cove/internal/webhooks"
 )
 
 // Started is what Run tells its caller once the API is being served.
@@ -107,7 +109,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(cfg.Server, st, log)
+	metrics := telemetry.New(telemetry.SandboxCounts(st), log)
+	timed := metrics.InstrumentStore(st)
+	cfg.Server.WebhookAllowPrivate = cfg.Webhooks.AllowPrivate
+	srv, err := server.New(cfg.Server, timed, log)
+	if err != nil {
+		return err
+	}
+	srv.SetTelemetry(metrics)
+	dispatcher, err := webhooks.New(cfg.Webhooks, timed, srv.Changes, metrics, log.With("component", "webhooks"))
 	if err != nil {
 		return err
 	}
@@ -143,7 +153,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	listeners := Listeners{}
 	var owners socketOwners
 	if !cfg.Network.Disabled {
-		mgr, err := startNetwork(netCtx, &netWG, cfg.Network, cfg.DataDir, srv.NetworkDenied, owners.lookup, listeners, log)
+		mgr, err := startNetwork(netCtx, &netWG, cfg.Network, cfg.DataDir, srv.NetworkDenied, owners.lookup, metrics, listeners, log)
 		if err != nil {
 			return err
 		}
@@ -174,15 +184,43 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
 	srv.Start()
+	// The dispatcher delivers until Run returns, and ends before the store
+	// closes; what it did not deliver stays in the store's outbox.
+	hookCtx, stopHooks := context.WithCancel(context.WithoutCancel(ctx))
+	var hookWG sync.WaitGroup
+	defer hookWG.Wait()
+	defer stopHooks()
+	hookWG.Go(func() { dispatcher.Run(hookCtx) })
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("API: %w", err)
 	}
 	listeners["api"] = ln.Addr().String()
+	if cfg.MetricsListen != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("metrics: %w", err)
+		}
+		listeners["metrics"] = mln.Addr().String()
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metrics.Handler())
+		ms := newHTTPServer(cfg.HTTP, mux, context.WithoutCancel(ctx))
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			ms.Serve(mln) // ends at Close, below
+		}()
+		defer func() {
+			ms.Close()
+			<-served
+		}()
+	}
 	api := httpapi.New(srv, log)
 	api.ReportListeners(listeners)
-	hs := newHTTPServer(cfg.HTTP, api, context.WithoutCancel(ctx))
+	api.ServeMetrics(metrics.Handler())
+	hs := newHTTPServer(cfg.HTTP, metrics.Middleware(api), context.WithoutCancel(ctx))
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	log.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "ready_file", cfg.ReadyFile)

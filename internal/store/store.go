@@ -72,6 +72,7 @@ type Store interface {
 
 	// Host ID ranges of sandboxes (idranges.go).
 	IDRanges
+	Webhooks
 
 	Close() error
 }

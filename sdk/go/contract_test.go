@@ -66,10 +66,17 @@ var operations = map[string]string{
 	"sandboxUsage":     "SandboxUsage",
 	"usage":            "Usage",
 	"updateTeam":       "UpdateTeam",
+	"createWebhook":    "CreateWebhook",
+	"listWebhooks":     "ListWebhooks",
+	"getWebhook":       "GetWebhook",
+	"deleteWebhook":    "DeleteWebhook",
+	"listDeliveries":   "ListDeliveries",
 }
 
 // notOffered names operations the Go SDK leaves out on purpose, and why.
-var notOffered = map[string]string{}
+var notOffered = map[string]string{
+	"metrics": "Prometheus text for operators' scrapers, not for a team's program",
+}
 
 // TestContract checks the SDK against the API's OpenAPI document: every
 // operation is offered by a method of Client that exists, or is listed as

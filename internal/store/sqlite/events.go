@@ -31,14 +31,27 @@ func (db *DB) AppendEvent(ctx context.Context, teamID string, e api.Event) (api.
 	if err != nil {
 		return e, err
 	}
+	// The event and its webhook deliveries are written together: an event
+	// is never stored without them.
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return e, fmt.Errorf("append event: %w", err)
+	}
+	defer tx.Rollback()
 	var seq int64
-	err = db.write.QueryRowContext(ctx,
+	err = tx.QueryRowContext(ctx,
 		`INSERT INTO events (team_id, type, sandbox_id, command_id, time, data) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq`,
 		teamID, e.Type, e.SandboxID, e.CommandID, formatTime(e.Time), data).Scan(&seq)
 	if err != nil {
 		if sqliteCode(err) == foreignKeyViolation {
 			return e, api.Errorf(api.CodeNotFound, "team %s not found", teamID)
 		}
+		return e, fmt.Errorf("append event: %w", err)
+	}
+	if err := enqueueDeliveries(ctx, tx, teamID, seq, e); err != nil {
+		return e, err
+	}
+	if err := tx.Commit(); err != nil {
 		return e, fmt.Errorf("append event: %w", err)
 	}
 	e.ID = eventID(seq)
@@ -94,9 +107,24 @@ func scanEvent(r scanner) (api.Event, error) {
 
 // DeleteEventsBefore drops events older than t.
 func (db *DB) DeleteEventsBefore(ctx context.Context, t time.Time) (int64, error) {
-	res, err := db.write.ExecContext(ctx, "DELETE FROM events WHERE time < ?", formatTime(t))
+	tx, err := db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("expire events: %w", err)
 	}
-	return res.RowsAffected()
+	defer tx.Rollback()
+	// Deliveries go with their events.
+	_, err = tx.ExecContext(ctx,
+		"DELETE FROM webhook_deliveries WHERE event_seq IN (SELECT seq FROM events WHERE time < ?)", formatTime(t))
+	if err != nil {
+		return 0, fmt.Errorf("expire webhook deliveries: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, "DELETE FROM events WHERE time < ?", formatTime(t))
+	if err != nil {
+		return 0, fmt.Errorf("expire events: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, err
+	}
+	return n, tx.Commit()
 }

@@ -38,6 +38,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"IDRanges", testIDRanges},
 		{"Sources", testSources},
 		{"Observations", testObservations}, {"ObservationBound", testObservationBound}, {"ObservationExpiry", testObservationExpiry},
+		{"Webhooks", testWebhooks},
+		{"WebhookOutbox", testWebhookOutbox},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -53,12 +53,20 @@ OPERATIONS = {
     "sandboxUsage": ("SandboxHandle", "usage"),
     "usage": ("Client", "usage"),
     "updateTeam": ("Client", "update_team"),
+    "createWebhook": ("Client", "create_webhook"),
+    "listWebhooks": ("Client", "list_webhooks"),
+    "getWebhook": ("Client", "get_webhook"),
+    "deleteWebhook": ("Client", "delete_webhook"),
+    "listDeliveries": ("Client", "webhook_deliveries"),
 }
 
 # operationId -> why the SDK leaves it out.
 NOT_OFFERED = {
-    op: "assets are in the Go SDK and the API; the Python SDK does not offer them yet"
-    for op in ("createAsset", "listAssets", "getAsset", "assetContent", "deleteAsset", "saveAsset")
+    "metrics": "Prometheus text for operators' scrapers, not for a team's program",
+    **{
+        op: "assets are in the Go SDK and the API; the Python SDK does not offer them yet"
+        for op in ("createAsset", "listAssets", "getAsset", "assetContent", "deleteAsset", "saveAsset")
+    },
 }
 
 ASYNC = {"Client": "AsyncClient", "SandboxHandle": "AsyncSandbox", "Command": "AsyncCommand", "Files": "AsyncFiles"}

@@ -232,6 +232,38 @@ export class Client {
     await this.json({ method: "DELETE", path: "/v1/secrets/" + esc(name) });
   }
 
+  // -- webhooks --
+
+  /** Registers a URL for the team's events; `secret` (whsec_...) is shown only here. */
+  createWebhook(url: string, events?: string[]): Promise<{ webhook: Record<string, any>; secret: string }> {
+    return this.json({ method: "POST", path: "/v1/webhooks", json: events && events.length ? { url, events } : { url } });
+  }
+
+  async listWebhooks(): Promise<Record<string, any>[]> {
+    const out: Record<string, any>[] = [];
+    let cursor = "";
+    for (;;) {
+      const d = await this.json({ method: "GET", path: "/v1/webhooks", params: { cursor } });
+      out.push(...(d?.items ?? []));
+      cursor = d?.next_cursor ?? "";
+      if (!cursor) return out;
+    }
+  }
+
+  getWebhook(id: string): Promise<Record<string, any>> {
+    return this.json({ method: "GET", path: "/v1/webhooks/" + esc(id) });
+  }
+
+  async deleteWebhook(id: string): Promise<void> {
+    await this.json({ method: "DELETE", path: "/v1/webhooks/" + esc(id) });
+  }
+
+  /** The webhook's latest deliveries, newest first, with their attempts. */
+  async webhookDeliveries(id: string, limit = 100): Promise<Record<string, any>[]> {
+    const d = await this.json({ method: "GET", path: "/v1/webhooks/" + esc(id) + "/deliveries", params: { limit: String(limit) } });
+    return d?.items ?? [];
+  }
+
   // -- teams, keys, tickets --
 
   /** A new team and its first API key (shown once). Admin only. */

@@ -55,10 +55,17 @@ export const OPERATIONS: Record<string, [string, string]> = {
   getSecret: ["Client", "getSecret"],
   listSecrets: ["Client", "listSecrets"],
   deleteSecret: ["Client", "deleteSecret"],
+  createWebhook: ["Client", "createWebhook"],
+  listWebhooks: ["Client", "listWebhooks"],
+  getWebhook: ["Client", "getWebhook"],
+  deleteWebhook: ["Client", "deleteWebhook"],
+  listDeliveries: ["Client", "webhookDeliveries"],
 };
 
 // operationId -> why the SDK leaves it out.
-export const NOT_OFFERED: Record<string, string> = {};
+export const NOT_OFFERED: Record<string, string> = {
+  metrics: "Prometheus text for operators' scrapers, not for a team's program",
+};
 
 const CLASSES: Record<string, { prototype: any }> = {
   Client: cove.Client, Sandbox: cove.Sandbox, Command: cove.Command, Files: cove.Files,

@@ -161,6 +161,31 @@ class AsyncClient:
     async def delete_secret(self, name: str) -> None:
         await self._json(sh.Req("DELETE", "/v1/secrets/" + sh.esc(name)))
 
+    async def create_webhook(self, url: str, events: Optional[List[str]] = None) -> Dict[str, Any]:
+        body: Dict[str, Any] = {"url": url}
+        if events:
+            body["events"] = events
+        return await self._json(sh.Req("POST", "/v1/webhooks", json=body))
+
+    async def list_webhooks(self) -> List[Dict[str, Any]]:
+        out: List[Dict[str, Any]] = []
+        cursor = ""
+        while True:
+            d = await self._json(sh.Req("GET", "/v1/webhooks", {"cursor": cursor} if cursor else {}))
+            out += d.get("items") or []
+            cursor = d.get("next_cursor", "") or ""
+            if not cursor:
+                return out
+
+    async def get_webhook(self, webhook_id: str) -> Dict[str, Any]:
+        return await self._json(sh.Req("GET", "/v1/webhooks/" + sh.esc(webhook_id)))
+
+    async def delete_webhook(self, webhook_id: str) -> None:
+        await self._json(sh.Req("DELETE", "/v1/webhooks/" + sh.esc(webhook_id)))
+
+    async def webhook_deliveries(self, webhook_id: str, limit: int = 100) -> List[Dict[str, Any]]:
+        return (await self._json(sh.Req("GET", "/v1/webhooks/" + sh.esc(webhook_id) + "/deliveries", {"limit": str(limit)}))).get("items") or []
+
     async def create_team(self, name: str) -> Dict[str, Any]:
         return await self._json(sh.Req("POST", "/v1/teams", json={"name": name}))
 

@@ -186,6 +186,36 @@ class Client:
     def delete_secret(self, name: str) -> None:
         self._json(sh.Req("DELETE", "/v1/secrets/" + sh.esc(name)))
 
+    # -- webhooks --
+
+    def create_webhook(self, url: str, events: Optional[List[str]] = None) -> Dict[str, Any]:
+        """Registers a URL for the team's events; the answer's ``secret``
+        (whsec_...) is shown only this once."""
+        body: Dict[str, Any] = {"url": url}
+        if events:
+            body["events"] = events
+        return self._json(sh.Req("POST", "/v1/webhooks", json=body))
+
+    def list_webhooks(self) -> List[Dict[str, Any]]:
+        out: List[Dict[str, Any]] = []
+        cursor = ""
+        while True:
+            d = self._json(sh.Req("GET", "/v1/webhooks", {"cursor": cursor} if cursor else {}))
+            out += d.get("items") or []
+            cursor = d.get("next_cursor", "") or ""
+            if not cursor:
+                return out
+
+    def get_webhook(self, webhook_id: str) -> Dict[str, Any]:
+        return self._json(sh.Req("GET", "/v1/webhooks/" + sh.esc(webhook_id)))
+
+    def delete_webhook(self, webhook_id: str) -> None:
+        self._json(sh.Req("DELETE", "/v1/webhooks/" + sh.esc(webhook_id)))
+
+    def webhook_deliveries(self, webhook_id: str, limit: int = 100) -> List[Dict[str, Any]]:
+        """The webhook's latest deliveries, newest first, with their attempts."""
+        return self._json(sh.Req("GET", "/v1/webhooks/" + sh.esc(webhook_id) + "/deliveries", {"limit": str(limit)})).get("items") or []
+
     # -- teams, keys, tickets --
 
     def create_team(self, name: str) -> Dict[str, Any]:

@@ -1,0 +1,116 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/server"
+)
+
+// Webhooks is what the webhook routes ask of the control plane: an
+// optional ability of a ControlPlane, found by assertion, so that fakes
+// without it answer not_found.
+type Webhooks interface {
+	CreateWebhook(ctx context.Context, teamID string, req api.CreateWebhookRequest) (api.CreateWebhookResponse, error)
+	GetWebhook(ctx context.Context, teamID, webhookID string) (api.Webhook, error)
+	ListWebhooks(ctx context.Context, teamID string, p server.Page) (api.List[api.Webhook], error)
+	DeleteWebhook(ctx context.Context, teamID, webhookID string) error
+	ListDeliveries(ctx context.Context, teamID, webhookID string, p server.Page) (api.List[api.Delivery], error)
+}
+
+var _ Webhooks = (*server.Server)(nil)
+
+func (h *Handler) webhooks() (Webhooks, error) {
+	if wh, ok := h.srv.(Webhooks); ok {
+		return wh, nil
+	}
+	return nil, api.Errorf(api.CodeNotFound, "this server does not serve webhooks")
+}
+
+func (h *Handler) createWebhook(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	wh, err := h.webhooks()
+	if err != nil {
+		return err
+	}
+	var req api.CreateWebhookRequest
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	resp, err := wh.CreateWebhook(r.Context(), p.Team.ID, req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, resp)
+}
+
+func (h *Handler) listWebhooks(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	wh, err := h.webhooks()
+	if err != nil {
+		return err
+	}
+	pg, err := paging(r)
+	if err != nil {
+		return err
+	}
+	l, err := wh.ListWebhooks(r.Context(), p.Team.ID, pg)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, l)
+}
+
+func (h *Handler) getWebhook(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	wh, err := h.webhooks()
+	if err != nil {
+		return err
+	}
+	hook, err := wh.GetWebhook(r.Context(), p.Team.ID, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, hook)
+}
+
+func (h *Handler) deleteWebhook(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	wh, err := h.webhooks()
+	if err != nil {
+		return err
+	}
+	if err := wh.DeleteWebhook(r.Context(), p.Team.ID, r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	wh, err := h.webhooks()
+	if err != nil {
+		return err
+	}
+	pg, err := paging(r)
+	if err != nil {
+		return err
+	}
+	l, err := wh.ListDeliveries(r.Context(), p.Team.ID, r.PathValue("id"), pg)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, l)
+}
+
+// ServeMetrics serves m (Prometheus text) at GET /metrics to admin keys.
+// Call it before serving; without it /metrics answers not_found.
+func (h *Handler) ServeMetrics(m http.Handler) { h.metrics = m }
+
+func (h *Handler) serveMetrics(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	if h.metrics == nil {
+		return api.Errorf(api.CodeNotFound, "this server does not serve metrics")
+	}
+	if !p.Admin() {
+		return api.Errorf(api.CodePermissionDenied, "metrics are for operators: use the admin key, or scrape --metrics-listen")
+	}
+	h.metrics.ServeHTTP(w, r)
+	return nil
+}

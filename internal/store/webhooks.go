@@ -1,0 +1,89 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+)
+
+// Webhooks persists webhook endpoints and their outbox of deliveries.
+//
+// The outbox is filled by AppendEvent: in the transaction that appends an
+// event it enqueues one pending delivery for each of the team's webhooks
+// whose Events match the event's type (EventMatches), due at once. So an
+// event is never stored without its deliveries, and a delivery survives a
+// crash until an attempt is recorded for it. DeleteEventsBefore drops the
+// deliveries of the events it drops.
+type Webhooks interface {
+	// CreateWebhook stores a webhook; its team must exist.
+	CreateWebhook(ctx context.Context, w Webhook) error
+	// GetWebhook finds a webhook of the team; teamID "" finds it in any
+	// team (for the dispatcher's bookkeeping, never for a request).
+	GetWebhook(ctx context.Context, teamID, id string) (Webhook, error)
+	// ListWebhooks lists a team's webhooks by ID, paged like SandboxFilter.
+	ListWebhooks(ctx context.Context, f WebhookFilter) ([]Webhook, error)
+	// DeleteWebhook removes a webhook of the team and its deliveries.
+	DeleteWebhook(ctx context.Context, teamID, id string) error
+
+	// DueDeliveries returns, for at most limit webhooks, the oldest
+	// pending delivery whose next attempt is due at t, oldest first, with
+	// what sending it needs. A delivery whose event was dropped comes back
+	// with a zero Event.ID.
+	DueDeliveries(ctx context.Context, t time.Time, limit int) ([]DueDelivery, error)
+	// NextDeliveryAt returns when the earliest pending delivery is due;
+	// ok is false when none is pending.
+	NextDeliveryAt(ctx context.Context) (next time.Time, ok bool, err error)
+	// RecordAttempt adds an attempt to a delivery and moves it to state;
+	// next is when a pending delivery is tried again (nil otherwise). It
+	// keeps the latest MaxAttemptsKept attempts and counts them all.
+	RecordAttempt(ctx context.Context, deliveryID string, a api.DeliveryAttempt, state api.DeliveryState, next *time.Time) error
+	// ListDeliveries lists a webhook's deliveries, newest first, paged by
+	// ID (After is the last ID seen).
+	ListDeliveries(ctx context.Context, f DeliveryFilter) ([]api.Delivery, error)
+}
+
+// MaxAttemptsKept is how many of a delivery's latest attempts a store keeps.
+const MaxAttemptsKept = 20
+
+// Webhook is a stored webhook: its secret is kept to sign deliveries.
+type Webhook struct {
+	api.Webhook
+	Secret string
+}
+
+// WebhookFilter selects a team's webhooks.
+type WebhookFilter struct {
+	TeamID string
+	After  string
+	Limit  int
+}
+
+// DeliveryFilter selects one webhook's deliveries.
+type DeliveryFilter struct {
+	WebhookID string
+	After     string
+	Limit     int
+}
+
+// DueDelivery is a pending delivery and what sending it needs.
+type DueDelivery struct {
+	Delivery api.Delivery
+	Event    api.Event
+	URL      string
+	Secret   string
+}
+
+// EventMatches reports whether an event type is one of patterns: an exact
+// type, a family ending in ".*" ("sandbox.*"), or "*".
+func EventMatches(patterns []string, typ string) bool {
+	for _, p := range patterns {
+		switch {
+		case p == "*", p == typ:
+			return true
+		case len(p) > 2 && p[len(p)-2:] == ".*" && len(typ) > len(p)-1 && typ[:len(p)-1] == p[:len(p)-1]:
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,295 @@
+package webhooks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/store"
+)
+
+// Store is what the dispatcher needs of the store.
+type Store interface {
+	DueDeliveries(ctx context.Context, t time.Time, limit int) ([]store.DueDelivery, error)
+	NextDeliveryAt(ctx context.Context) (time.Time, bool, error)
+	RecordAttempt(ctx context.Context, deliveryID string, a api.DeliveryAttempt, state api.DeliveryState, next *time.Time) error
+}
+
+// Observer is told the outcome of every attempt: "delivered", "retry"
+// (failed, tried again later) or "failed" (given up), and its latency.
+type Observer interface {
+	WebhookAttempt(outcome string, latency time.Duration)
+}
+
+// Config configures a Dispatcher; DefaultConfig holds the defaults.
+type Config struct {
+	// Concurrency bounds the attempts in flight; a webhook has at most
+	// one in flight, so its deliveries go out in event order. Default 8.
+	Concurrency int
+	// Timeout bounds one attempt: dialling, sending, the answer's headers
+	// and up to 64 KiB of its body. Default 10s.
+	Timeout time.Duration
+	// Backoff is the wait before the first retry; each next one doubles,
+	// up to MaxBackoff. Defaults 5s and 10m.
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+	// RetryFor bounds how long after its event a delivery is retried;
+	// then it fails. Default 24h.
+	RetryFor time.Duration
+	// AllowPrivate lets webhooks reach private, loopback and other
+	// non-public addresses (cloud metadata addresses never). Default off.
+	AllowPrivate bool
+	// Poll is how often the outbox is read when nothing wakes the
+	// dispatcher (another process may have filled it). Default 5s.
+	Poll time.Duration
+}
+
+// DefaultConfig is the dispatcher's configuration with every default.
+func DefaultConfig() Config {
+	return Config{Concurrency: 8, Timeout: 10 * time.Second, Backoff: 5 * time.Second,
+		MaxBackoff: 10 * time.Minute, RetryFor: 24 * time.Hour, Poll: 5 * time.Second}
+}
+
+// Validate reports a configuration that cannot work.
+func (c *Config) Validate() error {
+	switch {
+	case c.Concurrency < 1:
+		return fmt.Errorf("webhook concurrency %d: want at least 1", c.Concurrency)
+	case c.Timeout <= 0 || c.Backoff <= 0 || c.Poll <= 0:
+		return fmt.Errorf("webhook timeout %v, backoff %v, poll %v: want all above 0", c.Timeout, c.Backoff, c.Poll)
+	case c.MaxBackoff < c.Backoff:
+		return fmt.Errorf("webhook max backoff %v: want at least the backoff %v", c.MaxBackoff, c.Backoff)
+	case c.RetryFor < 0:
+		return fmt.Errorf("webhook retry window %v: want 0 or more", c.RetryFor)
+	}
+	return nil
+}
+
+// maxResponse is how much of a receiver's answer is read (and dropped).
+const maxResponse = 64 << 10
+
+// Dispatcher sends the outbox. Run is its one owner goroutine; the
+// attempts it starts are its children and end before it returns.
+type Dispatcher struct {
+	cfg    Config
+	st     Store
+	wake   func() <-chan struct{}
+	log    *slog.Logger
+	client *http.Client
+	obs    Observer
+	now    func() time.Time
+}
+
+// New returns a dispatcher over st; it starts nothing. wake returns a
+// channel closed at the next change (the server's Changes), so that new
+// events go out at once; obs may be nil.
+func New(cfg Config, st Store, wake func() <-chan struct{}, obs Observer, log *slog.Logger) (*Dispatcher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	dialer := &net.Dialer{Timeout: cfg.Timeout, Control: dialControl(cfg.AllowPrivate)}
+	tr := &http.Transport{
+		Proxy:                 nil, // never the environment's proxy: the dial check must see the receiver
+		DialContext:           dialer.DialContext,
+		TLSHandshakeTimeout:   cfg.Timeout,
+		ResponseHeaderTimeout: cfg.Timeout,
+		MaxIdleConnsPerHost:   2,
+		IdleConnTimeout:       90 * time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+	client := &http.Client{
+		Transport: tr,
+		// Redirects are never followed: a receiver's 3xx is a failed
+		// attempt, so no answer can send a delivery to another address.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	if wake == nil {
+		wake = func() <-chan struct{} { return nil }
+	}
+	return &Dispatcher{cfg: cfg, st: st, wake: wake, log: log, client: client, obs: obs,
+		now: func() time.Time { return time.Now().UTC() }}, nil
+}
+
+// Run sends due deliveries until ctx is done, then waits for the attempts
+// under way (which ctx cancels; a cancelled attempt is not recorded and
+// is sent again after a restart) and returns nil.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer d.client.CloseIdleConnections()
+	busy := map[string]bool{} // webhooks with an attempt in flight
+	done := make(chan string, d.cfg.Concurrency)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		changed := d.wake()
+		if len(busy) < d.cfg.Concurrency {
+			due, err := d.st.DueDeliveries(ctx, d.now(), len(busy)+d.cfg.Concurrency)
+			if err != nil && ctx.Err() == nil {
+				d.log.Warn("read the webhook outbox", "err", err)
+			}
+			for _, dd := range due {
+				if len(busy) >= d.cfg.Concurrency {
+					break
+				}
+				wh := dd.Delivery.WebhookID
+				if busy[wh] {
+					continue
+				}
+				busy[wh] = true
+				wg.Go(func() {
+					d.attempt(ctx, dd)
+					done <- wh
+				})
+			}
+		}
+		wait := d.cfg.Poll
+		if next, ok, err := d.st.NextDeliveryAt(ctx); err == nil && ok {
+			// A due delivery of a busy webhook waits for its attempt to end
+			// (done), not for the clock.
+			if until := next.Sub(d.now()); until > 0 && until < wait {
+				wait = until
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case wh := <-done:
+			delete(busy, wh)
+		case <-changed:
+		case <-timer.C:
+		}
+		// Take every attempt that ended meanwhile.
+		for drained := false; !drained; {
+			select {
+			case wh := <-done:
+				delete(busy, wh)
+			default:
+				drained = true
+			}
+		}
+	}
+}
+
+// Payload is the body of a delivery, shaped as Standard Webhooks suggests:
+// the event's type, the time of sending, and the event as GET /v1/events
+// shows it.
+type Payload struct {
+	Type      string    `json:"type"`
+	Timestamp time.Time `json:"timestamp"`
+	Data      api.Event `json:"data"`
+}
+
+// attempt sends one delivery once and records the outcome.
+func (d *Dispatcher) attempt(ctx context.Context, dd store.DueDelivery) {
+	log := d.log.With("delivery", dd.Delivery.ID, "webhook", dd.Delivery.WebhookID, "event", dd.Delivery.EventID)
+	start := d.now()
+	a := api.DeliveryAttempt{Time: start}
+	if dd.Event.ID == "" {
+		a.Error = "the event expired before it could be delivered"
+		d.record(ctx, log, dd, a, false)
+		return
+	}
+	status, err := d.post(ctx, dd, start)
+	if ctx.Err() != nil {
+		return // shutting down: the delivery stays pending
+	}
+	a.StatusCode = status
+	a.LatencyMS = d.now().Sub(start).Milliseconds()
+	switch {
+	case err != nil:
+		a.Error = err.Error()
+	case status < 200 || status > 299:
+		a.Error = fmt.Sprintf("the receiver answered %d %s", status, http.StatusText(status))
+	}
+	d.record(ctx, log, dd, a, a.Error == "")
+}
+
+// post sends the delivery and returns the receiver's status.
+func (d *Dispatcher) post(ctx context.Context, dd store.DueDelivery, now time.Time) (int, error) {
+	body, err := json.Marshal(Payload{Type: dd.Event.Type, Timestamp: now, Data: dd.Event})
+	if err != nil {
+		return 0, err
+	}
+	ts := now.Unix()
+	sig, err := Sign(dd.Secret, dd.Delivery.ID, ts, body)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dd.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, fmt.Errorf("webhook URL: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "cove-webhooks/1")
+	req.Header.Set("webhook-id", dd.Delivery.ID)
+	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
+	req.Header.Set("webhook-signature", sig)
+	resp, err := d.client.Do(req)
+	if err != nil {
+		var ref *refusedError
+		if errors.As(err, &ref) {
+			return 0, ref
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			return 0, fmt.Errorf("no answer within %v", d.cfg.Timeout)
+		}
+		return 0, errors.Unwrap(err) // *url.Error repeats the URL: drop it
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponse))
+	return resp.StatusCode, nil
+}
+
+// record stores an attempt: delivered, retried after the backoff, or
+// failed once the retry window is over.
+func (d *Dispatcher) record(ctx context.Context, log *slog.Logger, dd store.DueDelivery, a api.DeliveryAttempt, ok bool) {
+	state, outcome := api.DeliveryDelivered, "delivered"
+	var next *time.Time
+	if !ok {
+		state, outcome = api.DeliveryFailed, "failed"
+		if dd.Event.ID != "" {
+			t := a.Time.Add(d.backoff(dd.Delivery.AttemptCount + 1))
+			if !t.After(dd.Delivery.CreatedAt.Add(d.cfg.RetryFor)) {
+				state, outcome, next = api.DeliveryPending, "retry", &t
+			}
+		}
+	}
+	if d.obs != nil {
+		d.obs.WebhookAttempt(outcome, time.Duration(a.LatencyMS)*time.Millisecond)
+	}
+	// The attempt happened: record it even if shutdown began meanwhile.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := d.st.RecordAttempt(rctx, dd.Delivery.ID, a, state, next); err != nil {
+		if api.ErrorCode(err) == api.CodeNotFound {
+			return // the webhook was deleted meanwhile, its deliveries with it
+		}
+		// Not recorded: the delivery stays due and is sent again.
+		log.Error("record a webhook attempt", "outcome", outcome, "err", err)
+		return
+	}
+	log.Debug("webhook attempt", "outcome", outcome, "status", a.StatusCode, "latency_ms", a.LatencyMS, "error", a.Error)
+}
+
+// backoff is the wait after the n-th failed attempt (n ≥ 1).
+func (d *Dispatcher) backoff(n int) time.Duration {
+	b := d.cfg.Backoff
+	for i := 1; i < n && b < d.cfg.MaxBackoff; i++ {
+		b *= 2
+	}
+	return min(b, d.cfg.MaxBackoff)
+}
