@@ -17,6 +17,9 @@ import (
 // exact to the microsecond at least; maps and slices come back non-nil.
 type Store interface {
 	Secrets
+	Previews
+	Admissions
+
 	// Teams and keys.
 	CreateTeam(ctx context.Context, t api.Team) error
 	GetTeam(ctx context.Context, id string) (api.Team, error)

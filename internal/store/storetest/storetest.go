@@ -35,6 +35,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"EventExpiry", testEventExpiry},
 		{"Secrets", testSecrets},
 		{"Samples", testSamples}, {"Usage", testUsage}, {"Budgets", testBudgets},
+		{"Previews", testPreviews},
+		{"TeamAdmission", testTeamAdmission},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
