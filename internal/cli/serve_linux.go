@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cove-dev/cove/internal/metering"
+	"github.com/cove-dev/cove/internal/server"
 	"github.com/cove-dev/cove/internal/service"
 )
 
@@ -51,6 +52,8 @@ type serveFlags struct {
 	logLevel string
 	static   []string
 	prices   string
+	// defaultAdmission is the comma-separated flags of new teams.
+	defaultAdmission string
 }
 
 func (o *serveFlags) bind(c *cobra.Command) {
@@ -94,6 +97,10 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.DurationVar(&o.cfg.Server.MetricsRawRetention, "metrics-raw-retention", def.Server.MetricsRawRetention, "how long raw samples are kept")
 	f.DurationVar(&o.cfg.Server.MetricsRollupRetention, "metrics-rollup-retention", def.Server.MetricsRollupRetention, "how long 1-minute rollups of samples are kept")
 	f.StringVar(&o.prices, "prices", "", `price table, JSON: {"vcpu_second_usd","memory_gib_second_usd","storage_gib_hour_usd","egress_gb_usd"} (fields left out keep the defaults)`)
+	f.StringVar(&o.cfg.Preview.Domain, "preview-domain", def.Preview.Domain, "previews are served at <port>-<sandbox id>.<domain>; host[:port] (without a port: the port of the listener that serves them); empty: the path form only")
+	f.StringVar(&o.cfg.Preview.Listen, "preview-listen", def.Preview.Listen, "a listener of its own for previews (by Host); empty: the API's listener serves them")
+	f.StringVar(&o.cfg.Preview.Scheme, "preview-scheme", def.Preview.Scheme, "scheme of preview URLs (https behind a TLS proxy)")
+	f.StringVar(&o.defaultAdmission, "default-admission", "managed_environment", "admission flags of new teams, comma-separated ("+strings.Join(server.AdmissionFlags, ", ")+", or none)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 }
 
@@ -109,6 +116,9 @@ func (o *serveFlags) config() (service.Config, error) {
 		if cfg.Server.Prices, err = metering.LoadPrices(o.prices); err != nil {
 			return service.Config{}, fmt.Errorf("--prices: %w", err)
 		}
+	}
+	if cfg.Server.DefaultAdmission, err = server.ParseAdmission(o.defaultAdmission); err != nil {
+		return service.Config{}, fmt.Errorf("--default-admission: %w", err)
 	}
 	return cfg, nil
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/preview"
 	"github.com/cove-dev/cove/internal/server"
 )
 
@@ -49,6 +50,8 @@ type Handler struct {
 	// serving, then only read.
 	listeners map[string]string
 	tickets   *ticketBook
+	// previews routes preview traffic; nil until ServePreviews.
+	previews *preview.Router
 }
 
 // New returns the API handler over srv.
@@ -124,6 +127,7 @@ func (h *Handler) routes() {
 	auth("POST /v1/tickets", refuseIdempotencyKey(h.createTicket))
 	h.secretRoutes(auth)
 	h.usageRoutes(auth)
+	h.previewRoutes(auth)
 	// Anything else under /v1 is a JSON 404, after authentication so that
 	// the API's shape is not probed without a key.
 	auth("/v1/", func(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
@@ -137,6 +141,13 @@ func (h *Handler) ReportListeners(l map[string]string) { h.listeners = l }
 
 // ServeHTTP serves the API.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// A preview's host never reaches the API: its requests are the app's.
+	if h.previews != nil {
+		if _, _, ok := h.previews.Match(r.Host); ok {
+			h.previews.ServeHTTP(w, r)
+			return
+		}
+	}
 	h.mux.ServeHTTP(w, r)
 }
 

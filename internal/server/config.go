@@ -66,6 +66,9 @@ type Config struct {
 	MetricsRollupRetention time.Duration
 	// Prices is the price table. Default metering.DefaultPrices.
 	Prices api.Prices
+	// DefaultAdmission is what a new team may use. Default: the managed
+	// environment only.
+	DefaultAdmission api.Admission
 }
 
 // DefaultConfig is the control plane's configuration with every default
@@ -87,6 +90,7 @@ func DefaultConfig() Config {
 		MetricsRawRetention:    24 * time.Hour,
 		MetricsRollupRetention: 30 * 24 * time.Hour,
 		Prices:                 metering.DefaultPrices,
+		DefaultAdmission:       api.Admission{ManagedEnvironment: true},
 	}
 }
 

@@ -48,6 +48,9 @@ type Server struct {
 	// meters (metering.go).
 	meterMu sync.Mutex
 	meters  map[string]*meterState
+	// previewURLs is set before serving, then only read.
+	previewURLs PreviewURLs
+	links       previewLinks
 }
 
 // sandboxOps serializes the life-cycle steps of one sandbox.
@@ -157,6 +160,9 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 	}
 	sb, err := s.newSandbox(teamID, req)
 	if err != nil {
+		return api.Sandbox{}, err
+	}
+	if err := s.requireAdmission(ctx, teamID, s.templateAdmission(sb.Template)); err != nil {
 		return api.Sandbox{}, err
 	}
 	// The secrets must exist now; their values are read when commands start.

@@ -69,6 +69,22 @@ type Config struct {
 	Server server.Config
 	// Network is the node's fence, resolver and gateway.
 	Network NetworkConfig
+	// Preview is where sandboxes' published ports are served.
+	Preview PreviewConfig
+}
+
+// PreviewConfig says where previews are served.
+type PreviewConfig struct {
+	// Domain: previews are at <port>-<sandbox id>.<Domain>, host[:port];
+	// without a port, URLs name the port of the listener that serves
+	// them. "" serves the path form only. Default "localhost" (browsers
+	// resolve its subdomains to loopback).
+	Domain string
+	// Listen is a listener of previews' own (Host routing only); "" lets
+	// the API's listener route them by Host.
+	Listen string
+	// Scheme of preview URLs. Default http.
+	Scheme string
 }
 
 // HTTPConfig bounds the API's connections. There is no deadline on a
@@ -108,7 +124,8 @@ func DefaultConfig() Config {
 			ReadHeaderTimeout: 10 * time.Second,
 			MaxHeaderBytes:    64 << 10,
 		},
-		Server: server.DefaultConfig(),
+		Server:  server.DefaultConfig(),
+		Preview: PreviewConfig{Domain: "localhost", Scheme: "http"},
 		Network: NetworkConfig{
 			Subnet:      netip.MustParsePrefix("10.88.0.0/16"),
 			Table:       "cove",

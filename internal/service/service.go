@@ -166,10 +166,28 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	}
 	listeners["api"] = ln.Addr().String()
 	api := httpapi.New(srv, log)
+	pln, err := servePreviews(cfg.Preview, srv, api, ln, listeners)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	api.ReportListeners(listeners)
 	hs := newHTTPServer(cfg.HTTP, api, context.WithoutCancel(ctx))
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	if pln != nil {
+		phs := newHTTPServer(cfg.HTTP, api.PreviewHandler(), context.WithoutCancel(ctx))
+		perrc := make(chan error, 1)
+		go func() { perrc <- phs.Serve(pln) }()
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := phs.Shutdown(sctx); err != nil {
+				phs.Close()
+			}
+			<-perrc
+		}()
+	}
 	log.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "ready_file", cfg.ReadyFile)
 	if err := writeReady(cfg.ReadyFile, Ready{PID: os.Getpid(), Listeners: listeners}); err != nil {
 		hs.Close()
@@ -274,4 +292,30 @@ func loadTemplates(ctx context.Context, cfg Config, progress io.Writer, log *slo
 		return nil, fmt.Errorf("default template %q has no image in %s", cfg.Server.DefaultTemplate, cfg.ImagesDir)
 	}
 	return templates, nil
+}
+
+// servePreviews binds the previews' own listener when one is asked for,
+// and tells the control plane and the API where previews are: a domain
+// without a port takes the port of the listener that serves them.
+func servePreviews(cfg PreviewConfig, srv *server.Server, h *httpapi.Handler, apiLn net.Listener, listeners Listeners) (net.Listener, error) {
+	var pln net.Listener
+	served := apiLn
+	if cfg.Listen != "" {
+		var err error
+		if pln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return nil, fmt.Errorf("previews: %w", err)
+		}
+		listeners["preview"] = pln.Addr().String()
+		served = pln
+	}
+	domain := cfg.Domain
+	if domain != "" {
+		if _, _, err := net.SplitHostPort(domain); err != nil {
+			_, port, _ := net.SplitHostPort(served.Addr().String())
+			domain = net.JoinHostPort(domain, port)
+		}
+	}
+	srv.SetPreviewURLs(server.PreviewURLs{Domain: domain, Scheme: cfg.Scheme})
+	h.ServePreviews(domain)
+	return pln, nil
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -55,6 +56,11 @@ type Network interface {
 	Disconnect(ctx context.Context, id string) error
 	// Observations lists what the sandbox tried to reach.
 	Observations(id string) []api.NetworkObservation
+	// Publish sets the ports of a sandbox the node may connect to; they
+	// hold across sleeps until set again (none: forgotten).
+	Publish(ctx context.Context, id string, ports []uint16) error
+	// Addr is a connected sandbox's address.
+	Addr(id string) (netip.Addr, bool)
 }
 
 // Config is the node's configuration.
@@ -333,6 +339,7 @@ func (n *Node) lose(id, cmd string, l *output.Log) {
 func (n *Node) Destroy(ctx context.Context, id string) error {
 	n.detach(id)
 	n.disconnect(ctx, id)
+	n.unpublish(ctx, id)
 	err := n.rt.Destroy(ctx, id)
 	n.closeLogs(id)
 	if rmErr := os.RemoveAll(n.outputDir(id)); rmErr != nil {

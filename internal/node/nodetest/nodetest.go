@@ -51,6 +51,9 @@ type Node struct {
 	// StartGate, when set, holds every Start until it is closed or the
 	// start's ctx is done.
 	StartGate chan struct{}
+	// PortAddr, when set, is where DialPort connects for a sandbox's port
+	// (a test's own listener); nil refuses every dial.
+	PortAddr func(sandboxID string, port int) string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -62,6 +65,7 @@ type Node struct {
 	fail      map[string]error   // by operation
 	calls     []string
 	stats     map[string]node.Stats // set by SetStats
+	published map[string][]int      // ports by sandbox
 }
 
 // New returns an empty node.
