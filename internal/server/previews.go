@@ -31,12 +31,20 @@ const previewTokenPrefix = "cpt_"
 // previewLinkTTL is how long a one-time link may wait for its first use.
 const previewLinkTTL = 10 * time.Minute
 
-// previewLinks holds the one-time links of private previews, in memory:
-// a link that outlives a restart is simply asked for again.
+// previewLinks holds the one-time links of private previews, in memory
+// (a link that outlives a restart is simply asked for again), and when a
+// preview's request last woke each sandbox.
 type previewLinks struct {
 	mu    sync.Mutex
 	links map[string]previewLink // by code
+	woken map[string]time.Time   // by sandbox
 }
+
+// wakeDialWait is how long, after a preview's request woke a sandbox, a
+// refused connection to its port is tried again: processes do not survive
+// a sleep, so the first request waits while the app is started again
+// (by its owner, through the API) instead of failing at once.
+const wakeDialWait = 60 * time.Second
 
 type previewLink struct {
 	previewID string
@@ -274,7 +282,24 @@ func (s *Server) OpenPreview(ctx context.Context, sandboxID string, port int, to
 	if err := s.requireAdmission(ctx, p.TeamID, admitPreview); err != nil {
 		return api.Preview{}, err
 	}
+	before, err := s.store.GetSandbox(ctx, p.TeamID, p.SandboxID)
+	if err != nil {
+		return api.Preview{}, err
+	}
 	sb, err := s.LiveSandbox(ctx, p.TeamID, p.SandboxID, p.Wake)
+	if err == nil && before.State != api.StateRunning {
+		s.links.mu.Lock()
+		if s.links.woken == nil {
+			s.links.woken = map[string]time.Time{}
+		}
+		for id, t := range s.links.woken {
+			if s.now().Sub(t) > wakeDialWait {
+				delete(s.links.woken, id)
+			}
+		}
+		s.links.woken[sb.ID] = s.now()
+		s.links.mu.Unlock()
+	}
 	if err != nil {
 		if api.ErrorCode(err) == api.CodeConflict {
 			msg := fmt.Sprintf("sandbox %s is %s", sb.ID, sb.State)
@@ -289,7 +314,25 @@ func (s *Server) OpenPreview(ctx context.Context, sandboxID string, port int, to
 }
 
 // DialPreview connects to the port of a preview that OpenPreview let in.
+// Right after a preview's request woke the sandbox, a refused connection
+// is tried again for a while (wakeDialWait).
 func (s *Server) DialPreview(ctx context.Context, sandboxID string, port int) (net.Conn, error) {
 	s.touch(sandboxID)
-	return s.node.DialPort(ctx, sandboxID, port)
+	for {
+		c, err := s.node.DialPort(ctx, sandboxID, port)
+		if err == nil || api.ErrorCode(err) != api.CodeUnavailable {
+			return c, err
+		}
+		s.links.mu.Lock()
+		woken, ok := s.links.woken[sandboxID]
+		s.links.mu.Unlock()
+		if !ok || s.now().Sub(woken) > wakeDialWait {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
