@@ -165,3 +165,39 @@ func (a *app) teamMeCmd() *cobra.Command {
 	a.jsonFlag(c)
 	return c
 }
+
+func (a *app) templatesCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "templates",
+		Short: "List the templates this team may use: building (progress), ready or failed, and their self-tests",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			ts, err := cl.Templates(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(ts)
+			}
+			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tKIND\tSTATUS\tQUALIFIED\tDETAIL")
+			for _, t := range ts {
+				detail := t.Progress
+				if t.Reason != "" {
+					detail = t.Reason
+				}
+				if t.SelfTest != nil && len(t.SelfTest.Failures) > 0 {
+					detail = strings.TrimSpace(detail + " self-test failed: " + strings.Join(t.SelfTest.Failures, ", "))
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%t\t%s\n", t.Name, t.Kind, t.Status, t.Qualified, detail)
+			}
+			return tw.Flush()
+		},
+	}
+	a.jsonFlag(c)
+	return c
+}

@@ -71,6 +71,9 @@ func (h *Handler) routes() {
 		if h.listeners != nil {
 			health["listeners"] = h.listeners
 		}
+		if tp, ok := h.srv.(TemplatePlane); ok {
+			health["templates"] = tp.TemplateHealth()
+		}
 		writeJSON(w, http.StatusOK, health)
 	})
 	h.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
@@ -181,6 +184,9 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	status, ok := statusOf[e.Code]
 	if !ok {
 		status = http.StatusInternalServerError
+	}
+	if s, ok := e.Details["retry_after_s"].(int); ok && s > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(s))
 	}
 	writeJSON(w, status, api.ErrorResponse{Error: e})
 }

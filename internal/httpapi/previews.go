@@ -30,6 +30,7 @@ func (h *Handler) previewRoutes(auth func(string, func(http.ResponseWriter, *htt
 	auth("GET /v1/sandboxes/{ref}/previews", h.listPreviews)
 	auth("DELETE /v1/sandboxes/{ref}/previews/{id}", h.deletePreview)
 	auth("GET /v1/teams/me", h.teamMe)
+	auth("GET /v1/templates", h.listTemplates)
 	// The path form of previews: no API key (the preview's token or its
 	// visibility lets a request in), and a sandbox ID, never a name.
 	h.mux.HandleFunc("/v1/sandboxes/{id}/ports/{port}", h.servePreviewPath)
@@ -122,4 +123,24 @@ func (h *Handler) teamMe(w http.ResponseWriter, r *http.Request, p server.Princi
 		return err
 	}
 	return writeJSON(w, http.StatusOK, me)
+}
+
+// TemplatePlane is what the templates' routes ask of the control plane.
+type TemplatePlane interface {
+	ListTemplates(ctx context.Context, teamID string) (api.List[api.Template], error)
+	TemplateHealth() map[string]string
+}
+
+var _ TemplatePlane = (*server.Server)(nil)
+
+func (h *Handler) listTemplates(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	tp, ok := h.srv.(TemplatePlane)
+	if !ok {
+		return api.Errorf(api.CodeNotFound, "this server lists no templates")
+	}
+	l, err := tp.ListTemplates(r.Context(), p.Team.ID)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, l)
 }

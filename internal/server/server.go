@@ -51,6 +51,8 @@ type Server struct {
 	// previewURLs is set before serving, then only read.
 	previewURLs PreviewURLs
 	links       previewLinks
+	// tmplStates is set before serving, then only read.
+	tmplStates TemplateStates
 }
 
 // sandboxOps serializes the life-cycle steps of one sandbox.
@@ -163,6 +165,9 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 		return api.Sandbox{}, err
 	}
 	if err := s.requireAdmission(ctx, teamID, s.templateAdmission(sb.Template)); err != nil {
+		return api.Sandbox{}, err
+	}
+	if err := s.checkTemplate(sb.Template); err != nil {
 		return api.Sandbox{}, err
 	}
 	// The secrets must exist now; their values are read when commands start.

@@ -23,8 +23,13 @@ type Config struct {
 	DataDir string
 	// ImagesDir holds the images; "" is <DataDir>/images.
 	ImagesDir string
-	// BuildManaged builds the managed image when it is missing. Default true.
+	// BuildManaged builds the managed image when it is missing, in the
+	// background while the service already serves. Default true.
 	BuildManaged bool
+	// ManagedBuilder builds the managed image: "debootstrap" (default), or
+	// "busybox", a small stand-in for tests of the build's life that
+	// waits while <ImagesDir>/.managed.hold exists.
+	ManagedBuilder string
 	// AgentPath is the cove-agent binary; "" is cove-agent beside the
 	// running executable.
 	AgentPath string
@@ -112,6 +117,7 @@ func DefaultConfig() Config {
 		Listen:                "127.0.0.1:7070",
 		DataDir:               "/var/lib/cove",
 		BuildManaged:          true,
+		ManagedBuilder:        "debootstrap",
 		RuncPath:              "runc",
 		CgroupParent:          "/cove",
 		OutputMaxBytes:        4 << 30,

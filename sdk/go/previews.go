@@ -67,3 +67,10 @@ func (c *Client) Teams(ctx context.Context) ([]api.Team, error) {
 	err := c.do(ctx, http.MethodGet, "/v1/teams", nil, nil, &out)
 	return out.Items, err
 }
+
+// Templates lists the templates the key's team may use, with their state.
+func (c *Client) Templates(ctx context.Context) ([]api.Template, error) {
+	var out api.List[api.Template]
+	err := c.do(ctx, http.MethodGet, "/v1/templates", nil, nil, &out)
+	return out.Items, err
+}

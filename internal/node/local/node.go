@@ -115,6 +115,10 @@ type Node struct {
 	capMu   sync.Mutex
 	pending map[string]int64
 
+	// tmplMu guards cfg.Templates and cfg.CABundles, which grow when a
+	// template's build ends after the node started (AddTemplate).
+	tmplMu sync.RWMutex
+
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
 	logs      map[string]*logEntry      // by sandbox/command, open while held
@@ -180,14 +184,14 @@ func (n *Node) Start(ctx context.Context, spec node.SandboxSpec) error {
 
 // runtimeSpec is what the runtime needs to start a sandbox.
 func (n *Node) runtimeSpec(spec node.SandboxSpec) (runtime.Spec, error) {
-	img, ok := n.cfg.Templates[spec.Template]
+	img, ok := n.template(spec.Template)
 	if !ok {
 		return runtime.Spec{}, api.Errorf(api.CodeInvalidArgument, "template %q has no image on this node", spec.Template)
 	}
 	return runtime.Spec{
 		ID: spec.ID, Hostname: spec.Hostname, Image: img,
 		CPUs: spec.Resources.CPUs, MemoryMiB: spec.Resources.MemoryMiB, DiskMiB: spec.Resources.DiskMiB,
-		Pids: spec.Pids, Workdir: spec.Workdir, CABundle: n.cfg.CABundles[spec.Template],
+		Pids: spec.Pids, Workdir: spec.Workdir, CABundle: n.caBundle(spec.Template),
 	}, nil
 }
 
@@ -504,7 +508,7 @@ func (n *Node) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) e
 func (n *Node) execRequest(spec node.ExecSpec) (wire.ExecRequest, error) {
 	argv := spec.Argv
 	if spec.Shell != "" {
-		img, ok := n.cfg.Templates[spec.Template]
+		img, ok := n.template(spec.Template)
 		if !ok {
 			return wire.ExecRequest{}, api.Errorf(api.CodeInvalidArgument, "template %q has no image on this node", spec.Template)
 		}
@@ -514,7 +518,7 @@ func (n *Node) execRequest(spec node.ExecSpec) (wire.ExecRequest, error) {
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
 	}
-	if n.cfg.CABundles[spec.Template] != "" {
+	if n.caBundle(spec.Template) != "" {
 		for _, k := range caEnv {
 			if _, set := spec.Env[k]; !set {
 				env = append(env, k+"="+runtime.CABundlePath)
