@@ -85,7 +85,7 @@ func (a *app) admitCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			teams, err := cl.Teams(cmd.Context())
+			teams, err := cl.ListTeams(cmd.Context())
 			if err != nil {
 				return err
 			}

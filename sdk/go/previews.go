@@ -61,13 +61,6 @@ func (c *Client) SetAdmission(ctx context.Context, teamID string, a api.Admissio
 	return out, err
 }
 
-// Teams lists every team (admin key).
-func (c *Client) Teams(ctx context.Context) ([]api.Team, error) {
-	var out api.List[api.Team]
-	err := c.do(ctx, http.MethodGet, "/v1/teams", nil, nil, &out)
-	return out.Items, err
-}
-
 // Templates lists the templates the key's team may use, with their state.
 func (c *Client) Templates(ctx context.Context) ([]api.Template, error) {
 	var out api.List[api.Template]
