@@ -126,7 +126,10 @@ func (r *Router) Match(host string) (sandboxID string, port int, ok bool) {
 		return "", 0, false
 	}
 	port, ok = parsePort(ps)
-	return sbx, port, ok && sbx != ""
+	if !ok || sbx == "" {
+		return "", 0, false
+	}
+	return sbx, port, true
 }
 
 func parsePort(s string) (int, bool) {
