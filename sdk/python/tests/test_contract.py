@@ -53,10 +53,18 @@ OPERATIONS = {
     "sandboxUsage": ("SandboxHandle", "usage"),
     "usage": ("Client", "usage"),
     "updateTeam": ("Client", "update_team"),
+    "createPreview": ("SandboxHandle", "preview"),
+    "listPreviews": ("SandboxHandle", "previews"),
+    "deletePreview": ("SandboxHandle", "delete_preview"),
+    "listTemplates": ("Client", "templates"),
+    "teamMe": ("Client", "team_me"),
 }
 
 # operationId -> why the SDK leaves it out.
-NOT_OFFERED = {}
+NOT_OFFERED = {
+    op: "a preview's traffic is the app's own HTTP: any HTTP client, with the url and token preview() answers"
+    for op in ("previewGet", "previewPost", "previewPut", "previewPatch", "previewDelete")
+}
 
 ASYNC = {"Client": "AsyncClient", "SandboxHandle": "AsyncSandbox", "Command": "AsyncCommand", "Files": "AsyncFiles"}
 
