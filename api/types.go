@@ -238,6 +238,8 @@ type Team struct {
 type Admission struct {
 	ManagedEnvironment bool `json:"managed_environment"`
 	Preview            bool `json:"preview"`
+	CustomImages       bool `json:"custom_images"`
+	GPU                bool `json:"gpu"`
 }
 
 // CreateTeamRequest is the body of POST /v1/teams.

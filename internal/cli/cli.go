@@ -94,7 +94,7 @@ func newRoot(env Env) *cobra.Command {
 		a.createCmd(), a.lsCmd(), a.getCmd(), a.rmCmd(), a.sleepCmd(), a.wakeCmd(),
 		a.execCmd(), a.logsCmd(), a.shCmd(),
 		a.filesCmd(),
-		a.teamsCmd(), a.benchCmd(), a.networkCmd(), a.eventsCmd(), a.mcpCmd(),
+		a.teamsCmd(), a.previewCmd(), a.templatesCmd(), a.benchCmd(), a.networkCmd(), a.eventsCmd(), a.mcpCmd(),
 		a.secretsCmd(),
 		a.metricsCmd(), a.usageCmd(), a.webhooksCmd(),
 	)

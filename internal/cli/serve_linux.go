@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cove-dev/cove/internal/metering"
+	"github.com/cove-dev/cove/internal/server"
 	"github.com/cove-dev/cove/internal/service"
 )
 
@@ -51,6 +52,8 @@ type serveFlags struct {
 	logLevel string
 	static   []string
 	prices   string
+	// defaultAdmission is the comma-separated flags of new teams.
+	defaultAdmission string
 }
 
 func (o *serveFlags) bind(c *cobra.Command) {
@@ -60,7 +63,9 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.StringVar(&o.cfg.Listen, "listen", def.Listen, "API address (port 0: a free port, reported in the ready file and /healthz)")
 	f.StringVar(&o.cfg.DataDir, "data-dir", def.DataDir, "data directory")
 	f.StringVar(&o.cfg.ImagesDir, "images-dir", def.ImagesDir, "images directory (default <data-dir>/images)")
-	f.BoolVar(&o.cfg.BuildManaged, "build-managed", def.BuildManaged, "build the managed image if it is missing")
+	f.BoolVar(&o.cfg.BuildManaged, "build-managed", def.BuildManaged, "build the managed image if it is missing (in the background: the API serves at once)")
+	f.StringVar(&o.cfg.ManagedBuilder, "managed-builder", def.ManagedBuilder, "builder of the managed image: debootstrap, or busybox (tests: a stand-in that waits while <images-dir>/.managed.hold exists)")
+	f.MarkHidden("managed-builder")
 	f.StringVar(&o.cfg.Server.DefaultTemplate, "default-template", def.Server.DefaultTemplate, "template of sandboxes that name none")
 	f.StringVar(&o.cfg.AgentPath, "agent", def.AgentPath, "cove-agent binary (default: beside this executable)")
 	f.StringVar(&o.cfg.RuncPath, "runc", def.RuncPath, "OCI runtime binary")
@@ -107,6 +112,10 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.DurationVar(&o.cfg.Webhooks.RetryFor, "webhook-retry-for", def.Webhooks.RetryFor, "how long after its event a webhook delivery is retried before it fails")
 	f.DurationVar(&o.cfg.Webhooks.Poll, "webhook-poll", def.Webhooks.Poll, "how often the webhook outbox is read when nothing wakes the dispatcher")
 	f.StringVar(&o.cfg.MetricsListen, "metrics-listen", def.MetricsListen, "also serve GET /metrics without a key on this address (the API serves it to admin keys)")
+	f.StringVar(&o.cfg.Preview.Domain, "preview-domain", def.Preview.Domain, "previews are served at <port>-<sandbox id>.<domain>; host[:port] (without a port: the port of the listener that serves them); empty: the path form only")
+	f.StringVar(&o.cfg.Preview.Listen, "preview-listen", def.Preview.Listen, "a listener of its own for previews (by Host); empty: the API's listener serves them")
+	f.StringVar(&o.cfg.Preview.Scheme, "preview-scheme", def.Preview.Scheme, "scheme of preview URLs (https behind a TLS proxy)")
+	f.StringVar(&o.defaultAdmission, "default-admission", "managed_environment", "admission flags of new teams, comma-separated ("+strings.Join(server.AdmissionFlags, ", ")+", or none)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 }
 
@@ -122,6 +131,9 @@ func (o *serveFlags) config() (service.Config, error) {
 		if cfg.Server.Prices, err = metering.LoadPrices(o.prices); err != nil {
 			return service.Config{}, fmt.Errorf("--prices: %w", err)
 		}
+	}
+	if cfg.Server.DefaultAdmission, err = server.ParseAdmission(o.defaultAdmission); err != nil {
+		return service.Config{}, fmt.Errorf("--default-admission: %w", err)
 	}
 	return cfg, nil
 }

@@ -50,6 +50,6 @@ func (a *app) teamsCmd() *cobra.Command {
 		},
 	}
 	a.jsonFlag(key)
-	teams.AddCommand(create, key, a.teamsLimitCmd())
+	teams.AddCommand(create, key, a.teamsLimitCmd(), a.admitCmd(), a.teamMeCmd())
 	return teams
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/preview"
 	"github.com/cove-dev/cove/internal/server"
 )
 
@@ -51,6 +52,8 @@ type Handler struct {
 	tickets   *ticketBook
 	// metrics serves GET /metrics to admin keys; set before serving.
 	metrics http.Handler
+	// previews routes preview traffic; nil until ServePreviews.
+	previews *preview.Router
 }
 
 // New returns the API handler over srv.
@@ -69,6 +72,9 @@ func (h *Handler) routes() {
 		}
 		if h.listeners != nil {
 			health["listeners"] = h.listeners
+		}
+		if tp, ok := h.srv.(TemplatePlane); ok {
+			health["templates"] = tp.TemplateHealth()
 		}
 		writeJSON(w, http.StatusOK, health)
 	})
@@ -138,6 +144,7 @@ func (h *Handler) routes() {
 	auth("DELETE /v1/webhooks/{id}", h.deleteWebhook)
 	auth("GET /v1/webhooks/{id}/deliveries", h.listDeliveries)
 	auth("GET /metrics", h.serveMetrics)
+	h.previewRoutes(auth)
 	// Anything else under /v1 is a JSON 404, after authentication so that
 	// the API's shape is not probed without a key.
 	auth("/v1/", func(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
@@ -151,6 +158,13 @@ func (h *Handler) ReportListeners(l map[string]string) { h.listeners = l }
 
 // ServeHTTP serves the API.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// A preview's host never reaches the API: its requests are the app's.
+	if h.previews != nil {
+		if _, _, ok := h.previews.Match(r.Host); ok {
+			h.previews.ServeHTTP(w, r)
+			return
+		}
+	}
 	h.mux.ServeHTTP(w, r)
 }
 
@@ -184,6 +198,9 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	status, ok := statusOf[e.Code]
 	if !ok {
 		status = http.StatusInternalServerError
+	}
+	if s, ok := e.Details["retry_after_s"].(int); ok && s > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(s))
 	}
 	writeJSON(w, status, api.ErrorResponse{Error: e})
 }

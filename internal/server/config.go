@@ -91,6 +91,9 @@ type Config struct {
 	// WebhookAllowPrivate accepts webhook URLs of private, loopback and
 	// other non-public addresses. Default false.
 	WebhookAllowPrivate bool
+	// DefaultAdmission is what a new team may use. Default: the managed
+	// environment only.
+	DefaultAdmission api.Admission
 }
 
 // DefaultConfig is the control plane's configuration with every default
@@ -119,6 +122,7 @@ func DefaultConfig() Config {
 		MaxTeamAssetBytes:      20 << 30,
 		SetupCacheEntries:      16,
 		SetupCacheBytes:        10 << 30,
+		DefaultAdmission:       api.Admission{ManagedEnvironment: true},
 	}
 }
 

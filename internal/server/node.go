@@ -13,6 +13,7 @@ import (
 // implements it (internal/node/local); unit tests use a fake; a fleet's
 // remote node client will implement it over the network.
 type Node interface {
+	PortNode
 	// Admit refuses, with resource_exhausted, a sandbox the node has no
 	// room for; Start and Wake check again.
 	Admit(ctx context.Context, spec node.SandboxSpec) error

@@ -45,6 +45,9 @@ func (s *Server) fillPool(ctx context.Context) {
 		s.mu.Lock()
 		missing := s.cfg.WarmPool - len(s.warm)
 		s.mu.Unlock()
+		if !s.templateReady(s.cfg.DefaultTemplate) {
+			missing = 0 // filled when its build ends (TemplatesChanged)
+		}
 		for ; missing > 0 && ctx.Err() == nil; missing-- {
 			sid := id.New("sbx")
 			spec := s.spec(api.Sandbox{

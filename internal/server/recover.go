@@ -21,6 +21,9 @@ func (s *Server) Recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list live sandboxes: %w", err)
 	}
+	if err := s.publishAll(ctx); err != nil {
+		return fmt.Errorf("publish previews: %w", err)
+	}
 	keep := map[string]bool{}
 	for _, sb := range live {
 		switch sb.State {

@@ -55,6 +55,11 @@ type Server struct {
 	// exitWatchers are woken at every command exit (setup commands).
 	exitWatchers map[*exitWatch]struct{}
 	obs          observations
+	// previewURLs is set before serving, then only read.
+	previewURLs PreviewURLs
+	links       previewLinks
+	// tmplStates is set before serving, then only read.
+	tmplStates TemplateStates
 }
 
 // sandboxOps serializes the life-cycle steps of one sandbox.
@@ -175,6 +180,12 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 	}
 	sb, err := s.newSandbox(teamID, req)
 	if err != nil {
+		return api.Sandbox{}, err
+	}
+	if err := s.requireAdmission(ctx, teamID, s.templateAdmission(sb.Template)); err != nil {
+		return api.Sandbox{}, err
+	}
+	if err := s.checkTemplate(sb.Template); err != nil {
 		return api.Sandbox{}, err
 	}
 	// The secrets must exist now; their values are read when commands start.

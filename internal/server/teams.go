@@ -98,8 +98,11 @@ func (s *Server) CreateTeam(ctx context.Context, p Principal, req api.CreateTeam
 func (s *Server) createTeam(ctx context.Context, name string) (api.CreateTeamResponse, error) {
 	t := api.Team{
 		ID: id.New("team"), Name: name, CreatedAt: s.now(),
-		Admission:    api.Admission{ManagedEnvironment: true},
+		Admission:    s.cfg.DefaultAdmission,
 		BudgetAlerts: slices.Clone(api.DefaultBudgetAlerts),
+	}
+	if name == AdminTeam {
+		t.Admission = allAdmission
 	}
 	if err := s.store.CreateTeam(ctx, t); err != nil {
 		if api.ErrorCode(err) == api.CodeConflict {

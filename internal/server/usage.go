@@ -135,6 +135,9 @@ func (s *Server) UpdateTeam(ctx context.Context, p Principal, teamID string, req
 	if err != nil {
 		return api.Team{}, err
 	}
+	if err := checkAdmissionChange(t, req.Admission); err != nil {
+		return api.Team{}, err
+	}
 	if req.Admission != nil {
 		t.Admission = *req.Admission
 	}

@@ -145,25 +145,40 @@ func writeCABundles(dir string, templates map[string]image.Image, extra []byte, 
 	}
 	bundles := map[string]string{}
 	for name, img := range templates {
-		base, err := img.ReadFile(runtime.CABundlePath, maxImageBundle)
-		if errors.Is(err, fs.ErrNotExist) {
-			log.Info("the image has no CA bundle: its sandboxes do not get the operator's CA certificates",
-				"template", name, "bundle", runtime.CABundlePath)
-			continue
-		}
+		p, err := writeCABundle(dir, name, img, extra, log)
 		if err != nil {
-			return nil, fmt.Errorf("CA bundle of image %s: %w", name, err)
+			return nil, err
 		}
-		if len(base) > 0 && base[len(base)-1] != '\n' {
-			base = append(base, '\n')
+		if p != "" {
+			bundles[name] = p
 		}
-		p := filepath.Join(dir, name+".crt")
-		if err := writePublicFile(p, append(base, extra...)); err != nil {
-			return nil, fmt.Errorf("CA bundle of image %s: %w", name, err)
-		}
-		bundles[name] = p
 	}
 	return bundles, nil
+}
+
+// writeCABundle writes one image's bundle plus extra into dir and returns
+// its path; "" when the image has no bundle or there is no extra.
+func writeCABundle(dir, name string, img image.Image, extra []byte, log *slog.Logger) (string, error) {
+	if len(extra) == 0 {
+		return "", nil
+	}
+	base, err := img.ReadFile(runtime.CABundlePath, maxImageBundle)
+	if errors.Is(err, fs.ErrNotExist) {
+		log.Info("the image has no CA bundle: its sandboxes do not get the operator's CA certificates",
+			"template", name, "bundle", runtime.CABundlePath)
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("CA bundle of image %s: %w", name, err)
+	}
+	if len(base) > 0 && base[len(base)-1] != '\n' {
+		base = append(base, '\n')
+	}
+	p := filepath.Join(dir, name+".crt")
+	if err := writePublicFile(p, append(base, extra...)); err != nil {
+		return "", fmt.Errorf("CA bundle of image %s: %w", name, err)
+	}
+	return p, nil
 }
 
 // writePublicFile writes path atomically with mode 0644.

@@ -24,8 +24,13 @@ type Config struct {
 	DataDir string
 	// ImagesDir holds the images; "" is <DataDir>/images.
 	ImagesDir string
-	// BuildManaged builds the managed image when it is missing. Default true.
+	// BuildManaged builds the managed image when it is missing, in the
+	// background while the service already serves. Default true.
 	BuildManaged bool
+	// ManagedBuilder builds the managed image: "debootstrap" (default), or
+	// "busybox", a small stand-in for tests of the build's life that
+	// waits while <ImagesDir>/.managed.hold exists.
+	ManagedBuilder string
 	// AgentPath is the cove-agent binary; "" is cove-agent beside the
 	// running executable.
 	AgentPath string
@@ -77,6 +82,22 @@ type Config struct {
 	// without a key (for a scraper on a private network); the API serves
 	// it to admin keys either way. Default "" (none).
 	MetricsListen string
+	// Preview is where sandboxes' published ports are served.
+	Preview PreviewConfig
+}
+
+// PreviewConfig says where previews are served.
+type PreviewConfig struct {
+	// Domain: previews are at <port>-<sandbox id>.<Domain>, host[:port];
+	// without a port, URLs name the port of the listener that serves
+	// them. "" serves the path form only. Default "localhost" (browsers
+	// resolve its subdomains to loopback).
+	Domain string
+	// Listen is a listener of previews' own (Host routing only); "" lets
+	// the API's listener route them by Host.
+	Listen string
+	// Scheme of preview URLs. Default http.
+	Scheme string
 }
 
 // HTTPConfig bounds the API's connections. There is no deadline on a
@@ -104,6 +125,7 @@ func DefaultConfig() Config {
 		Listen:                "127.0.0.1:7070",
 		DataDir:               "/var/lib/cove",
 		BuildManaged:          true,
+		ManagedBuilder:        "debootstrap",
 		RuncPath:              "runc",
 		CgroupParent:          "/cove",
 		OutputMaxBytes:        4 << 30,
@@ -118,6 +140,7 @@ func DefaultConfig() Config {
 		},
 		Server:   server.DefaultConfig(),
 		Webhooks: webhooks.DefaultConfig(),
+		Preview:  PreviewConfig{Domain: "localhost", Scheme: "http"},
 		Network: NetworkConfig{
 			Subnet:      netip.MustParsePrefix("10.88.0.0/16"),
 			Table:       "cove",

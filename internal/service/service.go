@@ -6,6 +6,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/httpapi"
 	"github.com/cove-dev/cove/internal/node/image"
 	"github.com/cove-dev/cove/internal/node/local"
@@ -29,6 +31,7 @@ import (
 	"github.com/cove-dev/cove/internal/sources"
 	"github.com/cove-dev/cove/internal/store/sqlite"
 	"github.com/cove-dev/cove/internal/telemetry"
+	tmplstate "github.com/cove-dev/cove/internal/templates"
 	"github.com/cove-dev/cove/internal/webhooks"
 )
 
@@ -74,11 +77,20 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	}
 	defer st.Close()
 
-	templates, err := loadTemplates(ctx, cfg, progress, log)
+	templates, building, err := loadTemplates(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
+	tmplStates := tmplstate.New()
+	for name := range templates {
+		tmplStates.Set(api.Template{Name: name, Kind: "managed", Status: api.TemplateReady})
+	}
 	cfg.Server.Templates = slices.Sorted(maps.Keys(templates))
+	if building {
+		tmplStates.Set(api.Template{Name: image.ManagedName, Kind: "managed", Status: api.TemplateBuilding, Progress: "waiting to start"})
+		cfg.Server.Templates = append(cfg.Server.Templates, image.ManagedName)
+		slices.Sort(cfg.Server.Templates)
+	}
 	if cfg.Server.Secrets, err = loadSecretsKeys(cfg, log); err != nil {
 		return err
 	}
@@ -121,6 +133,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	if err != nil {
 		return err
 	}
+	srv.SetTemplateStates(tmplStates)
 	saveStore, err := saves.NewDir(filepath.Join(cfg.DataDir, "saves"))
 	if err != nil {
 		return err
@@ -183,6 +196,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	if err := srv.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
+	// Templates found ready are qualified before the API serves (once per
+	// image: the result is kept beside it); a built one after its build.
+	for _, name := range slices.Sorted(maps.Keys(templates)) {
+		qualify(ctx, srv, tmplStates, cfg.ImagesDir, name, log)
+	}
 	srv.Start()
 	// The dispatcher delivers until Run returns, and ends before the store
 	// closes; what it did not deliver stays in the store's outbox.
@@ -191,6 +209,27 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	defer hookWG.Wait()
 	defer stopHooks()
 	hookWG.Go(func() { dispatcher.Run(hookCtx) })
+	if building {
+		// The managed image builds while the service serves; Run waits
+		// for the build (cancelled) before it returns.
+		bctx, stopBuild := context.WithCancel(context.WithoutCancel(ctx))
+		var bwg sync.WaitGroup
+		defer bwg.Wait()
+		defer stopBuild()
+		bwg.Go(func() {
+			buildManaged(bctx, cfg, tmplStates, progress, log, func(img image.Image) {
+				bundle, err := writeCABundle(filepath.Join(cfg.DataDir, caBundlesSubdir), img.Name, img, caCerts, log)
+				if err != nil {
+					log.Error("CA bundle of the managed image", "err", err)
+				}
+				nd.AddTemplate(img.Name, img, bundle)
+			})
+			srv.TemplatesChanged()
+			if t, _ := tmplStates.Get(image.ManagedName); t.Status == api.TemplateReady {
+				qualify(bctx, srv, tmplStates, cfg.ImagesDir, image.ManagedName, log)
+			}
+		})
+	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -218,11 +257,29 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		}()
 	}
 	api := httpapi.New(srv, log)
+	pln, err := servePreviews(cfg.Preview, srv, api, ln, listeners)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	api.ReportListeners(listeners)
 	api.ServeMetrics(metrics.Handler())
 	hs := newHTTPServer(cfg.HTTP, metrics.Middleware(api), context.WithoutCancel(ctx))
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	if pln != nil {
+		phs := newHTTPServer(cfg.HTTP, api.PreviewHandler(), context.WithoutCancel(ctx))
+		perrc := make(chan error, 1)
+		go func() { perrc <- phs.Serve(pln) }()
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := phs.Shutdown(sctx); err != nil {
+				phs.Close()
+			}
+			<-perrc
+		}()
+	}
 	log.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "ready_file", cfg.ReadyFile)
 	if err := writeReady(cfg.ReadyFile, Ready{PID: os.Getpid(), Listeners: listeners}); err != nil {
 		hs.Close()
@@ -296,36 +353,121 @@ func newHTTPServer(cfg HTTPConfig, h http.Handler, base context.Context) *http.S
 }
 
 // loadTemplates loads every image in the images dir, converting images of
-// the first format (their IDs shifted) and building the managed one first
-// when it is missing and allowed.
-func loadTemplates(ctx context.Context, cfg Config, progress io.Writer, log *slog.Logger) (map[string]image.Image, error) {
+// the first format (their IDs shifted); building says that the managed
+// image is missing and is to be built (buildManaged) while the service
+// serves.
+func loadTemplates(ctx context.Context, cfg Config, log *slog.Logger) (_ map[string]image.Image, building bool, _ error) {
 	templates := map[string]image.Image{}
-	if _, err := image.Load(cfg.ImagesDir, image.ManagedName); err != nil && cfg.BuildManaged {
-		fmt.Fprintf(progress, "making the managed image in %s (once; building it takes a minute or two)\n", cfg.ImagesDir)
-	}
 	converted, err := image.Convert(ctx, cfg.ImagesDir, log)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if len(converted) > 0 {
 		log.Info("converted images to the format with their own IDs", "images", converted)
 	}
 	if cfg.BuildManaged {
-		img, err := image.EnsureManaged(ctx, cfg.ImagesDir, progress, log)
-		if err != nil {
-			return nil, fmt.Errorf("managed image: %w", err)
-		}
-		templates[img.Name] = img
+		_, err := image.Load(cfg.ImagesDir, image.ManagedName)
+		building = err != nil
 	}
 	imgs, err := image.List(cfg.ImagesDir)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	for _, img := range imgs {
 		templates[img.Name] = img
 	}
-	if _, ok := templates[cfg.Server.DefaultTemplate]; !ok {
-		return nil, fmt.Errorf("default template %q has no image in %s", cfg.Server.DefaultTemplate, cfg.ImagesDir)
+	if building {
+		delete(templates, image.ManagedName)
 	}
-	return templates, nil
+	if _, ok := templates[cfg.Server.DefaultTemplate]; !ok && !(building && cfg.Server.DefaultTemplate == image.ManagedName) {
+		return nil, false, fmt.Errorf("default template %q has no image in %s", cfg.Server.DefaultTemplate, cfg.ImagesDir)
+	}
+	return templates, building, nil
+}
+
+// buildManaged builds the managed image, reporting its progress in the
+// templates' state (and to progress), and hands the image to ready.
+func buildManaged(ctx context.Context, cfg Config, states *tmplstate.Registry, progress io.Writer, log *slog.Logger, ready func(image.Image)) {
+	name := image.ManagedName
+	fmt.Fprintf(progress, "building the managed image in %s in the background (once; this takes a minute or two); sandboxes of it answer 503 until it is ready\n", cfg.ImagesDir)
+	w := io.MultiWriter(progress, &tmplstate.Progress{R: states, Name: name})
+	states.Update(name, func(t *api.Template) { t.Progress = "starting the build" })
+	var img image.Image
+	var err error
+	switch cfg.ManagedBuilder {
+	case "busybox":
+		img, err = image.BuildBusyboxHeld(ctx, cfg.ImagesDir, name, w, filepath.Join(cfg.ImagesDir, ".managed.hold"), log)
+	default:
+		img, err = image.EnsureManaged(ctx, cfg.ImagesDir, w, log)
+	}
+	if err != nil {
+		log.Error("the managed image could not be built", "err", err)
+		states.Update(name, func(t *api.Template) {
+			t.Status, t.Progress = api.TemplateFailed, ""
+			t.Reason = "the build failed; the server log has the details"
+		})
+		return
+	}
+	ready(img)
+	states.Update(name, func(t *api.Template) { t.Status, t.Progress = api.TemplateReady, "" })
+	log.Info("the managed image is ready", "dir", filepath.Join(cfg.ImagesDir, name))
+}
+
+// servePreviews binds the previews' own listener when one is asked for,
+// and tells the control plane and the API where previews are: a domain
+// without a port takes the port of the listener that serves them.
+func servePreviews(cfg PreviewConfig, srv *server.Server, h *httpapi.Handler, apiLn net.Listener, listeners Listeners) (net.Listener, error) {
+	var pln net.Listener
+	served := apiLn
+	if cfg.Listen != "" {
+		var err error
+		if pln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return nil, fmt.Errorf("previews: %w", err)
+		}
+		listeners["preview"] = pln.Addr().String()
+		served = pln
+	}
+	domain := cfg.Domain
+	if domain != "" {
+		if _, _, err := net.SplitHostPort(domain); err != nil {
+			_, port, _ := net.SplitHostPort(served.Addr().String())
+			domain = net.JoinHostPort(domain, port)
+		}
+	}
+	srv.SetPreviewURLs(server.PreviewURLs{Domain: domain, Scheme: cfg.Scheme})
+	h.ServePreviews(domain)
+	return pln, nil
+}
+
+// selfTestFile keeps a template's self-test beside its image: an image is
+// qualified once, and a rebuilt image (a new directory) again.
+const selfTestFile = "self-test.json"
+
+// qualify records the template's self-test in its state: the one kept
+// beside its image, or a new one run now (and kept).
+func qualify(ctx context.Context, srv *server.Server, states *tmplstate.Registry, imagesDir, name string, log *slog.Logger) {
+	img, err := image.Load(imagesDir, name)
+	if err != nil {
+		log.Error("self-test of a template", "template", name, "err", err)
+		return
+	}
+	path := filepath.Join(img.Dir, selfTestFile)
+	var st api.SelfTest
+	b, err := os.ReadFile(path)
+	if err == nil && json.Unmarshal(b, &st) == nil && st.Results != nil {
+		states.Update(name, func(t *api.Template) { t.Qualified, t.SelfTest = len(st.Failures) == 0, &st })
+		return
+	}
+	st, err = srv.SelfTest(ctx, name)
+	if err != nil {
+		log.Error("self-test of a template", "template", name, "err", err)
+		return
+	}
+	log.Info("template self-tested", "template", name, "failures", st.Failures)
+	states.Update(name, func(t *api.Template) { t.Qualified, t.SelfTest = len(st.Failures) == 0, &st })
+	if b, err := json.MarshalIndent(st, "", "  "); err == nil {
+		if err := writePublicFile(path, append(b, '\n')); err != nil {
+			log.Warn("keep a template's self-test", "template", name, "err", err)
+		}
+	}
 }

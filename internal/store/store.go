@@ -18,6 +18,9 @@ import (
 type Store interface {
 	Secrets
 	Assets
+	Previews
+	Admissions
+
 	// Teams and keys.
 	CreateTeam(ctx context.Context, t api.Team) error
 	GetTeam(ctx context.Context, id string) (api.Team, error)

@@ -71,11 +71,21 @@ var operations = map[string]string{
 	"getWebhook":       "GetWebhook",
 	"deleteWebhook":    "DeleteWebhook",
 	"listDeliveries":   "ListDeliveries",
+	"createPreview":    "CreatePreview",
+	"listPreviews":     "Previews",
+	"deletePreview":    "DeletePreview",
+	"listTemplates":    "Templates",
+	"teamMe":           "Admission",
 }
 
 // notOffered names operations the Go SDK leaves out on purpose, and why.
 var notOffered = map[string]string{
 	"metrics": "Prometheus text for operators' scrapers, not for a team's program",
+	"previewGet":    "a preview's traffic is the app's own HTTP: any HTTP client, with the URL and token CreatePreview answers",
+	"previewPost":   "a preview's traffic is the app's own HTTP",
+	"previewPut":    "a preview's traffic is the app's own HTTP",
+	"previewPatch":  "a preview's traffic is the app's own HTTP",
+	"previewDelete": "a preview's traffic is the app's own HTTP",
 }
 
 // TestContract checks the SDK against the API's OpenAPI document: every

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -60,6 +61,11 @@ type Network interface {
 	// yet.
 	DrainObservations() []node.Observation
 	PendingObservations(id string) []api.NetworkObservation
+	// Publish sets the ports of a sandbox the node may connect to; they
+	// hold across sleeps until set again (none: forgotten).
+	Publish(ctx context.Context, id string, ports []uint16) error
+	// Addr is a connected sandbox's address.
+	Addr(id string) (netip.Addr, bool)
 }
 
 // Config is the node's configuration.
@@ -117,6 +123,10 @@ type Node struct {
 	// being made, by sandbox.
 	capMu   sync.Mutex
 	pending map[string]int64
+
+	// tmplMu guards cfg.Templates and cfg.CABundles, which grow when a
+	// template's build ends after the node started (AddTemplate).
+	tmplMu sync.RWMutex
 
 	mu        sync.Mutex
 	sandboxes map[string]*sandbox
@@ -183,14 +193,14 @@ func (n *Node) Start(ctx context.Context, spec node.SandboxSpec) error {
 
 // runtimeSpec is what the runtime needs to start a sandbox.
 func (n *Node) runtimeSpec(spec node.SandboxSpec) (runtime.Spec, error) {
-	img, ok := n.cfg.Templates[spec.Template]
+	img, ok := n.template(spec.Template)
 	if !ok {
 		return runtime.Spec{}, api.Errorf(api.CodeInvalidArgument, "template %q has no image on this node", spec.Template)
 	}
 	return runtime.Spec{
 		ID: spec.ID, Hostname: spec.Hostname, Image: img,
 		CPUs: spec.Resources.CPUs, MemoryMiB: spec.Resources.MemoryMiB, DiskMiB: spec.Resources.DiskMiB,
-		Pids: spec.Pids, Workdir: spec.Workdir, CABundle: n.cfg.CABundles[spec.Template],
+		Pids: spec.Pids, Workdir: spec.Workdir, CABundle: n.caBundle(spec.Template),
 		IDs:     image.IDMap{HostID: spec.IDs.HostID, Size: spec.IDs.Size},
 		DiskIDs: image.IDMap{HostID: spec.DiskIDs.HostID, Size: spec.DiskIDs.Size},
 	}, nil
@@ -371,6 +381,7 @@ func (n *Node) lose(id, cmd string, l *output.Log) {
 func (n *Node) Destroy(ctx context.Context, id string) error {
 	n.detach(id)
 	n.disconnect(ctx, id)
+	n.unpublish(ctx, id)
 	err := n.rt.Destroy(ctx, id)
 	n.closeLogs(id)
 	if rmErr := os.RemoveAll(n.outputDir(id)); rmErr != nil {
@@ -552,7 +563,7 @@ func (n *Node) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) e
 func (n *Node) execRequest(spec node.ExecSpec) (wire.ExecRequest, error) {
 	argv := spec.Argv
 	if spec.Shell != "" {
-		img, ok := n.cfg.Templates[spec.Template]
+		img, ok := n.template(spec.Template)
 		if !ok {
 			return wire.ExecRequest{}, api.Errorf(api.CodeInvalidArgument, "template %q has no image on this node", spec.Template)
 		}
@@ -562,7 +573,7 @@ func (n *Node) execRequest(spec node.ExecSpec) (wire.ExecRequest, error) {
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
 	}
-	if n.cfg.CABundles[spec.Template] != "" {
+	if n.caBundle(spec.Template) != "" {
 		for _, k := range caEnv {
 			if _, set := spec.Env[k]; !set {
 				env = append(env, k+"="+runtime.CABundlePath)

@@ -32,6 +32,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,6 +76,9 @@ type Fence struct {
 	mu    sync.Mutex
 	links map[string]Link // by sandbox ID
 	used  map[int]bool
+	// ports are the ports each sandbox publishes (previews), kept while
+	// it sleeps, so that a new link publishes them again.
+	ports map[string][]uint16
 }
 
 // New returns a fence; Init installs its table.
@@ -100,7 +104,7 @@ func New(cfg Config, log *slog.Logger) (*Fence, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	return &Fence{cfg: cfg, log: log, links: map[string]Link{}, used: map[int]bool{}}, nil
+	return &Fence{cfg: cfg, log: log, links: map[string]Link{}, used: map[int]bool{}, ports: map[string][]uint16{}}, nil
 }
 
 // Init loads the links on disk and replaces the node's table with one that
@@ -147,13 +151,26 @@ func (f *Fence) Init(ctx context.Context) error {
 const (
 	setSandboxes = "sandboxes" // host sides of the sandboxes' veths
 	setSources   = "sources"   // host side . the sandbox's own address
+	setPublished = "published" // a sandbox's address . a port it publishes
+	chainOutput  = "output"    // what the node may send into sandboxes
 	chainSources = "antispoof" // drops what a sandbox sends from another address
 )
 
 // tableScript defines the whole table; the first two lines make the
 // replacement atomic whether or not the table exists.
 func (f *Fence) tableScript(links []Link) string {
-	var ifaces, sources string
+	var ifaces, sources, published string
+	var pubs []string
+	f.mu.Lock()
+	for id, l := range f.links {
+		for _, p := range f.ports[id] {
+			pubs = append(pubs, publishedElem(l, p))
+		}
+	}
+	f.mu.Unlock()
+	if len(pubs) > 0 {
+		published = "elements = { " + strings.Join(pubs, ", ") + " }"
+	}
 	if len(links) > 0 {
 		names, pairs := make([]string, len(links)), make([]string, len(links))
 		for i, l := range links {
@@ -174,6 +191,12 @@ table inet %[1]s {
 		type ifname . ipv4_addr
 		%[5]s
 	}
+	# Ports that sandboxes publish: the node (its own user only) may open
+	# connections to them, and to nothing else of a sandbox.
+	set %[9]s {
+		type ipv4_addr . inet_service
+		%[10]s
+	}
 	# A sandbox's packets carry its own address or are dropped, before
 	# connection tracking (raw) and the redirects (dstnat). Its IPv6 is off:
 	# any IPv6 packet from it is dropped too.
@@ -193,6 +216,7 @@ table inet %[1]s {
 		iifname @sandboxes udp dport %[3]d accept
 		iifname @sandboxes tcp dport %[3]d accept
 		iifname @sandboxes tcp dport %[2]d accept
+		iifname @sandboxes ct direction reply ip saddr . tcp sport @%[9]s accept
 		iifname @sandboxes drop
 		tcp dport %[2]d drop
 		tcp dport %[3]d drop
@@ -203,8 +227,19 @@ table inet %[1]s {
 		iifname @sandboxes drop
 		oifname @sandboxes drop
 	}
+	# The node reaches a sandbox only to answer what the sandbox opened
+	# (the gateway, the resolver) and at the ports it publishes, from this
+	# process's user: a preview's router. Nothing else of the host may
+	# open a connection into a sandbox.
+	chain %[12]s {
+		type filter hook output priority filter; policy accept;
+		oifname @sandboxes ct direction reply accept
+		oifname @sandboxes ip daddr . tcp dport @%[9]s ct state established accept
+		oifname @sandboxes ip daddr . tcp dport @%[9]s ct state new meta skuid %[11]d accept
+		oifname @sandboxes drop
+	}
 }
-`, t, gw, dns, ifaces, sources, setSandboxes, setSources, chainSources)
+`, t, gw, dns, ifaces, sources, setSandboxes, setSources, chainSources, setPublished, published, os.Geteuid(), chainOutput)
 }
 
 // source is the link's element of the sources set: the host side of its
@@ -291,8 +326,14 @@ func (f *Fence) Attach(ctx context.Context, id string, pid int) (Link, error) {
 	}
 	// One transaction: the interface is never in the set without its
 	// address beside it.
-	if err := f.nft(ctx, fmt.Sprintf("add element inet %[1]s %[2]s { %[3]q }\nadd element inet %[1]s %[4]s { %[5]s }\n",
-		f.cfg.Table, setSandboxes, l.HostIface, setSources, l.source())); err != nil {
+	script := fmt.Sprintf("add element inet %[1]s %[2]s { %[3]q }\nadd element inet %[1]s %[4]s { %[5]s }\n",
+		f.cfg.Table, setSandboxes, l.HostIface, setSources, l.source())
+	f.mu.Lock()
+	for _, p := range f.ports[id] {
+		script += fmt.Sprintf("add element inet %s %s { %s }\n", f.cfg.Table, setPublished, publishedElem(l, p))
+	}
+	f.mu.Unlock()
+	if err := f.nft(ctx, script); err != nil {
 		return l, fmt.Errorf("fence %s: %w", id, err)
 	}
 	if err := connect(l, pid); err != nil {
@@ -394,9 +435,15 @@ func (f *Fence) Detach(ctx context.Context, id string) error {
 	}
 	// Removing an element that is not there is an error to nft; only a
 	// present one is deleted.
-	if err := f.nft(ctx, fmt.Sprintf("add element inet %[1]s %[2]s { %[3]q }\ndelete element inet %[1]s %[2]s { %[3]q }\n"+
+	script := fmt.Sprintf("add element inet %[1]s %[2]s { %[3]q }\ndelete element inet %[1]s %[2]s { %[3]q }\n"+
 		"add element inet %[1]s %[4]s { %[5]s }\ndelete element inet %[1]s %[4]s { %[5]s }\n",
-		f.cfg.Table, setSandboxes, l.HostIface, setSources, l.source())); err != nil {
+		f.cfg.Table, setSandboxes, l.HostIface, setSources, l.source())
+	f.mu.Lock()
+	for _, p := range f.ports[id] {
+		script += elemGone(f.cfg.Table, setPublished, publishedElem(l, p))
+	}
+	f.mu.Unlock()
+	if err := f.nft(ctx, script); err != nil {
 		errs = append(errs, err)
 	}
 	if err := os.Remove(f.linkFile(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -409,4 +456,48 @@ func (f *Fence) Detach(ctx context.Context, id string) error {
 		f.mu.Unlock()
 	}
 	return errors.Join(errs...)
+}
+
+func publishedElem(l Link, port uint16) string {
+	return l.SandboxAddr.String() + " . " + strconv.Itoa(int(port))
+}
+
+// elemGone removes an element whether or not it is there (removing an
+// absent one is an error to nft).
+func elemGone(table, set, elem string) string {
+	return fmt.Sprintf("add element inet %[1]s %[2]s { %[3]s }\ndelete element inet %[1]s %[2]s { %[3]s }\n", table, set, elem)
+}
+
+// Publish makes ports the only ports of the sandbox the node may connect
+// to (none for an empty list). It holds while the sandbox sleeps: a link
+// it gets later publishes them again. Forget drops them for good.
+func (f *Fence) Publish(ctx context.Context, id string, ports []uint16) error {
+	f.mu.Lock()
+	old := f.ports[id]
+	if len(ports) == 0 {
+		delete(f.ports, id)
+	} else {
+		f.ports[id] = slices.Clone(ports)
+	}
+	l, linked := f.links[id]
+	f.mu.Unlock()
+	if !linked {
+		return nil
+	}
+	var script strings.Builder
+	for _, p := range old {
+		if !slices.Contains(ports, p) {
+			script.WriteString(elemGone(f.cfg.Table, setPublished, publishedElem(l, p)))
+		}
+	}
+	for _, p := range ports {
+		fmt.Fprintf(&script, "add element inet %s %s { %s }\n", f.cfg.Table, setPublished, publishedElem(l, p))
+	}
+	if script.Len() == 0 {
+		return nil
+	}
+	if err := f.nft(ctx, script.String()); err != nil {
+		return fmt.Errorf("publish ports of %s: %w", id, err)
+	}
+	return nil
 }

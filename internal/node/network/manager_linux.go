@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -179,4 +180,16 @@ func readCounter(path string) (uint64, error) {
 		return 0, err
 	}
 	return strconv.ParseUint(strings.TrimSpace(string(buf[:n])), 10, 64)
+}
+
+// Publish sets the ports of a sandbox the node may connect to (previews);
+// an empty list publishes none. They outlive a sleep.
+func (m *Manager) Publish(ctx context.Context, id string, ports []uint16) error {
+	return m.fence.Publish(ctx, id, ports)
+}
+
+// Addr is the sandbox's address while it has a link.
+func (m *Manager) Addr(id string) (netip.Addr, bool) {
+	l, ok := m.fence.Link(id)
+	return l.SandboxAddr, ok
 }

@@ -52,6 +52,9 @@ type Node struct {
 	// StartGate, when set, holds every Start until it is closed or the
 	// start's ctx is done.
 	StartGate chan struct{}
+	// PortAddr, when set, is where DialPort connects for a sandbox's port
+	// (a test's own listener); nil refuses every dial.
+	PortAddr func(sandboxID string, port int) string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -65,6 +68,7 @@ type Node struct {
 	calls     []string
 	stats     map[string]node.Stats // set by SetStats
 	observed  []node.Observation    // network reports not drained yet
+	published map[string][]int      // ports by sandbox
 }
 
 // New returns an empty node.

@@ -40,6 +40,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Observations", testObservations}, {"ObservationBound", testObservationBound}, {"ObservationExpiry", testObservationExpiry},
 		{"Webhooks", testWebhooks},
 		{"WebhookOutbox", testWebhookOutbox},
+		{"Previews", testPreviews},
+		{"TeamAdmission", testTeamAdmission},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

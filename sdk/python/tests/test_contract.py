@@ -58,6 +58,11 @@ OPERATIONS = {
     "getWebhook": ("Client", "get_webhook"),
     "deleteWebhook": ("Client", "delete_webhook"),
     "listDeliveries": ("Client", "webhook_deliveries"),
+    "createPreview": ("SandboxHandle", "preview"),
+    "listPreviews": ("SandboxHandle", "previews"),
+    "deletePreview": ("SandboxHandle", "delete_preview"),
+    "listTemplates": ("Client", "templates"),
+    "teamMe": ("Client", "team_me"),
 }
 
 # operationId -> why the SDK leaves it out.
@@ -66,6 +71,10 @@ NOT_OFFERED = {
     **{
         op: "assets are in the Go SDK and the API; the Python SDK does not offer them yet"
         for op in ("createAsset", "listAssets", "getAsset", "assetContent", "deleteAsset", "saveAsset")
+    },
+    **{
+        op: "a preview's traffic is the app's own HTTP: any HTTP client, with the url and token preview() answers"
+        for op in ("previewGet", "previewPost", "previewPut", "previewPatch", "previewDelete")
     },
 }
 

@@ -65,6 +65,16 @@ export const OPERATIONS: Record<string, [string, string]> = {
 // operationId -> why the SDK leaves it out.
 export const NOT_OFFERED: Record<string, string> = {
   metrics: "Prometheus text for operators' scrapers, not for a team's program",
+  createPreview: "previews are not in the TypeScript SDK yet (Go and Python have them)",
+  listPreviews: "previews are not in the TypeScript SDK yet (Go and Python have them)",
+  deletePreview: "previews are not in the TypeScript SDK yet (Go and Python have them)",
+  listTemplates: "templates are not in the TypeScript SDK yet (Go and Python have them)",
+  teamMe: "GET /v1/teams/me is not in the TypeScript SDK yet (Go and Python have it)",
+  previewGet: "a preview's traffic is the app's own HTTP: fetch its url with its token",
+  previewPost: "a preview's traffic is the app's own HTTP",
+  previewPut: "a preview's traffic is the app's own HTTP",
+  previewPatch: "a preview's traffic is the app's own HTTP",
+  previewDelete: "a preview's traffic is the app's own HTTP",
 };
 
 const CLASSES: Record<string, { prototype: any }> = {

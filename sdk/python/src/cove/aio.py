@@ -208,6 +208,15 @@ class AsyncClient:
     async def create_ticket(self, path: str) -> Dict[str, Any]:
         return await self._json(sh.Req("POST", "/v1/tickets", json={"path": path}))
 
+    async def team_me(self) -> Dict[str, Any]:
+        return await self._json(sh.Req("GET", "/v1/teams/me"))
+
+    async def set_admission(self, team_id: str, admission: Mapping[str, bool]) -> Dict[str, Any]:
+        return await self._json(sh.Req("PATCH", "/v1/teams/" + sh.esc(team_id), json={"admission": dict(admission)}))
+
+    async def templates(self) -> List[Dict[str, Any]]:
+        return (await self._json(sh.Req("GET", "/v1/templates"))).get("items") or []
+
     async def openapi(self) -> Dict[str, Any]:
         return await self._json(sh.Req("GET", "/v1/openapi.json"))
 
@@ -270,6 +279,16 @@ class AsyncSandbox:
 
     async def usage(self) -> Dict[str, Any]:
         return await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/usage"))
+
+    async def preview(self, port: int, visibility: str = "private", wake: bool = False) -> Dict[str, Any]:
+        return await self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/previews",
+                                          json={"port": port, "visibility": visibility, "wake": wake}))
+
+    async def previews(self) -> List[Dict[str, Any]]:
+        return (await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/previews"))).get("items") or []
+
+    async def delete_preview(self, preview_id: str) -> None:
+        await self._c._json(sh.Req("DELETE", sh.sandbox_path(self.id) + "/previews/" + sh.esc(preview_id)))
 
     async def run(self, command: Optional[str] = None, *, argv: Optional[Sequence[str]] = None,
                   cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,

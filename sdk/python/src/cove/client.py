@@ -244,6 +244,18 @@ class Client:
         negative removes it), budget_alerts."""
         return self._json(sh.Req("PATCH", "/v1/teams/" + sh.esc(team_id), json=sh.drop_none(fields)))
 
+    def team_me(self) -> Dict[str, Any]:
+        """The key's own team: its admission flags and limits."""
+        return self._json(sh.Req("GET", "/v1/teams/me"))
+
+    def set_admission(self, team_id: str, admission: Mapping[str, bool]) -> Dict[str, Any]:
+        """Replace a team's admission flags (admin key)."""
+        return self._json(sh.Req("PATCH", "/v1/teams/" + sh.esc(team_id), json={"admission": dict(admission)}))
+
+    def templates(self) -> List[Dict[str, Any]]:
+        """The templates the team may use: status, progress, qualified."""
+        return self._json(sh.Req("GET", "/v1/templates")).get("items") or []
+
     def openapi(self) -> Dict[str, Any]:
         return self._json(sh.Req("GET", "/v1/openapi.json"))
 
@@ -314,6 +326,19 @@ class SandboxHandle:
     def usage(self) -> Dict[str, Any]:
         """What the sandbox used and cost, its spend limit and price per hour."""
         return self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/usage"))
+
+    # -- previews --
+
+    def preview(self, port: int, visibility: str = "private", wake: bool = False) -> Dict[str, Any]:
+        """Publish a port over HTTP: {id, url, path_url, token, link}."""
+        return self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/previews",
+                                    json={"port": port, "visibility": visibility, "wake": wake}))
+
+    def previews(self) -> List[Dict[str, Any]]:
+        return self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/previews")).get("items") or []
+
+    def delete_preview(self, preview_id: str) -> None:
+        self._c._json(sh.Req("DELETE", sh.sandbox_path(self.id) + "/previews/" + sh.esc(preview_id)))
 
     # -- commands --
 

@@ -1,0 +1,146 @@
+package httpapi
+
+import (
+	"context"
+	"net"
+	"net/http"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/preview"
+	"github.com/cove-dev/cove/internal/server"
+)
+
+// PreviewPlane is what previews ask of the control plane.
+type PreviewPlane interface {
+	CreatePreview(ctx context.Context, teamID, ref string, req api.CreatePreviewRequest) (api.Preview, error)
+	ListPreviews(ctx context.Context, teamID, ref string) (api.List[api.Preview], error)
+	DeletePreview(ctx context.Context, teamID, ref, previewID string) error
+	// preview.Backend: routing of the previews' traffic.
+	OpenPreview(ctx context.Context, sandboxID string, port int, token string) (api.Preview, error)
+	DialPreview(ctx context.Context, sandboxID string, port int) (net.Conn, error)
+	RedeemPreviewLink(ctx context.Context, sandboxID string, port int, code string) (string, error)
+
+	TeamMe(ctx context.Context, p server.Principal) (api.TeamMe, error)
+}
+
+var _ PreviewPlane = (*server.Server)(nil)
+
+func (h *Handler) previewRoutes(auth func(string, func(http.ResponseWriter, *http.Request, server.Principal) error)) {
+	auth("POST /v1/sandboxes/{ref}/previews", h.createPreview)
+	auth("GET /v1/sandboxes/{ref}/previews", h.listPreviews)
+	auth("DELETE /v1/sandboxes/{ref}/previews/{id}", h.deletePreview)
+	auth("GET /v1/teams/me", h.teamMe)
+	auth("GET /v1/templates", h.listTemplates)
+	// The path form of previews: no API key (the preview's token or its
+	// visibility lets a request in), and a sandbox ID, never a name.
+	h.mux.HandleFunc("/v1/sandboxes/{id}/ports/{port}", h.servePreviewPath)
+	h.mux.HandleFunc("/v1/sandboxes/{id}/ports/{port}/{rest...}", h.servePreviewPath)
+}
+
+func (h *Handler) servePreviewPath(w http.ResponseWriter, r *http.Request) {
+	if h.previews == nil {
+		w.Header().Add("Content-Security-Policy", "sandbox")
+		h.writeError(w, r, api.Errorf(api.CodeNotFound, "this server serves no previews"))
+		return
+	}
+	h.previews.ServePath(w, r)
+}
+
+// ServePreviews routes requests whose Host is <port>-<sandbox id>.<domain>
+// to previews (domain "" routes the path form only). Call it before
+// serving.
+func (h *Handler) ServePreviews(domain string) {
+	if pp, ok := h.srv.(PreviewPlane); ok {
+		h.previews = preview.New(pp, domain, h.writeError)
+	}
+}
+
+// PreviewHandler serves previews by Host alone, for a listener of their
+// own (--preview-listen).
+func (h *Handler) PreviewHandler() http.Handler {
+	if h.previews == nil {
+		return http.NotFoundHandler()
+	}
+	return h.previews
+}
+
+func (h *Handler) previewPlane() (PreviewPlane, error) {
+	pp, ok := h.srv.(PreviewPlane)
+	if !ok {
+		return nil, api.Errorf(api.CodeNotFound, "this server serves no previews")
+	}
+	return pp, nil
+}
+
+func (h *Handler) createPreview(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	pp, err := h.previewPlane()
+	if err != nil {
+		return err
+	}
+	var req api.CreatePreviewRequest
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	v, err := pp.CreatePreview(r.Context(), p.Team.ID, r.PathValue("ref"), req)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	return writeJSON(w, http.StatusCreated, v)
+}
+
+func (h *Handler) listPreviews(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	pp, err := h.previewPlane()
+	if err != nil {
+		return err
+	}
+	l, err := pp.ListPreviews(r.Context(), p.Team.ID, r.PathValue("ref"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, l)
+}
+
+func (h *Handler) deletePreview(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	pp, err := h.previewPlane()
+	if err != nil {
+		return err
+	}
+	if err := pp.DeletePreview(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (h *Handler) teamMe(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	pp, err := h.previewPlane()
+	if err != nil {
+		return err
+	}
+	me, err := pp.TeamMe(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, me)
+}
+
+// TemplatePlane is what the templates' routes ask of the control plane.
+type TemplatePlane interface {
+	ListTemplates(ctx context.Context, teamID string) (api.List[api.Template], error)
+	TemplateHealth() map[string]string
+}
+
+var _ TemplatePlane = (*server.Server)(nil)
+
+func (h *Handler) listTemplates(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	tp, ok := h.srv.(TemplatePlane)
+	if !ok {
+		return api.Errorf(api.CodeNotFound, "this server lists no templates")
+	}
+	l, err := tp.ListTemplates(r.Context(), p.Team.ID)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, l)
+}

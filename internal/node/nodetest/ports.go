@@ -1,0 +1,51 @@
+package nodetest
+
+import (
+	"context"
+	"net"
+	"slices"
+
+	"github.com/cove-dev/cove/api"
+)
+
+// Publish implements server.Node: it remembers the ports.
+func (n *Node) Publish(ctx context.Context, id string, ports []int) error {
+	if err := n.record("publish", id); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.published == nil {
+		n.published = map[string][]int{}
+	}
+	if len(ports) == 0 {
+		delete(n.published, id)
+	} else {
+		n.published[id] = slices.Clone(ports)
+	}
+	return nil
+}
+
+// Published returns the ports a sandbox publishes.
+func (n *Node) Published(id string) []int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.published[id])
+}
+
+// DialPort implements server.Node: a running sandbox's published port is
+// PortAddr's address.
+func (n *Node) DialPort(ctx context.Context, id string, port int) (net.Conn, error) {
+	n.mu.Lock()
+	_, err := n.running(id)
+	ok := slices.Contains(n.published[id], port)
+	n.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if !ok || n.PortAddr == nil {
+		return nil, api.Errorf(api.CodeUnavailable, "nothing answers on port %d of sandbox %s", port, id)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", n.PortAddr(id, port))
+}

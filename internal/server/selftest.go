@@ -1,0 +1,91 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/id"
+	"github.com/cove-dev/cove/internal/node"
+)
+
+// selfTestTools are what the managed environment promises, each checked
+// by a command whose first line of output is the tool's version.
+var selfTestTools = []struct{ tool, command string }{
+	{"bash", "bash --version"},
+	{"python3", "python3 --version 2>&1"},
+	{"node", "node --version"},
+	{"git", "git --version"},
+	{"curl", "curl --version"},
+}
+
+// selfTests are the IDs of sandboxes that run self-tests: outside the
+// store, like the warm pool's, so that their commands' exits are not
+// looked for there.
+var selfTests sync.Map
+
+// SelfTest starts a sandbox of the template on the node (outside the
+// store: no team sees it), runs each tool the managed environment promises
+// in it, records versions and failures, and removes it. The template is
+// qualified when every tool worked.
+func (s *Server) SelfTest(ctx context.Context, template string) (api.SelfTest, error) {
+	sid := id.New("sbx")
+	selfTests.Store(sid, true)
+	defer selfTests.Delete(sid)
+	spec := s.spec(api.Sandbox{ID: sid, Template: template, Resources: s.cfg.DefaultResources, Workdir: s.cfg.DefaultWorkdir})
+	spec.Network = api.NetworkPolicy{Allow: []string{}}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := s.node.Destroy(dctx, sid); err != nil {
+			s.log.Error("remove self-test sandbox", "sandbox", sid, "err", err)
+		}
+	}()
+	if err := s.node.Start(ctx, spec); err != nil {
+		return api.SelfTest{}, fmt.Errorf("start a sandbox of %s: %w", template, err)
+	}
+	st := api.SelfTest{Time: s.now(), Results: []api.SelfTestResult{}, Failures: []string{}}
+	u := node.Users["user"]
+	for _, t := range selfTestTools {
+		cid := id.New("cmd")
+		err := s.node.Exec(ctx, sid, node.ExecSpec{
+			ID: cid, Template: template, Argv: []string{"/bin/sh", "-c", t.command}, Cwd: "/",
+			Env: map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": u.Home}, UID: u.UID, GID: u.GID,
+			Timeout: time.Minute,
+		})
+		r := api.SelfTestResult{Tool: t.tool}
+		if err == nil {
+			r.OK, r.Version = s.selfTestOutput(ctx, sid, cid)
+		}
+		if !r.OK {
+			st.Failures = append(st.Failures, t.tool)
+		}
+		st.Results = append(st.Results, r)
+	}
+	return st, nil
+}
+
+// selfTestOutput waits for a self-test command and returns whether it
+// exited 0 and the first line it printed.
+func (s *Server) selfTestOutput(ctx context.Context, sid, cid string) (bool, string) {
+	out, err := s.node.Output(sid, cid)
+	if err != nil {
+		return false, ""
+	}
+	defer out.Close()
+	var b strings.Builder
+	exit, err := out.Read(ctx, 0, true, func(c node.Chunk) error {
+		if b.Len() < 4096 {
+			b.Write(c.Data)
+		}
+		return nil
+	})
+	line, _, _ := strings.Cut(strings.TrimSpace(b.String()), "\n")
+	if len(line) > 200 {
+		line = line[:200]
+	}
+	return err == nil && exit != nil && exit.ExitCode == 0, line
+}
