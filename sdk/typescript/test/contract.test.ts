@@ -64,6 +64,12 @@ export const OPERATIONS: Record<string, [string, string]> = {
 
 // operationId -> why the SDK leaves it out.
 export const NOT_OFFERED: Record<string, string> = {
+  createAsset: "assets are not in the TypeScript SDK yet (the Go SDK has them)",
+  listAssets: "assets are not in the TypeScript SDK yet (the Go SDK has them)",
+  getAsset: "assets are not in the TypeScript SDK yet (the Go SDK has them)",
+  deleteAsset: "assets are not in the TypeScript SDK yet (the Go SDK has them)",
+  assetContent: "assets are not in the TypeScript SDK yet (the Go SDK has them)",
+  saveAsset: "assets are not in the TypeScript SDK yet (the Go SDK has them)",
   metrics: "Prometheus text for operators' scrapers, not for a team's program",
   createPreview: "previews are not in the TypeScript SDK yet (Go and Python have them)",
   listPreviews: "previews are not in the TypeScript SDK yet (Go and Python have them)",
