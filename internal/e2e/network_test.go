@@ -282,7 +282,7 @@ func TestNetworkPolicyValidation(t *testing.T) {
 	ctx := t.Context()
 	sb, err := s.Admin.CreateSandbox(ctx, api.CreateSandboxRequest{
 		Network: &api.NetworkPolicy{Allow: []string{"web.test", "*.example.org:443", "192.0.2.0/24:5432"}},
-		Setup:   &api.Setup{Network: &api.NetworkPolicy{Allow: []string{"pypi.org"}}},
+		Setup:   &api.Setup{Command: "true", Network: &api.NetworkPolicy{Allow: []string{"pypi.org"}}},
 	}, true)
 	if err != nil {
 		t.Fatal(err)
