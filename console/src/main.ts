@@ -121,6 +121,14 @@ function signIn() {
 }
 
 async function loadTeam() {
+  try {
+    const me = await api<{ team: { name: string }; admin: boolean }>("GET", "/v1/teams/me");
+    teamLabel = me.team.name + (me.admin ? " (admin)" : "");
+    return;
+  } catch (x) {
+    // A server without /v1/teams/me: the caller's team from GET /v1/teams.
+    if ((x as APIError).status !== 404) throw x;
+  }
   const r = await api<{ items: { name: string }[] }>("GET", "/v1/teams");
   const items = r.items ?? [];
   teamLabel = items.length === 1 ? items[0].name : `admin · ${items.length} teams`;

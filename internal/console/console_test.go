@@ -35,3 +35,17 @@ func TestRoutes(t *testing.T) {
 		t.Errorf("POST / went to the console")
 	}
 }
+
+// TestPass: a request Pass picks goes to the API even at /.
+func TestPass(t *testing.T) {
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("api")) })
+	h := New(api)
+	h.Pass = func(r *http.Request) bool { return r.Host == "app.preview.test" }
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Host = "app.preview.test"
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Body.String() != "api" {
+		t.Fatalf("a preview's / went to the console: %q", w.Body.String())
+	}
+}
