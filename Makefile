@@ -9,24 +9,35 @@ LISTEN ?= 127.0.0.1:7070
 TEST_IMAGES ?= /var/cache/cove/images
 DEB_PACKAGES := runc nftables debootstrap debian-archive-keyring busybox-static e2fsprogs iproute2 util-linux ca-certificates curl
 # TEST_DEB_PACKAGES are what the SDKs' tests run on besides: Debian's Python
-# (the Python SDK's dependencies, pytest, and venv to install it into), and
-# Node with npm for the TypeScript SDK. npm is installed only where no npm
-# is on PATH: a Node package that carries npm itself conflicts with Debian's.
-TEST_DEB_PACKAGES := python3 python3-venv python3-pip python3-setuptools python3-wheel python3-httpx python3-websockets python3-pytest nodejs
+# (the Python SDK's dependencies, pytest, and venv to install it into),
+# Node with npm for the TypeScript SDK, and Chromium for the console's
+# test. npm is installed only where no npm is on PATH: a Node package that
+# carries npm itself conflicts with Debian's.
+TEST_DEB_PACKAGES := python3 python3-venv python3-pip python3-setuptools python3-wheel python3-httpx python3-websockets python3-pytest nodejs chromium
 
 .PHONY: all build deps test-deps install-debs run test test-unit test-repeat check-elf cross fuzz bench load clean
 
 all: build
 
-build:
+# build first builds the web console (console/, TypeScript bundled with
+# esbuild) into internal/console/dist, which the binary embeds; it reruns
+# only when the console's sources changed.
+CONSOLE_SRC := $(wildcard console/src/*) console/package.json console/package-lock.json console/build.mjs console/tsconfig.json
+
+build: internal/console/dist/index.html
 	@mkdir -p bin
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/cove ./cmd/cove
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/cove-agent ./cmd/cove-agent
+
+internal/console/dist/index.html: $(CONSOLE_SRC)
+	@command -v npm >/dev/null || { echo "npm is missing: 'make deps' installs it"; exit 1; }
+	cd console && npm ci --no-audit --no-fund && npm run build
 
 # deps installs the Debian packages cove runs on, only those missing;
 # test-deps those its tests need too.
 deps:
 	@$(MAKE) --no-print-directory install-debs PACKAGES="$(DEB_PACKAGES)"
+	@command -v npm >/dev/null || $(MAKE) --no-print-directory install-debs PACKAGES="nodejs npm"
 	@command -v $(GO) >/dev/null || { echo "Go is missing: install Go 1.22 or newer (it fetches the toolchain go.mod names)"; exit 1; }
 
 test-deps: deps
@@ -106,4 +117,5 @@ load: deps build
 	COVE_LOAD=1 COVE_LOAD_SECONDS=$(LOAD_SECONDS) COVE_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 30m -run '^TestLoad$$' -v ./internal/e2e/
 
 clean:
-	rm -rf bin
+	rm -rf bin console/node_modules
+	find internal/console/dist -type f ! -name '.*' -delete

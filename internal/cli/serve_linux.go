@@ -75,6 +75,7 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.Int64Var(&o.cfg.DiskReserveMiB, "disk-reserve-mib", def.DiskReserveMiB, "data disk space kept for output, the database and saves")
 	f.Int64Var(&o.cfg.SandboxOutputMaxBytes, "sandbox-output-max-bytes", def.SandboxOutputMaxBytes, "recorded output kept per sandbox, all its commands together")
 	f.StringVar(&o.cfg.ReadyFile, "ready-file", def.ReadyFile, "written once serving with the bound addresses as JSON, removed on a graceful stop (default <data-dir>/ready.json)")
+	f.BoolVar(&o.cfg.NoConsole, "no-console", def.NoConsole, "do not serve the web console at /")
 	f.Float64Var(&o.cfg.Server.MaxResources.CPUs, "max-cpus", def.Server.MaxResources.CPUs, "most CPUs one sandbox may reserve")
 	f.Int64Var(&o.cfg.Server.MaxResources.MemoryMiB, "max-memory-mib", def.Server.MaxResources.MemoryMiB, "most memory one sandbox may reserve")
 	f.Int64Var(&o.cfg.Server.MaxResources.DiskMiB, "max-disk-mib", def.Server.MaxResources.DiskMiB, "most disk one sandbox may reserve")

@@ -38,6 +38,7 @@ func TestServeFlags(t *testing.T) {
 			c.Server.DefaultTemplate = "busybox"
 			c.BuildManaged = false
 		}},
+		{"no console", []string{"--no-console"}, func(c *service.Config) { c.NoConsole = true }},
 		{"warm pool off", []string{"--warm-pool", "0"}, func(c *service.Config) { c.Server.WarmPool = 0 }},
 		{"subnet", []string{"--subnet", "10.9.0.0/24"}, func(c *service.Config) { c.Network.Subnet = netip.MustParsePrefix("10.9.0.0/24") }},
 		{"no network", []string{"--no-network"}, func(c *service.Config) { c.Network.Disabled = true }},

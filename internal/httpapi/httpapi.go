@@ -157,6 +157,16 @@ func (h *Handler) routes() {
 func (h *Handler) ReportListeners(l map[string]string) { h.listeners = l }
 
 // ServeHTTP serves the API.
+// IsPreview reports whether r is for a preview's host, the app's traffic
+// (the console stays off those hosts).
+func (h *Handler) IsPreview(r *http.Request) bool {
+	if h.previews == nil {
+		return false
+	}
+	_, _, ok := h.previews.Match(r.Host)
+	return ok
+}
+
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A preview's host never reaches the API: its requests are the app's.
 	if h.previews != nil {

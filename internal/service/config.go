@@ -55,6 +55,8 @@ type Config struct {
 	// addresses it bound, and removed on a graceful stop; "" is
 	// <DataDir>/ready.json.
 	ReadyFile string
+	// NoConsole turns off the web console served at /.
+	NoConsole bool
 	// CACerts are the CA certificates sandboxes trust besides their
 	// image's: a PEM file, or a directory of *.crt PEM files; NoCACerts
 	// for none. They are added to the system bundle of every image that

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/console"
 	"github.com/cove-dev/cove/internal/httpapi"
 	"github.com/cove-dev/cove/internal/node/image"
 	"github.com/cove-dev/cove/internal/node/local"
@@ -264,7 +265,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	}
 	api.ReportListeners(listeners)
 	api.ServeMetrics(metrics.Handler())
-	hs := newHTTPServer(cfg.HTTP, metrics.Middleware(api), context.WithoutCancel(ctx))
+	var handler http.Handler = api
+	if !cfg.NoConsole {
+		c := console.New(api)
+		c.Pass = api.IsPreview
+		handler = c
+	}
+	hs := newHTTPServer(cfg.HTTP, metrics.Middleware(handler), context.WithoutCancel(ctx))
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	if pln != nil {
