@@ -80,7 +80,7 @@ var operations = map[string]string{
 
 // notOffered names operations the Go SDK leaves out on purpose, and why.
 var notOffered = map[string]string{
-	"metrics": "Prometheus text for operators' scrapers, not for a team's program",
+	"metrics":       "Prometheus text for operators' scrapers, not for a team's program",
 	"previewGet":    "a preview's traffic is the app's own HTTP: any HTTP client, with the URL and token CreatePreview answers",
 	"previewPost":   "a preview's traffic is the app's own HTTP",
 	"previewPut":    "a preview's traffic is the app's own HTTP",
