@@ -194,6 +194,11 @@ func TestSetupCache(t *testing.T) {
 	if ev := eventTypes(t, c, second.ID); slices.Contains(ev, "sandbox.setting_up") {
 		t.Fatalf("the cached create set up: %v", ev)
 	}
+	// The cached files were written in the first sandbox's host ID range;
+	// the second has its own, and sees them as its own user's.
+	if owner := e2etest.MustOK(t, c, second.ID, "stat -c %U:%G /workspace/deps /workspace/deps/stamp"); owner != "user:user\nuser:user\n" {
+		t.Fatalf("owners of the cached files in the second sandbox: %q", owner)
+	}
 	// Each sandbox writes on its own disk.
 	e2etest.MustOK(t, c, second.ID, "echo mine > /workspace/deps/stamp")
 	if got := e2etest.MustOK(t, c, first.ID, "cat /workspace/deps/stamp"); got != a {
