@@ -24,6 +24,7 @@ import (
 	"maps"
 	mrand "math/rand/v2"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -573,4 +574,25 @@ func RemoveCgroupParent(t testing.TB, parent string) {
 			t.Errorf("remove cgroup %s: %v", d, err)
 		}
 	}
+}
+
+// Link is a sandbox's network link, as the node keeps it on disk.
+type Link struct {
+	HostIface   string     `json:"host_iface"`
+	HostAddr    netip.Addr `json:"host_addr"`
+	SandboxAddr netip.Addr `json:"sandbox_addr"`
+}
+
+// Link reads the network link the server's node keeps for sandbox id.
+func (s *Server) Link(t testing.TB, id string) Link {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.DataDir, "net", "links", id+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l Link
+	if err := json.Unmarshal(b, &l); err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

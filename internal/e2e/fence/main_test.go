@@ -8,8 +8,6 @@ package fence
 import (
 	"encoding/json"
 	"fmt"
-	"net/netip"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -18,26 +16,6 @@ import (
 )
 
 func TestMain(m *testing.M) { e2etest.Main(m) }
-
-// link is a sandbox's network link, as the node keeps it on disk.
-type link struct {
-	HostIface   string     `json:"host_iface"`
-	HostAddr    netip.Addr `json:"host_addr"`
-	SandboxAddr netip.Addr `json:"sandbox_addr"`
-}
-
-func linkOf(t *testing.T, s *e2etest.Server, id string) link {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(s.DataDir, "net", "links", id+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var l link
-	if err := json.Unmarshal(b, &l); err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
 
 // netnsOf is the path of a sandbox's network namespace: its init's, as
 // runc reports it.

@@ -30,7 +30,7 @@ func TestGatewayNeverReachesNode(t *testing.T) {
 	s := e2etest.StartServer(t)
 	a := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{Network: &api.NetworkPolicy{Allow: []string{"0.0.0.0/0"}}})
 	b := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
-	la, lb := linkOf(t, s, a.ID), linkOf(t, s, b.ID)
+	la, lb := s.Link(t, a.ID), s.Link(t, b.ID)
 
 	// A listener on every address of the node, that says so if reached.
 	l, err := net.Listen("tcp4", "0.0.0.0:0")

@@ -36,7 +36,7 @@ func TestForgedSourceDropped(t *testing.T) {
 	a := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
 	teamB := s.NewTeam("fence-b")
 	b := e2etest.Create(t, teamB, api.CreateSandboxRequest{})
-	la, lb := linkOf(t, s, a.ID), linkOf(t, s, b.ID)
+	la, lb := s.Link(t, a.ID), s.Link(t, b.ID)
 	host := e2etest.StartTestHost(t)
 
 	const port = 40053

@@ -42,25 +42,6 @@ const (
 	slack = 32
 )
 
-// link is a sandbox's network link, as the node keeps it on disk.
-type link struct {
-	HostAddr    netip.Addr `json:"host_addr"`
-	SandboxAddr netip.Addr `json:"sandbox_addr"`
-}
-
-func linkOf(t *testing.T, s *e2etest.Server, id string) link {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(s.DataDir, "net", "links", id+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var l link
-	if err := json.Unmarshal(b, &l); err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
 // netnsOf opens a sandbox's network namespace (its init's, as runc
 // reports it); cleanup closes it.
 func netnsOf(t *testing.T, s *e2etest.Server, id string) *os.File {
@@ -247,7 +228,7 @@ func TestFloodFromOneSandbox(t *testing.T) {
 		"--sandbox-max-connections", fmt.Sprint(maxConns), "--sandbox-max-dns-queries", fmt.Sprint(maxQueries)))
 	a := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{Network: &api.NetworkPolicy{Allow: []string{host.Addr.String() + "/32:9", "*.flood.test"}}})
 	b := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{Network: &api.NetworkPolicy{Allow: []string{"web.test:80"}}})
-	la, lb := linkOf(t, s, a.ID), linkOf(t, s, b.ID)
+	la, lb := s.Link(t, a.ID), s.Link(t, b.ID)
 	nsA, nsB := netnsOf(t, s, a.ID), netnsOf(t, s, b.ID)
 	silentDst := netip.AddrPortFrom(host.Addr, 9).String()
 
