@@ -22,7 +22,7 @@ all: build
 # build first builds the web console (console/, TypeScript bundled with
 # esbuild) into internal/console/dist, which the binary embeds; it reruns
 # only when the console's sources changed.
-CONSOLE_SRC := $(wildcard console/src/*) console/package.json console/package-lock.json console/build.mjs console/tsconfig.json
+CONSOLE_SRC := $(wildcard console/src/* console/src/*/* sdk/typescript/src/*) console/package.json console/package-lock.json console/build.mjs console/tsconfig.json
 
 build: internal/console/dist/index.html
 	@mkdir -p bin

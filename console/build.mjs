@@ -20,6 +20,10 @@ const res = await esbuild.build({
   outdir: "out",
   loader: { ".css": "css" },
   legalComments: "none",
+  // Calls go through the TypeScript SDK, bundled from its sources; what
+  // it loads only on Node stays out.
+  alias: { "@cove-dev/sdk": new URL("../sdk/typescript/src/index.ts", import.meta.url).pathname },
+  external: ["node:*", "ws"],
 });
 const names = {};
 for (const f of res.outputFiles) {

@@ -275,6 +275,9 @@ func StartServer(t testing.TB, opts ...ServerOpt) *Server {
 	}
 	s.AdminKey = strings.TrimSpace(string(b))
 	s.Admin = cove.New(s.URL, s.AdminKey)
+	if s.managed {
+		s.WaitTemplate("managed")
+	}
 	t.Cleanup(func() {
 		s.TerminateAll()
 		s.Stop(syscall.SIGTERM)
@@ -286,6 +289,37 @@ func StartServer(t testing.TB, opts ...ServerOpt) *Server {
 		os.RemoveAll(dir)
 	})
 	return s
+}
+
+// WaitTemplate waits until the server's template name is ready: a server
+// builds a missing managed image in the background and serves at once,
+// and the first build on a machine takes minutes (the image cache is
+// shared, under a lock, so later servers find it built).
+func (s *Server) WaitTemplate(name string) {
+	s.t.Helper()
+	deadline := time.Now().Add(15 * time.Minute)
+	last := ""
+	for time.Now().Before(deadline) {
+		var h struct {
+			Templates map[string]string `json:"templates"`
+		}
+		r, err := http.Get(s.URL + "/healthz")
+		if err == nil {
+			err = json.NewDecoder(r.Body).Decode(&h)
+			r.Body.Close()
+		}
+		if err == nil {
+			last = h.Templates[name]
+			switch last {
+			case "ready":
+				return
+			case "failed":
+				s.t.Fatalf("template %s failed to build:\n%s", name, s.Tail(4000))
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	s.t.Fatalf("template %s is not ready (%q):\n%s", name, last, s.Tail(4000))
 }
 
 // ReadyFile is where `cove serve` reports what it bound (the default,

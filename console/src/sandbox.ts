@@ -1,0 +1,131 @@
+// A sandbox's page: the header (state, resources, cost, spend limit, and
+// sleep / wake / terminate) and its tabs (see tabs.ts). Deep links:
+// /sandboxes/<id or name>[/<tab>].
+import type { Sandbox, SandboxInfo } from "@cove-dev/sdk";
+import { events, sdk, status } from "./api";
+import { debounce, h, message, money } from "./dom";
+import { sandboxURL } from "./list";
+import { app, onLeave, replace } from "./router";
+import type { TabContext, TabView } from "./tab";
+import { TABS } from "./tabs";
+import { topBar } from "./team";
+
+export function sandboxPage(ref: string, tabID: string) {
+  const title = h("h1", { id: "sb-name" }, ref);
+  const state = h("span", { id: "sb-state", class: "state" }, "…");
+  const facts = h("dl", { class: "facts", id: "sb-facts" });
+  const err = h("p", { class: "error", id: "sb-error", role: "alert" });
+  const btn = (id: string, label: string) => h("button", { id }, label);
+  const sleepB = btn("sleep", "Sleep");
+  const wakeB = btn("wake", "Wake");
+  const termB = btn("terminate", "Terminate");
+  termB.classList.add("danger");
+  const tabBar = h("nav", { class: "tabs", role: "tablist", id: "tabs" });
+  const panes = h("div", { class: "panes" });
+  app.append(
+    topBar(),
+    h(
+      "main",
+      {},
+      h("div", { class: "sbhead" }, h("div", {}, title, state), h("div", { class: "actions" }, sleepB, wakeB, termB)),
+      facts,
+      err,
+      tabBar,
+      panes,
+    ),
+  );
+  let sb: SandboxInfo | null = null;
+  let busy = "";
+  const listeners: ((sb: SandboxInfo) => void)[] = [];
+  const views = new Map<string, TabView>();
+  const paneOf = new Map<string, HTMLElement>();
+  const buttons = new Map<string, HTMLButtonElement>();
+
+  const render = () => {
+    if (!sb) return;
+    title.textContent = sb.name || sb.id;
+    state.textContent = busy || sb.state;
+    state.className = "state s-" + (busy ? "busy" : sb.state);
+    const r = sb.resources ?? {};
+    facts.replaceChildren(
+      ...([
+        ["ID", sb.id],
+        ["Template", sb.template],
+        ["Resources", `${r.cpus ?? "?"} CPU · ${r.memory_mib ?? "?"} MiB · ${r.disk_mib ?? "?"} MiB disk`],
+        ["Cost", money(sb.cost_usd)],
+        ["Spend limit", money(sb.spend_limit_usd)],
+      ] as [string, string][]).flatMap(([k, v]) => [h("dt", {}, k), h("dd", { "data-fact": k.toLowerCase().replace(/ /g, "-") }, v)]),
+    );
+    const s = sb.state;
+    sleepB.disabled = !!busy || s !== "running";
+    wakeB.disabled = !!busy || !(s === "sleeping" || s === "asleep");
+    termB.disabled = !!busy || s === "terminated" || s === "terminating";
+  };
+  const load = async () => {
+    try {
+      sb = (await sdk().get(ref)).info;
+      err.textContent = "";
+      render();
+      if (!views.size) select(tabID);
+      for (const f of listeners) f(sb);
+    } catch (x) {
+      err.textContent = message(x);
+      if (status(x) === 404) state.textContent = "not found";
+    }
+  };
+  const ctx = (el: HTMLElement): TabContext => ({
+    sandbox: () => sb!,
+    onChange: (f) => listeners.push(f),
+    refresh: load,
+    el,
+  });
+  const select = (id: string) => {
+    const tab = TABS.find((t) => t.id === id) ?? TABS[0];
+    for (const [tid, b] of buttons) {
+      const on = tid === tab.id;
+      b.classList.toggle("active", on);
+      b.setAttribute("aria-selected", String(on));
+      paneOf.get(tid)!.hidden = !on;
+    }
+    replace(sandboxURL(ref, tab === TABS[0] ? "" : tab.id));
+    let v = views.get(tab.id);
+    if (!v && sb) {
+      v = tab.mount(ctx(paneOf.get(tab.id)!));
+      views.set(tab.id, v);
+    }
+    v?.show?.();
+  };
+  for (const t of TABS) {
+    const b = h("button", { class: "tab", role: "tab", id: "tab-" + t.id, "data-tab": t.id }, t.label);
+    b.addEventListener("click", () => select(t.id));
+    buttons.set(t.id, b);
+    tabBar.append(b);
+    const pane = h("section", { class: "pane", id: "pane-" + t.id, role: "tabpanel" });
+    pane.hidden = true;
+    paneOf.set(t.id, pane);
+    panes.append(pane);
+  }
+  const act = async (label: string, f: (s: Sandbox) => Promise<unknown>) => {
+    if (!sb) return;
+    busy = label;
+    render();
+    try {
+      await f(await sdk().get(sb.id));
+    } catch (x) {
+      err.textContent = message(x);
+    }
+    busy = "";
+    await load();
+  };
+  sleepB.addEventListener("click", () => act("sleeping…", (s) => s.sleep({ wait: false })));
+  wakeB.addEventListener("click", () => act("waking…", (s) => s.wake({ wait: false })));
+  termB.addEventListener("click", () => {
+    if (confirm(`Terminate ${sb?.name || ref}? Its files and processes are gone for good.`)) act("terminating…", (s) => s.terminate());
+  });
+  load();
+  const refresh = debounce(load, 300);
+  onLeave(events(() => refresh()));
+  onLeave(() => {
+    for (const v of views.values()) v.close();
+  });
+}

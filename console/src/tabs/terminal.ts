@@ -1,0 +1,121 @@
+// The terminal tab: `bash -l` on a PTY in the sandbox, xterm.js attached
+// through a single-use ticket; example chips type their text at the prompt
+// without running it.
+import { Terminal } from "@xterm/xterm";
+import { FitAddon } from "@xterm/addon-fit";
+import "@xterm/xterm/css/xterm.css";
+import { sdk } from "../api";
+import { debounce, h, message } from "../dom";
+import type { Tab, TabContext } from "../tab";
+
+const EXAMPLES = ["python3 --version", "ls -la", "git status", 'node -e "console.log(1+1)"'];
+
+interface Session {
+  close(): void;
+  fit(): void;
+}
+
+const tab: Tab = {
+  id: "terminal",
+  label: "Terminal",
+  mount(ctx: TabContext) {
+    const status = h("span", { id: "term-status", class: "muted" });
+    const chips = h("div", { class: "chips", id: "chips" });
+    const box = h("div", { id: "terminal", class: "terminal" });
+    ctx.el.append(h("div", { class: "termbar" }, chips, status), box);
+    let term: Session | null = null;
+    const follow = () => {
+      const s = ctx.sandbox().state;
+      if (s === "running" && !term) term = openTerminal(ctx.sandbox().id, box, status, chips);
+      if (s !== "running" && term) {
+        term.close();
+        term = null;
+        status.textContent = "the sandbox is " + s;
+      }
+    };
+    ctx.onChange(follow);
+    follow();
+    return {
+      show: () => term?.fit(),
+      close: () => term?.close(),
+    };
+  },
+};
+export default tab;
+
+// openTerminal runs `bash -l` on a PTY in the sandbox and attaches xterm.js
+// to it through a single-use ticket.
+function openTerminal(id: string, box: HTMLElement, status: HTMLElement, chips: HTMLElement): Session {
+  const term = new Terminal({ cursorBlink: true, fontSize: 14, convertEol: false, scrollback: 5000 });
+  const fit = new FitAddon();
+  term.loadAddon(fit);
+  box.replaceChildren();
+  term.open(box);
+  fit.fit();
+  const enc = new TextEncoder();
+  let ws: WebSocket | null = null;
+  let closed = false;
+  const send = (d: string | Uint8Array) => {
+    if (ws && ws.readyState === WebSocket.OPEN) ws.send(typeof d === "string" ? enc.encode(d) : d);
+  };
+  chips.replaceChildren(
+    ...EXAMPLES.map((ex) =>
+      h("button", { class: "chip", "data-example": ex, title: "Type it at the prompt", onclick: () => (send(ex), term.focus()) }, ex),
+    ),
+  );
+  term.onData((d) => send(d));
+  term.onBinary((d) => send(Uint8Array.from(d, (c) => c.charCodeAt(0))));
+  const resize = () => {
+    if (!box.offsetWidth) return;
+    fit.fit();
+    if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ resize: { cols: term.cols, rows: term.rows } }));
+  };
+  const onResize = debounce(resize, 100);
+  window.addEventListener("resize", onResize);
+  status.textContent = "connecting…";
+  (async () => {
+    try {
+      const sb = await sdk().get(id);
+      const cmd = await sb.start("bash -l", { pty: { cols: term.cols, rows: term.rows }, stdin: true });
+      const path = `/v1/sandboxes/${encodeURIComponent(id)}/commands/${encodeURIComponent(cmd.id)}/attach`;
+      const { ticket } = await sdk().createTicket(path);
+      if (closed) return;
+      const proto = location.protocol === "https:" ? "wss:" : "ws:";
+      ws = new WebSocket(`${proto}//${location.host}${path}?ticket=${encodeURIComponent(ticket)}`);
+      ws.binaryType = "arraybuffer";
+      ws.onopen = () => {
+        status.textContent = "connected";
+        box.dataset.ready = "1";
+        resize();
+        term.focus();
+      };
+      ws.onmessage = (m) => {
+        if (typeof m.data === "string") {
+          try {
+            const f = JSON.parse(m.data);
+            if (f.exit_code !== undefined) status.textContent = `exited with ${f.exit_code}`;
+          } catch {
+            /* not a control frame */
+          }
+          return;
+        }
+        term.write(new Uint8Array(m.data as ArrayBuffer));
+      };
+      ws.onclose = () => {
+        if (!closed && !status.textContent?.startsWith("exited")) status.textContent = "disconnected";
+        delete box.dataset.ready;
+      };
+    } catch (x) {
+      status.textContent = "terminal failed: " + message(x);
+    }
+  })();
+  return {
+    fit: resize,
+    close() {
+      closed = true;
+      window.removeEventListener("resize", onResize);
+      ws?.close();
+      term.dispose();
+    },
+  };
+}
