@@ -2,6 +2,7 @@
 checked, used as a sandbox's source, saved from a sandbox, deleted."""
 
 import asyncio
+import base64
 import gzip
 import hashlib
 import io
@@ -147,3 +148,44 @@ def test_async_assets(server, tmp_path):
                 await c.get_asset(b.id)
 
     asyncio.run(main())
+
+
+def test_uploads_carry_the_digest_of_what_they_stream(tmp_path):
+    """Every archive upload (asset or folder, sync or asyncio) is streamed
+    with the sha-256 of exactly the bytes sent, for the server to check."""
+    seen = []
+
+    def check(req: httpx.Request, body: bytes) -> httpx.Response:
+        want = "sha-256=:" + base64.b64encode(hashlib.sha256(body).digest()).decode() + ":"
+        seen.append((req.url.path, req.headers.get("Repr-Digest") == want, "content-length" not in req.headers))
+        if req.url.path == "/v1/assets":
+            return httpx.Response(201, json={"id": "ast_x", "size": len(body), "sha256": hashlib.sha256(body).hexdigest()})
+        return httpx.Response(200, json={})
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        return check(req, req.read())
+
+    async def ahandler(req: httpx.Request) -> httpx.Response:
+        return check(req, await req.aread())
+
+    src = str(tmp_path / "src")
+    make_tree(src)
+    f = tmp_path / "a.tar.gz"
+    f.write_bytes(archive({"a": "b"}))
+    c = cove.Client("http://127.0.0.1:9", "k", transport=httpx.MockTransport(handler))
+    c.create_asset_from_file(str(f))
+    c.create_asset_from_dir(src)
+    c.create_asset(iter([b"x" * 10, b"y" * 10]))
+    cove.Files(c, "sbx_x").upload_dir(src, "/workspace/p")
+
+    async def main():
+        async with cove.AsyncClient("http://127.0.0.1:9", "k", transport=httpx.MockTransport(ahandler)) as ac:
+            await ac.create_asset_from_file(str(f))
+            await ac.create_asset_from_dir(src)
+            await cove.AsyncFiles(ac, "sbx_x").upload_dir(src, "/workspace/p")
+
+    asyncio.run(main())
+    paths = [p for p, _, _ in seen]
+    assert paths == ["/v1/assets"] * 3 + ["/v1/sandboxes/sbx_x/files/archive"] + ["/v1/assets"] * 2 + ["/v1/sandboxes/sbx_x/files/archive"]
+    assert all(ok for _, ok, _ in seen), seen
+    assert all(streamed for _, _, streamed in seen), "a file was sent whole, not streamed"

@@ -244,17 +244,10 @@ export class Client {
    * patterns and a .coveignore file honoured) into a temporary file, then
    * streamed with its sha-256. */
   async createAssetFromDir(local: string, opts: { name?: string; exclude?: string[] } = {}): Promise<Asset> {
-    const [{ packDirToFile }, { fileStream }, fs, os, path] = await Promise.all([
-      import("./tar.js"), import("./nodefile.js"), import("node:fs/promises"), import("node:os"), import("node:path"),
-    ]);
-    const tmp = await fs.mkdtemp(path.join(os.tmpdir(), "cove-asset-"));
-    try {
-      const file = path.join(tmp, "asset.tar.gz");
-      const sha256 = await packDirToFile(local, file, opts.exclude ?? []);
-      return await this.createAsset(await fileStream(file), { name: opts.name, sha256 });
-    } finally {
-      await fs.rm(tmp, { recursive: true, force: true });
-    }
+    return withPackedDir(local, opts.exclude ?? [], (body, digest) => this.json({
+      method: "POST", path: "/v1/assets", params: { name: opts.name }, body,
+      headers: { "Content-Type": "application/gzip", "Repr-Digest": digest },
+    }));
   }
 
   getAsset(id: string): Promise<Asset> {
@@ -430,6 +423,22 @@ export class Client {
 
 function assetPath(id: string): string {
   return "/v1/assets/" + esc(id);
+}
+
+/** Run send with a local folder packed as tar.gz into a temporary file
+ * (removed after): its bytes as a stream and their Repr-Digest (Node only). */
+async function withPackedDir<T>(local: string, exclude: string[], send: (body: ReadableStream<Uint8Array>, digest: string) => Promise<T>): Promise<T> {
+  const [{ packDirToFile }, { fileStream }, fs, os, path] = await Promise.all([
+    import("./tar.js"), import("./nodefile.js"), import("node:fs/promises"), import("node:os"), import("node:path"),
+  ]);
+  const tmp = await fs.mkdtemp(path.join(os.tmpdir(), "cove-pack-"));
+  try {
+    const file = path.join(tmp, "folder.tar.gz");
+    const sha256 = await packDirToFile(local, file, exclude);
+    return await send(await fileStream(file), hexDigest(sha256));
+  } finally {
+    await fs.rm(tmp, { recursive: true, force: true });
+  }
 }
 
 function hexDigest(hex: string): string {
@@ -799,13 +808,13 @@ export class Files {
   }
 
   /** Send a local folder into path as tar.gz, keeping modes, symlinks
-   * inside it and empty directories (Node only). */
+   * inside it and empty directories (Node only): packed into a temporary
+   * file, then streamed with its sha-256 for the server to check. */
   async uploadDir(local: string, path: string, opts: { exclude?: string[] } = {}): Promise<Record<string, any>> {
-    const { packDir } = await import("./tar.js");
-    const body = await packDir(local, opts.exclude ?? []);
-    return this.client.json({
-      method: "PUT", path: this.base + "/archive", params: { path }, body, headers: { "Content-Type": "application/gzip" },
-    });
+    return withPackedDir(local, opts.exclude ?? [], async (body, digest) => this.client.json({
+      method: "PUT", path: this.base + "/archive", params: { path }, body,
+      headers: { "Content-Type": "application/gzip", "Repr-Digest": digest },
+    }));
   }
 
   /** Fetch a folder of the sandbox into local (Node only). */

@@ -173,3 +173,25 @@ test("previews: a private one by path with its token; listed; deleted", { skip }
 });
 
 
+
+test("folder and file uploads are streamed with the digest of what they send", async () => {
+  const seen: Array<[string, boolean, boolean]> = [];
+  const fake = (async (u: URL, init: RequestInit) => {
+    const streamed = init.body instanceof ReadableStream;
+    const body = new Uint8Array(await new Response(init.body).arrayBuffer());
+    const want = "sha-256=:" + createHash("sha256").update(body).digest("base64") + ":";
+    seen.push([new URL(u).pathname, (init.headers as Record<string, string>)["Repr-Digest"] === want, streamed]);
+    return new Response(JSON.stringify({ id: "ast_x" }), { status: 200 });
+  }) as unknown as typeof fetch;
+  const c = new cove.Client({ url: "http://127.0.0.1:9", apiKey: "k", fetch: fake });
+  await withTmp(async (tmp) => {
+    await makeTree(join(tmp, "src"));
+    await writeFile(join(tmp, "a.tar.gz"), await packDir(join(tmp, "src")));
+    await c.createAssetFromDir(join(tmp, "src"));
+    await c.createAssetFromFile(join(tmp, "a.tar.gz"));
+    await new cove.Files(c, "sbx_x").uploadDir(join(tmp, "src"), "/workspace/p");
+  });
+  assert.deepEqual(seen, [
+    ["/v1/assets", true, true], ["/v1/assets", true, true], ["/v1/sandboxes/sbx_x/files/archive", true, true],
+  ]);
+});

@@ -145,8 +145,8 @@ AssetData = Union[bytes, bytearray, memoryview, IO[bytes], Iterable[bytes]]
 
 
 @contextlib.contextmanager
-def asset_body(data: AssetData) -> Iterator[Tuple[Union[bytes, IO[bytes]], str]]:
-    """An asset upload's body and its Repr-Digest, so that the server
+def digested_body(data: AssetData) -> Iterator[Tuple[Union[bytes, IO[bytes]], str]]:
+    """An archive upload's body and its Repr-Digest, so that the server
     checks the bytes it stores: bytes as they are; a seekable binary file
     hashed first, then sent from where it stood; any other stream (a pipe,
     an iterable of bytes) copied into a temporary file while hashed. Files

@@ -147,7 +147,7 @@ class AsyncClient:
 
     async def create_asset(self, data: sh.AssetData, *, name: Optional[str] = None) -> Asset:
         """See Client.create_asset; files are hashed and read in a thread."""
-        cm = sh.asset_body(data)
+        cm = sh.digested_body(data)
         body, digest = await asyncio.to_thread(cm.__enter__)
         with contextlib.ExitStack() as stack:
             stack.push(cm)  # entered above, in the thread; left here
@@ -537,10 +537,14 @@ class AsyncFiles:
         await self._c._json(sh.Req("DELETE", self._base, params))
 
     async def upload_dir(self, local: str, path: str, exclude: Sequence[str] = ()) -> Dict[str, Any]:
-        with sh.pack_dir(local, exclude) as f:
-            body = f.read()
-        return await self._c._json(sh.Req("PUT", self._base + "/archive", {"path": path}, content=body,
-                                          headers={"Content-Type": "application/gzip"}))
+        with await asyncio.to_thread(sh.pack_dir, local, exclude) as f:
+            cm = sh.digested_body(f)
+            body, digest = await asyncio.to_thread(cm.__enter__)
+            with contextlib.ExitStack() as stack:
+                stack.push(cm)  # entered above, in the thread; left here
+                return await self._c._json(sh.Req("PUT", self._base + "/archive", {"path": path},
+                                                  content=sh.achunks(body),
+                                                  headers={"Content-Type": "application/gzip", "Repr-Digest": digest}))
 
     async def download_dir(self, path: str, local: str) -> None:
         import tempfile

@@ -170,7 +170,7 @@ class Client:
         iterable of bytes) as an asset of the team. Files are streamed, with
         their sha-256 sent as Repr-Digest for the server to check. The same
         bytes are kept once: a second upload answers the existing asset."""
-        with sh.asset_body(data) as (body, digest):
+        with sh.digested_body(data) as (body, digest):
             content = body if isinstance(body, bytes) else sh.chunks(body)
             return Asset.from_dict(self._json(sh.asset_req(name, content, digest)))
 
@@ -610,10 +610,11 @@ class Files:
 
     def upload_dir(self, local: str, path: str, exclude: Sequence[str] = ()) -> Dict[str, Any]:
         """Send a local folder into path (tar.gz), keeping modes, symlinks
-        inside it and empty directories."""
-        with sh.pack_dir(local, exclude) as f:
-            return self._c._json(sh.Req("PUT", self._base + "/archive", {"path": path}, content=sh.chunks(f),
-                                        headers={"Content-Type": "application/gzip"}))
+        inside it and empty directories; packed into a temporary file, then
+        streamed with its sha-256 for the server to check."""
+        with sh.pack_dir(local, exclude) as f, sh.digested_body(f) as (body, digest):
+            return self._c._json(sh.Req("PUT", self._base + "/archive", {"path": path}, content=sh.chunks(body),
+                                        headers={"Content-Type": "application/gzip", "Repr-Digest": digest}))
 
     def download_dir(self, path: str, local: str) -> None:
         """Fetch a folder of the sandbox into local."""
