@@ -78,5 +78,7 @@ func TestPythonExample(t *testing.T) {
 	s := e2etest.StartServer(t, e2etest.WithManaged)
 	py := venv(t)
 	env := []string{"COVE_URL=" + s.URL, "COVE_API_KEY=" + s.AdminKey, "PYTHONDONTWRITEBYTECODE=1"}
-	run(t, filepath.Join(repoRoot(t), "examples", "python"), env, py, "fix_a_test.py")
+	for _, example := range []string{"fix_a_test.py", "try_fixes_from_asset.py"} {
+		run(t, filepath.Join(repoRoot(t), "examples", "python"), env, py, example)
+	}
 }

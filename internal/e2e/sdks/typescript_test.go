@@ -63,7 +63,9 @@ func TestTypeScriptExample(t *testing.T) {
 	if err := os.Symlink(sdk, filepath.Join(mods, "sdk")); err != nil {
 		t.Fatal(err)
 	}
-	run(t, "", nil, "cp", filepath.Join(repoRoot(t), "examples", "typescript", "fix-a-test.mjs"), ex)
 	env := []string{"COVE_URL=" + s.URL, "COVE_API_KEY=" + s.AdminKey}
-	run(t, ex, env, "node", "fix-a-test.mjs")
+	for _, example := range []string{"fix-a-test.mjs", "try-fixes-from-asset.mjs"} {
+		run(t, "", nil, "cp", filepath.Join(repoRoot(t), "examples", "typescript", example), ex)
+		run(t, ex, env, "node", example)
+	}
 }

@@ -63,15 +63,17 @@ OPERATIONS = {
     "deletePreview": ("SandboxHandle", "delete_preview"),
     "listTemplates": ("Client", "templates"),
     "teamMe": ("Client", "team_me"),
+    "createAsset": ("Client", "create_asset"),
+    "listAssets": ("Client", "list_assets_page"),
+    "getAsset": ("Client", "get_asset"),
+    "assetContent": ("Client", "read_asset"),
+    "deleteAsset": ("Client", "delete_asset"),
+    "saveAsset": ("SandboxHandle", "save_asset"),
 }
 
 # operationId -> why the SDK leaves it out.
 NOT_OFFERED = {
     "metrics": "Prometheus text for operators' scrapers, not for a team's program",
-    **{
-        op: "assets are in the Go SDK and the API; the Python SDK does not offer them yet"
-        for op in ("createAsset", "listAssets", "getAsset", "assetContent", "deleteAsset", "saveAsset")
-    },
     **{
         op: "a preview's traffic is the app's own HTTP: any HTTP client, with the url and token preview() answers"
         for op in ("previewGet", "previewPost", "previewPut", "previewPatch", "previewDelete")

@@ -1,16 +1,17 @@
-// The cove client: sandboxes, commands, files, events, secrets, teams and
-// tickets, over the platform's fetch. API fields keep the API's own names
+// The cove client: sandboxes, commands, files, assets, previews, events,
+// secrets, teams and tickets, over the platform's fetch. API fields keep the API's own names
 // (snake_case); what only the SDK adds (wait, ifVersion, after, …) is
 // camelCase.
 
 import { Attachment, AttachOptions, openAttachment } from "./attach.js";
 import { CoveError, InvalidArgument, NotFound, errorFrom } from "./errors.js";
 import type {
-  Chunk, CommandInfo, CommandResult, CreateOptions, Event, FileEntry, Page, SandboxInfo, Secret, Team,
+  Asset, Chunk, CommandInfo, CommandResult, CreateOptions, Event, FileEntry, Page, Preview, SandboxInfo, Secret, Team,
+  TeamMe, Template,
 } from "./types.js";
 import {
-  Data, b64decode, checkDigest, commandPath, dropUndefined, esc, lines, reprDigest, sandboxPath, sleep, toBytes,
-  versionOf,
+  Data, b64decode, b64encode, checkDigest, commandPath, dropUndefined, esc, lines, parseDigest, reprDigest, sandboxPath,
+  sleep, toBytes, versionOf,
 } from "./util.js";
 
 export const DEFAULT_URL = "http://127.0.0.1:7070";
@@ -34,7 +35,7 @@ interface Req {
   path: string;
   params?: Params;
   json?: unknown;
-  body?: Uint8Array;
+  body?: Uint8Array | ReadableStream<Uint8Array>;
   headers?: Record<string, string>;
   signal?: AbortSignal;
 }
@@ -77,13 +78,19 @@ export class Client {
     }
     const headers: Record<string, string> = { Authorization: "Bearer " + this.apiKey, ...(r.headers ?? {}) };
     let body: BodyInit | undefined;
+    const init: RequestInit & { duplex?: "half" } = { method: r.method, headers, signal: r.signal };
     if (r.json !== undefined) {
       body = JSON.stringify(r.json);
       headers["Content-Type"] = "application/json";
-    } else if (r.body !== undefined) {
+    } else if (r.body instanceof Uint8Array) {
       body = r.body as Uint8Array<ArrayBuffer>;
+    } else if (r.body !== undefined) {
+      // A streamed body: fetch sends it as it is read (chunked).
+      body = r.body;
+      init.duplex = "half";
     }
-    const resp = await this._fetch(u, { method: r.method, headers, body, signal: r.signal });
+    init.body = body;
+    const resp = await this._fetch(u, init);
     if (resp.status >= 300) throw errorFrom(resp.status, await resp.text());
     return resp;
   }
@@ -204,6 +211,88 @@ export class Client {
     }
   }
 
+  // -- assets --
+
+  /** Store an archive (tar or tar.gz) as an asset of the team. Bytes (or a
+   * string) go with their sha-256 as Repr-Digest, for the server to check;
+   * a ReadableStream is streamed as it is read, with the digest only when
+   * opts.sha256 (hex) gives it. The same bytes are kept once: a second
+   * upload answers the existing asset. */
+  async createAsset(data: Data | ReadableStream<Uint8Array>, opts: { name?: string; sha256?: string } = {}): Promise<Asset> {
+    const headers: Record<string, string> = { "Content-Type": "application/gzip" };
+    let body: Uint8Array | ReadableStream<Uint8Array>;
+    if (typeof ReadableStream !== "undefined" && data instanceof ReadableStream) {
+      body = data;
+      if (opts.sha256) headers["Repr-Digest"] = hexDigest(opts.sha256);
+    } else {
+      body = toBytes(data as Data);
+      headers["Repr-Digest"] = await reprDigest(body);
+    }
+    return this.json({ method: "POST", path: "/v1/assets", params: { name: opts.name }, body, headers });
+  }
+
+  /** Store a local tar or tar.gz file as an asset (Node only): hashed,
+   * then streamed with its sha-256. */
+  async createAssetFromFile(file: string, opts: { name?: string } = {}): Promise<Asset> {
+    const { hashFile, fileStream } = await import("./nodefile.js");
+    const sha256 = await hashFile(file);
+    return this.createAsset(await fileStream(file), { name: opts.name, sha256 });
+  }
+
+  /** Store a local folder as an asset (Node only): packed as tar.gz
+   * (modes, symlinks inside it and empty directories kept; exclude
+   * patterns and a .coveignore file honoured) into a temporary file, then
+   * streamed with its sha-256. */
+  async createAssetFromDir(local: string, opts: { name?: string; exclude?: string[] } = {}): Promise<Asset> {
+    return withPackedDir(local, opts.exclude ?? [], (body, digest) => this.json({
+      method: "POST", path: "/v1/assets", params: { name: opts.name }, body,
+      headers: { "Content-Type": "application/gzip", "Repr-Digest": digest },
+    }));
+  }
+
+  getAsset(id: string): Promise<Asset> {
+    return this.json({ method: "GET", path: assetPath(id) });
+  }
+
+  /** Every asset of the team, page after page. */
+  async *listAssets(opts: { limit?: number } = {}): AsyncGenerator<Asset> {
+    let cursor = "";
+    for (;;) {
+      const page = await this.listAssetsPage({ ...opts, cursor });
+      yield* page.items;
+      if (!page.next_cursor) return;
+      cursor = page.next_cursor;
+    }
+  }
+
+  /** One page of the team's assets. */
+  async listAssetsPage(opts: { limit?: number; cursor?: string } = {}): Promise<Page<Asset>> {
+    const d = await this.json({ method: "GET", path: "/v1/assets", params: { limit: opts.limit ?? 100, cursor: opts.cursor } });
+    return { items: d?.items ?? [], next_cursor: d?.next_cursor ?? "" };
+  }
+
+  /** An asset's bytes, checked against the server's sha-256 (DigestMismatch if not). */
+  async readAsset(id: string): Promise<Uint8Array> {
+    const resp = await this.send({ method: "GET", path: assetPath(id) + "/content" });
+    const data = new Uint8Array(await resp.arrayBuffer());
+    await checkDigest(id, data, resp.headers.get("Repr-Digest"));
+    return data;
+  }
+
+  /** Stream an asset's bytes into the local file (Node only), checked
+   * against the server's sha-256; on a mismatch the file is removed and
+   * DigestMismatch thrown. */
+  async downloadAsset(id: string, local: string): Promise<void> {
+    const { saveChecked } = await import("./nodefile.js");
+    const resp = await this.send({ method: "GET", path: assetPath(id) + "/content" });
+    await saveChecked(id, resp.body!, parseDigest(resp.headers.get("Repr-Digest") ?? ""), local);
+  }
+
+  /** Delete an asset; sandboxes made from it keep their files. */
+  async deleteAsset(id: string): Promise<void> {
+    await this.json({ method: "DELETE", path: assetPath(id) });
+  }
+
   // -- secrets --
 
   /** Store a secret of the team (its value is never returned). */
@@ -301,10 +390,68 @@ export class Client {
     return this.json({ method: "PATCH", path: "/v1/teams/" + esc(teamId), json: dropUndefined(fields) });
   }
 
+  /** The key's own team: its admission flags and limits. */
+  teamMe(): Promise<TeamMe> {
+    return this.json({ method: "GET", path: "/v1/teams/me" });
+  }
+
+  /** Replace a team's admission flags (admin key). */
+  setAdmission(teamId: string, admission: Record<string, boolean>): Promise<Team> {
+    return this.json({ method: "PATCH", path: "/v1/teams/" + esc(teamId), json: { admission } });
+  }
+
+  /** The templates the team may use: status, progress, qualified. */
+  async templates(): Promise<Template[]> {
+    return (await this.json({ method: "GET", path: "/v1/templates" }))?.items ?? [];
+  }
+
+  /** @internal Path-form preview URLs (the server answers them relative:
+   * it does not know the address its clients use) made absolute. */
+  absPreview(p: Preview): Preview {
+    for (const k of ["url", "path_url", "link"] as const) {
+      const v = p[k];
+      if (typeof v === "string" && v.startsWith("/")) p[k] = this.url + v;
+    }
+    return p;
+  }
+
   /** The API's OpenAPI document. */
   openapi(): Promise<Record<string, any>> {
     return this.json({ method: "GET", path: "/v1/openapi.json" });
   }
+}
+
+function assetPath(id: string): string {
+  return "/v1/assets/" + esc(id);
+}
+
+/** Run send with a local folder packed as tar.gz into a temporary file
+ * (removed after): its bytes as a stream and their Repr-Digest (Node only). */
+async function withPackedDir<T>(local: string, exclude: string[], send: (body: ReadableStream<Uint8Array>, digest: string) => Promise<T>): Promise<T> {
+  const [{ packDirToFile }, { fileStream }, fs, os, path] = await Promise.all([
+    import("./tar.js"), import("./nodefile.js"), import("node:fs/promises"), import("node:os"), import("node:path"),
+  ]);
+  const tmp = await fs.mkdtemp(path.join(os.tmpdir(), "cove-pack-"));
+  try {
+    const file = path.join(tmp, "folder.tar.gz");
+    const sha256 = await packDirToFile(local, file, exclude);
+    return await send(await fileStream(file), hexDigest(sha256));
+  } finally {
+    await fs.rm(tmp, { recursive: true, force: true });
+  }
+}
+
+function hexDigest(hex: string): string {
+  if (!/^[0-9a-fA-F]{64}$/.test(hex)) throw new InvalidArgument(`sha256 ${JSON.stringify(hex)} is not 64 hex digits`);
+  const b = new Uint8Array(32);
+  for (let i = 0; i < 32; i++) b[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  return "sha-256=:" + b64encode(b) + ":";
+}
+
+/** The source of a sandbox that starts from an asset:
+ * `client.create({ source: assetSource(asset) })`. */
+export function assetSource(asset: Asset | string): { type: "asset"; asset_id: string } {
+  return { type: "asset", asset_id: typeof asset === "string" ? asset : asset.id };
 }
 
 export interface CommandOptions {
@@ -399,6 +546,37 @@ export class Sandbox {
   /** What the sandbox used and cost, its spend limit and price per hour. */
   usage(): Promise<Record<string, any>> {
     return this.client.json({ method: "GET", path: sandboxPath(this.id) + "/usage" });
+  }
+
+  // -- previews --
+
+  /** Publish a port over HTTP (visibility "private", the default, or
+   * "public"; wake lets a request wake an asleep sandbox). A private
+   * preview's token and one-time link are in this answer only. */
+  async preview(port: number, opts: { visibility?: "private" | "public"; wake?: boolean } = {}): Promise<Preview> {
+    const p = await this.client.json<Preview>({
+      method: "POST", path: sandboxPath(this.id) + "/previews",
+      json: dropUndefined({ port, visibility: opts.visibility, wake: opts.wake }),
+    });
+    return this.client.absPreview(p);
+  }
+
+  /** The sandbox's previews (without tokens). */
+  async previews(): Promise<Preview[]> {
+    const d = await this.client.json({ method: "GET", path: sandboxPath(this.id) + "/previews" });
+    return ((d?.items ?? []) as Preview[]).map((p) => this.client.absPreview(p));
+  }
+
+  async deletePreview(id: string): Promise<void> {
+    await this.client.json({ method: "DELETE", path: sandboxPath(this.id) + "/previews/" + esc(id) });
+  }
+
+  // -- assets --
+
+  /** Save a folder of the sandbox as an asset of the team (the same bytes
+   * as an existing asset answer that one). */
+  saveAsset(path: string, opts: { name?: string } = {}): Promise<Asset> {
+    return this.client.json({ method: "POST", path: sandboxPath(this.id) + "/assets", json: dropUndefined({ path, name: opts.name }) });
   }
 
   // -- commands --
@@ -630,13 +808,13 @@ export class Files {
   }
 
   /** Send a local folder into path as tar.gz, keeping modes, symlinks
-   * inside it and empty directories (Node only). */
+   * inside it and empty directories (Node only): packed into a temporary
+   * file, then streamed with its sha-256 for the server to check. */
   async uploadDir(local: string, path: string, opts: { exclude?: string[] } = {}): Promise<Record<string, any>> {
-    const { packDir } = await import("./tar.js");
-    const body = await packDir(local, opts.exclude ?? []);
-    return this.client.json({
-      method: "PUT", path: this.base + "/archive", params: { path }, body, headers: { "Content-Type": "application/gzip" },
-    });
+    return withPackedDir(local, opts.exclude ?? [], async (body, digest) => this.client.json({
+      method: "PUT", path: this.base + "/archive", params: { path }, body,
+      headers: { "Content-Type": "application/gzip", "Repr-Digest": digest },
+    }));
   }
 
   /** Fetch a folder of the sandbox into local (Node only). */

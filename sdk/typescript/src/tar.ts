@@ -61,7 +61,7 @@ function paxRecord(key: string, value: string): string {
 }
 
 /** One entry: its header(s), and for files its bytes padded. */
-function entry(out: Uint8Array[], name: string, type: string, mode: number, mtime: number, data?: Uint8Array, linkname = ""): void {
+function entry(out: Uint8Array[], name: string, type: string, mode: number, mtime: number, data?: Uint8Array, linkname = "", dataSize = 0): void {
   const pax: string[] = [];
   if (enc.encode(name).length > 100) pax.push(paxRecord("path", name));
   if (enc.encode(linkname).length > 100) pax.push(paxRecord("linkpath", linkname));
@@ -69,7 +69,7 @@ function entry(out: Uint8Array[], name: string, type: string, mode: number, mtim
     const body = enc.encode(pax.join(""));
     out.push(header("PaxHeaders/" + name.slice(-80), "x", 0o644, body.length, mtime), body, pad(body.length));
   }
-  const size = data ? data.length : 0;
+  const size = data ? data.length : dataSize;
   out.push(header(name, type, mode, size, mtime, linkname));
   if (data) out.push(data, pad(size));
 }
@@ -98,7 +98,37 @@ function glob(p: string): RegExp {
 /** A local folder as tar.gz bytes. exclude patterns (and a .coveignore
  * file) are honoured; a symlink that leaves the folder is refused. */
 export async function packDir(local: string, exclude: string[] = []): Promise<Uint8Array> {
-  const { fs, path, zlib } = await node();
+  const { zlib } = await node();
+  const out: Uint8Array[] = [];
+  for await (const piece of tarPieces(local, exclude)) out.push(piece);
+  return new Uint8Array(zlib.gzipSync(Buffer.concat(out)));
+}
+
+/** A local folder packed as packDir does, streamed into the file dest
+ * (never whole in memory); answers the sha-256 (hex) of what was written. */
+export async function packDirToFile(local: string, dest: string, exclude: string[] = []): Promise<string> {
+  const { zlib } = await node();
+  const [{ Readable, Transform }, { pipeline }, { createHash }] = await Promise.all([
+    import("node:stream"), import("node:stream/promises"), import("node:crypto"),
+  ]);
+  const fsSync = await import("node:fs");
+  const h = createHash("sha256");
+  const hashing = new Transform({
+    transform(chunk, _enc, done) {
+      h.update(chunk);
+      done(null, chunk);
+    },
+  });
+  await pipeline(Readable.from(tarPieces(local, exclude)), zlib.createGzip(), hashing, fsSync.createWriteStream(dest, { mode: 0o600 }));
+  return h.digest("hex");
+}
+
+const PIECE = 1 << 20;
+
+/** The tar stream of a folder, piece by piece: headers, then each file's
+ * bytes read in pieces and padded, then the two zero blocks of the end. */
+async function* tarPieces(local: string, exclude: string[]): AsyncGenerator<Uint8Array> {
+  const { fs, path } = await node();
   const root = path.resolve(local);
   const st = await fs.stat(root).catch(() => null);
   if (!st || !st.isDirectory()) throw new InvalidArgument(`${local} is not a directory`);
@@ -108,8 +138,7 @@ export async function packDir(local: string, exclude: string[] = []): Promise<Ui
   } catch {
     // none
   }
-  const out: Uint8Array[] = [];
-  const walk = async (dir: string, relDir: string): Promise<void> => {
+  async function* walk(dir: string, relDir: string): AsyncGenerator<Uint8Array> {
     const names = (await fs.readdir(dir)).sort();
     for (const name of names) {
       const rel = relDir ? relDir + "/" + name : name;
@@ -117,6 +146,7 @@ export async function packDir(local: string, exclude: string[] = []): Promise<Ui
       const full = path.join(dir, name);
       const ls = await fs.lstat(full);
       const mtime = ls.mtimeMs / 1000;
+      const out: Uint8Array[] = [];
       if (ls.isSymbolicLink()) {
         const target = await fs.readlink(full);
         const resolved = path.resolve(path.dirname(full), target);
@@ -124,19 +154,36 @@ export async function packDir(local: string, exclude: string[] = []): Promise<Ui
           throw new InvalidArgument(`${rel} is a symlink to ${target}, outside the folder`);
         }
         entry(out, rel, "2", 0o777, mtime, undefined, target);
+        yield* out;
       } else if (ls.isDirectory()) {
         entry(out, rel + "/", "5", ls.mode, mtime);
-        await walk(full, rel);
+        yield* out;
+        yield* walk(full, rel);
       } else if (ls.isFile()) {
-        entry(out, rel, "0", ls.mode, mtime, new Uint8Array(await fs.readFile(full)));
+        entry(out, rel, "0", ls.mode, mtime, undefined, "", ls.size);
+        yield* out;
+        // The header promised ls.size bytes: exactly those are sent, and a
+        // file that shrank meanwhile fails the archive.
+        const fh = await fs.open(full, "r");
+        try {
+          let left = ls.size;
+          while (left > 0) {
+            const buf = new Uint8Array(Math.min(PIECE, left));
+            const { bytesRead } = await fh.read(buf, 0, buf.length, ls.size - left);
+            if (bytesRead === 0) throw new InvalidArgument(`${rel} shrank while it was packed`);
+            left -= bytesRead;
+            yield buf.subarray(0, bytesRead);
+          }
+        } finally {
+          await fh.close();
+        }
+        yield pad(ls.size);
       }
       // other kinds (sockets, devices, fifos) are left out
     }
-  };
-  await walk(root, "");
-  out.push(new Uint8Array(1024));
-  const tar = Buffer.concat(out);
-  return new Uint8Array(zlib.gzipSync(tar));
+  }
+  yield* walk(root, "");
+  yield new Uint8Array(1024);
 }
 
 function readStr(b: Uint8Array, off: number, len: number): string {

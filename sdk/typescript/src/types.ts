@@ -126,3 +126,51 @@ export interface Team {
   name: string;
   [field: string]: any;
 }
+
+/** A stored archive of a folder, kept once per team and sha-256 (hex). */
+export interface Asset {
+  id: string;
+  team_id: string;
+  name: string;
+  size: number;
+  sha256: string;
+  created_at: string;
+  [field: string]: any;
+}
+
+/** A published port of a sandbox. token and link come only in the answer
+ * that created a private preview; the SDK makes path-form URLs absolute. */
+export interface Preview {
+  id: string;
+  sandbox_id: string;
+  port: number;
+  visibility: "private" | "public" | string;
+  wake: boolean;
+  url: string;
+  path_url: string;
+  created_at: string;
+  token?: string;
+  link?: string;
+  [field: string]: any;
+}
+
+/** A template the team may create sandboxes of, and its state. */
+export interface Template {
+  name: string;
+  kind: "managed" | "image" | string;
+  status: "building" | "ready" | "failed" | string;
+  progress?: string;
+  reason?: string;
+  qualified: boolean;
+  self_test?: Record<string, any>;
+  [field: string]: any;
+}
+
+/** The key's own team: its admission flags and limits. */
+export interface TeamMe {
+  team: Team;
+  admin: boolean;
+  admitted: string[];
+  limits: Record<string, any>;
+  [field: string]: any;
+}

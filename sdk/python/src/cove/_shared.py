@@ -4,13 +4,14 @@ its answer is read. Neither does any I/O here."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import fnmatch
 import hashlib
 import json
 import os
 import tarfile
 from dataclasses import dataclass, field
-from typing import IO, Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
+from typing import IO, Any, AsyncIterator, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
 from .errors import DigestMismatch, InvalidArgument
@@ -53,6 +54,10 @@ def esc(s: str) -> str:
 
 def sandbox_path(ref: str) -> str:
     return "/v1/sandboxes/" + esc(ref)
+
+
+def asset_path(asset_id: str) -> str:
+    return "/v1/assets/" + esc(asset_id)
 
 
 def command_path(ref: str, cid: str) -> str:
@@ -109,6 +114,87 @@ def check_digest(path: str, data: bytes, header: str) -> bytes:
     if got != want:
         raise DigestMismatch(f"download of {path}: the bytes' sha-256 is not the one the server announced")
     return got
+
+
+def format_digest(digest: bytes) -> str:
+    return "sha-256=:" + base64.b64encode(digest).decode() + ":"
+
+
+class DigestCheck:
+    """Hashes a download as it goes; ``check()`` at its end compares with
+    the Repr-Digest the server announced."""
+
+    def __init__(self, what: str, header: str) -> None:
+        self.what = what
+        self.want = parse_digest(header or "")
+        if self.want is None:
+            raise DigestMismatch(f"download of {what} has no sha-256 Repr-Digest; refusing unchecked bytes")
+        self.h = hashlib.sha256()
+
+    def update(self, b: bytes) -> None:
+        self.h.update(b)
+
+    def check(self) -> bytes:
+        got = self.h.digest()
+        if got != self.want:
+            raise DigestMismatch(f"download of {self.what}: the bytes' sha-256 is not the one the server announced")
+        return got
+
+
+AssetData = Union[bytes, bytearray, memoryview, IO[bytes], Iterable[bytes]]
+
+
+@contextlib.contextmanager
+def digested_body(data: AssetData) -> Iterator[Tuple[Union[bytes, IO[bytes]], str]]:
+    """An archive upload's body and its Repr-Digest, so that the server
+    checks the bytes it stores: bytes as they are; a seekable binary file
+    hashed first, then sent from where it stood; any other stream (a pipe,
+    an iterable of bytes) copied into a temporary file while hashed. Files
+    are sent in pieces, never read whole into memory."""
+    import tempfile
+
+    if isinstance(data, str):
+        raise InvalidArgument("an asset is an archive's bytes: pass bytes or a binary file, "
+                              "or use create_asset_from_file / create_asset_from_dir for a path")
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        b = bytes(data)
+        yield b, repr_digest(b)
+        return
+    read = getattr(data, "read", None)
+    seekable = getattr(data, "seekable", None)
+    if callable(read) and callable(seekable) and seekable():
+        f: IO[bytes] = data  # type: ignore[assignment]
+        start = f.tell()
+        h = hashlib.sha256()
+        for b in chunks(f):
+            h.update(b)
+        f.seek(start)
+        yield f, format_digest(h.digest())
+        return
+    pieces: Iterable[bytes] = chunks(data) if callable(read) else data  # type: ignore[arg-type]
+    with tempfile.TemporaryFile() as tmp:
+        h = hashlib.sha256()
+        for b in pieces:
+            h.update(b)
+            tmp.write(b)
+        tmp.seek(0)
+        yield tmp, format_digest(h.digest())
+
+
+def asset_req(name: Optional[str], body: Any, digest: str) -> Req:
+    return Req("POST", "/v1/assets", {"name": name} if name else {}, content=body,
+               headers={"Content-Type": "application/gzip", "Repr-Digest": digest})
+
+
+def abs_preview(base: str, d: Any) -> Any:
+    """A preview's path-form URLs (the server answers them relative: it
+    does not know the address its clients use) made absolute on base."""
+    if isinstance(d, dict):
+        for k in ("url", "path_url", "link"):
+            v = d.get(k)
+            if isinstance(v, str) and v.startswith("/"):
+                d[k] = base + v
+    return d
 
 
 def version_of(etag: str) -> str:
@@ -268,6 +354,18 @@ def chunks(f: IO[bytes], size: int = 1 << 20) -> Iterator[bytes]:
     """A file's bytes in pieces, to stream a request body."""
     while True:
         b = f.read(size)
+        if not b:
+            return
+        yield b
+
+
+async def achunks(f: IO[bytes], size: int = 1 << 20) -> AsyncIterator[bytes]:
+    """A file's bytes in pieces, to stream an asyncio request body (the
+    reads run in a thread, so the loop is not held by the disk)."""
+    import asyncio
+
+    while True:
+        b = await asyncio.to_thread(f.read, size)
         if not b:
             return
         yield b

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import IO, Any, AsyncIterator, Dict, List, Mapping, Optional, Sequence, Union
 
 import httpx
@@ -11,7 +12,7 @@ from . import _shared as sh
 from ._attach import AsyncAttachment
 from .client import STREAM_RETRIES
 from .errors import CoveError, NotFound, error_from
-from .models import Chunk, CommandInfo, CommandResult, Event, FileContent, FileEntry, Page, Sandbox
+from .models import Asset, Chunk, CommandInfo, CommandResult, Event, FileContent, FileEntry, Page, Sandbox
 
 Data = Union[bytes, str, IO[bytes]]
 
@@ -141,6 +142,74 @@ class AsyncClient:
                 if failures > STREAM_RETRIES:
                     raise
                 await asyncio.sleep(min(0.1 * 2 ** failures, 5))
+
+    # -- assets --
+
+    async def create_asset(self, data: sh.AssetData, *, name: Optional[str] = None) -> Asset:
+        """See Client.create_asset; files are hashed and read in a thread."""
+        cm = sh.digested_body(data)
+        body, digest = await asyncio.to_thread(cm.__enter__)
+        with contextlib.ExitStack() as stack:
+            stack.push(cm)  # entered above, in the thread; left here
+            content = body if isinstance(body, bytes) else sh.achunks(body)
+            return Asset.from_dict(await self._json(sh.asset_req(name, content, digest)))
+
+    async def create_asset_from_file(self, path: str, *, name: Optional[str] = None) -> Asset:
+        with open(path, "rb") as f:
+            return await self.create_asset(f, name=name)
+
+    async def create_asset_from_dir(self, local: str, *, name: Optional[str] = None,
+                                    exclude: Sequence[str] = ()) -> Asset:
+        with await asyncio.to_thread(sh.pack_dir, local, exclude) as f:
+            return await self.create_asset(f, name=name)
+
+    async def get_asset(self, asset_id: str) -> Asset:
+        return Asset.from_dict(await self._json(sh.Req("GET", sh.asset_path(asset_id))))
+
+    async def list_assets(self, limit: int = 100) -> AsyncIterator[Asset]:
+        cursor = ""
+        while True:
+            page = await self.list_assets_page(limit=limit, cursor=cursor)
+            for a in page.items:
+                yield a
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    async def list_assets_page(self, limit: int = 100, cursor: str = "") -> Page:
+        params: Dict[str, Any] = {"limit": limit}
+        if cursor:
+            params["cursor"] = cursor
+        d = await self._json(sh.Req("GET", "/v1/assets", params))
+        return Page([Asset.from_dict(x) for x in d.get("items") or []], d.get("next_cursor", "") or "")
+
+    async def read_asset(self, asset_id: str) -> bytes:
+        resp = await self._send(sh.Req("GET", sh.asset_path(asset_id) + "/content"))
+        sh.check_digest(asset_id, resp.content, resp.headers.get("Repr-Digest", ""))
+        return resp.content
+
+    async def download_asset(self, asset_id: str, local: str) -> None:
+        import os
+
+        resp = await self._send(sh.Req("GET", sh.asset_path(asset_id) + "/content"), stream=True)
+        try:
+            check = sh.DigestCheck(asset_id, resp.headers.get("Repr-Digest", ""))
+            with open(local, "wb") as f:
+                async for b in resp.aiter_bytes():
+                    check.update(b)
+                    f.write(b)
+            check.check()
+        except BaseException:
+            try:
+                os.remove(local)
+            except OSError:
+                pass
+            raise
+        finally:
+            await resp.aclose()
+
+    async def delete_asset(self, asset_id: str) -> None:
+        await self._json(sh.Req("DELETE", sh.asset_path(asset_id)))
 
     async def put_secret(self, name: str, value: str) -> Dict[str, Any]:
         return await self._json(sh.Req("PUT", "/v1/secrets/" + sh.esc(name), json={"value": value}))
@@ -281,11 +350,16 @@ class AsyncSandbox:
         return await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/usage"))
 
     async def preview(self, port: int, visibility: str = "private", wake: bool = False) -> Dict[str, Any]:
-        return await self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/previews",
-                                          json={"port": port, "visibility": visibility, "wake": wake}))
+        return sh.abs_preview(self._c.url, await self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/previews",
+                                                                      json={"port": port, "visibility": visibility, "wake": wake})))
 
     async def previews(self) -> List[Dict[str, Any]]:
-        return (await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/previews"))).get("items") or []
+        items = (await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/previews"))).get("items") or []
+        return [sh.abs_preview(self._c.url, p) for p in items]
+
+    async def save_asset(self, path: str, name: Optional[str] = None) -> Asset:
+        body = sh.drop_none({"path": path, "name": name})
+        return Asset.from_dict(await self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/assets", json=body)))
 
     async def delete_preview(self, preview_id: str) -> None:
         await self._c._json(sh.Req("DELETE", sh.sandbox_path(self.id) + "/previews/" + sh.esc(preview_id)))
@@ -463,10 +537,14 @@ class AsyncFiles:
         await self._c._json(sh.Req("DELETE", self._base, params))
 
     async def upload_dir(self, local: str, path: str, exclude: Sequence[str] = ()) -> Dict[str, Any]:
-        with sh.pack_dir(local, exclude) as f:
-            body = f.read()
-        return await self._c._json(sh.Req("PUT", self._base + "/archive", {"path": path}, content=body,
-                                          headers={"Content-Type": "application/gzip"}))
+        with await asyncio.to_thread(sh.pack_dir, local, exclude) as f:
+            cm = sh.digested_body(f)
+            body, digest = await asyncio.to_thread(cm.__enter__)
+            with contextlib.ExitStack() as stack:
+                stack.push(cm)  # entered above, in the thread; left here
+                return await self._c._json(sh.Req("PUT", self._base + "/archive", {"path": path},
+                                                  content=sh.achunks(body),
+                                                  headers={"Content-Type": "application/gzip", "Repr-Digest": digest}))
 
     async def download_dir(self, path: str, local: str) -> None:
         import tempfile

@@ -11,7 +11,7 @@ import httpx
 from . import _shared as sh
 from ._attach import SyncAttachment
 from .errors import CoveError, NotFound, error_from
-from .models import Chunk, CommandInfo, CommandResult, Event, FileContent, FileEntry, Page, Sandbox
+from .models import Asset, Chunk, CommandInfo, CommandResult, Event, FileContent, FileEntry, Page, Sandbox
 
 Data = Union[bytes, str, IO[bytes]]
 
@@ -162,6 +162,81 @@ class Client:
                 if failures > STREAM_RETRIES:
                     raise
                 time.sleep(min(0.1 * 2 ** failures, 5))
+
+    # -- assets --
+
+    def create_asset(self, data: sh.AssetData, *, name: Optional[str] = None) -> Asset:
+        """Store an archive (tar or tar.gz: bytes, a binary file or an
+        iterable of bytes) as an asset of the team. Files are streamed, with
+        their sha-256 sent as Repr-Digest for the server to check. The same
+        bytes are kept once: a second upload answers the existing asset."""
+        with sh.digested_body(data) as (body, digest):
+            content = body if isinstance(body, bytes) else sh.chunks(body)
+            return Asset.from_dict(self._json(sh.asset_req(name, content, digest)))
+
+    def create_asset_from_file(self, path: str, *, name: Optional[str] = None) -> Asset:
+        """Store a local tar or tar.gz file as an asset, streamed."""
+        with open(path, "rb") as f:
+            return self.create_asset(f, name=name)
+
+    def create_asset_from_dir(self, local: str, *, name: Optional[str] = None,
+                              exclude: Sequence[str] = ()) -> Asset:
+        """Store a local folder as an asset (tar.gz: modes, symlinks inside
+        it and empty directories kept; ``exclude`` patterns and a
+        .coveignore file honoured), packed into a temporary file and
+        streamed."""
+        with sh.pack_dir(local, exclude) as f:
+            return self.create_asset(f, name=name)
+
+    def get_asset(self, asset_id: str) -> Asset:
+        return Asset.from_dict(self._json(sh.Req("GET", sh.asset_path(asset_id))))
+
+    def list_assets(self, limit: int = 100) -> Iterator[Asset]:
+        """Every asset of the team, page after page."""
+        cursor = ""
+        while True:
+            page = self.list_assets_page(limit=limit, cursor=cursor)
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def list_assets_page(self, limit: int = 100, cursor: str = "") -> Page:
+        params: Dict[str, Any] = {"limit": limit}
+        if cursor:
+            params["cursor"] = cursor
+        d = self._json(sh.Req("GET", "/v1/assets", params))
+        return Page([Asset.from_dict(x) for x in d.get("items") or []], d.get("next_cursor", "") or "")
+
+    def read_asset(self, asset_id: str) -> bytes:
+        """An asset's bytes, checked against the server's sha-256
+        (DigestMismatch otherwise)."""
+        resp = self._send(sh.Req("GET", sh.asset_path(asset_id) + "/content"))
+        sh.check_digest(asset_id, resp.content, resp.headers.get("Repr-Digest", ""))
+        return resp.content
+
+    def download_asset(self, asset_id: str, local: str) -> None:
+        """Stream an asset's bytes into the file local, checked against the
+        server's sha-256; on a mismatch the file is removed and
+        DigestMismatch raised."""
+        import os
+
+        with self._stream(sh.Req("GET", sh.asset_path(asset_id) + "/content")) as resp:
+            check = sh.DigestCheck(asset_id, resp.headers.get("Repr-Digest", ""))
+            try:
+                with open(local, "wb") as f:
+                    for b in resp.iter_bytes():
+                        check.update(b)
+                        f.write(b)
+                check.check()
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.remove(local)
+                raise
+
+    def delete_asset(self, asset_id: str) -> None:
+        """Delete an asset; sandboxes made from it keep their files."""
+        self._json(sh.Req("DELETE", sh.asset_path(asset_id)))
 
     # -- secrets --
 
@@ -330,15 +405,25 @@ class SandboxHandle:
     # -- previews --
 
     def preview(self, port: int, visibility: str = "private", wake: bool = False) -> Dict[str, Any]:
-        """Publish a port over HTTP: {id, url, path_url, token, link}."""
-        return self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/previews",
-                                    json={"port": port, "visibility": visibility, "wake": wake}))
+        """Publish a port over HTTP: {id, url, path_url, token, link}; the
+        path-form URLs are made absolute on the client's URL."""
+        return sh.abs_preview(self._c.url, self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/previews",
+                                                                json={"port": port, "visibility": visibility, "wake": wake})))
 
     def previews(self) -> List[Dict[str, Any]]:
-        return self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/previews")).get("items") or []
+        items = self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/previews")).get("items") or []
+        return [sh.abs_preview(self._c.url, p) for p in items]
 
     def delete_preview(self, preview_id: str) -> None:
         self._c._json(sh.Req("DELETE", sh.sandbox_path(self.id) + "/previews/" + sh.esc(preview_id)))
+
+    # -- assets --
+
+    def save_asset(self, path: str, name: Optional[str] = None) -> Asset:
+        """Save a folder of the sandbox as an asset of the team (the same
+        bytes as an existing asset answer that one)."""
+        body = sh.drop_none({"path": path, "name": name})
+        return Asset.from_dict(self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/assets", json=body)))
 
     # -- commands --
 
@@ -525,10 +610,11 @@ class Files:
 
     def upload_dir(self, local: str, path: str, exclude: Sequence[str] = ()) -> Dict[str, Any]:
         """Send a local folder into path (tar.gz), keeping modes, symlinks
-        inside it and empty directories."""
-        with sh.pack_dir(local, exclude) as f:
-            return self._c._json(sh.Req("PUT", self._base + "/archive", {"path": path}, content=sh.chunks(f),
-                                        headers={"Content-Type": "application/gzip"}))
+        inside it and empty directories; packed into a temporary file, then
+        streamed with its sha-256 for the server to check."""
+        with sh.pack_dir(local, exclude) as f, sh.digested_body(f) as (body, digest):
+            return self._c._json(sh.Req("PUT", self._base + "/archive", {"path": path}, content=sh.chunks(body),
+                                        headers={"Content-Type": "application/gzip", "Repr-Digest": digest}))
 
     def download_dir(self, path: str, local: str) -> None:
         """Fetch a folder of the sandbox into local."""

@@ -149,6 +149,32 @@ class Event:
 
 
 @dataclass
+class Asset:
+    """A stored archive of a folder, kept once per team and sha-256 (hex)."""
+
+    id: str
+    name: str
+    size: int
+    sha256: str
+    created_at: str
+    team_id: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "Asset":
+        return cls(
+            id=d.get("id", ""), name=d.get("name", "") or "", size=d.get("size", 0) or 0,
+            sha256=d.get("sha256", "") or "", created_at=d.get("created_at", "") or "",
+            team_id=d.get("team_id", "") or "", raw=d,
+        )
+
+    def source(self) -> Dict[str, str]:
+        """The ``source`` of a sandbox that starts from this asset:
+        ``client.create(source=asset.source())``."""
+        return {"type": "asset", "asset_id": self.id}
+
+
+@dataclass
 class Page:
     """One page of a list, and the cursor of the next ("" at the end)."""
 
