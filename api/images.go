@@ -43,8 +43,9 @@ type ImageConfig struct {
 	Labels     map[string]string `json:"labels"`
 	// UID and GID are the account User names, which commands run as
 	// unless they ask for root.
-	UID int `json:"uid"`
-	GID int `json:"gid"`
+	UID  int    `json:"uid"`
+	GID  int    `json:"gid"`
+	Home string `json:"home"`
 	// Shell runs a command string ([] when the image has no shell: only
 	// argv runs).
 	Shell []string `json:"shell"`

@@ -85,6 +85,22 @@ func (im *Importer) Import(ctx context.Context, r io.Reader) (_ image.Image, cre
 	return img, created, nil
 }
 
+// ImportImage is Import in the control plane's terms (server.ImageImporter).
+func (im *Importer) ImportImage(ctx context.Context, r io.Reader) (api.Image, bool, error) {
+	img, created, err := im.Import(ctx, r)
+	if err != nil {
+		return api.Image{}, false, err
+	}
+	c := img.Config
+	return api.Image{Digest: c.Digest, SizeBytes: c.SizeBytes, Config: api.ImageConfig{
+		Env: c.Env, WorkingDir: c.WorkingDir, User: c.User, Entrypoint: c.Entrypoint, Cmd: c.Cmd, Labels: c.Labels,
+		UID: c.UID, GID: c.GID, Home: c.Home, Shell: nonNil(img.Shell),
+	}}, created, nil
+}
+
+// RemoveImage is Remove for the control plane.
+func (im *Importer) RemoveImage(ctx context.Context, digest string) error { return im.Remove(ctx, digest) }
+
 // Load returns the stored image of digest ("sha256:…").
 func (im *Importer) Load(digest string) (image.Image, error) {
 	return image.Load(im.imagesDir, image.DirName(digest))
