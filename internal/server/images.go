@@ -78,7 +78,7 @@ func (s *Server) setImage(img api.Image, gone bool) {
 	s.images.mu.Lock()
 	defer s.images.mu.Unlock()
 	if gone {
-		s.setImage(img, true)
+		delete(s.images.byName, img.Name)
 	} else {
 		s.images.byName[img.Name] = img
 	}
