@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -407,4 +408,29 @@ func TestImageDefaultsAndLifecycle(t *testing.T) {
 	if _, err := c.GetImage(ctx, img.ID); api.ErrorCode(err) != api.CodeNotFound {
 		t.Errorf("GET after DELETE: %v", err)
 	}
+}
+
+// TestImageSurvivesRestart: after cove serve restarts, a running sandbox
+// of an imported image keeps running its commands as the image's user, a
+// new sandbox of it starts, and the image still cannot be deleted while
+// they live (the control plane reloads its images at Recover).
+func TestImageSurvivesRestart(t *testing.T) {
+	s := startServer(t)
+	c, _ := s.team(t, "restart", imagesAdmission)
+	img := it.Image(t, v1.Config{User: "app", Env: []string{"PATH=/bin"}},
+		it.Busybox(t, false, "app:x:1234:1234:app:/home/app:/bin/sh\n", "app:x:1234:\n"))
+	got := mustImport(t, c, "restart-"+e2etest.RunID(), archive(t, img, true), nil)
+	sb := e2etest.Create(t, c, api.CreateSandboxRequest{Template: got.Name})
+
+	s.Stop(syscall.SIGTERM)
+	s.Start()
+
+	if out := e2etest.MustOK(t, c, sb.ID, "id -u; echo $USER"); out != "1234\napp\n" {
+		t.Errorf("after restart: %q", out)
+	}
+	sb2 := e2etest.Create(t, c, api.CreateSandboxRequest{Template: got.Name})
+	if out := e2etest.MustOK(t, c, sb2.ID, "id -u"); out != "1234\n" {
+		t.Errorf("new sandbox after restart: %q", out)
+	}
+	wantCode(t, c.DeleteImage(t.Context(), got.ID), api.CodeConflict, "terminate them first")
 }
