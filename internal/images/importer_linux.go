@@ -99,7 +99,9 @@ func (im *Importer) ImportImage(ctx context.Context, r io.Reader) (api.Image, bo
 }
 
 // RemoveImage is Remove for the control plane.
-func (im *Importer) RemoveImage(ctx context.Context, digest string) error { return im.Remove(ctx, digest) }
+func (im *Importer) RemoveImage(ctx context.Context, digest string) error {
+	return im.Remove(ctx, digest)
+}
 
 // Load returns the stored image of digest ("sha256:…").
 func (im *Importer) Load(digest string) (image.Image, error) {

@@ -425,6 +425,26 @@ func (s *Server) useImage(ctx context.Context, teamID string, req *api.CreateSan
 	return &img, s.images.use.RUnlock, nil
 }
 
+// defaultUser is the account of a sandbox's default user: an imported
+// image's own user, else "user".
+func (s *Server) defaultUser(sb api.Sandbox) node.User {
+	if img, ok := s.image(sb.Template); ok {
+		c := img.Config
+		return node.User{UID: c.UID, GID: c.GID, Home: c.Home}
+	}
+	return node.Users["user"]
+}
+
+// fileOwnerIn is fileOwner in sandbox sb: the default user ("" or
+// "user") of an imported image's sandbox is the image's user.
+func (s *Server) fileOwnerIn(sb api.Sandbox, user string, uid, gid int) (int, int) {
+	if user == "" || user == "user" {
+		u := s.defaultUser(sb)
+		return u.UID, u.GID
+	}
+	return uid, gid
+}
+
 // checkImageLimits refuses resources beyond an image's maximum.
 func checkImageLimits(img *api.Image, res api.Resources) error {
 	if img == nil || img.Limits.MaxResources == nil {

@@ -199,6 +199,13 @@ func TestImportedImagesRun(t *testing.T) {
 		if out := e2etest.MustOK(t, c, sb.ID, "id -u", e2etest.AsRoot); out != "0\n" {
 			t.Errorf("as root: %q", out)
 		}
+		// The file API writes as the image's user too.
+		if _, err := c.WriteFile(t.Context(), sb.ID, "/srv/app/from-api", strings.NewReader("x")); err != nil {
+			t.Fatal(err)
+		}
+		if out := e2etest.MustOK(t, c, sb.ID, "stat -c %u:%g from-api"); out != "1234:1234\n" {
+			t.Errorf("a file written through the API belongs to %q; want 1234:1234", out)
+		}
 
 		// Imported again under another name: the same tree.
 		again := mustImport(t, c, "app-again-"+e2etest.RunID(), path, nil)
