@@ -64,6 +64,7 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.StringVar(&o.cfg.DataDir, "data-dir", def.DataDir, "data directory")
 	f.StringVar(&o.cfg.ImagesDir, "images-dir", def.ImagesDir, "images directory (default <data-dir>/images)")
 	f.BoolVar(&o.cfg.BuildManaged, "build-managed", def.BuildManaged, "build the managed image if it is missing (in the background: the API serves at once)")
+	f.Int64Var(&o.cfg.ImageMaxMiB, "image-max-mib", def.ImageMaxMiB, "largest image archive `cove images import` takes, in MiB (its unpacked files may take 4 times that)")
 	f.StringVar(&o.cfg.ManagedBuilder, "managed-builder", def.ManagedBuilder, "builder of the managed image: debootstrap, or busybox (tests: a stand-in that waits while <images-dir>/.managed.hold exists)")
 	f.MarkHidden("managed-builder")
 	f.StringVar(&o.cfg.Server.DefaultTemplate, "default-template", def.Server.DefaultTemplate, "template of sandboxes that name none")

@@ -128,5 +128,10 @@ func (s *Server) TeamMe(ctx context.Context, p Principal) (api.TeamMe, error) {
 
 // templateAdmission is the flag a template needs: every template the
 // server ships (the managed image and the images in its images dir) is a
-// managed environment.
-func (s *Server) templateAdmission(tmpl string) string { return admitManaged }
+// managed environment; an imported image needs custom_images.
+func (s *Server) templateAdmission(tmpl string) string {
+	if _, ok := s.image(tmpl); ok {
+		return admitImages
+	}
+	return admitManaged
+}

@@ -214,7 +214,7 @@ func (s *Server) extractAsset(ctx context.Context, sb *api.Sandbox) error {
 		return err
 	}
 	defer rc.Close()
-	owner := node.Users["user"]
+	owner := s.defaultUser(*sb)
 	if _, err := s.node.WriteArchive(ctx, sb.ID, node.ArchiveSpec{Path: sb.Workdir, UID: owner.UID, GID: owner.GID}, rc); err != nil {
 		return fmt.Errorf("extract asset %s: %w", a.ID, err)
 	}

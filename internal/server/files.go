@@ -160,6 +160,7 @@ func (s *Server) WriteFile(ctx context.Context, t FileTarget, req WriteFileReque
 	if err != nil {
 		return api.FileEntry{}, false, err
 	}
+	uid, gid = s.fileOwnerIn(sb, req.User, uid, gid)
 	spec := node.WriteSpec{
 		Path: p, UID: uid, GID: gid, Chown: explicit, Mode: mode,
 		IfMatch: req.IfMatch, IfNoneMatch: req.IfNoneMatch, SHA256: req.SHA256,
@@ -204,6 +205,7 @@ func (s *Server) Mkdir(ctx context.Context, t FileTarget, req api.MkdirRequest, 
 	if err != nil {
 		return api.FileEntry{}, err
 	}
+	uid, gid = s.fileOwnerIn(sb, user, uid, gid)
 	return s.node.Mkdir(ctx, sb.ID, node.MkdirSpec{Path: p, UID: uid, GID: gid})
 }
 
@@ -222,6 +224,7 @@ func (s *Server) MoveFile(ctx context.Context, t FileTarget, req api.MoveRequest
 	if err != nil {
 		return api.FileEntry{}, err
 	}
+	uid, gid = s.fileOwnerIn(sb, user, uid, gid)
 	return s.node.MoveFile(ctx, sb.ID, node.MoveSpec{From: from, To: to, Overwrite: req.Overwrite, UID: uid, GID: gid})
 }
 
@@ -263,6 +266,7 @@ func (s *Server) WriteArchive(ctx context.Context, t FileTarget, req ArchiveUplo
 	if err != nil {
 		return api.ArchiveResult{}, err
 	}
+	uid, gid = s.fileOwnerIn(sb, req.User, uid, gid)
 	cr := &checkedReader{r: body, h: sha256.New(), max: math.MaxInt64, want: req.SHA256, trailer: req.Trailer}
 	res, err := s.node.WriteArchive(ctx, sb.ID, node.ArchiveSpec{Path: p, UID: uid, GID: gid}, cr)
 	if cr.err != nil {

@@ -304,7 +304,7 @@ func (s *Server) receiveUpload(ctx context.Context, sb *api.Sandbox, u *uploadRe
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 	cr := &checkedReader{r: u.body, h: sha256.New(), max: s.cfg.MaxSourceBytes, want: u.sha256, trailer: u.trailer}
-	owner := node.Users["user"]
+	owner := s.defaultUser(*sb)
 	res, err := s.node.WriteArchive(uctx, sb.ID, node.ArchiveSpec{Path: sb.Workdir, UID: owner.UID, GID: owner.GID}, cr)
 	if cr.err != nil {
 		// The archive was refused at its end: the agent extracted nothing.
@@ -540,7 +540,7 @@ func (s *Server) cloneGit(ctx context.Context, sb *api.Sandbox) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
-	owner := node.Users["user"]
+	owner := s.defaultUser(*sb)
 	commit, err := s.node.CloneGit(ctx, sb.ID, node.GitSpec{
 		URL: src.URL, Ref: src.Ref, Depth: src.Depth, Token: token,
 		Path: sb.Workdir, UID: owner.UID, GID: owner.GID,

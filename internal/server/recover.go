@@ -14,6 +14,9 @@ import (
 // store does not know as live are removed. Nothing is left orphaned or
 // silently forgotten.
 func (s *Server) Recover(ctx context.Context) error {
+	if err := s.loadImages(ctx); err != nil {
+		return fmt.Errorf("load images: %w", err)
+	}
 	live, err := s.store.ListSandboxes(ctx, store.SandboxFilter{States: []api.SandboxState{
 		api.StateCreating, api.StateSettingUp, api.StateRunning, api.StateSleeping,
 		api.StateWaking, api.StateTerminating,

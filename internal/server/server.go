@@ -60,6 +60,9 @@ type Server struct {
 	links       previewLinks
 	// tmplStates is set before serving, then only read.
 	tmplStates TemplateStates
+	// importer is set before serving, then only read; nil: no images.
+	importer ImageImporter
+	images   imageSet
 }
 
 // sandboxOps serializes the life-cycle steps of one sandbox.
@@ -178,8 +181,16 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 	if err := scoped(teamID); err != nil {
 		return api.Sandbox{}, err
 	}
+	img, release, err := s.useImage(ctx, teamID, &req)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	defer release()
 	sb, err := s.newSandbox(teamID, req)
 	if err != nil {
+		return api.Sandbox{}, err
+	}
+	if err := checkImageLimits(img, sb.Resources); err != nil {
 		return api.Sandbox{}, err
 	}
 	if err := s.requireAdmission(ctx, teamID, s.templateAdmission(sb.Template)); err != nil {
@@ -270,7 +281,7 @@ func (s *Server) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sa
 	if tmpl == "" {
 		tmpl = s.cfg.DefaultTemplate
 	}
-	if !slices.Contains(s.cfg.Templates, tmpl) {
+	if _, isImage := s.image(tmpl); !slices.Contains(s.cfg.Templates, tmpl) && !isImage {
 		return api.Sandbox{}, invalid("template %q does not exist; use %q", tmpl, s.cfg.DefaultTemplate)
 	}
 	res, err := s.cfg.resolveResources(req.Resources)

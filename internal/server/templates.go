@@ -78,6 +78,17 @@ func (s *Server) ListTemplates(ctx context.Context, teamID string) (api.List[api
 		}
 		items = append(items, tmpl)
 	}
+	if s.importer != nil && hasAdmission(adm, admitImages) {
+		imgs, err := s.store.ListImages(ctx)
+		if err != nil {
+			return api.List[api.Template]{}, err
+		}
+		for _, img := range imgs {
+			if imageVisible(t, img) {
+				items = append(items, api.Template{Name: img.Name, Kind: "image", Status: api.TemplateReady, Qualified: true})
+			}
+		}
+	}
 	return api.List[api.Template]{Items: items}, nil
 }
 

@@ -31,6 +31,9 @@ type Config struct {
 	// "busybox", a small stand-in for tests of the build's life that
 	// waits while <ImagesDir>/.managed.hold exists.
 	ManagedBuilder string
+	// ImageMaxMiB bounds an imported image: its uploaded archive, and its
+	// unpacked files four times that. Default 8192.
+	ImageMaxMiB int64
 	// AgentPath is the cove-agent binary; "" is cove-agent beside the
 	// running executable.
 	AgentPath string
@@ -128,6 +131,7 @@ func DefaultConfig() Config {
 		DataDir:               "/var/lib/cove",
 		BuildManaged:          true,
 		ManagedBuilder:        "debootstrap",
+		ImageMaxMiB:           8192,
 		RuncPath:              "runc",
 		CgroupParent:          "/cove",
 		OutputMaxBytes:        4 << 30,

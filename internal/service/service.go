@@ -23,6 +23,7 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/console"
 	"github.com/cove-dev/cove/internal/httpapi"
+	"github.com/cove-dev/cove/internal/images"
 	"github.com/cove-dev/cove/internal/node/image"
 	"github.com/cove-dev/cove/internal/node/local"
 	"github.com/cove-dev/cove/internal/node/runtime"
@@ -144,8 +145,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return err
 	}
 	srv.SetAssetBlobs(blobs)
+	importer, err := images.NewImporter(cfg.ImagesDir, images.Policy{MaxBytes: 4 * cfg.ImageMaxMiB << 20}, cfg.ImageMaxMiB<<20, log.With("component", "images"))
+	if err != nil {
+		return err
+	}
+	srv.SetImages(importer)
 	nodeCfg := local.Config{
 		Templates:             templates,
+		ImagesDir:             cfg.ImagesDir,
 		OutputDir:             filepath.Join(cfg.DataDir, "output"),
 		OutputMaxBytes:        cfg.OutputMaxBytes,
 		SandboxOutputMaxBytes: cfg.SandboxOutputMaxBytes,

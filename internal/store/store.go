@@ -20,6 +20,7 @@ type Store interface {
 	Assets
 	Previews
 	Admissions
+	Images
 
 	// Teams and keys.
 	CreateTeam(ctx context.Context, t api.Team) error

@@ -76,6 +76,11 @@ var operations = map[string]string{
 	"deletePreview":    "DeletePreview",
 	"listTemplates":    "Templates",
 	"teamMe":           "Admission",
+	"importImage":      "ImportImage",
+	"listImages":       "Images",
+	"getImage":         "GetImage",
+	"updateImage":      "UpdateImage",
+	"deleteImage":      "DeleteImage",
 }
 
 // notOffered names operations the Go SDK leaves out on purpose, and why.

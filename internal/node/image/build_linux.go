@@ -28,24 +28,95 @@ import (
 func ensure(ctx context.Context, imagesDir, name string, log *slog.Logger,
 	build func(ctx context.Context, rootfs string) (shell []string, err error),
 ) (Image, error) {
-	if err := checkName(name); err != nil {
-		return Image{}, err
+	var fill func(ctx context.Context, rootfs string) (Image, error)
+	if build != nil {
+		fill = func(ctx context.Context, rootfs string) (Image, error) {
+			shell, err := build(ctx, rootfs)
+			return Image{Shell: shell}, err
+		}
 	}
-	if img, err := Load(imagesDir, name); !errors.Is(err, ErrNotFound) {
-		return img, err
+	img, _, err := makeImage(ctx, imagesDir, name, "."+name+".lock", log, fill)
+	return img, err
+}
+
+// importLock is the lock file of imported images: one for them all, made
+// when the images dir is opened for imports (PrepareImports), so that an
+// import that fails leaves the images dir as it found it.
+const importLock = ".imports.lock"
+
+// PrepareImports makes the images dir ready for Import.
+func PrepareImports(imagesDir string) error {
+	dir, err := formatRoot(imagesDir)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, importLock), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// Import returns the imported image called name under imagesDir, making
+// it with fill when it is absent (created then reports true). fill fills
+// rootfs (an empty directory) and returns the image's shell and config.
+// Importers of the same image are serialized; the tree is made beside its
+// final place and renamed into place complete.
+func Import(ctx context.Context, imagesDir, name string, log *slog.Logger,
+	fill func(ctx context.Context, rootfs string) (Image, error),
+) (_ Image, created bool, _ error) {
+	return makeImage(ctx, imagesDir, name, importLock, log, fill)
+}
+
+// Remove deletes the imported image called name under imagesDir, if it
+// exists.
+// The caller makes sure that no sandbox uses it.
+func Remove(ctx context.Context, imagesDir, name string) error {
+	if err := checkName(name); err != nil {
+		return err
 	}
 	dir, err := formatRoot(imagesDir)
 	if err != nil {
-		return Image{}, fmt.Errorf("build image %s: %w", name, err)
+		return fmt.Errorf("remove image %s: %w", name, err)
 	}
-	unlock, err := lock(ctx, filepath.Join(dir, "."+name+".lock"))
+	unlock, err := lock(ctx, filepath.Join(dir, importLock))
 	if err != nil {
-		return Image{}, fmt.Errorf("build image %s: %w", name, err)
+		return fmt.Errorf("remove image %s: %w", name, err)
+	}
+	defer unlock()
+	// Renamed away first, so that Load never finds half a tree.
+	final := filepath.Join(dir, name)
+	gone := filepath.Join(dir, "."+name+".tmp-removed")
+	if err := os.Rename(final, gone); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove image %s: %w", name, err)
+	}
+	if err := removeTree(gone); err != nil {
+		return fmt.Errorf("remove image %s: %w", name, err)
+	}
+	return nil
+}
+
+func makeImage(ctx context.Context, imagesDir, name, lockName string, log *slog.Logger,
+	build func(ctx context.Context, rootfs string) (Image, error),
+) (Image, bool, error) {
+	if err := checkName(name); err != nil {
+		return Image{}, false, err
+	}
+	if img, err := Load(imagesDir, name); !errors.Is(err, ErrNotFound) {
+		return img, false, err
+	}
+	dir, err := formatRoot(imagesDir)
+	if err != nil {
+		return Image{}, false, fmt.Errorf("build image %s: %w", name, err)
+	}
+	unlock, err := lock(ctx, filepath.Join(dir, lockName))
+	if err != nil {
+		return Image{}, false, fmt.Errorf("build image %s: %w", name, err)
 	}
 	defer unlock()
 	// Someone else may have built it while we waited for the lock.
 	if img, err := Load(imagesDir, name); !errors.Is(err, ErrNotFound) {
-		return img, err
+		return img, false, err
 	}
 
 	final := filepath.Join(dir, name)
@@ -58,13 +129,13 @@ func ensure(ctx context.Context, imagesDir, name string, log *slog.Logger,
 	for _, d := range stale {
 		log.Info("removing incomplete image", "dir", d)
 		if err := removeTree(d); err != nil {
-			return Image{}, fmt.Errorf("build image %s: %w", name, err)
+			return Image{}, false, fmt.Errorf("build image %s: %w", name, err)
 		}
 	}
 
 	tmp, err := os.MkdirTemp(dir, "."+name+".tmp-")
 	if err != nil {
-		return Image{}, fmt.Errorf("build image %s: %w", name, err)
+		return Image{}, false, fmt.Errorf("build image %s: %w", name, err)
 	}
 	done := false
 	defer func() {
@@ -75,41 +146,42 @@ func ensure(ctx context.Context, imagesDir, name string, log *slog.Logger,
 		}
 	}()
 	if err := os.Chmod(tmp, 0o755); err != nil {
-		return Image{}, fmt.Errorf("build image %s: %w", name, err)
+		return Image{}, false, fmt.Errorf("build image %s: %w", name, err)
 	}
 	rootfs := filepath.Join(tmp, rootfsDir)
-	var shell []string
+	var made Image
 	if old, ok := loadLegacy(imagesDir, name); ok {
 		start := time.Now()
 		if err := convert(ctx, old, rootfs); err != nil {
-			return Image{}, fmt.Errorf("convert image %s of format 1: %w", name, err)
+			return Image{}, false, fmt.Errorf("convert image %s of format 1: %w", name, err)
 		}
 		log.Info("converted image of format 1", "image", name, "from", old.Dir, "took", time.Since(start).Round(time.Millisecond))
-		shell = old.Shell
+		made.Shell = old.Shell
 	} else {
 		if build == nil {
-			return Image{}, fmt.Errorf("load image %s from %s: %w", name, imagesDir, ErrNotFound)
+			return Image{}, false, fmt.Errorf("load image %s from %s: %w", name, imagesDir, ErrNotFound)
 		}
 		if err := os.Mkdir(rootfs, 0o755); err != nil {
-			return Image{}, fmt.Errorf("build image %s: %w", name, err)
+			return Image{}, false, fmt.Errorf("build image %s: %w", name, err)
 		}
-		if shell, err = build(ctx, rootfs); err != nil {
-			return Image{}, fmt.Errorf("build image %s: %w", name, err)
+		if made, err = build(ctx, rootfs); err != nil {
+			return Image{}, false, fmt.Errorf("build image %s: %w", name, err)
 		}
 	}
 	if err := addAgentMountPoint(rootfs); err != nil {
-		return Image{}, fmt.Errorf("build image %s: %w", name, err)
+		return Image{}, false, fmt.Errorf("build image %s: %w", name, err)
 	}
-	img := Image{Name: name, Shell: shell, Format: Format}
+	img := Image{Name: name, Shell: made.Shell, Format: Format, Config: made.Config}
 	if err := writeMeta(tmp, img); err != nil {
-		return Image{}, fmt.Errorf("build image %s: %w", name, err)
+		return Image{}, false, fmt.Errorf("build image %s: %w", name, err)
 	}
 	unix.Sync()
 	if err := os.Rename(tmp, final); err != nil {
-		return Image{}, fmt.Errorf("build image %s: %w", name, err)
+		return Image{}, false, fmt.Errorf("build image %s: %w", name, err)
 	}
 	done = true
-	return Load(imagesDir, name)
+	img, err = Load(imagesDir, name)
+	return img, err == nil, err
 }
 
 // formatRoot makes <imagesDir>/v2, 0700: image trees keep host root's

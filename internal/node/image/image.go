@@ -70,7 +70,38 @@ type Image struct {
 	Shell []string `json:"shell"`
 	// Format is the on-disk format, Format for every image Load returns.
 	Format int `json:"format"`
+	// Config is what an imported OCI image says of itself (internal/images
+	// writes it); nil for the images cove builds. An imported image may
+	// have no shell: then only argv runs in it.
+	Config *Config `json:"config,omitempty"`
 }
+
+// Config is an imported image's configuration, from its OCI config, with
+// its user resolved against the image's own /etc/passwd.
+type Config struct {
+	// Digest is the image's manifest digest ("sha256:…"), which names its
+	// directory: the same image is stored once.
+	Digest     string            `json:"digest"`
+	SizeBytes  int64             `json:"size_bytes"`
+	Env        []string          `json:"env"`
+	WorkingDir string            `json:"working_dir"`
+	User       string            `json:"user"`
+	Entrypoint []string          `json:"entrypoint"`
+	Cmd        []string          `json:"cmd"`
+	Labels     map[string]string `json:"labels"`
+	// UID, GID and Home are the account User names: commands run as it
+	// unless they ask for root.
+	UID  int    `json:"uid"`
+	GID  int    `json:"gid"`
+	Home string `json:"home"`
+}
+
+// Imported reports whether the image came from an OCI artifact.
+func (img Image) Imported() bool { return img.Config != nil }
+
+// DirName is the directory (and node template) name of the imported image
+// whose manifest digest is digest ("sha256:…"): "sha256-…".
+func DirName(digest string) string { return strings.Replace(digest, ":", "-", 1) }
 
 // IDMap is a user namespace mapping: container uid and gid 0 map to HostID
 // on the host, for Size IDs. Each sandbox has its own.
@@ -130,7 +161,7 @@ func Load(imagesDir, name string) (Image, error) {
 	if img.Name != name {
 		return Image{}, fmt.Errorf("load image %s: %s names %q", name, metaFile, img.Name)
 	}
-	if len(img.Shell) == 0 {
+	if len(img.Shell) == 0 && img.Config == nil {
 		return Image{}, fmt.Errorf("load image %s: no shell in %s", name, metaFile)
 	}
 	img.Dir = dir
@@ -148,8 +179,10 @@ func Load(imagesDir, name string) (Image, error) {
 	return img, nil
 }
 
-// List returns the complete images under imagesDir, sorted by name;
-// temporary directories of builds and incomplete images are left out.
+// List returns the complete images under imagesDir that cove built, sorted
+// by name; temporary directories of builds, incomplete images and imported
+// images (which belong to the teams that imported them, not to every
+// team as templates) are left out.
 func List(imagesDir string) ([]Image, error) {
 	entries, err := os.ReadDir(filepath.Join(imagesDir, formatDir))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -169,6 +202,9 @@ func List(imagesDir string) ([]Image, error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+		if img.Imported() {
+			continue
 		}
 		imgs = append(imgs, img)
 	}

@@ -72,6 +72,9 @@ type Network interface {
 type Config struct {
 	// Templates are the images sandboxes start from, by template name.
 	Templates map[string]image.Image
+	// ImagesDir holds imported images too, which are templates named
+	// by their digest ("sha256-…", image.DirName), loaded when first used.
+	ImagesDir string
 	// OutputDir holds recorded output, one directory per sandbox.
 	OutputDir string
 	// OutputMaxBytes caps the recorded output of one command, its index
@@ -566,6 +569,9 @@ func (n *Node) execRequest(spec node.ExecSpec) (wire.ExecRequest, error) {
 		img, ok := n.template(spec.Template)
 		if !ok {
 			return wire.ExecRequest{}, api.Errorf(api.CodeInvalidArgument, "template %q has no image on this node", spec.Template)
+		}
+		if len(img.Shell) == 0 {
+			return wire.ExecRequest{}, api.Errorf(api.CodeInvalidArgument, "the image of this sandbox has no shell; run the program with argv instead of command")
 		}
 		argv = append(slices.Clone(img.Shell), spec.Shell)
 	}

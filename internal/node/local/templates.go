@@ -1,6 +1,10 @@
 package local
 
-import "github.com/cove-dev/cove/internal/node/image"
+import (
+	"strings"
+
+	"github.com/cove-dev/cove/internal/node/image"
+)
 
 // AddTemplate serves a template whose image was built after the node
 // started, with its CA bundle ("" for none).
@@ -21,10 +25,23 @@ func (n *Node) AddTemplate(name string, img image.Image, caBundle string) {
 
 func (n *Node) template(name string) (image.Image, bool) {
 	n.tmplMu.RLock()
-	defer n.tmplMu.RUnlock()
 	img, ok := n.cfg.Templates[name]
-	return img, ok
+	n.tmplMu.RUnlock()
+	if ok || n.cfg.ImagesDir == "" || !strings.HasPrefix(name, importedPrefix) {
+		return img, ok
+	}
+	// An imported image: loaded from the images dir each time it is
+	// asked for, since it may be deleted (when no sandbox uses it) and
+	// imported again.
+	img, err := image.Load(n.cfg.ImagesDir, name)
+	if err != nil || !img.Imported() {
+		return image.Image{}, false
+	}
+	return img, true
 }
+
+// importedPrefix begins the names of imported images (image.DirName).
+const importedPrefix = "sha256-"
 
 func (n *Node) caBundle(name string) string {
 	n.tmplMu.RLock()

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"math"
+	"strconv"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -81,11 +82,16 @@ func ociSpec(s Spec, h host) *specs.Spec {
 	period := uint64(cpuPeriod)
 	pids := s.Pids
 	caps := append([]string(nil), defaultCaps...)
+	agentArgs := []string{image.AgentMountPoint, "--workdir", s.Workdir}
+	if c := s.Image.Config; c != nil {
+		// An imported image's own user owns the work directory.
+		agentArgs = append(agentArgs, "--uid", strconv.Itoa(c.UID), "--gid", strconv.Itoa(c.GID))
+	}
 	spec := &specs.Spec{
 		Version: specs.Version,
 		Process: &specs.Process{
 			User: specs.User{UID: 0, GID: 0},
-			Args: []string{image.AgentMountPoint, "--workdir", s.Workdir},
+			Args: agentArgs,
 			Env: []string{
 				"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 				"HOME=/root",

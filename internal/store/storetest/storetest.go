@@ -41,6 +41,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Webhooks", testWebhooks},
 		{"WebhookOutbox", testWebhookOutbox},
 		{"Previews", testPreviews},
+		{"Images", testImages},
 		{"TeamAdmission", testTeamAdmission},
 	}
 	for _, tt := range tests {

@@ -75,6 +75,10 @@ OPERATIONS = {
 NOT_OFFERED = {
     "metrics": "Prometheus text for operators' scrapers, not for a team's program",
     **{
+        op: "images are in the Go SDK, the CLI and the API; the Python SDK does not offer them yet"
+        for op in ("importImage", "listImages", "getImage", "updateImage", "deleteImage")
+    },
+    **{
         op: "a preview's traffic is the app's own HTTP: any HTTP client, with the url and token preview() answers"
         for op in ("previewGet", "previewPost", "previewPut", "previewPatch", "previewDelete")
     },

@@ -75,6 +75,11 @@ export const OPERATIONS: Record<string, [string, string]> = {
 
 // operationId -> why the SDK leaves it out.
 export const NOT_OFFERED: Record<string, string> = {
+  importImage: "images are not in the TypeScript SDK yet (the Go SDK and the CLI have them)",
+  listImages: "images are not in the TypeScript SDK yet (the Go SDK and the CLI have them)",
+  getImage: "images are not in the TypeScript SDK yet (the Go SDK and the CLI have them)",
+  updateImage: "images are not in the TypeScript SDK yet (the Go SDK and the CLI have them)",
+  deleteImage: "images are not in the TypeScript SDK yet (the Go SDK and the CLI have them)",
   metrics: "Prometheus text for operators' scrapers, not for a team's program",
   previewGet: "a preview's traffic is the app's own HTTP: fetch its url with its token",
   previewPost: "a preview's traffic is the app's own HTTP",

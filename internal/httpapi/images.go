@@ -1,0 +1,116 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/server"
+)
+
+// ImagePlane is what the images' routes ask of the control plane.
+type ImagePlane interface {
+	ImportImage(ctx context.Context, p server.Principal, name string, settings api.ImageSettings, body io.Reader) (api.Image, error)
+	ListImages(ctx context.Context, p server.Principal) (api.List[api.Image], error)
+	GetImage(ctx context.Context, p server.Principal, ref string) (api.Image, error)
+	UpdateImage(ctx context.Context, p server.Principal, ref string, st api.ImageSettings) (api.Image, error)
+	DeleteImage(ctx context.Context, p server.Principal, ref string) error
+}
+
+var _ ImagePlane = (*server.Server)(nil)
+
+func (h *Handler) imageRoutes(auth func(string, func(http.ResponseWriter, *http.Request, server.Principal) error)) {
+	auth("POST /v1/images", h.importImage)
+	auth("GET /v1/images", h.listImages)
+	auth("GET /v1/images/{id}", h.getImage)
+	auth("PATCH /v1/images/{id}", h.updateImage)
+	auth("DELETE /v1/images/{id}", h.deleteImage)
+}
+
+func (h *Handler) imagePlane() (ImagePlane, error) {
+	ip, ok := h.srv.(ImagePlane)
+	if !ok {
+		return nil, api.Errorf(api.CodeNotFound, "this server does not import images")
+	}
+	return ip, nil
+}
+
+// importImage streams the request body (an OCI image layout or a
+// docker-save archive, as a tar) into the importer. ?name= names the
+// image; ?settings= may carry its settings as JSON (api.ImageSettings).
+func (h *Handler) importImage(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	ip, err := h.imagePlane()
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	var st api.ImageSettings
+	if raw := q.Get("settings"); raw != "" {
+		dec := json.NewDecoder(strings.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&st); err != nil {
+			return api.Errorf(api.CodeInvalidArgument, "settings is not a JSON object of image settings: %v", err)
+		}
+	}
+	img, err := ip.ImportImage(r.Context(), p, q.Get("name"), st, r.Body)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/images/"+img.ID)
+	return writeJSON(w, http.StatusCreated, img)
+}
+
+func (h *Handler) listImages(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	ip, err := h.imagePlane()
+	if err != nil {
+		return err
+	}
+	l, err := ip.ListImages(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, l)
+}
+
+func (h *Handler) getImage(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	ip, err := h.imagePlane()
+	if err != nil {
+		return err
+	}
+	img, err := ip.GetImage(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, img)
+}
+
+func (h *Handler) updateImage(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	ip, err := h.imagePlane()
+	if err != nil {
+		return err
+	}
+	var st api.ImageSettings
+	if err := decode(r, &st, false); err != nil {
+		return err
+	}
+	img, err := ip.UpdateImage(r.Context(), p, r.PathValue("id"), st)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, img)
+}
+
+func (h *Handler) deleteImage(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	ip, err := h.imagePlane()
+	if err != nil {
+		return err
+	}
+	if err := ip.DeleteImage(r.Context(), p, r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}

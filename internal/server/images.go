@@ -1,0 +1,500 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/id"
+	"github.com/cove-dev/cove/internal/node"
+)
+
+// ImageImporter stores the trees of imported images on the node
+// (internal/images): each once, named by its manifest digest.
+type ImageImporter interface {
+	// ImportImage reads, verifies, unpacks and stores an image archive;
+	// the image it returns has Digest, SizeBytes and Config set. created
+	// says the tree is new (no other image had the same digest).
+	ImportImage(ctx context.Context, r io.Reader) (img api.Image, created bool, err error)
+	// RemoveImage deletes the tree of digest.
+	RemoveImage(ctx context.Context, digest string) error
+}
+
+// SetImages connects the image importer; call it before serving. Without
+// it the server imports no images.
+func (s *Server) SetImages(im ImageImporter) { s.importer = im }
+
+// imageSet is the control plane's memory of its imported images by name:
+// the node templates of their sandboxes are named by digest, and spec()
+// has no store at hand. It is filled at Recover (or the first use) and
+// kept by the calls that change images.
+//
+// use orders the calls that use an image against its deletion: creates
+// of a sandbox of an image hold it for reading until the sandbox is
+// stored; imports and deletes hold it for writing.
+type imageSet struct {
+	use sync.RWMutex
+
+	mu     sync.Mutex
+	loaded bool
+	byName map[string]api.Image
+}
+
+// loadImages fills the image set from the store once.
+func (s *Server) loadImages(ctx context.Context) error {
+	s.images.mu.Lock()
+	defer s.images.mu.Unlock()
+	if s.images.loaded {
+		return nil
+	}
+	imgs, err := s.store.ListImages(ctx)
+	if err != nil {
+		return err
+	}
+	s.images.byName = map[string]api.Image{}
+	for _, img := range imgs {
+		s.images.byName[img.Name] = img
+	}
+	s.images.loaded = true
+	return nil
+}
+
+// image returns the imported image called name from the image set.
+func (s *Server) image(name string) (api.Image, bool) {
+	s.images.mu.Lock()
+	defer s.images.mu.Unlock()
+	img, ok := s.images.byName[name]
+	return img, ok
+}
+
+// setImage puts img into the image set, or takes it out (gone).
+func (s *Server) setImage(img api.Image, gone bool) {
+	s.images.mu.Lock()
+	defer s.images.mu.Unlock()
+	if gone {
+		delete(s.images.byName, img.Name)
+	} else {
+		s.images.byName[img.Name] = img
+	}
+}
+
+// nodeTemplate is the node's name of a template: an imported image's
+// tree is named by its digest ("sha256-…"); other templates by their
+// names.
+func (s *Server) nodeTemplate(name string) string {
+	if img, ok := s.image(name); ok {
+		return strings.Replace(img.Digest, ":", "-", 1)
+	}
+	return name
+}
+
+// imageVisible says whether team may see img: its owner, the teams it
+// admits, every team when its mode is all, and the admin team.
+func imageVisible(t api.Team, img api.Image) bool {
+	switch {
+	case t.Name == AdminTeam, img.TeamID == t.ID, img.Admission.Mode == api.ImageAdmitAll:
+		return true
+	case img.Admission.Mode == api.ImageAdmitTeams:
+		return slices.Contains(img.Admission.Teams, t.ID)
+	}
+	return false
+}
+
+// visibleImage finds an image by ID or name that the principal's team may
+// see; others are not found.
+func (s *Server) visibleImage(ctx context.Context, p Principal, ref string) (api.Image, error) {
+	img, err := s.store.GetImage(ctx, ref)
+	if api.ErrorCode(err) == api.CodeNotFound {
+		img, err = s.store.GetImageByName(ctx, ref)
+	}
+	if api.ErrorCode(err) == api.CodeNotFound || (err == nil && !imageVisible(p.Team, img)) {
+		return api.Image{}, api.Errorf(api.CodeNotFound, "image %s not found", ref)
+	}
+	return img, err
+}
+
+func (s *Server) requireImages() error {
+	if s.importer == nil {
+		return api.Errorf(api.CodeNotFound, "this server does not import images")
+	}
+	return nil
+}
+
+// ImportImage stores the image archive in body (an OCI image layout or a
+// docker-save archive) as the team's image called name, with settings.
+// The team needs the custom_images admission.
+func (s *Server) ImportImage(ctx context.Context, p Principal, name string, settings api.ImageSettings, body io.Reader) (api.Image, error) {
+	if err := s.requireImages(); err != nil {
+		return api.Image{}, err
+	}
+	if err := scoped(p.Team.ID); err != nil {
+		return api.Image{}, err
+	}
+	if err := s.requireAdmission(ctx, p.Team.ID, admitImages); err != nil {
+		return api.Image{}, err
+	}
+	if name == "" {
+		return api.Image{}, invalid("name the image: ?name=NAME")
+	}
+	if err := validateName(name); err != nil {
+		return api.Image{}, err
+	}
+	if slices.Contains(s.cfg.Templates, name) {
+		return api.Image{}, api.Errorf(api.CodeConflict, "%q is the name of a template of this server; choose another name", name)
+	}
+	now := s.now()
+	img := api.Image{ID: id.New("img"), Name: name, TeamID: p.Team.ID, CreatedAt: now, UpdatedAt: now,
+		Admission: api.ImageAdmission{Mode: api.ImageAdmitOwner, Teams: []string{}}, Examples: []string{}}
+	if err := s.applyImageSettings(ctx, p, &img, settings); err != nil {
+		return api.Image{}, err
+	}
+	if _, err := s.store.GetImageByName(ctx, name); err == nil {
+		return api.Image{}, api.Errorf(api.CodeConflict, "an image called %q exists already; choose another name", name)
+	}
+
+	// Held for the whole import: a delete of another name of the same
+	// tree must not remove it between its storing and this image's row.
+	s.images.use.Lock()
+	defer s.images.use.Unlock()
+	if err := s.loadImages(ctx); err != nil {
+		return api.Image{}, err
+	}
+	got, created, err := s.importer.ImportImage(ctx, body)
+	if err != nil {
+		return api.Image{}, err
+	}
+	img.Digest, img.SizeBytes, img.Config = got.Digest, got.SizeBytes, got.Config
+	if err := s.store.CreateImage(ctx, img); err != nil {
+		if created {
+			if rerr := s.importer.RemoveImage(context.WithoutCancel(ctx), img.Digest); rerr != nil {
+				s.log.Error("remove the tree of an image not stored", "digest", img.Digest, "err", rerr)
+			}
+		}
+		return api.Image{}, err
+	}
+	s.setImage(img, false)
+	s.log.Info("image imported", "image", img.ID, "name", img.Name, "team", p.Team.ID, "digest", img.Digest, "new", created)
+	s.emit(ctx, p.Team.ID, "image.imported", "", "", map[string]any{"image_id": img.ID, "name": img.Name, "digest": img.Digest})
+	return img, nil
+}
+
+// applyImageSettings validates settings and applies them to img.
+func (s *Server) applyImageSettings(ctx context.Context, p Principal, img *api.Image, st api.ImageSettings) error {
+	if d := st.Defaults; d != nil {
+		if d.Resources != nil {
+			if _, err := s.cfg.resolveResources(d.Resources); err != nil {
+				return err
+			}
+		}
+		if d.Network != nil {
+			allow, err := checkPolicy("defaults.network.allow", d.Network.Allow)
+			if err != nil {
+				return err
+			}
+			if len(d.Network.SetupAllow) > 0 {
+				return invalid("defaults.network.setup_allow cannot be set; a sandbox's setup names its own")
+			}
+			d.Network = &api.NetworkPolicy{Allow: allow}
+		}
+		for field, v := range map[string]*int64{"defaults.idle_timeout_s": d.IdleTimeoutS, "defaults.max_lifetime_s": d.MaxLifetimeS} {
+			if v != nil && *v < 0 {
+				return invalid("%s is negative", field)
+			}
+		}
+		img.Defaults = *d
+	}
+	if l := st.Limits; l != nil {
+		if l.MaxResources != nil {
+			if _, err := s.cfg.resolveResources(l.MaxResources); err != nil {
+				return err
+			}
+		}
+		img.Limits = *l
+	}
+	if a := st.Admission; a != nil {
+		teams := []string{}
+		switch a.Mode {
+		case api.ImageAdmitOwner:
+		case api.ImageAdmitAll:
+			if !p.Admin() {
+				return &api.Error{Code: api.CodePermissionDenied,
+					Message: `only an admin may admit an image to all teams; use mode "teams" with a list of team IDs`}
+			}
+		case api.ImageAdmitTeams:
+			for _, t := range a.Teams {
+				if _, err := s.store.GetTeam(ctx, t); api.ErrorCode(err) == api.CodeNotFound {
+					return invalid("admission.teams: team %q does not exist; give team IDs (team_…)", t)
+				} else if err != nil {
+					return err
+				}
+				if !slices.Contains(teams, t) {
+					teams = append(teams, t)
+				}
+			}
+		default:
+			return invalid(`admission.mode is %q; use "owner", "teams" or "all"`, a.Mode)
+		}
+		if a.Mode != api.ImageAdmitTeams && len(a.Teams) > 0 {
+			return invalid(`admission.teams is only for mode "teams"`)
+		}
+		img.Admission = api.ImageAdmission{Mode: a.Mode, Teams: teams}
+	}
+	if st.Examples != nil {
+		if len(st.Examples) > 50 {
+			return invalid("examples has %d commands; at most 50 are allowed", len(st.Examples))
+		}
+		for _, e := range st.Examples {
+			if e == "" || len(e) > maxCommandSize || strings.ContainsRune(e, 0) {
+				return invalid("examples must be non-empty commands of at most %d bytes", maxCommandSize)
+			}
+		}
+		img.Examples = slices.Clone(st.Examples)
+	}
+	return nil
+}
+
+// ListImages lists the images the team may see, by name.
+func (s *Server) ListImages(ctx context.Context, p Principal) (api.List[api.Image], error) {
+	if err := s.requireImages(); err != nil {
+		return api.List[api.Image]{}, err
+	}
+	all, err := s.store.ListImages(ctx)
+	if err != nil {
+		return api.List[api.Image]{}, err
+	}
+	items := []api.Image{}
+	for _, img := range all {
+		if imageVisible(p.Team, img) {
+			items = append(items, img)
+		}
+	}
+	return api.List[api.Image]{Items: items}, nil
+}
+
+// GetImage returns an image the team may see, by ID or name.
+func (s *Server) GetImage(ctx context.Context, p Principal, ref string) (api.Image, error) {
+	if err := s.requireImages(); err != nil {
+		return api.Image{}, err
+	}
+	return s.visibleImage(ctx, p, ref)
+}
+
+// manageable refuses a team that sees an image but does not own it.
+func manageable(p Principal, img api.Image) error {
+	if img.TeamID != p.Team.ID && !p.Admin() {
+		return &api.Error{Code: api.CodePermissionDenied,
+			Message: fmt.Sprintf("image %s belongs to another team; only its team or an admin may change it", img.Name)}
+	}
+	return nil
+}
+
+// UpdateImage changes an image's settings.
+func (s *Server) UpdateImage(ctx context.Context, p Principal, ref string, st api.ImageSettings) (api.Image, error) {
+	if err := s.requireImages(); err != nil {
+		return api.Image{}, err
+	}
+	img, err := s.visibleImage(ctx, p, ref)
+	if err != nil {
+		return api.Image{}, err
+	}
+	if err := manageable(p, img); err != nil {
+		return api.Image{}, err
+	}
+	if err := s.applyImageSettings(ctx, p, &img, st); err != nil {
+		return api.Image{}, err
+	}
+	img.UpdatedAt = s.now()
+	if err := s.loadImages(ctx); err != nil {
+		return api.Image{}, err
+	}
+	if err := s.store.UpdateImage(ctx, img); err != nil {
+		return api.Image{}, err
+	}
+	s.setImage(img, false)
+	return img, nil
+}
+
+// DeleteImage deletes an image that no sandbox uses (asleep ones count),
+// and its tree when no other image shares it.
+func (s *Server) DeleteImage(ctx context.Context, p Principal, ref string) error {
+	if err := s.requireImages(); err != nil {
+		return err
+	}
+	img, err := s.visibleImage(ctx, p, ref)
+	if err != nil {
+		return err
+	}
+	if err := manageable(p, img); err != nil {
+		return err
+	}
+	s.images.use.Lock()
+	defer s.images.use.Unlock()
+	if err := s.loadImages(ctx); err != nil {
+		return err
+	}
+	inUse, err := s.store.TemplateInUse(ctx, img.Name)
+	if err != nil {
+		return err
+	}
+	if inUse {
+		return &api.Error{Code: api.CodeConflict,
+			Message: fmt.Sprintf("image %s is used by sandboxes that are not terminated; terminate them first", img.Name),
+			Details: map[string]any{"image": img.Name}}
+	}
+	if err := s.store.DeleteImage(ctx, img.ID); err != nil {
+		return err
+	}
+	s.setImage(img, true)
+	n, err := s.store.ImagesWithDigest(ctx, img.Digest)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		if err := s.importer.RemoveImage(context.WithoutCancel(ctx), img.Digest); err != nil {
+			return fmt.Errorf("remove the tree of image %s: %w", img.Name, err)
+		}
+	}
+	s.log.Info("image deleted", "image", img.ID, "name", img.Name, "tree_removed", n == 0)
+	s.emit(ctx, p.Team.ID, "image.deleted", "", "", map[string]any{"image_id": img.ID, "name": img.Name})
+	return nil
+}
+
+// useImage resolves a create's template when it names an imported image:
+// a team that may not see it gets not_found; the image's defaults fill
+// what the request leaves out. It returns the image (nil for other
+// templates) and a release that the caller calls once the sandbox is
+// stored (or refused): until then the image cannot be deleted.
+func (s *Server) useImage(ctx context.Context, teamID string, req *api.CreateSandboxRequest) (*api.Image, func(), error) {
+	none := func() {}
+	if req.Template == "" || slices.Contains(s.cfg.Templates, req.Template) {
+		return nil, none, nil
+	}
+	if err := s.loadImages(ctx); err != nil {
+		return nil, none, err
+	}
+	s.images.use.RLock()
+	img, ok := s.image(req.Template)
+	if !ok {
+		s.images.use.RUnlock()
+		return nil, none, nil // newSandbox says the template does not exist
+	}
+	t, err := s.store.GetTeam(ctx, teamID)
+	if err != nil {
+		s.images.use.RUnlock()
+		return nil, none, err
+	}
+	if !imageVisible(t, img) {
+		s.images.use.RUnlock()
+		return nil, none, api.Errorf(api.CodeNotFound, "template %q does not exist", req.Template)
+	}
+	d := img.Defaults
+	if d.Resources != nil {
+		r := api.ResourcesRequest{}
+		if req.Resources != nil {
+			r = *req.Resources
+		}
+		if r.CPUs == nil {
+			r.CPUs = d.Resources.CPUs
+		}
+		if r.MemoryMiB == nil {
+			r.MemoryMiB = d.Resources.MemoryMiB
+		}
+		if r.DiskMiB == nil {
+			r.DiskMiB = d.Resources.DiskMiB
+		}
+		req.Resources = &r
+	}
+	if req.Network == nil && d.Network != nil {
+		req.Network = &api.NetworkPolicy{Allow: slices.Clone(d.Network.Allow)}
+	}
+	if req.IdleTimeoutS == nil {
+		req.IdleTimeoutS = d.IdleTimeoutS
+	}
+	if req.MaxLifetimeS == nil {
+		req.MaxLifetimeS = d.MaxLifetimeS
+	}
+	if req.Workdir == "" && img.Config.WorkingDir != "" && img.Config.WorkingDir != "/" {
+		req.Workdir = img.Config.WorkingDir
+	}
+	return &img, s.images.use.RUnlock, nil
+}
+
+// defaultUser is the account of a sandbox's default user: an imported
+// image's own user, else "user".
+func (s *Server) defaultUser(sb api.Sandbox) node.User {
+	if img, ok := s.image(sb.Template); ok {
+		c := img.Config
+		return node.User{UID: c.UID, GID: c.GID, Home: c.Home}
+	}
+	return node.Users["user"]
+}
+
+// fileOwnerIn is fileOwner in sandbox sb: the default user ("" or
+// "user") of an imported image's sandbox is the image's user.
+func (s *Server) fileOwnerIn(sb api.Sandbox, user string, uid, gid int) (int, int) {
+	if user == "" || user == "user" {
+		u := s.defaultUser(sb)
+		return u.UID, u.GID
+	}
+	return uid, gid
+}
+
+// checkImageLimits refuses resources beyond an image's maximum.
+func checkImageLimits(img *api.Image, res api.Resources) error {
+	if img == nil || img.Limits.MaxResources == nil {
+		return nil
+	}
+	m := img.Limits.MaxResources
+	switch {
+	case m.CPUs != nil && res.CPUs > *m.CPUs:
+		return rangeError("resources.cpus", fmt.Sprint(res.CPUs), "0.1", fmt.Sprint(*m.CPUs)+" (image "+img.Name+"'s limit)")
+	case m.MemoryMiB != nil && res.MemoryMiB > *m.MemoryMiB:
+		return rangeError("resources.memory_mib", fmt.Sprint(res.MemoryMiB), fmt.Sprint(MinMemoryMiB), fmt.Sprint(*m.MemoryMiB)+" (image "+img.Name+"'s limit)")
+	case m.DiskMiB != nil && res.DiskMiB > *m.DiskMiB:
+		return rangeError("resources.disk_mib", fmt.Sprint(res.DiskMiB), fmt.Sprint(MinDiskMiB), fmt.Sprint(*m.DiskMiB)+" (image "+img.Name+"'s limit)")
+	}
+	return nil
+}
+
+// imageCommand adapts a command of a sandbox of an imported image: its
+// user is the image's (unless root is asked for), its environment starts
+// from the image's Env, and a shell string needs a shell in the image.
+func imageCommand(img api.Image, req api.CreateCommandRequest, user string, u node.User, env map[string]string) (node.User, map[string]string, error) {
+	c := img.Config
+	if req.Command != "" && len(c.Shell) == 0 {
+		return u, env, invalid("image %s has no shell (/bin/sh or /bin/bash); run the program with argv instead of command", img.Name)
+	}
+	if user == "user" {
+		u = node.User{UID: c.UID, GID: c.GID, Home: c.Home}
+		name, _, _ := strings.Cut(c.User, ":")
+		if _, err := strconv.Atoi(name); err != nil && name != "" {
+			env["USER"], env["LOGNAME"] = name, name
+		} else {
+			delete(env, "USER")
+			delete(env, "LOGNAME")
+		}
+		if u.Home == "" {
+			u.Home = "/"
+		}
+		env["HOME"] = u.Home
+	}
+	base := maps.Clone(env)
+	for _, kv := range c.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	// What cove sets for the user (HOME, USER) wins over the image's Env
+	// only when the image says nothing of it.
+	for _, k := range []string{"COVE_SANDBOX_ID", "TERM"} {
+		if v, ok := base[k]; ok {
+			env[k] = v
+		}
+	}
+	return u, env, nil
+}

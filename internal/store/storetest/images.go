@@ -1,0 +1,66 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/store"
+)
+
+func testImages(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	createTeam(t, s, "team_a")
+	two := int64(2)
+	img := api.Image{
+		ID: "img_1", Name: "tools", TeamID: "team_a", Digest: "sha256:aa", SizeBytes: 10,
+		Config: api.ImageConfig{Env: []string{"A=1"}, WorkingDir: "/w", User: "app", Entrypoint: []string{},
+			Cmd: []string{"sh"}, Labels: map[string]string{"k": "v"}, UID: 1234, GID: 1234, Shell: []string{"/bin/sh", "-c"}},
+		Defaults:  api.ImageDefaults{Resources: &api.ResourcesRequest{CPUs: ptr(0.5)}, IdleTimeoutS: &two},
+		Admission: api.ImageAdmission{Mode: api.ImageAdmitOwner, Teams: []string{}},
+		Examples:  []string{"ls"}, CreatedAt: at(1), UpdatedAt: at(1),
+	}
+	mustDo(t, s.CreateImage(ctx, img))
+	same := img
+	same.ID, same.Name = "img_2", "tools-again"
+	mustDo(t, s.CreateImage(ctx, same))
+	dup := img
+	dup.ID = "img_3"
+	wantCode(t, s.CreateImage(ctx, dup), api.CodeConflict)
+	orphan := img
+	orphan.ID, orphan.Name, orphan.TeamID = "img_4", "orphan", "team_none"
+	wantCode(t, s.CreateImage(ctx, orphan), api.CodeNotFound)
+
+	diff(t, "GetImage", img, mustGet[api.Image](t)(s.GetImage(ctx, "img_1")))
+	diff(t, "GetImageByName", same, mustGet[api.Image](t)(s.GetImageByName(ctx, "tools-again")))
+	_, err := s.GetImageByName(ctx, "nope")
+	wantCode(t, err, api.CodeNotFound)
+	diff(t, "ListImages", []api.Image{img, same}, mustGet[[]api.Image](t)(s.ListImages(ctx)))
+	if n := mustGet[int](t)(s.ImagesWithDigest(ctx, "sha256:aa")); n != 2 {
+		t.Errorf("ImagesWithDigest = %d; want 2", n)
+	}
+
+	upd := img
+	upd.Admission = api.ImageAdmission{Mode: api.ImageAdmitTeams, Teams: []string{"team_b"}}
+	upd.Examples = []string{"pwd"}
+	upd.UpdatedAt = at(2)
+	mustDo(t, s.UpdateImage(ctx, upd))
+	diff(t, "GetImage after update", upd, mustGet[api.Image](t)(s.GetImage(ctx, "img_1")))
+
+	sb := sandbox("team_a", 1, "", api.StateRunning)
+	sb.Template = "tools"
+	createSandbox(t, s, sb)
+	if !mustGet[bool](t)(s.TemplateInUse(ctx, "tools")) {
+		t.Error("TemplateInUse of a running sandbox's template = false")
+	}
+	sb.State = api.StateTerminated
+	mustDo(t, s.UpdateSandbox(ctx, sb))
+	if mustGet[bool](t)(s.TemplateInUse(ctx, "tools")) {
+		t.Error("TemplateInUse after its sandbox terminated = true")
+	}
+
+	mustDo(t, s.DeleteImage(ctx, "img_1"))
+	wantCode(t, s.DeleteImage(ctx, "img_1"), api.CodeNotFound)
+	if n := mustGet[int](t)(s.ImagesWithDigest(ctx, "sha256:aa")); n != 1 {
+		t.Errorf("ImagesWithDigest after delete = %d; want 1", n)
+	}
+}
