@@ -47,6 +47,7 @@ require (
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
+	tags.cncf.io/container-device-interface v1.1.2 // indirect
 )
 
 require (

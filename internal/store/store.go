@@ -20,6 +20,7 @@ type Store interface {
 	Assets
 	Previews
 	Admissions
+	Workloads
 
 	// Teams and keys.
 	CreateTeam(ctx context.Context, t api.Team) error

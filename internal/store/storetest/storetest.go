@@ -42,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"WebhookOutbox", testWebhookOutbox},
 		{"Previews", testPreviews},
 		{"TeamAdmission", testTeamAdmission},
+		{"Workloads", testWorkloads},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
