@@ -145,6 +145,7 @@ func (h *Handler) routes() {
 	auth("GET /v1/webhooks/{id}/deliveries", h.listDeliveries)
 	auth("GET /metrics", h.serveMetrics)
 	h.previewRoutes(auth)
+	h.workloadRoutes(auth)
 	// Anything else under /v1 is a JSON 404, after authentication so that
 	// the API's shape is not probed without a key.
 	auth("/v1/", func(w http.ResponseWriter, r *http.Request, _ server.Principal) error {

@@ -76,6 +76,13 @@ var operations = map[string]string{
 	"deletePreview":    "DeletePreview",
 	"listTemplates":    "Templates",
 	"teamMe":           "Admission",
+	"submitWorkload":   "SubmitWorkload",
+	"listWorkloads":    "ListWorkloads",
+	"getWorkload":      "GetWorkload",
+	"cancelWorkload":   "CancelWorkload",
+	"workloadOutput":   "WorkloadOutput",
+	"workloadStdout":   "WorkloadStdout",
+	"workloadStderr":   "WorkloadStderr",
 }
 
 // notOffered names operations the Go SDK leaves out on purpose, and why.
