@@ -40,6 +40,7 @@ const (
 type workloadRun struct {
 	cancel context.CancelFunc
 	exit   chan workloadExit // buffered: the node's exit report
+	done   chan struct{}     // closed when its goroutine has cleaned up
 }
 
 type workloadExit struct {
@@ -360,7 +361,7 @@ func (s *Server) place(ctx context.Context, wl api.Workload, devices []string) {
 }
 
 func (s *Server) newRun(id string, cancel context.CancelFunc) *workloadRun {
-	run := &workloadRun{cancel: cancel, exit: make(chan workloadExit, 1)}
+	run := &workloadRun{cancel: cancel, exit: make(chan workloadExit, 1), done: make(chan struct{})}
 	s.mu.Lock()
 	s.wlRuns[id] = run
 	s.mu.Unlock()
@@ -369,6 +370,9 @@ func (s *Server) newRun(id string, cancel context.CancelFunc) *workloadRun {
 
 func (s *Server) dropRun(id string) {
 	s.mu.Lock()
+	if run := s.wlRuns[id]; run != nil {
+		close(run.done)
+	}
 	delete(s.wlRuns, id)
 	s.mu.Unlock()
 }
@@ -708,12 +712,17 @@ func (s *Server) CancelWorkload(ctx context.Context, teamID, wid string) (api.Wo
 	s.mu.Lock()
 	run := s.wlRuns[wid]
 	s.mu.Unlock()
-	if run != nil {
-		run.cancel()
-	} else {
-		s.cleanupWorkload(context.WithoutCancel(ctx), wid)
-	}
 	s.emitWorkload(ctx, done, "workload.cancelled", map[string]any{"state": done.State, "reason": reason})
+	if run == nil {
+		s.cleanupWorkload(context.WithoutCancel(ctx), wid)
+		return done, nil
+	}
+	// The answer comes once its container is gone.
+	run.cancel()
+	select {
+	case <-run.done:
+	case <-ctx.Done():
+	}
 	return done, nil
 }
 
