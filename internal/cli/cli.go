@@ -96,7 +96,7 @@ func newRoot(env Env) *cobra.Command {
 		a.filesCmd(),
 		a.teamsCmd(), a.previewCmd(), a.templatesCmd(), a.benchCmd(), a.networkCmd(), a.eventsCmd(), a.mcpCmd(),
 		a.secretsCmd(),
-		a.metricsCmd(), a.usageCmd(), a.webhooksCmd(),
+		a.metricsCmd(), a.usageCmd(), a.webhooksCmd(), a.workloadsCmd(),
 	)
 	return root
 }

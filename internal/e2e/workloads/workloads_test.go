@@ -455,3 +455,60 @@ func TestIsolation(t *testing.T) {
 		})
 	}
 }
+
+// TestCLI: `cove workloads submit --follow` streams a workload's output
+// and exits with its status; list, get, logs and cancel show and act on
+// it; a GPU request the node cannot place is reported as it waits.
+func TestCLI(t *testing.T) {
+	s := noGPUs(t)
+	run := func(args ...string) (string, string, int) {
+		t.Helper()
+		cmd := exec.Command(filepath.Join(e2etest.BinDir(), "cove"), append([]string{"--url", s.URL}, args...)...)
+		cmd.Env = append(os.Environ(), "COVE_API_KEY="+s.AdminKey, "HOME="+t.TempDir())
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return stdout.String(), stderr.String(), code
+	}
+	out, errOut, code := run("workloads", "submit", "--follow", "--command", "echo hello; echo oops >&2; exit 4")
+	if out != "hello\n" || !strings.Contains(errOut, "oops") || code != 4 {
+		t.Fatalf("submit --follow: %q %q exit %d", out, errOut, code)
+	}
+	// The output's exit record comes first; the state follows once the
+	// container is removed.
+	l, err := s.Admin.ListWorkloads(t.Context(), 0, "")
+	if err != nil || len(l.Items) != 1 {
+		t.Fatalf("list: %+v %v", l, err)
+	}
+	waitState(t, s.Admin, l.Items[0].ID, api.WorkloadExited)
+	out, _, code = run("workloads", "list")
+	if code != 0 || !strings.Contains(out, "exited") || !strings.Contains(out, "echo hello") {
+		t.Errorf("list: %q", out)
+	}
+	id := strings.Fields(strings.Split(out, "\n")[1])[0]
+	if out, _, code = run("workloads", "get", id); code != 0 || !strings.Contains(out, "exited") || !strings.Contains(out, "4") {
+		t.Errorf("get: %q", out)
+	}
+	if out, _, code = run("workloads", "logs", id); code != 0 || out != "hello\n" {
+		t.Errorf("logs: %q %d", out, code)
+	}
+	out, _, code = run("workloads", "submit", "--gpus", "1", "--", "nvidia-smi")
+	if code != 0 || !strings.HasPrefix(out, "wl_") {
+		t.Fatalf("submit a GPU workload: %q %d", out, code)
+	}
+	gid := strings.TrimSpace(out)
+	if out, _, code = run("workloads", "cancel", gid); code != 0 || out != gid+" cancelled\n" {
+		t.Errorf("cancel: %q %d", out, code)
+	}
+	if _, errOut, code = run("workloads", "submit", "--gpus", "1", "--max-queue", "1", "--follow", "--", "nvidia-smi"); code == 0 ||
+		!strings.Contains(errOut, "max_queue_s") {
+		t.Errorf("a GPU workload that cannot be placed, followed: %q %d", errOut, code)
+	}
+}
