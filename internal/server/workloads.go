@@ -490,8 +490,11 @@ func (s *Server) execWorkload(ctx context.Context, wl api.Workload) error {
 		return err
 	}
 	spec.ID = wl.ID
-	// Running is stored before the program starts, so its exit (which
-	// may come at once) always finds it running.
+	if err := s.node.Exec(ctx, wl.ID, spec); err != nil {
+		return err
+	}
+	// Its exit, however soon it comes, waits in run.exit for this
+	// goroutine, which stores running first.
 	running, ok := s.updateWorkload(ctx, wl.TeamID, wl.ID, func(w *api.Workload) bool {
 		if w.State != api.WorkloadStarting {
 			return false
@@ -502,9 +505,6 @@ func (s *Server) execWorkload(ctx context.Context, wl api.Workload) error {
 	})
 	if !ok {
 		return context.Canceled
-	}
-	if err := s.node.Exec(ctx, wl.ID, spec); err != nil {
-		return err
 	}
 	s.log.Info("workload started", "workload", wl.ID)
 	s.emitWorkload(ctx, running, "workload.started", map[string]any{"devices": running.Devices})

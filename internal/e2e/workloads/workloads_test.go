@@ -37,6 +37,13 @@ func submit(t *testing.T, c *cove.Client, req api.CreateWorkloadRequest) api.Wor
 	if !strings.HasPrefix(w.ID, "wl_") || w.State != api.WorkloadQueued {
 		t.Fatalf("submitted: %+v", w)
 	}
+	// A test that stops early leaves no container running (this runs
+	// before the server's cleanup).
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c.CancelWorkload(ctx, w.ID)
+	})
 	return w
 }
 
@@ -226,6 +233,38 @@ func TestGPURequests(t *testing.T) {
 	if got := workloadEvents(t, c, late.ID); !slices.Equal(got, []string{"workload.queued", "workload.failed"}) {
 		t.Errorf("events of the late one: %v", got)
 	}
+}
+
+// TestRestart: a workload running when the server restarts is
+// reattached: it runs on, its output is recorded whole, and its end is
+// recorded by the new server.
+func TestRestart(t *testing.T) {
+	s := noGPUs(t)
+	c := s.Admin
+	marker := filepath.Join("/tmp", "go-on-"+e2etest.RunID())
+	w := submit(t, c, api.CreateWorkloadRequest{
+		Command: "echo before; while [ ! -e " + marker + " ]; do sleep 0.1; done; echo after", TimeoutS: int64p(300),
+	})
+	waitState(t, c, w.ID, api.WorkloadRunning)
+	s.Stop(unix.SIGTERM)
+	s.Start()
+	if cur, err := c.GetWorkload(t.Context(), w.ID); err != nil || cur.State != api.WorkloadRunning {
+		t.Fatalf("after the restart: %+v, %v", cur, err)
+	}
+	// The program goes on: let it end, from inside its own container.
+	state := filepath.Join(s.DataDir, "sandboxes", w.ID, "rootfs", strings.TrimPrefix(marker, "/"))
+	if err := os.WriteFile(state, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := waitState(t, c, w.ID, api.WorkloadExited)
+	var out bytes.Buffer
+	if _, err := c.WorkloadStdout(t.Context(), w.ID, &out); err != nil || out.String() != "before\nafter\n" || *done.ExitCode != 0 {
+		t.Errorf("output across the restart: %q %v, exit %v", out.String(), err, done.ExitCode)
+	}
+	if got := workloadEvents(t, c, w.ID); !slices.Equal(got, []string{"workload.queued", "workload.started", "workload.exited"}) {
+		t.Errorf("events: %v", got)
+	}
+	assertGone(t, s, w.ID)
 }
 
 // TestTimeout: timeout_s kills a long workload; its end is reported and
