@@ -102,3 +102,11 @@ type Workload struct {
 	StdoutBytes int64 `json:"stdout_bytes"`
 	StderrBytes int64 `json:"stderr_bytes"`
 }
+
+// GPUHealth is what GET /healthz says of the node's GPUs: their type and
+// how many there are, and how many running workloads hold.
+type GPUHealth struct {
+	Type  string `json:"type"`
+	Count int    `json:"count"`
+	InUse int    `json:"in_use"`
+}

@@ -76,6 +76,9 @@ func (h *Handler) routes() {
 		if tp, ok := h.srv.(TemplatePlane); ok {
 			health["templates"] = tp.TemplateHealth()
 		}
+		if gp, ok := h.srv.(GPUPlane); ok {
+			health["gpus"] = gp.GPUHealth()
+		}
 		writeJSON(w, http.StatusOK, health)
 	})
 	h.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {

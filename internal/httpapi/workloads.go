@@ -8,6 +8,12 @@ import (
 	"github.com/cove-dev/cove/internal/server"
 )
 
+// GPUPlane is the control plane's optional report of the node's GPUs,
+// for GET /healthz.
+type GPUPlane interface {
+	GPUHealth() api.GPUHealth
+}
+
 func (h *Handler) workloadRoutes(auth func(string, func(http.ResponseWriter, *http.Request, server.Principal) error)) {
 	auth("POST /v1/workloads", h.idempotent(h.submitWorkload))
 	auth("GET /v1/workloads", h.listWorkloads)

@@ -55,6 +55,17 @@ func (s *Server) nodeGPUs() node.GPUs {
 	return node.GPUs{}
 }
 
+// GPUHealth is what the node advertises of its GPUs, and how many placed
+// workloads hold (GET /healthz).
+func (s *Server) GPUHealth() api.GPUHealth {
+	g := s.nodeGPUs()
+	h := api.GPUHealth{Type: g.Type, Count: len(g.Names)}
+	if held, err := s.heldGPUs(s.ctx); err == nil {
+		h.InUse = len(held)
+	}
+	return h
+}
+
 // refuseSandboxGPUs answers a sandbox request for GPUs: sandboxes run on
 // the CPU-based managed environment; GPU code runs as a workload.
 func refuseSandboxGPUs(req api.CreateSandboxRequest) error {

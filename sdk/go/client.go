@@ -144,6 +144,8 @@ type Health struct {
 	// Listeners are the addresses the server bound, by name ("api",
 	// "gateway", "dns").
 	Listeners map[string]string `json:"listeners,omitempty"`
+	// GPUs are the node's GPUs, for workloads.
+	GPUs *api.GPUHealth `json:"gpus,omitempty"`
 }
 
 // Health reports whether the server serves, and the state of its warm pool.

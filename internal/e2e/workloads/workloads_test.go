@@ -354,6 +354,9 @@ func TestGPUSpec(t *testing.T) {
 		Resources: &api.WorkloadResourcesRequest{GPUs: 1, GPUType: "nvidia.com/gpu"}, TimeoutS: int64p(600),
 	})
 	running := waitState(t, c, w.ID, api.WorkloadRunning)
+	if h, err := c.Health(t.Context()); err != nil || h.GPUs == nil || *h.GPUs != (api.GPUHealth{Type: "nvidia.com/gpu", Count: 2, InUse: 1}) {
+		t.Errorf("healthz gpus: %+v, %v", h.GPUs, err)
+	}
 	if !slices.Equal(running.Devices, []string{"nvidia.com/gpu=0"}) {
 		t.Errorf("devices given: %v", running.Devices)
 	}
