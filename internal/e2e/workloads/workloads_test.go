@@ -308,7 +308,7 @@ func assertGone(t *testing.T, s *e2etest.Server, id string) {
 // TestGPUSpec: a node told to read a CDI directory (made here, with
 // device nodes made by mknod) advertises its GPUs, places a GPU workload
 // on one, and the runc spec of its container carries the CDI device,
-// its cgroup rule, the spec's mounts and environment.
+// its cgroup rule, the spec's mounts, hooks (run by runc) and environment.
 func TestGPUSpec(t *testing.T) {
 	e2etest.RequireRoot(t)
 	cdiDir := t.TempDir()
@@ -323,6 +323,7 @@ func TestGPUSpec(t *testing.T) {
 	os.Chmod(devDir, 0o755)
 	tag := e2etest.RunID() + fmt.Sprint(time.Now().UnixNano()%100000)
 	lib := filepath.Join(devDir, "libcove-test.so")
+	hooked := filepath.Join(devDir, "hooked")
 	os.WriteFile(lib, []byte("fake driver library\n"), 0o644)
 	var devices []map[string]any
 	for i := range 2 {
@@ -342,6 +343,10 @@ func TestGPUSpec(t *testing.T) {
 		"containerEdits": map[string]any{
 			"env":    []string{"COVE_TEST_GPU=" + tag},
 			"mounts": []map[string]any{{"hostPath": lib, "containerPath": "/usr/lib/libcove-test-" + tag + ".so", "options": []string{"ro", "nosuid", "nodev", "bind"}}},
+			// runc runs createRuntime hooks on the host, as NVIDIA's
+			// toolkit's run in the container's namespaces.
+			"hooks": []map[string]any{{"hookName": "createRuntime", "path": "/bin/sh",
+				"args": []string{"sh", "-c", "cat > " + hooked}}},
 		},
 	}
 	raw, _ := json.Marshal(spec)
@@ -367,7 +372,10 @@ func TestGPUSpec(t *testing.T) {
 	var cfg struct {
 		Process struct{ Env []string }
 		Mounts  []struct{ Destination, Source string }
-		Linux   struct {
+		Hooks   struct {
+			CreateRuntime []struct{ Path string } `json:"createRuntime"`
+		}
+		Linux struct {
 			Devices []struct {
 				Path         string
 				Type         string
@@ -408,6 +416,13 @@ func TestGPUSpec(t *testing.T) {
 	}
 	if !slices.Contains(cfg.Process.Env, "COVE_TEST_GPU="+tag) {
 		t.Errorf("env: %v", cfg.Process.Env)
+	}
+	if len(cfg.Hooks.CreateRuntime) != 1 || cfg.Hooks.CreateRuntime[0].Path != "/bin/sh" {
+		t.Errorf("hooks: %+v", cfg.Hooks)
+	}
+	// The hook ran, given the container's state on its stdin.
+	if b, err := os.ReadFile(hooked); err != nil || !strings.Contains(string(b), w.ID) {
+		t.Errorf("the CDI hook's output: %q, %v", b, err)
 	}
 	// The second GPU is free for another workload; a third waits.
 	w2 := submit(t, c, api.CreateWorkloadRequest{Command: "sleep 600", Resources: &api.WorkloadResourcesRequest{GPUs: 1}})
