@@ -513,12 +513,13 @@ func (s *Server) execWorkload(ctx context.Context, wl api.Workload) error {
 		t := s.now()
 		w.State, w.StartedAt = api.WorkloadRunning, &t
 		return true
+	}, func(w api.Workload) (string, map[string]any) {
+		return "workload.started", map[string]any{"devices": w.Devices}
 	})
 	if !ok {
 		return context.Canceled
 	}
-	s.log.Info("workload started", "workload", wl.ID)
-	s.emitWorkload(ctx, running, "workload.started", map[string]any{"devices": running.Devices})
+	s.log.Info("workload started", "workload", running.ID)
 	return nil
 }
 
@@ -562,19 +563,20 @@ func (s *Server) finishWorkload(ctx context.Context, wl api.Workload, state api.
 			w.CostUSD = metering.Workload(w.Resources, t.Sub(*w.StartedAt).Seconds()).Cost(s.cfg.Prices)
 		}
 		return true
+	}, func(w api.Workload) (string, map[string]any) {
+		typ := "workload.exited"
+		if w.State == api.WorkloadFailed {
+			typ = "workload.failed"
+		}
+		return typ, map[string]any{
+			"state": w.State, "reason": w.StateReason, "exit_code": w.ExitCode, "signal": w.Signal,
+			"timed_out": w.TimedOut, "cost_usd": w.CostUSD,
+		}
 	})
 	if !ok {
 		return
 	}
-	s.log.Info("workload ended", "workload", wl.ID, "state", state, "reason", reason)
-	typ := "workload.exited"
-	if state == api.WorkloadFailed {
-		typ = "workload.failed"
-	}
-	s.emitWorkload(ctx, done, typ, map[string]any{
-		"state": done.State, "reason": reason, "exit_code": done.ExitCode, "signal": done.Signal,
-		"timed_out": done.TimedOut, "cost_usd": done.CostUSD,
-	})
+	s.log.Info("workload ended", "workload", done.ID, "state", state, "reason", reason)
 	s.kickQueue() // its room and GPUs are free
 }
 
@@ -587,18 +589,25 @@ func (s *Server) endQueued(ctx context.Context, teamID, id string, state api.Wor
 		t := s.now()
 		w.State, w.StateReason, w.EndedAt = state, reason, &t
 		return true
+	}, func(w api.Workload) (string, map[string]any) {
+		return typ, map[string]any{"state": w.State, "reason": w.StateReason}
 	})
 	if ok {
 		s.log.Info("workload ended in the queue", "workload", id, "state", state, "reason", reason)
-		s.emitWorkload(ctx, w, typ, map[string]any{"state": state, "reason": reason})
 	}
 	return w, ok
 }
 
+// workloadEvent makes the event of a transition from the workload as
+// stored; nil for a change that has none.
+type workloadEvent func(w api.Workload) (typ string, data map[string]any)
+
 // updateWorkload changes a stored workload under the workloads' lock:
-// change says whether it changed anything. It returns the workload as
-// stored and whether it was changed.
-func (s *Server) updateWorkload(ctx context.Context, teamID, id string, change func(*api.Workload) bool) (api.Workload, bool) {
+// change says whether it changed anything. The transition's event (ev, if
+// any) is appended before waiters are woken, so a waiter that sees the
+// state finds its event. It returns the workload as stored and whether
+// it was changed.
+func (s *Server) updateWorkload(ctx context.Context, teamID, id string, change func(*api.Workload) bool, ev ...workloadEvent) (api.Workload, bool) {
 	s.wlMu.Lock()
 	defer s.wlMu.Unlock()
 	pctx := context.WithoutCancel(ctx)
@@ -614,7 +623,13 @@ func (s *Server) updateWorkload(ctx context.Context, teamID, id string, change f
 		s.log.Error("persist workload", "workload", id, "state", w.State, "err", err)
 		return w, false
 	}
-	s.notify()
+	if len(ev) == 0 {
+		s.notify()
+	}
+	for _, e := range ev {
+		typ, data := e(w)
+		s.emitWorkload(pctx, w, typ, data) // emit wakes the waiters
+	}
 	return w, true
 }
 
@@ -716,6 +731,8 @@ func (s *Server) CancelWorkload(ctx context.Context, teamID, wid string) (api.Wo
 			w.CostUSD = metering.Workload(w.Resources, t.Sub(*w.StartedAt).Seconds()).Cost(s.cfg.Prices)
 		}
 		return true
+	}, func(w api.Workload) (string, map[string]any) {
+		return "workload.cancelled", map[string]any{"state": w.State, "reason": w.StateReason, "cost_usd": w.CostUSD}
 	})
 	if !ok {
 		return s.GetWorkload(ctx, teamID, wid)
@@ -723,7 +740,6 @@ func (s *Server) CancelWorkload(ctx context.Context, teamID, wid string) (api.Wo
 	s.mu.Lock()
 	run := s.wlRuns[wid]
 	s.mu.Unlock()
-	s.emitWorkload(ctx, done, "workload.cancelled", map[string]any{"state": done.State, "reason": reason})
 	if run == nil {
 		s.cleanupWorkload(context.WithoutCancel(ctx), wid)
 		return done, nil
