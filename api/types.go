@@ -142,6 +142,9 @@ type ResourcesRequest struct {
 	CPUs      *float64 `json:"cpus,omitempty"`
 	MemoryMiB *int64   `json:"memory_mib,omitempty"`
 	DiskMiB   *int64   `json:"disk_mib,omitempty"`
+	// GPUs is refused for sandboxes (their templates are CPU-based): GPU
+	// code runs as a workload (POST /v1/workloads).
+	GPUs int `json:"gpus,omitempty"`
 }
 
 // CommandState is a step of a command's life.

@@ -99,6 +99,8 @@ type Prices struct {
 	MemoryGiBSecond float64 `json:"memory_gib_second_usd"`
 	StorageGiBHour  float64 `json:"storage_gib_hour_usd"`
 	EgressGB        float64 `json:"egress_gb_usd"`
+	// GPUSecond is the price of one GPU for a second (workloads).
+	GPUSecond float64 `json:"gpu_second_usd"`
 }
 
 // UpdateTeamRequest is the body of PATCH /v1/teams/{id} (admin); absent

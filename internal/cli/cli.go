@@ -96,7 +96,7 @@ func newRoot(env Env) *cobra.Command {
 		a.filesCmd(),
 		a.teamsCmd(), a.previewCmd(), a.templatesCmd(), a.benchCmd(), a.networkCmd(), a.eventsCmd(), a.mcpCmd(),
 		a.secretsCmd(),
-		a.metricsCmd(), a.usageCmd(), a.webhooksCmd(), a.imagesCmd(),
+		a.metricsCmd(), a.usageCmd(), a.webhooksCmd(), a.imagesCmd(), a.workloadsCmd(),
 	)
 	return root
 }

@@ -75,11 +75,7 @@ type exitRecord struct {
 // commandOutput streams recorded output as NDJSON from after=SEQ; with
 // follow it goes on until the command ends.
 func (h *Handler) commandOutput(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	after, err := queryInt(r, "after", 0, 0, 1<<62)
-	if err != nil {
-		return err
-	}
-	follow, err := queryBool(r, "follow")
+	after, follow, err := outputQuery(r)
 	if err != nil {
 		return err
 	}
@@ -88,6 +84,23 @@ func (h *Handler) commandOutput(w http.ResponseWriter, r *http.Request, p server
 		return err
 	}
 	defer l.Close()
+	h.streamOutput(w, r, c.ID, l, after, follow)
+	return nil
+}
+
+// outputQuery reads an output stream's after and follow.
+func outputQuery(r *http.Request) (after int64, follow bool, err error) {
+	if after, err = queryInt(r, "after", 0, 0, 1<<62); err != nil {
+		return 0, false, err
+	}
+	follow, err = queryBool(r, "follow")
+	return after, follow, err
+}
+
+// streamOutput writes a recorded output (a command's or a workload's) as
+// NDJSON after seq after, then its exit record once it has one; with
+// follow it waits for more until the end.
+func (h *Handler) streamOutput(w http.ResponseWriter, r *http.Request, what string, l node.Output, after int64, follow bool) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
@@ -116,8 +129,8 @@ func (h *Handler) commandOutput(w http.ResponseWriter, r *http.Request, p server
 		return nil
 	})
 	if err != nil {
-		h.log.Debug("output stream ended", "command", c.ID, "err", err)
-		return nil // the status line is sent; the client sees the stream end
+		h.log.Debug("output stream ended", "output", what, "err", err)
+		return // the status line is sent; the client sees the stream end
 	}
 	if exit != nil {
 		seq := l.LastSeq()
@@ -129,7 +142,7 @@ func (h *Handler) commandOutput(w http.ResponseWriter, r *http.Request, p server
 			bw.Write(append(b, '\n'))
 		}
 	}
-	return flush()
+	flush()
 }
 
 // commandStream serves the recorded bytes of one stream, with Range.
@@ -140,14 +153,19 @@ func (h *Handler) commandStream(name string) func(http.ResponseWriter, *http.Req
 			return err
 		}
 		defer l.Close()
-		ra, size, err := l.Stream(name)
-		if err != nil {
-			return err
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		http.ServeContent(w, r, "", time.Time{}, io.NewSectionReader(ra, 0, size))
-		return nil
+		return serveStream(w, r, l, name)
 	}
+}
+
+// serveStream serves the raw bytes of one stream of a recorded output.
+func serveStream(w http.ResponseWriter, r *http.Request, l node.Output, name string) error {
+	ra, size, err := l.Stream(name)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	http.ServeContent(w, r, "", time.Time{}, io.NewSectionReader(ra, 0, size))
+	return nil
 }
 
 func (h *Handler) commandStdin(w http.ResponseWriter, r *http.Request, p server.Principal) error {

@@ -15,6 +15,7 @@ import (
 // the authenticated key; the control plane scopes what it reads to it.
 // Tests serve the API over a fake of it.
 type ControlPlane interface {
+	Workloads
 	Authenticate(ctx context.Context, key string) (server.Principal, error)
 	// Changes is closed at the next change of any sandbox, command or event.
 	Changes() <-chan struct{}
@@ -70,3 +71,13 @@ type ControlPlane interface {
 }
 
 var _ ControlPlane = (*server.Server)(nil)
+
+// Workloads are the batch runs' calls (workloads.go).
+type Workloads interface {
+	SubmitWorkload(ctx context.Context, teamID string, req api.CreateWorkloadRequest) (api.Workload, error)
+	GetWorkload(ctx context.Context, teamID, id string) (api.Workload, error)
+	WaitWorkload(ctx context.Context, teamID, id string, want api.WorkloadState, timeout time.Duration) (api.Workload, error)
+	ListWorkloads(ctx context.Context, teamID string, q server.WorkloadQuery) (api.List[api.Workload], error)
+	CancelWorkload(ctx context.Context, teamID, id string) (api.Workload, error)
+	WorkloadOutput(ctx context.Context, teamID, id string) (api.Workload, node.Output, error)
+}

@@ -76,6 +76,9 @@ func (h *Handler) routes() {
 		if tp, ok := h.srv.(TemplatePlane); ok {
 			health["templates"] = tp.TemplateHealth()
 		}
+		if gp, ok := h.srv.(GPUPlane); ok {
+			health["gpus"] = gp.GPUHealth()
+		}
 		writeJSON(w, http.StatusOK, health)
 	})
 	h.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
@@ -146,6 +149,7 @@ func (h *Handler) routes() {
 	auth("GET /metrics", h.serveMetrics)
 	h.previewRoutes(auth)
 	h.imageRoutes(auth)
+	h.workloadRoutes(auth)
 	// Anything else under /v1 is a JSON 404, after authentication so that
 	// the API's shape is not probed without a key.
 	auth("/v1/", func(w http.ResponseWriter, r *http.Request, _ server.Principal) error {

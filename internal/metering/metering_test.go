@@ -103,3 +103,19 @@ func TestPrices(t *testing.T) {
 		}
 	}
 }
+
+func TestWorkloadCost(t *testing.T) {
+	p := api.Prices{VCPUSecond: 1, MemoryGiBSecond: 10, GPUSecond: 100}
+	u := Workload(api.WorkloadResources{CPUs: 2, MemoryMiB: 512, GPUs: 3}, 10)
+	if got, want := u.Cost(p), 2*10*1.0+0.5*10*10+3*10*100.0; got != want {
+		t.Errorf("cost = %v; want %v", got, want)
+	}
+	if got := u.Scale(0.5).GPUS; got != 15 {
+		t.Errorf("scaled GPU-seconds = %v; want 15", got)
+	}
+	file := filepath.Join(t.TempDir(), "prices.json")
+	os.WriteFile(file, []byte(`{"gpu_second_usd": 0.001}`), 0o600)
+	if p, err := LoadPrices(file); err != nil || p.GPUSecond != 0.001 || p.VCPUSecond != DefaultPrices.VCPUSecond {
+		t.Errorf("LoadPrices: %+v, %v", p, err)
+	}
+}

@@ -41,6 +41,16 @@ type SandboxSpec struct {
 	// DiskIDs is the range the disk a Wake restores was written in, when
 	// another sandbox wrote it (a cached setup); zero means IDs.
 	DiskIDs IDRange
+	// Devices are the node's GPUs given to it (a workload's), by their
+	// CDI names from GPUs.Names.
+	Devices []string
+}
+
+// GPUs are what a node advertises of its GPUs: how many of which type,
+// and the names it gives them to sandboxes by (CDI device names).
+type GPUs struct {
+	Type  string
+	Names []string
 }
 
 // Secret is a value given to a sandbox: the node replaces it with

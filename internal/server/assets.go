@@ -202,23 +202,33 @@ func (s *Server) SaveAsset(ctx context.Context, teamID, ref string, req api.Save
 // checked against the asset's digest on the way: damaged bytes extract
 // nothing.
 func (s *Server) extractAsset(ctx context.Context, sb *api.Sandbox) error {
+	digest, err := s.landAsset(ctx, sb.TeamID, sb.ID, sb.Workdir, sb.Source.AssetID, s.defaultUser(*sb))
+	if err != nil {
+		return err
+	}
+	return s.updateProvision(ctx, sb, "", func(p *api.Provision) { p.Source.Digest = digest })
+}
+
+// landAsset extracts a team's asset into a folder of a started sandbox
+// (or workload), owned by owner (the template's default user), and
+// returns the asset's digest.
+func (s *Server) landAsset(ctx context.Context, teamID, targetID, dir, assetID string, owner node.User) (string, error) {
 	if err := s.assetsConfigured(); err != nil {
-		return err
+		return "", err
 	}
-	a, err := s.store.GetAsset(ctx, sb.TeamID, sb.Source.AssetID)
+	a, err := s.store.GetAsset(ctx, teamID, assetID)
 	if err != nil {
-		return err
+		return "", err
 	}
-	rc, err := s.blobs.Open(sb.TeamID, a.SHA256)
+	rc, err := s.blobs.Open(teamID, a.SHA256)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer rc.Close()
-	owner := s.defaultUser(*sb)
-	if _, err := s.node.WriteArchive(ctx, sb.ID, node.ArchiveSpec{Path: sb.Workdir, UID: owner.UID, GID: owner.GID}, rc); err != nil {
-		return fmt.Errorf("extract asset %s: %w", a.ID, err)
+	if _, err := s.node.WriteArchive(ctx, targetID, node.ArchiveSpec{Path: dir, UID: owner.UID, GID: owner.GID}, rc); err != nil {
+		return "", fmt.Errorf("extract asset %s: %w", a.ID, err)
 	}
-	return s.updateProvision(ctx, sb, "", func(p *api.Provision) { p.Source.Digest = a.SHA256 })
+	return a.SHA256, nil
 }
 
 // checkAssetSource refuses, at create, an asset source whose asset the

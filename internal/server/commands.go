@@ -175,6 +175,10 @@ func (s *Server) OnExit(sandboxID, commandID string, e node.Exit, lost bool) {
 	if _, ok := selfTests.Load(sandboxID); ok {
 		return // a template's self-test reads its own exits
 	}
+	if id.HasPrefix(sandboxID, "wl") {
+		s.workloadExited(sandboxID, e, lost)
+		return
+	}
 	unlock := s.cmdLocks.Lock(commandID)
 	defer unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)

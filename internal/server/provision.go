@@ -526,29 +526,34 @@ func (s *Server) exited() {
 // clones apart from the sandbox and hands it the tree. The token, when
 // auth_secret names one, goes to the node alone.
 func (s *Server) cloneGit(ctx context.Context, sb *api.Sandbox) error {
-	src := sb.Source
+	commit, err := s.cloneSource(ctx, sb.TeamID, sb.ID, sb.Workdir, *sb.Source, s.defaultUser(*sb))
+	if err != nil {
+		return err
+	}
+	return s.updateProvision(ctx, sb, "", func(p *api.Provision) { p.Source.Digest = commit })
+}
+
+// cloneSource clones a git source into a folder of a started sandbox (or
+// workload), owned by owner (the template's default user), and returns
+// the commit checked out.
+func (s *Server) cloneSource(ctx context.Context, teamID, targetID, dir string, src api.Source, owner node.User) (string, error) {
 	token := ""
 	if src.AuthSecret != "" {
 		if s.secrets == nil {
-			return api.Errorf(api.CodeUnprocessable, "source.auth_secret names a secret, but secrets are not configured on this server")
+			return "", api.Errorf(api.CodeUnprocessable, "source.auth_secret names a secret, but secrets are not configured on this server")
 		}
-		vals, err := s.secrets.ResolveSecrets(ctx, sb.TeamID, map[string]string{"token": src.AuthSecret})
+		vals, err := s.secrets.ResolveSecrets(ctx, teamID, map[string]string{"token": src.AuthSecret})
 		if err != nil {
-			return err
+			return "", err
 		}
 		token = vals["token"]
 	}
 	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
-	owner := s.defaultUser(*sb)
-	commit, err := s.node.CloneGit(ctx, sb.ID, node.GitSpec{
+	return s.node.CloneGit(ctx, targetID, node.GitSpec{
 		URL: src.URL, Ref: src.Ref, Depth: src.Depth, Token: token,
-		Path: sb.Workdir, UID: owner.UID, GID: owner.GID,
+		Path: dir, UID: owner.UID, GID: owner.GID,
 	})
-	if err != nil {
-		return err
-	}
-	return s.updateProvision(ctx, sb, "", func(p *api.Provision) { p.Source.Digest = commit })
 }
 
 const gitTimeout = 30 * time.Minute

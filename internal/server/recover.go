@@ -27,7 +27,10 @@ func (s *Server) Recover(ctx context.Context) error {
 	if err := s.publishAll(ctx); err != nil {
 		return fmt.Errorf("publish previews: %w", err)
 	}
-	keep := map[string]bool{}
+	keep, err := s.recoverWorkloads(ctx)
+	if err != nil {
+		return err
+	}
 	for _, sb := range live {
 		switch sb.State {
 		case api.StateRunning:

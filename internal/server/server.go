@@ -63,6 +63,12 @@ type Server struct {
 	// importer is set before serving, then only read; nil: no images.
 	importer ImageImporter
 	images   imageSet
+	// wlMu serializes the workloads' stored transitions; wlRuns (under
+	// mu) are the workloads placed on the node; wlKick wakes the queue's
+	// owner (workloads.go).
+	wlMu   sync.Mutex
+	wlRuns map[string]*workloadRun
+	wlKick chan struct{}
 }
 
 // sandboxOps serializes the life-cycle steps of one sandbox.
@@ -91,6 +97,8 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 		changed:  make(chan struct{}),
 		activity: map[string]time.Time{},
 		refill:   make(chan struct{}, 1),
+		wlRuns:   map[string]*workloadRun{},
+		wlKick:   make(chan struct{}, 1),
 		meters:   map[string]*meterState{},
 
 		exitWatchers: map[*exitWatch]struct{}{},
@@ -179,6 +187,9 @@ func (s *Server) setState(ctx context.Context, sb *api.Sandbox, state api.Sandbo
 // background. The returned sandbox is in state creating.
 func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.CreateSandboxRequest) (api.Sandbox, error) {
 	if err := scoped(teamID); err != nil {
+		return api.Sandbox{}, err
+	}
+	if err := refuseSandboxGPUs(req); err != nil {
 		return api.Sandbox{}, err
 	}
 	img, release, err := s.useImage(ctx, teamID, &req)

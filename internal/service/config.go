@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cove-dev/cove/internal/node/gpu"
 	"github.com/cove-dev/cove/internal/server"
 	"github.com/cove-dev/cove/internal/webhooks"
 )
@@ -41,6 +42,13 @@ type Config struct {
 	RuncPath string
 	// CgroupParent holds every sandbox's cgroup. Default "/cove".
 	CgroupParent string
+	// CDISpecDirs are where the node reads the Container Device
+	// Interface specs of its GPUs (NVIDIA's `nvidia-ctk cdi generate`
+	// writes them). Default /etc/cdi and /var/run/cdi.
+	CDISpecDirs []string
+	// GPUKind is the kind of CDI device counted as the node's GPUs
+	// (vendor/class) and advertised as their type. Default nvidia.com/gpu.
+	GPUKind string
 	// OutputMaxBytes caps one command's recorded output, its index
 	// included. Default 4 GiB.
 	OutputMaxBytes int64
@@ -134,6 +142,8 @@ func DefaultConfig() Config {
 		ImageMaxMiB:           8192,
 		RuncPath:              "runc",
 		CgroupParent:          "/cove",
+		CDISpecDirs:           gpu.DefaultSpecDirs,
+		GPUKind:               gpu.DefaultKind,
 		OutputMaxBytes:        4 << 30,
 		SandboxOutputMaxBytes: 8 << 30,
 		DiskOvercommit:        1,

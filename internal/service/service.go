@@ -24,6 +24,7 @@ import (
 	"github.com/cove-dev/cove/internal/console"
 	"github.com/cove-dev/cove/internal/httpapi"
 	"github.com/cove-dev/cove/internal/images"
+	"github.com/cove-dev/cove/internal/node/gpu"
 	"github.com/cove-dev/cove/internal/node/image"
 	"github.com/cove-dev/cove/internal/node/local"
 	"github.com/cove-dev/cove/internal/node/runtime"
@@ -114,11 +115,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	if err := runtime.RaiseInotifyLimits(runtime.InotifySandboxes(), log); err != nil {
 		return err
 	}
+	gpus, err := gpu.Open(cfg.CDISpecDirs, cfg.GPUKind)
+	if err != nil {
+		return err
+	}
+	log.Info("gpus", "type", gpus.Kind(), "count", len(gpus.Names()), "cdi_spec_dirs", cfg.CDISpecDirs)
 	rt, err := runtime.New(runtime.Config{
 		StateDir:     filepath.Join(cfg.DataDir, "sandboxes"),
 		RuncPath:     cfg.RuncPath,
 		AgentPath:    cfg.AgentPath,
 		CgroupParent: cfg.CgroupParent,
+		Devices:      gpus,
 	}, log)
 	if err != nil {
 		return err
@@ -160,6 +167,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		DiskReserveBytes:      cfg.DiskReserveMiB << 20,
 		Saves:                 saveStore,
 		CABundles:             caBundles,
+		GPUs:                  gpus,
 		GitDir:                filepath.Join(cfg.DataDir, "git"),
 		GitUID:                65534,
 	}

@@ -21,6 +21,7 @@ type Store interface {
 	Previews
 	Admissions
 	Images
+	Workloads
 
 	// Teams and keys.
 	CreateTeam(ctx context.Context, t api.Team) error

@@ -144,6 +144,8 @@ type Health struct {
 	// Listeners are the addresses the server bound, by name ("api",
 	// "gateway", "dns").
 	Listeners map[string]string `json:"listeners,omitempty"`
+	// GPUs are the node's GPUs, for workloads.
+	GPUs *api.GPUHealth `json:"gpus,omitempty"`
 }
 
 // Health reports whether the server serves, and the state of its warm pool.
@@ -279,11 +281,16 @@ var ErrStreamEnded = errors.New("output stream ended before the command's exit")
 // each record in order (the last one, when the command has ended, has Type
 // "exit"). With follow it goes on until the exit.
 func (c *Client) Output(ctx context.Context, ref, id string, after int64, follow bool, fn func(api.OutputRecord) error) error {
+	return c.readOutput(ctx, commandPath(ref, id)+"/output", after, follow, fn)
+}
+
+// readOutput reads an NDJSON output stream (a command's or a workload's).
+func (c *Client) readOutput(ctx context.Context, path string, after int64, follow bool, fn func(api.OutputRecord) error) error {
 	q := url.Values{"after": {strconv.FormatInt(after, 10)}}
 	if follow {
 		q.Set("follow", "true")
 	}
-	resp, err := c.send(ctx, http.MethodGet, commandPath(ref, id)+"/output", q, nil)
+	resp, err := c.send(ctx, http.MethodGet, path, q, nil)
 	if err != nil {
 		return err
 	}

@@ -81,6 +81,13 @@ var operations = map[string]string{
 	"getImage":         "GetImage",
 	"updateImage":      "UpdateImage",
 	"deleteImage":      "DeleteImage",
+	"submitWorkload":   "SubmitWorkload",
+	"listWorkloads":    "ListWorkloads",
+	"getWorkload":      "GetWorkload",
+	"cancelWorkload":   "CancelWorkload",
+	"workloadOutput":   "WorkloadOutput",
+	"workloadStdout":   "WorkloadStdout",
+	"workloadStderr":   "WorkloadStderr",
 }
 
 // notOffered names operations the Go SDK leaves out on purpose, and why.

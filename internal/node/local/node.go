@@ -102,6 +102,23 @@ type Config struct {
 	// system CA bundle (the image's certificates plus the operator's);
 	// commands in those sandboxes get the CA variables of caEnv.
 	CABundles map[string]string
+	// GPUs are the node's GPUs (internal/node/gpu); nil when it has none.
+	GPUs GPUInventory
+}
+
+// GPUInventory is what the node advertises of its GPUs; the runtime
+// injects the devices (runtime.Config.Devices).
+type GPUInventory interface {
+	Kind() string
+	Names() []string
+}
+
+// GPUs advertises the node's GPUs: their type and CDI names.
+func (n *Node) GPUs() node.GPUs {
+	if n.cfg.GPUs == nil {
+		return node.GPUs{}
+	}
+	return node.GPUs{Type: n.cfg.GPUs.Kind(), Names: n.cfg.GPUs.Names()}
 }
 
 // caEnv points the tools that keep CA lists of their own (Node.js, pip's
@@ -206,6 +223,7 @@ func (n *Node) runtimeSpec(spec node.SandboxSpec) (runtime.Spec, error) {
 		Pids: spec.Pids, Workdir: spec.Workdir, CABundle: n.caBundle(spec.Template),
 		IDs:     image.IDMap{HostID: spec.IDs.HostID, Size: spec.IDs.Size},
 		DiskIDs: image.IDMap{HostID: spec.DiskIDs.HostID, Size: spec.DiskIDs.Size},
+		Devices: spec.Devices,
 	}, nil
 }
 

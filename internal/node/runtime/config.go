@@ -26,6 +26,8 @@ import (
 	"regexp"
 	"strings"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/cove-dev/cove/internal/node/image"
 )
 
@@ -46,6 +48,16 @@ type Config struct {
 	// CgroupParent is the cgroup under which each sandbox gets
 	// <CgroupParent>/<id> in every hierarchy; default "/cove".
 	CgroupParent string
+	// Devices edits the runtime spec of a sandbox that was given devices
+	// (Spec.Devices): the node's CDI specs. Nil: no sandbox may have any.
+	Devices DeviceInjector
+}
+
+// DeviceInjector edits a container's runtime spec for devices named the
+// Container Device Interface's way (vendor/class=name): their device
+// nodes, mounts and hooks (internal/node/gpu).
+type DeviceInjector interface {
+	Inject(spec *specs.Spec, devices []string) error
 }
 
 // WithDefaults returns c with its defaults filled in.
@@ -131,6 +143,9 @@ type Spec struct {
 	// sandbox (restored from a save): Start moves it into place instead of
 	// making a new, empty disk.
 	Disk string
+	// Devices are CDI device names (nvidia.com/gpu=0) whose nodes, mounts
+	// and hooks Config.Devices adds to the sandbox's runtime spec.
+	Devices []string
 }
 
 // CABundlePath is the system CA bundle of Debian-like images, which

@@ -205,7 +205,16 @@ func (r *Runtime) Start(ctx context.Context, s Spec) (_ *client.Client, err erro
 		return nil, fmt.Errorf("start sandbox %s: %w", id, err)
 	}
 	t1 := time.Now()
-	if err := writeSpec(filepath.Join(dir, configFile), ociSpec(s, r.host(id, s.IDs))); err != nil {
+	spec := ociSpec(s, r.host(id, s.IDs))
+	if len(s.Devices) > 0 {
+		if r.cfg.Devices == nil {
+			return nil, api.Errorf(api.CodeUnprocessable, "sandbox %s was given devices %v, but this node has no CDI devices", id, s.Devices)
+		}
+		if err := r.cfg.Devices.Inject(spec, s.Devices); err != nil {
+			return nil, fmt.Errorf("start sandbox %s: %w", id, err)
+		}
+	}
+	if err := writeSpec(filepath.Join(dir, configFile), spec); err != nil {
 		return nil, fmt.Errorf("start sandbox %s: write spec: %w", id, err)
 	}
 	if err := r.runcRun(ctx, dir, id); err != nil {

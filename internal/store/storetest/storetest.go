@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Previews", testPreviews},
 		{"Images", testImages},
 		{"TeamAdmission", testTeamAdmission},
+		{"Workloads", testWorkloads},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -82,6 +82,10 @@ NOT_OFFERED = {
         op: "a preview's traffic is the app's own HTTP: any HTTP client, with the url and token preview() answers"
         for op in ("previewGet", "previewPost", "previewPut", "previewPatch", "previewDelete")
     },
+    **{
+        op: "workloads are in the Go SDK, the CLI and the API; the Python SDK does not offer them yet"
+        for op in ("submitWorkload", "listWorkloads", "getWorkload", "cancelWorkload", "workloadOutput", "workloadStdout", "workloadStderr")
+    },
 }
 
 ASYNC = {"Client": "AsyncClient", "SandboxHandle": "AsyncSandbox", "Command": "AsyncCommand", "Files": "AsyncFiles"}

@@ -1,0 +1,113 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/server"
+)
+
+// GPUPlane is the control plane's optional report of the node's GPUs,
+// for GET /healthz.
+type GPUPlane interface {
+	GPUHealth() api.GPUHealth
+}
+
+func (h *Handler) workloadRoutes(auth func(string, func(http.ResponseWriter, *http.Request, server.Principal) error)) {
+	auth("POST /v1/workloads", h.idempotent(h.submitWorkload))
+	auth("GET /v1/workloads", h.listWorkloads)
+	auth("GET /v1/workloads/{id}", h.getWorkload)
+	auth("POST /v1/workloads/{id}/cancel", h.cancelWorkload)
+	auth("GET /v1/workloads/{id}/output", h.workloadOutput)
+	auth("GET /v1/workloads/{id}/stdout", h.workloadStream("stdout"))
+	auth("GET /v1/workloads/{id}/stderr", h.workloadStream("stderr"))
+}
+
+func (h *Handler) submitWorkload(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	var req api.CreateWorkloadRequest
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	wl, err := h.srv.SubmitWorkload(r.Context(), p.Team.ID, req)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/v1/workloads/"+wl.ID)
+	return writeJSON(w, http.StatusCreated, wl)
+}
+
+func (h *Handler) getWorkload(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	wid := r.PathValue("id")
+	if wait := r.URL.Query().Get("wait"); wait != "" {
+		state := api.WorkloadState(wait)
+		if !state.Valid() {
+			return api.Errorf(api.CodeInvalidArgument, "wait is %q, which is not a workload state", wait)
+		}
+		timeout, err := queryInt(r, "timeout_s", 0, 0, 3600)
+		if err != nil {
+			return err
+		}
+		wl, err := h.srv.WaitWorkload(r.Context(), p.Team.ID, wid, state, time.Duration(timeout)*time.Second)
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, http.StatusOK, wl)
+	}
+	wl, err := h.srv.GetWorkload(r.Context(), p.Team.ID, wid)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, wl)
+}
+
+func (h *Handler) listWorkloads(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	pg, err := paging(r)
+	if err != nil {
+		return err
+	}
+	q := server.WorkloadQuery{Page: pg}
+	for _, s := range csv(r, "state") {
+		q.States = append(q.States, api.WorkloadState(s))
+	}
+	l, err := h.srv.ListWorkloads(r.Context(), p.Team.ID, q)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, l)
+}
+
+func (h *Handler) cancelWorkload(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	wl, err := h.srv.CancelWorkload(r.Context(), p.Team.ID, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusAccepted, wl)
+}
+
+// workloadOutput serves a workload's output as a command's: NDJSON from
+// after=SEQ, with follow until it ends.
+func (h *Handler) workloadOutput(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	after, follow, err := outputQuery(r)
+	if err != nil {
+		return err
+	}
+	wl, l, err := h.srv.WorkloadOutput(r.Context(), p.Team.ID, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	h.streamOutput(w, r, wl.ID, l, after, follow)
+	return nil
+}
+
+func (h *Handler) workloadStream(name string) func(http.ResponseWriter, *http.Request, server.Principal) error {
+	return func(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+		_, l, err := h.srv.WorkloadOutput(r.Context(), p.Team.ID, r.PathValue("id"))
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		return serveStream(w, r, l, name)
+	}
+}
