@@ -15,6 +15,36 @@ import { b64, sha256, verify } from "../files-digest";
 import type { Tab, TabContext } from "../tab";
 import "../files.css";
 
+/** shadow gives an element a shadow root for CodeMirror: there its styles
+ * go in as constructed style sheets, which the console's CSP (style-src
+ * 'self') allows, where a <style> element in the document would be
+ * refused. */
+function shadow(host: HTMLElement): { root: ShadowRoot; box: HTMLElement } {
+  const root = host.shadowRoot ?? host.attachShadow({ mode: "open" });
+  let box = root.firstElementChild as HTMLElement | null;
+  if (!box) {
+    box = document.createElement("div");
+    box.className = "cm-host";
+    root.append(box);
+  }
+  return { root, box };
+}
+
+/** The editor's look (inside the shadow root). */
+const look = EditorView.theme(
+  {
+    "&": { height: "60vh", backgroundColor: "#0b0d11", color: "#e6e6e6", fontSize: "13px" },
+    ".cm-scroller": { fontFamily: "ui-monospace, monospace" },
+    ".cm-gutters": { backgroundColor: "#14171d", color: "#8a93a3", borderRight: "1px solid #2a2f3a" },
+    ".cm-activeLine": { backgroundColor: "#ffffff08" },
+    ".cm-activeLineGutter": { backgroundColor: "#ffffff10" },
+    "&.cm-focused": { outline: "2px solid #4f8cff" },
+    ".cm-cursor": { borderLeftColor: "#e6e6e6" },
+    "&.cm-focused .cm-selectionBackground, .cm-selectionBackground, ::selection": { backgroundColor: "#2f4a7a" },
+  },
+  { dark: true },
+);
+
 /** Files past this size are not opened in the editor (download instead). */
 const EDIT_MAX = 2 << 20;
 
@@ -114,11 +144,13 @@ const tab: Tab = {
     const show = (path: string, text: string, version: string) => {
       open?.view.destroy();
       note.hidden = true;
+      const { root, box } = shadow(edBox);
       const view = new EditorView({
-        parent: edBox,
+        root,
+        parent: box,
         state: EditorState.create({
           doc: text,
-          extensions: [basicSetup, keymap.of([{ key: "Mod-s", preventDefault: true, run: () => (save(), true) }]), EditorView.lineWrapping],
+          extensions: [basicSetup, look, keymap.of([{ key: "Mod-s", preventDefault: true, run: () => (save(), true) }]), EditorView.lineWrapping],
         }),
       });
       view.contentDOM.setAttribute("aria-label", "Contents of " + path);
@@ -130,7 +162,7 @@ const tab: Tab = {
     const closeEditor = (why: string) => {
       open?.view.destroy();
       open = null;
-      edBox.replaceChildren();
+      shadow(edBox).box.replaceChildren();
       delete edBox.dataset.version;
       saveB.disabled = true;
       note.hidden = false;
@@ -382,7 +414,8 @@ function conflictDialog() {
   const close = () => {
     mv?.destroy();
     mv = null;
-    merge.replaceChildren();
+    shadow(merge).box.replaceChildren();
+    delete merge.dataset.shown;
     legend.textContent = "";
     if (el.open) el.close();
   };
@@ -398,12 +431,11 @@ function conflictDialog() {
       const t = await acts.theirs();
       theirVersion = t.version;
       mv?.destroy();
-      merge.replaceChildren();
-      mv = new MergeView({
-        parent: merge,
-        a: { doc: t.text, extensions: [EditorView.editable.of(false), EditorState.readOnly.of(true), EditorView.lineWrapping] },
-        b: { doc: mine, extensions: [EditorView.editable.of(false), EditorState.readOnly.of(true), EditorView.lineWrapping] },
-      });
+      const { root, box } = shadow(merge);
+      box.replaceChildren();
+      const ro = [look, EditorView.editable.of(false), EditorState.readOnly.of(true), EditorView.lineWrapping];
+      mv = new MergeView({ root, parent: box, a: { doc: t.text, extensions: ro }, b: { doc: mine, extensions: ro } });
+      merge.dataset.shown = "1";
       legend.textContent = "Left: theirs (now in the sandbox). Right: yours (not saved).";
     } catch (x) {
       err.textContent = message(x);

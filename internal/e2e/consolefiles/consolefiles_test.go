@@ -166,13 +166,16 @@ func writeFile(t *testing.T, c *cove.Client, id, path, text string) {
 	}
 }
 
+// editorJS is the editor's content element, inside its shadow root.
+const editorJS = `document.querySelector('#file-editor').shadowRoot.querySelector('.cm-content')`
+
 // typeInEditor replaces the editor's text by typing, as a user does.
 func typeInEditor(text string) chromedp.Action {
 	return chromedp.Tasks{
-		chromedp.Click(".cm-content", chromedp.ByQuery),
+		chromedp.Click(editorJS, chromedp.ByJSPath),
 		chromedp.KeyEvent("a", chromedp.KeyModifiers(input.ModifierCtrl)),
 		chromedp.KeyEvent(kb.Delete),
-		chromedp.SendKeys(".cm-content", text, chromedp.ByQuery),
+		chromedp.KeyEvent(text),
 	}
 }
 
@@ -189,8 +192,8 @@ func testFiles(t *testing.T, b *browser, sb api.Sandbox) {
 		chromedp.Navigate(s.URL+"/sandboxes/"+sb.ID+"/files"),
 		chromedp.WaitVisible(`button[data-path=`+jsStr(notes)+`]`, chromedp.ByQuery),
 		chromedp.Click(`button[data-path=`+jsStr(notes)+`]`, chromedp.ByQuery),
-		chromedp.WaitVisible(`#file-editor[data-version] .cm-content`, chromedp.ByQuery),
-		poll(`document.querySelector('.cm-content').textContent.includes('first line')`),
+		chromedp.WaitVisible(`#file-editor[data-version]`, chromedp.ByQuery),
+		poll(editorJS+`.textContent.includes('first line')`),
 		poll(`document.getElementById('file-verified').dataset.verified === 'true'`),
 	)
 
@@ -212,8 +215,8 @@ func testFiles(t *testing.T, b *browser, sb api.Sandbox) {
 		chromedp.Click("#file-save", chromedp.ByID),
 		chromedp.WaitVisible("#conflict[open]", chromedp.ByQuery),
 		chromedp.Click("#conflict-diff", chromedp.ByID),
-		poll(`(() => { const t = document.getElementById('conflict-merge').textContent; return t.includes('their change') && t.includes('console edit two'); })()`),
-		chromedp.Text("#conflict-merge", &merged, chromedp.ByID),
+		poll(`(() => { const t = document.getElementById('conflict-merge').shadowRoot?.textContent ?? ''; return t.includes('their change') && t.includes('console edit two'); })()`),
+		chromedp.Evaluate(`document.getElementById('conflict-merge').shadowRoot.textContent`, &merged),
 		b.shot("files-conflict-1280x800.png", 1280, 800),
 	)
 	if got := string(readFile(t, s.Admin, sb.ID, notes)); got != "their change\n" {
@@ -319,7 +322,7 @@ func testFiles(t *testing.T, b *browser, sb api.Sandbox) {
 	// and the editor.
 	b.run("open the text file again",
 		chromedp.Click(`button[data-path=`+jsStr(notes)+`]`, chromedp.ByQuery),
-		chromedp.WaitVisible(`#file-editor[data-version] .cm-content`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#file-editor[data-version]`, chromedp.ByQuery),
 		chromedp.Focus("#tab-files", chromedp.ByID),
 	)
 	seen := map[string]bool{}
@@ -330,7 +333,7 @@ func testFiles(t *testing.T, b *browser, sb api.Sandbox) {
 			if (!a) return '';
 			if (a.classList.contains('fnode')) return 'tree';
 			if (a.id === 'file-save') return 'save';
-			if (a.classList.contains('cm-content')) return 'editor';
+			if (a.id === 'file-editor' && a.shadowRoot.activeElement?.classList.contains('cm-content')) return 'editor';
 			return a.id || a.tagName;
 		})()`, &what))
 		seen[what] = true
