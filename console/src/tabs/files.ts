@@ -33,7 +33,7 @@ function shadow(host: HTMLElement): { root: ShadowRoot; box: HTMLElement } {
 /** The editor's look (inside the shadow root). */
 const look = EditorView.theme(
   {
-    "&": { height: "60vh", backgroundColor: "#0b0d11", color: "#e6e6e6", fontSize: "13px" },
+    "&": { backgroundColor: "#0b0d11", color: "#e6e6e6", fontSize: "13px" },
     ".cm-scroller": { fontFamily: "ui-monospace, monospace" },
     ".cm-gutters": { backgroundColor: "#14171d", color: "#8a93a3", borderRight: "1px solid #2a2f3a" },
     ".cm-activeLine": { backgroundColor: "#ffffff08" },
@@ -44,6 +44,9 @@ const look = EditorView.theme(
   },
   { dark: true },
 );
+
+/** The editor's height (the diff's sides take what they need). */
+const tall = EditorView.theme({ "&": { height: "60vh" } });
 
 /** Files past this size are not opened in the editor (download instead). */
 const EDIT_MAX = 2 << 20;
@@ -150,7 +153,7 @@ const tab: Tab = {
         parent: box,
         state: EditorState.create({
           doc: text,
-          extensions: [basicSetup, look, keymap.of([{ key: "Mod-s", preventDefault: true, run: () => (save(), true) }]), EditorView.lineWrapping],
+          extensions: [basicSetup, look, tall, keymap.of([{ key: "Mod-s", preventDefault: true, run: () => (save(), true) }]), EditorView.lineWrapping],
         }),
       });
       view.contentDOM.setAttribute("aria-label", "Contents of " + path);
