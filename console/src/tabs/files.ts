@@ -48,6 +48,9 @@ const look = EditorView.theme(
 /** The editor's height (the diff's sides take what they need). */
 const tall = EditorView.theme({ "&": { height: "60vh" } });
 
+/** Uploads up to this size go with their sha-256 (computed in memory). */
+const DIGEST_MAX = 256 << 20;
+
 /** Files past this size are not opened in the editor (download instead). */
 const EDIT_MAX = 2 << 20;
 
@@ -141,6 +144,17 @@ const tab: Tab = {
       }
       return li;
     };
+    // Arrow keys move between the visible entries; Tab leaves the tree.
+    tree.addEventListener("keydown", (e) => {
+      if (e.key !== "ArrowDown" && e.key !== "ArrowUp") return;
+      const all = Array.from(tree.querySelectorAll<HTMLElement>(".fnode")).filter((b) => b.offsetParent !== null);
+      const i = all.indexOf(document.activeElement as HTMLElement);
+      const next = all[i + (e.key === "ArrowDown" ? 1 : -1)];
+      if (next) {
+        e.preventDefault();
+        next.focus();
+      }
+    });
     const reloadTree = () => list(root, tree).then(() => setDir(dir));
 
     // -- the editor --
@@ -274,8 +288,10 @@ const tab: Tab = {
         progress.hidden = false;
         progress.value = 0;
         try {
-          const body = new Uint8Array(await f.arrayBuffer());
-          const digest = "sha-256=:" + b64(await sha256(body)) + ":";
+          // The digest needs the bytes in memory: past DIGEST_MAX the file
+          // streams from disk and the server's own digest is what stands.
+          const body: Blob | Uint8Array = f.size <= DIGEST_MAX ? new Uint8Array(await f.arrayBuffer()) : f;
+          const digest = body instanceof Uint8Array ? "sha-256=:" + b64(await sha256(body)) + ":" : "";
           let code = await put(sid(), path, body, digest, true, (p) => (progress.value = p));
           if (code === 412 && confirm(`${path} exists. Replace it?`)) {
             code = await put(sid(), path, body, digest, false, (p) => (progress.value = p));
@@ -348,13 +364,13 @@ async function fetchFile(id: string, path: string) {
 
 /** put sends a file with its digest, reporting upload progress (0..1);
  * it answers the HTTP status. */
-function put(id: string, path: string, body: Uint8Array, digest: string, onlyNew: boolean, progress: (p: number) => void): Promise<number> {
+function put(id: string, path: string, body: Blob | Uint8Array, digest: string, onlyNew: boolean, progress: (p: number) => void): Promise<number> {
   return new Promise((resolve, reject) => {
     const x = new XMLHttpRequest();
     x.open("PUT", `/v1/sandboxes/${encodeURIComponent(id)}/files/content?path=${encodeURIComponent(path)}`);
     x.setRequestHeader("Authorization", "Bearer " + (key() ?? ""));
     x.setRequestHeader("Content-Type", "application/octet-stream");
-    x.setRequestHeader("Repr-Digest", digest);
+    if (digest) x.setRequestHeader("Repr-Digest", digest);
     if (onlyNew) x.setRequestHeader("If-None-Match", "*");
     x.upload.onprogress = (e) => {
       if (e.lengthComputable && e.total) progress(e.loaded / e.total);
@@ -364,7 +380,7 @@ function put(id: string, path: string, body: Uint8Array, digest: string, onlyNew
       resolve(x.status);
     };
     x.onerror = () => reject(new Error("the upload broke off"));
-    x.send(body as Uint8Array<ArrayBuffer>);
+    x.send(body instanceof Blob ? body : (body as Uint8Array<ArrayBuffer>));
   });
 }
 
@@ -422,6 +438,12 @@ function conflictDialog() {
     legend.textContent = "";
     if (el.open) el.close();
   };
+  el.addEventListener("close", () => {
+    mv?.destroy();
+    mv = null;
+    shadow(merge).box.replaceChildren();
+    delete merge.dataset.shown;
+  });
   reloadB.addEventListener("click", () => {
     const a = acts;
     close();

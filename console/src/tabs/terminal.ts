@@ -8,7 +8,7 @@ import { FitAddon } from "@xterm/addon-fit";
 import "@xterm/xterm/css/xterm.css";
 import { api, sdk } from "../api";
 import { debounce, h, message } from "../dom";
-import type { Command, Sandbox } from "@cove-dev/sdk";
+import type { Command, Sandbox, SandboxInfo } from "@cove-dev/sdk";
 import type { Tab, TabContext } from "../tab";
 
 const EXAMPLES = ["python3 --version", "ls -la", "git status", 'node -e "console.log(1+1)"'];
@@ -29,7 +29,7 @@ const tab: Tab = {
     let term: Session | null = null;
     const follow = () => {
       const s = ctx.sandbox().state;
-      if (s === "running" && !term) term = openTerminal(ctx.sandbox().id, ctx.sandbox().template ?? "", box, status, chips);
+      if (s === "running" && !term) term = openTerminal(ctx.sandbox(), box, status, chips);
       if (s !== "running" && term) {
         term.close();
         term = null;
@@ -48,7 +48,8 @@ export default tab;
 
 // openTerminal runs `bash -l` on a PTY in the sandbox and attaches xterm.js
 // to it through a single-use ticket.
-function openTerminal(id: string, tpl: string, box: HTMLElement, status: HTMLElement, chips: HTMLElement): Session {
+function openTerminal(info: SandboxInfo, box: HTMLElement, status: HTMLElement, chips: HTMLElement): Session {
+  const id = info.id;
   const term = new Terminal({ cursorBlink: true, fontSize: 14, convertEol: false, scrollback: 5000 });
   const fit = new FitAddon();
   term.loadAddon(fit);
@@ -64,7 +65,7 @@ function openTerminal(id: string, tpl: string, box: HTMLElement, status: HTMLEle
   const chip = (ex: string) =>
     h("button", { class: "chip", "data-example": ex, title: "Type it at the prompt", onclick: () => (send(ex), term.focus()) }, ex);
   chips.replaceChildren(...EXAMPLES.map(chip));
-  imageExamples(tpl).then((more) => {
+  imageExamples(info).then((more) => {
     if (closed) return;
     const have = new Set(EXAMPLES);
     for (const ex of more) if (!have.has(ex)) (have.add(ex), chips.append(chip(ex)));
@@ -148,20 +149,24 @@ async function reattach(sb: Sandbox, id: string): Promise<Command | null> {
   return null;
 }
 
-/** imageExamples are the example commands the sandbox's template or image
- * offers, when it offers any. */
-async function imageExamples(tpl: string): Promise<string[]> {
-  if (!tpl) return [];
+/** imageExamples are the example commands the sandbox's image or
+ * template offers (an `examples` list), when it offers any. */
+async function imageExamples(sb: SandboxInfo): Promise<string[]> {
   const pick = (d: any): string[] =>
     Array.isArray(d?.examples) ? d.examples.filter((x: unknown): x is string => typeof x === "string" && x.length > 0 && x.length < 200).slice(0, 12) : [];
+  const image = (d: any): string => (typeof d?.image === "string" ? d.image : typeof d?.image_id === "string" ? d.image_id : "");
   try {
-    const t = await api<any>("GET", "/v1/templates/" + encodeURIComponent(tpl));
-    const own = pick(t);
-    if (own.length) return own;
-    const img = typeof t?.image === "string" ? t.image : typeof t?.image_id === "string" ? t.image_id : "";
+    let img = image(sb);
+    if (!img && sb.template) {
+      const { items } = await api<{ items?: any[] }>("GET", "/v1/templates");
+      const t = (items ?? []).find((x) => x?.name === sb.template);
+      const own = pick(t);
+      if (own.length) return own;
+      img = image(t);
+    }
     if (img) return pick(await api<any>("GET", "/v1/images/" + encodeURIComponent(img)));
   } catch {
-    /* no templates or images with examples here */
+    /* no images or templates with examples here */
   }
   return [];
 }

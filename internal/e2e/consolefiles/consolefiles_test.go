@@ -167,7 +167,7 @@ func writeFile(t *testing.T, c *cove.Client, id, path, text string) {
 }
 
 // editorJS is the editor's content element, inside its shadow root.
-const editorJS = `document.querySelector('#file-editor').shadowRoot.querySelector('.cm-content')`
+const editorJS = `document.querySelector('#file-editor').shadowRoot?.querySelector('.cm-content')`
 
 // typeInEditor replaces the editor's text by typing, as a user does.
 func typeInEditor(text string) chromedp.Action {
@@ -193,7 +193,7 @@ func testFiles(t *testing.T, b *browser, sb api.Sandbox) {
 		chromedp.WaitVisible(`button[data-path=`+jsStr(notes)+`]`, chromedp.ByQuery),
 		chromedp.Click(`button[data-path=`+jsStr(notes)+`]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#file-editor[data-version]`, chromedp.ByQuery),
-		poll(editorJS+`.textContent.includes('first line')`),
+		poll(editorJS+`?.textContent.includes('first line')`),
 		poll(`document.getElementById('file-verified').dataset.verified === 'true'`),
 	)
 
@@ -318,6 +318,22 @@ func testFiles(t *testing.T, b *browser, sb api.Sandbox) {
 		t.Fatalf("a tampered download shows %q", got)
 	}
 
+	// Hostile: a name and contents written in the sandbox that are markup
+	// stay text.
+	hostile := wd + `/<img src=x onerror="window.pwned=1">.txt`
+	writeFile(t, s.Admin, sb.ID, hostile, `<script>window.pwned=2</script><img src=x onerror="window.pwned=3">`+"\n")
+	var clean bool
+	b.run("hostile name and contents",
+		chromedp.Navigate(s.URL+"/sandboxes/"+sb.ID+"/files"),
+		chromedp.WaitVisible(`button[data-path=`+jsStr(hostile)+`]`, chromedp.ByQuery),
+		chromedp.Click(`button[data-path=`+jsStr(hostile)+`]`, chromedp.ByQuery),
+		poll(editorJS+`?.textContent.includes('<script>window.pwned=2</script>')`),
+		chromedp.Evaluate(`window.pwned === undefined && !document.querySelector('#files img, #files script') && !document.querySelector('#file-editor').shadowRoot.querySelector('img, script')`, &clean),
+	)
+	if !clean {
+		t.Fatalf("markup from the sandbox became elements")
+	}
+
 	// Keyboard: Tab from the tab bar reaches the tree, the save button
 	// and the editor.
 	b.run("open the text file again",
@@ -366,7 +382,7 @@ func (b *browser) text(sel string) string {
 
 func testCommands(t *testing.T, b *browser, sb api.Sandbox) {
 	s := b.s
-	res := e2etest.Sh(t, s.Admin, sb.ID, "echo cmd-hello; echo cmd-err >&2; exit 3")
+	res := e2etest.Sh(t, s.Admin, sb.ID, `echo cmd-hello; echo '<img src=x onerror="window.pwned=4">'; echo cmd-err >&2; exit 3`)
 	cid := res.Command.ID
 	row := `tr[data-id="` + cid + `"]`
 	var out string
@@ -377,6 +393,11 @@ func testCommands(t *testing.T, b *browser, sb api.Sandbox) {
 		poll(`document.getElementById('cmd-output').dataset.state === 'ended'`),
 		chromedp.Text("#cmd-output", &out, chromedp.ByID),
 	)
+	var clean bool
+	b.run("output stays text", chromedp.Evaluate(`window.pwned === undefined && !document.querySelector('#cmd-output img')`, &clean))
+	if !clean || !strings.Contains(out, "<img src=x") {
+		t.Fatalf("markup in the output became elements (or is missing): %q", out)
+	}
 	if !strings.Contains(out, "cmd-hello") || !strings.Contains(out, "cmd-err") {
 		t.Fatalf("the command's output shows %q", out)
 	}
