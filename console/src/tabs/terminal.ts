@@ -75,7 +75,11 @@ function openTerminal(info: SandboxInfo, box: HTMLElement, status: HTMLElement, 
   const resize = () => {
     if (!box.offsetWidth) return;
     fit.fit();
-    if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ resize: { cols: term.cols, rows: term.rows } }));
+    if (ws && ws.readyState === WebSocket.OPEN) {
+      ws.send(JSON.stringify({ resize: { cols: term.cols, rows: term.rows } }));
+      // What the PTY was last told, for a look from outside.
+      box.dataset.size = `${term.rows} ${term.cols}`;
+    }
   };
   const onResize = debounce(resize, 100);
   window.addEventListener("resize", onResize);

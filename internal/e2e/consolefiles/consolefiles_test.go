@@ -487,4 +487,37 @@ func testTerminal(t *testing.T, b *browser, sb api.Sandbox) {
 	if !bytes.Contains([]byte(screen), []byte(marker)) {
 		t.Fatalf("the screen after the reload:\n%s", screen)
 	}
+
+	// The PTY follows the window: narrower, and `stty size` in the shell
+	// says what the page last sent.
+	var wide, narrow string
+	b.run("the size", chromedp.AttributeValue("#terminal", "data-size", &wide, nil, chromedp.ByID))
+	if wide == "" {
+		t.Fatalf("the terminal sent no size")
+	}
+	b.run("resize",
+		chromedp.EmulateViewport(700, 800),
+		poll(`document.getElementById('terminal').dataset.size !== `+jsStr(wide)),
+	)
+	// The shell's view of its size is what the page sent last (asked again
+	// should a later layout change have sent another).
+	after := func(try int) string {
+		return `(() => { const ls = (` + bufferJS + `).split('\n'); const i = ls.findIndex(l => l.includes('stty size # ` + fmt.Sprint(try) + `')); return i < 0 ? [] : ls.slice(i + 1); })()`
+	}
+	matched := false
+	for try := 0; try < 3 && !matched; try++ {
+		b.run("stty size",
+			chromedp.Focus(".xterm-helper-textarea", chromedp.ByQuery),
+			input.InsertText(fmt.Sprintf("stty size # %d", try)),
+			chromedp.KeyEvent(kb.Enter),
+			poll(after(try)+`.some(l => /^\d+ \d+$/.test(l.trim()))`),
+			chromedp.AttributeValue("#terminal", "data-size", &narrow, nil, chromedp.ByID),
+			chromedp.Evaluate(after(try)+`.some(l => l.trim() === document.getElementById('terminal').dataset.size)`, &matched),
+		)
+	}
+	if !matched || narrow == wide {
+		t.Fatalf("the shell's size is not the page's %q (was %q)", narrow, wide)
+	}
+	b.run("shot", b.shot("terminal-reattached-1280x800.png", 1280, 800))
+	t.Logf("terminal size %q → %q", wide, narrow)
 }
