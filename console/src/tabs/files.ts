@@ -4,9 +4,9 @@
 // drag and drop or a file picker with progress, and downloads checked
 // against the server's sha-256. File contents are only ever text in the
 // editor or bytes in a blob: never markup.
-import { EditorView, basicSetup } from "codemirror";
+import { EditorView, minimalSetup } from "codemirror";
 import { EditorState } from "@codemirror/state";
-import { keymap } from "@codemirror/view";
+import { highlightActiveLine, highlightActiveLineGutter, keymap, lineNumbers } from "@codemirror/view";
 import { MergeView } from "@codemirror/merge";
 import type { FileEntry } from "@cove-dev/sdk";
 import { key, sdk, status } from "../api";
@@ -167,7 +167,7 @@ const tab: Tab = {
         parent: box,
         state: EditorState.create({
           doc: text,
-          extensions: [basicSetup, look, tall, keymap.of([{ key: "Mod-s", preventDefault: true, run: () => (save(), true) }]), EditorView.lineWrapping],
+          extensions: [minimalSetup, lineNumbers(), highlightActiveLine(), highlightActiveLineGutter(), look, tall, keymap.of([{ key: "Mod-s", preventDefault: true, run: () => (save(), true) }]), EditorView.lineWrapping],
         }),
       });
       view.contentDOM.setAttribute("aria-label", "Contents of " + path);
