@@ -1,6 +1,7 @@
 // The commands tab: the sandbox's commands, newest first, with their state
 // and exit code, refreshed on the sandbox's events. Opening one replays its
 // recorded output and follows it while it runs; output is text only.
+import { Sandbox } from "@cove-dev/sdk";
 import type { CommandInfo } from "@cove-dev/sdk";
 import { events, sdk, status } from "../api";
 import { debounce, h, message } from "../dom";
@@ -32,7 +33,7 @@ const tab: Tab = {
 
     const load = async () => {
       try {
-        const sb = await sdk().get(sid);
+        const sb = new Sandbox(sdk(), ctx.sandbox());
         const items: CommandInfo[] = [];
         let cursor = "";
         do {

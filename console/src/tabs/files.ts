@@ -8,6 +8,7 @@ import { EditorView, minimalSetup } from "codemirror";
 import { EditorState } from "@codemirror/state";
 import { highlightActiveLine, highlightActiveLineGutter, keymap, lineNumbers } from "@codemirror/view";
 import { MergeView } from "@codemirror/merge";
+import { Files } from "@cove-dev/sdk";
 import type { FileEntry } from "@cove-dev/sdk";
 import { key, sdk, status } from "../api";
 import { h, message } from "../dom";
@@ -65,7 +66,7 @@ const tab: Tab = {
   label: "Files",
   mount(ctx: TabContext) {
     const sid = () => ctx.sandbox().id;
-    const files = () => sdk().get(sid()).then((s) => s.files);
+    const files = async () => new Files(sdk(), sid());
     const root = ctx.sandbox().workdir || "/";
 
     const tree = h("ul", { class: "ftree", id: "files-tree", role: "tree", "aria-label": "Files" });
