@@ -10,6 +10,8 @@ import type { TabContext, TabView } from "./tab";
 import { TABS } from "./tabs";
 import { topBar } from "./team";
 
+const TRANSITIONAL = new Set(["creating", "setting_up", "sleeping", "waking", "terminating"]);
+
 export function sandboxPage(ref: string, tabID: string) {
   const title = h("h1", { id: "sb-name" }, ref);
   const state = h("span", { id: "sb-state", class: "state" }, "…");
@@ -44,15 +46,19 @@ export function sandboxPage(ref: string, tabID: string) {
   const render = () => {
     if (!sb) return;
     title.textContent = sb.name || sb.id;
-    state.textContent = busy || sb.state;
-    state.className = "state s-" + (busy ? "busy" : sb.state);
+    // An action in flight, then the server's transitional state, show as
+    // "sleeping…" until the state it leads to is reached.
+    const moving = TRANSITIONAL.has(sb.state);
+    state.textContent = busy || (moving ? sb.state + "…" : sb.state);
+    state.className = "state s-" + (busy || moving ? "busy" : sb.state);
+    state.setAttribute("aria-busy", String(!!busy || moving));
     const r = sb.resources ?? {};
     facts.replaceChildren(
       ...([
         ["ID", sb.id],
         ["Template", sb.template],
         ["Resources", `${r.cpus ?? "?"} CPU · ${r.memory_mib ?? "?"} MiB · ${r.disk_mib ?? "?"} MiB disk`],
-        ["Cost", money(sb.cost_usd)],
+        ["Cost", money(sb.cost_usd) + (sb.price_per_hour_usd?.running != null ? ` (${money(sb.price_per_hour_usd.running)}/h running)` : "")],
         ["Spend limit", money(sb.spend_limit_usd)],
       ] as [string, string][]).flatMap(([k, v]) => [h("dt", {}, k), h("dd", { "data-fact": k.toLowerCase().replace(/ /g, "-") }, v)]),
     );
@@ -68,11 +74,30 @@ export function sandboxPage(ref: string, tabID: string) {
       render();
       if (!views.size) select(tabID);
       for (const f of listeners) f(sb);
+      if (TRANSITIONAL.has(sb.state)) follow(sb.id, sb.state);
     } catch (x) {
       err.textContent = message(x);
       if (status(x) === 404) state.textContent = "not found";
     }
   };
+  // follow waits (long poll) for the sandbox to leave a transitional
+  // state, so the state that follows shows even without an event.
+  let following = "";
+  const follow = (id: string, from: string) => {
+    if (following === from) return;
+    following = from;
+    const next = from === "sleeping" ? "asleep" : from === "terminating" ? "terminated" : "running";
+    sdk()
+      .get(id)
+      .then((s) => s.wait(next, { timeout_s: 60 }))
+      .catch(() => {})
+      .finally(() => {
+        following = "";
+        if (!left) load();
+      });
+  };
+  let left = false;
+  onLeave(() => (left = true));
   const ctx = (el: HTMLElement): TabContext => ({
     sandbox: () => sb!,
     onChange: (f) => listeners.push(f),
@@ -108,6 +133,7 @@ export function sandboxPage(ref: string, tabID: string) {
   const act = async (label: string, f: (s: Sandbox) => Promise<unknown>) => {
     if (!sb) return;
     busy = label;
+    err.textContent = "";
     render();
     try {
       await f(await sdk().get(sb.id));
@@ -119,8 +145,28 @@ export function sandboxPage(ref: string, tabID: string) {
   };
   sleepB.addEventListener("click", () => act("sleeping…", (s) => s.sleep({ wait: false })));
   wakeB.addEventListener("click", () => act("waking…", (s) => s.wake({ wait: false })));
+  const dlgText = h("p", { id: "terminate-text" });
+  const yes = h("button", { id: "terminate-yes", class: "danger" }, "Terminate");
+  const no = h("button", { id: "terminate-no" }, "Cancel");
+  const dlg = h(
+    "dialog",
+    { id: "terminate-dialog", "aria-labelledby": "terminate-title", "aria-describedby": "terminate-text" },
+    h("h2", { id: "terminate-title" }, "Terminate this sandbox?"),
+    dlgText,
+    h("div", { class: "actions" }, no, yes),
+  );
+  yes.addEventListener("click", () => dlg.close("yes"));
+  no.addEventListener("click", () => dlg.close("no"));
+  app.append(dlg);
+  dlg.addEventListener("close", () => {
+    if (dlg.returnValue === "yes") act("terminating…", (s) => s.terminate());
+    termB.focus();
+  });
   termB.addEventListener("click", () => {
-    if (confirm(`Terminate ${sb?.name || ref}? Its files and processes are gone for good.`)) act("terminating…", (s) => s.terminate());
+    dlgText.textContent = `${sb?.name || ref} and its files and processes are gone for good.`;
+    dlg.returnValue = "";
+    dlg.showModal();
+    no.focus();
   });
   load();
   const refresh = debounce(load, 300);
