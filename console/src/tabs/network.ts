@@ -41,7 +41,7 @@ const tab: Tab = {
   id: "network",
   label: "Network",
   mount(ctx: TabContext) {
-    const policy = h("p", { id: "net-policy", class: "mono" });
+    const policy = h("span", { id: "net-policy", class: "mono" });
     const result = h("p", { id: "net-result", role: "status", class: "muted" });
     const err = h("p", { class: "error", id: "net-error", role: "alert" });
     const rows = h("tbody", { id: "net-rows" });
