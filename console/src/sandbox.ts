@@ -171,6 +171,12 @@ export function sandboxPage(ref: string, tabID: string) {
   load();
   const refresh = debounce(load, 300);
   onLeave(events(() => refresh()));
+  // Cost accrues without events (the meter runs every metrics interval):
+  // read it again now and then while the sandbox runs and the page shows.
+  const tick = window.setInterval(() => {
+    if (sb?.state === "running" && document.visibilityState === "visible" && !busy) load();
+  }, 15000);
+  onLeave(() => clearInterval(tick));
   onLeave(() => {
     for (const v of views.values()) v.close();
   });
