@@ -87,13 +87,15 @@ export function sandboxPage(ref: string, tabID: string) {
     if (following === from) return;
     following = from;
     const next = from === "sleeping" ? "asleep" : from === "terminating" ? "terminated" : "running";
+    let failed = false;
     sdk()
       .get(id)
       .then((s) => s.wait(next, { timeout_s: 60 }))
-      .catch(() => {})
+      .catch(() => (failed = true))
       .finally(() => {
         following = "";
-        if (!left) load();
+        // After a failed wait, not at once: no busy loop while the API is away.
+        if (!left) window.setTimeout(load, failed ? 3000 : 0);
       });
   };
   let left = false;
@@ -120,8 +122,20 @@ export function sandboxPage(ref: string, tabID: string) {
     }
     v?.show?.();
   };
+  // Arrow keys, Home and End move between tabs (the tablist pattern).
+  tabBar.addEventListener("keydown", (e: KeyboardEvent) => {
+    const ids = TABS.map((t) => t.id);
+    const at = ids.indexOf((document.activeElement as HTMLElement | null)?.dataset?.tab ?? "");
+    if (at < 0) return;
+    const to = { ArrowRight: at + 1, ArrowLeft: at - 1, Home: 0, End: ids.length - 1 }[e.key];
+    if (to == null) return;
+    e.preventDefault();
+    const id = ids[(to + ids.length) % ids.length];
+    select(id);
+    buttons.get(id)!.focus();
+  });
   for (const t of TABS) {
-    const b = h("button", { class: "tab", role: "tab", id: "tab-" + t.id, "data-tab": t.id }, t.label);
+    const b = h("button", { class: "tab", role: "tab", id: "tab-" + t.id, "data-tab": t.id, "aria-controls": "pane-" + t.id }, t.label);
     b.addEventListener("click", () => select(t.id));
     buttons.set(t.id, b);
     tabBar.append(b);

@@ -4,7 +4,7 @@ import { api } from "./api";
 import { h, message } from "./dom";
 import { sandboxURL } from "./list";
 import { app, navigate } from "./router";
-import { topBar } from "./team";
+import { team, topBar } from "./team";
 import { spendBar, usageCells, usageHeads, type Usage } from "./usage-common";
 
 interface Report {
@@ -43,7 +43,10 @@ export function usagePage() {
   (async () => {
     try {
       const r = await api<Report>("GET", "/v1/usage?group_by=sandbox");
+      const alerts: number[] | undefined = (team()?.team as { budget_alerts?: number[] } | undefined)?.budget_alerts;
       head.replaceChildren(h("h2", {}, "This month"), spendBar("month-spend", r.month_cost_usd, r.spend_limit_usd));
+      if (r.spend_limit_usd != null && alerts?.length)
+        head.append(h("p", { class: "muted", id: "team-alerts" }, "Budget alerts at " + alerts.map((a) => a + "%").join(", ") + " of the monthly limit."));
       span.textContent = `By sandbox, ${new Date(r.from).toLocaleString()} – ${new Date(r.to).toLocaleString()}`;
       const items = [...(r.items ?? [])].sort((a, b) => b.cost_usd - a.cost_usd);
       rows.replaceChildren(

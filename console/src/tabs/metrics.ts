@@ -109,7 +109,9 @@ const tab: Tab = {
           h("li", {}, `${new Date(g.from).toLocaleTimeString()} – ${new Date(g.to).toLocaleTimeString()}: ${g.reason}`),
         ),
       );
-      status.textContent = `${samples.length} samples, every ${m.step_s} s`;
+      status.textContent = samples.length
+        ? `${samples.length} samples, every ${m.step_s} s`
+        : "No samples in this range yet (the node samples running sandboxes only).";
     };
     let gen = 0;
     const load = async () => {
