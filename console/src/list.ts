@@ -5,7 +5,7 @@ import type { SandboxInfo } from "@cove-dev/sdk";
 import { events, sdk } from "./api";
 import { debounce, h, message, money } from "./dom";
 import { app, navigate, onLeave } from "./router";
-import { topBar } from "./team";
+import { admitted, loadTeam, team, topBar } from "./team";
 
 const STATES = ["", "running", "creating", "sleeping", "asleep", "waking", "terminated", "failed"];
 
@@ -27,6 +27,26 @@ async function createAndOpen(btn: HTMLButtonElement, err: HTMLElement) {
   }
 }
 
+/** readiness says why New → Run code cannot create now, or "" when it
+ * can: the team needs the managed_environment admission (an admin team
+ * has every flag) and the default template must be ready. */
+async function readiness(): Promise<{ why: string; retry: boolean }> {
+  const me = team() ?? (await loadTeam());
+  if (!me.admin && me.admitted && !admitted("managed_environment"))
+    return {
+      why: `Your team (${me.team.name}) is not admitted to the managed environment. Ask an admin to run: cove teams admit ${me.team.name} --managed-environment`,
+      retry: false,
+    };
+  const tpls = await sdk().templates();
+  const t = tpls.find((x) => x.kind === "managed") ?? tpls[0];
+  if (!t) return { why: "No template is available to this team. Ask an admin to set up a template.", retry: false };
+  if (t.status === "building")
+    return { why: `The ${t.name} template is building${t.progress ? ": " + t.progress : ""}. Try again shortly.`, retry: true };
+  if (t.status === "failed")
+    return { why: `The ${t.name} template failed to build${t.reason ? ": " + t.reason : ""}. Ask an admin to look at cove serve's log.`, retry: false };
+  return { why: "", retry: false };
+}
+
 /** labelFilter parses "k=v, k2=v2" into a label selector. */
 function labelFilter(s: string): Record<string, string> | undefined {
   const out: Record<string, string> = {};
@@ -42,8 +62,24 @@ export function listPage() {
   const labels = h("input", { id: "label-filter", type: "search", placeholder: "label=value", "aria-label": "labels", autocomplete: "off" });
   const search = h("input", { id: "search", type: "search", placeholder: "Open a sandbox by ID or name", "aria-label": "open a sandbox", autocomplete: "off" });
   const err = h("p", { class: "error", id: "list-error", role: "alert" });
-  const newBtn = h("button", { id: "new", class: "primary" }, "New → Run code");
+  const newBtn = h("button", { id: "new", class: "primary", "aria-describedby": "new-reason" }, "New → Run code");
+  const reason = h("p", { id: "new-reason", class: "muted reason", role: "status" });
   newBtn.addEventListener("click", () => createAndOpen(newBtn, err));
+  let retry: number | undefined;
+  const check = async () => {
+    try {
+      const r = await readiness();
+      reason.textContent = r.why;
+      newBtn.disabled = !!r.why;
+      newBtn.dataset.ready = r.why ? "0" : "1";
+      if (r.retry) retry = window.setTimeout(check, 10000);
+    } catch (x) {
+      // Creating may still work: say what failed, keep the button.
+      reason.textContent = "Could not check the template: " + message(x);
+      newBtn.dataset.ready = "1";
+    }
+  };
+  onLeave(() => clearTimeout(retry));
   const rows = h("tbody", { id: "sandboxes" });
   const searchForm = h("form", { id: "open", class: "open" }, search);
   searchForm.addEventListener("submit", (e) => {
@@ -57,6 +93,7 @@ export function listPage() {
       "main",
       {},
       h("div", { class: "toolbar" }, searchForm, filter, labels, newBtn),
+      reason,
       err,
       h(
         "table",
@@ -95,6 +132,7 @@ export function listPage() {
   filter.addEventListener("change", load);
   labels.addEventListener("change", load);
   load();
+  check();
   const refresh = debounce(load, 300);
   onLeave(events(() => refresh()));
   search.focus();

@@ -9,6 +9,7 @@ import { listPage } from "./list";
 import { app, page, route, start } from "./router";
 import { sandboxPage } from "./sandbox";
 import { loadTeam } from "./team";
+import { usagePage } from "./usage-page";
 
 function signIn() {
   const input = h("input", { id: "key", type: "password", autocomplete: "off", placeholder: "cove_…", required: true });
@@ -39,6 +40,7 @@ function signIn() {
 }
 
 page(/^\/sandboxes\/([^/]+)(?:\/([a-z-]+))?\/?$/, (m) => sandboxPage(decodeURIComponent(m[1]), m[2] ?? ""));
+page(/^\/usage\/?$/, () => usagePage());
 start(signIn, listPage);
 if (key()) loadTeam().catch(() => {});
 route();

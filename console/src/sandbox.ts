@@ -10,6 +10,8 @@ import type { TabContext, TabView } from "./tab";
 import { TABS } from "./tabs";
 import { topBar } from "./team";
 
+const TRANSITIONAL = new Set(["creating", "setting_up", "sleeping", "waking", "terminating"]);
+
 export function sandboxPage(ref: string, tabID: string) {
   const title = h("h1", { id: "sb-name" }, ref);
   const state = h("span", { id: "sb-state", class: "state" }, "…");
@@ -44,15 +46,19 @@ export function sandboxPage(ref: string, tabID: string) {
   const render = () => {
     if (!sb) return;
     title.textContent = sb.name || sb.id;
-    state.textContent = busy || sb.state;
-    state.className = "state s-" + (busy ? "busy" : sb.state);
+    // An action in flight, then the server's transitional state, show as
+    // "sleeping…" until the state it leads to is reached.
+    const moving = TRANSITIONAL.has(sb.state);
+    state.textContent = busy || (moving ? sb.state + "…" : sb.state);
+    state.className = "state s-" + (busy || moving ? "busy" : sb.state);
+    state.setAttribute("aria-busy", String(!!busy || moving));
     const r = sb.resources ?? {};
     facts.replaceChildren(
       ...([
         ["ID", sb.id],
         ["Template", sb.template],
         ["Resources", `${r.cpus ?? "?"} CPU · ${r.memory_mib ?? "?"} MiB · ${r.disk_mib ?? "?"} MiB disk`],
-        ["Cost", money(sb.cost_usd)],
+        ["Cost", money(sb.cost_usd) + (sb.price_per_hour_usd?.running != null ? ` (${money(sb.price_per_hour_usd.running)}/h running)` : "")],
         ["Spend limit", money(sb.spend_limit_usd)],
       ] as [string, string][]).flatMap(([k, v]) => [h("dt", {}, k), h("dd", { "data-fact": k.toLowerCase().replace(/ /g, "-") }, v)]),
     );
@@ -68,11 +74,32 @@ export function sandboxPage(ref: string, tabID: string) {
       render();
       if (!views.size) select(tabID);
       for (const f of listeners) f(sb);
+      if (TRANSITIONAL.has(sb.state)) follow(sb.id, sb.state);
     } catch (x) {
       err.textContent = message(x);
       if (status(x) === 404) state.textContent = "not found";
     }
   };
+  // follow waits (long poll) for the sandbox to leave a transitional
+  // state, so the state that follows shows even without an event.
+  let following = "";
+  const follow = (id: string, from: string) => {
+    if (following === from) return;
+    following = from;
+    const next = from === "sleeping" ? "asleep" : from === "terminating" ? "terminated" : "running";
+    let failed = false;
+    sdk()
+      .get(id)
+      .then((s) => s.wait(next, { timeout_s: 60 }))
+      .catch(() => (failed = true))
+      .finally(() => {
+        following = "";
+        // After a failed wait, not at once: no busy loop while the API is away.
+        if (!left) window.setTimeout(load, failed ? 3000 : 0);
+      });
+  };
+  let left = false;
+  onLeave(() => (left = true));
   const ctx = (el: HTMLElement): TabContext => ({
     sandbox: () => sb!,
     onChange: (f) => listeners.push(f),
@@ -95,8 +122,20 @@ export function sandboxPage(ref: string, tabID: string) {
     }
     v?.show?.();
   };
+  // Arrow keys, Home and End move between tabs (the tablist pattern).
+  tabBar.addEventListener("keydown", (e: KeyboardEvent) => {
+    const ids = TABS.map((t) => t.id);
+    const at = ids.indexOf((document.activeElement as HTMLElement | null)?.dataset?.tab ?? "");
+    if (at < 0) return;
+    const to = { ArrowRight: at + 1, ArrowLeft: at - 1, Home: 0, End: ids.length - 1 }[e.key];
+    if (to == null) return;
+    e.preventDefault();
+    const id = ids[(to + ids.length) % ids.length];
+    select(id);
+    buttons.get(id)!.focus();
+  });
   for (const t of TABS) {
-    const b = h("button", { class: "tab", role: "tab", id: "tab-" + t.id, "data-tab": t.id }, t.label);
+    const b = h("button", { class: "tab", role: "tab", id: "tab-" + t.id, "data-tab": t.id, "aria-controls": "pane-" + t.id }, t.label);
     b.addEventListener("click", () => select(t.id));
     buttons.set(t.id, b);
     tabBar.append(b);
@@ -108,6 +147,7 @@ export function sandboxPage(ref: string, tabID: string) {
   const act = async (label: string, f: (s: Sandbox) => Promise<unknown>) => {
     if (!sb) return;
     busy = label;
+    err.textContent = "";
     render();
     try {
       await f(await sdk().get(sb.id));
@@ -119,12 +159,38 @@ export function sandboxPage(ref: string, tabID: string) {
   };
   sleepB.addEventListener("click", () => act("sleeping…", (s) => s.sleep({ wait: false })));
   wakeB.addEventListener("click", () => act("waking…", (s) => s.wake({ wait: false })));
+  const dlgText = h("p", { id: "terminate-text" });
+  const yes = h("button", { id: "terminate-yes", class: "danger" }, "Terminate");
+  const no = h("button", { id: "terminate-no" }, "Cancel");
+  const dlg = h(
+    "dialog",
+    { id: "terminate-dialog", "aria-labelledby": "terminate-title", "aria-describedby": "terminate-text" },
+    h("h2", { id: "terminate-title" }, "Terminate this sandbox?"),
+    dlgText,
+    h("div", { class: "actions" }, no, yes),
+  );
+  yes.addEventListener("click", () => dlg.close("yes"));
+  no.addEventListener("click", () => dlg.close("no"));
+  app.append(dlg);
+  dlg.addEventListener("close", () => {
+    if (dlg.returnValue === "yes") act("terminating…", (s) => s.terminate());
+    termB.focus();
+  });
   termB.addEventListener("click", () => {
-    if (confirm(`Terminate ${sb?.name || ref}? Its files and processes are gone for good.`)) act("terminating…", (s) => s.terminate());
+    dlgText.textContent = `${sb?.name || ref} and its files and processes are gone for good.`;
+    dlg.returnValue = "";
+    dlg.showModal();
+    no.focus();
   });
   load();
   const refresh = debounce(load, 300);
   onLeave(events(() => refresh()));
+  // Cost accrues without events (the meter runs every metrics interval):
+  // read it again now and then while the sandbox runs and the page shows.
+  const tick = window.setInterval(() => {
+    if (sb?.state === "running" && document.visibilityState === "visible" && !busy) load();
+  }, 15000);
+  onLeave(() => clearInterval(tick));
   onLeave(() => {
     for (const v of views.values()) v.close();
   });

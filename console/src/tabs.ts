@@ -4,5 +4,9 @@ import type { Tab } from "./tab";
 import commands from "./tabs/commands";
 import files from "./tabs/files";
 import terminal from "./tabs/terminal";
+import metrics from "./tabs/metrics";
+import events from "./tabs/events";
+import network from "./tabs/network";
+import usage from "./tabs/usage";
 
-export const TABS: Tab[] = [terminal, files, commands];
+export const TABS: Tab[] = [terminal, files, commands, metrics, events, network, usage];
