@@ -103,6 +103,10 @@ func (s *Server) SubmitWorkload(ctx context.Context, teamID string, req api.Crea
 			return api.Workload{}, err
 		}
 		release()
+		// The image's working directory, as a sandbox of it gets.
+		if req.Workdir == "" {
+			req.Workdir = sr.Workdir
+		}
 		if r := sr.Resources; r != nil {
 			w := api.WorkloadResourcesRequest{}
 			if req.Resources != nil {

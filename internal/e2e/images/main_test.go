@@ -3,8 +3,8 @@
 // and files the tests write) with go-containerregistry, imported through
 // the API and the CLI, and run in real sandboxes: layers, whiteouts and
 // opaque directories, images without a shell or with a user of their own,
-// refused and hostile archives, admission, defaults, sleep and wake, and
-// deletion.
+// refused and hostile archives, admission, defaults, sleep and wake,
+// deletion; the network fence, metrics, previews and workloads in them.
 package images
 
 import (
