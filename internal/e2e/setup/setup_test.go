@@ -6,6 +6,7 @@ package setup
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -30,6 +31,22 @@ func output(t *testing.T, c *cove.Client, ref, id string) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// streams is a command's recorded output, each stream's on its own.
+func streams(t *testing.T, c *cove.Client, ref, id string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := c.Output(t.Context(), ref, id, 0, false, func(r api.OutputRecord) error {
+		if len(r.Data) > 0 {
+			out[r.Stream] += string(r.Data)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func eventTypes(t *testing.T, c *cove.Client, sandboxID string) []string {
@@ -120,10 +137,11 @@ func TestSetupFails(t *testing.T) {
 	for _, tt := range []struct {
 		name, command string
 		timeout       int64
-		reason, out   string
+		reason        string
+		out           map[string]string // by stream: their order across streams is not kept
 	}{
-		{"exit 3", "echo building; echo broken >&2; exit 3", 0, "exited with code 3", "building\nbroken\n"},
-		{"timeout", "echo slow; sleep 60", 2, "timed out after 2 s", "slow\n"},
+		{"exit 3", "echo building; echo broken >&2; exit 3", 0, "exited with code 3", map[string]string{"stdout": "building\n", "stderr": "broken\n"}},
+		{"timeout", "echo slow; sleep 60", 2, "timed out after 2 s", map[string]string{"stdout": "slow\n"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			start := time.Now()
@@ -137,7 +155,7 @@ func TestSetupFails(t *testing.T) {
 			if time.Since(start) > 45*time.Second {
 				t.Fatalf("?wait=running took %v", time.Since(start))
 			}
-			if out := output(t, c, sb.ID, sb.SetupCommandID); out != tt.out {
+			if out := streams(t, c, sb.ID, sb.SetupCommandID); !maps.Equal(out, tt.out) {
 				t.Fatalf("setup output replayed: %q; want %q", out, tt.out)
 			}
 			if ev := eventTypes(t, c, sb.ID); !slices.Contains(ev, "setup.exited") || !slices.Contains(ev, "sandbox.failed") {
