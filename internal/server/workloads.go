@@ -602,6 +602,7 @@ func (s *Server) finishWorkload(ctx context.Context, wl api.Workload, state api.
 	if !ok {
 		return
 	}
+	s.chargeWorkload(ctx, done)
 	s.log.Info("workload ended", "workload", done.ID, "state", state, "reason", reason)
 	s.kickQueue() // its room and GPUs are free
 }
@@ -763,6 +764,7 @@ func (s *Server) CancelWorkload(ctx context.Context, teamID, wid string) (api.Wo
 	if !ok {
 		return s.GetWorkload(ctx, teamID, wid)
 	}
+	s.chargeWorkload(ctx, done)
 	s.mu.Lock()
 	run := s.wlRuns[wid]
 	s.mu.Unlock()
