@@ -102,7 +102,9 @@ func (s *Server) SubmitWorkload(ctx context.Context, teamID string, req api.Crea
 		if err != nil {
 			return api.Workload{}, err
 		}
-		release()
+		// Held until the workload is stored: a delete of the image waits,
+		// then sees it queued.
+		defer release()
 		// The image's working directory, as a sandbox of it gets.
 		if req.Workdir == "" {
 			req.Workdir = sr.Workdir
