@@ -70,7 +70,9 @@ type Usage struct {
 	MemoryGiBS  float64 `json:"memory_gib_s"`
 	StorageGiBH float64 `json:"storage_gib_h"`
 	EgressBytes int64   `json:"egress_bytes"`
-	CostUSD     float64 `json:"cost_usd"`
+	// GPUS is GPU-seconds reserved by workloads.
+	GPUS    float64 `json:"gpu_s"`
+	CostUSD float64 `json:"cost_usd"`
 }
 
 // SandboxUsage answers GET /v1/sandboxes/{ref}/usage.

@@ -52,6 +52,9 @@ export function usagePage() {
       rows.replaceChildren(
         ...items.map((u) => {
           const id = u.sandbox_id ?? "";
+          // An ended workload's usage is keyed by its ID; it has no sandbox page.
+          if (id.startsWith("wl_"))
+            return h("tr", { class: "row", "data-id": id }, h("td", { class: "mono", "data-label": "Sandbox" }, id + " (workload)"), ...usageCells(u));
           return h(
             "tr",
             { class: "row", "data-id": id, onclick: () => navigate(sandboxURL(id, "usage")) },

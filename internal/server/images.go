@@ -320,8 +320,9 @@ func (s *Server) UpdateImage(ctx context.Context, p Principal, ref string, st ap
 	return img, nil
 }
 
-// DeleteImage deletes an image that no sandbox uses (asleep ones count),
-// and its tree when no other image shares it.
+// DeleteImage deletes an image that no sandbox uses (asleep ones count)
+// and no workload waits for or runs on, and its tree when no other image
+// shares it.
 func (s *Server) DeleteImage(ctx context.Context, p Principal, ref string) error {
 	if err := s.requireImages(); err != nil {
 		return err
@@ -346,6 +347,9 @@ func (s *Server) DeleteImage(ctx context.Context, p Principal, ref string) error
 		return &api.Error{Code: api.CodeConflict,
 			Message: fmt.Sprintf("image %s is used by sandboxes that are not terminated; terminate them first", img.Name),
 			Details: map[string]any{"image": img.Name}}
+	}
+	if err := s.refuseImageOfWorkloads(ctx, img.Name); err != nil {
+		return err
 	}
 	if err := s.store.DeleteImage(ctx, img.ID); err != nil {
 		return err

@@ -189,8 +189,15 @@ func (s *Server) sample(ms *meterState, sb api.Sandbox, st node.Stats) (metering
 	return metering.Diff(*prev, st)
 }
 
-// accruals splits use over [from, to) into the hours it falls in.
+// accruals splits a sandbox's use over [from, to) into the hours it falls
+// in.
 func (s *Server) accruals(sb api.Sandbox, from, to time.Time, use metering.Use) []store.Accrual {
+	return s.hourly(sb.ID, sb.TeamID, from, to, use)
+}
+
+// hourly splits the use of a sandbox or workload (id) over [from, to)
+// into the hours it falls in.
+func (s *Server) hourly(id, teamID string, from, to time.Time, use metering.Use) []store.Accrual {
 	total := to.Sub(from)
 	var out []store.Accrual
 	for t := from; t.Before(to); {
@@ -201,9 +208,9 @@ func (s *Server) accruals(sb api.Sandbox, from, to time.Time, use metering.Use) 
 		}
 		u := use.Scale(float64(end.Sub(t)) / float64(total))
 		out = append(out, store.Accrual{
-			SandboxID: sb.ID, TeamID: sb.TeamID, Hour: hour,
+			SandboxID: id, TeamID: teamID, Hour: hour,
 			CPUS: u.CPUS, MemoryGiBS: u.MemoryGiBS, StorageGiBH: u.StorageGiBH, EgressBytes: u.EgressBytes,
-			CostUSD: u.Cost(s.cfg.Prices), Until: end,
+			GPUS: u.GPUS, CostUSD: u.Cost(s.cfg.Prices), Until: end,
 		})
 		t = end
 	}

@@ -102,7 +102,9 @@ func (s *Server) SubmitWorkload(ctx context.Context, teamID string, req api.Crea
 		if err != nil {
 			return api.Workload{}, err
 		}
-		release()
+		// Held until the workload is stored: a delete of the image waits,
+		// then sees it queued.
+		defer release()
 		// The image's working directory, as a sandbox of it gets.
 		if req.Workdir == "" {
 			req.Workdir = sr.Workdir
@@ -602,6 +604,7 @@ func (s *Server) finishWorkload(ctx context.Context, wl api.Workload, state api.
 	if !ok {
 		return
 	}
+	s.chargeWorkload(ctx, done)
 	s.log.Info("workload ended", "workload", done.ID, "state", state, "reason", reason)
 	s.kickQueue() // its room and GPUs are free
 }
@@ -763,6 +766,7 @@ func (s *Server) CancelWorkload(ctx context.Context, teamID, wid string) (api.Wo
 	if !ok {
 		return s.GetWorkload(ctx, teamID, wid)
 	}
+	s.chargeWorkload(ctx, done)
 	s.mu.Lock()
 	run := s.wlRuns[wid]
 	s.mu.Unlock()

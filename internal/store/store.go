@@ -22,6 +22,7 @@ type Store interface {
 	Admissions
 	Images
 	Workloads
+	WorkloadUsage
 
 	// Teams and keys.
 	CreateTeam(ctx context.Context, t api.Team) error

@@ -84,6 +84,7 @@ type Accrual struct {
 	MemoryGiBS  float64
 	StorageGiBH float64
 	EgressBytes int64
+	GPUS        float64 // GPU-seconds (workloads)
 	CostUSD     float64
 	// Until is how far the sandbox is now metered.
 	Until time.Time

@@ -227,7 +227,7 @@ func (db *DB) SumUsage(ctx context.Context, f store.UsageFilter) ([]api.Usage, e
 		return nil, api.Errorf(api.CodeInvalidArgument, "group_by %q is unknown; use day or sandbox", f.GroupBy)
 	}
 	q := "SELECT " + key + `, coalesce(sum(cpu_s), 0), coalesce(sum(memory_gib_s), 0), coalesce(sum(storage_gib_h), 0),
-		coalesce(sum(egress_bytes), 0), coalesce(sum(cost_usd), 0) FROM usage_hours`
+		coalesce(sum(egress_bytes), 0), coalesce(sum(cost_usd), 0), coalesce(sum(gpu_s), 0) FROM usage_hours`
 	if len(w.conds) > 0 {
 		q += " WHERE " + joinAnd(w.conds)
 	}
@@ -235,7 +235,7 @@ func (db *DB) SumUsage(ctx context.Context, f store.UsageFilter) ([]api.Usage, e
 	out, err := queryAll(ctx, db.read, func(r scanner) (api.Usage, error) {
 		var u api.Usage
 		var k string
-		err := r.Scan(&k, &u.CPUS, &u.MemoryGiBS, &u.StorageGiBH, &u.EgressBytes, &u.CostUSD)
+		err := r.Scan(&k, &u.CPUS, &u.MemoryGiBS, &u.StorageGiBH, &u.EgressBytes, &u.CostUSD, &u.GPUS)
 		switch f.GroupBy {
 		case "day":
 			u.Day = k

@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Images", testImages},
 		{"TeamAdmission", testTeamAdmission},
 		{"Workloads", testWorkloads},
+		{"WorkloadUsage", testWorkloadUsage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

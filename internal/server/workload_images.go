@@ -1,0 +1,33 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/store"
+)
+
+// refuseImageOfWorkloads refuses, with conflict, deleting the image
+// called name while a workload that names it is queued, starting or
+// running: it would fail to start, or lose its tree under it.
+func (s *Server) refuseImageOfWorkloads(ctx context.Context, name string) error {
+	live, err := s.store.ListWorkloads(ctx, store.WorkloadFilter{
+		States: []api.WorkloadState{api.WorkloadQueued, api.WorkloadStarting, api.WorkloadRunning},
+	})
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for _, w := range live {
+		if w.Template == name {
+			ids = append(ids, w.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return &api.Error{Code: api.CodeConflict,
+		Message: fmt.Sprintf("image %s is used by %d workloads that have not ended (%s); wait for them or cancel them first", name, len(ids), ids[0]),
+		Details: map[string]any{"image": name, "workloads": len(ids)}}
+}

@@ -1,0 +1,87 @@
+package server_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/server"
+)
+
+// TestWorkloadUsage: an ended workload's CPU-, memory- and GPU-seconds
+// count in GET /v1/usage (keyed by its ID) and in its team's month, whose
+// spend limit then raises budget.exceeded and refuses new workloads.
+func TestWorkloadUsage(t *testing.T) {
+	h := newHarnessWith(t, func(c *server.Config) {
+		c.Prices = api.Prices{VCPUSecond: 0.01, MemoryGiBSecond: 0.001, GPUSecond: 0.1}
+		c.MetricsInterval = 5 * time.Second
+	})
+	c := &clock{t: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}
+	h.srv.SetClock(c.now)
+	ctx := t.Context()
+
+	// 2 CPUs, 1 GiB and 1 GPU from 10:59:30 to 11:00:30: 60 s over two hours.
+	start := time.Date(2026, 3, 1, 10, 59, 30, 0, time.UTC)
+	end := start.Add(time.Minute)
+	exit := 0
+	w := api.Workload{
+		ID: "wl_usage1", TeamID: h.a, Template: "managed", Command: "true",
+		Resources: api.WorkloadResources{CPUs: 2, MemoryMiB: 1024, GPUs: 1},
+		State:     api.WorkloadExited, ExitCode: &exit, CreatedAt: start, StartedAt: &start, EndedAt: &end,
+		CostUSD: 60 * (2*0.01 + 0.001 + 0.1),
+	}
+	if err := h.st.CreateWorkload(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	c.add(2 * time.Hour)
+	h.srv.ChargeWorkload(ctx, w)
+	h.srv.ChargeWorkload(ctx, w) // charged once however often it is recorded
+
+	r, err := h.srv.Usage(ctx, h.a, server.UsageQuery{GroupBy: "sandbox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Items) != 1 || r.Items[0].SandboxID != w.ID {
+		t.Fatalf("items = %+v; want one for %s", r.Items, w.ID)
+	}
+	got := r.Items[0]
+	if !near(got.CPUS, 120, 1e-9) || !near(got.MemoryGiBS, 60, 1e-9) || !near(got.GPUS, 60, 1e-9) || !near(got.CostUSD, w.CostUSD, 1e-9) {
+		t.Errorf("workload usage = %+v; want 120 cpu_s, 60 memory_gib_s, 60 gpu_s, $%v", got, w.CostUSD)
+	}
+	if !near(r.Total.CostUSD, w.CostUSD, 1e-9) || !near(r.MonthCostUSD, w.CostUSD, 1e-9) {
+		t.Errorf("total $%v, month $%v; want $%v", r.Total.CostUSD, r.MonthCostUSD, w.CostUSD)
+	}
+	days, err := h.srv.Usage(ctx, h.a, server.UsageQuery{GroupBy: "day"})
+	if err != nil || len(days.Items) != 1 || !near(days.Items[0].CostUSD, w.CostUSD, 1e-9) {
+		t.Errorf("by day = %+v, %v; want one day of $%v", days.Items, err, w.CostUSD)
+	}
+	if other, err := h.srv.Usage(ctx, h.b, server.UsageQuery{}); err != nil || other.MonthCostUSD != 0 {
+		t.Errorf("another team's month = %+v, %v; want $0", other, err)
+	}
+
+	limit := w.CostUSD / 2
+	if _, err := h.srv.UpdateTeam(ctx, h.admin, h.a, api.UpdateTeamRequest{SpendLimitUSD: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	h.srv.MeterOnce(ctx)
+	if ev := h.events(t, h.a, ""); !slices.Contains(ev, "budget.exceeded") {
+		t.Errorf("team events = %v; want budget.exceeded", ev)
+	}
+	_, err = h.srv.SubmitWorkload(ctx, h.a, api.CreateWorkloadRequest{Command: "true"})
+	wantCode(t, err, api.CodeBudgetExceeded)
+}
+
+// TestWorkloadNeverRanCostsNothing: a workload cancelled in the queue
+// leaves no usage.
+func TestWorkloadNeverRanCostsNothing(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	now := time.Now().UTC()
+	w := api.Workload{ID: "wl_queued1", TeamID: h.a, Template: "managed", State: api.WorkloadCancelled, CreatedAt: now, EndedAt: &now}
+	h.srv.ChargeWorkload(ctx, w)
+	r, err := h.srv.Usage(ctx, h.a, server.UsageQuery{GroupBy: "sandbox"})
+	if err != nil || len(r.Items) != 0 || r.MonthCostUSD != 0 {
+		t.Errorf("usage = %+v, %v; want none", r, err)
+	}
+}
