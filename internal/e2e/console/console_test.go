@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,23 +16,11 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/console"
+	"github.com/cove-dev/cove/internal/e2e/browsertest"
 	"github.com/cove-dev/cove/internal/e2e/e2etest"
 )
 
 func TestMain(m *testing.M) { e2etest.Main(m) }
-
-// chromium is Debian's browser, or "" where it is not installed.
-func chromium() string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
-// bufferJS reads the terminal's screen as text, row by row.
-const bufferJS = `(() => { const r = document.querySelector('.xterm-rows'); return r ? Array.from(r.children).map(c => c.textContent.replace(/\u00a0/g, ' ').trimEnd()).join('\n') : ''; })()`
 
 // firstLoadJS sums what the first load transferred: the page and every
 // resource, headers and compressed bodies.
@@ -52,10 +37,6 @@ const firstLoadJS = `(() => {
 // where an example chip types its text at the prompt without running it
 // and Enter runs it.
 func TestConsole(t *testing.T) {
-	exe := chromium()
-	if exe == "" {
-		t.Skip("chromium is not installed (make test-deps installs Debian's chromium): the console's browser test cannot run")
-	}
 	s := e2etest.StartServer(t, e2etest.WithManaged)
 
 	// The page itself: the index with a strict CSP, or the binary was built
@@ -76,44 +57,8 @@ func TestConsole(t *testing.T) {
 	name := fmt.Sprintf("console-e2e-%d", time.Now().UnixNano()%100000)
 	sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{Name: name})
 
-	shots, err := os.MkdirTemp("", "cove-console-shots-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshots in %s", shots)
-
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe),
-		chromedp.NoSandbox, // as root
-		chromedp.WindowSize(1280, 800),
-		chromedp.Flag("disable-dev-shm-usage", true),
-	)
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	ctx, cancelC := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancelC()
-	ctx, cancelT := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancelT()
-
-	shot := func(file string, w, h int64) chromedp.Action {
-		var buf []byte
-		return chromedp.Tasks{
-			chromedp.EmulateViewport(w, h),
-			chromedp.Sleep(300 * time.Millisecond),
-			chromedp.CaptureScreenshot(&buf),
-			chromedp.ActionFunc(func(context.Context) error {
-				return os.WriteFile(filepath.Join(shots, file), buf, 0o644)
-			}),
-		}
-	}
-	run := func(what string, actions ...chromedp.Action) {
-		t.Helper()
-		if err := chromedp.Run(ctx, actions...); err != nil {
-			var text string
-			chromedp.Run(ctx, chromedp.Evaluate(`document.body.innerText`, &text))
-			t.Fatalf("%s: %v\npage:\n%s", what, err, text)
-		}
-	}
+	b := browsertest.New(t, s.URL, 2*time.Minute)
+	ctx, run, shot := b.Ctx, b.Run, b.Shot
 
 	var firstLoad map[string]any
 	run("sign in",
@@ -156,7 +101,7 @@ func TestConsole(t *testing.T) {
 		chromedp.Click("#new", chromedp.ByID),
 		chromedp.WaitVisible(`#terminal[data-ready="1"]`, chromedp.ByQuery),
 		chromedp.Evaluate(`location.pathname`, &newPath),
-		chromedp.Poll(`(`+bufferJS+`).trim().length > 0`, nil, chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Poll(`(`+browsertest.BufferJS+`).trim().length > 0`, nil, chromedp.WithPollingTimeout(30*time.Second)),
 	)
 	id := strings.TrimPrefix(newPath, "/sandboxes/")
 	if id == newPath || id == "" || id == sb.ID {
@@ -168,9 +113,9 @@ func TestConsole(t *testing.T) {
 	run("the chip types",
 		chromedp.Sleep(time.Second), // the prompt settles
 		chromedp.Click(`button[data-example="python3 --version"]`, chromedp.ByQuery),
-		chromedp.Poll(`(`+bufferJS+`).includes('python3 --version')`, nil, chromedp.WithPollingTimeout(15*time.Second)),
+		chromedp.Poll(`(`+browsertest.BufferJS+`).includes('python3 --version')`, nil, chromedp.WithPollingTimeout(15*time.Second)),
 		chromedp.Sleep(1500*time.Millisecond),
-		chromedp.Evaluate(bufferJS, &screen),
+		chromedp.Evaluate(browsertest.BufferJS, &screen),
 		shot("terminal-1280x800.png", 1280, 800),
 		shot("terminal-390x844.png", 390, 844),
 		chromedp.EmulateViewport(1280, 800),
@@ -194,8 +139,8 @@ func TestConsole(t *testing.T) {
 	run("enter runs it",
 		chromedp.Focus(".xterm-helper-textarea", chromedp.ByQuery),
 		chromedp.KeyEvent(kb.Enter),
-		chromedp.Poll(`(`+bufferJS+`).includes('Python 3.')`, nil, chromedp.WithPollingTimeout(15*time.Second)),
-		chromedp.Evaluate(bufferJS, &screen),
+		chromedp.Poll(`(`+browsertest.BufferJS+`).includes('Python 3.')`, nil, chromedp.WithPollingTimeout(15*time.Second)),
+		chromedp.Evaluate(browsertest.BufferJS, &screen),
 		shot("terminal-ran-1280x800.png", 1280, 800),
 	)
 }

@@ -11,9 +11,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,59 +23,20 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/browsertest"
 	"github.com/cove-dev/cove/internal/e2e/e2etest"
 	cove "github.com/cove-dev/cove/sdk/go"
 )
 
 func TestMain(m *testing.M) { e2etest.Main(m) }
 
-// chromium is Debian's browser, or "" where it is not installed.
-func chromium() string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
-// bufferJS reads the terminal's screen as text, row by row.
-const bufferJS = `(() => { const r = document.querySelector('.xterm-rows'); return r ? Array.from(r.children).map(c => c.textContent.replace(/\u00a0/g, ' ').trimEnd()).join('\n') : ''; })()`
-
-// browser is a signed-in page on a server, with what the steps need.
+// browser is a signed-in page on a server.
 type browser struct {
-	t     *testing.T
-	ctx   context.Context
-	s     *e2etest.Server
-	shots string
+	*browsertest.Browser
+	s *e2etest.Server
 }
 
-func (b *browser) run(what string, actions ...chromedp.Action) {
-	b.t.Helper()
-	if err := chromedp.Run(b.ctx, actions...); err != nil {
-		var text string
-		chromedp.Run(b.ctx, chromedp.Evaluate(`document.body.innerText`, &text))
-		b.t.Fatalf("%s: %v\npage:\n%s", what, err, text)
-	}
-}
-
-// shot saves a screenshot at a size, then goes back to 1280×800.
-func (b *browser) shot(file string, w, h int64) chromedp.Action {
-	var buf []byte
-	return chromedp.Tasks{
-		chromedp.EmulateViewport(w, h),
-		chromedp.Sleep(300 * time.Millisecond), // layout settles
-		chromedp.CaptureScreenshot(&buf),
-		chromedp.ActionFunc(func(context.Context) error {
-			return os.WriteFile(filepath.Join(b.shots, file), buf, 0o644)
-		}),
-		chromedp.EmulateViewport(1280, 800),
-	}
-}
-
-func poll(js string) chromedp.Action {
-	return chromedp.Poll(js, nil, chromedp.WithPollingTimeout(30*time.Second))
-}
+func poll(js string) chromedp.Action { return browsertest.Poll(js, 30*time.Second) }
 
 func jsStr(s string) string { return fmt.Sprintf("%q", s) }
 
@@ -88,61 +47,18 @@ func jsStr(s string) string { return fmt.Sprintf("%q", s) }
 // and follows output live; the terminal reattaches to its shell after a
 // reload.
 func TestConsoleTabs(t *testing.T) {
-	exe := chromium()
-	if exe == "" {
-		t.Skip("chromium is not installed (make test-deps installs Debian's chromium): the console's browser test cannot run")
-	}
 	s := e2etest.StartServer(t, e2etest.WithManaged)
-	resp, err := http.Get(s.URL + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if strings.Contains(string(page), "console is not built") {
-		t.Skip("this cove binary was built without the console (make build builds it)")
-	}
+	bt := browsertest.New(t, s.URL, 4*time.Minute)
 
 	name := fmt.Sprintf("consolefiles-%d", time.Now().UnixNano()%1000000)
 	sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{Name: name})
 	t.Cleanup(func() { s.Admin.TerminateSandbox(context.Background(), sb.ID) })
 
-	shots := os.Getenv("COVE_CONSOLE_SHOTS")
-	if shots == "" {
-		if shots, err = os.MkdirTemp("", "cove-console-shots-"); err != nil {
-			t.Fatal(err)
-		}
-	} else if err := os.MkdirAll(shots, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshots in %s", shots)
+	bt.SignIn(s.URL, s.AdminKey, `tr[data-id="`+sb.ID+`"]`)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe),
-		chromedp.NoSandbox, // as root
-		chromedp.WindowSize(1280, 800),
-		chromedp.Flag("disable-dev-shm-usage", true),
-	)
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	ctx, cancelC := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancelC()
-	ctx, cancelT := context.WithTimeout(ctx, 4*time.Minute)
-	defer cancelT()
-	b := &browser{t: t, ctx: ctx, s: s, shots: shots}
-
-	b.run("sign in",
-		chromedp.EmulateViewport(1280, 800),
-		chromedp.Navigate(s.URL+"/"),
-		chromedp.WaitVisible("#key", chromedp.ByID),
-		chromedp.SendKeys("#key", s.AdminKey, chromedp.ByID),
-		chromedp.Click(`#signin button[type="submit"]`, chromedp.ByQuery),
-		chromedp.WaitVisible(`tr[data-id="`+sb.ID+`"]`, chromedp.ByQuery),
-	)
-
-	t.Run("files", func(t *testing.T) { b.t = t; testFiles(t, b, sb) })
-	t.Run("commands", func(t *testing.T) { b.t = t; testCommands(t, b, sb) })
-	t.Run("terminal", func(t *testing.T) { b.t = t; testTerminal(t, b, sb) })
+	t.Run("files", func(t *testing.T) { testFiles(t, &browser{bt.In(t), s}, sb) })
+	t.Run("commands", func(t *testing.T) { testCommands(t, &browser{bt.In(t), s}, sb) })
+	t.Run("terminal", func(t *testing.T) { testTerminal(t, &browser{bt.In(t), s}, sb) })
 }
 
 func readFile(t *testing.T, c *cove.Client, id, path string) []byte {
@@ -188,7 +104,7 @@ func testFiles(t *testing.T, b *browser, sb api.Sandbox) {
 	notes := wd + "/notes.txt"
 	writeFile(t, s.Admin, sb.ID, notes, "first line\n")
 
-	b.run("open the file",
+	b.Run("open the file",
 		chromedp.Navigate(s.URL+"/sandboxes/"+sb.ID+"/files"),
 		chromedp.WaitVisible(`button[data-path=`+jsStr(notes)+`]`, chromedp.ByQuery),
 		chromedp.Click(`button[data-path=`+jsStr(notes)+`]`, chromedp.ByQuery),
@@ -197,7 +113,7 @@ func testFiles(t *testing.T, b *browser, sb api.Sandbox) {
 		poll(`document.getElementById('file-verified').dataset.verified === 'true'`),
 	)
 
-	b.run("edit and save",
+	b.Run("edit and save",
 		typeInEditor("console edit one"),
 		chromedp.Click("#file-save", chromedp.ByID),
 		poll(`document.getElementById('file-status').textContent === 'saved'`),
@@ -210,19 +126,19 @@ func testFiles(t *testing.T, b *browser, sb api.Sandbox) {
 	// conflict dialog offers the difference and a deliberate overwrite.
 	writeFile(t, s.Admin, sb.ID, notes, "their change\n")
 	var merged string
-	b.run("conflict",
+	b.Run("conflict",
 		typeInEditor("console edit two"),
 		chromedp.Click("#file-save", chromedp.ByID),
 		chromedp.WaitVisible("#conflict[open]", chromedp.ByQuery),
 		chromedp.Click("#conflict-diff", chromedp.ByID),
 		poll(`(() => { const t = document.getElementById('conflict-merge').shadowRoot?.textContent ?? ''; return t.includes('their change') && t.includes('console edit two'); })()`),
 		chromedp.Evaluate(`document.getElementById('conflict-merge').shadowRoot.textContent`, &merged),
-		b.shot("files-conflict-1280x800.png", 1280, 800),
+		b.Shot("files-conflict-1280x800.png", 1280, 800),
 	)
 	if got := string(readFile(t, s.Admin, sb.ID, notes)); got != "their change\n" {
 		t.Fatalf("the refused save changed the file: %q", got)
 	}
-	b.run("overwrite on purpose",
+	b.Run("overwrite on purpose",
 		chromedp.Click("#conflict-overwrite", chromedp.ByID),
 		poll(`!document.getElementById('conflict').open && document.getElementById('file-status').textContent === 'saved'`),
 	)
@@ -239,7 +155,7 @@ func testFiles(t *testing.T, b *browser, sb api.Sandbox) {
 	if err := os.WriteFile(local, up, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b.run("upload with the picker",
+	b.Run("upload with the picker",
 		chromedp.SetUploadFiles("#files-pick", []string{local}, chromedp.ByID),
 		poll(`document.getElementById('files-upstatus').dataset.uploaded === `+jsStr(wd+"/picked.bin")),
 	)
@@ -252,7 +168,7 @@ func testFiles(t *testing.T, b *browser, sb api.Sandbox) {
 	for i := range dropped {
 		dropped[i] = byte((i * 7) % 251)
 	}
-	b.run("upload by drop",
+	b.Run("upload by drop",
 		chromedp.Evaluate(`(() => {
 			const a = new Uint8Array(200000); for (let i = 0; i < a.length; i++) a[i] = (i * 7) % 251;
 			const dt = new DataTransfer(); dt.items.add(new File([a], 'dropped.bin'));
@@ -269,7 +185,7 @@ func testFiles(t *testing.T, b *browser, sb api.Sandbox) {
 	// A binary file is not opened in the editor; its download is checked.
 	sum := sha256.Sum256(up)
 	var verifiedSum string
-	b.run("download",
+	b.Run("download",
 		chromedp.WaitVisible(`button[data-path=`+jsStr(wd+"/picked.bin")+`]`, chromedp.ByQuery),
 		chromedp.Click(`button[data-path=`+jsStr(wd+"/picked.bin")+`]`, chromedp.ByQuery),
 		poll(`document.getElementById('file-note').textContent.includes('binary')`),
@@ -288,7 +204,7 @@ func testFiles(t *testing.T, b *browser, sb api.Sandbox) {
 	// The same download with a digest changed on the way is not verified.
 	other := sha256.Sum256([]byte("something else"))
 	tampered := "sha-256=:" + base64.StdEncoding.EncodeToString(other[:]) + ":"
-	chromedp.ListenTarget(b.ctx, func(ev any) {
+	chromedp.ListenTarget(b.Ctx, func(ev any) {
 		e, ok := ev.(*fetch.EventRequestPaused)
 		if !ok {
 			return
@@ -302,12 +218,12 @@ func testFiles(t *testing.T, b *browser, sb api.Sandbox) {
 				}
 			}
 			hs = append(hs, &fetch.HeaderEntry{Name: "Repr-Digest", Value: tampered})
-			if err := chromedp.Run(b.ctx, fetch.ContinueResponse(e.RequestID).WithResponseCode(e.ResponseStatusCode).WithResponseHeaders(hs)); err != nil {
+			if err := chromedp.Run(b.Ctx, fetch.ContinueResponse(e.RequestID).WithResponseCode(e.ResponseStatusCode).WithResponseHeaders(hs)); err != nil {
 				t.Logf("continue %s: %v", e.Request.URL, err)
 			}
 		}()
 	})
-	b.run("tampered download",
+	b.Run("tampered download",
 		fetch.Enable().WithPatterns([]*fetch.RequestPattern{{URLPattern: "*/files/content?*", RequestStage: fetch.RequestStageResponse}}),
 		chromedp.Click("#file-download", chromedp.ByID),
 		poll(`document.getElementById('file-verified').dataset.verified === 'false'`),
@@ -322,7 +238,7 @@ func testFiles(t *testing.T, b *browser, sb api.Sandbox) {
 	hostile := wd + `/<img src=x onerror="window.pwned=1">.txt`
 	writeFile(t, s.Admin, sb.ID, hostile, `<script>window.pwned=2</script><img src=x onerror="window.pwned=3">`+"\n")
 	var clean bool
-	b.run("hostile name and contents",
+	b.Run("hostile name and contents",
 		chromedp.Navigate(s.URL+"/sandboxes/"+sb.ID+"/files"),
 		chromedp.WaitVisible(`button[data-path=`+jsStr(hostile)+`]`, chromedp.ByQuery),
 		chromedp.Click(`button[data-path=`+jsStr(hostile)+`]`, chromedp.ByQuery),
@@ -335,7 +251,7 @@ func testFiles(t *testing.T, b *browser, sb api.Sandbox) {
 
 	// Keyboard: Tab from the tab bar reaches the tree, the save button
 	// and the editor.
-	b.run("open the text file again",
+	b.Run("open the text file again",
 		chromedp.Click(`button[data-path=`+jsStr(notes)+`]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#file-editor[data-version]`, chromedp.ByQuery),
 		chromedp.Focus("#tab-files", chromedp.ByID),
@@ -343,7 +259,7 @@ func testFiles(t *testing.T, b *browser, sb api.Sandbox) {
 	seen := map[string]bool{}
 	for i := 0; i < 80 && !(seen["tree"] && seen["save"] && seen["editor"]); i++ {
 		var what string
-		b.run("tab", chromedp.KeyEvent(kb.Tab), chromedp.Evaluate(`(() => {
+		b.Run("tab", chromedp.KeyEvent(kb.Tab), chromedp.Evaluate(`(() => {
 			const a = document.activeElement;
 			if (!a) return '';
 			if (a.classList.contains('fnode')) return 'tree';
@@ -357,13 +273,13 @@ func testFiles(t *testing.T, b *browser, sb api.Sandbox) {
 		t.Fatalf("Tab reached %v, not the tree, the save button and the editor", seen)
 	}
 
-	b.run("screenshots",
-		b.shot("files-1280x800.png", 1280, 800),
-		b.shot("files-390x844.png", 390, 844),
+	b.Run("screenshots",
+		b.Shot("files-1280x800.png", 1280, 800),
+		b.Shot("files-390x844.png", 390, 844),
 	)
 	// Narrow: the tree, the editor and the save button are all on the page.
 	var fits bool
-	b.run("narrow", chromedp.EmulateViewport(390, 844), chromedp.Sleep(300*time.Millisecond), chromedp.Evaluate(`(() => {
+	b.Run("narrow", chromedp.EmulateViewport(390, 844), chromedp.Sleep(300*time.Millisecond), chromedp.Evaluate(`(() => {
 		const w = document.documentElement.clientWidth;
 		return ['files-tree', 'file-save', 'file-editor'].every(id => { const r = document.getElementById(id).getBoundingClientRect(); return r.width > 0 && r.right <= w + 1; });
 	})()`, &fits), chromedp.EmulateViewport(1280, 800))
@@ -374,7 +290,7 @@ func testFiles(t *testing.T, b *browser, sb api.Sandbox) {
 
 func (b *browser) text(sel string) string {
 	var s string
-	b.run("read "+sel, chromedp.Text(sel, &s, chromedp.ByQuery))
+	b.Run("read "+sel, chromedp.Text(sel, &s, chromedp.ByQuery))
 	return s
 }
 
@@ -384,7 +300,7 @@ func testCommands(t *testing.T, b *browser, sb api.Sandbox) {
 	cid := res.Command.ID
 	row := `tr[data-id="` + cid + `"]`
 	var out string
-	b.run("the history",
+	b.Run("the history",
 		chromedp.Navigate(s.URL+"/sandboxes/"+sb.ID+"/commands"),
 		chromedp.WaitVisible(row+`[data-exit="3"]`, chromedp.ByQuery),
 		chromedp.Click(row+` button[data-open]`, chromedp.ByQuery),
@@ -392,7 +308,7 @@ func testCommands(t *testing.T, b *browser, sb api.Sandbox) {
 		chromedp.Text("#cmd-output", &out, chromedp.ByID),
 	)
 	var clean bool
-	b.run("output stays text", chromedp.Evaluate(`window.pwned === undefined && !document.querySelector('#cmd-output img')`, &clean))
+	b.Run("output stays text", chromedp.Evaluate(`window.pwned === undefined && !document.querySelector('#cmd-output img')`, &clean))
 	if !clean || !strings.Contains(out, "<img src=x") {
 		t.Fatalf("markup in the output became elements (or is missing): %q", out)
 	}
@@ -400,7 +316,7 @@ func testCommands(t *testing.T, b *browser, sb api.Sandbox) {
 		t.Fatalf("the command's output shows %q", out)
 	}
 	var state string
-	b.run("its end", chromedp.Text("#cmd-state", &state, chromedp.ByID))
+	b.Run("its end", chromedp.Text("#cmd-state", &state, chromedp.ByID))
 	if state != "exited with 3" {
 		t.Fatalf("the command's end shows %q", state)
 	}
@@ -415,7 +331,7 @@ func testCommands(t *testing.T, b *browser, sb api.Sandbox) {
 		t.Fatal(err)
 	}
 	row = `tr[data-id="` + cmd.ID + `"]`
-	b.run("follow a running command",
+	b.Run("follow a running command",
 		chromedp.WaitVisible(row+` button[data-open]`, chromedp.ByQuery),
 		chromedp.Click(row+` button[data-open]`, chromedp.ByQuery),
 		poll(`document.getElementById('cmd-output').dataset.command === `+jsStr(cmd.ID)+` && document.getElementById('cmd-output').textContent.includes('live-3')`),
@@ -428,13 +344,13 @@ func testCommands(t *testing.T, b *browser, sb api.Sandbox) {
 		t.Fatalf("the command is %+v (%v), want running", c, err)
 	}
 	var live string
-	b.run("still following", chromedp.AttributeValue("#cmd-output", "data-state", &live, nil, chromedp.ByID),
-		b.shot("commands-1280x800.png", 1280, 800), b.shot("commands-390x844.png", 390, 844))
+	b.Run("still following", chromedp.AttributeValue("#cmd-output", "data-state", &live, nil, chromedp.ByID),
+		b.Shot("commands-1280x800.png", 1280, 800), b.Shot("commands-390x844.png", 390, 844))
 	if live != "following" {
 		t.Fatalf("the output's state is %q while the command runs", live)
 	}
 	e2etest.MustOK(t, s.Admin, sb.ID, "touch "+gate)
-	b.run("the rest",
+	b.Run("the rest",
 		poll(`document.getElementById('cmd-output').textContent.includes('live-4') && document.getElementById('cmd-output').dataset.state === 'ended'`),
 		chromedp.Text("#cmd-output", &out, chromedp.ByID),
 		chromedp.WaitVisible(row+`[data-exit="0"]`, chromedp.ByQuery),
@@ -452,22 +368,22 @@ func testCommands(t *testing.T, b *browser, sb api.Sandbox) {
 func testTerminal(t *testing.T, b *browser, sb api.Sandbox) {
 	s := b.s
 	marker := fmt.Sprintf("marker-%d", time.Now().UnixNano()%1000000)
-	b.run("a shell",
+	b.Run("a shell",
 		chromedp.Navigate(s.URL+"/sandboxes/"+sb.ID),
 		chromedp.WaitVisible(`#terminal[data-ready="1"]`, chromedp.ByQuery),
-		poll(`(`+bufferJS+`).trim().length > 0`),
+		poll(`(`+browsertest.BufferJS+`).trim().length > 0`),
 		chromedp.Sleep(time.Second), // the prompt settles
 		chromedp.Focus(".xterm-helper-textarea", chromedp.ByQuery),
 		input.InsertText("echo "+marker),
 		chromedp.KeyEvent(kb.Enter),
-		poll(`(`+bufferJS+`).split(`+jsStr(marker)+`).length >= 3`),
+		poll(`(`+browsertest.BufferJS+`).split(`+jsStr(marker)+`).length >= 3`),
 	)
 	var screen string
-	b.run("reload",
+	b.Run("reload",
 		chromedp.Reload(),
 		chromedp.WaitVisible(`#terminal[data-ready="1"]`, chromedp.ByQuery),
-		poll(`(`+bufferJS+`).includes(`+jsStr(marker)+`)`),
-		chromedp.Evaluate(bufferJS, &screen),
+		poll(`(`+browsertest.BufferJS+`).includes(`+jsStr(marker)+`)`),
+		chromedp.Evaluate(browsertest.BufferJS, &screen),
 	)
 	cmds, err := s.Admin.ListCommands(context.Background(), sb.ID, 0, "")
 	if err != nil {
@@ -489,22 +405,22 @@ func testTerminal(t *testing.T, b *browser, sb api.Sandbox) {
 	// The PTY follows the window: narrower, and `stty size` in the shell
 	// says what the page last sent.
 	var wide, narrow string
-	b.run("the size", chromedp.AttributeValue("#terminal", "data-size", &wide, nil, chromedp.ByID))
+	b.Run("the size", chromedp.AttributeValue("#terminal", "data-size", &wide, nil, chromedp.ByID))
 	if wide == "" {
 		t.Fatalf("the terminal sent no size")
 	}
-	b.run("resize",
+	b.Run("resize",
 		chromedp.EmulateViewport(700, 800),
 		poll(`document.getElementById('terminal').dataset.size !== `+jsStr(wide)),
 	)
 	// The shell's view of its size is what the page sent last (asked again
 	// should a later layout change have sent another).
 	after := func(try int) string {
-		return `(() => { const ls = (` + bufferJS + `).split('\n'); const i = ls.findIndex(l => l.includes('stty size # ` + fmt.Sprint(try) + `')); return i < 0 ? [] : ls.slice(i + 1); })()`
+		return `(() => { const ls = (` + browsertest.BufferJS + `).split('\n'); const i = ls.findIndex(l => l.includes('stty size # ` + fmt.Sprint(try) + `')); return i < 0 ? [] : ls.slice(i + 1); })()`
 	}
 	matched := false
 	for try := 0; try < 3 && !matched; try++ {
-		b.run("stty size",
+		b.Run("stty size",
 			chromedp.Focus(".xterm-helper-textarea", chromedp.ByQuery),
 			input.InsertText(fmt.Sprintf("stty size # %d", try)),
 			chromedp.KeyEvent(kb.Enter),
@@ -516,6 +432,6 @@ func testTerminal(t *testing.T, b *browser, sb api.Sandbox) {
 	if !matched || narrow == wide {
 		t.Fatalf("the shell's size is not the page's %q (was %q)", narrow, wide)
 	}
-	b.run("shot", b.shot("terminal-reattached-1280x800.png", 1280, 800))
+	b.Run("shot", b.Shot("terminal-reattached-1280x800.png", 1280, 800))
 	t.Logf("terminal size %q → %q", wide, narrow)
 }

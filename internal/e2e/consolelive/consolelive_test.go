@@ -9,13 +9,9 @@ package consolelive
 
 import (
 	"compress/gzip"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -26,6 +22,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/browsertest"
 	"github.com/cove-dev/cove/internal/e2e/e2etest"
 	cove "github.com/cove-dev/cove/sdk/go"
 )
@@ -35,16 +32,6 @@ func TestMain(m *testing.M) { e2etest.Main(m) }
 // budget is the most the first load (page, script, styles: compressed
 // bodies and headers) may transfer.
 const budget = 500 * 1024
-
-// chromium is Debian's browser, or "" where it is not installed.
-func chromium() string {
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
 
 // firstLoadJS sums what the first load transferred: the page and every
 // resource, headers and compressed bodies.
@@ -78,81 +65,8 @@ const recordStateJS = `(() => {
 	return true;
 })()`
 
-type browser struct {
-	t     *testing.T
-	ctx   context.Context
-	shots string
-}
-
-func newBrowser(t *testing.T, exe string) *browser {
-	shots := os.Getenv("COVE_CONSOLE_SHOTS")
-	if shots == "" {
-		var err error
-		if shots, err = os.MkdirTemp("", "cove-console-shots-"); err != nil {
-			t.Fatal(err)
-		}
-	} else if err := os.MkdirAll(shots, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshots in %s", shots)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe),
-		chromedp.NoSandbox, // as root
-		chromedp.WindowSize(1280, 800),
-		chromedp.Flag("disable-dev-shm-usage", true),
-	)
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelA)
-	ctx, cancelC := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	t.Cleanup(cancelC)
-	ctx, cancelT := context.WithTimeout(ctx, 10*time.Minute)
-	t.Cleanup(cancelT)
-	// Start the browser on this context: the first Run's context owns it.
-	if err := chromedp.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return &browser{t: t, ctx: ctx, shots: shots}
-}
-
-func (b *browser) run(what string, actions ...chromedp.Action) {
-	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 3*time.Minute)
-	defer cancel()
-	if err := chromedp.Run(ctx, actions...); err != nil {
-		var text string
-		chromedp.Run(b.ctx, chromedp.Evaluate(`document.body.innerText`, &text))
-		b.t.Fatalf("%s: %v\npage:\n%s", what, err, text)
-	}
-}
-
-// shot takes a screenshot at 1280×800 and at 390×844 and goes back to
-// 1280×800.
-func (b *browser) shot(name string) chromedp.Action {
-	var tasks chromedp.Tasks
-	for _, vp := range [][2]int64{{1280, 800}, {390, 844}} {
-		var buf []byte
-		file := fmt.Sprintf("%s-%dx%d.png", name, vp[0], vp[1])
-		tasks = append(tasks,
-			chromedp.EmulateViewport(vp[0], vp[1]),
-			chromedp.Sleep(400*time.Millisecond), // layout and charts settle
-			chromedp.CaptureScreenshot(&buf),
-			chromedp.ActionFunc(func(context.Context) error {
-				return os.WriteFile(filepath.Join(b.shots, file), buf, 0o644)
-			}))
-	}
-	return append(tasks, chromedp.EmulateViewport(1280, 800))
-}
-
-func poll(js string, d time.Duration) chromedp.Action {
-	return chromedp.Poll(js, nil, chromedp.WithPollingTimeout(d))
-}
-
 // TestConsoleLive drives the live views on one server and one sandbox.
 func TestConsoleLive(t *testing.T) {
-	exe := chromium()
-	if exe == "" {
-		t.Skip("chromium is not installed (make test-deps installs Debian's chromium): the console's browser test cannot run")
-	}
 	if e2etest.ManagedDir() == "" {
 		t.Skip("COVE_TEST_IMAGES is not set: this test loads a sandbox with the managed image's tools")
 	}
@@ -168,9 +82,9 @@ func TestConsoleLive(t *testing.T) {
 	e2etest.Sh(t, s.Admin, sb.ID, "timeout 4 sh -c 'while :; do :; done'; true", e2etest.WithTimeout(30))
 	e2etest.Sh(t, s.Admin, sb.ID, "curl -s --max-time 5 http://"+denied+"/; true", e2etest.WithTimeout(30))
 
-	b := newBrowser(t, exe)
+	b := browsertest.New(t, s.URL, 10*time.Minute)
 	var firstLoad map[string]any
-	b.run("sign in",
+	b.Run("sign in",
 		chromedp.EmulateViewport(1280, 800),
 		chromedp.Navigate(s.URL+"/"),
 		chromedp.WaitVisible("#key", chromedp.ByID),
@@ -178,8 +92,8 @@ func TestConsoleLive(t *testing.T) {
 		chromedp.SendKeys("#key", s.AdminKey, chromedp.ByID),
 		chromedp.Click(`#signin button[type="submit"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`tr[data-id="`+sb.ID+`"]`, chromedp.ByQuery),
-		poll(`document.getElementById('new').dataset.ready === '1'`, 30*time.Second),
-		b.shot("list"),
+		browsertest.Poll(`document.getElementById('new').dataset.ready === '1'`, 30*time.Second),
+		b.Shots2("list"),
 	)
 	transferred, _ := firstLoad["transferred"].(float64)
 	t.Logf("first load: %v (budget %d bytes)", firstLoad, budget)
@@ -188,14 +102,14 @@ func TestConsoleLive(t *testing.T) {
 	}
 
 	t.Run("metrics", func(t *testing.T) {
-		b.t = t
+		b := b.In(t)
 		var pixels int
-		b.run("metrics tab",
+		b.Run("metrics tab",
 			chromedp.Navigate(s.URL+"/sandboxes/"+sb.ID+"/metrics"),
-			poll(`Number(document.getElementById('metrics')?.dataset.samples) > 3`, 60*time.Second),
-			poll(`(`+seriesPixelsJS+`) > 20`, 30*time.Second),
+			browsertest.Poll(`Number(document.getElementById('metrics')?.dataset.samples) > 3`, 60*time.Second),
+			browsertest.Poll(`(`+seriesPixelsJS+`) > 20`, 30*time.Second),
 			chromedp.Evaluate(seriesPixelsJS, &pixels),
-			b.shot("metrics"),
+			b.Shots2("metrics"),
 		)
 		t.Logf("CPU series pixels: %d", pixels)
 		// What the page loaded is what the API answers for the same range.
@@ -204,7 +118,7 @@ func TestConsoleLive(t *testing.T) {
 		var last string
 		for range 3 {
 			var attrs map[string]string
-			b.run("read the chart's data", chromedp.Evaluate(`Object.assign({}, document.getElementById('metrics').dataset)`, &attrs))
+			b.Run("read the chart's data", chromedp.Evaluate(`Object.assign({}, document.getElementById('metrics').dataset)`, &attrs))
 			from, err1 := time.Parse(time.RFC3339Nano, attrs["from"])
 			to, err2 := time.Parse(time.RFC3339Nano, attrs["to"])
 			if err1 != nil || err2 != nil {
@@ -226,15 +140,15 @@ func TestConsoleLive(t *testing.T) {
 	})
 
 	t.Run("network", func(t *testing.T) {
-		b.t = t
+		b := b.In(t)
 		row := `tr[data-dest="` + denied + `"][data-decision="denied"]`
 		var result string
-		b.run("network tab",
+		b.Run("network tab",
 			chromedp.Click("#tab-network", chromedp.ByID),
 			chromedp.WaitVisible(row, chromedp.ByQuery),
-			b.shot("network"),
+			b.Shots2("network"),
 			chromedp.Click(row+` button.allow`, chromedp.ByQuery),
-			poll(`document.getElementById('net-result').textContent.startsWith('Allowed')`, 30*time.Second),
+			browsertest.Poll(`document.getElementById('net-result').textContent.startsWith('Allowed')`, 30*time.Second),
 			chromedp.Text("#net-result", &result, chromedp.ByID),
 		)
 		t.Logf("result: %s", result)
@@ -248,26 +162,26 @@ func TestConsoleLive(t *testing.T) {
 	})
 
 	t.Run("events", func(t *testing.T) {
-		b.t = t
-		b.run("events tab",
+		b := b.In(t)
+		b.Run("events tab",
 			chromedp.Click("#tab-events", chromedp.ByID),
 			chromedp.WaitVisible(`li.event[data-type="network.denied"]`, chromedp.ByQuery),
-			b.shot("events"),
+			b.Shots2("events"),
 		)
 	})
 
 	t.Run("usage", func(t *testing.T) {
-		b.t = t
+		b := b.In(t)
 		var cost string
-		b.run("usage tab",
+		b.Run("usage tab",
 			chromedp.Click("#tab-usage", chromedp.ByID),
 			chromedp.WaitVisible("#sb-usage-row", chromedp.ByID),
 			chromedp.Text(`#sb-usage-row td[data-label="Cost"]`, &cost, chromedp.ByQuery),
-			b.shot("usage"),
+			b.Shots2("usage"),
 			chromedp.Click("#usage-link", chromedp.ByID),
 			chromedp.WaitVisible(`#usage-rows tr[data-id="`+sb.ID+`"]`, chromedp.ByQuery),
 			chromedp.WaitVisible("#usage-total", chromedp.ByID),
-			b.shot("team-usage"),
+			b.Shots2("team-usage"),
 		)
 		if !strings.HasPrefix(cost, "$") {
 			t.Fatalf("usage tab's cost %q", cost)
@@ -275,18 +189,18 @@ func TestConsoleLive(t *testing.T) {
 	})
 
 	t.Run("sleep and wake", func(t *testing.T) {
-		b.t = t
+		b := b.In(t)
 		var seen []string
-		b.run("header",
+		b.Run("header",
 			chromedp.Navigate(s.URL+"/sandboxes/"+sb.ID+"/usage"),
-			poll(`document.getElementById('sb-state').textContent === 'running'`, 30*time.Second),
-			b.shot("header"),
+			browsertest.Poll(`document.getElementById('sb-state').textContent === 'running'`, 30*time.Second),
+			b.Shots2("header"),
 			chromedp.Evaluate(recordStateJS, nil),
 			chromedp.Click("#sleep", chromedp.ByID),
-			poll(`document.getElementById('sb-state').textContent === 'asleep'`, 2*time.Minute),
+			browsertest.Poll(`document.getElementById('sb-state').textContent === 'asleep'`, 2*time.Minute),
 			chromedp.WaitEnabled("#wake", chromedp.ByID),
 			chromedp.Click("#wake", chromedp.ByID),
-			poll(`window.seenStates.includes('waking…') && document.getElementById('sb-state').textContent === 'running'`, 2*time.Minute),
+			browsertest.Poll(`window.seenStates.includes('waking…') && document.getElementById('sb-state').textContent === 'running'`, 2*time.Minute),
 			chromedp.Evaluate(`window.seenStates`, &seen),
 		)
 		t.Logf("states shown: %q", seen)
@@ -303,7 +217,7 @@ func TestConsoleLive(t *testing.T) {
 	})
 
 	t.Run("new without admission", func(t *testing.T) {
-		b.t = t
+		b := b.In(t)
 		team := fmt.Sprintf("noadm-%d", time.Now().UnixNano()%100000)
 		resp, err := s.Admin.CreateTeam(t.Context(), team)
 		if err != nil {
@@ -315,23 +229,18 @@ func TestConsoleLive(t *testing.T) {
 		var reason string
 		var disabled bool
 		// A tab of its own: its own session storage, so its own key.
-		tctx, cancel := chromedp.NewContext(b.ctx)
-		defer cancel()
-		if err := chromedp.Run(tctx); err != nil { // the tab, on tctx
-			t.Fatal(err)
-		}
-		nb := &browser{t: t, ctx: tctx, shots: b.shots}
-		nb.run("sign in as the team",
+		nb := b.Tab(t)
+		nb.Run("sign in as the team",
 			chromedp.EmulateViewport(1280, 800),
 			chromedp.Navigate(s.URL+"/"),
 			chromedp.WaitVisible("#key", chromedp.ByID),
 			chromedp.SendKeys("#key", resp.APIKey, chromedp.ByID),
 			chromedp.Click(`#signin button[type="submit"]`, chromedp.ByQuery),
 			chromedp.WaitVisible("#new", chromedp.ByID),
-			poll(`document.getElementById('new-reason').textContent.length > 0`, 30*time.Second),
+			browsertest.Poll(`document.getElementById('new-reason').textContent.length > 0`, 30*time.Second),
 			chromedp.Text("#new-reason", &reason, chromedp.ByID),
 			chromedp.Evaluate(`document.getElementById('new').disabled`, &disabled),
-			nb.shot("new-refused"),
+			nb.Shots2("new-refused"),
 		)
 		t.Logf("reason: %s", reason)
 		if !disabled || !strings.Contains(reason, "cove teams admit "+team+" --managed-environment") {
@@ -345,11 +254,11 @@ func TestConsoleLive(t *testing.T) {
 	})
 
 	t.Run("terminate asks", func(t *testing.T) {
-		b.t = t
+		b := b.In(t)
 		var open, openAfter bool
-		b.run("dialog",
+		b.Run("dialog",
 			chromedp.Navigate(s.URL+"/sandboxes/"+sb.ID+"/usage"),
-			poll(`document.getElementById('sb-state').textContent === 'running'`, 30*time.Second),
+			browsertest.Poll(`document.getElementById('sb-state').textContent === 'running'`, 30*time.Second),
 			chromedp.Click("#terminate", chromedp.ByID),
 			chromedp.WaitVisible("#terminate-dialog", chromedp.ByID),
 			chromedp.Evaluate(`document.getElementById('terminate-dialog').open && document.activeElement.id === 'terminate-no'`, &open),
