@@ -604,7 +604,6 @@ func (s *Server) finishWorkload(ctx context.Context, wl api.Workload, state api.
 	if !ok {
 		return
 	}
-	s.chargeWorkload(ctx, done)
 	s.log.Info("workload ended", "workload", done.ID, "state", state, "reason", reason)
 	s.kickQueue() // its room and GPUs are free
 }
@@ -647,6 +646,12 @@ func (s *Server) updateWorkload(ctx context.Context, teamID, id string, change f
 	}
 	if !change(&w) {
 		return w, false
+	}
+	if w.State.Done() {
+		// Charged before the end is stored: whoever sees the workload
+		// ended finds its usage, and a crash in between charges it again
+		// on the next end (putting the usage is idempotent).
+		s.chargeWorkload(pctx, w)
 	}
 	if err := s.store.UpdateWorkload(pctx, w); err != nil {
 		s.log.Error("persist workload", "workload", id, "state", w.State, "err", err)
@@ -766,7 +771,6 @@ func (s *Server) CancelWorkload(ctx context.Context, teamID, wid string) (api.Wo
 	if !ok {
 		return s.GetWorkload(ctx, teamID, wid)
 	}
-	s.chargeWorkload(ctx, done)
 	s.mu.Lock()
 	run := s.wlRuns[wid]
 	s.mu.Unlock()
