@@ -116,3 +116,63 @@ def tree(root: str) -> dict:
                 with open(full, "rb") as f:
                     out[rel] = ("file", os.stat(full).st_mode & 0o777, f.read())
     return out
+
+
+def busybox_oci(path: str) -> None:
+    """Write at path an OCI image layout archive of one gzip layer: the
+    host's static /bin/busybox, /bin/sh and a few applets linked to it,
+    /etc/passwd and /etc/group, /tmp. Skips without a static busybox."""
+    import gzip
+    import hashlib
+    import io
+    import json
+    import platform
+    import tarfile
+
+    if not os.path.exists("/bin/busybox"):
+        pytest.skip("no static /bin/busybox (Debian's busybox-static)")
+
+    def entry(tar: tarfile.TarFile, name: str, kind: bytes, mode: int, data: bytes = b"", link: str = "") -> None:
+        ti = tarfile.TarInfo(name)
+        ti.type, ti.mode, ti.mtime, ti.linkname = kind, mode, 1700000000, link
+        ti.size = len(data) if kind == tarfile.REGTYPE else 0
+        tar.addfile(ti, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for d, mode in (("bin", 0o755), ("etc", 0o755), ("tmp", 0o1777), ("root", 0o700)):
+            entry(tar, d, tarfile.DIRTYPE, mode)
+        with open("/bin/busybox", "rb") as f:
+            entry(tar, "bin/busybox", tarfile.REGTYPE, 0o755, f.read())
+        for applet in ("sh", "echo", "cat", "ls", "id", "env", "sleep", "true"):
+            entry(tar, "bin/" + applet, tarfile.SYMTYPE, 0o777, link="busybox")
+        entry(tar, "etc/passwd", tarfile.REGTYPE, 0o644, b"root:x:0:0:root:/root:/bin/sh\n")
+        entry(tar, "etc/group", tarfile.REGTYPE, 0o644, b"root:x:0:\n")
+    layer_tar = raw.getvalue()
+    layer = gzip.compress(layer_tar, mtime=0)
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    config = json.dumps({
+        "architecture": arch, "os": "linux",
+        "config": {"Env": ["PATH=/bin"], "Cmd": ["/bin/sh"]},
+        "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(layer_tar).hexdigest()]},
+    }).encode()
+
+    def desc(media: str, b: bytes) -> dict:
+        return {"mediaType": media, "digest": "sha256:" + hashlib.sha256(b).hexdigest(), "size": len(b)}
+
+    manifest = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": desc("application/vnd.oci.image.config.v1+json", config),
+        "layers": [desc("application/vnd.oci.image.layer.v1.tar+gzip", layer)],
+    }).encode()
+    index = json.dumps({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [desc("application/vnd.oci.image.manifest.v1+json", manifest)],
+    }).encode()
+    with tarfile.open(path, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        entry(tar, "oci-layout", tarfile.REGTYPE, 0o644, b'{"imageLayoutVersion":"1.0.0"}')
+        entry(tar, "index.json", tarfile.REGTYPE, 0o644, index)
+        entry(tar, "blobs", tarfile.DIRTYPE, 0o755)
+        entry(tar, "blobs/sha256", tarfile.DIRTYPE, 0o755)
+        for b in (config, manifest, layer):
+            entry(tar, "blobs/sha256/" + hashlib.sha256(b).hexdigest(), tarfile.REGTYPE, 0o644, b)

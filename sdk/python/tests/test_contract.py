@@ -69,22 +69,26 @@ OPERATIONS = {
     "assetContent": ("Client", "read_asset"),
     "deleteAsset": ("Client", "delete_asset"),
     "saveAsset": ("SandboxHandle", "save_asset"),
+    "submitWorkload": ("Client", "submit_workload"),
+    "listWorkloads": ("Client", "list_workloads_page"),
+    "getWorkload": ("Client", "get_workload"),
+    "cancelWorkload": ("Client", "cancel_workload"),
+    "workloadOutput": ("Client", "workload_output"),
+    "workloadStdout": ("Client", "workload_stdout"),
+    "workloadStderr": ("Client", "workload_stderr"),
+    "importImage": ("Client", "import_image"),
+    "listImages": ("Client", "images"),
+    "getImage": ("Client", "get_image"),
+    "updateImage": ("Client", "update_image"),
+    "deleteImage": ("Client", "delete_image"),
 }
 
 # operationId -> why the SDK leaves it out.
 NOT_OFFERED = {
     "metrics": "Prometheus text for operators' scrapers, not for a team's program",
     **{
-        op: "images are in the Go SDK, the CLI and the API; the Python SDK does not offer them yet"
-        for op in ("importImage", "listImages", "getImage", "updateImage", "deleteImage")
-    },
-    **{
         op: "a preview's traffic is the app's own HTTP: any HTTP client, with the url and token preview() answers"
         for op in ("previewGet", "previewPost", "previewPut", "previewPatch", "previewDelete")
-    },
-    **{
-        op: "workloads are in the Go SDK, the CLI and the API; the Python SDK does not offer them yet"
-        for op in ("submitWorkload", "listWorkloads", "getWorkload", "cancelWorkload", "workloadOutput", "workloadStdout", "workloadStderr")
     },
 }
 

@@ -4,10 +4,10 @@
 // camelCase.
 
 import { Attachment, AttachOptions, openAttachment } from "./attach.js";
-import { CoveError, InvalidArgument, NotFound, errorFrom } from "./errors.js";
+import { Conflict, CoveError, InvalidArgument, NotFound, errorFrom } from "./errors.js";
 import type {
-  Asset, Chunk, CommandInfo, CommandResult, CreateOptions, Event, FileEntry, Page, Preview, SandboxInfo, Secret, Team,
-  TeamMe, Template,
+  Asset, Chunk, CommandInfo, CommandResult, CreateOptions, Event, FileEntry, Image, ImageSettings, Page, Preview,
+  SandboxInfo, Secret, Team, TeamMe, Template, Workload, WorkloadOptions,
 } from "./types.js";
 import {
   Data, b64decode, b64encode, checkDigest, commandPath, dropUndefined, esc, lines, parseDigest, reprDigest, sandboxPath,
@@ -100,6 +100,54 @@ export class Client {
     const resp = await this.send(r);
     const text = await resp.text();
     return (text ? JSON.parse(text) : undefined) as T;
+  }
+
+  /** @internal The NDJSON output records at path (a command's or a
+   * workload's) after seq `after`, resumed after a dropped connection.
+   * started, when given, is awaited when the server answers Conflict (no
+   * output yet) while following: it waits until there is some, or throws. */
+  async *readOutput(path: string, what: string, opts: { after?: number; follow?: boolean },
+    started?: () => Promise<void>): AsyncGenerator<Chunk> {
+    const follow = opts.follow ?? true;
+    let seq = opts.after ?? 0;
+    let failures = 0;
+    for (;;) {
+      const began = Date.now();
+      try {
+        const resp = await this.send({
+          method: "GET", path, params: { after: seq, follow: follow ? "true" : undefined },
+        });
+        for await (const raw of lines(resp.body!)) {
+          const text = dec.decode(raw).trim();
+          if (!text) continue;
+          const d = JSON.parse(text);
+          const ch: Chunk = {
+            seq: d.seq ?? 0, stream: d.stream ?? "", data: d.data ? b64decode(d.data) : new Uint8Array(0),
+            type: d.type ?? "", exitCode: d.exit_code ?? null, signal: d.signal ?? "", timedOut: !!d.timed_out,
+          };
+          if (ch.type !== "exit" && ch.seq <= seq) continue;
+          seq = ch.seq;
+          failures = 0;
+          yield ch;
+          if (ch.type === "exit") return;
+        }
+        if (!follow) return;
+      } catch (e) {
+        if (e instanceof Conflict && follow && started) {
+          await started();
+          continue;
+        }
+        if (e instanceof CoveError) throw e;
+      }
+      // A connection that lasted (a long silence ended by a timeout on the
+      // way) is not a failure in a row.
+      if (Date.now() - began > LASTED_MS) failures = 0;
+      failures++;
+      if (failures > STREAM_RETRIES) {
+        throw new CoveError(`the output stream of ${what} broke ${failures} times in a row, last after seq ${seq}`);
+      }
+      await sleep(Math.min(50 * 2 ** failures, 5000));
+    }
   }
 
   // -- sandboxes --
@@ -293,6 +341,125 @@ export class Client {
     await this.json({ method: "DELETE", path: assetPath(id) });
   }
 
+  // -- workloads --
+
+  /** Submit a batch run (fields.command, a shell string, or fields.argv);
+   * it is queued until a node can place it. fields.image names an
+   * imported image to run in instead of a template. */
+  async submitWorkload(fields: WorkloadOptions, opts: { idempotencyKey?: string } = {}): Promise<Workload> {
+    if ((fields.command === undefined) === (fields.argv === undefined)) {
+      throw new InvalidArgument("give exactly one of command (a shell string) and argv (a list)");
+    }
+    const headers: Record<string, string> = {};
+    if (opts.idempotencyKey) headers["Idempotency-Key"] = opts.idempotencyKey;
+    return this.json({ method: "POST", path: "/v1/workloads", json: dropUndefined({ ...fields }), headers });
+  }
+
+  /** A workload; with opts.wait (a state, e.g. "running" or "exited") the
+   * server answers once it is in that state or has ended, or after
+   * opts.timeout_s. */
+  getWorkload(id: string, opts: { wait?: string; timeout_s?: number } = {}): Promise<Workload> {
+    const params = opts.wait ? { wait: opts.wait, timeout_s: opts.timeout_s } : {};
+    return this.json({ method: "GET", path: workloadPath(id), params });
+  }
+
+  /** Wait until the workload is in state (default "exited") or has ended,
+   * long-polling again until then. */
+  async waitWorkload(id: string, state = "exited", opts: { timeout_s?: number } = {}): Promise<Workload> {
+    for (;;) {
+      const w = await this.getWorkload(id, { wait: state, timeout_s: opts.timeout_s ?? 300 });
+      if (w.state === state || workloadDone(w)) return w;
+    }
+  }
+
+  /** Every workload of the team (oldest first), page after page. */
+  async *listWorkloads(opts: { state?: string | string[]; limit?: number } = {}): AsyncGenerator<Workload> {
+    let cursor = "";
+    for (;;) {
+      const page = await this.listWorkloadsPage({ ...opts, cursor });
+      yield* page.items;
+      if (!page.next_cursor) return;
+      cursor = page.next_cursor;
+    }
+  }
+
+  /** One page of the team's workloads. */
+  async listWorkloadsPage(opts: { state?: string | string[]; limit?: number; cursor?: string } = {}): Promise<Page<Workload>> {
+    const state = opts.state === undefined ? undefined : Array.isArray(opts.state) ? opts.state : [opts.state];
+    const d = await this.json({
+      method: "GET", path: "/v1/workloads", params: { limit: opts.limit ?? 100, state, cursor: opts.cursor },
+    });
+    return { items: d?.items ?? [], next_cursor: d?.next_cursor ?? "" };
+  }
+
+  /** Cancel a queued or running workload; answered once its container is
+   * gone (a workload that ended is answered as it is). */
+  cancelWorkload(id: string): Promise<Workload> {
+    return this.json({ method: "POST", path: workloadPath(id) + "/cancel" });
+  }
+
+  /** A workload's output records after seq `after`, read as a command's:
+   * in order, the exit last, resumed after a dropped connection. Following
+   * a workload that has not started yet waits until it does (one that ends
+   * without running throws Conflict). */
+  workloadOutput(id: string, opts: { after?: number; follow?: boolean } = {}): AsyncGenerator<Chunk> {
+    return this.readOutput(workloadPath(id) + "/output", id, opts, async () => {
+      const w = await this.getWorkload(id, { wait: "running", timeout_s: 60 });
+      if (workloadDone(w) && !w.started_at) {
+        throw new Conflict(`workload ${id} is ${w.state} and never ran: it has no output`, {}, 409);
+      }
+    });
+  }
+
+  /** A workload's recorded stdout, raw. */
+  async workloadStdout(id: string): Promise<Uint8Array> {
+    return new Uint8Array(await (await this.send({ method: "GET", path: workloadPath(id) + "/stdout" })).arrayBuffer());
+  }
+
+  /** A workload's recorded stderr, raw. */
+  async workloadStderr(id: string): Promise<Uint8Array> {
+    return new Uint8Array(await (await this.send({ method: "GET", path: workloadPath(id) + "/stderr" })).arrayBuffer());
+  }
+
+  // -- images --
+
+  /** Import an image from an OCI image layout archive or a `docker save`
+   * archive (bytes, or a ReadableStream sent as it is read) as the team's
+   * image called opts.name. */
+  async importImage(data: Uint8Array | ReadableStream<Uint8Array>, opts: { name: string; settings?: ImageSettings }): Promise<Image> {
+    if (!opts.name) throw new InvalidArgument("an imported image needs a name");
+    return this.json({
+      method: "POST", path: "/v1/images", body: data, headers: { "Content-Type": "application/x-tar" },
+      params: { name: opts.name, settings: opts.settings ? JSON.stringify(opts.settings) : undefined },
+    });
+  }
+
+  /** Import an image from a local archive file (Node only), streamed. */
+  async importImageFromFile(file: string, opts: { name: string; settings?: ImageSettings }): Promise<Image> {
+    const { fileStream } = await import("./nodefile.js");
+    return this.importImage(await fileStream(file), opts);
+  }
+
+  /** The images the team may see. */
+  async images(): Promise<Image[]> {
+    return (await this.json({ method: "GET", path: "/v1/images" }))?.items ?? [];
+  }
+
+  /** An image by ID or name. */
+  getImage(ref: string): Promise<Image> {
+    return this.json({ method: "GET", path: imagePath(ref) });
+  }
+
+  /** Change an image's settings; those left out keep theirs. */
+  updateImage(ref: string, settings: ImageSettings): Promise<Image> {
+    return this.json({ method: "PATCH", path: imagePath(ref), json: settings });
+  }
+
+  /** Delete an image no sandbox uses (Conflict while one does). */
+  async deleteImage(ref: string): Promise<void> {
+    await this.json({ method: "DELETE", path: imagePath(ref) });
+  }
+
   // -- secrets --
 
   /** Store a secret of the team (its value is never returned). */
@@ -419,6 +586,19 @@ export class Client {
   openapi(): Promise<Record<string, any>> {
     return this.json({ method: "GET", path: "/v1/openapi.json" });
   }
+}
+
+function workloadPath(id: string): string {
+  return "/v1/workloads/" + esc(id);
+}
+
+function imagePath(ref: string): string {
+  return "/v1/images/" + esc(ref);
+}
+
+/** Whether a workload has ended (exited, failed or cancelled). */
+export function workloadDone(w: Workload): boolean {
+  return w.state === "exited" || w.state === "failed" || w.state === "cancelled";
 }
 
 function assetPath(id: string): string {
@@ -635,43 +815,8 @@ export class Command {
   /** Output records after seq `after` in order, the exit last. A broken
    * connection is resumed from the last record seen, so nothing is lost
    * or repeated. */
-  async *output(opts: { after?: number; follow?: boolean } = {}): AsyncGenerator<Chunk> {
-    const follow = opts.follow ?? true;
-    let seq = opts.after ?? 0;
-    let failures = 0;
-    for (;;) {
-      const began = Date.now();
-      try {
-        const resp = await this.client.send({
-          method: "GET", path: this.path + "/output", params: { after: seq, follow: follow ? "true" : undefined },
-        });
-        for await (const raw of lines(resp.body!)) {
-          const text = dec.decode(raw).trim();
-          if (!text) continue;
-          const d = JSON.parse(text);
-          const ch: Chunk = {
-            seq: d.seq ?? 0, stream: d.stream ?? "", data: d.data ? b64decode(d.data) : new Uint8Array(0),
-            type: d.type ?? "", exitCode: d.exit_code ?? null, signal: d.signal ?? "", timedOut: !!d.timed_out,
-          };
-          if (ch.type !== "exit" && ch.seq <= seq) continue;
-          seq = ch.seq;
-          failures = 0;
-          yield ch;
-          if (ch.type === "exit") return;
-        }
-        if (!follow) return;
-      } catch (e) {
-        if (e instanceof CoveError) throw e;
-      }
-      // A connection that lasted (a long silence ended by a timeout on the
-      // way) is not a failure in a row.
-      if (Date.now() - began > LASTED_MS) failures = 0;
-      failures++;
-      if (failures > STREAM_RETRIES) {
-        throw new CoveError(`the output stream of ${this.id} broke ${failures} times in a row, last after seq ${seq}`);
-      }
-      await sleep(Math.min(50 * 2 ** failures, 5000));
-    }
+  output(opts: { after?: number; follow?: boolean } = {}): AsyncGenerator<Chunk> {
+    return this.client.readOutput(this.path + "/output", this.id, opts);
   }
 
   /** Wait for the end; the output is read (and dropped) on the way. */

@@ -1,6 +1,6 @@
 // cove's TypeScript SDK: sandboxes for AI agents over the cove REST API.
 
-export { Client, Sandbox, Command, Files, FileContent, DEFAULT_URL, STREAM_RETRIES, assetSource } from "./client.js";
+export { Client, Sandbox, Command, Files, FileContent, DEFAULT_URL, STREAM_RETRIES, assetSource, workloadDone } from "./client.js";
 export type { ClientOptions, CommandOptions, StartOptions } from "./client.js";
 export { Attachment } from "./attach.js";
 export type { AttachOptions, ExitInfo } from "./attach.js";

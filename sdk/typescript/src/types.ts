@@ -174,3 +174,89 @@ export interface TeamMe {
   limits: Record<string, any>;
   [field: string]: any;
 }
+
+/** What a workload reserves while it runs. */
+export interface WorkloadResources {
+  cpus?: number;
+  memory_mib?: number;
+  disk_mib?: number;
+  gpus?: number;
+  gpu_type?: string;
+  [k: string]: unknown;
+}
+
+/** Every field of POST /v1/workloads: a command (shell string) or argv,
+ * in a template or an imported image (by name). */
+export interface WorkloadOptions {
+  command?: string;
+  argv?: string[];
+  template?: string;
+  image?: string;
+  source?: { type: string; [k: string]: unknown };
+  env?: Record<string, string>;
+  secrets?: Record<string, string>;
+  workdir?: string;
+  user?: string;
+  resources?: WorkloadResources;
+  timeout_s?: number;
+  max_queue_s?: number;
+  labels?: Record<string, string>;
+  [field: string]: unknown;
+}
+
+/** A batch run: queued until a node can place it, then run to completion
+ * in a container of its own. */
+export interface Workload {
+  id: string;
+  team_id: string;
+  template: string;
+  command?: string;
+  argv?: string[];
+  workdir: string;
+  user: string;
+  resources: WorkloadResources;
+  timeout_s: number;
+  max_queue_s: number;
+  labels: Record<string, string>;
+  state: "queued" | "starting" | "running" | "exited" | "failed" | "cancelled" | string;
+  state_reason: string;
+  devices: string[];
+  exit_code: number | null;
+  signal: string;
+  timed_out: boolean;
+  cost_usd: number;
+  created_at: string;
+  started_at: string | null;
+  ended_at: string | null;
+  stdout_bytes: number;
+  stderr_bytes: number;
+  [field: string]: any;
+}
+
+/** cove's settings of an imported image (at import, or by updateImage):
+ * a field left out keeps its value. */
+export interface ImageSettings {
+  defaults?: Record<string, any>;
+  limits?: Record<string, any>;
+  admission?: { mode: "owner" | "teams" | "all" | string; teams?: string[] };
+  examples?: string[];
+  [field: string]: unknown;
+}
+
+/** An image imported from an OCI artifact, usable as a template by its
+ * name. */
+export interface Image {
+  id: string;
+  name: string;
+  team_id: string;
+  digest: string;
+  size_bytes: number;
+  config: Record<string, any>;
+  defaults: Record<string, any>;
+  limits: Record<string, any>;
+  admission: { mode: string; teams: string[] };
+  examples: string[];
+  created_at: string;
+  updated_at: string;
+  [field: string]: any;
+}

@@ -12,12 +12,15 @@ from .errors import (
     PayloadTooLarge, PermissionDenied, PreconditionFailed, ResourceExhausted, Unauthenticated, Unavailable,
     Unprocessable,
 )
-from .models import Asset, Chunk, CommandInfo, CommandResult, Event, FileContent, FileEntry, Page, Sandbox
+from .models import (
+    Asset, Chunk, CommandInfo, CommandResult, Event, FileContent, FileEntry, Image, Page, Sandbox, Workload,
+)
 
 __all__ = [
     "AsyncClient", "AsyncCommand", "AsyncFiles", "AsyncSandbox", "Client", "Command", "Files", "SandboxHandle",
     "BudgetExceeded", "Conflict", "CoveError", "DigestMismatch", "InsufficientStorage", "Internal",
     "InvalidArgument", "NotFound", "PayloadTooLarge", "PermissionDenied", "PreconditionFailed",
     "ResourceExhausted", "Unauthenticated", "Unavailable", "Unprocessable",
-    "Asset", "Chunk", "CommandInfo", "CommandResult", "Event", "FileContent", "FileEntry", "Page", "Sandbox",
+    "Asset", "Chunk", "CommandInfo", "CommandResult", "Event", "FileContent", "FileEntry", "Image", "Page", "Sandbox",
+    "Workload",
 ]

@@ -68,6 +68,57 @@ def drop_none(d: Mapping[str, Any]) -> Dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
 
 
+def workload_path(wid: str) -> str:
+    return "/v1/workloads/" + esc(wid)
+
+
+def image_path(ref: str) -> str:
+    return "/v1/images/" + esc(ref)
+
+
+def workload_body(
+    command: Optional[str], argv: Optional[Sequence[str]], template: Optional[str], image: Optional[str],
+    source: Optional[Mapping[str, Any]], env: Optional[Mapping[str, str]], secrets: Optional[Mapping[str, str]],
+    workdir: Optional[str], user: Optional[str], cpus: Optional[float], memory_mib: Optional[int],
+    disk_mib: Optional[int], gpus: Optional[int], gpu_type: Optional[str], timeout_s: Optional[int],
+    max_queue_s: Optional[int], labels: Optional[Mapping[str, str]], extra: Mapping[str, Any],
+) -> Dict[str, Any]:
+    if (command is None) == (argv is None):
+        raise InvalidArgument("give exactly one of command (a shell string) and argv (a list)")
+    res = drop_none({"cpus": cpus, "memory_mib": memory_mib, "disk_mib": disk_mib, "gpus": gpus or None,
+                     "gpu_type": gpu_type})
+    return drop_none({
+        "command": command, "argv": list(argv) if argv is not None else None, "template": template, "image": image,
+        "source": dict(source) if source else None, "env": dict(env) if env else None,
+        "secrets": dict(secrets) if secrets else None, "workdir": workdir, "user": user, "resources": res or None,
+        "timeout_s": timeout_s, "max_queue_s": max_queue_s, "labels": dict(labels) if labels else None, **extra,
+    })
+
+
+def workload_list_params(state: Optional[Union[str, Sequence[str]]], limit: int, cursor: str) -> Dict[str, Any]:
+    params: Dict[str, Any] = {"limit": limit}
+    if state:
+        params["state"] = [state] if isinstance(state, str) else list(state)
+    if cursor:
+        params["cursor"] = cursor
+    return params
+
+
+def workload_get_params(wait: Optional[str], timeout_s: Optional[int]) -> Dict[str, Any]:
+    if not wait:
+        return {}
+    return drop_none({"wait": wait, "timeout_s": timeout_s})
+
+
+def image_import_req(name: str, settings: Optional[Mapping[str, Any]], body: Any) -> Req:
+    if not name:
+        raise InvalidArgument("an imported image needs a name")
+    params: Dict[str, Any] = {"name": name}
+    if settings:
+        params["settings"] = json.dumps(dict(settings))
+    return Req("POST", "/v1/images", params, content=body, headers={"Content-Type": "application/x-tar"})
+
+
 def command_body(
     command: Optional[str], argv: Optional[Sequence[str]], cwd: Optional[str], env: Optional[Mapping[str, str]],
     secrets: Optional[Mapping[str, str]], timeout_s: Optional[int], stdin: bool, user: Optional[str],

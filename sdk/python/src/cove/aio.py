@@ -11,8 +11,10 @@ import httpx
 from . import _shared as sh
 from ._attach import AsyncAttachment
 from .client import STREAM_RETRIES
-from .errors import CoveError, NotFound, error_from
-from .models import Asset, Chunk, CommandInfo, CommandResult, Event, FileContent, FileEntry, Page, Sandbox
+from .errors import Conflict, CoveError, NotFound, error_from
+from .models import (
+    Asset, Chunk, CommandInfo, CommandResult, Event, FileContent, FileEntry, Image, Page, Sandbox, Workload,
+)
 
 Data = Union[bytes, str, IO[bytes]]
 
@@ -53,6 +55,44 @@ class AsyncClient:
         if resp.status_code == 204 or not resp.content:
             return None
         return resp.json()
+
+    async def _output(self, path: str, what: str, after: int, follow: bool,
+                      started: Optional[Any] = None) -> AsyncIterator[Chunk]:
+        """See Client._output."""
+        seq, failures = after, 0
+        while True:
+            params: Dict[str, Any] = {"after": seq}
+            if follow:
+                params["follow"] = "true"
+            try:
+                resp = await self._send(sh.Req("GET", path, params), stream=True)
+                try:
+                    async for line in resp.aiter_lines():
+                        line = line.strip()
+                        if not line:
+                            continue
+                        ch = sh.parse_chunk(line.encode())
+                        if ch.type != "exit" and ch.seq <= seq:
+                            continue
+                        seq, failures = ch.seq, 0
+                        yield ch
+                        if ch.type == "exit":
+                            return
+                finally:
+                    await resp.aclose()
+                if not follow:
+                    return
+            except Conflict:
+                if not follow or started is None:
+                    raise
+                await started()
+                continue
+            except httpx.TransportError:
+                pass
+            failures += 1
+            if failures > STREAM_RETRIES:
+                raise CoveError(f"the output stream of {what} broke {failures} times in a row, last after seq {seq}")
+            await asyncio.sleep(min(0.05 * 2 ** failures, 5))
 
     async def create(self, *, name: Optional[str] = None, template: Optional[str] = None,
                      cpus: Optional[float] = None, memory_mib: Optional[int] = None,
@@ -210,6 +250,93 @@ class AsyncClient:
 
     async def delete_asset(self, asset_id: str) -> None:
         await self._json(sh.Req("DELETE", sh.asset_path(asset_id)))
+
+    async def submit_workload(self, command: Optional[str] = None, *, argv: Optional[Sequence[str]] = None,
+                              template: Optional[str] = None, image: Optional[str] = None,
+                              source: Optional[Mapping[str, Any]] = None, env: Optional[Mapping[str, str]] = None,
+                              secrets: Optional[Mapping[str, str]] = None, workdir: Optional[str] = None,
+                              user: Optional[str] = None, cpus: Optional[float] = None,
+                              memory_mib: Optional[int] = None, disk_mib: Optional[int] = None,
+                              gpus: Optional[int] = None, gpu_type: Optional[str] = None,
+                              timeout_s: Optional[int] = None, max_queue_s: Optional[int] = None,
+                              labels: Optional[Mapping[str, str]] = None, idempotency_key: Optional[str] = None,
+                              **extra: Any) -> Workload:
+        """See Client.submit_workload."""
+        body = sh.workload_body(command, argv, template, image, source, env, secrets, workdir, user, cpus,
+                                memory_mib, disk_mib, gpus, gpu_type, timeout_s, max_queue_s, labels, extra)
+        r = sh.Req("POST", "/v1/workloads", json=body)
+        if idempotency_key:
+            r.headers["Idempotency-Key"] = idempotency_key
+        return Workload.from_dict(await self._json(r))
+
+    async def get_workload(self, workload_id: str, *, wait: Optional[str] = None,
+                           timeout_s: Optional[int] = None) -> Workload:
+        return Workload.from_dict(await self._json(sh.Req("GET", sh.workload_path(workload_id),
+                                                          sh.workload_get_params(wait, timeout_s))))
+
+    async def wait_workload(self, workload_id: str, state: str = "exited", timeout_s: int = 300) -> Workload:
+        while True:
+            w = await self.get_workload(workload_id, wait=state, timeout_s=timeout_s)
+            if w.state == state or w.done:
+                return w
+
+    async def list_workloads(self, *, state: Optional[Union[str, Sequence[str]]] = None,
+                             limit: int = 100) -> AsyncIterator[Workload]:
+        cursor = ""
+        while True:
+            page = await self.list_workloads_page(state=state, limit=limit, cursor=cursor)
+            for w in page.items:
+                yield w
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    async def list_workloads_page(self, *, state: Optional[Union[str, Sequence[str]]] = None, limit: int = 100,
+                                  cursor: str = "") -> Page:
+        d = await self._json(sh.Req("GET", "/v1/workloads", sh.workload_list_params(state, limit, cursor)))
+        return Page([Workload.from_dict(x) for x in d.get("items") or []], d.get("next_cursor", "") or "")
+
+    async def cancel_workload(self, workload_id: str) -> Workload:
+        return Workload.from_dict(await self._json(sh.Req("POST", sh.workload_path(workload_id) + "/cancel")))
+
+    def workload_output(self, workload_id: str, after: int = 0, follow: bool = True) -> AsyncIterator[Chunk]:
+        """See Client.workload_output."""
+        async def started() -> None:
+            w = await self.get_workload(workload_id, wait="running", timeout_s=60)
+            if w.done and not w.started_at:
+                raise Conflict(f"workload {workload_id} is {w.state} and never ran: it has no output", status=409)
+
+        return self._output(sh.workload_path(workload_id) + "/output", workload_id, after, follow, started)
+
+    async def workload_stdout(self, workload_id: str) -> bytes:
+        return (await self._send(sh.Req("GET", sh.workload_path(workload_id) + "/stdout"))).content
+
+    async def workload_stderr(self, workload_id: str) -> bytes:
+        return (await self._send(sh.Req("GET", sh.workload_path(workload_id) + "/stderr"))).content
+
+    async def import_image(self, data: Union[str, IO[bytes], bytes], *, name: str,
+                           settings: Optional[Mapping[str, Any]] = None) -> Image:
+        """See Client.import_image; a file is read in a thread as it is sent."""
+        if isinstance(data, str):
+            f = await asyncio.to_thread(open, data, "rb")
+            try:
+                return await self.import_image(f, name=name, settings=settings)
+            finally:
+                f.close()
+        body = bytes(data) if isinstance(data, (bytes, bytearray, memoryview)) else sh.achunks(data)
+        return Image.from_dict(await self._json(sh.image_import_req(name, settings, body)))
+
+    async def images(self) -> List[Image]:
+        return [Image.from_dict(x) for x in (await self._json(sh.Req("GET", "/v1/images"))).get("items") or []]
+
+    async def get_image(self, ref: str) -> Image:
+        return Image.from_dict(await self._json(sh.Req("GET", sh.image_path(ref))))
+
+    async def update_image(self, ref: str, **settings: Any) -> Image:
+        return Image.from_dict(await self._json(sh.Req("PATCH", sh.image_path(ref), json=sh.drop_none(settings))))
+
+    async def delete_image(self, ref: str) -> None:
+        await self._json(sh.Req("DELETE", sh.image_path(ref)))
 
     async def put_secret(self, name: str, value: str) -> Dict[str, Any]:
         return await self._json(sh.Req("PUT", "/v1/secrets/" + sh.esc(name), json={"value": value}))
@@ -405,37 +532,8 @@ class AsyncCommand:
     def __repr__(self) -> str:
         return f"<AsyncCommand {self.id} {self.info.state}>"
 
-    async def output(self, after: int = 0, follow: bool = True) -> AsyncIterator[Chunk]:
-        seq, failures = after, 0
-        while True:
-            params: Dict[str, Any] = {"after": seq}
-            if follow:
-                params["follow"] = "true"
-            try:
-                resp = await self._c._send(
-                    sh.Req("GET", sh.command_path(self.sandbox_id, self.id) + "/output", params), stream=True)
-                try:
-                    async for line in resp.aiter_lines():
-                        line = line.strip()
-                        if not line:
-                            continue
-                        ch = sh.parse_chunk(line.encode())
-                        if ch.type != "exit" and ch.seq <= seq:
-                            continue
-                        seq, failures = ch.seq, 0
-                        yield ch
-                        if ch.type == "exit":
-                            return
-                finally:
-                    await resp.aclose()
-                if not follow:
-                    return
-            except httpx.TransportError:
-                pass
-            failures += 1
-            if failures > STREAM_RETRIES:
-                raise CoveError(f"the output stream of {self.id} broke {failures} times in a row, last after seq {seq}")
-            await asyncio.sleep(min(0.05 * 2 ** failures, 5))
+    def output(self, after: int = 0, follow: bool = True) -> AsyncIterator[Chunk]:
+        return self._c._output(sh.command_path(self.sandbox_id, self.id) + "/output", self.id, after, follow)
 
     async def wait(self) -> CommandInfo:
         async for ch in self.output():

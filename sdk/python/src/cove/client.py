@@ -10,8 +10,10 @@ import httpx
 
 from . import _shared as sh
 from ._attach import SyncAttachment
-from .errors import CoveError, NotFound, error_from
-from .models import Asset, Chunk, CommandInfo, CommandResult, Event, FileContent, FileEntry, Page, Sandbox
+from .errors import Conflict, CoveError, NotFound, error_from
+from .models import (
+    Asset, Chunk, CommandInfo, CommandResult, Event, FileContent, FileEntry, Image, Page, Sandbox, Workload,
+)
 
 Data = Union[bytes, str, IO[bytes]]
 
@@ -68,6 +70,44 @@ class Client:
         if resp.status_code == 204 or not resp.content:
             return None
         return resp.json()
+
+    def _output(self, path: str, what: str, after: int, follow: bool,
+                started: Optional[Any] = None) -> Iterator[Chunk]:
+        """The NDJSON output records at path (a command's or a workload's)
+        after seq ``after``, resumed after a dropped connection. started,
+        when given, is called when the server answers Conflict (no output
+        yet) while following: it waits until there is some, or re-raises."""
+        seq, failures = after, 0
+        while True:
+            params: Dict[str, Any] = {"after": seq}
+            if follow:
+                params["follow"] = "true"
+            try:
+                with self._stream(sh.Req("GET", path, params)) as resp:
+                    for line in resp.iter_lines():
+                        line = line.strip()
+                        if not line:
+                            continue
+                        ch = sh.parse_chunk(line.encode() if isinstance(line, str) else line)
+                        if ch.type != "exit" and ch.seq <= seq:
+                            continue
+                        seq, failures = ch.seq, 0
+                        yield ch
+                        if ch.type == "exit":
+                            return
+                if not follow:
+                    return
+            except Conflict:
+                if not follow or started is None:
+                    raise
+                started()
+                continue
+            except httpx.TransportError:
+                pass
+            failures += 1
+            if failures > STREAM_RETRIES:
+                raise CoveError(f"the output stream of {what} broke {failures} times in a row, last after seq {seq}")
+            time.sleep(min(0.05 * 2 ** failures, 5))
 
     # -- sandboxes --
 
@@ -237,6 +277,115 @@ class Client:
     def delete_asset(self, asset_id: str) -> None:
         """Delete an asset; sandboxes made from it keep their files."""
         self._json(sh.Req("DELETE", sh.asset_path(asset_id)))
+
+    # -- workloads --
+
+    def submit_workload(self, command: Optional[str] = None, *, argv: Optional[Sequence[str]] = None,
+                        template: Optional[str] = None, image: Optional[str] = None,
+                        source: Optional[Mapping[str, Any]] = None, env: Optional[Mapping[str, str]] = None,
+                        secrets: Optional[Mapping[str, str]] = None, workdir: Optional[str] = None,
+                        user: Optional[str] = None, cpus: Optional[float] = None, memory_mib: Optional[int] = None,
+                        disk_mib: Optional[int] = None, gpus: Optional[int] = None, gpu_type: Optional[str] = None,
+                        timeout_s: Optional[int] = None, max_queue_s: Optional[int] = None,
+                        labels: Optional[Mapping[str, str]] = None, idempotency_key: Optional[str] = None,
+                        **extra: Any) -> Workload:
+        """Submit a batch run (a shell string, or argv); it is queued until
+        a node can place it. ``image`` names an imported image to run in
+        instead of a template."""
+        body = sh.workload_body(command, argv, template, image, source, env, secrets, workdir, user, cpus,
+                                memory_mib, disk_mib, gpus, gpu_type, timeout_s, max_queue_s, labels, extra)
+        r = sh.Req("POST", "/v1/workloads", json=body)
+        if idempotency_key:
+            r.headers["Idempotency-Key"] = idempotency_key
+        return Workload.from_dict(self._json(r))
+
+    def get_workload(self, workload_id: str, *, wait: Optional[str] = None, timeout_s: Optional[int] = None) -> Workload:
+        """A workload; with ``wait`` (a state, e.g. "running" or "exited")
+        the server answers once it is in that state or has ended, or after
+        timeout_s."""
+        return Workload.from_dict(self._json(sh.Req("GET", sh.workload_path(workload_id),
+                                                    sh.workload_get_params(wait, timeout_s))))
+
+    def wait_workload(self, workload_id: str, state: str = "exited", timeout_s: int = 300) -> Workload:
+        """Wait until the workload is in state or has ended (long polls,
+        repeated until then)."""
+        while True:
+            w = self.get_workload(workload_id, wait=state, timeout_s=timeout_s)
+            if w.state == state or w.done:
+                return w
+
+    def list_workloads(self, *, state: Optional[Union[str, Sequence[str]]] = None,
+                       limit: int = 100) -> Iterator[Workload]:
+        """Every workload of the team (oldest first), page after page."""
+        cursor = ""
+        while True:
+            page = self.list_workloads_page(state=state, limit=limit, cursor=cursor)
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def list_workloads_page(self, *, state: Optional[Union[str, Sequence[str]]] = None, limit: int = 100,
+                            cursor: str = "") -> Page:
+        d = self._json(sh.Req("GET", "/v1/workloads", sh.workload_list_params(state, limit, cursor)))
+        return Page([Workload.from_dict(x) for x in d.get("items") or []], d.get("next_cursor", "") or "")
+
+    def cancel_workload(self, workload_id: str) -> Workload:
+        """Cancel a queued or running workload; answered once its container
+        is gone (a workload that ended is answered as it is)."""
+        return Workload.from_dict(self._json(sh.Req("POST", sh.workload_path(workload_id) + "/cancel")))
+
+    def workload_output(self, workload_id: str, after: int = 0, follow: bool = True) -> Iterator[Chunk]:
+        """A workload's output records after seq ``after``, read as a
+        command's: in order, the exit last, resumed after a dropped
+        connection. Following a workload that has not started yet waits
+        until it does (a workload that ends without running raises
+        Conflict)."""
+        def started() -> None:
+            w = self.get_workload(workload_id, wait="running", timeout_s=60)
+            if w.done and not w.started_at:
+                raise Conflict(f"workload {workload_id} is {w.state} and never ran: it has no output", status=409)
+
+        return self._output(sh.workload_path(workload_id) + "/output", workload_id, after, follow, started)
+
+    def workload_stdout(self, workload_id: str) -> bytes:
+        """A workload's recorded stdout, raw."""
+        return self._send(sh.Req("GET", sh.workload_path(workload_id) + "/stdout")).content
+
+    def workload_stderr(self, workload_id: str) -> bytes:
+        """A workload's recorded stderr, raw."""
+        return self._send(sh.Req("GET", sh.workload_path(workload_id) + "/stderr")).content
+
+    # -- images --
+
+    def import_image(self, data: Union[str, IO[bytes], bytes], *, name: str,
+                     settings: Optional[Mapping[str, Any]] = None) -> Image:
+        """Import an image from an OCI image layout archive or a `docker
+        save` archive (a local path, a binary file or bytes), streamed, as
+        the team's image called name. settings: defaults, limits,
+        admission, examples."""
+        if isinstance(data, str):
+            with open(data, "rb") as f:
+                return self.import_image(f, name=name, settings=settings)
+        body = bytes(data) if isinstance(data, (bytes, bytearray, memoryview)) else sh.chunks(data)
+        return Image.from_dict(self._json(sh.image_import_req(name, settings, body)))
+
+    def images(self) -> List[Image]:
+        """The images the team may see."""
+        return [Image.from_dict(x) for x in self._json(sh.Req("GET", "/v1/images")).get("items") or []]
+
+    def get_image(self, ref: str) -> Image:
+        """An image by ID or name."""
+        return Image.from_dict(self._json(sh.Req("GET", sh.image_path(ref))))
+
+    def update_image(self, ref: str, **settings: Any) -> Image:
+        """Change an image's settings (defaults, limits, admission,
+        examples); those left out keep theirs."""
+        return Image.from_dict(self._json(sh.Req("PATCH", sh.image_path(ref), json=sh.drop_none(settings))))
+
+    def delete_image(self, ref: str) -> None:
+        """Delete an image no sandbox uses (Conflict while one does)."""
+        self._json(sh.Req("DELETE", sh.image_path(ref)))
 
     # -- secrets --
 
@@ -475,32 +624,7 @@ class Command:
         """Output records after seq ``after`` in order, the exit last. A
         broken connection is resumed from the last record seen, so nothing
         is lost or repeated."""
-        seq, failures = after, 0
-        while True:
-            params: Dict[str, Any] = {"after": seq}
-            if follow:
-                params["follow"] = "true"
-            try:
-                with self._c._stream(sh.Req("GET", sh.command_path(self.sandbox_id, self.id) + "/output", params)) as resp:
-                    for line in resp.iter_lines():
-                        line = line.strip()
-                        if not line:
-                            continue
-                        ch = sh.parse_chunk(line.encode() if isinstance(line, str) else line)
-                        if ch.type != "exit" and ch.seq <= seq:
-                            continue
-                        seq, failures = ch.seq, 0
-                        yield ch
-                        if ch.type == "exit":
-                            return
-                if not follow:
-                    return
-            except httpx.TransportError:
-                pass
-            failures += 1
-            if failures > STREAM_RETRIES:
-                raise CoveError(f"the output stream of {self.id} broke {failures} times in a row, last after seq {seq}")
-            time.sleep(min(0.05 * 2 ** failures, 5))
+        return self._c._output(sh.command_path(self.sandbox_id, self.id) + "/output", self.id, after, follow)
 
     def wait(self) -> CommandInfo:
         """Wait for the end; the output is read (and dropped) on the way."""

@@ -180,3 +180,68 @@ class Page:
 
     items: List[Any]
     next_cursor: str
+
+
+@dataclass
+class Workload:
+    """A batch run: queued until a node can place it, then run to
+    completion in a container of its own."""
+
+    id: str
+    state: str
+    state_reason: str
+    template: str
+    exit_code: Optional[int]
+    signal: str
+    timed_out: bool
+    labels: Dict[str, str]
+    team_id: str = ""
+    gpus: int = 0
+    devices: List[str] = field(default_factory=list)
+    cost_usd: float = 0
+    started_at: Optional[str] = None
+    ended_at: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "Workload":
+        r = d.get("resources") or {}
+        return cls(
+            id=d.get("id", ""), state=d.get("state", ""), state_reason=d.get("state_reason", "") or "",
+            template=d.get("template", ""), exit_code=d.get("exit_code"), signal=d.get("signal", "") or "",
+            timed_out=bool(d.get("timed_out")), labels=d.get("labels") or {}, team_id=d.get("team_id", ""),
+            gpus=r.get("gpus", 0) or 0, devices=d.get("devices") or [], cost_usd=d.get("cost_usd", 0) or 0,
+            started_at=d.get("started_at"), ended_at=d.get("ended_at"), raw=d,
+        )
+
+    @property
+    def done(self) -> bool:
+        return self.state in ("exited", "failed", "cancelled")
+
+
+@dataclass
+class Image:
+    """An image imported from an OCI artifact, usable as a template by its
+    name."""
+
+    id: str
+    name: str
+    digest: str
+    size_bytes: int
+    config: Dict[str, Any]
+    defaults: Dict[str, Any]
+    limits: Dict[str, Any]
+    admission: Dict[str, Any]
+    examples: List[str]
+    team_id: str = ""
+    created_at: str = ""
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "Image":
+        return cls(
+            id=d.get("id", ""), name=d.get("name", ""), digest=d.get("digest", ""),
+            size_bytes=d.get("size_bytes", 0) or 0, config=d.get("config") or {}, defaults=d.get("defaults") or {},
+            limits=d.get("limits") or {}, admission=d.get("admission") or {}, examples=d.get("examples") or [],
+            team_id=d.get("team_id", ""), created_at=d.get("created_at", "") or "", raw=d,
+        )
