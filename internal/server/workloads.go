@@ -203,7 +203,7 @@ func (s *Server) newWorkload(teamID string, req api.CreateWorkloadRequest) (api.
 			return api.Workload{}, invalid("workdir cannot be /")
 		}
 	}
-	cmd, _, err := s.newCommand(api.Sandbox{Workdir: workdir}, creq)
+	cmd, _, err := s.newCommand(api.Sandbox{Template: tmpl, Workdir: workdir}, creq)
 	if err != nil {
 		return api.Workload{}, err
 	}

@@ -167,6 +167,9 @@ func TestImportedImagesRun(t *testing.T) {
 		}
 		_, err := c.Exec(t.Context(), sb.ID, api.CreateCommandRequest{Command: "echo hi"})
 		wantCode(t, err, api.CodeInvalidArgument, "has no shell")
+		// A workload of the image is refused at submit, not queued to fail.
+		_, err = c.SubmitWorkload(t.Context(), api.CreateWorkloadRequest{Image: got.Name, Command: "echo hi"})
+		wantCode(t, err, api.CodeInvalidArgument, "has no shell")
 	})
 
 	t.Run("user and env", func(t *testing.T) {
