@@ -1,6 +1,7 @@
 // The console's connection to the API: the key (sessionStorage, never a
 // URL) and a client of the TypeScript SDK built on it. A 401 signs out.
-import { Client, CoveError } from "@cove-dev/sdk";
+import { Client, CoveError, Sandbox } from "@cove-dev/sdk";
+import type { SandboxInfo } from "@cove-dev/sdk";
 
 const KEY = "cove.key";
 let onSignOut: () => void = () => {};
@@ -38,6 +39,12 @@ export function sdk(): Client {
 }
 
 export { CoveError };
+
+/** sandboxOf is the SDK's handle on a sandbox the page has already read
+ * (no second read to act on it). */
+export function sandboxOf(info: SandboxInfo): Sandbox {
+  return new Sandbox(sdk(), info);
+}
 
 /** status is an error's HTTP status, 0 when it did not come from an answer. */
 export function status(x: unknown): number {

@@ -2,7 +2,7 @@
 // sleep / wake / terminate) and its tabs (see tabs.ts). Deep links:
 // /sandboxes/<id or name>[/<tab>].
 import type { Sandbox, SandboxInfo } from "@cove-dev/sdk";
-import { events, sdk, status } from "./api";
+import { events, sandboxOf, sdk, status } from "./api";
 import { debounce, h, message, money } from "./dom";
 import { sandboxURL } from "./list";
 import { app, onLeave, replace } from "./router";
@@ -150,7 +150,7 @@ export function sandboxPage(ref: string, tabID: string) {
     err.textContent = "";
     render();
     try {
-      await f(await sdk().get(sb.id));
+      await f(sandboxOf(sb));
     } catch (x) {
       err.textContent = message(x);
     }

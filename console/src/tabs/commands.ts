@@ -1,9 +1,8 @@
 // The commands tab: the sandbox's commands, newest first, with their state
 // and exit code, refreshed on the sandbox's events. Opening one replays its
 // recorded output and follows it while it runs; output is text only.
-import { Sandbox } from "@cove-dev/sdk";
 import type { CommandInfo } from "@cove-dev/sdk";
-import { events, sdk, status } from "../api";
+import { events, sandboxOf, sdk, status } from "../api";
 import { debounce, h, message } from "../dom";
 import type { Tab, TabContext } from "../tab";
 import "../commands.css";
@@ -33,7 +32,7 @@ const tab: Tab = {
 
     const load = async () => {
       try {
-        const sb = new Sandbox(sdk(), ctx.sandbox());
+        const sb = sandboxOf(ctx.sandbox());
         const items: CommandInfo[] = [];
         let cursor = "";
         do {

@@ -6,7 +6,7 @@
 import { Terminal } from "@xterm/xterm";
 import { FitAddon } from "@xterm/addon-fit";
 import "@xterm/xterm/css/xterm.css";
-import { api, sdk } from "../api";
+import { api, sandboxOf, sdk } from "../api";
 import { debounce, h, message } from "../dom";
 import type { Command, Sandbox, SandboxInfo } from "@cove-dev/sdk";
 import type { Tab, TabContext } from "../tab";
@@ -86,7 +86,7 @@ function openTerminal(info: SandboxInfo, box: HTMLElement, status: HTMLElement, 
   status.textContent = "connecting…";
   (async () => {
     try {
-      const sb = await sdk().get(id);
+      const sb = sandboxOf(info);
       const cmd = (await reattach(sb, id)) ?? (await sb.start("bash -l", { pty: { cols: term.cols, rows: term.rows }, stdin: true }));
       sessionStorage.setItem(SHELL + id, cmd.id);
       const path = `/v1/sandboxes/${encodeURIComponent(id)}/commands/${encodeURIComponent(cmd.id)}/attach`;
