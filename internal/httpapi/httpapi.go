@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -240,8 +241,6 @@ func decode(r *http.Request, v any, emptyOK bool) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var tooBig *http.MaxBytesError
-		var syntax *json.SyntaxError
-		var typ *json.UnmarshalTypeError
 		switch {
 		case errors.Is(err, io.EOF):
 			if emptyOK {
@@ -250,18 +249,8 @@ func decode(r *http.Request, v any, emptyOK bool) error {
 			return api.Errorf(api.CodeInvalidArgument, "request body is empty; send a JSON object")
 		case errors.As(err, &tooBig):
 			return api.Errorf(api.CodePayloadTooLarge, "request body is larger than %d bytes", maxBody)
-		case errors.As(err, &syntax):
-			return api.Errorf(api.CodeInvalidArgument, "request body is not valid JSON: %v (at byte %d)", err, syntax.Offset)
-		case errors.As(err, &typ):
-			return api.Errorf(api.CodeInvalidArgument, "field %q must be %s, not %s", typ.Field, typ.Type, typ.Value)
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			// encoding/json has no typed error for unknown fields.
-			field := strings.TrimPrefix(err.Error(), "json: unknown field ")
-			return api.Errorf(api.CodeInvalidArgument, "unknown field %s in request body", field)
-		case errors.Is(err, io.ErrUnexpectedEOF):
-			return api.Errorf(api.CodeInvalidArgument, "request body is not valid JSON: it ends too early")
 		}
-		return api.Errorf(api.CodeInvalidArgument, "request body is not valid JSON: %v", err)
+		return jsonError(bodyJSON, reflect.TypeOf(v), err)
 	}
 	if dec.More() {
 		return api.Errorf(api.CodeInvalidArgument, "request body has data after the JSON object")
@@ -269,7 +258,6 @@ func decode(r *http.Request, v any, emptyOK bool) error {
 	return nil
 }
 
-// paging reads limit and cursor.
 // paging reads limit= and cursor=; the control plane checks the limit.
 func paging(r *http.Request) (server.Page, error) {
 	q := r.URL.Query()
