@@ -478,9 +478,17 @@ func (s *Server) useImage(ctx context.Context, teamID string, req *api.CreateSan
 	}
 	s.images.use.RLock()
 	img, ok := s.image(teamID, req.Template)
-	if !ok {
+	qualified := strings.Contains(req.Template, "/") // TEAM/NAME: only ever an image
+	if !ok && !qualified {
 		s.images.use.RUnlock()
 		return nil, none, nil // newSandbox says the template does not exist
+	}
+	// Another team's image that this team may not see answers as one
+	// that does not exist: nothing tells the two apart.
+	gone := api.Errorf(api.CodeNotFound, "template %q does not exist", req.Template)
+	if !ok {
+		s.images.use.RUnlock()
+		return nil, none, gone
 	}
 	t, err := s.store.GetTeam(ctx, teamID)
 	if err != nil {
@@ -489,7 +497,7 @@ func (s *Server) useImage(ctx context.Context, teamID string, req *api.CreateSan
 	}
 	if !imageVisible(t, img) {
 		s.images.use.RUnlock()
-		return nil, none, api.Errorf(api.CodeNotFound, "template %q does not exist", req.Template)
+		return nil, none, gone
 	}
 	d := img.Defaults
 	if d.Resources != nil {

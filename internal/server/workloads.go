@@ -203,7 +203,7 @@ func (s *Server) newWorkload(teamID string, req api.CreateWorkloadRequest) (api.
 			return api.Workload{}, invalid("workdir cannot be /")
 		}
 	}
-	cmd, _, err := s.newCommand(api.Sandbox{Template: tmpl, Workdir: workdir}, creq)
+	cmd, _, err := s.newCommand(api.Sandbox{TeamID: teamID, Template: tmpl, Workdir: workdir}, creq)
 	if err != nil {
 		return api.Workload{}, err
 	}
@@ -494,9 +494,9 @@ func (s *Server) landWorkloadSource(ctx context.Context, wl api.Workload) error 
 	var err error
 	switch src.Type {
 	case api.SourceAsset:
-		digest, err = s.landAsset(ctx, wl.TeamID, wl.ID, wl.Workdir, src.AssetID, s.defaultUser(api.Sandbox{Template: wl.Template}))
+		digest, err = s.landAsset(ctx, wl.TeamID, wl.ID, wl.Workdir, src.AssetID, s.defaultUser(api.Sandbox{TeamID: wl.TeamID, Template: wl.Template}))
 	case api.SourceGit:
-		digest, err = s.cloneSource(ctx, wl.TeamID, wl.ID, wl.Workdir, *src, s.defaultUser(api.Sandbox{Template: wl.Template}))
+		digest, err = s.cloneSource(ctx, wl.TeamID, wl.ID, wl.Workdir, *src, s.defaultUser(api.Sandbox{TeamID: wl.TeamID, Template: wl.Template}))
 	default:
 		return nil
 	}

@@ -35,8 +35,8 @@ func openStream(t *testing.T, ctx context.Context, url, key string) *http.Respon
 }
 
 func TestEventStreamsPerTeam(t *testing.T) {
-	const limit = 3
-	s := e2etest.StartServer(t, e2etest.WithArgs("--max-event-streams-per-team", "3"))
+	const limit = 16 // the documented default of --max-event-streams-per-team
+	s := e2etest.StartServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	teamKey := func(name string) string {
