@@ -314,7 +314,9 @@ func TestSecrets(t *testing.T) {
 			want: map[string]string{"ndjson": "[secret:tok]", "raw stdout": "[secret:tok]", "raw stderr": "", "attach replay": "[secret:tok]"},
 		},
 		"across stdout and stderr": {
-			command: `printf %s "$TOKEN" | head -c 10; sleep 0.3; printf %s "$TOKEN" | tail -c +11 >&2; echo >&2`,
+			// A second between the pieces so that the agent reads them in
+			// the order they were written: redaction follows that order.
+			command: `printf %s "$TOKEN" | head -c 10; sleep 1; printf %s "$TOKEN" | tail -c +11 >&2; echo >&2`,
 			want:    map[string]string{"ndjson": "[secret:tok]\n", "raw stdout": "[secret:tok]", "raw stderr": "\n", "attach replay": "[secret:tok]\n"},
 		},
 	}
