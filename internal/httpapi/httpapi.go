@@ -55,11 +55,13 @@ type Handler struct {
 	metrics http.Handler
 	// previews routes preview traffic; nil until ServePreviews.
 	previews *preview.Router
+	// eventStreams counts each team's open event streams.
+	eventStreams *streamSlots
 }
 
 // New returns the API handler over srv.
 func New(srv ControlPlane, log *slog.Logger) *Handler {
-	h := &Handler{srv: srv, log: log, mux: http.NewServeMux(), tickets: newTicketBook()}
+	h := &Handler{srv: srv, log: log, mux: http.NewServeMux(), tickets: newTicketBook(), eventStreams: &streamSlots{}}
 	h.routes()
 	return h
 }

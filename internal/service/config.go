@@ -130,6 +130,10 @@ type HTTPConfig struct {
 	// MaxHeaderBytes bounds a request's headers (larger: 431). Default
 	// 64 KiB.
 	MaxHeaderBytes int
+	// MaxEventStreamsPerTeam is how many GET /v1/events/stream one team
+	// may hold open at once; more are refused with 429 until one closes.
+	// Default 16.
+	MaxEventStreamsPerTeam int
 }
 
 // DefaultConfig is the configuration of `cove serve` with every default set.
@@ -153,6 +157,10 @@ func DefaultConfig() Config {
 			IdleTimeout:       2 * time.Minute,
 			ReadHeaderTimeout: 10 * time.Second,
 			MaxHeaderBytes:    64 << 10,
+			// A console tab and an agent or two each hold a stream;
+			// sixteen leaves room for many without letting one team
+			// hold thousands of connections and goroutines.
+			MaxEventStreamsPerTeam: 16,
 		},
 		Server:   server.DefaultConfig(),
 		Webhooks: webhooks.DefaultConfig(),
@@ -195,6 +203,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("http timeouts (idle %v, read header %v): want both above 0", c.HTTP.IdleTimeout, c.HTTP.ReadHeaderTimeout)
 	case c.HTTP.MaxHeaderBytes < 4<<10:
 		return fmt.Errorf("http max header bytes %d: want at least 4096", c.HTTP.MaxHeaderBytes)
+	case c.HTTP.MaxEventStreamsPerTeam < 1:
+		return fmt.Errorf("max event streams per team %d: want at least 1", c.HTTP.MaxEventStreamsPerTeam)
 	}
 	if err := c.Webhooks.Validate(); err != nil {
 		return err

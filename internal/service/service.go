@@ -279,6 +279,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return err
 	}
 	api.ReportListeners(listeners)
+	api.LimitEventStreams(cfg.HTTP.MaxEventStreamsPerTeam)
 	api.ServeMetrics(metrics.Handler())
 	var handler http.Handler = api
 	if !cfg.NoConsole {

@@ -244,10 +244,12 @@ export interface ImageSettings {
 }
 
 /** An image imported from an OCI artifact, usable as a template by its
- * name. */
+ * name (another team's, by `template`: TEAM/NAME). */
 export interface Image {
   id: string;
   name: string;
+  /** How the calling team names the image as a template. */
+  template: string;
   team_id: string;
   digest: string;
   size_bytes: number;
