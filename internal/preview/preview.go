@@ -201,22 +201,17 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request, t target) {
 		return
 	}
 	tokens, byCookie := r.tokens(req, t)
-	if byCookie {
-		if origin, foreign := foreignOrigin(req); foreign {
-			// A page of another origin (a sibling preview, any site) sends
-			// this preview's cookie along: it may use a public preview as
-			// anyone may, never the visitor's access to a private one.
-			if _, err := r.backend.OpenPreview(ctx, t.sandboxID, t.port, nil); err != nil {
-				if api.ErrorCode(err) == api.CodeUnauthenticated {
-					err = api.Errorf(api.CodePermissionDenied, "this private preview refuses requests that carry its cookie from a page of another origin (Origin: %s); open it at %s", origin, r.URL(t.sandboxID, t.port))
-				}
-				r.onError(w, req, err)
-				return
-			}
-			tokens = nil
-		}
+	origin, foreign := foreignOrigin(req)
+	if byCookie && foreign {
+		// A page of another origin (a sibling preview, any site) sends
+		// this preview's cookie along: it may use a public preview as
+		// anyone may, never the visitor's access to a private one.
+		tokens = nil
 	}
 	if _, err := r.backend.OpenPreview(ctx, t.sandboxID, t.port, tokens); err != nil {
+		if byCookie && foreign && api.ErrorCode(err) == api.CodeUnauthenticated {
+			err = api.Errorf(api.CodePermissionDenied, "this private preview refuses requests that carry its cookie from a page of another origin (Origin: %s); open it at %s", origin, r.URL(t.sandboxID, t.port))
+		}
 		r.onError(w, req, err)
 		return
 	}
