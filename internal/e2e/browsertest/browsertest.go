@@ -62,9 +62,9 @@ func New(t *testing.T, url string, timeout time.Duration) *Browser {
 
 // Start starts a browser whatever the server serves at its root (for
 // tests of what a page may do, not of the console), stopped when the
-// test ends (or after timeout). It skips the test where Chromium is not
-// installed.
-func Start(t *testing.T, timeout time.Duration) *Browser {
+// test ends (or after timeout), with Chromium's options beside the
+// usual ones. It skips the test where Chromium is not installed.
+func Start(t *testing.T, timeout time.Duration, extra ...chromedp.ExecAllocatorOption) *Browser {
 	t.Helper()
 	exe := Chromium()
 	if exe == "" {
@@ -86,6 +86,7 @@ func Start(t *testing.T, timeout time.Duration) *Browser {
 		chromedp.WindowSize(1280, 800),
 		chromedp.Flag("disable-dev-shm-usage", true),
 	)
+	opts = append(opts, extra...)
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancelA)
 	ctx, cancelC := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
@@ -18,6 +19,7 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/e2e/browsertest"
 	"github.com/cove-dev/cove/internal/e2e/e2etest"
+	"github.com/cove-dev/cove/internal/preview"
 )
 
 // earlyHintsApp answers every request with 103 Early Hints and 100
@@ -326,4 +328,91 @@ func published(t *testing.T, s *e2etest.Server, addr string, ports ...int) {
 	if n != len(ports) {
 		t.Errorf("%d elements of %s in the published set, want %d:\n%s", n, addr, len(ports), out)
 	}
+}
+
+// TestPrivatePreviewOriginInChromium: the attack above in a browser. A
+// visitor opens tenant B's private links in headless Chromium (the
+// preview domain resolves to loopback; its hosts are one site, as on a
+// real domain), then tenant A's public page, whose script opens a
+// WebSocket to B's private preview: the browser sends B's cookie along,
+// and the upgrade is refused; the visitor's own navigation to B works.
+func TestPrivatePreviewOriginInChromium(t *testing.T) {
+	if browsertest.Chromium() == "" {
+		t.Skip("chromium is not installed (make test-deps installs Debian's chromium)")
+	}
+	s := startServer(t)
+	a := previewTeam(t, s, "browser-a")
+	bt := previewTeam(t, s, "browser-b")
+	sbA := e2etest.Create(t, a, api.CreateSandboxRequest{})
+	sbB := e2etest.Create(t, bt, api.CreateSandboxRequest{})
+	writeFile(t, a, sbA.ID, "/workspace/index.html", "<!doctype html><title>A</title><p>tenant A's page</p>\n")
+	background(t, a, sbA.ID, "cd /workspace && exec python3 -m http.server 8000")
+	writeFile(t, bt, sbB.ID, "/workspace/app.py", hostileApp)
+	writeFile(t, bt, sbB.ID, "/workspace/ws.py", wsEcho)
+	background(t, bt, sbB.ID, "exec python3 /workspace/app.py 8000")
+	background(t, bt, sbB.ID, "exec python3 /workspace/ws.py 8001")
+	pa, err := a.CreatePreview(t.Context(), sbA.ID, api.CreatePreviewRequest{Port: 8000, Visibility: "public"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := bt.CreatePreview(t.Context(), sbB.ID, api.CreatePreviewRequest{Port: 8000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pws, err := bt.CreatePreview(t.Context(), sbB.ID, api.CreatePreviewRequest{Port: 8001})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitServing(t, s, previewHost(s, sbA.ID, 8000), "/", nil)
+	waitServing(t, s, previewHost(s, sbB.ID, 8000), "/", map[string]string{api.PreviewTokenHeader: pb.Token})
+
+	b := browsertest.Start(t, 2*time.Minute, chromedp.Flag("host-resolver-rules", "MAP *."+domain+" 127.0.0.1"))
+	// The WebSocket app answers no page, so the cookie its link would
+	// set is set as the browser would keep it: host-only, HttpOnly, Lax.
+	wsCookie := redeem(t, s, previewHost(s, sbB.ID, 8001), pws)
+	var own string
+	b.Run("the visitor opens B's links",
+		network.SetCookie(preview.CookieName, wsCookie).WithURL("http://"+previewHost(s, sbB.ID, 8001)+"/").
+			WithHTTPOnly(true).WithSameSite(network.CookieSameSiteLax),
+		chromedp.Navigate(pb.Link),
+		chromedp.WaitReady("body", chromedp.ByQuery),
+		chromedp.Evaluate(`document.body.innerText`, &own),
+	)
+	if !strings.Contains(own, `"user-agent"`) {
+		t.Fatalf("the visitor's own navigation to B's preview: %q", own)
+	}
+	wsB := "ws://" + previewHost(s, sbB.ID, 8001) + "/"
+	waitWebSocket(t, s, previewHost(s, sbB.ID, 8001), http.Header{api.PreviewTokenHeader: {pws.Token}})
+	var wsA string
+	b.Run("A's page",
+		chromedp.Navigate(pa.URL),
+		chromedp.WaitReady("body", chromedp.ByQuery),
+		chromedp.Evaluate(wsOpenJS(wsB), &wsA, awaitPromise),
+	)
+	if wsA != "refused" {
+		t.Errorf("tenant A's page opened B's private WebSocket with the visitor's cookie: %q", wsA)
+	}
+}
+
+// wsOpenJS opens a WebSocket and answers "open" or "refused".
+func wsOpenJS(url string) string {
+	return `new Promise(r => { const ws = new WebSocket('` + url + `'); ws.onopen = () => { ws.close(); r('open'); }; ws.onerror = () => r('refused'); })`
+}
+
+// waitWebSocket waits until a WebSocket preview at host (its app just
+// started) accepts an upgrade with hdr, at most a minute.
+func waitWebSocket(t *testing.T, s *e2etest.Server, host string, hdr http.Header) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var err error
+	for i := 0; i < 60; i++ {
+		var conn *websocket.Conn
+		if conn, _, err = websocket.Dial(ctx, "ws"+strings.TrimPrefix(s.URL, "http")+"/", &websocket.DialOptions{Host: host, HTTPHeader: hdr}); err == nil {
+			conn.CloseNow()
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Fatalf("the WebSocket app behind %s never answered: %v", host, err)
 }
