@@ -117,9 +117,10 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.DurationVar(&o.cfg.Webhooks.RetryFor, "webhook-retry-for", def.Webhooks.RetryFor, "how long after its event a webhook delivery is retried before it fails")
 	f.DurationVar(&o.cfg.Webhooks.Poll, "webhook-poll", def.Webhooks.Poll, "how often the webhook outbox is read when nothing wakes the dispatcher")
 	f.StringVar(&o.cfg.MetricsListen, "metrics-listen", def.MetricsListen, "also serve GET /metrics without a key on this address (the API serves it to admin keys)")
-	f.StringVar(&o.cfg.Preview.Domain, "preview-domain", def.Preview.Domain, "previews are served at <port>-<sandbox id>.<domain>; host[:port] (without a port: the port of the listener that serves them); empty: the path form only")
+	f.StringVar(&o.cfg.Preview.Domain, "preview-domain", def.Preview.Domain, "previews are served at <port>-<sandbox id>.<domain>, each an origin of its own; host[:port] (without a port: the port of the listener that serves them); required")
 	f.StringVar(&o.cfg.Preview.Listen, "preview-listen", def.Preview.Listen, "a listener of its own for previews (by Host); empty: the API's listener serves them")
 	f.StringVar(&o.cfg.Preview.Scheme, "preview-scheme", def.Preview.Scheme, "scheme of preview URLs (https behind a TLS proxy)")
+	f.IntVar(&o.cfg.Server.MaxPreviewsPerSandbox, "max-previews-per-sandbox", def.Server.MaxPreviewsPerSandbox, "the previews one sandbox may publish at once")
 	f.StringVar(&o.defaultAdmission, "default-admission", "managed_environment", "admission flags of new teams, comma-separated ("+strings.Join(server.AdmissionFlags, ", ")+", or none)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 }

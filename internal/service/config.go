@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/cove-dev/cove/internal/node/gpu"
@@ -103,8 +104,9 @@ type Config struct {
 type PreviewConfig struct {
 	// Domain: previews are at <port>-<sandbox id>.<Domain>, host[:port];
 	// without a port, URLs name the port of the listener that serves
-	// them. "" serves the path form only. Default "localhost" (browsers
-	// resolve its subdomains to loopback).
+	// them. Required: every preview is an origin of its own, never the
+	// API's (the console's). Default "localhost" (browsers resolve its
+	// subdomains to loopback).
 	Domain string
 	// Listen is a listener of previews' own (Host routing only); "" lets
 	// the API's listener route them by Host.
@@ -205,6 +207,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("http max header bytes %d: want at least 4096", c.HTTP.MaxHeaderBytes)
 	case c.HTTP.MaxEventStreamsPerTeam < 1:
 		return fmt.Errorf("max event streams per team %d: want at least 1", c.HTTP.MaxEventStreamsPerTeam)
+	case strings.Trim(c.Preview.Domain, ". ") == "":
+		return errors.New("preview domain: empty; previews are served only on hosts of their own (<port>-<sandbox id>.<domain>), never on the API's: keep the default localhost or name a domain whose subdomains reach this server")
+	case c.Preview.Scheme != "http" && c.Preview.Scheme != "https":
+		return fmt.Errorf("preview scheme %q: use http or https", c.Preview.Scheme)
 	}
 	if err := c.Webhooks.Validate(); err != nil {
 		return err

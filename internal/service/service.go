@@ -451,14 +451,12 @@ func servePreviews(cfg PreviewConfig, srv *server.Server, h *httpapi.Handler, ap
 		served = pln
 	}
 	domain := cfg.Domain
-	if domain != "" {
-		if _, _, err := net.SplitHostPort(domain); err != nil {
-			_, port, _ := net.SplitHostPort(served.Addr().String())
-			domain = net.JoinHostPort(domain, port)
-		}
+	if _, _, err := net.SplitHostPort(domain); err != nil {
+		_, port, _ := net.SplitHostPort(served.Addr().String())
+		domain = net.JoinHostPort(domain, port)
 	}
 	srv.SetPreviewURLs(server.PreviewURLs{Domain: domain, Scheme: cfg.Scheme})
-	h.ServePreviews(domain)
+	h.ServePreviews(domain, cfg.Scheme)
 	return pln, nil
 }
 
