@@ -183,8 +183,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 }
 
 // Payload is the body of a delivery, shaped as Standard Webhooks suggests:
-// the event's type, the time of sending, and the event as GET /v1/events
-// shows it.
+// the event's type, the event's time, and the event as GET /v1/events
+// shows it. It holds nothing of the attempt, so every attempt of a
+// delivery sends the same bytes; the attempt's time is the
+// webhook-timestamp header, which the signature covers.
 type Payload struct {
 	Type      string    `json:"type"`
 	Timestamp time.Time `json:"timestamp"`
@@ -218,7 +220,7 @@ func (d *Dispatcher) attempt(ctx context.Context, dd store.DueDelivery) {
 
 // post sends the delivery and returns the receiver's status.
 func (d *Dispatcher) post(ctx context.Context, dd store.DueDelivery, now time.Time) (int, error) {
-	body, err := json.Marshal(Payload{Type: dd.Event.Type, Timestamp: now, Data: dd.Event})
+	body, err := json.Marshal(Payload{Type: dd.Event.Type, Timestamp: dd.Event.Time, Data: dd.Event})
 	if err != nil {
 		return 0, err
 	}

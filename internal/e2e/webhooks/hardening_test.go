@@ -1,0 +1,130 @@
+package webhooks
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
+	cove "github.com/cove-dev/cove/sdk/go"
+
+	_ "modernc.org/sqlite"
+)
+
+// TestRetriesSendSameBody: a tenant's receiver that fails twice gets
+// three attempts of one delivery with the same body byte for byte: the
+// payload's timestamp is the event's time; only the webhook-timestamp
+// header (which the signature covers) tells the attempts apart.
+func TestRetriesSendSameBody(t *testing.T) {
+	s := e2etest.StartServer(t, fastRetries)
+	team := s.NewTeam("same-body")
+	rcv := newReceiver(t, func(n int) int {
+		if n <= 2 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusNoContent
+	})
+	hook := addWebhook(t, team, rcv.URL, "sandbox.running")
+	sb := e2etest.Create(t, team, api.CreateSandboxRequest{})
+	rcv.waitFor(t, "three attempts", func(got []received) bool { return len(got) >= 3 })
+	waitDelivered(t, team, hook.Webhook.ID, 1)
+	got := rcv.requests()
+	if len(got) != 3 {
+		t.Fatalf("the receiver got %d requests, want 3: %s", len(got), summary(got))
+	}
+	for i, r := range got {
+		if err := verify(hook.Secret, r); err != nil {
+			t.Errorf("attempt %d: %v", i+1, err)
+		}
+		if r.ID != got[0].ID || !bytes.Equal(r.Body, got[0].Body) {
+			t.Errorf("attempt %d differs from the first:\n  %s %s\n  %s %s", i+1, r.ID, r.Body, got[0].ID, got[0].Body)
+		}
+	}
+	p := decodePayload(t, got[0])
+	if p.Data.SandboxID != sb.ID || !p.Timestamp.Equal(p.Data.Time) {
+		t.Errorf("payload timestamp %v, event time %v: %s", p.Timestamp, p.Data.Time, got[0].Body)
+	}
+}
+
+// TestIdempotentCreateKeepsNoSecret: a tenant creates a webhook with an
+// Idempotency-Key; the answer kept for replays (the idempotency table)
+// holds no signing secret, and a replay of the key answers the same
+// webhook with the same secret, read again from the webhook, and creates
+// nothing new.
+func TestIdempotentCreateKeepsNoSecret(t *testing.T) {
+	s := e2etest.StartServer(t, fastRetries)
+	tr, err := s.Admin.CreateTeam(t.Context(), "idem-hooks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	team := cove.New(s.URL, tr.APIKey)
+	rcv := newReceiver(t, nil)
+	post := func() (int, string, api.CreateWebhookResponse) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), "POST", s.URL+"/v1/webhooks",
+			strings.NewReader(`{"url":"`+rcv.URL+`","events":["sandbox.*"]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tr.APIKey)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "hook-once")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		var out api.CreateWebhookResponse
+		if resp.StatusCode == http.StatusCreated {
+			if err := json.Unmarshal(body, &out); err != nil {
+				t.Fatalf("answer %s: %v", body, err)
+			}
+		}
+		return resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), out
+	}
+	status, replayed, first := post()
+	if status != http.StatusCreated || replayed != "" || !strings.HasPrefix(first.Secret, "whsec_") {
+		t.Fatalf("create: %d replayed=%q %+v", status, replayed, first)
+	}
+
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(s.DataDir, "cove.db")+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var kept []byte
+	if err := db.QueryRowContext(t.Context(), "SELECT body FROM idempotency WHERE team_id = ? AND key = ?", tr.Team.ID, "hook-once").Scan(&kept); err != nil {
+		t.Fatalf("the kept answer: %v", err)
+	}
+	secretB64 := strings.TrimPrefix(first.Secret, "whsec_")
+	if bytes.Contains(kept, []byte(secretB64)) || bytes.Contains(kept, []byte("whsec_")) || !bytes.Contains(kept, []byte(first.Webhook.ID)) {
+		t.Errorf("the answer kept for replays holds the secret (or not the webhook): %s", kept)
+	}
+
+	status, replayed, again := post()
+	if status != http.StatusCreated || replayed != "true" || again.Webhook.ID != first.Webhook.ID || again.Secret != first.Secret {
+		t.Errorf("replay: %d replayed=%q %+v; want %+v", status, replayed, again, first)
+	}
+	l, err := team.ListWebhooks(t.Context(), 0, "")
+	if err != nil || len(l.Items) != 1 || l.Items[0].ID != first.Webhook.ID {
+		t.Errorf("webhooks after a replay: %+v %v", l, err)
+	}
+	// A replay after the webhook is gone creates nothing either.
+	if err := team.DeleteWebhook(context.WithoutCancel(t.Context()), first.Webhook.ID); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, gone := post(); status != http.StatusNotFound || gone.Secret != "" {
+		t.Errorf("replay after delete: %d %+v", status, gone)
+	}
+	if l, err := team.ListWebhooks(t.Context(), 0, ""); err != nil || len(l.Items) != 0 {
+		t.Errorf("webhooks after a replay of a deleted one: %+v %v", l, err)
+	}
+}
