@@ -10,11 +10,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/netpolicy"
 	"github.com/cove-dev/cove/internal/store"
 )
 
@@ -52,6 +54,10 @@ type Config struct {
 	// Poll is how often the outbox is read when nothing wakes the
 	// dispatcher (another process may have filled it). Default 5s.
 	Poll time.Duration
+	// IsNodeAddr reports whether a connection to an address would stay
+	// on this node; deliveries never dial one unless AllowPrivate. Default
+	// (nil) netpolicy.IsNodeAddr, the egress gateway's own view.
+	IsNodeAddr func(netip.Addr) bool
 }
 
 // DefaultConfig is the dispatcher's configuration with every default.
@@ -97,7 +103,10 @@ func New(cfg Config, st Store, wake func() <-chan struct{}, obs Observer, log *s
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	dialer := &net.Dialer{Timeout: cfg.Timeout, Control: dialControl(cfg.AllowPrivate)}
+	if cfg.IsNodeAddr == nil {
+		cfg.IsNodeAddr = netpolicy.IsNodeAddr
+	}
+	dialer := &net.Dialer{Timeout: cfg.Timeout, Control: dialControl(cfg.AllowPrivate, cfg.IsNodeAddr)}
 	tr := &http.Transport{
 		Proxy:                 nil, // never the environment's proxy: the dial check must see the receiver
 		DialContext:           dialer.DialContext,

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -288,6 +289,39 @@ func TestRedirectNotFollowed(t *testing.T) {
 	d := h.settled(t, wh.ID, 1)[0]
 	if d.State != api.DeliveryFailed || d.Attempts[0].StatusCode != http.StatusTemporaryRedirect || reached.Load() != 0 {
 		t.Fatalf("delivery %+v; target reached %d times", d, reached.Load())
+	}
+}
+
+// TestRefusedNodeAddr: the node's own addresses, public ones included,
+// are refused unless private addresses are allowed; metadata always.
+func TestRefusedNodeAddr(t *testing.T) {
+	node := netip.MustParseAddr("93.184.215.14")
+	isNode := func(a netip.Addr) bool { return a == node }
+	tests := []struct {
+		addr         string
+		allowPrivate bool
+		refused      bool
+	}{
+		{"93.184.215.14", false, true},
+		{"::ffff:93.184.215.14", false, true},
+		{"93.184.215.14", true, false},
+		{"93.184.215.15", false, false},
+		{"127.0.0.1", false, true},
+		{"127.0.0.1", true, false},
+		{"169.254.169.254", true, true},
+	}
+	for _, tt := range tests {
+		why := refused(netip.MustParseAddr(tt.addr), tt.allowPrivate, isNode)
+		if (why != "") != tt.refused {
+			t.Errorf("refused(%s, allowPrivate=%v) = %q; want refused=%v", tt.addr, tt.allowPrivate, why, tt.refused)
+		}
+	}
+	ctl := dialControl(false, isNode)
+	if err := ctl("tcp4", "93.184.215.14:443", nil); err == nil || !strings.Contains(err.Error(), "address of this node") {
+		t.Errorf("dial to the node's address: %v", err)
+	}
+	if err := ctl("tcp4", "93.184.215.15:443", nil); err != nil {
+		t.Errorf("dial to another public address: %v", err)
 	}
 }
 

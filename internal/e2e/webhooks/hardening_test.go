@@ -3,13 +3,19 @@ package webhooks
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/e2e/e2etest"
@@ -126,5 +132,69 @@ func TestIdempotentCreateKeepsNoSecret(t *testing.T) {
 	}
 	if l, err := team.ListWebhooks(t.Context(), 0, ""); err != nil || len(l.Items) != 0 {
 		t.Errorf("webhooks after a replay of a deleted one: %+v %v", l, err)
+	}
+}
+
+// TestNodeAddressRefusedAtDial: without --webhook-allow-private, a
+// tenant's webhook never reaches an address of the node itself, though
+// it is public, as the egress gateway never dials one. The test puts a
+// public address (a /32 on a veth of its own: traffic to it stays on
+// the node) on the node after the webhook is created,
+// with a receiver listening there: the delivery is refused at dial and
+// the receiver gets nothing; a webhook created with that address now is
+// refused at once.
+func TestNodeAddressRefusedAtDial(t *testing.T) {
+	s := e2etest.StartServer(t, e2etest.WithArgs("--webhook-backoff", "100ms", "--webhook-max-backoff", "200ms",
+		"--webhook-poll", "100ms", "--warm-pool", "0"))
+	team := s.NewTeam("node-addr")
+	b := make([]byte, 3)
+	rand.Read(b)
+	// 100.128.0.0/9 is public unicast, outside the shared 100.64.0.0/10.
+	addr := netip.AddrFrom4([4]byte{100, 128 | b[0]&63, b[1], b[2] | 1})
+	link, peer := "cvwa"+hex.EncodeToString(b), "cvwb"+hex.EncodeToString(b)
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+	}
+	hookURL := "http://" + addr.String() + ":8089/hook"
+	hook := addWebhook(t, team, hookURL, "sandbox.running")
+
+	ip("link", "add", link, "type", "veth", "peer", "name", peer)
+	t.Cleanup(func() { exec.Command("ip", "link", "del", link).Run() })
+	ip("addr", "add", addr.String()+"/32", "dev", link)
+	ip("link", "set", link, "up")
+	ln, err := net.Listen("tcp", addr.String()+":8089")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv := newReceiver(t, nil)
+	// Its handler, served on the node's address too.
+	srv := &http.Server{Handler: rcv.Config.Handler}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+
+	e2etest.Create(t, team, api.CreateSandboxRequest{})
+	var d api.Delivery
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		l, err := team.ListDeliveries(t.Context(), hook.Webhook.ID, 10, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Items) == 1 && l.Items[0].AttemptCount >= 1 {
+			d = l.Items[0]
+			break
+		}
+		if len(rcv.requests()) > 0 || time.Now().After(deadline) {
+			t.Fatalf("deliveries %+v; the receiver on the node's address got %s", l.Items, summary(rcv.requests()))
+		}
+	}
+	if len(rcv.requests()) != 0 || d.State == api.DeliveryDelivered || !strings.Contains(d.Attempts[0].Error, "address of this node") {
+		t.Errorf("delivery %+v; the receiver on the node's address got %s", d, summary(rcv.requests()))
+	}
+	status, er, body := e2etest.RawRequest(t, "POST", s.URL+"/v1/webhooks", s.AdminKey, `{"url":"`+hookURL+`"}`)
+	if status != http.StatusBadRequest || er.Error == nil || !strings.Contains(er.Error.Message, "address of this node") {
+		t.Errorf("create a webhook to the node's address: %d %s", status, body)
 	}
 }
