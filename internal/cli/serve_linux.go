@@ -110,6 +110,8 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.StringVar(&o.prices, "prices", "", `price table, JSON: {"vcpu_second_usd","memory_gib_second_usd","storage_gib_hour_usd","egress_gb_usd","gpu_second_usd"} (fields left out keep the defaults)`)
 	f.BoolVar(&o.cfg.Webhooks.AllowPrivate, "webhook-allow-private", def.Webhooks.AllowPrivate, "let webhooks reach private, loopback and other non-public addresses (cloud metadata never)")
 	f.IntVar(&o.cfg.Webhooks.Concurrency, "webhook-concurrency", def.Webhooks.Concurrency, "webhook deliveries in flight at once (one per webhook)")
+	f.IntVar(&o.cfg.Webhooks.TeamConcurrency, "webhook-team-concurrency", def.Webhooks.TeamConcurrency, "webhook deliveries of one team in flight at once (free slots go round-robin across teams)")
+	f.IntVar(&o.cfg.Webhooks.Backlog, "webhook-backlog", def.Webhooks.Backlog, "pending webhook deliveries a team may have; past it the oldest fail (backlog_full) and a webhook.dropped event says how many")
 	f.DurationVar(&o.cfg.Webhooks.Timeout, "webhook-timeout", def.Webhooks.Timeout, "bound on one webhook delivery attempt")
 	f.DurationVar(&o.cfg.Webhooks.Backoff, "webhook-backoff", def.Webhooks.Backoff, "wait before a webhook delivery's first retry; each next one doubles")
 	f.DurationVar(&o.cfg.Webhooks.MaxBackoff, "webhook-max-backoff", def.Webhooks.MaxBackoff, "longest wait between webhook delivery retries")

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -22,7 +23,7 @@ import (
 
 // Store is what the dispatcher needs of the store.
 type Store interface {
-	DueDeliveries(ctx context.Context, t time.Time, limit int) ([]store.DueDelivery, error)
+	DueDeliveries(ctx context.Context, t time.Time, perTeam int) ([]store.DueDelivery, error)
 	NextDeliveryAt(ctx context.Context) (time.Time, bool, error)
 	RecordAttempt(ctx context.Context, deliveryID string, a api.DeliveryAttempt, state api.DeliveryState, next *time.Time) error
 }
@@ -38,6 +39,15 @@ type Config struct {
 	// Concurrency bounds the attempts in flight; a webhook has at most
 	// one in flight, so its deliveries go out in event order. Default 8.
 	Concurrency int
+	// TeamConcurrency bounds one team's attempts in flight, so that a
+	// team whose receivers hold every attempt for the whole Timeout (a
+	// tarpit) leaves the other slots to other teams; free slots are
+	// handed out round-robin across teams. Default 2, at most Concurrency.
+	TeamConcurrency int
+	// Backlog bounds a team's pending deliveries; past it the oldest fail
+	// (backlog_full) and a webhook.dropped event says how many. The store
+	// enforces it (store.DefaultWebhookBacklog). Default 10000.
+	Backlog int
 	// Timeout bounds one attempt: dialling, sending, the answer's headers
 	// and up to 64 KiB of its body. Default 10s.
 	Timeout time.Duration
@@ -62,7 +72,7 @@ type Config struct {
 
 // DefaultConfig is the dispatcher's configuration with every default.
 func DefaultConfig() Config {
-	return Config{Concurrency: 8, Timeout: 10 * time.Second, Backoff: 5 * time.Second,
+	return Config{Concurrency: 8, TeamConcurrency: 2, Backlog: store.DefaultWebhookBacklog, Timeout: 10 * time.Second, Backoff: 5 * time.Second,
 		MaxBackoff: 10 * time.Minute, RetryFor: 24 * time.Hour, Poll: 5 * time.Second}
 }
 
@@ -71,6 +81,10 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Concurrency < 1:
 		return fmt.Errorf("webhook concurrency %d: want at least 1", c.Concurrency)
+	case c.TeamConcurrency < 1 || c.TeamConcurrency > c.Concurrency:
+		return fmt.Errorf("webhook team concurrency %d: want 1 to the webhook concurrency %d", c.TeamConcurrency, c.Concurrency)
+	case c.Backlog < 1:
+		return fmt.Errorf("webhook backlog %d: want at least 1", c.Backlog)
 	case c.Timeout <= 0 || c.Backoff <= 0 || c.Poll <= 0:
 		return fmt.Errorf("webhook timeout %v, backoff %v, poll %v: want all above 0", c.Timeout, c.Backoff, c.Poll)
 	case c.MaxBackoff < c.Backoff:
@@ -136,26 +150,31 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer d.client.CloseIdleConnections()
-	busy := map[string]bool{} // webhooks with an attempt in flight
+	busy := map[string]string{} // webhooks with an attempt in flight → their team
+	perTeam := map[string]int{} // attempts in flight of each team
+	last := ""                  // the team served last, for the round-robin
 	done := make(chan string, d.cfg.Concurrency)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	ended := func(wh string) {
+		team := busy[wh]
+		delete(busy, wh)
+		if perTeam[team]--; perTeam[team] <= 0 {
+			delete(perTeam, team)
+		}
+	}
 	for {
 		changed := d.wake()
 		if len(busy) < d.cfg.Concurrency {
-			due, err := d.st.DueDeliveries(ctx, d.now(), len(busy)+d.cfg.Concurrency)
+			due, err := d.st.DueDeliveries(ctx, d.now(), d.cfg.TeamConcurrency)
 			if err != nil && ctx.Err() == nil {
 				d.log.Warn("read the webhook outbox", "err", err)
 			}
-			for _, dd := range due {
-				if len(busy) >= d.cfg.Concurrency {
-					break
-				}
+			for _, dd := range pick(due, busy, perTeam, last, d.cfg.Concurrency-len(busy), d.cfg.TeamConcurrency) {
 				wh := dd.Delivery.WebhookID
-				if busy[wh] {
-					continue
-				}
-				busy[wh] = true
+				busy[wh] = dd.TeamID
+				perTeam[dd.TeamID]++
+				last = dd.TeamID
 				wg.Go(func() {
 					d.attempt(ctx, dd)
 					done <- wh
@@ -175,7 +194,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case wh := <-done:
-			delete(busy, wh)
+			ended(wh)
 		case <-changed:
 		case <-timer.C:
 		}
@@ -183,12 +202,52 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		for drained := false; !drained; {
 			select {
 			case wh := <-done:
-				delete(busy, wh)
+				ended(wh)
 			default:
 				drained = true
 			}
 		}
 	}
+}
+
+// pick chooses up to free of the due deliveries (ordered by team, as the
+// store returns them) to attempt now: one per team in turn, starting with
+// the team after last, skipping webhooks with an attempt in flight (busy)
+// and teams with perTeamMax in flight, until free is used or none is left.
+func pick(due []store.DueDelivery, busy map[string]string, inFlight map[string]int, last string, free, perTeamMax int) []store.DueDelivery {
+	var teams []string
+	queue := map[string][]store.DueDelivery{}
+	for _, dd := range due {
+		if _, ok := busy[dd.Delivery.WebhookID]; ok {
+			continue
+		}
+		if _, ok := queue[dd.TeamID]; !ok {
+			teams = append(teams, dd.TeamID)
+		}
+		queue[dd.TeamID] = append(queue[dd.TeamID], dd)
+	}
+	slices.Sort(teams)
+	first, _ := slices.BinarySearch(teams, last+"\x00") // the first team after last
+	teams = slices.Concat(teams[first:], teams[:first])
+	taken := map[string]int{}
+	var out []store.DueDelivery
+	for more := true; more && len(out) < free; {
+		more = false
+		for _, team := range teams {
+			if len(out) >= free {
+				break
+			}
+			q := queue[team]
+			if len(q) == 0 || inFlight[team]+taken[team] >= perTeamMax {
+				continue
+			}
+			out = append(out, q[0])
+			queue[team] = q[1:]
+			taken[team]++
+			more = true
+		}
+	}
+	return out
 }
 
 // Payload is the body of a delivery, shaped as Standard Webhooks suggests:

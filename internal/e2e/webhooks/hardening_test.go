@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -197,4 +199,61 @@ func TestNodeAddressRefusedAtDial(t *testing.T) {
 	if status != http.StatusBadRequest || er.Error == nil || !strings.Contains(er.Error.Message, "address of this node") {
 		t.Errorf("create a webhook to the node's address: %d %s", status, body)
 	}
+}
+
+// TestTarpitDoesNotStarveOtherTeams: team A points 8 webhooks at a
+// tarpit (it accepts and never answers, so each attempt is held for the
+// whole --webhook-timeout) and keeps making events; team B's receiver
+// still gets its sandbox.running while A's first attempts are held open:
+// A has its share of the dispatcher's slots, not all of them.
+func TestTarpitDoesNotStarveOtherTeams(t *testing.T) {
+	s := e2etest.StartServer(t, fastRetries, e2etest.WithArgs("--webhook-timeout", "60s"))
+	teamA, teamB := s.NewTeam("tarpit-a"), s.NewTeam("tarpit-b")
+	tp := newTarpit(t)
+	for i := range 8 {
+		addWebhook(t, teamA, fmt.Sprintf("%s/hook%d", tp.URL, i))
+	}
+	sbA := e2etest.Create(t, teamA, api.CreateSandboxRequest{})
+	for deadline := time.Now().Add(90 * time.Second); len(tp.open()) < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the tarpit holds %d attempts, want at least 2", len(tp.open()))
+		}
+	}
+	held := tp.open()
+
+	// A steady stream of A's events meanwhile, each queued for 8 webhooks.
+	stop := make(chan struct{})
+	var load sync.WaitGroup
+	load.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			teamA.ExecWait(ctx, sbA.ID, api.CreateCommandRequest{Command: "true"})
+			cancel()
+		}
+	})
+	defer load.Wait()
+	defer close(stop)
+
+	rcv := newReceiver(t, nil)
+	hook := addWebhook(t, teamB, rcv.URL, "sandbox.running")
+	sbB := e2etest.Create(t, teamB, api.CreateSandboxRequest{})
+	got := rcv.waitFor(t, "B's sandbox.running", func(got []received) bool { return len(got) > 0 })
+	if err := verify(hook.Secret, got[0]); err != nil {
+		t.Fatal(err)
+	}
+	if p := decodePayload(t, got[0]); p.Type != "sandbox.running" || p.Data.SandboxID != sbB.ID {
+		t.Fatalf("B's receiver got %s", got[0].Body)
+	}
+	for i, c := range held {
+		if closed := tp.closedAt(c); !closed.IsZero() && !closed.After(got[0].At) {
+			t.Errorf("A's attempt %d was let go (%v) before B's delivery came (%v): B waited behind A's tarpit",
+				i, closed.Format(time.StampMicro), got[0].At.Format(time.StampMicro))
+		}
+	}
+	t.Logf("the tarpit held %d of A's attempts when B's came; %d connections in all", len(held), tp.count())
 }
