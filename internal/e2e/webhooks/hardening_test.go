@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os/exec"
 	"path/filepath"
@@ -256,4 +257,125 @@ func TestTarpitDoesNotStarveOtherTeams(t *testing.T) {
 		}
 	}
 	t.Logf("the tarpit held %d of A's attempts when B's came; %d connections in all", len(held), tp.count())
+}
+
+// TestBacklogBoundedDropNoticeFirst: a tenant whose receiver holds its
+// first delivery while the team keeps making events has its pending
+// backlog bounded by --webhook-backlog: past it the oldest deliveries
+// fail with reason backlog_full, and webhook.dropped events say how many.
+// Once the receiver answers again, those notices are the next deliveries
+// it gets, before the backlog they were queued after.
+func TestBacklogBoundedDropNoticeFirst(t *testing.T) {
+	const backlog = 20
+	s := e2etest.StartServer(t, fastRetries, e2etest.WithArgs("--webhook-backlog", fmt.Sprint(backlog)))
+	team := s.NewTeam("backlog")
+	release := make(chan struct{})
+	var (
+		mu   sync.Mutex
+		got  []payload
+		once sync.Once
+	)
+	rcv := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var p payload
+		json.Unmarshal(body, &p)
+		first := false
+		once.Do(func() { first = true })
+		if first {
+			// Held until the backlog overflowed, then failed: it stays
+			// dropped.
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		mu.Lock()
+		got = append(got, p)
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	hook := addWebhook(t, team, rcv, "sandbox.*", "command.*")
+	sb := e2etest.Create(t, team, api.CreateSandboxRequest{})
+
+	dropped := func() []api.Event {
+		l, err := team.Events(t.Context(), cove.EventQuery{Types: []string{api.EventWebhookDropped}, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Items
+	}
+	for i := 0; len(dropped()) == 0; i++ {
+		if i > 100 {
+			t.Fatalf("no webhook.dropped after %d commands", i)
+		}
+		e2etest.MustOK(t, team, sb.ID, "true")
+	}
+	notices := dropped()
+	close(release)
+
+	// Everything left is delivered; the notices first.
+	var ds []api.Delivery
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		l, err := team.ListDeliveries(t.Context(), hook.Webhook.ID, 1000, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds = l.Items
+		pending := 0
+		for _, d := range ds {
+			if d.State == api.DeliveryPending {
+				pending++
+			}
+		}
+		if pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d deliveries still pending", pending)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var types []string
+	for _, p := range got {
+		types = append(types, p.Type)
+	}
+	for i, n := range notices {
+		if i >= len(got) || got[i].Data.ID != n.ID {
+			t.Errorf("notice %s is not delivery %d after the receiver answered again; it got %v", n.ID, i+1, types)
+		}
+	}
+	total := 0
+	for _, n := range notices {
+		c, _ := n.Data["dropped"].(float64)
+		total += int(c)
+		if n.Data["reason"] != api.ReasonBacklogFull || c < 1 {
+			t.Errorf("notice %+v", n)
+		}
+	}
+	failed := 0
+	for _, d := range ds {
+		switch {
+		case d.State == api.DeliveryFailed && d.Reason == api.ReasonBacklogFull:
+			failed++
+		case d.State != api.DeliveryDelivered:
+			t.Errorf("delivery %+v", d)
+		}
+	}
+	if failed != total || failed == 0 {
+		t.Errorf("%d deliveries failed with backlog_full; the notices say %d", failed, total)
+	}
+	if pendingMax := len(ds) - len(notices) - failed; pendingMax > backlog {
+		t.Errorf("%d deliveries kept, past the backlog of %d", pendingMax, backlog)
+	}
+}
+
+// httptestServer serves h on loopback until the test ends and returns
+// its URL.
+func httptestServer(t *testing.T, h http.HandlerFunc) string {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
