@@ -108,7 +108,7 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.DurationVar(&o.cfg.Server.MetricsRawRetention, "metrics-raw-retention", def.Server.MetricsRawRetention, "how long raw samples are kept")
 	f.DurationVar(&o.cfg.Server.MetricsRollupRetention, "metrics-rollup-retention", def.Server.MetricsRollupRetention, "how long 1-minute rollups of samples are kept")
 	f.StringVar(&o.prices, "prices", "", `price table, JSON: {"vcpu_second_usd","memory_gib_second_usd","storage_gib_hour_usd","egress_gb_usd","gpu_second_usd"} (fields left out keep the defaults)`)
-	f.BoolVar(&o.cfg.Webhooks.AllowPrivate, "webhook-allow-private", def.Webhooks.AllowPrivate, "let webhooks reach private, loopback and other non-public addresses (cloud metadata never)")
+	f.BoolVar(&o.cfg.Webhooks.AllowPrivate, "webhook-allow-private", def.Webhooks.AllowPrivate, "let webhooks reach private, loopback and other non-public addresses and the node's own (cloud metadata never)")
 	f.IntVar(&o.cfg.Webhooks.Concurrency, "webhook-concurrency", def.Webhooks.Concurrency, "webhook deliveries in flight at once (one per webhook)")
 	f.IntVar(&o.cfg.Webhooks.TeamConcurrency, "webhook-team-concurrency", def.Webhooks.TeamConcurrency, "webhook deliveries of one team in flight at once (free slots go round-robin across teams)")
 	f.IntVar(&o.cfg.Webhooks.Backlog, "webhook-backlog", def.Webhooks.Backlog, "pending webhook deliveries a team may have; past it the oldest fail (backlog_full) and a webhook.dropped event says how many")
