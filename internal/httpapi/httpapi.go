@@ -144,7 +144,7 @@ func (h *Handler) routes() {
 	auth("POST /v1/tickets", refuseIdempotencyKey(h.createTicket))
 	h.secretRoutes(auth)
 	h.usageRoutes(auth)
-	auth("POST /v1/webhooks", h.idempotent(h.createWebhook))
+	auth("POST /v1/webhooks", h.idempotentSecret(h.createWebhook, webhookSecret))
 	auth("GET /v1/webhooks", h.listWebhooks)
 	auth("GET /v1/webhooks/{id}", h.getWebhook)
 	auth("DELETE /v1/webhooks/{id}", h.deleteWebhook)

@@ -79,6 +79,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return err
 	}
 	defer st.Close()
+	st.SetWebhookBacklog(cfg.Webhooks.Backlog)
 
 	templates, building, err := loadTemplates(ctx, cfg, log)
 	if err != nil {
