@@ -291,14 +291,9 @@ func sendRequest(up, c net.Conn, header, body []byte, req *http.Request, count f
 		if err != nil {
 			return nil, err
 		}
-		// The rest straight from the socket: splice(2) between TCP sockets.
-		for rest := req.ContentLength - first; rest > 0; {
-			n, err := io.CopyN(up, c, min(rest, copyChunk))
-			count(n)
-			rest -= n
-			if err != nil {
-				return nil, err
-			}
+		// The rest straight from the socket.
+		if err := copyN(up, c, req.ContentLength-first, count); err != nil {
+			return nil, err
 		}
 		return body[first:], nil
 	}

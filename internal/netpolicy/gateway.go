@@ -635,27 +635,17 @@ func (l *linger) start(src net.Conn) {
 	src.SetReadDeadline(time.Now().Add(l.idle))
 }
 
-// copyChunk is how often (in bytes) a long transfer updates its observation.
-// io.CopyN keeps splice(2) between TCP sockets.
-const copyChunk = 256 << 10
-
-// pipe copies src to dst. At EOF it half-closes dst; on an error it closes
-// both, which also ends the other direction. Once l is on (the other
-// direction ended), it moves src's read deadline on by l's idle after each
-// chunk it copies. It reports whether it ended at EOF with dst half-closed
-// (the other direction goes on).
+// pipe copies src to dst (through relay buffers: see copyOnce). At EOF it
+// half-closes dst; on an error it closes both, which also ends the other
+// direction. Once l is on (the other direction ended), it moves src's read
+// deadline on by l's idle after each read it copies. It reports whether it
+// ended at EOF with dst half-closed (the other direction goes on).
 func pipe(dst, src net.Conn, count func(int64), l *linger) bool {
 	for {
-		chunk := int64(copyChunk)
-		lingering := l != nil && l.on.Load()
-		if lingering {
-			// Small chunks, so that the deadline moves while bytes do.
-			chunk = 16 << 10
-		}
-		n, err := io.CopyN(dst, src, chunk)
+		n, err := copyOnce(dst, src, relayBuf)
 		if n > 0 {
 			count(n)
-			if lingering {
+			if l != nil && l.on.Load() {
 				src.SetReadDeadline(time.Now().Add(l.idle))
 			}
 		}
