@@ -243,14 +243,14 @@ func TestGatewayConnectionFlood(t *testing.T) {
 		}
 	}
 	t.Logf("during: %d goroutines, %d descriptors (%d of them the test's clients, %d the silent server's)", g, fds, clients, maxConns)
-	// A held connection is two goroutines (one per direction) and six
-	// descriptors: the sandbox's and the destination's sockets, and a pipe
-	// (two descriptors) for each direction's splice(2). The silent server
-	// holds one more, and each client its own.
+	// A held connection is two goroutines (one per direction) and two
+	// descriptors: the sandbox's and the destination's sockets (no splice
+	// pipes: see relay.go). The silent server holds one more, and each
+	// client its own.
 	if max := baseG + 2*maxConns + slack; g > max {
 		t.Errorf("during the flood %d goroutines, want at most %d (%d before, %d connections held)", g, max, baseG, maxConns)
 	}
-	if max := baseFD + clients + 7*maxConns + slack; fds > max {
+	if max := baseFD + clients + 3*maxConns + slack; fds > max {
 		t.Errorf("during the flood %d descriptors, want at most %d", fds, max)
 	}
 	for _, o := range h.reg.Observations(sandboxID) {
