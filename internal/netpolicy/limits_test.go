@@ -585,3 +585,44 @@ func TestHalfClosedRelaysEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestResetRelaysEnd: a client that resets its connection to a server
+// that never answers nor closes ends the relay at once, however long
+// HalfClosedIdle is: a reset is not an end of the client's half, after
+// which the server would be waited for.
+func TestResetRelaysEnd(t *testing.T) {
+	silent, accepted := serveSilent(t)
+	h := newHarness(t, harnessConfig{
+		Gateway: GatewayConfig{HalfClosedIdle: time.Hour},
+		Routes: map[netip.AddrPort]string{
+			netip.AddrPortFrom(silentAddr, 80): silent,
+			netip.AddrPortFrom(silentAddr, 9):  silent,
+		},
+	}, MustParse("198.20.0.60/32"), Policy{})
+	for _, tt := range []struct {
+		name string
+		port uint16
+		send string // "" sends nothing: decided by address, relayed late
+	}{
+		{"spliced", 9, "\x00raw"},
+		{"plain HTTP", 80, "GET / HTTP/1.1\r\nHost: 198.20.0.60\r\n\r\n"},
+		{"silent, then relayed late", 9, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := accepted()
+			c := h.dial(t, netip.AddrPortFrom(silentAddr, tt.port))
+			if tt.send != "" {
+				io.WriteString(c, tt.send)
+			}
+			settle(t, func() string { return fmt.Sprintf("the silent server accepted %d", accepted()) },
+				func() bool { return accepted() == before+1 })
+			c.SetLinger(0)
+			c.Close()
+			settle(t, func() string {
+				conns, _ := h.reg.held(sandboxID)
+				return fmt.Sprintf("sb1 holds %d connections", conns)
+			},
+				func() bool { conns, _ := h.reg.held(sandboxID); return conns == 0 })
+		})
+	}
+}
