@@ -64,6 +64,7 @@ func TestConfigValidate(t *testing.T) {
 		{"no connections", func(c *Config) { c.Network.MaxConns = 0 }, "sandbox max connections"},
 		{"no dns queries", func(c *Config) { c.Network.MaxDNSQueries = -1 }, "max DNS queries"},
 		{"no denied events", func(c *Config) { c.Network.DeniedPerSecond = 0 }, "denied events per second"},
+		{"no half-close timeout", func(c *Config) { c.Network.HalfCloseTimeout = 0 }, "half-close timeout"},
 		{"limits, no network", func(c *Config) { c.Network.MaxConns, c.Network.Disabled = 0, true }, ""},
 	}
 	for _, tt := range tests {
