@@ -171,7 +171,11 @@ func (g *Gateway) Serve(ctx context.Context, l net.Listener) error {
 		}
 		wg.Go(func() {
 			defer g.reg.release(p.sb, slotConn)
-			g.handle(ctx, c, p)
+			// A connection lives no longer than its sandbox.
+			cctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			defer context.AfterFunc(p.sb.life, cancel)()
+			g.handle(cctx, c, p)
 		})
 	}
 }

@@ -626,3 +626,23 @@ func TestResetRelaysEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestRemoveEndsRelays: a sandbox removed (its network going away) takes
+// its connections through the gateway with it, even to a server that
+// never reads nor closes, and whose relay neither side has ended.
+func TestRemoveEndsRelays(t *testing.T) {
+	silent, accepted := serveSilent(t)
+	h := newHarness(t, harnessConfig{
+		Gateway: GatewayConfig{HalfClosedIdle: time.Hour},
+		Routes:  map[netip.AddrPort]string{netip.AddrPortFrom(silentAddr, 9): silent},
+	}, MustParse("198.20.0.60/32"), Policy{})
+	c := h.dial(t, netip.AddrPortFrom(silentAddr, 9))
+	io.WriteString(c, "\x00raw")
+	settle(t, func() string { return fmt.Sprintf("the silent server accepted %d", accepted()) },
+		func() bool { return accepted() == 1 })
+	h.reg.Remove(sandboxID)
+	c.SetReadDeadline(time.Now().Add(30 * time.Second)) // a guard, not a measure
+	if _, err := io.Copy(io.Discard, c); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("the client's read after Remove: %v, want the end of the connection", err)
+	}
+}
