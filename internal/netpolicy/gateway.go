@@ -42,7 +42,8 @@ type GatewayConfig struct {
 	// side has ended its half (sent FIN) while the other sends nothing: a
 	// destination that never answers, or never closes, does not hold the
 	// connection (and the sandbox's slot) for ever. Each byte the other
-	// side sends starts it again. Default 1 minute.
+	// side sends starts it again. Default 1 minute (`cove serve
+	// --gateway-half-close-timeout`).
 	HalfClosedIdle time.Duration
 	// Dial dials destinations; default a net.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
