@@ -99,6 +99,7 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.StringVar(&o.cfg.Network.Upstream, "dns-upstream", def.Network.Upstream, "upstream resolver host:port; auto reads /etc/resolv.conf; none forwards nothing")
 	f.IntVar(&o.cfg.Network.MaxConns, "sandbox-max-connections", def.Network.MaxConns, "connections one sandbox may have open through the egress gateway at once (more are reset)")
 	f.IntVar(&o.cfg.Network.MaxDNSQueries, "sandbox-max-dns-queries", def.Network.MaxDNSQueries, "DNS queries one sandbox may have in flight at once, TCP connections to the resolver included (more get REFUSED)")
+	f.DurationVar(&o.cfg.Network.HalfCloseTimeout, "gateway-half-close-timeout", def.Network.HalfCloseTimeout, "close a relayed connection once one side has ended and the other has sent nothing for this long")
 	f.Float64Var(&o.cfg.Network.DeniedPerSecond, "sandbox-denied-events-per-second", def.Network.DeniedPerSecond, "network.denied events per sandbox per second; the next event counts those held back")
 	f.StringVar(&o.cfg.CACerts, "ca-certs", def.CACerts, "CA certificates sandboxes trust besides their image's: a PEM file or a directory of *.crt files (none: no others)")
 	f.StringVar(&o.cfg.SecretsKeyFile, "secrets-key-file", def.SecretsKeyFile, "key sealing teams' secrets, 64 hex digits or 32 bytes, mode 0600 (default <data-dir>/secrets.key, made at the first start)")

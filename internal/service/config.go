@@ -179,6 +179,10 @@ func DefaultConfig() Config {
 			MaxConns:        512,
 			MaxDNSQueries:   128,
 			DeniedPerSecond: 10,
+			// Long enough for a server that answers after the client has
+			// sent its last byte; short enough that a silent one does not
+			// hold a sandbox's connection slots for long.
+			HalfCloseTimeout: time.Minute,
 		},
 	}
 }
@@ -225,6 +229,8 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("sandbox max connections %d and max DNS queries %d: want both at least 1", n.MaxConns, n.MaxDNSQueries)
 		case !(n.DeniedPerSecond > 0):
 			return fmt.Errorf("sandbox denied events per second %v: want more than 0", n.DeniedPerSecond)
+		case n.HalfCloseTimeout <= 0:
+			return fmt.Errorf("gateway half-close timeout %v: want above 0", n.HalfCloseTimeout)
 		}
 	}
 	return nil
