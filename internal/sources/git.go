@@ -170,6 +170,10 @@ func (g *gitRun) classify(ctx context.Context, stderr string, err error) error {
 		strings.Contains(low, "couldn't find remote ref"), strings.Contains(low, "not our ref"),
 		strings.Contains(low, "did not match any"), strings.Contains(low, "unknown revision"):
 		return g.refNotFound()
+	case strings.Contains(low, "no space left on device"), strings.Contains(low, "disk quota exceeded"):
+		// The caller, which set the room, says how much it was.
+		return &api.Error{Code: api.CodeUnprocessable, Message: fmt.Sprintf("the clone of %s ran out of room", g.spec.URL),
+			Details: map[string]any{"reason": "space"}}
 	case strings.Contains(low, "repository") && strings.Contains(low, "not found"), strings.Contains(low, "error: 404"):
 		return &api.Error{Code: api.CodeUnprocessable, Message: fmt.Sprintf("no git repository at %s (or it needs credentials)", g.spec.URL),
 			Details: map[string]any{"reason": "repository"}}

@@ -94,10 +94,11 @@ type Config struct {
 	Saves saves.Store
 	// Network fences sandboxes; nil leaves them with loopback only.
 	Network Network
-	// GitDir holds git clones while they are made; GitUID is the host
-	// user git runs as (default 65534, nobody).
-	GitDir string
-	GitUID int
+	// GitDir holds git clones while they are made, each on a scratch
+	// filesystem of MaxCloneBytes (admitted like a sandbox's disk while
+	// the clone runs); a clone whose tree is larger fails.
+	GitDir        string
+	MaxCloneBytes int64
 	// CABundles are, by template, host files that replace the image's
 	// system CA bundle (the image's certificates plus the operator's);
 	// commands in those sandboxes get the CA variables of caEnv.
