@@ -67,7 +67,9 @@ func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec
 	netID := id.New("git")
 	release, err := n.reserve(netID, n.cfg.MaxCloneBytes)
 	if err != nil {
-		return "", err
+		n.log.Info("clone not admitted", "clone", netID, "err", err)
+		return "", api.Errorf(api.CodeResourceExhausted,
+			"this node has no room now for a clone of up to %d MiB (--max-clone-bytes) on its data disk; try again when sandboxes end", n.cfg.MaxCloneBytes>>20)
 	}
 	defer release()
 	uid, gid := int(spec.IDs.HostID), int(spec.IDs.HostID)
