@@ -3,6 +3,7 @@ package sources
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -151,5 +152,21 @@ func TestCloneFailsClearly(t *testing.T) {
 	_, err := Clone(ctx, GitSpec{URL: base + "/repo.git", Token: testToken, Dir: filepath.Join(t.TempDir(), "c")})
 	if err == nil {
 		t.Fatal("a cancelled clone succeeded")
+	}
+}
+
+// TestClassifyNoRoom: git's words for a full disk, whichever git command
+// met it, say the clone ran out of room, for the caller to name its cap.
+func TestClassifyNoRoom(t *testing.T) {
+	g := &gitRun{spec: GitSpec{URL: "https://git.example/r.git", Dir: "/tmp/tree"}}
+	for _, stderr := range []string{
+		"Cloning into '/tmp/tree'...\nfatal: write error: No space left on device\nfatal: fetch-pack: invalid index-pack output",
+		"error: unable to create temporary file: No space left on device\nfatal: cannot store pack file",
+		"error: unable to write file big: Disk quota exceeded",
+	} {
+		e, ok := g.classify(t.Context(), stderr, errors.New("exit status 128")).(*api.Error)
+		if !ok || e.Details["reason"] != "space" || !strings.Contains(e.Message, "ran out of room") {
+			t.Errorf("%q: %v; want reason space", stderr, e)
+		}
 	}
 }
