@@ -171,6 +171,25 @@ func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec
 	return commit, nil
 }
 
+// removeLeftClones removes the scratch disks of clones that a crash of
+// the node left in GitDir (a clone never outlives its CloneGit call).
+func (n *Node) removeLeftClones() {
+	if n.cfg.GitDir == "" {
+		return
+	}
+	entries, err := os.ReadDir(n.cfg.GitDir)
+	if err != nil {
+		return // none yet
+	}
+	for _, e := range entries {
+		dir := filepath.Join(n.cfg.GitDir, e.Name())
+		n.log.Info("removing a clone left by a crash", "dir", dir)
+		if err := runtime.RemoveScratch(dir); err != nil {
+			n.log.Error("remove a clone left by a crash", "dir", dir, "err", err)
+		}
+	}
+}
+
 // killUID kills every process of the host whose real, effective or saved
 // uid is uid (which belongs to one clone alone), until none is left.
 func (n *Node) killUID(uid int) {

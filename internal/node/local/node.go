@@ -168,7 +168,7 @@ type sandbox struct {
 // New returns a node; it starts nothing until sandboxes are started.
 func New(cfg Config, rt Runtime, log *slog.Logger, onExit node.ExitFunc) *Node {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Node{
+	n := &Node{
 		cfg: cfg, rt: rt, log: log, onExit: onExit,
 		ctx: ctx, cancel: cancel,
 		sandboxes: map[string]*sandbox{},
@@ -176,6 +176,8 @@ func New(cfg Config, rt Runtime, log *slog.Logger, onExit node.ExitFunc) *Node {
 		budgets:   map[string]*output.Budget{},
 		pending:   map[string]int64{},
 	}
+	n.removeLeftClones()
+	return n
 }
 
 // Close stops recording (commands keep running in their sandboxes) and

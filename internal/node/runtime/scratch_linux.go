@@ -62,6 +62,12 @@ func (s *Scratch) Full() bool {
 	return int64(st.Bavail)*st.Bsize < 1<<20 || st.Ffree == 0
 }
 
+// RemoveScratch removes the scratch MakeScratch made in dir, mounted or
+// not (what a crash left).
+func RemoveScratch(dir string) error {
+	return (&Scratch{dir: dir, Root: filepath.Join(dir, "root")}).Close()
+}
+
 // Close unmounts the scratch and removes it with everything on it.
 func (s *Scratch) Close() error {
 	img := filepath.Join(s.dir, diskImage)
