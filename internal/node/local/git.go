@@ -23,20 +23,21 @@ import (
 	"github.com/cove-dev/cove/internal/sources"
 )
 
-// CloneGit clones a git source into a folder of a running sandbox. git
-// runs on the node as a uid and gid of the clone's own (spec.IDs, held for
-// it alone), so no other process of the host can read its environment
-// (which holds the token) or touch its files; in a network namespace of
-// its own made for the clone, fenced like a sandbox: its only way out is
-// the node's resolver and gateway, under a policy of exactly the
+// CloneGit clones a git source into a folder of a running sandbox.
+//
+// git runs on the node as a uid and gid held for this clone alone
+// (spec.IDs), so no other process of the host can read its environment,
+// which holds the token, or touch its files. It runs in a network
+// namespace made for the clone and fenced like a sandbox: its only way out
+// is the node's resolver and gateway, under a policy of exactly the
 // repository's host and port, so a URL that leads to a private, loopback
-// or node address reaches no more than the sandbox could. It clones into
-// a scratch filesystem of MaxCloneBytes, admitted like a sandbox's disk,
-// so a clone never takes more of the node's disk than that. The tree
-// (with .git, whose remote has no credentials) is then read by descriptor,
-// never following a link, and extracted into the sandbox as an archive of
-// at most MaxCloneBytes; the token lives only in git's environment on the
-// node.
+// or node address reaches no more than the sandbox could. It writes to a
+// scratch filesystem of MaxCloneBytes, admitted like a sandbox's disk, so
+// a clone never takes more of the node's disk than that.
+//
+// The tree (with .git, whose remote has no credentials) is then read by
+// descriptor, never following a link, and extracted into the sandbox as
+// an archive of at most MaxCloneBytes.
 func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec) (string, error) {
 	if n.cfg.Network == nil || n.cfg.GitDir == "" {
 		return "", api.Errorf(api.CodeUnprocessable, "git sources need the node's network (cove serve without --no-network)")
