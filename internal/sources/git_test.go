@@ -170,3 +170,26 @@ func TestClassifyNoRoom(t *testing.T) {
 		}
 	}
 }
+
+// TestCloneFileSizeLimit: a file past the RLIMIT_FSIZE the caller sets
+// kills git while it writes it, and the clone says it ran out of room.
+func TestCloneFileSizeLimit(t *testing.T) {
+	if _, err := exec.LookPath("prlimit"); err != nil {
+		t.Skip("no prlimit")
+	}
+	root := t.TempDir()
+	work := t.TempDir()
+	git(t, work, "init", "-q", "-b", "main")
+	os.WriteFile(filepath.Join(work, "zeros"), make([]byte, 1<<20), 0o644) // a pack of a few KiB
+	git(t, work, "add", ".")
+	git(t, work, "commit", "-qm", "zeros")
+	git(t, root, "clone", "-q", "--bare", work, "repo.git")
+	base := gitServer(t, root)
+	_, err := Clone(t.Context(), GitSpec{URL: base + "/repo.git", Token: testToken, Dir: filepath.Join(t.TempDir(), "c"),
+		Command: func(ctx context.Context, args []string) *exec.Cmd {
+			return exec.CommandContext(ctx, "prlimit", append([]string{"--fsize=65536", "--"}, args...)...)
+		}})
+	if e, ok := err.(*api.Error); !ok || e.Details["reason"] != "space" {
+		t.Fatalf("clone of a 1 MiB file under a 64 KiB limit: %v; want reason space", err)
+	}
+}

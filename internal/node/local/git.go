@@ -125,8 +125,12 @@ func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec
 	commit, err := sources.Clone(ctx, sources.GitSpec{
 		URL: spec.URL, Ref: spec.Ref, Depth: spec.Depth, Token: spec.Token, Dir: "/tmp/tree",
 		Command: func(ctx context.Context, args []string) *exec.Cmd {
+			// No file of the checkout may pass the cap, even a sparse one
+			// that the scratch's size does not bound: past it git dies of
+			// SIGXFSZ while it writes.
 			full := append([]string{"--target", pid, "--net", "--mount",
-				"--setuid", strconv.Itoa(uid), "--setgid", strconv.Itoa(gid), "--wd=/tmp", "--"}, args...)
+				"--setuid", strconv.Itoa(uid), "--setgid", strconv.Itoa(gid), "--wd=/tmp", "--",
+				"prlimit", "--fsize=" + strconv.FormatInt(n.cfg.MaxCloneBytes, 10), "--"}, args...)
 			c := exec.CommandContext(ctx, "nsenter", full...)
 			c.Dir = "/"
 			return c
