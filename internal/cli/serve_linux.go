@@ -76,6 +76,7 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.Int64Var(&o.cfg.OutputMaxBytes, "output-max-bytes", def.OutputMaxBytes, "recorded output kept per command")
 	f.Float64Var(&o.cfg.DiskOvercommit, "disk-overcommit", def.DiskOvercommit, "admit sandboxes while their disks fit in this many times the data disk's free space (0: admit all)")
 	f.Int64Var(&o.cfg.DiskReserveMiB, "disk-reserve-mib", def.DiskReserveMiB, "data disk space kept for output, the database and saves")
+	f.Int64Var(&o.cfg.MaxCloneBytes, "max-clone-bytes", def.MaxCloneBytes, "the most a git source's clone may take on the node's disk, and the bytes of its tree; a larger clone fails the sandbox")
 	f.Int64Var(&o.cfg.SandboxOutputMaxBytes, "sandbox-output-max-bytes", def.SandboxOutputMaxBytes, "recorded output kept per sandbox, all its commands together")
 	f.StringVar(&o.cfg.ReadyFile, "ready-file", def.ReadyFile, "written once serving with the bound addresses as JSON, removed on a graceful stop (default <data-dir>/ready.json)")
 	f.BoolVar(&o.cfg.NoConsole, "no-console", def.NoConsole, "do not serve the web console at /")

@@ -170,7 +170,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		CABundles:             caBundles,
 		GPUs:                  gpus,
 		GitDir:                filepath.Join(cfg.DataDir, "git"),
-		GitUID:                65534,
+		MaxCloneBytes:         cfg.MaxCloneBytes,
 	}
 	// The network serves until Run returns: its ctx is cancelled, then
 	// its goroutines are waited for.
