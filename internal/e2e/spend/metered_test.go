@@ -279,3 +279,37 @@ func TestQueuedWorkloadCap(t *testing.T) {
 		t.Errorf("a workload once one left the queue: %v", err)
 	}
 }
+
+// TestWorkloadFailedStartCharged: a tenant's workload whose start fails
+// after the node took it (its git source cannot be cloned: the name
+// resolves nowhere) is charged for what it held from placed_at to its
+// end, in its cost_usd and in GET /v1/usage.
+func TestWorkloadFailedStartCharged(t *testing.T) {
+	s := pricedServer(t, 0.01)
+	c, _, _ := tenant(t, s, "failing-tenant")
+	w, err := c.SubmitWorkload(t.Context(), api.CreateWorkloadRequest{
+		Command: "true", Source: &api.Source{Type: api.SourceGit, URL: "http://nowhere.invalid/repo.git"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	done, err := c.WaitWorkload(ctx, w.ID, api.WorkloadFailed, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("workload %s (%s), cost $%v", done.State, done.StateReason, done.CostUSD)
+	if done.State != api.WorkloadFailed || done.StartedAt != nil {
+		t.Fatalf("workload %s (%s), started_at %v; want failed during start", done.State, done.StateReason, done.StartedAt)
+	}
+	if done.PlacedAt == nil || !done.EndedAt.After(*done.PlacedAt) {
+		t.Fatalf("placed_at %v, ended_at %v; want a placement before the end", done.PlacedAt, done.EndedAt)
+	}
+	if held := done.EndedAt.Sub(*done.PlacedAt).Seconds() * 0.01; done.CostUSD <= 0 || !near(done.CostUSD, held) {
+		t.Errorf("cost $%v; want placed_at to ended_at × price $%v", done.CostUSD, held)
+	}
+	if u, _ := usageItem(t, c, w.ID); u.CostUSD <= 0 || !near(u.CostUSD, done.CostUSD) {
+		t.Errorf("usage item %+v; want $%v", u, done.CostUSD)
+	}
+}
