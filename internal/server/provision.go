@@ -424,6 +424,10 @@ func (s *Server) failSetup(ctx context.Context, sb api.Sandbox, reason string) b
 	}
 	s.log.Info("setup stopped at a limit", "sandbox", sb.ID, "reason", reason)
 	o.cancelStart(&setupFailed{reason})
+	// Stopped once: the next look at the limits, before the start's
+	// goroutine has recorded the failure, finds nothing to stop (a
+	// terminate still waits for that goroutine through starting).
+	o.cancelStart = nil
 	return true
 }
 
