@@ -672,9 +672,9 @@ func (s *Server) endQueued(ctx context.Context, teamID, id string, state api.Wor
 type workloadEvent func(w api.Workload) (typ string, data map[string]any)
 
 // updateWorkload changes a stored workload under the workloads' lock:
-// change says whether it changed anything. The transition's event (ev, if
-// any) is appended before waiters are woken, so a waiter that sees the
-// state finds its event. It returns the workload as stored and whether
+// change says whether it changed anything. The transition's events (ev,
+// each with data.workload_id; data must not be nil) are appended before
+// waiters are woken, so a waiter that sees the state finds its events. It returns the workload as stored and whether
 // it was changed.
 func (s *Server) updateWorkload(ctx context.Context, teamID, id string, change func(*api.Workload) bool, ev ...workloadEvent) (api.Workload, bool) {
 	s.wlMu.Lock()
@@ -698,13 +698,13 @@ func (s *Server) updateWorkload(ctx context.Context, teamID, id string, change f
 		s.log.Error("persist workload", "workload", id, "state", w.State, "err", err)
 		return w, false
 	}
-	if len(ev) == 0 {
-		s.notify()
-	}
+	// Every event of the transition is appended before the waiters wake.
 	for _, e := range ev {
 		typ, data := e(w)
-		s.emitWorkload(pctx, w, typ, data) // emit wakes the waiters
+		data["workload_id"] = w.ID
+		s.record(pctx, w.TeamID, typ, "", "", data)
 	}
+	s.notify()
 	return w, true
 }
 
