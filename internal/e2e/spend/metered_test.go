@@ -144,6 +144,28 @@ func TestSetupMetered(t *testing.T) {
 	})
 }
 
+// TestSetupAtTeamLimit: a tenant's setup counts in its team's monthly
+// spend; at the team's limit it fails, naming that limit.
+func TestSetupAtTeamLimit(t *testing.T) {
+	s := pricedServer(t, 0.01)
+	c, _, teamID := tenant(t, s, "setup-team")
+	limit := 0.03
+	if _, err := s.Admin.UpdateTeam(t.Context(), teamID, api.UpdateTeamRequest{SpendLimitUSD: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.CreateSandbox(t.Context(), api.CreateSandboxRequest{Setup: &api.Setup{Command: "sleep 600", TimeoutS: 3600}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := waitSandbox(t, c, sb.ID, api.StateFailed)
+	if !strings.Contains(failed.StateReason, "team's monthly spend limit") || !strings.Contains(failed.StateReason, "setup") {
+		t.Errorf("state_reason %q; want it to name the team's limit reached during setup", failed.StateReason)
+	}
+	if r, err := c.Usage(t.Context(), cove.UsageQuery{}); err != nil || r.MonthCostUSD < limit {
+		t.Errorf("team usage %+v, %v; want the month at its $%v limit", r, err, limit)
+	}
+}
+
 // waitSandbox waits (at most a minute) for a sandbox to reach state.
 func waitSandbox(t *testing.T, c *cove.Client, id string, state api.SandboxState) api.Sandbox {
 	t.Helper()
