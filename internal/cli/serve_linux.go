@@ -105,7 +105,7 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.StringArrayVar(&o.cfg.SecretsOldKeyFiles, "secrets-old-key-file", nil, "an earlier secrets key: secrets sealed under it are sealed again under --secrets-key-file at start (repeatable)")
 	f.DurationVar(&o.cfg.HTTP.IdleTimeout, "http-idle-timeout", def.HTTP.IdleTimeout, "close API connections kept alive without a request this long")
 	f.IntVar(&o.cfg.Server.MaxQueuedWorkloadsPerTeam, "max-queued-workloads-per-team", def.Server.MaxQueuedWorkloadsPerTeam, "workloads one team may have queued at once (more are refused with 429)")
-	f.DurationVar(&o.cfg.Server.MetricsInterval, "metrics-interval", def.Server.MetricsInterval, "how often running sandboxes are sampled, charged and checked against spend limits")
+	f.DurationVar(&o.cfg.Server.MetricsInterval, "metrics-interval", def.Server.MetricsInterval, "how often running sandboxes (setups included) are sampled, they and placed workloads charged, and spend limits checked")
 	f.DurationVar(&o.cfg.Server.MetricsRawRetention, "metrics-raw-retention", def.Server.MetricsRawRetention, "how long raw samples are kept")
 	f.DurationVar(&o.cfg.Server.MetricsRollupRetention, "metrics-rollup-retention", def.Server.MetricsRollupRetention, "how long 1-minute rollups of samples are kept")
 	f.StringVar(&o.prices, "prices", "", `price table, JSON: {"vcpu_second_usd","memory_gib_second_usd","storage_gib_hour_usd","egress_gb_usd","gpu_second_usd"} (fields left out keep the defaults)`)
