@@ -164,17 +164,17 @@ func (s *Server) SubmitWorkload(ctx context.Context, teamID string, req api.Crea
 func (s *Server) enqueue(ctx context.Context, wl api.Workload) error {
 	s.wlMu.Lock()
 	defer s.wlMu.Unlock()
-	max := s.cfg.MaxQueuedWorkloadsPerTeam
-	queued, err := s.store.ListWorkloads(ctx, store.WorkloadFilter{TeamID: wl.TeamID, States: []api.WorkloadState{api.WorkloadQueued}, Limit: max})
+	limit := s.cfg.MaxQueuedWorkloadsPerTeam
+	queued, err := s.store.ListWorkloads(ctx, store.WorkloadFilter{TeamID: wl.TeamID, States: []api.WorkloadState{api.WorkloadQueued}, Limit: limit})
 	if err != nil {
 		return fmt.Errorf("count queued workloads of %s: %w", wl.TeamID, err)
 	}
-	if len(queued) >= max {
+	if len(queued) >= limit {
 		return &api.Error{
 			Code: api.CodeResourceExhausted,
 			Message: fmt.Sprintf("your team has %d workloads queued, the most this server queues per team; "+
-				"submit again once some are placed or ended (GET /v1/workloads?state=queued lists them; POST /v1/workloads/{id}/cancel drops one)", max),
-			Details: map[string]any{"limit": max, "queued": len(queued)},
+				"submit again once some are placed or ended (GET /v1/workloads?state=queued lists them; POST /v1/workloads/{id}/cancel drops one)", limit),
+			Details: map[string]any{"limit": limit, "queued": len(queued)},
 		}
 	}
 	return s.store.CreateWorkload(ctx, wl)
@@ -658,7 +658,7 @@ func (s *Server) endQueued(ctx context.Context, teamID, id string, state api.Wor
 		t := s.now()
 		w.State, w.StateReason, w.EndedAt = state, reason, &t
 		return true
-	}, append(before, func(w api.Workload) (string, map[string]any) {
+	}, append(slices.Clip(before), func(w api.Workload) (string, map[string]any) {
 		return typ, map[string]any{"state": w.State, "reason": w.StateReason}
 	})...)
 	if ok {
@@ -673,9 +673,9 @@ type workloadEvent func(w api.Workload) (typ string, data map[string]any)
 
 // updateWorkload changes a stored workload under the workloads' lock:
 // change says whether it changed anything. The transition's events (ev,
-// each with data.workload_id; data must not be nil) are appended before
-// waiters are woken, so a waiter that sees the state finds its events. It returns the workload as stored and whether
-// it was changed.
+// whose data, never nil, gets the workload's ID) are all appended before
+// waiters are woken, so a waiter that sees the state finds its events.
+// It returns the workload as stored and whether it was changed.
 func (s *Server) updateWorkload(ctx context.Context, teamID, id string, change func(*api.Workload) bool, ev ...workloadEvent) (api.Workload, bool) {
 	s.wlMu.Lock()
 	defer s.wlMu.Unlock()
