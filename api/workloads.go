@@ -96,6 +96,7 @@ type Workload struct {
 	TimedOut  bool       `json:"timed_out"`
 	CostUSD   float64    `json:"cost_usd"`
 	CreatedAt time.Time  `json:"created_at"`
+	PlacedAt  *time.Time `json:"placed_at,omitempty"` // when a node took it: charged from here to its end
 	StartedAt *time.Time `json:"started_at"`
 	EndedAt   *time.Time `json:"ended_at"`
 	// StdoutBytes and StderrBytes are what its output recorded.

@@ -92,6 +92,9 @@ type Config struct {
 	// WebhookAllowPrivate accepts webhook URLs of private, loopback and
 	// other non-public addresses. Default false.
 	WebhookAllowPrivate bool
+	// MaxQueuedWorkloadsPerTeam bounds the workloads one team may have
+	// queued; a submit past it answers 429. Default 100.
+	MaxQueuedWorkloadsPerTeam int
 	// DefaultAdmission is what a new team may use. Default: the managed
 	// environment only.
 	DefaultAdmission api.Admission
@@ -129,7 +132,8 @@ func DefaultConfig() Config {
 		SetupCacheBytes:        10 << 30,
 		DefaultAdmission:       api.Admission{ManagedEnvironment: true},
 
-		MaxPreviewsPerSandbox: 32,
+		MaxPreviewsPerSandbox:     32,
+		MaxQueuedWorkloadsPerTeam: 100,
 	}
 }
 
@@ -177,6 +181,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("max source bytes %d: want at least 1", c.MaxSourceBytes)
 	case c.SetupCacheEntries < 0 || c.SetupCacheBytes < 0:
 		return fmt.Errorf("setup cache bounds %d entries, %d bytes: want 0 or more", c.SetupCacheEntries, c.SetupCacheBytes)
+	case c.MaxQueuedWorkloadsPerTeam <= 0:
+		return fmt.Errorf("max queued workloads per team %d: want at least 1", c.MaxQueuedWorkloadsPerTeam)
 	case c.MaxTeamAssetBytes <= 0:
 		return fmt.Errorf("max team asset bytes %d: want at least 1", c.MaxTeamAssetBytes)
 	case c.MaxPreviewsPerSandbox < 1 || c.MaxPreviewsPerSandbox > 65535:

@@ -11,16 +11,24 @@ import (
 // emit appends an event to a team's log. An event that cannot be stored is
 // logged, never allowed to fail the step it describes.
 func (s *Server) emit(ctx context.Context, teamID, typ, sandboxID, commandID string, data map[string]any) {
+	if s.record(ctx, teamID, typ, sandboxID, commandID, data) {
+		s.notify()
+	}
+}
+
+// record is emit without waking the waiters, for a transition with more
+// than one event: its caller wakes them once all are appended.
+func (s *Server) record(ctx context.Context, teamID, typ, sandboxID, commandID string, data map[string]any) bool {
 	e, err := s.store.AppendEvent(context.WithoutCancel(ctx), teamID, api.Event{
 		Type: typ, SandboxID: sandboxID, CommandID: commandID, Time: s.now(), Data: data,
 	})
 	if err != nil {
 		s.log.Error("append event", "type", typ, "sandbox", sandboxID, "err", err)
-		return
+		return false
 	}
 	s.log.Debug("event", "id", e.ID, "type", typ, "sandbox", sandboxID, "command", commandID)
 	s.telemetry.Event(e)
-	s.notify()
+	return true
 }
 
 // EventQuery selects a page of a team's events, oldest first.

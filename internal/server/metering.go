@@ -53,18 +53,20 @@ func (s *Server) runMeter(ctx context.Context) {
 	}
 }
 
-// meterOnce is one tick of the meter: every running sandbox is sampled and
-// charged for its reserved resources and egress since the last tick, every
-// asleep one for its save; then spend limits are checked.
+// meterOnce is one tick of the meter: every running sandbox (a setup
+// runs as running time does) is sampled and charged for its reserved
+// resources and egress since the last tick, every asleep one for its
+// save, every placed workload for its resources; then spend limits are
+// checked.
 func (s *Server) meterOnce(ctx context.Context) {
-	sbs, err := s.store.ListSandboxes(ctx, store.SandboxFilter{States: []api.SandboxState{api.StateRunning, api.StateAsleep}})
+	sbs, err := s.store.ListSandboxes(ctx, store.SandboxFilter{States: []api.SandboxState{api.StateSettingUp, api.StateRunning, api.StateAsleep}})
 	if err != nil {
 		s.log.Error("list sandboxes to meter", "err", err)
 		return
 	}
 	var running []string
 	for _, sb := range sbs {
-		if sb.State == api.StateRunning {
+		if sb.State != api.StateAsleep {
 			running = append(running, sb.ID)
 		}
 	}
@@ -87,7 +89,7 @@ func (s *Server) meterOnce(ctx context.Context) {
 		from := ms.until
 		var use metering.Use
 		switch sb.State {
-		case api.StateRunning:
+		case api.StateRunning, api.StateSettingUp:
 			ms.storedKnown = false
 			if sb.StartedAt == nil {
 				continue
@@ -148,7 +150,8 @@ func (s *Server) meterOnce(ctx context.Context) {
 		s.meterMu.Unlock()
 		return
 	}
-	s.checkBudgets(ctx, sbs, spent)
+	wls := s.meterWorkloads(ctx, now)
+	s.checkBudgets(ctx, sbs, spent, wls)
 }
 
 // meterFor returns the meter's memory of a sandbox, reading how far it is
@@ -218,8 +221,9 @@ func (s *Server) hourly(id, teamID string, from, to time.Time, use metering.Use)
 }
 
 // checkBudgets raises budget events and applies on_budget for sandboxes
-// and teams whose spend limits were crossed.
-func (s *Server) checkBudgets(ctx context.Context, sbs []api.Sandbox, spent map[string]float64) {
+// and teams whose spend limits were crossed; placed workloads (wls)
+// answer to their team's limit.
+func (s *Server) checkBudgets(ctx context.Context, sbs []api.Sandbox, spent map[string]float64, wls []api.Workload) {
 	for _, sb := range sbs {
 		if sb.SpendLimitUSD == nil {
 			continue
@@ -228,8 +232,8 @@ func (s *Server) checkBudgets(ctx context.Context, sbs []api.Sandbox, spent map[
 		if !ok {
 			cost = sb.CostUSD
 		}
-		over := s.checkBudget(ctx, sb.TeamID, sb.ID, sb.ID, "sandbox", cost, *sb.SpendLimitUSD, sb.BudgetAlerts, sb.OnBudget)
-		if over {
+		step := s.checkBudget(ctx, sb.TeamID, sb.ID, sb.ID, "sandbox", cost, *sb.SpendLimitUSD, sb.BudgetAlerts, sb.OnBudget)
+		if step.Next.Exceeded {
 			s.onBudget(ctx, sb, fmt.Sprintf("spend limit of $%g reached", *sb.SpendLimitUSD))
 		}
 	}
@@ -248,25 +252,40 @@ func (s *Server) checkBudgets(ctx context.Context, sbs []api.Sandbox, spent map[
 			s.log.Error("team spend", "team", t.ID, "err", err)
 			continue
 		}
+		limit := *t.SpendLimitUSD
 		key := t.ID + "/" + month.Format("2006-01")
-		if !s.checkBudget(ctx, t.ID, "", key, "team", cost, *t.SpendLimitUSD, t.BudgetAlerts, "") {
+		step := s.checkBudget(ctx, t.ID, "", key, "team", cost, limit, t.BudgetAlerts, "")
+		// A workload has no sandbox to name: its team's alerts name it
+		// in their data, one event per placed workload.
+		for _, pct := range step.Alerts {
+			for _, w := range wls {
+				if w.TeamID == t.ID {
+					s.emitWorkload(ctx, w, "budget.alert", map[string]any{
+						"scope": "team", "threshold_pct": pct, "cost_usd": cost, "spend_limit_usd": limit,
+					})
+				}
+			}
+		}
+		if !step.Next.Exceeded {
 			continue
 		}
 		for _, sb := range sbs {
 			if sb.TeamID == t.ID {
-				s.onBudget(ctx, sb, fmt.Sprintf("the team's monthly spend limit of $%g reached", *t.SpendLimitUSD))
+				s.onBudget(ctx, sb, fmt.Sprintf("the team's monthly spend limit of $%g reached", limit))
 			}
 		}
+		s.cancelTeamWorkloads(ctx, t, cost)
 	}
 }
 
 // checkBudget checks one budget, raises its events and persists its
-// state; it reports whether the limit is reached.
-func (s *Server) checkBudget(ctx context.Context, teamID, sandboxID, key, scope string, cost, limit float64, alerts []float64, onBudget string) bool {
+// state; its step says which alerts it raised and whether the limit is
+// reached (Next.Exceeded).
+func (s *Server) checkBudget(ctx context.Context, teamID, sandboxID, key, scope string, cost, limit float64, alerts []float64, onBudget string) metering.Step {
 	b, err := s.store.GetBudgetState(ctx, key)
 	if err != nil {
 		s.log.Error("read budget", "budget", key, "err", err)
-		return metering.Reached(cost, &limit)
+		return metering.Step{Next: metering.Budget{Exceeded: metering.Reached(cost, &limit)}}
 	}
 	step := metering.Check(metering.Budget{Alerted: b.Alerted, Exceeded: b.Exceeded}, cost, limit, alerts)
 	for _, pct := range step.Alerts {
@@ -286,7 +305,7 @@ func (s *Server) checkBudget(ctx context.Context, teamID, sandboxID, key, scope 
 			s.log.Error("persist budget", "budget", key, "err", err)
 		}
 	}
-	return step.Next.Exceeded
+	return step
 }
 
 func onBudgetOf(v string) string {
@@ -297,10 +316,13 @@ func onBudgetOf(v string) string {
 }
 
 // onBudget applies a sandbox's on_budget: a running sandbox sleeps (or
-// is terminated); an asleep one is terminated if so asked.
+// is terminated); an asleep one is terminated if so asked. A sandbox in
+// setup cannot sleep: it fails, whatever its on_budget.
 func (s *Server) onBudget(ctx context.Context, sb api.Sandbox, reason string) {
 	var err error
 	switch {
+	case sb.State == api.StateSettingUp:
+		s.failSetup(ctx, sb, reason+" during setup; a sandbox in setup cannot sleep")
 	case onBudgetOf(sb.OnBudget) == api.OnBudgetTerminate:
 		_, err = s.TerminateSandbox(ctx, sb.TeamID, sb.ID)
 	case sb.State == api.StateRunning:

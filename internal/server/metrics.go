@@ -169,7 +169,7 @@ type span struct {
 func (s *Server) gaps(ctx context.Context, sb api.Sandbox, from, to time.Time, times []time.Time, interval time.Duration) ([]api.MetricsGap, error) {
 	evs, err := s.store.ListEvents(ctx, store.EventFilter{
 		TeamID: sb.TeamID, SandboxID: sb.ID,
-		Types: []string{"sandbox.creating", "sandbox.running", "sandbox.sleeping", "sandbox.asleep", "sandbox.waking",
+		Types: []string{"sandbox.creating", "sandbox.setting_up", "sandbox.running", "sandbox.sleeping", "sandbox.asleep", "sandbox.waking",
 			"sandbox.terminating", "sandbox.terminated", "sandbox.failed"},
 		Limit: 100000,
 	})
@@ -218,7 +218,8 @@ func (s *Server) gaps(ctx context.Context, sb api.Sandbox, from, to time.Time, t
 		if sp.to.Before(from) || sp.from.After(to) {
 			continue
 		}
-		if sp.state != "running" {
+		// A setup is sampled (and charged) as running time.
+		if sp.state != "running" && sp.state != "setting_up" {
 			addGap(sp.from, sp.to, reasonOf(sp.state))
 			continue
 		}

@@ -408,6 +408,30 @@ type setupFailed struct{ reason string }
 
 func (e *setupFailed) Error() string { return e.reason }
 
+// failSetup stops a sandbox's setup for a limit it reached (spend limit,
+// max_lifetime_s): a sandbox in setup cannot sleep, so it fails, with
+// reason as its state_reason. The start's goroutine records the failure
+// and removes the container, keeping the setup's output. It reports
+// whether the sandbox was in setup.
+func (s *Server) failSetup(ctx context.Context, sb api.Sandbox, reason string) bool {
+	cur, o, err := s.lockSandbox(ctx, sb.TeamID, sb.ID)
+	if err != nil {
+		s.log.Error("read sandbox to stop its setup", "sandbox", sb.ID, "err", err)
+		return false
+	}
+	defer o.mu.Unlock()
+	if cur.State != api.StateSettingUp || o.cancelStart == nil {
+		return false
+	}
+	s.log.Info("setup stopped at a limit", "sandbox", sb.ID, "reason", reason)
+	o.cancelStart(&setupFailed{reason})
+	// Stopped once: the next look at the limits, before the start's
+	// goroutine has recorded the failure, finds nothing to stop (a
+	// terminate still waits for that goroutine through starting).
+	o.cancelStart = nil
+	return true
+}
+
 // runSetup runs the setup command as a recorded command of the sandbox,
 // under the setup network policy when it has one, and waits for its end.
 func (s *Server) runSetup(ctx context.Context, sb *api.Sandbox) error {

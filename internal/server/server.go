@@ -69,14 +69,19 @@ type Server struct {
 	wlMu   sync.Mutex
 	wlRuns map[string]*workloadRun
 	wlKick chan struct{}
+	// wlMetered (under wlMu) is when the meter last charged each placed
+	// workload (workload_usage.go).
+	wlMetered map[string]time.Time
 }
 
 // sandboxOps serializes the life-cycle steps of one sandbox.
 type sandboxOps struct {
 	mu sync.Mutex
 	// starting is closed when an in-flight start ends; nil when none runs.
-	starting    chan struct{}
-	cancelStart context.CancelFunc
+	starting chan struct{}
+	// cancelStart cancels it; a cause of type *setupFailed becomes the
+	// failed sandbox's state_reason (a limit reached during setup).
+	cancelStart context.CancelCauseFunc
 	// upload takes the source upload of a sandbox that awaits one, until
 	// uploadClosed is closed; nil when none is awaited.
 	upload       chan *uploadReq
@@ -102,6 +107,7 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 		meters:   map[string]*meterState{},
 
 		exitWatchers: map[*exitWatch]struct{}{},
+		wlMetered:    map[string]time.Time{},
 		obs:          observations{sandbox: map[string]bool{}, commands: map[string]bool{}},
 	}
 	if cfg.Secrets != nil {
@@ -164,13 +170,20 @@ func (s *Server) changes() <-chan struct{} {
 
 // setState persists a transition and wakes waiters.
 func (s *Server) setState(ctx context.Context, sb *api.Sandbox, state api.SandboxState, reason string) error {
-	sb.State = state
-	sb.StateReason = reason
-	if state == api.StateRunning && sb.StartedAt == nil {
+	// A setup runs in the sandbox's container as its running time does,
+	// and is charged from its start alike: started_at is set when setup
+	// begins. Its idle time counts from the end of setup.
+	if (state == api.StateRunning || state == api.StateSettingUp) && sb.StartedAt == nil {
 		t := s.now()
 		sb.StartedAt = &t
 		sb.LastActiveAt = &t
 	}
+	if state == api.StateRunning && sb.State == api.StateSettingUp {
+		t := s.now()
+		sb.LastActiveAt = &t
+	}
+	sb.State = state
+	sb.StateReason = reason
 	if err := s.store.UpdateSandbox(ctx, *sb); err != nil {
 		return fmt.Errorf("persist %s %s: %w", sb.ID, state, err)
 	}
@@ -266,7 +279,7 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 	}
 
 	o := s.opsFor(sb.ID)
-	startCtx, cancel := context.WithCancel(s.ctx)
+	startCtx, cancel := context.WithCancelCause(s.ctx)
 	o.mu.Lock()
 	o.starting, o.cancelStart = make(chan struct{}), cancel
 	done := o.starting
@@ -278,7 +291,7 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 	o.mu.Unlock()
 	s.wg.Go(func() {
 		defer close(done)
-		defer cancel()
+		defer cancel(nil)
 		s.start(startCtx, sb, upload)
 	})
 	return s.priced(sb), nil
@@ -461,6 +474,9 @@ func (s *Server) start(ctx context.Context, sb api.Sandbox, upload chan *uploadR
 		switch {
 		case errors.As(err, &sf):
 			reason = sf.reason
+		case errors.As(context.Cause(ctx), &sf):
+			// Stopped by a limit (failSetup).
+			reason = sf.reason
 		case ctx.Err() != nil:
 			reason = "start cancelled"
 		default:
@@ -623,7 +639,7 @@ func (s *Server) TerminateSandbox(ctx context.Context, teamID, ref string) (api.
 	}
 	starting := o.starting
 	if o.cancelStart != nil {
-		o.cancelStart()
+		o.cancelStart(nil)
 	}
 	s.wg.Go(func() {
 		if starting != nil {

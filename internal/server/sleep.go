@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/cove-dev/cove/api"
@@ -195,17 +196,29 @@ func (s *Server) Start() {
 	})
 }
 
-// enforceLimits applies max_lifetime_s and idle_timeout_s to running
-// sandboxes, and persists their last activity.
+// enforceLimits applies max_lifetime_s to sandboxes running or in setup
+// and idle_timeout_s to running ones, and persists their last activity.
 func (s *Server) enforceLimits(ctx context.Context) {
-	running, err := s.store.ListSandboxes(ctx, store.SandboxFilter{States: []api.SandboxState{api.StateRunning}})
+	running, err := s.store.ListSandboxes(ctx, store.SandboxFilter{States: []api.SandboxState{api.StateRunning, api.StateSettingUp}})
 	if err != nil {
 		s.log.Error("list sandboxes for limits", "err", err)
 		return
 	}
 	now := s.now()
 	for _, sb := range running {
-		if sb.ExpiresAt != nil && !now.Before(*sb.ExpiresAt) {
+		expired := sb.ExpiresAt != nil && !now.Before(*sb.ExpiresAt)
+		if sb.State == api.StateSettingUp {
+			// A setup holds what a running sandbox holds, for up to its
+			// own timeout: its lifetime bounds it too.
+			if expired {
+				reason := fmt.Sprintf("max_lifetime_s (%d s) reached during setup", sb.MaxLifetimeS)
+				if s.failSetup(ctx, sb, reason) {
+					s.emit(ctx, sb.TeamID, "sandbox.expired", sb.ID, "", map[string]any{"max_lifetime_s": sb.MaxLifetimeS})
+				}
+			}
+			continue
+		}
+		if expired {
 			s.emit(ctx, sb.TeamID, "sandbox.expired", sb.ID, "", map[string]any{"max_lifetime_s": sb.MaxLifetimeS})
 			if _, err := s.TerminateSandbox(ctx, sb.TeamID, sb.ID); err != nil {
 				s.log.Error("terminate at end of lifetime", "sandbox", sb.ID, "err", err)

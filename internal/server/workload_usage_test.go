@@ -1,11 +1,14 @@
 package server_test
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/server"
 )
 
@@ -85,3 +88,116 @@ func TestWorkloadNeverRanCostsNothing(t *testing.T) {
 		t.Errorf("usage = %+v, %v; want none", r, err)
 	}
 }
+
+// TestWorkloadMeteredWhileRunning: a placed workload is charged on every
+// meter tick, from its placement, hour by hour; its end charges only what
+// the ticks did not, so its usage is its held time once, equal to its
+// cost_usd.
+func TestWorkloadMeteredWhileRunning(t *testing.T) {
+	h := newHarnessWith(t, func(c *server.Config) {
+		c.Prices = api.Prices{VCPUSecond: 0.01}
+	})
+	c := &clock{t: time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC)}
+	h.srv.SetClock(c.now)
+	ctx := t.Context()
+	placed := time.Date(2026, 3, 1, 10, 59, 30, 0, time.UTC)
+	started := placed.Add(10 * time.Second)
+	w := api.Workload{
+		ID: id.New("wl"), TeamID: h.a, Template: "managed", Command: "sleep 600",
+		Resources: api.WorkloadResources{CPUs: 1, MemoryMiB: 512},
+		State:     api.WorkloadRunning, CreatedAt: placed, PlacedAt: &placed, StartedAt: &started,
+	}
+	if err := h.st.CreateWorkload(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	cost := func() float64 {
+		t.Helper()
+		r, err := h.srv.Usage(ctx, h.a, server.UsageQuery{GroupBy: "sandbox"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Items) != 1 || !near(r.MonthCostUSD, r.Items[0].CostUSD, 1e-12) {
+			t.Fatalf("usage = %+v; want one item, the month's cost", r)
+		}
+		return r.Items[0].CostUSD
+	}
+	for _, tick := range []struct {
+		at   time.Time
+		held float64 // seconds since placement
+	}{
+		{time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC), 30},
+		{time.Date(2026, 3, 1, 11, 0, 20, 0, time.UTC), 50},
+		{time.Date(2026, 3, 1, 11, 0, 20, 0, time.UTC), 50}, // the same tick again: nothing more
+		{time.Date(2026, 3, 1, 12, 0, 10, 0, time.UTC), 3640},
+	} {
+		c.set(tick.at)
+		h.srv.MeterOnce(ctx)
+		if got := cost(); !near(got, tick.held*0.01, 1e-9) {
+			t.Errorf("at %s: usage $%v; want $%v", tick.at.Format(time.TimeOnly), got, tick.held*0.01)
+		}
+		cur, err := h.srv.GetWorkload(ctx, h.a, w.ID)
+		if err != nil || !near(cur.CostUSD, tick.held*0.01, 1e-9) {
+			t.Errorf("at %s: workload cost_usd $%v, %v; want $%v", tick.at.Format(time.TimeOnly), cur.CostUSD, err, tick.held*0.01)
+		}
+	}
+	c.set(time.Date(2026, 3, 1, 12, 0, 40, 0, time.UTC))
+	done, err := h.srv.CancelWorkload(ctx, h.a, w.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.srv.MeterOnce(ctx) // an ended workload is its end's to charge
+	if want := 3670 * 0.01; !near(done.CostUSD, want, 1e-9) || !near(cost(), want, 1e-9) {
+		t.Errorf("ended: cost_usd $%v, usage $%v; want both $%v", done.CostUSD, cost(), want)
+	}
+}
+
+// TestWorkloadAtTeamLimit: at its team's monthly limit a placed workload
+// is cancelled, naming the budget, after budget events that name it.
+func TestWorkloadAtTeamLimit(t *testing.T) {
+	h := newHarnessWith(t, func(c *server.Config) {
+		c.Prices = api.Prices{VCPUSecond: 0.01}
+	})
+	c := &clock{t: time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC)}
+	h.srv.SetClock(c.now)
+	ctx := t.Context()
+	placed := c.now()
+	w := api.Workload{
+		ID: id.New("wl"), TeamID: h.a, Template: "managed", Command: "sleep 600",
+		Resources: api.WorkloadResources{CPUs: 1, MemoryMiB: 512},
+		State:     api.WorkloadRunning, CreatedAt: placed, PlacedAt: &placed, StartedAt: &placed,
+	}
+	if err := h.st.CreateWorkload(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	limit := 1.0 // 100 s
+	if _, err := h.srv.UpdateTeam(ctx, h.admin, h.a, api.UpdateTeamRequest{SpendLimitUSD: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	c.add(60 * time.Second)
+	h.srv.MeterOnce(ctx)
+	if cur, _ := h.srv.GetWorkload(ctx, h.a, w.ID); cur.State != api.WorkloadRunning {
+		t.Fatalf("at 60%% of the limit the workload is %s (%s)", cur.State, cur.StateReason)
+	}
+	c.add(60 * time.Second)
+	h.srv.MeterOnce(ctx)
+	cur, err := h.srv.GetWorkload(ctx, h.a, w.ID)
+	if err != nil || cur.State != api.WorkloadCancelled || !strings.Contains(cur.StateReason, "spend limit") {
+		t.Fatalf("over the limit the workload is %s (%s), %v; want cancelled at the team's spend limit", cur.State, cur.StateReason, err)
+	}
+	l, err := h.srv.ListEvents(ctx, h.a, server.EventQuery{Page: server.Page{Limit: 1000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range l.Items {
+		if e.Data["workload_id"] == w.ID {
+			got = append(got, fmt.Sprint(e.Type, " ", e.Data["scope"], " ", e.Data["threshold_pct"]))
+		}
+	}
+	want := []string{"budget.alert team 50", "budget.alert team 80", "budget.exceeded team <nil>", "workload.cancelled <nil> <nil>"}
+	if !slices.Equal(got, want) {
+		t.Errorf("events naming the workload %q; want %q", got, want)
+	}
+}
+
+func (c *clock) set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }

@@ -3,13 +3,13 @@ package server
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/id"
-	"github.com/cove-dev/cove/internal/metering"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/store"
 )
@@ -149,13 +149,35 @@ func (s *Server) SubmitWorkload(ctx context.Context, teamID string, req api.Crea
 		return api.Workload{}, err
 	}
 	wl.StateReason = "waiting for a node to place it"
-	if err := s.store.CreateWorkload(ctx, wl); err != nil {
+	if err := s.enqueue(ctx, wl); err != nil {
 		return api.Workload{}, err
 	}
 	s.log.Info("workload queued", "workload", wl.ID, "team", teamID, "gpus", wl.Resources.GPUs)
 	s.emitWorkload(ctx, wl, "workload.queued", map[string]any{"gpus": wl.Resources.GPUs})
 	s.kickQueue()
 	return wl, nil
+}
+
+// enqueue stores a new workload, queued, unless its team has
+// MaxQueuedWorkloadsPerTeam queued already. The count and the store are
+// one step under wlMu, so submits at once cannot pass the cap together.
+func (s *Server) enqueue(ctx context.Context, wl api.Workload) error {
+	s.wlMu.Lock()
+	defer s.wlMu.Unlock()
+	limit := s.cfg.MaxQueuedWorkloadsPerTeam
+	queued, err := s.store.ListWorkloads(ctx, store.WorkloadFilter{TeamID: wl.TeamID, States: []api.WorkloadState{api.WorkloadQueued}, Limit: limit})
+	if err != nil {
+		return fmt.Errorf("count queued workloads of %s: %w", wl.TeamID, err)
+	}
+	if len(queued) >= limit {
+		return &api.Error{
+			Code: api.CodeResourceExhausted,
+			Message: fmt.Sprintf("your team has %d workloads queued, the most this server queues per team; "+
+				"submit again once some are placed or ended (GET /v1/workloads?state=queued lists them; POST /v1/workloads/{id}/cancel drops one)", limit),
+			Details: map[string]any{"limit": limit, "queued": len(queued)},
+		}
+	}
+	return s.store.CreateWorkload(ctx, wl)
 }
 
 func (s *Server) newWorkload(teamID string, req api.CreateWorkloadRequest) (api.Workload, error) {
@@ -291,9 +313,28 @@ func (s *Server) placeQueued(ctx context.Context) {
 		s.log.Error("list placed workloads", "err", err)
 		return
 	}
+	// A team at its monthly spend limit places nothing: its queued
+	// workloads are cancelled (once per team and look).
+	refused := map[string]error{}
 	for _, wl := range queued {
 		if ctx.Err() != nil {
 			return
+		}
+		refusal, ok := refused[wl.TeamID]
+		if !ok {
+			refusal = s.teamBudgetRefusal(ctx, wl.TeamID)
+			refused[wl.TeamID] = refusal
+		}
+		if refusal != nil {
+			var e *api.Error
+			if errors.As(refusal, &e) && e.Code == api.CodeBudgetExceeded {
+				spent, _ := e.Details["cost_usd"].(float64)
+				limit, _ := e.Details["spend_limit_usd"].(float64)
+				s.cancelForBudget(ctx, wl, spent, limit)
+			} else {
+				s.log.Error("check the team's spend before placing", "workload", wl.ID, "err", refusal)
+			}
+			continue
 		}
 		devices, reason := placeGPUs(wl.Resources, gpus, held)
 		if reason == "" {
@@ -385,7 +426,8 @@ func (s *Server) place(ctx context.Context, wl api.Workload, devices []string) {
 		if w.State != api.WorkloadQueued {
 			return false
 		}
-		w.State, w.StateReason, w.Devices = api.WorkloadStarting, "", append([]string{}, devices...)
+		t := s.now()
+		w.State, w.StateReason, w.Devices, w.PlacedAt = api.WorkloadStarting, "", append([]string{}, devices...), &t
 		return true
 	})
 	if !ok {
@@ -587,9 +629,7 @@ func (s *Server) finishWorkload(ctx context.Context, wl api.Workload, state api.
 				w.ExitCode = &code
 			}
 		}
-		if w.StartedAt != nil {
-			w.CostUSD = metering.Workload(w.Resources, t.Sub(*w.StartedAt).Seconds()).Cost(s.cfg.Prices)
-		}
+		w.CostUSD = s.workloadCost(*w, t)
 		return true
 	}, func(w api.Workload) (string, map[string]any) {
 		typ := "workload.exited"
@@ -608,8 +648,9 @@ func (s *Server) finishWorkload(ctx context.Context, wl api.Workload, state api.
 	s.kickQueue() // its room and GPUs are free
 }
 
-// endQueued ends a workload that is still queued.
-func (s *Server) endQueued(ctx context.Context, teamID, id string, state api.WorkloadState, reason, typ string) (api.Workload, bool) {
+// endQueued ends a workload that is still queued; the events of before
+// come before its own.
+func (s *Server) endQueued(ctx context.Context, teamID, id string, state api.WorkloadState, reason, typ string, before ...workloadEvent) (api.Workload, bool) {
 	w, ok := s.updateWorkload(ctx, teamID, id, func(w *api.Workload) bool {
 		if w.State != api.WorkloadQueued {
 			return false
@@ -617,9 +658,9 @@ func (s *Server) endQueued(ctx context.Context, teamID, id string, state api.Wor
 		t := s.now()
 		w.State, w.StateReason, w.EndedAt = state, reason, &t
 		return true
-	}, func(w api.Workload) (string, map[string]any) {
+	}, append(slices.Clip(before), func(w api.Workload) (string, map[string]any) {
 		return typ, map[string]any{"state": w.State, "reason": w.StateReason}
-	})
+	})...)
 	if ok {
 		s.log.Info("workload ended in the queue", "workload", id, "state", state, "reason", reason)
 	}
@@ -631,10 +672,10 @@ func (s *Server) endQueued(ctx context.Context, teamID, id string, state api.Wor
 type workloadEvent func(w api.Workload) (typ string, data map[string]any)
 
 // updateWorkload changes a stored workload under the workloads' lock:
-// change says whether it changed anything. The transition's event (ev, if
-// any) is appended before waiters are woken, so a waiter that sees the
-// state finds its event. It returns the workload as stored and whether
-// it was changed.
+// change says whether it changed anything. The transition's events (ev,
+// whose data, never nil, gets the workload's ID) are all appended before
+// waiters are woken, so a waiter that sees the state finds its events.
+// It returns the workload as stored and whether it was changed.
 func (s *Server) updateWorkload(ctx context.Context, teamID, id string, change func(*api.Workload) bool, ev ...workloadEvent) (api.Workload, bool) {
 	s.wlMu.Lock()
 	defer s.wlMu.Unlock()
@@ -657,13 +698,13 @@ func (s *Server) updateWorkload(ctx context.Context, teamID, id string, change f
 		s.log.Error("persist workload", "workload", id, "state", w.State, "err", err)
 		return w, false
 	}
-	if len(ev) == 0 {
-		s.notify()
-	}
+	// Every event of the transition is appended before the waiters wake.
 	for _, e := range ev {
 		typ, data := e(w)
-		s.emitWorkload(pctx, w, typ, data) // emit wakes the waiters
+		data["workload_id"] = w.ID
+		s.record(pctx, w.TeamID, typ, "", "", data)
 	}
+	s.notify()
 	return w, true
 }
 
@@ -741,6 +782,13 @@ func (s *Server) WaitWorkload(ctx context.Context, teamID, wid string, want api.
 // placed one's container is removed (its output so far stays). Cancelling
 // one that ended changes nothing.
 func (s *Server) CancelWorkload(ctx context.Context, teamID, wid string) (api.Workload, error) {
+	return s.cancelWorkload(ctx, teamID, wid, "cancelled by request", nil, true)
+}
+
+// cancelWorkload ends a workload cancelled, for reason; the event of
+// before (if any) comes before workload.cancelled. With wait, the answer
+// comes once a placed workload's container is gone.
+func (s *Server) cancelWorkload(ctx context.Context, teamID, wid, reason string, before workloadEvent, wait bool) (api.Workload, error) {
 	w, err := s.GetWorkload(ctx, teamID, wid)
 	if err != nil {
 		return w, err
@@ -748,9 +796,12 @@ func (s *Server) CancelWorkload(ctx context.Context, teamID, wid string) (api.Wo
 	if w.State.Done() {
 		return w, nil
 	}
-	const reason = "cancelled by request"
+	var evs []workloadEvent
+	if before != nil {
+		evs = append(evs, before)
+	}
 	if w.State == api.WorkloadQueued {
-		if done, ok := s.endQueued(ctx, teamID, wid, api.WorkloadCancelled, reason, "workload.cancelled"); ok {
+		if done, ok := s.endQueued(ctx, teamID, wid, api.WorkloadCancelled, reason, "workload.cancelled", evs...); ok {
 			return done, nil
 		}
 		// Placed meanwhile: cancel it as a placed one.
@@ -761,13 +812,11 @@ func (s *Server) CancelWorkload(ctx context.Context, teamID, wid string) (api.Wo
 		}
 		t := s.now()
 		w.State, w.StateReason, w.EndedAt = api.WorkloadCancelled, reason, &t
-		if w.StartedAt != nil {
-			w.CostUSD = metering.Workload(w.Resources, t.Sub(*w.StartedAt).Seconds()).Cost(s.cfg.Prices)
-		}
+		w.CostUSD = s.workloadCost(*w, t)
 		return true
-	}, func(w api.Workload) (string, map[string]any) {
+	}, append(evs, func(w api.Workload) (string, map[string]any) {
 		return "workload.cancelled", map[string]any{"state": w.State, "reason": w.StateReason, "cost_usd": w.CostUSD}
-	})
+	})...)
 	if !ok {
 		return s.GetWorkload(ctx, teamID, wid)
 	}
@@ -778,11 +827,12 @@ func (s *Server) CancelWorkload(ctx context.Context, teamID, wid string) (api.Wo
 		s.cleanupWorkload(context.WithoutCancel(ctx), wid)
 		return done, nil
 	}
-	// The answer comes once its container is gone.
 	run.cancel()
-	select {
-	case <-run.done:
-	case <-ctx.Done():
+	if wait {
+		select {
+		case <-run.done:
+		case <-ctx.Done():
+		}
 	}
 	return done, nil
 }

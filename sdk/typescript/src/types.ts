@@ -224,8 +224,11 @@ export interface Workload {
   exit_code: number | null;
   signal: string;
   timed_out: boolean;
+  /** So far, while it runs; charged from placed_at. */
   cost_usd: number;
   created_at: string;
+  /** When a node took it; absent while queued. */
+  placed_at?: string;
   started_at: string | null;
   ended_at: string | null;
   stdout_bytes: number;
