@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/preview"
@@ -54,6 +55,9 @@ type Handler struct {
 	metrics http.Handler
 	// previews routes preview traffic; nil until ServePreviews.
 	previews *preview.Router
+	// uploadIdle cuts an upload's body that sends nothing this long; set
+	// before serving (LimitUploads), 0 for never.
+	uploadIdle time.Duration
 }
 
 // New returns the API handler over srv.

@@ -55,7 +55,7 @@ func (h *Handler) importImage(w http.ResponseWriter, r *http.Request, p server.P
 			return api.Errorf(api.CodeInvalidArgument, "settings is not a JSON object of image settings: %v", err)
 		}
 	}
-	img, err := ip.ImportImage(r.Context(), p, q.Get("name"), st, r.Body)
+	img, err := ip.ImportImage(r.Context(), p, q.Get("name"), st, h.uploadBody(w, r))
 	if err != nil {
 		return err
 	}

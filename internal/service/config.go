@@ -130,6 +130,10 @@ type HTTPConfig struct {
 	// MaxHeaderBytes bounds a request's headers (larger: 431). Default
 	// 64 KiB.
 	MaxHeaderBytes int
+	// UploadIdleTimeout cuts the body of an upload (an image, an asset,
+	// a source upload) that sends nothing for this long: the upload
+	// fails and nothing of it is kept. Default 60 seconds.
+	UploadIdleTimeout time.Duration
 }
 
 // DefaultConfig is the configuration of `cove serve` with every default set.
@@ -151,6 +155,7 @@ func DefaultConfig() Config {
 		CACerts:               DefaultCACerts,
 		HTTP: HTTPConfig{
 			IdleTimeout:       2 * time.Minute,
+			UploadIdleTimeout: time.Minute,
 			ReadHeaderTimeout: 10 * time.Second,
 			MaxHeaderBytes:    64 << 10,
 		},
@@ -193,6 +198,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("sandbox output max bytes %d: want at least the output max bytes of one command (%d)", c.SandboxOutputMaxBytes, c.OutputMaxBytes)
 	case c.HTTP.IdleTimeout <= 0 || c.HTTP.ReadHeaderTimeout <= 0:
 		return fmt.Errorf("http timeouts (idle %v, read header %v): want both above 0", c.HTTP.IdleTimeout, c.HTTP.ReadHeaderTimeout)
+	case c.HTTP.UploadIdleTimeout <= 0:
+		return fmt.Errorf("upload idle timeout %v: want above 0", c.HTTP.UploadIdleTimeout)
 	case c.HTTP.MaxHeaderBytes < 4<<10:
 		return fmt.Errorf("http max header bytes %d: want at least 4096", c.HTTP.MaxHeaderBytes)
 	}

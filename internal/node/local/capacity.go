@@ -93,3 +93,28 @@ func growth(path string) int64 {
 	}
 	return max(st.Size-st.Blocks*512, 0)
 }
+
+// HoldDisk counts bytes of the data disk for key, something other than
+// a sandbox's disk that is about to be written there (an upload that has
+// not arrived yet), as promised: sandboxes are admitted only beside it.
+// A hold that grows is admitted like a disk; one that shrinks (its bytes
+// landed, and now count in the free space) always succeeds; 0 forgets it.
+func (n *Node) HoldDisk(key string, bytes int64) error {
+	key = holdPrefix + key
+	n.capMu.Lock()
+	defer n.capMu.Unlock()
+	if bytes <= 0 {
+		delete(n.pending, key)
+		return nil
+	}
+	if bytes > n.pending[key] {
+		if err := n.admitLocked(key, bytes); err != nil {
+			return err
+		}
+	}
+	n.pending[key] = bytes
+	return nil
+}
+
+// holdPrefix keeps holds apart from sandbox IDs in pending.
+const holdPrefix = "hold:"
