@@ -1,0 +1,452 @@
+// Package uploads holds the root tests of tenants' uploads (images,
+// assets, source uploads) as a hostile tenant sends them: trickled so
+// that they stay open, stopped mid-body, in parallel past the team's
+// caps, and as decompression bombs. None of it may stall another team,
+// fill the data disk or leave files behind.
+package uploads
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
+	it "github.com/cove-dev/cove/internal/images/imagetest"
+	"github.com/cove-dev/cove/internal/node/image"
+	cove "github.com/cove-dev/cove/sdk/go"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"golang.org/x/sys/unix"
+)
+
+func TestMain(m *testing.M) { e2etest.Main(m) }
+
+// server is a cove serve with an images dir of its own (busybox built
+// into it), so that a test sees every file its uploads leave.
+type server struct {
+	*e2etest.Server
+	imagesDir string
+}
+
+func startServer(t *testing.T, args ...string) server {
+	t.Helper()
+	e2etest.RequireRoot(t)
+	dir, err := os.MkdirTemp("/var/tmp", "cove-e2e-uploads-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o711)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if _, err := image.BuildBusybox(t.Context(), dir, "busybox"); err != nil {
+		t.Fatal(err)
+	}
+	s := e2etest.StartServer(t, e2etest.WithArgs(append([]string{"--images-dir", dir, "--warm-pool", "0"}, args...)...))
+	return server{s, dir}
+}
+
+// team is a new team that may import images.
+func (s server) team(t *testing.T, name string) *cove.Client {
+	t.Helper()
+	c := s.NewTeam(name + "-" + e2etest.RunID())
+	me, err := c.Admission(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Admin.SetAdmission(t.Context(), me.Team.ID, api.Admission{ManagedEnvironment: true, CustomImages: true}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// leftovers lists the temporary files of uploads anywhere they may be:
+// the upload dir, assets' .part files, image imports' work dirs.
+func (s server) leftovers(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, pat := range []string{
+		filepath.Join(s.DataDir, "uploads", "*"),
+		filepath.Join(s.DataDir, "assets", "*", ".part-*"),
+		filepath.Join(s.imagesDir, "v2", ".upload-*"),
+		filepath.Join(s.imagesDir, "v2", ".*.tmp-*"),
+	} {
+		m, _ := filepath.Glob(pat)
+		out = append(out, m...)
+	}
+	return out
+}
+
+// waitFor waits (bounded) until cond holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 2 minutes for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// trickle is a request body that sends one byte a second until stopped
+// (the request then fails on the client's side).
+type trickle struct {
+	pw   *io.PipeWriter
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newTrickle(first []byte) (*trickle, io.Reader) {
+	pr, pw := io.Pipe()
+	tr := &trickle{pw: pw, stop: make(chan struct{})}
+	tr.wg.Go(func() {
+		if _, err := pw.Write(first); err != nil {
+			return
+		}
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tr.stop:
+				return
+			case <-tick.C:
+				if _, err := pw.Write([]byte{0}); err != nil {
+					return
+				}
+			}
+		}
+	})
+	return tr, pr
+}
+
+func (tr *trickle) Stop() {
+	close(tr.stop)
+	tr.wg.Wait()
+	tr.pw.CloseWithError(errors.New("the test stopped sending"))
+}
+
+// result is what an upload running in the background came to.
+type result struct {
+	what string
+	err  error
+}
+
+func busyboxArchive(t *testing.T, extra ...it.Entry) string {
+	t.Helper()
+	layers := []v1.Layer{it.Busybox(t, false, "", "")}
+	if len(extra) > 0 {
+		layers = append(layers, it.Layer(t, extra...))
+	}
+	path := filepath.Join(t.TempDir(), "image.tar")
+	it.OCIArchive(t, it.Image(t, v1.Config{}, layers...), path, nil)
+	return path
+}
+
+func importFile(ctx context.Context, t *testing.T, c *cove.Client, name, path string) (api.Image, error) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return c.ImportImage(ctx, name, nil, f)
+}
+
+// TestNoTeamStalls: while team A trickles an image import, an asset and
+// a source upload at a byte a second, team B creates a sandbox from its
+// own image, deletes an image and submits a workload, each to its end,
+// and A's uploads are all still open when B is done. Stopping A's uploads
+// leaves no file behind.
+func TestNoTeamStalls(t *testing.T) {
+	s := startServer(t)
+	a, b := s.team(t, "stall-a"), s.team(t, "stall-b")
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	bImg, err := importFile(ctx, t, b, "b-own-"+e2etest.RunID(), busyboxArchive(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bGone, err := importFile(ctx, t, b, "b-gone-"+e2etest.RunID(), busyboxArchive(t, it.File("gone", "x", 0o644)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting, err := a.CreateSandbox(ctx, api.CreateSandboxRequest{Source: &api.Source{Type: api.SourceUpload}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "A's sandbox to await its upload", func() bool {
+		sb, err := a.GetSandbox(ctx, waiting.ID)
+		return err == nil && strings.Contains(sb.StateReason, "waiting for the source upload")
+	})
+
+	aCtx, aCancel := context.WithCancel(ctx)
+	defer aCancel()
+	done := make(chan result, 3)
+	var trickles []*trickle
+	var wg sync.WaitGroup
+	start := func(what string, first []byte, send func(io.Reader) error) {
+		tr, body := newTrickle(first)
+		trickles = append(trickles, tr)
+		wg.Go(func() { done <- result{what, send(body)} })
+	}
+	start("import", []byte("not yet an image archive"), func(r io.Reader) error {
+		_, err := a.ImportImage(aCtx, "a-slow-"+e2etest.RunID(), nil, r)
+		return err
+	})
+	start("asset", []byte("not yet a tar"), func(r io.Reader) error {
+		_, err := a.CreateAsset(aCtx, "a-slow", r)
+		return err
+	})
+	start("source upload", []byte("not yet a tar"), func(r io.Reader) error {
+		_, err := a.UploadSource(aCtx, waiting.ID, r)
+		return err
+	})
+	// A's import and asset are being received once their files exist.
+	waitFor(t, "A's import and asset to be received", func() bool {
+		n := 0
+		for _, f := range s.leftovers(t) {
+			if st, err := os.Stat(f); err == nil && (st.Size() > 0 || st.IsDir()) {
+				n++
+			}
+		}
+		return n >= 2
+	})
+
+	var bWG sync.WaitGroup
+	bErrs := make(chan error, 3)
+	bWG.Go(func() {
+		sb, err := b.CreateSandbox(ctx, api.CreateSandboxRequest{Template: bImg.Name}, true)
+		if err == nil && sb.State != api.StateRunning {
+			err = errors.New("B's sandbox is " + string(sb.State) + ": " + sb.StateReason)
+		}
+		bErrs <- err
+	})
+	bWG.Go(func() { bErrs <- b.DeleteImage(ctx, bGone.ID) })
+	bWG.Go(func() {
+		_, err := b.SubmitWorkload(ctx, api.CreateWorkloadRequest{Image: bImg.Name, Command: "true", Resources: &api.WorkloadResourcesRequest{}})
+		bErrs <- err
+	})
+	bWG.Wait()
+	close(bErrs)
+	for err := range bErrs {
+		if err != nil {
+			t.Errorf("team B while team A trickles: %v", err)
+		}
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("A's %s ended (%v) before B's calls did: the test did not hold it open", r.what, r.err)
+	default:
+	}
+
+	for _, tr := range trickles {
+		tr.Stop()
+	}
+	wg.Wait()
+	close(done)
+	for r := range done {
+		if r.err == nil {
+			t.Errorf("A's %s succeeded; it was cut", r.what)
+		}
+	}
+	waitFor(t, "A's uploads to leave nothing behind", func() bool { return len(s.leftovers(t)) == 0 })
+}
+
+// tarOf is a tar of one file of size random bytes (incompressible).
+func tarOf(t *testing.T, size int) []byte {
+	t.Helper()
+	body := make([]byte, size)
+	rand.Read(body)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "blob", Mode: 0o644, Size: int64(size), Typeflag: tar.TypeReg})
+	tw.Write(body)
+	tw.Close()
+	return buf.Bytes()
+}
+
+// bomb is a tar.gz of one file of size zeros: a few hundred kilobytes.
+func bomb(t *testing.T, size int64) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	tw := tar.NewWriter(zw)
+	tw.WriteHeader(&tar.Header{Name: "zeros", Mode: 0o644, Size: size, Typeflag: tar.TypeReg})
+	zero := make([]byte, 1<<20)
+	for n := int64(0); n < size; n += int64(len(zero)) {
+		tw.Write(zero[:min(int64(len(zero)), size-n)])
+	}
+	tw.Close()
+	zw.Close()
+	return buf.Bytes()
+}
+
+func wantCode(t *testing.T, err error, code api.Code, says string) {
+	t.Helper()
+	var e *api.Error
+	if !errors.As(err, &e) || e.Code != code || !strings.Contains(e.Message, says) {
+		t.Fatalf("error %v; want %s saying %q", err, code, says)
+	}
+}
+
+// TestUploadLimits: a team's open uploads, their idle time, its asset and
+// image bytes, and how far its archives expand are bounded, each refusal
+// clear and leaving nothing behind.
+func TestUploadLimits(t *testing.T) {
+	const assetCap = 20 << 20
+	s := startServer(t, "--max-uploads-per-team", "10", "--upload-idle-timeout", "3s",
+		"--max-team-asset-bytes", "20971520", "--max-image-bytes-per-team", "8388608")
+
+	t.Run("idle upload cut", func(t *testing.T) {
+		c := s.team(t, "idle")
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		go pw.Write([]byte("a few bytes, then nothing"))
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		_, err := c.CreateAsset(ctx, "idle", pr)
+		wantCode(t, err, api.CodeInvalidArgument, "sent nothing for 3s")
+		waitFor(t, "no leftovers", func() bool { return len(s.leftovers(t)) == 0 })
+	})
+
+	t.Run("open uploads per team", func(t *testing.T) {
+		c := s.team(t, "slots")
+		keys := s.Keys()
+		key := keys[len(keys)-1]
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		var wg sync.WaitGroup
+		var trickles []*trickle
+		for range 10 {
+			tr, body := newTrickle([]byte{0})
+			trickles = append(trickles, tr)
+			wg.Go(func() { c.CreateAsset(ctx, "", body) })
+		}
+		waitFor(t, "10 open uploads", func() bool {
+			m, _ := filepath.Glob(filepath.Join(s.DataDir, "assets", "*", ".part-*"))
+			return len(m) == 10
+		})
+		req, _ := http.NewRequestWithContext(t.Context(), "POST", s.URL+"/v1/assets", bytes.NewReader(tarOf(t, 1024)))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var er api.ErrorResponse
+		json.NewDecoder(resp.Body).Decode(&er)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests || er.Error == nil || er.Error.Code != api.CodeResourceExhausted || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("an 11th upload: %d %+v (Retry-After %q); want 429 resource_exhausted with Retry-After", resp.StatusCode, er.Error, resp.Header.Get("Retry-After"))
+		}
+		// Another team is not held back by this one's uploads.
+		if _, err := s.team(t, "slots-other").CreateAsset(t.Context(), "", bytes.NewReader(tarOf(t, 1024))); err != nil {
+			t.Fatalf("another team's upload: %v", err)
+		}
+		for _, tr := range trickles {
+			tr.Stop()
+		}
+		wg.Wait()
+		waitFor(t, "no leftovers", func() bool { return len(s.leftovers(t)) == 0 })
+	})
+
+	t.Run("parallel assets past the cap", func(t *testing.T) {
+		c := s.team(t, "assetcap")
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var stored int64
+		var refused []error
+		bodies := make([][]byte, 10)
+		for i := range bodies {
+			bodies[i] = tarOf(t, 4<<20)
+		}
+		release := make(chan struct{})
+		for i := range bodies {
+			pr, pw := io.Pipe()
+			wg.Go(func() {
+				// A byte first: every upload is open before any sends the rest.
+				pw.Write(bodies[i][:1])
+				<-release
+				pw.Write(bodies[i][1:])
+				pw.Close()
+			})
+			wg.Go(func() {
+				a, err := c.CreateAsset(t.Context(), "", pr)
+				pr.CloseWithError(errors.New("done"))
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					refused = append(refused, err)
+				} else {
+					stored += a.Size
+				}
+			})
+		}
+		waitFor(t, "10 open uploads", func() bool {
+			m, _ := filepath.Glob(filepath.Join(s.DataDir, "assets", "*", ".part-*"))
+			return len(m) == 10
+		})
+		close(release)
+		wg.Wait()
+		if stored > assetCap || len(refused) == 0 {
+			t.Fatalf("10 uploads of 4 MiB under a 20 MiB cap: %d bytes stored, %d refused", stored, len(refused))
+		}
+		for _, err := range refused {
+			wantCode(t, err, api.CodeInsufficientStorage, "delete assets")
+		}
+		var st unix.Statfs_t
+		if err := unix.Statfs(s.DataDir, &st); err != nil {
+			t.Fatal(err)
+		}
+		if free := int64(st.Bavail) * st.Bsize; free < 1024<<20 {
+			t.Fatalf("%d MiB free on the data disk, less than the reserve", free>>20)
+		}
+		waitFor(t, "no leftovers", func() bool { return len(s.leftovers(t)) == 0 })
+	})
+
+	t.Run("image bytes per team", func(t *testing.T) {
+		c := s.team(t, "imgcap")
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		if _, err := importFile(ctx, t, c, "small-"+e2etest.RunID(), busyboxArchive(t)); err != nil {
+			t.Fatalf("an image under the cap: %v", err)
+		}
+		big := busyboxArchive(t, it.Entry{Name: "big", Type: tar.TypeReg, Mode: 0o644, Body: string(tarOf(t, 8<<20))})
+		_, err := importFile(ctx, t, c, "big-"+e2etest.RunID(), big)
+		wantCode(t, err, api.CodeInsufficientStorage, "delete images")
+		waitFor(t, "no leftovers", func() bool { return len(s.leftovers(t)) == 0 })
+	})
+
+	t.Run("decompression bombs", func(t *testing.T) {
+		c := s.team(t, "bombs")
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+		defer cancel()
+		b := bomb(t, 256<<20)
+		_, err := c.CreateAsset(ctx, "bomb", bytes.NewReader(b))
+		wantCode(t, err, api.CodePayloadTooLarge, "decompression bomb")
+
+		sb, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{Source: &api.Source{Type: api.SourceUpload}}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.UploadSource(ctx, sb.ID, bytes.NewReader(b))
+		wantCode(t, err, api.CodePayloadTooLarge, "decompression bomb")
+
+		zeros := it.Layer(t, it.Entry{Name: "zeros", Type: tar.TypeReg, Mode: 0o644, Body: string(make([]byte, 256<<20))})
+		path := filepath.Join(t.TempDir(), "bomb.tar")
+		it.OCIArchive(t, it.Image(t, v1.Config{}, it.Busybox(t, false, "", ""), zeros), path, nil)
+		_, err = importFile(ctx, t, c, "bomb-"+e2etest.RunID(), path)
+		wantCode(t, err, api.CodePayloadTooLarge, "decompression bomb")
+		waitFor(t, "no leftovers", func() bool { return len(s.leftovers(t)) == 0 })
+	})
+}
