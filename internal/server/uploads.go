@@ -29,10 +29,13 @@ import (
 //     (--upload-idle-timeout), which fails the upload like any other
 //     error: its temporary file is removed.
 
-// uploadChunk is how many bytes an upload reserves ahead of what it has
-// written: a team's parallel uploads share the cap in steps this large,
-// and the store is read once per step.
-const uploadChunk = 4 << 20
+// An upload reserves ahead of what it has written as much again as it
+// wrote, from minChunk to maxChunk: a trickle holds little of its team's
+// cap, a fast upload reads the store once per few megabytes.
+const (
+	minChunk = 64 << 10
+	maxChunk = 4 << 20
+)
 
 // uploadRetryS is the Retry-After of an upload refused because the team
 // has too many open.
@@ -184,7 +187,7 @@ func (u *upload) reserve(ctx context.Context, need int64) error {
 	t := u.team
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	want := max(need, u.written+uploadChunk)
+	want := need + min(max(u.written, minChunk), maxChunk)
 	if limit := u.s.teamCap(u.kind); limit > 0 {
 		used, err := u.s.teamStored(ctx, u.teamID, u.kind)
 		if err != nil {
