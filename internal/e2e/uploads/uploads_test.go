@@ -13,9 +13,11 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -40,7 +42,7 @@ type server struct {
 	imagesDir string
 }
 
-func startServer(t *testing.T, args ...string) server {
+func startServer(t *testing.T, opts ...e2etest.ServerOpt) server {
 	t.Helper()
 	e2etest.RequireRoot(t)
 	dir, err := os.MkdirTemp("/var/tmp", "cove-e2e-uploads-")
@@ -52,7 +54,7 @@ func startServer(t *testing.T, args ...string) server {
 	if _, err := image.BuildBusybox(t.Context(), dir, "busybox"); err != nil {
 		t.Fatal(err)
 	}
-	s := e2etest.StartServer(t, e2etest.WithArgs(append([]string{"--images-dir", dir, "--warm-pool", "0"}, args...)...))
+	s := e2etest.StartServer(t, append([]e2etest.ServerOpt{e2etest.WithArgs("--images-dir", dir, "--warm-pool", "0")}, opts...)...)
 	s0 = server{s, dir}
 	return server{s, dir}
 }
@@ -339,8 +341,8 @@ func wantCode(t *testing.T, err error, code api.Code, says string) {
 // clear and leaving nothing behind.
 func TestUploadLimits(t *testing.T) {
 	const assetCap = 20 << 20
-	s := startServer(t, "--max-uploads-per-team", "10", "--upload-idle-timeout", "3s",
-		"--max-team-asset-bytes", "20971520", "--max-image-bytes-per-team", "8388608")
+	s := startServer(t, e2etest.WithArgs("--max-uploads-per-team", "10", "--upload-idle-timeout", "3s",
+		"--max-team-asset-bytes", "20971520", "--max-image-bytes-per-team", "8388608"))
 
 	t.Run("idle upload cut", func(t *testing.T) {
 		c := s.team(t, "idle")
@@ -488,4 +490,98 @@ func TestUploadLimits(t *testing.T) {
 		wantCode(t, err, api.CodePayloadTooLarge, "decompression bomb")
 		waitFor(t, "no leftovers", func() bool { return len(s.leftovers(t)) == 0 })
 	})
+}
+
+// smallDisk mounts a fresh ext4 of sizeMiB and returns its mount point;
+// cleanup unmounts and removes it after the server's own cleanup.
+func smallDisk(t *testing.T, sizeMiB int) string {
+	t.Helper()
+	e2etest.RequireRoot(t)
+	dir, err := os.MkdirTemp("/var/tmp", "cove-uploads-disk-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, mnt := filepath.Join(dir, "fs.img"), filepath.Join(dir, "mnt")
+	t.Cleanup(func() {
+		exec.Command("umount", mnt).Run()
+		os.RemoveAll(dir)
+	})
+	for _, args := range [][]string{
+		{"truncate", "-s", fmt.Sprintf("%dM", sizeMiB), img},
+		{"mkfs.ext4", "-q", "-F", "-m", "0", img},
+		{"mkdir", "-p", mnt},
+		{"mount", "-o", "loop", img, mnt},
+		{"chmod", "0711", dir, mnt},
+	} {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", args, err, out)
+		}
+	}
+	return mnt
+}
+
+// randomTar streams a tar of one file of size random bytes.
+func randomTar(size int64) io.Reader {
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		tw.WriteHeader(&tar.Header{Name: "blob", Mode: 0o644, Size: size, Typeflag: tar.TypeReg})
+		_, err := io.Copy(tw, io.LimitReader(rand.Reader, size))
+		if err == nil {
+			err = tw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	return pr
+}
+
+// TestUploadsFitTheDataDisk: ten parallel uploads that together are
+// larger than the data disk's free space less its reserve: those that do
+// not fit are refused clearly, the disk keeps its reserve, and nothing of
+// the refused ones is left.
+func TestUploadsFitTheDataDisk(t *testing.T) {
+	const reserveMiB = 64
+	mnt := smallDisk(t, 320)
+	s := startServer(t, e2etest.WithDataDir(filepath.Join(mnt, "data")),
+		e2etest.WithArgs("--disk-overcommit", "1", "--disk-reserve-mib", fmt.Sprint(reserveMiB), "--max-uploads-per-team", "10"))
+	s.team(t, "disk")
+	key := lastKey(s)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var stored int
+	var refused []*api.Error
+	for range 10 {
+		wg.Go(func() {
+			status, e, _, err := post(t.Context(), s, key, "/v1/assets", randomTar(40<<20))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				t.Errorf("upload: %v", err)
+			case status == http.StatusCreated:
+				stored++
+			default:
+				refused = append(refused, e)
+			}
+		})
+	}
+	wg.Wait()
+	var st unix.Statfs_t
+	if err := unix.Statfs(s.DataDir, &st); err != nil {
+		t.Fatal(err)
+	}
+	free := int64(st.Bavail) * st.Bsize
+	t.Logf("%d uploads of 40 MiB stored, %d refused, %d MiB free", stored, len(refused), free>>20)
+	if len(refused) == 0 || stored == 0 {
+		t.Fatalf("10 uploads of 40 MiB on a 320 MiB data disk: %d stored, %d refused", stored, len(refused))
+	}
+	for _, e := range refused {
+		if e == nil || e.Code != api.CodeResourceExhausted || !strings.Contains(e.Message, "no room for the upload") {
+			t.Fatalf("a refused upload: %+v; want resource_exhausted saying the disk has no room", e)
+		}
+	}
+	if free < reserveMiB<<20 {
+		t.Fatalf("%d MiB free on the data disk, less than its %d MiB reserve", free>>20, reserveMiB)
+	}
+	waitFor(t, "no leftovers", func() bool { return len(s.leftovers(t)) == 0 })
 }
