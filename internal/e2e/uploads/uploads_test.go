@@ -351,6 +351,9 @@ func TestUploadLimits(t *testing.T) {
 		go pw.Write([]byte("a few bytes, then nothing"))
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
+		// Past the bound the test stops waiting: the body ends, so that
+		// the call returns whatever the server does.
+		defer context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })()
 		_, err := c.CreateAsset(ctx, "idle", pr)
 		wantCode(t, err, api.CodeInvalidArgument, "sent nothing for 3s")
 		waitFor(t, "no leftovers", func() bool { return len(s.leftovers(t)) == 0 })
