@@ -15,9 +15,13 @@ const (
 // Image is an image imported from an OCI artifact (POST /v1/images),
 // usable as a sandbox's template by its name.
 type Image struct {
-	ID     string `json:"id"`
-	Name   string `json:"name"`
-	TeamID string `json:"team_id"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Template is how the calling team names the image as a sandbox's or
+	// workload's template: Name for its own image, TEAM/NAME (the owner
+	// team's name) for another team's. Names are unique per team.
+	Template string `json:"template"`
+	TeamID   string `json:"team_id"`
 	// Digest is the manifest's digest: the same image is stored once.
 	Digest    string `json:"digest"`
 	SizeBytes int64  `json:"size_bytes"`

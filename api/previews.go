@@ -14,9 +14,9 @@ const (
 // PreviewTokenHeader carries a private preview's token on a request to it.
 const PreviewTokenHeader = "Cove-Preview-Token"
 
-// Preview publishes one TCP port of a sandbox over HTTP: at
-// <port>-<sandbox id>.<preview domain> and at
-// /v1/sandboxes/<sandbox id>/ports/<port>/.
+// Preview publishes one TCP port of a sandbox over HTTP at
+// <port>-<sandbox id>.<preview domain>, an origin of its own (never the
+// API's host, whose origin is the console's).
 type Preview struct {
 	ID         string    `json:"id"`
 	SandboxID  string    `json:"sandbox_id"`
@@ -24,7 +24,6 @@ type Preview struct {
 	Visibility string    `json:"visibility"`
 	Wake       bool      `json:"wake"`
 	URL        string    `json:"url"`
-	PathURL    string    `json:"path_url"`
 	CreatedAt  time.Time `json:"created_at"`
 	// Token is shown once, when a private preview is created.
 	Token string `json:"token,omitempty"`

@@ -28,6 +28,17 @@ type CreateWebhookResponse struct {
 	Secret  string  `json:"secret"`
 }
 
+// ReasonBacklogFull is the reason of a delivery failed because its team's
+// pending backlog was full (cove serve --webhook-backlog); an
+// EventWebhookDropped event says how many were.
+const ReasonBacklogFull = "backlog_full"
+
+// EventWebhookDropped is the event that says deliveries were dropped:
+// data {"dropped": n, "reason": "backlog_full", "backlog": bound,
+// "webhooks": {webhook ID: n}}. It goes to each webhook that lost
+// deliveries, whatever its events, before their backlog.
+const EventWebhookDropped = "webhook.dropped"
+
 // DeliveryState is where a delivery stands.
 type DeliveryState string
 
@@ -46,6 +57,9 @@ type Delivery struct {
 	EventID   string        `json:"event_id"`
 	EventType string        `json:"event_type"`
 	State     DeliveryState `json:"state"`
+	// Reason says why a delivery failed without (more) attempts:
+	// ReasonBacklogFull.
+	Reason string `json:"reason,omitempty"`
 	// AttemptCount counts every attempt; Attempts holds the latest ones
 	// (at most 20), oldest first.
 	AttemptCount int               `json:"attempt_count"`

@@ -133,7 +133,7 @@ their template: cove create --template NAME.`,
 			st := imp.settings(cmd)
 			img, err := cl.ImportImage(cmd.Context(), name, &st, f)
 			if err != nil {
-				return err
+				return imageNameTaken(cmd.Context(), cl, name, err)
 			}
 			return a.printImage(img)
 		},

@@ -51,6 +51,10 @@ func (a *app) previewCmd() *cobra.Command {
 				req.Visibility = api.VisibilityPublic
 			}
 			p, err := cl.CreatePreview(cmd.Context(), ref, req)
+			if api.ErrorCode(err) == api.CodeConflict {
+				asked := map[string]bool{"public": cmd.Flags().Changed("public"), "wake": cmd.Flags().Changed("wake")}
+				return a.existingPreview(cmd.Context(), cl, ref, req, asked, err)
+			}
 			if err != nil {
 				return err
 			}

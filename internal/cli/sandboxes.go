@@ -77,7 +77,7 @@ func (a *app) createCmd() *cobra.Command {
 					Progress: func(r io.Reader) io.Reader { return a.progress("upload", r, -1) },
 				})
 				if err != nil {
-					return err
+					return sandboxNameTaken(cmd.Context(), cl, req.Name, err)
 				}
 				if !a.json {
 					fmt.Fprintf(a.env.Stderr, "%d entries, %d bytes into %s\n", res.Entries, res.Bytes, res.Path)
@@ -87,7 +87,7 @@ func (a *app) createCmd() *cobra.Command {
 					return fmt.Errorf("--exclude needs --from")
 				}
 				if sb, err = cl.CreateSandbox(cmd.Context(), req, false); err != nil {
-					return err
+					return sandboxNameTaken(cmd.Context(), cl, req.Name, err)
 				}
 			}
 			if !noWait {

@@ -19,7 +19,7 @@ func (a *app) teamsCmd() *cobra.Command {
 			}
 			resp, err := cl.CreateTeam(cmd.Context(), args[0])
 			if err != nil {
-				return err
+				return teamNameTaken(cmd.Context(), cl, args[0], err)
 			}
 			if a.json {
 				return a.printJSON(resp)

@@ -23,6 +23,12 @@ func (a *app) webhooksCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// A second webhook of one URL would deliver every event twice.
+			if w, ok, err := existingWebhook(cmd.Context(), cl, args[0]); err != nil {
+				return err
+			} else if ok {
+				return a.existingWebhookFound(w, events)
+			}
 			resp, err := cl.CreateWebhook(cmd.Context(), api.CreateWebhookRequest{URL: args[0], Events: events})
 			if err != nil {
 				return err

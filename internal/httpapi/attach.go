@@ -61,6 +61,11 @@ func (h *Handler) attach(w http.ResponseWriter, r *http.Request, p server.Princi
 			// Input streams into the command for as long as the socket is open.
 			err := h.srv.Stdin(ctx, team, ref, id, stdinR, false)
 			stdinR.CloseWithError(err)
+			if api.ErrorCode(err) == api.CodeUnavailable {
+				// The agent stopped answering: say so now, as a 503 would,
+				// rather than leave the client typing into nothing.
+				conn.Close(websocket.StatusTryAgainLater, closeReason(err))
+			}
 		})
 	}
 	wg.Go(func() {
@@ -107,4 +112,18 @@ func (h *Handler) attach(w http.ResponseWriter, r *http.Request, p server.Princi
 	}
 	conn.Close(websocket.StatusNormalClosure, "command ended")
 	return nil
+}
+
+// closeReason is the message of err as a WebSocket close reason, which
+// must fit in 123 bytes.
+func closeReason(err error) string {
+	msg := "unavailable"
+	var e *api.Error
+	if errors.As(err, &e) {
+		msg = "unavailable: " + e.Message
+	}
+	if len(msg) > 123 {
+		msg = msg[:120] + "..."
+	}
+	return msg
 }

@@ -4,10 +4,57 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
+	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/server"
 )
+
+// eventStreamRetryS is the Retry-After of a stream refused for the team's
+// cap: a slot frees when one of its streams closes, which the server
+// cannot foresee, so the client is asked to try again shortly.
+const eventStreamRetryS = 5
+
+// streamSlots counts the event streams each team holds open, so that one
+// team cannot hold an unbounded number of connections (each a goroutine
+// and a store query per change) against the server.
+type streamSlots struct {
+	mu    sync.Mutex
+	limit int // 0: no cap
+	open  map[string]int
+}
+
+// LimitEventStreams caps the event streams one team may hold open at
+// once. Call it before serving.
+func (h *Handler) LimitEventStreams(n int) { h.eventStreams.limit = n }
+
+// take reserves a slot for team, or reports a resource_exhausted error.
+// The caller gives it back with release.
+func (s *streamSlots) take(team string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.limit > 0 && s.open[team] >= s.limit {
+		return &api.Error{
+			Code:    api.CodeResourceExhausted,
+			Message: fmt.Sprintf("this team has %d event streams open, the most allowed; close one (each stream sees all the team's events, so one can serve many readers) and retry", s.limit),
+			Details: map[string]any{"retry_after_s": eventStreamRetryS, "limit": s.limit},
+		}
+	}
+	if s.open == nil {
+		s.open = map[string]int{}
+	}
+	s.open[team]++
+	return nil
+}
+
+func (s *streamSlots) release(team string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open[team]--; s.open[team] <= 0 {
+		delete(s.open, team)
+	}
+}
 
 // eventQuery reads sandbox=, type= (repeatable or comma-separated) and
 // after= for both event calls; after= wins over cursor=.
@@ -53,6 +100,10 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, p server.
 	if _, err := h.srv.ListEvents(r.Context(), p.Team.ID, check); err != nil {
 		return err
 	}
+	if err := h.eventStreams.take(p.Team.ID); err != nil {
+		return err
+	}
+	defer h.eventStreams.release(p.Team.ID)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -58,11 +59,13 @@ type Handler struct {
 	// uploadIdle cuts an upload's body that sends nothing this long; set
 	// before serving (LimitUploads), 0 for never.
 	uploadIdle time.Duration
+	// eventStreams counts each team's open event streams.
+	eventStreams *streamSlots
 }
 
 // New returns the API handler over srv.
 func New(srv ControlPlane, log *slog.Logger) *Handler {
-	h := &Handler{srv: srv, log: log, mux: http.NewServeMux(), tickets: newTicketBook()}
+	h := &Handler{srv: srv, log: log, mux: http.NewServeMux(), tickets: newTicketBook(), eventStreams: &streamSlots{}}
 	h.routes()
 	return h
 }
@@ -145,7 +148,7 @@ func (h *Handler) routes() {
 	auth("POST /v1/tickets", refuseIdempotencyKey(h.createTicket))
 	h.secretRoutes(auth)
 	h.usageRoutes(auth)
-	auth("POST /v1/webhooks", h.idempotent(h.createWebhook))
+	auth("POST /v1/webhooks", h.idempotentSecret(h.createWebhook, webhookSecret))
 	auth("GET /v1/webhooks", h.listWebhooks)
 	auth("GET /v1/webhooks/{id}", h.getWebhook)
 	auth("DELETE /v1/webhooks/{id}", h.deleteWebhook)
@@ -244,8 +247,6 @@ func decode(r *http.Request, v any, emptyOK bool) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var tooBig *http.MaxBytesError
-		var syntax *json.SyntaxError
-		var typ *json.UnmarshalTypeError
 		switch {
 		case errors.Is(err, io.EOF):
 			if emptyOK {
@@ -254,18 +255,8 @@ func decode(r *http.Request, v any, emptyOK bool) error {
 			return api.Errorf(api.CodeInvalidArgument, "request body is empty; send a JSON object")
 		case errors.As(err, &tooBig):
 			return api.Errorf(api.CodePayloadTooLarge, "request body is larger than %d bytes", maxBody)
-		case errors.As(err, &syntax):
-			return api.Errorf(api.CodeInvalidArgument, "request body is not valid JSON: %v (at byte %d)", err, syntax.Offset)
-		case errors.As(err, &typ):
-			return api.Errorf(api.CodeInvalidArgument, "field %q must be %s, not %s", typ.Field, typ.Type, typ.Value)
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			// encoding/json has no typed error for unknown fields.
-			field := strings.TrimPrefix(err.Error(), "json: unknown field ")
-			return api.Errorf(api.CodeInvalidArgument, "unknown field %s in request body", field)
-		case errors.Is(err, io.ErrUnexpectedEOF):
-			return api.Errorf(api.CodeInvalidArgument, "request body is not valid JSON: it ends too early")
 		}
-		return api.Errorf(api.CodeInvalidArgument, "request body is not valid JSON: %v", err)
+		return jsonError(bodyJSON, reflect.TypeOf(v), err)
 	}
 	if dec.More() {
 		return api.Errorf(api.CodeInvalidArgument, "request body has data after the JSON object")
@@ -273,7 +264,6 @@ func decode(r *http.Request, v any, emptyOK bool) error {
 	return nil
 }
 
-// paging reads limit and cursor.
 // paging reads limit= and cursor=; the control plane checks the limit.
 func paging(r *http.Request) (server.Page, error) {
 	q := r.URL.Query()

@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -18,6 +20,21 @@ type handlerFunc = func(http.ResponseWriter, *http.Request, server.Principal) er
 // key with the same request replays it (with Idempotent-Replayed: true);
 // the same key with another request is refused.
 func (h *Handler) idempotent(next handlerFunc) handlerFunc {
+	return h.idempotentSecret(next, secretAnswer{})
+}
+
+// secretAnswer is how an idempotent create whose answer holds a secret
+// keeps that answer without the secret: strip takes the secret out of the
+// body that is kept, restore puts it back into a replayed one from where
+// the secret lives. Zero for answers without secrets.
+type secretAnswer struct {
+	strip   func(body []byte) ([]byte, error)
+	restore func(ctx context.Context, h *Handler, p server.Principal, body []byte) ([]byte, error)
+}
+
+// idempotentSecret is idempotent, keeping (and replaying) answers as sa
+// says.
+func (h *Handler) idempotentSecret(next handlerFunc, sa secretAnswer) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 		key := r.Header.Get("Idempotency-Key")
 		if key == "" {
@@ -37,7 +54,10 @@ func (h *Handler) idempotent(next handlerFunc) handlerFunc {
 		sum := sha256.New()
 		io.WriteString(sum, r.Method+"\n"+r.URL.Path+"\n"+r.URL.RawQuery+"\n")
 		sum.Write(body)
-		var live http.Header // headers of an answer made now, not replayed
+		var (
+			live     http.Header // headers of an answer made now, not replayed
+			liveBody []byte      // its body, secret included
+		)
 		ans, replayed, err := h.srv.Idempotently(r.Context(), p.Team.ID, key, hex.EncodeToString(sum.Sum(nil)), func() server.Answer {
 			rec := &recorder{header: http.Header{}}
 			live = rec.header
@@ -47,10 +67,33 @@ func (h *Handler) idempotent(next handlerFunc) handlerFunc {
 			if rec.status == 0 {
 				rec.status = http.StatusOK
 			}
-			return server.Answer{Status: rec.status, Body: rec.body.Bytes()}
+			liveBody = rec.body.Bytes()
+			kept := server.Answer{Status: rec.status, Body: liveBody}
+			if sa.strip != nil && kept.Status >= 200 && kept.Status < 300 {
+				b, err := sa.strip(liveBody)
+				if err != nil {
+					// Never kept with its secret: answered as failed (and
+					// so not kept), though the resource exists.
+					rec := &recorder{header: http.Header{}}
+					h.writeError(rec, r, fmt.Errorf("strip the secret of a kept answer: %w", err))
+					liveBody = rec.body.Bytes()
+					return server.Answer{Status: rec.status, Body: liveBody}
+				}
+				kept.Body = b
+			}
+			return kept
 		})
 		if err != nil {
 			return err
+		}
+		out := ans.Body
+		switch {
+		case !replayed:
+			out = liveBody
+		case sa.restore != nil && ans.Status >= 200 && ans.Status < 300:
+			if out, err = sa.restore(r.Context(), h, p, ans.Body); err != nil {
+				return err
+			}
 		}
 		if loc := live.Get("Location"); loc != "" {
 			w.Header().Set("Location", loc)
@@ -60,7 +103,7 @@ func (h *Handler) idempotent(next handlerFunc) handlerFunc {
 			w.Header().Set("Idempotent-Replayed", "true")
 		}
 		w.WriteHeader(ans.Status)
-		w.Write(ans.Body)
+		w.Write(out)
 		return nil
 	}
 }

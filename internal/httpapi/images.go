@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/cove-dev/cove/api"
@@ -52,7 +53,7 @@ func (h *Handler) importImage(w http.ResponseWriter, r *http.Request, p server.P
 		dec := json.NewDecoder(strings.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&st); err != nil {
-			return api.Errorf(api.CodeInvalidArgument, "settings is not a JSON object of image settings: %v", err)
+			return jsonError("query parameter settings", reflect.TypeOf(st), err)
 		}
 	}
 	img, err := ip.ImportImage(r.Context(), p, q.Get("name"), st, h.uploadBody(w, r))

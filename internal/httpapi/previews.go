@@ -16,7 +16,7 @@ type PreviewPlane interface {
 	ListPreviews(ctx context.Context, teamID, ref string) (api.List[api.Preview], error)
 	DeletePreview(ctx context.Context, teamID, ref, previewID string) error
 	// preview.Backend: routing of the previews' traffic.
-	OpenPreview(ctx context.Context, sandboxID string, port int, token string) (api.Preview, error)
+	OpenPreview(ctx context.Context, sandboxID string, port int, tokens []string) (api.Preview, error)
 	DialPreview(ctx context.Context, sandboxID string, port int) (net.Conn, error)
 	RedeemPreviewLink(ctx context.Context, sandboxID string, port int, code string) (string, error)
 
@@ -31,8 +31,8 @@ func (h *Handler) previewRoutes(auth func(string, func(http.ResponseWriter, *htt
 	auth("DELETE /v1/sandboxes/{ref}/previews/{id}", h.deletePreview)
 	auth("GET /v1/teams/me", h.teamMe)
 	auth("GET /v1/templates", h.listTemplates)
-	// The path form of previews: no API key (the preview's token or its
-	// visibility lets a request in), and a sandbox ID, never a name.
+	// The former path form of previews: a 404 naming the preview's own
+	// host, for the API's host serves nothing of a tenant.
 	h.mux.HandleFunc("/v1/sandboxes/{id}/ports/{port}", h.servePreviewPath)
 	h.mux.HandleFunc("/v1/sandboxes/{id}/ports/{port}/{rest...}", h.servePreviewPath)
 }
@@ -47,11 +47,11 @@ func (h *Handler) servePreviewPath(w http.ResponseWriter, r *http.Request) {
 }
 
 // ServePreviews routes requests whose Host is <port>-<sandbox id>.<domain>
-// to previews (domain "" routes the path form only). Call it before
+// (host[:port]) to previews; scheme is their URLs'. Call it before
 // serving.
-func (h *Handler) ServePreviews(domain string) {
+func (h *Handler) ServePreviews(domain, scheme string) {
 	if pp, ok := h.srv.(PreviewPlane); ok {
-		h.previews = preview.New(pp, domain, h.writeError)
+		h.previews = preview.New(pp, domain, scheme, h.writeError)
 	}
 }
 

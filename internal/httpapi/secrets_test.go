@@ -91,7 +91,7 @@ func TestSecretsRoutes(t *testing.T) {
 	}
 	for _, bad := range []struct{ body, want string }{
 		{`{"value":"x","extra":1}`, "unknown field"},
-		{`{"value":1}`, "must be string"},
+		{`{"value":1}`, "must be a string"},
 		{``, "empty"},
 	} {
 		resp, b := s.do(t, http.MethodPut, "/v1/secrets/other", nil, strings.NewReader(bad.body))

@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/cove-dev/cove/api"
@@ -13,6 +15,7 @@ import (
 // without it answer not_found.
 type Webhooks interface {
 	CreateWebhook(ctx context.Context, teamID string, req api.CreateWebhookRequest) (api.CreateWebhookResponse, error)
+	CreatedWebhook(ctx context.Context, teamID, webhookID string) (api.CreateWebhookResponse, error)
 	GetWebhook(ctx context.Context, teamID, webhookID string) (api.Webhook, error)
 	ListWebhooks(ctx context.Context, teamID string, p server.Page) (api.List[api.Webhook], error)
 	DeleteWebhook(ctx context.Context, teamID, webhookID string) error
@@ -42,6 +45,36 @@ func (h *Handler) createWebhook(w http.ResponseWriter, r *http.Request, p server
 		return err
 	}
 	return writeJSON(w, http.StatusCreated, resp)
+}
+
+// webhookSecret keeps a webhook's secret out of the answer kept for an
+// Idempotency-Key: the kept answer names the webhook only, and a replay
+// reads the secret again from the store (so a deleted webhook replays as
+// not_found).
+var webhookSecret = secretAnswer{
+	strip: func(body []byte) ([]byte, error) {
+		var resp api.CreateWebhookResponse
+		if err := json.Unmarshal(body, &resp); err != nil {
+			return nil, err
+		}
+		resp.Secret = ""
+		return json.Marshal(resp)
+	},
+	restore: func(ctx context.Context, h *Handler, p server.Principal, body []byte) ([]byte, error) {
+		wh, err := h.webhooks()
+		if err != nil {
+			return nil, err
+		}
+		var kept api.CreateWebhookResponse
+		if err := json.Unmarshal(body, &kept); err != nil {
+			return nil, fmt.Errorf("read a kept webhook answer: %w", err)
+		}
+		resp, err := wh.CreatedWebhook(ctx, p.Team.ID, kept.Webhook.ID)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(resp)
+	},
 }
 
 func (h *Handler) listWebhooks(w http.ResponseWriter, r *http.Request, p server.Principal) error {

@@ -1,23 +1,27 @@
-// Package preview routes HTTP requests into sandboxes' published ports:
-// by Host (<port>-<sandbox id>.<preview domain>) or by path
-// (/v1/sandboxes/<sandbox id>/ports/<port>/…). The control plane decides
+// Package preview routes HTTP requests into sandboxes' published ports by
+// Host: <port>-<sandbox id>.<preview domain>. The control plane decides
 // each request (the preview exists, its token, the sandbox awake); this
 // package proxies it: HTTP/1.1, WebSocket and other upgrades, server-sent
 // events and large bodies stream through (no buffering, flushed at once).
 //
-// Preview content is the sandbox's, never trusted: it is served on hosts
-// of its own, and the path form, which shares the API's host, always
-// carries Content-Security-Policy: sandbox so that it runs in an opaque
-// origin. What the router adds (its token header and cookie, a cove API
-// key) never reaches the sandbox.
+// Preview content is the sandbox's, never trusted: every preview is an
+// origin of its own, and nothing of a tenant is ever served on the API's
+// host, whose origin is the console's (the path form that once did is
+// answered 404 with the preview's address). What the router adds (its
+// token header and cookie, a cove API key) never reaches the sandbox, and
+// a private preview's cookie is used only by its own pages: a request
+// that carries it from another origin is refused.
 package preview
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,15 +29,22 @@ import (
 	"github.com/cove-dev/cove/api"
 )
 
-// CookieName is the cookie a one-time link sets: the preview's token,
-// scoped to the preview's host (or, in the path form, to its path).
+// CookieName is the cookie a one-time link sets over http: the preview's
+// host label and token, host-only.
 const CookieName = "cove_preview"
+
+// SecureCookieName is the cookie over https (also behind a TLS-terminating
+// proxy): the __Host- prefix makes browsers keep it host-only, Secure and
+// at path /, so a sibling preview cannot set one for the whole domain.
+const SecureCookieName = "__Host-" + CookieName
 
 // Backend decides and connects preview requests (the control plane).
 type Backend interface {
 	// OpenPreview lets a request to a sandbox's port in, or answers why
 	// not (not_found, unauthenticated, permission_denied, unavailable).
-	OpenPreview(ctx context.Context, sandboxID string, port int, token string) (api.Preview, error)
+	// tokens are those the request carried; a private preview needs one
+	// of them to be its own.
+	OpenPreview(ctx context.Context, sandboxID string, port int, tokens []string) (api.Preview, error)
 	// DialPreview connects to the port of a preview that was let in.
 	DialPreview(ctx context.Context, sandboxID string, port int) (net.Conn, error)
 	// RedeemPreviewLink uses up a one-time link and returns the token its
@@ -49,9 +60,13 @@ type Router struct {
 	backend Backend
 	// domain is the preview domain's host name, lower case, without a
 	// port; "" routes no Host.
-	domain  string
-	onError func(http.ResponseWriter, *http.Request, error)
-	proxy   *httputil.ReverseProxy
+	domain string
+	// address is the domain as URLs name it (host[:port]) and scheme
+	// theirs: "https" makes the cookie __Host- and Secure even where a
+	// proxy in front ended TLS.
+	address, scheme string
+	onError         func(http.ResponseWriter, *http.Request, error)
+	proxy           *httputil.ReverseProxy
 }
 
 // target is what a request was routed to; it travels in the request's
@@ -59,18 +74,28 @@ type Router struct {
 type target struct {
 	sandboxID string
 	port      int
-	prefix    string // the path form's prefix, "" for the Host form
 }
+
+// label is the preview's first host label, <port>-<sandbox id>.
+func (t target) label() string { return strconv.Itoa(t.port) + "-" + t.sandboxID }
 
 type targetKey struct{}
 
-// New returns a router over b for the preview domain (host[:port], or ""
-// for the path form only). onError answers an error in the API's format.
-func New(b Backend, domain string, onError func(http.ResponseWriter, *http.Request, error)) *Router {
+// New returns a router over b for the preview domain (host[:port]) whose
+// URLs have scheme (http or https). onError answers an error in the API's
+// format.
+func New(b Backend, domain, scheme string, onError func(http.ResponseWriter, *http.Request, error)) *Router {
+	address := strings.ToLower(domain)
 	if h, _, err := net.SplitHostPort(domain); err == nil {
 		domain = h
 	}
-	r := &Router{backend: b, domain: strings.ToLower(strings.TrimSuffix(domain, ".")), onError: onError}
+	if scheme == "" {
+		scheme = "http"
+	}
+	r := &Router{
+		backend: b, domain: strings.ToLower(strings.TrimSuffix(domain, ".")),
+		address: address, scheme: scheme, onError: onError,
+	}
 	tr := &http.Transport{
 		// The address is "<sandbox id>:<port>", never a host name.
 		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
@@ -106,6 +131,11 @@ func New(b Backend, domain string, onError func(http.ResponseWriter, *http.Reque
 		},
 	}
 	return r
+}
+
+// URL is the address of a preview: scheme://<port>-<sandbox id>.<domain>/.
+func (r *Router) URL(sandboxID string, port int) string {
+	return fmt.Sprintf("%s://%d-%s.%s/", r.scheme, port, sandboxID, r.address)
 }
 
 // Match reports whether host names a preview: <port>-<sandbox id>.<domain>.
@@ -148,25 +178,20 @@ func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.serve(w, req, target{sandboxID: sbx, port: port})
 }
 
-// ServePath serves the path form, /v1/sandboxes/{id}/ports/{port}/…,
-// from a mux pattern with the wildcards id, port and rest.
+// ServePath answers the former path form, /v1/sandboxes/{id}/ports/{port}/…
+// on the API's host, with a 404 that names the preview's own address: the
+// API's origin is the console's, and a tenant's page served there could
+// read the console's key or register a Service Worker over it.
 func (r *Router) ServePath(w http.ResponseWriter, req *http.Request) {
-	// Whatever the answer, it runs in an opaque origin, never the API's.
-	w.Header().Add("Content-Security-Policy", "sandbox")
+	w.Header().Set("Content-Security-Policy", "sandbox")
 	sbx := req.PathValue("id")
 	port, ok := parsePort(req.PathValue("port"))
-	if !ok {
-		r.onError(w, req, api.Errorf(api.CodeNotFound, "port %q is not a TCP port", req.PathValue("port")))
+	if !ok || sbx == "" || strings.ContainsAny(sbx, "./:") {
+		r.onError(w, req, api.Errorf(api.CodeNotFound, "previews are not served on the API's address; open <port>-<sandbox id>.%s", r.address))
 		return
 	}
-	prefix := "/v1/sandboxes/" + sbx + "/ports/" + strconv.Itoa(port)
-	if req.URL.Path == prefix {
-		u := *req.URL
-		u.Path += "/"
-		http.Redirect(w, req, u.RequestURI(), http.StatusPermanentRedirect)
-		return
-	}
-	r.serve(w, req, target{sandboxID: sbx, port: port, prefix: prefix})
+	u := strings.TrimSuffix(r.URL(sbx, port), "/") + "/" + req.PathValue("rest")
+	r.onError(w, req, api.Errorf(api.CodeNotFound, "previews are not served on the API's address, only on hosts of their own: open %s", u))
 }
 
 func (r *Router) serve(w http.ResponseWriter, req *http.Request, t target) {
@@ -175,28 +200,86 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request, t target) {
 		r.redeem(w, req, t, code)
 		return
 	}
-	if _, err := r.backend.OpenPreview(ctx, t.sandboxID, t.port, token(req)); err != nil {
+	tokens, byCookie := r.tokens(req, t)
+	origin, foreign := foreignOrigin(req)
+	if byCookie && foreign {
+		// A page of another origin (a sibling preview, any site) sends
+		// this preview's cookie along: it may use a public preview as
+		// anyone may, never the visitor's access to a private one.
+		tokens = nil
+	}
+	if _, err := r.backend.OpenPreview(ctx, t.sandboxID, t.port, tokens); err != nil {
+		if byCookie && foreign && api.ErrorCode(err) == api.CodeUnauthenticated {
+			err = api.Errorf(api.CodePermissionDenied, "this private preview refuses requests that carry its cookie from a page of another origin (Origin: %s); open it at %s", origin, r.URL(t.sandboxID, t.port))
+		}
 		r.onError(w, req, err)
 		return
 	}
-	r.proxy.ServeHTTP(w, req.WithContext(context.WithValue(ctx, targetKey{}, t)))
+	r.proxy.ServeHTTP(informational{w}, req.WithContext(context.WithValue(ctx, targetKey{}, t)))
 }
 
-// redeem exchanges a one-time link for a cookie of the preview's host (or
-// path) and sends the browser to the same address without the code.
+// foreignOrigin reports whether the request's Origin names a host other
+// than the request's own (or is "null": a sandboxed frame, a data: URL,
+// a redirect across origins). A request without Origin (a navigation)
+// is not foreign.
+func foreignOrigin(req *http.Request) (string, bool) {
+	origins := req.Header.Values("Origin")
+	for _, o := range origins {
+		u, err := url.Parse(strings.TrimSpace(o))
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return o, true
+		}
+		if hostPort(u.Host, u.Scheme) != hostPort(req.Host, u.Scheme) {
+			return o, true
+		}
+	}
+	return "", false
+}
+
+// hostPort is host[:port] in one spelling: lower case, no final dot, the
+// scheme's default port when none is named.
+func hostPort(hp, scheme string) string {
+	host, port, err := net.SplitHostPort(hp)
+	if err != nil {
+		host, port = hp, ""
+	}
+	if port == "" {
+		port = "80"
+		if scheme == "https" {
+			port = "443"
+		}
+	}
+	return net.JoinHostPort(strings.ToLower(strings.TrimSuffix(host, ".")), port)
+}
+
+// secure reports whether the preview's cookie is the __Host- one: the
+// request came over TLS, or the previews' URLs are https (TLS ended by a
+// proxy in front).
+func (r *Router) secure(req *http.Request) bool {
+	return req.TLS != nil || r.scheme == "https"
+}
+
+func (r *Router) cookieName(req *http.Request) string {
+	if r.secure(req) {
+		return SecureCookieName
+	}
+	return CookieName
+}
+
+// redeem exchanges a one-time link for a host-only cookie of the preview
+// and sends the browser to the same address without the code.
 func (r *Router) redeem(w http.ResponseWriter, req *http.Request, t target, code string) {
 	tok, err := r.backend.RedeemPreviewLink(req.Context(), t.sandboxID, t.port, code)
 	if err != nil {
 		r.onError(w, req, err)
 		return
 	}
-	path := "/"
-	if t.prefix != "" {
-		path = t.prefix + "/"
-	}
+	// The value names the preview it is for: over http, where __Host- is
+	// not available, a sibling preview may set a cookie of the same name
+	// for the whole domain, and such a cookie is never this preview's.
 	http.SetCookie(w, &http.Cookie{
-		Name: CookieName, Value: tok, Path: path, HttpOnly: true,
-		Secure: req.TLS != nil, SameSite: http.SameSiteLaxMode,
+		Name: r.cookieName(req), Value: t.label() + "." + tok, Path: "/", HttpOnly: true,
+		Secure: r.secure(req), SameSite: http.SameSiteLaxMode,
 	})
 	u := *req.URL
 	q := u.Query()
@@ -206,27 +289,50 @@ func (r *Router) redeem(w http.ResponseWriter, req *http.Request, t target, code
 	http.Redirect(w, req, u.RequestURI(), http.StatusSeeOther)
 }
 
-// token is the preview token a request carries: the header, else the
-// cookie.
-func token(req *http.Request) string {
-	if t := req.Header.Get(api.PreviewTokenHeader); t != "" {
-		return t
+// tokens are the preview tokens a request carries: the header's, else
+// those of every cookie of the name made for this preview (a browser
+// sends a sibling's cookie for the domain beside the host's own, in
+// either order). byCookie says they came from cookies.
+func (r *Router) tokens(req *http.Request, t target) (tokens []string, byCookie bool) {
+	if tok := req.Header.Get(api.PreviewTokenHeader); tok != "" {
+		return []string{tok}, false
 	}
-	if c, err := req.Cookie(CookieName); err == nil {
-		return c.Value
+	prefix := t.label() + "."
+	for _, c := range req.CookiesNamed(r.cookieName(req)) {
+		if tok, ok := strings.CutPrefix(c.Value, prefix); ok && tok != "" {
+			tokens = append(tokens, tok)
+		}
 	}
-	return ""
+	return tokens, len(tokens) > 0
 }
+
+// informational passes an app's 1xx answers (103 Early Hints, 100) on
+// with their Link headers alone: the proxy copies an interim answer's
+// headers into the response's map, writes them and then clears the map,
+// so nothing the router sets may live there before the final answer
+// (ModifyResponse sets it), and nothing of an interim answer escapes the
+// rules that the final one is held to.
+type informational struct{ http.ResponseWriter }
+
+func (w informational) WriteHeader(code int) {
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		h := w.Header()
+		for k := range h {
+			if k != "Link" {
+				delete(h, k)
+			}
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach Flush and Hijack (upgrades).
+func (w informational) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (r *Router) rewrite(pr *httputil.ProxyRequest) {
 	t := pr.In.Context().Value(targetKey{}).(target)
 	pr.Out.URL.Scheme = "http"
 	pr.Out.URL.Host = t.sandboxID + ":" + strconv.Itoa(t.port)
-	if t.prefix != "" {
-		pr.Out.URL.Path = strings.TrimPrefix(pr.In.URL.Path, t.prefix)
-		pr.Out.URL.RawPath = ""
-		pr.Out.Header.Set("X-Forwarded-Prefix", t.prefix)
-	}
 	pr.Out.Host = pr.In.Host
 	pr.SetXForwarded()
 	// What cove uses to let the request in is not the app's business.
@@ -234,17 +340,17 @@ func (r *Router) rewrite(pr *httputil.ProxyRequest) {
 	if _, key, _ := strings.Cut(pr.Out.Header.Get("Authorization"), " "); strings.HasPrefix(strings.TrimSpace(key), "cove_") {
 		pr.Out.Header.Del("Authorization")
 	}
-	stripCookie(pr.Out.Header, CookieName)
+	stripCookie(pr.Out.Header, CookieName, SecureCookieName)
 }
 
-// stripCookie removes one cookie from a request's Cookie headers.
-func stripCookie(h http.Header, name string) {
+// stripCookie removes the named cookies from a request's Cookie headers.
+func stripCookie(h http.Header, names ...string) {
 	var keep []string
 	for _, line := range h.Values("Cookie") {
 		var parts []string
 		for _, c := range strings.Split(line, ";") {
 			n, _, _ := strings.Cut(strings.TrimSpace(c), "=")
-			if n != name && strings.TrimSpace(c) != "" {
+			if !slices.Contains(names, n) && strings.TrimSpace(c) != "" {
 				parts = append(parts, strings.TrimSpace(c))
 			}
 		}
@@ -258,11 +364,14 @@ func stripCookie(h http.Header, name string) {
 	}
 }
 
-// modifyResponse keeps the app's cookies on its own host (or path): a
-// Domain attribute would reach every preview beside it, and the path
-// form's cookies would otherwise land on the API's host at large.
+// modifyResponse holds the app's final answer to the preview's rules. Its
+// cookies stay on its own host (a Domain attribute would reach every
+// preview beside it) and never take the router's names; its Service
+// Worker scope stays under the script's path (Service-Worker-Allowed
+// could widen it to the whole origin). It runs on the final answer, after
+// any 1xx, so what it sets is what the browser gets.
 func (r *Router) modifyResponse(resp *http.Response) error {
-	t := resp.Request.Context().Value(targetKey{}).(target)
+	resp.Header.Del("Service-Worker-Allowed")
 	cookies := resp.Header.Values("Set-Cookie")
 	if len(cookies) == 0 {
 		return nil
@@ -270,13 +379,10 @@ func (r *Router) modifyResponse(resp *http.Response) error {
 	resp.Header.Del("Set-Cookie")
 	for _, line := range cookies {
 		c, err := http.ParseSetCookie(line)
-		if err != nil || c.Name == CookieName {
+		if err != nil || c.Name == CookieName || c.Name == SecureCookieName {
 			continue
 		}
 		c.Domain = ""
-		if t.prefix != "" {
-			c.Path = t.prefix + "/" + strings.TrimPrefix(c.Path, "/")
-		}
 		if v := c.String(); v != "" {
 			resp.Header.Add("Set-Cookie", v)
 		}

@@ -1,6 +1,7 @@
 package preview
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,9 +23,9 @@ type fakeBackend struct {
 	opens []string
 }
 
-func (b *fakeBackend) OpenPreview(ctx context.Context, sbx string, port int, token string) (api.Preview, error) {
+func (b *fakeBackend) OpenPreview(ctx context.Context, sbx string, port int, tokens []string) (api.Preview, error) {
 	b.opens = append(b.opens, sbx)
-	if sbx != "sbx_public" && token != "good" {
+	if sbx != "sbx_public" && !slices.Contains(tokens, "good") {
 		return api.Preview{}, api.Errorf(api.CodeUnauthenticated, "token needed")
 	}
 	return api.Preview{SandboxID: sbx, Port: port}, nil
@@ -46,7 +48,7 @@ func writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	if !errors.As(err, &e) {
 		e = api.Errorf(api.CodeInternal, "internal error")
 	}
-	status := map[api.Code]int{api.CodeUnauthenticated: 401, api.CodeNotFound: 404, api.CodeUnavailable: 503}[e.Code]
+	status := map[api.Code]int{api.CodeUnauthenticated: 401, api.CodePermissionDenied: 403, api.CodeNotFound: 404, api.CodeUnavailable: 503}[e.Code]
 	if status == 0 {
 		status = 500
 	}
@@ -55,7 +57,7 @@ func writeErr(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func TestMatch(t *testing.T) {
-	r := New(&fakeBackend{}, "Preview.Test:8080", writeErr)
+	r := New(&fakeBackend{}, "Preview.Test:8080", "http", writeErr)
 	for _, tt := range []struct {
 		host string
 		sbx  string
@@ -80,7 +82,7 @@ func TestMatch(t *testing.T) {
 			t.Errorf("Match(%q) = %q, %d, %t; want %q, %d, %t", tt.host, sbx, port, ok, tt.sbx, tt.port, tt.ok)
 		}
 	}
-	if _, _, ok := New(&fakeBackend{}, "", writeErr).Match("8000-sbx_abc.preview.test"); ok {
+	if _, _, ok := New(&fakeBackend{}, "", "http", writeErr).Match("8000-sbx_abc.preview.test"); ok {
 		t.Error("a router without a domain matched a host")
 	}
 }
@@ -88,27 +90,29 @@ func TestMatch(t *testing.T) {
 func TestStripCookie(t *testing.T) {
 	h := http.Header{}
 	h.Add("Cookie", "a=1; cove_preview=secret; b=2")
-	h.Add("Cookie", "cove_preview=x")
-	stripCookie(h, CookieName)
+	h.Add("Cookie", "cove_preview=x; __Host-cove_preview=y")
+	stripCookie(h, CookieName, SecureCookieName)
 	if got := h.Values("Cookie"); len(got) != 1 || got[0] != "a=1; b=2" {
 		t.Errorf("cookies %q", got)
 	}
 }
 
 // TestProxy: the router forwards what the app needs and nothing of cove's
-// own, keeps the app's cookies on its host or path, and marks the path
-// form's answers with CSP sandbox.
+// own, keeps the app's cookies on its host and its Service Workers under
+// their own path, and answers the former path form with a 404 naming the
+// preview's host.
 func TestProxy(t *testing.T) {
 	var seen http.Header
-	var seenPath string
 	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		seen, seenPath = r.Header.Clone(), r.URL.Path
+		seen = r.Header.Clone()
 		http.SetCookie(w, &http.Cookie{Name: "app", Value: "1", Domain: "preview.test", Path: "/x"})
+		http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "planted", Path: "/"})
+		w.Header().Set("Service-Worker-Allowed", "/")
 		io.WriteString(w, "app answer")
 	}))
 	defer app.Close()
 	b := &fakeBackend{app: app.Listener.Addr().String()}
-	r := New(b, "preview.test", writeErr)
+	r := New(b, "preview.test:7070", "http", writeErr)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/sandboxes/{id}/ports/{port}/{rest...}", r.ServePath)
 	mux.HandleFunc("/v1/sandboxes/{id}/ports/{port}", r.ServePath)
@@ -125,63 +129,156 @@ func TestProxy(t *testing.T) {
 	req := httptest.NewRequest("GET", "http://8000-sbx_a.preview.test/page?q=1", nil)
 	req.Header.Set(api.PreviewTokenHeader, "good")
 	req.Header.Set("Authorization", "Bearer cove_secretkey")
-	req.Header.Set("Cookie", "cove_preview=good; theirs=1")
+	req.Header.Set("Cookie", "cove_preview=8000-sbx_a.good; __Host-cove_preview=x; theirs=1")
 	w := serve(req)
 	if w.Code != 200 || w.Body.String() != "app answer" {
 		t.Fatalf("%d %q", w.Code, w.Body)
 	}
-	if seen.Get(api.PreviewTokenHeader) != "" || seen.Get("Authorization") != "" || seen.Get("Cookie") != "theirs=1" || seenPath != "/page" {
-		t.Errorf("the app saw %v at %s", seen, seenPath)
+	if seen.Get(api.PreviewTokenHeader) != "" || seen.Get("Authorization") != "" || seen.Get("Cookie") != "theirs=1" {
+		t.Errorf("the app saw %v", seen)
 	}
-	if ck := w.Result().Cookies(); len(ck) != 1 || ck[0].Domain != "" || ck[0].Path != "/x" {
+	if ck := w.Result().Cookies(); len(ck) != 1 || ck[0].Name != "app" || ck[0].Domain != "" || ck[0].Path != "/x" {
 		t.Errorf("cookies %+v", ck)
 	}
-	if w.Header().Get("Content-Security-Policy") != "" {
-		t.Errorf("the Host form got a CSP")
+	if got := w.Header().Get("Service-Worker-Allowed"); got != "" {
+		t.Errorf("Service-Worker-Allowed %q reached the browser", got)
 	}
 
-	req = httptest.NewRequest("GET", "http://api.test/v1/sandboxes/sbx_a/ports/8000/deep/page", nil)
-	req.Header.Set(api.PreviewTokenHeader, "good")
-	req.Header.Set("Authorization", "Bearer app-own-token")
-	w = serve(req)
-	if w.Code != 200 || w.Header().Get("Content-Security-Policy") != "sandbox" || seenPath != "/deep/page" ||
-		seen.Get("X-Forwarded-Prefix") != "/v1/sandboxes/sbx_a/ports/8000" || seen.Get("Authorization") != "Bearer app-own-token" {
-		t.Errorf("path form: %d CSP %q path %q headers %v", w.Code, w.Header().Get("Content-Security-Policy"), seenPath, seen)
-	}
-	if ck := w.Result().Cookies(); len(ck) != 1 || ck[0].Path != "/v1/sandboxes/sbx_a/ports/8000/x" {
-		t.Errorf("path form cookies %+v", ck)
-	}
-
-	w = serve(httptest.NewRequest("GET", "http://api.test/v1/sandboxes/sbx_a/ports/8000/", nil))
-	if w.Code != 401 || w.Header().Get("Content-Security-Policy") != "sandbox" {
-		t.Errorf("without token: %d, CSP %q", w.Code, w.Header().Get("Content-Security-Policy"))
-	}
-	w = serve(httptest.NewRequest("GET", "http://api.test/v1/sandboxes/sbx_a/ports/8000", nil))
-	if w.Code != http.StatusPermanentRedirect || w.Header().Get("Location") != "/v1/sandboxes/sbx_a/ports/8000/" {
-		t.Errorf("no slash: %d %q", w.Code, w.Header().Get("Location"))
+	for _, path := range []string{"/v1/sandboxes/sbx_a/ports/8000/deep/page", "/v1/sandboxes/sbx_a/ports/8000"} {
+		req = httptest.NewRequest("GET", "http://api.test"+path, nil)
+		req.Header.Set(api.PreviewTokenHeader, "good")
+		seen = nil
+		w = serve(req)
+		if w.Code != 404 || w.Header().Get("Content-Security-Policy") != "sandbox" || seen != nil ||
+			!strings.Contains(w.Body.String(), "http://8000-sbx_a.preview.test:7070/") {
+			t.Errorf("path form %s: %d CSP %q %s (the app saw %v)", path, w.Code, w.Header().Get("Content-Security-Policy"), w.Body, seen)
+		}
 	}
 	w = serve(httptest.NewRequest("GET", "http://8000-sbx_public.preview.test/", nil))
 	if w.Code != 200 {
 		t.Errorf("public: %d", w.Code)
 	}
 
-	// A one-time link sets the cookie on the preview's host and sends the
-	// browser on without the code.
+	// A one-time link sets a host-only cookie bound to the preview and
+	// sends the browser on without the code.
 	w = serve(httptest.NewRequest("GET", "http://8000-sbx_a.preview.test/p?x=1&"+LinkParam+"=once", nil))
 	ck := w.Result().Cookies()
 	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/p?x=1" || len(ck) != 1 ||
-		ck[0].Name != CookieName || ck[0].Value != "good" || ck[0].Domain != "" || !ck[0].HttpOnly || ck[0].Path != "/" {
+		ck[0].Name != CookieName || ck[0].Value != "8000-sbx_a.good" || ck[0].Domain != "" || !ck[0].HttpOnly || ck[0].Path != "/" || ck[0].Secure {
 		t.Errorf("link: %d %q %+v", w.Code, w.Header().Get("Location"), ck)
 	}
 	if w = serve(httptest.NewRequest("GET", "http://8000-sbx_a.preview.test/?"+LinkParam+"=used", nil)); w.Code != 401 {
 		t.Errorf("a used link: %d", w.Code)
 	}
-	w = serve(httptest.NewRequest("GET", "http://api.test/v1/sandboxes/sbx_a/ports/8000/?"+LinkParam+"=once", nil))
-	if ck := w.Result().Cookies(); len(ck) != 1 || ck[0].Path != "/v1/sandboxes/sbx_a/ports/8000/" {
-		t.Errorf("path-form link cookie %+v", ck)
-	}
 	if !strings.Contains(strings.Join(b.opens, ","), "sbx_a") {
 		t.Errorf("the backend was not asked: %v", b.opens)
+	}
+}
+
+// TestCookies: a private preview's cookie authenticates only its own
+// preview, from any position among cookies of the name, and only for
+// requests of its own origin or without one; over https (or behind a
+// TLS-ending proxy) it is __Host- and Secure, and the http name no
+// longer counts.
+func TestCookies(t *testing.T) {
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer app.Close()
+	b := &fakeBackend{app: app.Listener.Addr().String()}
+	for _, tt := range []struct {
+		name, scheme, host, cookie, origin string
+		upgrade                            bool
+		want                               int
+	}{
+		{"own cookie", "http", "8000-sbx_a.preview.test", "cove_preview=8000-sbx_a.good", "", false, 200},
+		{"own cookie, same origin", "http", "8000-sbx_a.preview.test:7070", "cove_preview=8000-sbx_a.good", "http://8000-SBX_A.preview.test:7070", false, 200},
+		{"own cookie, sibling's origin", "http", "8000-sbx_a.preview.test", "cove_preview=8000-sbx_a.good", "http://8000-sbx_b.preview.test", false, 403},
+		{"own cookie, another port", "http", "8000-sbx_a.preview.test:7070", "cove_preview=8000-sbx_a.good", "http://8000-sbx_a.preview.test:7071", false, 403},
+		{"own cookie, Origin null", "http", "8000-sbx_a.preview.test", "cove_preview=8000-sbx_a.good", "null", false, 403},
+		{"own cookie, WebSocket from a sibling", "http", "8000-sbx_a.preview.test", "cove_preview=8000-sbx_a.good", "http://9000-sbx_b.preview.test", true, 403},
+		{"public preview from a sibling", "http", "8000-sbx_public.preview.test", "cove_preview=8000-sbx_public.good", "http://8000-sbx_b.preview.test", false, 200},
+		{"sibling's cookie first", "http", "8000-sbx_a.preview.test", "cove_preview=8000-sbx_b.good; cove_preview=8000-sbx_a.good", "", false, 200},
+		{"junk first", "http", "8000-sbx_a.preview.test", "cove_preview=8000-sbx_a.junk; cove_preview=8000-sbx_a.good", "", false, 200},
+		{"own last of two lines", "http", "8000-sbx_a.preview.test", "cove_preview=junk\x00cove_preview=8000-sbx_a.good", "", false, 200},
+		{"a cookie for another preview", "http", "8000-sbx_a.preview.test", "cove_preview=8000-sbx_b.good", "", false, 401},
+		{"a bare token", "http", "8000-sbx_a.preview.test", "cove_preview=good", "", false, 401},
+		{"https: __Host- cookie", "https", "8000-sbx_a.preview.test", "__Host-cove_preview=8000-sbx_a.good", "", false, 200},
+		{"https: the http name", "https", "8000-sbx_a.preview.test", "cove_preview=8000-sbx_a.good", "", false, 401},
+		{"https: __Host- cookie, sibling's origin", "https", "8000-sbx_a.preview.test", "__Host-cove_preview=8000-sbx_a.good", "https://8000-sbx_b.preview.test", false, 403},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := New(b, "preview.test", tt.scheme, writeErr)
+			req := httptest.NewRequest("POST", "http://"+tt.host+"/", nil)
+			for _, line := range strings.Split(tt.cookie, "\x00") {
+				req.Header.Add("Cookie", line)
+			}
+			if tt.origin != "" {
+				req.Header.Set("Origin", tt.origin)
+			}
+			if tt.upgrade {
+				req.Header.Set("Connection", "Upgrade")
+				req.Header.Set("Upgrade", "websocket")
+			}
+			w := httptest.NewRecorder()
+			r.ServeHTTP(w, req)
+			if w.Code != tt.want {
+				t.Errorf("%d, want %d: %s", w.Code, tt.want, w.Body)
+			}
+		})
+	}
+	// The link's cookie over https, also when a proxy in front ended TLS.
+	r := New(b, "preview.test", "https", writeErr)
+	w := httptest.NewRecorder()
+	r.ServeHTTP(w, httptest.NewRequest("GET", "http://8000-sbx_a.preview.test/?"+LinkParam+"=once", nil))
+	if ck := w.Result().Cookies(); len(ck) != 1 || ck[0].Name != SecureCookieName || !ck[0].Secure || ck[0].Path != "/" || ck[0].Domain != "" || ck[0].Value != "8000-sbx_a.good" {
+		t.Errorf("https link cookie %+v", ck)
+	}
+}
+
+// TestInterimAnswers: an app that answers 103 and 100 before its page
+// gets its final answer held to the same rules (Service-Worker-Allowed
+// gone, cookies kept on the host), and an interim answer carries Link
+// headers alone.
+func TestInterimAnswers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				http.ReadRequest(bufio.NewReader(c))
+				io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\nService-Worker-Allowed: /\r\nSet-Cookie: early=1; Domain=preview.test\r\n\r\n"+
+					"HTTP/1.1 100 Continue\r\nX-Interim: 1\r\n\r\n"+
+					"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nService-Worker-Allowed: /\r\nSet-Cookie: late=1; Domain=preview.test\r\nContent-Length: 4\r\nConnection: close\r\n\r\npage")
+			}()
+		}
+	}()
+	r := New(&fakeBackend{app: ln.Addr().String()}, "preview.test", "http", writeErr)
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: 8000-sbx_public.preview.test\r\nConnection: close\r\n\r\n")
+	raw, _ := io.ReadAll(c)
+	heads := strings.Split(string(raw), "\r\n\r\n")
+	if len(heads) < 3 || !strings.HasPrefix(heads[0], "HTTP/1.1 103") || !strings.HasPrefix(heads[1], "HTTP/1.1 100") || !strings.HasPrefix(heads[2], "HTTP/1.1 200") {
+		t.Fatalf("answer:\n%s", raw)
+	}
+	if !strings.Contains(heads[0], "Link: </style.css>") || strings.Contains(heads[0], "Service-Worker-Allowed") || strings.Contains(heads[0], "Set-Cookie") || strings.Contains(heads[1], "X-Interim") {
+		t.Errorf("interim answers:\n%s\n\n%s", heads[0], heads[1])
+	}
+	final := strings.ToLower(heads[2])
+	if strings.Contains(final, "service-worker-allowed") || strings.Contains(final, "domain=") || !strings.Contains(final, "set-cookie: late=1") {
+		t.Errorf("final answer:\n%s", heads[2])
 	}
 }
 
@@ -189,7 +286,7 @@ func TestAppDown(t *testing.T) {
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
-	r := New(&fakeBackend{app: addr}, "preview.test", writeErr)
+	r := New(&fakeBackend{app: addr}, "preview.test", "http", writeErr)
 	w := httptest.NewRecorder()
 	r.ServeHTTP(w, httptest.NewRequest("GET", "http://8000-sbx_public.preview.test/", nil))
 	if w.Code != 503 {

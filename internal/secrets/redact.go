@@ -25,7 +25,14 @@ func Replacement(name string) string { return "[secret:" + name + "]" }
 // of bytes, written in pieces, with [secret:NAME]: also a value split
 // across writes. It holds back only bytes that could still begin a value
 // (at most the longest value less one byte) and sends them on with the next
-// write, or at Flush.
+// write, or at Flush or Release.
+//
+// The stream may interleave several sources (a command's stdout and
+// stderr), each byte tagged with its source by WriteFrom: values are then
+// matched across sources too (half a token on stdout, half on stderr), and
+// what is sent comes back in runs of one source each, in stream order. A
+// replacement goes to the source of the first byte of the value still
+// held.
 //
 // Occurrences that overlap are all hidden: each contributes its
 // replacement, in the order they start, and an occurrence inside another
@@ -42,6 +49,7 @@ type Redactor struct {
 	active int       // patterns whose state is not 0
 
 	buf     []byte // not yet sent, starting at stream position base
+	tags    []byte // the source of each byte of buf
 	base    int64
 	end     int64
 	occ     []occurrence // found, not yet sent
@@ -113,44 +121,94 @@ func (r *Redactor) Empty() bool { return len(r.pats) == 0 }
 // Held is how many bytes the redactor holds back.
 func (r *Redactor) Held() int { return len(r.buf) }
 
-// Reset replaces the secrets; the bytes held are matched again against the
-// new ones (nothing already sent is recalled).
-func (r *Redactor) Reset(secrets []Secret, crlf bool) {
-	held, base, covered := r.buf, r.base, r.covered
-	*r = Redactor{}
-	r.setSecrets(secrets, crlf)
-	r.base, r.end, r.covered = base, base, covered
-	r.feed(held)
-}
-
-// Write takes the next bytes of the stream and returns what may be sent
-// now, redacted, appended to dst.
-func (r *Redactor) Write(dst, p []byte) []byte {
-	if len(r.pats) == 0 && len(r.buf) == 0 {
-		r.base += int64(len(p))
-		r.end = r.base
-		return append(dst, p...)
-	}
-	r.feed(p)
+// Partial is the length of the longest part of a value the stream ends
+// with: how much of a value the held bytes, and any released before them
+// by Release, would complete. It is 0 when nothing is under way.
+func (r *Redactor) Partial() int {
 	longest := 0
 	for _, q := range r.states {
 		longest = max(longest, q)
 	}
-	return r.emit(dst, r.end-int64(longest))
+	return longest
 }
 
-// Flush returns every byte held, redacted, appended to dst. A value begun
-// before a Flush and completed after it is not recognized.
-func (r *Redactor) Flush(dst []byte) []byte {
-	dst = r.emit(dst, r.end)
-	clear(r.states)
-	r.active = 0
+// Reset replaces the secrets; the bytes held are matched again against the
+// new ones (nothing already sent is recalled).
+func (r *Redactor) Reset(secrets []Secret, crlf bool) {
+	held, tags, base, covered := r.buf, r.tags, r.base, r.covered
+	*r = Redactor{}
+	r.setSecrets(secrets, crlf)
+	r.base, r.end, r.covered = base, base, covered
+	// Held bytes keep their sources: feed them a run at a time.
+	for len(held) > 0 {
+		n := 1
+		for n < len(held) && tags[n] == tags[0] {
+			n++
+		}
+		r.feed(tags[0], held[:n])
+		held, tags = held[n:], tags[n:]
+	}
+}
+
+// Write takes the next bytes of the stream and returns what may be sent
+// now, redacted, appended to dst. It is for a stream of one source.
+func (r *Redactor) Write(dst, p []byte) []byte {
+	r.WriteFrom(0, p, func(_ byte, b []byte) { dst = append(dst, b...) })
 	return dst
 }
 
+// WriteFrom takes the next bytes of the stream, from source src, and
+// passes what may be sent now, redacted, to out in runs of one source
+// each, in stream order. out must not keep b.
+func (r *Redactor) WriteFrom(src byte, p []byte, out func(src byte, b []byte)) {
+	if len(r.pats) == 0 && len(r.buf) == 0 {
+		r.base += int64(len(p))
+		r.end = r.base
+		if len(p) > 0 {
+			out(src, p)
+		}
+		return
+	}
+	r.feed(src, p)
+	// Bytes released already cannot be held again: the cut is never
+	// before what was sent.
+	r.emit(out, max(r.end-int64(r.Partial()), r.base))
+}
+
+// Flush returns every byte held, redacted, appended to dst, and forgets
+// any value under way: one begun before a Flush and completed after it is
+// not recognized (the stream was cut there).
+func (r *Redactor) Flush(dst []byte) []byte {
+	r.FlushTo(func(_ byte, b []byte) { dst = append(dst, b...) })
+	return dst
+}
+
+// FlushTo is Flush for a stream of several sources.
+func (r *Redactor) FlushTo(out func(src byte, b []byte)) {
+	r.emit(out, r.end)
+	clear(r.states)
+	r.active = 0
+}
+
+// Release sends every byte held, as Flush, but keeps matching: when a
+// value the released bytes began is completed later, its remaining bytes
+// are still hidden and stand as its replacement. For output that cannot
+// wait (a terminal's prompt that happens to begin a value), at the price
+// of the released bytes.
+func (r *Redactor) Release(out func(src byte, b []byte)) {
+	r.emit(out, r.end)
+}
+
 // feed runs the automata over p, noting the occurrences that complete.
-func (r *Redactor) feed(p []byte) {
+func (r *Redactor) feed(src byte, p []byte) {
 	r.buf = append(r.buf, p...)
+	n := len(r.tags)
+	r.tags = append(r.tags, make([]byte, len(p))...)
+	if src != 0 {
+		for i := n; i < len(r.tags); i++ {
+			r.tags[i] = src
+		}
+	}
 	if len(r.pats) == 0 {
 		r.end += int64(len(p))
 		return
@@ -197,8 +255,8 @@ func (r *Redactor) feed(p []byte) {
 // emit sends the stream up to position cut: every occurrence starting
 // before it (all of them are complete: none can begin before cut and end
 // after what was written) as its replacement, and the bytes no occurrence
-// hides.
-func (r *Redactor) emit(dst []byte, cut int64) []byte {
+// hides, in runs of one source.
+func (r *Redactor) emit(out func(src byte, b []byte), cut int64) {
 	slices.SortFunc(r.occ, func(a, b occurrence) int {
 		if a.start != b.start {
 			return int(a.start - b.start)
@@ -206,8 +264,15 @@ func (r *Redactor) emit(dst []byte, cut int64) []byte {
 		return int(b.end - a.end) // the longer first
 	})
 	raw := func(from, to int64) {
-		if from = max(from, r.covered); from < to {
-			dst = append(dst, r.buf[from-r.base:to-r.base]...)
+		from = max(from, r.covered, r.base)
+		for from < to {
+			i := from - r.base
+			n := int64(1)
+			for from+n < to && r.tags[i+n] == r.tags[i] {
+				n++
+			}
+			out(r.tags[i], r.buf[i:i+n])
+			from += n
 		}
 	}
 	cur := r.base
@@ -222,7 +287,10 @@ func (r *Redactor) emit(dst []byte, cut int64) []byte {
 			continue // inside an occurrence that starts no later
 		}
 		raw(cur, o.start)
-		dst = append(dst, r.pats[o.pat].repl...)
+		// The replacement goes where the occurrence's first byte still
+		// held is (bytes before it were released, or hidden by another).
+		first := max(o.start, r.covered, r.base)
+		out(r.tags[first-r.base], r.pats[o.pat].repl)
 		cur = o.start
 		reach = o.end
 		r.covered = max(r.covered, o.end)
@@ -232,6 +300,7 @@ func (r *Redactor) emit(dst []byte, cut int64) []byte {
 	// covered past cut stays: those held bytes are hidden already.
 	n := copy(r.buf, r.buf[cut-r.base:])
 	r.buf = r.buf[:n]
+	copy(r.tags, r.tags[cut-r.base:])
+	r.tags = r.tags[:n]
 	r.base = cut
-	return dst
 }

@@ -2,6 +2,7 @@ package secrets
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -303,5 +304,50 @@ func BenchmarkRedactorHostile(b *testing.B) {
 	b.SetBytes(int64(len(chunk)))
 	for b.Loop() {
 		out = r.Write(out[:0], chunk)
+	}
+}
+
+// TestRedactorRelease checks that bytes let out by Release are not taken
+// back, but the rest of the value they began is still replaced.
+func TestRedactorRelease(t *testing.T) {
+	r := NewRedactor([]Secret{{"tok", "tok-0123456789"}}, false)
+	var got []byte
+	out := func(_ byte, b []byte) { got = append(got, b...) }
+	got = r.Write(got, []byte("a tok-01"))
+	if string(got) != "a " || r.Partial() != 6 {
+		t.Fatalf("before release %q, partial %d", got, r.Partial())
+	}
+	r.Release(out)
+	got = r.Write(got, []byte("2345"))
+	r.Release(out)
+	got = r.Write(got, []byte("6789 b tok-9"))
+	got = r.Flush(got)
+	if want := "a tok-012345[secret:tok] b tok-9"; string(got) != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+// TestRedactorSources checks a value split between two sources, and that
+// what is let out keeps each byte's source.
+func TestRedactorSources(t *testing.T) {
+	r := NewRedactor([]Secret{{"tok", "tok-0123456789"}}, false)
+	var got []string
+	var last byte
+	out := func(src byte, b []byte) {
+		if n := len(got); n > 0 && src == last {
+			got[n-1] += string(b) // one run, let out in two calls
+			return
+		}
+		last = src
+		got = append(got, fmt.Sprintf("%d:%s", src, b))
+	}
+	r.WriteFrom(1, []byte("x tok-01"), out)
+	r.WriteFrom(2, []byte("23456789 y"), out)
+	r.WriteFrom(1, []byte(" tok"), out)
+	r.WriteFrom(2, []byte("e"), out)
+	r.FlushTo(out)
+	want := []string{"1:x [secret:tok]", "2: y", "1: tok", "2:e"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q, want %q", got, want)
 	}
 }

@@ -128,9 +128,10 @@ func (s *Server) TeamMe(ctx context.Context, p Principal) (api.TeamMe, error) {
 
 // templateAdmission is the flag a template needs: every template the
 // server ships (the managed image and the images in its images dir) is a
-// managed environment; an imported image needs custom_images.
-func (s *Server) templateAdmission(tmpl string) string {
-	if _, ok := s.image(tmpl); ok {
+// managed environment; an imported image (as team teamID names it) needs
+// custom_images.
+func (s *Server) templateAdmission(teamID, tmpl string) string {
+	if _, ok := s.image(teamID, tmpl); ok {
 		return admitImages
 	}
 	return admitManaged

@@ -144,7 +144,7 @@ func (s *Server) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.C
 	if size != nil {
 		env["TERM"] = "xterm-256color"
 	}
-	if img, ok := s.image(sb.Template); ok {
+	if img, ok := s.image(sb.TeamID, sb.Template); ok {
 		var err error
 		if u, env, err = imageCommand(img, req, user, u, env); err != nil {
 			return fail(err)
@@ -163,7 +163,7 @@ func (s *Server) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.C
 		PTY: req.PTY, NoOutputAlertS: noOutput, State: api.CommandRunning, StartedAt: s.now(),
 	}
 	spec := node.ExecSpec{
-		ID: cmd.ID, Template: s.nodeTemplate(sb.Template), Shell: req.Command, Argv: req.Argv,
+		ID: cmd.ID, Template: s.nodeTemplate(sb.TeamID, sb.Template), Shell: req.Command, Argv: req.Argv,
 		Cwd: cwd, Env: env, UID: u.UID, GID: u.GID,
 		Stdin: req.Stdin, Timeout: time.Duration(timeout) * time.Second, PTY: size,
 	}

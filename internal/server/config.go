@@ -107,6 +107,10 @@ type Config struct {
 	// DefaultAdmission is what a new team may use. Default: the managed
 	// environment only.
 	DefaultAdmission api.Admission
+
+	// MaxPreviewsPerSandbox bounds the previews one sandbox publishes at
+	// once; past it a new one answers 409 until one is deleted. Default 32.
+	MaxPreviewsPerSandbox int
 }
 
 // DefaultConfig is the control plane's configuration with every default
@@ -138,6 +142,8 @@ func DefaultConfig() Config {
 		SetupCacheEntries:      16,
 		SetupCacheBytes:        10 << 30,
 		DefaultAdmission:       api.Admission{ManagedEnvironment: true},
+
+		MaxPreviewsPerSandbox: 32,
 	}
 }
 
@@ -191,6 +197,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("max uploads per team %d: want at least 1", c.MaxUploadsPerTeam)
 	case c.MaxTeamAssetBytes <= 0:
 		return fmt.Errorf("max team asset bytes %d: want at least 1", c.MaxTeamAssetBytes)
+	case c.MaxPreviewsPerSandbox < 1 || c.MaxPreviewsPerSandbox > 65535:
+		return fmt.Errorf("max previews per sandbox %d: want 1 to 65535", c.MaxPreviewsPerSandbox)
 	}
 	if err := metering.ValidatePrices(c.Prices); err != nil {
 		return err

@@ -33,10 +33,16 @@ type ImageImporter interface {
 // it the server imports no images.
 func (s *Server) SetImages(im ImageImporter) { s.importer = im }
 
-// imageSet is the control plane's memory of its imported images by name:
-// the node templates of their sandboxes are named by digest, and spec()
-// has no store at hand. It is filled at Recover (or the first use) and
-// kept by the calls that change images.
+// imageSet is the control plane's memory of its imported images by the
+// names sandboxes give them as templates: the node templates of their
+// sandboxes are named by digest, and spec() has no store at hand. It is
+// filled at Recover (or the first use) and kept by the calls that change
+// images.
+//
+// Image names are a team's own: its sandboxes name its image NAME, and
+// those of other teams that may see it name it TEAM/NAME (the owner
+// team's name; team names are unique and never change). A template is
+// therefore resolved against the team of the sandbox that names it.
 //
 // use orders the calls that use an image against its deletion: creates
 // of a sandbox of an image hold it for reading until the sandbox is
@@ -46,8 +52,18 @@ type imageSet struct {
 
 	mu     sync.Mutex
 	loaded bool
-	byName map[string]api.Image
+	// byRef holds each image twice: under ownKey and under its qualified
+	// name (the two never collide: team IDs and names hold no '/', image
+	// names no ':').
+	byRef map[string]api.Image
+	// teams are the names of the teams that own images, by ID.
+	teams map[string]string
 }
+
+func ownKey(teamID, name string) string { return teamID + ":" + name }
+
+// qualifiedImage is how other teams name an image: TEAM/NAME.
+func qualifiedImage(team, name string) string { return team + "/" + name }
 
 // loadImages fills the image set from the store once.
 func (s *Server) loadImages(ctx context.Context) error {
@@ -60,38 +76,92 @@ func (s *Server) loadImages(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.images.byName = map[string]api.Image{}
+	s.images.byRef = map[string]api.Image{}
+	s.images.teams = map[string]string{}
 	for _, img := range imgs {
-		s.images.byName[img.Name] = img
+		team, ok := s.images.teams[img.TeamID]
+		if !ok {
+			t, err := s.store.GetTeam(ctx, img.TeamID)
+			if err != nil {
+				return fmt.Errorf("owner of image %s: %w", img.ID, err)
+			}
+			team = t.Name
+			s.images.teams[img.TeamID] = team
+		}
+		s.images.byRef[ownKey(img.TeamID, img.Name)] = img
+		s.images.byRef[qualifiedImage(team, img.Name)] = img
 	}
 	s.images.loaded = true
 	return nil
 }
 
-// image returns the imported image called name from the image set.
-func (s *Server) image(name string) (api.Image, bool) {
+// image returns the imported image that team teamID's sandboxes name
+// template: its own image NAME, or another team's TEAM/NAME. Whether the
+// team may use it is checked where a sandbox is created (useImage).
+func (s *Server) image(teamID, template string) (api.Image, bool) {
 	s.images.mu.Lock()
 	defer s.images.mu.Unlock()
-	img, ok := s.images.byName[name]
+	key := template
+	if !strings.Contains(template, "/") {
+		key = ownKey(teamID, template)
+	}
+	img, ok := s.images.byRef[key]
 	return img, ok
 }
 
-// setImage puts img into the image set, or takes it out (gone).
-func (s *Server) setImage(img api.Image, gone bool) {
+// setImage puts img, owned by team ownerName, into the image set, or
+// takes it out (gone).
+func (s *Server) setImage(img api.Image, ownerName string, gone bool) {
 	s.images.mu.Lock()
 	defer s.images.mu.Unlock()
-	if gone {
-		delete(s.images.byName, img.Name)
-	} else {
-		s.images.byName[img.Name] = img
+	if !s.images.loaded {
+		return // loadImages reads it from the store
 	}
+	own, q := ownKey(img.TeamID, img.Name), qualifiedImage(ownerName, img.Name)
+	if gone {
+		delete(s.images.byRef, own)
+		delete(s.images.byRef, q)
+		return
+	}
+	s.images.teams[img.TeamID] = ownerName
+	s.images.byRef[own] = img
+	s.images.byRef[q] = img
 }
 
-// nodeTemplate is the node's name of a template: an imported image's
-// tree is named by its digest ("sha256-…"); other templates by their
-// names.
-func (s *Server) nodeTemplate(name string) string {
-	if img, ok := s.image(name); ok {
+// ownerName is the name of the team that owns img.
+func (s *Server) ownerName(ctx context.Context, img api.Image) (string, error) {
+	s.images.mu.Lock()
+	name, ok := s.images.teams[img.TeamID]
+	s.images.mu.Unlock()
+	if ok {
+		return name, nil
+	}
+	t, err := s.store.GetTeam(ctx, img.TeamID)
+	if err != nil {
+		return "", fmt.Errorf("owner of image %s: %w", img.ID, err)
+	}
+	return t.Name, nil
+}
+
+// asSeenBy fills img.Template: how team t names the image as a template.
+func (s *Server) asSeenBy(ctx context.Context, t api.Team, img api.Image) (api.Image, error) {
+	if img.TeamID == t.ID {
+		img.Template = img.Name
+		return img, nil
+	}
+	owner, err := s.ownerName(ctx, img)
+	if err != nil {
+		return api.Image{}, err
+	}
+	img.Template = qualifiedImage(owner, img.Name)
+	return img, nil
+}
+
+// nodeTemplate is the node's name of the template a sandbox (or
+// workload) of team teamID names: an imported image's tree is named by
+// its digest ("sha256-…"); other templates by their names.
+func (s *Server) nodeTemplate(teamID, name string) string {
+	if img, ok := s.image(teamID, name); ok {
 		return strings.Replace(img.Digest, ":", "-", 1)
 	}
 	return name
@@ -109,17 +179,28 @@ func imageVisible(t api.Team, img api.Image) bool {
 	return false
 }
 
-// visibleImage finds an image by ID or name that the principal's team may
-// see; others are not found.
+// visibleImage finds an image that the principal's team may see, by ID,
+// by its own name, or by another team's TEAM/NAME; others are not found,
+// with nothing said about whether they exist.
 func (s *Server) visibleImage(ctx context.Context, p Principal, ref string) (api.Image, error) {
 	img, err := s.store.GetImage(ctx, ref)
 	if api.ErrorCode(err) == api.CodeNotFound {
-		img, err = s.store.GetImageByName(ctx, ref)
+		if team, name, ok := strings.Cut(ref, "/"); ok {
+			var t api.Team
+			if t, err = s.store.GetTeamByName(ctx, team); err == nil {
+				img, err = s.store.GetImageByName(ctx, t.ID, name)
+			}
+		} else {
+			img, err = s.store.GetImageByName(ctx, p.Team.ID, ref)
+		}
 	}
 	if api.ErrorCode(err) == api.CodeNotFound || (err == nil && !imageVisible(p.Team, img)) {
 		return api.Image{}, api.Errorf(api.CodeNotFound, "image %s not found", ref)
 	}
-	return img, err
+	if err != nil {
+		return api.Image{}, err
+	}
+	return s.asSeenBy(ctx, p.Team, img)
 }
 
 func (s *Server) requireImages() error {
@@ -157,8 +238,8 @@ func (s *Server) ImportImage(ctx context.Context, p Principal, name string, sett
 	if err := s.applyImageSettings(ctx, p, &img, settings); err != nil {
 		return api.Image{}, err
 	}
-	if _, err := s.store.GetImageByName(ctx, name); err == nil {
-		return api.Image{}, api.Errorf(api.CodeConflict, "an image called %q exists already; choose another name", name)
+	if _, err := s.store.GetImageByName(ctx, p.Team.ID, name); err == nil {
+		return api.Image{}, api.Errorf(api.CodeConflict, "this team has an image called %q already; choose another name", name)
 	}
 
 	// The archive arrives into a private file first, at the sender's
@@ -207,7 +288,8 @@ func (s *Server) ImportImage(ctx context.Context, p Principal, name string, sett
 		}
 		return api.Image{}, err
 	}
-	s.setImage(img, false)
+	s.setImage(img, p.Team.Name, false)
+	img.Template = img.Name
 	s.log.Info("image imported", "image", img.ID, "name", img.Name, "team", p.Team.ID, "digest", img.Digest, "new", created)
 	s.emit(ctx, p.Team.ID, "image.imported", "", "", map[string]any{"image_id": img.ID, "name": img.Name, "digest": img.Digest})
 	return img, nil
@@ -331,6 +413,10 @@ func (s *Server) ListImages(ctx context.Context, p Principal) (api.List[api.Imag
 	items := []api.Image{}
 	for _, img := range all {
 		if imageVisible(p.Team, img) {
+			img, err := s.asSeenBy(ctx, p.Team, img)
+			if err != nil {
+				return api.List[api.Image]{}, err
+			}
 			items = append(items, img)
 		}
 	}
@@ -376,7 +462,11 @@ func (s *Server) UpdateImage(ctx context.Context, p Principal, ref string, st ap
 	if err := s.store.UpdateImage(ctx, img); err != nil {
 		return api.Image{}, err
 	}
-	s.setImage(img, false)
+	owner, err := s.ownerName(ctx, img)
+	if err != nil {
+		return api.Image{}, err
+	}
+	s.setImage(img, owner, false)
 	return img, nil
 }
 
@@ -399,7 +489,11 @@ func (s *Server) DeleteImage(ctx context.Context, p Principal, ref string) error
 	if err := s.loadImages(ctx); err != nil {
 		return err
 	}
-	inUse, err := s.store.TemplateInUse(ctx, img.Name)
+	owner, err := s.ownerName(ctx, img)
+	if err != nil {
+		return err
+	}
+	inUse, err := s.store.TemplateInUse(ctx, img.TeamID, img.Name, qualifiedImage(owner, img.Name))
 	if err != nil {
 		return err
 	}
@@ -408,13 +502,13 @@ func (s *Server) DeleteImage(ctx context.Context, p Principal, ref string) error
 			Message: fmt.Sprintf("image %s is used by sandboxes that are not terminated; terminate them first", img.Name),
 			Details: map[string]any{"image": img.Name}}
 	}
-	if err := s.refuseImageOfWorkloads(ctx, img.Name); err != nil {
+	if err := s.refuseImageOfWorkloads(ctx, img, owner); err != nil {
 		return err
 	}
 	if err := s.store.DeleteImage(ctx, img.ID); err != nil {
 		return err
 	}
-	s.setImage(img, true)
+	s.setImage(img, owner, true)
 	n, err := s.store.ImagesWithDigest(ctx, img.Digest)
 	if err != nil {
 		return err
@@ -443,10 +537,18 @@ func (s *Server) useImage(ctx context.Context, teamID string, req *api.CreateSan
 		return nil, none, err
 	}
 	s.images.use.RLock()
-	img, ok := s.image(req.Template)
-	if !ok {
+	img, ok := s.image(teamID, req.Template)
+	qualified := strings.Contains(req.Template, "/") // TEAM/NAME: only ever an image
+	if !ok && !qualified {
 		s.images.use.RUnlock()
 		return nil, none, nil // newSandbox says the template does not exist
+	}
+	// Another team's image that this team may not see answers as one
+	// that does not exist: nothing tells the two apart.
+	gone := api.Errorf(api.CodeNotFound, "template %q does not exist", req.Template)
+	if !ok {
+		s.images.use.RUnlock()
+		return nil, none, gone
 	}
 	t, err := s.store.GetTeam(ctx, teamID)
 	if err != nil {
@@ -455,7 +557,7 @@ func (s *Server) useImage(ctx context.Context, teamID string, req *api.CreateSan
 	}
 	if !imageVisible(t, img) {
 		s.images.use.RUnlock()
-		return nil, none, api.Errorf(api.CodeNotFound, "template %q does not exist", req.Template)
+		return nil, none, gone
 	}
 	d := img.Defaults
 	if d.Resources != nil {
@@ -492,7 +594,7 @@ func (s *Server) useImage(ctx context.Context, teamID string, req *api.CreateSan
 // defaultUser is the account of a sandbox's default user: an imported
 // image's own user, else "user".
 func (s *Server) defaultUser(sb api.Sandbox) node.User {
-	if img, ok := s.image(sb.Template); ok {
+	if img, ok := s.image(sb.TeamID, sb.Template); ok {
 		c := img.Config
 		return node.User{UID: c.UID, GID: c.GID, Home: c.Home}
 	}

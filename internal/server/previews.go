@@ -19,8 +19,13 @@ import (
 // may connect to, and a connection to one of them.
 type PortNode interface {
 	// Publish makes ports the only ports of the sandbox that the node may
-	// connect to; they hold across sleeps until published again.
+	// connect to; they hold across sleeps until published again. It
+	// publishes again what a restarted node forgot.
 	Publish(ctx context.Context, sandboxID string, ports []int) error
+	// PublishPort adds one port and UnpublishPort takes one away, each at
+	// a cost that does not grow with the ports the sandbox publishes.
+	PublishPort(ctx context.Context, sandboxID string, port int) error
+	UnpublishPort(ctx context.Context, sandboxID string, port int) error
 	// DialPort connects to a published port of a running sandbox.
 	DialPort(ctx context.Context, sandboxID string, port int) (net.Conn, error)
 }
@@ -55,7 +60,7 @@ type previewLink struct {
 // PreviewURLs says where previews are reached; set before serving.
 type PreviewURLs struct {
 	// Domain is the preview domain, host[:port]: previews are served at
-	// <port>-<sandbox id>.<Domain>. "" serves the path form only.
+	// <port>-<sandbox id>.<Domain>, each an origin of its own.
 	Domain string
 	// Scheme of the host-form URLs. Default http.
 	Scheme string
@@ -69,20 +74,12 @@ func (s *Server) SetPreviewURLs(u PreviewURLs) {
 	s.previewURLs = u
 }
 
-func previewPath(sandboxID string, port int) string {
-	return fmt.Sprintf("/v1/sandboxes/%s/ports/%d/", sandboxID, port)
-}
-
 func (s *Server) previewView(p store.Preview) api.Preview {
-	v := api.Preview{
+	return api.Preview{
 		ID: p.ID, SandboxID: p.SandboxID, Port: p.Port, Visibility: p.Visibility,
-		Wake: p.Wake, CreatedAt: p.CreatedAt, PathURL: previewPath(p.SandboxID, p.Port),
+		Wake: p.Wake, CreatedAt: p.CreatedAt,
+		URL: fmt.Sprintf("%s://%d-%s.%s/", s.previewURLs.Scheme, p.Port, p.SandboxID, s.previewURLs.Domain),
 	}
-	v.URL = v.PathURL
-	if d := s.previewURLs.Domain; d != "" {
-		v.URL = fmt.Sprintf("%s://%d-%s.%s/", s.previewURLs.Scheme, p.Port, p.SandboxID, d)
-	}
-	return v
 }
 
 // CreatePreview publishes a port of a sandbox. The team needs the preview
@@ -110,6 +107,17 @@ func (s *Server) CreatePreview(ctx context.Context, teamID, ref string, req api.
 	if sb.State.Terminal() || sb.State == api.StateTerminating {
 		return api.Preview{}, api.Errorf(api.CodeConflict, "sandbox %s is %s; previews need a sandbox that lives", sb.ID, sb.State)
 	}
+	// Counted under the sandbox's lock, which every create and delete of
+	// its previews holds.
+	existing, err := s.store.ListPreviews(ctx, sb.ID)
+	if err != nil {
+		return api.Preview{}, err
+	}
+	if max := s.cfg.MaxPreviewsPerSandbox; len(existing) >= max {
+		e := api.Errorf(api.CodeConflict, "sandbox %s has %d previews, the most one sandbox may publish (cove serve --max-previews-per-sandbox); delete one first: DELETE /v1/sandboxes/%s/previews/{id} (cove preview %s --rm ID)", sb.ID, len(existing), sb.ID, sb.ID)
+		e.Details = map[string]any{"limit": max}
+		return api.Preview{}, e
+	}
 	p := store.Preview{
 		ID: id.New("prv"), TeamID: teamID, SandboxID: sb.ID, Port: req.Port,
 		Visibility: req.Visibility, Wake: req.Wake, CreatedAt: s.now(),
@@ -124,7 +132,7 @@ func (s *Server) CreatePreview(ctx context.Context, teamID, ref string, req api.
 	if err := s.store.CreatePreview(ctx, p); err != nil {
 		return api.Preview{}, err
 	}
-	if err := s.publish(ctx, sb.ID); err != nil {
+	if err := s.node.PublishPort(ctx, sb.ID, p.Port); err != nil {
 		if derr := s.store.DeletePreview(context.WithoutCancel(ctx), teamID, p.ID); derr != nil {
 			s.log.Error("drop a preview that could not be published", "preview", p.ID, "err", derr)
 		}
@@ -212,20 +220,7 @@ func (s *Server) DeletePreview(ctx context.Context, teamID, ref, previewID strin
 	if err := s.store.DeletePreview(ctx, teamID, previewID); err != nil {
 		return err
 	}
-	return s.publish(ctx, sb.ID)
-}
-
-// publish tells the node which ports of a sandbox its previews publish.
-func (s *Server) publish(ctx context.Context, sandboxID string) error {
-	ps, err := s.store.ListPreviews(ctx, sandboxID)
-	if err != nil {
-		return err
-	}
-	ports := make([]int, len(ps))
-	for i, p := range ps {
-		ports[i] = p.Port
-	}
-	return s.node.Publish(ctx, sandboxID, ports)
+	return s.node.UnpublishPort(ctx, sb.ID, p.Port)
 }
 
 // publishAll publishes again the ports of every live sandbox's previews
@@ -255,12 +250,14 @@ func (s *Server) publishAll(ctx context.Context) error {
 // team must still have the preview admission, a private one needs its
 // token, and the sandbox must run (an asleep one is woken when the preview
 // says wake). The request counts as activity. It answers the preview.
-// token is what the request carried (header or cookie), "" if nothing.
-func (s *Server) OpenPreview(ctx context.Context, sandboxID string, port int, token string) (api.Preview, error) {
+// tokens are what the request carried (its header's, or its cookies'); a
+// private preview needs one of them to be its own.
+func (s *Server) OpenPreview(ctx context.Context, sandboxID string, port int, tokens []string) (api.Preview, error) {
 	r := struct {
-		SandboxID, Token string
-		Port             int
-	}{sandboxID, token, port}
+		SandboxID string
+		Tokens    []string
+		Port      int
+	}{sandboxID, tokens, port}
 	noPreview := api.Errorf(api.CodeNotFound, "no preview of port %d of sandbox %s; publish it with POST /v1/sandboxes/%s/previews", r.Port, r.SandboxID, r.SandboxID)
 	if !id.HasPrefix(r.SandboxID, "sbx") {
 		return api.Preview{}, noPreview
@@ -272,10 +269,14 @@ func (s *Server) OpenPreview(ctx context.Context, sandboxID string, port int, to
 		return api.Preview{}, err
 	}
 	if p.Visibility != api.VisibilityPublic {
-		if r.Token == "" {
+		if len(r.Tokens) == 0 {
 			return api.Preview{}, api.Errorf(api.CodeUnauthenticated, "this preview is private: send its token in the %s header, or open its one-time link", api.PreviewTokenHeader)
 		}
-		if subtle.ConstantTimeCompare([]byte(hashKey(r.Token)), []byte(p.TokenHash)) != 1 {
+		valid := 0
+		for _, t := range r.Tokens {
+			valid |= subtle.ConstantTimeCompare([]byte(hashKey(t)), []byte(p.TokenHash))
+		}
+		if valid != 1 {
 			return api.Preview{}, api.Errorf(api.CodeUnauthenticated, "the preview token is not valid for this preview")
 		}
 	}

@@ -55,7 +55,7 @@ func TestPreviews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.URL != "http://8000-"+sb.ID+".preview.test:7070/" || p.PathURL != "/v1/sandboxes/"+sb.ID+"/ports/8000/" || p.Token == "" || !strings.Contains(p.Link, "cove_preview_link=") {
+	if p.URL != "http://8000-"+sb.ID+".preview.test:7070/" || p.Token == "" || !strings.Contains(p.Link, "cove_preview_link=") {
 		t.Errorf("preview %+v", p)
 	}
 	if got := h.node.Published(sb.ID); !slices.Equal(got, []int{8000}) {
@@ -69,16 +69,16 @@ func TestPreviews(t *testing.T) {
 	_, err = h.srv.CreatePreview(ctx, h.b, sb.ID, api.CreatePreviewRequest{Port: 9000})
 	wantCode(t, err, api.CodeNotFound)
 
-	_, err = h.srv.OpenPreview(ctx, sb.ID, 8000, "")
+	_, err = h.srv.OpenPreview(ctx, sb.ID, 8000, nil)
 	wantCode(t, err, api.CodeUnauthenticated)
-	_, err = h.srv.OpenPreview(ctx, sb.ID, 8000, "cpt_wrong")
+	_, err = h.srv.OpenPreview(ctx, sb.ID, 8000, []string{"cpt_wrong"})
 	wantCode(t, err, api.CodeUnauthenticated)
-	if _, err := h.srv.OpenPreview(ctx, sb.ID, 8000, p.Token); err != nil {
+	if _, err := h.srv.OpenPreview(ctx, sb.ID, 8000, []string{p.Token}); err != nil {
 		t.Errorf("with the token: %v", err)
 	}
-	_, err = h.srv.OpenPreview(ctx, sb.ID, 9000, p.Token)
+	_, err = h.srv.OpenPreview(ctx, sb.ID, 9000, []string{p.Token})
 	wantCode(t, err, api.CodeNotFound)
-	_, err = h.srv.OpenPreview(ctx, "web", 8000, p.Token)
+	_, err = h.srv.OpenPreview(ctx, "web", 8000, []string{p.Token})
 	wantCode(t, err, api.CodeNotFound)
 
 	code := p.Link[strings.Index(p.Link, "=")+1:]
@@ -92,7 +92,7 @@ func TestPreviews(t *testing.T) {
 	if _, err := h.srv.UpdateTeam(ctx, admin(t, h), h.a, api.UpdateTeamRequest{Admission: &api.Admission{ManagedEnvironment: true}}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = h.srv.OpenPreview(ctx, sb.ID, 8000, p.Token)
+	_, err = h.srv.OpenPreview(ctx, sb.ID, 8000, []string{p.Token})
 	wantCode(t, err, api.CodePermissionDenied)
 
 	l, err := h.srv.ListPreviews(ctx, h.a, sb.ID)
@@ -128,12 +128,12 @@ func TestPreviewOfAsleepSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.wait(t, h.a, sb.ID, api.StateAsleep)
-	_, err := h.srv.OpenPreview(ctx, sb.ID, 1, "")
+	_, err := h.srv.OpenPreview(ctx, sb.ID, 1, nil)
 	wantCode(t, err, api.CodeUnavailable)
 	if got, _ := h.srv.GetSandbox(ctx, h.a, sb.ID); got.State != api.StateAsleep {
 		t.Fatalf("state %s", got.State)
 	}
-	if _, err := h.srv.OpenPreview(ctx, sb.ID, 2, ""); err != nil {
+	if _, err := h.srv.OpenPreview(ctx, sb.ID, 2, nil); err != nil {
 		t.Fatal(err)
 	}
 	h.wait(t, h.a, sb.ID, api.StateRunning)
@@ -165,3 +165,48 @@ func TestTemplateNotReady(t *testing.T) {
 }
 
 func asAPIError(err error, e **api.Error) bool { return errors.As(err, e) }
+
+// TestPreviewCap: a sandbox publishes at most MaxPreviewsPerSandbox
+// previews (409 naming the cap and how to delete one; a delete makes
+// room), and each create or delete asks the node to change one port,
+// never to publish every preview of the sandbox again.
+func TestPreviewCap(t *testing.T) {
+	h := newHarnessWith(t, func(c *server.Config) { c.MaxPreviewsPerSandbox = 3 })
+	ctx := t.Context()
+	if _, err := h.srv.UpdateTeam(ctx, admin(t, h), h.a, api.UpdateTeamRequest{Admission: &api.Admission{ManagedEnvironment: true, Preview: true}}); err != nil {
+		t.Fatal(err)
+	}
+	h.srv.SetPreviewURLs(server.PreviewURLs{Domain: "preview.test:7070"})
+	sb := h.running(t, h.a, "many")
+	before := len(h.node.Calls())
+	var ids []string
+	for port := 8000; port < 8003; port++ {
+		p, err := h.srv.CreatePreview(ctx, h.a, sb.ID, api.CreatePreviewRequest{Port: port, Visibility: "public"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, p.ID)
+	}
+	_, err := h.srv.CreatePreview(ctx, h.a, sb.ID, api.CreatePreviewRequest{Port: 8003, Visibility: "public"})
+	wantCode(t, err, api.CodeConflict)
+	if msg := err.Error(); !strings.Contains(msg, "--max-previews-per-sandbox") || !strings.Contains(msg, "DELETE /v1/sandboxes/"+sb.ID+"/previews/") {
+		t.Errorf("refusal %q does not name the cap and the way out", msg)
+	}
+	var e *api.Error
+	if errors.As(err, &e) && e.Details["limit"] != 3 {
+		t.Errorf("details %v", e.Details)
+	}
+	if err := h.srv.DeletePreview(ctx, h.a, sb.ID, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.srv.CreatePreview(ctx, h.a, sb.ID, api.CreatePreviewRequest{Port: 8003, Visibility: "public"}); err != nil {
+		t.Fatalf("after a delete: %v", err)
+	}
+	if got := h.node.Published(sb.ID); !slices.Equal(got, []int{8000, 8002, 8003}) {
+		t.Errorf("published %v", got)
+	}
+	want := []string{"publish-port " + sb.ID, "publish-port " + sb.ID, "publish-port " + sb.ID, "unpublish-port " + sb.ID, "publish-port " + sb.ID}
+	if got := h.node.Calls()[before:]; !slices.Equal(got, want) {
+		t.Errorf("node calls %q, want %q", got, want)
+	}
+}

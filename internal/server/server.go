@@ -206,7 +206,7 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 	if err := checkImageLimits(img, sb.Resources); err != nil {
 		return api.Sandbox{}, err
 	}
-	if err := s.requireAdmission(ctx, teamID, s.templateAdmission(sb.Template)); err != nil {
+	if err := s.requireAdmission(ctx, teamID, s.templateAdmission(teamID, sb.Template)); err != nil {
 		return api.Sandbox{}, err
 	}
 	if err := s.checkTemplate(sb.Template); err != nil {
@@ -294,7 +294,7 @@ func (s *Server) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sa
 	if tmpl == "" {
 		tmpl = s.cfg.DefaultTemplate
 	}
-	if _, isImage := s.image(tmpl); !slices.Contains(s.cfg.Templates, tmpl) && !isImage {
+	if _, isImage := s.image(teamID, tmpl); !slices.Contains(s.cfg.Templates, tmpl) && !isImage {
 		return api.Sandbox{}, invalid("template %q does not exist; use %q", tmpl, s.cfg.DefaultTemplate)
 	}
 	res, err := s.cfg.resolveResources(req.Resources)

@@ -136,7 +136,7 @@ func (s *Server) finishWake(ctx context.Context, teamID, id string) {
 // spec is what the node needs to start a sandbox.
 func (s *Server) spec(sb api.Sandbox) node.SandboxSpec {
 	return node.SandboxSpec{
-		ID: sb.ID, Hostname: hostname(sb), Template: s.nodeTemplate(sb.Template),
+		ID: sb.ID, Hostname: hostname(sb), Template: s.nodeTemplate(sb.TeamID, sb.Template),
 		Resources: sb.Resources, Pids: s.cfg.PidsLimit, Workdir: sb.Workdir,
 		Network: sb.Network,
 	}

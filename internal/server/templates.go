@@ -73,7 +73,7 @@ func (s *Server) ListTemplates(ctx context.Context, teamID string) (api.List[api
 				tmpl = st
 			}
 		}
-		if !hasAdmission(adm, s.templateAdmission(name)) {
+		if !hasAdmission(adm, s.templateAdmission(teamID, name)) {
 			continue
 		}
 		items = append(items, tmpl)
@@ -85,7 +85,11 @@ func (s *Server) ListTemplates(ctx context.Context, teamID string) (api.List[api
 		}
 		for _, img := range imgs {
 			if imageVisible(t, img) {
-				items = append(items, api.Template{Name: img.Name, Kind: "image", Status: api.TemplateReady, Qualified: true})
+				img, err := s.asSeenBy(ctx, t, img)
+				if err != nil {
+					return api.List[api.Template]{}, err
+				}
+				items = append(items, api.Template{Name: img.Template, Kind: "image", Status: api.TemplateReady, Qualified: true})
 			}
 		}
 	}

@@ -61,6 +61,20 @@ func (s *Server) CreateWebhook(ctx context.Context, teamID string, req api.Creat
 	return api.CreateWebhookResponse{Webhook: w.Webhook, Secret: w.Secret}, nil
 }
 
+// CreatedWebhook answers again what CreateWebhook answered for one of the
+// team's webhooks, its secret read again from the store: a replayed
+// create (Idempotency-Key) keeps no secret of its own.
+func (s *Server) CreatedWebhook(ctx context.Context, teamID, webhookID string) (api.CreateWebhookResponse, error) {
+	if err := scoped(teamID); err != nil {
+		return api.CreateWebhookResponse{}, err
+	}
+	w, err := s.store.GetWebhook(ctx, teamID, webhookID)
+	if err != nil {
+		return api.CreateWebhookResponse{}, err
+	}
+	return api.CreateWebhookResponse{Webhook: w.Webhook, Secret: w.Secret}, nil
+}
+
 // GetWebhook returns one of the team's webhooks (never its secret).
 func (s *Server) GetWebhook(ctx context.Context, teamID, webhookID string) (api.Webhook, error) {
 	if err := scoped(teamID); err != nil {

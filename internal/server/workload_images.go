@@ -8,10 +8,12 @@ import (
 	"github.com/cove-dev/cove/internal/store"
 )
 
-// refuseImageOfWorkloads refuses, with conflict, deleting the image
-// called name while a workload that names it is queued, starting or
-// running: it would fail to start, or lose its tree under it.
-func (s *Server) refuseImageOfWorkloads(ctx context.Context, name string) error {
+// refuseImageOfWorkloads refuses, with conflict, deleting img (owned by
+// team owner) while a workload that names it (by its name in its team,
+// qualified in others) is queued, starting or running: it would fail to
+// start, or lose its tree under it.
+func (s *Server) refuseImageOfWorkloads(ctx context.Context, img api.Image, owner string) error {
+	name, qualified := img.Name, qualifiedImage(owner, img.Name)
 	live, err := s.store.ListWorkloads(ctx, store.WorkloadFilter{
 		States: []api.WorkloadState{api.WorkloadQueued, api.WorkloadStarting, api.WorkloadRunning},
 	})
@@ -20,7 +22,7 @@ func (s *Server) refuseImageOfWorkloads(ctx context.Context, name string) error 
 	}
 	var ids []string
 	for _, w := range live {
-		if w.Template == name {
+		if (w.TeamID == img.TeamID && w.Template == name) || w.Template == qualified {
 			ids = append(ids, w.ID)
 		}
 	}

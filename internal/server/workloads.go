@@ -122,7 +122,7 @@ func (s *Server) SubmitWorkload(ctx context.Context, teamID string, req api.Crea
 	if err != nil {
 		return api.Workload{}, err
 	}
-	if err := s.requireAdmission(ctx, teamID, s.templateAdmission(wl.Template)); err != nil {
+	if err := s.requireAdmission(ctx, teamID, s.templateAdmission(teamID, wl.Template)); err != nil {
 		return api.Workload{}, err
 	}
 	if wl.Resources.GPUs > 0 {
@@ -169,7 +169,7 @@ func (s *Server) newWorkload(teamID string, req api.CreateWorkloadRequest) (api.
 	case tmpl == "":
 		tmpl = s.cfg.DefaultTemplate
 	}
-	if _, isImage := s.image(tmpl); !slices.Contains(s.cfg.Templates, tmpl) && !isImage {
+	if _, isImage := s.image(teamID, tmpl); !slices.Contains(s.cfg.Templates, tmpl) && !isImage {
 		return api.Workload{}, invalid("template %q does not exist; use %q (GET /v1/templates lists them)", tmpl, s.cfg.DefaultTemplate)
 	}
 	rr := &api.ResourcesRequest{}
@@ -203,7 +203,7 @@ func (s *Server) newWorkload(teamID string, req api.CreateWorkloadRequest) (api.
 			return api.Workload{}, invalid("workdir cannot be /")
 		}
 	}
-	cmd, _, err := s.newCommand(api.Sandbox{Template: tmpl, Workdir: workdir}, creq)
+	cmd, _, err := s.newCommand(api.Sandbox{TeamID: teamID, Template: tmpl, Workdir: workdir}, creq)
 	if err != nil {
 		return api.Workload{}, err
 	}
@@ -372,7 +372,7 @@ func placeGPUs(r api.WorkloadResources, gpus node.GPUs, held map[string]bool) ([
 // behind the fence) and its GPUs.
 func (s *Server) workloadSpec(wl api.Workload) node.SandboxSpec {
 	return node.SandboxSpec{
-		ID: wl.ID, Hostname: wl.ID, Template: s.nodeTemplate(wl.Template),
+		ID: wl.ID, Hostname: wl.ID, Template: s.nodeTemplate(wl.TeamID, wl.Template),
 		Resources: api.Resources{CPUs: wl.Resources.CPUs, MemoryMiB: wl.Resources.MemoryMiB, DiskMiB: wl.Resources.DiskMiB},
 		Pids:      s.cfg.PidsLimit, Workdir: wl.Workdir,
 		Network: api.NetworkPolicy{Allow: []string{}}, Devices: wl.Devices,
@@ -494,9 +494,9 @@ func (s *Server) landWorkloadSource(ctx context.Context, wl api.Workload) error 
 	var err error
 	switch src.Type {
 	case api.SourceAsset:
-		digest, err = s.landAsset(ctx, wl.TeamID, wl.ID, wl.Workdir, src.AssetID, s.defaultUser(api.Sandbox{Template: wl.Template}))
+		digest, err = s.landAsset(ctx, wl.TeamID, wl.ID, wl.Workdir, src.AssetID, s.defaultUser(api.Sandbox{TeamID: wl.TeamID, Template: wl.Template}))
 	case api.SourceGit:
-		digest, err = s.cloneSource(ctx, wl.TeamID, wl.ID, wl.Workdir, *src, s.defaultUser(api.Sandbox{Template: wl.Template}))
+		digest, err = s.cloneSource(ctx, wl.TeamID, wl.ID, wl.Workdir, *src, s.defaultUser(api.Sandbox{TeamID: wl.TeamID, Template: wl.Template}))
 	default:
 		return nil
 	}

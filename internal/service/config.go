@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/cove-dev/cove/internal/node/gpu"
@@ -103,8 +104,9 @@ type Config struct {
 type PreviewConfig struct {
 	// Domain: previews are at <port>-<sandbox id>.<Domain>, host[:port];
 	// without a port, URLs name the port of the listener that serves
-	// them. "" serves the path form only. Default "localhost" (browsers
-	// resolve its subdomains to loopback).
+	// them. Required: every preview is an origin of its own, never the
+	// API's (the console's). Default "localhost" (browsers resolve its
+	// subdomains to loopback).
 	Domain string
 	// Listen is a listener of previews' own (Host routing only); "" lets
 	// the API's listener route them by Host.
@@ -134,6 +136,10 @@ type HTTPConfig struct {
 	// a source upload) that sends nothing for this long: the upload
 	// fails and nothing of it is kept. Default 60 seconds.
 	UploadIdleTimeout time.Duration
+	// MaxEventStreamsPerTeam is how many GET /v1/events/stream one team
+	// may hold open at once; more are refused with 429 until one closes.
+	// Default 16.
+	MaxEventStreamsPerTeam int
 }
 
 // DefaultConfig is the configuration of `cove serve` with every default set.
@@ -158,6 +164,10 @@ func DefaultConfig() Config {
 			UploadIdleTimeout: time.Minute,
 			ReadHeaderTimeout: 10 * time.Second,
 			MaxHeaderBytes:    64 << 10,
+			// A console tab and an agent or two each hold a stream;
+			// sixteen leaves room for many without letting one team
+			// hold thousands of connections and goroutines.
+			MaxEventStreamsPerTeam: 16,
 		},
 		Server:   server.DefaultConfig(),
 		Webhooks: webhooks.DefaultConfig(),
@@ -202,6 +212,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("upload idle timeout %v: want above 0", c.HTTP.UploadIdleTimeout)
 	case c.HTTP.MaxHeaderBytes < 4<<10:
 		return fmt.Errorf("http max header bytes %d: want at least 4096", c.HTTP.MaxHeaderBytes)
+	case c.HTTP.MaxEventStreamsPerTeam < 1:
+		return fmt.Errorf("max event streams per team %d: want at least 1", c.HTTP.MaxEventStreamsPerTeam)
+	case strings.Trim(c.Preview.Domain, ". ") == "":
+		return errors.New("preview domain: empty; previews are served only on hosts of their own (<port>-<sandbox id>.<domain>), never on the API's: keep the default localhost or name a domain whose subdomains reach this server")
+	case c.Preview.Scheme != "http" && c.Preview.Scheme != "https":
+		return fmt.Errorf("preview scheme %q: use http or https", c.Preview.Scheme)
 	}
 	if err := c.Webhooks.Validate(); err != nil {
 		return err

@@ -79,6 +79,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return err
 	}
 	defer st.Close()
+	st.SetWebhookBacklog(cfg.Webhooks.Backlog)
 
 	templates, building, err := loadTemplates(ctx, cfg, log)
 	if err != nil {
@@ -289,6 +290,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return err
 	}
 	api.ReportListeners(listeners)
+	api.LimitEventStreams(cfg.HTTP.MaxEventStreamsPerTeam)
 	api.ServeMetrics(metrics.Handler())
 	var handler http.Handler = api
 	if !cfg.NoConsole {
@@ -460,14 +462,12 @@ func servePreviews(cfg PreviewConfig, srv *server.Server, h *httpapi.Handler, ap
 		served = pln
 	}
 	domain := cfg.Domain
-	if domain != "" {
-		if _, _, err := net.SplitHostPort(domain); err != nil {
-			_, port, _ := net.SplitHostPort(served.Addr().String())
-			domain = net.JoinHostPort(domain, port)
-		}
+	if _, _, err := net.SplitHostPort(domain); err != nil {
+		_, port, _ := net.SplitHostPort(served.Addr().String())
+		domain = net.JoinHostPort(domain, port)
 	}
 	srv.SetPreviewURLs(server.PreviewURLs{Domain: domain, Scheme: cfg.Scheme})
-	h.ServePreviews(domain)
+	h.ServePreviews(domain, cfg.Scheme)
 	return pln, nil
 }
 

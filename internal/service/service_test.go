@@ -65,6 +65,9 @@ func TestConfigValidate(t *testing.T) {
 		{"no dns queries", func(c *Config) { c.Network.MaxDNSQueries = -1 }, "max DNS queries"},
 		{"no denied events", func(c *Config) { c.Network.DeniedPerSecond = 0 }, "denied events per second"},
 		{"limits, no network", func(c *Config) { c.Network.MaxConns, c.Network.Disabled = 0, true }, ""},
+		{"no event streams", func(c *Config) { c.HTTP.MaxEventStreamsPerTeam = 0 }, "max event streams per team"},
+		{"no preview domain", func(c *Config) { c.Preview.Domain = "" }, "preview domain: empty"},
+		{"preview scheme", func(c *Config) { c.Preview.Scheme = "ftp" }, "preview scheme"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,11 +26,12 @@ type Webhooks interface {
 	// DeleteWebhook removes a webhook of the team and its deliveries.
 	DeleteWebhook(ctx context.Context, teamID, id string) error
 
-	// DueDeliveries returns, for at most limit webhooks, the oldest
-	// pending delivery whose next attempt is due at t, oldest first, with
+	// DueDeliveries returns, for each team, the next pending delivery
+	// due at t (urgent ones first, then the oldest) of each of at most
+	// perTeam of its webhooks, ordered by team and then delivery, with
 	// what sending it needs. A delivery whose event was dropped comes back
 	// with a zero Event.ID.
-	DueDeliveries(ctx context.Context, t time.Time, limit int) ([]DueDelivery, error)
+	DueDeliveries(ctx context.Context, t time.Time, perTeam int) ([]DueDelivery, error)
 	// NextDeliveryAt returns when the earliest pending delivery is due;
 	// ok is false when none is pending.
 	NextDeliveryAt(ctx context.Context) (next time.Time, ok bool, err error)
@@ -42,6 +43,12 @@ type Webhooks interface {
 	// ID (After is the last ID seen).
 	ListDeliveries(ctx context.Context, f DeliveryFilter) ([]api.Delivery, error)
 }
+
+// DefaultWebhookBacklog bounds a team's pending deliveries when the store
+// is not told otherwise. Past the bound, appending an event fails the
+// team's oldest pending deliveries (reason api.ReasonBacklogFull) and adds
+// an api.EventWebhookDropped event, delivered before the rest.
+const DefaultWebhookBacklog = 10000
 
 // MaxAttemptsKept is how many of a delivery's latest attempts a store keeps.
 const MaxAttemptsKept = 20
@@ -68,6 +75,7 @@ type DeliveryFilter struct {
 
 // DueDelivery is a pending delivery and what sending it needs.
 type DueDelivery struct {
+	TeamID   string // the webhook's team
 	Delivery api.Delivery
 	Event    api.Event
 	URL      string

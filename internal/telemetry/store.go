@@ -85,9 +85,9 @@ func (s *Store) ListEvents(ctx context.Context, f store.EventFilter) ([]api.Even
 	return s.Store.ListEvents(ctx, f)
 }
 
-func (s *Store) DueDeliveries(ctx context.Context, t time.Time, limit int) ([]store.DueDelivery, error) {
+func (s *Store) DueDeliveries(ctx context.Context, t time.Time, perTeam int) ([]store.DueDelivery, error) {
 	defer s.m.observeStore("due_deliveries", time.Now())
-	return s.Store.DueDeliveries(ctx, t, limit)
+	return s.Store.DueDeliveries(ctx, t, perTeam)
 }
 
 func (s *Store) RecordAttempt(ctx context.Context, id string, a api.DeliveryAttempt, state api.DeliveryState, next *time.Time) error {

@@ -10,17 +10,20 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/netpolicy"
 	"github.com/cove-dev/cove/internal/store"
 )
 
 // Store is what the dispatcher needs of the store.
 type Store interface {
-	DueDeliveries(ctx context.Context, t time.Time, limit int) ([]store.DueDelivery, error)
+	DueDeliveries(ctx context.Context, t time.Time, perTeam int) ([]store.DueDelivery, error)
 	NextDeliveryAt(ctx context.Context) (time.Time, bool, error)
 	RecordAttempt(ctx context.Context, deliveryID string, a api.DeliveryAttempt, state api.DeliveryState, next *time.Time) error
 }
@@ -36,6 +39,15 @@ type Config struct {
 	// Concurrency bounds the attempts in flight; a webhook has at most
 	// one in flight, so its deliveries go out in event order. Default 8.
 	Concurrency int
+	// TeamConcurrency bounds one team's attempts in flight, so that a
+	// team whose receivers hold every attempt for the whole Timeout (a
+	// tarpit) leaves the other slots to other teams; free slots are
+	// handed out round-robin across teams. Default 2, at most Concurrency.
+	TeamConcurrency int
+	// Backlog bounds a team's pending deliveries; past it the oldest fail
+	// (backlog_full) and a webhook.dropped event says how many. The store
+	// enforces it (store.DefaultWebhookBacklog). Default 10000.
+	Backlog int
 	// Timeout bounds one attempt: dialling, sending, the answer's headers
 	// and up to 64 KiB of its body. Default 10s.
 	Timeout time.Duration
@@ -52,11 +64,15 @@ type Config struct {
 	// Poll is how often the outbox is read when nothing wakes the
 	// dispatcher (another process may have filled it). Default 5s.
 	Poll time.Duration
+	// IsNodeAddr reports whether a connection to an address would stay
+	// on this node; deliveries never dial one unless AllowPrivate. Default
+	// (nil) netpolicy.IsNodeAddr, the egress gateway's own view.
+	IsNodeAddr func(netip.Addr) bool
 }
 
 // DefaultConfig is the dispatcher's configuration with every default.
 func DefaultConfig() Config {
-	return Config{Concurrency: 8, Timeout: 10 * time.Second, Backoff: 5 * time.Second,
+	return Config{Concurrency: 8, TeamConcurrency: 2, Backlog: store.DefaultWebhookBacklog, Timeout: 10 * time.Second, Backoff: 5 * time.Second,
 		MaxBackoff: 10 * time.Minute, RetryFor: 24 * time.Hour, Poll: 5 * time.Second}
 }
 
@@ -65,6 +81,10 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Concurrency < 1:
 		return fmt.Errorf("webhook concurrency %d: want at least 1", c.Concurrency)
+	case c.TeamConcurrency < 1 || c.TeamConcurrency > c.Concurrency:
+		return fmt.Errorf("webhook team concurrency %d: want 1 to the webhook concurrency %d", c.TeamConcurrency, c.Concurrency)
+	case c.Backlog < 1:
+		return fmt.Errorf("webhook backlog %d: want at least 1", c.Backlog)
 	case c.Timeout <= 0 || c.Backoff <= 0 || c.Poll <= 0:
 		return fmt.Errorf("webhook timeout %v, backoff %v, poll %v: want all above 0", c.Timeout, c.Backoff, c.Poll)
 	case c.MaxBackoff < c.Backoff:
@@ -97,7 +117,10 @@ func New(cfg Config, st Store, wake func() <-chan struct{}, obs Observer, log *s
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	dialer := &net.Dialer{Timeout: cfg.Timeout, Control: dialControl(cfg.AllowPrivate)}
+	if cfg.IsNodeAddr == nil {
+		cfg.IsNodeAddr = netpolicy.IsNodeAddr
+	}
+	dialer := &net.Dialer{Timeout: cfg.Timeout, Control: dialControl(cfg.AllowPrivate, cfg.IsNodeAddr)}
 	tr := &http.Transport{
 		Proxy:                 nil, // never the environment's proxy: the dial check must see the receiver
 		DialContext:           dialer.DialContext,
@@ -127,26 +150,31 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer d.client.CloseIdleConnections()
-	busy := map[string]bool{} // webhooks with an attempt in flight
+	busy := map[string]string{} // webhooks with an attempt in flight → their team
+	perTeam := map[string]int{} // attempts in flight of each team
+	last := ""                  // the team served last, for the round-robin
 	done := make(chan string, d.cfg.Concurrency)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	ended := func(wh string) {
+		team := busy[wh]
+		delete(busy, wh)
+		if perTeam[team]--; perTeam[team] <= 0 {
+			delete(perTeam, team)
+		}
+	}
 	for {
 		changed := d.wake()
 		if len(busy) < d.cfg.Concurrency {
-			due, err := d.st.DueDeliveries(ctx, d.now(), len(busy)+d.cfg.Concurrency)
+			due, err := d.st.DueDeliveries(ctx, d.now(), d.cfg.TeamConcurrency)
 			if err != nil && ctx.Err() == nil {
 				d.log.Warn("read the webhook outbox", "err", err)
 			}
-			for _, dd := range due {
-				if len(busy) >= d.cfg.Concurrency {
-					break
-				}
+			for _, dd := range pick(due, busy, perTeam, last, d.cfg.Concurrency-len(busy), d.cfg.TeamConcurrency) {
 				wh := dd.Delivery.WebhookID
-				if busy[wh] {
-					continue
-				}
-				busy[wh] = true
+				busy[wh] = dd.TeamID
+				perTeam[dd.TeamID]++
+				last = dd.TeamID
 				wg.Go(func() {
 					d.attempt(ctx, dd)
 					done <- wh
@@ -166,7 +194,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case wh := <-done:
-			delete(busy, wh)
+			ended(wh)
 		case <-changed:
 		case <-timer.C:
 		}
@@ -174,7 +202,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		for drained := false; !drained; {
 			select {
 			case wh := <-done:
-				delete(busy, wh)
+				ended(wh)
 			default:
 				drained = true
 			}
@@ -182,9 +210,51 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 }
 
+// pick chooses up to free of the due deliveries (ordered by team, as the
+// store returns them) to attempt now: one per team in turn, starting with
+// the team after last, skipping webhooks with an attempt in flight (busy)
+// and teams with perTeamMax in flight, until free is used or none is left.
+func pick(due []store.DueDelivery, busy map[string]string, inFlight map[string]int, last string, free, perTeamMax int) []store.DueDelivery {
+	var teams []string
+	queue := map[string][]store.DueDelivery{}
+	for _, dd := range due {
+		if _, ok := busy[dd.Delivery.WebhookID]; ok {
+			continue
+		}
+		if _, ok := queue[dd.TeamID]; !ok {
+			teams = append(teams, dd.TeamID)
+		}
+		queue[dd.TeamID] = append(queue[dd.TeamID], dd)
+	}
+	slices.Sort(teams)
+	first, _ := slices.BinarySearch(teams, last+"\x00") // the first team after last
+	teams = slices.Concat(teams[first:], teams[:first])
+	taken := map[string]int{}
+	var out []store.DueDelivery
+	for more := true; more && len(out) < free; {
+		more = false
+		for _, team := range teams {
+			if len(out) >= free {
+				break
+			}
+			q := queue[team]
+			if len(q) == 0 || inFlight[team]+taken[team] >= perTeamMax {
+				continue
+			}
+			out = append(out, q[0])
+			queue[team] = q[1:]
+			taken[team]++
+			more = true
+		}
+	}
+	return out
+}
+
 // Payload is the body of a delivery, shaped as Standard Webhooks suggests:
-// the event's type, the time of sending, and the event as GET /v1/events
-// shows it.
+// the event's type, the event's time, and the event as GET /v1/events
+// shows it. It holds nothing of the attempt, so every attempt of a
+// delivery sends the same bytes; the attempt's time is the
+// webhook-timestamp header, which the signature covers.
 type Payload struct {
 	Type      string    `json:"type"`
 	Timestamp time.Time `json:"timestamp"`
@@ -218,7 +288,7 @@ func (d *Dispatcher) attempt(ctx context.Context, dd store.DueDelivery) {
 
 // post sends the delivery and returns the receiver's status.
 func (d *Dispatcher) post(ctx context.Context, dd store.DueDelivery, now time.Time) (int, error) {
-	body, err := json.Marshal(Payload{Type: dd.Event.Type, Timestamp: now, Data: dd.Event})
+	body, err := json.Marshal(Payload{Type: dd.Event.Type, Timestamp: dd.Event.Time, Data: dd.Event})
 	if err != nil {
 		return 0, err
 	}

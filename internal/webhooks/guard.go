@@ -18,28 +18,36 @@ import (
 const MaxURLLen = 2048
 
 // refused reports why a delivery may not go to addr, or "" when it may.
-// Cloud metadata addresses are refused whatever the operator allows.
-func refused(addr netip.Addr, allowPrivate bool) string {
+// Cloud metadata addresses are refused whatever the operator allows; the
+// node's own addresses (isNode, which may be nil when allowPrivate), public
+// ones included, as the egress gateway refuses them, unless the operator
+// allows private addresses.
+func refused(addr netip.Addr, allowPrivate bool, isNode func(netip.Addr) bool) string {
 	addr = addr.Unmap()
 	switch {
 	case netpolicy.IsMetadata(addr):
 		return fmt.Sprintf("%s is a cloud metadata address", addr)
-	case !allowPrivate && netpolicy.IsSpecial(addr):
+	case allowPrivate:
+		return ""
+	case netpolicy.IsSpecial(addr):
 		return fmt.Sprintf("%s is a private, loopback or otherwise non-public address (the operator may allow such addresses with --webhook-allow-private)", addr)
+	case isNode(addr):
+		return fmt.Sprintf("%s is an address of this node (the operator may allow it with --webhook-allow-private)", addr)
 	}
 	return ""
 }
 
 // dialControl refuses, at connect time, an address a delivery may not
 // reach. It sees the address actually dialled, after DNS, so a name that
-// resolves (or re-resolves) to a private address is refused too.
-func dialControl(allowPrivate bool) func(network, address string, c syscall.RawConn) error {
+// resolves (or re-resolves) to a private address, or to the node's own,
+// is refused too.
+func dialControl(allowPrivate bool, isNode func(netip.Addr) bool) func(network, address string, c syscall.RawConn) error {
 	return func(network, address string, _ syscall.RawConn) error {
 		ap, err := netip.ParseAddrPort(address)
 		if err != nil {
 			return fmt.Errorf("webhook dial to %q: %w", address, err)
 		}
-		if why := refused(ap.Addr(), allowPrivate); why != "" {
+		if why := refused(ap.Addr(), allowPrivate, isNode); why != "" {
 			return &refusedError{why}
 		}
 		return nil
@@ -52,8 +60,8 @@ func (e *refusedError) Error() string { return "refused: " + e.why }
 
 // CheckURL validates a webhook URL when it is created: http or https, a
 // host, no fragment, and (unless allowPrivate) no address that is not
-// public, whether written as an address or a name that resolves to one
-// now. Deliveries check again at every dial.
+// public or is the node's own, whether written as an address or a name that
+// resolves to one now. Deliveries check again at every dial.
 func CheckURL(ctx context.Context, raw string, allowPrivate bool) error {
 	bad := func(format string, args ...any) error {
 		return api.Errorf(api.CodeInvalidArgument, "url: "+format, args...)
@@ -79,7 +87,7 @@ func CheckURL(ctx context.Context, raw string, allowPrivate bool) error {
 	}
 	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
 	if addr, err := netip.ParseAddr(host); err == nil {
-		if why := refused(addr, allowPrivate); why != "" {
+		if why := refused(addr, allowPrivate, netpolicy.IsNodeAddr); why != "" {
 			return bad("%s", why)
 		}
 		return nil
@@ -96,7 +104,7 @@ func CheckURL(ctx context.Context, raw string, allowPrivate bool) error {
 		return nil
 	}
 	for _, a := range addrs {
-		if why := refused(a, allowPrivate); why != "" {
+		if why := refused(a, allowPrivate, netpolicy.IsNodeAddr); why != "" {
 			return bad("%s resolves to %s", host, why)
 		}
 	}

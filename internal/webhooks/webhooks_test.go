@@ -11,7 +11,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -291,6 +293,39 @@ func TestRedirectNotFollowed(t *testing.T) {
 	}
 }
 
+// TestRefusedNodeAddr: the node's own addresses, public ones included,
+// are refused unless private addresses are allowed; metadata always.
+func TestRefusedNodeAddr(t *testing.T) {
+	node := netip.MustParseAddr("93.184.215.14")
+	isNode := func(a netip.Addr) bool { return a == node }
+	tests := []struct {
+		addr         string
+		allowPrivate bool
+		refused      bool
+	}{
+		{"93.184.215.14", false, true},
+		{"::ffff:93.184.215.14", false, true},
+		{"93.184.215.14", true, false},
+		{"93.184.215.15", false, false},
+		{"127.0.0.1", false, true},
+		{"127.0.0.1", true, false},
+		{"169.254.169.254", true, true},
+	}
+	for _, tt := range tests {
+		why := refused(netip.MustParseAddr(tt.addr), tt.allowPrivate, isNode)
+		if (why != "") != tt.refused {
+			t.Errorf("refused(%s, allowPrivate=%v) = %q; want refused=%v", tt.addr, tt.allowPrivate, why, tt.refused)
+		}
+	}
+	ctl := dialControl(false, isNode)
+	if err := ctl("tcp4", "93.184.215.14:443", nil); err == nil || !strings.Contains(err.Error(), "address of this node") {
+		t.Errorf("dial to the node's address: %v", err)
+	}
+	if err := ctl("tcp4", "93.184.215.15:443", nil); err != nil {
+		t.Errorf("dial to another public address: %v", err)
+	}
+}
+
 func TestCheckURL(t *testing.T) {
 	tests := []struct {
 		url          string
@@ -348,6 +383,9 @@ func TestConfigValidate(t *testing.T) {
 	}
 	for name, change := range map[string]func(*Config){
 		"no concurrency":        func(c *Config) { c.Concurrency = 0 },
+		"no team concurrency":   func(c *Config) { c.TeamConcurrency = 0 },
+		"team share over all":   func(c *Config) { c.TeamConcurrency = c.Concurrency + 1 },
+		"no backlog":            func(c *Config) { c.Backlog = 0 },
 		"no timeout":            func(c *Config) { c.Timeout = 0 },
 		"no backoff":            func(c *Config) { c.Backoff = 0 },
 		"max below backoff":     func(c *Config) { c.MaxBackoff = c.Backoff / 2 },
@@ -450,5 +488,46 @@ func TestSilentReceiverTimesOut(t *testing.T) {
 	}
 	if h.obs.get("failed") != 1 {
 		t.Fatalf("observed %v", h.obs.n)
+	}
+}
+
+// TestPick: free slots go one per team in turn, starting after the team
+// served last, never to a busy webhook or past a team's share.
+func TestPick(t *testing.T) {
+	dd := func(team, webhook string) store.DueDelivery {
+		return store.DueDelivery{TeamID: team, Delivery: api.Delivery{WebhookID: webhook}}
+	}
+	// As the store orders them: by team, then delivery.
+	due := []store.DueDelivery{
+		dd("team_a", "whk_a1"), dd("team_a", "whk_a2"), dd("team_a", "whk_a3"),
+		dd("team_b", "whk_b1"),
+		dd("team_c", "whk_c1"), dd("team_c", "whk_c2"),
+	}
+	tests := []struct {
+		name     string
+		busy     map[string]string
+		inFlight map[string]int
+		last     string
+		free     int
+		perTeam  int
+		want     []string
+	}{
+		{"round robin", nil, nil, "", 8, 2, []string{"whk_a1", "whk_b1", "whk_c1", "whk_a2", "whk_c2"}},
+		{"after the last team", nil, nil, "team_a", 3, 2, []string{"whk_b1", "whk_c1", "whk_a1"}},
+		{"after the last, wrapping", nil, nil, "team_c", 2, 2, []string{"whk_a1", "whk_b1"}},
+		{"a team at its share", map[string]string{"whk_x": "team_a", "whk_y": "team_a"}, map[string]int{"team_a": 2}, "", 8, 2, []string{"whk_b1", "whk_c1", "whk_c2"}},
+		{"a busy webhook", map[string]string{"whk_a1": "team_a"}, map[string]int{"team_a": 1}, "", 8, 3, []string{"whk_a2", "whk_b1", "whk_c1", "whk_a3", "whk_c2"}},
+		{"no free slot", nil, nil, "", 0, 2, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, d := range pick(due, tt.busy, tt.inFlight, tt.last, tt.free, tt.perTeam) {
+				got = append(got, d.Delivery.WebhookID)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("picked %v; want %v", got, tt.want)
+			}
+		})
 	}
 }

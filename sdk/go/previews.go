@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"strings"
 
 	"github.com/cove-dev/cove/api"
 )
@@ -14,7 +13,6 @@ import (
 func (c *Client) CreatePreview(ctx context.Context, ref string, req api.CreatePreviewRequest) (api.Preview, error) {
 	var out api.Preview
 	err := c.do(ctx, http.MethodPost, sandboxPath(ref)+"/previews", nil, req, &out)
-	c.absPreview(&out)
 	return out, err
 }
 
@@ -24,27 +22,12 @@ func (c *Client) Previews(ctx context.Context, ref string) ([]api.Preview, error
 	if err := c.do(ctx, http.MethodGet, sandboxPath(ref)+"/previews", nil, nil, &out); err != nil {
 		return nil, err
 	}
-	for i := range out.Items {
-		c.absPreview(&out.Items[i])
-	}
 	return out.Items, nil
 }
 
 // DeletePreview unpublishes a preview.
 func (c *Client) DeletePreview(ctx context.Context, ref, id string) error {
 	return c.do(ctx, http.MethodDelete, sandboxPath(ref)+"/previews/"+url.PathEscape(id), nil, nil, nil)
-}
-
-// absPreview makes the path-form URLs the server answers (relative: it
-// does not know the address its clients use) absolute on the client's
-// base URL.
-func (c *Client) absPreview(p *api.Preview) {
-	base := strings.TrimSuffix(c.base, "/")
-	for _, u := range []*string{&p.URL, &p.PathURL, &p.Link} {
-		if strings.HasPrefix(*u, "/") {
-			*u = base + *u
-		}
-	}
 }
 
 // Admission describes the key's own team: its admission flags and limits.

@@ -63,9 +63,11 @@ type Timeouts struct {
 	Call time.Duration
 	// PingEvery and Silence watch the calls that may rightly last (output
 	// streams, stdin, file contents and archives both ways, edits,
-	// removes): while one is open, the agent is pinged every PingEvery, and
-	// a ping not answered within Silence fails the call. Defaults 15s and
-	// 30s.
+	// removes): while one is open, the agent is pinged every PingEvery (at
+	// most Silence/2), and the call fails once Silence passed without an
+	// answer, counted from the call's start: a hung agent fails a watched
+	// call within Silence of its request, as it fails a short call within
+	// Call. Defaults 15s and 30s.
 	PingEvery, Silence time.Duration
 	// Idle closes a pooled connection unused this long. Default 1 minute,
 	// less than the agent's own idle timeout (5 minutes), so that a call
@@ -428,7 +430,20 @@ func (c *Client) do(req *http.Request, watched bool) (*http.Response, error) {
 		return resp, nil
 	}
 	ctx, cancel := context.WithCancelCause(req.Context())
-	w := c.watch(ctx, cancel)
+	body := req.Body
+	w := c.watch(ctx, func(cause error) {
+		cancel(cause)
+		// The transport waits for a read of the request's body under way
+		// before it gives up: a stdin stream fed by a pipe (an attached
+		// terminal) would wait on the user's next input. Closing a pipe
+		// ends that read now; the transport would close it anyway once
+		// the call ended. Other bodies may block in Close (a server's
+		// request body does until its read ends), so they are left to
+		// the transport.
+		if pr, ok := body.(*io.PipeReader); ok {
+			pr.CloseWithError(c.failed(ctx, cause))
+		}
+	})
 	resp, err := c.hc.Do(req.WithContext(ctx))
 	if err != nil {
 		w.stop()
@@ -452,7 +467,7 @@ func (c *Client) failed(ctx context.Context, err error) error {
 	case errors.Is(cause, errCallTimeout):
 		return fmt.Errorf("%w (%v)", api.Errorf(api.CodeUnavailable, "the sandbox's agent did not answer within %v; try again", c.to.Call), err)
 	case errors.Is(cause, errSilent):
-		return fmt.Errorf("%w (%v)", api.Errorf(api.CodeUnavailable, "the sandbox's agent stopped answering (no answer to a ping within %v); try again", c.to.Silence), cause)
+		return fmt.Errorf("%w (%v)", api.Errorf(api.CodeUnavailable, "the sandbox's agent stopped answering (no answer for %v); try again", c.to.Silence), cause)
 	case ctx.Err() == nil && errors.As(err, &nerr) && nerr.Timeout():
 		return fmt.Errorf("%w (%v)", api.Errorf(api.CodeUnavailable, "the sandbox's agent did not answer in time; try again"), err)
 	}
@@ -460,12 +475,19 @@ func (c *Client) failed(ctx context.Context, err error) error {
 }
 
 // watch pings the agent every PingEvery until stop, and fails the call
-// (its context, through fail) when a ping is not answered within Silence.
+// (its context, through fail) once Silence has passed without an answer:
+// counted from the call's start, then from the sending of the last ping
+// answered. A call to an agent hung from the start thus fails within
+// Silence of the request, as a short call does within Call; one whose agent
+// answers lives on. Pings go out at least twice per Silence, so that an
+// answering agent always has time to answer.
 func (c *Client) watch(ctx context.Context, fail context.CancelCauseFunc) *watch {
 	wctx, cancel := context.WithCancel(ctx)
 	w := &watch{cancel: cancel}
+	every := min(c.to.PingEvery, c.to.Silence/2)
 	w.wg.Go(func() {
-		t := time.NewTimer(c.to.PingEvery)
+		deadline := time.Now().Add(c.to.Silence)
+		t := time.NewTimer(every)
 		defer t.Stop()
 		for {
 			select {
@@ -473,7 +495,8 @@ func (c *Client) watch(ctx context.Context, fail context.CancelCauseFunc) *watch
 				return
 			case <-t.C:
 			}
-			pctx, pcancel := context.WithTimeout(wctx, c.to.Silence)
+			sent := time.Now()
+			pctx, pcancel := context.WithDeadline(wctx, deadline)
 			_, err := c.Ping(pctx)
 			pcancel()
 			if err != nil {
@@ -482,7 +505,8 @@ func (c *Client) watch(ctx context.Context, fail context.CancelCauseFunc) *watch
 				}
 				return
 			}
-			t.Reset(c.to.PingEvery)
+			deadline = sent.Add(c.to.Silence)
+			t.Reset(every)
 		}
 	})
 	return w

@@ -293,3 +293,70 @@ func TestCallerCancelIsNotUnavailable(t *testing.T) {
 		t.Errorf("cancelled call: %v, want context.Canceled", err)
 	}
 }
+
+// TestWatchedCallsFailWithinSilence: a watched call to an agent that never
+// answers fails on its Silence, counted from the request, however rarely
+// pings are due: with pings due once an hour, reads, writes, archives and
+// stdin still end, unavailable (the pings go out at least twice per
+// Silence).
+func TestWatchedCallsFailWithinSilence(t *testing.T) {
+	to := short
+	to.Header, to.PingEvery = time.Hour, time.Hour
+	c := DialTimeouts(hungListener(t), to)
+	defer c.Close()
+	ctx := context.Background()
+	calls := map[string]func() error{
+		"read": func() error {
+			fc, err := c.ReadFile(ctx, "/x", http.Header{})
+			if err == nil {
+				fc.Body.Close()
+			}
+			return err
+		},
+		"write": func() error {
+			_, _, err := c.WriteFile(ctx, WriteRequest{Path: "/x", Mode: -1, Size: 1}, strings.NewReader("x"))
+			return err
+		},
+		"read archive": func() error {
+			rc, err := c.ReadArchive(ctx, "/x")
+			if err == nil {
+				rc.Close()
+			}
+			return err
+		},
+		"stdin": func() error { return c.Stdin(ctx, "x", strings.NewReader("x"), false) },
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			wantUnavailable(t, name, ended(t, name, call))
+		})
+	}
+}
+
+// TestAttachedStdinOfAHungAgentEnds: a stdin stream fed by a pipe (an
+// attached terminal whose user types nothing more) ends, unavailable, once
+// the agent stops answering, without waiting for the next input, and its
+// pipe is closed with the cause.
+func TestAttachedStdinOfAHungAgentEnds(t *testing.T) {
+	var a slowAgent
+	c := a.serve(t, func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	})
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	done := make(chan error, 1)
+	go func() { done <- c.Stdin(context.Background(), "x", pr, false) }()
+	pw.Write([]byte("typed"))
+	a.waitPings(t, 3)
+	a.hung.Store(true)
+	select {
+	case err := <-done:
+		wantUnavailable(t, "attached stdin of a hung agent", err)
+	case <-time.After(guard):
+		t.Fatal("attached stdin into a hung agent waits for the next input")
+	}
+	if _, err := pw.Write([]byte("late")); api.ErrorCode(err) != api.CodeUnavailable {
+		t.Errorf("input after the agent hung: %v, want unavailable", err)
+	}
+}

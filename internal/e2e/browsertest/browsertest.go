@@ -45,8 +45,7 @@ type Browser struct {
 // not installed or the server's binary was built without the console.
 func New(t *testing.T, url string, timeout time.Duration) *Browser {
 	t.Helper()
-	exe := Chromium()
-	if exe == "" {
+	if Chromium() == "" {
 		t.Skip("chromium is not installed (make test-deps installs Debian's chromium): the console's browser test cannot run")
 	}
 	resp, err := http.Get(url + "/")
@@ -58,7 +57,21 @@ func New(t *testing.T, url string, timeout time.Duration) *Browser {
 	if strings.Contains(string(page), "console is not built") {
 		t.Skip("this cove binary was built without the console (make build builds it)")
 	}
+	return Start(t, timeout)
+}
+
+// Start starts a browser whatever the server serves at its root (for
+// tests of what a page may do, not of the console), stopped when the
+// test ends (or after timeout), with Chromium's options beside the
+// usual ones. It skips the test where Chromium is not installed.
+func Start(t *testing.T, timeout time.Duration, extra ...chromedp.ExecAllocatorOption) *Browser {
+	t.Helper()
+	exe := Chromium()
+	if exe == "" {
+		t.Skip("chromium is not installed (make test-deps installs Debian's chromium): the browser test cannot run")
+	}
 	shots := os.Getenv("COVE_CONSOLE_SHOTS")
+	var err error
 	if shots == "" {
 		if shots, err = os.MkdirTemp("", "cove-console-shots-"); err != nil {
 			t.Fatal(err)
@@ -73,6 +86,7 @@ func New(t *testing.T, url string, timeout time.Duration) *Browser {
 		chromedp.WindowSize(1280, 800),
 		chromedp.Flag("disable-dev-shm-usage", true),
 	)
+	opts = append(opts, extra...)
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancelA)
 	ctx, cancelC := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))

@@ -333,19 +333,23 @@ func TestImageAdmission(t *testing.T) {
 	if _, err := b.GetImage(t.Context(), img.ID); api.ErrorCode(err) != api.CodeNotFound {
 		t.Errorf("another team's GET: %v; want not_found", err)
 	}
-	_, err = b.CreateSandbox(t.Context(), api.CreateSandboxRequest{Template: name}, false)
+	_, err = b.CreateSandbox(t.Context(), api.CreateSandboxRequest{Template: "owner-" + e2etest.RunID() + "/" + name}, false)
 	wantCode(t, err, api.CodeNotFound, "does not exist")
+	// Its bare name is the other team's own namespace, where it is not.
+	_, err = b.CreateSandbox(t.Context(), api.CreateSandboxRequest{Template: name}, false)
+	wantCode(t, err, api.CodeInvalidArgument, "does not exist")
 
 	_, err = a.UpdateImage(t.Context(), img.ID, api.ImageSettings{Admission: &api.ImageAdmission{Mode: api.ImageAdmitAll}})
 	wantCode(t, err, api.CodePermissionDenied, "only an admin")
 	if _, err := s.Admin.UpdateImage(t.Context(), img.ID, api.ImageSettings{Admission: &api.ImageAdmission{Mode: api.ImageAdmitAll}}); err != nil {
 		t.Fatal(err)
 	}
-	sb := e2etest.Create(t, b, api.CreateSandboxRequest{Template: name})
+	// Another team names it TEAM/NAME.
+	sb := e2etest.Create(t, b, api.CreateSandboxRequest{Template: "owner-" + e2etest.RunID() + "/" + name})
 	if out := e2etest.MustOK(t, b, sb.ID, "echo ok"); out != "ok\n" {
 		t.Errorf("in the admitted image: %q", out)
 	}
-	_, err = plain.CreateSandbox(t.Context(), api.CreateSandboxRequest{Template: name}, false)
+	_, err = plain.CreateSandbox(t.Context(), api.CreateSandboxRequest{Template: "owner-" + e2etest.RunID() + "/" + name}, false)
 	wantCode(t, err, api.CodePermissionDenied, `"custom_images"`)
 	// Seeing is not owning.
 	if err := b.DeleteImage(t.Context(), img.ID); api.ErrorCode(err) != api.CodePermissionDenied {

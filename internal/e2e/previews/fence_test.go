@@ -61,11 +61,9 @@ func TestPreviewFence(t *testing.T) {
 			want             int
 		}{
 			{"unpublished port by host", previewHost(s, a.ID, 8001), "/", tokA, 404},
-			{"unpublished port by path", "", "/v1/sandboxes/" + a.ID + "/ports/8001/", tokA, 404},
 			{"another sandbox with this token", previewHost(s, b.ID, 8000), "/", tokA, 401},
 			{"another sandbox's unpublished port", previewHost(s, b.ID, 8001), "/", tokA, 404},
-			{"a sandbox name instead of its ID", "", "/v1/sandboxes/fence/ports/8000/", tokA, 404},
-			{"a port out of range", "", "/v1/sandboxes/" + a.ID + "/ports/70000/", tokA, 404},
+			{"the former path form", "", "/v1/sandboxes/" + a.ID + "/ports/8000/", tokA, 404},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
 				resp, body := request(t, s, "GET", tt.host, tt.path, tt.hdr)
@@ -130,8 +128,7 @@ func TestPreviewFence(t *testing.T) {
 
 // TestPreviewHostileApp: what the router adds never reaches the app (the
 // preview's token header and cookie, a cove API key), and the app's
-// cookies stay on its own preview host (a Domain attribute is dropped) or,
-// in the path form, under its own path.
+// cookies stay on its own preview host (a Domain attribute is dropped).
 func TestPreviewHostileApp(t *testing.T) {
 	s := startServer(t)
 	c := previewTeam(t, s, "hostile")
@@ -150,12 +147,11 @@ func TestPreviewHostileApp(t *testing.T) {
 		hdr := map[string]string{
 			api.PreviewTokenHeader: p.Token,
 			"Authorization":        "Bearer " + keys[len(keys)-1],
-			"Cookie":               "cove_preview=" + p.Token + "; theirs=1",
+			"Cookie":               fmt.Sprintf("cove_preview=%d-%s.%s; theirs=1", run.port, sb.ID, p.Token),
 		}
 		waitServing(t, s, previewHost(s, sb.ID, run.port), "/", hdr)
 		for _, form := range []struct{ name, host, path, cookiePath string }{
 			{"host", previewHost(s, sb.ID, run.port), "/", "/"},
-			{"path", "", fmt.Sprintf("/v1/sandboxes/%s/ports/%d/", sb.ID, run.port), fmt.Sprintf("/v1/sandboxes/%s/ports/%d/", sb.ID, run.port)},
 		} {
 			t.Run(run.user+"/"+form.name, func(t *testing.T) {
 				resp, body := request(t, s, "GET", form.host, form.path, hdr)

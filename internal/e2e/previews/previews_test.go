@@ -178,10 +178,10 @@ func sandboxAddr(t *testing.T, s *e2etest.Server, sandboxID string) string {
 }
 
 // TestPreviewRouting: python3 -m http.server in the managed image, as a
-// private preview, is reached by Host and by path with its token, and
-// refused without; the path form answers with CSP sandbox; a one-time
-// link sets a cookie of the preview's host and is used up; a public
-// preview needs nothing.
+// private preview, is reached by Host with its token, and refused
+// without; the former path form answers 404 naming the preview's host; a
+// one-time link sets a cookie of the preview's host and is used up; a
+// public preview needs nothing.
 func TestPreviewRouting(t *testing.T) {
 	s := startServer(t)
 	c := previewTeam(t, s, "web")
@@ -221,19 +221,10 @@ func TestPreviewRouting(t *testing.T) {
 			t.Errorf("%d", resp.StatusCode)
 		}
 	})
-	t.Run("path with token", func(t *testing.T) {
+	t.Run("path form is gone", func(t *testing.T) {
 		resp, body := request(t, s, "GET", "", "/v1/sandboxes/"+sb.ID+"/ports/8000/index.html", tok)
-		if resp.StatusCode != 200 || body != "hello from the sandbox\n" {
-			t.Errorf("%d %q", resp.StatusCode, body)
-		}
-		if csp := resp.Header.Values("Content-Security-Policy"); len(csp) == 0 || csp[0] != "sandbox" {
-			t.Errorf("Content-Security-Policy %q, want sandbox", csp)
-		}
-	})
-	t.Run("path without token", func(t *testing.T) {
-		resp, _ := request(t, s, "GET", "", "/v1/sandboxes/"+sb.ID+"/ports/8000/index.html", nil)
-		if resp.StatusCode != 401 || resp.Header.Get("Content-Security-Policy") != "sandbox" {
-			t.Errorf("%d, CSP %q", resp.StatusCode, resp.Header.Get("Content-Security-Policy"))
+		if resp.StatusCode != 404 || strings.Contains(body, "hello from the sandbox") || !strings.Contains(body, "http://"+host+"/index.html") {
+			t.Errorf("%d %q: want a 404 naming the preview's host", resp.StatusCode, body)
 		}
 	})
 	t.Run("one-time link", func(t *testing.T) {
@@ -299,7 +290,7 @@ func TestPreviewRouting(t *testing.T) {
 }
 
 // TestPreviewWebSocket: a WebSocket echo server in the sandbox answers
-// through the preview, by Host and by path; server-sent events stream.
+// through the preview; server-sent events stream.
 func TestPreviewWebSocket(t *testing.T) {
 	s := startServer(t)
 	c := previewTeam(t, s, "ws")
@@ -317,7 +308,6 @@ func TestPreviewWebSocket(t *testing.T) {
 
 	for _, form := range []struct{ name, host, path string }{
 		{"host", previewHost(s, sb.ID, 8001), "/"},
-		{"path", "", "/v1/sandboxes/" + sb.ID + "/ports/8001/"},
 	} {
 		t.Run(form.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

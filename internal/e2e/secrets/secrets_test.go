@@ -74,6 +74,37 @@ func views(t *testing.T, s *e2etest.Server, c *cove.Client, key, ref, id string)
 	return out
 }
 
+// bothViews reads a command's output, both streams, every way the API
+// offers it: NDJSON (interleaved), the raw stdout and stderr streams, and
+// a replaying attach.
+func bothViews(t *testing.T, s *e2etest.Server, c *cove.Client, key, ref, id string) map[string]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	out := map[string]string{}
+	var nd bytes.Buffer
+	if err := c.Output(ctx, ref, id, 0, true, func(r api.OutputRecord) error {
+		nd.Write(r.Data)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out["ndjson"] = nd.String()
+	for _, stream := range []string{"stdout", "stderr"} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/v1/sandboxes/"+ref+"/commands/"+id+"/"+stream, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		out["raw "+stream] = string(raw)
+	}
+	out["attach replay"] = attachAll(t, c, ref, id)
+	return out
+}
+
 func attachAll(t *testing.T, c *cove.Client, ref, id string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -269,6 +300,48 @@ func TestSecrets(t *testing.T) {
 			t.Fatalf("terminal stdout %q", res.Stdout)
 		}
 	})
+
+	// A value printed in two pieces with a pause (longer than a terminal
+	// was once held for) under a terminal, and split between stdout and
+	// stderr: neither the value nor its first piece is recorded.
+	pieces := map[string]struct {
+		command string
+		pty     bool
+		want    map[string]string
+	}{
+		"terminal with a pause": {
+			command: `printf %s "$TOKEN" | head -c 10; sleep 0.3; printf %s "$TOKEN" | tail -c +11`, pty: true,
+			want: map[string]string{"ndjson": "[secret:tok]", "raw stdout": "[secret:tok]", "raw stderr": "", "attach replay": "[secret:tok]"},
+		},
+		"across stdout and stderr": {
+			// A second between the pieces so that the agent reads them in
+			// the order they were written: redaction follows that order.
+			command: `printf %s "$TOKEN" | head -c 10; sleep 1; printf %s "$TOKEN" | tail -c +11 >&2; echo >&2`,
+			want:    map[string]string{"ndjson": "[secret:tok]\n", "raw stdout": "[secret:tok]", "raw stderr": "\n", "attach replay": "[secret:tok]\n"},
+		},
+	}
+	for name, tc := range pieces {
+		t.Run(name, func(t *testing.T) {
+			req := api.CreateCommandRequest{Command: tc.command}
+			if tc.pty {
+				req.PTY = &api.PTY{Cols: 80, Rows: 24}
+			}
+			res, err := a.ExecWait(ctx, sb.ID, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := bothViews(t, s, a, keyA, sb.ID, res.Command.ID)
+			for view, want := range tc.want {
+				got := v[view]
+				if strings.Contains(got, value) || strings.Contains(got, value[:10]) || strings.Contains(got, value[10:]) {
+					t.Errorf("%s: a piece of the value is in %q", view, got)
+				}
+				if got != want {
+					t.Errorf("%s: %q; want %q", view, got, want)
+				}
+			}
+		})
+	}
 
 	t.Run("another team", func(t *testing.T) {
 		if _, err := b.GetSecret(ctx, "tok"); api.ErrorCode(err) != api.CodeNotFound {

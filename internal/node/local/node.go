@@ -64,6 +64,10 @@ type Network interface {
 	// Publish sets the ports of a sandbox the node may connect to; they
 	// hold across sleeps until set again (none: forgotten).
 	Publish(ctx context.Context, id string, ports []uint16) error
+	// PublishPort and UnpublishPort add or take away one port, at a cost
+	// that does not grow with the ports the sandbox publishes.
+	PublishPort(ctx context.Context, id string, port uint16) error
+	UnpublishPort(ctx context.Context, id string, port uint16) error
 	// Addr is a connected sandbox's address.
 	Addr(id string) (netip.Addr, bool)
 }

@@ -30,6 +30,30 @@ func (n *Node) Publish(ctx context.Context, id string, ports []int) error {
 	return n.cfg.Network.Publish(ctx, id, ps)
 }
 
+// PublishPort adds one port to those of the sandbox the node may connect
+// to.
+func (n *Node) PublishPort(ctx context.Context, id string, port int) error {
+	if n.cfg.Network == nil {
+		return nil
+	}
+	if port < 1 || port > 65535 {
+		return api.Errorf(api.CodeInvalidArgument, "port %d is not a TCP port", port)
+	}
+	return n.cfg.Network.PublishPort(ctx, id, uint16(port))
+}
+
+// UnpublishPort takes one port away from those of the sandbox the node
+// may connect to.
+func (n *Node) UnpublishPort(ctx context.Context, id string, port int) error {
+	if n.cfg.Network == nil {
+		return nil
+	}
+	if port < 1 || port > 65535 {
+		return api.Errorf(api.CodeInvalidArgument, "port %d is not a TCP port", port)
+	}
+	return n.cfg.Network.UnpublishPort(ctx, id, uint16(port))
+}
+
 func (n *Node) unpublish(ctx context.Context, id string) {
 	if n.cfg.Network == nil {
 		return

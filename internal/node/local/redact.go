@@ -14,17 +14,29 @@ import (
 )
 
 // Secret values never reach recorded output: each recorder passes its
-// command's output through a redactor per stream before the log sees it,
-// so everything read back (NDJSON, raw streams, attach, ?wait=) is
-// redacted, and nothing unredacted is ever on disk. The values are the
-// sandbox's: every secret given to any of its commands (a value one
-// command wrote to a file may be printed by another), kept in memory only
-// and given again by the control plane at wake and reattach.
+// command's output through redactors before the log sees it, so
+// everything read back (NDJSON, raw streams, attach, ?wait=) is redacted,
+// and nothing unredacted is ever on disk. The values are the sandbox's:
+// every secret given to any of its commands (a value one command wrote to
+// a file may be printed by another), kept in memory only and given again
+// by the control plane at wake and reattach.
+//
+// A pipe's two streams go first through one redactor over their
+// interleaving, in the order the agent read them (a value printed half on
+// stdout, half on stderr), then through one per stream (a value on stdout
+// with stderr output between its pieces). Held bytes go out when what
+// follows shows they begin no value, or when the command ends. A
+// terminal has one stream; what it holds also goes out ptyFlushDelay after
+// the last output that kept it held, so that a prompt that happens to end
+// like the start of a value does not stall; its redactor keeps matching
+// across that, so the rest of a value completed later is still hidden.
 
 // ptyFlushDelay is how long a terminal's output may be held back, waiting
-// to see whether it completes a secret, before it is let out as it is: a
-// terminal must not stall on a prompt that happens to begin a value.
-const ptyFlushDelay = 100 * time.Millisecond
+// to see whether it completes a secret, after the last output that
+// continued it: long enough for a value printed in pieces with pauses
+// (typed, or written as it is computed), short enough that a prompt that
+// happens to begin a value shows within a second.
+const ptyFlushDelay = time.Second
 
 // ptyMarker is a file in a PTY command's output dir, so that a restarted
 // node knows to flush its held output on time.
@@ -64,24 +76,44 @@ func (s *secretSet) snapshot(known int) ([]secrets.Secret, int, bool) {
 }
 
 // redacting takes a command's frames from the agent into its log through
-// a redactor per stream. Its methods are safe for concurrent use: the
-// recorder and, for a terminal, the flusher call them.
+// its redactors. Its methods are safe for concurrent use: the recorder
+// and, for a terminal, the flusher call them.
 type redacting struct {
 	l   *output.Log
 	set *secretSet
 	pty bool
-	// kick asks the flusher to let held output out after ptyFlushDelay.
+	// kick tells the flusher that a terminal's output is held.
 	kick chan struct{}
 
-	mu       sync.Mutex
-	version  int
-	red      [2]*secrets.Redactor
+	mu      sync.Mutex
+	version int
+	// mixed sees both streams in the order they came (pipes only: a
+	// terminal has one stream); red sees each stream alone.
+	mixed *secrets.Redactor
+	red   [2]*secrets.Redactor
+	// due is when a terminal's held output goes out.
+	due      time.Time
 	agentSeq int64 // the agent's last frame taken in
-	buf      []byte
+	// runs is what the redactors let out for one frame, in order: each a
+	// stream and its bytes in buf.
+	runs []run
+	buf  []byte
+}
+
+type run struct {
+	kind     byte
+	from, to int
 }
 
 func newRedacting(l *output.Log, set *secretSet, pty bool) *redacting {
-	return &redacting{l: l, set: set, pty: pty, kick: make(chan struct{}, 1), agentSeq: l.ResumeSeq()}
+	w := &redacting{l: l, set: set, pty: pty, kick: make(chan struct{}, 1), agentSeq: l.ResumeSeq()}
+	for i := range w.red {
+		w.red[i] = secrets.NewRedactor(nil, pty)
+	}
+	if !pty {
+		w.mixed = secrets.NewRedactor(nil, false)
+	}
+	return w
 }
 
 // resumeAfter is the agent's sequence number to resume its stream after.
@@ -91,21 +123,42 @@ func (w *redacting) resumeAfter() int64 {
 	return w.agentSeq
 }
 
-// refresh rebuilds the redactors when the sandbox was given new values.
-// w.mu is held.
+// refresh gives the redactors the sandbox's values when it was given new
+// ones. w.mu is held.
 func (w *redacting) refresh() {
 	list, v, changed := w.set.snapshot(w.version)
 	if !changed {
 		return
 	}
 	w.version = v
-	for i := range w.red {
-		if w.red[i] == nil {
-			w.red[i] = secrets.NewRedactor(list, w.pty)
-		} else {
-			w.red[i].Reset(list, w.pty)
-		}
+	if w.mixed != nil {
+		w.mixed.Reset(list, false)
 	}
+	for _, r := range w.red {
+		r.Reset(list, w.pty)
+	}
+}
+
+// collect notes bytes let out on stream kind (1 stdout, 2 stderr).
+func (w *redacting) collect(kind byte, b []byte) {
+	if n := len(w.runs); n > 0 && w.runs[n-1].kind == kind {
+		w.buf = append(w.buf, b...)
+		w.runs[n-1].to = len(w.buf)
+		return
+	}
+	from := len(w.buf)
+	w.buf = append(w.buf, b...)
+	w.runs = append(w.runs, run{kind, from, len(w.buf)})
+}
+
+// stream passes bytes of stream kind through that stream's own redactor.
+func (w *redacting) stream(kind byte, b []byte) {
+	w.red[kind-1].WriteFrom(kind, b, w.collect)
+}
+
+// held reports whether any redactor holds bytes back.
+func (w *redacting) held() bool {
+	return (w.mixed != nil && w.mixed.Held() > 0) || w.red[0].Held() > 0 || w.red[1].Held() > 0
 }
 
 // frame takes in one frame from the agent.
@@ -118,15 +171,29 @@ func (w *redacting) frame(f wire.Frame) error {
 	w.refresh()
 	switch f.Kind {
 	case wire.FrameStdout, wire.FrameStderr:
-		r := w.red[f.Kind-1]
-		if r != nil && (!r.Empty() || r.Held() > 0) {
-			w.buf = r.Write(w.buf[:0], f.Data)
-			f.Data = w.buf
-			if r.Held() > 0 && w.pty {
-				select {
-				case w.kick <- struct{}{}:
-				default:
-				}
+		w.runs, w.buf = w.runs[:0], w.buf[:0]
+		if w.mixed != nil {
+			w.mixed.WriteFrom(f.Kind, f.Data, w.stream)
+		} else {
+			w.stream(f.Kind, f.Data)
+		}
+		// Bytes of the other stream, or held from before, go in before
+		// this frame, in the order they came; the frame keeps the last
+		// run when it is of its own stream.
+		last := len(w.runs) - 1
+		f.Data = nil
+		if last >= 0 && w.runs[last].kind == f.Kind {
+			f.Data = w.buf[w.runs[last].from:w.runs[last].to]
+			w.runs = w.runs[:last]
+		}
+		if err := w.insertRuns(); err != nil {
+			return err
+		}
+		if w.pty && w.held() {
+			w.due = time.Now().Add(ptyFlushDelay)
+			select {
+			case w.kick <- struct{}{}:
+			default:
 			}
 		}
 	case wire.FrameExit:
@@ -138,10 +205,11 @@ func (w *redacting) frame(f wire.Frame) error {
 	case wire.FrameDropped:
 		// Output was lost here: held bytes (the start of what may be a
 		// secret, now cut) are dropped rather than shown.
+		if w.mixed != nil {
+			w.mixed.Flush(nil)
+		}
 		for _, r := range w.red {
-			if r != nil {
-				r.Flush(nil)
-			}
+			r.Flush(nil)
 		}
 	}
 	if err := w.l.Append(f); err != nil {
@@ -151,32 +219,52 @@ func (w *redacting) frame(f wire.Frame) error {
 	return nil
 }
 
-// flush lets held output out now (a terminal's, after ptyFlushDelay).
-func (w *redacting) flush() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.flushLocked()
-}
-
-func (w *redacting) flushLocked() error {
-	for i, r := range w.red {
-		if r == nil || r.Held() == 0 {
-			continue
-		}
+// insertRuns records the runs collected as chunks of the node's own.
+func (w *redacting) insertRuns() error {
+	for _, r := range w.runs {
 		if !w.l.CanInsert() {
-			r.Flush(nil) // a log that took its most inserts: dropped, never shown
-			continue
+			break // a log that took its most inserts: dropped, never shown
 		}
-		w.buf = r.Flush(w.buf[:0])
-		if _, err := w.l.Insert(byte(i+1), w.buf); err != nil {
+		if _, err := w.l.Insert(r.kind, w.buf[r.from:r.to]); err != nil {
 			return err
 		}
 	}
+	w.runs = w.runs[:0]
 	return nil
 }
 
-// flushTerminal lets a terminal's held output out ptyFlushDelay after it
-// was held, until ctx ends.
+// flushLocked lets every held byte out (the command ended). w.mu is held.
+func (w *redacting) flushLocked() error {
+	w.runs, w.buf = w.runs[:0], w.buf[:0]
+	if w.mixed != nil {
+		w.mixed.FlushTo(w.stream)
+	}
+	for _, r := range w.red {
+		r.FlushTo(w.collect)
+	}
+	return w.insertRuns()
+}
+
+// release lets a terminal's held output out once it is due, and reports
+// when to look again (zero when nothing is held).
+func (w *redacting) release(now time.Time) (time.Time, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.held() {
+		return time.Time{}, nil
+	}
+	if now.Before(w.due) {
+		return w.due, nil
+	}
+	w.runs, w.buf = w.runs[:0], w.buf[:0]
+	for _, r := range w.red {
+		r.Release(w.collect) // matching goes on: the rest of a value is still hidden
+	}
+	return time.Time{}, w.insertRuns()
+}
+
+// flushTerminal lets a terminal's held output out ptyFlushDelay after the
+// last output that kept it held, until ctx ends.
 func (w *redacting) flushTerminal(ctx context.Context) {
 	for {
 		select {
@@ -184,13 +272,18 @@ func (w *redacting) flushTerminal(ctx context.Context) {
 			return
 		case <-w.kick:
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(ptyFlushDelay):
-		}
-		if err := w.flush(); err != nil {
-			return
+		for {
+			next, err := w.release(time.Now())
+			if err != nil || next.IsZero() {
+				break
+			}
+			t := time.NewTimer(time.Until(next))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -84,44 +83,149 @@ func TestRedactingRecorder(t *testing.T) {
 	}
 }
 
-// TestRedactingTerminalFlush checks that a terminal's held output goes out
-// on its own within the flush delay, and a pipe's waits for more.
+// TestRedactingTerminalFlush checks that a terminal's held output goes
+// out on its own once ptyFlushDelay has passed since the output that kept
+// it held, that matching goes on across that, and that a pipe's waits for
+// more. Times are given to release, not waited for.
 func TestRedactingTerminalFlush(t *testing.T) {
-	for _, pty := range []bool{true, false} {
+	const value = "tok-0123456789abcdef"
+	start := func(t *testing.T, pty bool) (*output.Log, func(seq int64, data string)) {
 		l, err := output.Open(t.TempDir(), 1<<20, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { l.Close() })
 		set := &secretSet{}
-		set.add([]node.Secret{{Name: "tok", Value: "tok-0123456789abcdef"}})
+		set.add([]node.Secret{{Name: "tok", Value: value}})
 		w := newRedacting(l, set, pty)
-		ctx, stop := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			w.flushTerminal(ctx)
-		}()
-		if err := w.frame(wire.Frame{Seq: 1, Kind: wire.FrameStdout, Data: []byte("$ tok-")}); err != nil {
+		now := time.Now()
+		return l, func(seq int64, data string) {
+			t.Helper()
+			if seq < 0 { // a pause of -seq tenths of the delay
+				now = now.Add(time.Duration(-seq) * ptyFlushDelay / 10)
+				if _, err := w.release(now); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err := w.frame(wire.Frame{Seq: seq, Kind: wire.FrameStdout, Data: []byte(data)}); err != nil {
+				t.Fatal(err)
+			}
+			w.mu.Lock()
+			w.due = now.Add(ptyFlushDelay) // as frame set it, on the test's clock
+			w.mu.Unlock()
+		}
+	}
+	t.Run("prompt shows after the delay", func(t *testing.T) {
+		l, feed := start(t, true)
+		feed(1, "$ tok-")
+		if got, _ := readAll(t, l); got != "$ " {
+			t.Fatalf("at once %q; want the prompt without what may begin a secret", got)
+		}
+		feed(-5, "")
+		if got, _ := readAll(t, l); got != "$ " {
+			t.Fatalf("before the delay %q", got)
+		}
+		feed(-6, "")
+		if got, _ := readAll(t, l); got != "$ tok-" {
+			t.Fatalf("after the delay %q", got)
+		}
+		// Matching went on: the rest of the value is hidden.
+		feed(2, "0123456789abcdef\n")
+		if got, _ := readAll(t, l); got != "$ tok-[secret:tok]\n" {
+			t.Errorf("after the flush: %q", got)
+		}
+	})
+	t.Run("pieces with pauses under the delay", func(t *testing.T) {
+		l, feed := start(t, true)
+		feed(1, "abc")
+		feed(-9, "")
+		feed(2, "tok-012")
+		feed(-9, "")
+		feed(3, "3456789a")
+		feed(-9, "")
+		feed(4, "bcdef\n")
+		got, _ := readAll(t, l)
+		if got != "abc[secret:tok]\n" || rawStdout(t, l) != got {
+			t.Errorf("recorded %q (raw %q)", got, rawStdout(t, l))
+		}
+	})
+	t.Run("a pipe waits", func(t *testing.T) {
+		l, feed := start(t, false)
+		feed(1, "$ tok-")
+		feed(-30, "")
+		if got, _ := readAll(t, l); got != "$ " {
+			t.Errorf("a pipe let out %q", got)
+		}
+	})
+}
+
+// TestRedactingAcrossStreams checks values split between stdout and
+// stderr, and a value on one stream with the other's output between its
+// pieces.
+func TestRedactingAcrossStreams(t *testing.T) {
+	const value = "tok-0123456789abcdef"
+	l, err := output.Open(t.TempDir(), 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	set := &secretSet{}
+	set.add([]node.Secret{{Name: "tok", Value: value}})
+	w := newRedacting(l, set, false)
+	seq := int64(0)
+	feed := func(kind byte, data string) {
+		t.Helper()
+		seq++
+		if err := w.frame(wire.Frame{Seq: seq, Kind: kind, Data: []byte(data)}); err != nil {
 			t.Fatal(err)
 		}
-		got, _ := readAll(t, l)
-		if got != "$ " {
-			t.Fatalf("pty %v: at once %q; want the prompt without what may begin a secret", pty, got)
+	}
+	feed(wire.FrameStdout, "a tok-0123")
+	feed(wire.FrameStderr, "456789abcdef b\n")
+	feed(wire.FrameStdout, "c tok-01234567")
+	feed(wire.FrameStderr, "noise\n")
+	feed(wire.FrameStdout, "89abcdef d\n")
+	feed(wire.FrameStderr, "tok-0")
+	feed(wire.FrameStdout, "123456789abcde")
+	feed(wire.FrameStderr, "f e\n")
+	exit, _ := json.Marshal(node.Exit{})
+	feed(wire.FrameExit, string(exit))
+
+	var all strings.Builder
+	streams := map[string]*strings.Builder{"stdout": {}, "stderr": {}}
+	var seqs []int64
+	if _, err := l.Read(t.Context(), 0, false, func(c node.Chunk) error {
+		seqs = append(seqs, c.Seq)
+		all.Write(c.Data)
+		streams[c.Stream].Write(c.Data)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "a [secret:tok] b\nc noise\n[secret:tok] d\n[secret:tok] e\n"; all.String() != want {
+		t.Errorf("interleaved:\n%q\nwant\n%q", all.String(), want)
+	}
+	if want := "a [secret:tok]c [secret:tok] d\n"; streams["stdout"].String() != want {
+		t.Errorf("stdout %q, want %q", streams["stdout"].String(), want)
+	}
+	if want := " b\nnoise\n[secret:tok] e\n"; streams["stderr"].String() != want {
+		t.Errorf("stderr %q, want %q", streams["stderr"].String(), want)
+	}
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			t.Errorf("seqs do not increase: %v", seqs)
 		}
-		time.Sleep(3 * ptyFlushDelay)
-		got, _ = readAll(t, l)
-		if want := map[bool]string{true: "$ tok-", false: "$ "}[pty]; got != want {
-			t.Errorf("pty %v: after the delay %q; want %q", pty, got, want)
+	}
+	for _, name := range []string{"stdout", "stderr"} {
+		ra, n, err := l.Stream(name)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if pty {
-			// What was let out cannot be taken back: the rest shows as it is.
-			w.frame(wire.Frame{Seq: 2, Kind: wire.FrameStdout, Data: []byte("0123456789abcdef\n")})
-			if got, _ = readAll(t, l); got != "$ tok-0123456789abcdef\n" {
-				t.Errorf("after the flush: %q", got)
-			}
+		b := make([]byte, n)
+		ra.ReadAt(b, 0)
+		if strings.Contains(string(b), "0123") {
+			t.Errorf("raw %s holds part of the value: %q", name, b)
 		}
-		stop()
-		<-done
-		l.Close()
 	}
 }

@@ -32,7 +32,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,7 +77,7 @@ type Fence struct {
 	used  map[int]bool
 	// ports are the ports each sandbox publishes (previews), kept while
 	// it sleeps, so that a new link publishes them again.
-	ports map[string][]uint16
+	ports map[string]map[uint16]bool
 }
 
 // New returns a fence; Init installs its table.
@@ -104,7 +103,7 @@ func New(cfg Config, log *slog.Logger) (*Fence, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	return &Fence{cfg: cfg, log: log, links: map[string]Link{}, used: map[int]bool{}, ports: map[string][]uint16{}}, nil
+	return &Fence{cfg: cfg, log: log, links: map[string]Link{}, used: map[int]bool{}, ports: map[string]map[uint16]bool{}}, nil
 }
 
 // Init loads the links on disk and replaces the node's table with one that
@@ -163,7 +162,7 @@ func (f *Fence) tableScript(links []Link) string {
 	var pubs []string
 	f.mu.Lock()
 	for id, l := range f.links {
-		for _, p := range f.ports[id] {
+		for p := range f.ports[id] {
 			pubs = append(pubs, publishedElem(l, p))
 		}
 	}
@@ -329,7 +328,7 @@ func (f *Fence) Attach(ctx context.Context, id string, pid int) (Link, error) {
 	script := fmt.Sprintf("add element inet %[1]s %[2]s { %[3]q }\nadd element inet %[1]s %[4]s { %[5]s }\n",
 		f.cfg.Table, setSandboxes, l.HostIface, setSources, l.source())
 	f.mu.Lock()
-	for _, p := range f.ports[id] {
+	for p := range f.ports[id] {
 		script += fmt.Sprintf("add element inet %s %s { %s }\n", f.cfg.Table, setPublished, publishedElem(l, p))
 	}
 	f.mu.Unlock()
@@ -439,7 +438,7 @@ func (f *Fence) Detach(ctx context.Context, id string) error {
 		"add element inet %[1]s %[4]s { %[5]s }\ndelete element inet %[1]s %[4]s { %[5]s }\n",
 		f.cfg.Table, setSandboxes, l.HostIface, setSources, l.source())
 	f.mu.Lock()
-	for _, p := range f.ports[id] {
+	for p := range f.ports[id] {
 		script += elemGone(f.cfg.Table, setPublished, publishedElem(l, p))
 	}
 	f.mu.Unlock()
@@ -470,14 +469,20 @@ func elemGone(table, set, elem string) string {
 
 // Publish makes ports the only ports of the sandbox the node may connect
 // to (none for an empty list). It holds while the sandbox sleeps: a link
-// it gets later publishes them again. Forget drops them for good.
+// it gets later publishes them again. Forget drops them for good. It is
+// for publishing again what a restarted node forgot; PublishPort and
+// UnpublishPort change one port.
 func (f *Fence) Publish(ctx context.Context, id string, ports []uint16) error {
+	set := make(map[uint16]bool, len(ports))
+	for _, p := range ports {
+		set[p] = true
+	}
 	f.mu.Lock()
 	old := f.ports[id]
-	if len(ports) == 0 {
+	if len(set) == 0 {
 		delete(f.ports, id)
 	} else {
-		f.ports[id] = slices.Clone(ports)
+		f.ports[id] = set
 	}
 	l, linked := f.links[id]
 	f.mu.Unlock()
@@ -485,12 +490,12 @@ func (f *Fence) Publish(ctx context.Context, id string, ports []uint16) error {
 		return nil
 	}
 	var script strings.Builder
-	for _, p := range old {
-		if !slices.Contains(ports, p) {
+	for p := range old {
+		if !set[p] {
 			script.WriteString(elemGone(f.cfg.Table, setPublished, publishedElem(l, p)))
 		}
 	}
-	for _, p := range ports {
+	for p := range set {
 		fmt.Fprintf(&script, "add element inet %s %s { %s }\n", f.cfg.Table, setPublished, publishedElem(l, p))
 	}
 	if script.Len() == 0 {
@@ -498,6 +503,50 @@ func (f *Fence) Publish(ctx context.Context, id string, ports []uint16) error {
 	}
 	if err := f.nft(ctx, script.String()); err != nil {
 		return fmt.Errorf("publish ports of %s: %w", id, err)
+	}
+	return nil
+}
+
+// PublishPort adds one port to those of the sandbox the node may connect
+// to: one element of the published set, however many the sandbox has.
+func (f *Fence) PublishPort(ctx context.Context, id string, port uint16) error {
+	f.mu.Lock()
+	had := f.ports[id][port]
+	if f.ports[id] == nil {
+		f.ports[id] = map[uint16]bool{}
+	}
+	f.ports[id][port] = true
+	l, linked := f.links[id]
+	f.mu.Unlock()
+	if !linked {
+		return nil
+	}
+	err := f.nft(ctx, fmt.Sprintf("add element inet %s %s { %s }\n", f.cfg.Table, setPublished, publishedElem(l, port)))
+	if err != nil {
+		if !had {
+			f.mu.Lock()
+			delete(f.ports[id], port)
+			f.mu.Unlock()
+		}
+		return fmt.Errorf("publish port %d of %s: %w", port, id, err)
+	}
+	return nil
+}
+
+// UnpublishPort takes one port away from those the node may connect to.
+func (f *Fence) UnpublishPort(ctx context.Context, id string, port uint16) error {
+	f.mu.Lock()
+	delete(f.ports[id], port)
+	if len(f.ports[id]) == 0 {
+		delete(f.ports, id)
+	}
+	l, linked := f.links[id]
+	f.mu.Unlock()
+	if !linked {
+		return nil
+	}
+	if err := f.nft(ctx, elemGone(f.cfg.Table, setPublished, publishedElem(l, port))); err != nil {
+		return fmt.Errorf("unpublish port %d of %s: %w", port, id, err)
 	}
 	return nil
 }

@@ -188,6 +188,16 @@ func (m *Manager) Publish(ctx context.Context, id string, ports []uint16) error 
 	return m.fence.Publish(ctx, id, ports)
 }
 
+// PublishPort adds one port to those the node may connect to.
+func (m *Manager) PublishPort(ctx context.Context, id string, port uint16) error {
+	return m.fence.PublishPort(ctx, id, port)
+}
+
+// UnpublishPort takes one port away from those the node may connect to.
+func (m *Manager) UnpublishPort(ctx context.Context, id string, port uint16) error {
+	return m.fence.UnpublishPort(ctx, id, port)
+}
+
 // Addr is the sandbox's address while it has a link.
 func (m *Manager) Addr(id string) (netip.Addr, bool) {
 	l, ok := m.fence.Link(id)

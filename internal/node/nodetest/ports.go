@@ -26,6 +26,36 @@ func (n *Node) Publish(ctx context.Context, id string, ports []int) error {
 	return nil
 }
 
+// PublishPort implements server.Node: it adds one port.
+func (n *Node) PublishPort(ctx context.Context, id string, port int) error {
+	if err := n.record("publish-port", id); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.published == nil {
+		n.published = map[string][]int{}
+	}
+	if !slices.Contains(n.published[id], port) {
+		n.published[id] = append(n.published[id], port)
+	}
+	return nil
+}
+
+// UnpublishPort implements server.Node: it takes one port away.
+func (n *Node) UnpublishPort(ctx context.Context, id string, port int) error {
+	if err := n.record("unpublish-port", id); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.published[id] = slices.DeleteFunc(n.published[id], func(p int) bool { return p == port })
+	if len(n.published[id]) == 0 {
+		delete(n.published, id)
+	}
+	return nil
+}
+
 // Published returns the ports a sandbox publishes.
 func (n *Node) Published(id string) []int {
 	n.mu.Lock()

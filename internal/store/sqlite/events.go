@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strconv"
 	"strings"
@@ -38,18 +39,18 @@ func (db *DB) AppendEvent(ctx context.Context, teamID string, e api.Event) (api.
 		return e, fmt.Errorf("append event: %w", err)
 	}
 	defer tx.Rollback()
-	var seq int64
-	err = tx.QueryRowContext(ctx,
-		`INSERT INTO events (team_id, type, sandbox_id, command_id, time, data) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq`,
-		teamID, e.Type, e.SandboxID, e.CommandID, formatTime(e.Time), data).Scan(&seq)
+	seq, err := insertEvent(ctx, tx, teamID, e, data)
 	if err != nil {
-		if sqliteCode(err) == foreignKeyViolation {
-			return e, api.Errorf(api.CodeNotFound, "team %s not found", teamID)
-		}
-		return e, fmt.Errorf("append event: %w", err)
-	}
-	if err := enqueueDeliveries(ctx, tx, teamID, seq, e); err != nil {
 		return e, err
+	}
+	n, err := enqueueDeliveries(ctx, tx, teamID, seq, e)
+	if err != nil {
+		return e, err
+	}
+	if n > 0 {
+		if err := db.boundBacklog(ctx, tx, teamID, e.Time); err != nil {
+			return e, err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return e, fmt.Errorf("append event: %w", err)
@@ -57,6 +58,22 @@ func (db *DB) AppendEvent(ctx context.Context, teamID string, e api.Event) (api.
 	e.ID = eventID(seq)
 	e.Time = e.Time.UTC()
 	return e, nil
+}
+
+// insertEvent adds an event (its data already encoded) to a team's log in
+// tx and returns its sequence number.
+func insertEvent(ctx context.Context, tx *sql.Tx, teamID string, e api.Event, data string) (int64, error) {
+	var seq int64
+	err := tx.QueryRowContext(ctx,
+		`INSERT INTO events (team_id, type, sandbox_id, command_id, time, data) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq`,
+		teamID, e.Type, e.SandboxID, e.CommandID, formatTime(e.Time), data).Scan(&seq)
+	if err != nil {
+		if sqliteCode(err) == foreignKeyViolation {
+			return 0, api.Errorf(api.CodeNotFound, "team %s not found", teamID)
+		}
+		return 0, fmt.Errorf("append event: %w", err)
+	}
+	return seq, nil
 }
 
 // ListEvents lists a team's events, oldest first.

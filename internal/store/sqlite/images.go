@@ -67,7 +67,7 @@ func (db *DB) CreateImage(ctx context.Context, img api.Image) error {
 		img.ID, img.Name, img.TeamID, img.Digest, img.SizeBytes, config, settings, formatTime(img.CreatedAt), formatTime(img.UpdatedAt))
 	switch sqliteCode(err) {
 	case uniqueViolation, primaryKeyViolation:
-		return api.Errorf(api.CodeConflict, "an image called %q exists already; choose another name", img.Name)
+		return api.Errorf(api.CodeConflict, "this team has an image called %q already; choose another name", img.Name)
 	case foreignKeyViolation:
 		return api.Errorf(api.CodeNotFound, "team %s not found", img.TeamID)
 	}
@@ -82,9 +82,9 @@ func (db *DB) GetImage(ctx context.Context, id string) (api.Image, error) {
 	return db.getImage(ctx, fmt.Sprintf("image %s not found", id), "SELECT "+imageColumns+" FROM images WHERE id = ?", id)
 }
 
-// GetImageByName finds an image by name.
-func (db *DB) GetImageByName(ctx context.Context, name string) (api.Image, error) {
-	return db.getImage(ctx, fmt.Sprintf("image %q not found", name), "SELECT "+imageColumns+" FROM images WHERE name = ?", name)
+// GetImageByName finds a team's image by name.
+func (db *DB) GetImageByName(ctx context.Context, teamID, name string) (api.Image, error) {
+	return db.getImage(ctx, fmt.Sprintf("image %q not found", name), "SELECT "+imageColumns+" FROM images WHERE team_id = ? AND name = ?", teamID, name)
 }
 
 func (db *DB) getImage(ctx context.Context, notFound, q string, args ...any) (api.Image, error) {
@@ -100,7 +100,7 @@ func (db *DB) getImage(ctx context.Context, notFound, q string, args ...any) (ap
 
 // ListImages lists every image, by name.
 func (db *DB) ListImages(ctx context.Context) ([]api.Image, error) {
-	imgs, err := queryAll(ctx, db.read, scanImage, "SELECT "+imageColumns+" FROM images ORDER BY name")
+	imgs, err := queryAll(ctx, db.read, scanImage, "SELECT "+imageColumns+" FROM images ORDER BY name, team_id")
 	if err != nil {
 		return nil, fmt.Errorf("list images: %w", err)
 	}
@@ -139,11 +139,13 @@ func (db *DB) ImagesWithDigest(ctx context.Context, digest string) (int, error) 
 	return n, nil
 }
 
-// TemplateInUse reports whether a live sandbox names template.
-func (db *DB) TemplateInUse(ctx context.Context, template string) (bool, error) {
+// TemplateInUse reports whether a live sandbox names template: one of
+// teamID's by that name, or any by qualified.
+func (db *DB) TemplateInUse(ctx context.Context, teamID, template, qualified string) (bool, error) {
 	var n int
 	err := db.read.QueryRowContext(ctx,
-		"SELECT count(*) FROM sandboxes WHERE template = ? AND state NOT IN ('terminated', 'failed')", template).Scan(&n)
+		"SELECT count(*) FROM sandboxes WHERE ((team_id = ? AND template = ?) OR template = ?) AND state NOT IN ('terminated', 'failed')",
+		teamID, template, qualified).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("sandboxes of template %s: %w", template, err)
 	}

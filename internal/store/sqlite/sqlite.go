@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite"
@@ -30,9 +31,10 @@ const busyTimeout = 10 * time.Second
 // racing for SQLite's lock; reads use a pool of read-only connections, which
 // WAL lets run beside the writer.
 type DB struct {
-	write *sql.DB
-	read  *sql.DB
-	now   func() time.Time
+	write   *sql.DB
+	read    *sql.DB
+	now     func() time.Time
+	backlog atomic.Int64 // SetWebhookBacklog; 0 for the default
 }
 
 var _ store.Store = (*DB)(nil)

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,46 +27,115 @@ func deliverySeq(id string) (int64, bool) {
 }
 
 // enqueueDeliveries adds, in the event's transaction, a pending delivery
-// for each of the team's webhooks that the event matches.
-func enqueueDeliveries(ctx context.Context, tx *sql.Tx, teamID string, seq int64, e api.Event) error {
+// for each of the team's webhooks that the event matches, and returns how
+// many it added.
+func enqueueDeliveries(ctx context.Context, tx *sql.Tx, teamID string, seq int64, e api.Event) (int, error) {
 	rows, err := tx.QueryContext(ctx, "SELECT id, events FROM webhooks WHERE team_id = ? ORDER BY id", teamID)
 	if err != nil {
-		return fmt.Errorf("find webhooks of event: %w", err)
+		return 0, fmt.Errorf("find webhooks of event: %w", err)
 	}
 	var ids []string
 	for rows.Next() {
 		var id, events string
 		if err := rows.Scan(&id, &events); err != nil {
 			rows.Close()
-			return fmt.Errorf("find webhooks of event: %w", err)
+			return 0, fmt.Errorf("find webhooks of event: %w", err)
 		}
 		var d decoder
 		var patterns []string
 		d.json(events, &patterns)
 		if d.err != nil {
 			rows.Close()
-			return fmt.Errorf("webhook %s: %w", id, d.err)
+			return 0, fmt.Errorf("webhook %s: %w", id, d.err)
 		}
 		if store.EventMatches(patterns, e.Type) {
 			ids = append(ids, id)
 		}
 	}
 	if err := rows.Close(); err != nil {
-		return err
+		return 0, err
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("find webhooks of event: %w", err)
+		return 0, fmt.Errorf("find webhooks of event: %w", err)
 	}
+	return len(ids), insertDeliveries(ctx, tx, teamID, ids, seq, e, false)
+}
+
+// insertDeliveries adds a pending delivery of event seq to each webhook.
+func insertDeliveries(ctx context.Context, tx *sql.Tx, teamID string, webhookIDs []string, seq int64, e api.Event, urgent bool) error {
 	now := formatTime(e.Time)
-	for _, id := range ids {
+	for _, id := range webhookIDs {
 		_, err := tx.ExecContext(ctx,
-			`INSERT INTO webhook_deliveries (webhook_id, event_seq, event_type, state, next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			id, seq, e.Type, string(api.DeliveryPending), now, now)
+			`INSERT INTO webhook_deliveries (webhook_id, team_id, event_seq, event_type, state, next_attempt_at, created_at, urgent) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			id, teamID, seq, e.Type, string(api.DeliveryPending), now, now, urgent)
 		if err != nil {
 			return fmt.Errorf("enqueue delivery to %s: %w", id, err)
 		}
 	}
 	return nil
+}
+
+// SetWebhookBacklog bounds each team's pending deliveries (urgent ones
+// aside) to n; default store.DefaultWebhookBacklog. Call it before use.
+func (db *DB) SetWebhookBacklog(n int) { db.backlog.Store(int64(n)) }
+
+// boundBacklog keeps, in an event's transaction, the team's pending
+// backlog within its bound: past it, the oldest pending deliveries fail
+// with reason backlog_full, down to nine tenths of the bound (so that a
+// team held over it drops in batches, not at every event), and a
+// webhook.dropped event saying how many goes to each webhook that lost
+// some, as an urgent delivery: sent before the webhook's backlog, never
+// behind it.
+func (db *DB) boundBacklog(ctx context.Context, tx *sql.Tx, teamID string, t time.Time) error {
+	limit := db.backlog.Load()
+	if limit <= 0 {
+		limit = store.DefaultWebhookBacklog
+	}
+	var n int64
+	err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM webhook_deliveries INDEXED BY webhook_deliveries_backlog
+		WHERE team_id = ? AND state = 'pending' AND urgent = 0`, teamID).Scan(&n)
+	if err != nil {
+		return fmt.Errorf("count the webhook backlog of %s: %w", teamID, err)
+	}
+	if n <= limit {
+		return nil
+	}
+	drop := n - limit + limit/10
+	rows, err := tx.QueryContext(ctx, `UPDATE webhook_deliveries SET state = 'failed', reason = ?, next_attempt_at = NULL
+		WHERE seq IN (SELECT seq FROM webhook_deliveries INDEXED BY webhook_deliveries_backlog
+			WHERE team_id = ? AND state = 'pending' AND urgent = 0 ORDER BY seq LIMIT ?)
+		RETURNING webhook_id`, api.ReasonBacklogFull, teamID, drop)
+	if err != nil {
+		return fmt.Errorf("drop the webhook backlog of %s: %w", teamID, err)
+	}
+	per := map[string]int{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return fmt.Errorf("drop the webhook backlog of %s: %w", teamID, err)
+		}
+		per[id]++
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return fmt.Errorf("drop the webhook backlog of %s: %w", teamID, err)
+	}
+	counts := make(map[string]any, len(per))
+	for id, c := range per {
+		counts[id] = c
+	}
+	e := api.Event{Type: api.EventWebhookDropped, Time: t, Data: map[string]any{
+		"dropped": drop, "reason": api.ReasonBacklogFull, "backlog": limit, "webhooks": counts,
+	}}
+	data, err := encodeJSON(e.Data)
+	if err != nil {
+		return err
+	}
+	seq, err := insertEvent(ctx, tx, teamID, e, data)
+	if err != nil {
+		return err
+	}
+	return insertDeliveries(ctx, tx, teamID, slices.Sorted(maps.Keys(per)), seq, e, true)
 }
 
 // CreateWebhook stores a webhook.
@@ -164,7 +235,7 @@ func (db *DB) DeleteWebhook(ctx context.Context, teamID, id string) error {
 	return tx.Commit()
 }
 
-const deliveryColumns = "d.seq, d.webhook_id, d.event_seq, d.event_type, d.state, d.attempt_count, d.attempts, d.next_attempt_at, d.created_at"
+const deliveryColumns = "d.seq, d.webhook_id, d.event_seq, d.event_type, d.state, d.reason, d.attempt_count, d.attempts, d.next_attempt_at, d.created_at"
 
 func scanDelivery(r scanner, extra ...any) (api.Delivery, error) {
 	var (
@@ -174,7 +245,7 @@ func scanDelivery(r scanner, extra ...any) (api.Delivery, error) {
 		next            sql.NullString
 		created         string
 	)
-	dest := append([]any{&seq, &dl.WebhookID, &eventSeq, &dl.EventType, &state, &dl.AttemptCount, &attempts, &next, &created}, extra...)
+	dest := append([]any{&seq, &dl.WebhookID, &eventSeq, &dl.EventType, &state, &dl.Reason, &dl.AttemptCount, &attempts, &next, &created}, extra...)
 	if err := r.Scan(dest...); err != nil {
 		return dl, err
 	}
@@ -191,18 +262,24 @@ func scanDelivery(r scanner, extra ...any) (api.Delivery, error) {
 	return dl, d.err
 }
 
-// DueDeliveries returns the oldest due delivery of each of at most limit
-// webhooks.
-func (db *DB) DueDeliveries(ctx context.Context, t time.Time, limit int) ([]store.DueDelivery, error) {
-	q := `SELECT ` + deliveryColumns + `, w.url, w.secret,
+// DueDeliveries returns, for each team, the next due delivery (urgent
+// first, then oldest) of each of at most perTeam of its webhooks, ordered
+// by team, then delivery.
+func (db *DB) DueDeliveries(ctx context.Context, t time.Time, perTeam int) ([]store.DueDelivery, error) {
+	q := `WITH heads AS (
+			SELECT h.team_id AS team_id, (SELECT p.seq FROM webhook_deliveries p INDEXED BY webhook_deliveries_pending
+				WHERE p.webhook_id = h.id AND p.state = 'pending' AND p.next_attempt_at <= ?
+				ORDER BY p.urgent DESC, p.seq LIMIT 1) AS seq
+			FROM webhooks h),
+		ranked AS (
+			SELECT seq, ROW_NUMBER() OVER (PARTITION BY team_id ORDER BY seq) AS n FROM heads WHERE seq IS NOT NULL)
+		SELECT ` + deliveryColumns + `, w.team_id, w.url, w.secret,
 			e.seq, e.type, e.sandbox_id, e.command_id, e.time, e.data
 		FROM webhook_deliveries d
 		JOIN webhooks w ON w.id = d.webhook_id
 		LEFT JOIN events e ON e.seq = d.event_seq
-		WHERE d.seq IN (SELECT (SELECT p.seq FROM webhook_deliveries p INDEXED BY webhook_deliveries_pending
-				WHERE p.webhook_id = h.id AND p.state = 'pending' AND p.next_attempt_at <= ?
-				ORDER BY p.seq LIMIT 1) FROM webhooks h)
-		ORDER BY d.seq LIMIT ?`
+		WHERE d.seq IN (SELECT seq FROM ranked WHERE n <= ?)
+		ORDER BY w.team_id, d.seq`
 	scan := func(r scanner) (store.DueDelivery, error) {
 		var (
 			dd                store.DueDelivery
@@ -211,7 +288,7 @@ func (db *DB) DueDeliveries(ctx context.Context, t time.Time, limit int) ([]stor
 			eTime, eData      sql.NullString
 		)
 		var err error
-		dd.Delivery, err = scanDelivery(r, &dd.URL, &dd.Secret, &eSeq, &eType, &eSbx, &eCmd, &eTime, &eData)
+		dd.Delivery, err = scanDelivery(r, &dd.TeamID, &dd.URL, &dd.Secret, &eSeq, &eType, &eSbx, &eCmd, &eTime, &eData)
 		if err != nil || !eSeq.Valid {
 			return dd, err
 		}
@@ -224,7 +301,7 @@ func (db *DB) DueDeliveries(ctx context.Context, t time.Time, limit int) ([]stor
 		}
 		return dd, d.err
 	}
-	due, err := queryAll(ctx, db.read, scan, q, formatTime(t), limit)
+	due, err := queryAll(ctx, db.read, scan, q, formatTime(t), perTeam)
 	if err != nil {
 		return nil, fmt.Errorf("due deliveries: %w", err)
 	}
@@ -281,9 +358,15 @@ func (db *DB) RecordAttempt(ctx context.Context, id string, a api.DeliveryAttemp
 	if err != nil {
 		return err
 	}
+	// A delivery failed meanwhile (its backlog dropped it) stays failed,
+	// unless this attempt delivered it after all.
 	_, err = tx.ExecContext(ctx,
-		"UPDATE webhook_deliveries SET attempts = ?, attempt_count = attempt_count + 1, state = ?, next_attempt_at = ? WHERE seq = ?",
-		enc, string(state), nullTime(next), seq)
+		`UPDATE webhook_deliveries SET attempts = ?, attempt_count = attempt_count + 1,
+			state = CASE WHEN state = 'pending' OR ? = 'delivered' THEN ? ELSE state END,
+			next_attempt_at = CASE WHEN state = 'pending' OR ? = 'delivered' THEN ? ELSE next_attempt_at END,
+			reason = CASE WHEN ? = 'delivered' THEN '' ELSE reason END
+		WHERE seq = ?`,
+		enc, string(state), string(state), string(state), nullTime(next), string(state), seq)
 	if err != nil {
 		return fmt.Errorf("record attempt: %w", err)
 	}

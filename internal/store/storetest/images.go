@@ -26,15 +26,23 @@ func testImages(t *testing.T, s store.Store) {
 	dup := img
 	dup.ID = "img_3"
 	wantCode(t, s.CreateImage(ctx, dup), api.CodeConflict)
+	// Names are per team: another team may have its own "tools".
+	createTeam(t, s, "team_b")
+	other := img
+	other.ID, other.TeamID, other.Digest = "img_5", "team_b", "sha256:bb"
+	mustDo(t, s.CreateImage(ctx, other))
+	diff(t, "GetImageByName of team b", other, mustGet[api.Image](t)(s.GetImageByName(ctx, "team_b", "tools")))
+	_, err := s.GetImageByName(ctx, "team_b", "tools-again")
+	wantCode(t, err, api.CodeNotFound)
 	orphan := img
 	orphan.ID, orphan.Name, orphan.TeamID = "img_4", "orphan", "team_none"
 	wantCode(t, s.CreateImage(ctx, orphan), api.CodeNotFound)
 
 	diff(t, "GetImage", img, mustGet[api.Image](t)(s.GetImage(ctx, "img_1")))
-	diff(t, "GetImageByName", same, mustGet[api.Image](t)(s.GetImageByName(ctx, "tools-again")))
-	_, err := s.GetImageByName(ctx, "nope")
+	diff(t, "GetImageByName", same, mustGet[api.Image](t)(s.GetImageByName(ctx, "team_a", "tools-again")))
+	_, err = s.GetImageByName(ctx, "team_a", "nope")
 	wantCode(t, err, api.CodeNotFound)
-	diff(t, "ListImages", []api.Image{img, same}, mustGet[[]api.Image](t)(s.ListImages(ctx)))
+	diff(t, "ListImages", []api.Image{img, other, same}, mustGet[[]api.Image](t)(s.ListImages(ctx)))
 	if n := mustGet[int](t)(s.ImagesWithDigest(ctx, "sha256:aa")); n != 2 {
 		t.Errorf("ImagesWithDigest = %d; want 2", n)
 	}
@@ -49,12 +57,21 @@ func testImages(t *testing.T, s store.Store) {
 	sb := sandbox("team_a", 1, "", api.StateRunning)
 	sb.Template = "tools"
 	createSandbox(t, s, sb)
-	if !mustGet[bool](t)(s.TemplateInUse(ctx, "tools")) {
+	if !mustGet[bool](t)(s.TemplateInUse(ctx, "team_a", "tools", "a/tools")) {
 		t.Error("TemplateInUse of a running sandbox's template = false")
+	}
+	if mustGet[bool](t)(s.TemplateInUse(ctx, "team_b", "tools", "b/tools")) {
+		t.Error("TemplateInUse of another team's image of the same name = true")
+	}
+	shared := sandbox("team_b", 2, "", api.StateRunning)
+	shared.Template = "a/tools-again"
+	createSandbox(t, s, shared)
+	if !mustGet[bool](t)(s.TemplateInUse(ctx, "team_a", "tools-again", "a/tools-again")) {
+		t.Error("TemplateInUse of an image another team's sandbox names qualified = false")
 	}
 	sb.State = api.StateTerminated
 	mustDo(t, s.UpdateSandbox(ctx, sb))
-	if mustGet[bool](t)(s.TemplateInUse(ctx, "tools")) {
+	if mustGet[bool](t)(s.TemplateInUse(ctx, "team_a", "tools", "a/tools")) {
 		t.Error("TemplateInUse after its sandbox terminated = true")
 	}
 

@@ -40,6 +40,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Observations", testObservations}, {"ObservationBound", testObservationBound}, {"ObservationExpiry", testObservationExpiry},
 		{"Webhooks", testWebhooks},
 		{"WebhookOutbox", testWebhookOutbox},
+		{"WebhookDueByTeam", testWebhookDueByTeam},
+		{"WebhookBacklog", testWebhookBacklog},
 		{"Previews", testPreviews},
 		{"Images", testImages},
 		{"TeamAdmission", testTeamAdmission},

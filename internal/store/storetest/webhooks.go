@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/cove-dev/cove/api"
@@ -139,5 +140,99 @@ func testWebhookOutbox(t *testing.T, s store.Store) {
 	l = mustGet[[]api.Delivery](t)(s.ListDeliveries(ctx, store.DeliveryFilter{WebhookID: "whk_all"}))
 	if len(l) != 1 || l[0].EventID != e2.ID {
 		t.Fatalf("deliveries after expiry: %+v", l)
+	}
+}
+
+// testWebhookDueByTeam: due deliveries come team by team, each team with
+// the heads of at most perTeam of its webhooks, however many webhooks an
+// older team has.
+func testWebhookDueByTeam(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	createTeam(t, s, "team_a")
+	createTeam(t, s, "team_b")
+	for i := range 5 {
+		mustDo(t, s.CreateWebhook(ctx, webhook("team_a", fmt.Sprintf("whk_a%d", i), "*")))
+	}
+	mustDo(t, s.CreateWebhook(ctx, webhook("team_b", "whk_b", "*")))
+	for i := range 3 {
+		_, err := s.AppendEvent(ctx, "team_a", api.Event{Type: "sandbox.running", Time: at(2 + i)})
+		mustDo(t, err)
+	}
+	_, err := s.AppendEvent(ctx, "team_b", api.Event{Type: "sandbox.running", Time: at(9)})
+	mustDo(t, err)
+	type row struct{ Team, Webhook string }
+	var got []row
+	for _, d := range mustGet[[]store.DueDelivery](t)(s.DueDeliveries(ctx, at(10), 2)) {
+		got = append(got, row{d.TeamID, d.Delivery.WebhookID})
+	}
+	diff(t, "due, two per team", []row{{"team_a", "whk_a0"}, {"team_a", "whk_a1"}, {"team_b", "whk_b"}}, got)
+}
+
+// backlogSetter is a store whose webhook backlog bound can be set.
+type backlogSetter interface{ SetWebhookBacklog(n int) }
+
+// testWebhookBacklog: past a team's backlog bound the oldest pending
+// deliveries fail with reason backlog_full (down to nine tenths of the
+// bound), other teams' untouched; a webhook.dropped event says how many
+// and goes to each webhook that lost some, due before their backlog. An
+// attempt that ends after its delivery was dropped leaves it failed.
+func testWebhookBacklog(t *testing.T, s store.Store) {
+	bs, ok := s.(backlogSetter)
+	if !ok {
+		t.Skip("the store's backlog bound cannot be set")
+	}
+	bs.SetWebhookBacklog(10)
+	ctx := t.Context()
+	createTeam(t, s, "team_a")
+	createTeam(t, s, "team_b")
+	mustDo(t, s.CreateWebhook(ctx, webhook("team_a", "whk_a", "sandbox.*")))
+	mustDo(t, s.CreateWebhook(ctx, webhook("team_b", "whk_b", "*")))
+	for range 10 {
+		_, err := s.AppendEvent(ctx, "team_a", api.Event{Type: "sandbox.running", Time: at(2)})
+		mustDo(t, err)
+		_, err = s.AppendEvent(ctx, "team_b", api.Event{Type: "sandbox.running", Time: at(2)})
+		mustDo(t, err)
+	}
+	first := mustGet[[]store.DueDelivery](t)(s.DueDeliveries(ctx, at(3), 1))[0].Delivery.ID
+	// The 11th of team a's is past the bound: 2 go (down to 9).
+	_, err := s.AppendEvent(ctx, "team_a", api.Event{Type: "sandbox.running", Time: at(4)})
+	mustDo(t, err)
+
+	l := mustGet[[]api.Delivery](t)(s.ListDeliveries(ctx, store.DeliveryFilter{WebhookID: "whk_a"}))
+	states := map[string]int{}
+	for _, d := range l {
+		states[string(d.State)+"/"+d.Reason]++
+	}
+	diff(t, "team a's deliveries", map[string]int{"pending/": 10, "failed/backlog_full": 2}, states)
+	if d := l[len(l)-1]; d.ID != first || d.State != api.DeliveryFailed || d.Reason != api.ReasonBacklogFull {
+		t.Errorf("the oldest delivery %+v", d)
+	}
+	if n := len(mustGet[[]api.Delivery](t)(s.ListDeliveries(ctx, store.DeliveryFilter{WebhookID: "whk_b"}))); n != 10 {
+		t.Errorf("team b has %d deliveries, want its 10 untouched", n)
+	}
+	// The notice is whk_a's next due delivery, though its pattern does not
+	// name webhook.* and older deliveries wait.
+	due := mustGet[[]store.DueDelivery](t)(s.DueDeliveries(ctx, at(5), 1))
+	var notice store.DueDelivery
+	for _, d := range due {
+		if d.Delivery.WebhookID == "whk_a" {
+			notice = d
+		}
+	}
+	if notice.Event.Type != api.EventWebhookDropped || notice.Event.Data["dropped"] != float64(2) ||
+		notice.Event.Data["reason"] != api.ReasonBacklogFull {
+		t.Fatalf("whk_a's next due delivery: %+v", notice)
+	}
+	evs := mustGet[[]api.Event](t)(s.ListEvents(ctx, store.EventFilter{TeamID: "team_a", Types: []string{api.EventWebhookDropped}}))
+	if len(evs) != 1 || evs[0].ID != notice.Event.ID {
+		t.Errorf("team a's webhook.dropped events: %+v", evs)
+	}
+
+	// A failed attempt of a dropped delivery does not bring it back.
+	retry := at(20).UTC()
+	mustDo(t, s.RecordAttempt(ctx, first, api.DeliveryAttempt{Time: at(5), Error: "no answer"}, api.DeliveryPending, &retry))
+	l = mustGet[[]api.Delivery](t)(s.ListDeliveries(ctx, store.DeliveryFilter{WebhookID: "whk_a"}))
+	if d := l[len(l)-1]; d.State != api.DeliveryFailed || d.Reason != api.ReasonBacklogFull || d.AttemptCount != 1 || d.NextAttemptAt != nil {
+		t.Errorf("a dropped delivery after a failed attempt: %+v", d)
 	}
 }

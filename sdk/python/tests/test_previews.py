@@ -1,6 +1,7 @@
 """Previews, templates and the key's own team against a real server."""
 
 import uuid
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -28,7 +29,13 @@ def test_templates_and_team_me(server):
         assert managed and managed[0]["status"] == "ready"
 
 
-def test_preview_private_path_form(server):
+def via_host(api_url: str, preview_url: str, path: str, headers=None) -> httpx.Response:
+    """A request to a preview's own host, sent to the server's address (the
+    test resolves no preview domain): the Host header names the preview."""
+    return httpx.get(api_url + path, headers={"Host": urlsplit(preview_url).netloc, **(headers or {})})
+
+
+def test_preview_private_by_host(server):
     url, key = server
     with cove.Client(url, key) as c, c.create(name=name("py-preview")) as sb:
         sb.files.write(sb.info.workdir + "/index.html", "hello preview\n")
@@ -36,14 +43,14 @@ def test_preview_private_path_form(server):
         assert sb.run(SERVING).exit_code == 0
         p = sb.preview(8000)
         assert p["id"].startswith("prv_") and p["visibility"] == "private" and p["token"]
-        assert p["path_url"].startswith(url + "/v1/sandboxes/" + sb.id + "/ports/8000"), p["path_url"]
-        page = p["path_url"].rstrip("/") + "/index.html"
-        r = httpx.get(page, headers={TOKEN_HEADER: p["token"]})
+        assert urlsplit(p["url"]).hostname == "8000-" + sb.id + ".localhost", p["url"]
+        assert "path_url" not in p
+        r = via_host(url, p["url"], "/index.html", {TOKEN_HEADER: p["token"]})
         assert (r.status_code, r.text) == (200, "hello preview\n")
-        assert httpx.get(page).status_code == 401
+        assert via_host(url, p["url"], "/index.html").status_code == 401
         listed = sb.previews()
         assert [x["id"] for x in listed] == [p["id"]] and "token" not in listed[0]
-        assert listed[0]["path_url"] == p["path_url"]
+        assert listed[0]["url"] == p["url"]
         with pytest.raises(cove.Conflict):
             sb.preview(8000)
         sb.delete_preview(p["id"])

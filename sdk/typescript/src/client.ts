@@ -572,16 +572,6 @@ export class Client {
     return (await this.json({ method: "GET", path: "/v1/templates" }))?.items ?? [];
   }
 
-  /** @internal Path-form preview URLs (the server answers them relative:
-   * it does not know the address its clients use) made absolute. */
-  absPreview(p: Preview): Preview {
-    for (const k of ["url", "path_url", "link"] as const) {
-      const v = p[k];
-      if (typeof v === "string" && v.startsWith("/")) p[k] = this.url + v;
-    }
-    return p;
-  }
-
   /** The API's OpenAPI document. */
   openapi(): Promise<Record<string, any>> {
     return this.json({ method: "GET", path: "/v1/openapi.json" });
@@ -734,17 +724,16 @@ export class Sandbox {
    * "public"; wake lets a request wake an asleep sandbox). A private
    * preview's token and one-time link are in this answer only. */
   async preview(port: number, opts: { visibility?: "private" | "public"; wake?: boolean } = {}): Promise<Preview> {
-    const p = await this.client.json<Preview>({
+    return this.client.json<Preview>({
       method: "POST", path: sandboxPath(this.id) + "/previews",
       json: dropUndefined({ port, visibility: opts.visibility, wake: opts.wake }),
     });
-    return this.client.absPreview(p);
   }
 
   /** The sandbox's previews (without tokens). */
   async previews(): Promise<Preview[]> {
     const d = await this.client.json({ method: "GET", path: sandboxPath(this.id) + "/previews" });
-    return ((d?.items ?? []) as Preview[]).map((p) => this.client.absPreview(p));
+    return (d?.items ?? []) as Preview[];
   }
 
   async deletePreview(id: string): Promise<void> {

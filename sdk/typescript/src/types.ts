@@ -138,8 +138,9 @@ export interface Asset {
   [field: string]: any;
 }
 
-/** A published port of a sandbox. token and link come only in the answer
- * that created a private preview; the SDK makes path-form URLs absolute. */
+/** A published port of a sandbox, served at its own host (url:
+ * <port>-<sandbox id>.<preview domain>, never the API's). token and link
+ * come only in the answer that created a private preview. */
 export interface Preview {
   id: string;
   sandbox_id: string;
@@ -147,7 +148,6 @@ export interface Preview {
   visibility: "private" | "public" | string;
   wake: boolean;
   url: string;
-  path_url: string;
   created_at: string;
   token?: string;
   link?: string;
@@ -244,10 +244,12 @@ export interface ImageSettings {
 }
 
 /** An image imported from an OCI artifact, usable as a template by its
- * name. */
+ * name (another team's, by `template`: TEAM/NAME). */
 export interface Image {
   id: string;
   name: string;
+  /** How the calling team names the image as a template. */
+  template: string;
   team_id: string;
   digest: string;
   size_bytes: number;

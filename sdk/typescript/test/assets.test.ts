@@ -4,6 +4,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
+import { request as httpRequest } from "node:http";
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -139,11 +140,30 @@ test("templates and the key's own team", { skip }, async () => {
   assert.equal(managed?.status, "ready");
 });
 
+/** A GET to a preview's own host, sent to the server's address (the test
+ * resolves no preview domain): the Host header names the preview. */
+function viaHost(previewUrl: string, path: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {
+  const api = new URL(URL_);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({
+      host: api.hostname, port: api.port, path, method: "GET",
+      headers: { ...headers, host: new URL(previewUrl).host },
+    }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString() }));
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
 // Waits (in the sandbox) until the app answers, so that the preview is
 // asked only once something listens.
 const SERVING = "for i in $(seq 1 200); do curl -fs -o /dev/null http://127.0.0.1:8000/ && exit 0; sleep 0.05; done; exit 1";
 
-test("previews: a private one by path with its token; listed; deleted", { skip }, async () => {
+test("previews: a private one at its own host with its token; listed; deleted", { skip }, async () => {
   const c = client();
   const sb = await c.create({ name: name("ts-preview") });
   try {
@@ -152,17 +172,16 @@ test("previews: a private one by path with its token; listed; deleted", { skip }
     assert.equal((await sb.run(SERVING)).exitCode, 0);
     const p = await sb.preview(8000);
     assert.ok(p.id.startsWith("prv_") && p.visibility === "private" && p.token, JSON.stringify(p));
-    assert.ok(p.path_url.startsWith(`${URL_}/v1/sandboxes/${sb.id}/ports/8000`), p.path_url);
-    const page = p.path_url.replace(/\/+$/, "") + "/index.html";
-    const ok = await fetch(page, { headers: { "Cove-Preview-Token": p.token! } });
-    assert.deepEqual([ok.status, await ok.text()], [200, "hello preview\n"]);
-    const denied = await fetch(page);
+    assert.equal(new URL(p.url).hostname, `8000-${sb.id}.localhost`, p.url);
+    assert.equal(p.path_url, undefined);
+    const ok = await viaHost(p.url, "/index.html", { "Cove-Preview-Token": p.token! });
+    assert.deepEqual([ok.status, ok.text], [200, "hello preview\n"]);
+    const denied = await viaHost(p.url, "/index.html");
     assert.equal(denied.status, 401);
-    await denied.body?.cancel();
     const listed = await sb.previews();
     assert.deepEqual(listed.map((x) => x.id), [p.id]);
     assert.equal(listed[0].token, undefined);
-    assert.equal(listed[0].path_url, p.path_url);
+    assert.equal(listed[0].url, p.url);
     await assert.rejects(sb.preview(8000), cove.Conflict);
     await sb.deletePreview(p.id);
     assert.deepEqual(await sb.previews(), []);

@@ -237,17 +237,6 @@ def asset_req(name: Optional[str], body: Any, digest: str) -> Req:
                headers={"Content-Type": "application/gzip", "Repr-Digest": digest})
 
 
-def abs_preview(base: str, d: Any) -> Any:
-    """A preview's path-form URLs (the server answers them relative: it
-    does not know the address its clients use) made absolute on base."""
-    if isinstance(d, dict):
-        for k in ("url", "path_url", "link"):
-            v = d.get(k)
-            if isinstance(v, str) and v.startswith("/"):
-                d[k] = base + v
-    return d
-
-
 def version_of(etag: str) -> str:
     return etag.strip().strip('"')
 

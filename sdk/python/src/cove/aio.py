@@ -477,12 +477,11 @@ class AsyncSandbox:
         return await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/usage"))
 
     async def preview(self, port: int, visibility: str = "private", wake: bool = False) -> Dict[str, Any]:
-        return sh.abs_preview(self._c.url, await self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/previews",
-                                                                      json={"port": port, "visibility": visibility, "wake": wake})))
+        return await self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/previews",
+                                          json={"port": port, "visibility": visibility, "wake": wake}))
 
     async def previews(self) -> List[Dict[str, Any]]:
-        items = (await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/previews"))).get("items") or []
-        return [sh.abs_preview(self._c.url, p) for p in items]
+        return (await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/previews"))).get("items") or []
 
     async def save_asset(self, path: str, name: Optional[str] = None) -> Asset:
         body = sh.drop_none({"path": path, "name": name})

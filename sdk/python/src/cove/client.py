@@ -554,14 +554,13 @@ class SandboxHandle:
     # -- previews --
 
     def preview(self, port: int, visibility: str = "private", wake: bool = False) -> Dict[str, Any]:
-        """Publish a port over HTTP: {id, url, path_url, token, link}; the
-        path-form URLs are made absolute on the client's URL."""
-        return sh.abs_preview(self._c.url, self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/previews",
-                                                                json={"port": port, "visibility": visibility, "wake": wake})))
+        """Publish a port over HTTP: {id, url, token, link}; url is the
+        preview's own host, <port>-<sandbox id>.<preview domain>."""
+        return self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/previews",
+                                    json={"port": port, "visibility": visibility, "wake": wake}))
 
     def previews(self) -> List[Dict[str, Any]]:
-        items = self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/previews")).get("items") or []
-        return [sh.abs_preview(self._c.url, p) for p in items]
+        return self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/previews")).get("items") or []
 
     def delete_preview(self, preview_id: str) -> None:
         self._c._json(sh.Req("DELETE", sh.sandbox_path(self.id) + "/previews/" + sh.esc(preview_id)))

@@ -222,7 +222,7 @@ class Workload:
 @dataclass
 class Image:
     """An image imported from an OCI artifact, usable as a template by its
-    name."""
+    name (another team's, by ``template``: TEAM/NAME)."""
 
     id: str
     name: str
@@ -234,6 +234,7 @@ class Image:
     admission: Dict[str, Any]
     examples: List[str]
     team_id: str = ""
+    template: str = ""
     created_at: str = ""
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -243,5 +244,5 @@ class Image:
             id=d.get("id", ""), name=d.get("name", ""), digest=d.get("digest", ""),
             size_bytes=d.get("size_bytes", 0) or 0, config=d.get("config") or {}, defaults=d.get("defaults") or {},
             limits=d.get("limits") or {}, admission=d.get("admission") or {}, examples=d.get("examples") or [],
-            team_id=d.get("team_id", ""), created_at=d.get("created_at", "") or "", raw=d,
+            team_id=d.get("team_id", ""), template=d.get("template", ""), created_at=d.get("created_at", "") or "", raw=d,
         )
