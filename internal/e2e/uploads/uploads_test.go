@@ -575,13 +575,13 @@ func TestUploadsFitTheDataDisk(t *testing.T) {
 	}
 	free := int64(st.Bavail) * st.Bsize
 	t.Logf("%d uploads of 40 MiB stored, %d refused, %d MiB free", stored, len(refused), free>>20)
-	if len(refused) == 0 || stored == 0 {
-		t.Fatalf("10 uploads of 40 MiB on a 320 MiB data disk: %d stored, %d refused", stored, len(refused))
-	}
 	for _, e := range refused {
 		if e == nil || e.Code != api.CodeResourceExhausted || !strings.Contains(e.Message, "no room for the upload") {
 			t.Fatalf("a refused upload: %+v; want resource_exhausted saying the disk has no room", e)
 		}
+	}
+	if len(refused) == 0 || stored == 0 {
+		t.Fatalf("10 uploads of 40 MiB on a 320 MiB data disk: %d stored, %d refused", stored, len(refused))
 	}
 	if free < reserveMiB<<20 {
 		t.Fatalf("%d MiB free on the data disk, less than its %d MiB reserve", free>>20, reserveMiB)
