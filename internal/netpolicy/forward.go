@@ -78,10 +78,15 @@ func (g *Gateway) forwardHTTP(ctx context.Context, c, up net.Conn, s sniffed, sb
 
 // awaitEnd reads and drops what the client sends after its request (none
 // of it is forwarded) until the client ends its half; from then on the
-// server must keep moving (l). finish stops it by a read deadline.
+// server must keep moving (l). A client that fails (resets) is gone: the
+// server's response has no one to go to, so its connection is closed, or a
+// server that never answers would hold both for good. finish stops
+// awaitEnd by a read deadline, once up is closed already.
 func awaitEnd(c, up net.Conn, l *linger) {
 	if _, err := io.Copy(io.Discard, c); err == nil {
 		l.start(up)
+	} else {
+		up.Close()
 	}
 }
 
@@ -291,14 +296,9 @@ func sendRequest(up, c net.Conn, header, body []byte, req *http.Request, count f
 		if err != nil {
 			return nil, err
 		}
-		// The rest straight from the socket: splice(2) between TCP sockets.
-		for rest := req.ContentLength - first; rest > 0; {
-			n, err := io.CopyN(up, c, min(rest, copyChunk))
-			count(n)
-			rest -= n
-			if err != nil {
-				return nil, err
-			}
+		// The rest straight from the socket.
+		if err := copyN(up, c, req.ContentLength-first, count); err != nil {
+			return nil, err
 		}
 		return body[first:], nil
 	}

@@ -42,7 +42,8 @@ type GatewayConfig struct {
 	// side has ended its half (sent FIN) while the other sends nothing: a
 	// destination that never answers, or never closes, does not hold the
 	// connection (and the sandbox's slot) for ever. Each byte the other
-	// side sends starts it again. Default 1 minute.
+	// side sends starts it again. Default 1 minute (`cove serve
+	// --gateway-half-close-timeout`).
 	HalfClosedIdle time.Duration
 	// Dial dials destinations; default a net.Dialer.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -171,7 +172,11 @@ func (g *Gateway) Serve(ctx context.Context, l net.Listener) error {
 		}
 		wg.Go(func() {
 			defer g.reg.release(p.sb, slotConn)
-			g.handle(ctx, c, p)
+			// A connection lives no longer than its sandbox.
+			cctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			defer context.AfterFunc(p.sb.life, cancel)()
+			g.handle(cctx, c, p)
 		})
 	}
 }
@@ -635,27 +640,17 @@ func (l *linger) start(src net.Conn) {
 	src.SetReadDeadline(time.Now().Add(l.idle))
 }
 
-// copyChunk is how often (in bytes) a long transfer updates its observation.
-// io.CopyN keeps splice(2) between TCP sockets.
-const copyChunk = 256 << 10
-
-// pipe copies src to dst. At EOF it half-closes dst; on an error it closes
-// both, which also ends the other direction. Once l is on (the other
-// direction ended), it moves src's read deadline on by l's idle after each
-// chunk it copies. It reports whether it ended at EOF with dst half-closed
-// (the other direction goes on).
+// pipe copies src to dst (through relay buffers: see copyOnce). At EOF it
+// half-closes dst; on an error it closes both, which also ends the other
+// direction. Once l is on (the other direction ended), it moves src's read
+// deadline on by l's idle after each read it copies. It reports whether it
+// ended at EOF with dst half-closed (the other direction goes on).
 func pipe(dst, src net.Conn, count func(int64), l *linger) bool {
 	for {
-		chunk := int64(copyChunk)
-		lingering := l != nil && l.on.Load()
-		if lingering {
-			// Small chunks, so that the deadline moves while bytes do.
-			chunk = 16 << 10
-		}
-		n, err := io.CopyN(dst, src, chunk)
+		n, err := copyOnce(dst, src, relayBuf)
 		if n > 0 {
 			count(n)
-			if lingering {
+			if l != nil && l.on.Load() {
 				src.SetReadDeadline(time.Now().Add(l.idle))
 			}
 		}

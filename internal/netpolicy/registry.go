@@ -184,6 +184,12 @@ type sandbox struct {
 	given      map[netip.Addr]map[string]time.Time // address → names it was given for → when
 	nGiven     int
 
+	// life ends when the sandbox is removed, and with it the sandbox's
+	// connections through the gateway: a relay to a destination that never
+	// reads nor closes outlives no sandbox.
+	life context.Context
+	end  context.CancelFunc
+
 	// held counts what the sandbox holds of the node now, by kind (slot).
 	held [nSlots]int
 	// tokens of the DeniedPerSecond bucket, as of tokensAt.
@@ -252,6 +258,7 @@ func (r *Registry) Add(sandboxID string, addr netip.Addr, policy, setup Policy) 
 			tokens:     max(r.cfg.DeniedPerSecond, 0),
 			tokensAt:   r.cfg.Now(),
 		}
+		sb.life, sb.end = context.WithCancel(context.Background())
 		r.byID[sandboxID] = sb
 	} else if r.byAddr[sb.addr] == sb {
 		delete(r.byAddr, sb.addr)
@@ -296,8 +303,10 @@ func (r *Registry) Policy(sandboxID string) (p Policy, setup, ok bool) {
 }
 
 // Remove forgets a sandbox: its policies, observations and remembered
-// addresses. Connections already open may finish. What Drain has not taken
-// yet, and what those connections still add, stays for Drain.
+// addresses. Its connections through the gateway are closed (its network
+// is going away; a destination that never reads nor closes would hold
+// them for good). What Drain has not taken yet, and what those
+// connections add as they end, stays for Drain.
 func (r *Registry) Remove(sandboxID string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -306,6 +315,7 @@ func (r *Registry) Remove(sandboxID string) {
 		return
 	}
 	sb.removed = true
+	sb.end()
 	if len(sb.pending) > 0 {
 		r.gone[sb] = struct{}{}
 	}

@@ -257,6 +257,10 @@ type GitSpec struct {
 	Ref   string
 	Depth int
 	Token string // "" for none
+	// IDs are host IDs held for this clone alone: git runs as the first,
+	// so no other process of the host can read its environment or write
+	// its files.
+	IDs IDRange
 	// Path is the folder the tree lands in, owned by UID and GID.
 	Path     string
 	UID, GID int

@@ -14,12 +14,14 @@ import (
 	"crypto/cipher"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 )
 
 // KeySize is the size of a key: AES-256.
@@ -133,6 +135,36 @@ type Sealed struct {
 	KeyID      string
 	Nonce      []byte
 	Ciphertext []byte
+}
+
+// textPrefix starts a sealed value written as text. A value stored before
+// sealing never starts so: it tells the two apart, and the version lets
+// another form follow.
+const textPrefix = "sealed1:"
+
+// Text writes a sealed value as one string, for a store column that holds
+// text: sealed1:KEYID:NONCE:CIPHERTEXT, the last two in base64.
+func (s Sealed) Text() string {
+	return textPrefix + s.KeyID + ":" + base64.StdEncoding.EncodeToString(s.Nonce) + ":" + base64.StdEncoding.EncodeToString(s.Ciphertext)
+}
+
+// IsText reports whether t is a sealed value written by Text (or an
+// altered one, which ParseText refuses): anything else in a column of
+// sealed values was stored before sealing and is still clear.
+func IsText(t string) bool { return strings.HasPrefix(t, textPrefix) }
+
+// ParseText reads a sealed value written by Text.
+func ParseText(t string) (Sealed, error) {
+	parts := strings.Split(strings.TrimPrefix(t, textPrefix), ":")
+	if !IsText(t) || len(parts) != 3 || parts[0] == "" {
+		return Sealed{}, fmt.Errorf("not a sealed value: %w", ErrOpen)
+	}
+	nonce, err1 := base64.StdEncoding.DecodeString(parts[1])
+	ct, err2 := base64.StdEncoding.DecodeString(parts[2])
+	if err1 != nil || err2 != nil {
+		return Sealed{}, fmt.Errorf("sealed value is not base64: %w", ErrOpen)
+	}
+	return Sealed{KeyID: parts[0], Nonce: nonce, Ciphertext: ct}, nil
 }
 
 // Keyring seals with its current key and opens with any of its keys: the

@@ -156,3 +156,36 @@ func TestKeyFiles(t *testing.T) {
 		t.Error("a missing key file loaded")
 	}
 }
+
+// TestSealedText: a sealed value written as text reads back and opens;
+// what is not one (a value stored before sealing) or an altered one is
+// told apart and refused.
+func TestSealedText(t *testing.T) {
+	r := NewKeyring(testKey(t))
+	s, err := r.Seal("team_a", "webhook:whk_1", []byte("whsec_value"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := s.Text()
+	if !IsText(text) || strings.Contains(text, "whsec_value") {
+		t.Fatalf("text %q", text)
+	}
+	back, err := ParseText(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := r.Open("team_a", "webhook:whk_1", back); err != nil || string(v) != "whsec_value" {
+		t.Fatalf("open: %q %v", v, err)
+	}
+	if _, err := r.Open("team_a", "webhook:whk_2", back); !errors.Is(err, ErrOpen) {
+		t.Errorf("opened as another row's: %v", err)
+	}
+	for _, bad := range []string{"whsec_value", "", "sealed1:", "sealed1:k:!!:AA==", "sealed1::AA==:AA==", "sealed1:k:AA==:AA==:AA=="} {
+		if _, err := ParseText(bad); !errors.Is(err, ErrOpen) {
+			t.Errorf("ParseText(%q): %v", bad, err)
+		}
+	}
+	if IsText("whsec_value") {
+		t.Error("a clear secret taken for a sealed one")
+	}
+}

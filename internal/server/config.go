@@ -61,8 +61,9 @@ type Config struct {
 	// LimitsInterval is how often idle and lifetime limits are checked.
 	// Default 1 second.
 	LimitsInterval time.Duration
-	// Secrets seals and opens teams' secrets. Default nil: secrets calls
-	// answer unavailable (cove serve always gives one).
+	// Secrets seals and opens teams' secrets and webhooks' signing
+	// secrets. Default nil: secrets calls and webhook creation answer
+	// unavailable (cove serve always gives one).
 	Secrets *secrets.Keyring
 	// MetricsInterval is how often the meter samples every running
 	// sandbox, accrues costs and checks spend limits. Default 5 seconds.

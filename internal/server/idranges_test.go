@@ -88,14 +88,19 @@ func TestIDRanges(t *testing.T) {
 
 	// Recover frees ranges whose sandbox is gone without a word (a crash
 	// between a create's allocation and its row, or after a terminate).
-	if _, err := h.st.AllocIDRange(ctx, "sbx_ghost", node.IDRangeFirst, node.IDRangeSize, node.IDRangeCount); err != nil {
-		t.Fatal(err)
+	// So are the ranges of clones a crash cut short.
+	for _, ghost := range []string{"sbx_ghost", "clone_ghost"} {
+		if _, err := h.st.AllocIDRange(ctx, ghost, node.IDRangeFirst, node.IDRangeSize, node.IDRangeCount); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := h.srv.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, err = h.st.GetIDRange(ctx, "sbx_ghost")
-	wantCode(t, err, api.CodeNotFound)
+	for _, ghost := range []string{"sbx_ghost", "clone_ghost"} {
+		_, err = h.st.GetIDRange(ctx, ghost)
+		wantCode(t, err, api.CodeNotFound)
+	}
 	if r, err := h.st.GetIDRange(ctx, a.ID); err != nil || r.HostID != ra.HostID {
 		t.Errorf("Recover took running a's range: %+v, %v", r, err)
 	}

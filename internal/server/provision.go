@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/sources"
 )
@@ -570,8 +571,16 @@ func (s *Server) cloneSource(ctx context.Context, teamID, targetID, dir string, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
+	// git runs as IDs held for this clone alone (released after it; a
+	// range left by a crash is freed at Recover, as it names no sandbox).
+	cloneID := id.New("clone")
+	ids, err := s.allocRange(ctx, cloneID)
+	if err != nil {
+		return "", err
+	}
+	defer s.releaseRange(context.WithoutCancel(ctx), cloneID)
 	return s.node.CloneGit(ctx, targetID, node.GitSpec{
-		URL: src.URL, Ref: src.Ref, Depth: src.Depth, Token: token,
+		URL: src.URL, Ref: src.Ref, Depth: src.Depth, Token: token, IDs: ids,
 		Path: dir, UID: owner.UID, GID: owner.GID,
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -263,6 +264,20 @@ func TestGitSource(t *testing.T) {
 	n, _ := h.node.Sandbox(sb.ID)
 	if spec := string(n.Files["/workspace/.git-spec"]); spec != "https://git.example/o/r.git main 1 tok-123" {
 		t.Fatalf("the node got %q", spec)
+	}
+	// git ran as IDs held for the clone alone, not the sandbox's, and
+	// released once it ended: only the sandbox's range is held.
+	ranges, err := h.st.ListIDRanges(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ranges) != 1 || ranges[0].SandboxID != sb.ID {
+		t.Fatalf("ranges held after the clone: %+v; want the sandbox's alone", ranges)
+	}
+	var cloneHost, cloneSize uint32
+	fmt.Sscan(string(n.Files["/workspace/.git-ids"]), &cloneHost, &cloneSize)
+	if cloneSize != node.IDRangeSize || cloneHost < node.IDRangeFirst || cloneHost == ranges[0].HostID {
+		t.Fatalf("the clone ran as %d (+%d); the sandbox holds %d", cloneHost, cloneSize, ranges[0].HostID)
 	}
 	// A clone that fails fails the sandbox with the node's reason.
 	h.node.Fail("clone", api.Errorf(api.CodeUnprocessable, `git ref "nope" was not found in https://git.example/o/r.git`))

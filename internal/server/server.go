@@ -442,6 +442,10 @@ func (s *Server) start(ctx context.Context, sb api.Sandbox, upload chan *uploadR
 	// The source and the setup run without the life-cycle lock (a
 	// terminate cancels ctx and waits for this goroutine).
 	keepOutput, err := s.provision(ctx, &cur, upload)
+	// The provision (a clone, a setup) may have outlasted the first bound:
+	// its outcome gets a bound of its own.
+	pctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	cur, gerr = s.store.GetSandbox(pctx, sb.TeamID, sb.ID)

@@ -15,6 +15,10 @@ import (
 	"github.com/cove-dev/cove/internal/webhooks"
 )
 
+// MinCloneBytes is the smallest MaxCloneBytes: the scratch filesystem of
+// a clone needs room for its own bookkeeping.
+const MinCloneBytes = 16 << 20
+
 // Config is the configuration of `cove serve`. DefaultConfig holds the
 // default of every field; the flags of `cove serve` start from it.
 type Config struct {
@@ -63,6 +67,10 @@ type Config struct {
 	// SandboxOutputMaxBytes caps the recorded output of all of one
 	// sandbox's commands together, indexes included. Default 8 GiB.
 	SandboxOutputMaxBytes int64
+	// MaxCloneBytes caps one git clone: the node's disk it may take while
+	// it runs (a scratch filesystem of this size, admitted like a
+	// sandbox's disk) and the bytes of its tree. Default 10 GiB.
+	MaxCloneBytes int64
 	// ReadyFile is written (atomically) once the service serves, with the
 	// addresses it bound, and removed on a graceful stop; "" is
 	// <DataDir>/ready.json.
@@ -158,6 +166,7 @@ func DefaultConfig() Config {
 		SandboxOutputMaxBytes: 8 << 30,
 		DiskOvercommit:        1,
 		DiskReserveMiB:        1024,
+		MaxCloneBytes:         10 << 30,
 		CACerts:               DefaultCACerts,
 		HTTP: HTTPConfig{
 			IdleTimeout:       2 * time.Minute,
@@ -184,6 +193,10 @@ func DefaultConfig() Config {
 			MaxConns:        512,
 			MaxDNSQueries:   128,
 			DeniedPerSecond: 10,
+			// Long enough for a server that answers after the client has
+			// sent its last byte; short enough that a silent one does not
+			// hold a sandbox's connection slots for long.
+			HalfCloseTimeout: time.Minute,
 		},
 	}
 }
@@ -206,6 +219,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("disk overcommit %v and reserve %d MiB: want neither below 0", c.DiskOvercommit, c.DiskReserveMiB)
 	case c.SandboxOutputMaxBytes < c.OutputMaxBytes:
 		return fmt.Errorf("sandbox output max bytes %d: want at least the output max bytes of one command (%d)", c.SandboxOutputMaxBytes, c.OutputMaxBytes)
+	case c.MaxCloneBytes < MinCloneBytes:
+		return fmt.Errorf("max clone bytes %d: want at least %d (16 MiB)", c.MaxCloneBytes, MinCloneBytes)
 	case c.HTTP.IdleTimeout <= 0 || c.HTTP.ReadHeaderTimeout <= 0:
 		return fmt.Errorf("http timeouts (idle %v, read header %v): want both above 0", c.HTTP.IdleTimeout, c.HTTP.ReadHeaderTimeout)
 	case c.HTTP.UploadIdleTimeout <= 0:
@@ -232,6 +247,8 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("sandbox max connections %d and max DNS queries %d: want both at least 1", n.MaxConns, n.MaxDNSQueries)
 		case !(n.DeniedPerSecond > 0):
 			return fmt.Errorf("sandbox denied events per second %v: want more than 0", n.DeniedPerSecond)
+		case n.HalfCloseTimeout <= 0:
+			return fmt.Errorf("gateway half-close timeout %v: want above 0", n.HalfCloseTimeout)
 		}
 	}
 	return nil

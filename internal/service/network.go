@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/netpolicy"
@@ -46,6 +47,11 @@ type NetworkConfig struct {
 	// DeniedPerSecond bounds one sandbox's network.denied events a second;
 	// the next event counts those held back (suppressed). Default 10.
 	DeniedPerSecond float64
+	// HalfCloseTimeout bounds how long a relayed connection lives once one
+	// side has ended its half while the other sends nothing (a destination
+	// that never answers or closes): then the gateway closes it, and its
+	// descriptors and the sandbox's slot are free. Default 1 minute.
+	HalfCloseTimeout time.Duration
 }
 
 // startNetwork binds the resolver and the gateway, installs the fence that
@@ -111,9 +117,10 @@ func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, da
 	// addresses (asked of the kernel at each connection), loopback, and the
 	// sandboxes' subnet (other sandboxes and the host sides of their veths).
 	gateway := netpolicy.NewGateway(netpolicy.GatewayConfig{
-		Trusted:  resolver.Static,
-		Refused:  []netip.Prefix{fence.Subnet()},
-		MaxConns: cfg.MaxConns,
+		Trusted:        resolver.Static,
+		Refused:        []netip.Prefix{fence.Subnet()},
+		MaxConns:       cfg.MaxConns,
+		HalfClosedIdle: cfg.HalfCloseTimeout,
 	}, reg, resolver.Lookup, log)
 
 	listeners["dns"] = dl.Addr().String()
@@ -131,7 +138,7 @@ func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, da
 	wg.Go(func() { reg.Run(ctx) })
 	wg.Go(func() { reg.RunOwners(ctx) })
 	log.Info("network fence up", "table", cfg.Table, "gateway_port", cfg.GatewayPort, "dns_port", cfg.DNSPort, "upstream", cfg.Upstream,
-		"sandbox_max_connections", cfg.MaxConns, "sandbox_max_dns_queries", cfg.MaxDNSQueries, "sandbox_denied_events_per_second", cfg.DeniedPerSecond)
+		"sandbox_max_connections", cfg.MaxConns, "sandbox_max_dns_queries", cfg.MaxDNSQueries, "sandbox_denied_events_per_second", cfg.DeniedPerSecond, "gateway_half_close_timeout", cfg.HalfCloseTimeout)
 	return mgr, nil
 }
 

@@ -148,6 +148,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return err
 	}
 	srv.SetTelemetry(metrics)
+	cfg.Webhooks.OpenSecret = srv.OpenWebhookSecret
 	dispatcher, err := webhooks.New(cfg.Webhooks, timed, srv.Changes, metrics, log.With("component", "webhooks"))
 	if err != nil {
 		return err
@@ -179,7 +180,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		CABundles:             caBundles,
 		GPUs:                  gpus,
 		GitDir:                filepath.Join(cfg.DataDir, "git"),
-		GitUID:                65534,
+		MaxCloneBytes:         cfg.MaxCloneBytes,
 	}
 	// The network serves until Run returns: its ctx is cancelled, then
 	// its goroutines are waited for.
@@ -218,6 +219,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return fmt.Errorf("secrets: %w", err)
 	} else if n > 0 {
 		log.Info("secrets sealed again under the current key; the old key files are no longer needed", "secrets", n, "key_id", cfg.Server.Secrets.CurrentID())
+	}
+	// Before the dispatcher and the API: no webhook secret is left in
+	// clear (a database from before they were sealed) once serving.
+	if n, err := srv.SealWebhookSecrets(ctx); err != nil {
+		return fmt.Errorf("webhook secrets: %w", err)
+	} else if n > 0 {
+		log.Info("webhook secrets sealed under the current key", "webhooks", n, "key_id", cfg.Server.Secrets.CurrentID())
 	}
 	if err := srv.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)

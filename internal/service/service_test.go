@@ -64,6 +64,7 @@ func TestConfigValidate(t *testing.T) {
 		{"no connections", func(c *Config) { c.Network.MaxConns = 0 }, "sandbox max connections"},
 		{"no dns queries", func(c *Config) { c.Network.MaxDNSQueries = -1 }, "max DNS queries"},
 		{"no denied events", func(c *Config) { c.Network.DeniedPerSecond = 0 }, "denied events per second"},
+		{"no half-close timeout", func(c *Config) { c.Network.HalfCloseTimeout = 0 }, "half-close timeout"},
 		{"limits, no network", func(c *Config) { c.Network.MaxConns, c.Network.Disabled = 0, true }, ""},
 		{"no event streams", func(c *Config) { c.HTTP.MaxEventStreamsPerTeam = 0 }, "max event streams per team"},
 		{"no preview domain", func(c *Config) { c.Preview.Domain = "" }, "preview domain: empty"},

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/cove-dev/cove/api"
 )
@@ -94,6 +96,13 @@ func (g *gitRun) refNotFound() error {
 		Details: map[string]any{"reason": "ref"}}
 }
 
+// noRoom is a clone that ran out of the room its caller gave it (disk, or
+// the size of one file); the caller, which set the room, says how much.
+func (g *gitRun) noRoom() error {
+	return &api.Error{Code: api.CodeUnprocessable, Message: fmt.Sprintf("the clone of %s ran out of room", g.spec.URL),
+		Details: map[string]any{"reason": "space"}}
+}
+
 // env is git's environment: no system or global configuration, no
 // prompts, only http(s), and the token as an extra header.
 func (g *gitRun) env() []string {
@@ -155,6 +164,13 @@ func (g *gitRun) classify(ctx context.Context, stderr string, err error) error {
 	if ctx.Err() != nil {
 		return api.Errorf(api.CodeUnavailable, "the clone of %s did not finish in time", g.spec.URL)
 	}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		// A file past the caller's RLIMIT_FSIZE: git is killed by SIGXFSZ.
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGXFSZ {
+			return g.noRoom()
+		}
+	}
 	low := strings.ToLower(stderr)
 	switch {
 	case strings.Contains(low, "authentication failed"), strings.Contains(low, "error: 401"),
@@ -170,6 +186,9 @@ func (g *gitRun) classify(ctx context.Context, stderr string, err error) error {
 		strings.Contains(low, "couldn't find remote ref"), strings.Contains(low, "not our ref"),
 		strings.Contains(low, "did not match any"), strings.Contains(low, "unknown revision"):
 		return g.refNotFound()
+	case strings.Contains(low, "no space left on device"), strings.Contains(low, "disk quota exceeded"),
+		strings.Contains(low, "file too large"), strings.Contains(low, "died of signal 25"):
+		return g.noRoom()
 	case strings.Contains(low, "repository") && strings.Contains(low, "not found"), strings.Contains(low, "error: 404"):
 		return &api.Error{Code: api.CodeUnprocessable, Message: fmt.Sprintf("no git repository at %s (or it needs credentials)", g.spec.URL),
 			Details: map[string]any{"reason": "repository"}}

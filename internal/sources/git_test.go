@@ -3,6 +3,7 @@ package sources
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -151,5 +152,44 @@ func TestCloneFailsClearly(t *testing.T) {
 	_, err := Clone(ctx, GitSpec{URL: base + "/repo.git", Token: testToken, Dir: filepath.Join(t.TempDir(), "c")})
 	if err == nil {
 		t.Fatal("a cancelled clone succeeded")
+	}
+}
+
+// TestClassifyNoRoom: git's words for a full disk, whichever git command
+// met it, say the clone ran out of room, for the caller to name its cap.
+func TestClassifyNoRoom(t *testing.T) {
+	g := &gitRun{spec: GitSpec{URL: "https://git.example/r.git", Dir: "/tmp/tree"}}
+	for _, stderr := range []string{
+		"Cloning into '/tmp/tree'...\nfatal: write error: No space left on device\nfatal: fetch-pack: invalid index-pack output",
+		"error: unable to create temporary file: No space left on device\nfatal: cannot store pack file",
+		"error: unable to write file big: Disk quota exceeded",
+	} {
+		e, ok := g.classify(t.Context(), stderr, errors.New("exit status 128")).(*api.Error)
+		if !ok || e.Details["reason"] != "space" || !strings.Contains(e.Message, "ran out of room") {
+			t.Errorf("%q: %v; want reason space", stderr, e)
+		}
+	}
+}
+
+// TestCloneFileSizeLimit: a file past the RLIMIT_FSIZE the caller sets
+// kills git while it writes it, and the clone says it ran out of room.
+func TestCloneFileSizeLimit(t *testing.T) {
+	if _, err := exec.LookPath("prlimit"); err != nil {
+		t.Skip("no prlimit")
+	}
+	root := t.TempDir()
+	work := t.TempDir()
+	git(t, work, "init", "-q", "-b", "main")
+	os.WriteFile(filepath.Join(work, "zeros"), make([]byte, 1<<20), 0o644) // a pack of a few KiB
+	git(t, work, "add", ".")
+	git(t, work, "commit", "-qm", "zeros")
+	git(t, root, "clone", "-q", "--bare", work, "repo.git")
+	base := gitServer(t, root)
+	_, err := Clone(t.Context(), GitSpec{URL: base + "/repo.git", Token: testToken, Dir: filepath.Join(t.TempDir(), "c"),
+		Command: func(ctx context.Context, args []string) *exec.Cmd {
+			return exec.CommandContext(ctx, "prlimit", append([]string{"--fsize=65536", "--"}, args...)...)
+		}})
+	if e, ok := err.(*api.Error); !ok || e.Details["reason"] != "space" {
+		t.Fatalf("clone of a 1 MiB file under a 64 KiB limit: %v; want reason space", err)
 	}
 }

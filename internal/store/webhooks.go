@@ -25,6 +25,10 @@ type Webhooks interface {
 	ListWebhooks(ctx context.Context, f WebhookFilter) ([]Webhook, error)
 	// DeleteWebhook removes a webhook of the team and its deliveries.
 	DeleteWebhook(ctx context.Context, teamID, id string) error
+	// ReplaceWebhookSecret replaces a webhook's stored secret by next if
+	// it is still prev (for sealing, at start, what was stored before);
+	// it reports whether it replaced it.
+	ReplaceWebhookSecret(ctx context.Context, id, prev, next string) (bool, error)
 
 	// DueDeliveries returns, for each team, the next pending delivery
 	// due at t (urgent ones first, then the oldest) of each of at most
@@ -53,7 +57,9 @@ const DefaultWebhookBacklog = 10000
 // MaxAttemptsKept is how many of a delivery's latest attempts a store keeps.
 const MaxAttemptsKept = 20
 
-// Webhook is a stored webhook: its secret is kept to sign deliveries.
+// Webhook is a stored webhook: its secret is kept to sign deliveries,
+// sealed by the control plane before the store sees it (the store keeps
+// the text it is given).
 type Webhook struct {
 	api.Webhook
 	Secret string
@@ -79,7 +85,7 @@ type DueDelivery struct {
 	Delivery api.Delivery
 	Event    api.Event
 	URL      string
-	Secret   string
+	Secret   string // as stored: sealed
 }
 
 // EventMatches reports whether an event type is one of patterns: an exact

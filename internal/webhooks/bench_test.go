@@ -23,9 +23,7 @@ func BenchmarkDeliver(b *testing.B) {
 	for i := range hooks {
 		w := store.Webhook{Webhook: api.Webhook{ID: fmt.Sprintf("whk_%d", i), TeamID: h.team, URL: srv.URL, Events: []string{"*"}, CreatedAt: time.Now()},
 			Secret: NewSecret()}
-		if err := h.st.CreateWebhook(b.Context(), w); err != nil {
-			b.Fatal(err)
-		}
+		h.create(b, w)
 		ids = append(ids, w.ID)
 	}
 	b.ResetTimer()

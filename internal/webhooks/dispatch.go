@@ -68,7 +68,16 @@ type Config struct {
 	// on this node; deliveries never dial one unless AllowPrivate. Default
 	// (nil) netpolicy.IsNodeAddr, the egress gateway's own view.
 	IsNodeAddr func(netip.Addr) bool
+	// OpenSecret returns the signing secret of a webhook from what the
+	// store holds for it (sealed at rest by the control plane, which owns
+	// the key). Required: New refuses a dispatcher without it.
+	OpenSecret SecretOpener
 }
+
+// SecretOpener opens the stored secret of a team's webhook. Its error is
+// the server's: an attempt it fails records only that the secret did not
+// open.
+type SecretOpener func(teamID, webhookID, stored string) (string, error)
 
 // DefaultConfig is the dispatcher's configuration with every default.
 func DefaultConfig() Config {
@@ -116,6 +125,9 @@ type Dispatcher struct {
 func New(cfg Config, st Store, wake func() <-chan struct{}, obs Observer, log *slog.Logger) (*Dispatcher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.OpenSecret == nil {
+		return nil, errors.New("webhooks: no OpenSecret: the dispatcher cannot sign with sealed secrets")
 	}
 	if cfg.IsNodeAddr == nil {
 		cfg.IsNodeAddr = netpolicy.IsNodeAddr
@@ -292,8 +304,14 @@ func (d *Dispatcher) post(ctx context.Context, dd store.DueDelivery, now time.Ti
 	if err != nil {
 		return 0, err
 	}
+	secret, err := d.cfg.OpenSecret(dd.TeamID, dd.Delivery.WebhookID, dd.Secret)
+	if err != nil {
+		// The team sees that it failed, the operator's log why.
+		d.log.Error("open a webhook's secret", "webhook", dd.Delivery.WebhookID, "team", dd.TeamID, "err", err)
+		return 0, errors.New("the webhook's signing secret could not be opened on this server")
+	}
 	ts := now.Unix()
-	sig, err := Sign(dd.Secret, dd.Delivery.ID, ts, body)
+	sig, err := Sign(secret, dd.Delivery.ID, ts, body)
 	if err != nil {
 		return 0, err
 	}

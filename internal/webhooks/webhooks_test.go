@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -121,16 +122,36 @@ func testConfig() Config {
 	cfg := DefaultConfig()
 	cfg.Backoff, cfg.MaxBackoff, cfg.Poll, cfg.Timeout = time.Millisecond, 4*time.Millisecond, 5*time.Millisecond, 5*time.Second
 	cfg.AllowPrivate = true
+	cfg.OpenSecret = testOpen
 	return cfg
+}
+
+// testSeal stands for the server's sealing: the stored value names the
+// team and the webhook, and testOpen opens it only as theirs.
+func testSeal(team, id, secret string) string { return "sealed:" + team + "/" + id + ":" + secret }
+
+func testOpen(team, id, stored string) (string, error) {
+	v, ok := strings.CutPrefix(stored, "sealed:"+team+"/"+id+":")
+	if !ok {
+		return "", fmt.Errorf("webhook %s: stored secret does not open", id)
+	}
+	return v, nil
+}
+
+// create stores w with its secret sealed (testSeal).
+func (h *harness) create(t testing.TB, w store.Webhook) {
+	t.Helper()
+	w.Secret = testSeal(w.TeamID, w.ID, w.Secret)
+	if err := h.st.CreateWebhook(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (h *harness) hook(t *testing.T, url string, events ...string) store.Webhook {
 	t.Helper()
 	w := store.Webhook{Webhook: api.Webhook{ID: "whk_" + strings.ReplaceAll(t.Name(), "/", "_"), TeamID: h.team, URL: url, Events: events, CreatedAt: time.Now()},
 		Secret: NewSecret()}
-	if err := h.st.CreateWebhook(t.Context(), w); err != nil {
-		t.Fatal(err)
-	}
+	h.create(t, w)
 	return w
 }
 
@@ -209,6 +230,58 @@ func TestDeliverSignedInOrder(t *testing.T) {
 	defer mu.Unlock()
 	if strings.Join(got, " ") != strings.Join(want, " ") || len(bad) > 0 {
 		t.Fatalf("received %v (bad: %v); want %v", got, bad, want)
+	}
+}
+
+// TestSecretOpened: the dispatcher signs with the secret OpenSecret
+// opens from what the store holds, never with the stored value itself; a
+// stored secret that does not open fails the attempt before anything is
+// sent; and a dispatcher without OpenSecret is refused.
+func TestSecretOpened(t *testing.T) {
+	if _, err := New(DefaultConfig(), nil, nil, nil, slog.New(slog.DiscardHandler)); err == nil {
+		t.Error("a dispatcher without OpenSecret was made")
+	}
+	cfg := testConfig()
+	cfg.RetryFor = 0 // a failed attempt is not retried
+	h := start(t, cfg)
+	var mu sync.Mutex
+	var verified, posts int
+	var secret string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		posts++
+		if verify(t, secret, r, body) {
+			verified++
+		}
+	}))
+	defer srv.Close()
+	wh := h.hook(t, srv.URL, "*")
+	mu.Lock()
+	secret = wh.Secret
+	mu.Unlock()
+	h.event(t, "sandbox.running")
+	if d := h.settled(t, wh.ID, 1); d[0].State != api.DeliveryDelivered {
+		t.Fatalf("delivery %+v", d[0])
+	}
+
+	// Stored for another webhook: it does not open as this one's.
+	moved := store.Webhook{Webhook: api.Webhook{ID: "whk_moved", TeamID: h.team, URL: srv.URL, Events: []string{"*"}, CreatedAt: time.Now()},
+		Secret: testSeal(h.team, wh.ID, wh.Secret)}
+	if err := h.st.CreateWebhook(t.Context(), moved); err != nil {
+		t.Fatal(err)
+	}
+	h.event(t, "sandbox.running")
+	d := h.settled(t, moved.ID, 1)
+	if len(d[0].Attempts) == 0 || !strings.Contains(d[0].Attempts[0].Error, "secret could not be opened") {
+		t.Errorf("attempt with a secret that does not open: %+v", d[0])
+	}
+	h.settled(t, wh.ID, 2)
+	mu.Lock()
+	defer mu.Unlock()
+	if posts != 2 || verified != 2 {
+		t.Errorf("the receiver got %d posts, %d verified; want only the first webhook's two", posts, verified)
 	}
 }
 
@@ -433,9 +506,7 @@ func TestConcurrencyBound(t *testing.T) {
 	for i := range 4 {
 		w := store.Webhook{Webhook: api.Webhook{ID: "whk_" + string(rune('a'+i)), TeamID: h.team, URL: srv.URL + "/" + string(rune('a'+i)),
 			Events: []string{"*"}, CreatedAt: time.Now()}, Secret: NewSecret()}
-		if err := h.st.CreateWebhook(t.Context(), w); err != nil {
-			t.Fatal(err)
-		}
+		h.create(t, w)
 		hooks = append(hooks, w)
 	}
 	for range 3 {

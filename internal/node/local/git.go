@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,27 +12,38 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/node"
+	"github.com/cove-dev/cove/internal/node/runtime"
 	"github.com/cove-dev/cove/internal/sources"
-	cove "github.com/cove-dev/cove/sdk/go"
 )
 
-// CloneGit clones a git source into a folder of a running sandbox. git
-// runs on the node as GitUID, in a network namespace of its own made for
-// the clone, fenced like a sandbox: its only way out is the node's
-// resolver and gateway, under a policy of exactly the repository's host
-// and port, so a URL that leads to a private, loopback or node address
-// reaches no more than the sandbox could. The tree (with .git, whose
-// remote has no credentials) is then extracted into the sandbox as an
-// archive; the token lives only in git's environment on the node.
+// CloneGit clones a git source into a folder of a running sandbox.
+//
+// git runs on the node as a uid and gid held for this clone alone
+// (spec.IDs), so no other process of the host can read its environment,
+// which holds the token, or touch its files. It runs in a network
+// namespace made for the clone and fenced like a sandbox: its only way out
+// is the node's resolver and gateway, under a policy of exactly the
+// repository's host and port, so a URL that leads to a private, loopback
+// or node address reaches no more than the sandbox could. It writes to a
+// scratch filesystem of MaxCloneBytes, admitted like a sandbox's disk, so
+// a clone never takes more of the node's disk than that.
+//
+// The tree (with .git, whose remote has no credentials) is then read by
+// descriptor, never following a link, and extracted into the sandbox as
+// an archive of at most MaxCloneBytes.
 func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec) (string, error) {
 	if n.cfg.Network == nil || n.cfg.GitDir == "" {
 		return "", api.Errorf(api.CodeUnprocessable, "git sources need the node's network (cove serve without --no-network)")
+	}
+	if spec.IDs.HostID == 0 || spec.IDs.Size == 0 {
+		return "", fmt.Errorf("clone for %s: no host ids of its own", sandboxID)
 	}
 	u, err := url.Parse(spec.URL)
 	if err != nil {
@@ -45,25 +57,40 @@ func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec
 		port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
 	}
 	entry := net.JoinHostPort(u.Hostname(), port)
-	if err := os.MkdirAll(n.cfg.GitDir, 0o711); err != nil {
+	// Root's alone: git reaches its scratch through its own mount
+	// namespace, and no one else reaches it at all.
+	if err := os.MkdirAll(n.cfg.GitDir, 0o700); err != nil {
 		return "", err
 	}
-	work, err := os.MkdirTemp(n.cfg.GitDir, "clone-")
+	if err := os.Chmod(n.cfg.GitDir, 0o700); err != nil {
+		return "", err
+	}
+	netID := id.New("git")
+	release, err := n.reserve(netID, n.cfg.MaxCloneBytes)
 	if err != nil {
-		return "", err
+		n.log.Info("clone not admitted", "clone", netID, "err", err)
+		return "", api.Errorf(api.CodeResourceExhausted,
+			"this node has no room now for a clone of up to %d MiB (--max-clone-bytes) on its data disk; try again when sandboxes end", n.cfg.MaxCloneBytes>>20)
 	}
-	defer os.RemoveAll(work)
-	uid, gid := n.cfg.GitUID, n.cfg.GitUID
-	if err := os.Chown(work, uid, gid); err != nil {
-		return "", err
+	defer release()
+	uid, gid := int(spec.IDs.HostID), int(spec.IDs.HostID)
+	scratch, err := runtime.MakeScratch(ctx, filepath.Join(n.cfg.GitDir, netID), n.cfg.MaxCloneBytes, uint32(uid), uint32(gid))
+	if err != nil {
+		return "", fmt.Errorf("make the clone's scratch disk: %w", err)
 	}
-	if err := os.Chmod(work, 0o700); err != nil {
-		return "", err
+	defer func() {
+		if err := scratch.Close(); err != nil {
+			n.log.Error("remove the clone's scratch disk", "clone", netID, "err", err)
+		}
+	}()
+	tooLarge := func() error {
+		return &api.Error{Code: api.CodeUnprocessable,
+			Message: fmt.Sprintf("the clone of %s is larger than this node's clone size cap of %d MiB (--max-clone-bytes)", spec.URL, n.cfg.MaxCloneBytes>>20),
+			Details: map[string]any{"reason": "size"}}
 	}
 
 	// The namespace: a holder process keeps it (and a mount namespace in
 	// which the node's resolv.conf for it is bound) while git runs.
-	netID := id.New("git")
 	resolv, err := n.cfg.Network.Prepare(netID)
 	if err != nil {
 		return "", fmt.Errorf("prepare the clone's network: %w", err)
@@ -74,11 +101,11 @@ func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec
 			n.log.Error("remove the clone's network", "clone", netID, "err", err)
 		}
 	}()
-	// In its mount namespace the clone's folder is bound over /tmp, so git
-	// reaches it whatever the modes of the data dir's parents; its
+	// In its mount namespace the clone's scratch is bound over /tmp, so
+	// git reaches it whatever the modes of its parents (root's alone); its
 	// loopback is its own (up, empty: a name for 127.0.0.1 meets nothing).
 	holder := exec.Command("unshare", "--net", "--mount", "--propagation", "private", "--",
-		"sh", "-c", `ip link set lo up && mount --bind "$1" /etc/resolv.conf && mount --bind "$2" /tmp && exec sleep 3600`, "sh", resolv, work)
+		"sh", "-c", `ip link set lo up && mount --bind "$1" /etc/resolv.conf && mount --bind "$2" /tmp && exec sleep 3600`, "sh", resolv, scratch.Root)
 	holder.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := holder.Start(); err != nil {
 		return "", fmt.Errorf("start the clone's namespace: %w", err)
@@ -86,6 +113,7 @@ func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec
 	defer func() {
 		syscall.Kill(-holder.Process.Pid, syscall.SIGKILL)
 		holder.Wait()
+		n.killUID(uid)
 	}()
 	if err := waitBound(ctx, holder.Process.Pid, resolv); err != nil {
 		return "", err
@@ -94,18 +122,27 @@ func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec
 		return "", fmt.Errorf("connect the clone's network: %w", err)
 	}
 	pid := strconv.Itoa(holder.Process.Pid)
-	dir := filepath.Join(work, "tree") // /tmp/tree for git
 	commit, err := sources.Clone(ctx, sources.GitSpec{
 		URL: spec.URL, Ref: spec.Ref, Depth: spec.Depth, Token: spec.Token, Dir: "/tmp/tree",
 		Command: func(ctx context.Context, args []string) *exec.Cmd {
+			// No file of the checkout may pass the cap, even a sparse one
+			// that the scratch's size does not bound: past it git dies of
+			// SIGXFSZ while it writes.
 			full := append([]string{"--target", pid, "--net", "--mount",
-				"--setuid", strconv.Itoa(uid), "--setgid", strconv.Itoa(gid), "--wd=/tmp", "--"}, args...)
+				"--setuid", strconv.Itoa(uid), "--setgid", strconv.Itoa(gid), "--wd=/tmp", "--",
+				"prlimit", "--fsize=" + strconv.FormatInt(n.cfg.MaxCloneBytes, 10), "--"}, args...)
 			c := exec.CommandContext(ctx, "nsenter", full...)
 			c.Dir = "/"
 			return c
 		},
 	})
+	// Whatever git left running (a helper of a killed git) goes before its
+	// tree is read: nothing but root touches it from here.
+	n.killUID(uid)
 	if err != nil {
+		if e, ok := err.(*api.Error); (ok && e.Details["reason"] == "space") || scratch.Full() {
+			return "", tooLarge()
+		}
 		// A refusal of the gateway says more than git's "error: 403".
 		for _, o := range n.cfg.Network.PendingObservations(netID) {
 			if o.Decision == "denied" {
@@ -116,11 +153,19 @@ func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec
 		}
 		return "", err
 	}
+	// Sparse files take little of the scratch but all of their size in
+	// the sandbox: the tree is measured before anything is sent.
+	dir := filepath.Join(scratch.Root, "tree")
+	if _, err := treeSize(dir, n.cfg.MaxCloneBytes); errors.Is(err, errTreeTooLarge) {
+		return "", tooLarge()
+	} else if err != nil {
+		return "", fmt.Errorf("measure the clone: %w", err)
+	}
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pw.CloseWithError(cove.WriteDirArchive(pw, dir, nil))
+		pw.CloseWithError(writeTreeArchive(pw, dir, n.cfg.MaxCloneBytes))
 	}()
 	_, err = n.WriteArchive(ctx, sandboxID, node.ArchiveSpec{Path: spec.Path, UID: spec.UID, GID: spec.GID}, pr)
 	pr.CloseWithError(fmt.Errorf("extraction ended"))
@@ -129,6 +174,74 @@ func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec
 		return "", fmt.Errorf("hand the clone to the sandbox: %w", err)
 	}
 	return commit, nil
+}
+
+// removeLeftClones removes the scratch disks of clones that a crash of
+// the node left in GitDir (a clone never outlives its CloneGit call).
+func (n *Node) removeLeftClones() {
+	if n.cfg.GitDir == "" {
+		return
+	}
+	entries, err := os.ReadDir(n.cfg.GitDir)
+	if err != nil {
+		return // none yet
+	}
+	for _, e := range entries {
+		dir := filepath.Join(n.cfg.GitDir, e.Name())
+		n.log.Info("removing a clone left by a crash", "dir", dir)
+		if err := runtime.RemoveScratch(dir); err != nil {
+			n.log.Error("remove a clone left by a crash", "dir", dir, "err", err)
+		}
+	}
+}
+
+// killUID kills every process of the host whose real, effective or saved
+// uid is uid (which belongs to one clone alone), until none is left.
+func (n *Node) killUID(uid int) {
+	for range 100 {
+		found := false
+		entries, err := os.ReadDir("/proc")
+		if err != nil {
+			n.log.Error("list processes", "err", err)
+			return
+		}
+		for _, e := range entries {
+			p, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if procUIDs(p, uid) {
+				found = true
+				syscall.Kill(p, syscall.SIGKILL)
+			}
+		}
+		if !found {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	n.log.Error("processes of a clone's uid outlive it", "uid", uid)
+}
+
+// procUIDs reports whether process pid has uid as its real, effective or
+// saved uid. A zombie still counts: it is gone once reaped.
+func procUIDs(pid, uid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f, ok := strings.CutPrefix(l, "Uid:"); ok {
+			ids := strings.Fields(f)
+			for _, s := range ids[:min(3, len(ids))] {
+				if s == strconv.Itoa(uid) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	return false
 }
 
 // waitBound waits until the holder has bound resolv.conf in its mount

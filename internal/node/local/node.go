@@ -98,10 +98,11 @@ type Config struct {
 	Saves saves.Store
 	// Network fences sandboxes; nil leaves them with loopback only.
 	Network Network
-	// GitDir holds git clones while they are made; GitUID is the host
-	// user git runs as (default 65534, nobody).
-	GitDir string
-	GitUID int
+	// GitDir holds git clones while they are made, each on a scratch
+	// filesystem of MaxCloneBytes (admitted like a sandbox's disk while
+	// the clone runs); a clone whose tree is larger fails.
+	GitDir        string
+	MaxCloneBytes int64
 	// CABundles are, by template, host files that replace the image's
 	// system CA bundle (the image's certificates plus the operator's);
 	// commands in those sandboxes get the CA variables of caEnv.
@@ -171,7 +172,7 @@ type sandbox struct {
 // New returns a node; it starts nothing until sandboxes are started.
 func New(cfg Config, rt Runtime, log *slog.Logger, onExit node.ExitFunc) *Node {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Node{
+	n := &Node{
 		cfg: cfg, rt: rt, log: log, onExit: onExit,
 		ctx: ctx, cancel: cancel,
 		sandboxes: map[string]*sandbox{},
@@ -179,6 +180,8 @@ func New(cfg Config, rt Runtime, log *slog.Logger, onExit node.ExitFunc) *Node {
 		budgets:   map[string]*output.Budget{},
 		pending:   map[string]int64{},
 	}
+	n.removeLeftClones()
+	return n
 }
 
 // Close stops recording (commands keep running in their sandboxes) and

@@ -635,7 +635,8 @@ func (n *Node) WriteArchive(ctx context.Context, sandboxID string, spec node.Arc
 }
 
 // CloneGit implements server.Node: the fake keeps the spec (token
-// included, so tests see what reached the node) as PATH/.git-spec and
+// included, so tests see what reached the node) as PATH/.git-spec, the
+// clone's host IDs as PATH/.git-ids ("hostid size"), and
 // answers a fixed commit; Fail("clone", …) makes it fail.
 func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec) (string, error) {
 	if err := n.record("clone", sandboxID); err != nil {
@@ -651,6 +652,7 @@ func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec
 		s.Files = map[string][]byte{}
 	}
 	s.Files[spec.Path+"/.git-spec"] = []byte(fmt.Sprintf("%s %s %d %s", spec.URL, spec.Ref, spec.Depth, spec.Token))
+	s.Files[spec.Path+"/.git-ids"] = []byte(fmt.Sprint(spec.IDs.HostID, spec.IDs.Size))
 	return "0123456789abcdef0123456789abcdef01234567", nil
 }
 

@@ -235,6 +235,19 @@ func (db *DB) DeleteWebhook(ctx context.Context, teamID, id string) error {
 	return tx.Commit()
 }
 
+// ReplaceWebhookSecret replaces a webhook's secret if it is still prev.
+func (db *DB) ReplaceWebhookSecret(ctx context.Context, id, prev, next string) (bool, error) {
+	res, err := db.write.ExecContext(ctx, "UPDATE webhooks SET secret = ? WHERE id = ? AND secret = ?", next, id, prev)
+	if err != nil {
+		return false, fmt.Errorf("replace the secret of webhook %s: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("replace the secret of webhook %s: %w", id, err)
+	}
+	return n > 0, nil
+}
+
 const deliveryColumns = "d.seq, d.webhook_id, d.event_seq, d.event_type, d.state, d.reason, d.attempt_count, d.attempts, d.next_attempt_at, d.created_at"
 
 func scanDelivery(r scanner, extra ...any) (api.Delivery, error) {

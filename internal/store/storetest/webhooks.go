@@ -36,6 +36,19 @@ func testWebhooks(t *testing.T, s store.Store) {
 	diff(t, "list", []store.Webhook{a1, a2}, mustGet[[]store.Webhook](t)(s.ListWebhooks(ctx, store.WebhookFilter{TeamID: "team_a"})))
 	diff(t, "page", []store.Webhook{a2}, mustGet[[]store.Webhook](t)(s.ListWebhooks(ctx, store.WebhookFilter{TeamID: "team_a", After: "whk_1", Limit: 1})))
 
+	// The secret is replaced only while it is what the caller saw.
+	if ok, err := s.ReplaceWebhookSecret(ctx, "whk_2", "whsec_other", "sealed1:x"); err != nil || ok {
+		t.Fatalf("replace a secret that changed: %v %v", ok, err)
+	}
+	if ok, err := s.ReplaceWebhookSecret(ctx, "whk_2", a2.Secret, "sealed1:x"); err != nil || !ok {
+		t.Fatalf("replace: %v %v", ok, err)
+	}
+	if ok, err := s.ReplaceWebhookSecret(ctx, "whk_missing", a2.Secret, "sealed1:x"); err != nil || ok {
+		t.Fatalf("replace a missing webhook's: %v %v", ok, err)
+	}
+	a2.Secret = "sealed1:x"
+	diff(t, "get after replace", a2, mustGet[store.Webhook](t)(s.GetWebhook(ctx, "team_a", "whk_2")))
+
 	wantCode(t, s.DeleteWebhook(ctx, "team_b", "whk_1"), api.CodeNotFound)
 	mustDo(t, s.DeleteWebhook(ctx, "team_a", "whk_1"))
 	wantCode(t, s.DeleteWebhook(ctx, "team_a", "whk_1"), api.CodeNotFound)
