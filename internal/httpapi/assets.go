@@ -2,8 +2,12 @@ package httpapi
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
+	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/server"
@@ -23,11 +27,55 @@ func (h *Handler) createAsset(w http.ResponseWriter, r *http.Request, p server.P
 	} else if _, ok := r.Trailer["Content-Digest"]; ok {
 		req.Trailer = func() (string, error) { return requestDigest(r.Trailer) }
 	}
-	a, created, err := h.srv.CreateAsset(r.Context(), p.Team.ID, req, r.Body)
+	a, created, err := h.srv.CreateAsset(r.Context(), p.Team.ID, req, h.uploadBody(w, r))
 	if err != nil {
 		return err
 	}
 	return writeAsset(w, a, created)
+}
+
+// LimitUploads sets how long an upload's body (an image, an asset, a
+// source upload) may send nothing before it is cut; call it before
+// serving.
+func (h *Handler) LimitUploads(idle time.Duration) { h.uploadIdle = idle }
+
+// uploadBody is r's body, cut when it sends nothing for h.uploadIdle: a
+// tenant that stops sending mid-upload holds an upload slot of its team
+// and a temporary file only that long. The read deadline is the
+// connection's, so a read blocked on a silent client ends without a
+// goroutine of its own.
+func (h *Handler) uploadBody(w http.ResponseWriter, r *http.Request) io.Reader {
+	if h.uploadIdle <= 0 {
+		return r.Body
+	}
+	rc := http.NewResponseController(w)
+	if err := rc.SetReadDeadline(time.Now().Add(h.uploadIdle)); err != nil {
+		h.log.Warn("upload idle deadline not supported", "path", r.URL.Path, "err", err)
+		return r.Body
+	}
+	return &idleBody{r: r.Body, rc: rc, idle: h.uploadIdle}
+}
+
+type idleBody struct {
+	r    io.Reader
+	rc   *http.ResponseController
+	idle time.Duration
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	b.rc.SetReadDeadline(time.Now().Add(b.idle))
+	n, err := b.r.Read(p)
+	switch {
+	case err == io.EOF:
+		// The server reads on in the background to notice a client that
+		// goes away; a deadline left behind would look like one.
+		b.rc.SetReadDeadline(time.Time{})
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return n, &api.Error{Code: api.CodeInvalidArgument,
+			Message: fmt.Sprintf("the upload sent nothing for %s and was cut; nothing of it was kept", b.idle),
+			Details: map[string]any{"idle_timeout_s": int(b.idle / time.Second)}}
+	}
+	return n, err
 }
 
 func writeAsset(w http.ResponseWriter, a api.Asset, created bool) error {

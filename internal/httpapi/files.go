@@ -332,7 +332,7 @@ func (h *Handler) writeArchive(w http.ResponseWriter, r *http.Request, p server.
 	} else if _, ok := r.Trailer["Content-Digest"]; ok {
 		req.Trailer = func() (string, error) { return requestDigest(r.Trailer) }
 	}
-	res, err := h.srv.WriteArchive(r.Context(), t, req, r.Body)
+	res, err := h.srv.WriteArchive(r.Context(), t, req, h.uploadBody(w, r))
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/preview"
@@ -55,6 +56,9 @@ type Handler struct {
 	metrics http.Handler
 	// previews routes preview traffic; nil until ServePreviews.
 	previews *preview.Router
+	// uploadIdle cuts an upload's body that sends nothing this long; set
+	// before serving (LimitUploads), 0 for never.
+	uploadIdle time.Duration
 	// eventStreams counts each team's open event streams.
 	eventStreams *streamSlots
 }

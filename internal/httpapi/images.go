@@ -56,7 +56,7 @@ func (h *Handler) importImage(w http.ResponseWriter, r *http.Request, p server.P
 			return jsonError("query parameter settings", reflect.TypeOf(st), err)
 		}
 	}
-	img, err := ip.ImportImage(r.Context(), p, q.Get("name"), st, r.Body)
+	img, err := ip.ImportImage(r.Context(), p, q.Get("name"), st, h.uploadBody(w, r))
 	if err != nil {
 		return err
 	}

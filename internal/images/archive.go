@@ -43,6 +43,10 @@ type Archive struct {
 	Format string
 	// Digest is the manifest's digest, which names the stored image.
 	Digest v1.Hash
+	// Size is the archive's size in bytes: its layers together may
+	// expand at most expansion.Ratio times it (past expansion.Floor).
+	// 0 is unknown and sets no bound.
+	Size int64
 }
 
 // refuse is the error of an archive or layer that is not a usable image.
@@ -78,6 +82,9 @@ func Open(file, scratch string) (Archive, error) {
 		a = Archive{Image: img, Format: FormatOCI}
 	default:
 		return Archive{}, refuse("it is neither a docker-save archive (manifest.json) nor an OCI image layout (oci-layout, index.json)")
+	}
+	if st, err := os.Stat(file); err == nil {
+		a.Size = st.Size()
 	}
 	if a.Digest, err = a.Image.Digest(); err != nil {
 		return Archive{}, refuse("read the manifest: %v", err)

@@ -46,7 +46,13 @@ func (im *Importer) Import(ctx context.Context, r io.Reader) (_ image.Image, cre
 	}
 	defer os.RemoveAll(work)
 	file := filepath.Join(work, "archive.tar")
-	if err := im.receive(r, file); err != nil {
+	if f, ok := r.(*os.File); ok {
+		// A file the caller received whole (the control plane's upload
+		// spool): read in place rather than copied.
+		if file, err = im.inPlace(f); err != nil {
+			return image.Image{}, false, err
+		}
+	} else if err := im.receive(r, file); err != nil {
 		return image.Image{}, false, err
 	}
 	scratch := filepath.Join(work, "layout")
@@ -112,6 +118,24 @@ func (im *Importer) Load(digest string) (image.Image, error) {
 // sandbox and no other name uses it.
 func (im *Importer) Remove(ctx context.Context, digest string) error {
 	return image.Remove(ctx, im.imagesDir, image.DirName(digest))
+}
+
+// MaxArchiveBytes is the largest archive the importer takes (0: any).
+func (im *Importer) MaxArchiveBytes() int64 { return im.maxArchive }
+
+// inPlace checks a received archive's size and returns its path.
+func (im *Importer) inPlace(f *os.File) (string, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("stat the image archive: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("the image archive %s is not a regular file", f.Name())
+	}
+	if im.maxArchive > 0 && st.Size() > im.maxArchive {
+		return "", api.Errorf(api.CodePayloadTooLarge, "the image archive is larger than %d bytes, this server's limit", im.maxArchive)
+	}
+	return f.Name(), nil
 }
 
 // receive writes the upload to file, bounded.

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/expansion"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
@@ -113,6 +114,34 @@ type unpacker struct {
 	root   *os.Root
 	policy Policy
 	bytes  int64
+	// expanded counts the layers' bytes as they come out of their
+	// compression, all layers together, against the archive's size.
+	expanded *expansion.Reader
+	source   io.Reader // the layer expanded reads now
+}
+
+// Read reads the current layer for expanded.
+func (u *unpacker) Read(p []byte) (int, error) { return u.source.Read(p) }
+
+// bound returns r counted against the archive's expansion bound.
+func (u *unpacker) bound(a Archive, r io.Reader) io.Reader {
+	if a.Size <= 0 {
+		return r
+	}
+	if u.expanded == nil {
+		u.expanded = expansion.NewReader(u, func() int64 { return a.Size }, "the image's layers")
+	}
+	u.source = r
+	return u.expanded
+}
+
+// bomb is the expansion bound's error, if it was hit: the tar reader
+// and apply turn read errors into their own.
+func (u *unpacker) bomb() error {
+	if u.expanded != nil {
+		return u.expanded.Err()
+	}
+	return nil
 }
 
 // layer verifies and applies one layer. An OCI layout's blob is read as
@@ -154,12 +183,18 @@ func (u *unpacker) layer(a Archive, l v1.Layer, d v1.Descriptor, diffID v1.Hash)
 		}
 	}
 	plain := sha256.New()
-	tee := io.TeeReader(r, plain)
+	tee := io.TeeReader(u.bound(a, r), plain)
 	if err := u.apply(tee); err != nil {
+		if berr := u.bomb(); berr != nil {
+			return berr
+		}
 		return err
 	}
 	// The tar's end may leave padding unread: the digests cover it all.
 	if _, err := io.Copy(io.Discard, tee); err != nil {
+		if berr := u.bomb(); berr != nil {
+			return berr
+		}
 		return refuse("read layer %s: %v", d.Digest, err)
 	}
 	if stored != nil {

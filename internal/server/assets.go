@@ -61,24 +61,20 @@ func (s *Server) CreateAsset(ctx context.Context, teamID string, req AssetUpload
 	if req.Name != "" && !assetNameRE.MatchString(req.Name) {
 		return api.Asset{}, false, invalid("asset name %q is invalid: use 1-128 letters, digits and '._-', starting with a letter or digit", req.Name)
 	}
-	used, err := s.store.AssetBytes(ctx, teamID)
+	// The team's cap is checked as the bytes arrive (u), together with
+	// its other uploads in flight, not once before: parallel uploads
+	// cannot each pass it.
+	u, err := s.beginUpload(teamID, uploadAsset)
 	if err != nil {
 		return api.Asset{}, false, err
 	}
-	room := s.cfg.MaxTeamAssetBytes - used
-	if room <= 0 {
-		return api.Asset{}, false, s.storageFull(used)
-	}
-	max := min(s.cfg.MaxSourceBytes, room)
-	cr := &checkedReader{r: body, h: sha256.New(), max: math.MaxInt64, want: req.SHA256, trailer: req.Trailer}
-	sum, size, err := s.blobs.Put(teamID, cr, max, "")
+	defer u.end()
+	cr := &checkedReader{r: u.reader(ctx, body), h: sha256.New(), max: math.MaxInt64, want: req.SHA256, trailer: req.Trailer}
+	sum, size, err := s.blobs.Put(teamID, cr, s.cfg.MaxSourceBytes, "")
 	if cr.err != nil {
 		return api.Asset{}, false, cr.err
 	}
 	if err != nil {
-		if api.ErrorCode(err) == api.CodePayloadTooLarge && max < s.cfg.MaxSourceBytes {
-			return api.Asset{}, false, s.storageFull(used)
-		}
 		return api.Asset{}, false, err
 	}
 	return s.recordAsset(ctx, teamID, req.Name, sum, size)

@@ -84,6 +84,19 @@ type Config struct {
 	// MaxTeamAssetBytes bounds the assets of one team together; past it
 	// a new asset answers 507. Default 20 GiB.
 	MaxTeamAssetBytes int64
+	// MaxImageBytesPerTeam bounds one team's imported images together
+	// (their unpacked trees) and its image archives being received; past
+	// it an import answers 507. Default 40 GiB.
+	MaxImageBytesPerTeam int64
+	// MaxUploadsPerTeam bounds the uploads (images, assets, source
+	// uploads) one team has open at once; past it they answer 429.
+	// Default 4.
+	MaxUploadsPerTeam int
+	// UploadDir holds uploads while they arrive, each in a private
+	// temporary file removed when it is used or fails. Default "" (the
+	// system's temporary directory); cove serve uses <data dir>/uploads,
+	// on the data disk its admission counts.
+	UploadDir string
 	// SetupCacheEntries and SetupCacheBytes bound one team's setup cache;
 	// past either, the least recently used entries are evicted. Default
 	// 16 entries, 10 GiB.
@@ -128,6 +141,8 @@ func DefaultConfig() Config {
 		UploadTimeout:          15 * time.Minute,
 		MaxSourceBytes:         8 << 30,
 		MaxTeamAssetBytes:      20 << 30,
+		MaxImageBytesPerTeam:   40 << 30,
+		MaxUploadsPerTeam:      4,
 		SetupCacheEntries:      16,
 		SetupCacheBytes:        10 << 30,
 		DefaultAdmission:       api.Admission{ManagedEnvironment: true},
@@ -183,6 +198,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("setup cache bounds %d entries, %d bytes: want 0 or more", c.SetupCacheEntries, c.SetupCacheBytes)
 	case c.MaxQueuedWorkloadsPerTeam <= 0:
 		return fmt.Errorf("max queued workloads per team %d: want at least 1", c.MaxQueuedWorkloadsPerTeam)
+	case c.MaxImageBytesPerTeam <= 0:
+		return fmt.Errorf("max image bytes per team %d: want at least 1", c.MaxImageBytesPerTeam)
+	case c.MaxUploadsPerTeam <= 0:
+		return fmt.Errorf("max uploads per team %d: want at least 1", c.MaxUploadsPerTeam)
 	case c.MaxTeamAssetBytes <= 0:
 		return fmt.Errorf("max team asset bytes %d: want at least 1", c.MaxTeamAssetBytes)
 	case c.MaxPreviewsPerSandbox < 1 || c.MaxPreviewsPerSandbox > 65535:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,7 +19,9 @@ import (
 // ImageImporter stores the trees of imported images on the node
 // (internal/images): each once, named by its manifest digest.
 type ImageImporter interface {
-	// ImportImage reads, verifies, unpacks and stores an image archive;
+	// ImportImage reads, verifies, unpacks and stores an image archive
+	// (the server gives a whole, private *os.File, which the importer may
+	// read in place);
 	// the image it returns has Digest, SizeBytes and Config set. created
 	// says the tree is new (no other image had the same digest).
 	ImportImage(ctx context.Context, r io.Reader) (img api.Image, created bool, err error)
@@ -239,18 +242,44 @@ func (s *Server) ImportImage(ctx context.Context, p Principal, name string, sett
 		return api.Image{}, api.Errorf(api.CodeConflict, "this team has an image called %q already; choose another name", name)
 	}
 
-	// Held for the whole import: a delete of another name of the same
-	// tree must not remove it between its storing and this image's row.
+	// The archive arrives into a private file first, at the sender's
+	// pace, counted against the team's image bytes; the lock below is
+	// taken only once it is whole.
+	u, err := s.beginUpload(p.Team.ID, uploadImage)
+	if err != nil {
+		return api.Image{}, err
+	}
+	defer u.end()
+	maxArchive := int64(math.MaxInt64)
+	if b, ok := s.importer.(interface{ MaxArchiveBytes() int64 }); ok && b.MaxArchiveBytes() > 0 {
+		maxArchive = b.MaxArchiveBytes()
+	}
+	archive, err := s.spool(ctx, u, body, maxArchive, "", nil, "image archive")
+	if err != nil {
+		return api.Image{}, err
+	}
+	defer archive.Close()
+
+	// Held from the tree's storing to this image's row: a delete of
+	// another name of the same tree must not remove it in between.
 	s.images.use.Lock()
 	defer s.images.use.Unlock()
 	if err := s.loadImages(ctx); err != nil {
 		return api.Image{}, err
 	}
-	got, created, err := s.importer.ImportImage(ctx, body)
+	got, created, err := s.importer.ImportImage(ctx, archive.f)
 	if err != nil {
 		return api.Image{}, err
 	}
 	img.Digest, img.SizeBytes, img.Config = got.Digest, got.SizeBytes, got.Config
+	if err := s.checkImageBytes(ctx, p.Team.ID, img.SizeBytes); err != nil {
+		if created {
+			if rerr := s.importer.RemoveImage(context.WithoutCancel(ctx), img.Digest); rerr != nil {
+				s.log.Error("remove the tree of an image over its team's cap", "digest", img.Digest, "err", rerr)
+			}
+		}
+		return api.Image{}, err
+	}
 	if err := s.store.CreateImage(ctx, img); err != nil {
 		if created {
 			if rerr := s.importer.RemoveImage(context.WithoutCancel(ctx), img.Digest); rerr != nil {
@@ -264,6 +293,37 @@ func (s *Server) ImportImage(ctx context.Context, p Principal, name string, sett
 	s.log.Info("image imported", "image", img.ID, "name", img.Name, "team", p.Team.ID, "digest", img.Digest, "new", created)
 	s.emit(ctx, p.Team.ID, "image.imported", "", "", map[string]any{"image_id": img.ID, "name": img.Name, "digest": img.Digest})
 	return img, nil
+}
+
+// teamImageBytes is the size of the team's imported images' trees.
+func (s *Server) teamImageBytes(ctx context.Context, teamID string) (int64, error) {
+	imgs, err := s.store.ListImages(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, img := range imgs {
+		if img.TeamID == teamID {
+			n += img.SizeBytes
+		}
+	}
+	return n, nil
+}
+
+// checkImageBytes refuses an image whose tree would take the team's
+// images past their cap (507).
+func (s *Server) checkImageBytes(ctx context.Context, teamID string, size int64) error {
+	used, err := s.teamImageBytes(ctx, teamID)
+	if err != nil {
+		return err
+	}
+	if used+size > s.cfg.MaxImageBytesPerTeam {
+		return &api.Error{Code: api.CodeInsufficientStorage,
+			Message: fmt.Sprintf("the image takes %d bytes unpacked and the team's images %d of its %d; delete images (DELETE /v1/images/{id}) to make room; nothing was kept",
+				size, used, s.cfg.MaxImageBytesPerTeam),
+			Details: map[string]any{"image_bytes": size, "used_bytes": used, "limit_bytes": s.cfg.MaxImageBytesPerTeam}}
+	}
+	return nil
 }
 
 // applyImageSettings validates settings and applies them to img.

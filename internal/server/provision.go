@@ -16,6 +16,7 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/node"
+	"github.com/cove-dev/cove/internal/sources"
 )
 
 // SecretResolver turns a team's secret names into their values. The
@@ -211,7 +212,26 @@ func (s *Server) deliverUpload(ctx context.Context, sb api.Sandbox, req ArchiveU
 	if ch == nil {
 		return api.ArchiveResult{}, api.Errorf(api.CodeConflict, "sandbox %s is %s and awaits no upload", sb.ID, sb.State)
 	}
-	u := &uploadReq{ctx: ctx, body: body, sha256: req.SHA256, trailer: req.Trailer, size: req.Size, result: make(chan uploadResult, 1)}
+	// The archive arrives into a private file first, at the sender's
+	// pace; the sandbox's start takes it only once it is whole and
+	// checked.
+	up, err := s.beginUpload(sb.TeamID, uploadSource)
+	if err != nil {
+		return api.ArchiveResult{}, err
+	}
+	defer up.end()
+	sp, err := s.spool(ctx, up, body, s.cfg.MaxSourceBytes, req.SHA256, req.Trailer, "source upload")
+	if err != nil {
+		return api.ArchiveResult{}, err
+	}
+	defer sp.Close()
+	if err := sources.CheckExpansion(sp.f); err != nil {
+		return api.ArchiveResult{}, err
+	}
+	if _, err := sp.f.Seek(0, io.SeekStart); err != nil {
+		return api.ArchiveResult{}, err
+	}
+	u := &uploadReq{ctx: ctx, body: sp.f, sha256: sp.sum, size: sp.size, result: make(chan uploadResult, 1)}
 	select {
 	case ch <- u:
 	case <-closed:

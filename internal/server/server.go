@@ -63,6 +63,8 @@ type Server struct {
 	// importer is set before serving, then only read; nil: no images.
 	importer ImageImporter
 	images   imageSet
+	// uploads counts the teams' open uploads and their bytes (uploads.go).
+	uploads uploadLedger
 	// wlMu serializes the workloads' stored transitions; wlRuns (under
 	// mu) are the workloads placed on the node; wlKick wakes the queue's
 	// owner (workloads.go).

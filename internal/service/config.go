@@ -140,6 +140,10 @@ type HTTPConfig struct {
 	// MaxHeaderBytes bounds a request's headers (larger: 431). Default
 	// 64 KiB.
 	MaxHeaderBytes int
+	// UploadIdleTimeout cuts the body of an upload (an image, an asset,
+	// a source upload) that sends nothing for this long: the upload
+	// fails and nothing of it is kept. Default 60 seconds.
+	UploadIdleTimeout time.Duration
 	// MaxEventStreamsPerTeam is how many GET /v1/events/stream one team
 	// may hold open at once; more are refused with 429 until one closes.
 	// Default 16.
@@ -166,6 +170,7 @@ func DefaultConfig() Config {
 		CACerts:               DefaultCACerts,
 		HTTP: HTTPConfig{
 			IdleTimeout:       2 * time.Minute,
+			UploadIdleTimeout: time.Minute,
 			ReadHeaderTimeout: 10 * time.Second,
 			MaxHeaderBytes:    64 << 10,
 			// A console tab and an agent or two each hold a stream;
@@ -218,6 +223,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("max clone bytes %d: want at least %d (16 MiB)", c.MaxCloneBytes, MinCloneBytes)
 	case c.HTTP.IdleTimeout <= 0 || c.HTTP.ReadHeaderTimeout <= 0:
 		return fmt.Errorf("http timeouts (idle %v, read header %v): want both above 0", c.HTTP.IdleTimeout, c.HTTP.ReadHeaderTimeout)
+	case c.HTTP.UploadIdleTimeout <= 0:
+		return fmt.Errorf("upload idle timeout %v: want above 0", c.HTTP.UploadIdleTimeout)
 	case c.HTTP.MaxHeaderBytes < 4<<10:
 		return fmt.Errorf("http max header bytes %d: want at least 4096", c.HTTP.MaxHeaderBytes)
 	case c.HTTP.MaxEventStreamsPerTeam < 1:

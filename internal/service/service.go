@@ -134,6 +134,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	metrics := telemetry.New(telemetry.SandboxCounts(st), log)
 	timed := metrics.InstrumentStore(st)
 	cfg.Server.WebhookAllowPrivate = cfg.Webhooks.AllowPrivate
+	// Uploads arrive here, on the data disk; what an earlier run left
+	// (it stopped mid-upload) is removed.
+	cfg.Server.UploadDir = filepath.Join(cfg.DataDir, "uploads")
+	if err := os.RemoveAll(cfg.Server.UploadDir); err != nil {
+		return fmt.Errorf("remove leftover uploads: %w", err)
+	}
+	if err := os.Mkdir(cfg.Server.UploadDir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", cfg.Server.UploadDir, err)
+	}
 	srv, err := server.New(cfg.Server, timed, log)
 	if err != nil {
 		return err
@@ -282,6 +291,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		}()
 	}
 	api := httpapi.New(srv, log)
+	api.LimitUploads(cfg.HTTP.UploadIdleTimeout)
 	pln, err := servePreviews(cfg.Preview, srv, api, ln, listeners)
 	if err != nil {
 		ln.Close()

@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/expansion"
 )
 
 // Blobs keeps assets' bytes in a directory: <dir>/<team>/<sha256>, each
@@ -162,21 +163,30 @@ func (v *verified) Close() error { return v.f.Close() }
 // it is not one, or when an entry would leave the folder it is extracted
 // into: an absolute name, `..`, a symlink leading out. The agent checks
 // again when it extracts; this keeps bad archives out of the store.
+//
+// A gzipped archive that expands more than expansion.Ratio times (past
+// expansion.Floor) is refused as a decompression bomb (413).
 func CheckArchive(r io.Reader) error {
-	br := bufio.NewReaderSize(r, 64<<10)
+	compressed := &expansion.Counter{R: r}
+	br := bufio.NewReaderSize(compressed, 64<<10)
 	var in io.Reader = br
+	var bomb *expansion.Reader
 	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			return api.Errorf(api.CodeInvalidArgument, "the archive is not valid gzip: %v; nothing was kept", err)
 		}
-		in = zr
+		bomb = expansion.NewReader(zr, func() int64 { return compressed.N }, "the archive")
+		in = bomb
 	}
 	tr := tar.NewReader(in)
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
 			break
+		}
+		if bomb != nil && bomb.Err() != nil {
+			return bomb.Err()
 		}
 		if err != nil {
 			return api.Errorf(api.CodeInvalidArgument, "the archive is not a valid tar (or gzipped tar): %v; nothing was kept", err)
@@ -186,7 +196,33 @@ func CheckArchive(r io.Reader) error {
 		}
 	}
 	if _, err := io.Copy(io.Discard, in); err != nil {
+		if bomb != nil && bomb.Err() != nil {
+			return bomb.Err()
+		}
 		return api.Errorf(api.CodeInvalidArgument, "the archive was cut short: %v; nothing was kept", err)
+	}
+	return nil
+}
+
+// CheckExpansion reads an archive to its end and refuses it (413) when it
+// is gzip that expands more than expansion.Ratio times (past
+// expansion.Floor); the rest of it is the extractor's to check.
+func CheckExpansion(r io.Reader) error {
+	compressed := &expansion.Counter{R: r}
+	br := bufio.NewReaderSize(compressed, 64<<10)
+	if magic, _ := br.Peek(2); len(magic) < 2 || magic[0] != 0x1f || magic[1] != 0x8b {
+		return nil
+	}
+	zr, err := gzip.NewReader(br)
+	if err != nil {
+		return api.Errorf(api.CodeInvalidArgument, "the archive is not valid gzip: %v; nothing was kept", err)
+	}
+	bomb := expansion.NewReader(zr, func() int64 { return compressed.N }, "the archive")
+	if _, err := io.Copy(io.Discard, bomb); err != nil {
+		if bomb.Err() != nil {
+			return bomb.Err()
+		}
+		return api.Errorf(api.CodeInvalidArgument, "the archive is not valid gzip: %v; nothing was kept", err)
 	}
 	return nil
 }

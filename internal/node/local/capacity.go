@@ -43,23 +43,30 @@ func (n *Node) reserve(id string, bytes int64) (release func(), err error) {
 }
 
 func (n *Node) admitLocked(id string, bytes int64) error {
-	if n.cfg.DiskOvercommit <= 0 {
-		return nil // admission off
-	}
-	var st unix.Statfs_t
-	dir := n.rt.StateDir("")
-	if err := unix.Statfs(dir, &st); err != nil {
-		return nil // the start itself reports a missing data dir
-	}
-	free := int64(st.Bavail) * st.Bsize
-	promised := n.promisedLocked(id)
-	room := int64(float64(free-n.cfg.DiskReserveBytes) * n.cfg.DiskOvercommit)
-	if promised+bytes > room {
+	free, promised, room, on := n.roomLocked(id)
+	if on && promised+bytes > room {
 		return api.Errorf(api.CodeResourceExhausted,
 			"this node cannot hold another %d MiB disk: %d MiB free on its data disk, %d MiB of it promised to sandboxes and %d MiB kept for output and state; ask for a smaller disk_mib or try again when sandboxes end",
 			bytes>>20, free>>20, promised>>20, n.cfg.DiskReserveBytes>>20)
 	}
 	return nil
+}
+
+// roomLocked is the data disk's free space, what is promised of it but
+// to id, and the room for promises; on is false when admission is off or
+// the disk cannot be read (the start itself reports a missing data dir).
+func (n *Node) roomLocked(id string) (free, promised, room int64, on bool) {
+	if n.cfg.DiskOvercommit <= 0 {
+		return 0, 0, 0, false
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(n.rt.StateDir(""), &st); err != nil {
+		return 0, 0, 0, false
+	}
+	free = int64(st.Bavail) * st.Bsize
+	promised = n.promisedLocked(id)
+	room = int64(float64(free-n.cfg.DiskReserveBytes) * n.cfg.DiskOvercommit)
+	return free, promised, room, true
 }
 
 // promisedLocked is how much the sandboxes' disks may still grow: each
@@ -93,3 +100,32 @@ func growth(path string) int64 {
 	}
 	return max(st.Size-st.Blocks*512, 0)
 }
+
+// HoldDisk counts bytes of the data disk for key, something other than
+// a sandbox's disk that is about to be written there (an upload that has
+// not arrived yet), as promised: sandboxes are admitted only beside it.
+// A hold that grows is admitted like a disk; one that shrinks (its bytes
+// landed, and now count in the free space) always succeeds; 0 forgets it.
+func (n *Node) HoldDisk(key string, bytes int64) error {
+	key = holdPrefix + key
+	n.capMu.Lock()
+	defer n.capMu.Unlock()
+	if bytes <= 0 {
+		delete(n.pending, key)
+		return nil
+	}
+	if bytes > n.pending[key] {
+		// Uploads are real bytes soon: never overcommitted.
+		free, promised, _, on := n.roomLocked(key)
+		if on && promised+bytes > free-n.cfg.DiskReserveBytes {
+			return api.Errorf(api.CodeResourceExhausted,
+				"this node's data disk has no room for the upload: %d MiB free, %d MiB of it promised to sandboxes and other uploads and %d MiB kept for output and state; nothing was kept, try again when uploads or sandboxes end",
+				free>>20, promised>>20, n.cfg.DiskReserveBytes>>20)
+		}
+	}
+	n.pending[key] = bytes
+	return nil
+}
+
+// holdPrefix keeps holds apart from sandbox IDs in pending.
+const holdPrefix = "hold:"
