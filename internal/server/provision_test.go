@@ -136,7 +136,9 @@ func TestSetup(t *testing.T) {
 	if err != nil || c.State != api.CommandExited || *c.ExitCode != 0 {
 		t.Fatalf("setup command = %+v, %v", c, err)
 	}
-	ev := h.events(t, h.a, sb.ID)
+	// The state is stored before its event is appended: the wait may
+	// return between the two.
+	ev := h.eventsUntil(t, h.a, sb.ID, "sandbox.running")
 	for _, want := range []string{"sandbox.creating", "sandbox.setting_up", "command.started", "setup.exited", "sandbox.running"} {
 		if !slices.Contains(ev, want) {
 			t.Fatalf("events %v lack %s", ev, want)

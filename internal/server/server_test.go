@@ -121,6 +121,19 @@ func (h *harness) events(t *testing.T, team, sandboxID string) []string {
 	return types
 }
 
+// eventsUntil is events once they include typ, for a step whose event is
+// appended just after its state is stored.
+func (h *harness) eventsUntil(t *testing.T, team, sandboxID, typ string) []string {
+	t.Helper()
+	for range 500 {
+		if ev := h.events(t, team, sandboxID); slices.Contains(ev, typ) {
+			return ev
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return h.events(t, team, sandboxID)
+}
+
 func wantCode(t *testing.T, err error, code api.Code) {
 	t.Helper()
 	if api.ErrorCode(err) != code {
