@@ -4,9 +4,6 @@
 package diskfull
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,36 +14,8 @@ import (
 
 func TestMain(m *testing.M) { e2etest.Main(m) }
 
-// smallDisk mounts a fresh ext4 of sizeMiB and returns its mount point;
-// cleanup unmounts and removes it after the server's own cleanup.
-func smallDisk(t *testing.T, sizeMiB int) string {
-	t.Helper()
-	e2etest.RequireRoot(t)
-	dir, err := os.MkdirTemp("/var/tmp", "cove-diskfull-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, mnt := filepath.Join(dir, "fs.img"), filepath.Join(dir, "mnt")
-	t.Cleanup(func() {
-		exec.Command("umount", mnt).Run()
-		os.RemoveAll(dir)
-	})
-	for _, args := range [][]string{
-		{"truncate", "-s", fmt.Sprintf("%dM", sizeMiB), img},
-		{"mkfs.ext4", "-q", "-F", "-m", "0", img},
-		{"mkdir", "-p", mnt},
-		{"mount", "-o", "loop", img, mnt},
-		{"chmod", "0711", dir, mnt}, // the sandboxes' mapped root traverses it
-	} {
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v: %s", args, err, out)
-		}
-	}
-	return mnt
-}
-
 func TestFullDataDisk(t *testing.T) {
-	mnt := smallDisk(t, 768)
+	mnt := e2etest.SmallDisk(t, 768)
 	s := e2etest.StartServer(t, e2etest.WithDataDir(filepath.Join(mnt, "data")),
 		e2etest.WithArgs("--warm-pool", "0", "--disk-overcommit", "1", "--disk-reserve-mib", "64"))
 	c := s.Admin

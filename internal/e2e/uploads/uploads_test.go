@@ -17,7 +17,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -495,34 +494,6 @@ func TestUploadLimits(t *testing.T) {
 	})
 }
 
-// smallDisk mounts a fresh ext4 of sizeMiB and returns its mount point;
-// cleanup unmounts and removes it after the server's own cleanup.
-func smallDisk(t *testing.T, sizeMiB int) string {
-	t.Helper()
-	e2etest.RequireRoot(t)
-	dir, err := os.MkdirTemp("/var/tmp", "cove-uploads-disk-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, mnt := filepath.Join(dir, "fs.img"), filepath.Join(dir, "mnt")
-	t.Cleanup(func() {
-		exec.Command("umount", mnt).Run()
-		os.RemoveAll(dir)
-	})
-	for _, args := range [][]string{
-		{"truncate", "-s", fmt.Sprintf("%dM", sizeMiB), img},
-		{"mkfs.ext4", "-q", "-F", "-m", "0", img},
-		{"mkdir", "-p", mnt},
-		{"mount", "-o", "loop", img, mnt},
-		{"chmod", "0711", dir, mnt},
-	} {
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v: %s", args, err, out)
-		}
-	}
-	return mnt
-}
-
 // randomTar streams a tar of one file of size random bytes.
 func randomTar(size int64) io.Reader {
 	pr, pw := io.Pipe()
@@ -544,7 +515,7 @@ func randomTar(size int64) io.Reader {
 // the refused ones is left.
 func TestUploadsFitTheDataDisk(t *testing.T) {
 	const reserveMiB = 64
-	mnt := smallDisk(t, 320)
+	mnt := e2etest.SmallDisk(t, 320)
 	s := startServer(t, e2etest.WithDataDir(filepath.Join(mnt, "data")),
 		e2etest.WithArgs("--disk-overcommit", "1", "--disk-reserve-mib", fmt.Sprint(reserveMiB), "--max-uploads-per-team", "10"))
 	s.team(t, "disk")
