@@ -76,15 +76,32 @@ func Start(t *testing.T, timeout time.Duration, extra ...chromedp.ExecAllocatorO
 		if shots, err = os.MkdirTemp("", "cove-console-shots-"); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() {
+			if !t.Failed() {
+				os.RemoveAll(shots)
+			}
+		})
+		t.Logf("screenshots in %s (kept if the test fails)", shots)
 	} else if err := os.MkdirAll(shots, 0o755); err != nil {
 		t.Fatal(err)
+	} else {
+		t.Logf("screenshots in %s", shots)
 	}
-	t.Logf("screenshots in %s", shots)
+	// Chromium's profile and its own temporary files go to a folder of the
+	// test's, removed once the browser has stopped (cleanups run last
+	// first).
+	tmp, err := os.MkdirTemp("", "cove-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
 		chromedp.NoSandbox, // as root
 		chromedp.WindowSize(1280, 800),
 		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(filepath.Join(tmp, "profile")),
+		chromedp.Env("TMPDIR="+tmp),
 	)
 	opts = append(opts, extra...)
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
