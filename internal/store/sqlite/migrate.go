@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -66,6 +67,9 @@ func migrate(ctx context.Context, db *sql.DB, fsys fs.FS, now func() time.Time) 
 	if _, err := db.ExecContext(ctx, create); err != nil {
 		return 0, fmt.Errorf("create schema_migrations: %w", err)
 	}
+	if err := refuseNewer(ctx, db, ms); err != nil {
+		return 0, err
+	}
 	applied := 0
 	for _, m := range ms {
 		ok, err := applyMigration(ctx, db, m, now())
@@ -77,6 +81,34 @@ func migrate(ctx context.Context, db *sql.DB, fsys fs.FS, now func() time.Time) 
 		}
 	}
 	return applied, nil
+}
+
+// ErrSchemaNewer is wrapped by the error of opening a database whose
+// schema a newer cove wrote.
+var ErrSchemaNewer = errors.New("the database's schema is newer than this cove")
+
+// refuseNewer refuses a database that has a migration this binary does
+// not know (a newer cove applied it): running on it could misread or
+// drop what the newer schema keeps. A downgrade needs the backup taken
+// before the upgrade.
+func refuseNewer(ctx context.Context, db *sql.DB, known []migration) error {
+	newest := 0
+	if len(known) > 0 {
+		newest = known[len(known)-1].version
+	}
+	var version int
+	var name string
+	err := db.QueryRowContext(ctx, "SELECT version, name FROM schema_migrations ORDER BY version DESC LIMIT 1").Scan(&version, &name)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read the schema's version: %w", err)
+	case version > newest:
+		return fmt.Errorf("%w: it is at version %d (%s), this cove knows versions up to %d; run the cove that wrote it (or a newer one), or restore the backup taken before the upgrade",
+			ErrSchemaNewer, version, name, newest)
+	}
+	return nil
 }
 
 // applyMigration applies m unless it already is. It checks inside the

@@ -1,11 +1,14 @@
 package sqlite
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/cove-dev/cove/api"
@@ -66,6 +69,50 @@ func TestOpenMigratesOnce(t *testing.T) {
 	}
 	if _, err := second.GetTeam(ctx, team.ID); err != nil {
 		t.Errorf("team lost across Open: %v", err)
+	}
+}
+
+// TestRefusesNewerSchema: a binary that knows fewer migrations than the
+// database has applied (a downgrade) refuses to open it, naming both
+// versions, and changes nothing.
+func TestRefusesNewerSchema(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "cove.db")
+	db := openTest(t, path)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := loadMigrations(migrations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An older binary: every migration but the newest.
+	older := fstest.MapFS{}
+	for _, m := range ms[:len(ms)-1] {
+		older["migrations/"+m.name] = &fstest.MapFile{Data: []byte(m.sql)}
+	}
+	pool, err := openPool(path, 1, "immediate", []string{"foreign_keys(1)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	newest := ms[len(ms)-1]
+	_, err = migrate(ctx, pool, older, time.Now)
+	if !errors.Is(err, ErrSchemaNewer) {
+		t.Fatalf("an older binary's migrate: %v, want ErrSchemaNewer", err)
+	}
+	for _, want := range []string{fmt.Sprintf("version %d (%s)", newest.version, newest.name), fmt.Sprintf("up to %d", ms[len(ms)-2].version)} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	var n int
+	if err := pool.QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations").Scan(&n); err != nil || n != len(ms) {
+		t.Errorf("schema_migrations has %d rows (%v), want %d", n, err, len(ms))
+	}
+	// The binary that wrote it opens it as before.
+	if n, err := migrate(ctx, pool, migrations, time.Now); err != nil || n != 0 {
+		t.Errorf("migrate with every migration: %d, %v; want 0, nil", n, err)
 	}
 }
 
