@@ -24,9 +24,14 @@ all: build
 # only when the console's sources changed.
 CONSOLE_SRC := $(wildcard console/src/* console/src/*/* sdk/typescript/src/*) console/package.json console/package-lock.json console/build.mjs console/tsconfig.json
 
+# VERSION is the newest tag, or dev; COMMIT the checkout's commit
+# (`cove version` prints both).
+VERSION ?= $(shell git describe --tags --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git describe --always --dirty --exclude '*' 2>/dev/null || echo unknown)
+
 build: internal/console/dist/index.html
 	@mkdir -p bin
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/cove ./cmd/cove
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-X github.com/cove-dev/cove/internal/cli.version=$(VERSION) -X github.com/cove-dev/cove/internal/cli.commit=$(COMMIT)' -o bin/cove ./cmd/cove
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/cove-agent ./cmd/cove-agent
 
 internal/console/dist/index.html: $(CONSOLE_SRC)

@@ -87,7 +87,9 @@ func newRoot(env Env) *cobra.Command {
 		Short:         "cove gives AI agents remote sandboxes",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       VersionLine(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().StringVar(&a.url, "url", "", "server URL (default $COVE_URL, the config file, or "+DefaultURL+")")
 	root.AddCommand(a.serverCmds()...)
 	root.AddCommand(
@@ -97,6 +99,7 @@ func newRoot(env Env) *cobra.Command {
 		a.teamsCmd(), a.previewCmd(), a.templatesCmd(), a.benchCmd(), a.networkCmd(), a.eventsCmd(), a.mcpCmd(),
 		a.secretsCmd(),
 		a.metricsCmd(), a.usageCmd(), a.webhooksCmd(), a.imagesCmd(), a.workloadsCmd(),
+		a.versionCmd(),
 	)
 	return root
 }

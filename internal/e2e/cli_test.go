@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -146,6 +147,19 @@ func TestCLI(t *testing.T) {
 // TestManagedEnvironment is the quick start on the managed Debian image:
 // python3, node and git work in one sandbox. The image is built once into
 // COVE_TEST_IMAGES (make test sets it) and reused.
+// TestVersionOfTheBuild: the binary `make build` made says which commit
+// it was built from (Go records it from the checkout).
+func TestVersionOfTheBuild(t *testing.T) {
+	e2etest.RequireRoot(t)
+	out, err := exec.Command(filepath.Join(e2etest.BinDir(), "cove"), "--version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^cove \S+ \(commit [0-9a-f]{7,}(-dirty)?, go[0-9.]+\S*\)\n$`).Match(out) {
+		t.Errorf("cove --version printed %q, want the version, the commit it was built from and the Go version", out)
+	}
+}
+
 func TestManagedEnvironment(t *testing.T) {
 	e2etest.RequireRoot(t)
 	if e2etest.ManagedDir() == "" {
