@@ -54,7 +54,6 @@ func startServer(t *testing.T, opts ...e2etest.ServerOpt) server {
 		t.Fatal(err)
 	}
 	s := e2etest.StartServer(t, append([]e2etest.ServerOpt{e2etest.WithArgs("--images-dir", dir, "--warm-pool", "0")}, opts...)...)
-	s0 = server{s, dir}
 	return server{s, dir}
 }
 
@@ -90,20 +89,12 @@ func (s server) leftovers(t *testing.T) []string {
 }
 
 // waitFor waits (bounded) until cond holds.
-var s0 server
-
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
-			m, _ := filepath.Glob(filepath.Join(s0.DataDir, "*", "*", "*"))
-			if os.Getenv("DUMP") != "" {
-				unix.Kill(s0.PID(), unix.SIGQUIT)
-				time.Sleep(2 * time.Second)
-				os.WriteFile("/tmp/uploads-srv.log", []byte(s0.Tail(50<<20)), 0o644)
-			}
-			t.Fatalf("waited 2 minutes for %s: %v", what, m)
+			t.Fatalf("waited 2 minutes for %s", what)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
