@@ -42,8 +42,13 @@ func jsonError(what string, root reflect.Type, err error) error {
 	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return api.Errorf(api.CodeInvalidArgument, "%s is not valid JSON: it ends too early", what)
 	}
-	// What is left are errors of custom decoders, which may name Go types.
-	return api.Errorf(api.CodeInvalidArgument, "%s is not valid JSON", what)
+	// What is left are errors of custom decoders, which may name Go types;
+	// the only ones requests reach are times'.
+	var pt *time.ParseError
+	if errors.As(err, &pt) {
+		return api.Errorf(api.CodeInvalidArgument, "%s has a time that is not RFC 3339 (such as 2026-01-02T15:04:05Z): %s", what, pt.Value)
+	}
+	return api.Errorf(api.CodeInvalidArgument, "%s has a value of the wrong form", what)
 }
 
 // typeError is the message of a JSON value of the wrong type at field (a

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cove-dev/cove/api"
 )
@@ -133,6 +134,9 @@ func TestTypeErrorMessages(t *testing.T) {
 		{"in an array of objects", &api.EditFileRequest{}, `{"edits":[{"old":"a","new":2}]}`, `field "edits.new" must be a string, not a number`},
 		{"array of objects", &api.EditFileRequest{}, `{"edits":"x"}`, `field "edits" must be an array of objects ({old, new}), not a string`},
 		{"whole body", &api.MkdirRequest{}, `["x"]`, `the JSON value must be an object ({path}), not an array`},
+		{"time", &struct {
+			At time.Time `json:"at"`
+		}{}, `{"at":"yesterday"}`, `request body has a time that is not RFC 3339 (such as 2026-01-02T15:04:05Z): yesterday`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
