@@ -339,6 +339,7 @@ func (s *Server) start(req wire.ExecRequest) (*command, error) {
 	// procMu spans fork and registration: the reaper cannot look the pid up
 	// before it is registered, even when the child exits at once.
 	s.procMu.Lock()
+	defaultSignals()
 	pid, err := syscall.ForkExec(argv0, req.Argv, &syscall.ProcAttr{Dir: cwd, Env: req.Env, Files: fds, Sys: sys})
 	if err == nil {
 		c.pid = pid
