@@ -110,13 +110,19 @@ func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec
 	if err := holder.Start(); err != nil {
 		return "", fmt.Errorf("start the clone's namespace: %w", err)
 	}
+	// mntNS names the holder's mount namespace, where every process of
+	// the clone runs (git is entered into it).
+	mntNS := ""
 	defer func() {
 		syscall.Kill(-holder.Process.Pid, syscall.SIGKILL)
 		holder.Wait()
-		n.killUID(uid)
+		n.killUID(uid, mntNS)
 	}()
 	if err := waitBound(ctx, holder.Process.Pid, resolv); err != nil {
 		return "", err
+	}
+	if mntNS, err = os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", holder.Process.Pid)); err != nil {
+		return "", fmt.Errorf("read the clone's mount namespace: %w", err)
 	}
 	if err := n.cfg.Network.Connect(ctx, netID, holder.Process.Pid, api.NetworkPolicy{Allow: []string{entry}}); err != nil {
 		return "", fmt.Errorf("connect the clone's network: %w", err)
@@ -138,7 +144,7 @@ func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec
 	})
 	// Whatever git left running (a helper of a killed git) goes before its
 	// tree is read: nothing but root touches it from here.
-	n.killUID(uid)
+	n.killUID(uid, mntNS)
 	if err != nil {
 		if e, ok := err.(*api.Error); (ok && e.Details["reason"] == "space") || scratch.Full() {
 			return "", tooLarge()
@@ -195,9 +201,13 @@ func (n *Node) removeLeftClones() {
 	}
 }
 
-// killUID kills every process of the host whose real, effective or saved
-// uid is uid (which belongs to one clone alone), until none is left.
-func (n *Node) killUID(uid int) {
+// killUID kills every process of the clone's mount namespace mntNS whose
+// real, effective or saved uid is uid, until none is left. The uid is the
+// clone's alone on this node; the namespace keeps the kill to the clone's
+// own processes also where two nodes share a host and their ID ranges
+// meet (test servers side by side), and a process of the uid outside the
+// namespace cannot reach the clone's scratch (root's alone).
+func (n *Node) killUID(uid int, mntNS string) {
 	for range 100 {
 		found := false
 		entries, err := os.ReadDir("/proc")
@@ -210,7 +220,7 @@ func (n *Node) killUID(uid int) {
 			if err != nil {
 				continue
 			}
-			if procUIDs(p, uid) {
+			if procUIDs(p, uid) && inMountNS(p, mntNS) {
 				found = true
 				syscall.Kill(p, syscall.SIGKILL)
 			}
@@ -221,6 +231,29 @@ func (n *Node) killUID(uid int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	n.log.Error("processes of a clone's uid outlive it", "uid", uid)
+}
+
+// inMountNS reports whether process pid is in the mount namespace named
+// ns ("mnt:[inode]"). A zombie (its namespace no longer readable) still
+// counts: it is gone once reaped.
+func inMountNS(pid int, ns string) bool {
+	got, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+	if err != nil {
+		return procZombie(pid)
+	}
+	return got == ns
+}
+
+// procZombie reports whether process pid has exited and waits to be reaped.
+func procZombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command, which is in parentheses and may
+	// hold any byte.
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
 }
 
 // procUIDs reports whether process pid has uid as its real, effective or
