@@ -25,7 +25,7 @@ func Replacement(name string) string { return "[secret:" + name + "]" }
 // of bytes, written in pieces, with [secret:NAME]: also a value split
 // across writes. It holds back only bytes that could still begin a value
 // (at most the longest value less one byte) and sends them on with the next
-// write, or at Flush or Release.
+// write, or at Flush, or at Release while they are a short part of a value.
 //
 // The stream may interleave several sources (a command's stdout and
 // stderr), each byte tagged with its source by WriteFrom: values are then
@@ -190,13 +190,27 @@ func (r *Redactor) FlushTo(out func(src byte, b []byte)) {
 	r.active = 0
 }
 
-// Release sends every byte held, as Flush, but keeps matching: when a
+// KeepPartial is the length from which Release keeps holding a part of a
+// value under way, however long the pause: Release never lets out more
+// than KeepPartial-1 bytes of a value before it completes. A shorter part
+// is let out, since ordinary output ends with a value's first byte or two
+// all the time (a prompt ending in its first letter) and must not wait for
+// what follows; a longer one is rarely there by chance.
+const KeepPartial = 4
+
+// Release is for output that cannot wait for what follows (a terminal's
+// prompt that happens to end like the start of a value). It sends the
+// held bytes that begin no value, and the rest too when the part of a
+// value they end with is shorter than KeepPartial; a longer part stays
+// held until more is written or Flush. Matching goes on across it: when a
 // value the released bytes began is completed later, its remaining bytes
-// are still hidden and stand as its replacement. For output that cannot
-// wait (a terminal's prompt that happens to begin a value), at the price
-// of the released bytes.
+// are still hidden and stand as its replacement.
 func (r *Redactor) Release(out func(src byte, b []byte)) {
-	r.emit(out, r.end)
+	cut := r.end
+	if p := r.Partial(); p >= KeepPartial {
+		cut = max(r.end-int64(p), r.base)
+	}
+	r.emit(out, cut)
 }
 
 // feed runs the automata over p, noting the occurrences that complete.

@@ -307,23 +307,131 @@ func BenchmarkRedactorHostile(b *testing.B) {
 	}
 }
 
-// TestRedactorRelease checks that bytes let out by Release are not taken
-// back, but the rest of the value they began is still replaced.
+// TestRedactorRelease checks that Release lets out a held part of a value
+// only while it is shorter than KeepPartial, that bytes it let out are not
+// taken back, and that the rest of the value they began is still replaced.
 func TestRedactorRelease(t *testing.T) {
-	r := NewRedactor([]Secret{{"tok", "tok-0123456789"}}, false)
-	var got []byte
-	out := func(_ byte, b []byte) { got = append(got, b...) }
-	got = r.Write(got, []byte("a tok-01"))
-	if string(got) != "a " || r.Partial() != 6 {
-		t.Fatalf("before release %q, partial %d", got, r.Partial())
+	tok := Secret{"tok", "tok-0123456789"}
+	for name, tc := range map[string]struct {
+		secrets []Secret
+		// writes, with a Release after each but the last, then a Flush.
+		writes   []string
+		released string // what is out after the first Release
+		want     string
+	}{
+		"a short part goes out, the rest is still hidden": {
+			secrets:  []Secret{tok},
+			writes:   []string{"a to", "k-0123456789 b"},
+			released: "a to",
+			want:     "a to[secret:tok] b",
+		},
+		"a long part stays held across every release": {
+			secrets:  []Secret{tok},
+			writes:   []string{"a tok-01", "2345", "6789 b tok-9"},
+			released: "a ",
+			want:     "a [secret:tok] b tok-9",
+		},
+		"one byte short of the whole value": {
+			secrets:  []Secret{tok},
+			writes:   []string{"tok-012345678", "9"},
+			released: "",
+			want:     "[secret:tok]",
+		},
+		"a long part that never completes goes out at the flush": {
+			secrets:  []Secret{tok},
+			writes:   []string{"$ tok-01"},
+			released: "$ ",
+			want:     "$ tok-01",
+		},
+		"released three bytes at a time": {
+			secrets:  []Secret{tok},
+			writes:   []string{"tok", "-", "0123456789"},
+			released: "tok",
+			want:     "tok[secret:tok]",
+		},
+		"the longest part under way counts": {
+			secrets:  []Secret{tok, {"x", "k-01abcdefgh"}},
+			writes:   []string{"a tok-01", "abcdefgh"},
+			released: "a ",
+			want:     "a to[secret:x]",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := NewRedactor(tc.secrets, false)
+			var got []byte
+			out := func(_ byte, b []byte) { got = append(got, b...) }
+			for i, w := range tc.writes {
+				got = r.Write(got, []byte(w))
+				if i == len(tc.writes)-1 {
+					break
+				}
+				r.Release(out)
+				if i == 0 && string(got) != tc.released {
+					t.Fatalf("after the first release %q, want %q", got, tc.released)
+				}
+			}
+			got = r.Flush(got)
+			if string(got) != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
-	r.Release(out)
-	got = r.Write(got, []byte("2345"))
-	r.Release(out)
-	got = r.Write(got, []byte("6789 b tok-9"))
-	got = r.Flush(got)
-	if want := "a tok-012345[secret:tok] b tok-9"; string(got) != want {
-		t.Fatalf("got %q, want %q", got, want)
+}
+
+// TestRedactorReleaseProperty writes values, short starts of values and
+// other bytes in random pieces with a Release after most writes, as a
+// terminal paused between them, and checks that no value is ever let out
+// with KeepPartial or more of its bytes in clear.
+func TestRedactorReleaseProperty(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	randString := func(alphabet string, n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		return string(b)
+	}
+	for round := range 3000 {
+		// Values over a small alphabet, so that they overlap and nest;
+		// other output over letters no value has, between every two
+		// pieces, so that all clear bytes of values next to each other
+		// come from one value.
+		var secrets []Secret
+		for i := range 1 + rng.IntN(3) {
+			secrets = append(secrets, Secret{Name: string(rune('A' + i)), Value: randString("ab-", MinRedactLen+rng.IntN(8))})
+		}
+		var text []byte
+		for len(text) < 400 {
+			text = append(text, randString("xy \n", 1+rng.IntN(6))...)
+			v := secrets[rng.IntN(len(secrets))].Value
+			if rng.IntN(3) == 0 {
+				v = v[:rng.IntN(KeepPartial)] // a start too short to hold
+			}
+			text = append(text, v...)
+		}
+		r := NewRedactor(secrets, rng.IntN(2) == 0)
+		var got []byte
+		out := func(_ byte, b []byte) { got = append(got, b...) }
+		for rest := text; len(rest) > 0; {
+			n := min(len(rest), 1+rng.IntN(6))
+			got = r.Write(got, rest[:n])
+			rest = rest[n:]
+			if rng.IntN(4) != 0 {
+				r.Release(out)
+			}
+		}
+		got = r.Flush(got)
+		clear := got
+		for _, s := range secrets {
+			clear = bytes.ReplaceAll(clear, []byte(Replacement(s.Name)), []byte("|"))
+		}
+		for _, s := range secrets {
+			for i := 0; i+KeepPartial <= len(s.Value); i++ {
+				if piece := s.Value[i : i+KeepPartial]; bytes.Contains(clear, []byte(piece)) {
+					t.Fatalf("round %d: %q of value %q is in %q\ntext %q", round, piece, s.Value, got, text)
+				}
+			}
+		}
 	}
 }
 

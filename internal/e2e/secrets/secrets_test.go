@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -301,9 +302,11 @@ func TestSecrets(t *testing.T) {
 		}
 	})
 
-	// A value printed in two pieces with a pause (longer than a terminal
-	// was once held for) under a terminal, and split between stdout and
-	// stderr: neither the value nor its first piece is recorded.
+	// A value printed in two pieces with a pause under a terminal (shorter
+	// than its flush delay, and far longer: all but the last byte, then a
+	// pause of twice the delay), and split between stdout and stderr:
+	// neither the value nor its pieces, nor any secrets.KeepPartial bytes
+	// of it, are recorded.
 	pieces := map[string]struct {
 		command string
 		pty     bool
@@ -311,6 +314,10 @@ func TestSecrets(t *testing.T) {
 	}{
 		"terminal with a pause": {
 			command: `printf %s "$TOKEN" | head -c 10; sleep 0.3; printf %s "$TOKEN" | tail -c +11`, pty: true,
+			want: map[string]string{"ndjson": "[secret:tok]", "raw stdout": "[secret:tok]", "raw stderr": "", "attach replay": "[secret:tok]"},
+		},
+		"terminal with a long pause": {
+			command: fmt.Sprintf(`printf %%s "$TOKEN" | head -c %d; sleep 2; printf %%s "$TOKEN" | tail -c +%d`, len(value)-1, len(value)), pty: true,
 			want: map[string]string{"ndjson": "[secret:tok]", "raw stdout": "[secret:tok]", "raw stderr": "", "attach replay": "[secret:tok]"},
 		},
 		"across stdout and stderr": {
@@ -335,6 +342,16 @@ func TestSecrets(t *testing.T) {
 				got := v[view]
 				if strings.Contains(got, value) || strings.Contains(got, value[:10]) || strings.Contains(got, value[10:]) {
 					t.Errorf("%s: a piece of the value is in %q", view, got)
+				}
+				// Between replacements (the value's own prefix has
+				// "secret" in it, as they do), no KeepPartial bytes of it.
+				for _, clear := range strings.Split(got, "[secret:tok]") {
+					for i := 0; i+secrets.KeepPartial <= len(value); i++ {
+						if piece := value[i : i+secrets.KeepPartial]; strings.Contains(clear, piece) {
+							t.Errorf("%s: %q of the value is in %q", view, piece, got)
+							break
+						}
+					}
 				}
 				if got != want {
 					t.Errorf("%s: %q; want %q", view, got, want)

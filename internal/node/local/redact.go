@@ -28,14 +28,19 @@ import (
 // follows shows they begin no value, or when the command ends. A
 // terminal has one stream; what it holds also goes out ptyFlushDelay after
 // the last output that kept it held, so that a prompt that happens to end
-// like the start of a value does not stall; its redactor keeps matching
-// across that, so the rest of a value completed later is still hidden.
+// like the start of a value does not stall, but only while it is shorter
+// than secrets.KeepPartial bytes: a longer part of a value stays held
+// however long the pause (a token printed in two pieces a minute apart),
+// till more output or the command's end. Its redactor keeps matching
+// across a release, so the rest of a value completed later is still
+// hidden: at most KeepPartial-1 bytes of a value are ever recorded.
 
-// ptyFlushDelay is how long a terminal's output may be held back, waiting
-// to see whether it completes a secret, after the last output that
-// continued it: long enough for a value printed in pieces with pauses
-// (typed, or written as it is computed), short enough that a prompt that
-// happens to begin a value shows within a second.
+// ptyFlushDelay is how long a terminal's output that ends with a short
+// part of a value (under secrets.KeepPartial bytes) may be held back after
+// the last output that continued it: long enough for a value's first bytes
+// printed apart from the rest (typed, or written as it is computed), short
+// enough that a prompt that happens to end in a value's first letter shows
+// within a second.
 const ptyFlushDelay = time.Second
 
 // ptyMarker is a file in a PTY command's output dir, so that a restarted
@@ -246,7 +251,8 @@ func (w *redacting) flushLocked() error {
 }
 
 // release lets a terminal's held output out once it is due, and reports
-// when to look again (zero when nothing is held).
+// when to look again (zero when nothing is held, or what is held is a part
+// of a value too long to let out: the next frame looks again).
 func (w *redacting) release(now time.Time) (time.Time, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -258,7 +264,9 @@ func (w *redacting) release(now time.Time) (time.Time, error) {
 	}
 	w.runs, w.buf = w.runs[:0], w.buf[:0]
 	for _, r := range w.red {
-		r.Release(w.collect) // matching goes on: the rest of a value is still hidden
+		// A short held tail goes out, a longer part of a value stays;
+		// matching goes on: the rest of a value is still hidden.
+		r.Release(w.collect)
 	}
 	return time.Time{}, w.insertRuns()
 }

@@ -85,8 +85,10 @@ func TestRedactingRecorder(t *testing.T) {
 
 // TestRedactingTerminalFlush checks that a terminal's held output goes
 // out on its own once ptyFlushDelay has passed since the output that kept
-// it held, that matching goes on across that, and that a pipe's waits for
-// more. Times are given to release, not waited for.
+// it held, while it is a short part of a value; that a longer part stays
+// held however long the pause, till more output or the exit; that
+// matching goes on across that; and that a pipe's waits for more. Times
+// are given to release, not waited for.
 func TestRedactingTerminalFlush(t *testing.T) {
 	const value = "tok-0123456789abcdef"
 	start := func(t *testing.T, pty bool) (*output.Log, func(seq int64, data string)) {
@@ -108,7 +110,12 @@ func TestRedactingTerminalFlush(t *testing.T) {
 				}
 				return
 			}
-			if err := w.frame(wire.Frame{Seq: seq, Kind: wire.FrameStdout, Data: []byte(data)}); err != nil {
+			kind := wire.FrameStdout
+			if data == "exit" {
+				exit, _ := json.Marshal(node.Exit{})
+				kind, data = wire.FrameExit, string(exit)
+			}
+			if err := w.frame(wire.Frame{Seq: seq, Kind: kind, Data: []byte(data)}); err != nil {
 				t.Fatal(err)
 			}
 			w.mu.Lock()
@@ -118,7 +125,7 @@ func TestRedactingTerminalFlush(t *testing.T) {
 	}
 	t.Run("prompt shows after the delay", func(t *testing.T) {
 		l, feed := start(t, true)
-		feed(1, "$ tok-")
+		feed(1, "$ to")
 		if got, _ := readAll(t, l); got != "$ " {
 			t.Fatalf("at once %q; want the prompt without what may begin a secret", got)
 		}
@@ -127,13 +134,39 @@ func TestRedactingTerminalFlush(t *testing.T) {
 			t.Fatalf("before the delay %q", got)
 		}
 		feed(-6, "")
-		if got, _ := readAll(t, l); got != "$ tok-" {
+		if got, _ := readAll(t, l); got != "$ to" {
 			t.Fatalf("after the delay %q", got)
 		}
 		// Matching went on: the rest of the value is hidden.
-		feed(2, "0123456789abcdef\n")
-		if got, _ := readAll(t, l); got != "$ tok-[secret:tok]\n" {
+		feed(2, "k-0123456789abcdef\n")
+		if got, _ := readAll(t, l); got != "$ to[secret:tok]\n" {
 			t.Errorf("after the flush: %q", got)
+		}
+	})
+	t.Run("a long part of a value waits however long the pause", func(t *testing.T) {
+		l, feed := start(t, true)
+		feed(1, "$ "+value[:len(value)-1])
+		for range 100 {
+			feed(-10, "")
+		}
+		if got, _ := readAll(t, l); got != "$ " {
+			t.Fatalf("after a hundred delays %q", got)
+		}
+		feed(2, value[len(value)-1:]+"\n")
+		if got, _ := readAll(t, l); got != "$ [secret:tok]\n" || rawStdout(t, l) != got {
+			t.Errorf("recorded %q (raw %q)", got, rawStdout(t, l))
+		}
+	})
+	t.Run("a long part that never completes goes out at the exit", func(t *testing.T) {
+		l, feed := start(t, true)
+		feed(1, "$ tok-")
+		feed(-30, "")
+		if got, _ := readAll(t, l); got != "$ " {
+			t.Fatalf("after the delay %q", got)
+		}
+		feed(2, "exit")
+		if got, _ := readAll(t, l); got != "$ tok-" {
+			t.Errorf("after the exit %q", got)
 		}
 	})
 	t.Run("pieces with pauses under the delay", func(t *testing.T) {
