@@ -330,33 +330,12 @@ func published(t *testing.T, s *e2etest.Server, addr string, ports ...int) {
 	}
 }
 
-// countingApp notes every request that reaches it (path and Fetch
-// Metadata, one line each, in /workspace/requests.log, written before it
-// answers) and answers a page.
-const countingApp = `import http.server, sys
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        with open('/workspace/requests.log', 'a') as f:
-            f.write('%s site=%s mode=%s dest=%s\n' % (self.path, self.headers.get('Sec-Fetch-Site'), self.headers.get('Sec-Fetch-Mode'), self.headers.get('Sec-Fetch-Dest')))
-        body = ('<!doctype html><title>B</title><p>B at %s</p>' % self.path).encode()
-        self.send_response(200)
-        self.send_header('Content-Type', 'text/html')
-        self.send_header('Content-Length', str(len(body)))
-        self.end_headers(); self.wfile.write(body)
-http.server.ThreadingHTTPServer(('0.0.0.0', int(sys.argv[1])), H).serve_forever()
-`
-
 // TestPrivatePreviewOriginInChromium: the attack above in a browser. A
 // visitor opens tenant B's private links in headless Chromium (the
 // preview domain resolves to loopback; its hosts are one site, as on a
 // real domain), then tenant A's public page, whose script opens a
 // WebSocket to B's private preview: the browser sends B's cookie along,
-// and the upgrade is refused. A's page then loads B's private app as an
-// image, fetches it no-cors with credentials and frames it, none of which
-// carries an Origin (the browser sends B's cookie, SameSite=Lax, to a
-// sibling of the same site): B's app sees none of them. The visitor's
-// own navigation to B works, and so does a link on A's page followed to
-// B (a top-level navigation).
+// and the upgrade is refused; the visitor's own navigation to B works.
 func TestPrivatePreviewOriginInChromium(t *testing.T) {
 	if browsertest.Chromium() == "" {
 		t.Skip("chromium is not installed (make test-deps installs Debian's chromium)")
@@ -372,8 +351,6 @@ func TestPrivatePreviewOriginInChromium(t *testing.T) {
 	writeFile(t, bt, sbB.ID, "/workspace/ws.py", wsEcho)
 	background(t, bt, sbB.ID, "exec python3 /workspace/app.py 8000")
 	background(t, bt, sbB.ID, "exec python3 /workspace/ws.py 8001")
-	writeFile(t, bt, sbB.ID, "/workspace/counting.py", countingApp)
-	background(t, bt, sbB.ID, "exec python3 /workspace/counting.py 8002")
 	pa, err := a.CreatePreview(t.Context(), sbA.ID, api.CreatePreviewRequest{Port: 8000, Visibility: "public"})
 	if err != nil {
 		t.Fatal(err)
@@ -386,13 +363,8 @@ func TestPrivatePreviewOriginInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc, err := bt.CreatePreview(t.Context(), sbB.ID, api.CreatePreviewRequest{Port: 8002})
-	if err != nil {
-		t.Fatal(err)
-	}
 	waitServing(t, s, previewHost(s, sbA.ID, 8000), "/", nil)
 	waitServing(t, s, previewHost(s, sbB.ID, 8000), "/", map[string]string{api.PreviewTokenHeader: pb.Token})
-	waitServing(t, s, previewHost(s, sbB.ID, 8002), "/", map[string]string{api.PreviewTokenHeader: pc.Token})
 
 	b := browsertest.Start(t, 2*time.Minute, chromedp.Flag("host-resolver-rules", "MAP *."+domain+" 127.0.0.1"))
 	// The WebSocket app answers no page, so the cookie its link would
@@ -420,50 +392,6 @@ func TestPrivatePreviewOriginInChromium(t *testing.T) {
 	if wsA != "refused" {
 		t.Errorf("tenant A's page opened B's private WebSocket with the visitor's cookie: %q", wsA)
 	}
-
-	// Each load below settles only once its answer came (an error page
-	// and a refused frame fire load too), and B's app notes a request
-	// before it answers: what is not in its log by then never reached it.
-	appB := "http://" + previewHost(s, sbB.ID, 8002) + "/"
-	var visited, loads, navigated string
-	b.Run("the visitor opens B's counting app's link",
-		chromedp.Navigate(pc.Link),
-		chromedp.WaitReady("body", chromedp.ByQuery),
-		chromedp.Evaluate(`document.body.innerText`, &visited),
-	)
-	if visited != "B at /" {
-		t.Fatalf("the visitor's own navigation to B's counting app: %q", visited)
-	}
-	b.Run("A's page loads B's app as an image, a no-cors fetch and a frame, then follows a link to it",
-		chromedp.Navigate(pa.URL),
-		chromedp.WaitReady("body", chromedp.ByQuery),
-		chromedp.Evaluate(subresourcesJS(appB), &loads, awaitPromise),
-		chromedp.Evaluate(`(() => { const a = document.createElement('a'); a.href = '`+appB+`nav'; document.body.append(a); a.click(); })()`, nil),
-		chromedp.Poll(`location.pathname === '/nav' && document.readyState === 'complete'`, nil),
-		chromedp.Evaluate(`document.body.innerText`, &navigated),
-	)
-	t.Logf("A's page: %s", loads)
-	log := e2etest.MustOK(t, bt, sbB.ID, "cat /workspace/requests.log")
-	for _, path := range []string{"/img", "/no-cors", "/frame"} {
-		if strings.Contains(log, path+" ") {
-			t.Errorf("tenant A's page reached B's private app with the visitor's cookie (%s):\n%s", path, log)
-		}
-	}
-	if navigated != "B at /nav" || !strings.Contains(log, "/nav site=same-site mode=navigate dest=document") {
-		t.Errorf("a link on A's page followed to B's private app: page %q, B's app saw:\n%s", navigated, log)
-	}
-}
-
-// subresourcesJS loads url+"img" as an image, fetches url+"no-cors"
-// no-cors with credentials and frames url+"frame", and answers how each
-// settled once all have.
-func subresourcesJS(url string) string {
-	return `(async () => {
-  const img = new Promise(r => { const i = new Image(); i.onload = () => r('image loaded'); i.onerror = () => r('image failed'); i.src = '` + url + `img'; });
-  const fetched = fetch('` + url + `no-cors', {mode: 'no-cors', credentials: 'include'}).then(() => 'fetch answered', () => 'fetch failed');
-  const frame = new Promise(r => { const f = document.createElement('iframe'); f.onload = () => r('frame loaded'); f.src = '` + url + `frame'; document.body.append(f); });
-  return (await Promise.all([img, fetched, frame])).join(', ');
-})()`
 }
 
 // wsOpenJS opens a WebSocket and answers "open" or "refused".
