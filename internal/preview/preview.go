@@ -9,8 +9,9 @@
 // host, whose origin is the console's (the path form that once did is
 // answered 404 with the preview's address). What the router adds (its
 // token header and cookie, a cove API key) never reaches the sandbox, and
-// a private preview's cookie is used only by its own pages: a request
-// that carries it from another origin is refused.
+// a private preview's cookie is used only by its own pages and by
+// top-level navigations: a request that carries it from another origin
+// (a script's, an image, a frame, a WebSocket) is refused.
 package preview
 
 import (
@@ -74,6 +75,9 @@ type Router struct {
 type target struct {
 	sandboxID string
 	port      int
+	// byCookie says the visitor's cookie let the request in: its answer
+	// may be framed by the preview's own pages alone.
+	byCookie bool
 }
 
 // label is the preview's first host label, <port>-<sandbox id>.
@@ -201,21 +205,54 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request, t target) {
 		return
 	}
 	tokens, byCookie := r.tokens(req, t)
-	origin, foreign := foreignOrigin(req)
-	if byCookie && foreign {
+	why := ""
+	if byCookie {
+		why = crossOrigin(req)
+	}
+	if why != "" {
 		// A page of another origin (a sibling preview, any site) sends
 		// this preview's cookie along: it may use a public preview as
 		// anyone may, never the visitor's access to a private one.
 		tokens = nil
 	}
-	if _, err := r.backend.OpenPreview(ctx, t.sandboxID, t.port, tokens); err != nil {
-		if byCookie && foreign && api.ErrorCode(err) == api.CodeUnauthenticated {
-			err = api.Errorf(api.CodePermissionDenied, "this private preview refuses requests that carry its cookie from a page of another origin (Origin: %s); open it at %s", origin, r.URL(t.sandboxID, t.port))
+	p, err := r.backend.OpenPreview(ctx, t.sandboxID, t.port, tokens)
+	if err != nil {
+		if why != "" && api.ErrorCode(err) == api.CodeUnauthenticated {
+			err = api.Errorf(api.CodePermissionDenied, "this private preview refuses requests that carry its cookie from a page of another origin (%s); open it at %s", why, r.URL(t.sandboxID, t.port))
 		}
 		r.onError(w, req, err)
 		return
 	}
+	// Only the visitor's cookie can be abused by another origin's page
+	// (a token header is a program's, a public preview anyone's).
+	t.byCookie = byCookie && p.Visibility != api.VisibilityPublic
 	r.proxy.ServeHTTP(informational{w}, req.WithContext(context.WithValue(ctx, targetKey{}, t)))
+}
+
+// crossOrigin says why a request that carries a private preview's cookie
+// came from a page of another origin, or "" when it may use the cookie.
+// Sibling previews are the same site, so the cookie (SameSite=Lax) goes
+// along with whatever their pages make the browser send. Fetch Metadata,
+// where the browser sends it, tells: the preview's own pages and what
+// the visitor typed or bookmarked (same-origin, none) may use it; from
+// anywhere else, only a top-level navigation (a link followed) may, not
+// an image, script, style, no-cors fetch, frame or WebSocket. Without it
+// (older browsers, curl), and whatever it says, an Origin of another
+// host, or null, is refused.
+func crossOrigin(req *http.Request) string {
+	if origin, foreign := foreignOrigin(req); foreign {
+		return "Origin: " + origin
+	}
+	switch site := req.Header.Get("Sec-Fetch-Site"); site {
+	case "", "same-origin", "none":
+		return ""
+	default:
+		mode, dest := req.Header.Get("Sec-Fetch-Mode"), req.Header.Get("Sec-Fetch-Dest")
+		if mode == "navigate" && dest == "document" {
+			return ""
+		}
+		return fmt.Sprintf("Sec-Fetch-Site: %s, Sec-Fetch-Mode: %s, Sec-Fetch-Dest: %s; only a top-level navigation may come from elsewhere", site, mode, dest)
+	}
 }
 
 // foreignOrigin reports whether the request's Origin names a host other
@@ -368,10 +405,19 @@ func stripCookie(h http.Header, names ...string) {
 // cookies stay on its own host (a Domain attribute would reach every
 // preview beside it) and never take the router's names; its Service
 // Worker scope stays under the script's path (Service-Worker-Allowed
-// could widen it to the whole origin). It runs on the final answer, after
-// any 1xx, so what it sets is what the browser gets.
+// could widen it to the whole origin); an answer the visitor's cookie let
+// in may be framed by its own origin alone. It runs on the final answer,
+// after any 1xx, so what it sets is what the browser gets.
 func (r *Router) modifyResponse(resp *http.Response) error {
 	resp.Header.Del("Service-Worker-Allowed")
+	if t, _ := resp.Request.Context().Value(targetKey{}).(target); t.byCookie {
+		// For browsers without Fetch Metadata, which would load a frame
+		// of another origin's page with the visitor's cookie. A policy
+		// of its own beside the app's: browsers enforce every policy, so
+		// it only narrows the app's, and an app let in by a cookie is
+		// framed by nobody else already where Fetch Metadata is sent.
+		resp.Header.Add("Content-Security-Policy", "frame-ancestors 'self'")
+	}
 	cookies := resp.Header.Values("Set-Cookie")
 	if len(cookies) == 0 {
 		return nil

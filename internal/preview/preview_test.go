@@ -28,7 +28,10 @@ func (b *fakeBackend) OpenPreview(ctx context.Context, sbx string, port int, tok
 	if sbx != "sbx_public" && !slices.Contains(tokens, "good") {
 		return api.Preview{}, api.Errorf(api.CodeUnauthenticated, "token needed")
 	}
-	return api.Preview{SandboxID: sbx, Port: port}, nil
+	if sbx == "sbx_public" {
+		return api.Preview{SandboxID: sbx, Port: port, Visibility: api.VisibilityPublic}, nil
+	}
+	return api.Preview{SandboxID: sbx, Port: port, Visibility: api.VisibilityPrivate}, nil
 }
 
 func (b *fakeBackend) DialPreview(ctx context.Context, sbx string, port int) (net.Conn, error) {
@@ -291,5 +294,90 @@ func TestAppDown(t *testing.T) {
 	r.ServeHTTP(w, httptest.NewRequest("GET", "http://8000-sbx_public.preview.test/", nil))
 	if w.Code != 503 {
 		t.Errorf("%d %s", w.Code, w.Body)
+	}
+}
+
+// TestFetchMetadata: a request that carries a private preview's cookie
+// may come from the preview's own pages or the visitor (same-origin,
+// none), and from elsewhere only as a top-level navigation; subresources,
+// no-cors fetches, frames and WebSockets of another origin's page are
+// refused whatever they lack of Origin. Without Fetch Metadata the Origin
+// rule alone decides. A token header and a public preview are not
+// concerned. A cookie's answer may be framed by its own origin alone.
+func TestFetchMetadata(t *testing.T) {
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'self'")
+		io.WriteString(w, "ok")
+	}))
+	defer app.Close()
+	r := New(&fakeBackend{app: app.Listener.Addr().String()}, "preview.test", "http", writeErr)
+	const own, sibling = "http://8000-sbx_a.preview.test", "http://8000-sbx_b.preview.test"
+	for _, tt := range []struct {
+		name, host, auth string // auth: "cookie", "token" or ""
+		site, mode, dest string
+		method, origin   string
+		want             int
+	}{
+		{"own page's image", "8000-sbx_a", "cookie", "same-origin", "no-cors", "image", "GET", "", 200},
+		{"own page's fetch", "8000-sbx_a", "cookie", "same-origin", "cors", "empty", "POST", own, 200},
+		{"own page's frame", "8000-sbx_a", "cookie", "same-origin", "navigate", "iframe", "GET", "", 200},
+		{"typed or bookmarked", "8000-sbx_a", "cookie", "none", "navigate", "document", "GET", "", 200},
+		{"a link followed from a sibling", "8000-sbx_a", "cookie", "same-site", "navigate", "document", "GET", "", 200},
+		{"a link followed from another site", "8000-sbx_a", "cookie", "cross-site", "navigate", "document", "GET", "", 200},
+		{"a sibling's form posted", "8000-sbx_a", "cookie", "same-site", "navigate", "document", "POST", sibling, 403},
+		{"a sibling's image", "8000-sbx_a", "cookie", "same-site", "no-cors", "image", "GET", "", 403},
+		{"a sibling's script", "8000-sbx_a", "cookie", "same-site", "no-cors", "script", "GET", "", 403},
+		{"a sibling's style", "8000-sbx_a", "cookie", "same-site", "no-cors", "style", "GET", "", 403},
+		{"a sibling's no-cors fetch", "8000-sbx_a", "cookie", "same-site", "no-cors", "empty", "GET", "", 403},
+		{"a sibling's frame", "8000-sbx_a", "cookie", "same-site", "navigate", "iframe", "GET", "", 403},
+		{"a sibling's object", "8000-sbx_a", "cookie", "same-site", "navigate", "object", "GET", "", 403},
+		{"a sibling's WebSocket", "8000-sbx_a", "cookie", "same-site", "websocket", "websocket", "GET", "", 403},
+		{"another site's frame", "8000-sbx_a", "cookie", "cross-site", "navigate", "iframe", "GET", "", 403},
+		{"another site's image", "8000-sbx_a", "cookie", "cross-site", "no-cors", "image", "GET", "", 403},
+		{"an unknown site value", "8000-sbx_a", "cookie", "elsewhere", "no-cors", "image", "GET", "", 403},
+		{"same-origin but a foreign Origin", "8000-sbx_a", "cookie", "same-origin", "cors", "empty", "POST", sibling, 403},
+		{"no Fetch Metadata", "8000-sbx_a", "cookie", "", "", "", "GET", "", 200},
+		{"no Fetch Metadata, a sibling's Origin", "8000-sbx_a", "cookie", "", "", "", "POST", sibling, 403},
+		{"token header, a sibling's image", "8000-sbx_a", "token", "same-site", "no-cors", "image", "GET", "", 200},
+		{"public, a sibling's frame", "8000-sbx_public", "cookie", "same-site", "navigate", "iframe", "GET", "", 200},
+		{"public, no token, a sibling's image", "8000-sbx_public", "", "same-site", "no-cors", "image", "GET", "", 200},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(tt.method, "http://"+tt.host+".preview.test/", nil)
+			switch tt.auth {
+			case "cookie":
+				req.Header.Set("Cookie", "cove_preview="+tt.host+".good")
+			case "token":
+				req.Header.Set(api.PreviewTokenHeader, "good")
+			}
+			for k, v := range map[string]string{"Sec-Fetch-Site": tt.site, "Sec-Fetch-Mode": tt.mode, "Sec-Fetch-Dest": tt.dest, "Origin": tt.origin} {
+				if v != "" {
+					req.Header.Set(k, v)
+				}
+			}
+			w := httptest.NewRecorder()
+			r.ServeHTTP(w, req)
+			if w.Code != tt.want {
+				t.Fatalf("%d, want %d: %s", w.Code, tt.want, w.Body)
+			}
+			if w.Code == 403 {
+				var e api.ErrorResponse
+				if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error.Code != api.CodePermissionDenied || !strings.Contains(e.Error.Message, "another origin") {
+					t.Errorf("want permission_denied naming another origin: %s", w.Body)
+				}
+				return
+			}
+			// The app's own policy stays; the router's narrows it only
+			// for an answer the visitor's cookie let in to a private
+			// preview.
+			csp := w.Result().Header.Values("Content-Security-Policy")
+			want := []string{"default-src 'self'"}
+			if tt.auth == "cookie" && tt.host != "8000-sbx_public" {
+				want = append(want, "frame-ancestors 'self'")
+			}
+			if !slices.Equal(csp, want) {
+				t.Errorf("Content-Security-Policy %q, want %q", csp, want)
+			}
+		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
@@ -336,6 +337,8 @@ func published(t *testing.T, s *e2etest.Server, addr string, ports ...int) {
 // real domain), then tenant A's public page, whose script opens a
 // WebSocket to B's private preview: the browser sends B's cookie along,
 // and the upgrade is refused; the visitor's own navigation to B works.
+// A frame of B's private app in A's page shows nothing of it (over http
+// the browser sends no Fetch Metadata, so frame-ancestors stops it).
 func TestPrivatePreviewOriginInChromium(t *testing.T) {
 	if browsertest.Chromium() == "" {
 		t.Skip("chromium is not installed (make test-deps installs Debian's chromium)")
@@ -391,6 +394,25 @@ func TestPrivatePreviewOriginInChromium(t *testing.T) {
 	)
 	if wsA != "refused" {
 		t.Errorf("tenant A's page opened B's private WebSocket with the visitor's cookie: %q", wsA)
+	}
+	// Over http the browser sends no Fetch Metadata (secure origins
+	// alone get it), so the frame's request reaches B's app; what the
+	// app answers is not shown inside A's page.
+	var frames *page.FrameTree
+	b.Run("A's page frames B's private app",
+		chromedp.Evaluate(`new Promise(r => { const f = document.createElement('iframe'); f.onload = () => r(); f.src = '`+pb.URL+`framed'; document.body.append(f); })`, nil, awaitPromise),
+		chromedp.ActionFunc(func(ctx context.Context) (err error) {
+			frames, err = page.GetFrameTree().Do(ctx)
+			return err
+		}),
+	)
+	// Chromium shows its error page in place of a frame its policy
+	// refuses.
+	if len(frames.ChildFrames) != 1 || frames.ChildFrames[0].Frame.UnreachableURL != pb.URL+"framed" {
+		for _, f := range frames.ChildFrames {
+			t.Logf("frame %s (unreachable %q)", f.Frame.URL, f.Frame.UnreachableURL)
+		}
+		t.Errorf("tenant A's page shows B's private app in a frame")
 	}
 }
 
