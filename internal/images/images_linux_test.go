@@ -182,3 +182,71 @@ func listDir(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// TestSameImageStagedTwice: two imports of one digest unpack side by side,
+// each in its own staging directory; the first commit stores the tree, the
+// second finds it and drops its copy. One tree is left, and no staging
+// directory.
+func TestSameImageStagedTwice(t *testing.T) {
+	im, dir := importer(t)
+	img := it.Image(t, v1.Config{}, it.Busybox(t, false, "", ""))
+	path := filepath.Join(t.TempDir(), "img.tar")
+	it.DockerArchive(t, img, path)
+	var handles []string
+	var digest string
+	for range 2 {
+		f, _ := os.Open(path)
+		got, h, err := im.StageImage(t.Context(), f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		handles, digest = append(handles, h), got.Digest
+	}
+	if got := listDir(t, filepath.Join(dir, "v2")); len(got) != 3 || slices.Contains(got, strings.Replace(digest, ":", "-", 1)) {
+		t.Fatalf("while staged, the images dir holds %v; want the lock and two staging directories", got)
+	}
+	for i, h := range handles {
+		created, err := im.CommitImage(t.Context(), h)
+		if err != nil || created != (i == 0) {
+			t.Fatalf("commit %d: created %v, %v", i, created, err)
+		}
+	}
+	if got := listDir(t, filepath.Join(dir, "v2")); !slices.Equal(got, []string{".imports.lock", strings.Replace(digest, ":", "-", 1)}) {
+		t.Errorf("images dir holds %v; want the lock and one tree", got)
+	}
+}
+
+// TestStagingSweptAtStart: a staging directory that no process holds (a
+// crash's) is removed when an importer opens the images dir; one that is
+// held (an import in progress, maybe of another server) is kept; a
+// discarded one is gone.
+func TestStagingSweptAtStart(t *testing.T) {
+	im, dir := importer(t)
+	stale := filepath.Join(dir, "v2", ".upload-crashed")
+	if err := os.MkdirAll(filepath.Join(stale, "tree", "rootfs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	img := it.Image(t, v1.Config{}, it.Busybox(t, false, "", ""))
+	path := filepath.Join(t.TempDir(), "img.tar")
+	it.DockerArchive(t, img, path)
+	f, _ := os.Open(path)
+	_, held, err := im.StageImage(t.Context(), f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := images.NewImporter(dir, images.Policy{}, 1<<30, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the crashed staging directory: %v; want it removed", err)
+	}
+	if _, err := os.Stat(held); err != nil {
+		t.Errorf("the held staging directory: %v; want it kept", err)
+	}
+	im.DiscardImage(held)
+	if got := listDir(t, filepath.Join(dir, "v2")); !slices.Equal(got, []string{".imports.lock"}) {
+		t.Errorf("images dir holds %v after the discard", got)
+	}
+}

@@ -19,12 +19,18 @@ import (
 // ImageImporter stores the trees of imported images on the node
 // (internal/images): each once, named by its manifest digest.
 type ImageImporter interface {
-	// ImportImage reads, verifies, unpacks and stores an image archive
-	// (the server gives a whole, private *os.File, which the importer may
-	// read in place);
-	// the image it returns has Digest, SizeBytes and Config set. created
-	// says the tree is new (no other image had the same digest).
-	ImportImage(ctx context.Context, r io.Reader) (img api.Image, created bool, err error)
+	// StageImage reads, verifies and unpacks an image archive (the
+	// server gives a whole, private *os.File, which the importer may read
+	// in place) into a private staging place, holding no lock that other
+	// imports, deletes or sandboxes wait for; the image it returns has
+	// Digest, SizeBytes and Config set, and handle names it for
+	// CommitImage or DiscardImage, one of which the caller must call.
+	StageImage(ctx context.Context, r io.Reader) (img api.Image, handle string, err error)
+	// CommitImage stores a staged tree as its digest's, or drops it when
+	// that digest is stored already; created says the tree is new.
+	CommitImage(ctx context.Context, handle string) (created bool, err error)
+	// DiscardImage drops a staged tree.
+	DiscardImage(handle string)
 	// RemoveImage deletes the tree of digest.
 	RemoveImage(ctx context.Context, digest string) error
 }
@@ -260,24 +266,34 @@ func (s *Server) ImportImage(ctx context.Context, p Principal, name string, sett
 	}
 	defer archive.Close()
 
+	// Verified and unpacked outside the lock: however large the image,
+	// other teams' creates, deletes and workloads do not wait for it.
+	got, handle, err := s.importer.StageImage(ctx, archive.f)
+	if err != nil {
+		return api.Image{}, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			s.importer.DiscardImage(handle)
+		}
+	}()
+	img.Digest, img.SizeBytes, img.Config = got.Digest, got.SizeBytes, got.Config
+
 	// Held from the tree's storing to this image's row: a delete of
-	// another name of the same tree must not remove it in between.
+	// another name of the same tree must not remove it in between. Only
+	// the cap's check, a rename and the row are done under it.
 	s.images.use.Lock()
 	defer s.images.use.Unlock()
 	if err := s.loadImages(ctx); err != nil {
 		return api.Image{}, err
 	}
-	got, created, err := s.importer.ImportImage(ctx, archive.f)
-	if err != nil {
+	if err := s.checkImageBytes(ctx, p.Team.ID, img.SizeBytes); err != nil {
 		return api.Image{}, err
 	}
-	img.Digest, img.SizeBytes, img.Config = got.Digest, got.SizeBytes, got.Config
-	if err := s.checkImageBytes(ctx, p.Team.ID, img.SizeBytes); err != nil {
-		if created {
-			if rerr := s.importer.RemoveImage(context.WithoutCancel(ctx), img.Digest); rerr != nil {
-				s.log.Error("remove the tree of an image over its team's cap", "digest", img.Digest, "err", rerr)
-			}
-		}
+	committed = true
+	created, err := s.importer.CommitImage(ctx, handle)
+	if err != nil {
 		return api.Image{}, err
 	}
 	if err := s.store.CreateImage(ctx, img); err != nil {

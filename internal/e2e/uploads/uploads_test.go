@@ -29,6 +29,7 @@ import (
 	"github.com/cove-dev/cove/internal/node/image"
 	cove "github.com/cove-dev/cove/sdk/go"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"golang.org/x/sys/unix"
 )
 
@@ -263,6 +264,124 @@ func TestNoTeamStalls(t *testing.T) {
 	}
 	waitFor(t, "A's uploads to leave nothing behind", func() bool { return len(s.leftovers(t)) == 0 })
 }
+
+// unpacking lists the trees of imports being unpacked: a staging
+// directory's, or (as before imports were staged) the one beside the
+// final place.
+func (s server) unpacking() []string {
+	var out []string
+	for _, pat := range []string{
+		filepath.Join(s.imagesDir, "v2", ".upload-*", "tree", "rootfs"),
+		filepath.Join(s.imagesDir, "v2", ".sha256-*.tmp-*", "rootfs"),
+	} {
+		m, _ := filepath.Glob(pat)
+		out = append(out, m...)
+	}
+	return out
+}
+
+// manyFiles is a layer of n empty files in directories of 1000: a small
+// archive whose unpacking takes a while.
+func manyFiles(t *testing.T, n int) v1.Layer {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for i := range n {
+		if i%1000 == 0 {
+			tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("many/%d/", i/1000), Mode: 0o755, Typeflag: tar.TypeDir, Format: tar.FormatUSTAR})
+		}
+		tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("many/%d/%d", i/1000, i), Mode: 0o644, Typeflag: tar.TypeReg, Format: tar.FormatUSTAR})
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestNoTeamStallsOnUnpack: while team A's import of a large image is
+// being verified and unpacked (its tree exists and grows, A has no
+// answer), team B creates a sandbox from its own image, deletes an image
+// and submits a workload, each to its end, and A's import is still
+// unanswered when B is done. A's import then succeeds, stored once.
+func TestNoTeamStallsOnUnpack(t *testing.T) {
+	s := startServer(t)
+	a, b := s.team(t, "unpack-a"), s.team(t, "unpack-b")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	bImg, err := importFile(ctx, t, b, "b-own-"+e2etest.RunID(), busyboxArchive(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bGone, err := importFile(ctx, t, b, "b-gone-"+e2etest.RunID(), busyboxArchive(t, it.File("gone", "x", 0o644)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "large.tar")
+	it.OCIArchive(t, it.Image(t, v1.Config{}, it.Busybox(t, false, "", ""), manyFiles(t, unpackFiles)), path, nil)
+
+	aName := "a-large-" + e2etest.RunID()
+	aDone := make(chan error, 1)
+	var aImg api.Image
+	go func() {
+		var err error
+		aImg, err = importFile(ctx, t, a, aName, path)
+		aDone <- err
+	}()
+	waitFor(t, "A's import to be unpacking", func() bool { return len(s.unpacking()) > 0 })
+
+	var bWG sync.WaitGroup
+	bErrs := make(chan error, 3)
+	bWG.Go(func() {
+		sb, err := b.CreateSandbox(ctx, api.CreateSandboxRequest{Template: bImg.Name}, true)
+		if err == nil && sb.State != api.StateRunning {
+			err = errors.New("B's sandbox is " + string(sb.State) + ": " + sb.StateReason)
+		}
+		bErrs <- err
+	})
+	bWG.Go(func() { bErrs <- b.DeleteImage(ctx, bGone.ID) })
+	bWG.Go(func() {
+		_, err := b.SubmitWorkload(ctx, api.CreateWorkloadRequest{Image: bImg.Name, Command: "true", Resources: &api.WorkloadResourcesRequest{}})
+		bErrs <- err
+	})
+	bWG.Wait()
+	close(bErrs)
+	for err := range bErrs {
+		if err != nil {
+			t.Errorf("team B while team A's import unpacks: %v", err)
+		}
+	}
+	select {
+	case err := <-aDone:
+		t.Fatalf("A's import answered (%v) before B's calls did: they waited for its unpacking", err)
+	default:
+	}
+	if len(s.unpacking()) == 0 {
+		t.Errorf("A's import is no longer unpacking when B is done, yet it has not answered")
+	}
+
+	if err := <-aDone; err != nil {
+		t.Fatalf("A's import: %v", err)
+	}
+	if aImg.SizeBytes == 0 || aImg.Digest == "" {
+		t.Errorf("A's image: %+v", aImg)
+	}
+	tree := filepath.Join(s.imagesDir, "v2", strings.Replace(aImg.Digest, ":", "-", 1), "rootfs", "many", "0", "0")
+	if _, err := os.Stat(tree); err != nil {
+		t.Errorf("A's tree: %v", err)
+	}
+	if l := s.leftovers(t); len(l) > 0 {
+		t.Errorf("left behind: %v", l)
+	}
+}
+
+// unpackFiles is how many files A's large image has: enough that its
+// unpacking outlasts B's three calls many times over.
+const unpackFiles = 100000
 
 // tarOf is a tar of one file of size random bytes (incompressible).
 func tarOf(t *testing.T, size int) []byte {

@@ -57,15 +57,76 @@ func PrepareImports(imagesDir string) error {
 	return f.Close()
 }
 
-// Import returns the imported image called name under imagesDir, making
-// it with fill when it is absent (created then reports true). fill fills
-// rootfs (an empty directory) and returns the image's shell and config.
-// Importers of the same image are serialized; the tree is made beside its
-// final place and renamed into place complete.
-func Import(ctx context.Context, imagesDir, name string, log *slog.Logger,
+// StageImport makes the imported image called name in tree, an empty
+// directory of the caller's under the images dir (so that CommitImport's
+// rename stays on one filesystem) that no one else uses: fill fills
+// rootfs (an empty directory in it) and returns the image's shell and
+// config. It returns the image as stored in tree's image.json. It takes no lock: a slow unpack stalls no one but its caller.
+func StageImport(ctx context.Context, tree, name string,
 	fill func(ctx context.Context, rootfs string) (Image, error),
-) (_ Image, created bool, _ error) {
-	return makeImage(ctx, imagesDir, name, importLock, log, fill)
+) (Image, error) {
+	if err := checkName(name); err != nil {
+		return Image{}, err
+	}
+	if err := os.Chmod(tree, 0o755); err != nil {
+		return Image{}, fmt.Errorf("stage image %s: %w", name, err)
+	}
+	rootfs := filepath.Join(tree, rootfsDir)
+	if err := os.Mkdir(rootfs, 0o755); err != nil {
+		return Image{}, fmt.Errorf("stage image %s: %w", name, err)
+	}
+	made, err := fill(ctx, rootfs)
+	if err != nil {
+		return Image{}, fmt.Errorf("stage image %s: %w", name, err)
+	}
+	if err := addAgentMountPoint(rootfs); err != nil {
+		return Image{}, fmt.Errorf("stage image %s: %w", name, err)
+	}
+	img := Image{Name: name, Shell: made.Shell, Format: Format, Config: made.Config}
+	if err := writeMeta(tree, img); err != nil {
+		return Image{}, fmt.Errorf("stage image %s: %w", name, err)
+	}
+	// On disk before it is renamed into place: a crash must not leave a
+	// final tree with holes.
+	unix.Sync()
+	return img, nil
+}
+
+// CommitImport renames tree, staged by StageImport, into place as the
+// imported image called name under imagesDir, unless that image is
+// there already: then created is false and tree is left to the caller
+// to remove (each image is stored once). Only the rename is done under
+// the imports' lock.
+func CommitImport(ctx context.Context, imagesDir, name, tree string, log *slog.Logger) (_ Image, created bool, _ error) {
+	if err := checkName(name); err != nil {
+		return Image{}, false, err
+	}
+	dir, err := formatRoot(imagesDir)
+	if err != nil {
+		return Image{}, false, fmt.Errorf("store image %s: %w", name, err)
+	}
+	unlock, err := lock(ctx, filepath.Join(dir, importLock))
+	if err != nil {
+		return Image{}, false, fmt.Errorf("store image %s: %w", name, err)
+	}
+	defer unlock()
+	if img, err := Load(imagesDir, name); !errors.Is(err, ErrNotFound) {
+		return img, false, err
+	}
+	// A final directory without its image.json (never written by us,
+	// but possible by hand) is replaced.
+	final := filepath.Join(dir, name)
+	if _, err := os.Lstat(final); err == nil {
+		log.Info("removing incomplete image", "dir", final)
+		if err := removeTree(final); err != nil {
+			return Image{}, false, fmt.Errorf("store image %s: %w", name, err)
+		}
+	}
+	if err := os.Rename(tree, final); err != nil {
+		return Image{}, false, fmt.Errorf("store image %s: %w", name, err)
+	}
+	img, err := Load(imagesDir, name)
+	return img, err == nil, err
 }
 
 // Remove deletes the imported image called name under imagesDir, if it
