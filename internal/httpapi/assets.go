@@ -17,7 +17,7 @@ import (
 // when new, 200 with the asset that has the same bytes already. A digest
 // (Repr-Digest or Content-Digest, as a header or a trailer) is checked.
 func (h *Handler) createAsset(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	req := server.AssetUpload{Name: r.URL.Query().Get("name")}
+	req := server.AssetUpload{Name: r.URL.Query().Get("name"), Size: max(r.ContentLength, 0)}
 	var err error
 	if req.SHA256, err = requestDigest(r.Header); err != nil {
 		return err

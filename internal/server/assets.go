@@ -46,6 +46,11 @@ type AssetUpload struct {
 	// Trailer returns it after the body.
 	SHA256  string
 	Trailer func() (string, error)
+	// Size is the body's length when the client said it (Content-Length),
+	// else 0: a known size is reserved whole before the first byte, so
+	// uploads that together do not fit are refused at once rather than
+	// all failing part way.
+	Size int64
 }
 
 // CreateAsset stores an archive (tar or tar.gz) as an asset of the team.
@@ -69,6 +74,11 @@ func (s *Server) CreateAsset(ctx context.Context, teamID string, req AssetUpload
 		return api.Asset{}, false, err
 	}
 	defer u.end()
+	if req.Size > 0 {
+		if err := u.reserve(ctx, req.Size); err != nil {
+			return api.Asset{}, false, err
+		}
+	}
 	cr := &checkedReader{r: u.reader(ctx, body), h: sha256.New(), max: math.MaxInt64, want: req.SHA256, trailer: req.Trailer}
 	sum, size, err := s.blobs.Put(teamID, cr, s.cfg.MaxSourceBytes, "")
 	if cr.err != nil {
