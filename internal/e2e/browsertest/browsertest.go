@@ -94,7 +94,7 @@ func Start(t *testing.T, timeout time.Duration, extra ...chromedp.ExecAllocatorO
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(tmp) })
+	t.Cleanup(func() { removeProfile(tmp) })
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
 		chromedp.NoSandbox, // as root
@@ -184,4 +184,28 @@ func (b *Browser) Shots2(name string) chromedp.Action {
 // Poll waits until js is true, for at most d.
 func Poll(js string, d time.Duration) chromedp.Action {
 	return chromedp.Poll(js, nil, chromedp.WithPollingTimeout(d))
+}
+
+// removeProfile removes Chromium's folder once no process of the browser
+// (its helpers outlive the main process by a moment, and write on their
+// way out) names it any more, waiting at most 10 seconds.
+func removeProfile(dir string) {
+	for range 100 {
+		if !inUse(dir) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	os.RemoveAll(dir)
+}
+
+// inUse reports whether a process's command line names dir.
+func inUse(dir string) bool {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), dir) {
+			return true
+		}
+	}
+	return false
 }
