@@ -134,12 +134,20 @@ func (b *Browser) In(t testing.TB) *Browser {
 	return &Browser{T: t, Ctx: b.Ctx, Shots: b.Shots}
 }
 
-// Run runs the steps; a failure ends the test with the page's text.
+// Run runs the steps; a failure ends the test with the page's text. A
+// page load that Chromium cut because the host's network changed (other
+// tests add and remove sandboxes' interfaces all the time, and Chromium
+// watches every address of the host) is run again, twice at most.
 func (b *Browser) Run(what string, actions ...chromedp.Action) {
 	b.T.Helper()
 	ctx, cancel := context.WithTimeout(b.Ctx, 3*time.Minute)
 	defer cancel()
-	if err := chromedp.Run(ctx, actions...); err != nil {
+	err := chromedp.Run(ctx, actions...)
+	for try := 0; try < 2 && err != nil && strings.Contains(err.Error(), "ERR_NETWORK_CHANGED"); try++ {
+		b.T.Logf("%s: %v; again", what, err)
+		err = chromedp.Run(ctx, actions...)
+	}
+	if err != nil {
 		var text string
 		chromedp.Run(b.Ctx, chromedp.Evaluate(`document.body.innerText`, &text))
 		b.T.Fatalf("%s: %v\npage:\n%s", what, err, text)
