@@ -222,11 +222,16 @@ func TestWorkloadMetered(t *testing.T) {
 		t.Fatalf("workload is %s (%s); want cancelled at the team's spend limit", done.State, done.StateReason)
 	}
 
-	// Its budget events name it, scope team, alerts before the limit.
-	l, err := c.Events(t.Context(), cove.EventQuery{Types: []string{"budget.alert", "budget.exceeded", "workload.cancelled"}, Limit: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Its budget events name it, scope team, alerts before the limit. The
+	// state is stored just before its events are appended: the wait may
+	// return between the two.
+	var l api.List[api.Event]
+	waitFor(t, "the workload's workload.cancelled event", func() bool {
+		if l, err = c.Events(t.Context(), cove.EventQuery{Types: []string{"budget.alert", "budget.exceeded", "workload.cancelled"}, Limit: 100}); err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(l.Items, func(e api.Event) bool { return e.Type == "workload.cancelled" && e.Data["workload_id"] == w.ID })
+	})
 	var got []string
 	for _, e := range l.Items {
 		if e.Data["workload_id"] != w.ID {
