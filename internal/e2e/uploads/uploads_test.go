@@ -225,27 +225,7 @@ func TestNoTeamStalls(t *testing.T) {
 		return n >= 2
 	})
 
-	var bWG sync.WaitGroup
-	bErrs := make(chan error, 3)
-	bWG.Go(func() {
-		sb, err := b.CreateSandbox(ctx, api.CreateSandboxRequest{Template: bImg.Name}, true)
-		if err == nil && sb.State != api.StateRunning {
-			err = errors.New("B's sandbox is " + string(sb.State) + ": " + sb.StateReason)
-		}
-		bErrs <- err
-	})
-	bWG.Go(func() { bErrs <- b.DeleteImage(ctx, bGone.ID) })
-	bWG.Go(func() {
-		_, err := b.SubmitWorkload(ctx, api.CreateWorkloadRequest{Image: bImg.Name, Command: "true", Resources: &api.WorkloadResourcesRequest{}})
-		bErrs <- err
-	})
-	bWG.Wait()
-	close(bErrs)
-	for err := range bErrs {
-		if err != nil {
-			t.Errorf("team B while team A trickles: %v", err)
-		}
-	}
+	teamBCalls(ctx, t, b, bImg.Name, bGone.ID, "team A trickles")
 	select {
 	case r := <-done:
 		t.Fatalf("A's %s ended (%v) before B's calls did: the test did not hold it open", r.what, r.err)
@@ -334,27 +314,7 @@ func TestNoTeamStallsOnUnpack(t *testing.T) {
 	}()
 	waitFor(t, "A's import to be unpacking", func() bool { return len(s.unpacking()) > 0 })
 
-	var bWG sync.WaitGroup
-	bErrs := make(chan error, 3)
-	bWG.Go(func() {
-		sb, err := b.CreateSandbox(ctx, api.CreateSandboxRequest{Template: bImg.Name}, true)
-		if err == nil && sb.State != api.StateRunning {
-			err = errors.New("B's sandbox is " + string(sb.State) + ": " + sb.StateReason)
-		}
-		bErrs <- err
-	})
-	bWG.Go(func() { bErrs <- b.DeleteImage(ctx, bGone.ID) })
-	bWG.Go(func() {
-		_, err := b.SubmitWorkload(ctx, api.CreateWorkloadRequest{Image: bImg.Name, Command: "true", Resources: &api.WorkloadResourcesRequest{}})
-		bErrs <- err
-	})
-	bWG.Wait()
-	close(bErrs)
-	for err := range bErrs {
-		if err != nil {
-			t.Errorf("team B while team A's import unpacks: %v", err)
-		}
-	}
+	teamBCalls(ctx, t, b, bImg.Name, bGone.ID, "team A's import unpacks")
 	select {
 	case err := <-aDone:
 		t.Fatalf("A's import answered (%v) before B's calls did: they waited for its unpacking", err)
@@ -668,4 +628,32 @@ func TestUploadsFitTheDataDisk(t *testing.T) {
 		t.Fatalf("%d MiB free on the data disk, less than its %d MiB reserve", free>>20, reserveMiB)
 	}
 	waitFor(t, "no leftovers", func() bool { return len(s.leftovers(t)) == 0 })
+}
+
+// teamBCalls runs team B's create from its own image, the delete of
+// another of its images and a workload submit at once, and fails the test
+// with each that did not succeed while (what team A is doing).
+func teamBCalls(ctx context.Context, t *testing.T, b *cove.Client, image, gone, while string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	wg.Go(func() {
+		sb, err := b.CreateSandbox(ctx, api.CreateSandboxRequest{Template: image}, true)
+		if err == nil && sb.State != api.StateRunning {
+			err = errors.New("B's sandbox is " + string(sb.State) + ": " + sb.StateReason)
+		}
+		errs <- err
+	})
+	wg.Go(func() { errs <- b.DeleteImage(ctx, gone) })
+	wg.Go(func() {
+		_, err := b.SubmitWorkload(ctx, api.CreateWorkloadRequest{Image: image, Command: "true", Resources: &api.WorkloadResourcesRequest{}})
+		errs <- err
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("team B while %s: %v", while, err)
+		}
+	}
 }
