@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/meter"
+	"github.com/cove-dev/cove/internal/control/observations"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/keylock"
 	"github.com/cove-dev/cove/internal/store"
@@ -46,15 +48,14 @@ type Server struct {
 	// command.started always comes before command.exited.
 	cmdLocks keylock.Map
 
-	// meterMu guards meters, the meter's memory of each sandbox it
-	// meters (metering.go).
-	meterMu sync.Mutex
-	meters  map[string]*meterState
+	// meter samples, charges and enforces spend limits (metering.go).
+	meter   *meter.Meter
 	secrets SecretResolver // nil: secrets are not configured
 	blobs   AssetBlobs     // nil: assets are not configured
 	// exitWatchers are woken at every command exit (setup commands).
 	exitWatchers map[*exitWatch]struct{}
-	obs          observations
+	// obs keeps the network observations (observations.go).
+	obs *observations.Service
 	// previewURLs is set before serving, then only read.
 	previewURLs PreviewURLs
 	links       previewLinks
@@ -106,12 +107,12 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 		refill:   make(chan struct{}, 1),
 		wlRuns:   map[string]*workloadRun{},
 		wlKick:   make(chan struct{}, 1),
-		meters:   map[string]*meterState{},
 
 		exitWatchers: map[*exitWatch]struct{}{},
 		wlMetered:    map[string]time.Time{},
-		obs:          observations{sandbox: map[string]bool{}, commands: map[string]bool{}},
 	}
+	s.meter = s.newMeter()
+	s.obs = s.newObservations()
 	if cfg.Secrets != nil {
 		s.secrets = storeSecrets{s}
 	}

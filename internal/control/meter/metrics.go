@@ -1,4 +1,4 @@
-package server
+package meter
 
 import (
 	"context"
@@ -27,15 +27,15 @@ type MetricsQuery struct {
 // Metrics returns a sandbox's samples, kept after it terminated, and the
 // gaps in them: when it was not started yet, asleep, stopped or not
 // sampled. A step at or below the sampling interval answers the raw
-// samples (kept MetricsRawRetention); a coarser one averages them per
+// samples (kept RawRetention); a coarser one averages them per
 // step, from 1-minute rollups when the step is whole minutes or the raw
 // samples are gone.
-func (s *Server) Metrics(ctx context.Context, teamID, ref string, q MetricsQuery) (api.Metrics, error) {
-	sb, err := s.GetSandbox(ctx, teamID, ref)
+func (m *Meter) Metrics(ctx context.Context, teamID, ref string, q MetricsQuery) (api.Metrics, error) {
+	sb, err := m.life.Sandbox(ctx, teamID, ref)
 	if err != nil {
 		return api.Metrics{}, err
 	}
-	now := s.now()
+	now := m.now()
 	if q.To.IsZero() {
 		q.To = now
 	}
@@ -49,8 +49,8 @@ func (s *Server) Metrics(ctx context.Context, teamID, ref string, q MetricsQuery
 		return api.Metrics{}, invalid("from (%s) must be before to (%s)", q.From.Format(time.RFC3339), q.To.Format(time.RFC3339))
 	}
 	span := q.To.Sub(q.From)
-	interval := s.cfg.MetricsInterval
-	rawFrom := now.Add(-s.cfg.MetricsRawRetention)
+	interval := m.cfg.Interval
+	rawFrom := now.Add(-m.cfg.RawRetention)
 	switch {
 	case q.Step < 0:
 		return api.Metrics{}, invalid("step is negative")
@@ -70,7 +70,7 @@ func (s *Server) Metrics(ctx context.Context, teamID, ref string, q MetricsQuery
 	switch {
 	case q.Step <= interval:
 		out.StepS = int64((interval + time.Second - 1) / time.Second)
-		raw, err := s.store.ListSamples(ctx, sb.ID, q.From, q.To, metricsMaxPoints)
+		raw, err := m.store.ListSamples(ctx, sb.ID, q.From, q.To, metricsMaxPoints)
 		if err != nil {
 			return api.Metrics{}, err
 		}
@@ -82,7 +82,7 @@ func (s *Server) Metrics(ctx context.Context, teamID, ref string, q MetricsQuery
 			times = append(times, r.Time)
 		}
 	case q.Step%time.Minute != 0 && !q.From.Before(rawFrom):
-		raw, err := s.store.ListSamples(ctx, sb.ID, q.From, q.To, 0)
+		raw, err := m.store.ListSamples(ctx, sb.ID, q.From, q.To, 0)
 		if err != nil {
 			return api.Metrics{}, err
 		}
@@ -94,7 +94,7 @@ func (s *Server) Metrics(ctx context.Context, teamID, ref string, q MetricsQuery
 		}
 		out.Samples = b.samples()
 	default:
-		mins, err := s.store.ListMinutes(ctx, sb.ID, q.From.Truncate(time.Minute), q.To, 0)
+		mins, err := m.store.ListMinutes(ctx, sb.ID, q.From.Truncate(time.Minute), q.To, 0)
 		if err != nil {
 			return api.Metrics{}, err
 		}
@@ -107,7 +107,7 @@ func (s *Server) Metrics(ctx context.Context, teamID, ref string, q MetricsQuery
 		out.Samples = b.samples()
 		interval = time.Minute
 	}
-	gaps, err := s.gaps(ctx, sb, q.From, q.To, times, interval)
+	gaps, err := m.gaps(ctx, sb, q.From, q.To, times, interval)
 	if err != nil {
 		return api.Metrics{}, err
 	}
@@ -166,8 +166,8 @@ type span struct {
 // the sandbox did not run (from its state changes in the event log), with
 // the state as reason, and those in which it ran but was not sampled for
 // more than two intervals.
-func (s *Server) gaps(ctx context.Context, sb api.Sandbox, from, to time.Time, times []time.Time, interval time.Duration) ([]api.MetricsGap, error) {
-	evs, err := s.store.ListEvents(ctx, store.EventFilter{
+func (m *Meter) gaps(ctx context.Context, sb api.Sandbox, from, to time.Time, times []time.Time, interval time.Duration) ([]api.MetricsGap, error) {
+	evs, err := m.store.ListEvents(ctx, store.EventFilter{
 		TeamID: sb.TeamID, SandboxID: sb.ID,
 		Types: []string{"sandbox.creating", "sandbox.setting_up", "sandbox.running", "sandbox.sleeping", "sandbox.asleep", "sandbox.waking",
 			"sandbox.terminating", "sandbox.terminated", "sandbox.failed"},

@@ -1,0 +1,41 @@
+package server
+
+import (
+	"context"
+
+	"github.com/cove-dev/cove/api"
+)
+
+// UpdateTeam changes a team's admission and monthly spend limit; only the
+// admin team may. A negative spend_limit_usd removes the limit.
+func (s *Server) UpdateTeam(ctx context.Context, p Principal, teamID string, req api.UpdateTeamRequest) (api.Team, error) {
+	if !p.Admin() {
+		return api.Team{}, api.Errorf(api.CodePermissionDenied, "only the admin team may change teams")
+	}
+	t, err := s.store.GetTeam(ctx, teamID)
+	if err != nil {
+		return api.Team{}, err
+	}
+	if err := checkAdmissionChange(t, req.Admission); err != nil {
+		return api.Team{}, err
+	}
+	if req.Admission != nil {
+		t.Admission = *req.Admission
+	}
+	if req.SpendLimitUSD != nil {
+		t.SpendLimitUSD = req.SpendLimitUSD
+		if *req.SpendLimitUSD < 0 {
+			t.SpendLimitUSD = nil
+		}
+	}
+	if req.BudgetAlerts != nil {
+		if t.BudgetAlerts, err = validateBudgetAlerts(*req.BudgetAlerts); err != nil {
+			return api.Team{}, err
+		}
+	}
+	if err := s.store.UpdateTeam(ctx, t); err != nil {
+		return api.Team{}, err
+	}
+	s.log.Info("team changed", "team", t.ID, "spend_limit_usd", t.SpendLimitUSD)
+	return t, nil
+}
