@@ -74,6 +74,14 @@ func TestLayers(t *testing.T) {
 			mod + "/internal/agent/", mod + "/internal/node/runtime", mod + "/internal/node/output",
 			mod + "/internal/node/local",
 		}},
+		// Feature rooms of the control plane depend down only: never on
+		// the core, the API or the node's implementation.
+		{"meter", dir, "./internal/control/meter", nil, []string{
+			mod + "/internal/server", mod + "/internal/httpapi", mod + "/internal/agent/", mod + "/internal/node/local", mod + "/internal/node/runtime",
+		}},
+		{"observations", dir, "./internal/control/observations", nil, []string{
+			mod + "/internal/server", mod + "/internal/httpapi", mod + "/internal/agent/", mod + "/internal/node/local", mod + "/internal/node/runtime",
+		}},
 		{"SDK", filepath.Join(dir, "sdk", "go"), ".", nil, serverOnly},
 		{"CLI off Linux", dir, "./cmd/cove", []string{"GOOS=darwin", "GOARCH=arm64", "CGO_ENABLED=0"}, []string{
 			"modernc.org/sqlite", "github.com/vishvananda/netlink", "github.com/google/nftables", "github.com/creack/pty",

@@ -46,6 +46,7 @@ func newTestServer(t *testing.T) *testServer {
 	f := newFake()
 	logs := &syncBuffer{}
 	h := New(f, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	h.Metering, h.Observations = f, f
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &testServer{h: h, url: srv.URL, fake: f, client: cove.New(srv.URL, keyA), logs: logs}

@@ -30,7 +30,6 @@ type ControlPlane interface {
 	TerminateSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error)
 	SleepSandbox(ctx context.Context, teamID, ref, reason string) (api.Sandbox, error)
 	WakeSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error)
-	Network(ctx context.Context, teamID, ref string) (api.NetworkView, error)
 
 	Exec(ctx context.Context, teamID, ref string, req api.CreateCommandRequest) (api.Command, error)
 	GetCommand(ctx context.Context, teamID, ref, commandID string) (api.Command, error)
@@ -63,11 +62,12 @@ type ControlPlane interface {
 
 	CreateTeam(ctx context.Context, p server.Principal, req api.CreateTeamRequest) (api.CreateTeamResponse, error)
 	ListTeams(ctx context.Context, p server.Principal) ([]api.Team, error)
+	// UpdateTeam changes a team's admission and monthly spend limit.
+	UpdateTeam(ctx context.Context, p server.Principal, teamID string, req api.UpdateTeamRequest) (api.Team, error)
 	CreateKey(ctx context.Context, p server.Principal, teamID string) (api.KeyResponse, error)
 	RevokeKey(ctx context.Context, p server.Principal, keyID string) error
 
 	Secrets
-	Metering
 }
 
 var _ ControlPlane = (*server.Server)(nil)

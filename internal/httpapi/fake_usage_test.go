@@ -4,18 +4,20 @@ import (
 	"context"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/meter"
 	"github.com/cove-dev/cove/internal/server"
 )
 
-// fakeMetering answers the meter's calls of the fake control plane.
+// fakeMetering is the fake meter (Metering), embedded in the fake
+// control plane, which also answers UpdateTeam through it.
 type fakeMetering struct {
-	MetricsFn      func(ctx context.Context, teamID, ref string, q server.MetricsQuery) (api.Metrics, error)
+	MetricsFn      func(ctx context.Context, teamID, ref string, q meter.MetricsQuery) (api.Metrics, error)
 	SandboxUsageFn func(ctx context.Context, teamID, ref string) (api.SandboxUsage, error)
-	UsageFn        func(ctx context.Context, teamID string, q server.UsageQuery) (api.UsageReport, error)
+	UsageFn        func(ctx context.Context, teamID string, q meter.UsageQuery) (api.UsageReport, error)
 	UpdateTeamFn   func(ctx context.Context, p server.Principal, teamID string, req api.UpdateTeamRequest) (api.Team, error)
 }
 
-func (f *fakeMetering) Metrics(ctx context.Context, teamID, ref string, q server.MetricsQuery) (api.Metrics, error) {
+func (f *fakeMetering) Metrics(ctx context.Context, teamID, ref string, q meter.MetricsQuery) (api.Metrics, error) {
 	if f.MetricsFn != nil {
 		return f.MetricsFn(ctx, teamID, ref, q)
 	}
@@ -29,7 +31,7 @@ func (f *fakeMetering) SandboxUsage(ctx context.Context, teamID, ref string) (ap
 	return api.SandboxUsage{}, api.Errorf(api.CodeNotFound, "sandbox %s not found", ref)
 }
 
-func (f *fakeMetering) Usage(ctx context.Context, teamID string, q server.UsageQuery) (api.UsageReport, error) {
+func (f *fakeMetering) Usage(ctx context.Context, teamID string, q meter.UsageQuery) (api.UsageReport, error) {
 	if f.UsageFn != nil {
 		return f.UsageFn(ctx, teamID, q)
 	}
@@ -42,3 +44,5 @@ func (f *fakeMetering) UpdateTeam(ctx context.Context, p server.Principal, teamI
 	}
 	return api.Team{}, api.Errorf(api.CodeNotFound, "team %s not found", teamID)
 }
+
+var _ Metering = (*fakeMetering)(nil)

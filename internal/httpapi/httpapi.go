@@ -61,6 +61,11 @@ type Handler struct {
 	uploadIdle time.Duration
 	// eventStreams counts each team's open event streams.
 	eventStreams *streamSlots
+
+	// Metering answers usage, spend and metrics reads; set before serving.
+	Metering Metering
+	// Observations answers a sandbox's network reads; set before serving.
+	Observations Observations
 }
 
 // New returns the API handler over srv.

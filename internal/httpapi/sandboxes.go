@@ -158,7 +158,7 @@ func (h *Handler) updateSandbox(w http.ResponseWriter, r *http.Request, p server
 }
 
 func (h *Handler) sandboxNetwork(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	v, err := h.srv.Network(r.Context(), p.Team.ID, r.PathValue("ref"))
+	v, err := h.Observations.Network(r.Context(), p.Team.ID, r.PathValue("ref"))
 	if err != nil {
 		return err
 	}

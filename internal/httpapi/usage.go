@@ -7,17 +7,20 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/meter"
 	"github.com/cove-dev/cove/internal/server"
 )
 
-// Metering is what the API asks of the control plane's meter: samples,
-// usage and costs, and teams' spend limits.
+// Metering is what the API asks of the meter (*meter.Meter): samples,
+// usage and costs. A team's spend limit is changed with the team
+// (ControlPlane.UpdateTeam).
 type Metering interface {
-	Metrics(ctx context.Context, teamID, ref string, q server.MetricsQuery) (api.Metrics, error)
+	Metrics(ctx context.Context, teamID, ref string, q meter.MetricsQuery) (api.Metrics, error)
 	SandboxUsage(ctx context.Context, teamID, ref string) (api.SandboxUsage, error)
-	Usage(ctx context.Context, teamID string, q server.UsageQuery) (api.UsageReport, error)
-	UpdateTeam(ctx context.Context, p server.Principal, teamID string, req api.UpdateTeamRequest) (api.Team, error)
+	Usage(ctx context.Context, teamID string, q meter.UsageQuery) (api.UsageReport, error)
 }
+
+var _ Metering = (*meter.Meter)(nil)
 
 func (h *Handler) usageRoutes(auth func(string, func(http.ResponseWriter, *http.Request, server.Principal) error)) {
 	auth("GET /v1/sandboxes/{ref}/metrics", h.sandboxMetrics)
@@ -55,7 +58,7 @@ func queryStep(r *http.Request) (time.Duration, error) {
 }
 
 func (h *Handler) sandboxMetrics(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	var q server.MetricsQuery
+	var q meter.MetricsQuery
 	var err error
 	if q.From, err = queryTime(r, "from"); err != nil {
 		return err
@@ -66,7 +69,7 @@ func (h *Handler) sandboxMetrics(w http.ResponseWriter, r *http.Request, p serve
 	if q.Step, err = queryStep(r); err != nil {
 		return err
 	}
-	m, err := h.srv.Metrics(r.Context(), p.Team.ID, r.PathValue("ref"), q)
+	m, err := h.Metering.Metrics(r.Context(), p.Team.ID, r.PathValue("ref"), q)
 	if err != nil {
 		return err
 	}
@@ -74,7 +77,7 @@ func (h *Handler) sandboxMetrics(w http.ResponseWriter, r *http.Request, p serve
 }
 
 func (h *Handler) sandboxUsage(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	u, err := h.srv.SandboxUsage(r.Context(), p.Team.ID, r.PathValue("ref"))
+	u, err := h.Metering.SandboxUsage(r.Context(), p.Team.ID, r.PathValue("ref"))
 	if err != nil {
 		return err
 	}
@@ -82,7 +85,7 @@ func (h *Handler) sandboxUsage(w http.ResponseWriter, r *http.Request, p server.
 }
 
 func (h *Handler) usage(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	q := server.UsageQuery{GroupBy: r.URL.Query().Get("group_by")}
+	q := meter.UsageQuery{GroupBy: r.URL.Query().Get("group_by")}
 	var err error
 	if q.From, err = queryTime(r, "from"); err != nil {
 		return err
@@ -90,7 +93,7 @@ func (h *Handler) usage(w http.ResponseWriter, r *http.Request, p server.Princip
 	if q.To, err = queryTime(r, "to"); err != nil {
 		return err
 	}
-	u, err := h.srv.Usage(r.Context(), p.Team.ID, q)
+	u, err := h.Metering.Usage(r.Context(), p.Team.ID, q)
 	if err != nil {
 		return err
 	}

@@ -7,15 +7,16 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/meter"
 	"github.com/cove-dev/cove/internal/server"
 	cove "github.com/cove-dev/cove/sdk/go"
 )
 
 func TestMetricsQuery(t *testing.T) {
 	s := newTestServer(t)
-	var got server.MetricsQuery
+	var got meter.MetricsQuery
 	var gotTeam, gotRef string
-	s.fake.MetricsFn = func(ctx context.Context, teamID, ref string, q server.MetricsQuery) (api.Metrics, error) {
+	s.fake.MetricsFn = func(ctx context.Context, teamID, ref string, q meter.MetricsQuery) (api.Metrics, error) {
 		got, gotTeam, gotRef = q, teamID, ref
 		return api.Metrics{StepS: 60, Samples: []api.MetricSample{{CPUMillicores: 900}}, Gaps: []api.MetricsGap{{Reason: "asleep"}}}, nil
 	}
@@ -42,8 +43,8 @@ func TestMetricsQuery(t *testing.T) {
 
 func TestUsageCalls(t *testing.T) {
 	s := newTestServer(t)
-	var got server.UsageQuery
-	s.fake.UsageFn = func(ctx context.Context, teamID string, q server.UsageQuery) (api.UsageReport, error) {
+	var got meter.UsageQuery
+	s.fake.UsageFn = func(ctx context.Context, teamID string, q meter.UsageQuery) (api.UsageReport, error) {
 		got = q
 		return api.UsageReport{GroupBy: q.GroupBy, Items: []api.Usage{{Day: "2026-01-02", CostUSD: 1.5}}, Total: api.Usage{CostUSD: 1.5}}, nil
 	}
