@@ -6,6 +6,8 @@ import "time"
 // request the ticket may authenticate, e.g.
 // /v1/sandboxes/sbx_…/commands/cmd_…/attach.
 type CreateTicketRequest struct {
+	// the one request the ticket authenticates:
+	// /v1/sandboxes/{ref}/commands/{id}/attach
 	Path string `json:"path"`
 }
 
@@ -13,6 +15,7 @@ type CreateTicketRequest struct {
 // the Authorization header: ?ticket=T. Browsers cannot set headers on a
 // WebSocket, so they attach with a ticket.
 type Ticket struct {
+	// tkt_…; pass as ?ticket=
 	Ticket    string    `json:"ticket"`
 	Path      string    `json:"path"`
 	ExpiresAt time.Time `json:"expires_at"`
