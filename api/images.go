@@ -25,7 +25,7 @@ type Image struct {
 	// The manifest's digest (sha256:…): the same image is stored once.
 	Digest    string `json:"digest"`
 	SizeBytes int64  `json:"size_bytes"`
-	// Config is what the image's OCI config says; Entrypoint and Cmd are
+	// Config is what the image's OCI config says; entrypoint and cmd are
 	// recorded, never run (the sandbox's PID 1 is cove-agent).
 	Config    ImageConfig    `json:"config"`
 	Defaults  ImageDefaults  `json:"defaults"`
@@ -38,7 +38,7 @@ type Image struct {
 }
 
 // ImageConfig is an image's own configuration, what its OCI config says;
-// Entrypoint and Cmd are recorded, never run (the sandbox's PID 1 is
+// entrypoint and cmd are recorded, never run (the sandbox's PID 1 is
 // cove-agent).
 type ImageConfig struct {
 	Env        []string          `json:"env"`

@@ -11,7 +11,7 @@ type CreateTicketRequest struct {
 	Path string `json:"path"`
 }
 
-// Ticket authenticates one request, once, before ExpiresAt, in place of
+// Ticket authenticates one request, once, before expires_at, in place of
 // the Authorization header: ?ticket=T. Browsers cannot set headers on a
 // WebSocket, so they attach with a ticket.
 type Ticket struct {

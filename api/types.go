@@ -47,7 +47,7 @@ type Resources struct {
 
 // NetworkPolicy lists the destinations a sandbox may reach: `host`,
 // `*.suffix`, either with `:port`, or `CIDR[:port]`. Nothing else is
-// reachable. SetupAllow applies instead while a setup command runs.
+// reachable. setup_allow applies instead while a setup command runs.
 type NetworkPolicy struct {
 	// host, *.suffix, either with :port, or CIDR[:port]. Nothing else is
 	// reachable (default: deny all). Private, loopback, link-local and
@@ -345,7 +345,8 @@ type Team struct {
 	CreatedAt    time.Time `json:"created_at"`
 }
 
-// Admission flags say what a team may use. The admin team has every flag.
+// Admission is the flags that say what a team may use. The admin team has
+// every flag.
 type Admission struct {
 	// sandboxes of the templates the server ships (the managed image and the
 	// images of its images dir)

@@ -14,7 +14,7 @@ const (
 var DefaultBudgetAlerts = []float64{50, 80}
 
 // PricePerHour is what a sandbox costs per hour at the server's prices:
-// Running for its reserved CPUs and memory, Asleep for its files kept
+// running for its reserved CPUs and memory, asleep for its files kept
 // (at most: a save is charged for the bytes it stores, here counted as
 // the whole disk).
 type PricePerHour struct {
@@ -26,9 +26,9 @@ type PricePerHour struct {
 	Asleep float64 `json:"asleep"`
 }
 
-// MetricSample is a sandbox's resource use at Time. In a sample of the
+// MetricSample is a sandbox's resource use at time. In a sample of the
 // raw series (step_s the sampling interval), CPU is the average over the
-// interval that ends at Time and network bytes those of that interval. In
+// interval that ends at time and network bytes those of that interval. In
 // a coarser step, CPU, memory and disk are averages over the step with
 // their maxima beside them, memory_peak_bytes is the largest peak and
 // network bytes are the step's sum.

@@ -15,7 +15,7 @@ type Webhook struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// CreateWebhookRequest is the body of POST /v1/webhooks. Events defaults
+// CreateWebhookRequest is the body of POST /v1/webhooks. events defaults
 // to ["*"].
 type CreateWebhookRequest struct {
 	URL string `json:"url" schema:"maxLength=2048"`

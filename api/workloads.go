@@ -62,8 +62,8 @@ type WorkloadResourcesRequest struct {
 	GPUType string `json:"gpu_type,omitempty"`
 }
 
-// CreateWorkloadRequest is the body of POST /v1/workloads. Template (or
-// Image, a template by its image's name) and command or argv say what
+// CreateWorkloadRequest is the body of POST /v1/workloads. template (or
+// image, a template by its image's name) and command or argv say what
 // runs: command (a shell string, run by the template's bash -lc) or argv,
 // exactly one; the source lands in the workdir first.
 type CreateWorkloadRequest struct {
@@ -125,8 +125,9 @@ type Workload struct {
 	PlacedAt  *time.Time `json:"placed_at,omitempty"` // when a node took it: charged from here to its end
 	StartedAt *time.Time `json:"started_at"`
 	EndedAt   *time.Time `json:"ended_at"`
-	// StdoutBytes and StderrBytes are what its output recorded.
+	// Bytes its output recorded on stdout.
 	StdoutBytes int64 `json:"stdout_bytes"`
+	// Bytes its output recorded on stderr.
 	StderrBytes int64 `json:"stderr_bytes"`
 }
 

@@ -70,7 +70,9 @@ func (g *generator) component(c component) (*Schema, error) {
 		}
 		target.AdditionalProperties = false
 	}
-	if c.typ.Kind() == reflect.Struct && !strings.Contains(c.typ.Name(), "[") {
+	// A generic type's comment is about all its instances: List's says
+	// nothing of SandboxList.
+	if !strings.Contains(c.typ.Name(), "[") {
 		s.Description = describe(g.docs.types[c.typ.Name()], c.typ.Name())
 	}
 	return s, nil
@@ -242,17 +244,24 @@ func typeName(t reflect.Type) string {
 }
 
 // describe turns a doc comment into a description: one line, and the Go
-// name it starts with dropped when "is" or "are" follows it ("Resources
-// are what a sandbox reserves." → "What a sandbox reserves.").
+// name it starts with dropped when a verb follows it ("Resources are what
+// a sandbox reserves." → "What a sandbox reserves."; "TeamMe answers GET
+// /v1/teams/me" → "Answers GET /v1/teams/me").
 func describe(comment, goName string) string {
 	d := strings.Join(strings.Fields(comment), " ")
-	for _, verb := range []string{" is ", " are "} {
-		if rest, ok := strings.CutPrefix(d, goName+verb); ok {
-			r, n := utf8.DecodeRuneInString(rest)
-			return string(unicode.ToUpper(r)) + rest[n:]
-		}
+	rest, ok := strings.CutPrefix(d, goName+" ")
+	if !ok {
+		return d
 	}
-	return d
+	verb, after, _ := strings.Cut(rest, " ")
+	switch {
+	case verb == "is" || verb == "are":
+		rest = after
+	case verb == "and" || verb == "or" || verb == "" || !unicode.IsLower(rune(verb[0])):
+		return d // "A and B are …": the name is the subject, not a word to drop
+	}
+	r, n := utf8.DecodeRuneInString(rest)
+	return string(unicode.ToUpper(r)) + rest[n:]
 }
 
 // tag is a field's schema tag: what the Go type cannot say. Its items are
