@@ -23,7 +23,7 @@ type entry struct {
 	name, link, body string
 	typ              byte
 	mode             int64
-	size             int64             // the header's size; len(body) when 0
+	size             int64 // the header's size; len(body) when 0
 }
 
 // tarGz builds a tar.gz of the entries as they are, however hostile.
