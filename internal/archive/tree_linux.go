@@ -1,4 +1,4 @@
-package local
+package archive
 
 import (
 	"archive/tar"
@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// errTreeTooLarge is returned when a tree holds more than the bytes given.
-var errTreeTooLarge = errors.New("tree too large")
+// ErrTreeTooLarge is returned when a tree holds more than the bytes given.
+var ErrTreeTooLarge = errors.New("tree too large")
 
 // A tree made on the node by another uid (a clone) is read by root
 // through descriptors only: each directory is opened relative to its
@@ -25,16 +25,16 @@ var errTreeTooLarge = errors.New("tree too large")
 // by fstat to be the file that was looked at. So no name in the tree,
 // whatever it is or becomes, makes root read anything outside it.
 
-// treeSize is the bytes of the regular files under root (their sizes as
-// they would be copied, holes included); it stops with errTreeTooLarge
-// past limit.
-func treeSize(root string, limit int64) (int64, error) {
+// TreeSize is the bytes of the regular files under root (their sizes as
+// they would be copied, holes included), read by descriptor as WriteTree
+// reads them; it stops with ErrTreeTooLarge past limit.
+func TreeSize(root string, limit int64) (int64, error) {
 	var total int64
 	err := walkTree(root, func(rel string, dirfd int, name string, st *unix.Stat_t) error {
 		if st.Mode&unix.S_IFMT == unix.S_IFREG {
 			total += st.Size
 			if total > limit {
-				return errTreeTooLarge
+				return ErrTreeTooLarge
 			}
 		}
 		return nil
@@ -42,12 +42,12 @@ func treeSize(root string, limit int64) (int64, error) {
 	return total, err
 }
 
-// writeTreeArchive writes the tree at root as a tar.gz, as
-// cove.WriteDirArchive does (regular files with their permission bits,
-// directories, symlinks; names relative to root; no owners; other types
-// skipped), by descriptor. It fails with errTreeTooLarge once its regular
-// files hold more than limit bytes.
-func writeTreeArchive(w io.Writer, root string, limit int64) error {
+// WriteTree writes the tree at root as a tar.gz, as WriteDir does
+// (regular files with their permission bits, directories, symlinks; names
+// relative to root; no owners; other types skipped), but by descriptor,
+// for a tree another uid wrote (a git clone on the node). It fails with
+// ErrTreeTooLarge once its regular files hold more than limit bytes.
+func WriteTree(w io.Writer, root string, limit int64) error {
 	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
 	tw := tar.NewWriter(zw)
 	buf := make([]byte, 256<<10)
@@ -84,7 +84,7 @@ func writeTreeArchive(w io.Writer, root string, limit int64) error {
 		}
 		total += fst.Size
 		if total > limit {
-			return errTreeTooLarge
+			return ErrTreeTooLarge
 		}
 		hdr.Typeflag, hdr.Size = tar.TypeReg, fst.Size
 		if err := tw.WriteHeader(hdr); err != nil {

@@ -1,4 +1,4 @@
-package local
+package archive
 
 import (
 	"archive/tar"
@@ -31,7 +31,7 @@ func TestTreeArchiveNoFollow(t *testing.T) {
 	}
 
 	var buf bytes.Buffer
-	if err := writeTreeArchive(&buf, root, 1<<20); err != nil {
+	if err := WriteTree(&buf, root, 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	zr, err := gzip.NewReader(&buf)
@@ -70,19 +70,19 @@ func TestTreeArchiveNoFollow(t *testing.T) {
 		t.Fatalf("archive (-want +got):\n%s", diff)
 	}
 
-	if err := writeTreeArchive(io.Discard, root, 10); !errors.Is(err, errTreeTooLarge) {
+	if err := WriteTree(io.Discard, root, 10); !errors.Is(err, ErrTreeTooLarge) {
 		t.Errorf("archive over the limit: %v", err)
 	}
-	if n, err := treeSize(root, 1<<20); err != nil || n != 6+10 {
-		t.Errorf("treeSize = %d, %v; want 16", n, err)
+	if n, err := TreeSize(root, 1<<20); err != nil || n != 6+10 {
+		t.Errorf("TreeSize = %d, %v; want 16", n, err)
 	}
-	if _, err := treeSize(root, 15); !errors.Is(err, errTreeTooLarge) {
-		t.Errorf("treeSize over the limit: %v", err)
+	if _, err := TreeSize(root, 15); !errors.Is(err, ErrTreeTooLarge) {
+		t.Errorf("TreeSize over the limit: %v", err)
 	}
 	// The root itself may not be a link.
 	link := filepath.Join(t.TempDir(), "root-link")
 	os.Symlink(root, link)
-	if err := writeTreeArchive(io.Discard, link, 1<<20); err == nil {
+	if err := WriteTree(io.Discard, link, 1<<20); err == nil {
 		t.Error("a root that is a link was followed")
 	}
 }
