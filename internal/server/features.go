@@ -26,9 +26,6 @@ type (
 // AdminTeam is the name of the team created at first start.
 const AdminTeam = teams.AdminTeam
 
-// MaxWebhooksPerTeam bounds a team's webhooks.
-const MaxWebhooksPerTeam = webhooks.MaxPerTeam
-
 // AdmissionFlags are the names of the admission flags.
 var AdmissionFlags = teams.AdmissionFlags
 
