@@ -9,3 +9,9 @@ func newHandler(f *fakeControlPlane, log *slog.Logger) *Handler {
 	h.Teams, h.Idempotency, h.Secrets = f, f, &f.secrets
 	return h
 }
+
+var (
+	_ Teams       = (*fakeControlPlane)(nil)
+	_ Idempotency = (*fakeControlPlane)(nil)
+	_ Secrets     = (*fakeSecrets)(nil)
+)
