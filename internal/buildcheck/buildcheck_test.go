@@ -87,6 +87,20 @@ func TestLayers(t *testing.T) {
 		}},
 		{"agent wire", dir, "./internal/agent/wire", nil, []string{mod + "/", "github.com/", "golang.org/x/"}},
 	}
+	// The feature rooms of the control plane (teams, the vault, the
+	// webhooks) import neither the core nor the API nor the node's
+	// implementation.
+	for _, room := range []string{"./internal/control/teams", "./internal/control/vault", "./internal/webhooks"} {
+		tests = append(tests, struct {
+			name      string
+			dir, pkg  string
+			env       []string
+			forbidden []string
+		}{"room " + room, dir, room, nil, []string{
+			mod + "/internal/server", mod + "/internal/httpapi", mod + "/internal/service",
+			mod + "/internal/node/local", mod + "/internal/node/runtime", mod + "/internal/agent/",
+		}})
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for _, p := range deps(t, tt.dir, tt.pkg, tt.env...) {

@@ -48,7 +48,9 @@ func testServer(t *testing.T) (url, key string) {
 	if key, err = srv.Bootstrap(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(httpapi.New(srv, log))
+	api := httpapi.New(srv, log)
+	api.Teams, api.Idempotency, api.Secrets, api.Webhooks = srv.Teams(), srv.Teams(), srv.Vault(), srv.Webhooks()
+	hs := httptest.NewServer(api)
 	t.Cleanup(hs.Close)
 	return hs.URL, key
 }

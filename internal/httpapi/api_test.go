@@ -45,7 +45,7 @@ func newTestServer(t *testing.T) *testServer {
 	t.Helper()
 	f := newFake()
 	logs := &syncBuffer{}
-	h := New(f, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	h := newHandler(f, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &testServer{h: h, url: srv.URL, fake: f, client: cove.New(srv.URL, keyA), logs: logs}
@@ -168,7 +168,7 @@ func TestHealthz(t *testing.T) {
 
 func TestHealthzListeners(t *testing.T) {
 	f := newFake()
-	h := New(f, slog.New(slog.DiscardHandler))
+	h := newHandler(f, slog.New(slog.DiscardHandler))
 	want := map[string]string{"api": "127.0.0.1:41234", "gateway": "0.0.0.0:40001", "dns": "0.0.0.0:40002"}
 	h.ReportListeners(want)
 	srv := httptest.NewServer(h)

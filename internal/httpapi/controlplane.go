@@ -16,11 +16,9 @@ import (
 // Tests serve the API over a fake of it.
 type ControlPlane interface {
 	Workloads
-	Authenticate(ctx context.Context, key string) (server.Principal, error)
 	// Changes is closed at the next change of any sandbox, command or event.
 	Changes() <-chan struct{}
 	WarmPool() (ready, target int)
-	Idempotently(ctx context.Context, teamID, key, requestHash string, do func() server.Answer) (server.Answer, bool, error)
 
 	CreateSandbox(ctx context.Context, teamID string, req api.CreateSandboxRequest) (api.Sandbox, error)
 	GetSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error)
@@ -61,12 +59,6 @@ type ControlPlane interface {
 	DeleteAsset(ctx context.Context, teamID, assetID string) error
 	SaveAsset(ctx context.Context, teamID, ref string, req api.SaveAssetRequest) (api.Asset, bool, error)
 
-	CreateTeam(ctx context.Context, p server.Principal, req api.CreateTeamRequest) (api.CreateTeamResponse, error)
-	ListTeams(ctx context.Context, p server.Principal) ([]api.Team, error)
-	CreateKey(ctx context.Context, p server.Principal, teamID string) (api.KeyResponse, error)
-	RevokeKey(ctx context.Context, p server.Principal, keyID string) error
-
-	Secrets
 	Metering
 }
 

@@ -75,7 +75,7 @@ type fakeControlPlane struct {
 	CreateKeyFn  func(ctx context.Context, p server.Principal, teamID string) (api.KeyResponse, error)
 	RevokeKeyFn  func(ctx context.Context, p server.Principal, keyID string) error
 
-	fakeSecrets
+	secrets fakeSecrets
 	fakeMetering
 
 	// changes is never closed: nothing changes unless a test says so.

@@ -41,7 +41,7 @@ var statusOf = map[api.Code]int{
 // maxBody bounds JSON request bodies.
 const maxBody = 1 << 20
 
-// Handler serves the API.
+// Handler serves the API. The services are set before serving.
 type Handler struct {
 	srv ControlPlane
 	log *slog.Logger
@@ -61,6 +61,15 @@ type Handler struct {
 	uploadIdle time.Duration
 	// eventStreams counts each team's open event streams.
 	eventStreams *streamSlots
+
+	// Teams authenticates keys and manages teams and keys.
+	Teams Teams
+	// Idempotency keeps the answers of create requests.
+	Idempotency Idempotency
+	// Secrets keeps the teams' secrets.
+	Secrets Secrets
+	// Webhooks keeps the teams' webhooks; nil: not served (404).
+	Webhooks Webhooks
 }
 
 // New returns the API handler over srv.
@@ -195,7 +204,7 @@ func (h *Handler) authenticate(r *http.Request) (server.Principal, error) {
 	if !ok {
 		return server.Principal{}, api.Errorf(api.CodeUnauthenticated, "missing API key; send 'Authorization: Bearer <key>'")
 	}
-	return h.srv.Authenticate(r.Context(), key)
+	return h.Teams.Authenticate(r.Context(), key)
 }
 
 // bearerKey is the API key of a request's Authorization header.

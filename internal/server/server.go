@@ -13,9 +13,12 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/teams"
+	"github.com/cove-dev/cove/internal/control/vault"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/keylock"
 	"github.com/cove-dev/cove/internal/store"
+	"github.com/cove-dev/cove/internal/webhooks"
 )
 
 // Server runs the control plane.
@@ -40,8 +43,6 @@ type Server struct {
 	warm     []string               // IDs of started sandboxes in the warm pool
 	refill   chan struct{}          // asks the pool to fill up
 
-	// idemLocks serialize requests with the same idempotency key.
-	idemLocks keylock.Map
 	// cmdLocks hold a command's exit back until its start is recorded, so
 	// command.started always comes before command.exited.
 	cmdLocks keylock.Map
@@ -74,6 +75,12 @@ type Server struct {
 	// wlMetered (under wlMu) is when the meter last charged each placed
 	// workload (workload_usage.go).
 	wlMetered map[string]time.Time
+
+	// teams, vault and hooks are the feature services (features.go),
+	// built by New.
+	teams *teams.Service
+	vault *vault.Service
+	hooks *webhooks.Service
 }
 
 // sandboxOps serializes the life-cycle steps of one sandbox.
@@ -112,6 +119,7 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 		wlMetered:    map[string]time.Time{},
 		obs:          observations{sandbox: map[string]bool{}, commands: map[string]bool{}},
 	}
+	s.newServices()
 	if cfg.Secrets != nil {
 		s.secrets = storeSecrets{s}
 	}

@@ -148,7 +148,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return err
 	}
 	srv.SetTelemetry(metrics)
-	cfg.Webhooks.OpenSecret = srv.OpenWebhookSecret
+	cfg.Webhooks.OpenSecret = srv.Webhooks().OpenSecret
 	dispatcher, err := webhooks.New(cfg.Webhooks, timed, srv.Changes, metrics, log.With("component", "webhooks"))
 	if err != nil {
 		return err
@@ -205,7 +205,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	defer nd.Close()
 	defer srv.Close()
 
-	adminKey, err := srv.Bootstrap(ctx)
+	adminKey, err := srv.Teams().Bootstrap(ctx)
 	if err != nil {
 		return fmt.Errorf("create admin team: %w", err)
 	}
@@ -215,14 +215,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		}
 	}
 	// Before Recover, which opens secrets for the sandboxes it reattaches.
-	if n, err := srv.RekeySecrets(ctx); err != nil {
+	if n, err := srv.Vault().Rekey(ctx); err != nil {
 		return fmt.Errorf("secrets: %w", err)
 	} else if n > 0 {
 		log.Info("secrets sealed again under the current key; the old key files are no longer needed", "secrets", n, "key_id", cfg.Server.Secrets.CurrentID())
 	}
 	// Before the dispatcher and the API: no webhook secret is left in
 	// clear (a database from before they were sealed) once serving.
-	if n, err := srv.SealWebhookSecrets(ctx); err != nil {
+	if n, err := srv.Webhooks().SealSecrets(ctx); err != nil {
 		return fmt.Errorf("webhook secrets: %w", err)
 	} else if n > 0 {
 		log.Info("webhook secrets sealed under the current key", "webhooks", n, "key_id", cfg.Server.Secrets.CurrentID())
@@ -291,6 +291,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		}()
 	}
 	api := httpapi.New(srv, log)
+	api.Teams, api.Idempotency = srv.Teams(), srv.Teams()
+	api.Secrets, api.Webhooks = srv.Vault(), srv.Webhooks()
 	api.LimitUploads(cfg.HTTP.UploadIdleTimeout)
 	pln, err := servePreviews(cfg.Preview, srv, api, ln, listeners)
 	if err != nil {

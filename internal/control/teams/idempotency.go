@@ -1,4 +1,4 @@
-package server
+package teams
 
 import (
 	"context"
@@ -22,10 +22,10 @@ type Answer struct {
 // with the same key and the same request gets that answer again (replayed
 // true), one with another request under the key is refused. Failed answers
 // are not stored, so a failed request may be retried with its key.
-func (s *Server) Idempotently(ctx context.Context, teamID, key, requestHash string, do func() Answer) (Answer, bool, error) {
+func (s *Service) Idempotently(ctx context.Context, teamID, key, requestHash string, do func() Answer) (Answer, bool, error) {
 	unlock := s.idemLocks.Lock(teamID + "\x00" + key)
 	defer unlock()
-	if prev, err := s.store.GetIdempotent(ctx, teamID, key); err == nil {
+	if prev, err := s.st.GetIdempotent(ctx, teamID, key); err == nil {
 		if prev.RequestHash != requestHash {
 			return Answer{}, false, api.Errorf(api.CodeUnprocessable,
 				"Idempotency-Key %q was used for another request; use a new key for a new request", key)
@@ -36,7 +36,7 @@ func (s *Server) Idempotently(ctx context.Context, teamID, key, requestHash stri
 	}
 	a := do()
 	if a.Status >= 200 && a.Status < 300 {
-		err := s.store.PutIdempotent(context.WithoutCancel(ctx), store.Idempotent{
+		err := s.st.PutIdempotent(context.WithoutCancel(ctx), store.Idempotent{
 			TeamID: teamID, Key: key, RequestHash: requestHash, Status: a.Status, Body: a.Body, CreatedAt: s.now(),
 		})
 		if err != nil {
@@ -46,9 +46,9 @@ func (s *Server) Idempotently(ctx context.Context, teamID, key, requestHash stri
 	return a, false, nil
 }
 
-// expireIdempotent drops answers older than IdempotencyTTL.
-func (s *Server) expireIdempotent(ctx context.Context) {
-	if err := s.store.DeleteIdempotentBefore(ctx, s.now().Add(-IdempotencyTTL)); err != nil {
+// ExpireIdempotent drops answers older than IdempotencyTTL.
+func (s *Service) ExpireIdempotent(ctx context.Context) {
+	if err := s.st.DeleteIdempotentBefore(ctx, s.now().Add(-IdempotencyTTL)); err != nil {
 		s.log.Warn("expire idempotent answers", "err", err)
 	}
 }

@@ -1,0 +1,17 @@
+package httpapi
+
+import "log/slog"
+
+// newHandler is New over the fake, with the fake as each service, as
+// internal/service sets the real ones.
+func newHandler(f *fakeControlPlane, log *slog.Logger) *Handler {
+	h := New(f, log)
+	h.Teams, h.Idempotency, h.Secrets = f, f, &f.secrets
+	return h
+}
+
+var (
+	_ Teams       = (*fakeControlPlane)(nil)
+	_ Idempotency = (*fakeControlPlane)(nil)
+	_ Secrets     = (*fakeSecrets)(nil)
+)
