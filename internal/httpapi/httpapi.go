@@ -61,6 +61,11 @@ type Handler struct {
 	uploadIdle time.Duration
 	// eventStreams counts each team's open event streams.
 	eventStreams *streamSlots
+
+	// Files and Assets serve the file and asset calls; set before
+	// serving.
+	Files  Files
+	Assets Assets
 }
 
 // New returns the API handler over srv.
