@@ -70,6 +70,11 @@ func TestLayers(t *testing.T) {
 			mod + "/internal/node/local", mod + "/internal/node/image", mod + "/internal/node/saves",
 			mod + "/cmd/cove-agent/",
 		}},
+		{"control rooms", dir, "./internal/control/...", nil, []string{
+			mod + "/internal/server", mod + "/internal/httpapi", mod + "/internal/service",
+			mod + "/internal/agent/", mod + "/internal/node/local", mod + "/internal/node/runtime",
+			mod + "/cmd/cove-agent/",
+		}},
 		{"API", dir, "./internal/httpapi", nil, []string{
 			mod + "/internal/agent/", mod + "/internal/node/runtime", mod + "/internal/node/output",
 			mod + "/internal/node/local",

@@ -70,6 +70,10 @@ type Handler struct {
 	Secrets Secrets
 	// Webhooks keeps the teams' webhooks; nil: not served (404).
 	Webhooks Webhooks
+	// Files and Assets serve the file and asset calls; set before
+	// serving.
+	Files  Files
+	Assets Assets
 }
 
 // New returns the API handler over srv.

@@ -7,6 +7,7 @@ import "log/slog"
 func newHandler(f *fakeControlPlane, log *slog.Logger) *Handler {
 	h := New(f, log)
 	h.Teams, h.Idempotency, h.Secrets = f, f, &f.secrets
+	h.Files, h.Assets = f, f
 	return h
 }
 

@@ -15,6 +15,9 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/teams"
 	"github.com/cove-dev/cove/internal/control/vault"
+	"github.com/cove-dev/cove/internal/control/assets"
+	"github.com/cove-dev/cove/internal/control/files"
+	"github.com/cove-dev/cove/internal/control/uploads"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/keylock"
 	"github.com/cove-dev/cove/internal/store"
@@ -52,7 +55,6 @@ type Server struct {
 	meterMu sync.Mutex
 	meters  map[string]*meterState
 	secrets SecretResolver // nil: secrets are not configured
-	blobs   AssetBlobs     // nil: assets are not configured
 	// exitWatchers are woken at every command exit (setup commands).
 	exitWatchers map[*exitWatch]struct{}
 	obs          observations
@@ -64,8 +66,11 @@ type Server struct {
 	// importer is set before serving, then only read; nil: no images.
 	importer ImageImporter
 	images   imageSet
-	// uploads counts the teams' open uploads and their bytes (uploads.go).
-	uploads uploadLedger
+	// uploads counts the teams' open uploads and their bytes; files and
+	// assets serve the file and asset calls (sources.go).
+	uploads *uploads.Ledger
+	files   *files.Service
+	assets  *assets.Service
 	// wlMu serializes the workloads' stored transitions; wlRuns (under
 	// mu) are the workloads placed on the node; wlKick wakes the queue's
 	// owner (workloads.go).
@@ -123,6 +128,7 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 	if cfg.Secrets != nil {
 		s.secrets = storeSecrets{s}
 	}
+	s.newSourceServices()
 	return s, nil
 }
 

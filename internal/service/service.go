@@ -293,6 +293,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	api := httpapi.New(srv, log)
 	api.Teams, api.Idempotency = srv.Teams(), srv.Teams()
 	api.Secrets, api.Webhooks = srv.Vault(), srv.Webhooks()
+	api.Files, api.Assets = srv.Files(), srv.Assets()
 	api.LimitUploads(cfg.HTTP.UploadIdleTimeout)
 	pln, err := servePreviews(cfg.Preview, srv, api, ln, listeners)
 	if err != nil {

@@ -1,10 +1,13 @@
-package server
+// Package files is the control plane's side of a sandbox's files: the
+// file calls (stat, list, read, write, edit, mkdir, move, remove) and
+// folder archives, over the node's file calls, on the live sandbox the
+// lifecycle core finds (waking it unless told not to). Paths are checked
+// and cleaned here, before any sandbox is woken for them.
+package files
 
 import (
 	"context"
-	"crypto/sha256"
 	"io"
-	"math"
 	"strconv"
 
 	"github.com/cove-dev/cove/api"
@@ -12,34 +15,81 @@ import (
 	"github.com/cove-dev/cove/internal/node"
 )
 
-// FileTarget names the sandbox of a file call. Wake false refuses to wake
-// an asleep sandbox (API.md "Files").
-type FileTarget struct {
+// Node is the node's part that file calls use (internal/node/local; a
+// fake in tests).
+type Node interface {
+	StatFile(ctx context.Context, sandboxID, path string) (api.FileEntry, error)
+	ListFiles(ctx context.Context, sandboxID string, spec node.ListSpec) (api.List[api.FileEntry], error)
+	ReadFile(ctx context.Context, sandboxID string, spec node.ReadSpec) (*node.Content, error)
+	WriteFile(ctx context.Context, sandboxID string, spec node.WriteSpec, body io.Reader) (entry api.FileEntry, created bool, err error)
+	EditFile(ctx context.Context, sandboxID string, spec node.EditSpec) (api.FileEntry, error)
+	Mkdir(ctx context.Context, sandboxID string, spec node.MkdirSpec) (api.FileEntry, error)
+	MoveFile(ctx context.Context, sandboxID string, spec node.MoveSpec) (api.FileEntry, error)
+	RemoveFile(ctx context.Context, sandboxID, path string, recursive bool) error
+	ReadArchive(ctx context.Context, sandboxID, path string) (io.ReadCloser, error)
+	WriteArchive(ctx context.Context, sandboxID string, spec node.ArchiveSpec, body io.Reader) (api.ArchiveResult, error)
+}
+
+// Sandboxes is what file calls ask of the lifecycle core.
+type Sandboxes interface {
+	// LiveSandbox returns a running sandbox of the team, woken first
+	// unless wake is false (a conflict then says why).
+	LiveSandbox(ctx context.Context, teamID, ref string, wake bool) (api.Sandbox, error)
+	// ActiveSandbox reads a sandbox of the team, counting the call as
+	// activity for its idle timeout.
+	ActiveSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error)
+	// DeliverUpload hands an archive to the start of a creating sandbox
+	// that awaits its source upload and returns what came of it.
+	DeliverUpload(ctx context.Context, sb api.Sandbox, req ArchiveUpload, body io.Reader) (api.ArchiveResult, error)
+	// DefaultUser is the account of a sandbox's default user ("user", or
+	// an imported image's own).
+	DefaultUser(sb api.Sandbox) node.User
+}
+
+// Service serves the file calls.
+type Service struct {
+	node      Node
+	sandboxes Sandboxes
+}
+
+// New returns the file calls over nd, on the sandboxes sbs finds.
+func New(nd Node, sbs Sandboxes) *Service {
+	return &Service{node: nd, sandboxes: sbs}
+}
+
+// Target names the sandbox of a file call. Wake false refuses to wake an
+// asleep sandbox (API.md "Files").
+type Target struct {
 	TeamID string
 	Ref    string
 	Wake   bool
 }
 
-// live returns the running sandbox of a file call (waking it unless told
-// not to) and the path checked and cleaned.
-func (s *Server) live(ctx context.Context, t FileTarget, name, p string) (api.Sandbox, string, error) {
-	clean, err := filePath(name, p)
+// Live returns the running sandbox of a file call (waking it unless told
+// not to) and the path p, named name in errors, checked and cleaned.
+func (s *Service) Live(ctx context.Context, t Target, name, p string) (api.Sandbox, string, error) {
+	clean, err := Path(name, p)
 	if err != nil {
 		return api.Sandbox{}, "", err
 	}
-	sb, err := s.LiveSandbox(ctx, t.TeamID, t.Ref, t.Wake)
+	sb, err := s.sandboxes.LiveSandbox(ctx, t.TeamID, t.Ref, t.Wake)
 	if err != nil {
 		return api.Sandbox{}, "", err
 	}
 	return sb, clean, nil
 }
 
-func filePath(name, p string) (string, error) {
+// Path checks and cleans a path of a sandbox; name names it in errors.
+func Path(name, p string) (string, error) {
 	clean, err := fspath.Clean(p)
 	if err != nil {
 		return "", invalid("%s: %v", name, err)
 	}
 	return clean, nil
+}
+
+func invalid(format string, args ...any) error {
+	return api.Errorf(api.CodeInvalidArgument, format, args...)
 }
 
 // checkIfMatch fails an If-Match that names something no file can have as
@@ -68,17 +118,27 @@ func fileOwner(user string) (uid, gid int, explicit bool, err error) {
 	return u.UID, u.GID, true, nil
 }
 
+// ownerIn is fileOwner in sandbox sb: the default user ("" or "user") of
+// an imported image's sandbox is the image's user.
+func (s *Service) ownerIn(sb api.Sandbox, user string, uid, gid int) (int, int) {
+	if user == "" || user == "user" {
+		u := s.sandboxes.DefaultUser(sb)
+		return u.UID, u.GID
+	}
+	return uid, gid
+}
+
 // StatFile describes one file (a symlink is itself).
-func (s *Server) StatFile(ctx context.Context, t FileTarget, p string) (api.FileEntry, error) {
-	sb, p, err := s.live(ctx, t, "path", p)
+func (s *Service) StatFile(ctx context.Context, t Target, p string) (api.FileEntry, error) {
+	sb, p, err := s.Live(ctx, t, "path", p)
 	if err != nil {
 		return api.FileEntry{}, err
 	}
 	return s.node.StatFile(ctx, sb.ID, p)
 }
 
-// FileListQuery asks for a page of a directory listing.
-type FileListQuery struct {
+// ListQuery asks for a page of a directory listing.
+type ListQuery struct {
 	Path   string
 	Depth  int
 	Limit  int
@@ -87,7 +147,7 @@ type FileListQuery struct {
 
 // ListFiles lists the entries under a directory to a depth, a page at a
 // time, in walk order (a directory before what is in it).
-func (s *Server) ListFiles(ctx context.Context, t FileTarget, q FileListQuery) (api.List[api.FileEntry], error) {
+func (s *Service) ListFiles(ctx context.Context, t Target, q ListQuery) (api.List[api.FileEntry], error) {
 	if q.Depth == 0 {
 		q.Depth = 1
 	}
@@ -98,11 +158,11 @@ func (s *Server) ListFiles(ctx context.Context, t FileTarget, q FileListQuery) (
 		q.Limit = fspath.MaxListLimit
 	}
 	if q.Cursor != "" {
-		if _, err := filePath("cursor", q.Cursor); err != nil {
+		if _, err := Path("cursor", q.Cursor); err != nil {
 			return api.List[api.FileEntry]{}, err
 		}
 	}
-	sb, p, err := s.live(ctx, t, "path", q.Path)
+	sb, p, err := s.Live(ctx, t, "path", q.Path)
 	if err != nil {
 		return api.List[api.FileEntry]{}, err
 	}
@@ -111,8 +171,8 @@ func (s *Server) ListFiles(ctx context.Context, t FileTarget, q FileListQuery) (
 
 // ReadFile opens a file's content, or the range and under the conditions
 // req names; the answer says which status and headers to send.
-func (s *Server) ReadFile(ctx context.Context, t FileTarget, req node.ReadSpec) (*node.Content, error) {
-	sb, p, err := s.live(ctx, t, "path", req.Path)
+func (s *Service) ReadFile(ctx context.Context, t Target, req node.ReadSpec) (*node.Content, error) {
+	sb, p, err := s.Live(ctx, t, "path", req.Path)
 	if err != nil {
 		return nil, err
 	}
@@ -120,8 +180,8 @@ func (s *Server) ReadFile(ctx context.Context, t FileTarget, req node.ReadSpec) 
 	return s.node.ReadFile(ctx, sb.ID, req)
 }
 
-// WriteFileRequest is an upload.
-type WriteFileRequest struct {
+// WriteRequest is an upload of one file.
+type WriteRequest struct {
 	Path string
 	// User owns a new file ("user" when empty); named, it also becomes the
 	// owner of an existing one, which otherwise keeps its owner.
@@ -140,7 +200,7 @@ type WriteFileRequest struct {
 
 // WriteFile replaces a file's content with body, atomically. created says
 // the file is new.
-func (s *Server) WriteFile(ctx context.Context, t FileTarget, req WriteFileRequest, body io.Reader) (api.FileEntry, bool, error) {
+func (s *Service) WriteFile(ctx context.Context, t Target, req WriteRequest, body io.Reader) (api.FileEntry, bool, error) {
 	uid, gid, explicit, err := fileOwner(req.User)
 	if err != nil {
 		return api.FileEntry{}, false, err
@@ -156,11 +216,11 @@ func (s *Server) WriteFile(ctx context.Context, t FileTarget, req WriteFileReque
 	if err := checkIfMatch(req.IfMatch); err != nil {
 		return api.FileEntry{}, false, err
 	}
-	sb, p, err := s.live(ctx, t, "path", req.Path)
+	sb, p, err := s.Live(ctx, t, "path", req.Path)
 	if err != nil {
 		return api.FileEntry{}, false, err
 	}
-	uid, gid = s.fileOwnerIn(sb, req.User, uid, gid)
+	uid, gid = s.ownerIn(sb, req.User, uid, gid)
 	spec := node.WriteSpec{
 		Path: p, UID: uid, GID: gid, Chown: explicit, Mode: mode,
 		IfMatch: req.IfMatch, IfNoneMatch: req.IfNoneMatch, SHA256: req.SHA256,
@@ -171,7 +231,7 @@ func (s *Server) WriteFile(ctx context.Context, t FileTarget, req WriteFileReque
 
 // EditFile replaces, in turn, each edit's old text by its new one; each
 // must occur exactly once, else nothing is written.
-func (s *Server) EditFile(ctx context.Context, t FileTarget, p string, ifMatch []string, req api.EditFileRequest) (api.FileEntry, error) {
+func (s *Service) EditFile(ctx context.Context, t Target, p string, ifMatch []string, req api.EditFileRequest) (api.FileEntry, error) {
 	switch {
 	case len(req.Edits) == 0:
 		return api.FileEntry{}, invalid("edits is empty; give at least one {\"old\": …, \"new\": …}")
@@ -188,7 +248,7 @@ func (s *Server) EditFile(ctx context.Context, t FileTarget, p string, ifMatch [
 	if err := checkIfMatch(ifMatch); err != nil {
 		return api.FileEntry{}, err
 	}
-	sb, p, err := s.live(ctx, t, "path", p)
+	sb, p, err := s.Live(ctx, t, "path", p)
 	if err != nil {
 		return api.FileEntry{}, err
 	}
@@ -196,81 +256,44 @@ func (s *Server) EditFile(ctx context.Context, t FileTarget, p string, ifMatch [
 }
 
 // Mkdir creates a directory and its missing parents, owned by user.
-func (s *Server) Mkdir(ctx context.Context, t FileTarget, req api.MkdirRequest, user string) (api.FileEntry, error) {
+func (s *Service) Mkdir(ctx context.Context, t Target, req api.MkdirRequest, user string) (api.FileEntry, error) {
 	uid, gid, _, err := fileOwner(user)
 	if err != nil {
 		return api.FileEntry{}, err
 	}
-	sb, p, err := s.live(ctx, t, "path", req.Path)
+	sb, p, err := s.Live(ctx, t, "path", req.Path)
 	if err != nil {
 		return api.FileEntry{}, err
 	}
-	uid, gid = s.fileOwnerIn(sb, user, uid, gid)
+	uid, gid = s.ownerIn(sb, user, uid, gid)
 	return s.node.Mkdir(ctx, sb.ID, node.MkdirSpec{Path: p, UID: uid, GID: gid})
 }
 
 // MoveFile renames a file or directory; missing parents of the
 // destination are created, owned by user.
-func (s *Server) MoveFile(ctx context.Context, t FileTarget, req api.MoveRequest, user string) (api.FileEntry, error) {
+func (s *Service) MoveFile(ctx context.Context, t Target, req api.MoveRequest, user string) (api.FileEntry, error) {
 	uid, gid, _, err := fileOwner(user)
 	if err != nil {
 		return api.FileEntry{}, err
 	}
-	to, err := filePath("to", req.To)
+	to, err := Path("to", req.To)
 	if err != nil {
 		return api.FileEntry{}, err
 	}
-	sb, from, err := s.live(ctx, t, "from", req.From)
+	sb, from, err := s.Live(ctx, t, "from", req.From)
 	if err != nil {
 		return api.FileEntry{}, err
 	}
-	uid, gid = s.fileOwnerIn(sb, user, uid, gid)
+	uid, gid = s.ownerIn(sb, user, uid, gid)
 	return s.node.MoveFile(ctx, sb.ID, node.MoveSpec{From: from, To: to, Overwrite: req.Overwrite, UID: uid, GID: gid})
 }
 
 // RemoveFile removes a file, symlink or empty directory; with recursive, a
 // directory and all in it.
-func (s *Server) RemoveFile(ctx context.Context, t FileTarget, p string, recursive bool) error {
-	sb, p, err := s.live(ctx, t, "path", p)
+func (s *Service) RemoveFile(ctx context.Context, t Target, p string, recursive bool) error {
+	sb, p, err := s.Live(ctx, t, "path", p)
 	if err != nil {
 		return err
 	}
 	return s.node.RemoveFile(ctx, sb.ID, p, recursive)
-}
-
-// ReadArchive opens a folder as a tar.gz stream; a stream cut short means
-// it failed midway.
-func (s *Server) ReadArchive(ctx context.Context, t FileTarget, p string) (io.ReadCloser, error) {
-	sb, p, err := s.live(ctx, t, "path", p)
-	if err != nil {
-		return nil, err
-	}
-	return s.node.ReadArchive(ctx, sb.ID, p)
-}
-
-// WriteArchive extracts a tar or tar.gz into a folder, owned by user. An
-// entry that would leave the folder fails the whole archive before
-// anything is written to the folder. A sandbox created with source upload
-// takes its source this way while it is creating: the archive lands in
-// its workdir, and then its setup runs.
-func (s *Server) WriteArchive(ctx context.Context, t FileTarget, req ArchiveUpload, body io.Reader) (api.ArchiveResult, error) {
-	uid, gid, _, err := fileOwner(req.User)
-	if err != nil {
-		return api.ArchiveResult{}, err
-	}
-	if sb, err := s.activeSandbox(ctx, t.TeamID, t.Ref); err == nil && sb.State == api.StateCreating &&
-		sb.Source != nil && sb.Source.Type == api.SourceUpload && sb.Source.Digest == "" {
-		return s.deliverUpload(ctx, sb, req, body)
-	}
-	sb, p, err := s.live(ctx, t, "path", req.Path)
-	if err != nil {
-		return api.ArchiveResult{}, err
-	}
-	uid, gid = s.fileOwnerIn(sb, req.User, uid, gid)
-	cr := &checkedReader{r: body, h: sha256.New(), max: math.MaxInt64, want: req.SHA256, trailer: req.Trailer}
-	res, err := s.node.WriteArchive(ctx, sb.ID, node.ArchiveSpec{Path: p, UID: uid, GID: gid}, cr)
-	if cr.err != nil {
-		return api.ArchiveResult{}, cr.err
-	}
-	return res, err
 }
