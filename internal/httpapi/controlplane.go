@@ -65,6 +65,7 @@ type ControlPlane interface {
 	ListTeams(ctx context.Context, p server.Principal) ([]api.Team, error)
 	CreateKey(ctx context.Context, p server.Principal, teamID string) (api.KeyResponse, error)
 	RevokeKey(ctx context.Context, p server.Principal, keyID string) error
+	TeamMe(ctx context.Context, p server.Principal) (api.TeamMe, error)
 
 	Secrets
 	Metering

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/imagecatalog"
+	"github.com/cove-dev/cove/internal/control/previews"
+	"github.com/cove-dev/cove/internal/control/templatecatalog"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/keylock"
 	"github.com/cove-dev/cove/internal/store"
@@ -55,14 +58,10 @@ type Server struct {
 	// exitWatchers are woken at every command exit (setup commands).
 	exitWatchers map[*exitWatch]struct{}
 	obs          observations
-	// previewURLs is set before serving, then only read.
-	previewURLs PreviewURLs
-	links       previewLinks
-	// tmplStates is set before serving, then only read.
-	tmplStates TemplateStates
-	// importer is set before serving, then only read; nil: no images.
-	importer ImageImporter
-	images   imageSet
+	// images, templates and previews are feature services (catalogs.go).
+	images    *imagecatalog.Catalog
+	templates *templatecatalog.Catalog
+	previews  *previews.Service
 	// uploads counts the teams' open uploads and their bytes (uploads.go).
 	uploads uploadLedger
 	// wlMu serializes the workloads' stored transitions; wlRuns (under
@@ -115,12 +114,16 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 	if cfg.Secrets != nil {
 		s.secrets = storeSecrets{s}
 	}
+	s.newFeatureServices()
 	return s, nil
 }
 
 // SetNode connects the node; call it before Recover. It is separate from New
 // because the node reports exits back to the server (OnExit).
-func (s *Server) SetNode(n Node) { s.node = n }
+func (s *Server) SetNode(n Node) {
+	s.node = n
+	s.previews.SetNode(n)
+}
 
 // Close stops the server's background work. Sandboxes keep running; a new
 // server reattaches to them.
