@@ -417,4 +417,3 @@ func TestPublishAll(t *testing.T) {
 		t.Errorf("terminated sandbox publishes %v", got)
 	}
 }
-
