@@ -150,7 +150,7 @@ func (s *Server) asSeenBy(ctx context.Context, t api.Team, img api.Image) (api.I
 	return s.images.AsSeenBy(ctx, t, img)
 }
 
-func (s *Server) imageVisible(t api.Team, img api.Image) bool { return s.images.Visible(t, img) }
+func imageVisible(t api.Team, img api.Image) bool { return imagecatalog.VisibleTo(AdminTeam, t, img) }
 
 func (s *Server) teamImageBytes(ctx context.Context, teamID string) (int64, error) {
 	return s.images.TeamBytes(ctx, teamID)

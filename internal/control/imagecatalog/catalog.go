@@ -125,8 +125,8 @@ type Deps struct {
 // team's name; team names are unique and never change). A template is
 // therefore resolved against the team of the sandbox that names it.
 type Catalog struct {
-	cfg Config
-	Deps
+	cfg  Config
+	deps Deps
 	// importer is set before serving, then only read; nil: no images.
 	importer Importer
 
@@ -147,7 +147,7 @@ type Catalog struct {
 
 // New returns a catalog; it imports nothing until SetImporter.
 func New(cfg Config, d Deps) *Catalog {
-	return &Catalog{cfg: cfg, Deps: d}
+	return &Catalog{cfg: cfg, deps: d}
 }
 
 // SetImporter connects the node's importer; call it before serving.
@@ -168,7 +168,7 @@ func (c *Catalog) Load(ctx context.Context) error {
 	if c.loaded {
 		return nil
 	}
-	imgs, err := c.Store.ListImages(ctx)
+	imgs, err := c.deps.Store.ListImages(ctx)
 	if err != nil {
 		return err
 	}
@@ -177,7 +177,7 @@ func (c *Catalog) Load(ctx context.Context) error {
 	for _, img := range imgs {
 		team, ok := c.teams[img.TeamID]
 		if !ok {
-			t, err := c.Store.GetTeam(ctx, img.TeamID)
+			t, err := c.deps.Store.GetTeam(ctx, img.TeamID)
 			if err != nil {
 				return fmt.Errorf("owner of image %s: %w", img.ID, err)
 			}
@@ -232,7 +232,7 @@ func (c *Catalog) ownerName(ctx context.Context, img api.Image) (string, error) 
 	if ok {
 		return name, nil
 	}
-	t, err := c.Store.GetTeam(ctx, img.TeamID)
+	t, err := c.deps.Store.GetTeam(ctx, img.TeamID)
 	if err != nil {
 		return "", fmt.Errorf("owner of image %s: %w", img.ID, err)
 	}

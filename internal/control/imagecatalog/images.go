@@ -20,9 +20,12 @@ func (c *Catalog) admin(t api.Team) bool { return t.Name == c.cfg.AdminTeam }
 
 // Visible says whether team t may see img: its owner, the teams it
 // admits, every team when its mode is all, and the admin team.
-func (c *Catalog) Visible(t api.Team, img api.Image) bool {
+func (c *Catalog) Visible(t api.Team, img api.Image) bool { return VisibleTo(c.cfg.AdminTeam, t, img) }
+
+// VisibleTo is Visible on a server whose admin team is named adminTeam.
+func VisibleTo(adminTeam string, t api.Team, img api.Image) bool {
 	switch {
-	case c.admin(t), img.TeamID == t.ID, img.Admission.Mode == api.ImageAdmitAll:
+	case t.Name == adminTeam, img.TeamID == t.ID, img.Admission.Mode == api.ImageAdmitAll:
 		return true
 	case img.Admission.Mode == api.ImageAdmitTeams:
 		return slices.Contains(img.Admission.Teams, t.ID)
@@ -34,15 +37,15 @@ func (c *Catalog) Visible(t api.Team, img api.Image) bool {
 // by another team's TEAM/NAME; others are not found, with nothing said
 // about whether they exist.
 func (c *Catalog) visible(ctx context.Context, t api.Team, ref string) (api.Image, error) {
-	img, err := c.Store.GetImage(ctx, ref)
+	img, err := c.deps.Store.GetImage(ctx, ref)
 	if api.ErrorCode(err) == api.CodeNotFound {
 		if team, name, ok := strings.Cut(ref, "/"); ok {
 			var owner api.Team
-			if owner, err = c.Store.GetTeamByName(ctx, team); err == nil {
-				img, err = c.Store.GetImageByName(ctx, owner.ID, name)
+			if owner, err = c.deps.Store.GetTeamByName(ctx, team); err == nil {
+				img, err = c.deps.Store.GetImageByName(ctx, owner.ID, name)
 			}
 		} else {
-			img, err = c.Store.GetImageByName(ctx, t.ID, ref)
+			img, err = c.deps.Store.GetImageByName(ctx, t.ID, ref)
 		}
 	}
 	if api.ErrorCode(err) == api.CodeNotFound || (err == nil && !c.Visible(t, img)) {
@@ -71,25 +74,25 @@ func (c *Catalog) ImportImage(ctx context.Context, t api.Team, name string, sett
 	if t.ID == "" {
 		return api.Image{}, api.Errorf(api.CodeInternal, "a team-scoped call was made without a team")
 	}
-	if err := c.Admission.RequireAdmission(ctx, t.ID, c.cfg.AdmitFlag); err != nil {
+	if err := c.deps.Admission.RequireAdmission(ctx, t.ID, c.cfg.AdmitFlag); err != nil {
 		return api.Image{}, err
 	}
 	if name == "" {
 		return api.Image{}, invalid("name the image: ?name=NAME")
 	}
-	if err := c.Validate.Name(name); err != nil {
+	if err := c.deps.Validate.Name(name); err != nil {
 		return api.Image{}, err
 	}
 	if slices.Contains(c.cfg.Templates, name) {
 		return api.Image{}, api.Errorf(api.CodeConflict, "%q is the name of a template of this server; choose another name", name)
 	}
-	now := c.Now()
+	now := c.deps.Now()
 	img := api.Image{ID: id.New("img"), Name: name, TeamID: t.ID, CreatedAt: now, UpdatedAt: now,
 		Admission: api.ImageAdmission{Mode: api.ImageAdmitOwner, Teams: []string{}}, Examples: []string{}}
 	if err := c.applySettings(ctx, t, &img, settings); err != nil {
 		return api.Image{}, err
 	}
-	if _, err := c.Store.GetImageByName(ctx, t.ID, name); err == nil {
+	if _, err := c.deps.Store.GetImageByName(ctx, t.ID, name); err == nil {
 		return api.Image{}, api.Errorf(api.CodeConflict, "this team has an image called %q already; choose another name", name)
 	}
 
@@ -100,7 +103,7 @@ func (c *Catalog) ImportImage(ctx context.Context, t api.Team, name string, sett
 	if b, ok := c.importer.(interface{ MaxArchiveBytes() int64 }); ok && b.MaxArchiveBytes() > 0 {
 		maxArchive = b.MaxArchiveBytes()
 	}
-	archive, release, err := c.Uploads.SpoolImage(ctx, t.ID, body, maxArchive)
+	archive, release, err := c.deps.Uploads.SpoolImage(ctx, t.ID, body, maxArchive)
 	if err != nil {
 		return api.Image{}, err
 	}
@@ -136,24 +139,24 @@ func (c *Catalog) ImportImage(ctx context.Context, t api.Team, name string, sett
 	if err != nil {
 		return api.Image{}, err
 	}
-	if err := c.Store.CreateImage(ctx, img); err != nil {
+	if err := c.deps.Store.CreateImage(ctx, img); err != nil {
 		if created {
 			if rerr := c.importer.RemoveImage(context.WithoutCancel(ctx), img.Digest); rerr != nil {
-				c.Log.Error("remove the tree of an image not stored", "digest", img.Digest, "err", rerr)
+				c.deps.Log.Error("remove the tree of an image not stored", "digest", img.Digest, "err", rerr)
 			}
 		}
 		return api.Image{}, err
 	}
 	c.set(img, t.Name, false)
 	img.Template = img.Name
-	c.Log.Info("image imported", "image", img.ID, "name", img.Name, "team", t.ID, "digest", img.Digest, "new", created)
-	c.Events.Emit(ctx, t.ID, "image.imported", map[string]any{"image_id": img.ID, "name": img.Name, "digest": img.Digest})
+	c.deps.Log.Info("image imported", "image", img.ID, "name", img.Name, "team", t.ID, "digest", img.Digest, "new", created)
+	c.deps.Events.Emit(ctx, t.ID, "image.imported", map[string]any{"image_id": img.ID, "name": img.Name, "digest": img.Digest})
 	return img, nil
 }
 
 // TeamBytes is the size of the team's imported images' trees.
 func (c *Catalog) TeamBytes(ctx context.Context, teamID string) (int64, error) {
-	imgs, err := c.Store.ListImages(ctx)
+	imgs, err := c.deps.Store.ListImages(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -187,12 +190,12 @@ func (c *Catalog) checkBytes(ctx context.Context, teamID string, size int64) err
 func (c *Catalog) applySettings(ctx context.Context, t api.Team, img *api.Image, st api.ImageSettings) error {
 	if d := st.Defaults; d != nil {
 		if d.Resources != nil {
-			if err := c.Validate.Resources(d.Resources); err != nil {
+			if err := c.deps.Validate.Resources(d.Resources); err != nil {
 				return err
 			}
 		}
 		if d.Network != nil {
-			allow, err := c.Validate.Policy("defaults.network.allow", d.Network.Allow)
+			allow, err := c.deps.Validate.Policy("defaults.network.allow", d.Network.Allow)
 			if err != nil {
 				return err
 			}
@@ -210,7 +213,7 @@ func (c *Catalog) applySettings(ctx context.Context, t api.Team, img *api.Image,
 	}
 	if l := st.Limits; l != nil {
 		if l.MaxResources != nil {
-			if err := c.Validate.Resources(l.MaxResources); err != nil {
+			if err := c.deps.Validate.Resources(l.MaxResources); err != nil {
 				return err
 			}
 		}
@@ -227,7 +230,7 @@ func (c *Catalog) applySettings(ctx context.Context, t api.Team, img *api.Image,
 			}
 		case api.ImageAdmitTeams:
 			for _, id := range a.Teams {
-				if _, err := c.Store.GetTeam(ctx, id); api.ErrorCode(err) == api.CodeNotFound {
+				if _, err := c.deps.Store.GetTeam(ctx, id); api.ErrorCode(err) == api.CodeNotFound {
 					return invalid("admission.teams: team %q does not exist; give team IDs (team_…)", id)
 				} else if err != nil {
 					return err
@@ -263,7 +266,7 @@ func (c *Catalog) ListImages(ctx context.Context, t api.Team) (api.List[api.Imag
 	if err := c.require(); err != nil {
 		return api.List[api.Image]{}, err
 	}
-	all, err := c.Store.ListImages(ctx)
+	all, err := c.deps.Store.ListImages(ctx)
 	if err != nil {
 		return api.List[api.Image]{}, err
 	}
@@ -312,11 +315,11 @@ func (c *Catalog) UpdateImage(ctx context.Context, t api.Team, ref string, st ap
 	if err := c.applySettings(ctx, t, &img, st); err != nil {
 		return api.Image{}, err
 	}
-	img.UpdatedAt = c.Now()
+	img.UpdatedAt = c.deps.Now()
 	if err := c.Load(ctx); err != nil {
 		return api.Image{}, err
 	}
-	if err := c.Store.UpdateImage(ctx, img); err != nil {
+	if err := c.deps.Store.UpdateImage(ctx, img); err != nil {
 		return api.Image{}, err
 	}
 	owner, err := c.ownerName(ctx, img)
@@ -350,7 +353,7 @@ func (c *Catalog) DeleteImage(ctx context.Context, t api.Team, ref string) error
 	if err != nil {
 		return err
 	}
-	inUse, err := c.Store.TemplateInUse(ctx, img.TeamID, img.Name, Qualified(owner, img.Name))
+	inUse, err := c.deps.Store.TemplateInUse(ctx, img.TeamID, img.Name, Qualified(owner, img.Name))
 	if err != nil {
 		return err
 	}
@@ -359,14 +362,14 @@ func (c *Catalog) DeleteImage(ctx context.Context, t api.Team, ref string) error
 			Message: fmt.Sprintf("image %s is used by sandboxes that are not terminated; terminate them first", img.Name),
 			Details: map[string]any{"image": img.Name}}
 	}
-	if err := c.Workloads.RefuseImageDelete(ctx, img, owner); err != nil {
+	if err := c.deps.Workloads.RefuseImageDelete(ctx, img, owner); err != nil {
 		return err
 	}
-	if err := c.Store.DeleteImage(ctx, img.ID); err != nil {
+	if err := c.deps.Store.DeleteImage(ctx, img.ID); err != nil {
 		return err
 	}
 	c.set(img, owner, true)
-	n, err := c.Store.ImagesWithDigest(ctx, img.Digest)
+	n, err := c.deps.Store.ImagesWithDigest(ctx, img.Digest)
 	if err != nil {
 		return err
 	}
@@ -375,7 +378,7 @@ func (c *Catalog) DeleteImage(ctx context.Context, t api.Team, ref string) error
 			return fmt.Errorf("remove the tree of image %s: %w", img.Name, err)
 		}
 	}
-	c.Log.Info("image deleted", "image", img.ID, "name", img.Name, "tree_removed", n == 0)
-	c.Events.Emit(ctx, t.ID, "image.deleted", map[string]any{"image_id": img.ID, "name": img.Name})
+	c.deps.Log.Info("image deleted", "image", img.ID, "name", img.Name, "tree_removed", n == 0)
+	c.deps.Events.Emit(ctx, t.ID, "image.deleted", map[string]any{"image_id": img.ID, "name": img.Name})
 	return nil
 }

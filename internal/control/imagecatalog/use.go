@@ -39,7 +39,7 @@ func (c *Catalog) Use(ctx context.Context, teamID string, req *api.CreateSandbox
 		c.use.RUnlock()
 		return nil, none, gone
 	}
-	t, err := c.Store.GetTeam(ctx, teamID)
+	t, err := c.deps.Store.GetTeam(ctx, teamID)
 	if err != nil {
 		c.use.RUnlock()
 		return nil, none, err

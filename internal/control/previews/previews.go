@@ -119,8 +119,8 @@ type link struct {
 // restart is simply asked for again), and when a preview's request last
 // woke each sandbox.
 type Service struct {
-	cfg Config
-	Deps
+	cfg  Config
+	deps Deps
 	// node and urls are set before serving, then only read.
 	node PortNode
 	urls URLs
@@ -133,7 +133,7 @@ type Service struct {
 // New returns the previews' service; it needs a node (SetNode) before
 // it serves.
 func New(cfg Config, d Deps) *Service {
-	return &Service{cfg: cfg, Deps: d, urls: URLs{Scheme: "http"},
+	return &Service{cfg: cfg, deps: d, urls: URLs{Scheme: "http"},
 		links: map[string]link{}, woken: map[string]time.Time{}}
 }
 
@@ -167,7 +167,7 @@ func (s *Service) view(p store.Preview) api.Preview {
 // admission. A private preview's token (and a one-time link that sets it
 // as a cookie) is answered once.
 func (s *Service) CreatePreview(ctx context.Context, teamID, ref string, req api.CreatePreviewRequest) (api.Preview, error) {
-	if err := s.Admission.RequireAdmission(ctx, teamID, s.cfg.AdmitFlag); err != nil {
+	if err := s.deps.Admission.RequireAdmission(ctx, teamID, s.cfg.AdmitFlag); err != nil {
 		return api.Preview{}, err
 	}
 	if req.Port < 1 || req.Port > 65535 {
@@ -180,7 +180,7 @@ func (s *Service) CreatePreview(ctx context.Context, teamID, ref string, req api
 	default:
 		return api.Preview{}, api.Errorf(api.CodeInvalidArgument, "visibility is %q; use private or public", req.Visibility)
 	}
-	sb, unlock, err := s.Lifecycle.LockSandbox(ctx, teamID, ref)
+	sb, unlock, err := s.deps.Lifecycle.LockSandbox(ctx, teamID, ref)
 	if err != nil {
 		return api.Preview{}, err
 	}
@@ -190,7 +190,7 @@ func (s *Service) CreatePreview(ctx context.Context, teamID, ref string, req api
 	}
 	// Counted under the sandbox's lock, which every create and delete of
 	// its previews holds.
-	existing, err := s.Store.ListPreviews(ctx, sb.ID)
+	existing, err := s.deps.Store.ListPreviews(ctx, sb.ID)
 	if err != nil {
 		return api.Preview{}, err
 	}
@@ -201,7 +201,7 @@ func (s *Service) CreatePreview(ctx context.Context, teamID, ref string, req api
 	}
 	p := store.Preview{
 		ID: id.New("prv"), TeamID: teamID, SandboxID: sb.ID, Port: req.Port,
-		Visibility: req.Visibility, Wake: req.Wake, CreatedAt: s.Now(),
+		Visibility: req.Visibility, Wake: req.Wake, CreatedAt: s.deps.Now(),
 	}
 	var token string
 	if p.Visibility == api.VisibilityPrivate {
@@ -210,16 +210,16 @@ func (s *Service) CreatePreview(ctx context.Context, teamID, ref string, req api
 		token = TokenPrefix + hex.EncodeToString(b[:])
 		p.TokenHash = hashToken(token)
 	}
-	if err := s.Store.CreatePreview(ctx, p); err != nil {
+	if err := s.deps.Store.CreatePreview(ctx, p); err != nil {
 		return api.Preview{}, err
 	}
 	if err := s.node.PublishPort(ctx, sb.ID, p.Port); err != nil {
-		if derr := s.Store.DeletePreview(context.WithoutCancel(ctx), teamID, p.ID); derr != nil {
-			s.Log.Error("drop a preview that could not be published", "preview", p.ID, "err", derr)
+		if derr := s.deps.Store.DeletePreview(context.WithoutCancel(ctx), teamID, p.ID); derr != nil {
+			s.deps.Log.Error("drop a preview that could not be published", "preview", p.ID, "err", derr)
 		}
 		return api.Preview{}, err
 	}
-	s.Log.Info("preview created", "preview", p.ID, "sandbox", sb.ID, "port", p.Port, "visibility", p.Visibility)
+	s.deps.Log.Info("preview created", "preview", p.ID, "sandbox", sb.ID, "port", p.Port, "visibility", p.Visibility)
 	v := s.view(p)
 	if token != "" {
 		v.Token = token
@@ -232,7 +232,7 @@ func (s *Service) newLink(previewID, token string) string {
 	var b [24]byte
 	rand.Read(b[:])
 	code := hex.EncodeToString(b[:])
-	now := s.Now()
+	now := s.deps.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c, l := range s.links {
@@ -248,7 +248,7 @@ func (s *Service) newLink(previewID, token string) string {
 // port and returns the token its cookie carries.
 func (s *Service) RedeemPreviewLink(ctx context.Context, sandboxID string, port int, code string) (string, error) {
 	gone := api.Errorf(api.CodeUnauthenticated, "this preview link was used already or expired; ask for a new preview token")
-	p, err := s.Store.PreviewByPort(ctx, sandboxID, port)
+	p, err := s.deps.Store.PreviewByPort(ctx, sandboxID, port)
 	if err != nil {
 		return "", gone
 	}
@@ -258,7 +258,7 @@ func (s *Service) RedeemPreviewLink(ctx context.Context, sandboxID string, port 
 		delete(s.links, code)
 	}
 	s.mu.Unlock()
-	if !ok || l.previewID != p.ID || s.Now().After(l.expires) {
+	if !ok || l.previewID != p.ID || s.deps.Now().After(l.expires) {
 		return "", gone
 	}
 	return l.token, nil
@@ -266,11 +266,11 @@ func (s *Service) RedeemPreviewLink(ctx context.Context, sandboxID string, port 
 
 // ListPreviews lists a sandbox's previews (without tokens).
 func (s *Service) ListPreviews(ctx context.Context, teamID, ref string) (api.List[api.Preview], error) {
-	sb, err := s.Lifecycle.GetSandbox(ctx, teamID, ref)
+	sb, err := s.deps.Lifecycle.GetSandbox(ctx, teamID, ref)
 	if err != nil {
 		return api.List[api.Preview]{}, err
 	}
-	ps, err := s.Store.ListPreviews(ctx, sb.ID)
+	ps, err := s.deps.Store.ListPreviews(ctx, sb.ID)
 	if err != nil {
 		return api.List[api.Preview]{}, err
 	}
@@ -283,16 +283,16 @@ func (s *Service) ListPreviews(ctx context.Context, teamID, ref string) (api.Lis
 
 // DeletePreview unpublishes a preview's port.
 func (s *Service) DeletePreview(ctx context.Context, teamID, ref, previewID string) error {
-	sb, unlock, err := s.Lifecycle.LockSandbox(ctx, teamID, ref)
+	sb, unlock, err := s.deps.Lifecycle.LockSandbox(ctx, teamID, ref)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	p, err := s.Store.GetPreview(ctx, teamID, previewID)
+	p, err := s.deps.Store.GetPreview(ctx, teamID, previewID)
 	if err != nil || p.SandboxID != sb.ID {
 		return api.Errorf(api.CodeNotFound, "preview %s of sandbox %s not found", previewID, sb.ID)
 	}
-	if err := s.Store.DeletePreview(ctx, teamID, previewID); err != nil {
+	if err := s.deps.Store.DeletePreview(ctx, teamID, previewID); err != nil {
 		return err
 	}
 	return s.node.UnpublishPort(ctx, sb.ID, p.Port)
@@ -301,7 +301,7 @@ func (s *Service) DeletePreview(ctx context.Context, teamID, ref, previewID stri
 // PublishAll publishes again the ports of every live sandbox's previews
 // (a restarted node forgot them).
 func (s *Service) PublishAll(ctx context.Context) error {
-	ps, err := s.Store.ListAllPreviews(ctx)
+	ps, err := s.deps.Store.ListAllPreviews(ctx)
 	if err != nil {
 		return err
 	}
@@ -310,7 +310,7 @@ func (s *Service) PublishAll(ctx context.Context) error {
 		ports[p.SandboxID] = append(ports[p.SandboxID], p.Port)
 	}
 	for sbx, pp := range ports {
-		sb, err := s.Store.GetSandbox(ctx, "", sbx)
+		sb, err := s.deps.Store.GetSandbox(ctx, "", sbx)
 		if err != nil || sb.State.Terminal() {
 			continue
 		}
@@ -332,7 +332,7 @@ func (s *Service) OpenPreview(ctx context.Context, sandboxID string, port int, t
 	if !id.HasPrefix(sandboxID, "sbx") {
 		return api.Preview{}, noPreview
 	}
-	p, err := s.Store.PreviewByPort(ctx, sandboxID, port)
+	p, err := s.deps.Store.PreviewByPort(ctx, sandboxID, port)
 	if api.ErrorCode(err) == api.CodeNotFound {
 		return api.Preview{}, noPreview
 	} else if err != nil {
@@ -350,16 +350,16 @@ func (s *Service) OpenPreview(ctx context.Context, sandboxID string, port int, t
 			return api.Preview{}, api.Errorf(api.CodeUnauthenticated, "the preview token is not valid for this preview")
 		}
 	}
-	if err := s.Admission.RequireAdmission(ctx, p.TeamID, s.cfg.AdmitFlag); err != nil {
+	if err := s.deps.Admission.RequireAdmission(ctx, p.TeamID, s.cfg.AdmitFlag); err != nil {
 		return api.Preview{}, err
 	}
-	before, err := s.Store.GetSandbox(ctx, p.TeamID, p.SandboxID)
+	before, err := s.deps.Store.GetSandbox(ctx, p.TeamID, p.SandboxID)
 	if err != nil {
 		return api.Preview{}, err
 	}
-	sb, err := s.Lifecycle.LiveSandbox(ctx, p.TeamID, p.SandboxID, p.Wake)
+	sb, err := s.deps.Lifecycle.LiveSandbox(ctx, p.TeamID, p.SandboxID, p.Wake)
 	if err == nil && before.State != api.StateRunning {
-		now := s.Now()
+		now := s.deps.Now()
 		s.mu.Lock()
 		for id, t := range s.woken {
 			if now.Sub(t) > wakeDialWait {
@@ -386,7 +386,7 @@ func (s *Service) OpenPreview(ctx context.Context, sandboxID string, port int, t
 // Right after a preview's request woke the sandbox, a refused connection
 // is tried again for a while (wakeDialWait).
 func (s *Service) DialPreview(ctx context.Context, sandboxID string, port int) (net.Conn, error) {
-	s.Lifecycle.Touch(sandboxID)
+	s.deps.Lifecycle.Touch(sandboxID)
 	for {
 		c, err := s.node.DialPort(ctx, sandboxID, port)
 		if err == nil || api.ErrorCode(err) != api.CodeUnavailable {
@@ -395,7 +395,7 @@ func (s *Service) DialPreview(ctx context.Context, sandboxID string, port int) (
 		s.mu.Lock()
 		woken, ok := s.woken[sandboxID]
 		s.mu.Unlock()
-		if !ok || s.Now().Sub(woken) > wakeDialWait {
+		if !ok || s.deps.Now().Sub(woken) > wakeDialWait {
 			return nil, err
 		}
 		select {
