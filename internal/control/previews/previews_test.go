@@ -182,6 +182,7 @@ func wantCode(t *testing.T, err error, want api.Code) {
 func TestPublishCap(t *testing.T) {
 	f := newFixture(t, 2)
 	ctx := t.Context()
+	f.adm.set(f.b, true)
 	sb := f.sandbox(t, f.a, "web", api.StateRunning)
 	gone := f.sandbox(t, f.a, "old", api.StateTerminated)
 	var ids []string
@@ -200,7 +201,7 @@ func TestPublishCap(t *testing.T) {
 		{name: "a delete makes room", team: f.a, ref: sb.ID, del: 1, wantPorts: []int{8001}},
 		{name: "after the delete", team: f.a, ref: sb.ID, port: 8002, wantPorts: []int{8001, 8002}},
 		{name: "the same port twice", team: f.a, ref: sb.ID, port: 8001, want: api.CodeConflict, wantPorts: []int{8001, 8002}},
-		{name: "another team's sandbox", team: f.b, ref: sb.ID, port: 9000, want: api.CodePermissionDenied, wantPorts: []int{8001, 8002}},
+		{name: "another team's sandbox", team: f.b, ref: sb.ID, port: 9000, want: api.CodeNotFound, wantPorts: []int{8001, 8002}},
 		{name: "a terminated sandbox", team: f.a, ref: gone.ID, port: 9000, want: api.CodeConflict},
 		{name: "port 0", team: f.a, ref: sb.ID, port: 0, want: api.CodeInvalidArgument, wantPorts: []int{8001, 8002}},
 	}
