@@ -59,6 +59,14 @@ func TestLayers(t *testing.T) {
 		"modernc.org/sqlite", "github.com/vishvananda/netlink", "github.com/google/nftables",
 		"github.com/creack/pty", mod + "/internal/",
 	}
+	// A feature room of the control plane sees the core, the API and the
+	// node only through the interfaces it declares.
+	featureForbidden := []string{
+		mod + "/internal/server", mod + "/internal/httpapi", mod + "/internal/service",
+		mod + "/internal/store/sqlite", mod + "/internal/store/postgres",
+		mod + "/internal/agent/", mod + "/internal/node/runtime", mod + "/internal/node/output",
+		mod + "/internal/node/local", mod + "/internal/node/image", mod + "/internal/node/saves",
+	}
 	tests := []struct {
 		name      string
 		dir, pkg  string
@@ -79,6 +87,9 @@ func TestLayers(t *testing.T) {
 			mod + "/internal/agent/", mod + "/internal/node/runtime", mod + "/internal/node/output",
 			mod + "/internal/node/local",
 		}},
+		{"image catalog", dir, "./internal/control/imagecatalog", nil, featureForbidden},
+		{"template catalog", dir, "./internal/control/templatecatalog", nil, featureForbidden},
+		{"previews", dir, "./internal/control/previews", nil, featureForbidden},
 		{"SDK", filepath.Join(dir, "sdk", "go"), ".", nil, serverOnly},
 		{"CLI off Linux", dir, "./cmd/cove", []string{"GOOS=darwin", "GOARCH=arm64", "CGO_ENABLED=0"}, []string{
 			"modernc.org/sqlite", "github.com/vishvananda/netlink", "github.com/google/nftables", "github.com/creack/pty",

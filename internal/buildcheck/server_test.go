@@ -51,6 +51,7 @@ func testServer(t *testing.T) (url, key string) {
 	api := httpapi.New(srv, log)
 	api.Teams, api.Idempotency, api.Secrets, api.Webhooks = srv.Teams(), srv.Teams(), srv.Vault(), srv.Webhooks()
 	api.Files, api.Assets = srv.Files(), srv.Assets()
+	api.ImageService, api.TemplateService, api.PreviewService = srv.Images(), srv.Templates(), srv.Previews()
 	hs := httptest.NewServer(api)
 	t.Cleanup(hs.Close)
 	return hs.URL, key

@@ -281,6 +281,21 @@ func TestPrincipalTeamReachesControlPlane(t *testing.T) {
 			return ignore(c.WriteArchive(ctx, "web", "/w", strings.NewReader("")))
 		}},
 		{"ListEvents", func(ctx context.Context) error { return ignore(c.Events(ctx, cove.EventQuery{})) }},
+		{"ImportImage", func(ctx context.Context) error {
+			return ignore(c.ImportImage(ctx, "tools", nil, strings.NewReader("not a tar")))
+		}},
+		{"ListImages", func(ctx context.Context) error { return ignore(c.Images(ctx)) }},
+		{"GetImage", func(ctx context.Context) error { return ignore(c.GetImage(ctx, "tools")) }},
+		{"UpdateImage", func(ctx context.Context) error {
+			return ignore(c.UpdateImage(ctx, "tools", api.ImageSettings{Examples: []string{"ls"}}))
+		}},
+		{"DeleteImage", func(ctx context.Context) error { return c.DeleteImage(ctx, "tools") }},
+		{"ListTemplates", func(ctx context.Context) error { return ignore(c.Templates(ctx)) }},
+		{"CreatePreview", func(ctx context.Context) error {
+			return ignore(c.CreatePreview(ctx, "web", api.CreatePreviewRequest{Port: 8000}))
+		}},
+		{"ListPreviews", func(ctx context.Context) error { return ignore(c.Previews(ctx, "web")) }},
+		{"DeletePreview", func(ctx context.Context) error { return c.DeletePreview(ctx, "web", "prv_1") }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method, func(t *testing.T) {

@@ -41,8 +41,13 @@ var statusOf = map[api.Code]int{
 // maxBody bounds JSON request bodies.
 const maxBody = 1 << 20
 
-// Handler serves the API. The services are set before serving.
+// Handler serves the API. The services are set before serving, then
+// only read; a nil one answers its routes with not_found.
 type Handler struct {
+	ImageService    ImageService
+	TemplateService TemplateService
+	PreviewService  PreviewService
+
 	srv ControlPlane
 	log *slog.Logger
 	mux *http.ServeMux
@@ -93,8 +98,8 @@ func (h *Handler) routes() {
 		if h.listeners != nil {
 			health["listeners"] = h.listeners
 		}
-		if tp, ok := h.srv.(TemplatePlane); ok {
-			health["templates"] = tp.TemplateHealth()
+		if h.TemplateService != nil {
+			health["templates"] = h.TemplateService.TemplateHealth()
 		}
 		if gp, ok := h.srv.(GPUPlane); ok {
 			health["gpus"] = gp.GPUHealth()

@@ -17,6 +17,8 @@ type Teams interface {
 	ListTeams(ctx context.Context, p teams.Principal) ([]api.Team, error)
 	CreateKey(ctx context.Context, p teams.Principal, teamID string) (api.KeyResponse, error)
 	RevokeKey(ctx context.Context, p teams.Principal, keyID string) error
+	// TeamMe is the key's team with its effective admission.
+	TeamMe(ctx context.Context, p teams.Principal) (api.TeamMe, error)
 }
 
 // Idempotency keeps the answers of create requests per team and

@@ -8,6 +8,7 @@ func newHandler(f *fakeControlPlane, log *slog.Logger) *Handler {
 	h := New(f, log)
 	h.Teams, h.Idempotency, h.Secrets = f, f, &f.secrets
 	h.Files, h.Assets = f, f
+	h.ImageService, h.TemplateService, h.PreviewService = f, f, f
 	return h
 }
 

@@ -13,11 +13,14 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/control/teams"
-	"github.com/cove-dev/cove/internal/control/vault"
 	"github.com/cove-dev/cove/internal/control/assets"
 	"github.com/cove-dev/cove/internal/control/files"
+	"github.com/cove-dev/cove/internal/control/imagecatalog"
+	"github.com/cove-dev/cove/internal/control/previews"
+	"github.com/cove-dev/cove/internal/control/teams"
+	"github.com/cove-dev/cove/internal/control/templatecatalog"
 	"github.com/cove-dev/cove/internal/control/uploads"
+	"github.com/cove-dev/cove/internal/control/vault"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/keylock"
 	"github.com/cove-dev/cove/internal/store"
@@ -58,14 +61,10 @@ type Server struct {
 	// exitWatchers are woken at every command exit (setup commands).
 	exitWatchers map[*exitWatch]struct{}
 	obs          observations
-	// previewURLs is set before serving, then only read.
-	previewURLs PreviewURLs
-	links       previewLinks
-	// tmplStates is set before serving, then only read.
-	tmplStates TemplateStates
-	// importer is set before serving, then only read; nil: no images.
-	importer ImageImporter
-	images   imageSet
+	// images, templates and previews are feature services (catalogs.go).
+	images    *imagecatalog.Catalog
+	templates *templatecatalog.Catalog
+	previews  *previews.Service
 	// uploads counts the teams' open uploads and their bytes; files and
 	// assets serve the file and asset calls (sources.go).
 	uploads *uploads.Ledger
@@ -129,12 +128,16 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 		s.secrets = storeSecrets{s}
 	}
 	s.newSourceServices()
+	s.newFeatureServices()
 	return s, nil
 }
 
 // SetNode connects the node; call it before Recover. It is separate from New
 // because the node reports exits back to the server (OnExit).
-func (s *Server) SetNode(n Node) { s.node = n }
+func (s *Server) SetNode(n Node) {
+	s.node = n
+	s.previews.SetNode(n)
+}
 
 // Close stops the server's background work. Sandboxes keep running; a new
 // server reattaches to them.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/console"
+	"github.com/cove-dev/cove/internal/control/previews"
 	"github.com/cove-dev/cove/internal/httpapi"
 	"github.com/cove-dev/cove/internal/images"
 	"github.com/cove-dev/cove/internal/node/gpu"
@@ -153,7 +154,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	if err != nil {
 		return err
 	}
-	srv.SetTemplateStates(tmplStates)
+	srv.Templates().SetStates(tmplStates)
 	saveStore, err := saves.NewDir(filepath.Join(cfg.DataDir, "saves"))
 	if err != nil {
 		return err
@@ -167,7 +168,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	if err != nil {
 		return err
 	}
-	srv.SetImages(importer)
+	srv.Images().SetImporter(importer)
 	nodeCfg := local.Config{
 		Templates:             templates,
 		ImagesDir:             cfg.ImagesDir,
@@ -294,6 +295,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	api.Teams, api.Idempotency = srv.Teams(), srv.Teams()
 	api.Secrets, api.Webhooks = srv.Vault(), srv.Webhooks()
 	api.Files, api.Assets = srv.Files(), srv.Assets()
+	api.ImageService, api.TemplateService, api.PreviewService = srv.Images(), srv.Templates(), srv.Previews()
 	api.LimitUploads(cfg.HTTP.UploadIdleTimeout)
 	pln, err := servePreviews(cfg.Preview, srv, api, ln, listeners)
 	if err != nil {
@@ -477,7 +479,7 @@ func servePreviews(cfg PreviewConfig, srv *server.Server, h *httpapi.Handler, ap
 		_, port, _ := net.SplitHostPort(served.Addr().String())
 		domain = net.JoinHostPort(domain, port)
 	}
-	srv.SetPreviewURLs(server.PreviewURLs{Domain: domain, Scheme: cfg.Scheme})
+	srv.Previews().SetURLs(previews.URLs{Domain: domain, Scheme: cfg.Scheme})
 	h.ServePreviews(domain, cfg.Scheme)
 	return pln, nil
 }
