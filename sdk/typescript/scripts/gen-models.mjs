@@ -5,7 +5,7 @@
 //
 //   node scripts/gen-models.mjs [path/to/openapi.json]   (npm run gen)
 //
-// Only what types carry is kept: descriptions, examples and defaults are
+// Only what types carry is kept: descriptions, examples, defaults and formats are
 // dropped, and properties and enum values are sorted, so that rewording
 // or reordering the document changes nothing here.
 
@@ -19,7 +19,7 @@ export const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 export const output = resolve(root, "src", "openapi.ts");
 export const defaultDoc = resolve(root, "..", "..", "api", "openapi.json");
 
-const DROP = new Set(["description", "summary", "example", "examples", "default", "title", "$comment"]);
+const DROP = new Set(["description", "summary", "example", "examples", "default", "title", "$comment", "format"]);
 
 // normalize copies a schema (or a map of schemas, names: true) without
 // the keys DROP names, keys sorted.

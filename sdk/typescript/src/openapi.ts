@@ -18,12 +18,10 @@ export interface components {
             path: string;
         };
         Asset: {
-            /** Format: date-time */
             created_at: string;
             id: string;
             name: string;
             sha256: string;
-            /** Format: int64 */
             size: number;
             team_id: string;
         };
@@ -35,14 +33,12 @@ export interface components {
             argv?: string[];
             command?: string;
             cwd: string;
-            /** Format: date-time */
             ended_at: string | null;
             env?: {
                 [key: string]: string;
             };
             exit_code: number | null;
             id: string;
-            /** Format: int64 */
             no_output_alert_s?: number;
             pty?: components["schemas"]["PTY"];
             sandbox_id: string;
@@ -50,16 +46,12 @@ export interface components {
                 [key: string]: string;
             };
             signal: string;
-            /** Format: date-time */
             started_at: string;
             state: components["schemas"]["CommandState"];
-            /** Format: int64 */
             stderr_bytes: number;
             stdin: boolean;
-            /** Format: int64 */
             stdout_bytes: number;
             timed_out: boolean;
-            /** Format: int64 */
             timeout_s: number;
             /** @enum {string} */
             user: "root" | "user";
@@ -83,14 +75,12 @@ export interface components {
             env?: {
                 [key: string]: string;
             };
-            /** Format: int64 */
             no_output_alert_s?: number;
             pty?: components["schemas"]["PTY"];
             secrets?: {
                 [key: string]: string;
             };
             stdin?: boolean;
-            /** Format: int64 */
             timeout_s?: number;
             /** @enum {string} */
             user?: "root" | "user";
@@ -106,12 +96,10 @@ export interface components {
             env?: {
                 [key: string]: string;
             };
-            /** Format: int64 */
             idle_timeout_s?: number;
             labels?: {
                 [key: string]: string;
             };
-            /** Format: int64 */
             max_lifetime_s?: number;
             name?: string;
             network?: components["schemas"]["NetworkPolicyRequest"];
@@ -158,7 +146,6 @@ export interface components {
             labels?: {
                 [key: string]: string;
             };
-            /** Format: int64 */
             max_queue_s?: number;
             resources?: components["schemas"]["WorkloadResourcesRequest"];
             secrets?: {
@@ -166,7 +153,6 @@ export interface components {
             };
             source?: components["schemas"]["Source"];
             template?: string;
-            /** Format: int64 */
             timeout_s?: number;
             /** @enum {string} */
             user?: "root" | "user";
@@ -175,12 +161,10 @@ export interface components {
         Delivery: {
             attempt_count: number;
             attempts: components["schemas"]["DeliveryAttempt"][];
-            /** Format: date-time */
             created_at: string;
             event_id: string;
             event_type: string;
             id: string;
-            /** Format: date-time */
             next_attempt_at?: string;
             /** @enum {string} */
             reason?: "backlog_full";
@@ -192,7 +176,6 @@ export interface components {
             error?: string;
             latency_ms: number;
             status_code: number;
-            /** Format: date-time */
             time: string;
         };
         DeliveryList: {
@@ -223,7 +206,6 @@ export interface components {
             };
             id: string;
             sandbox_id: string;
-            /** Format: date-time */
             time: string;
             type: string;
         };
@@ -234,7 +216,6 @@ export interface components {
         FileEntry: {
             gid: number;
             mode: string;
-            /** Format: date-time */
             mtime: string;
             name: string;
             path: string;
@@ -252,7 +233,6 @@ export interface components {
         Image: {
             admission?: components["schemas"]["ImageAdmission"];
             config?: components["schemas"]["ImageConfig"];
-            /** Format: date-time */
             created_at?: string;
             defaults?: components["schemas"]["ImageDefaults"];
             digest?: string;
@@ -263,7 +243,6 @@ export interface components {
             size_bytes?: number;
             team_id?: string;
             template?: string;
-            /** Format: date-time */
             updated_at?: string;
         };
         ImageAdmission: {
@@ -310,43 +289,28 @@ export interface components {
             team_id: string;
         };
         Metrics: {
-            /** Format: date-time */
             from: string;
             gaps: components["schemas"]["MetricsGap"][];
             samples: components["schemas"]["MetricSample"][];
             sandbox_id: string;
-            /** Format: int64 */
             step_s: number;
-            /** Format: date-time */
             to: string;
         };
         MetricSample: {
-            /** Format: int64 */
             cpu_millicores: number;
-            /** Format: int64 */
             cpu_millicores_max?: number;
-            /** Format: int64 */
             disk_bytes: number;
-            /** Format: int64 */
             disk_bytes_max?: number;
-            /** Format: int64 */
             memory_bytes: number;
-            /** Format: int64 */
             memory_bytes_max?: number;
-            /** Format: int64 */
             memory_peak_bytes: number;
-            /** Format: int64 */
             net_in_bytes: number;
-            /** Format: int64 */
             net_out_bytes: number;
-            /** Format: date-time */
             time: string;
         };
         MetricsGap: {
-            /** Format: date-time */
             from: string;
             reason: string;
-            /** Format: date-time */
             to: string;
         };
         MkdirRequest: {
@@ -364,10 +328,8 @@ export interface components {
             /** @enum {string} */
             decision: "allowed" | "denied";
             destination: string;
-            /** Format: date-time */
             first_seen: string;
             last_command_id: string;
-            /** Format: date-time */
             last_seen: string;
             port: number;
             /** @enum {string} */
@@ -387,7 +349,6 @@ export interface components {
         OutputRecord: {
             data?: string;
             exit_code?: number;
-            /** Format: int64 */
             seq: number;
             signal?: string;
             /** @enum {string} */
@@ -397,7 +358,6 @@ export interface components {
             type?: "exit" | "truncated";
         };
         Preview: {
-            /** Format: date-time */
             created_at?: string;
             id?: string;
             link?: string;
@@ -426,38 +386,29 @@ export interface components {
         };
         Resources: {
             cpus: number;
-            /** Format: int64 */
             disk_mib: number;
-            /** Format: int64 */
             memory_mib: number;
         };
         ResourcesRequest: {
             cpus?: number;
-            /** Format: int64 */
             disk_mib?: number;
             gpus?: number;
-            /** Format: int64 */
             memory_mib?: number;
         };
         Sandbox: {
             budget_alerts: number[];
             cost_usd: number;
-            /** Format: date-time */
             created_at: string;
             env?: {
                 [key: string]: string;
             };
-            /** Format: date-time */
             expires_at: string | null;
             id: string;
-            /** Format: int64 */
             idle_timeout_s: number;
             labels: {
                 [key: string]: string;
             };
-            /** Format: date-time */
             last_active_at: string | null;
-            /** Format: int64 */
             max_lifetime_s: number;
             name: string;
             network: components["schemas"]["NetworkPolicy"];
@@ -475,7 +426,6 @@ export interface components {
             setup_command_id?: string;
             source?: components["schemas"]["Source"];
             spend_limit_usd: number | null;
-            /** Format: date-time */
             started_at: string | null;
             state: components["schemas"]["SandboxState"];
             state_reason: string;
@@ -498,10 +448,8 @@ export interface components {
             path: string;
         };
         Secret: {
-            /** Format: date-time */
             created_at: string;
             name: string;
-            /** Format: date-time */
             updated_at: string;
         };
         SecretList: {
@@ -511,7 +459,6 @@ export interface components {
         SelfTest: {
             failures?: string[];
             results?: components["schemas"]["SelfTestResult"][];
-            /** Format: date-time */
             time?: string;
         };
         SelfTestResult: {
@@ -529,7 +476,6 @@ export interface components {
             secrets?: {
                 [key: string]: string;
             };
-            /** Format: int64 */
             timeout_s?: number;
         };
         SignalRequest: {
@@ -548,7 +494,6 @@ export interface components {
         Team: {
             admission: components["schemas"]["Admission"];
             budget_alerts: number[];
-            /** Format: date-time */
             created_at: string;
             id: string;
             name: string;
@@ -585,7 +530,6 @@ export interface components {
             next_cursor?: string;
         };
         Ticket: {
-            /** Format: date-time */
             expires_at: string;
             path: string;
             ticket: string;
@@ -612,9 +556,7 @@ export interface components {
         Usage: {
             cost_usd: number;
             cpu_s: number;
-            /** Format: date */
             day?: string;
-            /** Format: int64 */
             egress_bytes: number;
             gpu_s?: number;
             memory_gib_s: number;
@@ -622,18 +564,15 @@ export interface components {
             storage_gib_h: number;
         };
         UsageReport: {
-            /** Format: date-time */
             from: string;
             group_by: string;
             items: components["schemas"]["Usage"][];
             month_cost_usd: number;
             spend_limit_usd: number | null;
-            /** Format: date-time */
             to: string;
             total: components["schemas"]["Usage"];
         };
         Webhook: {
-            /** Format: date-time */
             created_at: string;
             events: string[];
             id: string;
@@ -648,10 +587,8 @@ export interface components {
             argv?: string[];
             command?: string;
             cost_usd?: number;
-            /** Format: date-time */
             created_at?: string;
             devices?: string[];
-            /** Format: date-time */
             ended_at?: string | null;
             env?: {
                 [key: string]: string;
@@ -661,9 +598,7 @@ export interface components {
             labels?: {
                 [key: string]: string;
             };
-            /** Format: int64 */
             max_queue_s?: number;
-            /** Format: date-time */
             placed_at?: string;
             resources?: components["schemas"]["WorkloadResources"];
             secrets?: {
@@ -671,19 +606,15 @@ export interface components {
             };
             signal?: string;
             source?: components["schemas"]["Source"];
-            /** Format: date-time */
             started_at?: string | null;
             /** @enum {string} */
             state?: "cancelled" | "exited" | "failed" | "queued" | "running" | "starting";
             state_reason?: string;
-            /** Format: int64 */
             stderr_bytes?: number;
-            /** Format: int64 */
             stdout_bytes?: number;
             team_id?: string;
             template?: string;
             timed_out?: boolean;
-            /** Format: int64 */
             timeout_s?: number;
             user?: string;
             workdir?: string;
@@ -694,20 +625,16 @@ export interface components {
         };
         WorkloadResources: {
             cpus?: number;
-            /** Format: int64 */
             disk_mib?: number;
             gpu_type?: string;
             gpus?: number;
-            /** Format: int64 */
             memory_mib?: number;
         };
         WorkloadResourcesRequest: {
             cpus?: number;
-            /** Format: int64 */
             disk_mib?: number;
             gpu_type?: string;
             gpus?: number;
-            /** Format: int64 */
             memory_mib?: number;
         };
     };
