@@ -420,3 +420,93 @@ func methodSources(t *testing.T) map[string]string {
 	}
 	return out
 }
+
+// queryStructs are the SDK's own structs that carry an operation's query
+// parameters; each field is a parameter by one rule (snake_case, and a
+// slice or map field is the repeated parameter's name in the plural:
+// States → state, GroupBy → group_by).
+var queryStructs = []struct {
+	op      string
+	value   any
+	leftOut map[string]string // parameter → why the struct has no field for it
+	unused  map[string]string // field → why the operation takes no parameter for it
+}{
+	{"listSandboxes", SandboxQuery{}, nil, nil},
+	{"listEvents", EventQuery{}, map[string]string{"cursor": "After (an event ID) pages the log; Events is also FollowEvents' query"}, nil},
+	{"streamEvents", EventQuery{}, map[string]string{"Last-Event-ID": "FollowEvents resumes with After itself"},
+		map[string]string{"Limit": "a stream has no page size: the server ignores it"}},
+	{"sandboxMetrics", MetricsQuery{}, nil, nil},
+	{"usage", UsageQuery{}, nil, nil},
+}
+
+// TestQueryStructs checks the SDK's query structs field by field against
+// their operations' query parameters.
+func TestQueryStructs(t *testing.T) {
+	doc := openapiDoc(t)
+	shared := asMap(asMap(doc["components"])["parameters"])
+	params := map[string]map[string]bool{}
+	for _, item := range asMap(doc["paths"]) {
+		for verb, op := range asMap(item) {
+			switch verb {
+			case "get", "put", "post", "delete", "patch":
+			default:
+				continue
+			}
+			o := asMap(op)
+			set := map[string]bool{}
+			for _, p := range asList(o["parameters"]) {
+				pm := asMap(p)
+				if ref, ok := pm["$ref"].(string); ok {
+					pm = asMap(shared[strings.TrimPrefix(ref, "#/components/parameters/")])
+				}
+				if pm["in"] == "query" || pm["in"] == "header" {
+					set[pm["name"].(string)] = true
+				}
+			}
+			params[o["operationId"].(string)] = set
+		}
+	}
+	for _, q := range queryStructs {
+		want, ok := params[q.op]
+		if !ok {
+			t.Errorf("%s: no such operation in api/openapi.json", q.op)
+			continue
+		}
+		have := map[string]string{}
+		rt := reflect.TypeOf(q.value)
+		for i := range rt.NumField() {
+			f := rt.Field(i)
+			have[queryName(f)] = f.Name
+		}
+		for p := range want {
+			if _, ok := have[p]; !ok && q.leftOut[p] == "" {
+				t.Errorf("%s: parameter %q has no field in %s", q.op, p, rt.Name())
+			}
+		}
+		for p, f := range have {
+			if !want[p] && q.unused[f] == "" {
+				t.Errorf("%s: %s.%s (parameter %q) is no parameter of the operation", q.op, rt.Name(), f, p)
+			}
+		}
+	}
+}
+
+// queryName is a query field's parameter: snake_case, a slice or map
+// field's name in the singular.
+func queryName(f reflect.StructField) string {
+	var b strings.Builder
+	for i, r := range f.Name {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	s := b.String()
+	if k := f.Type.Kind(); k == reflect.Slice || k == reflect.Map {
+		s = strings.TrimSuffix(s, "s")
+	}
+	return s
+}
