@@ -7,8 +7,8 @@ import { Attachment, AttachOptions, openAttachment } from "./attach.js";
 import { Conflict, CoveError, InvalidArgument, NotFound, errorFrom } from "./errors.js";
 import type {
   Admission, ArchiveResult, Asset, Chunk, CommandInfo, CommandResult, CreateCommandRequest, CreateOptions,
-  CreateTeamResponse, CreateWebhookResponse, Delivery, Event, FileEntry, Image, ImageSettings, KeyResponse, Metrics,
-  NetworkView, Page, Preview, SandboxInfo, SandboxState, SandboxUsage, Secret, Team, TeamMe, Template, Ticket,
+  CreatePreviewRequest, CreateTeamResponse, CreateWebhookRequest, CreateWebhookResponse, SaveAssetRequest, Delivery, Event, FileEntry, Image, ImageSettings, KeyResponse, Metrics,
+  NetworkView, Page, Preview, SandboxInfo, Schemas, SandboxState, SandboxUsage, Secret, Team, TeamMe, Template, Ticket,
   UpdateSandboxRequest, UpdateTeamRequest, UsageReport, Webhook, Workload, WorkloadOptions, WorkloadState,
 } from "./types.js";
 import {
@@ -466,7 +466,7 @@ export class Client {
 
   /** Store a secret of the team (its value is never returned). */
   putSecret(name: string, value: string): Promise<Secret> {
-    return this.json({ method: "PUT", path: "/v1/secrets/" + esc(name), json: { value } });
+    return this.json({ method: "PUT", path: "/v1/secrets/" + esc(name), json: { value } satisfies Schemas["PutSecretRequest"] });
   }
 
   /** A secret's name and times. */
@@ -494,7 +494,8 @@ export class Client {
 
   /** Registers a URL for the team's events; `secret` (whsec_...) is shown only here. */
   createWebhook(url: string, events?: string[]): Promise<CreateWebhookResponse> {
-    return this.json({ method: "POST", path: "/v1/webhooks", json: events && events.length ? { url, events } : { url } });
+    const body: CreateWebhookRequest = events && events.length ? { url, events } : { url };
+    return this.json({ method: "POST", path: "/v1/webhooks", json: body });
   }
 
   async listWebhooks(): Promise<Webhook[]> {
@@ -526,7 +527,7 @@ export class Client {
 
   /** A new team and its first API key (shown once). Admin only. */
   createTeam(name: string): Promise<CreateTeamResponse> {
-    return this.json({ method: "POST", path: "/v1/teams", json: { name } });
+    return this.json({ method: "POST", path: "/v1/teams", json: { name } satisfies Schemas["CreateTeamRequest"] });
   }
 
   async listTeams(): Promise<Team[]> {
@@ -544,7 +545,7 @@ export class Client {
 
   /** A single-use ticket for one attach path, for browser WebSockets. */
   createTicket(path: string): Promise<Ticket> {
-    return this.json({ method: "POST", path: "/v1/tickets", json: { path } });
+    return this.json({ method: "POST", path: "/v1/tickets", json: { path } satisfies Schemas["CreateTicketRequest"] });
   }
 
   /** The team's usage and cost (from and to: RFC 3339; group_by: "day" or
@@ -564,9 +565,9 @@ export class Client {
     return this.json({ method: "GET", path: "/v1/teams/me" });
   }
 
-  /** Replace a team's admission flags (admin key). */
-  setAdmission(teamId: string, admission: Partial<Admission>): Promise<Team> {
-    return this.json({ method: "PATCH", path: "/v1/teams/" + esc(teamId), json: { admission } });
+  /** Replace a team's admission flags, all four (admin key). */
+  setAdmission(teamId: string, admission: Admission): Promise<Team> {
+    return this.json({ method: "PATCH", path: "/v1/teams/" + esc(teamId), json: { admission } satisfies Schemas["UpdateTeamRequest"] });
   }
 
   /** The templates the team may use: status, progress, qualified. */
@@ -715,11 +716,9 @@ export class Sandbox {
   /** Publish a port over HTTP (visibility "private", the default, or
    * "public"; wake lets a request wake an asleep sandbox). A private
    * preview's token and one-time link are in this answer only. */
-  async preview(port: number, opts: { visibility?: "private" | "public"; wake?: boolean } = {}): Promise<Preview> {
-    return this.client.json<Preview>({
-      method: "POST", path: sandboxPath(this.id) + "/previews",
-      json: dropUndefined({ port, visibility: opts.visibility, wake: opts.wake }),
-    });
+  async preview(port: number, opts: Omit<CreatePreviewRequest, "port"> = {}): Promise<Preview> {
+    const body: CreatePreviewRequest = { port, visibility: opts.visibility, wake: opts.wake };
+    return this.client.json<Preview>({ method: "POST", path: sandboxPath(this.id) + "/previews", json: dropUndefined(body) });
   }
 
   /** The sandbox's previews (without tokens). */
@@ -736,8 +735,9 @@ export class Sandbox {
 
   /** Save a folder of the sandbox as an asset of the team (the same bytes
    * as an existing asset answer that one). */
-  saveAsset(path: string, opts: { name?: string } = {}): Promise<Asset> {
-    return this.client.json({ method: "POST", path: sandboxPath(this.id) + "/assets", json: dropUndefined({ path, name: opts.name }) });
+  saveAsset(path: string, opts: Omit<SaveAssetRequest, "path"> = {}): Promise<Asset> {
+    const body: SaveAssetRequest = { path, name: opts.name };
+    return this.client.json({ method: "POST", path: sandboxPath(this.id) + "/assets", json: dropUndefined(body) });
   }
 
   // -- commands --
@@ -825,7 +825,7 @@ export class Command {
 
   /** Signal the command's whole process group ("TERM", "KILL", "INT", …). */
   async signal(sig = "TERM"): Promise<void> {
-    await this.client.json({ method: "POST", path: this.path + "/signal", json: { signal: sig } });
+    await this.client.json({ method: "POST", path: this.path + "/signal", json: { signal: sig } satisfies Schemas["SignalRequest"] });
   }
 
   /** The recorded stdout, raw. */
@@ -918,15 +918,15 @@ export class Files {
    * nothing is written. */
   edit(path: string, edits: Array<{ old: string; new: string }>, opts: { ifVersion?: string } = {}): Promise<FileEntry> {
     const headers: Record<string, string> = opts.ifVersion ? { "If-Match": `"${opts.ifVersion}"` } : {};
-    return this.client.json({ method: "PATCH", path: this.base + "/content", params: { path }, json: { edits }, headers });
+    return this.client.json({ method: "PATCH", path: this.base + "/content", params: { path }, json: { edits } satisfies Schemas["EditFileRequest"], headers });
   }
 
   mkdir(path: string): Promise<FileEntry> {
-    return this.client.json({ method: "POST", path: this.base + "/mkdir", json: { path } });
+    return this.client.json({ method: "POST", path: this.base + "/mkdir", json: { path } satisfies Schemas["MkdirRequest"] });
   }
 
   move(from: string, to: string, opts: { overwrite?: boolean } = {}): Promise<FileEntry> {
-    return this.client.json({ method: "POST", path: this.base + "/move", json: { from, to, overwrite: !!opts.overwrite } });
+    return this.client.json({ method: "POST", path: this.base + "/move", json: { from, to, overwrite: !!opts.overwrite } satisfies Schemas["MoveRequest"] });
   }
 
   async remove(path: string, opts: { recursive?: boolean } = {}): Promise<void> {

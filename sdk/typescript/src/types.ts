@@ -93,6 +93,7 @@ export type DeliveryAttempt = Schemas["DeliveryAttempt"];
 
 /** A stored archive of a folder, kept once per team and sha-256 (hex). */
 export type Asset = Schemas["Asset"];
+export type SaveAssetRequest = Schemas["SaveAssetRequest"];
 
 /** A published port of a sandbox, served at its own host (url:
  * <port>-<sandbox id>.<preview domain>, never the API's). token and link

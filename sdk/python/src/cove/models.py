@@ -11,7 +11,7 @@ object decodes to them too."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Generic, List, Optional, TypeVar
+from typing import Dict, Generic, List, Optional, TypeVar, Union
 
 from . import _schema
 from ._model import register
@@ -60,9 +60,9 @@ class Chunk:
     mark where recording stopped (``type == "truncated"``)."""
 
     seq: int
-    stream: str = ""
+    stream: Union[_schema.OutputRecordStream, str] = ""  # "" on an exit or truncation record
     data: bytes = b""
-    type: str = ""
+    type: Union[_schema.OutputRecordType, str] = ""  # "" on a chunk of a stream
     exit_code: Optional[int] = None
     signal: str = ""
     timed_out: bool = False
