@@ -231,38 +231,38 @@ export interface components {
             next_cursor: string;
         };
         Image: {
-            admission?: components["schemas"]["ImageAdmission"];
-            config?: components["schemas"]["ImageConfig"];
-            created_at?: string;
-            defaults?: components["schemas"]["ImageDefaults"];
-            digest?: string;
-            examples?: string[];
-            id?: string;
-            limits?: components["schemas"]["ImageLimits"];
-            name?: string;
-            size_bytes?: number;
-            team_id?: string;
-            template?: string;
-            updated_at?: string;
+            admission: components["schemas"]["ImageAdmission"];
+            config: components["schemas"]["ImageConfig"];
+            created_at: string;
+            defaults: components["schemas"]["ImageDefaults"];
+            digest: string;
+            examples: string[];
+            id: string;
+            limits: components["schemas"]["ImageLimits"];
+            name: string;
+            size_bytes: number;
+            team_id: string;
+            template: string;
+            updated_at: string;
         };
         ImageAdmission: {
             /** @enum {string} */
-            mode?: "all" | "owner" | "teams";
+            mode: "all" | "owner" | "teams";
             teams?: string[];
         };
         ImageConfig: {
-            cmd?: string[];
-            entrypoint?: string[];
-            env?: string[];
-            gid?: number;
-            home?: string;
-            labels?: {
+            cmd: string[];
+            entrypoint: string[];
+            env: string[];
+            gid: number;
+            home: string;
+            labels: {
                 [key: string]: string;
             };
-            shell?: string[];
-            uid?: number;
-            user?: string;
-            working_dir?: string;
+            shell: string[];
+            uid: number;
+            user: string;
+            working_dir: string;
         };
         ImageDefaults: {
             idle_timeout_s?: number;
@@ -274,8 +274,8 @@ export interface components {
             max_resources?: components["schemas"]["ResourcesRequest"];
         };
         ImageList: {
-            items?: components["schemas"]["Image"][];
-            next_cursor?: string;
+            items: components["schemas"]["Image"][];
+            next_cursor: string;
         };
         ImageSettings: {
             admission?: components["schemas"]["ImageAdmission"];
@@ -358,20 +358,20 @@ export interface components {
             type?: "exit" | "truncated";
         };
         Preview: {
-            created_at?: string;
-            id?: string;
+            created_at: string;
+            id: string;
             link?: string;
-            port?: number;
-            sandbox_id?: string;
+            port: number;
+            sandbox_id: string;
             token?: string;
-            url?: string;
+            url: string;
             /** @enum {string} */
-            visibility?: "private" | "public";
-            wake?: boolean;
+            visibility: "private" | "public";
+            wake: boolean;
         };
         PreviewList: {
-            items?: components["schemas"]["Preview"][];
-            next_cursor?: string;
+            items: components["schemas"]["Preview"][];
+            next_cursor: string;
         };
         PricePerHour: {
             asleep: number;
@@ -457,14 +457,14 @@ export interface components {
             next_cursor: string;
         };
         SelfTest: {
-            failures?: string[];
-            results?: components["schemas"]["SelfTestResult"][];
-            time?: string;
+            failures: string[];
+            results: components["schemas"]["SelfTestResult"][];
+            time: string;
         };
         SelfTestResult: {
-            ok?: boolean;
-            tool?: string;
-            version?: string;
+            ok: boolean;
+            tool: string;
+            version: string;
         };
         Setup: {
             cache?: boolean;
@@ -500,34 +500,34 @@ export interface components {
             spend_limit_usd: number | null;
         };
         TeamLimits: {
-            default_resources?: components["schemas"]["Resources"];
-            max_resources?: components["schemas"]["Resources"];
-            pids_limit?: number;
+            default_resources: components["schemas"]["Resources"];
+            max_resources: components["schemas"]["Resources"];
+            pids_limit: number;
         };
         TeamList: {
             items: components["schemas"]["Team"][];
             next_cursor: string;
         };
         TeamMe: {
-            admin?: boolean;
-            admitted?: string[];
-            limits?: components["schemas"]["TeamLimits"];
-            team?: components["schemas"]["Team"];
+            admin: boolean;
+            admitted: string[];
+            limits: components["schemas"]["TeamLimits"];
+            team: components["schemas"]["Team"];
         };
         Template: {
             /** @enum {string} */
-            kind?: "image" | "managed";
-            name?: string;
+            kind: "image" | "managed";
+            name: string;
             progress?: string;
-            qualified?: boolean;
+            qualified: boolean;
             reason?: string;
             self_test?: components["schemas"]["SelfTest"];
             /** @enum {string} */
-            status?: "building" | "failed" | "ready";
+            status: "building" | "failed" | "ready";
         };
         TemplateList: {
-            items?: components["schemas"]["Template"][];
-            next_cursor?: string;
+            items: components["schemas"]["Template"][];
+            next_cursor: string;
         };
         Ticket: {
             expires_at: string;
@@ -558,7 +558,7 @@ export interface components {
             cpu_s: number;
             day?: string;
             egress_bytes: number;
-            gpu_s?: number;
+            gpu_s: number;
             memory_gib_s: number;
             sandbox_id?: string;
             storage_gib_h: number;
@@ -586,49 +586,49 @@ export interface components {
         Workload: {
             argv?: string[];
             command?: string;
-            cost_usd?: number;
-            created_at?: string;
-            devices?: string[];
-            ended_at?: string | null;
+            cost_usd: number;
+            created_at: string;
+            devices: string[];
+            ended_at: string | null;
             env?: {
                 [key: string]: string;
             };
-            exit_code?: number | null;
-            id?: string;
-            labels?: {
+            exit_code: number | null;
+            id: string;
+            labels: {
                 [key: string]: string;
             };
-            max_queue_s?: number;
+            max_queue_s: number;
             placed_at?: string;
-            resources?: components["schemas"]["WorkloadResources"];
+            resources: components["schemas"]["WorkloadResources"];
             secrets?: {
                 [key: string]: string;
             };
-            signal?: string;
+            signal: string;
             source?: components["schemas"]["Source"];
-            started_at?: string | null;
+            started_at: string | null;
             /** @enum {string} */
-            state?: "cancelled" | "exited" | "failed" | "queued" | "running" | "starting";
-            state_reason?: string;
-            stderr_bytes?: number;
-            stdout_bytes?: number;
-            team_id?: string;
-            template?: string;
-            timed_out?: boolean;
-            timeout_s?: number;
-            user?: string;
-            workdir?: string;
+            state: "cancelled" | "exited" | "failed" | "queued" | "running" | "starting";
+            state_reason: string;
+            stderr_bytes: number;
+            stdout_bytes: number;
+            team_id: string;
+            template: string;
+            timed_out: boolean;
+            timeout_s: number;
+            user: string;
+            workdir: string;
         };
         WorkloadList: {
-            items?: components["schemas"]["Workload"][];
-            next_cursor?: string;
+            items: components["schemas"]["Workload"][];
+            next_cursor: string;
         };
         WorkloadResources: {
-            cpus?: number;
-            disk_mib?: number;
+            cpus: number;
+            disk_mib: number;
             gpu_type?: string;
-            gpus?: number;
-            memory_mib?: number;
+            gpus: number;
+            memory_mib: number;
         };
         WorkloadResourcesRequest: {
             cpus?: number;
