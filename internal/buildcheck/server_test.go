@@ -48,9 +48,12 @@ func testServer(t *testing.T) (url, key string) {
 	if key, err = srv.Bootstrap(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	h := httpapi.New(srv, log)
-	h.Metering, h.Observations = srv.Meter(), srv.Observations()
-	hs := httptest.NewServer(h)
+	api := httpapi.New(srv, log)
+	api.Teams, api.Idempotency, api.Secrets, api.Webhooks = srv.Teams(), srv.Teams(), srv.Vault(), srv.Webhooks()
+	api.Files, api.Assets = srv.Files(), srv.Assets()
+	api.ImageService, api.TemplateService, api.PreviewService = srv.Images(), srv.Templates(), srv.Previews()
+	api.Metering, api.Observations = srv.Meter(), srv.Observations()
+	hs := httptest.NewServer(api)
 	t.Cleanup(hs.Close)
 	return hs.URL, key
 }

@@ -13,11 +13,20 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/assets"
+	"github.com/cove-dev/cove/internal/control/files"
+	"github.com/cove-dev/cove/internal/control/imagecatalog"
 	"github.com/cove-dev/cove/internal/control/meter"
 	"github.com/cove-dev/cove/internal/control/observations"
+	"github.com/cove-dev/cove/internal/control/previews"
+	"github.com/cove-dev/cove/internal/control/teams"
+	"github.com/cove-dev/cove/internal/control/templatecatalog"
+	"github.com/cove-dev/cove/internal/control/uploads"
+	"github.com/cove-dev/cove/internal/control/vault"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/keylock"
 	"github.com/cove-dev/cove/internal/store"
+	"github.com/cove-dev/cove/internal/webhooks"
 )
 
 // Server runs the control plane.
@@ -42,8 +51,6 @@ type Server struct {
 	warm     []string               // IDs of started sandboxes in the warm pool
 	refill   chan struct{}          // asks the pool to fill up
 
-	// idemLocks serialize requests with the same idempotency key.
-	idemLocks keylock.Map
 	// cmdLocks hold a command's exit back until its start is recorded, so
 	// command.started always comes before command.exited.
 	cmdLocks keylock.Map
@@ -51,21 +58,19 @@ type Server struct {
 	// meter samples, charges and enforces spend limits (metering.go).
 	meter   *meter.Meter
 	secrets SecretResolver // nil: secrets are not configured
-	blobs   AssetBlobs     // nil: assets are not configured
 	// exitWatchers are woken at every command exit (setup commands).
 	exitWatchers map[*exitWatch]struct{}
 	// obs keeps the network observations (observations.go).
 	obs *observations.Service
-	// previewURLs is set before serving, then only read.
-	previewURLs PreviewURLs
-	links       previewLinks
-	// tmplStates is set before serving, then only read.
-	tmplStates TemplateStates
-	// importer is set before serving, then only read; nil: no images.
-	importer ImageImporter
-	images   imageSet
-	// uploads counts the teams' open uploads and their bytes (uploads.go).
-	uploads uploadLedger
+	// images, templates and previews are feature services (catalogs.go).
+	images    *imagecatalog.Catalog
+	templates *templatecatalog.Catalog
+	previews  *previews.Service
+	// uploads counts the teams' open uploads and their bytes; files and
+	// assets serve the file and asset calls (sources.go).
+	uploads *uploads.Ledger
+	files   *files.Service
+	assets  *assets.Service
 	// wlMu serializes the workloads' stored transitions; wlRuns (under
 	// mu) are the workloads placed on the node; wlKick wakes the queue's
 	// owner (workloads.go).
@@ -75,6 +80,12 @@ type Server struct {
 	// wlMetered (under wlMu) is when the meter last charged each placed
 	// workload (workload_usage.go).
 	wlMetered map[string]time.Time
+
+	// teams, vault and hooks are the feature services (features.go),
+	// built by New.
+	teams *teams.Service
+	vault *vault.Service
+	hooks *webhooks.Service
 }
 
 // sandboxOps serializes the life-cycle steps of one sandbox.
@@ -113,15 +124,21 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 	}
 	s.meter = s.newMeter()
 	s.obs = s.newObservations()
+	s.newServices()
 	if cfg.Secrets != nil {
 		s.secrets = storeSecrets{s}
 	}
+	s.newSourceServices()
+	s.newFeatureServices()
 	return s, nil
 }
 
 // SetNode connects the node; call it before Recover. It is separate from New
 // because the node reports exits back to the server (OnExit).
-func (s *Server) SetNode(n Node) { s.node = n }
+func (s *Server) SetNode(n Node) {
+	s.node = n
+	s.previews.SetNode(n)
+}
 
 // Close stops the server's background work. Sandboxes keep running; a new
 // server reattaches to them.
