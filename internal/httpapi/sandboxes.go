@@ -122,6 +122,9 @@ func (h *Handler) updateSandbox(w http.ResponseWriter, r *http.Request, p server
 }
 
 func (h *Handler) sandboxNetwork(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	if h.Observations == nil {
+		return api.Errorf(api.CodeNotFound, "this server does not observe the network")
+	}
 	v, err := h.Observations.Network(r.Context(), p.Team.ID, r.PathValue("ref"))
 	if err != nil {
 		return err

@@ -22,6 +22,13 @@ type Metering interface {
 
 var _ Metering = (*meter.Meter)(nil)
 
+func (h *Handler) metering() (Metering, error) {
+	if h.Metering == nil {
+		return nil, api.Errorf(api.CodeNotFound, "this server does not meter")
+	}
+	return h.Metering, nil
+}
+
 func (h *Handler) usageRoutes(auth func(string, func(http.ResponseWriter, *http.Request, server.Principal) error)) {
 	auth("GET /v1/sandboxes/{ref}/metrics", h.sandboxMetrics)
 	auth("GET /v1/sandboxes/{ref}/usage", h.sandboxUsage)
@@ -69,7 +76,11 @@ func (h *Handler) sandboxMetrics(w http.ResponseWriter, r *http.Request, p serve
 	if q.Step, err = queryStep(r); err != nil {
 		return err
 	}
-	m, err := h.Metering.Metrics(r.Context(), p.Team.ID, r.PathValue("ref"), q)
+	mt, err := h.metering()
+	if err != nil {
+		return err
+	}
+	m, err := mt.Metrics(r.Context(), p.Team.ID, r.PathValue("ref"), q)
 	if err != nil {
 		return err
 	}
@@ -77,7 +88,11 @@ func (h *Handler) sandboxMetrics(w http.ResponseWriter, r *http.Request, p serve
 }
 
 func (h *Handler) sandboxUsage(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	u, err := h.Metering.SandboxUsage(r.Context(), p.Team.ID, r.PathValue("ref"))
+	mt, err := h.metering()
+	if err != nil {
+		return err
+	}
+	u, err := mt.SandboxUsage(r.Context(), p.Team.ID, r.PathValue("ref"))
 	if err != nil {
 		return err
 	}
@@ -93,7 +108,11 @@ func (h *Handler) usage(w http.ResponseWriter, r *http.Request, p server.Princip
 	if q.To, err = queryTime(r, "to"); err != nil {
 		return err
 	}
-	u, err := h.Metering.Usage(r.Context(), p.Team.ID, q)
+	mt, err := h.metering()
+	if err != nil {
+		return err
+	}
+	u, err := mt.Usage(r.Context(), p.Team.ID, q)
 	if err != nil {
 		return err
 	}
