@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/page"
 	"github.com/cove-dev/cove/internal/metering"
 	"github.com/cove-dev/cove/internal/store"
 )
@@ -45,8 +46,8 @@ type UsageQuery struct {
 // Usage reports a team's usage. From defaults to the start of the month,
 // To to now; both are rounded out to whole hours, the usage's grain.
 func (m *Meter) Usage(ctx context.Context, teamID string, q UsageQuery) (api.UsageReport, error) {
-	if teamID == "" {
-		return api.UsageReport{}, api.Errorf(api.CodeInternal, "a team-scoped call was made without a team")
+	if err := page.Scoped(teamID); err != nil {
+		return api.UsageReport{}, err
 	}
 	now := m.now()
 	if q.To.IsZero() {
