@@ -85,6 +85,10 @@ func TestLayers(t *testing.T) {
 			mod + "/internal/agent/client", "modernc.org/sqlite", "github.com/vishvananda/netlink",
 			mod + "/internal/server", mod + "/internal/store",
 		}},
+		{"control/runs", dir, "./internal/control/runs", nil, []string{
+			mod + "/internal/server", mod + "/internal/httpapi", mod + "/internal/store",
+			mod + "/internal/node/local", mod + "/internal/node/runtime", mod + "/internal/agent/",
+		}},
 		{"agent wire", dir, "./internal/agent/wire", nil, []string{mod + "/", "github.com/", "golang.org/x/"}},
 	}
 	for _, tt := range tests {

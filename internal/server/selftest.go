@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/runs"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/node"
 )
@@ -22,19 +22,15 @@ var selfTestTools = []struct{ tool, command string }{
 	{"curl", "curl --version"},
 }
 
-// selfTests are the IDs of sandboxes that run self-tests: outside the
-// store, like the warm pool's, so that their commands' exits are not
-// looked for there.
-var selfTests sync.Map
-
 // SelfTest starts a sandbox of the template on the node (outside the
 // store: no team sees it), runs each tool the managed environment promises
 // in it, records versions and failures, and removes it. The template is
 // qualified when every tool worked.
 func (s *Server) SelfTest(ctx context.Context, template string) (api.SelfTest, error) {
 	sid := id.New("sbx")
-	selfTests.Store(sid, true)
-	defer selfTests.Delete(sid)
+	// Its commands' exits are not looked for in the store: the self-test
+	// reads them from their recorded output.
+	defer s.exits.Register(sid, runs.ReceiverFunc(func(string, node.Exit, bool) {}))()
 	spec := s.spec(api.Sandbox{ID: sid, Template: template, Resources: s.cfg.DefaultResources, Workdir: s.cfg.DefaultWorkdir})
 	spec.Network = api.NetworkPolicy{Allow: []string{}}
 	defer func() {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/runs"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/keylock"
 	"github.com/cove-dev/cove/internal/store"
@@ -33,12 +34,18 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// exits hands the node's exit reports to each run's receiver
+	// (OnExit); set at New.
+	exits *runs.Exits
+
 	mu       sync.Mutex
 	ops      map[string]*sandboxOps // per sandbox; removed when terminal
 	changed  chan struct{}          // closed and replaced on every state change
 	activity map[string]time.Time   // last API call per sandbox, in memory
 	warm     []string               // IDs of started sandboxes in the warm pool
 	refill   chan struct{}          // asks the pool to fill up
+	// exitWatchers are woken at every command exit (setup commands).
+	exitWatchers map[*exitWatch]struct{}
 
 	// idemLocks serialize requests with the same idempotency key.
 	idemLocks keylock.Map
@@ -52,9 +59,7 @@ type Server struct {
 	meters  map[string]*meterState
 	secrets SecretResolver // nil: secrets are not configured
 	blobs   AssetBlobs     // nil: assets are not configured
-	// exitWatchers are woken at every command exit (setup commands).
-	exitWatchers map[*exitWatch]struct{}
-	obs          observations
+	obs     observations
 	// previewURLs is set before serving, then only read.
 	previewURLs PreviewURLs
 	links       previewLinks
@@ -90,8 +95,9 @@ type sandboxOps struct {
 	uploadClosed chan struct{}
 }
 
-// New returns a server over st. Use NewNode's result as nd; the server
-// receives command exits through OnExit, which NewNode must be given.
+// New returns a server over st. Connect its node with SetNode before
+// Recover; the node reports command exits to the server's OnExit (give
+// it to the node as its node.ExitFunc).
 func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("server config: %w", err)
@@ -112,6 +118,7 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 		wlMetered:    map[string]time.Time{},
 		obs:          observations{sandbox: map[string]bool{}, commands: map[string]bool{}},
 	}
+	s.exits = runs.NewExits(s.commandExited)
 	if cfg.Secrets != nil {
 		s.secrets = storeSecrets{s}
 	}
@@ -216,30 +223,8 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	if err := checkImageLimits(img, sb.Resources); err != nil {
-		return api.Sandbox{}, err
-	}
-	if err := s.requireAdmission(ctx, teamID, s.templateAdmission(teamID, sb.Template)); err != nil {
-		return api.Sandbox{}, err
-	}
-	if err := s.checkTemplate(sb.Template); err != nil {
-		return api.Sandbox{}, err
-	}
-	// The secrets must exist now; their values are read when commands start.
-	if err := checkSecretRefs("secrets", req.Secrets, req.Env); err != nil {
-		return api.Sandbox{}, err
-	}
-	if _, err := s.secretValues(ctx, teamID, req.Secrets); err != nil {
-		return api.Sandbox{}, err
-	}
 	sb.Secrets = req.Secrets
-	if err := s.teamBudgetRefusal(ctx, teamID); err != nil {
-		return api.Sandbox{}, err
-	}
-	if err := s.checkAssetSource(ctx, teamID, sb.Source); err != nil {
-		return api.Sandbox{}, err
-	}
-	if err := s.checkProvisionSecrets(ctx, teamID, sb.Provision); err != nil {
+	if err := s.checker().Check(ctx, sandboxRun(sb, img)); err != nil {
 		return api.Sandbox{}, err
 	}
 	if err := s.node.Admit(ctx, s.spec(sb)); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/runs"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/store"
@@ -31,7 +32,6 @@ type GPUNode interface {
 const (
 	defaultWorkloadTimeoutS = 3600
 	defaultMaxQueueS        = 3600
-	maxWorkloadGPUs         = 64
 	// queueTick is how often the queue is looked at without a kick: for
 	// max_queue_s, and for room freed on the node by others.
 	queueTick = time.Second
@@ -42,6 +42,8 @@ type workloadRun struct {
 	cancel context.CancelFunc
 	exit   chan workloadExit // buffered: the node's exit report
 	done   chan struct{}     // closed when its goroutine has cleaned up
+	// unregister ends its registration as its program's exit receiver.
+	unregister func()
 }
 
 type workloadExit struct {
@@ -91,61 +93,18 @@ func (s *Server) SubmitWorkload(ctx context.Context, teamID string, req api.Crea
 	if err := scoped(teamID); err != nil {
 		return api.Workload{}, err
 	}
-	// An imported image: seen by this team (else 404, as a template that
-	// does not exist), its defaults filling what the request leaves out.
-	if name := cmp.Or(req.Image, req.Template); name != "" {
-		sr := api.CreateSandboxRequest{Template: name}
-		if r := req.Resources; r != nil {
-			sr.Resources = &api.ResourcesRequest{CPUs: r.CPUs, MemoryMiB: r.MemoryMiB, DiskMiB: r.DiskMiB}
-		}
-		_, release, err := s.useImage(ctx, teamID, &sr)
-		if err != nil {
-			return api.Workload{}, err
-		}
-		// Held until the workload is stored: a delete of the image waits,
-		// then sees it queued.
-		defer release()
-		// The image's working directory, as a sandbox of it gets.
-		if req.Workdir == "" {
-			req.Workdir = sr.Workdir
-		}
-		if r := sr.Resources; r != nil {
-			w := api.WorkloadResourcesRequest{}
-			if req.Resources != nil {
-				w = *req.Resources
-			}
-			w.CPUs, w.MemoryMiB, w.DiskMiB = r.CPUs, r.MemoryMiB, r.DiskMiB
-			req.Resources = &w
-		}
-	}
-	wl, err := s.newWorkload(teamID, req)
+	img, rr, release, err := s.workloadImage(ctx, teamID, &req)
 	if err != nil {
 		return api.Workload{}, err
 	}
-	if err := s.requireAdmission(ctx, teamID, s.templateAdmission(teamID, wl.Template)); err != nil {
+	// Held until the workload is stored: a delete of the image waits,
+	// then sees it queued.
+	defer release()
+	run, wl, err := s.newWorkload(teamID, req, img, rr)
+	if err != nil {
 		return api.Workload{}, err
 	}
-	if wl.Resources.GPUs > 0 {
-		if err := s.requireAdmission(ctx, teamID, admitGPU); err != nil {
-			return api.Workload{}, err
-		}
-	}
-	if err := s.checkTemplate(wl.Template); err != nil {
-		return api.Workload{}, err
-	}
-	if err := checkSecretRefs("secrets", req.Secrets, req.Env); err != nil {
-		return api.Workload{}, err
-	}
-	if _, err := s.secretValues(ctx, teamID, req.Secrets); err != nil {
-		return api.Workload{}, err
-	}
-	if err := s.teamBudgetRefusal(ctx, teamID); err != nil {
-		return api.Workload{}, err
-	}
-	if err := s.checkAssetSource(ctx, teamID, wl.Source); err != nil {
-		return api.Workload{}, err
-	}
-	if err := s.checkProvisionSecrets(ctx, teamID, api.Provision{Source: wl.Source}); err != nil {
+	if err := s.checker().Check(ctx, run); err != nil {
 		return api.Workload{}, err
 	}
 	wl.StateReason = "waiting for a node to place it"
@@ -156,6 +115,32 @@ func (s *Server) SubmitWorkload(ctx context.Context, teamID string, req api.Crea
 	s.emitWorkload(ctx, wl, "workload.queued", map[string]any{"gpus": wl.Resources.GPUs})
 	s.kickQueue()
 	return wl, nil
+}
+
+// workloadImage resolves a workload's image, when it names an imported
+// one: seen by this team (else 404, as a template that does not exist),
+// its defaults filling what the request leaves out (its resources, its
+// working directory). It returns the image (nil for a template), the
+// resources asked for and a release called once the workload is stored.
+func (s *Server) workloadImage(ctx context.Context, teamID string, req *api.CreateWorkloadRequest) (*api.Image, *api.ResourcesRequest, func(), error) {
+	rr := &api.ResourcesRequest{}
+	if r := req.Resources; r != nil {
+		rr.CPUs, rr.MemoryMiB, rr.DiskMiB = r.CPUs, r.MemoryMiB, r.DiskMiB
+	}
+	name := cmp.Or(req.Image, req.Template)
+	if name == "" {
+		return nil, rr, func() {}, nil
+	}
+	// The image's defaults are those of a sandbox of it.
+	sr := api.CreateSandboxRequest{Template: name, Resources: rr}
+	img, release, err := s.useImage(ctx, teamID, &sr)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if req.Workdir == "" {
+		req.Workdir = sr.Workdir
+	}
+	return img, sr.Resources, release, nil
 }
 
 // enqueue stores a new workload, queued, unless its team has
@@ -180,11 +165,14 @@ func (s *Server) enqueue(ctx context.Context, wl api.Workload) error {
 	return s.store.CreateWorkload(ctx, wl)
 }
 
-func (s *Server) newWorkload(teamID string, req api.CreateWorkloadRequest) (api.Workload, error) {
+// newWorkload validates a workload request (its image resolved, rr its
+// resources asked for) and returns its run and the workload to store.
+func (s *Server) newWorkload(teamID string, req api.CreateWorkloadRequest, img *api.Image, rr *api.ResourcesRequest) (runs.Spec, api.Workload, error) {
+	var run runs.Spec
 	tmpl := req.Template
 	switch {
 	case req.Image != "" && req.Template != "" && req.Image != req.Template:
-		return api.Workload{}, invalid("give template or image, not both")
+		return run, api.Workload{}, invalid("give template or image, not both")
 	case req.Image != "":
 		// An image is used by its name, as a template.
 		tmpl = req.Image
@@ -192,75 +180,70 @@ func (s *Server) newWorkload(teamID string, req api.CreateWorkloadRequest) (api.
 		tmpl = s.cfg.DefaultTemplate
 	}
 	if _, isImage := s.image(teamID, tmpl); !slices.Contains(s.cfg.Templates, tmpl) && !isImage {
-		return api.Workload{}, invalid("template %q does not exist; use %q (GET /v1/templates lists them)", tmpl, s.cfg.DefaultTemplate)
-	}
-	rr := &api.ResourcesRequest{}
-	var gpus int
-	var gpuType string
-	if r := req.Resources; r != nil {
-		rr.CPUs, rr.MemoryMiB, rr.DiskMiB = r.CPUs, r.MemoryMiB, r.DiskMiB
-		gpus, gpuType = r.GPUs, r.GPUType
+		return run, api.Workload{}, invalid("template %q does not exist; use %q (GET /v1/templates lists them)", tmpl, s.cfg.DefaultTemplate)
 	}
 	res, err := s.cfg.resolveResources(rr)
 	if err != nil {
-		return api.Workload{}, err
+		return run, api.Workload{}, err
 	}
-	if gpus < 0 || gpus > maxWorkloadGPUs {
-		return api.Workload{}, rangeError("resources.gpus", fmt.Sprint(gpus), "0", fmt.Sprint(maxWorkloadGPUs))
+	run = runs.Spec{
+		Kind: runs.Workload, TeamID: teamID, Template: tmpl, Image: img, Resources: res,
+		Command: req.Command, Argv: req.Argv, Env: req.Env, Secrets: req.Secrets, User: req.User,
+		Workdir: s.cfg.DefaultWorkdir, Network: api.NetworkPolicy{Allow: []string{}},
 	}
-	if gpuType != "" && gpus == 0 {
-		return api.Workload{}, invalid("resources.gpu_type is set but resources.gpus is 0")
+	if r := req.Resources; r != nil {
+		run.GPUs, run.GPUType = r.GPUs, r.GPUType
 	}
-	if len(gpuType) > 128 || containsNUL(gpuType) {
-		return api.Workload{}, invalid("resources.gpu_type is not a GPU type")
+	if req.TimeoutS != nil {
+		run.TimeoutS = *req.TimeoutS
 	}
-	// The command is checked as a command of a sandbox would be.
-	creq := api.CreateCommandRequest{Command: req.Command, Argv: req.Argv, Env: req.Env, User: req.User, TimeoutS: req.TimeoutS}
-	workdir := s.cfg.DefaultWorkdir
 	if req.Workdir != "" {
-		if workdir, err = validatePath("workdir", req.Workdir); err != nil {
-			return api.Workload{}, err
+		if run.Workdir, err = validatePath("workdir", req.Workdir); err != nil {
+			return run, api.Workload{}, err
 		}
-		if workdir == "/" {
-			return api.Workload{}, invalid("workdir cannot be /")
+		if run.Workdir == "/" {
+			return run, api.Workload{}, invalid("workdir cannot be /")
 		}
 	}
-	cmd, _, err := s.newCommand(api.Sandbox{TeamID: teamID, Template: tmpl, Workdir: workdir}, creq)
-	if err != nil {
-		return api.Workload{}, err
+	if err := run.Validate(); err != nil {
+		return run, api.Workload{}, err
+	}
+	if err := validateEnv("env", req.Env); err != nil {
+		return run, api.Workload{}, err
+	}
+	if run.User == "" {
+		run.User = "user"
 	}
 	if err := validateLabels(req.Labels); err != nil {
-		return api.Workload{}, err
+		return run, api.Workload{}, err
 	}
 	if req.Source != nil && req.Source.Type == api.SourceUpload {
-		return api.Workload{}, invalid("source type upload is for sandboxes; save the folder as an asset (POST /v1/assets) and give source type asset")
+		return run, api.Workload{}, invalid("source type upload is for sandboxes; save the folder as an asset (POST /v1/assets) and give source type asset")
 	}
-	p, err := s.checkProvision(api.CreateSandboxRequest{Source: req.Source})
-	if err != nil {
-		return api.Workload{}, err
+	if run.Source, err = s.checkSource(req.Source); err != nil {
+		return run, api.Workload{}, err
 	}
-	timeout := int64(defaultWorkloadTimeoutS)
-	if req.TimeoutS != nil && *req.TimeoutS > 0 {
-		timeout = *req.TimeoutS
+	if run.TimeoutS == 0 {
+		run.TimeoutS = defaultWorkloadTimeoutS
 	}
 	queue := int64(defaultMaxQueueS)
 	if req.MaxQueueS != nil {
 		if queue = *req.MaxQueueS; queue < 1 || queue > maxTimeoutS {
-			return api.Workload{}, rangeError("max_queue_s", fmt.Sprint(queue), "1", fmt.Sprint(maxTimeoutS))
+			return run, api.Workload{}, rangeError("max_queue_s", fmt.Sprint(queue), "1", fmt.Sprint(maxTimeoutS))
 		}
 	}
 	wl := api.Workload{
 		ID: id.New("wl"), TeamID: teamID, Template: tmpl,
-		Command: cmd.Command, Argv: cmd.Argv, Source: p.Source, Env: req.Env, Secrets: req.Secrets,
-		Workdir: workdir, User: cmd.User,
-		Resources: api.WorkloadResources{CPUs: res.CPUs, MemoryMiB: res.MemoryMiB, DiskMiB: res.DiskMiB, GPUs: gpus, GPUType: gpuType},
-		TimeoutS:  timeout, MaxQueueS: queue, Labels: req.Labels,
+		Command: run.Command, Argv: run.Argv, Source: run.Source, Env: run.Env, Secrets: run.Secrets,
+		Workdir: run.Workdir, User: run.User,
+		Resources: api.WorkloadResources{CPUs: res.CPUs, MemoryMiB: res.MemoryMiB, DiskMiB: res.DiskMiB, GPUs: run.GPUs, GPUType: run.GPUType},
+		TimeoutS:  run.TimeoutS, MaxQueueS: queue, Labels: req.Labels,
 		State: api.WorkloadQueued, Devices: []string{}, CreatedAt: s.now(),
 	}
 	if wl.Labels == nil {
 		wl.Labels = map[string]string{}
 	}
-	return wl, nil
+	return run, wl, nil
 }
 
 func (s *Server) emitWorkload(ctx context.Context, wl api.Workload, typ string, data map[string]any) {
@@ -441,8 +424,11 @@ func (s *Server) place(ctx context.Context, wl api.Workload, devices []string) {
 	})
 }
 
+// newRun holds a placed workload's run and registers it as the receiver
+// of its program's exit.
 func (s *Server) newRun(id string, cancel context.CancelFunc) *workloadRun {
 	run := &workloadRun{cancel: cancel, exit: make(chan workloadExit, 1), done: make(chan struct{})}
+	run.unregister = s.exits.Register(id, run)
 	s.mu.Lock()
 	s.wlRuns[id] = run
 	s.mu.Unlock()
@@ -451,11 +437,15 @@ func (s *Server) newRun(id string, cancel context.CancelFunc) *workloadRun {
 
 func (s *Server) dropRun(id string) {
 	s.mu.Lock()
-	if run := s.wlRuns[id]; run != nil {
+	run := s.wlRuns[id]
+	if run != nil {
 		close(run.done)
 	}
 	delete(s.wlRuns, id)
 	s.mu.Unlock()
+	if run != nil {
+		run.unregister()
+	}
 }
 
 // runWorkload starts a placed workload's container, lands its source,
@@ -593,16 +583,11 @@ func (s *Server) execWorkload(ctx context.Context, wl api.Workload) error {
 	return nil
 }
 
-// workloadExited takes the node's report of a workload program's end.
-func (s *Server) workloadExited(id string, e node.Exit, lost bool) {
-	s.mu.Lock()
-	run := s.wlRuns[id]
-	s.mu.Unlock()
-	if run == nil {
-		return
-	}
+// Exited takes the node's report of the workload program's end (its
+// one command).
+func (r *workloadRun) Exited(_ string, e node.Exit, lost bool) {
 	select {
-	case run.exit <- workloadExit{e, lost}:
+	case r.exit <- workloadExit{e, lost}:
 	default:
 	}
 }
