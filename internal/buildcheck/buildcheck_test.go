@@ -89,6 +89,10 @@ func TestLayers(t *testing.T) {
 			mod + "/internal/server", mod + "/internal/httpapi", mod + "/internal/store",
 			mod + "/internal/node/local", mod + "/internal/node/runtime", mod + "/internal/agent/",
 		}},
+		{"control/workloads", dir, "./internal/control/workloads", nil, []string{
+			mod + "/internal/server", mod + "/internal/httpapi", mod + "/internal/store/sqlite", mod + "/internal/store/postgres",
+			mod + "/internal/node/local", mod + "/internal/node/runtime", mod + "/internal/agent/",
+		}},
 		{"agent wire", dir, "./internal/agent/wire", nil, []string{mod + "/", "github.com/", "golang.org/x/"}},
 	}
 	for _, tt := range tests {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/runs"
+	"github.com/cove-dev/cove/internal/control/workloads"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/keylock"
 	"github.com/cove-dev/cove/internal/store"
@@ -70,15 +71,8 @@ type Server struct {
 	images   imageSet
 	// uploads counts the teams' open uploads and their bytes (uploads.go).
 	uploads uploadLedger
-	// wlMu serializes the workloads' stored transitions; wlRuns (under
-	// mu) are the workloads placed on the node; wlKick wakes the queue's
-	// owner (workloads.go).
-	wlMu   sync.Mutex
-	wlRuns map[string]*workloadRun
-	wlKick chan struct{}
-	// wlMetered (under wlMu) is when the meter last charged each placed
-	// workload (workload_usage.go).
-	wlMetered map[string]time.Time
+	// wl is the workloads service (workloads.go); set at New.
+	wl *workloads.Service
 }
 
 // sandboxOps serializes the life-cycle steps of one sandbox.
@@ -110,15 +104,13 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 		changed:  make(chan struct{}),
 		activity: map[string]time.Time{},
 		refill:   make(chan struct{}, 1),
-		wlRuns:   map[string]*workloadRun{},
-		wlKick:   make(chan struct{}, 1),
 		meters:   map[string]*meterState{},
 
 		exitWatchers: map[*exitWatch]struct{}{},
-		wlMetered:    map[string]time.Time{},
 		obs:          observations{sandbox: map[string]bool{}, commands: map[string]bool{}},
 	}
 	s.exits = runs.NewExits(s.commandExited)
+	s.wl = s.newWorkloads()
 	if cfg.Secrets != nil {
 		s.secrets = storeSecrets{s}
 	}
@@ -127,7 +119,10 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 
 // SetNode connects the node; call it before Recover. It is separate from New
 // because the node reports exits back to the server (OnExit).
-func (s *Server) SetNode(n Node) { s.node = n }
+func (s *Server) SetNode(n Node) {
+	s.node = n
+	s.wl.SetNode(n)
+}
 
 // Close stops the server's background work. Sandboxes keep running; a new
 // server reattaches to them.

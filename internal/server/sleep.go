@@ -173,7 +173,7 @@ func (s *Server) Start() {
 		s.wg.Go(func() { s.fillPool(s.ctx) })
 	}
 	s.wg.Go(func() { s.runMeter(s.ctx) })
-	s.wg.Go(func() { s.runQueue(s.ctx) })
+	s.wg.Go(func() { s.wl.Run(s.ctx) })
 	s.wg.Go(s.runObservations)
 	s.wg.Go(func() {
 		t := time.NewTicker(s.cfg.LimitsInterval)
