@@ -48,7 +48,9 @@ func testServer(t *testing.T) (url, key string) {
 	if key, err = srv.Bootstrap(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(httpapi.New(srv, log))
+	h := httpapi.New(srv, log)
+	h.Sandboxes, h.Commands, h.Events, h.Workloads, h.GPUs = srv, srv, srv, srv, srv
+	hs := httptest.NewServer(h)
 	t.Cleanup(hs.Close)
 	return hs.URL, key
 }

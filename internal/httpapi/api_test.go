@@ -46,6 +46,7 @@ func newTestServer(t *testing.T) *testServer {
 	f := newFake()
 	logs := &syncBuffer{}
 	h := New(f, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	h.Sandboxes, h.Commands, h.Events, h.Workloads = f, f, f, f
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &testServer{h: h, url: srv.URL, fake: f, client: cove.New(srv.URL, keyA), logs: logs}
@@ -169,6 +170,7 @@ func TestHealthz(t *testing.T) {
 func TestHealthzListeners(t *testing.T) {
 	f := newFake()
 	h := New(f, slog.New(slog.DiscardHandler))
+	h.Sandboxes, h.Commands, h.Events, h.Workloads = f, f, f, f
 	want := map[string]string{"api": "127.0.0.1:41234", "gateway": "0.0.0.0:40001", "dns": "0.0.0.0:40002"}
 	h.ReportListeners(want)
 	srv := httptest.NewServer(h)

@@ -15,31 +15,8 @@ import (
 // the authenticated key; the control plane scopes what it reads to it.
 // Tests serve the API over a fake of it.
 type ControlPlane interface {
-	Workloads
 	Authenticate(ctx context.Context, key string) (server.Principal, error)
-	// Changes is closed at the next change of any sandbox, command or event.
-	Changes() <-chan struct{}
-	WarmPool() (ready, target int)
 	Idempotently(ctx context.Context, teamID, key, requestHash string, do func() server.Answer) (server.Answer, bool, error)
-
-	CreateSandbox(ctx context.Context, teamID string, req api.CreateSandboxRequest) (api.Sandbox, error)
-	GetSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error)
-	WaitSandbox(ctx context.Context, teamID, ref string, want api.SandboxState, timeout time.Duration) (api.Sandbox, error)
-	ListSandboxes(ctx context.Context, teamID string, q server.SandboxQuery) (api.List[api.Sandbox], error)
-	UpdateSandbox(ctx context.Context, teamID, ref string, req api.UpdateSandboxRequest) (api.Sandbox, error)
-	TerminateSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error)
-	SleepSandbox(ctx context.Context, teamID, ref, reason string) (api.Sandbox, error)
-	WakeSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error)
-	Network(ctx context.Context, teamID, ref string) (api.NetworkView, error)
-
-	Exec(ctx context.Context, teamID, ref string, req api.CreateCommandRequest) (api.Command, error)
-	GetCommand(ctx context.Context, teamID, ref, commandID string) (api.Command, error)
-	ListCommands(ctx context.Context, teamID, ref string, q server.CommandQuery) (api.List[api.Command], error)
-	WaitCommand(ctx context.Context, teamID, ref, commandID string) (api.CommandResult, error)
-	CommandOutput(ctx context.Context, teamID, ref, commandID string) (api.Command, node.Output, error)
-	Stdin(ctx context.Context, teamID, ref, commandID string, r io.Reader, eof bool) error
-	Signal(ctx context.Context, teamID, ref, commandID, sig string) error
-	Resize(ctx context.Context, teamID, ref, commandID string, cols, rows int) error
 
 	StatFile(ctx context.Context, t server.FileTarget, p string) (api.FileEntry, error)
 	ListFiles(ctx context.Context, t server.FileTarget, q server.FileListQuery) (api.List[api.FileEntry], error)
@@ -51,8 +28,6 @@ type ControlPlane interface {
 	RemoveFile(ctx context.Context, t server.FileTarget, p string, recursive bool) error
 	ReadArchive(ctx context.Context, t server.FileTarget, p string) (io.ReadCloser, error)
 	WriteArchive(ctx context.Context, t server.FileTarget, req server.ArchiveUpload, body io.Reader) (api.ArchiveResult, error)
-
-	ListEvents(ctx context.Context, teamID string, q server.EventQuery) (api.List[api.Event], error)
 
 	CreateAsset(ctx context.Context, teamID string, req server.AssetUpload, body io.Reader) (api.Asset, bool, error)
 	GetAsset(ctx context.Context, teamID, assetID string) (api.Asset, error)
@@ -71,6 +46,48 @@ type ControlPlane interface {
 }
 
 var _ ControlPlane = (*server.Server)(nil)
+
+// Sandboxes are the sandbox life cycle's calls (sandboxes.go) and the
+// warm pool's health.
+type Sandboxes interface {
+	CreateSandbox(ctx context.Context, teamID string, req api.CreateSandboxRequest) (api.Sandbox, error)
+	GetSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error)
+	WaitSandbox(ctx context.Context, teamID, ref string, want api.SandboxState, timeout time.Duration) (api.Sandbox, error)
+	ListSandboxes(ctx context.Context, teamID string, q server.SandboxQuery) (api.List[api.Sandbox], error)
+	UpdateSandbox(ctx context.Context, teamID, ref string, req api.UpdateSandboxRequest) (api.Sandbox, error)
+	TerminateSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error)
+	SleepSandbox(ctx context.Context, teamID, ref, reason string) (api.Sandbox, error)
+	WakeSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error)
+	Network(ctx context.Context, teamID, ref string) (api.NetworkView, error)
+	WarmPool() (ready, target int)
+}
+
+// Commands are a sandbox's commands' calls (commands.go, attach.go).
+type Commands interface {
+	Exec(ctx context.Context, teamID, ref string, req api.CreateCommandRequest) (api.Command, error)
+	GetCommand(ctx context.Context, teamID, ref, commandID string) (api.Command, error)
+	ListCommands(ctx context.Context, teamID, ref string, q server.CommandQuery) (api.List[api.Command], error)
+	WaitCommand(ctx context.Context, teamID, ref, commandID string) (api.CommandResult, error)
+	CommandOutput(ctx context.Context, teamID, ref, commandID string) (api.Command, node.Output, error)
+	Stdin(ctx context.Context, teamID, ref, commandID string, r io.Reader, eof bool) error
+	Signal(ctx context.Context, teamID, ref, commandID, sig string) error
+	Resize(ctx context.Context, teamID, ref, commandID string, cols, rows int) error
+}
+
+// Events are the teams' event logs (events.go).
+type Events interface {
+	ListEvents(ctx context.Context, teamID string, q server.EventQuery) (api.List[api.Event], error)
+	// Changes is closed at the next change of any sandbox, command or event.
+	Changes() <-chan struct{}
+}
+
+var (
+	_ Sandboxes = (*server.Server)(nil)
+	_ Commands  = (*server.Server)(nil)
+	_ Events    = (*server.Server)(nil)
+	_ Workloads = (*server.Server)(nil)
+	_ GPUPlane  = (*server.Server)(nil)
+)
 
 // Workloads are the batch runs' calls (workloads.go).
 type Workloads interface {

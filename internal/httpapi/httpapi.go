@@ -41,8 +41,16 @@ var statusOf = map[api.Code]int{
 // maxBody bounds JSON request bodies.
 const maxBody = 1 << 20
 
-// Handler serves the API.
+// Handler serves the API. The services are set once, before serving
+// (internal/service wires them).
 type Handler struct {
+	Sandboxes Sandboxes
+	Commands  Commands
+	Events    Events
+	Workloads Workloads
+	// GPUs reports the node's GPUs in GET /healthz; nil: none reported.
+	GPUs GPUPlane
+
 	srv ControlPlane
 	log *slog.Logger
 	mux *http.ServeMux
@@ -72,7 +80,7 @@ func New(srv ControlPlane, log *slog.Logger) *Handler {
 
 func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		ready, target := h.srv.WarmPool()
+		ready, target := h.Sandboxes.WarmPool()
 		health := map[string]any{
 			"status":    "ok",
 			"warm_pool": map[string]int{"ready": ready, "target": target},
@@ -83,8 +91,8 @@ func (h *Handler) routes() {
 		if tp, ok := h.srv.(TemplatePlane); ok {
 			health["templates"] = tp.TemplateHealth()
 		}
-		if gp, ok := h.srv.(GPUPlane); ok {
-			health["gpus"] = gp.GPUHealth()
+		if h.GPUs != nil {
+			health["gpus"] = h.GPUs.GPUHealth()
 		}
 		writeJSON(w, http.StatusOK, health)
 	})

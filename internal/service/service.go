@@ -291,6 +291,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		}()
 	}
 	api := httpapi.New(srv, log)
+	api.Sandboxes, api.Commands, api.Events, api.Workloads, api.GPUs = srv, srv, srv, srv, srv
 	api.LimitUploads(cfg.HTTP.UploadIdleTimeout)
 	pln, err := servePreviews(cfg.Preview, srv, api, ln, listeners)
 	if err != nil {
