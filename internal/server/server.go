@@ -1,6 +1,10 @@
-// Package server is cove's control plane: the sandbox and command life
-// cycles persisted in the store before their side effects, the reconciler
-// that makes the store and the node agree after a restart, teams and keys.
+// Package server is the core of cove's control plane: the sandbox life
+// cycle (create, start, setup, sleep, wake, terminate, the warm pool) and
+// its commands persisted in the store before their side effects, and the
+// reconciler that makes the store and the node agree after a restart.
+// Every run is checked as a runs.Spec (internal/control/runs); features
+// such as workloads (internal/control/workloads) are services of their
+// own that the core builds and delegates to.
 package server
 
 import (
