@@ -202,3 +202,28 @@ func (h *harness) get(t *testing.T, id string) api.Sandbox {
 	}
 	return sb
 }
+
+// TestLifetimeDuringSetup: a sandbox cannot sleep in its setup, so its
+// max lifetime reached during setup fails it, saying so.
+func TestLifetimeDuringSetup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := started(t, func(c *server.Config) { c.LimitsInterval = time.Second })
+		h.node.Run = func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
+			<-ctx.Done() // a setup that never ends by itself
+			return node.Exit{ExitCode: -1, Signal: "KILL"}
+		}
+		sb, err := h.srv.CreateSandbox(t.Context(), h.a, api.CreateSandboxRequest{
+			MaxLifetimeS: i64(30), Setup: &api.Setup{Command: "sleep infinity", TimeoutS: 600},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.wait(t, h.a, sb.ID, api.StateSettingUp)
+		time.Sleep(40 * time.Second)
+		synctest.Wait()
+		got := h.get(t, sb.ID)
+		if got.State != api.StateFailed || !strings.Contains(got.StateReason, "max_lifetime_s (30 s) reached during setup") {
+			t.Fatalf("after 40 s it is %s (%q); want failed at its lifetime", got.State, got.StateReason)
+		}
+	})
+}
