@@ -15,7 +15,7 @@ DEB_PACKAGES := runc nftables debootstrap debian-archive-keyring busybox-static 
 # carries npm itself conflicts with Debian's.
 TEST_DEB_PACKAGES := python3 python3-venv python3-pip python3-setuptools python3-wheel python3-httpx python3-websockets python3-pytest nodejs chromium
 
-.PHONY: all build deps test-deps install-debs run test test-unit test-repeat check-elf cross fuzz bench load clean
+.PHONY: all build deps test-deps install-debs run test test-unit test-repeat check-elf cross fuzz bench load clean openapi
 
 all: build
 
@@ -107,6 +107,14 @@ fuzz:
 
 test-unit:
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test -count=1 -short ./...); done
+
+# openapi rewrites the schemas of api/openapi.json (components.schemas)
+# from the Go types in api/, their doc comments and schema tags; the rest
+# of the document (paths, parameters, responses) is written by hand there.
+# Run it after changing a type in api/: `go test ./internal/apischema/`
+# (part of test and test-unit) fails while the two differ.
+openapi:
+	$(GO) run ./internal/apischema/cmd/openapi
 
 # bench runs `cove bench` against a throwaway server on the managed image,
 # then the Go benchmarks (each starts its own server on a busybox image).

@@ -64,6 +64,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.73.1
+	go.uber.org/goleak v1.3.0
 	tags.cncf.io/container-device-interface v1.1.2
 )
 

@@ -29,11 +29,26 @@ const (
 	CodeBudgetExceeded Code = "budget_exceeded"
 )
 
+// Values lists the codes: the enum of the OpenAPI document.
+func (Code) Values() []string {
+	return []string{
+		string(CodeInvalidArgument), string(CodeUnauthenticated), string(CodePermissionDenied),
+		string(CodeNotFound), string(CodeConflict), string(CodePreconditionFailed),
+		string(CodePayloadTooLarge), string(CodeUnprocessable), string(CodeResourceExhausted),
+		string(CodeInternal), string(CodeUnavailable), string(CodeInsufficientStorage),
+		string(CodeBudgetExceeded),
+	}
+}
+
 // Error is the one error type of cove. It is both the domain error returned by
 // services and the wire form inside {"error": {...}}.
 type Error struct {
-	Code    Code           `json:"code"`
-	Message string         `json:"message"`
+	// Class of failure; each code maps to one HTTP status. Clients branch on
+	// the code, never on the message.
+	Code Code `json:"code"`
+	// What was wrong and what to do.
+	Message string `json:"message"`
+	// Extra facts, e.g. field, min and max of a range error.
 	Details map[string]any `json:"details,omitempty"`
 }
 
@@ -69,5 +84,5 @@ func ErrorMessage(err error) string {
 
 // ErrorResponse is the body of every non-2xx answer.
 type ErrorResponse struct {
-	Error *Error `json:"error"`
+	Error *Error `json:"error" schema:"nonnull"`
 }

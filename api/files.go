@@ -19,17 +19,23 @@ const (
 	FileTypeOther FileType = "other"
 )
 
+// Values lists the file types: the enum of the OpenAPI document.
+func (FileType) Values() []string {
+	return []string{string(FileTypeFile), string(FileTypeDir), string(FileTypeSymlink), string(FileTypeOther)}
+}
+
 // FileEntry is one file of a sandbox (API.md "Files").
 type FileEntry struct {
-	Name string   `json:"name"`
-	Path string   `json:"path"` // absolute inside the sandbox
+	Name string `json:"name"`
+	// Absolute inside the sandbox.
+	Path string   `json:"path"`
 	Type FileType `json:"type"`
 	Size int64    `json:"size"`
-	// Mode is the permission bits in octal, e.g. "0644".
+	// Permission bits in octal, e.g. "0644".
 	Mode  string    `json:"mode"`
 	MTime time.Time `json:"mtime"`
-	// Version is opaque and changes whenever the content changes; it is
-	// the ETag of downloads and what If-Match compares.
+	// Opaque; changes whenever the content changes. The ETag of downloads
+	// (quoted) and what If-Match compares.
 	Version string `json:"version"`
 	UID     int    `json:"uid"`
 	GID     int    `json:"gid"`
@@ -39,13 +45,13 @@ type FileEntry struct {
 
 // FileEdit replaces the one occurrence of Old by New.
 type FileEdit struct {
-	Old string `json:"old"`
+	Old string `json:"old" schema:"minLength=1"`
 	New string `json:"new"`
 }
 
 // EditFileRequest is the body of PATCH …/files/content.
 type EditFileRequest struct {
-	Edits []FileEdit `json:"edits"`
+	Edits []FileEdit `json:"edits" schema:"maxItems=100"`
 }
 
 // MkdirRequest is the body of POST …/files/mkdir.
@@ -57,14 +63,16 @@ type MkdirRequest struct {
 type MoveRequest struct {
 	From      string `json:"from"`
 	To        string `json:"to"`
-	Overwrite bool   `json:"overwrite"`
+	Overwrite bool   `json:"overwrite" schema:"optional default=false"`
 }
 
 // ArchiveResult is the answer of PUT …/files/archive.
 type ArchiveResult struct {
-	Path    string `json:"path"`
-	Entries int64  `json:"entries"` // files, directories and links extracted
-	Bytes   int64  `json:"bytes"`   // bytes of regular files extracted
+	Path string `json:"path"`
+	// Files, directories and links extracted.
+	Entries int64 `json:"entries"`
+	// Bytes of regular files extracted.
+	Bytes int64 `json:"bytes"`
 }
 
 // ParseReprDigest returns the sha-256 of a Repr-Digest or Content-Digest

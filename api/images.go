@@ -22,10 +22,10 @@ type Image struct {
 	// team's name) for another team's. Names are unique per team.
 	Template string `json:"template"`
 	TeamID   string `json:"team_id"`
-	// Digest is the manifest's digest: the same image is stored once.
+	// The manifest's digest (sha256:…): the same image is stored once.
 	Digest    string `json:"digest"`
 	SizeBytes int64  `json:"size_bytes"`
-	// Config is what the image's OCI config says; Entrypoint and Cmd are
+	// Config is what the image's OCI config says; entrypoint and cmd are
 	// recorded, never run (the sandbox's PID 1 is cove-agent).
 	Config    ImageConfig    `json:"config"`
 	Defaults  ImageDefaults  `json:"defaults"`
@@ -37,7 +37,9 @@ type Image struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-// ImageConfig is an image's own configuration, from its OCI config.
+// ImageConfig is an image's own configuration, what its OCI config says;
+// entrypoint and cmd are recorded, never run (the sandbox's PID 1 is
+// cove-agent).
 type ImageConfig struct {
 	Env        []string          `json:"env"`
 	WorkingDir string            `json:"working_dir"`
@@ -45,13 +47,14 @@ type ImageConfig struct {
 	Entrypoint []string          `json:"entrypoint"`
 	Cmd        []string          `json:"cmd"`
 	Labels     map[string]string `json:"labels"`
-	// UID and GID are the account User names, which commands run as
-	// unless they ask for root.
-	UID  int    `json:"uid"`
+	// The uid User names (resolved in the image's /etc/passwd); commands
+	// run as it unless they ask for root.
+	UID int `json:"uid"`
+	// The gid User names.
 	GID  int    `json:"gid"`
 	Home string `json:"home"`
-	// Shell runs a command string ([] when the image has no shell: only
-	// argv runs).
+	// Runs a command string: /bin/bash -c, else /bin/sh -c; [] when the
+	// image has no shell (then only argv runs).
 	Shell []string `json:"shell"`
 }
 
@@ -71,16 +74,20 @@ type ImageLimits struct {
 
 // ImageAdmission says which teams may see and use an image.
 type ImageAdmission struct {
-	Mode  string   `json:"mode"`
-	Teams []string `json:"teams"`
+	// owner: its team only; teams: its team and those listed; all: every team
+	// (admins only)
+	Mode string `json:"mode" schema:"enum=owner,teams,all"`
+	// team IDs, for mode teams
+	Teams []string `json:"teams" schema:"optional"`
 }
 
-// ImageSettings are cove's settings of an image: given at import (the
+// ImageSettings are the settings cove keeps of an image: given at import (the
 // `settings` query parameter, as JSON) or by PATCH /v1/images/{id}. A
 // field left out keeps its value.
 type ImageSettings struct {
 	Defaults  *ImageDefaults  `json:"defaults,omitempty"`
 	Limits    *ImageLimits    `json:"limits,omitempty"`
 	Admission *ImageAdmission `json:"admission,omitempty"`
-	Examples  []string        `json:"examples,omitempty"`
+	// commands the console offers for this image
+	Examples []string `json:"examples,omitempty"`
 }

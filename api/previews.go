@@ -18,26 +18,30 @@ const PreviewTokenHeader = "Cove-Preview-Token"
 // <port>-<sandbox id>.<preview domain>, an origin of its own (never the
 // API's host, whose origin is the console's).
 type Preview struct {
-	ID         string    `json:"id"`
-	SandboxID  string    `json:"sandbox_id"`
-	Port       int       `json:"port"`
-	Visibility string    `json:"visibility"`
-	Wake       bool      `json:"wake"`
-	URL        string    `json:"url"`
-	CreatedAt  time.Time `json:"created_at"`
-	// Token is shown once, when a private preview is created.
+	// prv_…
+	ID         string `json:"id"`
+	SandboxID  string `json:"sandbox_id"`
+	Port       int    `json:"port"`
+	Visibility string `json:"visibility" schema:"enum=private,public"`
+	Wake       bool   `json:"wake"`
+	// <scheme>://<port>-<sandbox id>.<preview domain>/: every preview is an
+	// origin of its own, never the API's host
+	URL       string    `json:"url"`
+	CreatedAt time.Time `json:"created_at"`
+	// A private preview's token, shown once at creation; send it as
+	// Cove-Preview-Token.
 	Token string `json:"token,omitempty"`
 	// Link is a one-time URL that sets the token as a cookie of the
 	// preview's host, for a browser; shown once, when a private preview
-	// is created.
+	// is created, and valid 10 minutes.
 	Link string `json:"link,omitempty"`
 }
 
 // CreatePreviewRequest is the body of POST /v1/sandboxes/{ref}/previews.
 type CreatePreviewRequest struct {
-	Port int `json:"port"`
+	Port int `json:"port" schema:"minimum=1 maximum=65535"`
 	// Visibility is private (the default) or public.
-	Visibility string `json:"visibility,omitempty"`
+	Visibility string `json:"visibility,omitempty" schema:"enum=private,public default=private"`
 	// Wake lets a request to the preview wake an asleep sandbox.
 	Wake bool `json:"wake,omitempty"`
 }

@@ -10,31 +10,53 @@ const (
 	SourceGit    = "git"
 )
 
-// Source is what a sandbox's workdir starts with. On a sandbox, Digest is
-// the sha-256 (hex) of what landed: the uploaded archive, the asset, or
-// the commit a git source resolved to.
+// Source is what a sandbox's workdir starts with. upload: the sandbox
+// waits in creating for its archive (PUT /v1/sandboxes/{ref}/files/archive,
+// path left out or the workdir). asset: the asset's archive is extracted
+// (digest-checked). git: the node clones the repository (only its
+// host:port reachable, through the gateway) and the tree with .git lands
+// in the workdir. On a sandbox, digest is the sha-256 (hex) of what
+// landed: the uploaded archive, the asset, or the commit a git source
+// resolved to.
 type Source struct {
-	Type       string `json:"type"`
-	AssetID    string `json:"asset_id,omitempty"`
-	URL        string `json:"url,omitempty"`
-	Ref        string `json:"ref,omitempty"`
-	Depth      int    `json:"depth,omitempty"`
+	// empty (default), upload, asset or git.
+	Type string `json:"type" schema:"enum=,empty,upload,asset,git"`
+	// For type asset: an asset of the team (404 otherwise).
+	AssetID string `json:"asset_id,omitempty"`
+	// For type git: http(s), without credentials, naming a host (not an
+	// address).
+	URL string `json:"url,omitempty"`
+	// For type git: a branch, tag or commit.
+	Ref string `json:"ref,omitempty"`
+	// For type git: a shallow clone of this many commits.
+	Depth int `json:"depth,omitempty"`
+	// For type git: the name of a team secret holding the token; 422 while
+	// secrets are not configured.
 	AuthSecret string `json:"auth_secret,omitempty"`
-	Digest     string `json:"digest,omitempty"`
+	// Set by the server: the sha-256 (hex) of the archive or asset that
+	// landed, or the commit of a git source.
+	Digest string `json:"digest,omitempty" schema:"readOnly"`
 }
 
-// Setup is a command run once, after the source landed and before the
-// sandbox is running, under its own network policy.
+// Setup is a command run once after the source landed, before the sandbox
+// is running: state setting_up, a recorded command (setup_command_id) as
+// user in the workdir, under network (the sandbox's own policy again once
+// it ends). Exit 0 → running; another exit or the timeout → failed, its
+// output kept until the sandbox is deleted.
 type Setup struct {
+	// A shell string.
 	Command string            `json:"command"`
-	Network *NetworkPolicy    `json:"network,omitempty"`
+	Network *NetworkPolicy    `json:"network,omitempty" schema:"ref=NetworkPolicyRequest"`
 	Env     map[string]string `json:"env,omitempty"`
-	// Secrets maps environment variable names to the team's secret names.
-	Secrets  map[string]string `json:"secrets,omitempty"`
-	TimeoutS int64             `json:"timeout_s,omitempty"`
-	// Cache saves the disk once the setup succeeded, under a key of the
-	// template, the source's digest and this setup, for the next create
-	// with the same key to start from.
+	// Environment variable → team secret name; 422 while secrets are not
+	// configured.
+	Secrets map[string]string `json:"secrets,omitempty"`
+	// Default 1800.
+	TimeoutS int64 `json:"timeout_s,omitempty"`
+	// Save the finished disk (once the setup succeeded) under a key of
+	// template, disk size, workdir, source digest and setup, and start the
+	// next create of the team with the same key from it (setup_cached, no
+	// setup command). Per team bounded, least recently used evicted first.
 	Cache bool `json:"cache,omitempty"`
 }
 
@@ -42,26 +64,28 @@ type Setup struct {
 type Provision struct {
 	Source *Source `json:"source,omitempty"`
 	Setup  *Setup  `json:"setup,omitempty"`
-	// SetupCommandID is the recorded command that ran the setup.
+	// The recorded command that ran the setup.
 	SetupCommandID string `json:"setup_command_id,omitempty"`
-	// SetupCached says the sandbox started from a cached setup: the setup
-	// command did not run.
+	// The sandbox started from a cached setup; its setup command did not
+	// run.
 	SetupCached bool `json:"setup_cached,omitempty"`
 }
 
-// Asset is a stored archive of a folder, content-addressed: the same bytes
-// are stored once per team.
+// Asset is an archive of a folder (tar or tar.gz) kept by the team,
+// content-addressed: the same bytes are stored once per team.
 type Asset struct {
-	ID        string    `json:"id"`
-	TeamID    string    `json:"team_id"`
-	Name      string    `json:"name"`
-	Size      int64     `json:"size"`
+	ID     string `json:"id"`
+	TeamID string `json:"team_id"`
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	// hex
 	SHA256    string    `json:"sha256"`
 	CreatedAt time.Time `json:"created_at"`
 }
 
 // SaveAssetRequest is the body of POST /v1/sandboxes/{ref}/assets.
 type SaveAssetRequest struct {
+	// An absolute folder in the sandbox.
 	Path string `json:"path"`
-	Name string `json:"name"`
+	Name string `json:"name" schema:"optional"`
 }

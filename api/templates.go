@@ -14,14 +14,14 @@ type Template struct {
 	Name string `json:"name"`
 	// Kind is managed (shipped with the server: the managed image and the
 	// images of its images dir) or image (imported).
-	Kind   string `json:"kind"`
-	Status string `json:"status"`
+	Kind   string `json:"kind" schema:"enum=managed,image"`
+	Status string `json:"status" schema:"enum=building,ready,failed"`
 	// Progress is the build's last step while building.
 	Progress string `json:"progress,omitempty"`
 	// Reason says why a build failed.
 	Reason string `json:"reason,omitempty"`
-	// Qualified: the last self-test (in a real sandbox of the template)
-	// found every tool working.
+	// Qualified: the last self-test (bash, python3, node, git, curl in a
+	// real sandbox of the template) found every tool working.
 	Qualified bool      `json:"qualified"`
 	SelfTest  *SelfTest `json:"self_test,omitempty"`
 }

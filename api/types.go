@@ -2,7 +2,10 @@
 // the standard library so that the server, the Go SDK and the CLI share it.
 package api
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // SandboxState is a step of a sandbox's life (API.md "Sandboxes").
 type SandboxState string
@@ -24,13 +27,15 @@ const (
 func (s SandboxState) Terminal() bool { return s == StateTerminated || s == StateFailed }
 
 // Valid reports whether s is one of the known states.
-func (s SandboxState) Valid() bool {
-	switch s {
-	case StateCreating, StateSettingUp, StateRunning, StateSleeping, StateAsleep,
-		StateWaking, StateTerminating, StateTerminated, StateFailed:
-		return true
+func (s SandboxState) Valid() bool { return slices.Contains(s.Values(), string(s)) }
+
+// Values lists the states in the order of a sandbox's life: the enum of
+// the OpenAPI document.
+func (SandboxState) Values() []string {
+	return []string{
+		string(StateCreating), string(StateSettingUp), string(StateRunning), string(StateSleeping), string(StateAsleep),
+		string(StateWaking), string(StateTerminating), string(StateTerminated), string(StateFailed),
 	}
-	return false
 }
 
 // Resources are what a sandbox reserves.
@@ -42,27 +47,48 @@ type Resources struct {
 
 // NetworkPolicy lists the destinations a sandbox may reach: `host`,
 // `*.suffix`, either with `:port`, or `CIDR[:port]`. Nothing else is
-// reachable. SetupAllow applies instead while a setup command runs.
+// reachable. setup_allow applies instead while a setup command runs.
 type NetworkPolicy struct {
-	Allow      []string `json:"allow"`
+	// host, *.suffix, either with :port, or CIDR[:port]. Nothing else is
+	// reachable (default: deny all). Private, loopback, link-local and
+	// metadata addresses only through a CIDR entry.
+	Allow []string `json:"allow"`
+	// the policy applied instead while a setup command runs (set at create
+	// through setup.network.allow)
 	SetupAllow []string `json:"setup_allow,omitempty"`
+}
+
+// NetworkPolicyRequest is the network of a create request and of its
+// setup: NetworkPolicy without setup_allow (a create sets that through
+// setup.network.allow; network.setup_allow answers 400).
+type NetworkPolicyRequest struct {
+	// Destinations a sandbox may reach, as in NetworkPolicy: host,
+	// *.suffix, either with :port, or CIDR[:port]; at most 256. Absent,
+	// null or [] reach nothing.
+	Allow []string `json:"allow" schema:"nullable optional"`
 }
 
 // NetworkObservation is what the node saw of a sandbox's traffic to one
 // destination and port.
 type NetworkObservation struct {
+	// the name (from SNI, Host, CONNECT or DNS) or the IP
 	Destination string `json:"destination"`
 	Port        int    `json:"port"`
-	Decision    string `json:"decision"` // allowed or denied
+	Decision    string `json:"decision" schema:"enum=allowed,denied"`
 	// Reason is set on a denial by one of the node's per-sandbox limits
-	// rather than the policy: connection_limit or dns_limit.
-	Reason        string    `json:"reason,omitempty"`
-	Count         int64     `json:"count"`
-	BytesOut      int64     `json:"bytes_out"`
-	BytesIn       int64     `json:"bytes_in"`
-	FirstSeen     time.Time `json:"first_seen"`
-	LastSeen      time.Time `json:"last_seen"`
-	LastCommandID string    `json:"last_command_id"`
+	// rather than the policy: too many connections through the gateway at
+	// once (connection_limit), too many DNS queries in flight (dns_limit).
+	Reason string `json:"reason,omitempty" schema:"enum=connection_limit,dns_limit"`
+	Count  int64  `json:"count"`
+	// bytes the sandbox sent
+	BytesOut int64 `json:"bytes_out"`
+	// bytes the sandbox received
+	BytesIn   int64     `json:"bytes_in"`
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
+	// the command whose process made the latest connection whose command
+	// could be found; empty when none could
+	LastCommandID string `json:"last_command_id"`
 }
 
 // NetworkView answers GET /v1/sandboxes/{ref}/network.
@@ -74,77 +100,118 @@ type NetworkView struct {
 // UpdateSandboxRequest is the body of PATCH /v1/sandboxes/{ref}; absent
 // fields stay as they are.
 type UpdateSandboxRequest struct {
-	IdleTimeoutS  *int64            `json:"idle_timeout_s,omitempty"`
-	OnIdle        *string           `json:"on_idle,omitempty"`
-	MaxLifetimeS  *int64            `json:"max_lifetime_s,omitempty"`
-	SpendLimitUSD *float64          `json:"spend_limit_usd,omitempty"`
-	OnBudget      *string           `json:"on_budget,omitempty"`
-	BudgetAlerts  *[]float64        `json:"budget_alerts,omitempty"`
-	Network       *NetworkPolicy    `json:"network,omitempty"`
-	Labels        map[string]string `json:"labels,omitempty"`
+	IdleTimeoutS *int64  `json:"idle_timeout_s,omitempty" schema:"minimum=0"`
+	OnIdle       *string `json:"on_idle,omitempty" schema:"enum=sleep,terminate"`
+	// counted from created_at; expires_at moves with it
+	MaxLifetimeS  *int64   `json:"max_lifetime_s,omitempty" schema:"minimum=0"`
+	SpendLimitUSD *float64 `json:"spend_limit_usd,omitempty" schema:"minimum=0"`
+	// Default sleep.
+	OnBudget *string `json:"on_budget,omitempty" schema:"enum=sleep,terminate"`
+	// Percentages of the spend limit at which budget.alert is raised, once
+	// each; default [50, 80].
+	BudgetAlerts *[]float64     `json:"budget_alerts,omitempty" schema:"exclusiveMinimum=0 exclusiveMaximum=100"`
+	Network      *NetworkPolicy `json:"network,omitempty"`
+	// replaces all labels
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Sandbox is a remote machine of an agent's own.
 type Sandbox struct {
-	ID        string            `json:"id"`
-	Name      string            `json:"name"`
-	TeamID    string            `json:"team_id"`
-	Template  string            `json:"template"`
-	State     SandboxState      `json:"state"`
-	Resources Resources         `json:"resources"`
-	Env       map[string]string `json:"env,omitempty"`
-	// Secrets maps environment variables to the names of team secrets.
-	Secrets       map[string]string `json:"secrets,omitempty"`
-	Workdir       string            `json:"workdir"`
-	Network       NetworkPolicy     `json:"network"`
-	Labels        map[string]string `json:"labels"`
-	IdleTimeoutS  int64             `json:"idle_timeout_s"`
-	OnIdle        string            `json:"on_idle"`
-	MaxLifetimeS  int64             `json:"max_lifetime_s"`
-	SpendLimitUSD *float64          `json:"spend_limit_usd"`
-	OnBudget      string            `json:"on_budget"`
-	BudgetAlerts  []float64         `json:"budget_alerts"`
-	// CostUSD is accrued by the meter, at most one sampling interval
-	// behind; stores keep it apart from the other fields.
-	CostUSD         float64       `json:"cost_usd"`
+	// sbx_…
+	ID string `json:"id"`
+	// Empty when none was given.
+	Name string `json:"name"`
+	// team_…
+	TeamID    string       `json:"team_id"`
+	Template  string       `json:"template"`
+	State     SandboxState `json:"state"`
+	Resources Resources    `json:"resources"`
+	// Environment of every command; omitted when empty.
+	Env map[string]string `json:"env,omitempty"`
+	// Environment variable → secret name (never a value); omitted when
+	// empty.
+	Secrets map[string]string `json:"secrets,omitempty"`
+	Workdir string            `json:"workdir"`
+	Network NetworkPolicy     `json:"network"`
+	// Labels; {} when none.
+	Labels       map[string]string `json:"labels"`
+	IdleTimeoutS int64             `json:"idle_timeout_s"`
+	OnIdle       string            `json:"on_idle" schema:"enum=sleep,terminate"`
+	// 0 means no limit.
+	MaxLifetimeS int64 `json:"max_lifetime_s"`
+	// null means no limit.
+	SpendLimitUSD *float64 `json:"spend_limit_usd"`
+	// What happens when spend_limit_usd (or the team's) is reached.
+	OnBudget string `json:"on_budget" schema:"enum=sleep,terminate"`
+	// Percentages of the spend limit at which budget.alert is raised, once
+	// each; default [50, 80].
+	BudgetAlerts []float64 `json:"budget_alerts" schema:"exclusiveMinimum=0 exclusiveMaximum=100"`
+	// Accrued per second while running (reserved CPUs and memory, egress)
+	// and asleep (the save); at most one metrics interval behind; kept
+	// after termination.
+	CostUSD         float64       `json:"cost_usd"` // stores keep it apart from the other fields
 	PricePerHourUSD *PricePerHour `json:"price_per_hour_usd,omitempty"`
 	CreatedAt       time.Time     `json:"created_at"`
-	StartedAt       *time.Time    `json:"started_at"`
-	LastActiveAt    *time.Time    `json:"last_active_at"`
-	ExpiresAt       *time.Time    `json:"expires_at"`
-	StateReason     string        `json:"state_reason"`
+	// null until it first runs.
+	StartedAt *time.Time `json:"started_at"`
+	// null until it is first active.
+	LastActiveAt *time.Time `json:"last_active_at"`
+	// created_at + max_lifetime_s; null without a lifetime.
+	ExpiresAt *time.Time `json:"expires_at"`
+	// Why it is in this state, notably for failed; empty otherwise.
+	StateReason string `json:"state_reason"`
 	Provision
 }
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes. Every field is
-// optional; pointers tell "absent" from "zero".
+// optional; unknown fields answer 400.
 type CreateSandboxRequest struct {
-	Name          string            `json:"name,omitempty"`
-	Template      string            `json:"template,omitempty"`
-	Resources     *ResourcesRequest `json:"resources,omitempty"`
-	Env           map[string]string `json:"env,omitempty"`
-	Secrets       map[string]string `json:"secrets,omitempty"`
-	Workdir       string            `json:"workdir,omitempty"`
-	Network       *NetworkPolicy    `json:"network,omitempty"`
-	Source        *Source           `json:"source,omitempty"`
-	Setup         *Setup            `json:"setup,omitempty"`
-	IdleTimeoutS  *int64            `json:"idle_timeout_s,omitempty"`
-	OnIdle        string            `json:"on_idle,omitempty"`
-	MaxLifetimeS  *int64            `json:"max_lifetime_s,omitempty"`
-	SpendLimitUSD *float64          `json:"spend_limit_usd,omitempty"`
-	OnBudget      string            `json:"on_budget,omitempty"`
-	BudgetAlerts  []float64         `json:"budget_alerts,omitempty"`
-	Labels        map[string]string `json:"labels,omitempty"`
+	// Unique in the team; usable as {ref}.
+	Name string `json:"name,omitempty" schema:"pattern=^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"`
+	// Default managed (the server's default template).
+	Template  string            `json:"template,omitempty"`
+	Resources *ResourcesRequest `json:"resources,omitempty"`
+	// Variable names match ^[A-Za-z_][A-Za-z0-9_]*$; at most 256.
+	Env map[string]string `json:"env,omitempty"`
+	// Environment variable → the name of a team secret; its value is read
+	// when each command starts (an updated secret reaches the next command)
+	// and redacted from recorded output. An unknown name answers 404
+	// not_found.
+	Secrets map[string]string `json:"secrets,omitempty"`
+	// Absolute path, not /; default /workspace.
+	Workdir      string         `json:"workdir,omitempty"`
+	Network      *NetworkPolicy `json:"network,omitempty" schema:"ref=NetworkPolicyRequest"`
+	Source       *Source        `json:"source,omitempty"`
+	Setup        *Setup         `json:"setup,omitempty"`
+	IdleTimeoutS *int64         `json:"idle_timeout_s,omitempty" schema:"minimum=0"`
+	// Default sleep.
+	OnIdle string `json:"on_idle,omitempty" schema:"enum=sleep,terminate"`
+	// 0 means no limit.
+	MaxLifetimeS  *int64   `json:"max_lifetime_s,omitempty" schema:"minimum=0"`
+	SpendLimitUSD *float64 `json:"spend_limit_usd,omitempty" schema:"minimum=0"`
+	// Default sleep.
+	OnBudget string `json:"on_budget,omitempty" schema:"enum=sleep,terminate"`
+	// Percentages of the spend limit at which budget.alert is raised, once
+	// each; default [50, 80].
+	BudgetAlerts []float64 `json:"budget_alerts,omitempty" schema:"exclusiveMinimum=0 exclusiveMaximum=100"`
+	// At most 64; keys match ^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$, values at
+	// most 256 bytes.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
-// ResourcesRequest is Resources with every field optional.
+// ResourcesRequest is Resources with every field optional; an out-of-range
+// value answers 400 with details field, min and max.
 type ResourcesRequest struct {
-	CPUs      *float64 `json:"cpus,omitempty"`
-	MemoryMiB *int64   `json:"memory_mib,omitempty"`
-	DiskMiB   *int64   `json:"disk_mib,omitempty"`
-	// GPUs is refused for sandboxes (their templates are CPU-based): GPU
-	// code runs as a workload (POST /v1/workloads).
-	GPUs int `json:"gpus,omitempty"`
+	// Default 1; from 0.1 up to the server's maximum.
+	CPUs *float64 `json:"cpus,omitempty"`
+	// Default 1024.
+	MemoryMiB *int64 `json:"memory_mib,omitempty"`
+	// Default 4096.
+	DiskMiB *int64 `json:"disk_mib,omitempty"`
+	// GPUs is refused for sandboxes (their templates are CPU-based): a
+	// value above 0 answers 422, which says to submit the code as a
+	// workload (POST /v1/workloads).
+	GPUs int `json:"gpus,omitempty" schema:"minimum=0"`
 }
 
 // CommandState is a step of a command's life.
@@ -162,51 +229,86 @@ const (
 // Done reports whether a command in state s has ended.
 func (s CommandState) Done() bool { return s != CommandRunning && s != "" }
 
+// Values lists the command states: the enum of the OpenAPI document.
+func (CommandState) Values() []string {
+	return []string{string(CommandRunning), string(CommandExited), string(CommandKilled), string(CommandTimedOut), string(CommandLost)}
+}
+
 // PTY asks for a pseudo-terminal of the given size.
 type PTY struct {
-	Cols int `json:"cols"`
-	Rows int `json:"rows"`
+	Cols int `json:"cols" schema:"minimum=1 maximum=1000"`
+	Rows int `json:"rows" schema:"minimum=1 maximum=1000"`
 }
 
-// Command is one process tree started in a sandbox.
+// Command is one process tree started in a sandbox; it has command or
+// argv.
 type Command struct {
-	ID             string            `json:"id"`
-	SandboxID      string            `json:"sandbox_id"`
-	Command        string            `json:"command,omitempty"`
-	Argv           []string          `json:"argv,omitempty"`
-	Cwd            string            `json:"cwd"`
-	Env            map[string]string `json:"env,omitempty"`
-	Secrets        map[string]string `json:"secrets,omitempty"`
-	User           string            `json:"user"`
-	TimeoutS       int64             `json:"timeout_s"`
-	Stdin          bool              `json:"stdin"`
-	PTY            *PTY              `json:"pty,omitempty"`
-	NoOutputAlertS int64             `json:"no_output_alert_s,omitempty"`
-	State          CommandState      `json:"state"`
-	ExitCode       *int              `json:"exit_code"`
-	Signal         string            `json:"signal"`
-	TimedOut       bool              `json:"timed_out"`
-	StartedAt      time.Time         `json:"started_at"`
-	EndedAt        *time.Time        `json:"ended_at"`
-	StdoutBytes    int64             `json:"stdout_bytes"`
-	StderrBytes    int64             `json:"stderr_bytes"`
+	// cmd_…
+	ID        string `json:"id"`
+	SandboxID string `json:"sandbox_id"`
+	// The shell string; omitted for argv commands.
+	Command string `json:"command,omitempty"`
+	// Omitted for shell commands.
+	Argv []string `json:"argv,omitempty"`
+	Cwd  string   `json:"cwd"`
+	// Omitted when empty.
+	Env map[string]string `json:"env,omitempty"`
+	// The command's own environment variable → secret name (never a value);
+	// omitted when empty.
+	Secrets map[string]string `json:"secrets,omitempty"`
+	User    string            `json:"user" schema:"enum=user,root"`
+	// 0 means no timeout.
+	TimeoutS int64 `json:"timeout_s"`
+	Stdin    bool  `json:"stdin"`
+	PTY      *PTY  `json:"pty,omitempty"`
+	// Omitted when 0.
+	NoOutputAlertS int64        `json:"no_output_alert_s,omitempty"`
+	State          CommandState `json:"state"`
+	// null while running or when killed by a signal.
+	ExitCode  *int      `json:"exit_code"`
+	Signal    string    `json:"signal"`
+	TimedOut  bool      `json:"timed_out"`
+	StartedAt time.Time `json:"started_at"`
+	// null while running.
+	EndedAt     *time.Time `json:"ended_at"`
+	StdoutBytes int64      `json:"stdout_bytes"`
+	StderrBytes int64      `json:"stderr_bytes"`
 }
 
-// CreateCommandRequest is the body of POST /v1/sandboxes/{ref}/commands.
+// CreateCommandRequest is the body of POST /v1/sandboxes/{ref}/commands:
+// exactly one of command and argv.
 type CreateCommandRequest struct {
-	Command        string            `json:"command,omitempty"`
-	Argv           []string          `json:"argv,omitempty"`
-	Cwd            string            `json:"cwd,omitempty"`
-	Env            map[string]string `json:"env,omitempty"`
-	Secrets        map[string]string `json:"secrets,omitempty"`
-	TimeoutS       *int64            `json:"timeout_s,omitempty"`
-	Stdin          bool              `json:"stdin,omitempty"`
-	NoOutputAlertS *int64            `json:"no_output_alert_s,omitempty"`
-	User           string            `json:"user,omitempty"`
-	PTY            *PTY              `json:"pty,omitempty"`
+	// A shell string run by /bin/bash -lc.
+	Command string `json:"command,omitempty"`
+	// A program and its arguments, run with no shell.
+	Argv []string `json:"argv,omitempty"`
+	// Absolute path; default the sandbox's workdir.
+	Cwd string            `json:"cwd,omitempty"`
+	Env map[string]string `json:"env,omitempty"`
+	// Environment variable → the name of a team secret; its value is read
+	// when each command starts (an updated secret reaches the next command)
+	// and redacted from recorded output. An unknown name answers 404
+	// not_found. Taken with the sandbox's secrets; a variable in the
+	// command's env or secrets wins over the sandbox's.
+	Secrets map[string]string `json:"secrets,omitempty"`
+	// 0 or absent means no timeout.
+	TimeoutS *int64 `json:"timeout_s,omitempty" schema:"minimum=0 maximum=604800"`
+	// Keep stdin open for POST …/stdin.
+	Stdin          bool   `json:"stdin,omitempty"`
+	NoOutputAlertS *int64 `json:"no_output_alert_s,omitempty" schema:"minimum=0"`
+	// Default user.
+	User string `json:"user,omitempty" schema:"enum=user,root"`
+	PTY  *PTY   `json:"pty,omitempty"`
 }
 
-// CommandResult answers POST …/commands?wait=true.
+// SignalRequest is the body of POST …/commands/{id}/signal.
+type SignalRequest struct {
+	// e.g. TERM, KILL, INT; sent to the whole process group.
+	Signal string `json:"signal"`
+}
+
+// CommandResult is the answer of POST …/commands?wait=true; its output is
+// UTF-8, invalid bytes replaced.
 type CommandResult struct {
 	Command   Command `json:"command"`
 	Stdout    string  `json:"stdout"`
@@ -214,13 +316,15 @@ type CommandResult struct {
 	Truncated bool    `json:"truncated"`
 }
 
-// OutputRecord is one line of GET …/commands/{id}/output (NDJSON). A chunk
-// has Stream and Data; the last record has Type "exit".
+// OutputRecord is one line of the NDJSON output stream (GET
+// …/commands/{id}/output): a chunk has stream and data; a gap in the
+// record has type truncated; the last record has type exit with
+// exit_code, signal and timed_out.
 type OutputRecord struct {
 	Seq      int64  `json:"seq"`
-	Stream   string `json:"stream,omitempty"`
+	Stream   string `json:"stream,omitempty" schema:"enum=stdout,stderr"`
 	Data     []byte `json:"data,omitempty"`
-	Type     string `json:"type,omitempty"`
+	Type     string `json:"type,omitempty" schema:"enum=exit,truncated"`
 	ExitCode *int   `json:"exit_code,omitempty"`
 	Signal   string `json:"signal,omitempty"`
 	TimedOut bool   `json:"timed_out,omitempty"`
@@ -228,25 +332,34 @@ type OutputRecord struct {
 
 // Team owns sandboxes, keys and secrets.
 type Team struct {
+	// team_…
 	ID        string    `json:"id"`
 	Name      string    `json:"name"`
 	Admission Admission `json:"admission"`
-	// SpendLimitUSD bounds the team's spend in a calendar month (UTC).
-	SpendLimitUSD *float64  `json:"spend_limit_usd"`
-	BudgetAlerts  []float64 `json:"budget_alerts"`
-	CreatedAt     time.Time `json:"created_at"`
+	// Monthly (UTC calendar month) limit of the team's spend; null means
+	// none.
+	SpendLimitUSD *float64 `json:"spend_limit_usd"`
+	// Percentages of the spend limit at which budget.alert is raised, once
+	// each; default [50, 80].
+	BudgetAlerts []float64 `json:"budget_alerts" schema:"exclusiveMinimum=0 exclusiveMaximum=100"`
+	CreatedAt    time.Time `json:"created_at"`
 }
 
-// Admission flags say what a team may use.
+// Admission is the flags that say what a team may use. The admin team has
+// every flag.
 type Admission struct {
+	// sandboxes of the templates the server ships (the managed image and the
+	// images of its images dir)
 	ManagedEnvironment bool `json:"managed_environment"`
-	Preview            bool `json:"preview"`
-	CustomImages       bool `json:"custom_images"`
-	GPU                bool `json:"gpu"`
+	// publishing sandboxes' ports as previews
+	Preview      bool `json:"preview"`
+	CustomImages bool `json:"custom_images"`
+	GPU          bool `json:"gpu"`
 }
 
 // CreateTeamRequest is the body of POST /v1/teams.
 type CreateTeamRequest struct {
+	// 1-63 lowercase letters, digits and '-'.
 	Name string `json:"name"`
 }
 
@@ -266,13 +379,19 @@ type KeyResponse struct {
 
 // List is the shape of every list answer.
 type List[T any] struct {
-	Items      []T    `json:"items"`
+	Items []T `json:"items"`
+	// Pass as cursor for the next page; empty on the last.
 	NextCursor string `json:"next_cursor"`
 }
 
 // Event is one entry of a team's event log.
 type Event struct {
-	ID        string         `json:"id"`
+	// evt_…; IDs sort in the order events were appended and serve as cursors
+	ID string `json:"id"`
+	// sandbox.creating|setting_up|running|sleeping|asleep|waking|terminating|terminated|failed|expired|idle,
+	// command.started|exited|no_output, setup.exited, network.denied,
+	// budget.alert|exceeded, image.imported|deleted,
+	// workload.queued|started|exited|failed|cancelled
 	Type      string         `json:"type"`
 	SandboxID string         `json:"sandbox_id"`
 	CommandID string         `json:"command_id"`

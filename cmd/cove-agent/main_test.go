@@ -12,11 +12,15 @@ import (
 	"syscall"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/cove-dev/cove/internal/agent/client"
 	"github.com/cove-dev/cove/internal/agent/wire"
 )
 
-// TestMain lets the test binary run as cove-agent when a test starts it so.
+// TestMain lets the test binary run as cove-agent when a test starts it
+// so; otherwise it runs the tests and fails them when a goroutine they
+// started is still running after them.
 func TestMain(m *testing.M) {
 	if os.Getenv("COVE_AGENT_TEST_MAIN") == "1" {
 		main()
@@ -26,7 +30,7 @@ func TestMain(m *testing.M) {
 		probe(pid)
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // syncBuffer is a bytes.Buffer safe for the writer goroutine of exec.Cmd

@@ -59,6 +59,14 @@ func TestLayers(t *testing.T) {
 		"modernc.org/sqlite", "github.com/vishvananda/netlink", "github.com/google/nftables",
 		"github.com/creack/pty", mod + "/internal/",
 	}
+	// A feature room of the control plane sees the core, the API and the
+	// node only through the interfaces it declares.
+	featureForbidden := []string{
+		mod + "/internal/server", mod + "/internal/httpapi", mod + "/internal/service",
+		mod + "/internal/store/sqlite", mod + "/internal/store/postgres",
+		mod + "/internal/agent/", mod + "/internal/node/runtime", mod + "/internal/node/output",
+		mod + "/internal/node/local", mod + "/internal/node/image", mod + "/internal/node/saves",
+	}
 	tests := []struct {
 		name      string
 		dir, pkg  string
@@ -70,10 +78,18 @@ func TestLayers(t *testing.T) {
 			mod + "/internal/node/local", mod + "/internal/node/image", mod + "/internal/node/saves",
 			mod + "/cmd/cove-agent/",
 		}},
+		{"control rooms", dir, "./internal/control/...", nil, []string{
+			mod + "/internal/server", mod + "/internal/httpapi", mod + "/internal/service",
+			mod + "/internal/agent/", mod + "/internal/node/local", mod + "/internal/node/runtime",
+			mod + "/cmd/cove-agent/",
+		}},
 		{"API", dir, "./internal/httpapi", nil, []string{
 			mod + "/internal/agent/", mod + "/internal/node/runtime", mod + "/internal/node/output",
 			mod + "/internal/node/local",
 		}},
+		{"image catalog", dir, "./internal/control/imagecatalog", nil, featureForbidden},
+		{"template catalog", dir, "./internal/control/templatecatalog", nil, featureForbidden},
+		{"previews", dir, "./internal/control/previews", nil, featureForbidden},
 		{"SDK", filepath.Join(dir, "sdk", "go"), ".", nil, serverOnly},
 		{"CLI off Linux", dir, "./cmd/cove", []string{"GOOS=darwin", "GOARCH=arm64", "CGO_ENABLED=0"}, []string{
 			"modernc.org/sqlite", "github.com/vishvananda/netlink", "github.com/google/nftables", "github.com/creack/pty",
@@ -94,6 +110,20 @@ func TestLayers(t *testing.T) {
 			mod + "/internal/node/local", mod + "/internal/node/runtime", mod + "/internal/agent/",
 		}},
 		{"agent wire", dir, "./internal/agent/wire", nil, []string{mod + "/", "github.com/", "golang.org/x/"}},
+	}
+	// The feature rooms of the control plane (teams, the vault, the
+	// webhooks) import neither the core nor the API nor the node's
+	// implementation.
+	for _, room := range []string{"./internal/control/teams", "./internal/control/vault", "./internal/webhooks"} {
+		tests = append(tests, struct {
+			name      string
+			dir, pkg  string
+			env       []string
+			forbidden []string
+		}{"room " + room, dir, room, nil, []string{
+			mod + "/internal/server", mod + "/internal/httpapi", mod + "/internal/service",
+			mod + "/internal/node/local", mod + "/internal/node/runtime", mod + "/internal/agent/",
+		}})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

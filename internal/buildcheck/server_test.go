@@ -48,9 +48,12 @@ func testServer(t *testing.T) (url, key string) {
 	if key, err = srv.Bootstrap(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	h := httpapi.New(srv, log)
-	h.Sandboxes, h.Commands, h.Events, h.Workloads, h.GPUs = srv, srv, srv, srv, srv
-	hs := httptest.NewServer(h)
+	api := httpapi.New(srv, log)
+	api.Teams, api.Idempotency, api.Secrets, api.Webhooks = srv.Teams(), srv.Teams(), srv.Vault(), srv.Webhooks()
+	api.Files, api.Assets = srv.Files(), srv.Assets()
+	api.ImageService, api.TemplateService, api.PreviewService = srv.Images(), srv.Templates(), srv.Previews()
+	api.Sandboxes, api.Commands, api.Events, api.Workloads, api.GPUs = srv, srv, srv, srv, srv
+	hs := httptest.NewServer(api)
 	t.Cleanup(hs.Close)
 	return hs.URL, key
 }

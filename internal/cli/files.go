@@ -1,13 +1,10 @@
 package cli
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -20,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/archive"
 	cove "github.com/cove-dev/cove/sdk/go"
 )
 
@@ -177,7 +175,7 @@ func (a *app) filesPut(wake func() []cove.FileOption) *cobra.Command {
 				}
 				pr, pw := io.Pipe()
 				var wg sync.WaitGroup
-				wg.Go(func() { pw.CloseWithError(cove.WriteDirArchive(pw, args[0], nil)) })
+				wg.Go(func() { pw.CloseWithError(archive.WriteDir(pw, args[0], nil)) })
 				res, err := cl.WriteArchive(ctx, r.ref, r.path, a.progress("put", pr, -1), opts...)
 				pr.CloseWithError(errors.New("upload ended"))
 				wg.Wait()
@@ -255,7 +253,7 @@ func (a *app) filesGet(wake func() []cove.FileOption) *cobra.Command {
 					return err
 				}
 				defer rc.Close()
-				return extractInto(a.progress("get", rc, -1), local)
+				return archive.ExtractInto(a.progress("get", rc, -1), local)
 			}
 			if local == "-" {
 				_, err := cl.DownloadFile(ctx, r.ref, r.path, a.env.Stdout, wake()...)
@@ -494,109 +492,3 @@ func (p *progressReader) draw(now time.Time, done bool) {
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
-
-// extractInto extracts a tar.gz into dir. A new dir is made beside it
-// first and renamed into place only when the whole archive was good, so a
-// broken download leaves nothing; an existing dir is merged into.
-func extractInto(r io.Reader, dir string) error {
-	if _, err := os.Lstat(dir); err == nil {
-		return extractTarGz(r, dir)
-	}
-	parent := filepath.Dir(dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".part-*")
-	if err != nil {
-		return err
-	}
-	if err := extractTarGz(r, tmp); err != nil {
-		os.RemoveAll(tmp)
-		return fmt.Errorf("%w; nothing was kept", err)
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		os.RemoveAll(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		os.RemoveAll(tmp)
-		return err
-	}
-	return nil
-}
-
-// extractTarGz extracts a tar.gz into dir, refusing entries that would
-// leave it (absolute names, .., symlinks pointing out, paths through
-// symlinks).
-func extractTarGz(r io.Reader, dir string) error {
-	zr, err := gzip.NewReader(r)
-	if err != nil {
-		return fmt.Errorf("archive: %w", err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	tr := tar.NewReader(zr)
-	buf := make([]byte, 256<<10)
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			// Read to the end of the gzip data: its checksum is checked there.
-			if _, err := io.Copy(io.Discard, zr); err != nil {
-				return fmt.Errorf("archive cut short or invalid: %w", err)
-			}
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("archive cut short or invalid: %w", err)
-		}
-		name := path.Clean(hdr.Name)
-		if !fs.ValidPath(name) {
-			return fmt.Errorf("archive entry %q would leave %s", hdr.Name, dir)
-		}
-		if name == "." {
-			continue
-		}
-		mode := fs.FileMode(hdr.Mode & 0o777)
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			if err := root.MkdirAll(name, 0o755); err != nil {
-				return err
-			}
-			root.Chmod(name, mode|0o700)
-		case tar.TypeReg, tar.TypeRegA:
-			if err := root.MkdirAll(path.Dir(name), 0o755); err != nil {
-				return err
-			}
-			f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-			if err != nil {
-				return err
-			}
-			_, err = io.CopyBuffer(f, tr, buf)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-			root.Chmod(name, mode)
-		case tar.TypeSymlink:
-			target := path.Join(path.Dir(name), hdr.Linkname)
-			if path.IsAbs(hdr.Linkname) || !fs.ValidPath(target) {
-				return fmt.Errorf("archive entry %q is a symlink leaving %s", hdr.Name, dir)
-			}
-			if err := root.MkdirAll(path.Dir(name), 0o755); err != nil {
-				return err
-			}
-			root.Remove(name)
-			if err := root.Symlink(hdr.Linkname, name); err != nil {
-				return err
-			}
-		}
-	}
-}

@@ -26,6 +26,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/files"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/server"
 	cove "github.com/cove-dev/cove/sdk/go"
@@ -45,8 +46,7 @@ func newTestServer(t *testing.T) *testServer {
 	t.Helper()
 	f := newFake()
 	logs := &syncBuffer{}
-	h := New(f, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	h.Sandboxes, h.Commands, h.Events, h.Workloads = f, f, f, f
+	h := newHandler(f, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &testServer{h: h, url: srv.URL, fake: f, client: cove.New(srv.URL, keyA), logs: logs}
@@ -169,8 +169,7 @@ func TestHealthz(t *testing.T) {
 
 func TestHealthzListeners(t *testing.T) {
 	f := newFake()
-	h := New(f, slog.New(slog.DiscardHandler))
-	h.Sandboxes, h.Commands, h.Events, h.Workloads = f, f, f, f
+	h := newHandler(f, slog.New(slog.DiscardHandler))
 	want := map[string]string{"api": "127.0.0.1:41234", "gateway": "0.0.0.0:40001", "dns": "0.0.0.0:40002"}
 	h.ReportListeners(want)
 	srv := httptest.NewServer(h)
@@ -282,6 +281,21 @@ func TestPrincipalTeamReachesControlPlane(t *testing.T) {
 			return ignore(c.WriteArchive(ctx, "web", "/w", strings.NewReader("")))
 		}},
 		{"ListEvents", func(ctx context.Context) error { return ignore(c.Events(ctx, cove.EventQuery{})) }},
+		{"ImportImage", func(ctx context.Context) error {
+			return ignore(c.ImportImage(ctx, "tools", nil, strings.NewReader("not a tar")))
+		}},
+		{"ListImages", func(ctx context.Context) error { return ignore(c.Images(ctx)) }},
+		{"GetImage", func(ctx context.Context) error { return ignore(c.GetImage(ctx, "tools")) }},
+		{"UpdateImage", func(ctx context.Context) error {
+			return ignore(c.UpdateImage(ctx, "tools", api.ImageSettings{Examples: []string{"ls"}}))
+		}},
+		{"DeleteImage", func(ctx context.Context) error { return c.DeleteImage(ctx, "tools") }},
+		{"ListTemplates", func(ctx context.Context) error { return ignore(c.Templates(ctx)) }},
+		{"CreatePreview", func(ctx context.Context) error {
+			return ignore(c.CreatePreview(ctx, "web", api.CreatePreviewRequest{Port: 8000}))
+		}},
+		{"ListPreviews", func(ctx context.Context) error { return ignore(c.Previews(ctx, "web")) }},
+		{"DeletePreview", func(ctx context.Context) error { return c.DeletePreview(ctx, "web", "prv_1") }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method, func(t *testing.T) {
@@ -295,7 +309,7 @@ func TestPrincipalTeamReachesControlPlane(t *testing.T) {
 				t.Errorf("%s got team %q; want %q", tt.method, got.TeamID, teamB)
 			}
 			if strings.Contains(tt.method, "File") || strings.Contains(tt.method, "Archive") || tt.method == "Mkdir" {
-				want := server.FileTarget{TeamID: teamB, Ref: "web", Wake: true}
+				want := files.Target{TeamID: teamB, Ref: "web", Wake: true}
 				if got.Target != want {
 					t.Errorf("%s got target %+v; want %+v", tt.method, got.Target, want)
 				}
@@ -1050,9 +1064,9 @@ func TestReadFile(t *testing.T) {
 	t.Run("headers and conditions", func(t *testing.T) {
 		s := newTestServer(t)
 		var got node.ReadSpec
-		var gotTarget server.FileTarget
+		var gotTarget files.Target
 		body := &closeTracker{Reader: strings.NewReader("hello")}
-		s.fake.ReadFileFn = func(_ context.Context, tg server.FileTarget, spec node.ReadSpec) (*node.Content, error) {
+		s.fake.ReadFileFn = func(_ context.Context, tg files.Target, spec node.ReadSpec) (*node.Content, error) {
 			got, gotTarget = spec, tg
 			return &node.Content{
 				Status: http.StatusPartialContent, ContentLength: 5, ContentRange: "bytes 0-4/11",
@@ -1071,7 +1085,7 @@ func TestReadFile(t *testing.T) {
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("read spec (-want +got):\n%s", diff)
 		}
-		if want := (server.FileTarget{TeamID: teamA, Ref: "web", Wake: true}); gotTarget != want {
+		if want := (files.Target{TeamID: teamA, Ref: "web", Wake: true}); gotTarget != want {
 			t.Errorf("target is %+v; want %+v", gotTarget, want)
 		}
 		if resp.StatusCode != http.StatusPartialContent || string(b) != "hello" {
@@ -1093,7 +1107,7 @@ func TestReadFile(t *testing.T) {
 	t.Run("not modified", func(t *testing.T) {
 		s := newTestServer(t)
 		body := &closeTracker{Reader: strings.NewReader("")}
-		s.fake.ReadFileFn = func(context.Context, server.FileTarget, node.ReadSpec) (*node.Content, error) {
+		s.fake.ReadFileFn = func(context.Context, files.Target, node.ReadSpec) (*node.Content, error) {
 			return &node.Content{Status: http.StatusNotModified, ContentLength: -1, ETag: `"v1"`, Body: body}, nil
 		}
 		resp, b := s.do(t, http.MethodGet, "/v1/sandboxes/web/files/content?path=/w/a.txt", map[string]string{"If-None-Match": `"v1"`}, nil)
@@ -1107,7 +1121,7 @@ func TestReadFile(t *testing.T) {
 	t.Run("sdk", func(t *testing.T) {
 		s := newTestServer(t)
 		var got node.ReadSpec
-		s.fake.ReadFileFn = func(_ context.Context, _ server.FileTarget, spec node.ReadSpec) (*node.Content, error) {
+		s.fake.ReadFileFn = func(_ context.Context, _ files.Target, spec node.ReadSpec) (*node.Content, error) {
 			got = spec
 			c := &node.Content{Status: http.StatusOK, ContentLength: int64(len(data)), ETag: `"v1"`, ReprDigest: digestOf(data),
 				Body: io.NopCloser(strings.NewReader(data))}
@@ -1139,11 +1153,11 @@ func TestReadFile(t *testing.T) {
 func TestWriteFile(t *testing.T) {
 	const data = "new content"
 	entry := api.FileEntry{Name: "a.txt", Path: "/w/a.txt", Type: api.FileTypeFile, Size: int64(len(data)), Mode: "0600", Version: "v2"}
-	newWrite := func(t *testing.T, created bool) (*testServer, *server.WriteFileRequest, *string, *string) {
+	newWrite := func(t *testing.T, created bool) (*testServer, *files.WriteRequest, *string, *string) {
 		s := newTestServer(t)
-		var got server.WriteFileRequest
+		var got files.WriteRequest
 		var gotBody, gotTrailer string
-		s.fake.WriteFileFn = func(_ context.Context, _ server.FileTarget, req server.WriteFileRequest, body io.Reader) (api.FileEntry, bool, error) {
+		s.fake.WriteFileFn = func(_ context.Context, _ files.Target, req files.WriteRequest, body io.Reader) (api.FileEntry, bool, error) {
 			b, err := io.ReadAll(body)
 			if err != nil {
 				return api.FileEntry{}, false, err
@@ -1172,7 +1186,7 @@ func TestWriteFile(t *testing.T) {
 			t.Error("the request's digest trailer did not reach the control plane")
 		}
 		got.Trailer = nil
-		want := server.WriteFileRequest{Path: "/w/a.txt", User: "root", Mode: "0600", IfMatch: []string{"v1"}, Size: -1}
+		want := files.WriteRequest{Path: "/w/a.txt", User: "root", Mode: "0600", IfMatch: []string{"v1"}, Size: -1}
 		if diff := cmp.Diff(want, *got); diff != "" {
 			t.Errorf("request (-want +got):\n%s", diff)
 		}
@@ -1191,7 +1205,7 @@ func TestWriteFile(t *testing.T) {
 		if resp.StatusCode != http.StatusCreated || resp.Header.Get("ETag") != `"v2"` {
 			t.Fatalf("answered %d with ETag %q: %s", resp.StatusCode, resp.Header.Get("ETag"), b)
 		}
-		want := server.WriteFileRequest{Path: "/w/a.txt", IfMatch: []string{"v1", "v0"}, IfNoneMatch: true, SHA256: hexSum, Size: int64(len(data))}
+		want := files.WriteRequest{Path: "/w/a.txt", IfMatch: []string{"v1", "v0"}, IfNoneMatch: true, SHA256: hexSum, Size: int64(len(data))}
 		if diff := cmp.Diff(want, *got); diff != "" {
 			t.Errorf("request (-want +got):\n%s", diff)
 		}
@@ -1220,7 +1234,7 @@ func TestFileCalls(t *testing.T) {
 		var gotPath string
 		var gotIfMatch []string
 		var got api.EditFileRequest
-		s.fake.EditFileFn = func(_ context.Context, _ server.FileTarget, p string, ifMatch []string, req api.EditFileRequest) (api.FileEntry, error) {
+		s.fake.EditFileFn = func(_ context.Context, _ files.Target, p string, ifMatch []string, req api.EditFileRequest) (api.FileEntry, error) {
 			gotPath, gotIfMatch, got = p, ifMatch, req
 			return entry, nil
 		}
@@ -1240,7 +1254,7 @@ func TestFileCalls(t *testing.T) {
 		s := newTestServer(t)
 		var got api.MkdirRequest
 		var gotUser string
-		s.fake.MkdirFn = func(_ context.Context, _ server.FileTarget, req api.MkdirRequest, user string) (api.FileEntry, error) {
+		s.fake.MkdirFn = func(_ context.Context, _ files.Target, req api.MkdirRequest, user string) (api.FileEntry, error) {
 			got, gotUser = req, user
 			return entry, nil
 		}
@@ -1255,7 +1269,7 @@ func TestFileCalls(t *testing.T) {
 	t.Run("move", func(t *testing.T) {
 		s := newTestServer(t)
 		var got api.MoveRequest
-		s.fake.MoveFileFn = func(_ context.Context, _ server.FileTarget, req api.MoveRequest, _ string) (api.FileEntry, error) {
+		s.fake.MoveFileFn = func(_ context.Context, _ files.Target, req api.MoveRequest, _ string) (api.FileEntry, error) {
 			got = req
 			return entry, nil
 		}
@@ -1271,7 +1285,7 @@ func TestFileCalls(t *testing.T) {
 		s := newTestServer(t)
 		var gotPath string
 		var gotRecursive bool
-		s.fake.RemoveFileFn = func(_ context.Context, _ server.FileTarget, p string, recursive bool) error {
+		s.fake.RemoveFileFn = func(_ context.Context, _ files.Target, p string, recursive bool) error {
 			gotPath, gotRecursive = p, recursive
 			return nil
 		}
@@ -1288,9 +1302,9 @@ func TestFileCalls(t *testing.T) {
 	})
 	t.Run("list", func(t *testing.T) {
 		s := newTestServer(t)
-		var got server.FileListQuery
+		var got files.ListQuery
 		page := api.List[api.FileEntry]{Items: []api.FileEntry{entry}, NextCursor: "/w/b"}
-		s.fake.ListFilesFn = func(_ context.Context, _ server.FileTarget, q server.FileListQuery) (api.List[api.FileEntry], error) {
+		s.fake.ListFilesFn = func(_ context.Context, _ files.Target, q files.ListQuery) (api.List[api.FileEntry], error) {
 			got = q
 			return page, nil
 		}
@@ -1298,7 +1312,7 @@ func TestFileCalls(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := (server.FileListQuery{Path: "/w", Depth: 3, Limit: 10, Cursor: "/w/a"}); got != want {
+		if want := (files.ListQuery{Path: "/w", Depth: 3, Limit: 10, Cursor: "/w/a"}); got != want {
 			t.Errorf("query is %+v; want %+v", got, want)
 		}
 		if !cmp.Equal(page, out) {
@@ -1307,7 +1321,7 @@ func TestFileCalls(t *testing.T) {
 		if _, err := s.client.ListFiles(t.Context(), "web", "/w", 0, 0, ""); err != nil {
 			t.Fatal(err)
 		}
-		if want := (server.FileListQuery{Path: "/w", Depth: 1, Limit: server.DefaultPageLimit}); got != want {
+		if want := (files.ListQuery{Path: "/w", Depth: 1, Limit: server.DefaultPageLimit}); got != want {
 			t.Errorf("default query is %+v; want %+v", got, want)
 		}
 	})
@@ -1370,7 +1384,7 @@ func TestFileWake(t *testing.T) {
 				}
 				// The fake answers not_found; the target is the point.
 				wantCode(t, tt.call(s.client, t.Context(), opts...), api.CodeNotFound)
-				want := server.FileTarget{TeamID: teamA, Ref: "web", Wake: wake}
+				want := files.Target{TeamID: teamA, Ref: "web", Wake: wake}
 				if got := last(t, s.fake, tt.method).Target; got != want {
 					t.Errorf("target is %+v; want %+v", got, want)
 				}

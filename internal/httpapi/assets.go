@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/assets"
 	"github.com/cove-dev/cove/internal/server"
 )
 
@@ -17,7 +18,7 @@ import (
 // when new, 200 with the asset that has the same bytes already. A digest
 // (Repr-Digest or Content-Digest, as a header or a trailer) is checked.
 func (h *Handler) createAsset(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	req := server.AssetUpload{Name: r.URL.Query().Get("name"), Size: max(r.ContentLength, 0)}
+	req := assets.Upload{Name: r.URL.Query().Get("name"), Size: max(r.ContentLength, 0)}
 	var err error
 	if req.SHA256, err = requestDigest(r.Header); err != nil {
 		return err
@@ -27,7 +28,7 @@ func (h *Handler) createAsset(w http.ResponseWriter, r *http.Request, p server.P
 	} else if _, ok := r.Trailer["Content-Digest"]; ok {
 		req.Trailer = func() (string, error) { return requestDigest(r.Trailer) }
 	}
-	a, created, err := h.srv.CreateAsset(r.Context(), p.Team.ID, req, h.uploadBody(w, r))
+	a, created, err := h.Assets.CreateAsset(r.Context(), p.Team.ID, req, h.uploadBody(w, r))
 	if err != nil {
 		return err
 	}
@@ -92,7 +93,7 @@ func (h *Handler) listAssets(w http.ResponseWriter, r *http.Request, p server.Pr
 	if err != nil {
 		return err
 	}
-	l, err := h.srv.ListAssets(r.Context(), p.Team.ID, pg)
+	l, err := h.Assets.ListAssets(r.Context(), p.Team.ID, pg.Cursor, pg.Limit)
 	if err != nil {
 		return err
 	}
@@ -100,7 +101,7 @@ func (h *Handler) listAssets(w http.ResponseWriter, r *http.Request, p server.Pr
 }
 
 func (h *Handler) getAsset(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	a, err := h.srv.GetAsset(r.Context(), p.Team.ID, r.PathValue("id"))
+	a, err := h.Assets.GetAsset(r.Context(), p.Team.ID, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -110,7 +111,7 @@ func (h *Handler) getAsset(w http.ResponseWriter, r *http.Request, p server.Prin
 // assetContent sends an asset's bytes with their Repr-Digest; bytes that
 // no longer match it on the node cut the response short.
 func (h *Handler) assetContent(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	a, rc, err := h.srv.OpenAsset(r.Context(), p.Team.ID, r.PathValue("id"))
+	a, rc, err := h.Assets.OpenAsset(r.Context(), p.Team.ID, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -133,7 +134,7 @@ func (h *Handler) assetContent(w http.ResponseWriter, r *http.Request, p server.
 }
 
 func (h *Handler) deleteAsset(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	if err := h.srv.DeleteAsset(r.Context(), p.Team.ID, r.PathValue("id")); err != nil {
+	if err := h.Assets.DeleteAsset(r.Context(), p.Team.ID, r.PathValue("id")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -146,7 +147,7 @@ func (h *Handler) saveAsset(w http.ResponseWriter, r *http.Request, p server.Pri
 	if err := decode(r, &req, false); err != nil {
 		return err
 	}
-	a, created, err := h.srv.SaveAsset(r.Context(), p.Team.ID, r.PathValue("ref"), req)
+	a, created, err := h.Assets.SaveAsset(r.Context(), p.Team.ID, r.PathValue("ref"), req)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/assets"
+	"github.com/cove-dev/cove/internal/control/files"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/server"
 )
@@ -15,33 +17,6 @@ import (
 // the authenticated key; the control plane scopes what it reads to it.
 // Tests serve the API over a fake of it.
 type ControlPlane interface {
-	Authenticate(ctx context.Context, key string) (server.Principal, error)
-	Idempotently(ctx context.Context, teamID, key, requestHash string, do func() server.Answer) (server.Answer, bool, error)
-
-	StatFile(ctx context.Context, t server.FileTarget, p string) (api.FileEntry, error)
-	ListFiles(ctx context.Context, t server.FileTarget, q server.FileListQuery) (api.List[api.FileEntry], error)
-	ReadFile(ctx context.Context, t server.FileTarget, req node.ReadSpec) (*node.Content, error)
-	WriteFile(ctx context.Context, t server.FileTarget, req server.WriteFileRequest, body io.Reader) (api.FileEntry, bool, error)
-	EditFile(ctx context.Context, t server.FileTarget, p string, ifMatch []string, req api.EditFileRequest) (api.FileEntry, error)
-	Mkdir(ctx context.Context, t server.FileTarget, req api.MkdirRequest, user string) (api.FileEntry, error)
-	MoveFile(ctx context.Context, t server.FileTarget, req api.MoveRequest, user string) (api.FileEntry, error)
-	RemoveFile(ctx context.Context, t server.FileTarget, p string, recursive bool) error
-	ReadArchive(ctx context.Context, t server.FileTarget, p string) (io.ReadCloser, error)
-	WriteArchive(ctx context.Context, t server.FileTarget, req server.ArchiveUpload, body io.Reader) (api.ArchiveResult, error)
-
-	CreateAsset(ctx context.Context, teamID string, req server.AssetUpload, body io.Reader) (api.Asset, bool, error)
-	GetAsset(ctx context.Context, teamID, assetID string) (api.Asset, error)
-	ListAssets(ctx context.Context, teamID string, p server.Page) (api.List[api.Asset], error)
-	OpenAsset(ctx context.Context, teamID, assetID string) (api.Asset, io.ReadCloser, error)
-	DeleteAsset(ctx context.Context, teamID, assetID string) error
-	SaveAsset(ctx context.Context, teamID, ref string, req api.SaveAssetRequest) (api.Asset, bool, error)
-
-	CreateTeam(ctx context.Context, p server.Principal, req api.CreateTeamRequest) (api.CreateTeamResponse, error)
-	ListTeams(ctx context.Context, p server.Principal) ([]api.Team, error)
-	CreateKey(ctx context.Context, p server.Principal, teamID string) (api.KeyResponse, error)
-	RevokeKey(ctx context.Context, p server.Principal, keyID string) error
-
-	Secrets
 	Metering
 }
 
@@ -88,6 +63,34 @@ var (
 	_ Workloads = (*server.Server)(nil)
 	_ GPUPlane  = (*server.Server)(nil)
 )
+
+// Files are a sandbox's file calls and archives (internal/control/files).
+type Files interface {
+	StatFile(ctx context.Context, t files.Target, p string) (api.FileEntry, error)
+	ListFiles(ctx context.Context, t files.Target, q files.ListQuery) (api.List[api.FileEntry], error)
+	ReadFile(ctx context.Context, t files.Target, req node.ReadSpec) (*node.Content, error)
+	WriteFile(ctx context.Context, t files.Target, req files.WriteRequest, body io.Reader) (api.FileEntry, bool, error)
+	EditFile(ctx context.Context, t files.Target, p string, ifMatch []string, req api.EditFileRequest) (api.FileEntry, error)
+	Mkdir(ctx context.Context, t files.Target, req api.MkdirRequest, user string) (api.FileEntry, error)
+	MoveFile(ctx context.Context, t files.Target, req api.MoveRequest, user string) (api.FileEntry, error)
+	RemoveFile(ctx context.Context, t files.Target, p string, recursive bool) error
+	ReadArchive(ctx context.Context, t files.Target, p string) (io.ReadCloser, error)
+	WriteArchive(ctx context.Context, t files.Target, req files.ArchiveUpload, body io.Reader) (api.ArchiveResult, error)
+}
+
+var _ Files = (*files.Service)(nil)
+
+// Assets are the team's assets (internal/control/assets).
+type Assets interface {
+	CreateAsset(ctx context.Context, teamID string, req assets.Upload, body io.Reader) (api.Asset, bool, error)
+	GetAsset(ctx context.Context, teamID, assetID string) (api.Asset, error)
+	ListAssets(ctx context.Context, teamID string, cursor string, limit int) (api.List[api.Asset], error)
+	OpenAsset(ctx context.Context, teamID, assetID string) (api.Asset, io.ReadCloser, error)
+	DeleteAsset(ctx context.Context, teamID, assetID string) error
+	SaveAsset(ctx context.Context, teamID, ref string, req api.SaveAssetRequest) (api.Asset, bool, error)
+}
+
+var _ Assets = (*assets.Service)(nil)
 
 // Workloads are the batch runs' calls (workloads.go).
 type Workloads interface {

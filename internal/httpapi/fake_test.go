@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/assets"
+	"github.com/cove-dev/cove/internal/control/files"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/server"
 )
@@ -26,7 +28,7 @@ const (
 type call struct {
 	Method string
 	TeamID string
-	Target server.FileTarget
+	Target files.Target
 }
 
 // fakeControlPlane is an in-memory ControlPlane. Each method calls its Fn
@@ -57,16 +59,16 @@ type fakeControlPlane struct {
 	SignalFn        func(ctx context.Context, teamID, ref, commandID, sig string) error
 	ResizeFn        func(ctx context.Context, teamID, ref, commandID string, cols, rows int) error
 
-	StatFileFn     func(ctx context.Context, t server.FileTarget, p string) (api.FileEntry, error)
-	ListFilesFn    func(ctx context.Context, t server.FileTarget, q server.FileListQuery) (api.List[api.FileEntry], error)
-	ReadFileFn     func(ctx context.Context, t server.FileTarget, req node.ReadSpec) (*node.Content, error)
-	WriteFileFn    func(ctx context.Context, t server.FileTarget, req server.WriteFileRequest, body io.Reader) (api.FileEntry, bool, error)
-	EditFileFn     func(ctx context.Context, t server.FileTarget, p string, ifMatch []string, req api.EditFileRequest) (api.FileEntry, error)
-	MkdirFn        func(ctx context.Context, t server.FileTarget, req api.MkdirRequest, user string) (api.FileEntry, error)
-	MoveFileFn     func(ctx context.Context, t server.FileTarget, req api.MoveRequest, user string) (api.FileEntry, error)
-	RemoveFileFn   func(ctx context.Context, t server.FileTarget, p string, recursive bool) error
-	ReadArchiveFn  func(ctx context.Context, t server.FileTarget, p string) (io.ReadCloser, error)
-	WriteArchiveFn func(ctx context.Context, t server.FileTarget, req server.ArchiveUpload, body io.Reader) (api.ArchiveResult, error)
+	StatFileFn     func(ctx context.Context, t files.Target, p string) (api.FileEntry, error)
+	ListFilesFn    func(ctx context.Context, t files.Target, q files.ListQuery) (api.List[api.FileEntry], error)
+	ReadFileFn     func(ctx context.Context, t files.Target, req node.ReadSpec) (*node.Content, error)
+	WriteFileFn    func(ctx context.Context, t files.Target, req files.WriteRequest, body io.Reader) (api.FileEntry, bool, error)
+	EditFileFn     func(ctx context.Context, t files.Target, p string, ifMatch []string, req api.EditFileRequest) (api.FileEntry, error)
+	MkdirFn        func(ctx context.Context, t files.Target, req api.MkdirRequest, user string) (api.FileEntry, error)
+	MoveFileFn     func(ctx context.Context, t files.Target, req api.MoveRequest, user string) (api.FileEntry, error)
+	RemoveFileFn   func(ctx context.Context, t files.Target, p string, recursive bool) error
+	ReadArchiveFn  func(ctx context.Context, t files.Target, p string) (io.ReadCloser, error)
+	WriteArchiveFn func(ctx context.Context, t files.Target, req files.ArchiveUpload, body io.Reader) (api.ArchiveResult, error)
 
 	ListEventsFn func(ctx context.Context, teamID string, q server.EventQuery) (api.List[api.Event], error)
 
@@ -75,7 +77,7 @@ type fakeControlPlane struct {
 	CreateKeyFn  func(ctx context.Context, p server.Principal, teamID string) (api.KeyResponse, error)
 	RevokeKeyFn  func(ctx context.Context, p server.Principal, keyID string) error
 
-	fakeSecrets
+	secrets fakeSecrets
 	fakeMetering
 
 	// changes is never closed: nothing changes unless a test says so.
@@ -108,7 +110,7 @@ func (f *fakeControlPlane) record(method, teamID string) {
 	f.calls = append(f.calls, call{Method: method, TeamID: teamID})
 }
 
-func (f *fakeControlPlane) recordFile(method string, t server.FileTarget) {
+func (f *fakeControlPlane) recordFile(method string, t files.Target) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, call{Method: method, TeamID: t.TeamID, Target: t})
@@ -332,7 +334,7 @@ func (f *fakeControlPlane) Resize(ctx context.Context, teamID, ref, commandID st
 	return notFound("command", commandID)
 }
 
-func (f *fakeControlPlane) StatFile(ctx context.Context, t server.FileTarget, p string) (api.FileEntry, error) {
+func (f *fakeControlPlane) StatFile(ctx context.Context, t files.Target, p string) (api.FileEntry, error) {
 	f.recordFile("StatFile", t)
 	if f.StatFileFn != nil {
 		return f.StatFileFn(ctx, t, p)
@@ -340,7 +342,7 @@ func (f *fakeControlPlane) StatFile(ctx context.Context, t server.FileTarget, p 
 	return api.FileEntry{}, notFound("file", p)
 }
 
-func (f *fakeControlPlane) ListFiles(ctx context.Context, t server.FileTarget, q server.FileListQuery) (api.List[api.FileEntry], error) {
+func (f *fakeControlPlane) ListFiles(ctx context.Context, t files.Target, q files.ListQuery) (api.List[api.FileEntry], error) {
 	f.recordFile("ListFiles", t)
 	if f.ListFilesFn != nil {
 		return f.ListFilesFn(ctx, t, q)
@@ -348,7 +350,7 @@ func (f *fakeControlPlane) ListFiles(ctx context.Context, t server.FileTarget, q
 	return api.List[api.FileEntry]{}, notFound("directory", q.Path)
 }
 
-func (f *fakeControlPlane) ReadFile(ctx context.Context, t server.FileTarget, req node.ReadSpec) (*node.Content, error) {
+func (f *fakeControlPlane) ReadFile(ctx context.Context, t files.Target, req node.ReadSpec) (*node.Content, error) {
 	f.recordFile("ReadFile", t)
 	if f.ReadFileFn != nil {
 		return f.ReadFileFn(ctx, t, req)
@@ -356,7 +358,7 @@ func (f *fakeControlPlane) ReadFile(ctx context.Context, t server.FileTarget, re
 	return nil, notFound("file", req.Path)
 }
 
-func (f *fakeControlPlane) WriteFile(ctx context.Context, t server.FileTarget, req server.WriteFileRequest, body io.Reader) (api.FileEntry, bool, error) {
+func (f *fakeControlPlane) WriteFile(ctx context.Context, t files.Target, req files.WriteRequest, body io.Reader) (api.FileEntry, bool, error) {
 	f.recordFile("WriteFile", t)
 	if f.WriteFileFn != nil {
 		return f.WriteFileFn(ctx, t, req, body)
@@ -364,7 +366,7 @@ func (f *fakeControlPlane) WriteFile(ctx context.Context, t server.FileTarget, r
 	return api.FileEntry{}, false, notFound("sandbox", t.Ref)
 }
 
-func (f *fakeControlPlane) EditFile(ctx context.Context, t server.FileTarget, p string, ifMatch []string, req api.EditFileRequest) (api.FileEntry, error) {
+func (f *fakeControlPlane) EditFile(ctx context.Context, t files.Target, p string, ifMatch []string, req api.EditFileRequest) (api.FileEntry, error) {
 	f.recordFile("EditFile", t)
 	if f.EditFileFn != nil {
 		return f.EditFileFn(ctx, t, p, ifMatch, req)
@@ -372,7 +374,7 @@ func (f *fakeControlPlane) EditFile(ctx context.Context, t server.FileTarget, p 
 	return api.FileEntry{}, notFound("file", p)
 }
 
-func (f *fakeControlPlane) Mkdir(ctx context.Context, t server.FileTarget, req api.MkdirRequest, user string) (api.FileEntry, error) {
+func (f *fakeControlPlane) Mkdir(ctx context.Context, t files.Target, req api.MkdirRequest, user string) (api.FileEntry, error) {
 	f.recordFile("Mkdir", t)
 	if f.MkdirFn != nil {
 		return f.MkdirFn(ctx, t, req, user)
@@ -380,7 +382,7 @@ func (f *fakeControlPlane) Mkdir(ctx context.Context, t server.FileTarget, req a
 	return api.FileEntry{}, notFound("sandbox", t.Ref)
 }
 
-func (f *fakeControlPlane) MoveFile(ctx context.Context, t server.FileTarget, req api.MoveRequest, user string) (api.FileEntry, error) {
+func (f *fakeControlPlane) MoveFile(ctx context.Context, t files.Target, req api.MoveRequest, user string) (api.FileEntry, error) {
 	f.recordFile("MoveFile", t)
 	if f.MoveFileFn != nil {
 		return f.MoveFileFn(ctx, t, req, user)
@@ -388,7 +390,7 @@ func (f *fakeControlPlane) MoveFile(ctx context.Context, t server.FileTarget, re
 	return api.FileEntry{}, notFound("file", req.From)
 }
 
-func (f *fakeControlPlane) RemoveFile(ctx context.Context, t server.FileTarget, p string, recursive bool) error {
+func (f *fakeControlPlane) RemoveFile(ctx context.Context, t files.Target, p string, recursive bool) error {
 	f.recordFile("RemoveFile", t)
 	if f.RemoveFileFn != nil {
 		return f.RemoveFileFn(ctx, t, p, recursive)
@@ -396,7 +398,7 @@ func (f *fakeControlPlane) RemoveFile(ctx context.Context, t server.FileTarget, 
 	return notFound("file", p)
 }
 
-func (f *fakeControlPlane) ReadArchive(ctx context.Context, t server.FileTarget, p string) (io.ReadCloser, error) {
+func (f *fakeControlPlane) ReadArchive(ctx context.Context, t files.Target, p string) (io.ReadCloser, error) {
 	f.recordFile("ReadArchive", t)
 	if f.ReadArchiveFn != nil {
 		return f.ReadArchiveFn(ctx, t, p)
@@ -404,7 +406,7 @@ func (f *fakeControlPlane) ReadArchive(ctx context.Context, t server.FileTarget,
 	return nil, notFound("directory", p)
 }
 
-func (f *fakeControlPlane) WriteArchive(ctx context.Context, t server.FileTarget, req server.ArchiveUpload, body io.Reader) (api.ArchiveResult, error) {
+func (f *fakeControlPlane) WriteArchive(ctx context.Context, t files.Target, req files.ArchiveUpload, body io.Reader) (api.ArchiveResult, error) {
 	f.recordFile("WriteArchive", t)
 	if f.WriteArchiveFn != nil {
 		return f.WriteArchiveFn(ctx, t, req, body)
@@ -583,8 +585,13 @@ func (o *memOutput) Changed() <-chan struct{} {
 	return o.changed
 }
 
+var (
+	_ Files  = (*fakeControlPlane)(nil)
+	_ Assets = (*fakeControlPlane)(nil)
+)
+
 // Assets: the fake has none unless a test sets AssetFn.
-func (f *fakeControlPlane) CreateAsset(ctx context.Context, teamID string, req server.AssetUpload, body io.Reader) (api.Asset, bool, error) {
+func (f *fakeControlPlane) CreateAsset(ctx context.Context, teamID string, req assets.Upload, body io.Reader) (api.Asset, bool, error) {
 	f.record("CreateAsset", teamID)
 	return api.Asset{}, false, api.Errorf(api.CodeUnprocessable, "the fake has no assets")
 }
@@ -594,7 +601,7 @@ func (f *fakeControlPlane) GetAsset(ctx context.Context, teamID, assetID string)
 	return api.Asset{}, api.Errorf(api.CodeNotFound, "asset %s not found", assetID)
 }
 
-func (f *fakeControlPlane) ListAssets(ctx context.Context, teamID string, p server.Page) (api.List[api.Asset], error) {
+func (f *fakeControlPlane) ListAssets(ctx context.Context, teamID, cursor string, limit int) (api.List[api.Asset], error) {
 	f.record("ListAssets", teamID)
 	return api.List[api.Asset]{Items: []api.Asset{}}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/files"
 	"github.com/cove-dev/cove/internal/fspath"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/server"
@@ -15,8 +16,8 @@ import (
 
 // fileTarget reads the sandbox and ?wake= of a file call (wake defaults
 // to true).
-func fileTarget(r *http.Request, p server.Principal) (server.FileTarget, error) {
-	t := server.FileTarget{TeamID: p.Team.ID, Ref: r.PathValue("ref"), Wake: true}
+func fileTarget(r *http.Request, p server.Principal) (files.Target, error) {
+	t := files.Target{TeamID: p.Team.ID, Ref: r.PathValue("ref"), Wake: true}
 	if v := r.URL.Query().Get("wake"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -86,7 +87,7 @@ func (h *Handler) listFiles(w http.ResponseWriter, r *http.Request, p server.Pri
 	if err != nil {
 		return err
 	}
-	out, err := h.srv.ListFiles(r.Context(), t, server.FileListQuery{Path: path, Depth: int(depth), Limit: pg.Limit, Cursor: pg.Cursor})
+	out, err := h.Files.ListFiles(r.Context(), t, files.ListQuery{Path: path, Depth: int(depth), Limit: pg.Limit, Cursor: pg.Cursor})
 	if err != nil {
 		return err
 	}
@@ -102,7 +103,7 @@ func (h *Handler) statFile(w http.ResponseWriter, r *http.Request, p server.Prin
 	if err != nil {
 		return err
 	}
-	e, err := h.srv.StatFile(r.Context(), t, path)
+	e, err := h.Files.StatFile(r.Context(), t, path)
 	if err != nil {
 		return err
 	}
@@ -122,7 +123,7 @@ func (h *Handler) readFile(w http.ResponseWriter, r *http.Request, p server.Prin
 	if err != nil {
 		return err
 	}
-	fc, err := h.srv.ReadFile(r.Context(), t, node.ReadSpec{
+	fc, err := h.Files.ReadFile(r.Context(), t, node.ReadSpec{
 		Path: path, Range: r.Header.Get("Range"), IfRange: r.Header.Get("If-Range"),
 		IfMatch: r.Header.Values("If-Match"), IfNoneMatch: r.Header.Values("If-None-Match"),
 		IfModifiedSince: r.Header.Get("If-Modified-Since"), IfUnmodifiedSince: r.Header.Get("If-Unmodified-Since"),
@@ -181,7 +182,7 @@ func (h *Handler) writeFile(w http.ResponseWriter, r *http.Request, p server.Pri
 		return err
 	}
 	q := r.URL.Query()
-	req := server.WriteFileRequest{
+	req := files.WriteRequest{
 		Path: path, User: q.Get("user"), Mode: q.Get("mode"),
 		IfMatch: etags(r.Header.Get("If-Match")), Size: r.ContentLength,
 	}
@@ -202,7 +203,7 @@ func (h *Handler) writeFile(w http.ResponseWriter, r *http.Request, p server.Pri
 	} else if _, ok := r.Trailer["Content-Digest"]; ok {
 		req.Trailer = func() (string, error) { return requestDigest(r.Trailer) }
 	}
-	e, created, err := h.srv.WriteFile(r.Context(), t, req, r.Body)
+	e, created, err := h.Files.WriteFile(r.Context(), t, req, r.Body)
 	if err != nil {
 		return err
 	}
@@ -227,7 +228,7 @@ func (h *Handler) editFile(w http.ResponseWriter, r *http.Request, p server.Prin
 	if err := decode(r, &req, false); err != nil {
 		return err
 	}
-	e, err := h.srv.EditFile(r.Context(), t, path, etags(r.Header.Get("If-Match")), req)
+	e, err := h.Files.EditFile(r.Context(), t, path, etags(r.Header.Get("If-Match")), req)
 	if err != nil {
 		return err
 	}
@@ -244,7 +245,7 @@ func (h *Handler) mkdirFile(w http.ResponseWriter, r *http.Request, p server.Pri
 	if err := decode(r, &req, false); err != nil {
 		return err
 	}
-	e, err := h.srv.Mkdir(r.Context(), t, req, r.URL.Query().Get("user"))
+	e, err := h.Files.Mkdir(r.Context(), t, req, r.URL.Query().Get("user"))
 	if err != nil {
 		return err
 	}
@@ -260,7 +261,7 @@ func (h *Handler) moveFile(w http.ResponseWriter, r *http.Request, p server.Prin
 	if err := decode(r, &req, false); err != nil {
 		return err
 	}
-	e, err := h.srv.MoveFile(r.Context(), t, req, r.URL.Query().Get("user"))
+	e, err := h.Files.MoveFile(r.Context(), t, req, r.URL.Query().Get("user"))
 	if err != nil {
 		return err
 	}
@@ -280,7 +281,7 @@ func (h *Handler) removeFile(w http.ResponseWriter, r *http.Request, p server.Pr
 	if err != nil {
 		return err
 	}
-	if err := h.srv.RemoveFile(r.Context(), t, path, recursive); err != nil {
+	if err := h.Files.RemoveFile(r.Context(), t, path, recursive); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -296,7 +297,7 @@ func (h *Handler) readArchive(w http.ResponseWriter, r *http.Request, p server.P
 	if err != nil {
 		return err
 	}
-	rc, err := h.srv.ReadArchive(r.Context(), t, path)
+	rc, err := h.Files.ReadArchive(r.Context(), t, path)
 	if err != nil {
 		return err
 	}
@@ -323,7 +324,7 @@ func (h *Handler) writeArchive(w http.ResponseWriter, r *http.Request, p server.
 			return err
 		}
 	}
-	req := server.ArchiveUpload{Path: path, User: r.URL.Query().Get("user"), Size: r.ContentLength}
+	req := files.ArchiveUpload{Path: path, User: r.URL.Query().Get("user"), Size: r.ContentLength}
 	if req.SHA256, err = requestDigest(r.Header); err != nil {
 		return err
 	}
@@ -332,7 +333,7 @@ func (h *Handler) writeArchive(w http.ResponseWriter, r *http.Request, p server.
 	} else if _, ok := r.Trailer["Content-Digest"]; ok {
 		req.Trailer = func() (string, error) { return requestDigest(r.Trailer) }
 	}
-	res, err := h.srv.WriteArchive(r.Context(), t, req, h.uploadBody(w, r))
+	res, err := h.Files.WriteArchive(r.Context(), t, req, h.uploadBody(w, r))
 	if err != nil {
 		return err
 	}

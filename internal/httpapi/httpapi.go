@@ -41,9 +41,14 @@ var statusOf = map[api.Code]int{
 // maxBody bounds JSON request bodies.
 const maxBody = 1 << 20
 
-// Handler serves the API. The services are set once, before serving
-// (internal/service wires them).
+// Handler serves the API. The services are set before serving, then
+// only read; a nil one answers its routes with not_found.
 type Handler struct {
+	ImageService    ImageService
+	TemplateService TemplateService
+	PreviewService  PreviewService
+	// Sandboxes, Commands, Events and Workloads serve the sandboxes' life
+	// cycle, their commands, the event logs and the batch runs.
 	Sandboxes Sandboxes
 	Commands  Commands
 	Events    Events
@@ -69,6 +74,19 @@ type Handler struct {
 	uploadIdle time.Duration
 	// eventStreams counts each team's open event streams.
 	eventStreams *streamSlots
+
+	// Teams authenticates keys and manages teams and keys.
+	Teams Teams
+	// Idempotency keeps the answers of create requests.
+	Idempotency Idempotency
+	// Secrets keeps the teams' secrets.
+	Secrets Secrets
+	// Webhooks keeps the teams' webhooks; nil: not served (404).
+	Webhooks Webhooks
+	// Files and Assets serve the file and asset calls; set before
+	// serving.
+	Files  Files
+	Assets Assets
 }
 
 // New returns the API handler over srv.
@@ -88,8 +106,8 @@ func (h *Handler) routes() {
 		if h.listeners != nil {
 			health["listeners"] = h.listeners
 		}
-		if tp, ok := h.srv.(TemplatePlane); ok {
-			health["templates"] = tp.TemplateHealth()
+		if h.TemplateService != nil {
+			health["templates"] = h.TemplateService.TemplateHealth()
 		}
 		if h.GPUs != nil {
 			health["gpus"] = h.GPUs.GPUHealth()
@@ -203,7 +221,7 @@ func (h *Handler) authenticate(r *http.Request) (server.Principal, error) {
 	if !ok {
 		return server.Principal{}, api.Errorf(api.CodeUnauthenticated, "missing API key; send 'Authorization: Bearer <key>'")
 	}
-	return h.srv.Authenticate(r.Context(), key)
+	return h.Teams.Authenticate(r.Context(), key)
 }
 
 // bearerKey is the API key of a request's Authorization header.

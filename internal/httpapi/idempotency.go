@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/teams"
 	"github.com/cove-dev/cove/internal/server"
 )
 
@@ -58,7 +59,7 @@ func (h *Handler) idempotentSecret(next handlerFunc, sa secretAnswer) handlerFun
 			live     http.Header // headers of an answer made now, not replayed
 			liveBody []byte      // its body, secret included
 		)
-		ans, replayed, err := h.srv.Idempotently(r.Context(), p.Team.ID, key, hex.EncodeToString(sum.Sum(nil)), func() server.Answer {
+		ans, replayed, err := h.Idempotency.Idempotently(r.Context(), p.Team.ID, key, hex.EncodeToString(sum.Sum(nil)), func() teams.Answer {
 			rec := &recorder{header: http.Header{}}
 			live = rec.header
 			if err := next(rec, r, p); err != nil {
@@ -68,7 +69,7 @@ func (h *Handler) idempotentSecret(next handlerFunc, sa secretAnswer) handlerFun
 				rec.status = http.StatusOK
 			}
 			liveBody = rec.body.Bytes()
-			kept := server.Answer{Status: rec.status, Body: liveBody}
+			kept := teams.Answer{Status: rec.status, Body: liveBody}
 			if sa.strip != nil && kept.Status >= 200 && kept.Status < 300 {
 				b, err := sa.strip(liveBody)
 				if err != nil {
@@ -77,7 +78,7 @@ func (h *Handler) idempotentSecret(next handlerFunc, sa secretAnswer) handlerFun
 					rec := &recorder{header: http.Header{}}
 					h.writeError(rec, r, fmt.Errorf("strip the secret of a kept answer: %w", err))
 					liveBody = rec.body.Bytes()
-					return server.Answer{Status: rec.status, Body: liveBody}
+					return teams.Answer{Status: rec.status, Body: liveBody}
 				}
 				kept.Body = b
 			}

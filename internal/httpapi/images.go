@@ -12,16 +12,16 @@ import (
 	"github.com/cove-dev/cove/internal/server"
 )
 
-// ImagePlane is what the images' routes ask of the control plane.
-type ImagePlane interface {
-	ImportImage(ctx context.Context, p server.Principal, name string, settings api.ImageSettings, body io.Reader) (api.Image, error)
-	ListImages(ctx context.Context, p server.Principal) (api.List[api.Image], error)
-	GetImage(ctx context.Context, p server.Principal, ref string) (api.Image, error)
-	UpdateImage(ctx context.Context, p server.Principal, ref string, st api.ImageSettings) (api.Image, error)
-	DeleteImage(ctx context.Context, p server.Principal, ref string) error
+// ImageService is what the images' routes ask of the image catalog
+// (internal/control/imagecatalog). Each call acts for team t, the
+// caller's.
+type ImageService interface {
+	ImportImage(ctx context.Context, t api.Team, name string, settings api.ImageSettings, body io.Reader) (api.Image, error)
+	ListImages(ctx context.Context, t api.Team) (api.List[api.Image], error)
+	GetImage(ctx context.Context, t api.Team, ref string) (api.Image, error)
+	UpdateImage(ctx context.Context, t api.Team, ref string, st api.ImageSettings) (api.Image, error)
+	DeleteImage(ctx context.Context, t api.Team, ref string) error
 }
-
-var _ ImagePlane = (*server.Server)(nil)
 
 func (h *Handler) imageRoutes(auth func(string, func(http.ResponseWriter, *http.Request, server.Principal) error)) {
 	auth("POST /v1/images", h.importImage)
@@ -31,12 +31,11 @@ func (h *Handler) imageRoutes(auth func(string, func(http.ResponseWriter, *http.
 	auth("DELETE /v1/images/{id}", h.deleteImage)
 }
 
-func (h *Handler) imagePlane() (ImagePlane, error) {
-	ip, ok := h.srv.(ImagePlane)
-	if !ok {
+func (h *Handler) imagePlane() (ImageService, error) {
+	if h.ImageService == nil {
 		return nil, api.Errorf(api.CodeNotFound, "this server does not import images")
 	}
-	return ip, nil
+	return h.ImageService, nil
 }
 
 // importImage streams the request body (an OCI image layout or a
@@ -56,7 +55,7 @@ func (h *Handler) importImage(w http.ResponseWriter, r *http.Request, p server.P
 			return jsonError("query parameter settings", reflect.TypeOf(st), err)
 		}
 	}
-	img, err := ip.ImportImage(r.Context(), p, q.Get("name"), st, h.uploadBody(w, r))
+	img, err := ip.ImportImage(r.Context(), p.Team, q.Get("name"), st, h.uploadBody(w, r))
 	if err != nil {
 		return err
 	}
@@ -69,7 +68,7 @@ func (h *Handler) listImages(w http.ResponseWriter, r *http.Request, p server.Pr
 	if err != nil {
 		return err
 	}
-	l, err := ip.ListImages(r.Context(), p)
+	l, err := ip.ListImages(r.Context(), p.Team)
 	if err != nil {
 		return err
 	}
@@ -81,7 +80,7 @@ func (h *Handler) getImage(w http.ResponseWriter, r *http.Request, p server.Prin
 	if err != nil {
 		return err
 	}
-	img, err := ip.GetImage(r.Context(), p, r.PathValue("id"))
+	img, err := ip.GetImage(r.Context(), p.Team, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -97,7 +96,7 @@ func (h *Handler) updateImage(w http.ResponseWriter, r *http.Request, p server.P
 	if err := decode(r, &st, false); err != nil {
 		return err
 	}
-	img, err := ip.UpdateImage(r.Context(), p, r.PathValue("id"), st)
+	img, err := ip.UpdateImage(r.Context(), p.Team, r.PathValue("id"), st)
 	if err != nil {
 		return err
 	}
@@ -109,7 +108,7 @@ func (h *Handler) deleteImage(w http.ResponseWriter, r *http.Request, p server.P
 	if err != nil {
 		return err
 	}
-	if err := ip.DeleteImage(r.Context(), p, r.PathValue("id")); err != nil {
+	if err := ip.DeleteImage(r.Context(), p.Team, r.PathValue("id")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"net"
 	"net/http"
 
 	"github.com/cove-dev/cove/api"
@@ -10,20 +9,15 @@ import (
 	"github.com/cove-dev/cove/internal/server"
 )
 
-// PreviewPlane is what previews ask of the control plane.
-type PreviewPlane interface {
+// PreviewService is what previews ask of the control plane
+// (internal/control/previews).
+type PreviewService interface {
 	CreatePreview(ctx context.Context, teamID, ref string, req api.CreatePreviewRequest) (api.Preview, error)
 	ListPreviews(ctx context.Context, teamID, ref string) (api.List[api.Preview], error)
 	DeletePreview(ctx context.Context, teamID, ref, previewID string) error
 	// preview.Backend: routing of the previews' traffic.
-	OpenPreview(ctx context.Context, sandboxID string, port int, tokens []string) (api.Preview, error)
-	DialPreview(ctx context.Context, sandboxID string, port int) (net.Conn, error)
-	RedeemPreviewLink(ctx context.Context, sandboxID string, port int, code string) (string, error)
-
-	TeamMe(ctx context.Context, p server.Principal) (api.TeamMe, error)
+	preview.Backend
 }
-
-var _ PreviewPlane = (*server.Server)(nil)
 
 func (h *Handler) previewRoutes(auth func(string, func(http.ResponseWriter, *http.Request, server.Principal) error)) {
 	auth("POST /v1/sandboxes/{ref}/previews", h.createPreview)
@@ -50,8 +44,8 @@ func (h *Handler) servePreviewPath(w http.ResponseWriter, r *http.Request) {
 // (host[:port]) to previews; scheme is their URLs'. Call it before
 // serving.
 func (h *Handler) ServePreviews(domain, scheme string) {
-	if pp, ok := h.srv.(PreviewPlane); ok {
-		h.previews = preview.New(pp, domain, scheme, h.writeError)
+	if h.PreviewService != nil {
+		h.previews = preview.New(h.PreviewService, domain, scheme, h.writeError)
 	}
 }
 
@@ -64,12 +58,11 @@ func (h *Handler) PreviewHandler() http.Handler {
 	return h.previews
 }
 
-func (h *Handler) previewPlane() (PreviewPlane, error) {
-	pp, ok := h.srv.(PreviewPlane)
-	if !ok {
+func (h *Handler) previewPlane() (PreviewService, error) {
+	if h.PreviewService == nil {
 		return nil, api.Errorf(api.CodeNotFound, "this server serves no previews")
 	}
-	return pp, nil
+	return h.PreviewService, nil
 }
 
 func (h *Handler) createPreview(w http.ResponseWriter, r *http.Request, p server.Principal) error {
@@ -114,31 +107,25 @@ func (h *Handler) deletePreview(w http.ResponseWriter, r *http.Request, p server
 }
 
 func (h *Handler) teamMe(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	pp, err := h.previewPlane()
-	if err != nil {
-		return err
-	}
-	me, err := pp.TeamMe(r.Context(), p)
+	me, err := h.Teams.TeamMe(r.Context(), p)
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, me)
 }
 
-// TemplatePlane is what the templates' routes ask of the control plane.
-type TemplatePlane interface {
+// TemplateService is what the templates' routes ask of the templates'
+// catalog (internal/control/templatecatalog).
+type TemplateService interface {
 	ListTemplates(ctx context.Context, teamID string) (api.List[api.Template], error)
 	TemplateHealth() map[string]string
 }
 
-var _ TemplatePlane = (*server.Server)(nil)
-
 func (h *Handler) listTemplates(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	tp, ok := h.srv.(TemplatePlane)
-	if !ok {
+	if h.TemplateService == nil {
 		return api.Errorf(api.CodeNotFound, "this server lists no templates")
 	}
-	l, err := tp.ListTemplates(r.Context(), p.Team.ID)
+	l, err := h.TemplateService.ListTemplates(r.Context(), p.Team.ID)
 	if err != nil {
 		return err
 	}

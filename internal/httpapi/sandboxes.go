@@ -93,42 +93,6 @@ func (h *Handler) terminateSandbox(w http.ResponseWriter, r *http.Request, p ser
 	return writeJSON(w, http.StatusAccepted, sb)
 }
 
-func (h *Handler) createTeam(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	var req api.CreateTeamRequest
-	if err := decode(r, &req, false); err != nil {
-		return err
-	}
-	resp, err := h.srv.CreateTeam(r.Context(), p, req)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusCreated, resp)
-}
-
-func (h *Handler) listTeams(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	teams, err := h.srv.ListTeams(r.Context(), p)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, api.List[api.Team]{Items: teams})
-}
-
-func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	resp, err := h.srv.CreateKey(r.Context(), p, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusCreated, resp)
-}
-
-func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	if err := h.srv.RevokeKey(r.Context(), p, r.PathValue("id")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
 func (h *Handler) sleepSandbox(w http.ResponseWriter, r *http.Request, p server.Principal) error {
 	sb, err := h.Sandboxes.SleepSandbox(r.Context(), p.Team.ID, r.PathValue("ref"), "put to sleep by request")
 	if err != nil {

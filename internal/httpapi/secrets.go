@@ -5,17 +5,21 @@ import (
 	"net/http"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/page"
+	"github.com/cove-dev/cove/internal/control/vault"
 	"github.com/cove-dev/cove/internal/server"
 )
 
-// Secrets is what the API asks of the control plane about a team's
+// Secrets is what the API asks of the vault about a team's
 // secrets. No call returns a value.
 type Secrets interface {
-	PutSecret(ctx context.Context, teamID, name, value string) (api.Secret, bool, error)
-	GetSecret(ctx context.Context, teamID, name string) (api.Secret, error)
-	ListSecrets(ctx context.Context, teamID string, p server.Page) (api.List[api.Secret], error)
-	DeleteSecret(ctx context.Context, teamID, name string) error
+	Put(ctx context.Context, teamID, name, value string) (api.Secret, bool, error)
+	Get(ctx context.Context, teamID, name string) (api.Secret, error)
+	List(ctx context.Context, teamID string, p page.Page) (api.List[api.Secret], error)
+	Delete(ctx context.Context, teamID, name string) error
 }
+
+var _ Secrets = (*vault.Service)(nil)
 
 func (h *Handler) secretRoutes(auth func(string, func(http.ResponseWriter, *http.Request, server.Principal) error)) {
 	auth("GET /v1/secrets", h.listSecrets)
@@ -31,7 +35,7 @@ func (h *Handler) putSecret(w http.ResponseWriter, r *http.Request, p server.Pri
 	if err := decode(r, &req, false); err != nil {
 		return err
 	}
-	sec, created, err := h.srv.PutSecret(r.Context(), p.Team.ID, r.PathValue("name"), req.Value)
+	sec, created, err := h.Secrets.Put(r.Context(), p.Team.ID, r.PathValue("name"), req.Value)
 	if err != nil {
 		return err
 	}
@@ -44,7 +48,7 @@ func (h *Handler) putSecret(w http.ResponseWriter, r *http.Request, p server.Pri
 }
 
 func (h *Handler) getSecret(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	sec, err := h.srv.GetSecret(r.Context(), p.Team.ID, r.PathValue("name"))
+	sec, err := h.Secrets.Get(r.Context(), p.Team.ID, r.PathValue("name"))
 	if err != nil {
 		return err
 	}
@@ -56,7 +60,7 @@ func (h *Handler) listSecrets(w http.ResponseWriter, r *http.Request, p server.P
 	if err != nil {
 		return err
 	}
-	l, err := h.srv.ListSecrets(r.Context(), p.Team.ID, pg)
+	l, err := h.Secrets.List(r.Context(), p.Team.ID, page.Page(pg))
 	if err != nil {
 		return err
 	}
@@ -64,7 +68,7 @@ func (h *Handler) listSecrets(w http.ResponseWriter, r *http.Request, p server.P
 }
 
 func (h *Handler) deleteSecret(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	if err := h.srv.DeleteSecret(r.Context(), p.Team.ID, r.PathValue("name")); err != nil {
+	if err := h.Secrets.Delete(r.Context(), p.Team.ID, r.PathValue("name")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/server"
+	"github.com/cove-dev/cove/internal/control/page"
 )
 
 // fakeSecrets keeps secrets in memory per team, values included, so tests
@@ -22,7 +22,7 @@ type fakeSecrets struct {
 	values    map[string]string // team/name → value
 }
 
-func (f *fakeSecrets) PutSecret(_ context.Context, teamID, name, value string) (api.Secret, bool, error) {
+func (f *fakeSecrets) Put(_ context.Context, teamID, name, value string) (api.Secret, bool, error) {
 	f.secretsMu.Lock()
 	defer f.secretsMu.Unlock()
 	if f.values == nil {
@@ -33,7 +33,7 @@ func (f *fakeSecrets) PutSecret(_ context.Context, teamID, name, value string) (
 	return api.Secret{Name: name, CreatedAt: time.Unix(1, 0).UTC(), UpdatedAt: time.Unix(2, 0).UTC()}, !had, nil
 }
 
-func (f *fakeSecrets) GetSecret(_ context.Context, teamID, name string) (api.Secret, error) {
+func (f *fakeSecrets) Get(_ context.Context, teamID, name string) (api.Secret, error) {
 	f.secretsMu.Lock()
 	defer f.secretsMu.Unlock()
 	if _, ok := f.values[teamID+"/"+name]; !ok {
@@ -42,7 +42,7 @@ func (f *fakeSecrets) GetSecret(_ context.Context, teamID, name string) (api.Sec
 	return api.Secret{Name: name}, nil
 }
 
-func (f *fakeSecrets) ListSecrets(_ context.Context, teamID string, _ server.Page) (api.List[api.Secret], error) {
+func (f *fakeSecrets) List(_ context.Context, teamID string, _ page.Page) (api.List[api.Secret], error) {
 	f.secretsMu.Lock()
 	defer f.secretsMu.Unlock()
 	l := api.List[api.Secret]{Items: []api.Secret{}}
@@ -54,7 +54,7 @@ func (f *fakeSecrets) ListSecrets(_ context.Context, teamID string, _ server.Pag
 	return l, nil
 }
 
-func (f *fakeSecrets) DeleteSecret(_ context.Context, teamID, name string) error {
+func (f *fakeSecrets) Delete(_ context.Context, teamID, name string) error {
 	f.secretsMu.Lock()
 	defer f.secretsMu.Unlock()
 	if _, ok := f.values[teamID+"/"+name]; !ok {
@@ -77,7 +77,7 @@ func TestSecretsRoutes(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("second PUT: %d %s; want 200", resp.StatusCode, b)
 	}
-	if got := s.fake.values[teamA+"/github-token"]; got != value {
+	if got := s.fake.secrets.values[teamA+"/github-token"]; got != value {
 		t.Fatalf("the control plane got %q", got)
 	}
 	resp, b = s.do(t, http.MethodGet, "/v1/secrets", nil, nil)

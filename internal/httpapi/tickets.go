@@ -114,5 +114,5 @@ func (h *Handler) authenticateTicket(r *http.Request) (server.Principal, error) 
 	if !ok || !strings.HasPrefix(id, "tkt_") {
 		return server.Principal{}, api.Errorf(api.CodeUnauthenticated, "the ticket is not valid: it was used already, expired after %s, or is for another path; ask for a new one with POST /v1/tickets", ticketTTL)
 	}
-	return h.srv.Authenticate(r.Context(), key)
+	return h.Teams.Authenticate(r.Context(), key)
 }

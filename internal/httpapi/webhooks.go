@@ -7,28 +7,29 @@ import (
 	"net/http"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/page"
 	"github.com/cove-dev/cove/internal/server"
+	"github.com/cove-dev/cove/internal/webhooks"
 )
 
-// Webhooks is what the webhook routes ask of the control plane: an
-// optional ability of a ControlPlane, found by assertion, so that fakes
-// without it answer not_found.
+// Webhooks is what the webhook routes ask of the webhooks' service. A
+// handler given none answers not_found.
 type Webhooks interface {
-	CreateWebhook(ctx context.Context, teamID string, req api.CreateWebhookRequest) (api.CreateWebhookResponse, error)
-	CreatedWebhook(ctx context.Context, teamID, webhookID string) (api.CreateWebhookResponse, error)
-	GetWebhook(ctx context.Context, teamID, webhookID string) (api.Webhook, error)
-	ListWebhooks(ctx context.Context, teamID string, p server.Page) (api.List[api.Webhook], error)
-	DeleteWebhook(ctx context.Context, teamID, webhookID string) error
-	ListDeliveries(ctx context.Context, teamID, webhookID string, p server.Page) (api.List[api.Delivery], error)
+	Create(ctx context.Context, teamID string, req api.CreateWebhookRequest) (api.CreateWebhookResponse, error)
+	Created(ctx context.Context, teamID, webhookID string) (api.CreateWebhookResponse, error)
+	Get(ctx context.Context, teamID, webhookID string) (api.Webhook, error)
+	List(ctx context.Context, teamID string, p page.Page) (api.List[api.Webhook], error)
+	Delete(ctx context.Context, teamID, webhookID string) error
+	Deliveries(ctx context.Context, teamID, webhookID string, p page.Page) (api.List[api.Delivery], error)
 }
 
-var _ Webhooks = (*server.Server)(nil)
+var _ Webhooks = (*webhooks.Service)(nil)
 
 func (h *Handler) webhooks() (Webhooks, error) {
-	if wh, ok := h.srv.(Webhooks); ok {
-		return wh, nil
+	if h.Webhooks == nil {
+		return nil, api.Errorf(api.CodeNotFound, "this server does not serve webhooks")
 	}
-	return nil, api.Errorf(api.CodeNotFound, "this server does not serve webhooks")
+	return h.Webhooks, nil
 }
 
 func (h *Handler) createWebhook(w http.ResponseWriter, r *http.Request, p server.Principal) error {
@@ -40,7 +41,7 @@ func (h *Handler) createWebhook(w http.ResponseWriter, r *http.Request, p server
 	if err := decode(r, &req, false); err != nil {
 		return err
 	}
-	resp, err := wh.CreateWebhook(r.Context(), p.Team.ID, req)
+	resp, err := wh.Create(r.Context(), p.Team.ID, req)
 	if err != nil {
 		return err
 	}
@@ -69,7 +70,7 @@ var webhookSecret = secretAnswer{
 		if err := json.Unmarshal(body, &kept); err != nil {
 			return nil, fmt.Errorf("read a kept webhook answer: %w", err)
 		}
-		resp, err := wh.CreatedWebhook(ctx, p.Team.ID, kept.Webhook.ID)
+		resp, err := wh.Created(ctx, p.Team.ID, kept.Webhook.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -86,7 +87,7 @@ func (h *Handler) listWebhooks(w http.ResponseWriter, r *http.Request, p server.
 	if err != nil {
 		return err
 	}
-	l, err := wh.ListWebhooks(r.Context(), p.Team.ID, pg)
+	l, err := wh.List(r.Context(), p.Team.ID, page.Page(pg))
 	if err != nil {
 		return err
 	}
@@ -98,7 +99,7 @@ func (h *Handler) getWebhook(w http.ResponseWriter, r *http.Request, p server.Pr
 	if err != nil {
 		return err
 	}
-	hook, err := wh.GetWebhook(r.Context(), p.Team.ID, r.PathValue("id"))
+	hook, err := wh.Get(r.Context(), p.Team.ID, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -110,7 +111,7 @@ func (h *Handler) deleteWebhook(w http.ResponseWriter, r *http.Request, p server
 	if err != nil {
 		return err
 	}
-	if err := wh.DeleteWebhook(r.Context(), p.Team.ID, r.PathValue("id")); err != nil {
+	if err := wh.Delete(r.Context(), p.Team.ID, r.PathValue("id")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -126,7 +127,7 @@ func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request, p serve
 	if err != nil {
 		return err
 	}
-	l, err := wh.ListDeliveries(r.Context(), p.Team.ID, r.PathValue("id"), pg)
+	l, err := wh.Deliveries(r.Context(), p.Team.ID, r.PathValue("id"), page.Page(pg))
 	if err != nil {
 		return err
 	}

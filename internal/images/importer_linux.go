@@ -198,7 +198,7 @@ func (im *Importer) sweep() {
 }
 
 // StageImage is stage in the control plane's terms
-// (server.ImageImporter): it returns the image and a handle for
+// (imagecatalog.Importer): it returns the image and a handle for
 // CommitImage or DiscardImage.
 func (im *Importer) StageImage(ctx context.Context, r io.Reader) (api.Image, string, error) {
 	st, err := im.stage(ctx, r)

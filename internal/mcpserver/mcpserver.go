@@ -114,12 +114,14 @@ func (t *tools) register(s *mcp.Server) {
 
 func ptr[T any](v T) *T { return &v }
 
-// toolError turns an API error into the message a model reads; tool
-// errors come back as results with isError set, not as protocol errors.
+// toolError turns an API error into the message a model reads ("code:
+// message", without details); tool errors come back as results with
+// isError set, not as protocol errors. It stays an *api.Error, so callers
+// can still tell its code (a missing file is a missing resource).
 func toolError(err error) error {
 	var ae *api.Error
 	if errors.As(err, &ae) {
-		return fmt.Errorf("%s: %s", ae.Code, ae.Message)
+		return &api.Error{Code: ae.Code, Message: ae.Message}
 	}
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/previews"
 	"github.com/cove-dev/cove/internal/node"
 )
 
@@ -13,7 +14,7 @@ import (
 // implements it (internal/node/local); unit tests use a fake; a fleet's
 // remote node client will implement it over the network.
 type Node interface {
-	PortNode
+	previews.PortNode
 	// Admit refuses, with resource_exhausted, a sandbox the node has no
 	// room for; Start and Wake check again.
 	Admit(ctx context.Context, spec node.SandboxSpec) error

@@ -17,11 +17,20 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/assets"
+	"github.com/cove-dev/cove/internal/control/files"
+	"github.com/cove-dev/cove/internal/control/imagecatalog"
+	"github.com/cove-dev/cove/internal/control/previews"
 	"github.com/cove-dev/cove/internal/control/runs"
+	"github.com/cove-dev/cove/internal/control/teams"
+	"github.com/cove-dev/cove/internal/control/templatecatalog"
+	"github.com/cove-dev/cove/internal/control/uploads"
+	"github.com/cove-dev/cove/internal/control/vault"
 	"github.com/cove-dev/cove/internal/control/workloads"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/keylock"
 	"github.com/cove-dev/cove/internal/store"
+	"github.com/cove-dev/cove/internal/webhooks"
 )
 
 // Server runs the control plane.
@@ -52,8 +61,6 @@ type Server struct {
 	// exitWatchers are woken at every command exit (setup commands).
 	exitWatchers map[*exitWatch]struct{}
 
-	// idemLocks serialize requests with the same idempotency key.
-	idemLocks keylock.Map
 	// cmdLocks hold a command's exit back until its start is recorded, so
 	// command.started always comes before command.exited.
 	cmdLocks keylock.Map
@@ -63,20 +70,24 @@ type Server struct {
 	meterMu sync.Mutex
 	meters  map[string]*meterState
 	secrets SecretResolver // nil: secrets are not configured
-	blobs   AssetBlobs     // nil: assets are not configured
 	obs     observations
-	// previewURLs is set before serving, then only read.
-	previewURLs PreviewURLs
-	links       previewLinks
-	// tmplStates is set before serving, then only read.
-	tmplStates TemplateStates
-	// importer is set before serving, then only read; nil: no images.
-	importer ImageImporter
-	images   imageSet
-	// uploads counts the teams' open uploads and their bytes (uploads.go).
-	uploads uploadLedger
+	// images, templates and previews are feature services (catalogs.go).
+	images    *imagecatalog.Catalog
+	templates *templatecatalog.Catalog
+	previews  *previews.Service
+	// uploads counts the teams' open uploads and their bytes; files and
+	// assets serve the file and asset calls (sources.go).
+	uploads *uploads.Ledger
+	files   *files.Service
+	assets  *assets.Service
 	// wl is the workloads service (workloads.go); set at New.
 	wl *workloads.Service
+
+	// teams, vault and hooks are the feature services (features.go),
+	// built by New.
+	teams *teams.Service
+	vault *vault.Service
+	hooks *webhooks.Service
 }
 
 // sandboxOps serializes the life-cycle steps of one sandbox.
@@ -114,10 +125,13 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 		obs:          observations{sandbox: map[string]bool{}, commands: map[string]bool{}},
 	}
 	s.exits = runs.NewExits(s.commandExited)
+	s.newServices()
 	s.wl = s.newWorkloads()
 	if cfg.Secrets != nil {
 		s.secrets = storeSecrets{s}
 	}
+	s.newSourceServices()
+	s.newFeatureServices()
 	return s, nil
 }
 
@@ -126,6 +140,7 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 func (s *Server) SetNode(n Node) {
 	s.node = n
 	s.wl.SetNode(n)
+	s.previews.SetNode(n)
 }
 
 // Close stops the server's background work. Sandboxes keep running; a new

@@ -22,6 +22,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/console"
+	"github.com/cove-dev/cove/internal/control/previews"
 	"github.com/cove-dev/cove/internal/httpapi"
 	"github.com/cove-dev/cove/internal/images"
 	"github.com/cove-dev/cove/internal/node/gpu"
@@ -148,12 +149,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return err
 	}
 	srv.SetTelemetry(metrics)
-	cfg.Webhooks.OpenSecret = srv.OpenWebhookSecret
+	cfg.Webhooks.OpenSecret = srv.Webhooks().OpenSecret
 	dispatcher, err := webhooks.New(cfg.Webhooks, timed, srv.Changes, metrics, log.With("component", "webhooks"))
 	if err != nil {
 		return err
 	}
-	srv.SetTemplateStates(tmplStates)
+	srv.Templates().SetStates(tmplStates)
 	saveStore, err := saves.NewDir(filepath.Join(cfg.DataDir, "saves"))
 	if err != nil {
 		return err
@@ -167,7 +168,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	if err != nil {
 		return err
 	}
-	srv.SetImages(importer)
+	srv.Images().SetImporter(importer)
 	nodeCfg := local.Config{
 		Templates:             templates,
 		ImagesDir:             cfg.ImagesDir,
@@ -205,7 +206,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	defer nd.Close()
 	defer srv.Close()
 
-	adminKey, err := srv.Bootstrap(ctx)
+	adminKey, err := srv.Teams().Bootstrap(ctx)
 	if err != nil {
 		return fmt.Errorf("create admin team: %w", err)
 	}
@@ -215,14 +216,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		}
 	}
 	// Before Recover, which opens secrets for the sandboxes it reattaches.
-	if n, err := srv.RekeySecrets(ctx); err != nil {
+	if n, err := srv.Vault().Rekey(ctx); err != nil {
 		return fmt.Errorf("secrets: %w", err)
 	} else if n > 0 {
 		log.Info("secrets sealed again under the current key; the old key files are no longer needed", "secrets", n, "key_id", cfg.Server.Secrets.CurrentID())
 	}
 	// Before the dispatcher and the API: no webhook secret is left in
 	// clear (a database from before they were sealed) once serving.
-	if n, err := srv.SealWebhookSecrets(ctx); err != nil {
+	if n, err := srv.Webhooks().SealSecrets(ctx); err != nil {
 		return fmt.Errorf("webhook secrets: %w", err)
 	} else if n > 0 {
 		log.Info("webhook secrets sealed under the current key", "webhooks", n, "key_id", cfg.Server.Secrets.CurrentID())
@@ -291,6 +292,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		}()
 	}
 	api := httpapi.New(srv, log)
+	api.Teams, api.Idempotency = srv.Teams(), srv.Teams()
+	api.Secrets, api.Webhooks = srv.Vault(), srv.Webhooks()
+	api.Files, api.Assets = srv.Files(), srv.Assets()
+	api.ImageService, api.TemplateService, api.PreviewService = srv.Images(), srv.Templates(), srv.Previews()
 	api.Sandboxes, api.Commands, api.Events, api.Workloads, api.GPUs = srv, srv, srv, srv, srv
 	api.LimitUploads(cfg.HTTP.UploadIdleTimeout)
 	pln, err := servePreviews(cfg.Preview, srv, api, ln, listeners)
@@ -475,7 +480,7 @@ func servePreviews(cfg PreviewConfig, srv *server.Server, h *httpapi.Handler, ap
 		_, port, _ := net.SplitHostPort(served.Addr().String())
 		domain = net.JoinHostPort(domain, port)
 	}
-	srv.SetPreviewURLs(server.PreviewURLs{Domain: domain, Scheme: cfg.Scheme})
+	srv.Previews().SetURLs(previews.URLs{Domain: domain, Scheme: cfg.Scheme})
 	h.ServePreviews(domain, cfg.Scheme)
 	return pln, nil
 }

@@ -2,7 +2,9 @@
 // outbox the store fills with each event is sent as signed POSTs (Standard
 // Webhooks), retried with exponential backoff for a bounded time, by one
 // dispatcher with bounded concurrency, never to private addresses unless
-// the operator allows them.
+// the operator allows them. Its Service keeps the teams' webhooks (create
+// with a signing secret sealed at rest, list, delete, deliveries) over the
+// store subset it declares (Hooks).
 package webhooks
 
 import (

@@ -333,7 +333,13 @@ func (c *Client) Stdin(ctx context.Context, ref, id string, r io.Reader, eof boo
 // Signal sends a signal ("TERM", "KILL", "INT", …) to a command's process
 // group.
 func (c *Client) Signal(ctx context.Context, ref, id, sig string) error {
-	return c.do(ctx, http.MethodPost, commandPath(ref, id)+"/signal", nil, map[string]string{"signal": sig}, nil)
+	return c.do(ctx, http.MethodPost, commandPath(ref, id)+"/signal", nil, signalRequest{Signal: sig}, nil)
+}
+
+// signalRequest is the body of POST …/commands/{id}/signal (schema
+// SignalRequest), which the api module has no type for.
+type signalRequest struct {
+	Signal string `json:"signal"`
 }
 
 // CreateTeam creates a team (admin key only); the answer holds its first key.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/archive"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/node/runtime"
@@ -162,7 +163,7 @@ func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec
 	// Sparse files take little of the scratch but all of their size in
 	// the sandbox: the tree is measured before anything is sent.
 	dir := filepath.Join(scratch.Root, "tree")
-	if _, err := treeSize(dir, n.cfg.MaxCloneBytes); errors.Is(err, errTreeTooLarge) {
+	if _, err := archive.TreeSize(dir, n.cfg.MaxCloneBytes); errors.Is(err, archive.ErrTreeTooLarge) {
 		return "", tooLarge()
 	} else if err != nil {
 		return "", fmt.Errorf("measure the clone: %w", err)
@@ -171,7 +172,7 @@ func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pw.CloseWithError(writeTreeArchive(pw, dir, n.cfg.MaxCloneBytes))
+		pw.CloseWithError(archive.WriteTree(pw, dir, n.cfg.MaxCloneBytes))
 	}()
 	_, err = n.WriteArchive(ctx, sandboxID, node.ArchiveSpec{Path: spec.Path, UID: spec.UID, GID: spec.GID}, pr)
 	pr.CloseWithError(fmt.Errorf("extraction ended"))

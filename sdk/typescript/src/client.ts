@@ -6,8 +6,10 @@
 import { Attachment, AttachOptions, openAttachment } from "./attach.js";
 import { Conflict, CoveError, InvalidArgument, NotFound, errorFrom } from "./errors.js";
 import type {
-  Asset, Chunk, CommandInfo, CommandResult, CreateOptions, Event, FileEntry, Image, ImageSettings, Page, Preview,
-  SandboxInfo, Secret, Team, TeamMe, Template, Workload, WorkloadOptions,
+  Admission, ArchiveResult, Asset, Chunk, CommandInfo, CommandResult, CreateCommandRequest, CreateOptions,
+  CreatePreviewRequest, CreateTeamResponse, CreateWebhookRequest, CreateWebhookResponse, SaveAssetRequest, Delivery, Event, FileEntry, Image, ImageSettings, KeyResponse, Metrics,
+  NetworkView, Page, Preview, SandboxInfo, Schemas, SandboxState, SandboxUsage, Secret, Team, TeamMe, Template, Ticket,
+  UpdateSandboxRequest, UpdateTeamRequest, UsageReport, Webhook, Workload, WorkloadOptions, WorkloadState,
 } from "./types.js";
 import {
   Data, b64decode, b64encode, checkDigest, commandPath, dropUndefined, esc, lines, parseDigest, reprDigest, sandboxPath,
@@ -365,7 +367,7 @@ export class Client {
 
   /** Wait until the workload is in state (default "exited") or has ended,
    * long-polling again until then. */
-  async waitWorkload(id: string, state = "exited", opts: { timeout_s?: number } = {}): Promise<Workload> {
+  async waitWorkload(id: string, state: WorkloadState = "exited", opts: { timeout_s?: number } = {}): Promise<Workload> {
     for (;;) {
       const w = await this.getWorkload(id, { wait: state, timeout_s: opts.timeout_s ?? 300 });
       if (w.state === state || workloadDone(w)) return w;
@@ -464,7 +466,7 @@ export class Client {
 
   /** Store a secret of the team (its value is never returned). */
   putSecret(name: string, value: string): Promise<Secret> {
-    return this.json({ method: "PUT", path: "/v1/secrets/" + esc(name), json: { value } });
+    return this.json({ method: "PUT", path: "/v1/secrets/" + esc(name), json: { value } satisfies Schemas["PutSecretRequest"] });
   }
 
   /** A secret's name and times. */
@@ -491,22 +493,23 @@ export class Client {
   // -- webhooks --
 
   /** Registers a URL for the team's events; `secret` (whsec_...) is shown only here. */
-  createWebhook(url: string, events?: string[]): Promise<{ webhook: Record<string, any>; secret: string }> {
-    return this.json({ method: "POST", path: "/v1/webhooks", json: events && events.length ? { url, events } : { url } });
+  createWebhook(url: string, events?: string[]): Promise<CreateWebhookResponse> {
+    const body: CreateWebhookRequest = events && events.length ? { url, events } : { url };
+    return this.json({ method: "POST", path: "/v1/webhooks", json: body });
   }
 
-  async listWebhooks(): Promise<Record<string, any>[]> {
-    const out: Record<string, any>[] = [];
+  async listWebhooks(): Promise<Webhook[]> {
+    const out: Webhook[] = [];
     let cursor = "";
     for (;;) {
-      const d = await this.json({ method: "GET", path: "/v1/webhooks", params: { cursor } });
+      const d = await this.json<Page<Webhook>>({ method: "GET", path: "/v1/webhooks", params: { cursor } });
       out.push(...(d?.items ?? []));
       cursor = d?.next_cursor ?? "";
       if (!cursor) return out;
     }
   }
 
-  getWebhook(id: string): Promise<Record<string, any>> {
+  getWebhook(id: string): Promise<Webhook> {
     return this.json({ method: "GET", path: "/v1/webhooks/" + esc(id) });
   }
 
@@ -515,24 +518,24 @@ export class Client {
   }
 
   /** The webhook's latest deliveries, newest first, with their attempts. */
-  async webhookDeliveries(id: string, limit = 100): Promise<Record<string, any>[]> {
-    const d = await this.json({ method: "GET", path: "/v1/webhooks/" + esc(id) + "/deliveries", params: { limit: String(limit) } });
+  async webhookDeliveries(id: string, limit = 100): Promise<Delivery[]> {
+    const d = await this.json<Page<Delivery>>({ method: "GET", path: "/v1/webhooks/" + esc(id) + "/deliveries", params: { limit: String(limit) } });
     return d?.items ?? [];
   }
 
   // -- teams, keys, tickets --
 
   /** A new team and its first API key (shown once). Admin only. */
-  createTeam(name: string): Promise<{ team: Team; api_key: string; key_id: string }> {
-    return this.json({ method: "POST", path: "/v1/teams", json: { name } });
+  createTeam(name: string): Promise<CreateTeamResponse> {
+    return this.json({ method: "POST", path: "/v1/teams", json: { name } satisfies Schemas["CreateTeamRequest"] });
   }
 
   async listTeams(): Promise<Team[]> {
-    return (await this.json({ method: "GET", path: "/v1/teams" }))?.items ?? [];
+    return (await this.json<Page<Team>>({ method: "GET", path: "/v1/teams" }))?.items ?? [];
   }
 
   /** A new API key for a team (shown once). */
-  createKey(teamId: string): Promise<{ key_id: string; team_id: string; api_key: string }> {
+  createKey(teamId: string): Promise<KeyResponse> {
     return this.json({ method: "POST", path: "/v1/teams/" + esc(teamId) + "/keys" });
   }
 
@@ -541,19 +544,19 @@ export class Client {
   }
 
   /** A single-use ticket for one attach path, for browser WebSockets. */
-  createTicket(path: string): Promise<{ ticket: string; path: string; expires_at: string }> {
-    return this.json({ method: "POST", path: "/v1/tickets", json: { path } });
+  createTicket(path: string): Promise<Ticket> {
+    return this.json({ method: "POST", path: "/v1/tickets", json: { path } satisfies Schemas["CreateTicketRequest"] });
   }
 
   /** The team's usage and cost (from and to: RFC 3339; group_by: "day" or
    * "sandbox"), its spend this month and its monthly limit. */
-  usage(opts: { from?: string; to?: string; group_by?: string } = {}): Promise<Record<string, any>> {
+  usage(opts: { from?: string; to?: string; group_by?: "day" | "sandbox" | string } = {}): Promise<UsageReport> {
     return this.json({ method: "GET", path: "/v1/usage", params: { from: opts.from, to: opts.to, group_by: opts.group_by } });
   }
 
   /** PATCH a team (admin key): admission, spend_limit_usd (a month's;
    * negative removes it), budget_alerts. */
-  updateTeam(teamId: string, fields: Record<string, unknown>): Promise<Team> {
+  updateTeam(teamId: string, fields: UpdateTeamRequest): Promise<Team> {
     return this.json({ method: "PATCH", path: "/v1/teams/" + esc(teamId), json: dropUndefined(fields) });
   }
 
@@ -562,17 +565,17 @@ export class Client {
     return this.json({ method: "GET", path: "/v1/teams/me" });
   }
 
-  /** Replace a team's admission flags (admin key). */
-  setAdmission(teamId: string, admission: Record<string, boolean>): Promise<Team> {
-    return this.json({ method: "PATCH", path: "/v1/teams/" + esc(teamId), json: { admission } });
+  /** Replace a team's admission flags, all four (admin key). */
+  setAdmission(teamId: string, admission: Admission): Promise<Team> {
+    return this.json({ method: "PATCH", path: "/v1/teams/" + esc(teamId), json: { admission } satisfies Schemas["UpdateTeamRequest"] });
   }
 
   /** The templates the team may use: status, progress, qualified. */
   async templates(): Promise<Template[]> {
-    return (await this.json({ method: "GET", path: "/v1/templates" }))?.items ?? [];
+    return (await this.json<Page<Template>>({ method: "GET", path: "/v1/templates" }))?.items ?? [];
   }
 
-  /** The API's OpenAPI document. */
+  /** The API's OpenAPI document (its schema is any JSON object). */
   openapi(): Promise<Record<string, any>> {
     return this.json({ method: "GET", path: "/v1/openapi.json" });
   }
@@ -624,23 +627,13 @@ export function assetSource(asset: Asset | string): { type: "asset"; asset_id: s
   return { type: "asset", asset_id: typeof asset === "string" ? asset : asset.id };
 }
 
-export interface CommandOptions {
-  /** A program and its arguments, run with no shell (instead of a string). */
-  argv?: string[];
-  cwd?: string;
-  env?: Record<string, string>;
-  secrets?: Record<string, string>;
-  timeout_s?: number;
-  user?: string;
-}
+/** The fields of POST …/commands besides the command string (argv: a
+ * program and its arguments, run with no shell, instead of a string). */
+export type CommandOptions = Omit<CreateCommandRequest, "command" | "stdin" | "pty" | "no_output_alert_s">;
 
-export interface StartOptions extends CommandOptions {
-  stdin?: boolean;
-  pty?: { cols: number; rows: number };
-  no_output_alert_s?: number;
-}
+export type StartOptions = Omit<CreateCommandRequest, "command">;
 
-function commandBody(command: string | undefined, o: StartOptions): Record<string, unknown> {
+function commandBody(command: string | undefined, o: StartOptions): CreateCommandRequest {
   if ((command === undefined) === (o.argv === undefined)) {
     throw new InvalidArgument("give exactly one of command (a shell string) and argv (a list)");
   }
@@ -674,14 +667,14 @@ export class Sandbox {
   }
 
   /** Wait until the sandbox is in state (or a terminal one). */
-  async wait(state: string, opts: { timeout_s?: number } = {}): Promise<SandboxInfo> {
+  async wait(state: SandboxState, opts: { timeout_s?: number } = {}): Promise<SandboxInfo> {
     return this.set(await this.client.json({
       method: "GET", path: sandboxPath(this.id), params: { wait: state, timeout_s: opts.timeout_s ?? 300 },
     }));
   }
 
   /** PATCH: idle_timeout_s, on_idle, max_lifetime_s, spend_limit_usd, network, labels. */
-  async update(fields: Record<string, unknown>): Promise<SandboxInfo> {
+  async update(fields: UpdateSandboxRequest): Promise<SandboxInfo> {
     return this.set(await this.client.json({ method: "PATCH", path: sandboxPath(this.id), json: dropUndefined(fields) }));
   }
 
@@ -701,20 +694,20 @@ export class Sandbox {
   }
 
   /** The policy and what the sandbox tried to reach. */
-  network(): Promise<Record<string, any>> {
+  network(): Promise<NetworkView> {
     return this.client.json({ method: "GET", path: sandboxPath(this.id) + "/network" });
   }
 
   /** Resource samples and the gaps in them (from and to: RFC 3339; step:
    * seconds or a duration such as "1m"). */
-  metrics(opts: { from?: string; to?: string; step?: string } = {}): Promise<Record<string, any>> {
+  metrics(opts: { from?: string; to?: string; step?: string } = {}): Promise<Metrics> {
     return this.client.json({
       method: "GET", path: sandboxPath(this.id) + "/metrics", params: { from: opts.from, to: opts.to, step: opts.step },
     });
   }
 
   /** What the sandbox used and cost, its spend limit and price per hour. */
-  usage(): Promise<Record<string, any>> {
+  usage(): Promise<SandboxUsage> {
     return this.client.json({ method: "GET", path: sandboxPath(this.id) + "/usage" });
   }
 
@@ -723,11 +716,9 @@ export class Sandbox {
   /** Publish a port over HTTP (visibility "private", the default, or
    * "public"; wake lets a request wake an asleep sandbox). A private
    * preview's token and one-time link are in this answer only. */
-  async preview(port: number, opts: { visibility?: "private" | "public"; wake?: boolean } = {}): Promise<Preview> {
-    return this.client.json<Preview>({
-      method: "POST", path: sandboxPath(this.id) + "/previews",
-      json: dropUndefined({ port, visibility: opts.visibility, wake: opts.wake }),
-    });
+  async preview(port: number, opts: Omit<CreatePreviewRequest, "port"> = {}): Promise<Preview> {
+    const body: CreatePreviewRequest = { port, visibility: opts.visibility, wake: opts.wake };
+    return this.client.json<Preview>({ method: "POST", path: sandboxPath(this.id) + "/previews", json: dropUndefined(body) });
   }
 
   /** The sandbox's previews (without tokens). */
@@ -744,8 +735,9 @@ export class Sandbox {
 
   /** Save a folder of the sandbox as an asset of the team (the same bytes
    * as an existing asset answer that one). */
-  saveAsset(path: string, opts: { name?: string } = {}): Promise<Asset> {
-    return this.client.json({ method: "POST", path: sandboxPath(this.id) + "/assets", json: dropUndefined({ path, name: opts.name }) });
+  saveAsset(path: string, opts: Omit<SaveAssetRequest, "path"> = {}): Promise<Asset> {
+    const body: SaveAssetRequest = { path, name: opts.name };
+    return this.client.json({ method: "POST", path: sandboxPath(this.id) + "/assets", json: dropUndefined(body) });
   }
 
   // -- commands --
@@ -833,7 +825,7 @@ export class Command {
 
   /** Signal the command's whole process group ("TERM", "KILL", "INT", …). */
   async signal(sig = "TERM"): Promise<void> {
-    await this.client.json({ method: "POST", path: this.path + "/signal", json: { signal: sig } });
+    await this.client.json({ method: "POST", path: this.path + "/signal", json: { signal: sig } satisfies Schemas["SignalRequest"] });
   }
 
   /** The recorded stdout, raw. */
@@ -926,15 +918,15 @@ export class Files {
    * nothing is written. */
   edit(path: string, edits: Array<{ old: string; new: string }>, opts: { ifVersion?: string } = {}): Promise<FileEntry> {
     const headers: Record<string, string> = opts.ifVersion ? { "If-Match": `"${opts.ifVersion}"` } : {};
-    return this.client.json({ method: "PATCH", path: this.base + "/content", params: { path }, json: { edits }, headers });
+    return this.client.json({ method: "PATCH", path: this.base + "/content", params: { path }, json: { edits } satisfies Schemas["EditFileRequest"], headers });
   }
 
   mkdir(path: string): Promise<FileEntry> {
-    return this.client.json({ method: "POST", path: this.base + "/mkdir", json: { path } });
+    return this.client.json({ method: "POST", path: this.base + "/mkdir", json: { path } satisfies Schemas["MkdirRequest"] });
   }
 
   move(from: string, to: string, opts: { overwrite?: boolean } = {}): Promise<FileEntry> {
-    return this.client.json({ method: "POST", path: this.base + "/move", json: { from, to, overwrite: !!opts.overwrite } });
+    return this.client.json({ method: "POST", path: this.base + "/move", json: { from, to, overwrite: !!opts.overwrite } satisfies Schemas["MoveRequest"] });
   }
 
   async remove(path: string, opts: { recursive?: boolean } = {}): Promise<void> {
@@ -944,7 +936,7 @@ export class Files {
   /** Send a local folder into path as tar.gz, keeping modes, symlinks
    * inside it and empty directories (Node only): packed into a temporary
    * file, then streamed with its sha-256 for the server to check. */
-  async uploadDir(local: string, path: string, opts: { exclude?: string[] } = {}): Promise<Record<string, any>> {
+  async uploadDir(local: string, path: string, opts: { exclude?: string[] } = {}): Promise<ArchiveResult> {
     return withPackedDir(local, opts.exclude ?? [], async (body, digest) => this.client.json({
       method: "PUT", path: this.base + "/archive", params: { path }, body,
       headers: { "Content-Type": "application/gzip", "Repr-Digest": digest },

@@ -134,8 +134,8 @@ test("templates and the key's own team", { skip }, async () => {
   const c = client();
   const me = await c.teamMe();
   assert.equal(me.admin, true);
-  assert.ok(me.team.id);
-  assert.ok(me.admitted.includes("preview"), String(me.admitted));
+  assert.ok(me.team?.id);
+  assert.ok(me.admitted?.includes("preview"), String(me.admitted));
   const managed = (await c.templates()).find((t) => t.name === "managed");
   assert.equal(managed?.status, "ready");
 });
@@ -171,21 +171,21 @@ test("previews: a private one at its own host with its token; listed; deleted", 
     await sb.start("exec python3 -m http.server 8000", { cwd: sb.info.workdir });
     assert.equal((await sb.run(SERVING)).exitCode, 0);
     const p = await sb.preview(8000);
-    assert.ok(p.id.startsWith("prv_") && p.visibility === "private" && p.token, JSON.stringify(p));
-    assert.equal(new URL(p.url).hostname, `8000-${sb.id}.localhost`, p.url);
-    assert.equal(p.path_url, undefined);
-    const ok = await viaHost(p.url, "/index.html", { "Cove-Preview-Token": p.token! });
+    assert.ok(p.id!.startsWith("prv_") && p.visibility === "private" && p.token, JSON.stringify(p));
+    assert.equal(new URL(p.url!).hostname, `8000-${sb.id}.localhost`, p.url!);
+    assert.equal((p as Record<string, unknown>).path_url, undefined);
+    const ok = await viaHost(p.url!, "/index.html", { "Cove-Preview-Token": p.token! });
     assert.deepEqual([ok.status, ok.text], [200, "hello preview\n"]);
-    const denied = await viaHost(p.url, "/index.html");
+    const denied = await viaHost(p.url!, "/index.html");
     assert.equal(denied.status, 401);
     const listed = await sb.previews();
-    assert.deepEqual(listed.map((x) => x.id), [p.id]);
+    assert.deepEqual(listed.map((x) => x.id), [p.id!]);
     assert.equal(listed[0].token, undefined);
-    assert.equal(listed[0].url, p.url);
+    assert.equal(listed[0].url, p.url!);
     await assert.rejects(sb.preview(8000), cove.Conflict);
-    await sb.deletePreview(p.id);
+    await sb.deletePreview(p.id!);
     assert.deepEqual(await sb.previews(), []);
-    await assert.rejects(sb.deletePreview(p.id), cove.NotFound);
+    await assert.rejects(sb.deletePreview(p.id!), cove.NotFound);
   } finally {
     await sb.terminate().catch(() => {});
   }

@@ -154,7 +154,7 @@ test("a download whose digest does not match is refused", async () => {
     status: 200, headers: { ETag: '"v1"', "Repr-Digest": "sha-256=:" + Buffer.alloc(32).toString("base64") + ":" },
   })) as unknown as typeof fetch;
   const c = new cove.Client({ url: "http://127.0.0.1:9", apiKey: "k", fetch: fake });
-  const sb = new cove.Sandbox(c, { id: "sbx_x", name: "x", team_id: "t", template: "", state: "running", workdir: "/" });
+  const sb = new cove.Sandbox(c, { id: "sbx_x", name: "x", team_id: "t", template: "", state: "running", workdir: "/" } as cove.SandboxInfo);
   await assert.rejects(sb.files.read("/f"), cove.DigestMismatch);
 });
 

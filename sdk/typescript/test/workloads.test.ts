@@ -66,30 +66,30 @@ async function busyboxOCI(dir: string): Promise<string> {
 test("a workload runs; its output follows and replays", { skip }, async () => {
   const c = client();
   const w = await c.submitWorkload({ command: "echo hi; echo err >&2; exit 3", labels: { sdk: "typescript" } });
-  assert.ok(w.id.startsWith("wl_"));
+  assert.ok(w.id!.startsWith("wl_"));
   let out = "";
   let err = "";
   const exits: Array<number | null> = [];
-  for await (const ch of c.workloadOutput(w.id)) {
+  for await (const ch of c.workloadOutput(w.id!)) {
     if (ch.type === "exit") exits.push(ch.exitCode);
     else if (ch.stream === "stdout") out += dec.decode(ch.data);
     else if (ch.stream === "stderr") err += dec.decode(ch.data);
   }
   assert.deepEqual([out, err, exits], ["hi\n", "err\n", [3]]);
-  const done = await c.waitWorkload(w.id);
+  const done = await c.waitWorkload(w.id!);
   assert.deepEqual([done.state, done.exit_code, cove.workloadDone(done)], ["exited", 3, true]);
   const replay = [];
-  for await (const ch of c.workloadOutput(w.id, { follow: false })) replay.push(ch);
+  for await (const ch of c.workloadOutput(w.id!, { follow: false })) replay.push(ch);
   assert.equal(replay.at(-1)?.type, "exit");
   assert.equal(replay.at(-1)?.exitCode, 3);
   const later = [];
-  for await (const ch of c.workloadOutput(w.id, { after: replay[0].seq, follow: false })) later.push(ch.seq);
+  for await (const ch of c.workloadOutput(w.id!, { after: replay[0].seq, follow: false })) later.push(ch.seq);
   assert.deepEqual(later, replay.slice(1).map((ch) => ch.seq));
-  assert.equal(dec.decode(await c.workloadStdout(w.id)), "hi\n");
-  assert.equal(dec.decode(await c.workloadStderr(w.id)), "err\n");
-  assert.equal((await c.getWorkload(w.id)).exit_code, 3);
+  assert.equal(dec.decode(await c.workloadStdout(w.id!)), "hi\n");
+  assert.equal(dec.decode(await c.workloadStderr(w.id!)), "err\n");
+  assert.equal((await c.getWorkload(w.id!)).exit_code, 3);
   let found = false;
-  for await (const x of c.listWorkloads({ state: "exited" })) if (x.id === w.id) found = true;
+  for await (const x of c.listWorkloads({ state: "exited" })) if (x.id === w.id!) found = true;
   assert.ok(found, "listWorkloads did not show the workload");
   for (const x of (await c.listWorkloadsPage({ state: "exited", limit: 5 })).items) assert.equal(x.state, "exited");
 });
@@ -97,21 +97,21 @@ test("a workload runs; its output follows and replays", { skip }, async () => {
 test("a GPU workload queues and is cancelled", { skip }, async () => {
   const c = client();
   let w = await c.submitWorkload({ argv: ["true"], resources: { gpus: 1 }, labels: { sdk: "typescript" } });
-  assert.deepEqual([w.state, w.resources.gpus], ["queued", 1]);
+  assert.deepEqual([w.state, w.resources?.gpus], ["queued", 1]);
   // No node here has a GPU: it waits in the queue, and says why.
-  w = await c.getWorkload(w.id);
+  w = await c.getWorkload(w.id!);
   assert.equal(w.state, "queued");
   assert.ok(w.state_reason);
   const drain = async (it: AsyncGenerator<cove.Chunk>) => { for await (const _ of it) { /* drop */ } };
-  await assert.rejects(drain(c.workloadOutput(w.id, { follow: false })), cove.Conflict);
+  await assert.rejects(drain(c.workloadOutput(w.id!, { follow: false })), cove.Conflict);
   let found = false;
-  for await (const x of c.listWorkloads({ state: "queued" })) if (x.id === w.id) found = true;
+  for await (const x of c.listWorkloads({ state: "queued" })) if (x.id === w.id!) found = true;
   assert.ok(found);
-  const cancelled = await c.cancelWorkload(w.id);
+  const cancelled = await c.cancelWorkload(w.id!);
   assert.equal(cancelled.state, "cancelled");
-  assert.equal((await c.getWorkload(w.id, { wait: "exited", timeout_s: 5 })).state, "cancelled");
+  assert.equal((await c.getWorkload(w.id!, { wait: "exited", timeout_s: 5 })).state, "cancelled");
   // Following a workload that never ran ends with Conflict, not a hang.
-  await assert.rejects(drain(c.workloadOutput(w.id)), cove.Conflict);
+  await assert.rejects(drain(c.workloadOutput(w.id!)), cove.Conflict);
   await assert.rejects(c.getWorkload("wl_doesnotexist"), cove.NotFound);
   await assert.rejects(c.submitWorkload({ command: "true", argv: ["true"] }), cove.InvalidArgument);
 });
@@ -124,26 +124,26 @@ test("an image is imported, listed, updated, used and deleted", { skip: skip || 
     const imgName = name("ts-img");
     const img = await c.importImageFromFile(archive, { name: imgName, settings: { examples: ["echo hello"] } });
     try {
-      assert.ok(img.id.startsWith("img_"));
+      assert.ok(img.id!.startsWith("img_"));
       assert.equal(img.name, imgName);
-      assert.ok(img.digest.startsWith("sha256:"));
+      assert.ok(img.digest!.startsWith("sha256:"));
       assert.deepEqual(img.examples, ["echo hello"]);
-      assert.equal((await c.getImage(imgName)).id, img.id);
-      assert.equal((await c.getImage(img.id)).name, imgName);
-      assert.ok((await c.images()).some((i) => i.id === img.id));
-      const upd = await c.updateImage(img.id, { examples: ["echo changed"] });
+      assert.equal((await c.getImage(imgName)).id, img.id!);
+      assert.equal((await c.getImage(img.id!)).name, imgName);
+      assert.ok((await c.images()).some((i) => i.id === img.id!));
+      const upd = await c.updateImage(img.id!, { examples: ["echo changed"] });
       assert.deepEqual([upd.examples, upd.digest], [["echo changed"], img.digest]);
       // The same bytes from memory, under a name already taken.
       const { readFile } = await import("node:fs/promises");
       await assert.rejects(c.importImage(new Uint8Array(await readFile(archive)), { name: imgName }), cove.Conflict);
       // A workload runs in it, by the image's name.
       const w = await c.submitWorkload({ command: "echo from-image", image: imgName });
-      assert.equal((await c.waitWorkload(w.id)).exit_code, 0);
-      assert.equal(dec.decode(await c.workloadStdout(w.id)), "from-image\n");
+      assert.equal((await c.waitWorkload(w.id!)).exit_code, 0);
+      assert.equal(dec.decode(await c.workloadStdout(w.id!)), "from-image\n");
     } finally {
-      await c.deleteImage(img.id);
+      await c.deleteImage(img.id!);
     }
-    await assert.rejects(c.getImage(img.id), cove.NotFound);
+    await assert.rejects(c.getImage(img.id!), cove.NotFound);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

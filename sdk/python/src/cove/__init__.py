@@ -13,7 +13,10 @@ from .errors import (
     Unprocessable,
 )
 from .models import (
-    Asset, Chunk, CommandInfo, CommandResult, Event, FileContent, FileEntry, Image, Page, Sandbox, Workload,
+    ArchiveResult, Asset, Chunk, CommandInfo, CommandResult, CommandState, CreateTeamResponse, CreateWebhookResponse,
+    Delivery, Event, FileContent, FileEntry, Image, KeyResponse, Metrics, NetworkView, Page, Preview, Sandbox,
+    SandboxState, SandboxUsage, Schema, Secret, Team, TeamMe, Template, Ticket, UsageReport, Webhook, Workload,
+    WorkloadState,
 )
 
 __all__ = [
@@ -23,4 +26,7 @@ __all__ = [
     "ResourceExhausted", "Unauthenticated", "Unavailable", "Unprocessable",
     "Asset", "Chunk", "CommandInfo", "CommandResult", "Event", "FileContent", "FileEntry", "Image", "Page", "Sandbox",
     "Workload",
+    "ArchiveResult", "CommandState", "CreateTeamResponse", "CreateWebhookResponse", "Delivery", "KeyResponse",
+    "Metrics", "NetworkView", "Preview", "SandboxState", "SandboxUsage", "Schema", "Secret", "Team", "TeamMe",
+    "Template", "Ticket", "UsageReport", "Webhook", "WorkloadState",
 ]

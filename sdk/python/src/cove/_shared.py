@@ -15,6 +15,8 @@ from typing import IO, Any, AsyncIterator, Dict, Iterable, Iterator, List, Mappi
 from urllib.parse import quote
 
 from .errors import DigestMismatch, InvalidArgument
+from ._model import enum_value
+from ._schema import OutputRecordStream, OutputRecordType
 from .models import Chunk, Event
 
 DEFAULT_URL = "http://127.0.0.1:7070"
@@ -137,8 +139,8 @@ def command_body(
 def parse_chunk(line: bytes) -> Chunk:
     d = json.loads(line)
     return Chunk(
-        seq=d.get("seq", 0), stream=d.get("stream", "") or "",
-        data=base64.b64decode(d["data"]) if d.get("data") else b"", type=d.get("type", "") or "",
+        seq=d.get("seq", 0), stream=enum_value(OutputRecordStream, d.get("stream") or ""),
+        data=base64.b64decode(d["data"]) if d.get("data") else b"", type=enum_value(OutputRecordType, d.get("type") or ""),
         exit_code=d.get("exit_code"), signal=d.get("signal", "") or "", timed_out=bool(d.get("timed_out")),
     )
 

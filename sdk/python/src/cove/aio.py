@@ -13,7 +13,9 @@ from ._attach import AsyncAttachment
 from .client import STREAM_RETRIES
 from .errors import Conflict, CoveError, NotFound, error_from
 from .models import (
-    Asset, Chunk, CommandInfo, CommandResult, Event, FileContent, FileEntry, Image, Page, Sandbox, Workload,
+    ArchiveResult, Asset, Chunk, CommandInfo, CommandResult, CreateTeamResponse, CreateWebhookResponse, Delivery, Event,
+    FileContent, FileEntry, Image, KeyResponse, Metrics, NetworkView, Page, Preview, Sandbox, SandboxUsage, Secret, Team,
+    TeamMe, Template, Ticket, UsageReport, Webhook, Workload,
 )
 
 Data = Union[bytes, str, IO[bytes]]
@@ -102,6 +104,7 @@ class AsyncClient:
                      setup: Optional[Mapping[str, Any]] = None, idle_timeout_s: Optional[int] = None,
                      on_idle: Optional[str] = None, max_lifetime_s: Optional[int] = None,
                      spend_limit_usd: Optional[float] = None, labels: Optional[Mapping[str, str]] = None,
+                     on_budget: Optional[str] = None, budget_alerts: Optional[Sequence[float]] = None,
                      wait: bool = True, keep: bool = False, idempotency_key: Optional[str] = None,
                      **extra: Any) -> "AsyncSandbox":
         res = sh.drop_none({"cpus": cpus, "memory_mib": memory_mib, "disk_mib": disk_mib})
@@ -109,7 +112,8 @@ class AsyncClient:
             "name": name, "template": template, "resources": res or None, "env": env, "secrets": secrets,
             "workdir": workdir, "network": network, "source": source, "setup": setup,
             "idle_timeout_s": idle_timeout_s, "on_idle": on_idle, "max_lifetime_s": max_lifetime_s,
-            "spend_limit_usd": spend_limit_usd, "labels": labels, **extra,
+            "spend_limit_usd": spend_limit_usd, "labels": labels, "on_budget": on_budget,
+            "budget_alerts": list(budget_alerts) if budget_alerts is not None else None, **extra,
         })
         r = sh.Req("POST", "/v1/sandboxes", {"wait": "running"} if wait else {}, json=body)
         if idempotency_key:
@@ -131,7 +135,7 @@ class AsyncClient:
             cursor = page.next_cursor
 
     async def list_page(self, *, state: Optional[Union[str, Sequence[str]]] = None,
-                        labels: Optional[Mapping[str, str]] = None, limit: int = 100, cursor: str = "") -> Page:
+                        labels: Optional[Mapping[str, str]] = None, limit: int = 100, cursor: str = "") -> Page[Sandbox]:
         params: Dict[str, Any] = {"limit": limit}
         if state:
             params["state"] = [state] if isinstance(state, str) else list(state)
@@ -143,7 +147,7 @@ class AsyncClient:
         return Page([Sandbox.from_dict(x) for x in d.get("items") or []], d.get("next_cursor", "") or "")
 
     async def events(self, *, sandbox: Optional[str] = None, types: Sequence[str] = (), after: str = "",
-                     limit: int = 100) -> Page:
+                     limit: int = 100) -> Page[Event]:
         params: Dict[str, Any] = {"limit": limit}
         if sandbox:
             params["sandbox"] = sandbox
@@ -216,7 +220,7 @@ class AsyncClient:
                 return
             cursor = page.next_cursor
 
-    async def list_assets_page(self, limit: int = 100, cursor: str = "") -> Page:
+    async def list_assets_page(self, limit: int = 100, cursor: str = "") -> Page[Asset]:
         params: Dict[str, Any] = {"limit": limit}
         if cursor:
             params["cursor"] = cursor
@@ -292,7 +296,7 @@ class AsyncClient:
             cursor = page.next_cursor
 
     async def list_workloads_page(self, *, state: Optional[Union[str, Sequence[str]]] = None, limit: int = 100,
-                                  cursor: str = "") -> Page:
+                                  cursor: str = "") -> Page[Workload]:
         d = await self._json(sh.Req("GET", "/v1/workloads", sh.workload_list_params(state, limit, cursor)))
         return Page([Workload.from_dict(x) for x in d.get("items") or []], d.get("next_cursor", "") or "")
 
@@ -338,18 +342,18 @@ class AsyncClient:
     async def delete_image(self, ref: str) -> None:
         await self._json(sh.Req("DELETE", sh.image_path(ref)))
 
-    async def put_secret(self, name: str, value: str) -> Dict[str, Any]:
-        return await self._json(sh.Req("PUT", "/v1/secrets/" + sh.esc(name), json={"value": value}))
+    async def put_secret(self, name: str, value: str) -> Secret:
+        return Secret.from_dict(await self._json(sh.Req("PUT", "/v1/secrets/" + sh.esc(name), json={"value": value})))
 
-    async def get_secret(self, name: str) -> Dict[str, Any]:
-        return await self._json(sh.Req("GET", "/v1/secrets/" + sh.esc(name)))
+    async def get_secret(self, name: str) -> Secret:
+        return Secret.from_dict(await self._json(sh.Req("GET", "/v1/secrets/" + sh.esc(name))))
 
-    async def list_secrets(self) -> List[Dict[str, Any]]:
-        out: List[Dict[str, Any]] = []
+    async def list_secrets(self) -> List[Secret]:
+        out: List[Secret] = []
         cursor = ""
         while True:
             d = await self._json(sh.Req("GET", "/v1/secrets", {"cursor": cursor} if cursor else {}))
-            out += d.get("items") or []
+            out += [Secret.from_dict(x) for x in d.get("items") or []]
             cursor = d.get("next_cursor", "") or ""
             if not cursor:
                 return out
@@ -357,61 +361,61 @@ class AsyncClient:
     async def delete_secret(self, name: str) -> None:
         await self._json(sh.Req("DELETE", "/v1/secrets/" + sh.esc(name)))
 
-    async def create_webhook(self, url: str, events: Optional[List[str]] = None) -> Dict[str, Any]:
+    async def create_webhook(self, url: str, events: Optional[List[str]] = None) -> CreateWebhookResponse:
         body: Dict[str, Any] = {"url": url}
         if events:
             body["events"] = events
-        return await self._json(sh.Req("POST", "/v1/webhooks", json=body))
+        return CreateWebhookResponse.from_dict(await self._json(sh.Req("POST", "/v1/webhooks", json=body)))
 
-    async def list_webhooks(self) -> List[Dict[str, Any]]:
-        out: List[Dict[str, Any]] = []
+    async def list_webhooks(self) -> List[Webhook]:
+        out: List[Webhook] = []
         cursor = ""
         while True:
             d = await self._json(sh.Req("GET", "/v1/webhooks", {"cursor": cursor} if cursor else {}))
-            out += d.get("items") or []
+            out += [Webhook.from_dict(x) for x in d.get("items") or []]
             cursor = d.get("next_cursor", "") or ""
             if not cursor:
                 return out
 
-    async def get_webhook(self, webhook_id: str) -> Dict[str, Any]:
-        return await self._json(sh.Req("GET", "/v1/webhooks/" + sh.esc(webhook_id)))
+    async def get_webhook(self, webhook_id: str) -> Webhook:
+        return Webhook.from_dict(await self._json(sh.Req("GET", "/v1/webhooks/" + sh.esc(webhook_id))))
 
     async def delete_webhook(self, webhook_id: str) -> None:
         await self._json(sh.Req("DELETE", "/v1/webhooks/" + sh.esc(webhook_id)))
 
-    async def webhook_deliveries(self, webhook_id: str, limit: int = 100) -> List[Dict[str, Any]]:
-        return (await self._json(sh.Req("GET", "/v1/webhooks/" + sh.esc(webhook_id) + "/deliveries", {"limit": str(limit)}))).get("items") or []
+    async def webhook_deliveries(self, webhook_id: str, limit: int = 100) -> List[Delivery]:
+        return [Delivery.from_dict(x) for x in (await self._json(sh.Req("GET", "/v1/webhooks/" + sh.esc(webhook_id) + "/deliveries", {"limit": str(limit)}))).get("items") or []]
 
-    async def create_team(self, name: str) -> Dict[str, Any]:
-        return await self._json(sh.Req("POST", "/v1/teams", json={"name": name}))
+    async def create_team(self, name: str) -> CreateTeamResponse:
+        return CreateTeamResponse.from_dict(await self._json(sh.Req("POST", "/v1/teams", json={"name": name})))
 
-    async def list_teams(self) -> List[Dict[str, Any]]:
-        return (await self._json(sh.Req("GET", "/v1/teams"))).get("items") or []
+    async def list_teams(self) -> List[Team]:
+        return [Team.from_dict(x) for x in (await self._json(sh.Req("GET", "/v1/teams"))).get("items") or []]
 
-    async def create_key(self, team_id: str) -> Dict[str, Any]:
-        return await self._json(sh.Req("POST", "/v1/teams/" + sh.esc(team_id) + "/keys"))
+    async def create_key(self, team_id: str) -> KeyResponse:
+        return KeyResponse.from_dict(await self._json(sh.Req("POST", "/v1/teams/" + sh.esc(team_id) + "/keys")))
 
     async def revoke_key(self, key_id: str) -> None:
         await self._json(sh.Req("DELETE", "/v1/keys/" + sh.esc(key_id)))
 
     async def usage(self, *, from_: Optional[str] = None, to: Optional[str] = None,
-                    group_by: Optional[str] = None) -> Dict[str, Any]:
-        return await self._json(sh.Req("GET", "/v1/usage", sh.drop_none({"from": from_, "to": to, "group_by": group_by})))
+                    group_by: Optional[str] = None) -> UsageReport:
+        return UsageReport.from_dict(await self._json(sh.Req("GET", "/v1/usage", sh.drop_none({"from": from_, "to": to, "group_by": group_by}))))
 
-    async def update_team(self, team_id: str, **fields: Any) -> Dict[str, Any]:
-        return await self._json(sh.Req("PATCH", "/v1/teams/" + sh.esc(team_id), json=sh.drop_none(fields)))
+    async def update_team(self, team_id: str, **fields: Any) -> Team:
+        return Team.from_dict(await self._json(sh.Req("PATCH", "/v1/teams/" + sh.esc(team_id), json=sh.drop_none(fields))))
 
-    async def create_ticket(self, path: str) -> Dict[str, Any]:
-        return await self._json(sh.Req("POST", "/v1/tickets", json={"path": path}))
+    async def create_ticket(self, path: str) -> Ticket:
+        return Ticket.from_dict(await self._json(sh.Req("POST", "/v1/tickets", json={"path": path})))
 
-    async def team_me(self) -> Dict[str, Any]:
-        return await self._json(sh.Req("GET", "/v1/teams/me"))
+    async def team_me(self) -> TeamMe:
+        return TeamMe.from_dict(await self._json(sh.Req("GET", "/v1/teams/me")))
 
-    async def set_admission(self, team_id: str, admission: Mapping[str, bool]) -> Dict[str, Any]:
-        return await self._json(sh.Req("PATCH", "/v1/teams/" + sh.esc(team_id), json={"admission": dict(admission)}))
+    async def set_admission(self, team_id: str, admission: Mapping[str, bool]) -> Team:
+        return Team.from_dict(await self._json(sh.Req("PATCH", "/v1/teams/" + sh.esc(team_id), json={"admission": dict(admission)})))
 
-    async def templates(self) -> List[Dict[str, Any]]:
-        return (await self._json(sh.Req("GET", "/v1/templates"))).get("items") or []
+    async def templates(self) -> List[Template]:
+        return [Template.from_dict(x) for x in (await self._json(sh.Req("GET", "/v1/templates"))).get("items") or []]
 
     async def openapi(self) -> Dict[str, Any]:
         return await self._json(sh.Req("GET", "/v1/openapi.json"))
@@ -465,23 +469,23 @@ class AsyncSandbox:
     async def terminate(self) -> Sandbox:
         return self._set(await self._c._json(sh.Req("DELETE", sh.sandbox_path(self.id))))
 
-    async def network(self) -> Dict[str, Any]:
-        return await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/network"))
+    async def network(self) -> NetworkView:
+        return NetworkView.from_dict(await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/network")))
 
     async def metrics(self, *, from_: Optional[str] = None, to: Optional[str] = None,
-                      step: Optional[str] = None) -> Dict[str, Any]:
-        return await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/metrics",
-                                          sh.drop_none({"from": from_, "to": to, "step": step})))
+                      step: Optional[str] = None) -> Metrics:
+        return Metrics.from_dict(await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/metrics",
+                                                            sh.drop_none({"from": from_, "to": to, "step": step}))))
 
-    async def usage(self) -> Dict[str, Any]:
-        return await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/usage"))
+    async def usage(self) -> SandboxUsage:
+        return SandboxUsage.from_dict(await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/usage")))
 
-    async def preview(self, port: int, visibility: str = "private", wake: bool = False) -> Dict[str, Any]:
-        return await self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/previews",
-                                          json={"port": port, "visibility": visibility, "wake": wake}))
+    async def preview(self, port: int, visibility: str = "private", wake: bool = False) -> Preview:
+        return Preview.from_dict(await self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/previews",
+                                          json={"port": port, "visibility": visibility, "wake": wake})))
 
-    async def previews(self) -> List[Dict[str, Any]]:
-        return (await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/previews"))).get("items") or []
+    async def previews(self) -> List[Preview]:
+        return [Preview.from_dict(x) for x in (await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/previews"))).get("items") or []]
 
     async def save_asset(self, path: str, name: Optional[str] = None) -> Asset:
         body = sh.drop_none({"path": path, "name": name})
@@ -511,7 +515,7 @@ class AsyncSandbox:
         d = await self._c._json(sh.Req("GET", sh.command_path(self.id, command_id)))
         return AsyncCommand(self._c, self.id, CommandInfo.from_dict(d))
 
-    async def commands(self, limit: int = 100, cursor: str = "") -> Page:
+    async def commands(self, limit: int = 100, cursor: str = "") -> Page[CommandInfo]:
         params: Dict[str, Any] = {"limit": limit}
         if cursor:
             params["cursor"] = cursor
@@ -633,15 +637,15 @@ class AsyncFiles:
             params["recursive"] = "true"
         await self._c._json(sh.Req("DELETE", self._base, params))
 
-    async def upload_dir(self, local: str, path: str, exclude: Sequence[str] = ()) -> Dict[str, Any]:
+    async def upload_dir(self, local: str, path: str, exclude: Sequence[str] = ()) -> ArchiveResult:
         with await asyncio.to_thread(sh.pack_dir, local, exclude) as f:
             cm = sh.digested_body(f)
             body, digest = await asyncio.to_thread(cm.__enter__)
             with contextlib.ExitStack() as stack:
                 stack.push(cm)  # entered above, in the thread; left here
-                return await self._c._json(sh.Req("PUT", self._base + "/archive", {"path": path},
+                return ArchiveResult.from_dict(await self._c._json(sh.Req("PUT", self._base + "/archive", {"path": path},
                                                   content=sh.achunks(body),
-                                                  headers={"Content-Type": "application/gzip", "Repr-Digest": digest}))
+                                                  headers={"Content-Type": "application/gzip", "Repr-Digest": digest})))
 
     async def download_dir(self, path: str, local: str) -> None:
         import tempfile

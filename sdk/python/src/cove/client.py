@@ -12,7 +12,9 @@ from . import _shared as sh
 from ._attach import SyncAttachment
 from .errors import Conflict, CoveError, NotFound, error_from
 from .models import (
-    Asset, Chunk, CommandInfo, CommandResult, Event, FileContent, FileEntry, Image, Page, Sandbox, Workload,
+    ArchiveResult, Asset, Chunk, CommandInfo, CommandResult, CreateTeamResponse, CreateWebhookResponse, Delivery, Event,
+    FileContent, FileEntry, Image, KeyResponse, Metrics, NetworkView, Page, Preview, Sandbox, SandboxUsage, Secret, Team,
+    TeamMe, Template, Ticket, UsageReport, Webhook, Workload,
 )
 
 Data = Union[bytes, str, IO[bytes]]
@@ -118,7 +120,8 @@ class Client:
                source: Optional[Mapping[str, Any]] = None, setup: Optional[Mapping[str, Any]] = None,
                idle_timeout_s: Optional[int] = None, on_idle: Optional[str] = None,
                max_lifetime_s: Optional[int] = None, spend_limit_usd: Optional[float] = None,
-               labels: Optional[Mapping[str, str]] = None, wait: bool = True, keep: bool = False,
+               labels: Optional[Mapping[str, str]] = None, on_budget: Optional[str] = None,
+               budget_alerts: Optional[Sequence[float]] = None, wait: bool = True, keep: bool = False,
                idempotency_key: Optional[str] = None, **extra: Any) -> "SandboxHandle":
         """Create a sandbox (and wait until it runs, unless ``wait=False``).
         Used as a context manager, it is terminated on exit unless ``keep``."""
@@ -127,7 +130,8 @@ class Client:
             "name": name, "template": template, "resources": res or None, "env": env, "secrets": secrets,
             "workdir": workdir, "network": network, "source": source, "setup": setup,
             "idle_timeout_s": idle_timeout_s, "on_idle": on_idle, "max_lifetime_s": max_lifetime_s,
-            "spend_limit_usd": spend_limit_usd, "labels": labels, **extra,
+            "spend_limit_usd": spend_limit_usd, "labels": labels, "on_budget": on_budget,
+            "budget_alerts": list(budget_alerts) if budget_alerts is not None else None, **extra,
         })
         r = sh.Req("POST", "/v1/sandboxes", {"wait": "running"} if wait else {}, json=body)
         if idempotency_key:
@@ -150,7 +154,7 @@ class Client:
             cursor = page.next_cursor
 
     def list_page(self, *, state: Optional[Union[str, Sequence[str]]] = None,
-                  labels: Optional[Mapping[str, str]] = None, limit: int = 100, cursor: str = "") -> Page:
+                  labels: Optional[Mapping[str, str]] = None, limit: int = 100, cursor: str = "") -> Page[Sandbox]:
         params: Dict[str, Any] = {"limit": limit}
         if state:
             params["state"] = [state] if isinstance(state, str) else list(state)
@@ -164,7 +168,7 @@ class Client:
     # -- events --
 
     def events(self, *, sandbox: Optional[str] = None, types: Sequence[str] = (), after: str = "",
-               limit: int = 100) -> Page:
+               limit: int = 100) -> Page[Event]:
         params: Dict[str, Any] = {"limit": limit}
         if sandbox:
             params["sandbox"] = sandbox
@@ -241,7 +245,7 @@ class Client:
                 return
             cursor = page.next_cursor
 
-    def list_assets_page(self, limit: int = 100, cursor: str = "") -> Page:
+    def list_assets_page(self, limit: int = 100, cursor: str = "") -> Page[Asset]:
         params: Dict[str, Any] = {"limit": limit}
         if cursor:
             params["cursor"] = cursor
@@ -326,7 +330,7 @@ class Client:
             cursor = page.next_cursor
 
     def list_workloads_page(self, *, state: Optional[Union[str, Sequence[str]]] = None, limit: int = 100,
-                            cursor: str = "") -> Page:
+                            cursor: str = "") -> Page[Workload]:
         d = self._json(sh.Req("GET", "/v1/workloads", sh.workload_list_params(state, limit, cursor)))
         return Page([Workload.from_dict(x) for x in d.get("items") or []], d.get("next_cursor", "") or "")
 
@@ -389,20 +393,20 @@ class Client:
 
     # -- secrets --
 
-    def put_secret(self, name: str, value: str) -> Dict[str, Any]:
+    def put_secret(self, name: str, value: str) -> Secret:
         """Store a secret of the team (its value is never returned)."""
-        return self._json(sh.Req("PUT", "/v1/secrets/" + sh.esc(name), json={"value": value}))
+        return Secret.from_dict(self._json(sh.Req("PUT", "/v1/secrets/" + sh.esc(name), json={"value": value})))
 
-    def get_secret(self, name: str) -> Dict[str, Any]:
+    def get_secret(self, name: str) -> Secret:
         """A secret's name and times."""
-        return self._json(sh.Req("GET", "/v1/secrets/" + sh.esc(name)))
+        return Secret.from_dict(self._json(sh.Req("GET", "/v1/secrets/" + sh.esc(name))))
 
-    def list_secrets(self) -> List[Dict[str, Any]]:
-        out: List[Dict[str, Any]] = []
+    def list_secrets(self) -> List[Secret]:
+        out: List[Secret] = []
         cursor = ""
         while True:
             d = self._json(sh.Req("GET", "/v1/secrets", {"cursor": cursor} if cursor else {}))
-            out += d.get("items") or []
+            out += [Secret.from_dict(x) for x in d.get("items") or []]
             cursor = d.get("next_cursor", "") or ""
             if not cursor:
                 return out
@@ -412,73 +416,73 @@ class Client:
 
     # -- webhooks --
 
-    def create_webhook(self, url: str, events: Optional[List[str]] = None) -> Dict[str, Any]:
+    def create_webhook(self, url: str, events: Optional[List[str]] = None) -> CreateWebhookResponse:
         """Registers a URL for the team's events; the answer's ``secret``
         (whsec_...) is shown only this once."""
         body: Dict[str, Any] = {"url": url}
         if events:
             body["events"] = events
-        return self._json(sh.Req("POST", "/v1/webhooks", json=body))
+        return CreateWebhookResponse.from_dict(self._json(sh.Req("POST", "/v1/webhooks", json=body)))
 
-    def list_webhooks(self) -> List[Dict[str, Any]]:
-        out: List[Dict[str, Any]] = []
+    def list_webhooks(self) -> List[Webhook]:
+        out: List[Webhook] = []
         cursor = ""
         while True:
             d = self._json(sh.Req("GET", "/v1/webhooks", {"cursor": cursor} if cursor else {}))
-            out += d.get("items") or []
+            out += [Webhook.from_dict(x) for x in d.get("items") or []]
             cursor = d.get("next_cursor", "") or ""
             if not cursor:
                 return out
 
-    def get_webhook(self, webhook_id: str) -> Dict[str, Any]:
-        return self._json(sh.Req("GET", "/v1/webhooks/" + sh.esc(webhook_id)))
+    def get_webhook(self, webhook_id: str) -> Webhook:
+        return Webhook.from_dict(self._json(sh.Req("GET", "/v1/webhooks/" + sh.esc(webhook_id))))
 
     def delete_webhook(self, webhook_id: str) -> None:
         self._json(sh.Req("DELETE", "/v1/webhooks/" + sh.esc(webhook_id)))
 
-    def webhook_deliveries(self, webhook_id: str, limit: int = 100) -> List[Dict[str, Any]]:
+    def webhook_deliveries(self, webhook_id: str, limit: int = 100) -> List[Delivery]:
         """The webhook's latest deliveries, newest first, with their attempts."""
-        return self._json(sh.Req("GET", "/v1/webhooks/" + sh.esc(webhook_id) + "/deliveries", {"limit": str(limit)})).get("items") or []
+        return [Delivery.from_dict(x) for x in self._json(sh.Req("GET", "/v1/webhooks/" + sh.esc(webhook_id) + "/deliveries", {"limit": str(limit)})).get("items") or []]
 
     # -- teams, keys, tickets --
 
-    def create_team(self, name: str) -> Dict[str, Any]:
-        return self._json(sh.Req("POST", "/v1/teams", json={"name": name}))
+    def create_team(self, name: str) -> CreateTeamResponse:
+        return CreateTeamResponse.from_dict(self._json(sh.Req("POST", "/v1/teams", json={"name": name})))
 
-    def list_teams(self) -> List[Dict[str, Any]]:
-        return self._json(sh.Req("GET", "/v1/teams")).get("items") or []
+    def list_teams(self) -> List[Team]:
+        return [Team.from_dict(x) for x in self._json(sh.Req("GET", "/v1/teams")).get("items") or []]
 
-    def create_key(self, team_id: str) -> Dict[str, Any]:
-        return self._json(sh.Req("POST", "/v1/teams/" + sh.esc(team_id) + "/keys"))
+    def create_key(self, team_id: str) -> KeyResponse:
+        return KeyResponse.from_dict(self._json(sh.Req("POST", "/v1/teams/" + sh.esc(team_id) + "/keys")))
 
     def revoke_key(self, key_id: str) -> None:
         self._json(sh.Req("DELETE", "/v1/keys/" + sh.esc(key_id)))
 
-    def create_ticket(self, path: str) -> Dict[str, Any]:
-        return self._json(sh.Req("POST", "/v1/tickets", json={"path": path}))
+    def create_ticket(self, path: str) -> Ticket:
+        return Ticket.from_dict(self._json(sh.Req("POST", "/v1/tickets", json={"path": path})))
 
     def usage(self, *, from_: Optional[str] = None, to: Optional[str] = None,
-              group_by: Optional[str] = None) -> Dict[str, Any]:
+              group_by: Optional[str] = None) -> UsageReport:
         """The team's usage and cost (from and to: RFC 3339; group_by: "day"
         or "sandbox"), its spend this month and its monthly limit."""
-        return self._json(sh.Req("GET", "/v1/usage", sh.drop_none({"from": from_, "to": to, "group_by": group_by})))
+        return UsageReport.from_dict(self._json(sh.Req("GET", "/v1/usage", sh.drop_none({"from": from_, "to": to, "group_by": group_by}))))
 
-    def update_team(self, team_id: str, **fields: Any) -> Dict[str, Any]:
+    def update_team(self, team_id: str, **fields: Any) -> Team:
         """PATCH a team (admin key): admission, spend_limit_usd (a month's;
         negative removes it), budget_alerts."""
-        return self._json(sh.Req("PATCH", "/v1/teams/" + sh.esc(team_id), json=sh.drop_none(fields)))
+        return Team.from_dict(self._json(sh.Req("PATCH", "/v1/teams/" + sh.esc(team_id), json=sh.drop_none(fields))))
 
-    def team_me(self) -> Dict[str, Any]:
+    def team_me(self) -> TeamMe:
         """The key's own team: its admission flags and limits."""
-        return self._json(sh.Req("GET", "/v1/teams/me"))
+        return TeamMe.from_dict(self._json(sh.Req("GET", "/v1/teams/me")))
 
-    def set_admission(self, team_id: str, admission: Mapping[str, bool]) -> Dict[str, Any]:
+    def set_admission(self, team_id: str, admission: Mapping[str, bool]) -> Team:
         """Replace a team's admission flags (admin key)."""
-        return self._json(sh.Req("PATCH", "/v1/teams/" + sh.esc(team_id), json={"admission": dict(admission)}))
+        return Team.from_dict(self._json(sh.Req("PATCH", "/v1/teams/" + sh.esc(team_id), json={"admission": dict(admission)})))
 
-    def templates(self) -> List[Dict[str, Any]]:
+    def templates(self) -> List[Template]:
         """The templates the team may use: status, progress, qualified."""
-        return self._json(sh.Req("GET", "/v1/templates")).get("items") or []
+        return [Template.from_dict(x) for x in self._json(sh.Req("GET", "/v1/templates")).get("items") or []]
 
     def openapi(self) -> Dict[str, Any]:
         return self._json(sh.Req("GET", "/v1/openapi.json"))
@@ -536,31 +540,31 @@ class SandboxHandle:
     def terminate(self) -> Sandbox:
         return self._set(self._c._json(sh.Req("DELETE", sh.sandbox_path(self.id))))
 
-    def network(self) -> Dict[str, Any]:
+    def network(self) -> NetworkView:
         """The policy and what the sandbox tried to reach."""
-        return self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/network"))
+        return NetworkView.from_dict(self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/network")))
 
     def metrics(self, *, from_: Optional[str] = None, to: Optional[str] = None,
-                step: Optional[str] = None) -> Dict[str, Any]:
+                step: Optional[str] = None) -> Metrics:
         """Resource samples and the gaps in them (from and to: RFC 3339;
         step: seconds or a duration such as "1m")."""
-        return self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/metrics",
-                                    sh.drop_none({"from": from_, "to": to, "step": step})))
+        return Metrics.from_dict(self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/metrics",
+                                                      sh.drop_none({"from": from_, "to": to, "step": step}))))
 
-    def usage(self) -> Dict[str, Any]:
+    def usage(self) -> SandboxUsage:
         """What the sandbox used and cost, its spend limit and price per hour."""
-        return self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/usage"))
+        return SandboxUsage.from_dict(self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/usage")))
 
     # -- previews --
 
-    def preview(self, port: int, visibility: str = "private", wake: bool = False) -> Dict[str, Any]:
+    def preview(self, port: int, visibility: str = "private", wake: bool = False) -> Preview:
         """Publish a port over HTTP: {id, url, token, link}; url is the
         preview's own host, <port>-<sandbox id>.<preview domain>."""
-        return self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/previews",
-                                    json={"port": port, "visibility": visibility, "wake": wake}))
+        return Preview.from_dict(self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/previews",
+                                    json={"port": port, "visibility": visibility, "wake": wake})))
 
-    def previews(self) -> List[Dict[str, Any]]:
-        return self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/previews")).get("items") or []
+    def previews(self) -> List[Preview]:
+        return [Preview.from_dict(x) for x in self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/previews")).get("items") or []]
 
     def delete_preview(self, preview_id: str) -> None:
         self._c._json(sh.Req("DELETE", sh.sandbox_path(self.id) + "/previews/" + sh.esc(preview_id)))
@@ -598,7 +602,7 @@ class SandboxHandle:
         d = self._c._json(sh.Req("GET", sh.command_path(self.id, command_id)))
         return Command(self._c, self.id, CommandInfo.from_dict(d))
 
-    def commands(self, limit: int = 100, cursor: str = "") -> Page:
+    def commands(self, limit: int = 100, cursor: str = "") -> Page[CommandInfo]:
         params: Dict[str, Any] = {"limit": limit}
         if cursor:
             params["cursor"] = cursor
@@ -731,13 +735,13 @@ class Files:
             params["recursive"] = "true"
         self._c._json(sh.Req("DELETE", self._base, params))
 
-    def upload_dir(self, local: str, path: str, exclude: Sequence[str] = ()) -> Dict[str, Any]:
+    def upload_dir(self, local: str, path: str, exclude: Sequence[str] = ()) -> ArchiveResult:
         """Send a local folder into path (tar.gz), keeping modes, symlinks
         inside it and empty directories; packed into a temporary file, then
         streamed with its sha-256 for the server to check."""
         with sh.pack_dir(local, exclude) as f, sh.digested_body(f) as (body, digest):
-            return self._c._json(sh.Req("PUT", self._base + "/archive", {"path": path}, content=sh.chunks(body),
-                                        headers={"Content-Type": "application/gzip", "Repr-Digest": digest}))
+            return ArchiveResult.from_dict(self._c._json(sh.Req("PUT", self._base + "/archive", {"path": path}, content=sh.chunks(body),
+                                        headers={"Content-Type": "application/gzip", "Repr-Digest": digest})))
 
     def download_dir(self, path: str, local: str) -> None:
         """Fetch a folder of the sandbox into local."""

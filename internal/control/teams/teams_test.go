@@ -1,0 +1,281 @@
+package teams_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/teams"
+	"github.com/cove-dev/cove/internal/store/sqlite"
+)
+
+// clock is a settable clock for the service.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+// newService returns the service over a new SQLite store, with new teams
+// admitted to managed_environment only, and its clock.
+func newService(t *testing.T) (*teams.Service, *sqlite.DB, *clock) {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "cove.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	c := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	cfg := teams.Config{DefaultAdmission: api.Admission{ManagedEnvironment: true}}
+	return teams.New(cfg, st, slog.New(slog.DiscardHandler), c.now), st, c
+}
+
+// team stores a team as it is named, with admission a.
+func team(t *testing.T, st *sqlite.DB, name string, a api.Admission) api.Team {
+	t.Helper()
+	tm := api.Team{ID: "team_" + name, Name: name, Admission: a, CreatedAt: time.Now().UTC()}
+	if err := st.CreateTeam(t.Context(), tm); err != nil {
+		t.Fatal(err)
+	}
+	return tm
+}
+
+// TestRequireAdmission: a call needing a flag passes for a team that holds
+// it and for the admin team whatever is stored, and is refused with
+// permission_denied naming the flag and the command that grants it to any
+// other team.
+func TestRequireAdmission(t *testing.T) {
+	s, st, _ := newService(t)
+	none := team(t, st, "none", api.Admission{})
+	gpu := team(t, st, "gpu", api.Admission{GPU: true})
+	all := team(t, st, "all", teams.All)
+	admin := team(t, st, teams.AdminTeam, api.Admission{}) // stored with none
+	for _, tt := range []struct {
+		team api.Team
+		flag string
+		want api.Code // "" passes
+	}{
+		{none, teams.AdmitManaged, api.CodePermissionDenied},
+		{none, teams.AdmitPreview, api.CodePermissionDenied},
+		{none, teams.AdmitImages, api.CodePermissionDenied},
+		{none, teams.AdmitGPU, api.CodePermissionDenied},
+		{gpu, teams.AdmitGPU, ""},
+		{gpu, teams.AdmitPreview, api.CodePermissionDenied},
+		{all, teams.AdmitManaged, ""},
+		{all, teams.AdmitPreview, ""},
+		{all, teams.AdmitImages, ""},
+		{all, teams.AdmitGPU, ""},
+		{admin, teams.AdmitManaged, ""},
+		{admin, teams.AdmitPreview, ""},
+		{admin, teams.AdmitImages, ""},
+		{admin, teams.AdmitGPU, ""},
+		{all, "no_such_flag", api.CodePermissionDenied},
+	} {
+		t.Run(tt.team.Name+"/"+tt.flag, func(t *testing.T) {
+			err := s.RequireAdmission(t.Context(), tt.team.ID, tt.flag)
+			if api.ErrorCode(err) != tt.want {
+				t.Fatalf("RequireAdmission = %v; want code %q", err, tt.want)
+			}
+			if err == nil {
+				return
+			}
+			var e *api.Error
+			if !errAs(err, &e) || e.Details["admission"] != tt.flag || e.Details["team"] != tt.team.Name ||
+				!strings.Contains(e.Message, "cove teams admit "+tt.team.Name+" --"+strings.ReplaceAll(tt.flag, "_", "-")) {
+				t.Errorf("refusal %+v: want the flag, the team and the command that grants it", e)
+			}
+		})
+	}
+	if err := s.RequireAdmission(t.Context(), "team_gone", teams.AdmitManaged); api.ErrorCode(err) != api.CodeNotFound {
+		t.Errorf("an unknown team: %v; want not_found", err)
+	}
+}
+
+func errAs(err error, e **api.Error) bool {
+	x, ok := err.(*api.Error)
+	*e = x
+	return ok
+}
+
+// TestTeamMe: a team sees the admission it may use (the admin team every
+// flag, whatever is stored) and its flags by name, in the API's order.
+func TestTeamMe(t *testing.T) {
+	s, st, _ := newService(t)
+	for _, tt := range []struct {
+		name   string
+		stored api.Admission
+		want   []string
+	}{
+		{"plain", api.Admission{}, nil},
+		{"previews", api.Admission{Preview: true, GPU: true}, []string{teams.AdmitPreview, teams.AdmitGPU}},
+		{teams.AdminTeam, api.Admission{}, teams.AdmissionFlags},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tm := team(t, st, tt.name, tt.stored)
+			me, err := s.TeamMe(t.Context(), teams.Principal{Team: tm})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(me.Admitted, tt.want) || me.Admin != (tt.name == teams.AdminTeam) {
+				t.Errorf("TeamMe = admitted %v, admin %v; want %v", me.Admitted, me.Admin, tt.want)
+			}
+			for _, f := range teams.AdmissionFlags {
+				if teams.Has(me.Team.Admission, f) != slices.Contains(tt.want, f) {
+					t.Errorf("the team's admission %+v disagrees with admitted %v on %s", me.Team.Admission, tt.want, f)
+				}
+			}
+		})
+	}
+}
+
+// TestAdminKeepsEveryFlag: no update takes a flag from the admin team;
+// other teams' flags change freely.
+func TestAdminKeepsEveryFlag(t *testing.T) {
+	for _, tt := range []struct {
+		team string
+		to   *api.Admission
+		ok   bool
+	}{
+		{teams.AdminTeam, nil, true},
+		{teams.AdminTeam, &teams.All, true},
+		{teams.AdminTeam, &api.Admission{ManagedEnvironment: true, Preview: true, CustomImages: true}, false},
+		{teams.AdminTeam, &api.Admission{}, false},
+		{"other", &api.Admission{}, true},
+		{"other", &teams.All, true},
+	} {
+		err := teams.CheckAdmissionChange(api.Team{Name: tt.team}, tt.to)
+		if (err == nil) != tt.ok || (err != nil && api.ErrorCode(err) != api.CodeInvalidArgument) {
+			t.Errorf("%s to %+v: %v; want ok %v", tt.team, tt.to, err, tt.ok)
+		}
+	}
+}
+
+// TestNewTeamsAdmission: a new team gets the configured default admission;
+// the admin team made at first start gets every flag.
+func TestNewTeamsAdmission(t *testing.T) {
+	s, st, _ := newService(t)
+	key, err := s.Bootstrap(t.Context())
+	if err != nil || key == "" {
+		t.Fatalf("Bootstrap = %q, %v", key, err)
+	}
+	admin, err := s.Authenticate(t.Context(), key)
+	if err != nil || !admin.Admin() {
+		t.Fatalf("the first key is %+v, %v; want the admin team's", admin, err)
+	}
+	if again, err := s.Bootstrap(t.Context()); err != nil || again != "" {
+		t.Errorf("a second Bootstrap made a key: %q %v", again, err)
+	}
+	resp, err := s.CreateTeam(t.Context(), admin, api.CreateTeamRequest{Name: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]api.Admission{teams.AdminTeam: teams.All, "dev": {ManagedEnvironment: true}} {
+		tm, err := st.GetTeamByName(t.Context(), name)
+		if err != nil || tm.Admission != want {
+			t.Errorf("team %s stored with %+v, %v; want %+v", name, tm.Admission, err, want)
+		}
+	}
+	dev, err := s.Authenticate(t.Context(), resp.APIKey)
+	if err != nil || dev.Team.ID != resp.Team.ID {
+		t.Fatalf("the new team's key: %+v %v", dev, err)
+	}
+	if _, err := s.CreateTeam(t.Context(), dev, api.CreateTeamRequest{Name: "mine"}); api.ErrorCode(err) != api.CodePermissionDenied {
+		t.Errorf("a team other than admin made a team: %v", err)
+	}
+	if err := s.RevokeKey(t.Context(), dev, resp.KeyID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Authenticate(t.Context(), resp.APIKey); api.ErrorCode(err) != api.CodeUnauthenticated {
+		t.Errorf("a revoked key authenticates: %v", err)
+	}
+}
+
+// TestIdempotently: under one key, the first successful answer is kept
+// and replayed for the same request; another request under the key is
+// refused; a failed answer is not kept, so the request may be retried.
+func TestIdempotently(t *testing.T) {
+	s, st, _ := newService(t)
+	a := team(t, st, "a", api.Admission{})
+	b := team(t, st, "b", api.Admission{})
+	runs := 0
+	answer := func(status int, body string) func() teams.Answer {
+		return func() teams.Answer { runs++; return teams.Answer{Status: status, Body: []byte(body)} }
+	}
+	for _, tt := range []struct {
+		name         string
+		team, key    string
+		hash         string
+		do           func() teams.Answer
+		wantBody     string
+		wantReplayed bool
+		wantCode     api.Code
+		wantRuns     int
+	}{
+		{"first run", a.ID, "k1", "h1", answer(http.StatusCreated, "one"), "one", false, "", 1},
+		{"replayed", a.ID, "k1", "h1", answer(http.StatusCreated, "two"), "one", true, "", 1},
+		{"another request under the key", a.ID, "k1", "h2", answer(http.StatusCreated, "three"), "", false, api.CodeUnprocessable, 1},
+		{"another team's key is its own", b.ID, "k1", "h2", answer(http.StatusCreated, "b"), "b", false, "", 2},
+		{"a failure runs", a.ID, "k2", "h1", answer(http.StatusConflict, "no"), "no", false, "", 3},
+		{"and is not kept", a.ID, "k2", "h1", answer(http.StatusCreated, "yes"), "yes", false, "", 4},
+		{"the success is", a.ID, "k2", "h1", answer(http.StatusCreated, "again"), "yes", true, "", 4},
+	} {
+		got, replayed, err := s.Idempotently(t.Context(), tt.team, tt.key, tt.hash, tt.do)
+		if api.ErrorCode(err) != tt.wantCode || string(got.Body) != tt.wantBody || replayed != tt.wantReplayed || runs != tt.wantRuns {
+			t.Errorf("%s: %q replayed %v err %v after %d runs; want %q replayed %v code %q after %d",
+				tt.name, got.Body, replayed, err, runs, tt.wantBody, tt.wantReplayed, tt.wantCode, tt.wantRuns)
+		}
+	}
+}
+
+// TestIdempotentAnswersExpire: an answer is replayed for IdempotencyTTL;
+// after it the key runs the request again.
+func TestIdempotentAnswersExpire(t *testing.T) {
+	s, st, c := newService(t)
+	a := team(t, st, "a", api.Admission{})
+	ok := func(body string) func() teams.Answer {
+		return func() teams.Answer { return teams.Answer{Status: http.StatusCreated, Body: []byte(body)} }
+	}
+	if _, _, err := s.Idempotently(t.Context(), a.ID, "k", "h", ok("first")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		after time.Duration
+		want  string
+	}{
+		{teams.IdempotencyTTL - time.Second, "first"},
+		{teams.IdempotencyTTL + time.Second, "second"},
+	} {
+		c.t = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Add(tt.after)
+		s.ExpireIdempotent(context.Background())
+		got, _, err := s.Idempotently(t.Context(), a.ID, "k", "h", ok("second"))
+		if err != nil || string(got.Body) != tt.want {
+			t.Errorf("%v after: %q %v; want %q", tt.after, got.Body, err, tt.want)
+		}
+	}
+}
+
+// TestParseAdmission: flags by name, comma-separated; none or empty is
+// none; an unknown name is refused.
+func TestParseAdmission(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want api.Admission
+		ok   bool
+	}{
+		{"", api.Admission{}, true},
+		{"none", api.Admission{}, true},
+		{"managed_environment", api.Admission{ManagedEnvironment: true}, true},
+		{"preview, gpu", api.Admission{Preview: true, GPU: true}, true},
+		{"managed_environment,preview,custom_images,gpu", teams.All, true},
+		{"root", api.Admission{}, false},
+	} {
+		got, err := teams.ParseAdmission(tt.in)
+		if (err == nil) != tt.ok || (tt.ok && got != tt.want) {
+			t.Errorf("ParseAdmission(%q) = %+v, %v; want %+v ok %v", tt.in, got, err, tt.want, tt.ok)
+		}
+	}
+}

@@ -1,0 +1,69 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/teams"
+	"github.com/cove-dev/cove/internal/server"
+)
+
+// Teams is what the API asks of the teams' service: who a key acts as,
+// and the teams and keys an admin (or a team, for its own keys) manages.
+type Teams interface {
+	Authenticate(ctx context.Context, key string) (teams.Principal, error)
+	CreateTeam(ctx context.Context, p teams.Principal, req api.CreateTeamRequest) (api.CreateTeamResponse, error)
+	ListTeams(ctx context.Context, p teams.Principal) ([]api.Team, error)
+	CreateKey(ctx context.Context, p teams.Principal, teamID string) (api.KeyResponse, error)
+	RevokeKey(ctx context.Context, p teams.Principal, keyID string) error
+	// TeamMe is the key's team with its effective admission.
+	TeamMe(ctx context.Context, p teams.Principal) (api.TeamMe, error)
+}
+
+// Idempotency keeps the answers of create requests per team and
+// Idempotency-Key (idempotency.go).
+type Idempotency interface {
+	Idempotently(ctx context.Context, teamID, key, requestHash string, do func() teams.Answer) (teams.Answer, bool, error)
+}
+
+var (
+	_ Teams       = (*teams.Service)(nil)
+	_ Idempotency = (*teams.Service)(nil)
+)
+
+func (h *Handler) createTeam(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	var req api.CreateTeamRequest
+	if err := decode(r, &req, false); err != nil {
+		return err
+	}
+	resp, err := h.Teams.CreateTeam(r.Context(), p, req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, resp)
+}
+
+func (h *Handler) listTeams(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	teams, err := h.Teams.ListTeams(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, api.List[api.Team]{Items: teams})
+}
+
+func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	resp, err := h.Teams.CreateKey(r.Context(), p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, resp)
+}
+
+func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	if err := h.Teams.RevokeKey(r.Context(), p, r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
