@@ -8,6 +8,7 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/assets"
 	"github.com/cove-dev/cove/internal/control/files"
+	"github.com/cove-dev/cove/internal/control/workloads"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/server"
 )
@@ -60,8 +61,8 @@ var (
 	_ Sandboxes = (*server.Server)(nil)
 	_ Commands  = (*server.Server)(nil)
 	_ Events    = (*server.Server)(nil)
-	_ Workloads = (*server.Server)(nil)
-	_ GPUPlane  = (*server.Server)(nil)
+	_ Workloads = (*workloads.Service)(nil)
+	_ GPUPlane  = (*workloads.Service)(nil)
 )
 
 // Files are a sandbox's file calls and archives (internal/control/files).
@@ -92,7 +93,8 @@ type Assets interface {
 
 var _ Assets = (*assets.Service)(nil)
 
-// Workloads are the batch runs' calls (workloads.go).
+// Workloads are the batch runs' calls (workloads.go;
+// internal/control/workloads).
 type Workloads interface {
 	SubmitWorkload(ctx context.Context, teamID string, req api.CreateWorkloadRequest) (api.Workload, error)
 	GetWorkload(ctx context.Context, teamID, id string) (api.Workload, error)

@@ -265,7 +265,7 @@ type CommandQuery struct {
 
 // ListCommands lists a page of a sandbox's commands.
 func (s *Server) ListCommands(ctx context.Context, teamID, ref string, q CommandQuery) (api.List[api.Command], error) {
-	limit, err := q.limit()
+	limit, err := q.Size()
 	if err != nil {
 		return api.List[api.Command]{}, err
 	}
@@ -277,7 +277,7 @@ func (s *Server) ListCommands(ctx context.Context, teamID, ref string, q Command
 	if err != nil {
 		return api.List[api.Command]{}, err
 	}
-	return page(items, limit, func(c api.Command) string { return c.ID }), nil
+	return cut(items, limit, func(c api.Command) string { return c.ID }), nil
 }
 
 // WaitCommand waits for a command to end and returns it with its output,

@@ -603,7 +603,7 @@ func (s *Server) ListSandboxes(ctx context.Context, teamID string, q SandboxQuer
 	if err := scoped(teamID); err != nil {
 		return api.List[api.Sandbox]{}, err
 	}
-	limit, err := q.limit()
+	limit, err := q.Size()
 	if err != nil {
 		return api.List[api.Sandbox]{}, err
 	}
@@ -621,7 +621,7 @@ func (s *Server) ListSandboxes(ctx context.Context, teamID string, q SandboxQuer
 	for i := range items {
 		items[i] = s.priced(items[i])
 	}
-	return page(items, limit, func(sb api.Sandbox) string { return sb.ID }), nil
+	return cut(items, limit, func(sb api.Sandbox) string { return sb.ID }), nil
 }
 
 // TerminateSandbox marks a sandbox terminating and removes it in the

@@ -69,21 +69,11 @@ func (s *Server) GetWorkload(ctx context.Context, teamID, wid string) (api.Workl
 }
 
 // WorkloadQuery selects a page of a team's workloads, oldest first.
-type WorkloadQuery struct {
-	States []api.WorkloadState
-	Page
-}
+type WorkloadQuery = workloads.Query
 
 // ListWorkloads lists a page of the team's workloads.
 func (s *Server) ListWorkloads(ctx context.Context, teamID string, q WorkloadQuery) (api.List[api.Workload], error) {
-	if err := scoped(teamID); err != nil {
-		return api.List[api.Workload]{}, err
-	}
-	limit, err := q.limit()
-	if err != nil {
-		return api.List[api.Workload]{}, err
-	}
-	return s.wl.ListWorkloads(ctx, teamID, q.States, q.Cursor, limit)
+	return s.wl.ListWorkloads(ctx, teamID, q)
 }
 
 // WaitWorkload returns the workload once it is in state want or has

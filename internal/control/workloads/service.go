@@ -181,15 +181,6 @@ func invalid(format string, args ...any) error {
 	return api.Errorf(api.CodeInvalidArgument, format, args...)
 }
 
-// scoped refuses a call that names no team: the store reads an empty
-// team as every team.
-func scoped(teamID string) error {
-	if teamID == "" {
-		return api.Errorf(api.CodeInternal, "a team-scoped call was made without a team")
-	}
-	return nil
-}
-
 // userReason is what a user may read of an error in a state_reason.
 func userReason(err error) string {
 	var e *api.Error

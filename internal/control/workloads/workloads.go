@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/page"
 	"github.com/cove-dev/cove/internal/control/runs"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/node"
@@ -57,7 +58,7 @@ func (s *Service) GPUHealth() api.GPUHealth {
 // SubmitWorkload validates and stores a workload, queued; the queue's
 // owner places it.
 func (s *Service) SubmitWorkload(ctx context.Context, teamID string, req api.CreateWorkloadRequest) (api.Workload, error) {
-	if err := scoped(teamID); err != nil {
+	if err := page.Scoped(teamID); err != nil {
 		return api.Workload{}, err
 	}
 	img, rr, release, err := s.images.Resolve(ctx, teamID, &req)
@@ -627,7 +628,7 @@ func (s *Service) updateWorkload(ctx context.Context, teamID, id string, change 
 
 // GetWorkload returns a workload of the team.
 func (s *Service) GetWorkload(ctx context.Context, teamID, wid string) (api.Workload, error) {
-	if err := scoped(teamID); err != nil {
+	if err := page.Scoped(teamID); err != nil {
 		return api.Workload{}, err
 	}
 	if !id.HasPrefix(wid, "wl") {
@@ -646,30 +647,31 @@ func (s *Service) GetWorkload(ctx context.Context, teamID, wid string) (api.Work
 	return w, nil
 }
 
-// ListWorkloads lists a page of the team's workloads in the given
-// states (all when none), at most limit after the workload after.
-func (s *Service) ListWorkloads(ctx context.Context, teamID string, states []api.WorkloadState, after string, limit int) (api.List[api.Workload], error) {
-	if err := scoped(teamID); err != nil {
+// Query selects a page of a team's workloads, oldest first.
+type Query struct {
+	States []api.WorkloadState
+	page.Page
+}
+
+// ListWorkloads lists a page of the team's workloads.
+func (s *Service) ListWorkloads(ctx context.Context, teamID string, q Query) (api.List[api.Workload], error) {
+	if err := page.Scoped(teamID); err != nil {
 		return api.List[api.Workload]{}, err
 	}
-	for _, st := range states {
+	limit, err := q.Size()
+	if err != nil {
+		return api.List[api.Workload]{}, err
+	}
+	for _, st := range q.States {
 		if !st.Valid() {
 			return api.List[api.Workload]{}, invalid("state %q is unknown", st)
 		}
 	}
-	items, err := s.store.ListWorkloads(ctx, store.WorkloadFilter{TeamID: teamID, States: states, After: after, Limit: limit + 1})
+	items, err := s.store.ListWorkloads(ctx, store.WorkloadFilter{TeamID: teamID, States: q.States, After: q.Cursor, Limit: limit + 1})
 	if err != nil {
 		return api.List[api.Workload]{}, err
 	}
-	out := api.List[api.Workload]{Items: items}
-	if out.Items == nil {
-		out.Items = []api.Workload{}
-	}
-	if len(items) > limit {
-		out.Items = items[:limit]
-		out.NextCursor = items[limit-1].ID
-	}
-	return out, nil
+	return page.Cut(items, limit, func(w api.Workload) string { return w.ID }), nil
 }
 
 // WaitWorkload returns the workload once it is in state want or has
