@@ -103,6 +103,14 @@ func TestLayers(t *testing.T) {
 			mod + "/internal/agent/client", "modernc.org/sqlite", "github.com/vishvananda/netlink",
 			mod + "/internal/server", mod + "/internal/store",
 		}},
+		{"control/runs", dir, "./internal/control/runs", nil, []string{
+			mod + "/internal/server", mod + "/internal/httpapi", mod + "/internal/store",
+			mod + "/internal/node/local", mod + "/internal/node/runtime", mod + "/internal/agent/",
+		}},
+		{"control/workloads", dir, "./internal/control/workloads", nil, []string{
+			mod + "/internal/server", mod + "/internal/httpapi", mod + "/internal/store/sqlite", mod + "/internal/store/postgres",
+			mod + "/internal/node/local", mod + "/internal/node/runtime", mod + "/internal/agent/",
+		}},
 		{"agent wire", dir, "./internal/agent/wire", nil, []string{mod + "/", "github.com/", "golang.org/x/"}},
 	}
 	// The feature rooms of the control plane (teams, the vault, the

@@ -52,6 +52,8 @@ func testServer(t *testing.T) (url, key string) {
 	api.Teams, api.Idempotency, api.Secrets, api.Webhooks = srv.Teams(), srv.Teams(), srv.Vault(), srv.Webhooks()
 	api.Files, api.Assets = srv.Files(), srv.Assets()
 	api.ImageService, api.TemplateService, api.PreviewService = srv.Images(), srv.Templates(), srv.Previews()
+	api.Sandboxes, api.Commands, api.Events = srv, srv, srv
+	api.Workloads, api.GPUs = srv.Workloads(), srv.Workloads()
 	api.Metering, api.Observations = srv.Meter(), srv.Observations()
 	hs := httptest.NewServer(api)
 	t.Cleanup(hs.Close)

@@ -38,7 +38,7 @@ func (h *Handler) attach(w http.ResponseWriter, r *http.Request, p server.Princi
 		return err
 	}
 	team, ref, id := p.Team.ID, r.PathValue("ref"), r.PathValue("id")
-	c, l, err := h.srv.CommandOutput(r.Context(), team, ref, id)
+	c, l, err := h.Commands.CommandOutput(r.Context(), team, ref, id)
 	if err != nil {
 		return err
 	}
@@ -59,7 +59,7 @@ func (h *Handler) attach(w http.ResponseWriter, r *http.Request, p server.Princi
 	if !c.State.Done() && c.Stdin {
 		wg.Go(func() {
 			// Input streams into the command for as long as the socket is open.
-			err := h.srv.Stdin(ctx, team, ref, id, stdinR, false)
+			err := h.Commands.Stdin(ctx, team, ref, id, stdinR, false)
 			stdinR.CloseWithError(err)
 			if api.ErrorCode(err) == api.CodeUnavailable {
 				// The agent stopped answering: say so now, as a 503 would,
@@ -87,7 +87,7 @@ func (h *Handler) attach(w http.ResponseWriter, r *http.Request, p server.Princi
 					conn.Close(websocket.StatusUnsupportedData, `text frames must be {"resize":{"cols":N,"rows":N}}`)
 					return
 				}
-				if err := h.srv.Resize(ctx, team, ref, id, m.Resize.Cols, m.Resize.Rows); err != nil {
+				if err := h.Commands.Resize(ctx, team, ref, id, m.Resize.Cols, m.Resize.Rows); err != nil {
 					h.log.Debug("attach resize", "command", id, "err", err)
 				}
 			}

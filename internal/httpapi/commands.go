@@ -24,7 +24,7 @@ func (h *Handler) createCommand(w http.ResponseWriter, r *http.Request, p server
 		return err
 	}
 	ref := r.PathValue("ref")
-	c, err := h.srv.Exec(r.Context(), p.Team.ID, ref, req)
+	c, err := h.Commands.Exec(r.Context(), p.Team.ID, ref, req)
 	if err != nil {
 		return err
 	}
@@ -32,7 +32,7 @@ func (h *Handler) createCommand(w http.ResponseWriter, r *http.Request, p server
 	if !wait {
 		return writeJSON(w, http.StatusCreated, c)
 	}
-	res, err := h.srv.WaitCommand(r.Context(), p.Team.ID, c.SandboxID, c.ID)
+	res, err := h.Commands.WaitCommand(r.Context(), p.Team.ID, c.SandboxID, c.ID)
 	if err != nil {
 		return err
 	}
@@ -40,7 +40,7 @@ func (h *Handler) createCommand(w http.ResponseWriter, r *http.Request, p server
 }
 
 func (h *Handler) getCommand(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	c, err := h.srv.GetCommand(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"))
+	c, err := h.Commands.GetCommand(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func (h *Handler) listCommands(w http.ResponseWriter, r *http.Request, p server.
 	for _, s := range csv(r, "state") {
 		q.States = append(q.States, api.CommandState(s))
 	}
-	l, err := h.srv.ListCommands(r.Context(), p.Team.ID, r.PathValue("ref"), q)
+	l, err := h.Commands.ListCommands(r.Context(), p.Team.ID, r.PathValue("ref"), q)
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func (h *Handler) commandOutput(w http.ResponseWriter, r *http.Request, p server
 	if err != nil {
 		return err
 	}
-	c, l, err := h.srv.CommandOutput(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"))
+	c, l, err := h.Commands.CommandOutput(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func (h *Handler) streamOutput(w http.ResponseWriter, r *http.Request, what stri
 // commandStream serves the recorded bytes of one stream, with Range.
 func (h *Handler) commandStream(name string) func(http.ResponseWriter, *http.Request, server.Principal) error {
 	return func(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-		_, l, err := h.srv.CommandOutput(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"))
+		_, l, err := h.Commands.CommandOutput(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"))
 		if err != nil {
 			return err
 		}
@@ -173,7 +173,7 @@ func (h *Handler) commandStdin(w http.ResponseWriter, r *http.Request, p server.
 	if err != nil {
 		return err
 	}
-	if err := h.srv.Stdin(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"), r.Body, eof); err != nil {
+	if err := h.Commands.Stdin(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"), r.Body, eof); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -187,7 +187,7 @@ func (h *Handler) commandSignal(w http.ResponseWriter, r *http.Request, p server
 	if err := decode(r, &req, false); err != nil {
 		return err
 	}
-	if err := h.srv.Signal(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"), req.Signal); err != nil {
+	if err := h.Commands.Signal(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"), req.Signal); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusAccepted)

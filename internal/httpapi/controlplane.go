@@ -8,20 +8,23 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/assets"
 	"github.com/cove-dev/cove/internal/control/files"
+	"github.com/cove-dev/cove/internal/control/workloads"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/server"
 )
 
-// ControlPlane is what the API asks of the control plane
-// (*server.Server). Every call on a team's resources names the team of
-// the authenticated key; the control plane scopes what it reads to it.
-// Tests serve the API over a fake of it.
+// ControlPlane is what the API still asks of the control plane
+// (*server.Server) itself: a team's admission and monthly spend limit
+// (PATCH /v1/teams/{id}). Tests serve the API over a fake of it.
 type ControlPlane interface {
-	Workloads
-	// Changes is closed at the next change of any sandbox, command or event.
-	Changes() <-chan struct{}
-	WarmPool() (ready, target int)
+	UpdateTeam(ctx context.Context, p server.Principal, teamID string, req api.UpdateTeamRequest) (api.Team, error)
+}
 
+var _ ControlPlane = (*server.Server)(nil)
+
+// Sandboxes are the sandbox life cycle's calls (sandboxes.go) and the
+// warm pool's health.
+type Sandboxes interface {
 	CreateSandbox(ctx context.Context, teamID string, req api.CreateSandboxRequest) (api.Sandbox, error)
 	GetSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error)
 	WaitSandbox(ctx context.Context, teamID, ref string, want api.SandboxState, timeout time.Duration) (api.Sandbox, error)
@@ -30,7 +33,11 @@ type ControlPlane interface {
 	TerminateSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error)
 	SleepSandbox(ctx context.Context, teamID, ref, reason string) (api.Sandbox, error)
 	WakeSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error)
+	WarmPool() (ready, target int)
+}
 
+// Commands are a sandbox's commands' calls (commands.go, attach.go).
+type Commands interface {
 	Exec(ctx context.Context, teamID, ref string, req api.CreateCommandRequest) (api.Command, error)
 	GetCommand(ctx context.Context, teamID, ref, commandID string) (api.Command, error)
 	ListCommands(ctx context.Context, teamID, ref string, q server.CommandQuery) (api.List[api.Command], error)
@@ -39,14 +46,22 @@ type ControlPlane interface {
 	Stdin(ctx context.Context, teamID, ref, commandID string, r io.Reader, eof bool) error
 	Signal(ctx context.Context, teamID, ref, commandID, sig string) error
 	Resize(ctx context.Context, teamID, ref, commandID string, cols, rows int) error
-
-	ListEvents(ctx context.Context, teamID string, q server.EventQuery) (api.List[api.Event], error)
-
-	// UpdateTeam changes a team's admission and monthly spend limit.
-	UpdateTeam(ctx context.Context, p server.Principal, teamID string, req api.UpdateTeamRequest) (api.Team, error)
 }
 
-var _ ControlPlane = (*server.Server)(nil)
+// Events are the teams' event logs (events.go).
+type Events interface {
+	ListEvents(ctx context.Context, teamID string, q server.EventQuery) (api.List[api.Event], error)
+	// Changes is closed at the next change of any sandbox, command or event.
+	Changes() <-chan struct{}
+}
+
+var (
+	_ Sandboxes = (*server.Server)(nil)
+	_ Commands  = (*server.Server)(nil)
+	_ Events    = (*server.Server)(nil)
+	_ Workloads = (*workloads.Service)(nil)
+	_ GPUPlane  = (*workloads.Service)(nil)
+)
 
 // Files are a sandbox's file calls and archives (internal/control/files).
 type Files interface {
@@ -76,7 +91,8 @@ type Assets interface {
 
 var _ Assets = (*assets.Service)(nil)
 
-// Workloads are the batch runs' calls (workloads.go).
+// Workloads are the batch runs' calls (workloads.go;
+// internal/control/workloads).
 type Workloads interface {
 	SubmitWorkload(ctx context.Context, teamID string, req api.CreateWorkloadRequest) (api.Workload, error)
 	GetWorkload(ctx context.Context, teamID, id string) (api.Workload, error)

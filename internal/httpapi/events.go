@@ -75,7 +75,7 @@ func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request, p server.Pr
 	if err != nil {
 		return err
 	}
-	l, err := h.srv.ListEvents(r.Context(), p.Team.ID, q)
+	l, err := h.Events.ListEvents(r.Context(), p.Team.ID, q)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, p server.
 	// one is an error answer rather than a stream that ends.
 	check := q
 	check.Limit = 1
-	if _, err := h.srv.ListEvents(r.Context(), p.Team.ID, check); err != nil {
+	if _, err := h.Events.ListEvents(r.Context(), p.Team.ID, check); err != nil {
 		return err
 	}
 	if err := h.eventStreams.take(p.Team.ID); err != nil {
@@ -113,8 +113,8 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, p server.
 	keepalive := time.NewTicker(15 * time.Second)
 	defer keepalive.Stop()
 	for {
-		changed := h.srv.Changes()
-		l, err := h.srv.ListEvents(r.Context(), p.Team.ID, q)
+		changed := h.Events.Changes()
+		l, err := h.Events.ListEvents(r.Context(), p.Team.ID, q)
 		if err != nil {
 			return nil // the stream has started; the client reconnects with Last-Event-ID
 		}

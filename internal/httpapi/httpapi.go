@@ -47,6 +47,14 @@ type Handler struct {
 	ImageService    ImageService
 	TemplateService TemplateService
 	PreviewService  PreviewService
+	// Sandboxes, Commands, Events and Workloads serve the sandboxes' life
+	// cycle, their commands, the event logs and the batch runs.
+	Sandboxes Sandboxes
+	Commands  Commands
+	Events    Events
+	Workloads Workloads
+	// GPUs reports the node's GPUs in GET /healthz; nil: none reported.
+	GPUs GPUPlane
 
 	srv ControlPlane
 	log *slog.Logger
@@ -94,7 +102,7 @@ func New(srv ControlPlane, log *slog.Logger) *Handler {
 
 func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		ready, target := h.srv.WarmPool()
+		ready, target := h.Sandboxes.WarmPool()
 		health := map[string]any{
 			"status":    "ok",
 			"warm_pool": map[string]int{"ready": ready, "target": target},
@@ -105,8 +113,8 @@ func (h *Handler) routes() {
 		if h.TemplateService != nil {
 			health["templates"] = h.TemplateService.TemplateHealth()
 		}
-		if gp, ok := h.srv.(GPUPlane); ok {
-			health["gpus"] = gp.GPUHealth()
+		if h.GPUs != nil {
+			health["gpus"] = h.GPUs.GPUHealth()
 		}
 		writeJSON(w, http.StatusOK, health)
 	})

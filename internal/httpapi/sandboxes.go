@@ -22,12 +22,12 @@ func (h *Handler) createSandbox(w http.ResponseWriter, r *http.Request, p server
 	if err != nil {
 		return err
 	}
-	sb, err := h.srv.CreateSandbox(r.Context(), p.Team.ID, req)
+	sb, err := h.Sandboxes.CreateSandbox(r.Context(), p.Team.ID, req)
 	if err != nil {
 		return err
 	}
 	if wait != "" {
-		if sb, err = h.srv.WaitSandbox(r.Context(), p.Team.ID, sb.ID, api.StateRunning, time.Duration(timeout)*time.Second); err != nil {
+		if sb, err = h.Sandboxes.WaitSandbox(r.Context(), p.Team.ID, sb.ID, api.StateRunning, time.Duration(timeout)*time.Second); err != nil {
 			return err
 		}
 	}
@@ -46,13 +46,13 @@ func (h *Handler) getSandbox(w http.ResponseWriter, r *http.Request, p server.Pr
 		if err != nil {
 			return err
 		}
-		sb, err := h.srv.WaitSandbox(r.Context(), p.Team.ID, ref, state, time.Duration(timeout)*time.Second)
+		sb, err := h.Sandboxes.WaitSandbox(r.Context(), p.Team.ID, ref, state, time.Duration(timeout)*time.Second)
 		if err != nil {
 			return err
 		}
 		return writeJSON(w, http.StatusOK, sb)
 	}
-	sb, err := h.srv.GetSandbox(r.Context(), p.Team.ID, ref)
+	sb, err := h.Sandboxes.GetSandbox(r.Context(), p.Team.ID, ref)
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func (h *Handler) listSandboxes(w http.ResponseWriter, r *http.Request, p server
 		}
 		q.Labels[k] = val
 	}
-	l, err := h.srv.ListSandboxes(r.Context(), p.Team.ID, q)
+	l, err := h.Sandboxes.ListSandboxes(r.Context(), p.Team.ID, q)
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func (h *Handler) listSandboxes(w http.ResponseWriter, r *http.Request, p server
 }
 
 func (h *Handler) terminateSandbox(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	sb, err := h.srv.TerminateSandbox(r.Context(), p.Team.ID, r.PathValue("ref"))
+	sb, err := h.Sandboxes.TerminateSandbox(r.Context(), p.Team.ID, r.PathValue("ref"))
 	if err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func (h *Handler) terminateSandbox(w http.ResponseWriter, r *http.Request, p ser
 }
 
 func (h *Handler) sleepSandbox(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	sb, err := h.srv.SleepSandbox(r.Context(), p.Team.ID, r.PathValue("ref"), "put to sleep by request")
+	sb, err := h.Sandboxes.SleepSandbox(r.Context(), p.Team.ID, r.PathValue("ref"), "put to sleep by request")
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (h *Handler) sleepSandbox(w http.ResponseWriter, r *http.Request, p server.
 }
 
 func (h *Handler) wakeSandbox(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	sb, err := h.srv.WakeSandbox(r.Context(), p.Team.ID, r.PathValue("ref"))
+	sb, err := h.Sandboxes.WakeSandbox(r.Context(), p.Team.ID, r.PathValue("ref"))
 	if err != nil {
 		return err
 	}
@@ -114,7 +114,7 @@ func (h *Handler) updateSandbox(w http.ResponseWriter, r *http.Request, p server
 	if err := decode(r, &req, false); err != nil {
 		return err
 	}
-	sb, err := h.srv.UpdateSandbox(r.Context(), p.Team.ID, r.PathValue("ref"), req)
+	sb, err := h.Sandboxes.UpdateSandbox(r.Context(), p.Team.ID, r.PathValue("ref"), req)
 	if err != nil {
 		return err
 	}

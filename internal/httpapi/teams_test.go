@@ -9,6 +9,7 @@ func newHandler(f *fakeControlPlane, log *slog.Logger) *Handler {
 	h.Teams, h.Idempotency, h.Secrets = f, f, &f.secrets
 	h.Files, h.Assets = f, f
 	h.ImageService, h.TemplateService, h.PreviewService = f, f, f
+	h.Sandboxes, h.Commands, h.Events, h.Workloads = f, f, f, f
 	h.Metering, h.Observations = f, f
 	return h
 }

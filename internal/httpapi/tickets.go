@@ -92,7 +92,7 @@ func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p server.
 	}
 	// The command must be the team's: a ticket never names what its key
 	// could not reach.
-	if _, err := h.srv.GetCommand(r.Context(), p.Team.ID, m[1], m[2]); err != nil {
+	if _, err := h.Commands.GetCommand(r.Context(), p.Team.ID, m[1], m[2]); err != nil {
 		return err
 	}
 	key, _ := bearerKey(r)

@@ -29,7 +29,7 @@ func (h *Handler) submitWorkload(w http.ResponseWriter, r *http.Request, p serve
 	if err := decode(r, &req, false); err != nil {
 		return err
 	}
-	wl, err := h.srv.SubmitWorkload(r.Context(), p.Team.ID, req)
+	wl, err := h.Workloads.SubmitWorkload(r.Context(), p.Team.ID, req)
 	if err != nil {
 		return err
 	}
@@ -48,13 +48,13 @@ func (h *Handler) getWorkload(w http.ResponseWriter, r *http.Request, p server.P
 		if err != nil {
 			return err
 		}
-		wl, err := h.srv.WaitWorkload(r.Context(), p.Team.ID, wid, state, time.Duration(timeout)*time.Second)
+		wl, err := h.Workloads.WaitWorkload(r.Context(), p.Team.ID, wid, state, time.Duration(timeout)*time.Second)
 		if err != nil {
 			return err
 		}
 		return writeJSON(w, http.StatusOK, wl)
 	}
-	wl, err := h.srv.GetWorkload(r.Context(), p.Team.ID, wid)
+	wl, err := h.Workloads.GetWorkload(r.Context(), p.Team.ID, wid)
 	if err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func (h *Handler) listWorkloads(w http.ResponseWriter, r *http.Request, p server
 	for _, s := range csv(r, "state") {
 		q.States = append(q.States, api.WorkloadState(s))
 	}
-	l, err := h.srv.ListWorkloads(r.Context(), p.Team.ID, q)
+	l, err := h.Workloads.ListWorkloads(r.Context(), p.Team.ID, q)
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func (h *Handler) listWorkloads(w http.ResponseWriter, r *http.Request, p server
 }
 
 func (h *Handler) cancelWorkload(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-	wl, err := h.srv.CancelWorkload(r.Context(), p.Team.ID, r.PathValue("id"))
+	wl, err := h.Workloads.CancelWorkload(r.Context(), p.Team.ID, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func (h *Handler) workloadOutput(w http.ResponseWriter, r *http.Request, p serve
 	if err != nil {
 		return err
 	}
-	wl, l, err := h.srv.WorkloadOutput(r.Context(), p.Team.ID, r.PathValue("id"))
+	wl, l, err := h.Workloads.WorkloadOutput(r.Context(), p.Team.ID, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func (h *Handler) workloadOutput(w http.ResponseWriter, r *http.Request, p serve
 
 func (h *Handler) workloadStream(name string) func(http.ResponseWriter, *http.Request, server.Principal) error {
 	return func(w http.ResponseWriter, r *http.Request, p server.Principal) error {
-		_, l, err := h.srv.WorkloadOutput(r.Context(), p.Team.ID, r.PathValue("id"))
+		_, l, err := h.Workloads.WorkloadOutput(r.Context(), p.Team.ID, r.PathValue("id"))
 		if err != nil {
 			return err
 		}

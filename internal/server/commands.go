@@ -170,15 +170,16 @@ func (s *Server) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.C
 	return cmd, spec, nil
 }
 
-// OnExit records how a command ended. The node calls it.
-func (s *Server) OnExit(sandboxID, commandID string, e node.Exit, lost bool) {
-	if _, ok := selfTests.Load(sandboxID); ok {
-		return // a template's self-test reads its own exits
-	}
-	if id.HasPrefix(sandboxID, "wl") {
-		s.workloadExited(sandboxID, e, lost)
-		return
-	}
+// OnExit takes the node's report of a command's end and hands it to the
+// receiver registered for its run (a workload, a self-test), or records
+// it as a sandbox's command's. The node calls it.
+func (s *Server) OnExit(runID, commandID string, e node.Exit, lost bool) {
+	s.exits.Deliver(runID, commandID, e, lost)
+}
+
+// commandExited records how a sandbox's command ended: the receiver of
+// every run that registered none.
+func (s *Server) commandExited(sandboxID, commandID string, e node.Exit, lost bool) {
 	unlock := s.cmdLocks.Lock(commandID)
 	defer unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)
@@ -264,7 +265,7 @@ type CommandQuery struct {
 
 // ListCommands lists a page of a sandbox's commands.
 func (s *Server) ListCommands(ctx context.Context, teamID, ref string, q CommandQuery) (api.List[api.Command], error) {
-	limit, err := q.limit()
+	limit, err := q.Size()
 	if err != nil {
 		return api.List[api.Command]{}, err
 	}
@@ -276,7 +277,7 @@ func (s *Server) ListCommands(ctx context.Context, teamID, ref string, q Command
 	if err != nil {
 		return api.List[api.Command]{}, err
 	}
-	return page(items, limit, func(c api.Command) string { return c.ID }), nil
+	return cut(items, limit, func(c api.Command) string { return c.ID }), nil
 }
 
 // WaitCommand waits for a command to end and returns it with its output,

@@ -45,7 +45,7 @@ func (s *Server) ListEvents(ctx context.Context, teamID string, q EventQuery) (a
 	if err := scoped(teamID); err != nil {
 		return api.List[api.Event]{}, err
 	}
-	limit, err := q.limit()
+	limit, err := q.Size()
 	if err != nil {
 		return api.List[api.Event]{}, err
 	}
@@ -61,7 +61,7 @@ func (s *Server) ListEvents(ctx context.Context, teamID string, q EventQuery) (a
 	if err != nil {
 		return api.List[api.Event]{}, err
 	}
-	return page(items, limit, func(e api.Event) string { return e.ID }), nil
+	return cut(items, limit, func(e api.Event) string { return e.ID }), nil
 }
 
 // Changes returns a channel closed at the next change of any sandbox,

@@ -8,7 +8,5 @@ import (
 
 // ChargeWorkload records an ended workload's usage, as its end does.
 func (s *Server) ChargeWorkload(ctx context.Context, w api.Workload) {
-	s.wlMu.Lock()
-	defer s.wlMu.Unlock()
-	s.chargeWorkload(ctx, w)
+	s.wl.Charge(ctx, w)
 }

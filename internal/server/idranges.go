@@ -32,21 +32,6 @@ func (s *Server) releaseRange(ctx context.Context, id string) {
 	}
 }
 
-// startSpec is spec with the sandbox's range, for a start or a wake.
-func (s *Server) startSpec(ctx context.Context, sb api.Sandbox) (node.SandboxSpec, error) {
-	spec := s.spec(sb)
-	r, err := s.store.GetIDRange(ctx, sb.ID)
-	switch {
-	case api.ErrorCode(err) == api.CodeNotFound:
-		spec.IDs = node.LegacyIDRange // created before ranges
-	case err != nil:
-		return spec, fmt.Errorf("host id range of %s: %w", sb.ID, err)
-	default:
-		spec.IDs = node.IDRange{HostID: r.HostID, Size: r.Size}
-	}
-	return spec, nil
-}
-
 // collectRanges frees, at Recover, the ranges of sandboxes that are gone:
 // not in the store, terminated or failed, and with no state on the node.
 func (s *Server) collectRanges(ctx context.Context) error {

@@ -41,25 +41,6 @@ func (r storeSecrets) ResolveSecrets(ctx context.Context, teamID string, names m
 	return r.s.secretValues(ctx, teamID, names)
 }
 
-// checkProvisionSecrets refuses, at create, secrets of the setup or the
-// git source that the team does not have.
-func (s *Server) checkProvisionSecrets(ctx context.Context, teamID string, p api.Provision) error {
-	if p.Setup != nil && len(p.Setup.Secrets) > 0 {
-		if err := checkSecretRefs("setup.secrets", p.Setup.Secrets, p.Setup.Env); err != nil {
-			return err
-		}
-		if _, err := s.secrets.ResolveSecrets(ctx, teamID, p.Setup.Secrets); err != nil {
-			return err
-		}
-	}
-	if p.Source != nil && p.Source.AuthSecret != "" {
-		if _, err := s.secrets.ResolveSecrets(ctx, teamID, map[string]string{"token": p.Source.AuthSecret}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func (s *Server) secretsConfigured(field string) error {
 	if s.secrets == nil {
 		return api.Errorf(api.CodeUnprocessable, "%s names secrets, but secrets are not configured on this server", field)
@@ -73,43 +54,11 @@ const defaultSetupTimeoutS = 1800
 // returns what the sandbox keeps of them.
 func (s *Server) checkProvision(req api.CreateSandboxRequest) (api.Provision, error) {
 	var p api.Provision
-	if src := req.Source; src != nil {
-		switch src.Type {
-		case "", api.SourceEmpty:
-			if src.AssetID != "" || src.URL != "" || src.Ref != "" || src.AuthSecret != "" || src.Depth != 0 {
-				return p, invalid("source type empty takes no asset_id, url, ref, depth or auth_secret")
-			}
-		case api.SourceUpload:
-			if src.AssetID != "" || src.URL != "" || src.Ref != "" || src.AuthSecret != "" || src.Depth != 0 {
-				return p, invalid("source type upload takes no other field: send the folder with PUT /v1/sandboxes/{id}/files/archive after create")
-			}
-			p.Source = &api.Source{Type: api.SourceUpload}
-		case api.SourceAsset:
-			if src.AssetID == "" {
-				return p, invalid("source type asset needs asset_id (an ID from POST /v1/assets)")
-			}
-			if src.URL != "" || src.Ref != "" || src.AuthSecret != "" || src.Depth != 0 {
-				return p, invalid("source type asset takes only asset_id")
-			}
-			p.Source = &api.Source{Type: api.SourceAsset, AssetID: src.AssetID}
-		case api.SourceGit:
-			g, err := checkGitSource(*src)
-			if err != nil {
-				return p, err
-			}
-			if g.AuthSecret != "" {
-				if err := s.secretsConfigured("source.auth_secret"); err != nil {
-					return p, err
-				}
-			}
-			p.Source = &g
-		default:
-			return p, invalid("source.type %q is unknown; use empty, upload, asset or git", src.Type)
-		}
-		if src.Digest != "" {
-			return p, invalid("source.digest is set by the server; leave it out")
-		}
+	src, err := s.checkSource(req.Source)
+	if err != nil {
+		return p, err
 	}
+	p.Source = src
 	if st := req.Setup; st != nil {
 		if st.Command == "" {
 			if st.Network != nil || len(st.Env) > 0 || len(st.Secrets) > 0 || st.TimeoutS != 0 || st.Cache {
@@ -149,6 +98,50 @@ func (s *Server) checkProvision(req api.CreateSandboxRequest) (api.Provision, er
 		p.Setup = &setup
 	}
 	return p, nil
+}
+
+// checkSource validates a run's source (a sandbox's, a workload's) and
+// returns what the run keeps of it; nil for none or an empty one.
+func (s *Server) checkSource(src *api.Source) (*api.Source, error) {
+	var out *api.Source
+	if src != nil {
+		switch src.Type {
+		case "", api.SourceEmpty:
+			if src.AssetID != "" || src.URL != "" || src.Ref != "" || src.AuthSecret != "" || src.Depth != 0 {
+				return nil, invalid("source type empty takes no asset_id, url, ref, depth or auth_secret")
+			}
+		case api.SourceUpload:
+			if src.AssetID != "" || src.URL != "" || src.Ref != "" || src.AuthSecret != "" || src.Depth != 0 {
+				return nil, invalid("source type upload takes no other field: send the folder with PUT /v1/sandboxes/{id}/files/archive after create")
+			}
+			out = &api.Source{Type: api.SourceUpload}
+		case api.SourceAsset:
+			if src.AssetID == "" {
+				return nil, invalid("source type asset needs asset_id (an ID from POST /v1/assets)")
+			}
+			if src.URL != "" || src.Ref != "" || src.AuthSecret != "" || src.Depth != 0 {
+				return nil, invalid("source type asset takes only asset_id")
+			}
+			out = &api.Source{Type: api.SourceAsset, AssetID: src.AssetID}
+		case api.SourceGit:
+			g, err := checkGitSource(*src)
+			if err != nil {
+				return nil, err
+			}
+			if g.AuthSecret != "" {
+				if err := s.secretsConfigured("source.auth_secret"); err != nil {
+					return nil, err
+				}
+			}
+			out = &g
+		default:
+			return nil, invalid("source.type %q is unknown; use empty, upload, asset or git", src.Type)
+		}
+		if src.Digest != "" {
+			return nil, invalid("source.digest is set by the server; leave it out")
+		}
+	}
+	return out, nil
 }
 
 func containsNUL(s string) bool {
@@ -470,10 +463,10 @@ func (s *Server) runSetup(ctx context.Context, sb *api.Sandbox) error {
 		return err
 	}
 	*sb = cur
-	timeout := st.TimeoutS
+	run := setupRun(*sb)
 	// Secrets go as the command's own: resolved when it starts and
 	// redacted from its output, as for any command.
-	req := api.CreateCommandRequest{Command: st.Command, Env: st.Env, Secrets: st.Secrets, TimeoutS: &timeout}
+	req := api.CreateCommandRequest{Command: run.Command, Env: run.Env, Secrets: run.Secrets, TimeoutS: &run.TimeoutS}
 	setupPolicy := st.Network != nil
 	if setupPolicy {
 		s.node.UseSetupPolicy(sb.ID, true)

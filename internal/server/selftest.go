@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/runs"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/node"
 )
@@ -22,21 +22,23 @@ var selfTestTools = []struct{ tool, command string }{
 	{"curl", "curl --version"},
 }
 
-// selfTests are the IDs of sandboxes that run self-tests: outside the
-// store, like the warm pool's, so that their commands' exits are not
-// looked for there.
-var selfTests sync.Map
-
 // SelfTest starts a sandbox of the template on the node (outside the
 // store: no team sees it), runs each tool the managed environment promises
 // in it, records versions and failures, and removes it. The template is
 // qualified when every tool worked.
 func (s *Server) SelfTest(ctx context.Context, template string) (api.SelfTest, error) {
 	sid := id.New("sbx")
-	selfTests.Store(sid, true)
-	defer selfTests.Delete(sid)
-	spec := s.spec(api.Sandbox{ID: sid, Template: template, Resources: s.cfg.DefaultResources, Workdir: s.cfg.DefaultWorkdir})
-	spec.Network = api.NetworkPolicy{Allow: []string{}}
+	// Its commands' exits are not looked for in the store: the self-test
+	// reads them from their recorded output.
+	defer s.exits.Register(sid, runs.ReceiverFunc(func(string, node.Exit, bool) {}))()
+	// Its run: the template with the default resources, no network, each
+	// tool's check as a program of the user, bounded to a minute.
+	run := runs.Spec{
+		Kind: runs.SelfTest, Template: template, Resources: s.cfg.DefaultResources, Workdir: s.cfg.DefaultWorkdir,
+		Network: api.NetworkPolicy{Allow: []string{}}, User: "user", TimeoutS: 60,
+	}
+	spec := s.spec(api.Sandbox{ID: sid, Template: run.Template, Resources: run.Resources, Workdir: run.Workdir})
+	spec.Network = run.Network
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
@@ -48,14 +50,19 @@ func (s *Server) SelfTest(ctx context.Context, template string) (api.SelfTest, e
 		return api.SelfTest{}, fmt.Errorf("start a sandbox of %s: %w", template, err)
 	}
 	st := api.SelfTest{Time: s.now(), Results: []api.SelfTestResult{}, Failures: []string{}}
-	u := node.Users["user"]
+	u := node.Users[run.User]
 	for _, t := range selfTestTools {
+		tool := run
+		tool.Argv = []string{"/bin/sh", "-c", t.command}
+		err := tool.Validate()
 		cid := id.New("cmd")
-		err := s.node.Exec(ctx, sid, node.ExecSpec{
-			ID: cid, Template: template, Argv: []string{"/bin/sh", "-c", t.command}, Cwd: "/",
-			Env: map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": u.Home}, UID: u.UID, GID: u.GID,
-			Timeout: time.Minute,
-		})
+		if err == nil {
+			err = s.node.Exec(ctx, sid, node.ExecSpec{
+				ID: cid, Template: template, Argv: tool.Argv, Cwd: "/",
+				Env: map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": u.Home}, UID: u.UID, GID: u.GID,
+				Timeout: time.Duration(tool.TimeoutS) * time.Second,
+			})
+		}
 		r := api.SelfTestResult{Tool: t.tool}
 		if err == nil {
 			r.OK, r.Version = s.selfTestOutput(ctx, sid, cid)

@@ -1,6 +1,10 @@
-// Package server is cove's control plane: the sandbox and command life
-// cycles persisted in the store before their side effects, the reconciler
-// that makes the store and the node agree after a restart, teams and keys.
+// Package server is the core of cove's control plane: the sandbox life
+// cycle (create, start, setup, sleep, wake, terminate, the warm pool) and
+// its commands persisted in the store before their side effects, and the
+// reconciler that makes the store and the node agree after a restart.
+// Every run is checked as a runs.Spec (internal/control/runs); features
+// such as workloads (internal/control/workloads) are services of their
+// own that the core builds and delegates to.
 package server
 
 import (
@@ -19,10 +23,12 @@ import (
 	"github.com/cove-dev/cove/internal/control/meter"
 	"github.com/cove-dev/cove/internal/control/observations"
 	"github.com/cove-dev/cove/internal/control/previews"
+	"github.com/cove-dev/cove/internal/control/runs"
 	"github.com/cove-dev/cove/internal/control/teams"
 	"github.com/cove-dev/cove/internal/control/templatecatalog"
 	"github.com/cove-dev/cove/internal/control/uploads"
 	"github.com/cove-dev/cove/internal/control/vault"
+	"github.com/cove-dev/cove/internal/control/workloads"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/keylock"
 	"github.com/cove-dev/cove/internal/store"
@@ -44,12 +50,18 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// exits hands the node's exit reports to each run's receiver
+	// (OnExit); set at New.
+	exits *runs.Exits
+
 	mu       sync.Mutex
 	ops      map[string]*sandboxOps // per sandbox; removed when terminal
 	changed  chan struct{}          // closed and replaced on every state change
 	activity map[string]time.Time   // last API call per sandbox, in memory
 	warm     []string               // IDs of started sandboxes in the warm pool
 	refill   chan struct{}          // asks the pool to fill up
+	// exitWatchers are woken at every command exit (setup commands).
+	exitWatchers map[*exitWatch]struct{}
 
 	// cmdLocks hold a command's exit back until its start is recorded, so
 	// command.started always comes before command.exited.
@@ -58,8 +70,6 @@ type Server struct {
 	// meter samples, charges and enforces spend limits (metering.go).
 	meter   *meter.Meter
 	secrets SecretResolver // nil: secrets are not configured
-	// exitWatchers are woken at every command exit (setup commands).
-	exitWatchers map[*exitWatch]struct{}
 	// obs keeps the network observations (observations.go).
 	obs *observations.Service
 	// images, templates and previews are feature services (catalogs.go).
@@ -71,15 +81,8 @@ type Server struct {
 	uploads *uploads.Ledger
 	files   *files.Service
 	assets  *assets.Service
-	// wlMu serializes the workloads' stored transitions; wlRuns (under
-	// mu) are the workloads placed on the node; wlKick wakes the queue's
-	// owner (workloads.go).
-	wlMu   sync.Mutex
-	wlRuns map[string]*workloadRun
-	wlKick chan struct{}
-	// wlMetered (under wlMu) is when the meter last charged each placed
-	// workload (workload_usage.go).
-	wlMetered map[string]time.Time
+	// wl is the workloads service (workloads.go); set at New.
+	wl *workloads.Service
 
 	// teams, vault and hooks are the feature services (features.go),
 	// built by New.
@@ -102,8 +105,9 @@ type sandboxOps struct {
 	uploadClosed chan struct{}
 }
 
-// New returns a server over st. Use NewNode's result as nd; the server
-// receives command exits through OnExit, which NewNode must be given.
+// New returns a server over st. Connect its node with SetNode before
+// Recover; the node reports command exits to the server's OnExit (give
+// it to the node as its node.ExitFunc).
 func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("server config: %w", err)
@@ -116,15 +120,14 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 		changed:  make(chan struct{}),
 		activity: map[string]time.Time{},
 		refill:   make(chan struct{}, 1),
-		wlRuns:   map[string]*workloadRun{},
-		wlKick:   make(chan struct{}, 1),
 
 		exitWatchers: map[*exitWatch]struct{}{},
-		wlMetered:    map[string]time.Time{},
 	}
 	s.meter = s.newMeter()
 	s.obs = s.newObservations()
+	s.exits = runs.NewExits(s.commandExited)
 	s.newServices()
+	s.wl = s.newWorkloads()
 	if cfg.Secrets != nil {
 		s.secrets = storeSecrets{s}
 	}
@@ -137,6 +140,7 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 // because the node reports exits back to the server (OnExit).
 func (s *Server) SetNode(n Node) {
 	s.node = n
+	s.wl.SetNode(n)
 	s.previews.SetNode(n)
 }
 
@@ -234,30 +238,8 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	if err := checkImageLimits(img, sb.Resources); err != nil {
-		return api.Sandbox{}, err
-	}
-	if err := s.requireAdmission(ctx, teamID, s.templateAdmission(teamID, sb.Template)); err != nil {
-		return api.Sandbox{}, err
-	}
-	if err := s.checkTemplate(sb.Template); err != nil {
-		return api.Sandbox{}, err
-	}
-	// The secrets must exist now; their values are read when commands start.
-	if err := checkSecretRefs("secrets", req.Secrets, req.Env); err != nil {
-		return api.Sandbox{}, err
-	}
-	if _, err := s.secretValues(ctx, teamID, req.Secrets); err != nil {
-		return api.Sandbox{}, err
-	}
 	sb.Secrets = req.Secrets
-	if err := s.teamBudgetRefusal(ctx, teamID); err != nil {
-		return api.Sandbox{}, err
-	}
-	if err := s.checkAssetSource(ctx, teamID, sb.Source); err != nil {
-		return api.Sandbox{}, err
-	}
-	if err := s.checkProvisionSecrets(ctx, teamID, sb.Provision); err != nil {
+	if err := s.checker().Check(ctx, sandboxRun(sb, img)); err != nil {
 		return api.Sandbox{}, err
 	}
 	if err := s.node.Admit(ctx, s.spec(sb)); err != nil {
@@ -622,7 +604,7 @@ func (s *Server) ListSandboxes(ctx context.Context, teamID string, q SandboxQuer
 	if err := scoped(teamID); err != nil {
 		return api.List[api.Sandbox]{}, err
 	}
-	limit, err := q.limit()
+	limit, err := q.Size()
 	if err != nil {
 		return api.List[api.Sandbox]{}, err
 	}
@@ -640,7 +622,7 @@ func (s *Server) ListSandboxes(ctx context.Context, teamID string, q SandboxQuer
 	for i := range items {
 		items[i] = s.priced(items[i])
 	}
-	return page(items, limit, func(sb api.Sandbox) string { return sb.ID }), nil
+	return cut(items, limit, func(sb api.Sandbox) string { return sb.ID }), nil
 }
 
 // TerminateSandbox marks a sandbox terminating and removes it in the

@@ -2,11 +2,9 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/store"
 )
 
@@ -134,15 +132,6 @@ func (s *Server) finishWake(ctx context.Context, teamID, id string) {
 	}
 }
 
-// spec is what the node needs to start a sandbox.
-func (s *Server) spec(sb api.Sandbox) node.SandboxSpec {
-	return node.SandboxSpec{
-		ID: sb.ID, Hostname: hostname(sb), Template: s.nodeTemplate(sb.TeamID, sb.Template),
-		Resources: sb.Resources, Pids: s.cfg.PidsLimit, Workdir: sb.Workdir,
-		Network: sb.Network,
-	}
-}
-
 func (s *Server) runningCommandIDs(ctx context.Context, sandboxID string) ([]string, error) {
 	cmds, err := s.store.ListCommands(ctx, store.CommandFilter{SandboxID: sandboxID, States: []api.CommandState{api.CommandRunning}})
 	if err != nil {
@@ -153,121 +142,4 @@ func (s *Server) runningCommandIDs(ctx context.Context, sandboxID string) ([]str
 		ids[i] = c.ID
 	}
 	return ids, nil
-}
-
-// touch records activity on a sandbox now.
-func (s *Server) touch(id string) { s.touchAt(id, s.now()) }
-
-func (s *Server) touchAt(id string, t time.Time) {
-	s.mu.Lock()
-	if t.After(s.activity[id]) {
-		s.activity[id] = t
-	}
-	s.mu.Unlock()
-}
-
-// Start runs the server's background work: idle and lifetime limits and
-// the warm pool. It returns at once; Close stops it.
-func (s *Server) Start() {
-	if s.cfg.WarmPool > 0 {
-		s.wg.Go(func() { s.fillPool(s.ctx) })
-	}
-	s.wg.Go(func() { s.runMeter(s.ctx) })
-	s.wg.Go(func() { s.runQueue(s.ctx) })
-	s.wg.Go(s.runObservations)
-	s.wg.Go(func() {
-		t := time.NewTicker(s.cfg.LimitsInterval)
-		defer t.Stop()
-		var expired time.Time
-		for {
-			select {
-			case <-t.C:
-				s.enforceLimits(s.ctx)
-				if time.Since(expired) > time.Minute {
-					s.expireIdempotent(s.ctx)
-					s.expireEvents(s.ctx)
-					s.expireObservations(s.ctx)
-					expired = time.Now()
-				}
-			case <-s.ctx.Done():
-				return
-			}
-		}
-	})
-}
-
-// enforceLimits applies max_lifetime_s to sandboxes running or in setup
-// and idle_timeout_s to running ones, and persists their last activity.
-func (s *Server) enforceLimits(ctx context.Context) {
-	running, err := s.store.ListSandboxes(ctx, store.SandboxFilter{States: []api.SandboxState{api.StateRunning, api.StateSettingUp}})
-	if err != nil {
-		s.log.Error("list sandboxes for limits", "err", err)
-		return
-	}
-	now := s.now()
-	for _, sb := range running {
-		expired := sb.ExpiresAt != nil && !now.Before(*sb.ExpiresAt)
-		if sb.State == api.StateSettingUp {
-			// A setup holds what a running sandbox holds, for up to its
-			// own timeout: its lifetime bounds it too.
-			if expired {
-				reason := fmt.Sprintf("max_lifetime_s (%d s) reached during setup", sb.MaxLifetimeS)
-				if s.failSetup(ctx, sb, reason) {
-					s.emit(ctx, sb.TeamID, "sandbox.expired", sb.ID, "", map[string]any{"max_lifetime_s": sb.MaxLifetimeS})
-				}
-			}
-			continue
-		}
-		if expired {
-			s.emit(ctx, sb.TeamID, "sandbox.expired", sb.ID, "", map[string]any{"max_lifetime_s": sb.MaxLifetimeS})
-			if _, err := s.TerminateSandbox(ctx, sb.TeamID, sb.ID); err != nil {
-				s.log.Error("terminate at end of lifetime", "sandbox", sb.ID, "err", err)
-			}
-			continue
-		}
-		last := s.lastActive(ctx, sb, now)
-		if sb.IdleTimeoutS > 0 && now.Sub(last) >= time.Duration(sb.IdleTimeoutS)*time.Second {
-			s.emit(ctx, sb.TeamID, "sandbox.idle", sb.ID, "", map[string]any{
-				"idle_s": int64(now.Sub(last).Seconds()), "on_idle": sb.OnIdle,
-			})
-			var err error
-			if sb.OnIdle == "terminate" {
-				_, err = s.TerminateSandbox(ctx, sb.TeamID, sb.ID)
-			} else {
-				_, err = s.SleepSandbox(ctx, sb.TeamID, sb.ID, "idle for "+time.Duration(sb.IdleTimeoutS*int64(time.Second)).String())
-			}
-			if err != nil {
-				s.log.Error("act on idle sandbox", "sandbox", sb.ID, "err", err)
-			}
-		}
-	}
-}
-
-// lastActive is the sandbox's last activity: an API call on it, or now
-// while any of its commands runs. It persists last_active_at when it moved.
-func (s *Server) lastActive(ctx context.Context, sb api.Sandbox, now time.Time) time.Time {
-	last := sb.CreatedAt
-	if sb.LastActiveAt != nil {
-		last = *sb.LastActiveAt
-	}
-	s.mu.Lock()
-	if t, ok := s.activity[sb.ID]; ok && t.After(last) {
-		last = t
-	}
-	s.mu.Unlock()
-	if ids, err := s.runningCommandIDs(ctx, sb.ID); err == nil && len(ids) > 0 {
-		last = now
-	}
-	if sb.LastActiveAt == nil || last.After(*sb.LastActiveAt) {
-		o := s.opsFor(sb.ID)
-		o.mu.Lock()
-		if cur, err := s.store.GetSandbox(ctx, sb.TeamID, sb.ID); err == nil && cur.State == api.StateRunning {
-			cur.LastActiveAt = &last
-			if err := s.store.UpdateSandbox(ctx, cur); err != nil {
-				s.log.Warn("persist last activity", "sandbox", sb.ID, "err", err)
-			}
-		}
-		o.mu.Unlock()
-	}
-	return last
 }

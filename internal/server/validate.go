@@ -2,26 +2,22 @@ package server
 
 import (
 	"fmt"
-	"path"
 	"regexp"
-	"strings"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/runs"
 )
 
 var (
-	nameRE     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-	envKeyRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	labelKeyRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]{0,62})$`)
+	nameRE   = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 const (
-	maxEnv         = 256
-	maxEnvValue    = 32 << 10
-	maxLabels      = 64
-	maxLabelValue  = 256
-	maxArgv        = 4096
-	maxCommandSize = 256 << 10
+	maxEnv         = runs.MaxEnv
+	maxEnvValue    = runs.MaxEnvValue
+	maxArgv        = runs.MaxArgv
+	maxCommandSize = runs.MaxCommandSize
 )
 
 func invalid(format string, args ...any) error {
@@ -38,53 +34,12 @@ func validateName(name string) error {
 	return nil
 }
 
-func validateEnv(what string, env map[string]string) error {
-	if len(env) > maxEnv {
-		return invalid("%s has %d variables; at most %d are allowed", what, len(env), maxEnv)
-	}
-	for k, v := range env {
-		if !envKeyRE.MatchString(k) {
-			return invalid("%s: variable name %q is invalid: use letters, digits and '_', not starting with a digit", what, k)
-		}
-		if len(v) > maxEnvValue {
-			return invalid("%s: value of %s is longer than %d bytes", what, k, maxEnvValue)
-		}
-		if strings.ContainsRune(v, 0) {
-			return invalid("%s: value of %s contains a NUL byte", what, k)
-		}
-	}
-	return nil
-}
+func validateEnv(what string, env map[string]string) error { return runs.CheckEnv(what, env) }
 
-func validateLabels(labels map[string]string) error {
-	if len(labels) > maxLabels {
-		return invalid("%d labels given; at most %d are allowed", len(labels), maxLabels)
-	}
-	for k, v := range labels {
-		if !labelKeyRE.MatchString(k) {
-			return invalid("label key %q is invalid: use up to 63 letters, digits and '._/-'", k)
-		}
-		if len(v) > maxLabelValue || strings.ContainsRune(v, 0) {
-			return invalid("label %s: value must be at most %d bytes without NUL", k, maxLabelValue)
-		}
-	}
-	return nil
-}
+func validateLabels(labels map[string]string) error { return runs.CheckLabels(labels) }
 
 // validatePath checks an absolute path inside a sandbox and returns it clean.
-func validatePath(what, p string) (string, error) {
-	switch {
-	case p == "":
-		return "", invalid("%s is empty; give an absolute path", what)
-	case strings.ContainsRune(p, 0):
-		return "", invalid("%s contains a NUL byte", what)
-	case !strings.HasPrefix(p, "/"):
-		return "", invalid("%s %q is relative; give an absolute path such as /workspace", what, p)
-	case len(p) > 4096:
-		return "", invalid("%s is longer than 4096 bytes", what)
-	}
-	return path.Clean(p), nil
-}
+func validatePath(what, p string) (string, error) { return runs.CheckPath(what, p) }
 
 // resolveResources applies defaults and checks bounds.
 func (c *Config) resolveResources(r *api.ResourcesRequest) (api.Resources, error) {

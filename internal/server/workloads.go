@@ -1,71 +1,40 @@
 package server
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/id"
+	"github.com/cove-dev/cove/internal/control/workloads"
+	"github.com/cove-dev/cove/internal/metering"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/store"
 )
 
-// A workload is a batch run: stored queued, placed on the node by the
-// queue's one owner goroutine (runQueue) when the node has room (and the
-// GPUs it asks for), then run to completion in a container of its own
-// that the node starts exactly as it starts a sandbox (same runtime, own
-// host ID range, network fence with an empty policy, seccomp), with its
-// program as one recorded command. Its output is recorded and served as a
-// command's; its container goes when the program ends, its output stays.
+// Workloads (batch runs: their queue, GPU placement, runs and charges)
+// are internal/control/workloads; the core gives that service what it
+// needs of the lifecycle (workloadDeps) and delegates to it here.
 
 // GPUNode is a node's optional ability to advertise its GPUs; a node
 // without it has none.
-type GPUNode interface {
-	GPUs() node.GPUs
+type GPUNode = workloads.GPUNode
+
+// newWorkloads builds the workloads service over the core.
+func (s *Server) newWorkloads() *workloads.Service {
+	d := workloadDeps{s}
+	return workloads.New(s.ctx, &s.wg, workloads.Config{
+		DefaultTemplate: s.cfg.DefaultTemplate, Templates: s.cfg.Templates, DefaultWorkdir: s.cfg.DefaultWorkdir,
+		MaxQueuedWorkloadsPerTeam: s.cfg.MaxQueuedWorkloadsPerTeam, PidsLimit: s.cfg.PidsLimit,
+		Prices: s.cfg.Prices, MaxWait: s.cfg.MaxWait,
+	}, workloads.Deps{
+		Store: s.store, Core: d, Images: d, Events: d, Meter: d, Checks: s.checker(), Exits: s.exits,
+		Log: s.log, Now: func() time.Time { return s.now() },
+	})
 }
 
-const (
-	defaultWorkloadTimeoutS = 3600
-	defaultMaxQueueS        = 3600
-	maxWorkloadGPUs         = 64
-	// queueTick is how often the queue is looked at without a kick: for
-	// max_queue_s, and for room freed on the node by others.
-	queueTick = time.Second
-)
-
-// workloadRun is what the server holds of a workload it placed.
-type workloadRun struct {
-	cancel context.CancelFunc
-	exit   chan workloadExit // buffered: the node's exit report
-	done   chan struct{}     // closed when its goroutine has cleaned up
-}
-
-type workloadExit struct {
-	exit node.Exit
-	lost bool
-}
-
-func (s *Server) nodeGPUs() node.GPUs {
-	if g, ok := s.node.(GPUNode); ok {
-		return g.GPUs()
-	}
-	return node.GPUs{}
-}
-
-// GPUHealth is what the node advertises of its GPUs, and how many placed
-// workloads hold (GET /healthz).
-func (s *Server) GPUHealth() api.GPUHealth {
-	g := s.nodeGPUs()
-	h := api.GPUHealth{Type: g.Type, Count: len(g.Names)}
-	if held, err := s.heldGPUs(s.ctx); err == nil {
-		h.InUse = len(held)
-	}
-	return h
-}
+// Workloads is the workloads service (httpapi's Workloads).
+func (s *Server) Workloads() *workloads.Service { return s.wl }
 
 // refuseSandboxGPUs answers a sandbox request for GPUs: sandboxes run on
 // the CPU-based managed environment; GPU code runs as a workload.
@@ -85,821 +54,169 @@ func refuseSandboxGPUs(req api.CreateSandboxRequest) error {
 	}
 }
 
-// SubmitWorkload validates and stores a workload, queued; the queue's
-// owner places it.
+// GPUHealth is what the node advertises of its GPUs, and how many placed
+// workloads hold (GET /healthz).
+func (s *Server) GPUHealth() api.GPUHealth { return s.wl.GPUHealth() }
+
+// SubmitWorkload validates and stores a workload, queued.
 func (s *Server) SubmitWorkload(ctx context.Context, teamID string, req api.CreateWorkloadRequest) (api.Workload, error) {
-	if err := scoped(teamID); err != nil {
-		return api.Workload{}, err
-	}
-	// An imported image: seen by this team (else 404, as a template that
-	// does not exist), its defaults filling what the request leaves out.
-	if name := cmp.Or(req.Image, req.Template); name != "" {
-		sr := api.CreateSandboxRequest{Template: name}
-		if r := req.Resources; r != nil {
-			sr.Resources = &api.ResourcesRequest{CPUs: r.CPUs, MemoryMiB: r.MemoryMiB, DiskMiB: r.DiskMiB}
-		}
-		_, release, err := s.useImage(ctx, teamID, &sr)
-		if err != nil {
-			return api.Workload{}, err
-		}
-		// Held until the workload is stored: a delete of the image waits,
-		// then sees it queued.
-		defer release()
-		// The image's working directory, as a sandbox of it gets.
-		if req.Workdir == "" {
-			req.Workdir = sr.Workdir
-		}
-		if r := sr.Resources; r != nil {
-			w := api.WorkloadResourcesRequest{}
-			if req.Resources != nil {
-				w = *req.Resources
-			}
-			w.CPUs, w.MemoryMiB, w.DiskMiB = r.CPUs, r.MemoryMiB, r.DiskMiB
-			req.Resources = &w
-		}
-	}
-	wl, err := s.newWorkload(teamID, req)
-	if err != nil {
-		return api.Workload{}, err
-	}
-	if err := s.requireAdmission(ctx, teamID, s.templateAdmission(teamID, wl.Template)); err != nil {
-		return api.Workload{}, err
-	}
-	if wl.Resources.GPUs > 0 {
-		if err := s.requireAdmission(ctx, teamID, admitGPU); err != nil {
-			return api.Workload{}, err
-		}
-	}
-	if err := s.checkTemplate(wl.Template); err != nil {
-		return api.Workload{}, err
-	}
-	if err := checkSecretRefs("secrets", req.Secrets, req.Env); err != nil {
-		return api.Workload{}, err
-	}
-	if _, err := s.secretValues(ctx, teamID, req.Secrets); err != nil {
-		return api.Workload{}, err
-	}
-	if err := s.teamBudgetRefusal(ctx, teamID); err != nil {
-		return api.Workload{}, err
-	}
-	if err := s.checkAssetSource(ctx, teamID, wl.Source); err != nil {
-		return api.Workload{}, err
-	}
-	if err := s.checkProvisionSecrets(ctx, teamID, api.Provision{Source: wl.Source}); err != nil {
-		return api.Workload{}, err
-	}
-	wl.StateReason = "waiting for a node to place it"
-	if err := s.enqueue(ctx, wl); err != nil {
-		return api.Workload{}, err
-	}
-	s.log.Info("workload queued", "workload", wl.ID, "team", teamID, "gpus", wl.Resources.GPUs)
-	s.emitWorkload(ctx, wl, "workload.queued", map[string]any{"gpus": wl.Resources.GPUs})
-	s.kickQueue()
-	return wl, nil
+	return s.wl.SubmitWorkload(ctx, teamID, req)
 }
 
-// enqueue stores a new workload, queued, unless its team has
-// MaxQueuedWorkloadsPerTeam queued already. The count and the store are
-// one step under wlMu, so submits at once cannot pass the cap together.
-func (s *Server) enqueue(ctx context.Context, wl api.Workload) error {
-	s.wlMu.Lock()
-	defer s.wlMu.Unlock()
-	limit := s.cfg.MaxQueuedWorkloadsPerTeam
-	queued, err := s.store.ListWorkloads(ctx, store.WorkloadFilter{TeamID: wl.TeamID, States: []api.WorkloadState{api.WorkloadQueued}, Limit: limit})
-	if err != nil {
-		return fmt.Errorf("count queued workloads of %s: %w", wl.TeamID, err)
-	}
-	if len(queued) >= limit {
-		return &api.Error{
-			Code: api.CodeResourceExhausted,
-			Message: fmt.Sprintf("your team has %d workloads queued, the most this server queues per team; "+
-				"submit again once some are placed or ended (GET /v1/workloads?state=queued lists them; POST /v1/workloads/{id}/cancel drops one)", limit),
-			Details: map[string]any{"limit": limit, "queued": len(queued)},
-		}
-	}
-	return s.store.CreateWorkload(ctx, wl)
+// GetWorkload returns a workload of the team.
+func (s *Server) GetWorkload(ctx context.Context, teamID, wid string) (api.Workload, error) {
+	return s.wl.GetWorkload(ctx, teamID, wid)
 }
 
-func (s *Server) newWorkload(teamID string, req api.CreateWorkloadRequest) (api.Workload, error) {
-	tmpl := req.Template
-	switch {
-	case req.Image != "" && req.Template != "" && req.Image != req.Template:
-		return api.Workload{}, invalid("give template or image, not both")
-	case req.Image != "":
-		// An image is used by its name, as a template.
-		tmpl = req.Image
-	case tmpl == "":
-		tmpl = s.cfg.DefaultTemplate
-	}
-	if _, isImage := s.image(teamID, tmpl); !slices.Contains(s.cfg.Templates, tmpl) && !isImage {
-		return api.Workload{}, invalid("template %q does not exist; use %q (GET /v1/templates lists them)", tmpl, s.cfg.DefaultTemplate)
-	}
+// WorkloadQuery selects a page of a team's workloads, oldest first.
+type WorkloadQuery = workloads.Query
+
+// ListWorkloads lists a page of the team's workloads.
+func (s *Server) ListWorkloads(ctx context.Context, teamID string, q WorkloadQuery) (api.List[api.Workload], error) {
+	return s.wl.ListWorkloads(ctx, teamID, q)
+}
+
+// WaitWorkload returns the workload once it is in state want or has
+// ended, or as it is when timeout passes.
+func (s *Server) WaitWorkload(ctx context.Context, teamID, wid string, want api.WorkloadState, timeout time.Duration) (api.Workload, error) {
+	return s.wl.WaitWorkload(ctx, teamID, wid, want, timeout)
+}
+
+// CancelWorkload cancels a workload.
+func (s *Server) CancelWorkload(ctx context.Context, teamID, wid string) (api.Workload, error) {
+	return s.wl.CancelWorkload(ctx, teamID, wid)
+}
+
+// WorkloadOutput returns a workload's recorded output; the caller closes it.
+func (s *Server) WorkloadOutput(ctx context.Context, teamID, wid string) (api.Workload, node.Output, error) {
+	return s.wl.WorkloadOutput(ctx, teamID, wid)
+}
+
+// meterWorkloads charges the placed workloads up to now (the meter).
+func (s *Server) meterWorkloads(ctx context.Context, now time.Time) []api.Workload {
+	return s.wl.Meter(ctx, now)
+}
+
+// cancelTeamWorkloads cancels a team's workloads at its spend limit.
+func (s *Server) cancelTeamWorkloads(ctx context.Context, t api.Team, spent float64) {
+	s.wl.CancelTeam(ctx, t, spent)
+}
+
+// refuseImageOfWorkloads refuses deleting an image live workloads use.
+func (s *Server) refuseImageOfWorkloads(ctx context.Context, img api.Image, owner string) error {
+	return s.wl.RefuseImage(ctx, img, owner)
+}
+
+// recoverWorkloads reattaches or requeues the placed workloads at Recover.
+func (s *Server) recoverWorkloads(ctx context.Context) (map[string]bool, error) {
+	return s.wl.Recover(ctx)
+}
+
+// workloadDeps is what the core does for the workloads service.
+type workloadDeps struct{ s *Server }
+
+var (
+	_ workloads.Core   = workloadDeps{}
+	_ workloads.Images = workloadDeps{}
+	_ workloads.Events = workloadDeps{}
+	_ workloads.Meter  = workloadDeps{}
+)
+
+// Resolve resolves a workload's image as a sandbox's: its defaults are
+// those of a sandbox of it.
+func (d workloadDeps) Resolve(ctx context.Context, teamID string, req *api.CreateWorkloadRequest) (*api.Image, *api.ResourcesRequest, func(), error) {
 	rr := &api.ResourcesRequest{}
-	var gpus int
-	var gpuType string
 	if r := req.Resources; r != nil {
 		rr.CPUs, rr.MemoryMiB, rr.DiskMiB = r.CPUs, r.MemoryMiB, r.DiskMiB
-		gpus, gpuType = r.GPUs, r.GPUType
 	}
-	res, err := s.cfg.resolveResources(rr)
+	name := req.Image
+	if name == "" {
+		name = req.Template
+	}
+	if name == "" {
+		return nil, rr, func() {}, nil
+	}
+	sr := api.CreateSandboxRequest{Template: name, Resources: rr}
+	img, release, err := d.s.useImage(ctx, teamID, &sr)
 	if err != nil {
-		return api.Workload{}, err
+		return nil, nil, nil, err
 	}
-	if gpus < 0 || gpus > maxWorkloadGPUs {
-		return api.Workload{}, rangeError("resources.gpus", fmt.Sprint(gpus), "0", fmt.Sprint(maxWorkloadGPUs))
+	if req.Workdir == "" {
+		req.Workdir = sr.Workdir
 	}
-	if gpuType != "" && gpus == 0 {
-		return api.Workload{}, invalid("resources.gpu_type is set but resources.gpus is 0")
-	}
-	if len(gpuType) > 128 || containsNUL(gpuType) {
-		return api.Workload{}, invalid("resources.gpu_type is not a GPU type")
-	}
-	// The command is checked as a command of a sandbox would be.
-	creq := api.CreateCommandRequest{Command: req.Command, Argv: req.Argv, Env: req.Env, User: req.User, TimeoutS: req.TimeoutS}
-	workdir := s.cfg.DefaultWorkdir
-	if req.Workdir != "" {
-		if workdir, err = validatePath("workdir", req.Workdir); err != nil {
-			return api.Workload{}, err
-		}
-		if workdir == "/" {
-			return api.Workload{}, invalid("workdir cannot be /")
-		}
-	}
-	cmd, _, err := s.newCommand(api.Sandbox{TeamID: teamID, Template: tmpl, Workdir: workdir}, creq)
-	if err != nil {
-		return api.Workload{}, err
-	}
-	if err := validateLabels(req.Labels); err != nil {
-		return api.Workload{}, err
-	}
-	if req.Source != nil && req.Source.Type == api.SourceUpload {
-		return api.Workload{}, invalid("source type upload is for sandboxes; save the folder as an asset (POST /v1/assets) and give source type asset")
-	}
-	p, err := s.checkProvision(api.CreateSandboxRequest{Source: req.Source})
-	if err != nil {
-		return api.Workload{}, err
-	}
-	timeout := int64(defaultWorkloadTimeoutS)
-	if req.TimeoutS != nil && *req.TimeoutS > 0 {
-		timeout = *req.TimeoutS
-	}
-	queue := int64(defaultMaxQueueS)
-	if req.MaxQueueS != nil {
-		if queue = *req.MaxQueueS; queue < 1 || queue > maxTimeoutS {
-			return api.Workload{}, rangeError("max_queue_s", fmt.Sprint(queue), "1", fmt.Sprint(maxTimeoutS))
-		}
-	}
-	wl := api.Workload{
-		ID: id.New("wl"), TeamID: teamID, Template: tmpl,
-		Command: cmd.Command, Argv: cmd.Argv, Source: p.Source, Env: req.Env, Secrets: req.Secrets,
-		Workdir: workdir, User: cmd.User,
-		Resources: api.WorkloadResources{CPUs: res.CPUs, MemoryMiB: res.MemoryMiB, DiskMiB: res.DiskMiB, GPUs: gpus, GPUType: gpuType},
-		TimeoutS:  timeout, MaxQueueS: queue, Labels: req.Labels,
-		State: api.WorkloadQueued, Devices: []string{}, CreatedAt: s.now(),
-	}
-	if wl.Labels == nil {
-		wl.Labels = map[string]string{}
-	}
-	return wl, nil
+	return img, sr.Resources, release, nil
 }
 
+func (d workloadDeps) Exists(teamID, tmpl string) bool {
+	_, ok := d.s.image(teamID, tmpl)
+	return ok
+}
+
+func (d workloadDeps) NodeTemplate(teamID, tmpl string) string { return d.s.nodeTemplate(teamID, tmpl) }
+
+func (d workloadDeps) DefaultUser(teamID, tmpl string) node.User {
+	return d.s.defaultUser(api.Sandbox{TeamID: teamID, Template: tmpl})
+}
+
+func (d workloadDeps) ResolveResources(r *api.ResourcesRequest) (api.Resources, error) {
+	return d.s.cfg.resolveResources(r)
+}
+
+func (d workloadDeps) CheckSource(src *api.Source) (*api.Source, error) { return d.s.checkSource(src) }
+
+func (d workloadDeps) AllocRange(ctx context.Context, id string) (node.IDRange, error) {
+	return d.s.allocRange(ctx, id)
+}
+
+func (d workloadDeps) ReleaseRange(ctx context.Context, id string) { d.s.releaseRange(ctx, id) }
+
+func (d workloadDeps) LandAsset(ctx context.Context, teamID, targetID, dir, assetID string, owner node.User) (string, error) {
+	return d.s.landAsset(ctx, teamID, targetID, dir, assetID, owner)
+}
+
+func (d workloadDeps) CloneSource(ctx context.Context, teamID, targetID, dir string, src api.Source, owner node.User) (string, error) {
+	return d.s.cloneSource(ctx, teamID, targetID, dir, src, owner)
+}
+
+// ExecSpec is a workload's program as a command of its container
+// (command ID = workload ID), its secrets resolved now.
+func (d workloadDeps) ExecSpec(ctx context.Context, wl api.Workload) (node.ExecSpec, error) {
+	timeout := wl.TimeoutS
+	req := api.CreateCommandRequest{Command: wl.Command, Argv: wl.Argv, Env: wl.Env, Secrets: wl.Secrets, User: wl.User, TimeoutS: &timeout}
+	sb := api.Sandbox{ID: wl.ID, TeamID: wl.TeamID, Template: wl.Template, Workdir: wl.Workdir}
+	cmd, spec, err := d.s.newCommand(sb, req)
+	if err != nil {
+		return spec, err
+	}
+	delete(spec.Env, "COVE_SANDBOX_ID")
+	spec.Env["COVE_WORKLOAD_ID"] = wl.ID
+	if err := d.s.execSecrets(ctx, sb, req, &cmd, &spec); err != nil {
+		return spec, err
+	}
+	spec.ID = wl.ID
+	return spec, nil
+}
+
+func (d workloadDeps) Emit(ctx context.Context, teamID, typ, sandboxID, commandID string, data map[string]any) {
+	d.s.emit(ctx, teamID, typ, sandboxID, commandID, data)
+}
+
+func (d workloadDeps) Record(ctx context.Context, teamID, typ, sandboxID, commandID string, data map[string]any) {
+	d.s.record(ctx, teamID, typ, sandboxID, commandID, data)
+}
+
+func (d workloadDeps) Notify()                  { d.s.notify() }
+func (d workloadDeps) Changes() <-chan struct{} { return d.s.changes() }
+
+func (d workloadDeps) Hourly(id, teamID string, from, to time.Time, use metering.Use) []store.Accrual {
+	return d.s.hourly(id, teamID, from, to, use)
+}
+
+// emitWorkload appends an event of a workload (its ID in the data).
 func (s *Server) emitWorkload(ctx context.Context, wl api.Workload, typ string, data map[string]any) {
 	if data == nil {
 		data = map[string]any{}
 	}
 	data["workload_id"] = wl.ID
 	s.emit(ctx, wl.TeamID, typ, "", "", data)
-}
-
-// kickQueue asks the queue's owner to look at the queue now.
-func (s *Server) kickQueue() {
-	select {
-	case s.wlKick <- struct{}{}:
-	default:
-	}
-}
-
-// runQueue is the queue's one owner: it places queued workloads, oldest
-// first, when kicked and every queueTick. Start runs it; Close ends it.
-func (s *Server) runQueue(ctx context.Context) {
-	t := time.NewTicker(queueTick)
-	defer t.Stop()
-	for {
-		s.placeQueued(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-s.wlKick:
-		}
-	}
-}
-
-// placeQueued looks at every queued workload once: it starts those the
-// node can place, fails those queued past max_queue_s, and keeps the
-// others' state_reason saying what they wait for.
-func (s *Server) placeQueued(ctx context.Context) {
-	queued, err := s.store.ListWorkloads(ctx, store.WorkloadFilter{States: []api.WorkloadState{api.WorkloadQueued}})
-	if err != nil {
-		s.log.Error("list queued workloads", "err", err)
-		return
-	}
-	if len(queued) == 0 {
-		return
-	}
-	gpus := s.nodeGPUs()
-	held, err := s.heldGPUs(ctx)
-	if err != nil {
-		s.log.Error("list placed workloads", "err", err)
-		return
-	}
-	// A team at its monthly spend limit places nothing: its queued
-	// workloads are cancelled (once per team and look).
-	refused := map[string]error{}
-	for _, wl := range queued {
-		if ctx.Err() != nil {
-			return
-		}
-		refusal, ok := refused[wl.TeamID]
-		if !ok {
-			refusal = s.teamBudgetRefusal(ctx, wl.TeamID)
-			refused[wl.TeamID] = refusal
-		}
-		if refusal != nil {
-			var e *api.Error
-			if errors.As(refusal, &e) && e.Code == api.CodeBudgetExceeded {
-				spent, _ := e.Details["cost_usd"].(float64)
-				limit, _ := e.Details["spend_limit_usd"].(float64)
-				s.cancelForBudget(ctx, wl, spent, limit)
-			} else {
-				s.log.Error("check the team's spend before placing", "workload", wl.ID, "err", refusal)
-			}
-			continue
-		}
-		devices, reason := placeGPUs(wl.Resources, gpus, held)
-		if reason == "" {
-			if err := s.node.Admit(ctx, s.workloadSpec(wl)); err != nil {
-				reason = "waiting for room on the node: " + userReason(err)
-			}
-		}
-		if reason == "" {
-			for _, d := range devices {
-				held[d] = true
-			}
-			s.place(ctx, wl, devices)
-			continue
-		}
-		if !s.now().Before(wl.CreatedAt.Add(time.Duration(wl.MaxQueueS) * time.Second)) {
-			s.endQueued(ctx, wl.TeamID, wl.ID, api.WorkloadFailed,
-				fmt.Sprintf("no node could place it within max_queue_s (%d s): %s", wl.MaxQueueS, reason), "workload.failed")
-			continue
-		}
-		if wl.StateReason != reason {
-			s.updateWorkload(ctx, wl.TeamID, wl.ID, func(w *api.Workload) bool {
-				if w.State != api.WorkloadQueued {
-					return false
-				}
-				w.StateReason = reason
-				return true
-			})
-		}
-	}
-}
-
-// heldGPUs are the devices of workloads placed on the node.
-func (s *Server) heldGPUs(ctx context.Context) (map[string]bool, error) {
-	placed, err := s.store.ListWorkloads(ctx, store.WorkloadFilter{States: []api.WorkloadState{api.WorkloadStarting, api.WorkloadRunning}})
-	if err != nil {
-		return nil, err
-	}
-	held := map[string]bool{}
-	for _, w := range placed {
-		for _, d := range w.Devices {
-			held[d] = true
-		}
-	}
-	return held, nil
-}
-
-// placeGPUs chooses the GPUs of a workload among the node's free ones,
-// or says why it cannot be placed now.
-func placeGPUs(r api.WorkloadResources, gpus node.GPUs, held map[string]bool) ([]string, string) {
-	if r.GPUs == 0 {
-		return nil, ""
-	}
-	if len(gpus.Names) == 0 {
-		return nil, fmt.Sprintf("waiting for a node with %d GPU(s): no node has GPUs (nodes find them through CDI specs, e.g. nvidia-ctk cdi generate)", r.GPUs)
-	}
-	if r.GPUType != "" && r.GPUType != gpus.Type {
-		return nil, fmt.Sprintf("waiting for a node with GPUs of type %s: the node has %s", r.GPUType, gpus.Type)
-	}
-	if len(gpus.Names) < r.GPUs {
-		return nil, fmt.Sprintf("waiting for a node with %d GPU(s): the node has %d", r.GPUs, len(gpus.Names))
-	}
-	var free []string
-	for _, n := range gpus.Names {
-		if !held[n] {
-			free = append(free, n)
-		}
-	}
-	if len(free) < r.GPUs {
-		return nil, fmt.Sprintf("waiting for %d GPU(s) to be free: %d of %d are in use", r.GPUs, len(gpus.Names)-len(free), len(gpus.Names))
-	}
-	return free[:r.GPUs], ""
-}
-
-// workloadSpec is what the node starts for a workload: a sandbox's
-// container with the workload's resources, no network (an empty policy
-// behind the fence) and its GPUs.
-func (s *Server) workloadSpec(wl api.Workload) node.SandboxSpec {
-	return node.SandboxSpec{
-		ID: wl.ID, Hostname: wl.ID, Template: s.nodeTemplate(wl.TeamID, wl.Template),
-		Resources: api.Resources{CPUs: wl.Resources.CPUs, MemoryMiB: wl.Resources.MemoryMiB, DiskMiB: wl.Resources.DiskMiB},
-		Pids:      s.cfg.PidsLimit, Workdir: wl.Workdir,
-		Network: api.NetworkPolicy{Allow: []string{}}, Devices: wl.Devices,
-	}
-}
-
-// place marks a workload starting with its devices and runs it.
-func (s *Server) place(ctx context.Context, wl api.Workload, devices []string) {
-	placed, ok := s.updateWorkload(ctx, wl.TeamID, wl.ID, func(w *api.Workload) bool {
-		if w.State != api.WorkloadQueued {
-			return false
-		}
-		t := s.now()
-		w.State, w.StateReason, w.Devices, w.PlacedAt = api.WorkloadStarting, "", append([]string{}, devices...), &t
-		return true
-	})
-	if !ok {
-		return
-	}
-	runCtx, cancel := context.WithCancel(s.ctx)
-	run := s.newRun(wl.ID, cancel)
-	s.wg.Go(func() {
-		defer cancel()
-		s.runWorkload(runCtx, placed, run)
-	})
-}
-
-func (s *Server) newRun(id string, cancel context.CancelFunc) *workloadRun {
-	run := &workloadRun{cancel: cancel, exit: make(chan workloadExit, 1), done: make(chan struct{})}
-	s.mu.Lock()
-	s.wlRuns[id] = run
-	s.mu.Unlock()
-	return run
-}
-
-func (s *Server) dropRun(id string) {
-	s.mu.Lock()
-	if run := s.wlRuns[id]; run != nil {
-		close(run.done)
-	}
-	delete(s.wlRuns, id)
-	s.mu.Unlock()
-}
-
-// runWorkload starts a placed workload's container, lands its source,
-// starts its program and waits for its end. A cancel (ctx) removes the
-// container; the cancel itself recorded the state.
-func (s *Server) runWorkload(ctx context.Context, wl api.Workload, run *workloadRun) {
-	defer s.dropRun(wl.ID)
-	pctx := context.WithoutCancel(ctx)
-	spec := s.workloadSpec(wl)
-	ids, err := s.allocRange(ctx, wl.ID)
-	if err == nil {
-		spec.IDs = ids
-		err = s.node.Start(ctx, spec)
-	}
-	if err == nil {
-		err = s.landWorkloadSource(ctx, wl)
-	}
-	if err == nil {
-		err = s.execWorkload(ctx, wl)
-	}
-	if err != nil {
-		s.cleanupWorkload(pctx, wl.ID)
-		if ctx.Err() == nil {
-			s.log.Warn("workload start failed", "workload", wl.ID, "err", err)
-			s.finishWorkload(pctx, wl, api.WorkloadFailed, "start failed: "+userReason(err), nil)
-		}
-		return
-	}
-	s.waitWorkload(ctx, wl, run)
-}
-
-// waitWorkload waits for a running workload's exit (or its cancel) and
-// records its end.
-func (s *Server) waitWorkload(ctx context.Context, wl api.Workload, run *workloadRun) {
-	pctx := context.WithoutCancel(ctx)
-	select {
-	case <-ctx.Done():
-		if s.ctx.Err() != nil {
-			// The server stops: the workload runs on and the next
-			// Recover reattaches it.
-			return
-		}
-		// Cancelled: the cancel recorded the state.
-		s.cleanupWorkload(pctx, wl.ID)
-	case e := <-run.exit:
-		s.cleanupWorkload(pctx, wl.ID)
-		state, reason := api.WorkloadExited, ""
-		switch {
-		case e.lost:
-			state, reason = api.WorkloadFailed, "the workload's container stopped before its program ended"
-		case e.exit.TimedOut:
-			state, reason = api.WorkloadFailed, fmt.Sprintf("killed at its timeout (timeout_s %d)", wl.TimeoutS)
-		case e.exit.Signal != "":
-			state, reason = api.WorkloadFailed, "killed by SIG"+e.exit.Signal
-		}
-		s.finishWorkload(pctx, wl, state, reason, &e)
-	}
-}
-
-// cleanupWorkload removes a workload's container, keeping its recorded
-// output, and frees its ID range.
-func (s *Server) cleanupWorkload(ctx context.Context, id string) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if err := s.node.DestroyRuntime(ctx, id); err != nil {
-		s.log.Error("remove workload container", "workload", id, "err", err)
-		return
-	}
-	s.releaseRange(ctx, id)
-}
-
-func (s *Server) landWorkloadSource(ctx context.Context, wl api.Workload) error {
-	src := wl.Source
-	if src == nil {
-		return nil
-	}
-	var digest string
-	var err error
-	switch src.Type {
-	case api.SourceAsset:
-		digest, err = s.landAsset(ctx, wl.TeamID, wl.ID, wl.Workdir, src.AssetID, s.defaultUser(api.Sandbox{TeamID: wl.TeamID, Template: wl.Template}))
-	case api.SourceGit:
-		digest, err = s.cloneSource(ctx, wl.TeamID, wl.ID, wl.Workdir, *src, s.defaultUser(api.Sandbox{TeamID: wl.TeamID, Template: wl.Template}))
-	default:
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	s.updateWorkload(ctx, wl.TeamID, wl.ID, func(w *api.Workload) bool {
-		if w.Source == nil {
-			return false
-		}
-		w.Source.Digest = digest
-		return true
-	})
-	return nil
-}
-
-// execWorkload starts the workload's program as the one recorded command
-// of its container (command ID = workload ID) and marks it running.
-func (s *Server) execWorkload(ctx context.Context, wl api.Workload) error {
-	timeout := wl.TimeoutS
-	req := api.CreateCommandRequest{Command: wl.Command, Argv: wl.Argv, Env: wl.Env, Secrets: wl.Secrets, User: wl.User, TimeoutS: &timeout}
-	sb := api.Sandbox{ID: wl.ID, TeamID: wl.TeamID, Template: wl.Template, Workdir: wl.Workdir}
-	cmd, spec, err := s.newCommand(sb, req)
-	if err != nil {
-		return err
-	}
-	delete(spec.Env, "COVE_SANDBOX_ID")
-	spec.Env["COVE_WORKLOAD_ID"] = wl.ID
-	if err := s.execSecrets(ctx, sb, req, &cmd, &spec); err != nil {
-		return err
-	}
-	spec.ID = wl.ID
-	if err := s.node.Exec(ctx, wl.ID, spec); err != nil {
-		return err
-	}
-	// Its exit, however soon it comes, waits in run.exit for this
-	// goroutine, which stores running first.
-	running, ok := s.updateWorkload(ctx, wl.TeamID, wl.ID, func(w *api.Workload) bool {
-		if w.State != api.WorkloadStarting {
-			return false
-		}
-		t := s.now()
-		w.State, w.StartedAt = api.WorkloadRunning, &t
-		return true
-	}, func(w api.Workload) (string, map[string]any) {
-		return "workload.started", map[string]any{"devices": w.Devices}
-	})
-	if !ok {
-		return context.Canceled
-	}
-	s.log.Info("workload started", "workload", running.ID)
-	return nil
-}
-
-// workloadExited takes the node's report of a workload program's end.
-func (s *Server) workloadExited(id string, e node.Exit, lost bool) {
-	s.mu.Lock()
-	run := s.wlRuns[id]
-	s.mu.Unlock()
-	if run == nil {
-		return
-	}
-	select {
-	case run.exit <- workloadExit{e, lost}:
-	default:
-	}
-}
-
-// finishWorkload records a placed workload's end: its exit, output sizes
-// and cost. A workload cancelled meanwhile stays cancelled.
-func (s *Server) finishWorkload(ctx context.Context, wl api.Workload, state api.WorkloadState, reason string, e *workloadExit) {
-	var stdout, stderr int64
-	if l, err := s.node.Output(wl.ID, wl.ID); err == nil {
-		stdout, stderr = l.Sizes()
-		l.Close()
-	}
-	done, ok := s.updateWorkload(ctx, wl.TeamID, wl.ID, func(w *api.Workload) bool {
-		if w.State.Done() {
-			return false
-		}
-		t := s.now()
-		w.State, w.StateReason, w.EndedAt = state, reason, &t
-		w.StdoutBytes, w.StderrBytes = stdout, stderr
-		if e != nil && !e.lost {
-			w.Signal, w.TimedOut = e.exit.Signal, e.exit.TimedOut
-			if e.exit.Signal == "" {
-				code := e.exit.ExitCode
-				w.ExitCode = &code
-			}
-		}
-		w.CostUSD = s.workloadCost(*w, t)
-		return true
-	}, func(w api.Workload) (string, map[string]any) {
-		typ := "workload.exited"
-		if w.State == api.WorkloadFailed {
-			typ = "workload.failed"
-		}
-		return typ, map[string]any{
-			"state": w.State, "reason": w.StateReason, "exit_code": w.ExitCode, "signal": w.Signal,
-			"timed_out": w.TimedOut, "cost_usd": w.CostUSD,
-		}
-	})
-	if !ok {
-		return
-	}
-	s.log.Info("workload ended", "workload", done.ID, "state", state, "reason", reason)
-	s.kickQueue() // its room and GPUs are free
-}
-
-// endQueued ends a workload that is still queued; the events of before
-// come before its own.
-func (s *Server) endQueued(ctx context.Context, teamID, id string, state api.WorkloadState, reason, typ string, before ...workloadEvent) (api.Workload, bool) {
-	w, ok := s.updateWorkload(ctx, teamID, id, func(w *api.Workload) bool {
-		if w.State != api.WorkloadQueued {
-			return false
-		}
-		t := s.now()
-		w.State, w.StateReason, w.EndedAt = state, reason, &t
-		return true
-	}, append(slices.Clip(before), func(w api.Workload) (string, map[string]any) {
-		return typ, map[string]any{"state": w.State, "reason": w.StateReason}
-	})...)
-	if ok {
-		s.log.Info("workload ended in the queue", "workload", id, "state", state, "reason", reason)
-	}
-	return w, ok
-}
-
-// workloadEvent makes the event of a transition from the workload as
-// stored; nil for a change that has none.
-type workloadEvent func(w api.Workload) (typ string, data map[string]any)
-
-// updateWorkload changes a stored workload under the workloads' lock:
-// change says whether it changed anything. The transition's events (ev,
-// whose data, never nil, gets the workload's ID) are all appended before
-// waiters are woken, so a waiter that sees the state finds its events.
-// It returns the workload as stored and whether it was changed.
-func (s *Server) updateWorkload(ctx context.Context, teamID, id string, change func(*api.Workload) bool, ev ...workloadEvent) (api.Workload, bool) {
-	s.wlMu.Lock()
-	defer s.wlMu.Unlock()
-	pctx := context.WithoutCancel(ctx)
-	w, err := s.store.GetWorkload(pctx, teamID, id)
-	if err != nil {
-		s.log.Error("read workload", "workload", id, "err", err)
-		return w, false
-	}
-	if !change(&w) {
-		return w, false
-	}
-	if w.State.Done() {
-		// Charged before the end is stored: whoever sees the workload
-		// ended finds its usage, and a crash in between charges it again
-		// on the next end (putting the usage is idempotent).
-		s.chargeWorkload(pctx, w)
-	}
-	if err := s.store.UpdateWorkload(pctx, w); err != nil {
-		s.log.Error("persist workload", "workload", id, "state", w.State, "err", err)
-		return w, false
-	}
-	// Every event of the transition is appended before the waiters wake.
-	for _, e := range ev {
-		typ, data := e(w)
-		data["workload_id"] = w.ID
-		s.record(pctx, w.TeamID, typ, "", "", data)
-	}
-	s.notify()
-	return w, true
-}
-
-// GetWorkload returns a workload of the team.
-func (s *Server) GetWorkload(ctx context.Context, teamID, wid string) (api.Workload, error) {
-	if err := scoped(teamID); err != nil {
-		return api.Workload{}, err
-	}
-	if !id.HasPrefix(wid, "wl") {
-		return api.Workload{}, api.Errorf(api.CodeNotFound, "workload %q not found", wid)
-	}
-	w, err := s.store.GetWorkload(ctx, teamID, wid)
-	if err != nil {
-		return w, err
-	}
-	if w.State == api.WorkloadRunning {
-		if l, err := s.node.Output(w.ID, w.ID); err == nil {
-			w.StdoutBytes, w.StderrBytes = l.Sizes()
-			l.Close()
-		}
-	}
-	return w, nil
-}
-
-// WorkloadQuery selects a page of a team's workloads, oldest first.
-type WorkloadQuery struct {
-	States []api.WorkloadState
-	Page
-}
-
-// ListWorkloads lists a page of the team's workloads.
-func (s *Server) ListWorkloads(ctx context.Context, teamID string, q WorkloadQuery) (api.List[api.Workload], error) {
-	if err := scoped(teamID); err != nil {
-		return api.List[api.Workload]{}, err
-	}
-	limit, err := q.limit()
-	if err != nil {
-		return api.List[api.Workload]{}, err
-	}
-	for _, st := range q.States {
-		if !st.Valid() {
-			return api.List[api.Workload]{}, invalid("state %q is unknown", st)
-		}
-	}
-	items, err := s.store.ListWorkloads(ctx, store.WorkloadFilter{TeamID: teamID, States: q.States, After: q.Cursor, Limit: limit + 1})
-	if err != nil {
-		return api.List[api.Workload]{}, err
-	}
-	return page(items, limit, func(w api.Workload) string { return w.ID }), nil
-}
-
-// WaitWorkload returns the workload once it is in state want or has
-// ended, or as it is when timeout passes.
-func (s *Server) WaitWorkload(ctx context.Context, teamID, wid string, want api.WorkloadState, timeout time.Duration) (api.Workload, error) {
-	if timeout <= 0 || timeout > s.cfg.MaxWait {
-		timeout = s.cfg.MaxWait
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		ch := s.changes()
-		w, err := s.GetWorkload(context.WithoutCancel(ctx), teamID, wid)
-		if err != nil || w.State == want || w.State.Done() {
-			return w, err
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return s.GetWorkload(context.WithoutCancel(ctx), teamID, wid)
-		}
-	}
-}
-
-// CancelWorkload cancels a workload: a queued one leaves the queue; a
-// placed one's container is removed (its output so far stays). Cancelling
-// one that ended changes nothing.
-func (s *Server) CancelWorkload(ctx context.Context, teamID, wid string) (api.Workload, error) {
-	return s.cancelWorkload(ctx, teamID, wid, "cancelled by request", nil, true)
-}
-
-// cancelWorkload ends a workload cancelled, for reason; the event of
-// before (if any) comes before workload.cancelled. With wait, the answer
-// comes once a placed workload's container is gone.
-func (s *Server) cancelWorkload(ctx context.Context, teamID, wid, reason string, before workloadEvent, wait bool) (api.Workload, error) {
-	w, err := s.GetWorkload(ctx, teamID, wid)
-	if err != nil {
-		return w, err
-	}
-	if w.State.Done() {
-		return w, nil
-	}
-	var evs []workloadEvent
-	if before != nil {
-		evs = append(evs, before)
-	}
-	if w.State == api.WorkloadQueued {
-		if done, ok := s.endQueued(ctx, teamID, wid, api.WorkloadCancelled, reason, "workload.cancelled", evs...); ok {
-			return done, nil
-		}
-		// Placed meanwhile: cancel it as a placed one.
-	}
-	done, ok := s.updateWorkload(ctx, teamID, wid, func(w *api.Workload) bool {
-		if w.State.Done() {
-			return false
-		}
-		t := s.now()
-		w.State, w.StateReason, w.EndedAt = api.WorkloadCancelled, reason, &t
-		w.CostUSD = s.workloadCost(*w, t)
-		return true
-	}, append(evs, func(w api.Workload) (string, map[string]any) {
-		return "workload.cancelled", map[string]any{"state": w.State, "reason": w.StateReason, "cost_usd": w.CostUSD}
-	})...)
-	if !ok {
-		return s.GetWorkload(ctx, teamID, wid)
-	}
-	s.mu.Lock()
-	run := s.wlRuns[wid]
-	s.mu.Unlock()
-	if run == nil {
-		s.cleanupWorkload(context.WithoutCancel(ctx), wid)
-		return done, nil
-	}
-	run.cancel()
-	if wait {
-		select {
-		case <-run.done:
-		case <-ctx.Done():
-		}
-	}
-	return done, nil
-}
-
-// WorkloadOutput returns a workload's recorded output, read as a
-// command's; the caller closes it.
-func (s *Server) WorkloadOutput(ctx context.Context, teamID, wid string) (api.Workload, node.Output, error) {
-	w, err := s.GetWorkload(ctx, teamID, wid)
-	if err != nil {
-		return w, nil, err
-	}
-	l, err := s.node.Output(w.ID, w.ID)
-	if err != nil {
-		if w.StartedAt == nil {
-			return w, nil, api.Errorf(api.CodeConflict, "workload %s is %s and has no output yet; its output begins when it runs", w.ID, w.State)
-		}
-		return w, nil, err
-	}
-	return w, l, nil
-}
-
-// recoverWorkloads, at Recover, reattaches the running workloads (their
-// program runs on while the server is away), puts the ones cut short
-// while starting back in the queue, and returns the IDs the node must
-// keep. Queued ones stay: the queue's owner places them.
-func (s *Server) recoverWorkloads(ctx context.Context) (map[string]bool, error) {
-	placed, err := s.store.ListWorkloads(ctx, store.WorkloadFilter{States: []api.WorkloadState{api.WorkloadStarting, api.WorkloadRunning}})
-	if err != nil {
-		return nil, fmt.Errorf("list placed workloads: %w", err)
-	}
-	keep := map[string]bool{}
-	for _, wl := range placed {
-		if wl.State == api.WorkloadRunning {
-			spec := s.workloadSpec(wl)
-			if r, err := s.store.GetIDRange(ctx, wl.ID); err == nil {
-				spec.IDs = node.IDRange{HostID: r.HostID, Size: r.Size}
-			}
-			runCtx, cancel := context.WithCancel(s.ctx)
-			run := s.newRun(wl.ID, cancel)
-			if err := s.node.Attach(ctx, spec, []string{wl.ID}); err == nil {
-				keep[wl.ID] = true
-				s.wg.Go(func() {
-					defer cancel()
-					defer s.dropRun(wl.ID)
-					s.waitWorkload(runCtx, wl, run)
-				})
-				s.log.Info("workload reattached", "workload", wl.ID)
-				continue
-			} else {
-				cancel()
-				s.dropRun(wl.ID)
-				s.log.Warn("workload lost on restart", "workload", wl.ID, "err", err)
-				s.cleanupWorkload(ctx, wl.ID)
-				s.finishWorkload(ctx, wl, api.WorkloadFailed, "the server restarted and could not reattach: "+userReason(err), nil)
-				continue
-			}
-		}
-		// Starting: what started is removed and it waits again.
-		s.cleanupWorkload(ctx, wl.ID)
-		s.updateWorkload(ctx, wl.TeamID, wl.ID, func(w *api.Workload) bool {
-			if w.State != api.WorkloadStarting {
-				return false
-			}
-			w.State, w.Devices = api.WorkloadQueued, []string{}
-			w.StateReason = "the server restarted while it was starting; queued again"
-			return true
-		})
-	}
-	return keep, nil
 }

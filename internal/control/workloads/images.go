@@ -1,4 +1,4 @@
-package server
+package workloads
 
 import (
 	"context"
@@ -8,12 +8,12 @@ import (
 	"github.com/cove-dev/cove/internal/store"
 )
 
-// refuseImageOfWorkloads refuses, with conflict, deleting img (owned by
+// RefuseImage refuses, with conflict, deleting img (owned by
 // team owner) while a workload that names it (by its name in its team,
 // qualified in others) is queued, starting or running: it would fail to
 // start, or lose its tree under it.
-func (s *Server) refuseImageOfWorkloads(ctx context.Context, img api.Image, owner string) error {
-	name, qualified := img.Name, qualifiedImage(owner, img.Name)
+func (s *Service) RefuseImage(ctx context.Context, img api.Image, owner string) error {
+	name, qualified := img.Name, owner+"/"+img.Name
 	live, err := s.store.ListWorkloads(ctx, store.WorkloadFilter{
 		States: []api.WorkloadState{api.WorkloadQueued, api.WorkloadStarting, api.WorkloadRunning},
 	})

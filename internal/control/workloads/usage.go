@@ -1,4 +1,4 @@
-package server
+package workloads
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func heldSince(w api.Workload) *time.Time {
 }
 
 // workloadCost is what a workload cost from its placement to t.
-func (s *Server) workloadCost(w api.Workload, t time.Time) float64 {
+func (s *Service) workloadCost(w api.Workload, t time.Time) float64 {
 	since := heldSince(w)
 	if since == nil || !t.After(*since) {
 		return 0
@@ -37,26 +37,33 @@ func (s *Server) workloadCost(w api.Workload, t time.Time) float64 {
 	return metering.Workload(w.Resources, t.Sub(*since).Seconds()).Cost(s.cfg.Prices)
 }
 
+// Charge records an ended workload's usage, as its end does.
+func (s *Service) Charge(ctx context.Context, w api.Workload) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.chargeWorkload(ctx, w)
+}
+
 // chargeWorkload records what an ended workload used, hour by hour from
-// its placement to its end. The caller holds wlMu. Putting it is
+// its placement to its end. The caller holds mu. Putting it is
 // idempotent: charging a workload twice counts it once, and the hours
 // the meter already set are set again to the same span's share.
-func (s *Server) chargeWorkload(ctx context.Context, w api.Workload) {
+func (s *Service) chargeWorkload(ctx context.Context, w api.Workload) {
 	since := heldSince(w)
 	if since == nil || w.EndedAt == nil || !w.EndedAt.After(*since) {
 		return // it never held anything: it costs nothing
 	}
 	use := metering.Workload(w.Resources, w.EndedAt.Sub(*since).Seconds())
-	accruals := s.hourly(w.ID, w.TeamID, *since, *w.EndedAt, use)
+	accruals := s.meter.Hourly(w.ID, w.TeamID, *since, *w.EndedAt, use)
 	if err := s.store.PutWorkloadUsage(context.WithoutCancel(ctx), accruals); err != nil {
 		s.log.Error("record workload usage", "workload", w.ID, "cost_usd", w.CostUSD, "err", err)
 	}
-	delete(s.wlMetered, w.ID)
+	delete(s.metered, w.ID)
 }
 
-// meterWorkloads charges every placed workload for what it held up to
+// Meter charges every placed workload for what it held up to
 // now, and returns them as charged (for the team budgets).
-func (s *Server) meterWorkloads(ctx context.Context, now time.Time) []api.Workload {
+func (s *Service) Meter(ctx context.Context, now time.Time) []api.Workload {
 	placed, err := s.store.ListWorkloads(ctx, store.WorkloadFilter{States: []api.WorkloadState{api.WorkloadStarting, api.WorkloadRunning}})
 	if err != nil {
 		s.log.Error("list workloads to meter", "err", err)
@@ -73,11 +80,11 @@ func (s *Server) meterWorkloads(ctx context.Context, now time.Time) []api.Worklo
 
 // meterWorkload sets the usage of a placed workload in the hours from
 // the one it was last metered in up to now, and its cost so far. It
-// holds wlMu, so an end stored meanwhile is seen: an ended workload is
+// holds mu, so an end stored meanwhile is seen: an ended workload is
 // its end's to charge.
-func (s *Server) meterWorkload(ctx context.Context, teamID, id string, now time.Time) (api.Workload, bool) {
-	s.wlMu.Lock()
-	defer s.wlMu.Unlock()
+func (s *Service) meterWorkload(ctx context.Context, teamID, id string, now time.Time) (api.Workload, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	w, err := s.store.GetWorkload(ctx, teamID, id)
 	if err != nil {
 		s.log.Error("read workload to meter", "workload", id, "err", err)
@@ -90,17 +97,17 @@ func (s *Server) meterWorkload(ctx context.Context, teamID, id string, now time.
 	// Hours before the one last metered are complete; that one and the
 	// later ones are set whole (an hour's row is replaced, not added to).
 	from := *since
-	if last, ok := s.wlMetered[id]; ok {
+	if last, ok := s.metered[id]; ok {
 		if h := last.Truncate(time.Hour); h.After(from) {
 			from = h
 		}
 	}
 	use := metering.Workload(w.Resources, now.Sub(from).Seconds())
-	if err := s.store.PutWorkloadUsage(ctx, s.hourly(w.ID, w.TeamID, from, now, use)); err != nil {
+	if err := s.store.PutWorkloadUsage(ctx, s.meter.Hourly(w.ID, w.TeamID, from, now, use)); err != nil {
 		s.log.Error("record workload usage", "workload", id, "err", err)
 		return w, false
 	}
-	s.wlMetered[id] = now
+	s.metered[id] = now
 	w.CostUSD = s.workloadCost(w, now)
 	if err := s.store.UpdateWorkload(ctx, w); err != nil {
 		s.log.Warn("persist workload cost", "workload", id, "err", err)
@@ -108,10 +115,10 @@ func (s *Server) meterWorkload(ctx context.Context, teamID, id string, now time.
 	return w, true
 }
 
-// cancelTeamWorkloads cancels the workloads of a team whose monthly spend
+// CancelTeam cancels the workloads of a team whose monthly spend
 // limit is reached (spent: its month spend), queued or placed, each with
 // a budget.exceeded event naming it.
-func (s *Server) cancelTeamWorkloads(ctx context.Context, t api.Team, spent float64) {
+func (s *Service) CancelTeam(ctx context.Context, t api.Team, spent float64) {
 	live, err := s.store.ListWorkloads(ctx, store.WorkloadFilter{TeamID: t.ID,
 		States: []api.WorkloadState{api.WorkloadQueued, api.WorkloadStarting, api.WorkloadRunning}})
 	if err != nil {
@@ -125,7 +132,7 @@ func (s *Server) cancelTeamWorkloads(ctx context.Context, t api.Team, spent floa
 
 // cancelForBudget cancels a workload of a team at its monthly spend
 // limit; its budget.exceeded comes before its workload.cancelled.
-func (s *Server) cancelForBudget(ctx context.Context, w api.Workload, spent, limit float64) {
+func (s *Service) cancelForBudget(ctx context.Context, w api.Workload, spent, limit float64) {
 	reason := fmt.Sprintf("the team's monthly spend limit of $%g reached", limit)
 	exceeded := func(api.Workload) (string, map[string]any) {
 		return "budget.exceeded", map[string]any{"scope": "team", "cost_usd": spent, "spend_limit_usd": limit}

@@ -1,0 +1,33 @@
+package server
+
+import "time"
+
+// Start runs the server's background work: idle and lifetime limits and
+// the warm pool. It returns at once; Close stops it.
+func (s *Server) Start() {
+	if s.cfg.WarmPool > 0 {
+		s.wg.Go(func() { s.fillPool(s.ctx) })
+	}
+	s.wg.Go(func() { s.runMeter(s.ctx) })
+	s.wg.Go(func() { s.wl.Run(s.ctx) })
+	s.wg.Go(s.runObservations)
+	s.wg.Go(func() {
+		t := time.NewTicker(s.cfg.LimitsInterval)
+		defer t.Stop()
+		var expired time.Time
+		for {
+			select {
+			case <-t.C:
+				s.enforceLimits(s.ctx)
+				if time.Since(expired) > time.Minute {
+					s.expireIdempotent(s.ctx)
+					s.expireEvents(s.ctx)
+					s.expireObservations(s.ctx)
+					expired = time.Now()
+				}
+			case <-s.ctx.Done():
+				return
+			}
+		}
+	})
+}
