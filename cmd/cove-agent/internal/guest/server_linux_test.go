@@ -138,6 +138,21 @@ func inGroup(pgid int) []string {
 	return out
 }
 
+// groupLeft waits, a bounded while, for process group pgid to be empty,
+// and returns what is left of it. A killed group's orphans (a shell's
+// subshell killed between fork and exec) are reaped by the agent's
+// reaper a moment after the command's own exit is reported.
+func groupLeft(pgid int) []string {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := inGroup(pgid)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // chunk is a run of output of one kind.
 type chunk struct {
 	kind byte
@@ -328,7 +343,7 @@ func TestTimeout(t *testing.T) {
 	if want := (wire.ExitData{ExitCode: -1, Signal: "KILL", TimedOut: true}); r.exit != want {
 		t.Errorf("exit %+v, want %+v", r.exit, want)
 	}
-	if left := inGroup(st.PID); len(left) > 0 {
+	if left := groupLeft(st.PID); len(left) > 0 {
 		t.Errorf("process group %d still has %v", st.PID, left)
 	}
 }
@@ -747,7 +762,7 @@ func TestKillAll(t *testing.T) {
 	if r.exit.Signal != "KILL" {
 		t.Errorf("exit %+v", r.exit)
 	}
-	if left := inGroup(st.PID); len(left) > 0 {
+	if left := groupLeft(st.PID); len(left) > 0 {
 		t.Errorf("group left: %v", left)
 	}
 	if p, err := c.Ping(t.Context()); err != nil || p.PID != os.Getpid() || p.Version != wire.Version {
