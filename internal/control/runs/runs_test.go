@@ -39,6 +39,7 @@ func (r *refuser) Resolve(_ context.Context, _ string, names map[string]string) 
 }
 func (r *refuser) CheckSource(context.Context, string, *api.Source) error { return r.check("source") }
 func (r *refuser) TeamRefusal(context.Context, string) error              { return r.check("budget") }
+func (r *refuser) SandboxRefusal(context.Context, api.Sandbox) error      { return r.check("budget") }
 
 func checker(r *refuser) Checker {
 	return Checker{Admission: r, Images: r, Secrets: r, Sources: r, Budgets: r}
