@@ -502,3 +502,53 @@ func TestProgram(t *testing.T) {
 		}
 	})
 }
+
+// TestNoOutputAlert: a running command silent for no_output_alert_s
+// raises command.no_output once per silence; new output re-arms it.
+func TestNoOutputAlert(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		speak := make(chan struct{})
+		e := newEnv(t, func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
+			select {
+			case <-speak:
+				out.Write("stdout", []byte("tick"))
+			case <-ctx.Done():
+				return node.Exit{}
+			}
+			<-ctx.Done()
+			return node.Exit{}
+		})
+		alert := int64(10)
+		c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", api.CreateCommandRequest{Command: "x", NoOutputAlertS: &alert})
+		if err != nil {
+			t.Fatal(err)
+		}
+		count := func() int {
+			synctest.Wait()
+			n := 0
+			for _, typ := range e.types(t, "team_a", c.ID) {
+				if typ == "command.no_output" {
+					n++
+				}
+			}
+			return n
+		}
+		time.Sleep(9 * time.Second)
+		if n := count(); n != 0 {
+			t.Errorf("after 9 s of silence: %d alerts, want 0", n)
+		}
+		time.Sleep(time.Second)
+		if n := count(); n != 1 {
+			t.Errorf("after 10 s of silence: %d alerts, want 1", n)
+		}
+		time.Sleep(30 * time.Second)
+		if n := count(); n != 1 {
+			t.Errorf("after 40 s of silence: %d alerts, want 1 (once per silence)", n)
+		}
+		close(speak)
+		time.Sleep(10 * time.Second)
+		if n := count(); n != 2 {
+			t.Errorf("10 s after new output: %d alerts, want 2 (re-armed)", n)
+		}
+	})
+}
