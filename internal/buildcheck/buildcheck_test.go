@@ -92,6 +92,8 @@ func TestLayers(t *testing.T) {
 		{"previews", dir, "./internal/control/previews", nil, featureForbidden},
 		{"meter", dir, "./internal/control/meter", nil, featureForbidden},
 		{"observations", dir, "./internal/control/observations", nil, featureForbidden},
+		{"commands", dir, "./internal/control/commands", nil, featureForbidden},
+		{"events", dir, "./internal/control/events", nil, featureForbidden},
 		{"SDK", filepath.Join(dir, "sdk", "go"), ".", nil, serverOnly},
 		{"CLI off Linux", dir, "./cmd/cove", []string{"GOOS=darwin", "GOARCH=arm64", "CGO_ENABLED=0"}, []string{
 			"modernc.org/sqlite", "github.com/vishvananda/netlink", "github.com/google/nftables", "github.com/creack/pty",

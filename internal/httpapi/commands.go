@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/commands"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/server"
 )
@@ -52,7 +53,7 @@ func (h *Handler) listCommands(w http.ResponseWriter, r *http.Request, p server.
 	if err != nil {
 		return err
 	}
-	q := server.CommandQuery{Page: pg}
+	q := commands.Query{Page: pg}
 	for _, s := range csv(r, "state") {
 		q.States = append(q.States, api.CommandState(s))
 	}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/assets"
+	"github.com/cove-dev/cove/internal/control/commands"
+	"github.com/cove-dev/cove/internal/control/events"
 	"github.com/cove-dev/cove/internal/control/files"
 	"github.com/cove-dev/cove/internal/control/workloads"
 	"github.com/cove-dev/cove/internal/node"
@@ -36,11 +38,12 @@ type Sandboxes interface {
 	WarmPool() (ready, target int)
 }
 
-// Commands are a sandbox's commands' calls (commands.go, attach.go).
+// Commands are a sandbox's commands' calls (commands.go, attach.go):
+// internal/control/commands.
 type Commands interface {
 	Exec(ctx context.Context, teamID, ref string, req api.CreateCommandRequest) (api.Command, error)
 	GetCommand(ctx context.Context, teamID, ref, commandID string) (api.Command, error)
-	ListCommands(ctx context.Context, teamID, ref string, q server.CommandQuery) (api.List[api.Command], error)
+	ListCommands(ctx context.Context, teamID, ref string, q commands.Query) (api.List[api.Command], error)
 	WaitCommand(ctx context.Context, teamID, ref, commandID string) (api.CommandResult, error)
 	CommandOutput(ctx context.Context, teamID, ref, commandID string) (api.Command, node.Output, error)
 	Stdin(ctx context.Context, teamID, ref, commandID string, r io.Reader, eof bool) error
@@ -48,17 +51,17 @@ type Commands interface {
 	Resize(ctx context.Context, teamID, ref, commandID string, cols, rows int) error
 }
 
-// Events are the teams' event logs (events.go).
+// Events are the teams' event logs (events.go): internal/control/events.
 type Events interface {
-	ListEvents(ctx context.Context, teamID string, q server.EventQuery) (api.List[api.Event], error)
+	ListEvents(ctx context.Context, teamID string, q events.Query) (api.List[api.Event], error)
 	// Changes is closed at the next change of any sandbox, command or event.
 	Changes() <-chan struct{}
 }
 
 var (
 	_ Sandboxes = (*server.Server)(nil)
-	_ Commands  = (*server.Server)(nil)
-	_ Events    = (*server.Server)(nil)
+	_ Commands  = (*commands.Service)(nil)
+	_ Events    = (*events.Log)(nil)
 	_ Workloads = (*workloads.Service)(nil)
 	_ GPUPlane  = (*workloads.Service)(nil)
 )

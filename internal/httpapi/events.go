@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/events"
 	"github.com/cove-dev/cove/internal/server"
 )
 
@@ -58,12 +59,12 @@ func (s *streamSlots) release(team string) {
 
 // eventQuery reads sandbox=, type= (repeatable or comma-separated) and
 // after= for both event calls; after= wins over cursor=.
-func eventQuery(r *http.Request) (server.EventQuery, error) {
+func eventQuery(r *http.Request) (events.Query, error) {
 	pg, err := paging(r)
 	if err != nil {
-		return server.EventQuery{}, err
+		return events.Query{}, err
 	}
-	q := server.EventQuery{Sandbox: r.URL.Query().Get("sandbox"), Types: csv(r, "type"), Page: pg}
+	q := events.Query{Sandbox: r.URL.Query().Get("sandbox"), Types: csv(r, "type"), Page: pg}
 	if after := r.URL.Query().Get("after"); after != "" {
 		q.Cursor = after
 	}

@@ -18,6 +18,8 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/assets"
+	"github.com/cove-dev/cove/internal/control/commands"
+	"github.com/cove-dev/cove/internal/control/events"
 	"github.com/cove-dev/cove/internal/control/files"
 	"github.com/cove-dev/cove/internal/control/imagecatalog"
 	"github.com/cove-dev/cove/internal/control/meter"
@@ -30,7 +32,6 @@ import (
 	"github.com/cove-dev/cove/internal/control/vault"
 	"github.com/cove-dev/cove/internal/control/workloads"
 	"github.com/cove-dev/cove/internal/id"
-	"github.com/cove-dev/cove/internal/keylock"
 	"github.com/cove-dev/cove/internal/store"
 	"github.com/cove-dev/cove/internal/webhooks"
 )
@@ -63,9 +64,10 @@ type Server struct {
 	// exitWatchers are woken at every command exit (setup commands).
 	exitWatchers map[*exitWatch]struct{}
 
-	// cmdLocks hold a command's exit back until its start is recorded, so
-	// command.started always comes before command.exited.
-	cmdLocks keylock.Map
+	// commands are the sandboxes' commands and events the teams' event
+	// logs (commands_events.go); set at New.
+	commands *commands.Service
+	events   *events.Log
 
 	// meter samples, charges and enforces spend limits (metering.go).
 	meter   *meter.Meter
@@ -126,7 +128,9 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 	s.meter = s.newMeter()
 	s.obs = s.newObservations()
 	s.exits = runs.NewExits(s.commandExited)
+	s.events = s.newEvents()
 	s.newServices()
+	s.commands = s.newCommands()
 	s.wl = s.newWorkloads()
 	if cfg.Secrets != nil {
 		s.secrets = storeSecrets{s}

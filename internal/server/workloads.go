@@ -179,22 +179,10 @@ func (d workloadDeps) CloneSource(ctx context.Context, teamID, targetID, dir str
 }
 
 // ExecSpec is a workload's program as a command of its container
-// (command ID = workload ID), its secrets resolved now.
+// (command ID = workload ID), built from its runs.Spec by the commands
+// service, its secrets resolved now.
 func (d workloadDeps) ExecSpec(ctx context.Context, wl api.Workload) (node.ExecSpec, error) {
-	timeout := wl.TimeoutS
-	req := api.CreateCommandRequest{Command: wl.Command, Argv: wl.Argv, Env: wl.Env, Secrets: wl.Secrets, User: wl.User, TimeoutS: &timeout}
-	sb := api.Sandbox{ID: wl.ID, TeamID: wl.TeamID, Template: wl.Template, Workdir: wl.Workdir}
-	cmd, spec, err := d.s.newCommand(sb, req)
-	if err != nil {
-		return spec, err
-	}
-	delete(spec.Env, "COVE_SANDBOX_ID")
-	spec.Env["COVE_WORKLOAD_ID"] = wl.ID
-	if err := d.s.execSecrets(ctx, sb, req, &cmd, &spec); err != nil {
-		return spec, err
-	}
-	spec.ID = wl.ID
-	return spec, nil
+	return d.s.commands.Program(ctx, wl.ID, workloads.Run(wl))
 }
 
 func (d workloadDeps) Emit(ctx context.Context, teamID, typ, sandboxID, commandID string, data map[string]any) {

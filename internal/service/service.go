@@ -296,7 +296,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	api.Secrets, api.Webhooks = srv.Vault(), srv.Webhooks()
 	api.Files, api.Assets = srv.Files(), srv.Assets()
 	api.ImageService, api.TemplateService, api.PreviewService = srv.Images(), srv.Templates(), srv.Previews()
-	api.Sandboxes, api.Commands, api.Events = srv, srv, srv
+	api.Sandboxes, api.Commands, api.Events = srv, srv.Commands(), srv.Events()
 	api.Workloads, api.GPUs = srv.Workloads(), srv.Workloads()
 	api.Metering, api.Observations = srv.Meter(), srv.Observations()
 	api.LimitUploads(cfg.HTTP.UploadIdleTimeout)

@@ -40,10 +40,13 @@ type Sources interface {
 	CheckSource(ctx context.Context, teamID string, src *api.Source) error
 }
 
-// Budgets refuses new work of a team at its monthly spend limit.
+// Budgets refuses new work at a spend limit.
 type Budgets interface {
 	// TeamRefusal is budget_exceeded when the team's limit is reached.
 	TeamRefusal(ctx context.Context, teamID string) error
+	// SandboxRefusal is budget_exceeded when the sandbox's own limit,
+	// or its team's, is reached.
+	SandboxRefusal(ctx context.Context, sb api.Sandbox) error
 }
 
 // Checker runs every check a new run passes, in one place.
@@ -81,7 +84,7 @@ func (c Checker) Check(ctx context.Context, sp Spec) error {
 	if err := c.secrets(ctx, sp.TeamID, "secrets", sp.Secrets, sp.Env); err != nil {
 		return err
 	}
-	if err := c.Budgets.TeamRefusal(ctx, sp.TeamID); err != nil {
+	if err := c.Budget(ctx, sp); err != nil {
 		return err
 	}
 	if err := c.Sources.CheckSource(ctx, sp.TeamID, sp.Source); err != nil {
@@ -112,4 +115,17 @@ func (c Checker) secrets(ctx context.Context, teamID, field string, refs, env ma
 	}
 	_, err := c.Secrets.Resolve(ctx, teamID, refs)
 	return err
+}
+
+// Budget is the budget rule of every run: a run in an existing sandbox
+// that still lives (a command) is refused at the sandbox's spend limit
+// or its team's; any other at its team's.
+func (c Checker) Budget(ctx context.Context, sp Spec) error {
+	if sb := sp.Sandbox; sb != nil {
+		if sb.State.Terminal() {
+			return nil
+		}
+		return c.Budgets.SandboxRefusal(ctx, *sb)
+	}
+	return c.Budgets.TeamRefusal(ctx, sp.TeamID)
 }

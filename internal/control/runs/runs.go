@@ -25,6 +25,7 @@ const (
 	Setup    Kind = "setup"     // a sandbox's setup command
 	Workload Kind = "workload"  // a batch run in a container of its own
 	SelfTest Kind = "self-test" // a template's self-test, outside the store
+	Command  Kind = "command"   // a command in a running sandbox
 )
 
 // Bounds of a run's program.
@@ -62,6 +63,9 @@ type Spec struct {
 	TimeoutS int64
 	// Setup is a sandbox's setup run, checked with it.
 	Setup *Spec
+	// Sandbox is the existing sandbox a command runs in: its own spend
+	// limit counts beside its team's.
+	Sandbox *api.Sandbox
 }
 
 // Validate checks what the Spec says on its own: its program's shape,
@@ -72,7 +76,7 @@ func (s Spec) Validate() error {
 		if s.Command != "" || len(s.Argv) > 0 {
 			return invalid("a sandbox runs no program of its own")
 		}
-	case Setup, Workload, SelfTest:
+	case Setup, Workload, SelfTest, Command:
 		if err := CheckProgram(s.Command, s.Argv); err != nil {
 			return err
 		}

@@ -39,6 +39,7 @@ func (r *refuser) Resolve(_ context.Context, _ string, names map[string]string) 
 }
 func (r *refuser) CheckSource(context.Context, string, *api.Source) error { return r.check("source") }
 func (r *refuser) TeamRefusal(context.Context, string) error              { return r.check("budget") }
+func (r *refuser) SandboxRefusal(context.Context, api.Sandbox) error      { return r.check("budget") }
 
 func checker(r *refuser) Checker {
 	return Checker{Admission: r, Images: r, Secrets: r, Sources: r, Budgets: r}
@@ -135,5 +136,44 @@ func TestExits(t *testing.T) {
 	}
 	if g, w := strings.Join(fell, " "), "sbx1/c2 wl1/c4"; g != w {
 		t.Errorf("fallback got %q, want %q", g, w)
+	}
+}
+
+// budgets answers which limit a run was checked against.
+type budgets struct{}
+
+func (budgets) TeamRefusal(context.Context, string) error {
+	return api.Errorf(api.CodeBudgetExceeded, "team")
+}
+
+func (budgets) SandboxRefusal(context.Context, api.Sandbox) error {
+	return api.Errorf(api.CodeBudgetExceeded, "sandbox")
+}
+
+// TestBudget: a run in a living sandbox (a command) is checked against
+// the sandbox's limit (which counts its team's), one in a terminal
+// sandbox against none, any other run against its team's.
+func TestBudget(t *testing.T) {
+	running := api.Sandbox{ID: "sbx_1", TeamID: "team_a", State: api.StateRunning}
+	dead := api.Sandbox{ID: "sbx_2", TeamID: "team_a", State: api.StateTerminated}
+	tests := []struct {
+		name string
+		sp   Spec
+		want string
+	}{
+		{"command in a running sandbox", Spec{Kind: Command, TeamID: "team_a", Sandbox: &running}, "sandbox"},
+		{"command in a terminated sandbox", Spec{Kind: Command, TeamID: "team_a", Sandbox: &dead}, ""},
+		{"new sandbox", Spec{Kind: Sandbox, TeamID: "team_a"}, "team"},
+		{"workload", Spec{Kind: Workload, TeamID: "team_a", Command: "x"}, "team"},
+	}
+	for _, tt := range tests {
+		err := Checker{Budgets: budgets{}}.Budget(t.Context(), tt.sp)
+		got := ""
+		if err != nil {
+			got = err.(*api.Error).Message
+		}
+		if got != tt.want {
+			t.Errorf("%s: refused by %q, want %q", tt.name, got, tt.want)
+		}
 	}
 }

@@ -53,6 +53,7 @@ func (fakeCore) AdmitGPUs(context.Context, string) error             { return ni
 func (fakeCore) TemplateReady(string) error                          { return nil }
 func (fakeCore) CheckLimits(*api.Image, api.Resources) error         { return nil }
 func (fakeCore) TeamRefusal(context.Context, string) error           { return nil }
+func (fakeCore) SandboxRefusal(context.Context, api.Sandbox) error   { return nil }
 func (fakeCore) Hourly(id, teamID string, from, to time.Time, use metering.Use) []store.Accrual {
 	return []store.Accrual{{SandboxID: id, TeamID: teamID, Hour: from.Truncate(time.Hour), Until: to, CPUS: use.CPUS}}
 }

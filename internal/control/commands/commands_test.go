@@ -1,0 +1,554 @@
+package commands_test
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/commands"
+	"github.com/cove-dev/cove/internal/control/events"
+	"github.com/cove-dev/cove/internal/control/runs"
+	"github.com/cove-dev/cove/internal/node"
+	"github.com/cove-dev/cove/internal/node/nodetest"
+	"github.com/cove-dev/cove/internal/store"
+	"github.com/cove-dev/cove/internal/store/sqlite"
+)
+
+// core is the fake of the core: sandboxes by ID (activity recorded),
+// the change broadcast, no images, secrets from a map, budgets refused
+// while refuse is set, and a telemetry hook.
+type core struct {
+	st store.Store
+
+	mu      sync.Mutex
+	touched map[string]time.Time
+	exited  int
+	refuse  error
+	secrets map[string]string
+	// onExec runs when a command has started, before command.started is
+	// emitted.
+	onExec func()
+}
+
+func (c *core) ActiveSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
+	sb, err := c.st.GetSandbox(ctx, teamID, ref)
+	if err == nil {
+		c.TouchAt(sb.ID, time.Now())
+	}
+	return sb, err
+}
+
+func (c *core) GetSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
+	return c.st.GetSandbox(ctx, teamID, ref)
+}
+
+func (c *core) TouchAt(id string, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.touched[id] = t
+}
+
+func (c *core) Exited() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.exited++
+}
+
+func (c *core) Image(string, string) (api.Image, bool) { return api.Image{}, false }
+func (c *core) NodeTemplate(_, template string) string { return "node-" + template }
+func (c *core) Command(img api.Image, _ api.CreateCommandRequest, _ string, u node.User, env map[string]string) (node.User, map[string]string, error) {
+	return u, env, nil
+}
+
+func (c *core) Exec(ctx context.Context, sb api.Sandbox, req api.CreateCommandRequest, cmd *api.Command, spec *node.ExecSpec) error {
+	refs := maps.Clone(sb.Secrets)
+	maps.Copy(refs, req.Secrets)
+	values, redact, err := c.Open(ctx, sb.TeamID, refs)
+	if err != nil {
+		return err
+	}
+	maps.Copy(spec.Env, values)
+	spec.Secrets, cmd.Secrets = redact, req.Secrets
+	return nil
+}
+
+func (c *core) Open(_ context.Context, _ string, refs map[string]string) (map[string]string, []node.Secret, error) {
+	values := map[string]string{}
+	var redact []node.Secret
+	for k, name := range refs {
+		v, ok := c.secrets[name]
+		if !ok {
+			return nil, nil, api.Errorf(api.CodeNotFound, "secret %q not found", name)
+		}
+		values[k] = v
+		redact = append(redact, node.Secret{Name: name, Value: v})
+	}
+	return values, redact, nil
+}
+
+func (c *core) TeamRefusal(context.Context, string) error { return nil }
+func (c *core) SandboxRefusal(context.Context, api.Sandbox) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refuse
+}
+
+// telemetry calls the core's onExec hook.
+type telemetry struct{ c *core }
+
+func (t telemetry) Exec(time.Duration) {
+	if f := t.c.onExec; f != nil {
+		f()
+	}
+}
+
+type broadcast struct {
+	mu      sync.Mutex
+	changed chan struct{}
+}
+
+func (b *broadcast) Notify() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+func (b *broadcast) Changes() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.changed
+}
+
+type noTelemetry struct{}
+
+func (noTelemetry) Event(api.Event) {}
+
+// hookStore is the SQLite store, with a hook on GetCommand.
+type hookStore struct {
+	*sqlite.DB
+	onGet func()
+}
+
+func (h *hookStore) GetCommand(ctx context.Context, sandboxID, id string) (api.Command, error) {
+	if f := h.onGet; f != nil {
+		f()
+	}
+	return h.DB.GetCommand(ctx, sandboxID, id)
+}
+
+type env struct {
+	hooks *hookStore
+	svc   *commands.Service
+	log   *events.Log
+	st    *sqlite.DB
+	node  *nodetest.Node
+	core  *core
+	exits *runs.Exits
+}
+
+// newEnv stores team_a with the running sandbox sbx_a (started on the
+// fake node) and the terminated sbx_dead, and team_b with sbx_b, and
+// builds the service over SQLite, the event log and the fake node. Call
+// it in a synctest bubble (or not): its goroutines end at cleanup.
+func newEnv(t *testing.T, run nodetest.Command) *env {
+	t.Helper()
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cove.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	for _, x := range []string{"a", "b"} {
+		if err := st.CreateTeam(ctx, api.Team{ID: "team_" + x, Name: x, CreatedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sb := range []api.Sandbox{
+		{ID: "sbx_a", TeamID: "team_a", State: api.StateRunning, Workdir: "/workspace", Env: map[string]string{"A": "1"}},
+		{ID: "sbx_dead", TeamID: "team_a", State: api.StateTerminated, Workdir: "/workspace"},
+		{ID: "sbx_b", TeamID: "team_b", State: api.StateRunning, Workdir: "/workspace"},
+	} {
+		sb.Template, sb.Labels, sb.BudgetAlerts, sb.CreatedAt = "managed", map[string]string{}, []float64{}, now
+		if err := st.CreateSandbox(ctx, sb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nd := nodetest.New()
+	nd.Run = run
+	for _, id := range []string{"sbx_a", "sbx_b"} {
+		if err := nd.Start(ctx, node.SandboxSpec{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &core{st: st, touched: map[string]time.Time{}, secrets: map[string]string{"tok": "s3cret"}}
+	log := slog.New(slog.DiscardHandler)
+	now2 := func() time.Time { return time.Now().UTC() }
+	evlog := events.New(events.Config{Retention: time.Hour}, st, c, &broadcast{changed: make(chan struct{})}, noTelemetry{}, log, now2)
+	sctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	hooks := &hookStore{DB: st}
+	svc := commands.New(sctx, &wg, commands.Config{WaitOutputMax: 8}, commands.Deps{
+		Store: hooks, Node: nd, Sandboxes: c, Images: c, Secrets: c, Events: evlog, Telemetry: telemetry{c},
+		Checks: runs.Checker{Budgets: c}, Log: log, Now: now2,
+	})
+	exits := runs.NewExits(svc.Exited)
+	nd.OnExit = exits.Deliver
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		nd.Close()
+		st.Close()
+	})
+	return &env{hooks: hooks, svc: svc, log: evlog, st: st, node: nd, core: c, exits: exits}
+}
+
+// types lists the types of a command's events, oldest first.
+func (e *env) types(t *testing.T, teamID, commandID string) []string {
+	t.Helper()
+	l, err := e.log.ListEvents(t.Context(), teamID, events.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ev := range l.Items {
+		if ev.CommandID == commandID {
+			out = append(out, ev.Type)
+		}
+	}
+	return out
+}
+
+// TestStartedBeforeExited: a command that ends at once, its exit
+// reported while Exec still records its start, has command.started
+// before command.exited, and its exit stored.
+//
+// It runs outside a synctest bubble: the exit waits for the start on a
+// mutex, which a bubble does not count as blocked. Exec lingers before
+// command.started until the exit report reads the command (the rule is
+// broken: the exit did not wait) or 50ms pass (the exit waits, as it
+// must; only this passing path waits on the clock).
+func TestStartedBeforeExited(t *testing.T) {
+	e := newEnv(t, nil) // every command ends at once, exit 0
+	read := make(chan struct{})
+	var once sync.Once
+	e.hooks.onGet = func() { once.Do(func() { close(read) }) }
+	delivered := make(chan struct{})
+	deliver := e.node.OnExit
+	e.node.OnExit = func(runID, commandID string, x node.Exit, lost bool) {
+		deliver(runID, commandID, x, lost)
+		close(delivered)
+	}
+	e.core.onExec = func() {
+		select {
+		case <-read:
+			<-delivered
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", api.CreateCommandRequest{Command: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-delivered
+	if got, want := strings.Join(e.types(t, "team_a", c.ID), ","), "command.started,command.exited"; got != want {
+		t.Errorf("events of %s = %s, want %s", c.ID, got, want)
+	}
+	got, err := e.st.GetCommand(t.Context(), "sbx_a", c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != api.CommandExited || got.ExitCode == nil || *got.ExitCode != 0 {
+		t.Errorf("command = %s exit %v, want exited 0", got.State, got.ExitCode)
+	}
+	e.core.mu.Lock()
+	defer e.core.mu.Unlock()
+	if e.core.exited != 1 {
+		t.Errorf("core's exit watchers woken %d times, want 1", e.core.exited)
+	}
+}
+
+// TestExitRouting: the exit of a run with a receiver of its own (a
+// workload's program, started through Program) goes to that receiver
+// and is not recorded as a sandbox's command; a sandbox's command's exit
+// goes to the commands (Exited) and is stored.
+func TestExitRouting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
+			return node.Exit{ExitCode: 7}
+		})
+		if err := e.node.Start(t.Context(), node.SandboxSpec{ID: "wl_1"}); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan string, 1)
+		defer e.exits.Register("wl_1", runs.ReceiverFunc(func(commandID string, x node.Exit, lost bool) {
+			got <- commandID
+		}))()
+		spec, err := e.svc.Program(t.Context(), "wl_1", runs.Spec{Kind: runs.Workload, TeamID: "team_a", Template: "managed", Command: "exit 7", Workdir: "/workspace"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.node.Exec(t.Context(), "wl_1", spec); err != nil {
+			t.Fatal(err)
+		}
+		if id := <-got; id != "wl_1" {
+			t.Errorf("receiver got command %q, want wl_1", id)
+		}
+		c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", api.CreateCommandRequest{Command: "exit 7"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		select {
+		case id := <-got:
+			t.Errorf("the workload's receiver got the sandbox's command %s", id)
+		default:
+		}
+		l, err := e.st.ListEvents(t.Context(), store.EventFilter{TeamID: "team_a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range l {
+			if ev.CommandID == "wl_1" {
+				t.Errorf("the workload's exit was recorded as a command: %s", ev.Type)
+			}
+		}
+		stored, err := e.st.GetCommand(t.Context(), "sbx_a", c.ID)
+		if err != nil || stored.State != api.CommandExited || stored.ExitCode == nil || *stored.ExitCode != 7 {
+			t.Errorf("stored command = %+v, %v; want exited 7", stored, err)
+		}
+	})
+}
+
+// TestOutputOfFinishedCommand: a finished command's output is read back
+// whole by its stream, each stream of a wait cut at WaitOutputMax (8).
+func TestOutputOfFinishedCommand(t *testing.T) {
+	tests := []struct {
+		name               string
+		stdout, stderr     string
+		wantOut, wantErr   string
+		truncated          bool
+		wantOutN, wantErrN int64
+	}{
+		{"both streams", "hello", "oops", "hello", "oops", false, 5, 4},
+		{"cut at the max", "0123456789", "", "01234567", "", true, 10, 0},
+		{"stderr alone", "", "e", "", "e", false, 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
+					out.Write("stdout", []byte(tt.stdout))
+					out.Write("stderr", []byte(tt.stderr))
+					return node.Exit{ExitCode: 3}
+				})
+				c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", api.CreateCommandRequest{Command: "x"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait()
+				r, err := e.svc.WaitCommand(t.Context(), "team_a", "sbx_a", c.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Stdout != tt.wantOut || r.Stderr != tt.wantErr || r.Truncated != tt.truncated {
+					t.Errorf("wait = %q, %q, truncated %v; want %q, %q, %v", r.Stdout, r.Stderr, r.Truncated, tt.wantOut, tt.wantErr, tt.truncated)
+				}
+				if r.Command.State != api.CommandExited || r.Command.ExitCode == nil || *r.Command.ExitCode != 3 {
+					t.Errorf("wait's command = %s %v, want exited 3", r.Command.State, r.Command.ExitCode)
+				}
+				got, out, err := e.svc.CommandOutput(t.Context(), "team_a", "sbx_a", c.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer out.Close()
+				if got.StdoutBytes != tt.wantOutN || got.StderrBytes != tt.wantErrN {
+					t.Errorf("sizes = %d, %d; want %d, %d", got.StdoutBytes, got.StderrBytes, tt.wantOutN, tt.wantErrN)
+				}
+				var b strings.Builder
+				if _, err := out.Read(t.Context(), 0, false, func(ch node.Chunk) error {
+					if ch.Stream == "stdout" {
+						b.Write(ch.Data)
+					}
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if b.String() != tt.stdout {
+					t.Errorf("recorded stdout = %q, want %q", b.String(), tt.stdout)
+				}
+			})
+		})
+	}
+}
+
+// TestFinishedCommandRefuses: stdin, a signal and a resize of a command
+// that has ended are refused with a conflict that says so; another
+// team's command is not found.
+func TestFinishedCommandRefuses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", api.CreateCommandRequest{Command: "true", Stdin: true, PTY: &api.PTY{Cols: 80, Rows: 24}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		tests := []struct {
+			name string
+			team string
+			call func(team string) error
+			code api.Code
+		}{
+			{"stdin", "team_a", func(team string) error {
+				return e.svc.Stdin(t.Context(), team, "sbx_a", c.ID, strings.NewReader("x"), true)
+			}, api.CodeConflict},
+			{"signal", "team_a", func(team string) error { return e.svc.Signal(t.Context(), team, "sbx_a", c.ID, "TERM") }, api.CodeConflict},
+			{"resize", "team_a", func(team string) error { return e.svc.Resize(t.Context(), team, "sbx_a", c.ID, 100, 40) }, api.CodeConflict},
+			{"other team's", "team_b", func(team string) error { return e.svc.Signal(t.Context(), team, "sbx_a", c.ID, "TERM") }, api.CodeNotFound},
+		}
+		for _, tt := range tests {
+			err := tt.call(tt.team)
+			if api.ErrorCode(err) != tt.code {
+				t.Errorf("%s: err = %v, want %s", tt.name, err, tt.code)
+				continue
+			}
+			if tt.code == api.CodeConflict && !strings.Contains(err.Error(), "has ended (exited)") {
+				t.Errorf("%s: err = %q, want it to say the command has ended", tt.name, err)
+			}
+		}
+	})
+}
+
+// TestExecBudget: Exec is refused at the sandbox's (or its team's) spend
+// limit through runs.Checker.Budget; a terminated sandbox is not charged
+// and answers that it does not run.
+func TestExecBudget(t *testing.T) {
+	tests := []struct {
+		name    string
+		ref     string
+		refuse  bool
+		code    api.Code
+		started bool
+	}{
+		{"under the limit", "sbx_a", false, "", true},
+		{"at the limit", "sbx_a", true, api.CodeBudgetExceeded, false},
+		{"terminated, at the limit", "sbx_dead", true, api.CodeConflict, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, nil)
+				if tt.refuse {
+					e.core.refuse = api.Errorf(api.CodeBudgetExceeded, "sandbox spent it all")
+				}
+				_, err := e.svc.Exec(t.Context(), "team_a", tt.ref, api.CreateCommandRequest{Command: "true"})
+				if api.ErrorCode(err) != tt.code || (tt.code == "" && err != nil) {
+					t.Errorf("Exec: err = %v, want code %q", err, tt.code)
+				}
+				synctest.Wait()
+				cmds, err := e.st.ListCommands(t.Context(), store.CommandFilter{SandboxID: tt.ref})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if started := len(cmds) > 0; started != tt.started {
+					t.Errorf("a command was stored: %v, want %v", started, tt.started)
+				}
+			})
+		})
+	}
+}
+
+// TestProgram: a workload's program built from its runs.Spec runs as
+// its run's ID, in its workdir, as its user, with its env and secrets,
+// named by COVE_WORKLOAD_ID (not COVE_SANDBOX_ID), within its timeout;
+// an unknown secret refuses it.
+func TestProgram(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		sp := runs.Spec{
+			Kind: runs.Workload, TeamID: "team_a", Template: "managed", Argv: []string{"train", "--fast"},
+			Env: map[string]string{"X": "1"}, Secrets: map[string]string{"TOKEN": "tok"}, User: "root",
+			Workdir: "/data", TimeoutS: 60,
+		}
+		spec, err := e.svc.Program(t.Context(), "wl_9", sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		root := node.Users["root"]
+		if spec.ID != "wl_9" || spec.Cwd != "/data" || spec.UID != root.UID || spec.Timeout != time.Minute || spec.Template != "node-managed" {
+			t.Errorf("spec = %+v", spec)
+		}
+		for k, v := range map[string]string{"X": "1", "TOKEN": "s3cret", "COVE_WORKLOAD_ID": "wl_9", "USER": "root", "HOME": root.Home} {
+			if spec.Env[k] != v {
+				t.Errorf("env %s = %q, want %q", k, spec.Env[k], v)
+			}
+		}
+		if _, ok := spec.Env["COVE_SANDBOX_ID"]; ok {
+			t.Error("a workload's program is given COVE_SANDBOX_ID")
+		}
+		if len(spec.Secrets) != 1 || spec.Secrets[0].Value != "s3cret" {
+			t.Errorf("redactions = %+v, want the secret's value", spec.Secrets)
+		}
+		sp.Secrets = map[string]string{"TOKEN": "nope"}
+		if _, err := e.svc.Program(t.Context(), "wl_9", sp); api.ErrorCode(err) != api.CodeNotFound {
+			t.Errorf("unknown secret: err = %v, want not_found", err)
+		}
+	})
+}
+
+// TestNoOutputAlert: a running command silent for no_output_alert_s
+// raises command.no_output once per silence; new output re-arms it.
+func TestNoOutputAlert(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		speak := make(chan struct{})
+		e := newEnv(t, func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
+			select {
+			case <-speak:
+				out.Write("stdout", []byte("tick"))
+			case <-ctx.Done():
+				return node.Exit{}
+			}
+			<-ctx.Done()
+			return node.Exit{}
+		})
+		alert := int64(10)
+		c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", api.CreateCommandRequest{Command: "x", NoOutputAlertS: &alert})
+		if err != nil {
+			t.Fatal(err)
+		}
+		count := func() int {
+			synctest.Wait()
+			n := 0
+			for _, typ := range e.types(t, "team_a", c.ID) {
+				if typ == "command.no_output" {
+					n++
+				}
+			}
+			return n
+		}
+		time.Sleep(9 * time.Second)
+		if n := count(); n != 0 {
+			t.Errorf("after 9 s of silence: %d alerts, want 0", n)
+		}
+		time.Sleep(time.Second)
+		if n := count(); n != 1 {
+			t.Errorf("after 10 s of silence: %d alerts, want 1", n)
+		}
+		time.Sleep(30 * time.Second)
+		if n := count(); n != 1 {
+			t.Errorf("after 40 s of silence: %d alerts, want 1 (once per silence)", n)
+		}
+		close(speak)
+		time.Sleep(10 * time.Second)
+		if n := count(); n != 2 {
+			t.Errorf("10 s after new output: %d alerts, want 2 (re-armed)", n)
+		}
+	})
+}

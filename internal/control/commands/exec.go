@@ -1,0 +1,213 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/runs"
+	"github.com/cove-dev/cove/internal/id"
+	"github.com/cove-dev/cove/internal/node"
+)
+
+// Exec starts a command in a running sandbox. It returns once the command
+// runs; its output is recorded on the node whether or not anyone reads it.
+func (s *Service) Exec(ctx context.Context, teamID, ref string, req api.CreateCommandRequest) (api.Command, error) {
+	sb, err := s.d.Sandboxes.ActiveSandbox(ctx, teamID, ref)
+	if err != nil {
+		return api.Command{}, err
+	}
+	if err := s.d.Checks.Budget(ctx, runs.Spec{Kind: runs.Command, TeamID: sb.TeamID, Sandbox: &sb}); err != nil {
+		return api.Command{}, err
+	}
+	if sb.State != api.StateRunning {
+		return api.Command{}, api.Errorf(api.CodeConflict, "sandbox %s is %s; commands run only in a running sandbox", sb.ID, sb.State)
+	}
+	return s.Start(ctx, sb, req)
+}
+
+// Start starts a command in a sandbox whose state the caller checked
+// (Exec, the core's setup).
+func (s *Service) Start(ctx context.Context, sb api.Sandbox, req api.CreateCommandRequest) (api.Command, error) {
+	start := time.Now()
+	cmd, spec, err := s.newCommand(sb, req)
+	if err != nil {
+		return api.Command{}, err
+	}
+	if err := s.d.Secrets.Exec(ctx, sb, req, &cmd, &spec); err != nil {
+		return api.Command{}, err
+	}
+	if err := s.d.Store.CreateCommand(ctx, cmd); err != nil {
+		return api.Command{}, err
+	}
+	unlock := s.locks.Lock(cmd.ID)
+	defer unlock()
+	if err := s.d.Node.Exec(ctx, sb.ID, spec); err != nil {
+		// Nothing ran: the command must not linger as running.
+		if derr := s.d.Store.DeleteCommand(context.WithoutCancel(ctx), sb.ID, cmd.ID); derr != nil {
+			s.d.Log.Error("remove command that did not start", "command", cmd.ID, "err", derr)
+		}
+		return api.Command{}, err
+	}
+	s.d.Log.Info("command started", "sandbox", sb.ID, "command", cmd.ID)
+	s.d.Telemetry.Exec(time.Since(start))
+	s.d.Events.Emit(ctx, sb.TeamID, "command.started", sb.ID, cmd.ID, map[string]any{"argv": req.Argv, "command": req.Command})
+	s.WatchSilence(sb.TeamID, cmd)
+	return cmd, nil
+}
+
+// NewCommand checks a command request and returns the command to store
+// and the node's spec of it, its secrets not yet resolved.
+func (s *Service) NewCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.Command, node.ExecSpec, error) {
+	return s.newCommand(sb, req)
+}
+
+func (s *Service) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.Command, node.ExecSpec, error) {
+	fail := func(err error) (api.Command, node.ExecSpec, error) {
+		return api.Command{}, node.ExecSpec{}, err
+	}
+	if err := runs.CheckProgram(req.Command, req.Argv); err != nil {
+		return fail(err)
+	}
+	cwd := sb.Workdir
+	if req.Cwd != "" {
+		var err error
+		if cwd, err = runs.CheckPath("cwd", req.Cwd); err != nil {
+			return fail(err)
+		}
+	}
+	if err := runs.CheckEnv("env", req.Env); err != nil {
+		return fail(err)
+	}
+	var timeout int64
+	if req.TimeoutS != nil {
+		timeout = *req.TimeoutS
+	}
+	user, u, err := checkUser(req.User, timeout)
+	if err != nil {
+		return fail(err)
+	}
+	var noOutput int64
+	if req.NoOutputAlertS != nil {
+		if noOutput = *req.NoOutputAlertS; noOutput < 0 {
+			return fail(invalid("no_output_alert_s is negative"))
+		}
+	}
+	var size *node.TermSize
+	if req.PTY != nil {
+		if req.PTY.Cols <= 0 || req.PTY.Rows <= 0 || req.PTY.Cols > 1000 || req.PTY.Rows > 1000 {
+			return fail(invalid("pty cols and rows must be between 1 and 1000"))
+		}
+		size = &node.TermSize{Cols: req.PTY.Cols, Rows: req.PTY.Rows}
+		req.Stdin = true // a terminal always takes input
+	}
+	env, u, err := s.environ(sb.TeamID, sb.Template, req, user, u, size != nil, "COVE_SANDBOX_ID", sb.ID)
+	if err != nil {
+		return fail(err)
+	}
+	for k, v := range sb.Env {
+		env[k] = v
+	}
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	cmd := api.Command{
+		ID: id.New("cmd"), SandboxID: sb.ID, Command: req.Command, Argv: req.Argv,
+		Cwd: cwd, Env: req.Env, User: user, TimeoutS: timeout, Stdin: req.Stdin,
+		PTY: req.PTY, NoOutputAlertS: noOutput, State: api.CommandRunning, StartedAt: s.d.Now(),
+	}
+	spec := node.ExecSpec{
+		ID: cmd.ID, Template: s.d.Images.NodeTemplate(sb.TeamID, sb.Template), Shell: req.Command, Argv: req.Argv,
+		Cwd: cwd, Env: env, UID: u.UID, GID: u.GID,
+		Stdin: req.Stdin, Timeout: time.Duration(timeout) * time.Second, PTY: size,
+	}
+	return cmd, spec, nil
+}
+
+// Program is the node's spec of a run's program (a workload's), built
+// from its checked runs.Spec as a command's is: the run's ID is the
+// command's and names it in the environment (COVE_WORKLOAD_ID), and its
+// secrets are resolved now.
+func (s *Service) Program(ctx context.Context, runID string, sp runs.Spec) (node.ExecSpec, error) {
+	if err := runs.CheckProgram(sp.Command, sp.Argv); err != nil {
+		return node.ExecSpec{}, err
+	}
+	user, u, err := checkUser(sp.User, sp.TimeoutS)
+	if err != nil {
+		return node.ExecSpec{}, err
+	}
+	req := api.CreateCommandRequest{Command: sp.Command, Argv: sp.Argv}
+	env, u, err := s.environ(sp.TeamID, sp.Template, req, user, u, false, "", "")
+	if err != nil {
+		return node.ExecSpec{}, err
+	}
+	for k, v := range sp.Env {
+		env[k] = v
+	}
+	delete(env, "COVE_SANDBOX_ID")
+	if sp.Kind == runs.Workload {
+		env["COVE_WORKLOAD_ID"] = runID
+	}
+	values, redact, err := s.d.Secrets.Open(ctx, sp.TeamID, sp.Secrets)
+	if err != nil {
+		return node.ExecSpec{}, err
+	}
+	for k, v := range values {
+		env[k] = v
+	}
+	return node.ExecSpec{
+		ID: runID, Template: s.d.Images.NodeTemplate(sp.TeamID, sp.Template), Shell: sp.Command, Argv: sp.Argv,
+		Cwd: sp.Workdir, Env: env, UID: u.UID, GID: u.GID,
+		Timeout: time.Duration(sp.TimeoutS) * time.Second, Secrets: redact,
+	}, nil
+}
+
+// checkUser checks a program's user ("" is user) and timeout.
+func checkUser(user string, timeout int64) (string, node.User, error) {
+	if user == "" {
+		user = "user"
+	}
+	u, ok := node.Users[user]
+	if !ok {
+		return "", u, invalid("user %q is unknown; use user or root", user)
+	}
+	if timeout < 0 || timeout > runs.MaxTimeoutS {
+		return "", u, rangeError("timeout_s", fmt.Sprint(timeout), "0", fmt.Sprint(runs.MaxTimeoutS))
+	}
+	return user, u, nil
+}
+
+// environ is a program's base environment, fitted to its template's
+// image; idVar, when set, names the run in it.
+func (s *Service) environ(teamID, template string, req api.CreateCommandRequest, user string, u node.User, pty bool, idVar, runID string) (map[string]string, node.User, error) {
+	env := map[string]string{
+		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME": u.Home, "USER": user, "LOGNAME": user, "LANG": "C.UTF-8",
+	}
+	if idVar != "" {
+		env[idVar] = runID
+	}
+	if pty {
+		env["TERM"] = "xterm-256color"
+	}
+	if img, ok := s.d.Images.Image(teamID, template); ok {
+		var err error
+		if u, env, err = s.d.Images.Command(img, req, user, u, env); err != nil {
+			return nil, u, err
+		}
+	}
+	return env, u, nil
+}
+
+func invalid(format string, args ...any) error {
+	return api.Errorf(api.CodeInvalidArgument, format, args...)
+}
+
+func rangeError(field, got, lo, hi string) error {
+	return &api.Error{
+		Code:    api.CodeInvalidArgument,
+		Message: fmt.Sprintf("%s is %s; it must be between %s and %s", field, got, lo, hi),
+		Details: map[string]any{"field": field, "min": lo, "max": hi},
+	}
+}

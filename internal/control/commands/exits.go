@@ -1,0 +1,112 @@
+package commands
+
+import (
+	"context"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/node"
+)
+
+// Exited records how a sandbox's command ended, then emits
+// command.exited: the receiver of every run that registered none
+// (runs.Exits' fallback). It waits for the command's start to be
+// recorded first.
+func (s *Service) Exited(sandboxID, commandID string, e node.Exit, lost bool) {
+	unlock := s.locks.Lock(commandID)
+	defer unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)
+	defer cancel()
+	c, err := s.d.Store.GetCommand(ctx, sandboxID, commandID)
+	if err != nil {
+		s.d.Log.Error("command exit for unknown command", "sandbox", sandboxID, "command", commandID, "err", err)
+		return
+	}
+	if c.State.Done() {
+		return
+	}
+	s.applyExit(&c, e, lost)
+	s.d.Sandboxes.TouchAt(sandboxID, *c.EndedAt)
+	s.readSizes(&c)
+	if err := s.d.Store.UpdateCommand(ctx, c); err != nil {
+		s.d.Log.Error("persist command exit", "command", commandID, "err", err)
+		return
+	}
+	s.d.Log.Info("command ended", "sandbox", sandboxID, "command", commandID, "state", c.State, "exit_code", e.ExitCode)
+	if sb, err := s.d.Store.GetSandbox(ctx, "", sandboxID); err == nil {
+		s.d.Events.Emit(ctx, sb.TeamID, "command.exited", sandboxID, commandID, map[string]any{
+			"state": c.State, "exit_code": c.ExitCode, "signal": c.Signal, "timed_out": c.TimedOut,
+		})
+	}
+	s.d.Sandboxes.Exited()
+}
+
+func (s *Service) applyExit(c *api.Command, e node.Exit, lost bool) {
+	t := s.d.Now()
+	c.EndedAt = &t
+	c.Signal, c.TimedOut = e.Signal, e.TimedOut
+	switch {
+	case lost:
+		c.State = api.CommandLost
+	case e.TimedOut:
+		c.State = api.CommandTimedOut
+	case e.Signal != "":
+		c.State = api.CommandKilled
+	default:
+		c.State = api.CommandExited
+	}
+	if !lost && e.Signal == "" {
+		code := e.ExitCode
+		c.ExitCode = &code
+	}
+}
+
+// readSizes sets a command's output sizes from its recorded output.
+func (s *Service) readSizes(c *api.Command) {
+	l, err := s.d.Node.Output(c.SandboxID, c.ID)
+	if err != nil {
+		return
+	}
+	defer l.Close()
+	c.StdoutBytes, c.StderrBytes = l.Sizes()
+}
+
+// WatchSilence raises command.no_output after every silence of the given
+// length while the command runs: once per silence, re-armed by new
+// output. Exec starts it; the core's Recover starts it again for the
+// commands of a reattached sandbox.
+func (s *Service) WatchSilence(teamID string, c api.Command) {
+	if c.NoOutputAlertS <= 0 {
+		return
+	}
+	l, err := s.d.Node.Output(c.SandboxID, c.ID)
+	if err != nil {
+		s.d.Log.Warn("watch a command's silence", "command", c.ID, "err", err)
+		return
+	}
+	silence := time.Duration(c.NoOutputAlertS) * time.Second
+	s.wg.Go(func() {
+		defer l.Close()
+		timer := time.NewTimer(silence)
+		defer timer.Stop()
+		alerted := false
+		for {
+			changed := l.Changed()
+			if l.Ended() {
+				return
+			}
+			select {
+			case <-changed:
+				alerted = false
+				timer.Reset(silence)
+			case <-timer.C:
+				if !alerted {
+					alerted = true
+					s.d.Events.Emit(s.ctx, teamID, "command.no_output", c.SandboxID, c.ID, map[string]any{"silent_s": c.NoOutputAlertS})
+				}
+			case <-s.ctx.Done():
+				return
+			}
+		}
+	})
+}
