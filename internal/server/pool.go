@@ -45,7 +45,7 @@ func (s *Server) fillPool(ctx context.Context) {
 		s.mu.Lock()
 		missing := s.cfg.WarmPool - len(s.warm)
 		s.mu.Unlock()
-		if !s.templateReady(s.cfg.DefaultTemplate) {
+		if !s.svc.Templates.Ready(s.cfg.DefaultTemplate) {
 			missing = 0 // filled when its build ends (TemplatesChanged)
 		}
 		for ; missing > 0 && ctx.Err() == nil; missing-- {
@@ -149,4 +149,13 @@ func (s *Server) WarmPool() (ready, target int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.warm), s.cfg.WarmPool
+}
+
+// TemplatesChanged tells the server that a template's state changed (a
+// build ended), so that the warm pool fills at once.
+func (s *Server) TemplatesChanged() {
+	select {
+	case s.refill <- struct{}{}:
+	default:
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/cove-dev/cove/internal/control/files"
 	"hash"
 	"io"
 	"net/netip"
@@ -38,7 +39,7 @@ func (s *Server) SetSecretResolver(r SecretResolver) { s.secrets = r }
 type storeSecrets struct{ s *Server }
 
 func (r storeSecrets) ResolveSecrets(ctx context.Context, teamID string, names map[string]string) (map[string]string, error) {
-	return r.s.secretValues(ctx, teamID, names)
+	return r.s.svc.Vault.Values(ctx, teamID, names)
 }
 
 func (s *Server) secretsConfigured(field string) error {
@@ -184,7 +185,7 @@ type ArchiveUpload struct {
 // source, and returns what came of it.
 func (s *Server) deliverUpload(ctx context.Context, sb api.Sandbox, req ArchiveUpload, body io.Reader) (api.ArchiveResult, error) {
 	if req.Path != "" {
-		p, err := filePath("path", req.Path)
+		p, err := files.Path("path", req.Path)
 		if err != nil {
 			return api.ArchiveResult{}, err
 		}
@@ -208,23 +209,18 @@ func (s *Server) deliverUpload(ctx context.Context, sb api.Sandbox, req ArchiveU
 	// The archive arrives into a private file first, at the sender's
 	// pace; the sandbox's start takes it only once it is whole and
 	// checked.
-	up, err := s.beginUpload(sb.TeamID, uploadSource)
+	sp, done, err := s.spoolUpload(ctx, sb.TeamID, nil, body, s.cfg.MaxSourceBytes, req.SHA256, req.Trailer, "source upload")
 	if err != nil {
 		return api.ArchiveResult{}, err
 	}
-	defer up.end()
-	sp, err := s.spool(ctx, up, body, s.cfg.MaxSourceBytes, req.SHA256, req.Trailer, "source upload")
-	if err != nil {
+	defer done()
+	if err := sources.CheckExpansion(sp.File); err != nil {
 		return api.ArchiveResult{}, err
 	}
-	defer sp.Close()
-	if err := sources.CheckExpansion(sp.f); err != nil {
+	if _, err := sp.File.Seek(0, io.SeekStart); err != nil {
 		return api.ArchiveResult{}, err
 	}
-	if _, err := sp.f.Seek(0, io.SeekStart); err != nil {
-		return api.ArchiveResult{}, err
-	}
-	u := &uploadReq{ctx: ctx, body: sp.f, sha256: sp.sum, size: sp.size, result: make(chan uploadResult, 1)}
+	u := &uploadReq{ctx: ctx, body: sp.File, sha256: sp.SHA256, size: sp.Size, result: make(chan uploadResult, 1)}
 	select {
 	case ch <- u:
 	case <-closed:
@@ -282,6 +278,16 @@ func (s *Server) provision(ctx context.Context, sb *api.Sandbox, upload chan *up
 	return false, nil
 }
 
+// extractAsset extracts the sandbox's asset into its workdir and records
+// its digest.
+func (s *Server) extractAsset(ctx context.Context, sb *api.Sandbox) error {
+	digest, err := s.svc.Assets.Land(ctx, sb.TeamID, sb.ID, sb.Workdir, sb.Source.AssetID, s.svc.Images.DefaultUser(*sb))
+	if err != nil {
+		return err
+	}
+	return s.updateProvision(ctx, sb, "", func(p *api.Provision) { p.Source.Digest = digest })
+}
+
 // awaitUpload waits for the sandbox's source upload and extracts it into
 // the workdir. A refused upload (bad archive, digest, size) answers its
 // sender and the wait goes on; the sandbox fails when none lands within
@@ -318,7 +324,7 @@ func (s *Server) receiveUpload(ctx context.Context, sb *api.Sandbox, u *uploadRe
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 	cr := &checkedReader{r: u.body, h: sha256.New(), max: s.cfg.MaxSourceBytes, want: u.sha256, trailer: u.trailer}
-	owner := s.defaultUser(*sb)
+	owner := s.svc.Images.DefaultUser(*sb)
 	res, err := s.node.WriteArchive(uctx, sb.ID, node.ArchiveSpec{Path: sb.Workdir, UID: owner.UID, GID: owner.GID}, cr)
 	if cr.err != nil {
 		// The archive was refused at its end: the agent extracted nothing.
@@ -564,7 +570,7 @@ func (s *Server) exited() {
 // clones apart from the sandbox and hands it the tree. The token, when
 // auth_secret names one, goes to the node alone.
 func (s *Server) cloneGit(ctx context.Context, sb *api.Sandbox) error {
-	commit, err := s.cloneSource(ctx, sb.TeamID, sb.ID, sb.Workdir, *sb.Source, s.defaultUser(*sb))
+	commit, err := s.cloneSource(ctx, sb.TeamID, sb.ID, sb.Workdir, *sb.Source, s.svc.Images.DefaultUser(*sb))
 	if err != nil {
 		return err
 	}

@@ -17,22 +17,11 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/control/assets"
-	"github.com/cove-dev/cove/internal/control/files"
-	"github.com/cove-dev/cove/internal/control/imagecatalog"
 	"github.com/cove-dev/cove/internal/control/meter"
-	"github.com/cove-dev/cove/internal/control/observations"
-	"github.com/cove-dev/cove/internal/control/previews"
 	"github.com/cove-dev/cove/internal/control/runs"
-	"github.com/cove-dev/cove/internal/control/teams"
-	"github.com/cove-dev/cove/internal/control/templatecatalog"
-	"github.com/cove-dev/cove/internal/control/uploads"
-	"github.com/cove-dev/cove/internal/control/vault"
-	"github.com/cove-dev/cove/internal/control/workloads"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/keylock"
 	"github.com/cove-dev/cove/internal/store"
-	"github.com/cove-dev/cove/internal/webhooks"
 )
 
 // Server runs the control plane.
@@ -67,28 +56,13 @@ type Server struct {
 	// command.started always comes before command.exited.
 	cmdLocks keylock.Map
 
-	// meter samples, charges and enforces spend limits (metering.go).
-	meter   *meter.Meter
-	secrets SecretResolver // nil: secrets are not configured
-	// obs keeps the network observations (observations.go).
-	obs *observations.Service
-	// images, templates and previews are feature services (catalogs.go).
-	images    *imagecatalog.Catalog
-	templates *templatecatalog.Catalog
-	previews  *previews.Service
-	// uploads counts the teams' open uploads and their bytes; files and
-	// assets serve the file and asset calls (sources.go).
-	uploads *uploads.Ledger
-	files   *files.Service
-	assets  *assets.Service
-	// wl is the workloads service (workloads.go); set at New.
-	wl *workloads.Service
-
-	// teams, vault and hooks are the feature services (features.go),
-	// built by New.
-	teams *teams.Service
-	vault *vault.Service
-	hooks *webhooks.Service
+	// checks are the checks of every new run (runs.go); set at New.
+	checks runs.Checker
+	// secrets resolves the secrets a setup or a git source names; nil:
+	// secrets are not configured.
+	secrets SecretResolver
+	// svc are the feature services (services.go), given by Use.
+	svc Services
 }
 
 // sandboxOps serializes the life-cycle steps of one sandbox.
@@ -105,9 +79,10 @@ type sandboxOps struct {
 	uploadClosed chan struct{}
 }
 
-// New returns a server over st. Connect its node with SetNode before
-// Recover; the node reports command exits to the server's OnExit (give
-// it to the node as its node.ExitFunc).
+// New returns the core over st. Give it its feature services with Use
+// (the wiring, internal/service, builds them over its Ports) and connect
+// its node with SetNode before Recover; the node reports command exits to
+// the server's OnExit (give it to the node as its node.ExitFunc).
 func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("server config: %w", err)
@@ -123,16 +98,12 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 
 		exitWatchers: map[*exitWatch]struct{}{},
 	}
-	s.meter = s.newMeter()
-	s.obs = s.newObservations()
 	s.exits = runs.NewExits(s.commandExited)
-	s.newServices()
-	s.wl = s.newWorkloads()
+	c := runChecks{s}
+	s.checks = runs.Checker{Admission: c, Images: c, Secrets: c, Sources: c, Budgets: c}
 	if cfg.Secrets != nil {
 		s.secrets = storeSecrets{s}
 	}
-	s.newSourceServices()
-	s.newFeatureServices()
 	return s, nil
 }
 
@@ -140,8 +111,6 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 // because the node reports exits back to the server (OnExit).
 func (s *Server) SetNode(n Node) {
 	s.node = n
-	s.wl.SetNode(n)
-	s.previews.SetNode(n)
 }
 
 // Close stops the server's background work. Sandboxes keep running; a new
@@ -229,7 +198,7 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 	if err := refuseSandboxGPUs(req); err != nil {
 		return api.Sandbox{}, err
 	}
-	img, release, err := s.useImage(ctx, teamID, &req)
+	img, release, err := s.svc.Images.Use(ctx, teamID, &req)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -239,7 +208,7 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 		return api.Sandbox{}, err
 	}
 	sb.Secrets = req.Secrets
-	if err := s.checker().Check(ctx, sandboxRun(sb, img)); err != nil {
+	if err := s.checks.Check(ctx, sandboxRun(sb, img)); err != nil {
 		return api.Sandbox{}, err
 	}
 	if err := s.node.Admit(ctx, s.spec(sb)); err != nil {
@@ -268,7 +237,7 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 	s.emit(ctx, teamID, "sandbox.creating", sb.ID, "", map[string]any{"name": sb.Name, "warm": warm != ""})
 	if warm != "" {
 		if s.startWarm(context.WithoutCancel(ctx), &sb) {
-			return s.priced(sb), nil
+			return s.svc.Meter.Priced(sb), nil
 		}
 		// The pooled sandbox could not be used: start one cold, same ID
 		// (in a range of its own again: discarding released the pool's).
@@ -296,7 +265,7 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 		defer cancel(nil)
 		s.start(startCtx, sb, upload)
 	})
-	return s.priced(sb), nil
+	return s.svc.Meter.Priced(sb), nil
 }
 
 func (s *Server) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sandbox, error) {
@@ -369,13 +338,13 @@ func (s *Server) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sa
 	if req.SpendLimitUSD != nil && *req.SpendLimitUSD < 0 {
 		return api.Sandbox{}, invalid("spend_limit_usd is negative")
 	}
-	onBudget, err := validateOnBudget(req.OnBudget)
+	onBudget, err := meter.ValidateOnBudget(req.OnBudget)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
 	alerts := slices.Clone(api.DefaultBudgetAlerts)
 	if req.BudgetAlerts != nil {
-		if alerts, err = validateBudgetAlerts(req.BudgetAlerts); err != nil {
+		if alerts, err = meter.ValidateBudgetAlerts(req.BudgetAlerts); err != nil {
 			return api.Sandbox{}, err
 		}
 	}
@@ -547,7 +516,7 @@ func (s *Server) GetSandbox(ctx context.Context, teamID, ref string) (api.Sandbo
 	if err != nil {
 		return sb, err
 	}
-	return s.priced(sb), nil
+	return s.svc.Meter.Priced(sb), nil
 }
 
 // activeSandbox is GetSandbox for calls that act in the sandbox (commands,
@@ -620,7 +589,7 @@ func (s *Server) ListSandboxes(ctx context.Context, teamID string, q SandboxQuer
 		return api.List[api.Sandbox]{}, err
 	}
 	for i := range items {
-		items[i] = s.priced(items[i])
+		items[i] = s.svc.Meter.Priced(items[i])
 	}
 	return cut(items, limit, func(sb api.Sandbox) string { return sb.ID }), nil
 }

@@ -107,7 +107,7 @@ func (s *Server) finishWake(ctx context.Context, teamID, id string) {
 	}
 	spec, err := s.startSpec(ctx, sb)
 	if err == nil {
-		spec.Secrets = s.sandboxRedactions(ctx, sb)
+		spec.Secrets = s.svc.Vault.SandboxRedactions(ctx, sb)
 		err = s.node.Wake(ctx, spec)
 	}
 	if err != nil {
