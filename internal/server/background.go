@@ -6,7 +6,7 @@ import "time"
 // the warm pool. It returns at once; Close stops it.
 func (s *Server) Start() {
 	if s.cfg.WarmPool > 0 {
-		s.wg.Go(func() { s.fillPool(s.ctx) })
+		s.wg.Go(func() { s.pool.fill(s.ctx) })
 	}
 	s.wg.Go(func() { s.svc.Meter.Run(s.ctx) })
 	s.wg.Go(func() { s.svc.Workloads.Run(s.ctx) })

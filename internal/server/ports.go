@@ -352,10 +352,10 @@ func (d workloadDeps) ResolveResources(r *api.ResourcesRequest) (api.Resources, 
 func (d workloadDeps) CheckSource(src *api.Source) (*api.Source, error) { return d.s.checkSource(src) }
 
 func (d workloadDeps) AllocRange(ctx context.Context, id string) (node.IDRange, error) {
-	return d.s.allocRange(ctx, id)
+	return d.s.ranges.Alloc(ctx, id)
 }
 
-func (d workloadDeps) ReleaseRange(ctx context.Context, id string) { d.s.releaseRange(ctx, id) }
+func (d workloadDeps) ReleaseRange(ctx context.Context, id string) { d.s.ranges.Release(ctx, id) }
 
 func (d workloadDeps) LandAsset(ctx context.Context, teamID, targetID, dir, assetID string, owner node.User) (string, error) {
 	return d.s.svc.Assets.Land(ctx, teamID, targetID, dir, assetID, owner)

@@ -597,11 +597,11 @@ func (s *Server) cloneSource(ctx context.Context, teamID, targetID, dir string, 
 	// git runs as IDs held for this clone alone (released after it; a
 	// range left by a crash is freed at Recover, as it names no sandbox).
 	cloneID := id.New("clone")
-	ids, err := s.allocRange(ctx, cloneID)
+	ids, err := s.ranges.Alloc(ctx, cloneID)
 	if err != nil {
 		return "", err
 	}
-	defer s.releaseRange(context.WithoutCancel(ctx), cloneID)
+	defer s.ranges.Release(context.WithoutCancel(ctx), cloneID)
 	return s.node.CloneGit(ctx, targetID, node.GitSpec{
 		URL: src.URL, Ref: src.Ref, Depth: src.Depth, Token: token, IDs: ids,
 		Path: dir, UID: owner.UID, GID: owner.GID,

@@ -91,7 +91,7 @@ func (s *Server) Recover(ctx context.Context) error {
 	}
 	// Ranges of sandboxes that ended while their release could not be
 	// persisted, or whose cleanup a crash cut short, are freed now.
-	if err := s.collectRanges(ctx); err != nil {
+	if err := s.ranges.Collect(ctx, s.node); err != nil {
 		s.log.Error("release host id ranges of ended sandboxes", "err", err)
 	}
 	return nil
@@ -105,7 +105,7 @@ func (s *Server) fail(ctx context.Context, sb api.Sandbox, reason string) {
 		s.log.Error("clean up failed sandbox", "sandbox", sb.ID, "err", err)
 		reason += "; cleanup incomplete: " + userReason(err)
 	} else {
-		s.releaseRange(ctx, sb.ID)
+		s.ranges.Release(ctx, sb.ID)
 	}
 	s.persistState(ctx, &sb, api.StateFailed, reason)
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/idranges"
 	"github.com/cove-dev/cove/internal/control/meter"
 	"github.com/cove-dev/cove/internal/control/runs"
 	"github.com/cove-dev/cove/internal/id"
@@ -47,14 +48,16 @@ type Server struct {
 	ops      map[string]*sandboxOps // per sandbox; removed when terminal
 	changed  chan struct{}          // closed and replaced on every state change
 	activity map[string]time.Time   // last API call per sandbox, in memory
-	warm     []string               // IDs of started sandboxes in the warm pool
-	refill   chan struct{}          // asks the pool to fill up
 	// exitWatchers are woken at every command exit (setup commands).
 	exitWatchers map[*exitWatch]struct{}
 
 	// cmdLocks hold a command's exit back until its start is recorded, so
 	// command.started always comes before command.exited.
 	cmdLocks keylock.Map
+
+	// pool is the warm pool (pool.go); ranges the host ID ranges.
+	pool   *warmPool
+	ranges *idranges.Ranges
 
 	// checks are the checks of every new run (runs.go); set at New.
 	checks runs.Checker
@@ -94,10 +97,11 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 		ops:      map[string]*sandboxOps{},
 		changed:  make(chan struct{}),
 		activity: map[string]time.Time{},
-		refill:   make(chan struct{}, 1),
 
 		exitWatchers: map[*exitWatch]struct{}{},
 	}
+	s.pool = newWarmPool(s)
+	s.ranges = idranges.New(st, log)
 	s.exits = runs.NewExits(s.commandExited)
 	c := runChecks{s}
 	s.checks = runs.Checker{Admission: c, Images: c, Secrets: c, Sources: c, Budgets: c}
@@ -215,34 +219,34 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 		return api.Sandbox{}, err
 	}
 	warm := ""
-	if s.fitsPool(sb) && sb.Source == nil && sb.Setup == nil {
-		if warm = s.takeWarm(); warm != "" {
+	if s.pool.fits(sb) && sb.Source == nil && sb.Setup == nil {
+		if warm = s.pool.take(); warm != "" {
 			sb.ID = warm
 		}
 	}
 	if warm == "" { // a pooled sandbox holds its range already
-		if _, err := s.allocRange(ctx, sb.ID); err != nil {
+		if _, err := s.ranges.Alloc(ctx, sb.ID); err != nil {
 			return api.Sandbox{}, err
 		}
 	}
 	if err := s.store.CreateSandbox(ctx, sb); err != nil {
 		if warm != "" {
-			s.discardWarm(ctx, warm)
+			s.pool.discard(ctx, warm)
 		} else {
-			s.releaseRange(context.WithoutCancel(ctx), sb.ID)
+			s.ranges.Release(context.WithoutCancel(ctx), sb.ID)
 		}
 		return api.Sandbox{}, err
 	}
 	s.log.Info("sandbox created", "sandbox", sb.ID, "team", teamID, "name", sb.Name, "warm", warm != "")
 	s.emit(ctx, teamID, "sandbox.creating", sb.ID, "", map[string]any{"name": sb.Name, "warm": warm != ""})
 	if warm != "" {
-		if s.startWarm(context.WithoutCancel(ctx), &sb) {
+		if s.pool.start(context.WithoutCancel(ctx), &sb) {
 			return s.svc.Meter.Priced(sb), nil
 		}
 		// The pooled sandbox could not be used: start one cold, same ID
 		// (in a range of its own again: discarding released the pool's).
-		s.discardWarm(ctx, warm)
-		if _, err := s.allocRange(context.WithoutCancel(ctx), sb.ID); err != nil {
+		s.pool.discard(ctx, warm)
+		if _, err := s.ranges.Alloc(context.WithoutCancel(ctx), sb.ID); err != nil {
 			s.log.Warn("sandbox start failed", "sandbox", sb.ID, "err", err)
 			s.persistState(context.WithoutCancel(ctx), &sb, api.StateFailed, "start failed: "+userReason(err))
 			return sb, nil
@@ -414,7 +418,7 @@ func (s *Server) start(ctx context.Context, sb api.Sandbox, upload chan *uploadR
 		if derr := s.node.Destroy(pctx, sb.ID); derr != nil {
 			s.log.Error("clean up failed start", "sandbox", sb.ID, "err", derr)
 		} else {
-			s.releaseRange(pctx, sb.ID)
+			s.ranges.Release(pctx, sb.ID)
 		}
 		s.persistState(pctx, &cur, api.StateFailed, "start failed: "+userReason(err))
 		return
@@ -636,7 +640,7 @@ func (s *Server) finishTerminate(ctx context.Context, sb api.Sandbox, reason str
 	}
 	// Nothing of the sandbox is left: its range is free before anyone
 	// can see it terminated.
-	s.releaseRange(ctx, sb.ID)
+	s.ranges.Release(ctx, sb.ID)
 	s.persistState(ctx, &sb, api.StateTerminated, reason)
 	s.mu.Lock()
 	delete(s.ops, sb.ID)
