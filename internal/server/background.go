@@ -18,7 +18,7 @@ func (s *Server) Start() {
 		for {
 			select {
 			case <-t.C:
-				s.enforceLimits(s.ctx)
+				s.limits.enforce(s.ctx)
 				if time.Since(expired) > time.Minute {
 					s.svc.Teams.ExpireIdempotent(s.ctx)
 					s.expireEvents(s.ctx)

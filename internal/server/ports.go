@@ -15,6 +15,7 @@ import (
 	"github.com/cove-dev/cove/internal/control/observations"
 	"github.com/cove-dev/cove/internal/control/previews"
 	"github.com/cove-dev/cove/internal/control/runs"
+	"github.com/cove-dev/cove/internal/control/setupcache"
 	"github.com/cove-dev/cove/internal/control/teams"
 	"github.com/cove-dev/cove/internal/control/templatecatalog"
 	"github.com/cove-dev/cove/internal/control/uploads"
@@ -275,7 +276,7 @@ func (c featureCore) LiveSandbox(ctx context.Context, teamID, ref string, wake b
 	return c.s.LiveSandbox(ctx, teamID, ref, wake)
 }
 
-func (c featureCore) Touch(sandboxID string) { c.s.touch(sandboxID) }
+func (c featureCore) Touch(sandboxID string) { c.s.limits.touch(sandboxID, c.s.now()) }
 
 // imageUploads counts image uploads against the team's image bytes.
 type imageUploads struct{ s *Server }
@@ -397,4 +398,17 @@ func (d workloadDeps) Changes() <-chan struct{} { return d.s.changes() }
 
 func (d workloadDeps) Hourly(id, teamID string, from, to time.Time, use metering.Use) []store.Accrual {
 	return d.s.svc.Meter.Hourly(id, teamID, from, to, use)
+}
+
+// setupCore is what the setup cache asks of the core.
+type setupCore struct{ s *Server }
+
+var _ setupcache.Core = setupCore{}
+
+func (c setupCore) StartSpec(ctx context.Context, sb api.Sandbox) (node.SandboxSpec, error) {
+	return c.s.startSpec(ctx, sb)
+}
+
+func (c setupCore) LoseCommands(ctx context.Context, sandboxID string) {
+	c.s.loseCommands(ctx, sandboxID)
 }

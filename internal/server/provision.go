@@ -265,7 +265,10 @@ func (s *Server) provision(ctx context.Context, sb *api.Sandbox, upload chan *up
 		return false, nil
 	}
 	if sb.Setup.Cache {
-		if hit, err := s.fromSetupCache(ctx, sb); hit || err != nil {
+		if hit, err := s.setups.Start(ctx, sb); hit || err != nil {
+			if hit && err == nil {
+				err = s.updateProvision(ctx, sb, "", func(p *api.Provision) { p.SetupCached = true })
+			}
 			return false, err
 		}
 	}
@@ -273,7 +276,7 @@ func (s *Server) provision(ctx context.Context, sb *api.Sandbox, upload chan *up
 		return true, err
 	}
 	if sb.Setup.Cache {
-		return false, s.saveSetupCache(ctx, sb)
+		return false, s.setups.Save(ctx, sb)
 	}
 	return false, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/cove-dev/cove/internal/control/idranges"
 	"github.com/cove-dev/cove/internal/control/meter"
 	"github.com/cove-dev/cove/internal/control/runs"
+	"github.com/cove-dev/cove/internal/control/setupcache"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/keylock"
 	"github.com/cove-dev/cove/internal/store"
@@ -44,10 +45,9 @@ type Server struct {
 	// (OnExit); set at New.
 	exits *runs.Exits
 
-	mu       sync.Mutex
-	ops      map[string]*sandboxOps // per sandbox; removed when terminal
-	changed  chan struct{}          // closed and replaced on every state change
-	activity map[string]time.Time   // last API call per sandbox, in memory
+	mu      sync.Mutex
+	ops     map[string]*sandboxOps // per sandbox; removed when terminal
+	changed chan struct{}          // closed and replaced on every state change
 	// exitWatchers are woken at every command exit (setup commands).
 	exitWatchers map[*exitWatch]struct{}
 
@@ -55,9 +55,13 @@ type Server struct {
 	// command.started always comes before command.exited.
 	cmdLocks keylock.Map
 
-	// pool is the warm pool (pool.go); ranges the host ID ranges.
+	// pool is the warm pool (pool.go); limits the idle and lifetime
+	// limits (limits.go); ranges the host ID ranges.
 	pool   *warmPool
+	limits *limits
 	ranges *idranges.Ranges
+	// setups is the setup cache; set at SetNode.
+	setups *setupcache.Cache
 
 	// checks are the checks of every new run (runs.go); set at New.
 	checks runs.Checker
@@ -94,13 +98,13 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 	s := &Server{
 		cfg: cfg, store: st, log: log, now: func() time.Time { return time.Now().UTC() }, telemetry: noTelemetry{},
 		ctx: ctx, cancel: cancel,
-		ops:      map[string]*sandboxOps{},
-		changed:  make(chan struct{}),
-		activity: map[string]time.Time{},
+		ops:     map[string]*sandboxOps{},
+		changed: make(chan struct{}),
 
 		exitWatchers: map[*exitWatch]struct{}{},
 	}
 	s.pool = newWarmPool(s)
+	s.limits = newLimits(s)
 	s.ranges = idranges.New(st, log)
 	s.exits = runs.NewExits(s.commandExited)
 	c := runChecks{s}
@@ -115,6 +119,8 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 // because the node reports exits back to the server (OnExit).
 func (s *Server) SetNode(n Node) {
 	s.node = n
+	s.setups = setupcache.New(setupcache.Config{Entries: s.cfg.SetupCacheEntries, Bytes: s.cfg.SetupCacheBytes},
+		s.store, n, setupCore{s}, func() time.Time { return s.now() }, s.log)
 }
 
 // Close stops the server's background work. Sandboxes keep running; a new
@@ -530,7 +536,7 @@ func (s *Server) GetSandbox(ctx context.Context, teamID, ref string) (api.Sandbo
 func (s *Server) activeSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
 	sb, err := s.GetSandbox(ctx, teamID, ref)
 	if err == nil {
-		s.touch(sb.ID)
+		s.limits.touch(sb.ID, s.now())
 	}
 	return sb, err
 }

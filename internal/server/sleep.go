@@ -126,7 +126,7 @@ func (s *Server) finishWake(ctx context.Context, teamID, id string) {
 		s.log.Error("persist woken sandbox", "sandbox", id, "err", err)
 		return
 	}
-	s.touch(sb.ID)
+	s.limits.touch(sb.ID, s.now())
 	if err := s.node.DropSave(ctx, id); err != nil {
 		s.log.Warn("drop save after wake", "sandbox", id, "err", err)
 	}
