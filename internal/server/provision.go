@@ -2,11 +2,9 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"github.com/cove-dev/cove/internal/control/files"
-	"hash"
+	"github.com/cove-dev/cove/internal/control/uploads"
 	"io"
 	"net/netip"
 	"net/url"
@@ -197,7 +195,7 @@ func (s *Server) deliverUpload(ctx context.Context, sb api.Sandbox, req ArchiveU
 		return api.ArchiveResult{}, invalid("a source upload belongs to user; leave user out")
 	}
 	if req.Size > s.cfg.MaxSourceBytes {
-		return api.ArchiveResult{}, tooLarge(req.Size, s.cfg.MaxSourceBytes)
+		return api.ArchiveResult{}, uploads.TooLarge(req.Size, s.cfg.MaxSourceBytes)
 	}
 	o := s.opsFor(sb.ID)
 	o.mu.Lock()
@@ -230,14 +228,6 @@ func (s *Server) deliverUpload(ctx context.Context, sb api.Sandbox, req ArchiveU
 	}
 	r := <-u.result
 	return r.res, r.err
-}
-
-func tooLarge(n, max int64) error {
-	return &api.Error{
-		Code:    api.CodePayloadTooLarge,
-		Message: fmt.Sprintf("the archive is larger than %d bytes, the most a source upload may be; nothing was extracted", max),
-		Details: map[string]any{"max_bytes": max, "bytes": n},
-	}
 }
 
 // provision brings a started sandbox's files to what its create asked
@@ -326,74 +316,21 @@ func (s *Server) receiveUpload(ctx context.Context, sb *api.Sandbox, u *uploadRe
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
-	cr := &checkedReader{r: u.body, h: sha256.New(), max: s.cfg.MaxSourceBytes, want: u.sha256, trailer: u.trailer}
+	cr := uploads.NewCheckedReader(u.body, s.cfg.MaxSourceBytes, u.sha256, u.trailer)
 	owner := s.svc.Images.DefaultUser(*sb)
 	res, err := s.node.WriteArchive(uctx, sb.ID, node.ArchiveSpec{Path: sb.Workdir, UID: owner.UID, GID: owner.GID}, cr)
-	if cr.err != nil {
+	if cr.Err() != nil {
 		// The archive was refused at its end: the agent extracted nothing.
-		return api.ArchiveResult{}, "", cr.err
+		return api.ArchiveResult{}, "", cr.Err()
 	}
 	if err != nil {
 		return api.ArchiveResult{}, "", err
 	}
-	if !cr.done {
+	if !cr.Done() {
 		return api.ArchiveResult{}, "", api.Errorf(api.CodeInvalidArgument, "the archive ended before its body did; send the archive alone")
 	}
 	res.Path = sb.Workdir
-	return res, cr.sum, nil
-}
-
-// checkedReader hashes an upload as it is read and fails it at its end
-// when it is larger than max or its digest differs from the one the
-// client gave: the agent, which reads to the end before anything lands,
-// then extracts nothing.
-type checkedReader struct {
-	r       io.Reader
-	h       hash.Hash
-	n, max  int64
-	want    string
-	trailer func() (string, error)
-
-	done bool
-	sum  string
-	err  error
-}
-
-func (c *checkedReader) Read(p []byte) (int, error) {
-	if c.err != nil {
-		return 0, c.err
-	}
-	n, err := c.r.Read(p)
-	c.h.Write(p[:n])
-	c.n += int64(n)
-	if c.n > c.max {
-		c.err = tooLarge(c.n, c.max)
-		return 0, c.err
-	}
-	if err == io.EOF {
-		c.sum = hex.EncodeToString(c.h.Sum(nil))
-		want := c.want
-		if c.trailer != nil {
-			t, terr := c.trailer()
-			if terr != nil {
-				c.err = terr
-				return n, c.err
-			}
-			if t != "" {
-				want = t
-			}
-		}
-		if want != "" && want != c.sum {
-			c.err = &api.Error{
-				Code:    api.CodeUnprocessable,
-				Message: fmt.Sprintf("the archive's sha-256 is %s but the request's digest says %s; nothing was extracted", c.sum, want),
-				Details: map[string]any{"sha256": c.sum, "expected": want},
-			}
-			return n, c.err
-		}
-		c.done = true
-	}
-	return n, err
+	return res, cr.Sum(), nil
 }
 
 // updateProvision persists a change to a sandbox that is still being
