@@ -363,7 +363,7 @@ func (d workloadDeps) LandAsset(ctx context.Context, teamID, targetID, dir, asse
 }
 
 func (d workloadDeps) CloneSource(ctx context.Context, teamID, targetID, dir string, src api.Source, owner node.User) (string, error) {
-	return d.s.cloneSource(ctx, teamID, targetID, dir, src, owner)
+	return d.s.cloneSource().Clone(ctx, teamID, targetID, dir, src, owner)
 }
 
 // ExecSpec is a workload's program as a command of its container

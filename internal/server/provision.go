@@ -4,16 +4,12 @@ import (
 	"context"
 	"fmt"
 	"github.com/cove-dev/cove/internal/control/files"
+	"github.com/cove-dev/cove/internal/control/gitsource"
 	"github.com/cove-dev/cove/internal/control/uploads"
 	"io"
-	"net/netip"
-	"net/url"
-	"regexp"
-	"strings"
 	"time"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/sources"
 )
@@ -123,7 +119,7 @@ func (s *Server) checkSource(src *api.Source) (*api.Source, error) {
 			}
 			out = &api.Source{Type: api.SourceAsset, AssetID: src.AssetID}
 		case api.SourceGit:
-			g, err := checkGitSource(*src)
+			g, err := gitsource.Check(*src)
 			if err != nil {
 				return nil, err
 			}
@@ -510,88 +506,19 @@ func (s *Server) exited() {
 // clones apart from the sandbox and hands it the tree. The token, when
 // auth_secret names one, goes to the node alone.
 func (s *Server) cloneGit(ctx context.Context, sb *api.Sandbox) error {
-	commit, err := s.cloneSource(ctx, sb.TeamID, sb.ID, sb.Workdir, *sb.Source, s.svc.Images.DefaultUser(*sb))
+	commit, err := s.cloneSource().Clone(ctx, sb.TeamID, sb.ID, sb.Workdir, *sb.Source, s.svc.Images.DefaultUser(*sb))
 	if err != nil {
 		return err
 	}
 	return s.updateProvision(ctx, sb, "", func(p *api.Provision) { p.Source.Digest = commit })
 }
 
-// cloneSource clones a git source into a folder of a started sandbox (or
-// workload), owned by owner (the template's default user), and returns
-// the commit checked out.
-func (s *Server) cloneSource(ctx context.Context, teamID, targetID, dir string, src api.Source, owner node.User) (string, error) {
-	token := ""
-	if src.AuthSecret != "" {
-		if s.secrets == nil {
-			return "", api.Errorf(api.CodeUnprocessable, "source.auth_secret names a secret, but secrets are not configured on this server")
-		}
-		vals, err := s.secrets.ResolveSecrets(ctx, teamID, map[string]string{"token": src.AuthSecret})
-		if err != nil {
-			return "", err
-		}
-		token = vals["token"]
+// cloneSource is the git sources' cloner over the core's node, host ID
+// ranges and secrets.
+func (s *Server) cloneSource() *gitsource.Cloner {
+	c := &gitsource.Cloner{Node: s.node, Ranges: s.ranges}
+	if s.secrets != nil {
+		c.Secrets = s.secrets
 	}
-	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
-	defer cancel()
-	// git runs as IDs held for this clone alone (released after it; a
-	// range left by a crash is freed at Recover, as it names no sandbox).
-	cloneID := id.New("clone")
-	ids, err := s.ranges.Alloc(ctx, cloneID)
-	if err != nil {
-		return "", err
-	}
-	defer s.ranges.Release(context.WithoutCancel(ctx), cloneID)
-	return s.node.CloneGit(ctx, targetID, node.GitSpec{
-		URL: src.URL, Ref: src.Ref, Depth: src.Depth, Token: token, IDs: ids,
-		Path: dir, UID: owner.UID, GID: owner.GID,
-	})
-}
-
-const gitTimeout = 30 * time.Minute
-
-var gitRefRE = regexp.MustCompile(`^[A-Za-z0-9._/@+-]{1,255}$`)
-
-const maxGitDepth = 1 << 20
-
-// checkGitSource validates a git source: an http(s) URL without
-// credentials (a token goes in a secret, named by auth_secret), a ref that
-// cannot be taken for an option, a depth in range.
-func checkGitSource(src api.Source) (api.Source, error) {
-	if src.AssetID != "" {
-		return src, invalid("source type git takes no asset_id")
-	}
-	if src.URL == "" {
-		return src, invalid("source type git needs url (https://host/owner/repo.git)")
-	}
-	u, err := url.Parse(src.URL)
-	switch {
-	case err != nil || len(src.URL) > 2048 || containsNUL(src.URL):
-		return src, invalid("source.url is not a valid URL")
-	case u.Scheme != "https" && u.Scheme != "http":
-		return src, invalid("source.url scheme %q is not supported; use https:// (or http://)", u.Scheme)
-	case u.User != nil:
-		return src, invalid("source.url carries credentials; put the token in a secret and name it in source.auth_secret")
-	case u.Hostname() == "":
-		return src, invalid("source.url has no host")
-	case isIPLiteral(u.Hostname()):
-		// An address would become an address rule of the clone's policy,
-		// which reaches private ranges a name never does.
-		return src, invalid("source.url names an address; name the repository's host instead")
-	case u.RawQuery != "" || u.Fragment != "":
-		return src, invalid("source.url may not have a query or fragment")
-	}
-	if src.Ref != "" && (!gitRefRE.MatchString(src.Ref) || strings.HasPrefix(src.Ref, "-") || strings.Contains(src.Ref, "..")) {
-		return src, invalid("source.ref %q is not a branch, tag or commit name", src.Ref)
-	}
-	if src.Depth < 0 || src.Depth > maxGitDepth {
-		return src, rangeError("source.depth", fmt.Sprint(src.Depth), "0", fmt.Sprint(maxGitDepth))
-	}
-	src.URL = u.String()
-	return src, nil
-}
-
-func isIPLiteral(host string) bool {
-	_, err := netip.ParseAddr(strings.Trim(host, "[]"))
-	return err == nil
+	return c
 }
