@@ -108,19 +108,3 @@ type Workloads interface {
 	CancelTeam(ctx context.Context, t api.Team, spent float64)
 	RefuseImage(ctx context.Context, img api.Image, owner string) error
 }
-
-// spoolUpload receives an upload whole into a private temporary file,
-// counted in the team's open uploads of kind k (nil: the source uploads,
-// bounded by MaxSourceBytes); done removes the file and ends the upload.
-func (s *Server) spoolUpload(ctx context.Context, teamID string, k uploads.Kind, r io.Reader, max int64, want string, trailer func() (string, error), what string) (_ *uploads.Spooled, done func(), _ error) {
-	u, err := s.svc.Uploads.Begin(teamID, k)
-	if err != nil {
-		return nil, nil, err
-	}
-	sp, err := s.svc.Uploads.Spool(ctx, u, r, max, want, trailer, what)
-	if err != nil {
-		u.End()
-		return nil, nil, err
-	}
-	return sp, func() { sp.Close(); u.End() }, nil
-}
