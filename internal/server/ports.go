@@ -350,7 +350,9 @@ func (d workloadDeps) ResolveResources(r *api.ResourcesRequest) (api.Resources, 
 	return d.s.cfg.resolveResources(r)
 }
 
-func (d workloadDeps) CheckSource(src *api.Source) (*api.Source, error) { return d.s.checkSource(src) }
+func (d workloadDeps) CheckSource(src *api.Source) (*api.Source, error) {
+	return runs.CheckSource(src, d.s.secrets != nil)
+}
 
 func (d workloadDeps) AllocRange(ctx context.Context, id string) (node.IDRange, error) {
 	return d.s.ranges.Alloc(ctx, id)

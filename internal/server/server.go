@@ -308,7 +308,7 @@ func (s *Server) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sa
 			return api.Sandbox{}, invalid("workdir cannot be /")
 		}
 	}
-	provision, err := s.checkProvision(req)
+	provision, err := runs.CheckProvision(req, s.secrets != nil)
 	if err != nil {
 		return api.Sandbox{}, err
 	}

@@ -8,10 +8,7 @@ import (
 	"github.com/cove-dev/cove/internal/control/runs"
 )
 
-var (
-	nameRE   = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-)
+var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 const (
 	maxEnv         = runs.MaxEnv
