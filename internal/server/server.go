@@ -2,9 +2,12 @@
 // cycle (create, start, setup, sleep, wake, terminate, the warm pool) and
 // its commands persisted in the store before their side effects, and the
 // reconciler that makes the store and the node agree after a restart.
-// Every run is checked as a runs.Spec (internal/control/runs); features
-// such as workloads (internal/control/workloads) are services of their
-// own that the core builds and delegates to.
+// Every run is checked as a runs.Spec (internal/control/runs). The
+// features (teams, secrets, the meter, images, workloads, …) are services
+// of their own under internal/control: the core declares the small
+// interface it calls of each (services.go) and offers them its sides of
+// theirs (ports.go); the wiring, internal/service.NewPlane, builds them
+// and gives them to the core (Use).
 package server
 
 import (
