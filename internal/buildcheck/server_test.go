@@ -2,13 +2,13 @@ package buildcheck
 
 import (
 	"context"
+	"github.com/cove-dev/cove/internal/service"
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/cove-dev/cove/internal/httpapi"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/node/nodetest"
 	"github.com/cove-dev/cove/internal/server"
@@ -29,12 +29,12 @@ func testServer(t *testing.T) (url, key string) {
 	cfg.Templates = []string{node.ManagedTemplate}
 	cfg.WarmPool = 0
 	log := slog.New(slog.DiscardHandler)
-	srv, err := server.New(cfg, st, log)
+	plane, err := service.NewPlane(cfg, st, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	nd := nodetest.New()
-	nd.OnExit = srv.OnExit
+	nd.OnExit = plane.Core.OnExit
 	nd.Run = func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
 		if rest, ok := strings.CutPrefix(spec.Shell, "echo "); ok {
 			out.Write("stdout", []byte(rest+"\n"))
@@ -42,19 +42,13 @@ func testServer(t *testing.T) (url, key string) {
 		}
 		return node.Exit{ExitCode: 127}
 	}
-	srv.SetNode(nd)
+	plane.SetNode(nd)
 	t.Cleanup(nd.Close)
-	t.Cleanup(srv.Close)
-	if key, err = srv.Bootstrap(t.Context()); err != nil {
+	t.Cleanup(plane.Core.Close)
+	if key, err = plane.Teams.Bootstrap(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	api := httpapi.New(srv, log)
-	api.Teams, api.Idempotency, api.Secrets, api.Webhooks = srv.Teams(), srv.Teams(), srv.Vault(), srv.Webhooks()
-	api.Files, api.Assets = srv.Files(), srv.Assets()
-	api.ImageService, api.TemplateService, api.PreviewService = srv.Images(), srv.Templates(), srv.Previews()
-	api.Sandboxes, api.Commands, api.Events = srv, srv, srv
-	api.Workloads, api.GPUs = srv.Workloads(), srv.Workloads()
-	api.Metering, api.Observations = srv.Meter(), srv.Observations()
+	api := plane.Handler(log)
 	hs := httptest.NewServer(api)
 	t.Cleanup(hs.Close)
 	return hs.URL, key

@@ -15,15 +15,6 @@ import (
 	"github.com/cove-dev/cove/internal/server"
 )
 
-// ControlPlane is what the API still asks of the control plane
-// (*server.Server) itself: a team's admission and monthly spend limit
-// (PATCH /v1/teams/{id}). Tests serve the API over a fake of it.
-type ControlPlane interface {
-	UpdateTeam(ctx context.Context, p server.Principal, teamID string, req api.UpdateTeamRequest) (api.Team, error)
-}
-
-var _ ControlPlane = (*server.Server)(nil)
-
 // Sandboxes are the sandbox life cycle's calls (sandboxes.go) and the
 // warm pool's health.
 type Sandboxes interface {
@@ -100,7 +91,7 @@ type Workloads interface {
 	SubmitWorkload(ctx context.Context, teamID string, req api.CreateWorkloadRequest) (api.Workload, error)
 	GetWorkload(ctx context.Context, teamID, id string) (api.Workload, error)
 	WaitWorkload(ctx context.Context, teamID, id string, want api.WorkloadState, timeout time.Duration) (api.Workload, error)
-	ListWorkloads(ctx context.Context, teamID string, q server.WorkloadQuery) (api.List[api.Workload], error)
+	ListWorkloads(ctx context.Context, teamID string, q workloads.Query) (api.List[api.Workload], error)
 	CancelWorkload(ctx context.Context, teamID, id string) (api.Workload, error)
 	WorkloadOutput(ctx context.Context, teamID, id string) (api.Workload, node.Output, error)
 }

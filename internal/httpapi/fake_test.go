@@ -98,8 +98,6 @@ type storedAnswer struct {
 	answer server.Answer
 }
 
-var _ ControlPlane = (*fakeControlPlane)(nil)
-
 func newFake() *fakeControlPlane {
 	return &fakeControlPlane{changes: make(chan struct{}), answers: map[string]storedAnswer{}}
 }

@@ -2,11 +2,11 @@ package httpapi
 
 import (
 	"context"
+	"github.com/cove-dev/cove/internal/control/workloads"
 	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/node"
-	"github.com/cove-dev/cove/internal/server"
 )
 
 // The fake's workloads: each call is recorded and answers not found.
@@ -26,7 +26,7 @@ func (f *fakeControlPlane) WaitWorkload(ctx context.Context, teamID, id string, 
 	return api.Workload{}, notFound("workload", id)
 }
 
-func (f *fakeControlPlane) ListWorkloads(ctx context.Context, teamID string, q server.WorkloadQuery) (api.List[api.Workload], error) {
+func (f *fakeControlPlane) ListWorkloads(ctx context.Context, teamID string, q workloads.Query) (api.List[api.Workload], error) {
 	f.record("ListWorkloads", teamID)
 	return api.List[api.Workload]{Items: []api.Workload{}}, nil
 }

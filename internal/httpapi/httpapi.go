@@ -56,7 +56,6 @@ type Handler struct {
 	// GPUs reports the node's GPUs in GET /healthz; nil: none reported.
 	GPUs GPUPlane
 
-	srv ControlPlane
 	log *slog.Logger
 	mux *http.ServeMux
 	// patterns lists the authenticated routes, for the OpenAPI test.
@@ -93,9 +92,9 @@ type Handler struct {
 	Observations Observations
 }
 
-// New returns the API handler over srv.
-func New(srv ControlPlane, log *slog.Logger) *Handler {
-	h := &Handler{srv: srv, log: log, mux: http.NewServeMux(), tickets: newTicketBook(), eventStreams: &streamSlots{}}
+// New returns the API handler; set its services' fields before serving.
+func New(log *slog.Logger) *Handler {
+	h := &Handler{log: log, mux: http.NewServeMux(), tickets: newTicketBook(), eventStreams: &streamSlots{}}
 	h.routes()
 	return h
 }

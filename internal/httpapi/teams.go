@@ -19,6 +19,9 @@ type Teams interface {
 	RevokeKey(ctx context.Context, p teams.Principal, keyID string) error
 	// TeamMe is the key's team with its effective admission.
 	TeamMe(ctx context.Context, p teams.Principal) (api.TeamMe, error)
+	// UpdateTeam changes a team's admission, spend limit and budget
+	// alerts (admin only).
+	UpdateTeam(ctx context.Context, p teams.Principal, teamID string, req api.UpdateTeamRequest) (api.Team, error)
 }
 
 // Idempotency keeps the answers of create requests per team and

@@ -5,7 +5,7 @@ import "log/slog"
 // newHandler is New over the fake, with the fake as each service, as
 // internal/service sets the real ones.
 func newHandler(f *fakeControlPlane, log *slog.Logger) *Handler {
-	h := New(f, log)
+	h := New(log)
 	h.Teams, h.Idempotency, h.Secrets = f, f, &f.secrets
 	h.Files, h.Assets = f, f
 	h.ImageService, h.TemplateService, h.PreviewService = f, f, f

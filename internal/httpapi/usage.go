@@ -13,7 +13,7 @@ import (
 
 // Metering is what the API asks of the meter (*meter.Meter): samples,
 // usage and costs. A team's spend limit is changed with the team
-// (ControlPlane.UpdateTeam).
+// (Teams.UpdateTeam).
 type Metering interface {
 	Metrics(ctx context.Context, teamID, ref string, q meter.MetricsQuery) (api.Metrics, error)
 	SandboxUsage(ctx context.Context, teamID, ref string) (api.SandboxUsage, error)
@@ -124,7 +124,7 @@ func (h *Handler) updateTeam(w http.ResponseWriter, r *http.Request, p server.Pr
 	if err := decode(r, &req, false); err != nil {
 		return err
 	}
-	t, err := h.srv.UpdateTeam(r.Context(), p, r.PathValue("id"), req)
+	t, err := h.Teams.UpdateTeam(r.Context(), p, r.PathValue("id"), req)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"github.com/cove-dev/cove/internal/control/workloads"
 	"net/http"
 	"time"
 
@@ -66,7 +67,7 @@ func (h *Handler) listWorkloads(w http.ResponseWriter, r *http.Request, p server
 	if err != nil {
 		return err
 	}
-	q := server.WorkloadQuery{Page: pg}
+	q := workloads.Query{Page: pg}
 	for _, s := range csv(r, "state") {
 		q.States = append(q.States, api.WorkloadState(s))
 	}

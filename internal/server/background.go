@@ -6,11 +6,11 @@ import "time"
 // the warm pool. It returns at once; Close stops it.
 func (s *Server) Start() {
 	if s.cfg.WarmPool > 0 {
-		s.wg.Go(func() { s.fillPool(s.ctx) })
+		s.wg.Go(func() { s.pool.fill(s.ctx) })
 	}
-	s.wg.Go(func() { s.runMeter(s.ctx) })
-	s.wg.Go(func() { s.wl.Run(s.ctx) })
-	s.wg.Go(s.runObservations)
+	s.wg.Go(func() { s.svc.Meter.Run(s.ctx) })
+	s.wg.Go(func() { s.svc.Workloads.Run(s.ctx) })
+	s.wg.Go(func() { s.svc.Observations.Run(s.ctx) })
 	s.wg.Go(func() {
 		t := time.NewTicker(s.cfg.LimitsInterval)
 		defer t.Stop()
@@ -18,11 +18,11 @@ func (s *Server) Start() {
 		for {
 			select {
 			case <-t.C:
-				s.enforceLimits(s.ctx)
+				s.limits.enforce(s.ctx)
 				if time.Since(expired) > time.Minute {
-					s.expireIdempotent(s.ctx)
+					s.svc.Teams.ExpireIdempotent(s.ctx)
 					s.expireEvents(s.ctx)
-					s.expireObservations(s.ctx)
+					s.svc.Observations.Expire(s.ctx)
 					expired = time.Now()
 				}
 			case <-s.ctx.Done():

@@ -34,15 +34,15 @@ func TestImageInUseThroughCore(t *testing.T) {
 	h := newHarness(t)
 	ctx := t.Context()
 	im := &oneImage{trees: map[string]bool{}}
-	h.srv.Images().SetImporter(im)
-	if _, err := h.srv.UpdateTeam(ctx, h.admin, h.a, api.UpdateTeamRequest{Admission: &api.Admission{ManagedEnvironment: true, CustomImages: true}}); err != nil {
+	h.plane.Images.SetImporter(im)
+	if _, err := h.plane.Teams.UpdateTeam(ctx, h.admin, h.a, api.UpdateTeamRequest{Admission: &api.Admission{ManagedEnvironment: true, CustomImages: true}}); err != nil {
 		t.Fatal(err)
 	}
 	teamA, err := h.st.GetTeam(ctx, h.a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := h.srv.Images().ImportImage(ctx, teamA, "tools", api.ImageSettings{}, strings.NewReader("archive"))
+	img, err := h.plane.Images.ImportImage(ctx, teamA, "tools", api.ImageSettings{}, strings.NewReader("archive"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,20 +51,20 @@ func TestImageInUseThroughCore(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.wait(t, h.a, sb.ID, api.StateRunning)
-	wl, err := h.srv.SubmitWorkload(ctx, h.a, api.CreateWorkloadRequest{Image: "tools", Command: "true"})
+	wl, err := h.plane.Workloads.SubmitWorkload(ctx, h.a, api.CreateWorkloadRequest{Image: "tools", Command: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, h.srv.Images().DeleteImage(ctx, teamA, img.ID), api.CodeConflict) // the sandbox
+	wantCode(t, h.plane.Images.DeleteImage(ctx, teamA, img.ID), api.CodeConflict) // the sandbox
 	if _, err := h.srv.TerminateSandbox(ctx, h.a, sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	h.wait(t, h.a, sb.ID, api.StateTerminated)
-	wantCode(t, h.srv.Images().DeleteImage(ctx, teamA, img.ID), api.CodeConflict) // the workload
-	if _, err := h.srv.CancelWorkload(ctx, h.a, wl.ID); err != nil {
+	wantCode(t, h.plane.Images.DeleteImage(ctx, teamA, img.ID), api.CodeConflict) // the workload
+	if _, err := h.plane.Workloads.CancelWorkload(ctx, h.a, wl.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.srv.Images().DeleteImage(ctx, teamA, img.ID); err != nil {
+	if err := h.plane.Images.DeleteImage(ctx, teamA, img.ID); err != nil {
 		t.Fatal(err)
 	}
 	if len(im.trees) != 0 {

@@ -8,6 +8,7 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/commands"
 	"github.com/cove-dev/cove/internal/control/events"
+	"github.com/cove-dev/cove/internal/control/imagecatalog"
 	"github.com/cove-dev/cove/internal/control/runs"
 	"github.com/cove-dev/cove/internal/control/vault"
 	"github.com/cove-dev/cove/internal/node"
@@ -29,54 +30,27 @@ type (
 	EventQuery = events.Query
 )
 
-// newEvents builds the event log over the core.
-func (s *Server) newEvents() *events.Log {
-	d := eventDeps{s}
-	return events.New(events.Config{Retention: s.cfg.EventRetention}, s.store, d, d, d, s.log, func() time.Time { return s.now() })
-}
-
-// newCommands builds the commands service over the core.
-func (s *Server) newCommands() *commands.Service {
-	d := cmdDeps{s}
-	return commands.New(s.ctx, &s.wg, commands.Config{WaitOutputMax: s.cfg.WaitOutputMax}, commands.Deps{
-		Store: s.store, Node: cmdNode{s}, Sandboxes: d, Images: d, Secrets: cmdSecrets{s}, Events: s.events, Telemetry: cmdTelemetry{s},
-		Checks: s.checker(), Log: s.log, Now: func() time.Time { return s.now() },
-	})
-}
-
-// Commands is the sandboxes' commands service (httpapi's Commands).
-func (s *Server) Commands() *commands.Service { return s.commands }
-
-// Events is the teams' event logs (httpapi's Events).
-func (s *Server) Events() *events.Log { return s.events }
-
 // The core's calls into the event log and the commands.
 
 func (s *Server) emit(ctx context.Context, teamID, typ, sandboxID, commandID string, data map[string]any) {
-	s.events.Emit(ctx, teamID, typ, sandboxID, commandID, data)
+	s.svc.Events.Emit(ctx, teamID, typ, sandboxID, commandID, data)
 }
 
 func (s *Server) record(ctx context.Context, teamID, typ, sandboxID, commandID string, data map[string]any) bool {
-	return s.events.Record(ctx, teamID, typ, sandboxID, commandID, data)
+	return s.svc.Events.Record(ctx, teamID, typ, sandboxID, commandID, data)
 }
 
-func (s *Server) expireEvents(ctx context.Context) { s.events.Expire(ctx) }
+func (s *Server) expireEvents(ctx context.Context) { s.svc.Events.Expire(ctx) }
 
 func (s *Server) execIn(ctx context.Context, sb api.Sandbox, req api.CreateCommandRequest) (api.Command, error) {
-	return s.commands.Start(ctx, sb, req)
-}
-
-// newCommand is kept for the workloads' adapter until it builds its
-// program from its runs.Spec (commands.Service.Program).
-func (s *Server) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.Command, node.ExecSpec, error) {
-	return s.commands.NewCommand(sb, req)
+	return s.svc.Commands.Start(ctx, sb, req)
 }
 
 func (s *Server) commandExited(sandboxID, commandID string, e node.Exit, lost bool) {
-	s.commands.Exited(sandboxID, commandID, e, lost)
+	s.svc.Commands.Exited(sandboxID, commandID, e, lost)
 }
 
-func (s *Server) watchSilence(teamID string, c api.Command) { s.commands.WatchSilence(teamID, c) }
+func (s *Server) watchSilence(teamID string, c api.Command) { s.svc.Commands.WatchSilence(teamID, c) }
 
 // OnExit takes the node's report of a command's end and hands it to the
 // receiver registered for its run (a workload, a self-test), or records
@@ -89,57 +63,10 @@ func (s *Server) OnExit(runID, commandID string, e node.Exit, lost bool) {
 // command or event; long-polls and streams wait on it.
 func (s *Server) Changes() <-chan struct{} { return s.changes() }
 
-// The calls the tests and the API still make on the server itself.
-
-// Exec starts a command in a running sandbox (commands.Service.Exec).
-func (s *Server) Exec(ctx context.Context, teamID, ref string, req api.CreateCommandRequest) (api.Command, error) {
-	return s.commands.Exec(ctx, teamID, ref, req)
-}
-
-// GetCommand returns a command of a sandbox of the team.
-func (s *Server) GetCommand(ctx context.Context, teamID, ref, commandID string) (api.Command, error) {
-	return s.commands.GetCommand(ctx, teamID, ref, commandID)
-}
-
-// ListCommands lists a page of a sandbox's commands.
-func (s *Server) ListCommands(ctx context.Context, teamID, ref string, q CommandQuery) (api.List[api.Command], error) {
-	return s.commands.ListCommands(ctx, teamID, ref, q)
-}
-
-// WaitCommand waits for a command to end and returns it with its output.
-func (s *Server) WaitCommand(ctx context.Context, teamID, ref, commandID string) (api.CommandResult, error) {
-	return s.commands.WaitCommand(ctx, teamID, ref, commandID)
-}
-
-// CommandOutput returns a command and its recorded output.
-func (s *Server) CommandOutput(ctx context.Context, teamID, ref, commandID string) (api.Command, node.Output, error) {
-	return s.commands.CommandOutput(ctx, teamID, ref, commandID)
-}
-
-// Stdin appends r to a running command's stdin.
-func (s *Server) Stdin(ctx context.Context, teamID, ref, commandID string, r io.Reader, eof bool) error {
-	return s.commands.Stdin(ctx, teamID, ref, commandID, r, eof)
-}
-
-// Signal sends a signal to a running command's process group.
-func (s *Server) Signal(ctx context.Context, teamID, ref, commandID, sig string) error {
-	return s.commands.Signal(ctx, teamID, ref, commandID, sig)
-}
-
-// Resize changes the terminal size of a running PTY command.
-func (s *Server) Resize(ctx context.Context, teamID, ref, commandID string, cols, rows int) error {
-	return s.commands.Resize(ctx, teamID, ref, commandID, cols, rows)
-}
-
-// ListEvents returns a page of a team's events (events.Log.ListEvents).
-func (s *Server) ListEvents(ctx context.Context, teamID string, q EventQuery) (api.List[api.Event], error) {
-	return s.events.ListEvents(ctx, teamID, q)
-}
-
 // SandboxRefusal is the budget rule of a command in a living sandbox:
 // its own spend limit, then its team's (runs.Checker.Budget).
 func (c runChecks) SandboxRefusal(ctx context.Context, sb api.Sandbox) error {
-	return c.s.budgetRefusal(ctx, sb)
+	return c.s.svc.Meter.BudgetRefusal(ctx, sb)
 }
 
 // eventDeps is the core as the event log's Sandboxes, Broadcast and
@@ -199,20 +126,22 @@ func (d cmdDeps) ActiveSandbox(ctx context.Context, teamID, ref string) (api.San
 func (d cmdDeps) TouchAt(sandboxID string, t time.Time) { d.s.touchAt(sandboxID, t) }
 func (d cmdDeps) Exited()                               { d.s.exited() }
 
-func (d cmdDeps) Image(teamID, template string) (api.Image, bool) { return d.s.image(teamID, template) }
+func (d cmdDeps) Image(teamID, template string) (api.Image, bool) {
+	return d.s.svc.Images.Image(teamID, template)
+}
 func (d cmdDeps) NodeTemplate(teamID, template string) string {
-	return d.s.nodeTemplate(teamID, template)
+	return d.s.svc.Images.NodeTemplate(teamID, template)
 }
 func (d cmdDeps) Command(img api.Image, req api.CreateCommandRequest, user string, u node.User, env map[string]string) (node.User, map[string]string, error) {
-	return imageCommand(img, req, user, u, env)
+	return imagecatalog.Command(img, req, user, u, env)
 }
 
 func (d cmdSecrets) Exec(ctx context.Context, sb api.Sandbox, req api.CreateCommandRequest, cmd *api.Command, spec *node.ExecSpec) error {
-	return d.s.execSecrets(ctx, sb, req, cmd, spec)
+	return d.s.svc.Vault.Exec(ctx, sb, req, cmd, spec)
 }
 
 func (d cmdSecrets) Open(ctx context.Context, teamID string, refs map[string]string) (map[string]string, []node.Secret, error) {
-	values, err := d.s.secretValues(ctx, teamID, refs)
+	values, err := runChecks{d.s}.Resolve(ctx, teamID, refs)
 	if err != nil {
 		return nil, nil, err
 	}

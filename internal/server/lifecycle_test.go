@@ -78,7 +78,7 @@ func TestActivityDefersIdle(t *testing.T) {
 		}
 		h.wait(t, h.a, sb.ID, api.StateRunning)
 		time.Sleep(50 * time.Second)
-		if _, err := h.srv.Exec(t.Context(), h.a, sb.ID, api.CreateCommandRequest{Command: "true"}); err != nil {
+		if _, err := h.plane.Commands.Exec(t.Context(), h.a, sb.ID, api.CreateCommandRequest{Command: "true"}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(50 * time.Second) // 100 s after create, 50 s after the command
@@ -147,7 +147,7 @@ func TestSleepWake(t *testing.T) {
 		if n, _ := h.node.Sandbox(sb.ID); n.State != nodetest.Saved {
 			t.Fatalf("asleep sandbox is %q on the node, want saved", n.State)
 		}
-		if _, err := h.srv.Exec(t.Context(), h.a, sb.ID, api.CreateCommandRequest{Command: "true"}); api.ErrorCode(err) != api.CodeConflict {
+		if _, err := h.plane.Commands.Exec(t.Context(), h.a, sb.ID, api.CreateCommandRequest{Command: "true"}); api.ErrorCode(err) != api.CodeConflict {
 			t.Fatalf("exec in an asleep sandbox: %v, want conflict", err)
 		}
 		if _, err := h.srv.WakeSandbox(t.Context(), h.a, sb.ID); err != nil {

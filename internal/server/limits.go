@@ -3,26 +3,40 @@ package server
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/store"
 )
 
-// touch records activity on a sandbox now.
-func (s *Server) touch(id string) { s.touchAt(id, s.now()) }
+// limits are the idle and lifetime limits: the last API call on each
+// sandbox, in memory, and the check the background ticker makes.
+type limits struct {
+	s *Server
 
-func (s *Server) touchAt(id string, t time.Time) {
-	s.mu.Lock()
-	if t.After(s.activity[id]) {
-		s.activity[id] = t
-	}
-	s.mu.Unlock()
+	mu       sync.Mutex
+	activity map[string]time.Time // last API call per sandbox
 }
 
-// enforceLimits applies max_lifetime_s to sandboxes running or in setup
-// and idle_timeout_s to running ones, and persists their last activity.
-func (s *Server) enforceLimits(ctx context.Context) {
+func newLimits(s *Server) *limits { return &limits{s: s, activity: map[string]time.Time{}} }
+
+// touchAt records activity on a sandbox at t (the commands' exits).
+func (s *Server) touchAt(id string, t time.Time) { s.limits.touch(id, t) }
+
+// touch records activity on a sandbox at t.
+func (l *limits) touch(id string, t time.Time) {
+	l.mu.Lock()
+	if t.After(l.activity[id]) {
+		l.activity[id] = t
+	}
+	l.mu.Unlock()
+}
+
+// enforce applies max_lifetime_s to sandboxes running or in setup and
+// idle_timeout_s to running ones, and persists their last activity.
+func (l *limits) enforce(ctx context.Context) {
+	s := l.s
 	running, err := s.store.ListSandboxes(ctx, store.SandboxFilter{States: []api.SandboxState{api.StateRunning, api.StateSettingUp}})
 	if err != nil {
 		s.log.Error("list sandboxes for limits", "err", err)
@@ -49,7 +63,7 @@ func (s *Server) enforceLimits(ctx context.Context) {
 			}
 			continue
 		}
-		last := s.lastActive(ctx, sb, now)
+		last := l.lastActive(ctx, sb, now)
 		if sb.IdleTimeoutS > 0 && now.Sub(last) >= time.Duration(sb.IdleTimeoutS)*time.Second {
 			s.emit(ctx, sb.TeamID, "sandbox.idle", sb.ID, "", map[string]any{
 				"idle_s": int64(now.Sub(last).Seconds()), "on_idle": sb.OnIdle,
@@ -69,16 +83,17 @@ func (s *Server) enforceLimits(ctx context.Context) {
 
 // lastActive is the sandbox's last activity: an API call on it, or now
 // while any of its commands runs. It persists last_active_at when it moved.
-func (s *Server) lastActive(ctx context.Context, sb api.Sandbox, now time.Time) time.Time {
+func (l *limits) lastActive(ctx context.Context, sb api.Sandbox, now time.Time) time.Time {
+	s := l.s
 	last := sb.CreatedAt
 	if sb.LastActiveAt != nil {
 		last = *sb.LastActiveAt
 	}
-	s.mu.Lock()
-	if t, ok := s.activity[sb.ID]; ok && t.After(last) {
+	l.mu.Lock()
+	if t, ok := l.activity[sb.ID]; ok && t.After(last) {
 		last = t
 	}
-	s.mu.Unlock()
+	l.mu.Unlock()
 	if ids, err := s.runningCommandIDs(ctx, sb.ID); err == nil && len(ids) > 0 {
 		last = now
 	}

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"github.com/cove-dev/cove/internal/control/meter"
 	"math"
 	"slices"
 	"sync"
@@ -56,9 +57,9 @@ func TestMeterSamplesAndCosts(t *testing.T) {
 		c.add(5 * time.Second)
 		h.node.SetStats(sb.ID, node.Stats{Time: c.now(), CPUNanos: cpu, MemoryBytes: int64(100 << 20 * (i + 1)),
 			MemoryPeakBytes: 300 << 20, DiskBytes: 1 << 20, NetInBytes: 1000, NetOutBytes: 500 * uint64(i+1)})
-		h.srv.MeterOnce(ctx)
+		h.plane.Meter.Tick(ctx)
 	}
-	m, err := h.srv.Metrics(ctx, h.a, sb.ID, server.MetricsQuery{From: start, To: c.now()})
+	m, err := h.plane.Meter.Metrics(ctx, h.a, sb.ID, meter.MetricsQuery{From: start, To: c.now()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,17 +85,17 @@ func TestMeterSamplesAndCosts(t *testing.T) {
 	}
 	h.wait(t, h.a, sb.ID, api.StateAsleep)
 	asleepAt := c.now()
-	h.srv.MeterOnce(ctx) // starts the storage meter
+	h.plane.Meter.Tick(ctx) // starts the storage meter
 	c.add(10 * time.Second)
-	h.srv.MeterOnce(ctx)
-	u, err := h.srv.SandboxUsage(ctx, h.a, sb.ID)
+	h.plane.Meter.Tick(ctx)
+	u, err := h.plane.Meter.SandboxUsage(ctx, h.a, sb.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !near(u.CPUS, 10, 1e-9) || !near(u.StorageGiBH, 10.0/3600, 1e-9) || !near(u.CostUSD, 0.1+0.01, 1e-9) {
 		t.Errorf("usage = %+v; want 10 cpu_s, 10 GiB-s of storage, $0.11", u)
 	}
-	m, err = h.srv.Metrics(ctx, h.a, sb.ID, server.MetricsQuery{From: start, To: c.now()})
+	m, err = h.plane.Meter.Metrics(ctx, h.a, sb.ID, meter.MetricsQuery{From: start, To: c.now()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func TestMeterSamplesAndCosts(t *testing.T) {
 		t.Errorf("gaps = %+v; want the last one asleep", m.Gaps)
 	}
 
-	r, err := h.srv.Usage(ctx, h.a, server.UsageQuery{GroupBy: "sandbox"})
+	r, err := h.plane.Meter.Usage(ctx, h.a, meter.UsageQuery{GroupBy: "sandbox"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestSpendLimit(t *testing.T) {
 	h.wait(t, h.a, sb.ID, api.StateRunning)
 	for range 21 { // 105 s
 		c.add(5 * time.Second)
-		h.srv.MeterOnce(ctx)
+		h.plane.Meter.Tick(ctx)
 	}
 	h.wait(t, h.a, sb.ID, api.StateAsleep)
 	var budget []string
@@ -134,7 +135,7 @@ func TestSpendLimit(t *testing.T) {
 	if want := []string{"budget.alert", "budget.alert", "budget.exceeded"}; !slices.Equal(budget, want) {
 		t.Errorf("budget events = %v; want %v", budget, want)
 	}
-	_, err = h.srv.Exec(ctx, h.a, sb.ID, api.CreateCommandRequest{Command: "true"})
+	_, err = h.plane.Commands.Exec(ctx, h.a, sb.ID, api.CreateCommandRequest{Command: "true"})
 	wantCode(t, err, api.CodeBudgetExceeded)
 	_, err = h.srv.WakeSandbox(ctx, h.a, sb.ID)
 	wantCode(t, err, api.CodeBudgetExceeded)
@@ -154,16 +155,16 @@ func TestTeamSpendLimit(t *testing.T) {
 	ctx := t.Context()
 	admin := h.admin
 	limit := 0.2
-	if _, err := h.srv.UpdateTeam(ctx, admin, h.a, api.UpdateTeamRequest{SpendLimitUSD: &limit}); err != nil {
+	if _, err := h.plane.Teams.UpdateTeam(ctx, admin, h.a, api.UpdateTeamRequest{SpendLimitUSD: &limit}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := h.srv.UpdateTeam(ctx, server.Principal{Team: api.Team{ID: h.b, Name: "team-b"}}, h.a, api.UpdateTeamRequest{SpendLimitUSD: &limit})
+	_, err := h.plane.Teams.UpdateTeam(ctx, server.Principal{Team: api.Team{ID: h.b, Name: "team-b"}}, h.a, api.UpdateTeamRequest{SpendLimitUSD: &limit})
 	wantCode(t, err, api.CodePermissionDenied)
 
 	sb := h.running(t, h.a, "team-capped")
 	for range 5 { // 25 s: $0.25
 		c.add(5 * time.Second)
-		h.srv.MeterOnce(ctx)
+		h.plane.Meter.Tick(ctx)
 	}
 	h.wait(t, h.a, sb.ID, api.StateAsleep)
 	_, err = h.srv.CreateSandbox(ctx, h.a, api.CreateSandboxRequest{})
@@ -172,7 +173,7 @@ func TestTeamSpendLimit(t *testing.T) {
 		t.Errorf("another team's create: %v", err)
 	}
 	none := -1.0
-	if _, err := h.srv.UpdateTeam(ctx, admin, h.a, api.UpdateTeamRequest{SpendLimitUSD: &none}); err != nil {
+	if _, err := h.plane.Teams.UpdateTeam(ctx, admin, h.a, api.UpdateTeamRequest{SpendLimitUSD: &none}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.srv.CreateSandbox(ctx, h.a, api.CreateSandboxRequest{}); err != nil {
@@ -192,16 +193,16 @@ func TestEgressCharged(t *testing.T) {
 	for i, out := range []uint64{1e9, 2e9} {
 		c.add(3 * time.Second)
 		h.node.SetStats(sb.ID, node.Stats{Time: c.now(), CPUNanos: uint64(i), NetInBytes: 10, NetOutBytes: out})
-		h.srv.MeterOnce(ctx)
+		h.plane.Meter.Tick(ctx)
 	}
-	u, err := h.srv.SandboxUsage(ctx, h.a, sb.ID)
+	u, err := h.plane.Meter.SandboxUsage(ctx, h.a, sb.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if u.EgressBytes != 2e9 || !near(u.CostUSD, 1, 1e-9) {
 		t.Errorf("usage = %+v; want 2e9 egress bytes for $1", u)
 	}
-	r, err := h.srv.Usage(ctx, h.a, server.UsageQuery{From: c.now().Add(-time.Hour), GroupBy: "day"})
+	r, err := h.plane.Meter.Usage(ctx, h.a, meter.UsageQuery{From: c.now().Add(-time.Hour), GroupBy: "day"})
 	if err != nil {
 		t.Fatal(err)
 	}

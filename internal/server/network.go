@@ -23,19 +23,6 @@ func checkPolicy(field string, allow []string) ([]string, error) {
 	return allow, nil
 }
 
-// Network returns a sandbox's policy and what it tried to reach.
-func (s *Server) Network(ctx context.Context, teamID, ref string) (api.NetworkView, error) {
-	sb, err := s.GetSandbox(ctx, teamID, ref)
-	if err != nil {
-		return api.NetworkView{}, err
-	}
-	obs, err := s.sandboxObservations(ctx, sb.ID)
-	if err != nil {
-		return api.NetworkView{}, err
-	}
-	return api.NetworkView{Policy: sb.Network, Observations: obs}, nil
-}
-
 // NetworkDenied records a denial seen by the node's gateway or resolver as
 // a network.denied event, naming the command that made the connection when
 // the node found it and it is the sandbox's. The node rate-limits calls per
@@ -56,6 +43,6 @@ func (s *Server) NetworkDenied(sandboxID string, o api.NetworkObservation, suppr
 	if suppressed > 0 {
 		data["suppressed"] = suppressed
 	}
-	cmd := s.checkCommand(ctx, sandboxID, o.LastCommandID)
+	cmd := s.svc.Observations.CheckCommand(ctx, sandboxID, o.LastCommandID)
 	s.emit(ctx, sb.TeamID, "network.denied", sandboxID, cmd, data)
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"github.com/cove-dev/cove/internal/service"
 	"log/slog"
 	"path/filepath"
 	"testing"
@@ -26,11 +27,11 @@ func report(sandboxID, dest string, decision string, count int64, at time.Time, 
 
 func (h *harness) command(t *testing.T, team, sandboxID string) string {
 	t.Helper()
-	res, err := h.srv.Exec(t.Context(), team, sandboxID, api.CreateCommandRequest{Command: "true"})
+	res, err := h.plane.Commands.Exec(t.Context(), team, sandboxID, api.CreateCommandRequest{Command: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.srv.WaitCommand(t.Context(), team, sandboxID, res.ID); err != nil {
+	if _, err := h.plane.Commands.WaitCommand(t.Context(), team, sandboxID, res.ID); err != nil {
 		t.Fatal(err)
 	}
 	return res.ID
@@ -38,7 +39,7 @@ func (h *harness) command(t *testing.T, team, sandboxID string) string {
 
 func (h *harness) network(t *testing.T, team, sandboxID string) []api.NetworkObservation {
 	t.Helper()
-	v, err := h.srv.Network(t.Context(), team, sandboxID)
+	v, err := h.plane.Observations.Network(t.Context(), team, sandboxID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestObservationsStored(t *testing.T) {
 	if d := cmp.Diff(want, h.network(t, h.a, a.ID)); d != "" {
 		t.Errorf("before the flush (-want +got):\n%s", d)
 	}
-	h.srv.FlushObservations(ctx)
+	h.plane.Observations.Flush(ctx)
 	if d := cmp.Diff(want, h.network(t, h.a, a.ID)); d != "" {
 		t.Errorf("after the flush (-want +got):\n%s", d)
 	}
@@ -90,14 +91,14 @@ func TestObservationsStored(t *testing.T) {
 	if d := cmp.Diff(want, h.network(t, h.a, a.ID)); d != "" {
 		t.Errorf("stored plus pending (-want +got):\n%s", d)
 	}
-	h.srv.FlushObservations(ctx)
+	h.plane.Observations.Flush(ctx)
 	if d := cmp.Diff(want, h.network(t, h.a, a.ID)); d != "" {
 		t.Errorf("after the second flush (-want +got):\n%s", d)
 	}
 	if got := h.network(t, h.b, b.ID); len(got) != 0 {
 		t.Errorf("sandbox b sees %+v", got)
 	}
-	if _, err := h.srv.Network(ctx, h.b, a.ID); api.ErrorCode(err) != api.CodeNotFound {
+	if _, err := h.plane.Observations.Network(ctx, h.b, a.ID); api.ErrorCode(err) != api.CodeNotFound {
 		t.Errorf("team b reads team a's observations: %v", err)
 	}
 
@@ -156,8 +157,8 @@ func TestObservationsExpire(t *testing.T) {
 		report(a.ID, "old.test", "allowed", 1, now.Add(-31*24*time.Hour), ""),
 		report(a.ID, "new.test", "allowed", 1, now.Add(-29*24*time.Hour), ""),
 	)
-	h.srv.FlushObservations(ctx)
-	h.srv.ExpireObservations(ctx)
+	h.plane.Observations.Flush(ctx)
+	h.plane.Observations.Expire(ctx)
 	got := h.network(t, h.a, a.ID)
 	if len(got) != 1 || got[0].Destination != "new.test" {
 		t.Fatalf("after expiry: %+v", got)
@@ -176,20 +177,21 @@ func TestObservationsKeptWhileStoreFails(t *testing.T) {
 	fs := &failingStore{Store: st}
 	cfg := server.DefaultConfig()
 	cfg.Templates, cfg.WarmPool = []string{"managed"}, 0
-	srv, err := server.New(cfg, fs, slog.New(slog.DiscardHandler))
+	plane, err := service.NewPlane(cfg, fs, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv := plane.Core
 	nd := nodetest.New()
 	nd.OnExit = srv.OnExit
-	srv.SetNode(nd)
+	plane.SetNode(nd)
 	t.Cleanup(nd.Close)
 	t.Cleanup(srv.Close)
-	key, err := srv.Bootstrap(ctx)
+	key, err := plane.Teams.Bootstrap(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := srv.Authenticate(ctx, key)
+	admin, err := plane.Teams.Authenticate(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +201,7 @@ func TestObservationsKeptWhileStoreFails(t *testing.T) {
 	}
 	count := func() int64 {
 		t.Helper()
-		v, err := srv.Network(ctx, admin.Team.ID, sb.ID)
+		v, err := plane.Observations.Network(ctx, admin.Team.ID, sb.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,13 +213,13 @@ func TestObservationsKeptWhileStoreFails(t *testing.T) {
 	t0 := time.Now().UTC()
 	nd.Observe(report(sb.ID, "x.test", "allowed", 1, t0, ""))
 	fs.fail = true
-	srv.FlushObservations(ctx)
+	plane.Observations.Flush(ctx)
 	nd.Observe(report(sb.ID, "x.test", "allowed", 1, t0, ""))
 	if n := count(); n != 2 {
 		t.Errorf("count %d while the store fails, want 2", n)
 	}
 	fs.fail = false
-	srv.FlushObservations(ctx)
+	plane.Observations.Flush(ctx)
 	if n := count(); n != 2 {
 		t.Errorf("count %d after the store came back, want 2", n)
 	}

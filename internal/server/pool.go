@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/cove-dev/cove/api"
@@ -15,37 +16,57 @@ import (
 // once. Pooled sandboxes are not in the store; a restart removes them as
 // orphans and the pool fills again.
 
-// fitsPool reports whether a validated new sandbox can come from the pool.
-func (s *Server) fitsPool(sb api.Sandbox) bool {
+// warmPool is the pool and the state it guards.
+type warmPool struct {
+	s *Server
+
+	mu     sync.Mutex
+	warm   []string      // IDs of started sandboxes in the pool
+	refill chan struct{} // asks the pool to fill up
+}
+
+func newWarmPool(s *Server) *warmPool {
+	return &warmPool{s: s, refill: make(chan struct{}, 1)}
+}
+
+// fits reports whether a validated new sandbox can come from the pool.
+func (p *warmPool) fits(sb api.Sandbox) bool {
+	s := p.s
 	return s.cfg.WarmPool > 0 && sb.Template == s.cfg.DefaultTemplate &&
 		sb.Resources == s.cfg.DefaultResources && sb.Workdir == s.cfg.DefaultWorkdir
 }
 
-// takeWarm hands out a pooled sandbox ID, or "" when none is ready.
-func (s *Server) takeWarm() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.warm) == 0 {
+// take hands out a pooled sandbox ID, or "" when none is ready.
+func (p *warmPool) take() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.warm) == 0 {
 		return ""
 	}
-	id := s.warm[0]
-	s.warm = s.warm[1:]
-	select {
-	case s.refill <- struct{}{}:
-	default:
-	}
+	id := p.warm[0]
+	p.warm = p.warm[1:]
+	p.changed()
 	return id
 }
 
-// fillPool keeps the pool full until ctx is done, then removes what is
-// left in it.
-func (s *Server) fillPool(ctx context.Context) {
-	defer s.drainPool()
+// changed asks the pool to fill up at once.
+func (p *warmPool) changed() {
+	select {
+	case p.refill <- struct{}{}:
+	default:
+	}
+}
+
+// fill keeps the pool full until ctx is done, then removes what is left
+// in it.
+func (p *warmPool) fill(ctx context.Context) {
+	s := p.s
+	defer p.drain()
 	for {
-		s.mu.Lock()
-		missing := s.cfg.WarmPool - len(s.warm)
-		s.mu.Unlock()
-		if !s.templateReady(s.cfg.DefaultTemplate) {
+		p.mu.Lock()
+		missing := s.cfg.WarmPool - len(p.warm)
+		p.mu.Unlock()
+		if !s.svc.Templates.Ready(s.cfg.DefaultTemplate) {
 			missing = 0 // filled when its build ends (TemplatesChanged)
 		}
 		for ; missing > 0 && ctx.Err() == nil; missing-- {
@@ -54,7 +75,7 @@ func (s *Server) fillPool(ctx context.Context) {
 				ID: sid, Template: s.cfg.DefaultTemplate, Resources: s.cfg.DefaultResources,
 				Workdir: s.cfg.DefaultWorkdir,
 			})
-			ids, err := s.allocRange(ctx, sid)
+			ids, err := s.ranges.Alloc(ctx, sid)
 			if err != nil {
 				s.log.Warn("warm pool start", "err", err)
 				break
@@ -62,28 +83,29 @@ func (s *Server) fillPool(ctx context.Context) {
 			spec.IDs = ids
 			if err := s.node.Start(ctx, spec); err != nil {
 				s.log.Warn("warm pool start", "err", err)
-				s.discardWarm(ctx, sid)
+				p.discard(ctx, sid)
 				break // try again at the next refill or tick
 			}
-			s.mu.Lock()
-			s.warm = append(s.warm, sid)
-			s.mu.Unlock()
+			p.mu.Lock()
+			p.warm = append(p.warm, sid)
+			p.mu.Unlock()
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.refill:
+		case <-p.refill:
 		case <-time.After(30 * time.Second):
 		}
 	}
 }
 
-// drainPool destroys the sandboxes waiting in the pool.
-func (s *Server) drainPool() {
-	s.mu.Lock()
-	ids := s.warm
-	s.warm = nil
-	s.mu.Unlock()
+// drain destroys the sandboxes waiting in the pool.
+func (p *warmPool) drain() {
+	s := p.s
+	p.mu.Lock()
+	ids := p.warm
+	p.warm = nil
+	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, sid := range ids {
@@ -91,14 +113,15 @@ func (s *Server) drainPool() {
 			s.log.Error("remove warm sandbox", "sandbox", sid, "err", err)
 			continue
 		}
-		s.releaseRange(ctx, sid)
+		s.ranges.Release(ctx, sid)
 	}
 }
 
-// startWarm makes a persisted, pooled sandbox the one the request asked
-// for: its hostname, then running. It reports false when the pooled
-// sandbox could not be used; the caller then starts one cold.
-func (s *Server) startWarm(ctx context.Context, sb *api.Sandbox) bool {
+// start makes a persisted, pooled sandbox the one the request asked for:
+// its hostname, then running. It reports false when the pooled sandbox
+// could not be used; the caller then starts one cold.
+func (p *warmPool) start(ctx context.Context, sb *api.Sandbox) bool {
+	s := p.s
 	if err := s.node.SetPolicy(sb.ID, sb.Network); err != nil {
 		s.log.Warn("warm sandbox policy", "sandbox", sb.ID, "err", err)
 		return false
@@ -133,20 +156,25 @@ func (s *Server) startWarm(ctx context.Context, sb *api.Sandbox) bool {
 	return true
 }
 
-// discardWarm removes a pooled sandbox that was taken but not used, or
-// whose start failed, and frees its range.
-func (s *Server) discardWarm(ctx context.Context, sid string) {
+// discard removes a pooled sandbox that was taken but not used, or whose
+// start failed, and frees its range.
+func (p *warmPool) discard(ctx context.Context, sid string) {
+	s := p.s
 	ctx = context.WithoutCancel(ctx)
 	if err := s.node.Destroy(ctx, sid); err != nil {
 		s.log.Error("remove unused warm sandbox", "sandbox", sid, "err", err)
 		return
 	}
-	s.releaseRange(ctx, sid)
+	s.ranges.Release(ctx, sid)
 }
 
 // WarmPool reports how many sandboxes wait in the pool, and how many it keeps.
 func (s *Server) WarmPool() (ready, target int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.warm), s.cfg.WarmPool
+	s.pool.mu.Lock()
+	defer s.pool.mu.Unlock()
+	return len(s.pool.warm), s.cfg.WarmPool
 }
+
+// TemplatesChanged tells the server that a template's state changed (a
+// build ended), so that the warm pool fills at once.
+func (s *Server) TemplatesChanged() { s.pool.changed() }

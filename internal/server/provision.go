@@ -2,21 +2,10 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"hash"
-	"io"
-	"net/netip"
-	"net/url"
-	"regexp"
-	"strings"
-	"time"
+	"github.com/cove-dev/cove/internal/control/gitsource"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/id"
-	"github.com/cove-dev/cove/internal/node"
-	"github.com/cove-dev/cove/internal/sources"
 )
 
 // SecretResolver turns a team's secret names into their values. The
@@ -38,210 +27,7 @@ func (s *Server) SetSecretResolver(r SecretResolver) { s.secrets = r }
 type storeSecrets struct{ s *Server }
 
 func (r storeSecrets) ResolveSecrets(ctx context.Context, teamID string, names map[string]string) (map[string]string, error) {
-	return r.s.secretValues(ctx, teamID, names)
-}
-
-func (s *Server) secretsConfigured(field string) error {
-	if s.secrets == nil {
-		return api.Errorf(api.CodeUnprocessable, "%s names secrets, but secrets are not configured on this server", field)
-	}
-	return nil
-}
-
-const defaultSetupTimeoutS = 1800
-
-// checkProvision validates a create request's source and setup and
-// returns what the sandbox keeps of them.
-func (s *Server) checkProvision(req api.CreateSandboxRequest) (api.Provision, error) {
-	var p api.Provision
-	src, err := s.checkSource(req.Source)
-	if err != nil {
-		return p, err
-	}
-	p.Source = src
-	if st := req.Setup; st != nil {
-		if st.Command == "" {
-			if st.Network != nil || len(st.Env) > 0 || len(st.Secrets) > 0 || st.TimeoutS != 0 || st.Cache {
-				return p, invalid("setup needs a command")
-			}
-			return p, nil
-		}
-		if len(st.Command) > maxCommandSize || containsNUL(st.Command) {
-			return p, invalid("setup.command must be at most %d bytes without NUL", maxCommandSize)
-		}
-		if err := validateEnv("setup.env", st.Env); err != nil {
-			return p, err
-		}
-		for k := range st.Secrets {
-			if !envKeyRE.MatchString(k) {
-				return p, invalid("setup.secrets: variable name %q is invalid: use letters, digits and '_', not starting with a digit", k)
-			}
-		}
-		if len(st.Secrets) > 0 {
-			if err := s.secretsConfigured("setup.secrets"); err != nil {
-				return p, err
-			}
-		}
-		timeout := st.TimeoutS
-		switch {
-		case timeout == 0:
-			timeout = defaultSetupTimeoutS
-		case timeout < 0 || timeout > maxTimeoutS:
-			return p, rangeError("setup.timeout_s", fmt.Sprint(timeout), "1", fmt.Sprint(maxTimeoutS))
-		}
-		setup := *st
-		setup.TimeoutS = timeout
-		if setup.Network != nil {
-			// The policy itself is kept in network.setup_allow.
-			setup.Network = &api.NetworkPolicy{Allow: setup.Network.Allow}
-		}
-		p.Setup = &setup
-	}
-	return p, nil
-}
-
-// checkSource validates a run's source (a sandbox's, a workload's) and
-// returns what the run keeps of it; nil for none or an empty one.
-func (s *Server) checkSource(src *api.Source) (*api.Source, error) {
-	var out *api.Source
-	if src != nil {
-		switch src.Type {
-		case "", api.SourceEmpty:
-			if src.AssetID != "" || src.URL != "" || src.Ref != "" || src.AuthSecret != "" || src.Depth != 0 {
-				return nil, invalid("source type empty takes no asset_id, url, ref, depth or auth_secret")
-			}
-		case api.SourceUpload:
-			if src.AssetID != "" || src.URL != "" || src.Ref != "" || src.AuthSecret != "" || src.Depth != 0 {
-				return nil, invalid("source type upload takes no other field: send the folder with PUT /v1/sandboxes/{id}/files/archive after create")
-			}
-			out = &api.Source{Type: api.SourceUpload}
-		case api.SourceAsset:
-			if src.AssetID == "" {
-				return nil, invalid("source type asset needs asset_id (an ID from POST /v1/assets)")
-			}
-			if src.URL != "" || src.Ref != "" || src.AuthSecret != "" || src.Depth != 0 {
-				return nil, invalid("source type asset takes only asset_id")
-			}
-			out = &api.Source{Type: api.SourceAsset, AssetID: src.AssetID}
-		case api.SourceGit:
-			g, err := checkGitSource(*src)
-			if err != nil {
-				return nil, err
-			}
-			if g.AuthSecret != "" {
-				if err := s.secretsConfigured("source.auth_secret"); err != nil {
-					return nil, err
-				}
-			}
-			out = &g
-		default:
-			return nil, invalid("source.type %q is unknown; use empty, upload, asset or git", src.Type)
-		}
-		if src.Digest != "" {
-			return nil, invalid("source.digest is set by the server; leave it out")
-		}
-	}
-	return out, nil
-}
-
-func containsNUL(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// uploadReq is a PUT …/files/archive handed to the start of a sandbox
-// that awaits its source upload.
-type uploadReq struct {
-	ctx     context.Context // the request's: the body is its
-	body    io.Reader
-	sha256  string                 // hex, from a header; "" when none
-	trailer func() (string, error) // a digest that comes after the body
-	size    int64                  // Content-Length, -1 when unknown
-	result  chan uploadResult      // buffered; answered exactly once
-}
-
-type uploadResult struct {
-	res api.ArchiveResult
-	err error
-}
-
-// ArchiveUpload is a PUT …/files/archive.
-type ArchiveUpload struct {
-	Path string // "" for a sandbox's source upload: its workdir
-	User string
-	// SHA256 is the hex digest the archive's bytes must have, when known
-	// before the body; Trailer, when set, returns it after the body.
-	SHA256  string
-	Trailer func() (string, error)
-	Size    int64
-}
-
-// deliverUpload hands an upload to the start of a sandbox that awaits its
-// source, and returns what came of it.
-func (s *Server) deliverUpload(ctx context.Context, sb api.Sandbox, req ArchiveUpload, body io.Reader) (api.ArchiveResult, error) {
-	if req.Path != "" {
-		p, err := filePath("path", req.Path)
-		if err != nil {
-			return api.ArchiveResult{}, err
-		}
-		if p != sb.Workdir {
-			return api.ArchiveResult{}, invalid("sandbox %s awaits its source upload into its workdir %s; leave path out or name the workdir", sb.ID, sb.Workdir)
-		}
-	}
-	if req.User != "" && req.User != "user" {
-		return api.ArchiveResult{}, invalid("a source upload belongs to user; leave user out")
-	}
-	if req.Size > s.cfg.MaxSourceBytes {
-		return api.ArchiveResult{}, tooLarge(req.Size, s.cfg.MaxSourceBytes)
-	}
-	o := s.opsFor(sb.ID)
-	o.mu.Lock()
-	ch, closed := o.upload, o.uploadClosed
-	o.mu.Unlock()
-	if ch == nil {
-		return api.ArchiveResult{}, api.Errorf(api.CodeConflict, "sandbox %s is %s and awaits no upload", sb.ID, sb.State)
-	}
-	// The archive arrives into a private file first, at the sender's
-	// pace; the sandbox's start takes it only once it is whole and
-	// checked.
-	up, err := s.beginUpload(sb.TeamID, uploadSource)
-	if err != nil {
-		return api.ArchiveResult{}, err
-	}
-	defer up.end()
-	sp, err := s.spool(ctx, up, body, s.cfg.MaxSourceBytes, req.SHA256, req.Trailer, "source upload")
-	if err != nil {
-		return api.ArchiveResult{}, err
-	}
-	defer sp.Close()
-	if err := sources.CheckExpansion(sp.f); err != nil {
-		return api.ArchiveResult{}, err
-	}
-	if _, err := sp.f.Seek(0, io.SeekStart); err != nil {
-		return api.ArchiveResult{}, err
-	}
-	u := &uploadReq{ctx: ctx, body: sp.f, sha256: sp.sum, size: sp.size, result: make(chan uploadResult, 1)}
-	select {
-	case ch <- u:
-	case <-closed:
-		return api.ArchiveResult{}, api.Errorf(api.CodeConflict, "sandbox %s no longer awaits its source upload", sb.ID)
-	case <-ctx.Done():
-		return api.ArchiveResult{}, ctx.Err()
-	}
-	r := <-u.result
-	return r.res, r.err
-}
-
-func tooLarge(n, max int64) error {
-	return &api.Error{
-		Code:    api.CodePayloadTooLarge,
-		Message: fmt.Sprintf("the archive is larger than %d bytes, the most a source upload may be; nothing was extracted", max),
-		Details: map[string]any{"max_bytes": max, "bytes": n},
-	}
+	return r.s.svc.Vault.Values(ctx, teamID, names)
 }
 
 // provision brings a started sandbox's files to what its create asked
@@ -269,7 +55,10 @@ func (s *Server) provision(ctx context.Context, sb *api.Sandbox, upload chan *up
 		return false, nil
 	}
 	if sb.Setup.Cache {
-		if hit, err := s.fromSetupCache(ctx, sb); hit || err != nil {
+		if hit, err := s.setups.Start(ctx, sb); hit || err != nil {
+			if hit && err == nil {
+				err = s.updateProvision(ctx, sb, "", func(p *api.Provision) { p.SetupCached = true })
+			}
 			return false, err
 		}
 	}
@@ -277,114 +66,19 @@ func (s *Server) provision(ctx context.Context, sb *api.Sandbox, upload chan *up
 		return true, err
 	}
 	if sb.Setup.Cache {
-		return false, s.saveSetupCache(ctx, sb)
+		return false, s.setups.Save(ctx, sb)
 	}
 	return false, nil
 }
 
-// awaitUpload waits for the sandbox's source upload and extracts it into
-// the workdir. A refused upload (bad archive, digest, size) answers its
-// sender and the wait goes on; the sandbox fails when none lands within
-// UploadTimeout.
-func (s *Server) awaitUpload(ctx context.Context, sb *api.Sandbox, ch chan *uploadReq) error {
-	if err := s.updateProvision(ctx, sb, "waiting for the source upload: PUT /v1/sandboxes/"+sb.ID+"/files/archive", nil); err != nil {
+// extractAsset extracts the sandbox's asset into its workdir and records
+// its digest.
+func (s *Server) extractAsset(ctx context.Context, sb *api.Sandbox) error {
+	digest, err := s.svc.Assets.Land(ctx, sb.TeamID, sb.ID, sb.Workdir, sb.Source.AssetID, s.svc.Images.DefaultUser(*sb))
+	if err != nil {
 		return err
 	}
-	timer := time.NewTimer(s.cfg.UploadTimeout)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-timer.C:
-			return api.Errorf(api.CodeUnprocessable, "no source upload landed within %s of the create", s.cfg.UploadTimeout)
-		case u := <-ch:
-			res, digest, err := s.receiveUpload(ctx, sb, u)
-			if err == nil {
-				err = s.updateProvision(ctx, sb, "", func(p *api.Provision) { p.Source.Digest = digest })
-			}
-			u.result <- uploadResult{res, err}
-			if err == nil {
-				return nil
-			}
-			s.log.Info("source upload refused", "sandbox", sb.ID, "err", err)
-		}
-	}
-}
-
-func (s *Server) receiveUpload(ctx context.Context, sb *api.Sandbox, u *uploadReq) (api.ArchiveResult, string, error) {
-	uctx, cancel := context.WithCancel(u.ctx)
-	defer cancel()
-	stop := context.AfterFunc(ctx, cancel)
-	defer stop()
-	cr := &checkedReader{r: u.body, h: sha256.New(), max: s.cfg.MaxSourceBytes, want: u.sha256, trailer: u.trailer}
-	owner := s.defaultUser(*sb)
-	res, err := s.node.WriteArchive(uctx, sb.ID, node.ArchiveSpec{Path: sb.Workdir, UID: owner.UID, GID: owner.GID}, cr)
-	if cr.err != nil {
-		// The archive was refused at its end: the agent extracted nothing.
-		return api.ArchiveResult{}, "", cr.err
-	}
-	if err != nil {
-		return api.ArchiveResult{}, "", err
-	}
-	if !cr.done {
-		return api.ArchiveResult{}, "", api.Errorf(api.CodeInvalidArgument, "the archive ended before its body did; send the archive alone")
-	}
-	res.Path = sb.Workdir
-	return res, cr.sum, nil
-}
-
-// checkedReader hashes an upload as it is read and fails it at its end
-// when it is larger than max or its digest differs from the one the
-// client gave: the agent, which reads to the end before anything lands,
-// then extracts nothing.
-type checkedReader struct {
-	r       io.Reader
-	h       hash.Hash
-	n, max  int64
-	want    string
-	trailer func() (string, error)
-
-	done bool
-	sum  string
-	err  error
-}
-
-func (c *checkedReader) Read(p []byte) (int, error) {
-	if c.err != nil {
-		return 0, c.err
-	}
-	n, err := c.r.Read(p)
-	c.h.Write(p[:n])
-	c.n += int64(n)
-	if c.n > c.max {
-		c.err = tooLarge(c.n, c.max)
-		return 0, c.err
-	}
-	if err == io.EOF {
-		c.sum = hex.EncodeToString(c.h.Sum(nil))
-		want := c.want
-		if c.trailer != nil {
-			t, terr := c.trailer()
-			if terr != nil {
-				c.err = terr
-				return n, c.err
-			}
-			if t != "" {
-				want = t
-			}
-		}
-		if want != "" && want != c.sum {
-			c.err = &api.Error{
-				Code:    api.CodeUnprocessable,
-				Message: fmt.Sprintf("the archive's sha-256 is %s but the request's digest says %s; nothing was extracted", c.sum, want),
-				Details: map[string]any{"sha256": c.sum, "expected": want},
-			}
-			return n, c.err
-		}
-		c.done = true
-	}
-	return n, err
+	return s.updateProvision(ctx, sb, "", func(p *api.Provision) { p.Source.Digest = digest })
 }
 
 // updateProvision persists a change to a sandbox that is still being
@@ -564,88 +258,19 @@ func (s *Server) exited() {
 // clones apart from the sandbox and hands it the tree. The token, when
 // auth_secret names one, goes to the node alone.
 func (s *Server) cloneGit(ctx context.Context, sb *api.Sandbox) error {
-	commit, err := s.cloneSource(ctx, sb.TeamID, sb.ID, sb.Workdir, *sb.Source, s.defaultUser(*sb))
+	commit, err := s.cloneSource().Clone(ctx, sb.TeamID, sb.ID, sb.Workdir, *sb.Source, s.svc.Images.DefaultUser(*sb))
 	if err != nil {
 		return err
 	}
 	return s.updateProvision(ctx, sb, "", func(p *api.Provision) { p.Source.Digest = commit })
 }
 
-// cloneSource clones a git source into a folder of a started sandbox (or
-// workload), owned by owner (the template's default user), and returns
-// the commit checked out.
-func (s *Server) cloneSource(ctx context.Context, teamID, targetID, dir string, src api.Source, owner node.User) (string, error) {
-	token := ""
-	if src.AuthSecret != "" {
-		if s.secrets == nil {
-			return "", api.Errorf(api.CodeUnprocessable, "source.auth_secret names a secret, but secrets are not configured on this server")
-		}
-		vals, err := s.secrets.ResolveSecrets(ctx, teamID, map[string]string{"token": src.AuthSecret})
-		if err != nil {
-			return "", err
-		}
-		token = vals["token"]
+// cloneSource is the git sources' cloner over the core's node, host ID
+// ranges and secrets.
+func (s *Server) cloneSource() *gitsource.Cloner {
+	c := &gitsource.Cloner{Node: s.node, Ranges: s.ranges}
+	if s.secrets != nil {
+		c.Secrets = s.secrets
 	}
-	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
-	defer cancel()
-	// git runs as IDs held for this clone alone (released after it; a
-	// range left by a crash is freed at Recover, as it names no sandbox).
-	cloneID := id.New("clone")
-	ids, err := s.allocRange(ctx, cloneID)
-	if err != nil {
-		return "", err
-	}
-	defer s.releaseRange(context.WithoutCancel(ctx), cloneID)
-	return s.node.CloneGit(ctx, targetID, node.GitSpec{
-		URL: src.URL, Ref: src.Ref, Depth: src.Depth, Token: token, IDs: ids,
-		Path: dir, UID: owner.UID, GID: owner.GID,
-	})
-}
-
-const gitTimeout = 30 * time.Minute
-
-var gitRefRE = regexp.MustCompile(`^[A-Za-z0-9._/@+-]{1,255}$`)
-
-const maxGitDepth = 1 << 20
-
-// checkGitSource validates a git source: an http(s) URL without
-// credentials (a token goes in a secret, named by auth_secret), a ref that
-// cannot be taken for an option, a depth in range.
-func checkGitSource(src api.Source) (api.Source, error) {
-	if src.AssetID != "" {
-		return src, invalid("source type git takes no asset_id")
-	}
-	if src.URL == "" {
-		return src, invalid("source type git needs url (https://host/owner/repo.git)")
-	}
-	u, err := url.Parse(src.URL)
-	switch {
-	case err != nil || len(src.URL) > 2048 || containsNUL(src.URL):
-		return src, invalid("source.url is not a valid URL")
-	case u.Scheme != "https" && u.Scheme != "http":
-		return src, invalid("source.url scheme %q is not supported; use https:// (or http://)", u.Scheme)
-	case u.User != nil:
-		return src, invalid("source.url carries credentials; put the token in a secret and name it in source.auth_secret")
-	case u.Hostname() == "":
-		return src, invalid("source.url has no host")
-	case isIPLiteral(u.Hostname()):
-		// An address would become an address rule of the clone's policy,
-		// which reaches private ranges a name never does.
-		return src, invalid("source.url names an address; name the repository's host instead")
-	case u.RawQuery != "" || u.Fragment != "":
-		return src, invalid("source.url may not have a query or fragment")
-	}
-	if src.Ref != "" && (!gitRefRE.MatchString(src.Ref) || strings.HasPrefix(src.Ref, "-") || strings.Contains(src.Ref, "..")) {
-		return src, invalid("source.ref %q is not a branch, tag or commit name", src.Ref)
-	}
-	if src.Depth < 0 || src.Depth > maxGitDepth {
-		return src, rangeError("source.depth", fmt.Sprint(src.Depth), "0", fmt.Sprint(maxGitDepth))
-	}
-	src.URL = u.String()
-	return src, nil
-}
-
-func isIPLiteral(host string) bool {
-	_, err := netip.ParseAddr(strings.Trim(host, "[]"))
-	return err == nil
+	return c
 }

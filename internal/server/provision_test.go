@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/cove-dev/cove/internal/control/files"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -29,7 +30,7 @@ func TestUploadSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ft := server.FileTarget{TeamID: h.a, Ref: sb.ID}
+	ft := files.Target{TeamID: h.a, Ref: sb.ID}
 	// Until the archive lands the sandbox is creating, saying what it awaits.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -46,16 +47,16 @@ func TestUploadSource(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// A digest that does not match refuses the archive; the sandbox waits on.
-	_, err = h.srv.WriteArchive(ctx, ft, server.ArchiveUpload{SHA256: sum("other")}, strings.NewReader("archive"))
+	_, err = h.plane.Files.WriteArchive(ctx, ft, files.ArchiveUpload{SHA256: sum("other")}, strings.NewReader("archive"))
 	wantCode(t, err, api.CodeUnprocessable)
 	// Only into the workdir.
-	_, err = h.srv.WriteArchive(ctx, ft, server.ArchiveUpload{Path: "/etc"}, strings.NewReader("archive"))
+	_, err = h.plane.Files.WriteArchive(ctx, ft, files.ArchiveUpload{Path: "/etc"}, strings.NewReader("archive"))
 	wantCode(t, err, api.CodeInvalidArgument)
 	if got, _ := h.srv.GetSandbox(ctx, h.a, sb.ID); got.State != api.StateCreating {
 		t.Fatalf("after a refused upload the sandbox is %s (%s)", got.State, got.StateReason)
 	}
 	// The digest may come after the body, as the SDK sends it.
-	res, err := h.srv.WriteArchive(ctx, ft, server.ArchiveUpload{Trailer: func() (string, error) { return sum("archive"), nil }}, strings.NewReader("archive"))
+	res, err := h.plane.Files.WriteArchive(ctx, ft, files.ArchiveUpload{Trailer: func() (string, error) { return sum("archive"), nil }}, strings.NewReader("archive"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestUploadAwaitedIsCancelledByTerminate(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.wait(t, h.a, sb.ID, api.StateTerminated)
-	_, err = h.srv.WriteArchive(ctx, server.FileTarget{TeamID: h.a, Ref: sb.ID}, server.ArchiveUpload{}, strings.NewReader("x"))
+	_, err = h.plane.Files.WriteArchive(ctx, files.Target{TeamID: h.a, Ref: sb.ID}, files.ArchiveUpload{}, strings.NewReader("x"))
 	if err == nil {
 		t.Fatal("an upload into a terminated sandbox was taken")
 	}
@@ -132,7 +133,7 @@ func TestSetup(t *testing.T) {
 	if n, _ := h.node.Sandbox(sb.ID); n.InSetup {
 		t.Fatal("the setup policy still applies once the sandbox runs")
 	}
-	c, err := h.srv.GetCommand(ctx, h.a, sb.ID, got.SetupCommandID)
+	c, err := h.plane.Commands.GetCommand(ctx, h.a, sb.ID, got.SetupCommandID)
 	if err != nil || c.State != api.CommandExited || *c.ExitCode != 0 {
 		t.Fatalf("setup command = %+v, %v", c, err)
 	}
@@ -154,7 +155,7 @@ func TestSetup(t *testing.T) {
 		t.Fatalf("failed setup's reason = %q", got.StateReason)
 	}
 	// Its output stays readable.
-	_, out, err := h.srv.CommandOutput(ctx, h.a, sb.ID, got.SetupCommandID)
+	_, out, err := h.plane.Commands.CommandOutput(ctx, h.a, sb.ID, got.SetupCommandID)
 	if err != nil {
 		t.Fatal(err)
 	}

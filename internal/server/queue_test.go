@@ -42,9 +42,9 @@ func queueHarness(t *testing.T, gpus node.GPUs, release chan struct{}) *harness 
 		}
 		return node.Exit{}
 	}
-	h.srv.SetNode(gpuNode{h.node, gpus})
+	h.plane.SetNode(gpuNode{h.node, gpus})
 	adm := api.Admission{ManagedEnvironment: true, GPU: true}
-	if _, err := h.srv.UpdateTeam(t.Context(), h.admin, h.a, api.UpdateTeamRequest{Admission: &adm}); err != nil {
+	if _, err := h.plane.Teams.UpdateTeam(t.Context(), h.admin, h.a, api.UpdateTeamRequest{Admission: &adm}); err != nil {
 		t.Fatal(err)
 	}
 	h.srv.Start()
@@ -53,7 +53,7 @@ func queueHarness(t *testing.T, gpus node.GPUs, release chan struct{}) *harness 
 
 func (h *harness) submit(t *testing.T, req api.CreateWorkloadRequest) api.Workload {
 	t.Helper()
-	w, err := h.srv.SubmitWorkload(t.Context(), h.a, req)
+	w, err := h.plane.Workloads.SubmitWorkload(t.Context(), h.a, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func (h *harness) submit(t *testing.T, req api.CreateWorkloadRequest) api.Worklo
 
 func (h *harness) workload(t *testing.T, id string) api.Workload {
 	t.Helper()
-	w, err := h.srv.GetWorkload(t.Context(), h.a, id)
+	w, err := h.plane.Workloads.GetWorkload(t.Context(), h.a, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestQueueRefusals(t *testing.T) {
 					t.Fatalf("after 50 s it is %s (%q), want queued", got.State, got.StateReason)
 				}
 				if tt.cancel {
-					if _, err := h.srv.CancelWorkload(t.Context(), h.a, w.ID); err != nil {
+					if _, err := h.plane.Workloads.CancelWorkload(t.Context(), h.a, w.ID); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -160,16 +160,16 @@ func TestQueueCap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarnessWith(t, func(c *server.Config) { c.MaxQueuedWorkloadsPerTeam = 2 })
 		adm := api.Admission{ManagedEnvironment: true, GPU: true}
-		if _, err := h.srv.UpdateTeam(t.Context(), h.admin, h.a, api.UpdateTeamRequest{Admission: &adm}); err != nil {
+		if _, err := h.plane.Teams.UpdateTeam(t.Context(), h.admin, h.a, api.UpdateTeamRequest{Admission: &adm}); err != nil {
 			t.Fatal(err)
 		}
 		// Not started: nothing leaves the queue.
 		for range 2 {
 			h.submit(t, api.CreateWorkloadRequest{Command: "x", Resources: gpus(1)})
 		}
-		_, err := h.srv.SubmitWorkload(t.Context(), h.a, api.CreateWorkloadRequest{Command: "x"})
+		_, err := h.plane.Workloads.SubmitWorkload(t.Context(), h.a, api.CreateWorkloadRequest{Command: "x"})
 		wantCode(t, err, api.CodeResourceExhausted)
-		if _, err := h.srv.SubmitWorkload(t.Context(), h.b, api.CreateWorkloadRequest{Command: "x"}); err != nil {
+		if _, err := h.plane.Workloads.SubmitWorkload(t.Context(), h.b, api.CreateWorkloadRequest{Command: "x"}); err != nil {
 			t.Fatalf("another team's submit: %v", err)
 		}
 	})

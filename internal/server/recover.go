@@ -14,7 +14,7 @@ import (
 // store does not know as live are removed. Nothing is left orphaned or
 // silently forgotten.
 func (s *Server) Recover(ctx context.Context) error {
-	if err := s.loadImages(ctx); err != nil {
+	if err := s.svc.Images.Load(ctx); err != nil {
 		return fmt.Errorf("load images: %w", err)
 	}
 	live, err := s.store.ListSandboxes(ctx, store.SandboxFilter{States: []api.SandboxState{
@@ -24,10 +24,10 @@ func (s *Server) Recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list live sandboxes: %w", err)
 	}
-	if err := s.publishAll(ctx); err != nil {
+	if err := s.svc.Previews.PublishAll(ctx); err != nil {
 		return fmt.Errorf("publish previews: %w", err)
 	}
-	keep, err := s.recoverWorkloads(ctx)
+	keep, err := s.svc.Workloads.Recover(ctx)
 	if err != nil {
 		return err
 	}
@@ -43,7 +43,7 @@ func (s *Server) Recover(ctx context.Context) error {
 				running[i] = c.ID
 			}
 			spec := s.spec(sb)
-			spec.Secrets = s.sandboxRedactions(ctx, sb)
+			spec.Secrets = s.svc.Vault.SandboxRedactions(ctx, sb)
 			if err := s.node.Attach(ctx, spec, running); err != nil {
 				s.log.Warn("sandbox lost on restart", "sandbox", sb.ID, "err", err)
 				s.fail(ctx, sb, "the server restarted and could not reattach: "+userReason(err))
@@ -91,7 +91,7 @@ func (s *Server) Recover(ctx context.Context) error {
 	}
 	// Ranges of sandboxes that ended while their release could not be
 	// persisted, or whose cleanup a crash cut short, are freed now.
-	if err := s.collectRanges(ctx); err != nil {
+	if err := s.ranges.Collect(ctx, s.node); err != nil {
 		s.log.Error("release host id ranges of ended sandboxes", "err", err)
 	}
 	return nil
@@ -105,7 +105,7 @@ func (s *Server) fail(ctx context.Context, sb api.Sandbox, reason string) {
 		s.log.Error("clean up failed sandbox", "sandbox", sb.ID, "err", err)
 		reason += "; cleanup incomplete: " + userReason(err)
 	} else {
-		s.releaseRange(ctx, sb.ID)
+		s.ranges.Release(ctx, sb.ID)
 	}
 	s.persistState(ctx, &sb, api.StateFailed, reason)
 }

@@ -2,18 +2,17 @@ package server
 
 import (
 	"context"
+	"github.com/cove-dev/cove/internal/control/imagecatalog"
+	"github.com/cove-dev/cove/internal/control/teams"
+	"github.com/cove-dev/cove/internal/control/vault"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/runs"
 )
 
-// checker is the one place a new run (a sandbox with its setup, a
-// workload) is checked: admission, the template's readiness and limits,
-// secrets, source and the team's budget (runs.Checker).
-func (s *Server) checker() runs.Checker {
-	c := runChecks{s}
-	return runs.Checker{Admission: c, Images: c, Secrets: c, Sources: c, Budgets: c}
-}
+// The checks of every new run (a sandbox with its setup, a workload) are
+// made in one place, runs.Checker, over runChecks: admission, the
+// template's readiness and limits, secrets, source and the team's budget.
 
 // sandboxRun is the run of a new sandbox, with its setup's.
 func sandboxRun(sb api.Sandbox, img *api.Image) runs.Spec {
@@ -49,21 +48,21 @@ var (
 )
 
 func (c runChecks) AdmitTemplate(ctx context.Context, teamID, template string) error {
-	return c.s.requireAdmission(ctx, teamID, c.s.templateAdmission(teamID, template))
+	return c.s.svc.Teams.RequireAdmission(ctx, teamID, c.s.templateAdmission(teamID, template))
 }
 
 func (c runChecks) AdmitGPUs(ctx context.Context, teamID string) error {
-	return c.s.requireAdmission(ctx, teamID, admitGPU)
+	return c.s.svc.Teams.RequireAdmission(ctx, teamID, teams.AdmitGPU)
 }
 
-func (c runChecks) TemplateReady(template string) error { return c.s.checkTemplate(template) }
+func (c runChecks) TemplateReady(template string) error { return c.s.svc.Templates.Check(template) }
 
 func (c runChecks) CheckLimits(img *api.Image, res api.Resources) error {
-	return checkImageLimits(img, res)
+	return imagecatalog.CheckLimits(img, res, MinMemoryMiB, MinDiskMiB)
 }
 
 func (c runChecks) CheckRefs(field string, refs, env map[string]string) error {
-	return checkSecretRefs(field, refs, env)
+	return vault.CheckRefs(field, refs, env, maxEnv)
 }
 
 // Resolve reads secrets through the resolver set for provisioning (the
@@ -72,13 +71,24 @@ func (c runChecks) Resolve(ctx context.Context, teamID string, names map[string]
 	if c.s.secrets != nil {
 		return c.s.secrets.ResolveSecrets(ctx, teamID, names)
 	}
-	return c.s.secretValues(ctx, teamID, names)
+	return c.s.svc.Vault.Values(ctx, teamID, names)
 }
 
 func (c runChecks) CheckSource(ctx context.Context, teamID string, src *api.Source) error {
-	return c.s.checkAssetSource(ctx, teamID, src)
+	return c.s.svc.Assets.CheckSource(ctx, teamID, src)
 }
 
 func (c runChecks) TeamRefusal(ctx context.Context, teamID string) error {
-	return c.s.teamBudgetRefusal(ctx, teamID)
+	return c.s.svc.Meter.TeamBudgetRefusal(ctx, teamID)
+}
+
+// templateAdmission is the flag a template needs: every template the
+// server ships (the managed image and the images in its images dir) is a
+// managed environment; an imported image (as team teamID names it) needs
+// custom_images.
+func (s *Server) templateAdmission(teamID, tmpl string) string {
+	if _, ok := s.svc.Images.Image(teamID, tmpl); ok {
+		return teams.AdmitImages
+	}
+	return teams.AdmitManaged
 }

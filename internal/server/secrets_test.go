@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"github.com/cove-dev/cove/internal/service"
 	"log/slog"
 	"strings"
 	"testing"
@@ -40,14 +41,14 @@ func TestSecretsLifecycle(t *testing.T) {
 	h := newHarness(t)
 	ctx := t.Context()
 	const v1, v2 = "ghp_first-value-0123456789", "ghp_second-value-9876543210"
-	sec, created, err := h.srv.Vault().Put(ctx, h.a, "github-token", v1)
+	sec, created, err := h.plane.Vault.Put(ctx, h.a, "github-token", v1)
 	if err != nil || !created || sec.Name != "github-token" {
 		t.Fatalf("PutSecret = %+v, %v, %v", sec, created, err)
 	}
-	if _, created, err = h.srv.Vault().Put(ctx, h.a, "github-token", v1); err != nil || created {
+	if _, created, err = h.plane.Vault.Put(ctx, h.a, "github-token", v1); err != nil || created {
 		t.Fatalf("second PutSecret created %v, %v", created, err)
 	}
-	l, err := h.srv.Vault().List(ctx, h.a, page.Page{})
+	l, err := h.plane.Vault.List(ctx, h.a, page.Page{})
 	if err != nil || len(l.Items) != 1 || l.Items[0].Name != "github-token" {
 		t.Fatalf("ListSecrets = %+v, %v", l, err)
 	}
@@ -68,7 +69,7 @@ func TestSecretsLifecycle(t *testing.T) {
 	if row.Secrets["GITHUB_TOKEN"] != "github-token" {
 		t.Fatalf("stored sandbox secrets %v", row.Secrets)
 	}
-	cmd, err := h.srv.Exec(ctx, h.a, "web", api.CreateCommandRequest{Command: "true"})
+	cmd, err := h.plane.Commands.Exec(ctx, h.a, "web", api.CreateCommandRequest{Command: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,13 +84,13 @@ func TestSecretsLifecycle(t *testing.T) {
 		t.Errorf("command secrets %v; want none of its own", cmd.Secrets)
 	}
 
-	if _, _, err := h.srv.Vault().Put(ctx, h.a, "github-token", v2); err != nil {
+	if _, _, err := h.plane.Vault.Put(ctx, h.a, "github-token", v2); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := h.srv.Vault().Put(ctx, h.a, "npm", "npm_value-0123456789"); err != nil {
+	if _, _, err := h.plane.Vault.Put(ctx, h.a, "npm", "npm_value-0123456789"); err != nil {
 		t.Fatal(err)
 	}
-	cmd, err = h.srv.Exec(ctx, h.a, "web", api.CreateCommandRequest{
+	cmd, err = h.plane.Commands.Exec(ctx, h.a, "web", api.CreateCommandRequest{
 		Command: "true", Secrets: map[string]string{"NPM_TOKEN": "npm"},
 	})
 	if err != nil {
@@ -104,7 +105,7 @@ func TestSecretsLifecycle(t *testing.T) {
 		t.Fatalf("stored command: secrets %v, env %v; want the name only", stc.Secrets, stc.Env)
 	}
 	// A command's plain env wins over the sandbox's secret.
-	if _, err := h.srv.Exec(ctx, h.a, "web", api.CreateCommandRequest{Command: "true", Env: map[string]string{"GITHUB_TOKEN": "x"}}); err != nil {
+	if _, err := h.plane.Commands.Exec(ctx, h.a, "web", api.CreateCommandRequest{Command: "true", Env: map[string]string{"GITHUB_TOKEN": "x"}}); err != nil {
 		t.Fatal(err)
 	}
 	if spec = h.lastExec(t, sb.ID); spec.Env["GITHUB_TOKEN"] != "x" || len(spec.Secrets) != 0 {
@@ -130,11 +131,11 @@ func TestSecretsLifecycle(t *testing.T) {
 	}
 
 	// Deleted: the sandbox's next command cannot start, and says why.
-	if err := h.srv.Vault().Delete(ctx, h.a, "github-token"); err != nil {
+	if err := h.plane.Vault.Delete(ctx, h.a, "github-token"); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := h.st.ListCommands(ctx, store.CommandFilter{SandboxID: sb.ID})
-	_, err = h.srv.Exec(ctx, h.a, "web", api.CreateCommandRequest{Command: "true"})
+	_, err = h.plane.Commands.Exec(ctx, h.a, "web", api.CreateCommandRequest{Command: "true"})
 	wantCode(t, err, api.CodeNotFound)
 	if !strings.Contains(err.Error(), `secret "github-token" (for GITHUB_TOKEN) not found`) {
 		t.Errorf("error %q does not name the secret and the variable", err)
@@ -149,23 +150,23 @@ func TestSecretsRefused(t *testing.T) {
 	h := newHarness(t)
 	ctx := t.Context()
 	const value = "team-a-only-value-0123"
-	if _, _, err := h.srv.Vault().Put(ctx, h.a, "tok", value); err != nil {
+	if _, _, err := h.plane.Vault.Put(ctx, h.a, "tok", value); err != nil {
 		t.Fatal(err)
 	}
 	// Another team sees nothing and uses nothing; nothing is half-created.
-	_, err := h.srv.Vault().Get(ctx, h.b, "tok")
+	_, err := h.plane.Vault.Get(ctx, h.b, "tok")
 	wantCode(t, err, api.CodeNotFound)
-	wantCode(t, h.srv.Vault().Delete(ctx, h.b, "tok"), api.CodeNotFound)
+	wantCode(t, h.plane.Vault.Delete(ctx, h.b, "tok"), api.CodeNotFound)
 	_, err = h.srv.CreateSandbox(ctx, h.b, api.CreateSandboxRequest{Name: "b", Secrets: map[string]string{"T": "tok"}})
 	wantCode(t, err, api.CodeNotFound)
 	if l, _ := h.srv.ListSandboxes(ctx, h.b, server.SandboxQuery{}); len(l.Items) != 0 {
 		t.Fatalf("team b has sandboxes %v after a refused create", l.Items)
 	}
-	if l, _ := h.srv.Vault().List(ctx, h.b, page.Page{}); len(l.Items) != 0 {
+	if l, _ := h.plane.Vault.List(ctx, h.b, page.Page{}); len(l.Items) != 0 {
 		t.Fatalf("team b lists %v", l.Items)
 	}
 	h.running(t, h.b, "bb")
-	_, err = h.srv.Exec(ctx, h.b, "bb", api.CreateCommandRequest{Command: "true", Secrets: map[string]string{"T": "tok"}})
+	_, err = h.plane.Commands.Exec(ctx, h.b, "bb", api.CreateCommandRequest{Command: "true", Secrets: map[string]string{"T": "tok"}})
 	wantCode(t, err, api.CodeNotFound)
 
 	h.running(t, h.a, "aa")
@@ -174,13 +175,13 @@ func TestSecretsRefused(t *testing.T) {
 		code  api.Code
 		never string
 	}{
-		"empty value":     {func() error { _, _, err := h.srv.Vault().Put(ctx, h.a, "x", ""); return err }, api.CodeInvalidArgument, ""},
-		"NUL in value":    {func() error { _, _, err := h.srv.Vault().Put(ctx, h.a, "x", "abc\x00def-secret"); return err }, api.CodeInvalidArgument, "def-secret"},
-		"long value":      {func() error { _, _, err := h.srv.Vault().Put(ctx, h.a, "x", strings.Repeat("v", 33<<10)); return err }, api.CodePayloadTooLarge, "vvvv"},
-		"bad UTF-8":       {func() error { _, _, err := h.srv.Vault().Put(ctx, h.a, "x", "abc\xffsecret-tail"); return err }, api.CodeInvalidArgument, "secret-tail"},
-		"name with slash": {func() error { _, _, err := h.srv.Vault().Put(ctx, h.a, "a/b", "value-value"); return err }, api.CodeInvalidArgument, "value-value"},
+		"empty value":     {func() error { _, _, err := h.plane.Vault.Put(ctx, h.a, "x", ""); return err }, api.CodeInvalidArgument, ""},
+		"NUL in value":    {func() error { _, _, err := h.plane.Vault.Put(ctx, h.a, "x", "abc\x00def-secret"); return err }, api.CodeInvalidArgument, "def-secret"},
+		"long value":      {func() error { _, _, err := h.plane.Vault.Put(ctx, h.a, "x", strings.Repeat("v", 33<<10)); return err }, api.CodePayloadTooLarge, "vvvv"},
+		"bad UTF-8":       {func() error { _, _, err := h.plane.Vault.Put(ctx, h.a, "x", "abc\xffsecret-tail"); return err }, api.CodeInvalidArgument, "secret-tail"},
+		"name with slash": {func() error { _, _, err := h.plane.Vault.Put(ctx, h.a, "a/b", "value-value"); return err }, api.CodeInvalidArgument, "value-value"},
 		"name too long": {func() error {
-			_, _, err := h.srv.Vault().Put(ctx, h.a, strings.Repeat("n", 129), "value-value")
+			_, _, err := h.plane.Vault.Put(ctx, h.a, strings.Repeat("n", 129), "value-value")
 			return err
 		}, api.CodeInvalidArgument, "value-value"},
 		"unknown at create": {func() error {
@@ -196,11 +197,11 @@ func TestSecretsRefused(t *testing.T) {
 			return err
 		}, api.CodeInvalidArgument, value},
 		"env and secret at exec": {func() error {
-			_, err := h.srv.Exec(ctx, h.a, "aa", api.CreateCommandRequest{Command: "true", Env: map[string]string{"T": "1"}, Secrets: map[string]string{"T": "tok"}})
+			_, err := h.plane.Commands.Exec(ctx, h.a, "aa", api.CreateCommandRequest{Command: "true", Env: map[string]string{"T": "1"}, Secrets: map[string]string{"T": "tok"}})
 			return err
 		}, api.CodeInvalidArgument, value},
 		"unknown at exec": {func() error {
-			_, err := h.srv.Exec(ctx, h.a, "aa", api.CreateCommandRequest{Command: "true", Secrets: map[string]string{"T": "nope"}})
+			_, err := h.plane.Commands.Exec(ctx, h.a, "aa", api.CreateCommandRequest{Command: "true", Secrets: map[string]string{"T": "nope"}})
 			return err
 		}, api.CodeNotFound, ""},
 	} {
@@ -228,27 +229,27 @@ func TestSecretsRefused(t *testing.T) {
 func TestSecretsRekey(t *testing.T) {
 	h := newHarness(t)
 	ctx := t.Context()
-	newServer := func(kr *secrets.Keyring) *server.Server {
+	newServer := func(kr *secrets.Keyring) *service.Plane {
 		cfg := server.DefaultConfig()
 		cfg.Templates = []string{"managed"}
 		cfg.WarmPool = 0
 		cfg.Secrets = kr
-		srv, err := server.New(cfg, h.st, slog.New(slog.DiscardHandler))
+		p, err := service.NewPlane(cfg, h.st, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(srv.Close)
-		return srv
+		t.Cleanup(p.Core.Close)
+		return p
 	}
 	oldK, newK := newKey(t), newKey(t)
-	if _, _, err := newServer(secrets.NewKeyring(oldK)).Vault().Put(ctx, h.a, "tok", "rotate-me-0123456789"); err != nil {
+	if _, _, err := newServer(secrets.NewKeyring(oldK)).Vault.Put(ctx, h.a, "tok", "rotate-me-0123456789"); err != nil {
 		t.Fatal(err)
 	}
 	oldRow, _ := h.st.GetSecret(ctx, h.a, "tok")
-	if _, err := newServer(secrets.NewKeyring(newK)).Vault().Rekey(ctx); err == nil || !strings.Contains(err.Error(), "--secrets-old-key-file") {
+	if _, err := newServer(secrets.NewKeyring(newK)).Vault.Rekey(ctx); err == nil || !strings.Contains(err.Error(), "--secrets-old-key-file") {
 		t.Fatalf("a server without the old key: %v; want a refusal naming --secrets-old-key-file", err)
 	}
-	n, err := newServer(secrets.NewKeyring(newK, oldK)).Vault().Rekey(ctx)
+	n, err := newServer(secrets.NewKeyring(newK, oldK)).Vault.Rekey(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("RekeySecrets = %d, %v; want 1", n, err)
 	}
@@ -257,18 +258,18 @@ func TestSecretsRekey(t *testing.T) {
 		t.Fatalf("after rekey: key %s (want %s), updated %v (want %v)", row.KeyID, newK.ID, row.UpdatedAt, oldRow.UpdatedAt)
 	}
 	srv := newServer(secrets.NewKeyring(newK))
-	if n, err := srv.Vault().Rekey(ctx); err != nil || n != 0 {
+	if n, err := srv.Vault.Rekey(ctx); err != nil || n != 0 {
 		t.Fatalf("second RekeySecrets = %d, %v; want nothing to do", n, err)
 	}
 	srv.SetNode(h.node)
-	sb, err := srv.CreateSandbox(ctx, h.a, api.CreateSandboxRequest{Secrets: map[string]string{"T": "tok"}})
+	sb, err := srv.Core.CreateSandbox(ctx, h.a, api.CreateSandboxRequest{Secrets: map[string]string{"T": "tok"}})
 	if err != nil {
 		t.Fatalf("create with the rotated secret: %v", err)
 	}
-	if _, err := srv.WaitSandbox(ctx, h.a, sb.ID, api.StateRunning, 0); err != nil {
+	if _, err := srv.Core.WaitSandbox(ctx, h.a, sb.ID, api.StateRunning, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.Exec(ctx, h.a, sb.ID, api.CreateCommandRequest{Command: "true"}); err != nil {
+	if _, err := srv.Commands.Exec(ctx, h.a, sb.ID, api.CreateCommandRequest{Command: "true"}); err != nil {
 		t.Fatal(err)
 	}
 	if spec := h.lastExec(t, sb.ID); spec.Env["T"] != "rotate-me-0123456789" {

@@ -2,97 +2,16 @@ package server
 
 import (
 	"context"
-	"fmt"
-	"strings"
-	"time"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/control/runs"
-	"github.com/cove-dev/cove/internal/id"
-	"github.com/cove-dev/cove/internal/node"
+	"github.com/cove-dev/cove/internal/control/selftest"
 )
 
-// selfTestTools are what the managed environment promises, each checked
-// by a command whose first line of output is the tool's version.
-var selfTestTools = []struct{ tool, command string }{
-	{"bash", "bash --version"},
-	{"python3", "python3 --version 2>&1"},
-	{"node", "node --version"},
-	{"git", "git --version"},
-	{"curl", "curl --version"},
-}
-
-// SelfTest starts a sandbox of the template on the node (outside the
-// store: no team sees it), runs each tool the managed environment promises
-// in it, records versions and failures, and removes it. The template is
-// qualified when every tool worked.
+// SelfTest qualifies a template (internal/control/selftest) on the
+// core's node, with a default sandbox's resources.
 func (s *Server) SelfTest(ctx context.Context, template string) (api.SelfTest, error) {
-	sid := id.New("sbx")
-	// Its commands' exits are not looked for in the store: the self-test
-	// reads them from their recorded output.
-	defer s.exits.Register(sid, runs.ReceiverFunc(func(string, node.Exit, bool) {}))()
-	// Its run: the template with the default resources, no network, each
-	// tool's check as a program of the user, bounded to a minute.
-	run := runs.Spec{
-		Kind: runs.SelfTest, Template: template, Resources: s.cfg.DefaultResources, Workdir: s.cfg.DefaultWorkdir,
-		Network: api.NetworkPolicy{Allow: []string{}}, User: "user", TimeoutS: 60,
-	}
-	spec := s.spec(api.Sandbox{ID: sid, Template: run.Template, Resources: run.Resources, Workdir: run.Workdir})
-	spec.Network = run.Network
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if err := s.node.Destroy(dctx, sid); err != nil {
-			s.log.Error("remove self-test sandbox", "sandbox", sid, "err", err)
-		}
-	}()
-	if err := s.node.Start(ctx, spec); err != nil {
-		return api.SelfTest{}, fmt.Errorf("start a sandbox of %s: %w", template, err)
-	}
-	st := api.SelfTest{Time: s.now(), Results: []api.SelfTestResult{}, Failures: []string{}}
-	u := node.Users[run.User]
-	for _, t := range selfTestTools {
-		tool := run
-		tool.Argv = []string{"/bin/sh", "-c", t.command}
-		err := tool.Validate()
-		cid := id.New("cmd")
-		if err == nil {
-			err = s.node.Exec(ctx, sid, node.ExecSpec{
-				ID: cid, Template: template, Argv: tool.Argv, Cwd: "/",
-				Env: map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": u.Home}, UID: u.UID, GID: u.GID,
-				Timeout: time.Duration(tool.TimeoutS) * time.Second,
-			})
-		}
-		r := api.SelfTestResult{Tool: t.tool}
-		if err == nil {
-			r.OK, r.Version = s.selfTestOutput(ctx, sid, cid)
-		}
-		if !r.OK {
-			st.Failures = append(st.Failures, t.tool)
-		}
-		st.Results = append(st.Results, r)
-	}
-	return st, nil
-}
-
-// selfTestOutput waits for a self-test command and returns whether it
-// exited 0 and the first line it printed.
-func (s *Server) selfTestOutput(ctx context.Context, sid, cid string) (bool, string) {
-	out, err := s.node.Output(sid, cid)
-	if err != nil {
-		return false, ""
-	}
-	defer out.Close()
-	var b strings.Builder
-	exit, err := out.Read(ctx, 0, true, func(c node.Chunk) error {
-		if b.Len() < 4096 {
-			b.Write(c.Data)
-		}
-		return nil
-	})
-	line, _, _ := strings.Cut(strings.TrimSpace(b.String()), "\n")
-	if len(line) > 200 {
-		line = line[:200]
-	}
-	return err == nil && exit != nil && exit.ExitCode == 0, line
+	return selftest.Run(ctx, selftest.Deps{
+		Node: s.node, Exits: s.exits, Spec: s.spec, Resources: s.cfg.DefaultResources, Workdir: s.cfg.DefaultWorkdir,
+		Now: s.now, Log: s.log,
+	}, template)
 }

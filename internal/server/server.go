@@ -2,9 +2,12 @@
 // cycle (create, start, setup, sleep, wake, terminate, the warm pool) and
 // its commands persisted in the store before their side effects, and the
 // reconciler that makes the store and the node agree after a restart.
-// Every run is checked as a runs.Spec (internal/control/runs); features
-// such as workloads (internal/control/workloads) are services of their
-// own that the core builds and delegates to.
+// Every run is checked as a runs.Spec (internal/control/runs). The
+// features (teams, secrets, the meter, images, workloads, …) are services
+// of their own under internal/control: the core declares the small
+// interface it calls of each (services.go) and offers them its sides of
+// theirs (ports.go); the wiring, internal/service.NewPlane, builds them
+// and gives them to the core (Use).
 package server
 
 import (
@@ -17,23 +20,12 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/control/assets"
-	"github.com/cove-dev/cove/internal/control/commands"
-	"github.com/cove-dev/cove/internal/control/events"
-	"github.com/cove-dev/cove/internal/control/files"
-	"github.com/cove-dev/cove/internal/control/imagecatalog"
+	"github.com/cove-dev/cove/internal/control/idranges"
 	"github.com/cove-dev/cove/internal/control/meter"
-	"github.com/cove-dev/cove/internal/control/observations"
-	"github.com/cove-dev/cove/internal/control/previews"
 	"github.com/cove-dev/cove/internal/control/runs"
-	"github.com/cove-dev/cove/internal/control/teams"
-	"github.com/cove-dev/cove/internal/control/templatecatalog"
-	"github.com/cove-dev/cove/internal/control/uploads"
-	"github.com/cove-dev/cove/internal/control/vault"
-	"github.com/cove-dev/cove/internal/control/workloads"
+	"github.com/cove-dev/cove/internal/control/setupcache"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/store"
-	"github.com/cove-dev/cove/internal/webhooks"
 )
 
 // Server runs the control plane.
@@ -55,42 +47,27 @@ type Server struct {
 	// (OnExit); set at New.
 	exits *runs.Exits
 
-	mu       sync.Mutex
-	ops      map[string]*sandboxOps // per sandbox; removed when terminal
-	changed  chan struct{}          // closed and replaced on every state change
-	activity map[string]time.Time   // last API call per sandbox, in memory
-	warm     []string               // IDs of started sandboxes in the warm pool
-	refill   chan struct{}          // asks the pool to fill up
+	mu      sync.Mutex
+	ops     map[string]*sandboxOps // per sandbox; removed when terminal
+	changed chan struct{}          // closed and replaced on every state change
 	// exitWatchers are woken at every command exit (setup commands).
 	exitWatchers map[*exitWatch]struct{}
 
-	// commands are the sandboxes' commands and events the teams' event
-	// logs (commands_events.go); set at New.
-	commands *commands.Service
-	events   *events.Log
+	// pool is the warm pool (pool.go); limits the idle and lifetime
+	// limits (limits.go); ranges the host ID ranges.
+	pool   *warmPool
+	limits *limits
+	ranges *idranges.Ranges
+	// setups is the setup cache; set at SetNode.
+	setups *setupcache.Cache
 
-	// meter samples, charges and enforces spend limits (metering.go).
-	meter   *meter.Meter
-	secrets SecretResolver // nil: secrets are not configured
-	// obs keeps the network observations (observations.go).
-	obs *observations.Service
-	// images, templates and previews are feature services (catalogs.go).
-	images    *imagecatalog.Catalog
-	templates *templatecatalog.Catalog
-	previews  *previews.Service
-	// uploads counts the teams' open uploads and their bytes; files and
-	// assets serve the file and asset calls (sources.go).
-	uploads *uploads.Ledger
-	files   *files.Service
-	assets  *assets.Service
-	// wl is the workloads service (workloads.go); set at New.
-	wl *workloads.Service
-
-	// teams, vault and hooks are the feature services (features.go),
-	// built by New.
-	teams *teams.Service
-	vault *vault.Service
-	hooks *webhooks.Service
+	// checks are the checks of every new run (runs.go); set at New.
+	checks runs.Checker
+	// secrets resolves the secrets a setup or a git source names; nil:
+	// secrets are not configured.
+	secrets SecretResolver
+	// svc are the feature services (services.go), given by Use.
+	svc Services
 }
 
 // sandboxOps serializes the life-cycle steps of one sandbox.
@@ -107,9 +84,10 @@ type sandboxOps struct {
 	uploadClosed chan struct{}
 }
 
-// New returns a server over st. Connect its node with SetNode before
-// Recover; the node reports command exits to the server's OnExit (give
-// it to the node as its node.ExitFunc).
+// New returns the core over st. Give it its feature services with Use
+// (the wiring, internal/service, builds them over its Ports) and connect
+// its node with SetNode before Recover; the node reports command exits to
+// the server's OnExit (give it to the node as its node.ExitFunc).
 func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("server config: %w", err)
@@ -118,25 +96,20 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 	s := &Server{
 		cfg: cfg, store: st, log: log, now: func() time.Time { return time.Now().UTC() }, telemetry: noTelemetry{},
 		ctx: ctx, cancel: cancel,
-		ops:      map[string]*sandboxOps{},
-		changed:  make(chan struct{}),
-		activity: map[string]time.Time{},
-		refill:   make(chan struct{}, 1),
+		ops:     map[string]*sandboxOps{},
+		changed: make(chan struct{}),
 
 		exitWatchers: map[*exitWatch]struct{}{},
 	}
-	s.meter = s.newMeter()
-	s.obs = s.newObservations()
+	s.pool = newWarmPool(s)
+	s.limits = newLimits(s)
+	s.ranges = idranges.New(st, log)
 	s.exits = runs.NewExits(s.commandExited)
-	s.events = s.newEvents()
-	s.newServices()
-	s.commands = s.newCommands()
-	s.wl = s.newWorkloads()
+	c := runChecks{s}
+	s.checks = runs.Checker{Admission: c, Images: c, Secrets: c, Sources: c, Budgets: c}
 	if cfg.Secrets != nil {
 		s.secrets = storeSecrets{s}
 	}
-	s.newSourceServices()
-	s.newFeatureServices()
 	return s, nil
 }
 
@@ -144,8 +117,8 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 // because the node reports exits back to the server (OnExit).
 func (s *Server) SetNode(n Node) {
 	s.node = n
-	s.wl.SetNode(n)
-	s.previews.SetNode(n)
+	s.setups = setupcache.New(setupcache.Config{Entries: s.cfg.SetupCacheEntries, Bytes: s.cfg.SetupCacheBytes},
+		s.store, n, setupCore{s}, func() time.Time { return s.now() }, s.log)
 }
 
 // Close stops the server's background work. Sandboxes keep running; a new
@@ -233,7 +206,7 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 	if err := refuseSandboxGPUs(req); err != nil {
 		return api.Sandbox{}, err
 	}
-	img, release, err := s.useImage(ctx, teamID, &req)
+	img, release, err := s.svc.Images.Use(ctx, teamID, &req)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -243,41 +216,41 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 		return api.Sandbox{}, err
 	}
 	sb.Secrets = req.Secrets
-	if err := s.checker().Check(ctx, sandboxRun(sb, img)); err != nil {
+	if err := s.checks.Check(ctx, sandboxRun(sb, img)); err != nil {
 		return api.Sandbox{}, err
 	}
 	if err := s.node.Admit(ctx, s.spec(sb)); err != nil {
 		return api.Sandbox{}, err
 	}
 	warm := ""
-	if s.fitsPool(sb) && sb.Source == nil && sb.Setup == nil {
-		if warm = s.takeWarm(); warm != "" {
+	if s.pool.fits(sb) && sb.Source == nil && sb.Setup == nil {
+		if warm = s.pool.take(); warm != "" {
 			sb.ID = warm
 		}
 	}
 	if warm == "" { // a pooled sandbox holds its range already
-		if _, err := s.allocRange(ctx, sb.ID); err != nil {
+		if _, err := s.ranges.Alloc(ctx, sb.ID); err != nil {
 			return api.Sandbox{}, err
 		}
 	}
 	if err := s.store.CreateSandbox(ctx, sb); err != nil {
 		if warm != "" {
-			s.discardWarm(ctx, warm)
+			s.pool.discard(ctx, warm)
 		} else {
-			s.releaseRange(context.WithoutCancel(ctx), sb.ID)
+			s.ranges.Release(context.WithoutCancel(ctx), sb.ID)
 		}
 		return api.Sandbox{}, err
 	}
 	s.log.Info("sandbox created", "sandbox", sb.ID, "team", teamID, "name", sb.Name, "warm", warm != "")
 	s.emit(ctx, teamID, "sandbox.creating", sb.ID, "", map[string]any{"name": sb.Name, "warm": warm != ""})
 	if warm != "" {
-		if s.startWarm(context.WithoutCancel(ctx), &sb) {
-			return s.priced(sb), nil
+		if s.pool.start(context.WithoutCancel(ctx), &sb) {
+			return s.svc.Meter.Priced(sb), nil
 		}
 		// The pooled sandbox could not be used: start one cold, same ID
 		// (in a range of its own again: discarding released the pool's).
-		s.discardWarm(ctx, warm)
-		if _, err := s.allocRange(context.WithoutCancel(ctx), sb.ID); err != nil {
+		s.pool.discard(ctx, warm)
+		if _, err := s.ranges.Alloc(context.WithoutCancel(ctx), sb.ID); err != nil {
 			s.log.Warn("sandbox start failed", "sandbox", sb.ID, "err", err)
 			s.persistState(context.WithoutCancel(ctx), &sb, api.StateFailed, "start failed: "+userReason(err))
 			return sb, nil
@@ -300,7 +273,7 @@ func (s *Server) CreateSandbox(ctx context.Context, teamID string, req api.Creat
 		defer cancel(nil)
 		s.start(startCtx, sb, upload)
 	})
-	return s.priced(sb), nil
+	return s.svc.Meter.Priced(sb), nil
 }
 
 func (s *Server) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sandbox, error) {
@@ -311,7 +284,7 @@ func (s *Server) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sa
 	if tmpl == "" {
 		tmpl = s.cfg.DefaultTemplate
 	}
-	if _, isImage := s.image(teamID, tmpl); !slices.Contains(s.cfg.Templates, tmpl) && !isImage {
+	if _, isImage := s.svc.Images.Image(teamID, tmpl); !slices.Contains(s.cfg.Templates, tmpl) && !isImage {
 		return api.Sandbox{}, invalid("template %q does not exist; use %q", tmpl, s.cfg.DefaultTemplate)
 	}
 	res, err := s.cfg.resolveResources(req.Resources)
@@ -333,7 +306,7 @@ func (s *Server) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sa
 			return api.Sandbox{}, invalid("workdir cannot be /")
 		}
 	}
-	provision, err := s.checkProvision(req)
+	provision, err := runs.CheckProvision(req, s.secrets != nil)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -373,13 +346,13 @@ func (s *Server) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sa
 	if req.SpendLimitUSD != nil && *req.SpendLimitUSD < 0 {
 		return api.Sandbox{}, invalid("spend_limit_usd is negative")
 	}
-	onBudget, err := validateOnBudget(req.OnBudget)
+	onBudget, err := meter.ValidateOnBudget(req.OnBudget)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
 	alerts := slices.Clone(api.DefaultBudgetAlerts)
 	if req.BudgetAlerts != nil {
-		if alerts, err = validateBudgetAlerts(req.BudgetAlerts); err != nil {
+		if alerts, err = meter.ValidateBudgetAlerts(req.BudgetAlerts); err != nil {
 			return api.Sandbox{}, err
 		}
 	}
@@ -449,7 +422,7 @@ func (s *Server) start(ctx context.Context, sb api.Sandbox, upload chan *uploadR
 		if derr := s.node.Destroy(pctx, sb.ID); derr != nil {
 			s.log.Error("clean up failed start", "sandbox", sb.ID, "err", derr)
 		} else {
-			s.releaseRange(pctx, sb.ID)
+			s.ranges.Release(pctx, sb.ID)
 		}
 		s.persistState(pctx, &cur, api.StateFailed, "start failed: "+userReason(err))
 		return
@@ -551,7 +524,7 @@ func (s *Server) GetSandbox(ctx context.Context, teamID, ref string) (api.Sandbo
 	if err != nil {
 		return sb, err
 	}
-	return s.priced(sb), nil
+	return s.svc.Meter.Priced(sb), nil
 }
 
 // activeSandbox is GetSandbox for calls that act in the sandbox (commands,
@@ -561,7 +534,7 @@ func (s *Server) GetSandbox(ctx context.Context, teamID, ref string) (api.Sandbo
 func (s *Server) activeSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
 	sb, err := s.GetSandbox(ctx, teamID, ref)
 	if err == nil {
-		s.touch(sb.ID)
+		s.limits.touch(sb.ID, s.now())
 	}
 	return sb, err
 }
@@ -624,7 +597,7 @@ func (s *Server) ListSandboxes(ctx context.Context, teamID string, q SandboxQuer
 		return api.List[api.Sandbox]{}, err
 	}
 	for i := range items {
-		items[i] = s.priced(items[i])
+		items[i] = s.svc.Meter.Priced(items[i])
 	}
 	return cut(items, limit, func(sb api.Sandbox) string { return sb.ID }), nil
 }
@@ -671,7 +644,7 @@ func (s *Server) finishTerminate(ctx context.Context, sb api.Sandbox, reason str
 	}
 	// Nothing of the sandbox is left: its range is free before anyone
 	// can see it terminated.
-	s.releaseRange(ctx, sb.ID)
+	s.ranges.Release(ctx, sb.ID)
 	s.persistState(ctx, &sb, api.StateTerminated, reason)
 	s.mu.Lock()
 	delete(s.ops, sb.ID)

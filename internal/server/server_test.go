@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"errors"
+	"github.com/cove-dev/cove/internal/control/files"
+	"github.com/cove-dev/cove/internal/service"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -25,9 +27,11 @@ import (
 var _ server.Node = (*nodetest.Node)(nil)
 
 type harness struct {
-	srv  *server.Server
-	st   *sqlite.DB
-	node *nodetest.Node
+	srv *server.Server
+	// plane is the whole control plane, wired as the service wires it.
+	plane *service.Plane
+	st    *sqlite.DB
+	node  *nodetest.Node
 	// Two teams: a and b.
 	a, b string
 	// admin is the admin team's principal.
@@ -53,27 +57,28 @@ func newHarnessWith(t testing.TB, edit func(*server.Config)) *harness {
 	cfg.WarmPool = 0
 	cfg.Secrets = secrets.NewKeyring(newKey(t))
 	edit(&cfg)
-	srv, err := server.New(cfg, st, slog.New(slog.DiscardHandler))
+	plane, err := service.NewPlane(cfg, st, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv := plane.Core
 	nd := nodetest.New()
 	nd.OnExit = srv.OnExit
-	srv.SetNode(nd)
+	plane.SetNode(nd)
 	// The server's goroutines may call the node: the node closes after.
 	t.Cleanup(nd.Close)
 	t.Cleanup(srv.Close)
-	key, err := srv.Bootstrap(ctx)
+	key, err := plane.Teams.Bootstrap(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := srv.Authenticate(ctx, key)
+	admin, err := plane.Teams.Authenticate(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{srv: srv, st: st, node: nd, admin: admin}
+	h := &harness{srv: srv, plane: plane, st: st, node: nd, admin: admin}
 	for _, name := range []string{"team-a", "team-b"} {
-		resp, err := srv.CreateTeam(ctx, admin, api.CreateTeamRequest{Name: name})
+		resp, err := plane.Teams.CreateTeam(ctx, admin, api.CreateTeamRequest{Name: name})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,7 +115,7 @@ func (h *harness) wait(t *testing.T, team, ref string, want api.SandboxState) ap
 
 func (h *harness) events(t *testing.T, team, sandboxID string) []string {
 	t.Helper()
-	l, err := h.srv.ListEvents(t.Context(), team, server.EventQuery{Sandbox: sandboxID, Page: server.Page{Limit: 1000}})
+	l, err := h.plane.Events.ListEvents(t.Context(), team, server.EventQuery{Sandbox: sandboxID, Page: server.Page{Limit: 1000}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +166,7 @@ func TestLifeCycle(t *testing.T) {
 		t.Fatalf("node state after sleep = %q", got.State)
 	}
 	// Commands need a running sandbox.
-	_, err := h.srv.Exec(ctx, h.a, sb.ID, api.CreateCommandRequest{Command: "true"})
+	_, err := h.plane.Commands.Exec(ctx, h.a, sb.ID, api.CreateCommandRequest{Command: "true"})
 	wantCode(t, err, api.CodeConflict)
 
 	if _, err := h.srv.WakeSandbox(ctx, h.a, sb.ID); err != nil {
@@ -279,14 +284,14 @@ func TestExec(t *testing.T) {
 		return node.Exit{ExitCode: 3}
 	}
 	sb := h.running(t, h.a, "exec")
-	res, err := h.srv.Exec(t.Context(), h.a, "exec", api.CreateCommandRequest{
+	res, err := h.plane.Commands.Exec(t.Context(), h.a, "exec", api.CreateCommandRequest{
 		Command: "echo hi", Env: map[string]string{"A": "1"}, TimeoutS: ptr[int64](5),
 		PTY: &api.PTY{Cols: 80, Rows: 24},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	done, err := h.srv.WaitCommand(t.Context(), h.a, sb.ID, res.ID)
+	done, err := h.plane.Commands.WaitCommand(t.Context(), h.a, sb.ID, res.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +318,7 @@ func TestExec(t *testing.T) {
 		{Command: "x", TimeoutS: ptr[int64](-1)},
 		{Command: "x", Cwd: "relative"},
 	} {
-		_, err := h.srv.Exec(t.Context(), h.a, sb.ID, req)
+		_, err := h.plane.Commands.Exec(t.Context(), h.a, sb.ID, req)
 		wantCode(t, err, api.CodeInvalidArgument)
 	}
 	if n := len(h.node.Calls()); n != calls {
@@ -322,9 +327,9 @@ func TestExec(t *testing.T) {
 
 	// A command the node refuses does not linger as running.
 	h.node.Fail("exec", api.Errorf(api.CodeResourceExhausted, "no more processes"))
-	_, err = h.srv.Exec(t.Context(), h.a, sb.ID, api.CreateCommandRequest{Command: "true"})
+	_, err = h.plane.Commands.Exec(t.Context(), h.a, sb.ID, api.CreateCommandRequest{Command: "true"})
 	wantCode(t, err, api.CodeResourceExhausted)
-	l, err := h.srv.ListCommands(t.Context(), h.a, sb.ID, server.CommandQuery{})
+	l, err := h.plane.Commands.ListCommands(t.Context(), h.a, sb.ID, server.CommandQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +356,7 @@ func TestSleepLosesRunningCommands(t *testing.T) {
 		return node.Exit{}
 	}
 	sb := h.running(t, h.a, "")
-	c, err := h.srv.Exec(t.Context(), h.a, sb.ID, api.CreateCommandRequest{Command: "sleep 1000"})
+	c, err := h.plane.Commands.Exec(t.Context(), h.a, sb.ID, api.CreateCommandRequest{Command: "sleep 1000"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +364,7 @@ func TestSleepLosesRunningCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.wait(t, h.a, sb.ID, api.StateAsleep)
-	got, err := h.srv.GetCommand(t.Context(), h.a, sb.ID, c.ID)
+	got, err := h.plane.Commands.GetCommand(t.Context(), h.a, sb.ID, c.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,13 +427,13 @@ func TestTenancy(t *testing.T) {
 		return node.Exit{}
 	}
 	sb := h.running(t, h.a, "mine")
-	c, err := h.srv.Exec(ctx, h.a, sb.ID, api.CreateCommandRequest{Command: "sleep 1000", Stdin: true})
+	c, err := h.plane.Commands.Exec(ctx, h.a, sb.ID, api.CreateCommandRequest{Command: "sleep 1000", Stdin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := len(h.node.Calls())
 	other := h.b
-	ft := func(ref string) server.FileTarget { return server.FileTarget{TeamID: other, Ref: ref, Wake: true} }
+	ft := func(ref string) files.Target { return files.Target{TeamID: other, Ref: ref, Wake: true} }
 	calls := map[string]func(ref string) error{
 		"GetSandbox": func(ref string) error { _, err := h.srv.GetSandbox(ctx, other, ref); return err },
 		"WaitSandbox": func(ref string) error {
@@ -443,56 +448,56 @@ func TestTenancy(t *testing.T) {
 		"SleepSandbox":     func(ref string) error { _, err := h.srv.SleepSandbox(ctx, other, ref, ""); return err },
 		"WakeSandbox":      func(ref string) error { _, err := h.srv.WakeSandbox(ctx, other, ref); return err },
 		"LiveSandbox":      func(ref string) error { _, err := h.srv.LiveSandbox(ctx, other, ref, true); return err },
-		"Network":          func(ref string) error { _, err := h.srv.Network(ctx, other, ref); return err },
+		"Network":          func(ref string) error { _, err := h.plane.Observations.Network(ctx, other, ref); return err },
 		"Exec": func(ref string) error {
-			_, err := h.srv.Exec(ctx, other, ref, api.CreateCommandRequest{Command: "id"})
+			_, err := h.plane.Commands.Exec(ctx, other, ref, api.CreateCommandRequest{Command: "id"})
 			return err
 		},
 		"ListCommands": func(ref string) error {
-			_, err := h.srv.ListCommands(ctx, other, ref, server.CommandQuery{})
+			_, err := h.plane.Commands.ListCommands(ctx, other, ref, server.CommandQuery{})
 			return err
 		},
-		"GetCommand":    func(ref string) error { _, err := h.srv.GetCommand(ctx, other, ref, c.ID); return err },
-		"WaitCommand":   func(ref string) error { _, err := h.srv.WaitCommand(ctx, other, ref, c.ID); return err },
-		"CommandOutput": func(ref string) error { _, _, err := h.srv.CommandOutput(ctx, other, ref, c.ID); return err },
+		"GetCommand":    func(ref string) error { _, err := h.plane.Commands.GetCommand(ctx, other, ref, c.ID); return err },
+		"WaitCommand":   func(ref string) error { _, err := h.plane.Commands.WaitCommand(ctx, other, ref, c.ID); return err },
+		"CommandOutput": func(ref string) error { _, _, err := h.plane.Commands.CommandOutput(ctx, other, ref, c.ID); return err },
 		"Stdin": func(ref string) error {
-			return h.srv.Stdin(ctx, other, ref, c.ID, strings.NewReader("x"), false)
+			return h.plane.Commands.Stdin(ctx, other, ref, c.ID, strings.NewReader("x"), false)
 		},
-		"Signal": func(ref string) error { return h.srv.Signal(ctx, other, ref, c.ID, "TERM") },
-		"Resize": func(ref string) error { return h.srv.Resize(ctx, other, ref, c.ID, 80, 24) },
+		"Signal": func(ref string) error { return h.plane.Commands.Signal(ctx, other, ref, c.ID, "TERM") },
+		"Resize": func(ref string) error { return h.plane.Commands.Resize(ctx, other, ref, c.ID, 80, 24) },
 		"ListEvents": func(ref string) error {
-			_, err := h.srv.ListEvents(ctx, other, server.EventQuery{Sandbox: ref})
+			_, err := h.plane.Events.ListEvents(ctx, other, server.EventQuery{Sandbox: ref})
 			return err
 		},
-		"StatFile": func(ref string) error { _, err := h.srv.StatFile(ctx, ft(ref), "/etc/passwd"); return err },
+		"StatFile": func(ref string) error { _, err := h.plane.Files.StatFile(ctx, ft(ref), "/etc/passwd"); return err },
 		"ListFiles": func(ref string) error {
-			_, err := h.srv.ListFiles(ctx, ft(ref), server.FileListQuery{Path: "/"})
+			_, err := h.plane.Files.ListFiles(ctx, ft(ref), files.ListQuery{Path: "/"})
 			return err
 		},
 		"ReadFile": func(ref string) error {
-			_, err := h.srv.ReadFile(ctx, ft(ref), node.ReadSpec{Path: "/etc/passwd"})
+			_, err := h.plane.Files.ReadFile(ctx, ft(ref), node.ReadSpec{Path: "/etc/passwd"})
 			return err
 		},
 		"WriteFile": func(ref string) error {
-			_, _, err := h.srv.WriteFile(ctx, ft(ref), server.WriteFileRequest{Path: "/x", Size: -1}, strings.NewReader("x"))
+			_, _, err := h.plane.Files.WriteFile(ctx, ft(ref), files.WriteRequest{Path: "/x", Size: -1}, strings.NewReader("x"))
 			return err
 		},
 		"EditFile": func(ref string) error {
-			_, err := h.srv.EditFile(ctx, ft(ref), "/x", nil, api.EditFileRequest{Edits: []api.FileEdit{{Old: "a", New: "b"}}})
+			_, err := h.plane.Files.EditFile(ctx, ft(ref), "/x", nil, api.EditFileRequest{Edits: []api.FileEdit{{Old: "a", New: "b"}}})
 			return err
 		},
 		"Mkdir": func(ref string) error {
-			_, err := h.srv.Mkdir(ctx, ft(ref), api.MkdirRequest{Path: "/d"}, "")
+			_, err := h.plane.Files.Mkdir(ctx, ft(ref), api.MkdirRequest{Path: "/d"}, "")
 			return err
 		},
 		"MoveFile": func(ref string) error {
-			_, err := h.srv.MoveFile(ctx, ft(ref), api.MoveRequest{From: "/a", To: "/b"}, "")
+			_, err := h.plane.Files.MoveFile(ctx, ft(ref), api.MoveRequest{From: "/a", To: "/b"}, "")
 			return err
 		},
-		"RemoveFile":  func(ref string) error { return h.srv.RemoveFile(ctx, ft(ref), "/x", false) },
-		"ReadArchive": func(ref string) error { _, err := h.srv.ReadArchive(ctx, ft(ref), "/workspace"); return err },
+		"RemoveFile":  func(ref string) error { return h.plane.Files.RemoveFile(ctx, ft(ref), "/x", false) },
+		"ReadArchive": func(ref string) error { _, err := h.plane.Files.ReadArchive(ctx, ft(ref), "/workspace"); return err },
 		"WriteArchive": func(ref string) error {
-			_, err := h.srv.WriteArchive(ctx, ft(ref), server.ArchiveUpload{Path: "/workspace"}, strings.NewReader(""))
+			_, err := h.plane.Files.WriteArchive(ctx, ft(ref), files.ArchiveUpload{Path: "/workspace"}, strings.NewReader(""))
 			return err
 		},
 	}
@@ -525,15 +530,15 @@ func TestTenancy(t *testing.T) {
 func TestFilesThroughNode(t *testing.T) {
 	h := newHarness(t)
 	sb := h.running(t, h.a, "")
-	t1 := server.FileTarget{TeamID: h.a, Ref: sb.ID, Wake: true}
-	e, created, err := h.srv.WriteFile(t.Context(), t1, server.WriteFileRequest{Path: "/workspace/a/../f.txt", Size: -1}, strings.NewReader("hello"))
+	t1 := files.Target{TeamID: h.a, Ref: sb.ID, Wake: true}
+	e, created, err := h.plane.Files.WriteFile(t.Context(), t1, files.WriteRequest{Path: "/workspace/a/../f.txt", Size: -1}, strings.NewReader("hello"))
 	if err != nil || !created || e.Path != "/workspace/f.txt" {
 		t.Fatalf("write = %+v, %v, %v", e, created, err)
 	}
 	// A version that cannot exist fails the precondition before the node.
-	_, _, err = h.srv.WriteFile(t.Context(), t1, server.WriteFileRequest{Path: "/workspace/f.txt", IfMatch: []string{"not a version"}, Size: -1}, strings.NewReader("x"))
+	_, _, err = h.plane.Files.WriteFile(t.Context(), t1, files.WriteRequest{Path: "/workspace/f.txt", IfMatch: []string{"not a version"}, Size: -1}, strings.NewReader("x"))
 	wantCode(t, err, api.CodePreconditionFailed)
-	c, err := h.srv.ReadFile(t.Context(), t1, node.ReadSpec{Path: "/workspace/f.txt"})
+	c, err := h.plane.Files.ReadFile(t.Context(), t1, node.ReadSpec{Path: "/workspace/f.txt"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -547,9 +552,9 @@ func TestFilesThroughNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.wait(t, h.a, sb.ID, api.StateAsleep)
-	_, err = h.srv.StatFile(t.Context(), server.FileTarget{TeamID: h.a, Ref: sb.ID}, "/workspace/f.txt")
+	_, err = h.plane.Files.StatFile(t.Context(), files.Target{TeamID: h.a, Ref: sb.ID}, "/workspace/f.txt")
 	wantCode(t, err, api.CodeConflict)
-	if e, err = h.srv.StatFile(t.Context(), t1, "/workspace/f.txt"); err != nil || e.Size != 5 {
+	if e, err = h.plane.Files.StatFile(t.Context(), t1, "/workspace/f.txt"); err != nil || e.Size != 5 {
 		t.Fatalf("stat after wake = %+v, %v", e, err)
 	}
 }
@@ -592,7 +597,7 @@ func TestEventsExpire(t *testing.T) {
 	}
 	sb := h.running(t, h.a, "")
 	h.srv.ExpireEvents(ctx)
-	l, err := h.srv.ListEvents(ctx, h.a, server.EventQuery{})
+	l, err := h.plane.Events.ListEvents(ctx, h.a, server.EventQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -604,7 +609,7 @@ func TestEventsExpire(t *testing.T) {
 	if got := h.events(t, h.a, sb.ID); !slices.Equal(got, []string{"sandbox.creating", "sandbox.running"}) {
 		t.Fatalf("recent events = %v", got)
 	}
-	if _, err := h.srv.ListEvents(ctx, h.a, server.EventQuery{Page: server.Page{Cursor: old.ID}}); err != nil {
+	if _, err := h.plane.Events.ListEvents(ctx, h.a, server.EventQuery{Page: server.Page{Cursor: old.ID}}); err != nil {
 		t.Fatalf("a cursor at an expired event: %v", err)
 	}
 }

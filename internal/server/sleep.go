@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/runs"
 	"github.com/cove-dev/cove/internal/store"
 )
 
@@ -71,7 +72,7 @@ func (s *Server) WakeSandbox(ctx context.Context, teamID, ref string) (api.Sandb
 		return sb, nil
 	case api.StateAsleep, api.StateSleeping:
 		// A wake while sleeping runs once the sleep is done.
-		if err := s.budgetRefusal(ctx, sb); err != nil {
+		if err := s.checks.Budget(ctx, runs.Spec{TeamID: sb.TeamID, Sandbox: &sb}); err != nil {
 			return sb, err
 		}
 	default:
@@ -107,7 +108,7 @@ func (s *Server) finishWake(ctx context.Context, teamID, id string) {
 	}
 	spec, err := s.startSpec(ctx, sb)
 	if err == nil {
-		spec.Secrets = s.sandboxRedactions(ctx, sb)
+		spec.Secrets = s.svc.Vault.SandboxRedactions(ctx, sb)
 		err = s.node.Wake(ctx, spec)
 	}
 	if err != nil {
@@ -126,7 +127,7 @@ func (s *Server) finishWake(ctx context.Context, teamID, id string) {
 		s.log.Error("persist woken sandbox", "sandbox", id, "err", err)
 		return
 	}
-	s.touch(sb.ID)
+	s.limits.touch(sb.ID, s.now())
 	if err := s.node.DropSave(ctx, id); err != nil {
 		s.log.Warn("drop save after wake", "sandbox", id, "err", err)
 	}

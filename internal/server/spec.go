@@ -11,7 +11,7 @@ import (
 // spec is what the node needs to start a sandbox.
 func (s *Server) spec(sb api.Sandbox) node.SandboxSpec {
 	return node.SandboxSpec{
-		ID: sb.ID, Hostname: hostname(sb), Template: s.nodeTemplate(sb.TeamID, sb.Template),
+		ID: sb.ID, Hostname: hostname(sb), Template: s.svc.Images.NodeTemplate(sb.TeamID, sb.Template),
 		Resources: sb.Resources, Pids: s.cfg.PidsLimit, Workdir: sb.Workdir,
 		Network: sb.Network,
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"github.com/cove-dev/cove/internal/control/meter"
 	"time"
 
 	"github.com/cove-dev/cove/api"
@@ -49,12 +50,12 @@ func (s *Server) UpdateSandbox(ctx context.Context, teamID, ref string, req api.
 		sb.SpendLimitUSD = req.SpendLimitUSD
 	}
 	if req.OnBudget != nil {
-		if sb.OnBudget, err = validateOnBudget(*req.OnBudget); err != nil {
+		if sb.OnBudget, err = meter.ValidateOnBudget(*req.OnBudget); err != nil {
 			return sb, err
 		}
 	}
 	if req.BudgetAlerts != nil {
-		if sb.BudgetAlerts, err = validateBudgetAlerts(*req.BudgetAlerts); err != nil {
+		if sb.BudgetAlerts, err = meter.ValidateBudgetAlerts(*req.BudgetAlerts); err != nil {
 			return sb, err
 		}
 	}

@@ -8,10 +8,7 @@ import (
 	"github.com/cove-dev/cove/internal/control/runs"
 )
 
-var (
-	nameRE   = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-)
+var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 const (
 	maxEnv         = runs.MaxEnv
@@ -72,5 +69,23 @@ func rangeError(field, got, lo, hi string) error {
 		Code:    api.CodeInvalidArgument,
 		Message: fmt.Sprintf("%s is %s; it must be between %s and %s", field, got, lo, hi),
 		Details: map[string]any{"field": field, "min": lo, "max": hi},
+	}
+}
+
+// refuseSandboxGPUs answers a sandbox request for GPUs: sandboxes run on
+// the CPU-based managed environment; GPU code runs as a workload.
+func refuseSandboxGPUs(req api.CreateSandboxRequest) error {
+	if req.Resources == nil || req.Resources.GPUs == 0 {
+		return nil
+	}
+	if req.Resources.GPUs < 0 {
+		return invalid("resources.gpus is negative")
+	}
+	return &api.Error{
+		Code: api.CodeUnprocessable,
+		Message: fmt.Sprintf("sandboxes run on the managed environment, which is CPU-based: they get no GPUs. "+
+			"Submit GPU code as a workload instead: POST /v1/workloads with {\"command\": \"…\", \"resources\": {\"gpus\": %d}} "+
+			"(CLI: cove workloads submit --gpus %d -- COMMAND…); it is queued until a node with GPUs can run it", req.Resources.GPUs, req.Resources.GPUs),
+		Details: map[string]any{"field": "resources.gpus", "use": "POST /v1/workloads"},
 	}
 }

@@ -15,7 +15,7 @@ import (
 func TestWebhooks(t *testing.T) {
 	h := newHarness(t)
 	ctx := t.Context()
-	resp, err := h.srv.Webhooks().Create(ctx, h.a, api.CreateWebhookRequest{URL: "https://93.184.215.14/hook", Events: []string{"sandbox.*", "command.exited", "sandbox.*"}})
+	resp, err := h.plane.Webhooks.Create(ctx, h.a, api.CreateWebhookRequest{URL: "https://93.184.215.14/hook", Events: []string{"sandbox.*", "command.exited", "sandbox.*"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,22 +24,22 @@ func TestWebhooks(t *testing.T) {
 		t.Fatalf("created %+v", resp)
 	}
 	// Another team sees none of it.
-	_, err = h.srv.Webhooks().Get(ctx, h.b, w.ID)
+	_, err = h.plane.Webhooks.Get(ctx, h.b, w.ID)
 	wantCode(t, err, api.CodeNotFound)
-	_, err = h.srv.Webhooks().Deliveries(ctx, h.b, w.ID, page.Page{})
+	_, err = h.plane.Webhooks.Deliveries(ctx, h.b, w.ID, page.Page{})
 	wantCode(t, err, api.CodeNotFound)
-	wantCode(t, h.srv.Webhooks().Delete(ctx, h.b, w.ID), api.CodeNotFound)
-	if l, err := h.srv.Webhooks().List(ctx, h.b, page.Page{}); err != nil || len(l.Items) != 0 {
+	wantCode(t, h.plane.Webhooks.Delete(ctx, h.b, w.ID), api.CodeNotFound)
+	if l, err := h.plane.Webhooks.List(ctx, h.b, page.Page{}); err != nil || len(l.Items) != 0 {
 		t.Fatalf("team b's list: %+v %v", l, err)
 	}
-	if l, err := h.srv.Webhooks().List(ctx, h.a, page.Page{}); err != nil || len(l.Items) != 1 || l.Items[0].ID != w.ID {
+	if l, err := h.plane.Webhooks.List(ctx, h.a, page.Page{}); err != nil || len(l.Items) != 1 || l.Items[0].ID != w.ID {
 		t.Fatalf("team a's list: %+v %v", l, err)
 	}
 
 	// The team's matching events are enqueued for it, others are not.
 	sb := h.running(t, h.a, "hooked")
 	h.running(t, h.b, "other")
-	l, err := h.srv.Webhooks().Deliveries(ctx, h.a, w.ID, page.Page{})
+	l, err := h.plane.Webhooks.Deliveries(ctx, h.a, w.ID, page.Page{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,12 +54,12 @@ func TestWebhooks(t *testing.T) {
 		t.Fatalf("deliveries of %s: %v", sb.ID, types)
 	}
 
-	if err := h.srv.Webhooks().Delete(ctx, h.a, w.ID); err != nil {
+	if err := h.plane.Webhooks.Delete(ctx, h.a, w.ID); err != nil {
 		t.Fatal(err)
 	}
 	if d, _ := h.st.ListDeliveries(ctx, store.DeliveryFilter{WebhookID: w.ID}); len(d) != 0 {
 		t.Fatalf("deliveries left after delete: %+v", d)
 	}
-	_, err = h.srv.Webhooks().Get(ctx, h.a, w.ID)
+	_, err = h.plane.Webhooks.Get(ctx, h.a, w.ID)
 	wantCode(t, err, api.CodeNotFound)
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"fmt"
+	"github.com/cove-dev/cove/internal/control/meter"
 	"slices"
 	"strings"
 	"testing"
@@ -38,10 +39,10 @@ func TestWorkloadUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.add(2 * time.Hour)
-	h.srv.ChargeWorkload(ctx, w)
-	h.srv.ChargeWorkload(ctx, w) // charged once however often it is recorded
+	h.plane.Workloads.Charge(ctx, w)
+	h.plane.Workloads.Charge(ctx, w) // charged once however often it is recorded
 
-	r, err := h.srv.Usage(ctx, h.a, server.UsageQuery{GroupBy: "sandbox"})
+	r, err := h.plane.Meter.Usage(ctx, h.a, meter.UsageQuery{GroupBy: "sandbox"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,23 +56,23 @@ func TestWorkloadUsage(t *testing.T) {
 	if !near(r.Total.CostUSD, w.CostUSD, 1e-9) || !near(r.MonthCostUSD, w.CostUSD, 1e-9) {
 		t.Errorf("total $%v, month $%v; want $%v", r.Total.CostUSD, r.MonthCostUSD, w.CostUSD)
 	}
-	days, err := h.srv.Usage(ctx, h.a, server.UsageQuery{GroupBy: "day"})
+	days, err := h.plane.Meter.Usage(ctx, h.a, meter.UsageQuery{GroupBy: "day"})
 	if err != nil || len(days.Items) != 1 || !near(days.Items[0].CostUSD, w.CostUSD, 1e-9) {
 		t.Errorf("by day = %+v, %v; want one day of $%v", days.Items, err, w.CostUSD)
 	}
-	if other, err := h.srv.Usage(ctx, h.b, server.UsageQuery{}); err != nil || other.MonthCostUSD != 0 {
+	if other, err := h.plane.Meter.Usage(ctx, h.b, meter.UsageQuery{}); err != nil || other.MonthCostUSD != 0 {
 		t.Errorf("another team's month = %+v, %v; want $0", other, err)
 	}
 
 	limit := w.CostUSD / 2
-	if _, err := h.srv.UpdateTeam(ctx, h.admin, h.a, api.UpdateTeamRequest{SpendLimitUSD: &limit}); err != nil {
+	if _, err := h.plane.Teams.UpdateTeam(ctx, h.admin, h.a, api.UpdateTeamRequest{SpendLimitUSD: &limit}); err != nil {
 		t.Fatal(err)
 	}
-	h.srv.MeterOnce(ctx)
+	h.plane.Meter.Tick(ctx)
 	if ev := h.events(t, h.a, ""); !slices.Contains(ev, "budget.exceeded") {
 		t.Errorf("team events = %v; want budget.exceeded", ev)
 	}
-	_, err = h.srv.SubmitWorkload(ctx, h.a, api.CreateWorkloadRequest{Command: "true"})
+	_, err = h.plane.Workloads.SubmitWorkload(ctx, h.a, api.CreateWorkloadRequest{Command: "true"})
 	wantCode(t, err, api.CodeBudgetExceeded)
 }
 
@@ -82,8 +83,8 @@ func TestWorkloadNeverRanCostsNothing(t *testing.T) {
 	ctx := t.Context()
 	now := time.Now().UTC()
 	w := api.Workload{ID: "wl_queued1", TeamID: h.a, Template: "managed", State: api.WorkloadCancelled, CreatedAt: now, EndedAt: &now}
-	h.srv.ChargeWorkload(ctx, w)
-	r, err := h.srv.Usage(ctx, h.a, server.UsageQuery{GroupBy: "sandbox"})
+	h.plane.Workloads.Charge(ctx, w)
+	r, err := h.plane.Meter.Usage(ctx, h.a, meter.UsageQuery{GroupBy: "sandbox"})
 	if err != nil || len(r.Items) != 0 || r.MonthCostUSD != 0 {
 		t.Errorf("usage = %+v, %v; want none", r, err)
 	}
@@ -112,7 +113,7 @@ func TestWorkloadMeteredWhileRunning(t *testing.T) {
 	}
 	cost := func() float64 {
 		t.Helper()
-		r, err := h.srv.Usage(ctx, h.a, server.UsageQuery{GroupBy: "sandbox"})
+		r, err := h.plane.Meter.Usage(ctx, h.a, meter.UsageQuery{GroupBy: "sandbox"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -131,21 +132,21 @@ func TestWorkloadMeteredWhileRunning(t *testing.T) {
 		{time.Date(2026, 3, 1, 12, 0, 10, 0, time.UTC), 3640},
 	} {
 		c.set(tick.at)
-		h.srv.MeterOnce(ctx)
+		h.plane.Meter.Tick(ctx)
 		if got := cost(); !near(got, tick.held*0.01, 1e-9) {
 			t.Errorf("at %s: usage $%v; want $%v", tick.at.Format(time.TimeOnly), got, tick.held*0.01)
 		}
-		cur, err := h.srv.GetWorkload(ctx, h.a, w.ID)
+		cur, err := h.plane.Workloads.GetWorkload(ctx, h.a, w.ID)
 		if err != nil || !near(cur.CostUSD, tick.held*0.01, 1e-9) {
 			t.Errorf("at %s: workload cost_usd $%v, %v; want $%v", tick.at.Format(time.TimeOnly), cur.CostUSD, err, tick.held*0.01)
 		}
 	}
 	c.set(time.Date(2026, 3, 1, 12, 0, 40, 0, time.UTC))
-	done, err := h.srv.CancelWorkload(ctx, h.a, w.ID)
+	done, err := h.plane.Workloads.CancelWorkload(ctx, h.a, w.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.srv.MeterOnce(ctx) // an ended workload is its end's to charge
+	h.plane.Meter.Tick(ctx) // an ended workload is its end's to charge
 	if want := 3670 * 0.01; !near(done.CostUSD, want, 1e-9) || !near(cost(), want, 1e-9) {
 		t.Errorf("ended: cost_usd $%v, usage $%v; want both $%v", done.CostUSD, cost(), want)
 	}
@@ -170,21 +171,21 @@ func TestWorkloadAtTeamLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	limit := 1.0 // 100 s
-	if _, err := h.srv.UpdateTeam(ctx, h.admin, h.a, api.UpdateTeamRequest{SpendLimitUSD: &limit}); err != nil {
+	if _, err := h.plane.Teams.UpdateTeam(ctx, h.admin, h.a, api.UpdateTeamRequest{SpendLimitUSD: &limit}); err != nil {
 		t.Fatal(err)
 	}
 	c.add(60 * time.Second)
-	h.srv.MeterOnce(ctx)
-	if cur, _ := h.srv.GetWorkload(ctx, h.a, w.ID); cur.State != api.WorkloadRunning {
+	h.plane.Meter.Tick(ctx)
+	if cur, _ := h.plane.Workloads.GetWorkload(ctx, h.a, w.ID); cur.State != api.WorkloadRunning {
 		t.Fatalf("at 60%% of the limit the workload is %s (%s)", cur.State, cur.StateReason)
 	}
 	c.add(60 * time.Second)
-	h.srv.MeterOnce(ctx)
-	cur, err := h.srv.GetWorkload(ctx, h.a, w.ID)
+	h.plane.Meter.Tick(ctx)
+	cur, err := h.plane.Workloads.GetWorkload(ctx, h.a, w.ID)
 	if err != nil || cur.State != api.WorkloadCancelled || !strings.Contains(cur.StateReason, "spend limit") {
 		t.Fatalf("over the limit the workload is %s (%s), %v; want cancelled at the team's spend limit", cur.State, cur.StateReason, err)
 	}
-	l, err := h.srv.ListEvents(ctx, h.a, server.EventQuery{Page: server.Page{Limit: 1000}})
+	l, err := h.plane.Events.ListEvents(ctx, h.a, server.EventQuery{Page: server.Page{Limit: 1000}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -144,17 +144,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	if err := os.Mkdir(cfg.Server.UploadDir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", cfg.Server.UploadDir, err)
 	}
-	srv, err := server.New(cfg.Server, timed, log)
+	plane, err := NewPlane(cfg.Server, timed, log)
 	if err != nil {
 		return err
 	}
+	srv := plane.Core
 	srv.SetTelemetry(metrics)
-	cfg.Webhooks.OpenSecret = srv.Webhooks().OpenSecret
+	cfg.Webhooks.OpenSecret = plane.Webhooks.OpenSecret
 	dispatcher, err := webhooks.New(cfg.Webhooks, timed, srv.Changes, metrics, log.With("component", "webhooks"))
 	if err != nil {
 		return err
 	}
-	srv.Templates().SetStates(tmplStates)
+	plane.Templates.SetStates(tmplStates)
 	saveStore, err := saves.NewDir(filepath.Join(cfg.DataDir, "saves"))
 	if err != nil {
 		return err
@@ -163,12 +164,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	if err != nil {
 		return err
 	}
-	srv.SetAssetBlobs(blobs)
+	plane.Assets.SetBlobs(blobs)
 	importer, err := images.NewImporter(cfg.ImagesDir, images.Policy{MaxBytes: 4 * cfg.ImageMaxMiB << 20}, cfg.ImageMaxMiB<<20, log.With("component", "images"))
 	if err != nil {
 		return err
 	}
-	srv.Images().SetImporter(importer)
+	plane.Images.SetImporter(importer)
 	nodeCfg := local.Config{
 		Templates:             templates,
 		ImagesDir:             cfg.ImagesDir,
@@ -202,11 +203,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	}
 	nd := local.New(nodeCfg, rt, log, srv.OnExit)
 	owners.node.Store(nd)
-	srv.SetNode(nd)
+	plane.SetNode(nd)
 	defer nd.Close()
 	defer srv.Close()
 
-	adminKey, err := srv.Teams().Bootstrap(ctx)
+	adminKey, err := plane.Teams.Bootstrap(ctx)
 	if err != nil {
 		return fmt.Errorf("create admin team: %w", err)
 	}
@@ -216,14 +217,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		}
 	}
 	// Before Recover, which opens secrets for the sandboxes it reattaches.
-	if n, err := srv.Vault().Rekey(ctx); err != nil {
+	if n, err := plane.Vault.Rekey(ctx); err != nil {
 		return fmt.Errorf("secrets: %w", err)
 	} else if n > 0 {
 		log.Info("secrets sealed again under the current key; the old key files are no longer needed", "secrets", n, "key_id", cfg.Server.Secrets.CurrentID())
 	}
 	// Before the dispatcher and the API: no webhook secret is left in
 	// clear (a database from before they were sealed) once serving.
-	if n, err := srv.Webhooks().SealSecrets(ctx); err != nil {
+	if n, err := plane.Webhooks.SealSecrets(ctx); err != nil {
 		return fmt.Errorf("webhook secrets: %w", err)
 	} else if n > 0 {
 		log.Info("webhook secrets sealed under the current key", "webhooks", n, "key_id", cfg.Server.Secrets.CurrentID())
@@ -291,16 +292,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 			<-served
 		}()
 	}
-	api := httpapi.New(srv, log)
-	api.Teams, api.Idempotency = srv.Teams(), srv.Teams()
-	api.Secrets, api.Webhooks = srv.Vault(), srv.Webhooks()
-	api.Files, api.Assets = srv.Files(), srv.Assets()
-	api.ImageService, api.TemplateService, api.PreviewService = srv.Images(), srv.Templates(), srv.Previews()
-	api.Sandboxes, api.Commands, api.Events = srv, srv.Commands(), srv.Events()
-	api.Workloads, api.GPUs = srv.Workloads(), srv.Workloads()
-	api.Metering, api.Observations = srv.Meter(), srv.Observations()
+	api := plane.Handler(log)
 	api.LimitUploads(cfg.HTTP.UploadIdleTimeout)
-	pln, err := servePreviews(cfg.Preview, srv, api, ln, listeners)
+	pln, err := servePreviews(cfg.Preview, plane.Previews, api, ln, listeners)
 	if err != nil {
 		ln.Close()
 		return err
@@ -466,7 +460,7 @@ func buildManaged(ctx context.Context, cfg Config, states *tmplstate.Registry, p
 // servePreviews binds the previews' own listener when one is asked for,
 // and tells the control plane and the API where previews are: a domain
 // without a port takes the port of the listener that serves them.
-func servePreviews(cfg PreviewConfig, srv *server.Server, h *httpapi.Handler, apiLn net.Listener, listeners Listeners) (net.Listener, error) {
+func servePreviews(cfg PreviewConfig, pv *previews.Service, h *httpapi.Handler, apiLn net.Listener, listeners Listeners) (net.Listener, error) {
 	var pln net.Listener
 	served := apiLn
 	if cfg.Listen != "" {
@@ -482,7 +476,7 @@ func servePreviews(cfg PreviewConfig, srv *server.Server, h *httpapi.Handler, ap
 		_, port, _ := net.SplitHostPort(served.Addr().String())
 		domain = net.JoinHostPort(domain, port)
 	}
-	srv.Previews().SetURLs(previews.URLs{Domain: domain, Scheme: cfg.Scheme})
+	pv.SetURLs(previews.URLs{Domain: domain, Scheme: cfg.Scheme})
 	h.ServePreviews(domain, cfg.Scheme)
 	return pln, nil
 }

@@ -44,6 +44,7 @@ func (p Principal) Admin() bool { return p.Team.Name == AdminTeam }
 type Store interface {
 	CreateTeam(ctx context.Context, t api.Team) error
 	GetTeam(ctx context.Context, id string) (api.Team, error)
+	UpdateTeam(ctx context.Context, t api.Team) error
 	GetTeamByName(ctx context.Context, name string) (api.Team, error)
 	ListTeams(ctx context.Context) ([]api.Team, error)
 	CreateKey(ctx context.Context, k store.Key) error
@@ -62,6 +63,10 @@ type Config struct {
 	DefaultAdmission api.Admission
 	// Limits are the resource limits every team has (TeamMe reports them).
 	Limits api.TeamLimits
+	// CheckAlerts checks and orders a team's budget alert thresholds
+	// (the meter's rule, meter.ValidateBudgetAlerts); nil takes them as
+	// given.
+	CheckAlerts func([]float64) ([]float64, error)
 }
 
 // Service keeps teams, keys, admission and idempotent answers.
