@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/node/nodetest"
-	"github.com/cove-dev/cove/internal/server"
 	"github.com/cove-dev/cove/internal/store/sqlite"
 )
 
@@ -25,7 +25,7 @@ func testServer(t *testing.T) (url, key string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	cfg := server.DefaultConfig()
+	cfg := lifecycle.DefaultConfig()
 	cfg.Templates = []string{node.ManagedTemplate}
 	cfg.WarmPool = 0
 	log := slog.New(slog.DiscardHandler)

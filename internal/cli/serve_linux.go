@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/metering"
-	"github.com/cove-dev/cove/internal/server"
 	"github.com/cove-dev/cove/internal/service"
 )
 
@@ -129,7 +129,7 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.StringVar(&o.cfg.Preview.Listen, "preview-listen", def.Preview.Listen, "a listener of its own for previews (by Host); empty: the API's listener serves them")
 	f.StringVar(&o.cfg.Preview.Scheme, "preview-scheme", def.Preview.Scheme, "scheme of preview URLs (https behind a TLS proxy)")
 	f.IntVar(&o.cfg.Server.MaxPreviewsPerSandbox, "max-previews-per-sandbox", def.Server.MaxPreviewsPerSandbox, "the previews one sandbox may publish at once")
-	f.StringVar(&o.defaultAdmission, "default-admission", "managed_environment", "admission flags of new teams, comma-separated ("+strings.Join(server.AdmissionFlags, ", ")+", or none)")
+	f.StringVar(&o.defaultAdmission, "default-admission", "managed_environment", "admission flags of new teams, comma-separated ("+strings.Join(lifecycle.AdmissionFlags, ", ")+", or none)")
 	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 }
 
@@ -146,7 +146,7 @@ func (o *serveFlags) config() (service.Config, error) {
 			return service.Config{}, fmt.Errorf("--prices: %w", err)
 		}
 	}
-	if cfg.Server.DefaultAdmission, err = server.ParseAdmission(o.defaultAdmission); err != nil {
+	if cfg.Server.DefaultAdmission, err = lifecycle.ParseAdmission(o.defaultAdmission); err != nil {
 		return service.Config{}, fmt.Errorf("--default-admission: %w", err)
 	}
 	return cfg, nil

@@ -27,8 +27,8 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/files"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/node"
-	"github.com/cove-dev/cove/internal/server"
 	cove "github.com/cove-dev/cove/sdk/go"
 )
 
@@ -391,14 +391,14 @@ func TestUncodedErrorIsInternal(t *testing.T) {
 
 func TestListSandboxes(t *testing.T) {
 	page := api.List[api.Sandbox]{Items: []api.Sandbox{{ID: "sbx_3"}, {ID: "sbx_4"}}, NextCursor: "sbx_4"}
-	want := server.SandboxQuery{
+	want := lifecycle.SandboxQuery{
 		States: []api.SandboxState{api.StateRunning, api.StateAsleep},
 		Labels: map[string]string{"k": "v"},
-		Page:   server.Page{Cursor: "X", Limit: 2},
+		Page:   lifecycle.Page{Cursor: "X", Limit: 2},
 	}
 	s := newTestServer(t)
-	var got server.SandboxQuery
-	s.fake.ListSandboxesFn = func(_ context.Context, _ string, q server.SandboxQuery) (api.List[api.Sandbox], error) {
+	var got lifecycle.SandboxQuery
+	s.fake.ListSandboxesFn = func(_ context.Context, _ string, q lifecycle.SandboxQuery) (api.List[api.Sandbox], error) {
 		got = q
 		return page, nil
 	}
@@ -475,8 +475,8 @@ func TestListCommands(t *testing.T) {
 	page := api.List[api.Command]{Items: []api.Command{{ID: "cmd_2", SandboxID: "sbx_1"}}, NextCursor: "cmd_2"}
 	s := newTestServer(t)
 	var gotRef string
-	var got server.CommandQuery
-	s.fake.ListCommandsFn = func(_ context.Context, _, ref string, q server.CommandQuery) (api.List[api.Command], error) {
+	var got lifecycle.CommandQuery
+	s.fake.ListCommandsFn = func(_ context.Context, _, ref string, q lifecycle.CommandQuery) (api.List[api.Command], error) {
 		gotRef, got = ref, q
 		return page, nil
 	}
@@ -484,7 +484,7 @@ func TestListCommands(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("answered %d: %s", resp.StatusCode, body)
 	}
-	want := server.CommandQuery{States: []api.CommandState{api.CommandRunning, api.CommandExited}, Page: server.Page{Cursor: "cmd_1", Limit: 5}}
+	want := lifecycle.CommandQuery{States: []api.CommandState{api.CommandRunning, api.CommandExited}, Page: lifecycle.Page{Cursor: "cmd_1", Limit: 5}}
 	if diff := cmp.Diff(want, got); diff != "" || gotRef != "web" {
 		t.Errorf("ref %q, query (-want +got):\n%s", gotRef, diff)
 	}
@@ -493,7 +493,7 @@ func TestListCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(server.CommandQuery{Page: server.Page{Cursor: "cmd_9", Limit: 7}}, got); diff != "" {
+	if diff := cmp.Diff(lifecycle.CommandQuery{Page: lifecycle.Page{Cursor: "cmd_9", Limit: 7}}, got); diff != "" {
 		t.Errorf("query (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(page, l); diff != "" {
@@ -504,19 +504,19 @@ func TestListCommands(t *testing.T) {
 func TestListEvents(t *testing.T) {
 	tests := []struct {
 		name, query string
-		want        server.EventQuery
+		want        lifecycle.EventQuery
 	}{
 		{"filters", "?sandbox=web&type=a,b&type=c&limit=3",
-			server.EventQuery{Sandbox: "web", Types: []string{"a", "b", "c"}, Page: server.Page{Limit: 3}}},
-		{"cursor", "?cursor=evt_1", server.EventQuery{Page: server.Page{Cursor: "evt_1"}}},
-		{"after wins over cursor", "?cursor=evt_1&after=evt_9", server.EventQuery{Page: server.Page{Cursor: "evt_9"}}},
+			lifecycle.EventQuery{Sandbox: "web", Types: []string{"a", "b", "c"}, Page: lifecycle.Page{Limit: 3}}},
+		{"cursor", "?cursor=evt_1", lifecycle.EventQuery{Page: lifecycle.Page{Cursor: "evt_1"}}},
+		{"after wins over cursor", "?cursor=evt_1&after=evt_9", lifecycle.EventQuery{Page: lifecycle.Page{Cursor: "evt_9"}}},
 	}
 	page := api.List[api.Event]{Items: []api.Event{{ID: "evt_2", Type: "sandbox.running", SandboxID: "sbx_1"}}, NextCursor: "evt_2"}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newTestServer(t)
-			var got server.EventQuery
-			s.fake.ListEventsFn = func(_ context.Context, _ string, q server.EventQuery) (api.List[api.Event], error) {
+			var got lifecycle.EventQuery
+			s.fake.ListEventsFn = func(_ context.Context, _ string, q lifecycle.EventQuery) (api.List[api.Event], error) {
 				got = q
 				return page, nil
 			}
@@ -538,8 +538,8 @@ func TestListEvents(t *testing.T) {
 	}
 	t.Run("sdk", func(t *testing.T) {
 		s := newTestServer(t)
-		var got server.EventQuery
-		s.fake.ListEventsFn = func(_ context.Context, _ string, q server.EventQuery) (api.List[api.Event], error) {
+		var got lifecycle.EventQuery
+		s.fake.ListEventsFn = func(_ context.Context, _ string, q lifecycle.EventQuery) (api.List[api.Event], error) {
 			got = q
 			return page, nil
 		}
@@ -547,7 +547,7 @@ func TestListEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := server.EventQuery{Sandbox: "web", Types: []string{"a", "b"}, Page: server.Page{Cursor: "evt_1", Limit: 10}}
+		want := lifecycle.EventQuery{Sandbox: "web", Types: []string{"a", "b"}, Page: lifecycle.Page{Cursor: "evt_1", Limit: 10}}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("query (-want +got):\n%s", diff)
 		}
@@ -563,8 +563,8 @@ func TestEventStream(t *testing.T) {
 	s := newTestServer(t)
 	log := []api.Event{{ID: "evt_1", Type: "a"}, {ID: "evt_2", Type: "b"}, {ID: "evt_3", Type: "c"}}
 	var mu sync.Mutex
-	var queries []server.EventQuery
-	s.fake.ListEventsFn = func(_ context.Context, _ string, q server.EventQuery) (api.List[api.Event], error) {
+	var queries []lifecycle.EventQuery
+	s.fake.ListEventsFn = func(_ context.Context, _ string, q lifecycle.EventQuery) (api.List[api.Event], error) {
 		mu.Lock()
 		queries = append(queries, q)
 		mu.Unlock()
@@ -593,9 +593,9 @@ func TestEventStream(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	wantFirst := []server.EventQuery{
-		{Types: []string{"b", "c"}, Page: server.Page{Cursor: "evt_1", Limit: 1}},   // the check
-		{Types: []string{"b", "c"}, Page: server.Page{Cursor: "evt_1", Limit: 500}}, // the first page
+	wantFirst := []lifecycle.EventQuery{
+		{Types: []string{"b", "c"}, Page: lifecycle.Page{Cursor: "evt_1", Limit: 1}},   // the check
+		{Types: []string{"b", "c"}, Page: lifecycle.Page{Cursor: "evt_1", Limit: 500}}, // the first page
 	}
 	if len(queries) < 2 {
 		t.Fatalf("queries: %+v", queries)
@@ -607,7 +607,7 @@ func TestEventStream(t *testing.T) {
 
 func TestEventStreamBadSandbox(t *testing.T) {
 	s := newTestServer(t)
-	s.fake.ListEventsFn = func(_ context.Context, _ string, q server.EventQuery) (api.List[api.Event], error) {
+	s.fake.ListEventsFn = func(_ context.Context, _ string, q lifecycle.EventQuery) (api.List[api.Event], error) {
 		return api.List[api.Event]{}, notFound("sandbox", q.Sandbox)
 	}
 	err := s.client.FollowEvents(t.Context(), cove.EventQuery{Sandbox: "nope"}, func(api.Event) error { return nil })
@@ -1321,7 +1321,7 @@ func TestFileCalls(t *testing.T) {
 		if _, err := s.client.ListFiles(t.Context(), "web", "/w", 0, 0, ""); err != nil {
 			t.Fatal(err)
 		}
-		if want := (files.ListQuery{Path: "/w", Depth: 1, Limit: server.DefaultPageLimit}); got != want {
+		if want := (files.ListQuery{Path: "/w", Depth: 1, Limit: lifecycle.DefaultPageLimit}); got != want {
 			t.Errorf("default query is %+v; want %+v", got, want)
 		}
 	})

@@ -11,13 +11,13 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/assets"
-	"github.com/cove-dev/cove/internal/server"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 )
 
 // createAsset stores the request body (a tar or tar.gz) as an asset: 201
 // when new, 200 with the asset that has the same bytes already. A digest
 // (Repr-Digest or Content-Digest, as a header or a trailer) is checked.
-func (h *Handler) createAsset(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) createAsset(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	req := assets.Upload{Name: r.URL.Query().Get("name"), Size: max(r.ContentLength, 0)}
 	var err error
 	if req.SHA256, err = requestDigest(r.Header); err != nil {
@@ -88,7 +88,7 @@ func writeAsset(w http.ResponseWriter, a api.Asset, created bool) error {
 	return writeJSON(w, status, a)
 }
 
-func (h *Handler) listAssets(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) listAssets(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	pg, err := paging(r)
 	if err != nil {
 		return err
@@ -100,7 +100,7 @@ func (h *Handler) listAssets(w http.ResponseWriter, r *http.Request, p server.Pr
 	return writeJSON(w, http.StatusOK, l)
 }
 
-func (h *Handler) getAsset(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) getAsset(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	a, err := h.Assets.GetAsset(r.Context(), p.Team.ID, r.PathValue("id"))
 	if err != nil {
 		return err
@@ -110,7 +110,7 @@ func (h *Handler) getAsset(w http.ResponseWriter, r *http.Request, p server.Prin
 
 // assetContent sends an asset's bytes with their Repr-Digest; bytes that
 // no longer match it on the node cut the response short.
-func (h *Handler) assetContent(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) assetContent(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	a, rc, err := h.Assets.OpenAsset(r.Context(), p.Team.ID, r.PathValue("id"))
 	if err != nil {
 		return err
@@ -133,7 +133,7 @@ func (h *Handler) assetContent(w http.ResponseWriter, r *http.Request, p server.
 	return nil
 }
 
-func (h *Handler) deleteAsset(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) deleteAsset(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	if err := h.Assets.DeleteAsset(r.Context(), p.Team.ID, r.PathValue("id")); err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func (h *Handler) deleteAsset(w http.ResponseWriter, r *http.Request, p server.P
 }
 
 // saveAsset stores a folder of a sandbox as an asset.
-func (h *Handler) saveAsset(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) saveAsset(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var req api.SaveAssetRequest
 	if err := decode(r, &req, false); err != nil {
 		return err

@@ -11,11 +11,11 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/commands"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/node"
-	"github.com/cove-dev/cove/internal/server"
 )
 
-func (h *Handler) createCommand(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) createCommand(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var req api.CreateCommandRequest
 	if err := decode(r, &req, false); err != nil {
 		return err
@@ -40,7 +40,7 @@ func (h *Handler) createCommand(w http.ResponseWriter, r *http.Request, p server
 	return writeJSON(w, http.StatusCreated, res)
 }
 
-func (h *Handler) getCommand(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) getCommand(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	c, err := h.Commands.GetCommand(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -48,7 +48,7 @@ func (h *Handler) getCommand(w http.ResponseWriter, r *http.Request, p server.Pr
 	return writeJSON(w, http.StatusOK, c)
 }
 
-func (h *Handler) listCommands(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) listCommands(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	pg, err := paging(r)
 	if err != nil {
 		return err
@@ -75,7 +75,7 @@ type exitRecord struct {
 
 // commandOutput streams recorded output as NDJSON from after=SEQ; with
 // follow it goes on until the command ends.
-func (h *Handler) commandOutput(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) commandOutput(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	after, follow, err := outputQuery(r)
 	if err != nil {
 		return err
@@ -147,8 +147,8 @@ func (h *Handler) streamOutput(w http.ResponseWriter, r *http.Request, what stri
 }
 
 // commandStream serves the recorded bytes of one stream, with Range.
-func (h *Handler) commandStream(name string) func(http.ResponseWriter, *http.Request, server.Principal) error {
-	return func(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) commandStream(name string) func(http.ResponseWriter, *http.Request, lifecycle.Principal) error {
+	return func(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 		_, l, err := h.Commands.CommandOutput(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"))
 		if err != nil {
 			return err
@@ -169,7 +169,7 @@ func serveStream(w http.ResponseWriter, r *http.Request, l node.Output, name str
 	return nil
 }
 
-func (h *Handler) commandStdin(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) commandStdin(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	eof, err := queryBool(r, "eof")
 	if err != nil {
 		return err
@@ -181,7 +181,7 @@ func (h *Handler) commandStdin(w http.ResponseWriter, r *http.Request, p server.
 	return nil
 }
 
-func (h *Handler) commandSignal(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) commandSignal(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var req struct {
 		Signal string `json:"signal"`
 	}

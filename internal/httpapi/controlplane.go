@@ -10,9 +10,9 @@ import (
 	"github.com/cove-dev/cove/internal/control/commands"
 	"github.com/cove-dev/cove/internal/control/events"
 	"github.com/cove-dev/cove/internal/control/files"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/control/workloads"
 	"github.com/cove-dev/cove/internal/node"
-	"github.com/cove-dev/cove/internal/server"
 )
 
 // Sandboxes are the sandbox life cycle's calls (sandboxes.go) and the
@@ -21,7 +21,7 @@ type Sandboxes interface {
 	CreateSandbox(ctx context.Context, teamID string, req api.CreateSandboxRequest) (api.Sandbox, error)
 	GetSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error)
 	WaitSandbox(ctx context.Context, teamID, ref string, want api.SandboxState, timeout time.Duration) (api.Sandbox, error)
-	ListSandboxes(ctx context.Context, teamID string, q server.SandboxQuery) (api.List[api.Sandbox], error)
+	ListSandboxes(ctx context.Context, teamID string, q lifecycle.SandboxQuery) (api.List[api.Sandbox], error)
 	UpdateSandbox(ctx context.Context, teamID, ref string, req api.UpdateSandboxRequest) (api.Sandbox, error)
 	TerminateSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error)
 	SleepSandbox(ctx context.Context, teamID, ref, reason string) (api.Sandbox, error)
@@ -50,7 +50,7 @@ type Events interface {
 }
 
 var (
-	_ Sandboxes = (*server.Server)(nil)
+	_ Sandboxes = (*lifecycle.Core)(nil)
 	_ Commands  = (*commands.Service)(nil)
 	_ Events    = (*events.Log)(nil)
 	_ Workloads = (*workloads.Service)(nil)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/events"
-	"github.com/cove-dev/cove/internal/server"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 )
 
 // eventStreamRetryS is the Retry-After of a stream refused for the team's
@@ -71,7 +71,7 @@ func eventQuery(r *http.Request) (events.Query, error) {
 	return q, nil
 }
 
-func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	q, err := eventQuery(r)
 	if err != nil {
 		return err
@@ -85,7 +85,7 @@ func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request, p server.Pr
 
 // streamEvents serves the team's events as server-sent events, from after=
 // or Last-Event-ID, until the client goes away.
-func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	q, err := eventQuery(r)
 	if err != nil {
 		return err

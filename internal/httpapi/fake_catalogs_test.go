@@ -6,7 +6,7 @@ import (
 	"net"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/server"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 )
 
 // The fake control plane serves as the image, template and preview
@@ -79,7 +79,7 @@ func (f *fakeControlPlane) RedeemPreviewLink(ctx context.Context, sandboxID stri
 	return "", notFound("sandbox", sandboxID)
 }
 
-func (f *fakeControlPlane) TeamMe(ctx context.Context, p server.Principal) (api.TeamMe, error) {
+func (f *fakeControlPlane) TeamMe(ctx context.Context, p lifecycle.Principal) (api.TeamMe, error) {
 	f.record("TeamMe", p.Team.ID)
 	return api.TeamMe{Team: p.Team}, nil
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/assets"
 	"github.com/cove-dev/cove/internal/control/files"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/node"
-	"github.com/cove-dev/cove/internal/server"
 )
 
 // The API keys the fake knows, and the teams they belong to.
@@ -36,14 +36,14 @@ type call struct {
 // page for lists, a new sandbox for a create). Every call on a team's resources is recorded with the
 // team it named. Tests set the Fn fields before making requests.
 type fakeControlPlane struct {
-	AuthenticateFn func(ctx context.Context, key string) (server.Principal, error)
+	AuthenticateFn func(ctx context.Context, key string) (lifecycle.Principal, error)
 	WarmPoolFn     func() (ready, target int)
-	IdempotentlyFn func(ctx context.Context, teamID, key, requestHash string, do func() server.Answer) (server.Answer, bool, error)
+	IdempotentlyFn func(ctx context.Context, teamID, key, requestHash string, do func() lifecycle.Answer) (lifecycle.Answer, bool, error)
 
 	CreateSandboxFn    func(ctx context.Context, teamID string, req api.CreateSandboxRequest) (api.Sandbox, error)
 	GetSandboxFn       func(ctx context.Context, teamID, ref string) (api.Sandbox, error)
 	WaitSandboxFn      func(ctx context.Context, teamID, ref string, want api.SandboxState, timeout time.Duration) (api.Sandbox, error)
-	ListSandboxesFn    func(ctx context.Context, teamID string, q server.SandboxQuery) (api.List[api.Sandbox], error)
+	ListSandboxesFn    func(ctx context.Context, teamID string, q lifecycle.SandboxQuery) (api.List[api.Sandbox], error)
 	UpdateSandboxFn    func(ctx context.Context, teamID, ref string, req api.UpdateSandboxRequest) (api.Sandbox, error)
 	TerminateSandboxFn func(ctx context.Context, teamID, ref string) (api.Sandbox, error)
 	SleepSandboxFn     func(ctx context.Context, teamID, ref, reason string) (api.Sandbox, error)
@@ -52,7 +52,7 @@ type fakeControlPlane struct {
 
 	ExecFn          func(ctx context.Context, teamID, ref string, req api.CreateCommandRequest) (api.Command, error)
 	GetCommandFn    func(ctx context.Context, teamID, ref, commandID string) (api.Command, error)
-	ListCommandsFn  func(ctx context.Context, teamID, ref string, q server.CommandQuery) (api.List[api.Command], error)
+	ListCommandsFn  func(ctx context.Context, teamID, ref string, q lifecycle.CommandQuery) (api.List[api.Command], error)
 	WaitCommandFn   func(ctx context.Context, teamID, ref, commandID string) (api.CommandResult, error)
 	CommandOutputFn func(ctx context.Context, teamID, ref, commandID string) (api.Command, node.Output, error)
 	StdinFn         func(ctx context.Context, teamID, ref, commandID string, r io.Reader, eof bool) error
@@ -70,12 +70,12 @@ type fakeControlPlane struct {
 	ReadArchiveFn  func(ctx context.Context, t files.Target, p string) (io.ReadCloser, error)
 	WriteArchiveFn func(ctx context.Context, t files.Target, req files.ArchiveUpload, body io.Reader) (api.ArchiveResult, error)
 
-	ListEventsFn func(ctx context.Context, teamID string, q server.EventQuery) (api.List[api.Event], error)
+	ListEventsFn func(ctx context.Context, teamID string, q lifecycle.EventQuery) (api.List[api.Event], error)
 
-	CreateTeamFn func(ctx context.Context, p server.Principal, req api.CreateTeamRequest) (api.CreateTeamResponse, error)
-	ListTeamsFn  func(ctx context.Context, p server.Principal) ([]api.Team, error)
-	CreateKeyFn  func(ctx context.Context, p server.Principal, teamID string) (api.KeyResponse, error)
-	RevokeKeyFn  func(ctx context.Context, p server.Principal, keyID string) error
+	CreateTeamFn func(ctx context.Context, p lifecycle.Principal, req api.CreateTeamRequest) (api.CreateTeamResponse, error)
+	ListTeamsFn  func(ctx context.Context, p lifecycle.Principal) ([]api.Team, error)
+	CreateKeyFn  func(ctx context.Context, p lifecycle.Principal, teamID string) (api.KeyResponse, error)
+	RevokeKeyFn  func(ctx context.Context, p lifecycle.Principal, keyID string) error
 
 	secrets fakeSecrets
 	fakeMetering
@@ -95,7 +95,7 @@ type fakeControlPlane struct {
 
 type storedAnswer struct {
 	hash   string
-	answer server.Answer
+	answer lifecycle.Answer
 }
 
 func newFake() *fakeControlPlane {
@@ -150,17 +150,17 @@ func notFound(what, ref string) error {
 	return api.Errorf(api.CodeNotFound, "%s %q not found", what, ref)
 }
 
-func (f *fakeControlPlane) Authenticate(ctx context.Context, key string) (server.Principal, error) {
+func (f *fakeControlPlane) Authenticate(ctx context.Context, key string) (lifecycle.Principal, error) {
 	if f.AuthenticateFn != nil {
 		return f.AuthenticateFn(ctx, key)
 	}
 	switch key {
 	case keyA:
-		return server.Principal{Team: api.Team{ID: teamA, Name: "a"}, KeyID: "key_a"}, nil
+		return lifecycle.Principal{Team: api.Team{ID: teamA, Name: "a"}, KeyID: "key_a"}, nil
 	case keyB:
-		return server.Principal{Team: api.Team{ID: teamB, Name: "b"}, KeyID: "key_b"}, nil
+		return lifecycle.Principal{Team: api.Team{ID: teamB, Name: "b"}, KeyID: "key_b"}, nil
 	}
-	return server.Principal{}, api.Errorf(api.CodeUnauthenticated, "the API key is not valid")
+	return lifecycle.Principal{}, api.Errorf(api.CodeUnauthenticated, "the API key is not valid")
 }
 
 func (f *fakeControlPlane) Changes() <-chan struct{} { return f.changes }
@@ -175,7 +175,7 @@ func (f *fakeControlPlane) WarmPool() (ready, target int) {
 // Idempotently keeps successful answers in memory, per team and key, the
 // way the control plane does: the same request replays, another request
 // under the key is refused, a failed answer is not kept.
-func (f *fakeControlPlane) Idempotently(ctx context.Context, teamID, key, requestHash string, do func() server.Answer) (server.Answer, bool, error) {
+func (f *fakeControlPlane) Idempotently(ctx context.Context, teamID, key, requestHash string, do func() lifecycle.Answer) (lifecycle.Answer, bool, error) {
 	f.record("Idempotently", teamID)
 	if f.IdempotentlyFn != nil {
 		return f.IdempotentlyFn(ctx, teamID, key, requestHash, do)
@@ -185,7 +185,7 @@ func (f *fakeControlPlane) Idempotently(ctx context.Context, teamID, key, reques
 	k := teamID + "\x00" + key
 	if prev, ok := f.answers[k]; ok {
 		if prev.hash != requestHash {
-			return server.Answer{}, false, api.Errorf(api.CodeUnprocessable, "Idempotency-Key %q was used for another request", key)
+			return lifecycle.Answer{}, false, api.Errorf(api.CodeUnprocessable, "Idempotency-Key %q was used for another request", key)
 		}
 		return prev.answer, true, nil
 	}
@@ -220,7 +220,7 @@ func (f *fakeControlPlane) WaitSandbox(ctx context.Context, teamID, ref string, 
 	return api.Sandbox{}, notFound("sandbox", ref)
 }
 
-func (f *fakeControlPlane) ListSandboxes(ctx context.Context, teamID string, q server.SandboxQuery) (api.List[api.Sandbox], error) {
+func (f *fakeControlPlane) ListSandboxes(ctx context.Context, teamID string, q lifecycle.SandboxQuery) (api.List[api.Sandbox], error) {
 	f.record("ListSandboxes", teamID)
 	if f.ListSandboxesFn != nil {
 		return f.ListSandboxesFn(ctx, teamID, q)
@@ -284,7 +284,7 @@ func (f *fakeControlPlane) GetCommand(ctx context.Context, teamID, ref, commandI
 	return api.Command{}, notFound("command", commandID)
 }
 
-func (f *fakeControlPlane) ListCommands(ctx context.Context, teamID, ref string, q server.CommandQuery) (api.List[api.Command], error) {
+func (f *fakeControlPlane) ListCommands(ctx context.Context, teamID, ref string, q lifecycle.CommandQuery) (api.List[api.Command], error) {
 	f.record("ListCommands", teamID)
 	if f.ListCommandsFn != nil {
 		return f.ListCommandsFn(ctx, teamID, ref, q)
@@ -412,7 +412,7 @@ func (f *fakeControlPlane) WriteArchive(ctx context.Context, t files.Target, req
 	return api.ArchiveResult{}, notFound("sandbox", t.Ref)
 }
 
-func (f *fakeControlPlane) ListEvents(ctx context.Context, teamID string, q server.EventQuery) (api.List[api.Event], error) {
+func (f *fakeControlPlane) ListEvents(ctx context.Context, teamID string, q lifecycle.EventQuery) (api.List[api.Event], error) {
 	f.record("ListEvents", teamID)
 	if f.ListEventsFn != nil {
 		return f.ListEventsFn(ctx, teamID, q)
@@ -420,7 +420,7 @@ func (f *fakeControlPlane) ListEvents(ctx context.Context, teamID string, q serv
 	return api.List[api.Event]{Items: []api.Event{}}, nil
 }
 
-func (f *fakeControlPlane) CreateTeam(ctx context.Context, p server.Principal, req api.CreateTeamRequest) (api.CreateTeamResponse, error) {
+func (f *fakeControlPlane) CreateTeam(ctx context.Context, p lifecycle.Principal, req api.CreateTeamRequest) (api.CreateTeamResponse, error) {
 	f.record("CreateTeam", p.Team.ID)
 	if f.CreateTeamFn != nil {
 		return f.CreateTeamFn(ctx, p, req)
@@ -428,7 +428,7 @@ func (f *fakeControlPlane) CreateTeam(ctx context.Context, p server.Principal, r
 	return api.CreateTeamResponse{}, api.Errorf(api.CodePermissionDenied, "only the admin team manages teams")
 }
 
-func (f *fakeControlPlane) ListTeams(ctx context.Context, p server.Principal) ([]api.Team, error) {
+func (f *fakeControlPlane) ListTeams(ctx context.Context, p lifecycle.Principal) ([]api.Team, error) {
 	f.record("ListTeams", p.Team.ID)
 	if f.ListTeamsFn != nil {
 		return f.ListTeamsFn(ctx, p)
@@ -436,7 +436,7 @@ func (f *fakeControlPlane) ListTeams(ctx context.Context, p server.Principal) ([
 	return []api.Team{p.Team}, nil
 }
 
-func (f *fakeControlPlane) CreateKey(ctx context.Context, p server.Principal, teamID string) (api.KeyResponse, error) {
+func (f *fakeControlPlane) CreateKey(ctx context.Context, p lifecycle.Principal, teamID string) (api.KeyResponse, error) {
 	f.record("CreateKey", p.Team.ID)
 	if f.CreateKeyFn != nil {
 		return f.CreateKeyFn(ctx, p, teamID)
@@ -444,7 +444,7 @@ func (f *fakeControlPlane) CreateKey(ctx context.Context, p server.Principal, te
 	return api.KeyResponse{}, notFound("team", teamID)
 }
 
-func (f *fakeControlPlane) RevokeKey(ctx context.Context, p server.Principal, keyID string) error {
+func (f *fakeControlPlane) RevokeKey(ctx context.Context, p lifecycle.Principal, keyID string) error {
 	f.record("RevokeKey", p.Team.ID)
 	if f.RevokeKeyFn != nil {
 		return f.RevokeKeyFn(ctx, p, keyID)

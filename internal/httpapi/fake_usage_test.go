@@ -4,8 +4,8 @@ import (
 	"context"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/control/meter"
-	"github.com/cove-dev/cove/internal/server"
 )
 
 // fakeMetering is the fake meter (Metering), embedded in the fake
@@ -14,7 +14,7 @@ type fakeMetering struct {
 	MetricsFn      func(ctx context.Context, teamID, ref string, q meter.MetricsQuery) (api.Metrics, error)
 	SandboxUsageFn func(ctx context.Context, teamID, ref string) (api.SandboxUsage, error)
 	UsageFn        func(ctx context.Context, teamID string, q meter.UsageQuery) (api.UsageReport, error)
-	UpdateTeamFn   func(ctx context.Context, p server.Principal, teamID string, req api.UpdateTeamRequest) (api.Team, error)
+	UpdateTeamFn   func(ctx context.Context, p lifecycle.Principal, teamID string, req api.UpdateTeamRequest) (api.Team, error)
 }
 
 func (f *fakeMetering) Metrics(ctx context.Context, teamID, ref string, q meter.MetricsQuery) (api.Metrics, error) {
@@ -38,7 +38,7 @@ func (f *fakeMetering) Usage(ctx context.Context, teamID string, q meter.UsageQu
 	return api.UsageReport{Items: []api.Usage{}}, nil
 }
 
-func (f *fakeMetering) UpdateTeam(ctx context.Context, p server.Principal, teamID string, req api.UpdateTeamRequest) (api.Team, error) {
+func (f *fakeMetering) UpdateTeam(ctx context.Context, p lifecycle.Principal, teamID string, req api.UpdateTeamRequest) (api.Team, error) {
 	if f.UpdateTeamFn != nil {
 		return f.UpdateTeamFn(ctx, p, teamID, req)
 	}

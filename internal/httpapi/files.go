@@ -9,14 +9,14 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/files"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/fspath"
 	"github.com/cove-dev/cove/internal/node"
-	"github.com/cove-dev/cove/internal/server"
 )
 
 // fileTarget reads the sandbox and ?wake= of a file call (wake defaults
 // to true).
-func fileTarget(r *http.Request, p server.Principal) (files.Target, error) {
+func fileTarget(r *http.Request, p lifecycle.Principal) (files.Target, error) {
 	t := files.Target{TeamID: p.Team.ID, Ref: r.PathValue("ref"), Wake: true}
 	if v := r.URL.Query().Get("wake"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -67,7 +67,7 @@ func setEntryHeaders(w http.ResponseWriter, e api.FileEntry) {
 	}
 }
 
-func (h *Handler) listFiles(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) listFiles(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	t, err := fileTarget(r, p)
 	if err != nil {
 		return err
@@ -81,7 +81,7 @@ func (h *Handler) listFiles(w http.ResponseWriter, r *http.Request, p server.Pri
 		return err
 	}
 	if pg.Limit == 0 {
-		pg.Limit = server.DefaultPageLimit
+		pg.Limit = lifecycle.DefaultPageLimit
 	}
 	depth, err := queryInt(r, "depth", 1, 1, fspath.MaxListDepth)
 	if err != nil {
@@ -94,7 +94,7 @@ func (h *Handler) listFiles(w http.ResponseWriter, r *http.Request, p server.Pri
 	return writeJSON(w, http.StatusOK, out)
 }
 
-func (h *Handler) statFile(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) statFile(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	t, err := fileTarget(r, p)
 	if err != nil {
 		return err
@@ -114,7 +114,7 @@ func (h *Handler) statFile(w http.ResponseWriter, r *http.Request, p server.Prin
 // readFile streams a file's bytes from the agent, never holding them: the
 // headers (ETag, Repr-Digest, Content-Length, Content-Range) come first,
 // as the agent computed them.
-func (h *Handler) readFile(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) readFile(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	t, err := fileTarget(r, p)
 	if err != nil {
 		return err
@@ -172,7 +172,7 @@ func requestDigest(hd http.Header) (string, error) {
 	return "", nil
 }
 
-func (h *Handler) writeFile(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) writeFile(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	t, err := fileTarget(r, p)
 	if err != nil {
 		return err
@@ -215,7 +215,7 @@ func (h *Handler) writeFile(w http.ResponseWriter, r *http.Request, p server.Pri
 	return writeJSON(w, status, e)
 }
 
-func (h *Handler) editFile(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) editFile(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	t, err := fileTarget(r, p)
 	if err != nil {
 		return err
@@ -236,7 +236,7 @@ func (h *Handler) editFile(w http.ResponseWriter, r *http.Request, p server.Prin
 	return writeJSON(w, http.StatusOK, e)
 }
 
-func (h *Handler) mkdirFile(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) mkdirFile(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	t, err := fileTarget(r, p)
 	if err != nil {
 		return err
@@ -252,7 +252,7 @@ func (h *Handler) mkdirFile(w http.ResponseWriter, r *http.Request, p server.Pri
 	return writeJSON(w, http.StatusOK, e)
 }
 
-func (h *Handler) moveFile(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) moveFile(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	t, err := fileTarget(r, p)
 	if err != nil {
 		return err
@@ -268,7 +268,7 @@ func (h *Handler) moveFile(w http.ResponseWriter, r *http.Request, p server.Prin
 	return writeJSON(w, http.StatusOK, e)
 }
 
-func (h *Handler) removeFile(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) removeFile(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	t, err := fileTarget(r, p)
 	if err != nil {
 		return err
@@ -288,7 +288,7 @@ func (h *Handler) removeFile(w http.ResponseWriter, r *http.Request, p server.Pr
 	return nil
 }
 
-func (h *Handler) readArchive(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) readArchive(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	t, err := fileTarget(r, p)
 	if err != nil {
 		return err
@@ -312,7 +312,7 @@ func (h *Handler) readArchive(w http.ResponseWriter, r *http.Request, p server.P
 	return nil
 }
 
-func (h *Handler) writeArchive(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) writeArchive(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	t, err := fileTarget(r, p)
 	if err != nil {
 		return err

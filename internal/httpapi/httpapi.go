@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/preview"
-	"github.com/cove-dev/cove/internal/server"
 )
 
 // statusOf is the one place error codes become HTTP statuses.
@@ -121,8 +121,8 @@ func (h *Handler) routes() {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(api.OpenAPI)
 	})
-	type handler = func(http.ResponseWriter, *http.Request, server.Principal) error
-	serve := func(pattern string, authn func(*http.Request) (server.Principal, error), fn handler) {
+	type handler = func(http.ResponseWriter, *http.Request, lifecycle.Principal) error
+	serve := func(pattern string, authn func(*http.Request) (lifecycle.Principal, error), fn handler) {
 		h.patterns = append(h.patterns, pattern)
 		h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			p, err := authn(r)
@@ -188,7 +188,7 @@ func (h *Handler) routes() {
 	h.workloadRoutes(auth)
 	// Anything else under /v1 is a JSON 404, after authentication so that
 	// the API's shape is not probed without a key.
-	auth("/v1/", func(w http.ResponseWriter, r *http.Request, _ server.Principal) error {
+	auth("/v1/", func(w http.ResponseWriter, r *http.Request, _ lifecycle.Principal) error {
 		return api.Errorf(api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	})
 }
@@ -219,10 +219,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
-func (h *Handler) authenticate(r *http.Request) (server.Principal, error) {
+func (h *Handler) authenticate(r *http.Request) (lifecycle.Principal, error) {
 	key, ok := bearerKey(r)
 	if !ok {
-		return server.Principal{}, api.Errorf(api.CodeUnauthenticated, "missing API key; send 'Authorization: Bearer <key>'")
+		return lifecycle.Principal{}, api.Errorf(api.CodeUnauthenticated, "missing API key; send 'Authorization: Bearer <key>'")
 	}
 	return h.Teams.Authenticate(r.Context(), key)
 }
@@ -294,13 +294,13 @@ func decode(r *http.Request, v any, emptyOK bool) error {
 }
 
 // paging reads limit= and cursor=; the control plane checks the limit.
-func paging(r *http.Request) (server.Page, error) {
+func paging(r *http.Request) (lifecycle.Page, error) {
 	q := r.URL.Query()
-	p := server.Page{Cursor: q.Get("cursor")}
+	p := lifecycle.Page{Cursor: q.Get("cursor")}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > server.MaxPageLimit {
-			return p, api.Errorf(api.CodeInvalidArgument, "limit must be a number from 1 to %d", server.MaxPageLimit)
+		if err != nil || n < 1 || n > lifecycle.MaxPageLimit {
+			return p, api.Errorf(api.CodeInvalidArgument, "limit must be a number from 1 to %d", lifecycle.MaxPageLimit)
 		}
 		p.Limit = n
 	}

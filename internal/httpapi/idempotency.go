@@ -10,11 +10,11 @@ import (
 	"net/http"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/control/teams"
-	"github.com/cove-dev/cove/internal/server"
 )
 
-type handlerFunc = func(http.ResponseWriter, *http.Request, server.Principal) error
+type handlerFunc = func(http.ResponseWriter, *http.Request, lifecycle.Principal) error
 
 // idempotent honours Idempotency-Key on a create call: the first request
 // with a key runs and its successful answer is kept for a day; the same
@@ -30,13 +30,13 @@ func (h *Handler) idempotent(next handlerFunc) handlerFunc {
 // the secret lives. Zero for answers without secrets.
 type secretAnswer struct {
 	strip   func(body []byte) ([]byte, error)
-	restore func(ctx context.Context, h *Handler, p server.Principal, body []byte) ([]byte, error)
+	restore func(ctx context.Context, h *Handler, p lifecycle.Principal, body []byte) ([]byte, error)
 }
 
 // idempotentSecret is idempotent, keeping (and replaying) answers as sa
 // says.
 func (h *Handler) idempotentSecret(next handlerFunc, sa secretAnswer) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	return func(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 		key := r.Header.Get("Idempotency-Key")
 		if key == "" {
 			return next(w, r, p)
@@ -112,7 +112,7 @@ func (h *Handler) idempotentSecret(next handlerFunc, sa secretAnswer) handlerFun
 // refuseIdempotencyKey is for create calls whose answer holds a secret
 // shown once: keeping it for replay would keep the secret.
 func refuseIdempotencyKey(next handlerFunc) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+	return func(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 		if r.Header.Get("Idempotency-Key") != "" {
 			return api.Errorf(api.CodeUnprocessable, "Idempotency-Key is not accepted here: the answer holds an API key shown only once, which cove does not keep")
 		}

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/server"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 )
 
 // ImageService is what the images' routes ask of the image catalog
@@ -23,7 +23,7 @@ type ImageService interface {
 	DeleteImage(ctx context.Context, t api.Team, ref string) error
 }
 
-func (h *Handler) imageRoutes(auth func(string, func(http.ResponseWriter, *http.Request, server.Principal) error)) {
+func (h *Handler) imageRoutes(auth func(string, func(http.ResponseWriter, *http.Request, lifecycle.Principal) error)) {
 	auth("POST /v1/images", h.importImage)
 	auth("GET /v1/images", h.listImages)
 	auth("GET /v1/images/{id}", h.getImage)
@@ -41,7 +41,7 @@ func (h *Handler) imagePlane() (ImageService, error) {
 // importImage streams the request body (an OCI image layout or a
 // docker-save archive, as a tar) into the importer. ?name= names the
 // image; ?settings= may carry its settings as JSON (api.ImageSettings).
-func (h *Handler) importImage(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) importImage(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	ip, err := h.imagePlane()
 	if err != nil {
 		return err
@@ -63,7 +63,7 @@ func (h *Handler) importImage(w http.ResponseWriter, r *http.Request, p server.P
 	return writeJSON(w, http.StatusCreated, img)
 }
 
-func (h *Handler) listImages(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) listImages(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	ip, err := h.imagePlane()
 	if err != nil {
 		return err
@@ -75,7 +75,7 @@ func (h *Handler) listImages(w http.ResponseWriter, r *http.Request, p server.Pr
 	return writeJSON(w, http.StatusOK, l)
 }
 
-func (h *Handler) getImage(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) getImage(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	ip, err := h.imagePlane()
 	if err != nil {
 		return err
@@ -87,7 +87,7 @@ func (h *Handler) getImage(w http.ResponseWriter, r *http.Request, p server.Prin
 	return writeJSON(w, http.StatusOK, img)
 }
 
-func (h *Handler) updateImage(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) updateImage(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	ip, err := h.imagePlane()
 	if err != nil {
 		return err
@@ -103,7 +103,7 @@ func (h *Handler) updateImage(w http.ResponseWriter, r *http.Request, p server.P
 	return writeJSON(w, http.StatusOK, img)
 }
 
-func (h *Handler) deleteImage(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) deleteImage(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	ip, err := h.imagePlane()
 	if err != nil {
 		return err

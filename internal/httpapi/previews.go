@@ -5,8 +5,8 @@ import (
 	"net/http"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/preview"
-	"github.com/cove-dev/cove/internal/server"
 )
 
 // PreviewService is what previews ask of the control plane
@@ -19,7 +19,7 @@ type PreviewService interface {
 	preview.Backend
 }
 
-func (h *Handler) previewRoutes(auth func(string, func(http.ResponseWriter, *http.Request, server.Principal) error)) {
+func (h *Handler) previewRoutes(auth func(string, func(http.ResponseWriter, *http.Request, lifecycle.Principal) error)) {
 	auth("POST /v1/sandboxes/{ref}/previews", h.createPreview)
 	auth("GET /v1/sandboxes/{ref}/previews", h.listPreviews)
 	auth("DELETE /v1/sandboxes/{ref}/previews/{id}", h.deletePreview)
@@ -65,7 +65,7 @@ func (h *Handler) previewPlane() (PreviewService, error) {
 	return h.PreviewService, nil
 }
 
-func (h *Handler) createPreview(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) createPreview(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	pp, err := h.previewPlane()
 	if err != nil {
 		return err
@@ -82,7 +82,7 @@ func (h *Handler) createPreview(w http.ResponseWriter, r *http.Request, p server
 	return writeJSON(w, http.StatusCreated, v)
 }
 
-func (h *Handler) listPreviews(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) listPreviews(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	pp, err := h.previewPlane()
 	if err != nil {
 		return err
@@ -94,7 +94,7 @@ func (h *Handler) listPreviews(w http.ResponseWriter, r *http.Request, p server.
 	return writeJSON(w, http.StatusOK, l)
 }
 
-func (h *Handler) deletePreview(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) deletePreview(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	pp, err := h.previewPlane()
 	if err != nil {
 		return err
@@ -106,7 +106,7 @@ func (h *Handler) deletePreview(w http.ResponseWriter, r *http.Request, p server
 	return nil
 }
 
-func (h *Handler) teamMe(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) teamMe(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	me, err := h.Teams.TeamMe(r.Context(), p)
 	if err != nil {
 		return err
@@ -121,7 +121,7 @@ type TemplateService interface {
 	TemplateHealth() map[string]string
 }
 
-func (h *Handler) listTemplates(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) listTemplates(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	if h.TemplateService == nil {
 		return api.Errorf(api.CodeNotFound, "this server lists no templates")
 	}

@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/server"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 )
 
-func (h *Handler) createSandbox(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) createSandbox(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var req api.CreateSandboxRequest
 	if err := decode(r, &req, true); err != nil {
 		return err
@@ -35,7 +35,7 @@ func (h *Handler) createSandbox(w http.ResponseWriter, r *http.Request, p server
 	return writeJSON(w, http.StatusCreated, sb)
 }
 
-func (h *Handler) getSandbox(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) getSandbox(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	ref := r.PathValue("ref")
 	if wait := r.URL.Query().Get("wait"); wait != "" {
 		state := api.SandboxState(wait)
@@ -59,12 +59,12 @@ func (h *Handler) getSandbox(w http.ResponseWriter, r *http.Request, p server.Pr
 	return writeJSON(w, http.StatusOK, sb)
 }
 
-func (h *Handler) listSandboxes(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) listSandboxes(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	pg, err := paging(r)
 	if err != nil {
 		return err
 	}
-	q := server.SandboxQuery{Page: pg}
+	q := lifecycle.SandboxQuery{Page: pg}
 	for _, s := range csv(r, "state") {
 		q.States = append(q.States, api.SandboxState(s))
 	}
@@ -85,7 +85,7 @@ func (h *Handler) listSandboxes(w http.ResponseWriter, r *http.Request, p server
 	return writeJSON(w, http.StatusOK, l)
 }
 
-func (h *Handler) terminateSandbox(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) terminateSandbox(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	sb, err := h.Sandboxes.TerminateSandbox(r.Context(), p.Team.ID, r.PathValue("ref"))
 	if err != nil {
 		return err
@@ -93,7 +93,7 @@ func (h *Handler) terminateSandbox(w http.ResponseWriter, r *http.Request, p ser
 	return writeJSON(w, http.StatusAccepted, sb)
 }
 
-func (h *Handler) sleepSandbox(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) sleepSandbox(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	sb, err := h.Sandboxes.SleepSandbox(r.Context(), p.Team.ID, r.PathValue("ref"), "put to sleep by request")
 	if err != nil {
 		return err
@@ -101,7 +101,7 @@ func (h *Handler) sleepSandbox(w http.ResponseWriter, r *http.Request, p server.
 	return writeJSON(w, http.StatusAccepted, sb)
 }
 
-func (h *Handler) wakeSandbox(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) wakeSandbox(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	sb, err := h.Sandboxes.WakeSandbox(r.Context(), p.Team.ID, r.PathValue("ref"))
 	if err != nil {
 		return err
@@ -109,7 +109,7 @@ func (h *Handler) wakeSandbox(w http.ResponseWriter, r *http.Request, p server.P
 	return writeJSON(w, http.StatusAccepted, sb)
 }
 
-func (h *Handler) updateSandbox(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) updateSandbox(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var req api.UpdateSandboxRequest
 	if err := decode(r, &req, false); err != nil {
 		return err
@@ -121,7 +121,7 @@ func (h *Handler) updateSandbox(w http.ResponseWriter, r *http.Request, p server
 	return writeJSON(w, http.StatusOK, sb)
 }
 
-func (h *Handler) sandboxNetwork(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) sandboxNetwork(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	if h.Observations == nil {
 		return api.Errorf(api.CodeNotFound, "this server does not observe the network")
 	}

@@ -5,9 +5,9 @@ import (
 	"net/http"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/control/page"
 	"github.com/cove-dev/cove/internal/control/vault"
-	"github.com/cove-dev/cove/internal/server"
 )
 
 // Secrets is what the API asks of the vault about a team's
@@ -21,7 +21,7 @@ type Secrets interface {
 
 var _ Secrets = (*vault.Service)(nil)
 
-func (h *Handler) secretRoutes(auth func(string, func(http.ResponseWriter, *http.Request, server.Principal) error)) {
+func (h *Handler) secretRoutes(auth func(string, func(http.ResponseWriter, *http.Request, lifecycle.Principal) error)) {
 	auth("GET /v1/secrets", h.listSecrets)
 	auth("PUT /v1/secrets/{name}", h.putSecret)
 	auth("GET /v1/secrets/{name}", h.getSecret)
@@ -30,7 +30,7 @@ func (h *Handler) secretRoutes(auth func(string, func(http.ResponseWriter, *http
 
 // putSecret stores a value: 201 with the secret's description when it
 // is new, 200 when it replaced one.
-func (h *Handler) putSecret(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) putSecret(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var req api.PutSecretRequest
 	if err := decode(r, &req, false); err != nil {
 		return err
@@ -47,7 +47,7 @@ func (h *Handler) putSecret(w http.ResponseWriter, r *http.Request, p server.Pri
 	return writeJSON(w, status, sec)
 }
 
-func (h *Handler) getSecret(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) getSecret(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	sec, err := h.Secrets.Get(r.Context(), p.Team.ID, r.PathValue("name"))
 	if err != nil {
 		return err
@@ -55,7 +55,7 @@ func (h *Handler) getSecret(w http.ResponseWriter, r *http.Request, p server.Pri
 	return writeJSON(w, http.StatusOK, sec)
 }
 
-func (h *Handler) listSecrets(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) listSecrets(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	pg, err := paging(r)
 	if err != nil {
 		return err
@@ -67,7 +67,7 @@ func (h *Handler) listSecrets(w http.ResponseWriter, r *http.Request, p server.P
 	return writeJSON(w, http.StatusOK, l)
 }
 
-func (h *Handler) deleteSecret(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) deleteSecret(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	if err := h.Secrets.Delete(r.Context(), p.Team.ID, r.PathValue("name")); err != nil {
 		return err
 	}

@@ -5,8 +5,8 @@ import (
 	"net/http"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/control/teams"
-	"github.com/cove-dev/cove/internal/server"
 )
 
 // Teams is what the API asks of the teams' service: who a key acts as,
@@ -35,7 +35,7 @@ var (
 	_ Idempotency = (*teams.Service)(nil)
 )
 
-func (h *Handler) createTeam(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) createTeam(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var req api.CreateTeamRequest
 	if err := decode(r, &req, false); err != nil {
 		return err
@@ -47,7 +47,7 @@ func (h *Handler) createTeam(w http.ResponseWriter, r *http.Request, p server.Pr
 	return writeJSON(w, http.StatusCreated, resp)
 }
 
-func (h *Handler) listTeams(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) listTeams(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	teams, err := h.Teams.ListTeams(r.Context(), p)
 	if err != nil {
 		return err
@@ -55,7 +55,7 @@ func (h *Handler) listTeams(w http.ResponseWriter, r *http.Request, p server.Pri
 	return writeJSON(w, http.StatusOK, api.List[api.Team]{Items: teams})
 }
 
-func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	resp, err := h.Teams.CreateKey(r.Context(), p, r.PathValue("id"))
 	if err != nil {
 		return err
@@ -63,7 +63,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, p server.Pri
 	return writeJSON(w, http.StatusCreated, resp)
 }
 
-func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	if err := h.Teams.RevokeKey(r.Context(), p, r.PathValue("id")); err != nil {
 		return err
 	}

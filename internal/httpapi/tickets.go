@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/server"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 )
 
 // Tickets let a browser attach to a command: a WebSocket cannot carry an
@@ -81,7 +81,7 @@ func (b *ticketBook) use(id, path string) (key string, ok bool) {
 	return t.key, true
 }
 
-func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var req api.CreateTicketRequest
 	if err := decode(r, &req, false); err != nil {
 		return err
@@ -105,14 +105,14 @@ func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p server.
 
 // authenticateTicket authenticates a request by its Authorization header,
 // or else by a ticket issued for its path.
-func (h *Handler) authenticateTicket(r *http.Request) (server.Principal, error) {
+func (h *Handler) authenticateTicket(r *http.Request) (lifecycle.Principal, error) {
 	id := r.URL.Query().Get("ticket")
 	if _, ok := bearerKey(r); ok || id == "" {
 		return h.authenticate(r)
 	}
 	key, ok := h.tickets.use(id, r.URL.Path)
 	if !ok || !strings.HasPrefix(id, "tkt_") {
-		return server.Principal{}, api.Errorf(api.CodeUnauthenticated, "the ticket is not valid: it was used already, expired after %s, or is for another path; ask for a new one with POST /v1/tickets", ticketTTL)
+		return lifecycle.Principal{}, api.Errorf(api.CodeUnauthenticated, "the ticket is not valid: it was used already, expired after %s, or is for another path; ask for a new one with POST /v1/tickets", ticketTTL)
 	}
 	return h.Teams.Authenticate(r.Context(), key)
 }

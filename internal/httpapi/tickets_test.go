@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/node"
-	"github.com/cove-dev/cove/internal/server"
 	cove "github.com/cove-dev/cove/sdk/go"
 )
 
@@ -108,8 +108,8 @@ func TestTickets(t *testing.T) {
 
 	// A revoked key's tickets are refused: the key is checked at use.
 	tk = issue()
-	s.fake.AuthenticateFn = func(ctx context.Context, key string) (server.Principal, error) {
-		return server.Principal{}, api.Errorf(api.CodeUnauthenticated, "the API key is revoked")
+	s.fake.AuthenticateFn = func(ctx context.Context, key string) (lifecycle.Principal, error) {
+		return lifecycle.Principal{}, api.Errorf(api.CodeUnauthenticated, "the API key is revoked")
 	}
 	if code, _ := attach("?ticket=" + tk); code != http.StatusUnauthorized {
 		t.Fatalf("ticket of a revoked key: %d, want 401", code)

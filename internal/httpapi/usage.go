@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/control/meter"
-	"github.com/cove-dev/cove/internal/server"
 )
 
 // Metering is what the API asks of the meter (*meter.Meter): samples,
@@ -29,7 +29,7 @@ func (h *Handler) metering() (Metering, error) {
 	return h.Metering, nil
 }
 
-func (h *Handler) usageRoutes(auth func(string, func(http.ResponseWriter, *http.Request, server.Principal) error)) {
+func (h *Handler) usageRoutes(auth func(string, func(http.ResponseWriter, *http.Request, lifecycle.Principal) error)) {
 	auth("GET /v1/sandboxes/{ref}/metrics", h.sandboxMetrics)
 	auth("GET /v1/sandboxes/{ref}/usage", h.sandboxUsage)
 	auth("GET /v1/usage", h.usage)
@@ -64,7 +64,7 @@ func queryStep(r *http.Request) (time.Duration, error) {
 	return 0, api.Errorf(api.CodeInvalidArgument, "step is %q; use whole seconds (60) or a duration (1m), at least 1s", v)
 }
 
-func (h *Handler) sandboxMetrics(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) sandboxMetrics(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var q meter.MetricsQuery
 	var err error
 	if q.From, err = queryTime(r, "from"); err != nil {
@@ -87,7 +87,7 @@ func (h *Handler) sandboxMetrics(w http.ResponseWriter, r *http.Request, p serve
 	return writeJSON(w, http.StatusOK, m)
 }
 
-func (h *Handler) sandboxUsage(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) sandboxUsage(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	mt, err := h.metering()
 	if err != nil {
 		return err
@@ -99,7 +99,7 @@ func (h *Handler) sandboxUsage(w http.ResponseWriter, r *http.Request, p server.
 	return writeJSON(w, http.StatusOK, u)
 }
 
-func (h *Handler) usage(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) usage(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	q := meter.UsageQuery{GroupBy: r.URL.Query().Get("group_by")}
 	var err error
 	if q.From, err = queryTime(r, "from"); err != nil {
@@ -119,7 +119,7 @@ func (h *Handler) usage(w http.ResponseWriter, r *http.Request, p server.Princip
 	return writeJSON(w, http.StatusOK, u)
 }
 
-func (h *Handler) updateTeam(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) updateTeam(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var req api.UpdateTeamRequest
 	if err := decode(r, &req, false); err != nil {
 		return err

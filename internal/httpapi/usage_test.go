@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/control/meter"
-	"github.com/cove-dev/cove/internal/server"
 	cove "github.com/cove-dev/cove/sdk/go"
 )
 
@@ -62,7 +62,7 @@ func TestUsageCalls(t *testing.T) {
 	if err != nil || u.CPUS != 3 {
 		t.Errorf("sandbox usage %+v, %v", u, err)
 	}
-	s.fake.UpdateTeamFn = func(ctx context.Context, p server.Principal, teamID string, req api.UpdateTeamRequest) (api.Team, error) {
+	s.fake.UpdateTeamFn = func(ctx context.Context, p lifecycle.Principal, teamID string, req api.UpdateTeamRequest) (api.Team, error) {
 		if p.Team.ID != teamA || teamID != "team_x" || req.SpendLimitUSD == nil || *req.SpendLimitUSD != 10 {
 			t.Errorf("update team got %+v %s %+v", p, teamID, req)
 		}

@@ -7,8 +7,8 @@ import (
 	"net/http"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/control/page"
-	"github.com/cove-dev/cove/internal/server"
 	"github.com/cove-dev/cove/internal/webhooks"
 )
 
@@ -32,7 +32,7 @@ func (h *Handler) webhooks() (Webhooks, error) {
 	return h.Webhooks, nil
 }
 
-func (h *Handler) createWebhook(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) createWebhook(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	wh, err := h.webhooks()
 	if err != nil {
 		return err
@@ -61,7 +61,7 @@ var webhookSecret = secretAnswer{
 		resp.Secret = ""
 		return json.Marshal(resp)
 	},
-	restore: func(ctx context.Context, h *Handler, p server.Principal, body []byte) ([]byte, error) {
+	restore: func(ctx context.Context, h *Handler, p lifecycle.Principal, body []byte) ([]byte, error) {
 		wh, err := h.webhooks()
 		if err != nil {
 			return nil, err
@@ -78,7 +78,7 @@ var webhookSecret = secretAnswer{
 	},
 }
 
-func (h *Handler) listWebhooks(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) listWebhooks(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	wh, err := h.webhooks()
 	if err != nil {
 		return err
@@ -94,7 +94,7 @@ func (h *Handler) listWebhooks(w http.ResponseWriter, r *http.Request, p server.
 	return writeJSON(w, http.StatusOK, l)
 }
 
-func (h *Handler) getWebhook(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) getWebhook(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	wh, err := h.webhooks()
 	if err != nil {
 		return err
@@ -106,7 +106,7 @@ func (h *Handler) getWebhook(w http.ResponseWriter, r *http.Request, p server.Pr
 	return writeJSON(w, http.StatusOK, hook)
 }
 
-func (h *Handler) deleteWebhook(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) deleteWebhook(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	wh, err := h.webhooks()
 	if err != nil {
 		return err
@@ -118,7 +118,7 @@ func (h *Handler) deleteWebhook(w http.ResponseWriter, r *http.Request, p server
 	return nil
 }
 
-func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	wh, err := h.webhooks()
 	if err != nil {
 		return err
@@ -138,7 +138,7 @@ func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request, p serve
 // Call it before serving; without it /metrics answers not_found.
 func (h *Handler) ServeMetrics(m http.Handler) { h.metrics = m }
 
-func (h *Handler) serveMetrics(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) serveMetrics(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	if h.metrics == nil {
 		return api.Errorf(api.CodeNotFound, "this server does not serve metrics")
 	}

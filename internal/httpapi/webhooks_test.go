@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/server"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 )
 
 // TestMetricsForAdminsOnly: GET /metrics needs a key (401), of the admin
@@ -22,14 +22,14 @@ func TestMetricsForAdminsOnly(t *testing.T) {
 		w.Header().Set("Content-Type", "text/plain")
 		w.Write([]byte("cove_up 1\n"))
 	}))
-	s.fake.AuthenticateFn = func(ctx context.Context, key string) (server.Principal, error) {
+	s.fake.AuthenticateFn = func(ctx context.Context, key string) (lifecycle.Principal, error) {
 		switch key {
 		case keyA:
-			return server.Principal{Team: api.Team{ID: teamA, Name: "a"}}, nil
+			return lifecycle.Principal{Team: api.Team{ID: teamA, Name: "a"}}, nil
 		case "cove_admin":
-			return server.Principal{Team: api.Team{ID: "team_admin", Name: server.AdminTeam}}, nil
+			return lifecycle.Principal{Team: api.Team{ID: "team_admin", Name: lifecycle.AdminTeam}}, nil
 		}
-		return server.Principal{}, api.Errorf(api.CodeUnauthenticated, "the API key is not valid")
+		return lifecycle.Principal{}, api.Errorf(api.CodeUnauthenticated, "the API key is not valid")
 	}
 	for _, c := range []struct {
 		key    string

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/server"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 )
 
 // GPUPlane is the control plane's optional report of the node's GPUs,
@@ -15,7 +15,7 @@ type GPUPlane interface {
 	GPUHealth() api.GPUHealth
 }
 
-func (h *Handler) workloadRoutes(auth func(string, func(http.ResponseWriter, *http.Request, server.Principal) error)) {
+func (h *Handler) workloadRoutes(auth func(string, func(http.ResponseWriter, *http.Request, lifecycle.Principal) error)) {
 	auth("POST /v1/workloads", h.idempotent(h.submitWorkload))
 	auth("GET /v1/workloads", h.listWorkloads)
 	auth("GET /v1/workloads/{id}", h.getWorkload)
@@ -25,7 +25,7 @@ func (h *Handler) workloadRoutes(auth func(string, func(http.ResponseWriter, *ht
 	auth("GET /v1/workloads/{id}/stderr", h.workloadStream("stderr"))
 }
 
-func (h *Handler) submitWorkload(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) submitWorkload(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var req api.CreateWorkloadRequest
 	if err := decode(r, &req, false); err != nil {
 		return err
@@ -38,7 +38,7 @@ func (h *Handler) submitWorkload(w http.ResponseWriter, r *http.Request, p serve
 	return writeJSON(w, http.StatusCreated, wl)
 }
 
-func (h *Handler) getWorkload(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) getWorkload(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	wid := r.PathValue("id")
 	if wait := r.URL.Query().Get("wait"); wait != "" {
 		state := api.WorkloadState(wait)
@@ -62,7 +62,7 @@ func (h *Handler) getWorkload(w http.ResponseWriter, r *http.Request, p server.P
 	return writeJSON(w, http.StatusOK, wl)
 }
 
-func (h *Handler) listWorkloads(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) listWorkloads(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	pg, err := paging(r)
 	if err != nil {
 		return err
@@ -78,7 +78,7 @@ func (h *Handler) listWorkloads(w http.ResponseWriter, r *http.Request, p server
 	return writeJSON(w, http.StatusOK, l)
 }
 
-func (h *Handler) cancelWorkload(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) cancelWorkload(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	wl, err := h.Workloads.CancelWorkload(r.Context(), p.Team.ID, r.PathValue("id"))
 	if err != nil {
 		return err
@@ -88,7 +88,7 @@ func (h *Handler) cancelWorkload(w http.ResponseWriter, r *http.Request, p serve
 
 // workloadOutput serves a workload's output as a command's: NDJSON from
 // after=SEQ, with follow until it ends.
-func (h *Handler) workloadOutput(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) workloadOutput(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	after, follow, err := outputQuery(r)
 	if err != nil {
 		return err
@@ -102,8 +102,8 @@ func (h *Handler) workloadOutput(w http.ResponseWriter, r *http.Request, p serve
 	return nil
 }
 
-func (h *Handler) workloadStream(name string) func(http.ResponseWriter, *http.Request, server.Principal) error {
-	return func(w http.ResponseWriter, r *http.Request, p server.Principal) error {
+func (h *Handler) workloadStream(name string) func(http.ResponseWriter, *http.Request, lifecycle.Principal) error {
+	return func(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 		_, l, err := h.Workloads.WorkloadOutput(r.Context(), p.Team.ID, r.PathValue("id"))
 		if err != nil {
 			return err

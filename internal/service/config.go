@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/node/gpu"
-	"github.com/cove-dev/cove/internal/server"
 	"github.com/cove-dev/cove/internal/webhooks"
 )
 
@@ -94,7 +94,7 @@ type Config struct {
 	HTTP HTTPConfig
 	// Server is the control plane's own configuration (default template,
 	// resources, limits); its Templates are filled from ImagesDir.
-	Server server.Config
+	Server lifecycle.Config
 	// Network is the node's fence, resolver and gateway.
 	Network NetworkConfig
 	// Webhooks configures the delivery of events to webhooks; its
@@ -178,7 +178,7 @@ func DefaultConfig() Config {
 			// hold thousands of connections and goroutines.
 			MaxEventStreamsPerTeam: 16,
 		},
-		Server:   server.DefaultConfig(),
+		Server:   lifecycle.DefaultConfig(),
 		Webhooks: webhooks.DefaultConfig(),
 		Preview:  PreviewConfig{Domain: "localhost", Scheme: "http"},
 		Network: NetworkConfig{
@@ -202,7 +202,7 @@ func DefaultConfig() Config {
 }
 
 // Validate reports a configuration that cannot work. The control plane's
-// part is checked by server.New, once the templates are known.
+// part is checked by lifecycle.New, once the templates are known.
 func (c *Config) Validate() error {
 	switch {
 	case c.Listen == "":

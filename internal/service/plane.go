@@ -9,6 +9,7 @@ import (
 	"github.com/cove-dev/cove/internal/control/events"
 	"github.com/cove-dev/cove/internal/control/files"
 	"github.com/cove-dev/cove/internal/control/imagecatalog"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/control/meter"
 	"github.com/cove-dev/cove/internal/control/observations"
 	"github.com/cove-dev/cove/internal/control/previews"
@@ -18,7 +19,6 @@ import (
 	"github.com/cove-dev/cove/internal/control/vault"
 	"github.com/cove-dev/cove/internal/control/workloads"
 	"github.com/cove-dev/cove/internal/httpapi"
-	"github.com/cove-dev/cove/internal/server"
 	"github.com/cove-dev/cove/internal/store"
 	"github.com/cove-dev/cove/internal/webhooks"
 )
@@ -26,7 +26,7 @@ import (
 // Plane is the control plane, wired: the core (the sandbox life cycle)
 // and the feature services over it.
 type Plane struct {
-	Core         *server.Server
+	Core         *lifecycle.Core
 	Teams        *teams.Service
 	Vault        *vault.Service
 	Webhooks     *webhooks.Service
@@ -47,8 +47,8 @@ type Plane struct {
 // then each feature service over the core's ports (and the services it
 // needs), then the core is given the services it calls (Use). Connect
 // the node with SetNode before Recover; Close closes the core.
-func NewPlane(cfg server.Config, st store.Store, log *slog.Logger) (*Plane, error) {
-	core, err := server.New(cfg, st, log)
+func NewPlane(cfg lifecycle.Config, st store.Store, log *slog.Logger) (*Plane, error) {
+	core, err := lifecycle.New(cfg, st, log)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func NewPlane(cfg server.Config, st store.Store, log *slog.Logger) (*Plane, erro
 		},
 		CheckAlerts: meter.ValidateBudgetAlerts,
 	}, st, log, c.Clock)
-	p.Vault = vault.New(vault.Config{Keyring: cfg.Secrets, MaxEnv: server.MaxEnv, MaxValue: server.MaxEnvValue}, st, log, c.Clock)
+	p.Vault = vault.New(vault.Config{Keyring: cfg.Secrets, MaxEnv: lifecycle.MaxEnv, MaxValue: lifecycle.MaxEnvValue}, st, log, c.Clock)
 	p.Webhooks = webhooks.NewService(webhooks.ServiceConfig{AllowPrivate: cfg.WebhookAllowPrivate}, st, p.Vault, log, c.Clock)
 	p.Meter = meter.New(meter.Config{
 		Prices: cfg.Prices, Interval: cfg.MetricsInterval,
@@ -73,7 +73,7 @@ func NewPlane(cfg server.Config, st store.Store, log *slog.Logger) (*Plane, erro
 	}, st, c.Node, c.Lifecycle, c.Clock, log)
 	p.Images = imagecatalog.New(imagecatalog.Config{
 		Templates: cfg.Templates, MaxBytesPerTeam: cfg.MaxImageBytesPerTeam,
-		AdminTeam: teams.AdminTeam, AdmitFlag: teams.AdmitImages, MaxCommandBytes: server.MaxCommandBytes,
+		AdminTeam: teams.AdminTeam, AdmitFlag: teams.AdmitImages, MaxCommandBytes: lifecycle.MaxCommandBytes,
 	}, imagecatalog.Deps{
 		Store: st, Admission: c.Features, Events: c.Features, Uploads: c.Features, Workloads: c.Features,
 		Validate: c.Features, Log: log, Now: c.Clock,
@@ -99,7 +99,7 @@ func NewPlane(cfg server.Config, st store.Store, log *slog.Logger) (*Plane, erro
 		Store: st, Node: c.CommandNode, Sandboxes: c.Commands, Images: c.Commands, Secrets: c.CommandSecrets,
 		Events: p.Events, Telemetry: c.CommandTelemetry, Checks: c.Checks, Log: log, Now: c.Clock,
 	})
-	core.Use(server.Services{
+	core.Use(lifecycle.Services{
 		Teams: p.Teams, Vault: p.Vault, Meter: p.Meter, Observations: p.Observations,
 		Images: p.Images, Templates: p.Templates, Previews: p.Previews,
 		Uploads: p.Uploads, Assets: p.Assets, Workloads: p.Workloads,
@@ -110,7 +110,7 @@ func NewPlane(cfg server.Config, st store.Store, log *slog.Logger) (*Plane, erro
 
 // SetNode connects the node to the core and to the services that call it
 // directly; call it before Recover.
-func (p *Plane) SetNode(n server.Node) {
+func (p *Plane) SetNode(n lifecycle.Node) {
 	p.Core.SetNode(n)
 	p.Workloads.SetNode(n)
 	p.Previews.SetNode(n)

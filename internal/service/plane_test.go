@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/node/nodetest"
-	"github.com/cove-dev/cove/internal/server"
 	"github.com/cove-dev/cove/internal/store/sqlite"
 )
 
@@ -22,7 +22,7 @@ func TestNewPlaneWiresEveryService(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	cfg := server.DefaultConfig()
+	cfg := lifecycle.DefaultConfig()
 	cfg.Templates, cfg.WarmPool = []string{"managed"}, 0
 	log := slog.New(slog.DiscardHandler)
 	p, err := NewPlane(cfg, st, log)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/console"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/control/previews"
 	"github.com/cove-dev/cove/internal/httpapi"
 	"github.com/cove-dev/cove/internal/images"
@@ -31,7 +32,6 @@ import (
 	"github.com/cove-dev/cove/internal/node/runtime"
 	"github.com/cove-dev/cove/internal/node/saves"
 	"github.com/cove-dev/cove/internal/secrets"
-	"github.com/cove-dev/cove/internal/server"
 	"github.com/cove-dev/cove/internal/sources"
 	"github.com/cove-dev/cove/internal/store/sqlite"
 	"github.com/cove-dev/cove/internal/telemetry"
@@ -48,7 +48,7 @@ type Started struct {
 }
 
 // The node in this process is the one the control plane talks to.
-var _ server.Node = (*local.Node)(nil)
+var _ lifecycle.Node = (*local.Node)(nil)
 
 // Run serves until ctx is done, then shuts down gracefully. Once the API
 // is being served it writes cfg.ReadyFile and calls ready, when not nil;
@@ -487,7 +487,7 @@ const selfTestFile = "self-test.json"
 
 // qualify records the template's self-test in its state: the one kept
 // beside its image, or a new one run now (and kept).
-func qualify(ctx context.Context, srv *server.Server, states *tmplstate.Registry, imagesDir, name string, log *slog.Logger) {
+func qualify(ctx context.Context, srv *lifecycle.Core, states *tmplstate.Registry, imagesDir, name string, log *slog.Logger) {
 	img, err := image.Load(imagesDir, name)
 	if err != nil {
 		log.Error("self-test of a template", "template", name, "err", err)

@@ -299,7 +299,7 @@ func (s *Service) Values(ctx context.Context, teamID string, refs map[string]str
 }
 
 // ResolveSecrets is Values: the service resolves the control plane's
-// references (server.SecretResolver).
+// references (lifecycle.SecretResolver).
 func (s *Service) ResolveSecrets(ctx context.Context, teamID string, refs map[string]string) (map[string]string, error) {
 	return s.Values(ctx, teamID, refs)
 }

@@ -1,6 +1,6 @@
 // Package nodetest is an in-memory node for unit tests of the control
 // plane and the API: sandboxes are records, commands do what the test
-// says, output is kept in memory. It has the method set of server.Node
+// says, output is kept in memory. It has the method set of lifecycle.Node
 // and needs no root, runc or agent.
 package nodetest
 
@@ -137,12 +137,12 @@ func (n *Node) running(id string) (*Sandbox, error) {
 	return s, nil
 }
 
-// Admit implements server.Node: it fails as Fail("admit", …) says.
+// Admit implements lifecycle.Node: it fails as Fail("admit", …) says.
 func (n *Node) Admit(ctx context.Context, spec node.SandboxSpec) error {
 	return n.record("admit", spec.ID)
 }
 
-// Start implements server.Node.
+// Start implements lifecycle.Node.
 func (n *Node) Start(ctx context.Context, spec node.SandboxSpec) error {
 	if err := n.record("start", spec.ID); err != nil {
 		return err
@@ -163,7 +163,7 @@ func (n *Node) Start(ctx context.Context, spec node.SandboxSpec) error {
 	return nil
 }
 
-// Wake implements server.Node: the files saved at sleep come back.
+// Wake implements lifecycle.Node: the files saved at sleep come back.
 func (n *Node) Wake(ctx context.Context, spec node.SandboxSpec) error {
 	if err := n.record("wake", spec.ID); err != nil {
 		return err
@@ -178,7 +178,7 @@ func (n *Node) Wake(ctx context.Context, spec node.SandboxSpec) error {
 	return nil
 }
 
-// Attach implements server.Node: a sandbox the fake knows as running is
+// Attach implements lifecycle.Node: a sandbox the fake knows as running is
 // found again, and commands it has no output of are lost.
 func (n *Node) Attach(ctx context.Context, spec node.SandboxSpec, running []string) error {
 	if err := n.record("attach", spec.ID); err != nil {
@@ -194,7 +194,7 @@ func (n *Node) Attach(ctx context.Context, spec node.SandboxSpec, running []stri
 	return nil
 }
 
-// Destroy implements server.Node.
+// Destroy implements lifecycle.Node.
 func (n *Node) Destroy(ctx context.Context, id string) error {
 	if err := n.record("destroy", id); err != nil {
 		return err
@@ -211,7 +211,7 @@ func (n *Node) Destroy(ctx context.Context, id string) error {
 	return nil
 }
 
-// DestroyRuntime implements server.Node: a saved sandbox keeps its save.
+// DestroyRuntime implements lifecycle.Node: a saved sandbox keeps its save.
 func (n *Node) DestroyRuntime(ctx context.Context, id string) error {
 	if err := n.record("destroy-runtime", id); err != nil {
 		return err
@@ -224,7 +224,7 @@ func (n *Node) DestroyRuntime(ctx context.Context, id string) error {
 	return nil
 }
 
-// FinishSleep implements server.Node.
+// FinishSleep implements lifecycle.Node.
 func (n *Node) FinishSleep(ctx context.Context, id string) (node.SaveInfo, error) {
 	if err := n.record("sleep", id); err != nil {
 		return node.SaveInfo{}, err
@@ -243,7 +243,7 @@ func (n *Node) FinishSleep(ctx context.Context, id string) (node.SaveInfo, error
 	return node.SaveInfo{DataBytes: int64(size), ArchiveBytes: int64(size)}, nil
 }
 
-// CopySave implements server.Node: a save is a saved sandbox's files, or
+// CopySave implements lifecycle.Node: a save is a saved sandbox's files, or
 // a named copy of them.
 func (n *Node) CopySave(ctx context.Context, from, to string) (node.SaveInfo, error) {
 	if err := n.record("copy-save", from); err != nil {
@@ -273,7 +273,7 @@ func (n *Node) CopySave(ctx context.Context, from, to string) (node.SaveInfo, er
 	return node.SaveInfo{DataBytes: int64(size), ArchiveBytes: int64(size)}, nil
 }
 
-// DropSave implements server.Node.
+// DropSave implements lifecycle.Node.
 func (n *Node) DropSave(ctx context.Context, id string) error {
 	n.mu.Lock()
 	delete(n.saves, id)
@@ -281,7 +281,7 @@ func (n *Node) DropSave(ctx context.Context, id string) error {
 	return n.record("drop-save", id)
 }
 
-// Known implements server.Node.
+// Known implements lifecycle.Node.
 func (n *Node) Known(ctx context.Context) ([]string, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -293,7 +293,7 @@ func (n *Node) Known(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// Lose implements server.Node.
+// Lose implements lifecycle.Node.
 func (n *Node) Lose(id string, commands []string) {
 	for _, cmd := range commands {
 		o := n.output(id, cmd)
@@ -306,7 +306,7 @@ func (n *Node) Lose(id string, commands []string) {
 	}
 }
 
-// SetPolicy implements server.Node.
+// SetPolicy implements lifecycle.Node.
 func (n *Node) SetPolicy(id string, p api.NetworkPolicy) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -316,7 +316,7 @@ func (n *Node) SetPolicy(id string, p api.NetworkPolicy) error {
 	return nil
 }
 
-// UseSetupPolicy implements server.Node.
+// UseSetupPolicy implements lifecycle.Node.
 func (n *Node) UseSetupPolicy(id string, on bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -325,7 +325,7 @@ func (n *Node) UseSetupPolicy(id string, on bool) {
 	}
 }
 
-// SetHostname implements server.Node.
+// SetHostname implements lifecycle.Node.
 func (n *Node) SetHostname(ctx context.Context, id, name string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -345,7 +345,7 @@ func (n *Node) Observe(obs ...node.Observation) {
 	n.observed = append(n.observed, obs...)
 }
 
-// DrainObservations implements server.Node.
+// DrainObservations implements lifecycle.Node.
 func (n *Node) DrainObservations() []node.Observation {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -354,7 +354,7 @@ func (n *Node) DrainObservations() []node.Observation {
 	return out
 }
 
-// PendingObservations implements server.Node.
+// PendingObservations implements lifecycle.Node.
 func (n *Node) PendingObservations(id string) []api.NetworkObservation {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -379,7 +379,7 @@ func (n *Node) output(sandboxID, commandID string) *Output {
 	return o
 }
 
-// Exec implements server.Node: the command runs Run on a goroutine of the
+// Exec implements lifecycle.Node: the command runs Run on a goroutine of the
 // node, and its end is reported to OnExit.
 func (n *Node) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) error {
 	if err := n.record("exec", sandboxID); err != nil {
@@ -410,12 +410,12 @@ func (n *Node) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) e
 	return nil
 }
 
-// Output implements server.Node.
+// Output implements lifecycle.Node.
 func (n *Node) Output(sandboxID, commandID string) (node.Output, error) {
 	return n.output(sandboxID, commandID), nil
 }
 
-// Stdin implements server.Node: the input is echoed to stdout.
+// Stdin implements lifecycle.Node: the input is echoed to stdout.
 func (n *Node) Stdin(ctx context.Context, sandboxID, commandID string, r io.Reader, eof bool) error {
 	b, err := io.ReadAll(r)
 	if err != nil {
@@ -425,7 +425,7 @@ func (n *Node) Stdin(ctx context.Context, sandboxID, commandID string, r io.Read
 	return nil
 }
 
-// Signal implements server.Node: the command ends killed by it.
+// Signal implements lifecycle.Node: the command ends killed by it.
 func (n *Node) Signal(ctx context.Context, sandboxID, commandID, sig string) error {
 	o := n.output(sandboxID, commandID)
 	if o.Ended() {
@@ -436,7 +436,7 @@ func (n *Node) Signal(ctx context.Context, sandboxID, commandID, sig string) err
 	return nil
 }
 
-// Resize implements server.Node.
+// Resize implements lifecycle.Node.
 func (n *Node) Resize(ctx context.Context, sandboxID, commandID string, size node.TermSize) error {
 	return nil
 }
@@ -468,7 +468,7 @@ func crc(b []byte) uint32 {
 
 func notFound(p string) error { return api.Errorf(api.CodeNotFound, "%s does not exist", p) }
 
-// StatFile implements server.Node.
+// StatFile implements lifecycle.Node.
 func (n *Node) StatFile(ctx context.Context, sandboxID, p string) (api.FileEntry, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -483,7 +483,7 @@ func (n *Node) StatFile(ctx context.Context, sandboxID, p string) (api.FileEntry
 	return entry(p, b), nil
 }
 
-// ListFiles implements server.Node: the files directly under the path.
+// ListFiles implements lifecycle.Node: the files directly under the path.
 func (n *Node) ListFiles(ctx context.Context, sandboxID string, spec node.ListSpec) (api.List[api.FileEntry], error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -501,7 +501,7 @@ func (n *Node) ListFiles(ctx context.Context, sandboxID string, spec node.ListSp
 	return out, nil
 }
 
-// ReadFile implements server.Node; ranges and conditions are ignored.
+// ReadFile implements lifecycle.Node; ranges and conditions are ignored.
 func (n *Node) ReadFile(ctx context.Context, sandboxID string, spec node.ReadSpec) (*node.Content, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -519,7 +519,7 @@ func (n *Node) ReadFile(ctx context.Context, sandboxID string, spec node.ReadSpe
 	}, nil
 }
 
-// WriteFile implements server.Node, with If-Match and If-None-Match.
+// WriteFile implements lifecycle.Node, with If-Match and If-None-Match.
 func (n *Node) WriteFile(ctx context.Context, sandboxID string, spec node.WriteSpec, body io.Reader) (api.FileEntry, bool, error) {
 	data, err := io.ReadAll(body)
 	if err != nil {
@@ -542,7 +542,7 @@ func (n *Node) WriteFile(ctx context.Context, sandboxID string, spec node.WriteS
 	return entry(spec.Path, data), !exists, nil
 }
 
-// EditFile implements server.Node.
+// EditFile implements lifecycle.Node.
 func (n *Node) EditFile(ctx context.Context, sandboxID string, spec node.EditSpec) (api.FileEntry, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -565,12 +565,12 @@ func (n *Node) EditFile(ctx context.Context, sandboxID string, spec node.EditSpe
 	return entry(spec.Path, fs[spec.Path]), nil
 }
 
-// Mkdir implements server.Node; the fake has no directories.
+// Mkdir implements lifecycle.Node; the fake has no directories.
 func (n *Node) Mkdir(ctx context.Context, sandboxID string, spec node.MkdirSpec) (api.FileEntry, error) {
 	return api.FileEntry{Name: path.Base(spec.Path), Path: spec.Path, Type: api.FileType("dir"), Mode: "0755"}, nil
 }
 
-// MoveFile implements server.Node.
+// MoveFile implements lifecycle.Node.
 func (n *Node) MoveFile(ctx context.Context, sandboxID string, spec node.MoveSpec) (api.FileEntry, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -590,7 +590,7 @@ func (n *Node) MoveFile(ctx context.Context, sandboxID string, spec node.MoveSpe
 	return entry(spec.To, b), nil
 }
 
-// RemoveFile implements server.Node.
+// RemoveFile implements lifecycle.Node.
 func (n *Node) RemoveFile(ctx context.Context, sandboxID, p string, recursive bool) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -605,12 +605,12 @@ func (n *Node) RemoveFile(ctx context.Context, sandboxID, p string, recursive bo
 	return nil
 }
 
-// ReadArchive implements server.Node; the fake has no archives.
+// ReadArchive implements lifecycle.Node; the fake has no archives.
 func (n *Node) ReadArchive(ctx context.Context, sandboxID, p string) (io.ReadCloser, error) {
 	return nil, api.Errorf(api.CodeUnprocessable, "the fake node has no archives")
 }
 
-// WriteArchive implements server.Node: the fake reads the whole body (as
+// WriteArchive implements lifecycle.Node: the fake reads the whole body (as
 // the agent does before anything lands) and keeps it as the file
 // PATH/.archive; a body that fails leaves nothing.
 func (n *Node) WriteArchive(ctx context.Context, sandboxID string, spec node.ArchiveSpec, body io.Reader) (api.ArchiveResult, error) {
@@ -634,7 +634,7 @@ func (n *Node) WriteArchive(ctx context.Context, sandboxID string, spec node.Arc
 	return api.ArchiveResult{Path: spec.Path, Entries: 1, Bytes: int64(len(b))}, nil
 }
 
-// CloneGit implements server.Node: the fake keeps the spec (token
+// CloneGit implements lifecycle.Node: the fake keeps the spec (token
 // included, so tests see what reached the node) as PATH/.git-spec, the
 // clone's host IDs as PATH/.git-ids ("hostid size"), and
 // answers a fixed commit; Fail("clone", …) makes it fail.

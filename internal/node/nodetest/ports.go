@@ -8,7 +8,7 @@ import (
 	"github.com/cove-dev/cove/api"
 )
 
-// Publish implements server.Node: it remembers the ports.
+// Publish implements lifecycle.Node: it remembers the ports.
 func (n *Node) Publish(ctx context.Context, id string, ports []int) error {
 	if err := n.record("publish", id); err != nil {
 		return err
@@ -26,7 +26,7 @@ func (n *Node) Publish(ctx context.Context, id string, ports []int) error {
 	return nil
 }
 
-// PublishPort implements server.Node: it adds one port.
+// PublishPort implements lifecycle.Node: it adds one port.
 func (n *Node) PublishPort(ctx context.Context, id string, port int) error {
 	if err := n.record("publish-port", id); err != nil {
 		return err
@@ -42,7 +42,7 @@ func (n *Node) PublishPort(ctx context.Context, id string, port int) error {
 	return nil
 }
 
-// UnpublishPort implements server.Node: it takes one port away.
+// UnpublishPort implements lifecycle.Node: it takes one port away.
 func (n *Node) UnpublishPort(ctx context.Context, id string, port int) error {
 	if err := n.record("unpublish-port", id); err != nil {
 		return err
@@ -63,7 +63,7 @@ func (n *Node) Published(id string) []int {
 	return slices.Clone(n.published[id])
 }
 
-// DialPort implements server.Node: a running sandbox's published port is
+// DialPort implements lifecycle.Node: a running sandbox's published port is
 // PortAddr's address.
 func (n *Node) DialPort(ctx context.Context, id string, port int) (net.Conn, error) {
 	n.mu.Lock()

@@ -1,0 +1,151 @@
+package lifecycle
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/commands"
+	"github.com/cove-dev/cove/internal/control/events"
+	"github.com/cove-dev/cove/internal/control/imagecatalog"
+	"github.com/cove-dev/cove/internal/control/runs"
+	"github.com/cove-dev/cove/internal/control/vault"
+	"github.com/cove-dev/cove/internal/node"
+)
+
+// A sandbox's commands are internal/control/commands and the teams' event
+// logs internal/control/events; the core builds both over the small
+// interfaces they declare (cmdDeps, eventDeps) and keeps here the calls
+// it makes into them. The change broadcast (notify, changes) stays the
+// core's: the event log is given it.
+
+const maxTimeoutS = runs.MaxTimeoutS
+
+// Names the API and the tests know the queries by.
+type (
+	// CommandQuery selects a page of a sandbox's commands.
+	CommandQuery = commands.Query
+	// EventQuery selects a page of a team's events.
+	EventQuery = events.Query
+)
+
+// The core's calls into the event log and the commands.
+
+func (s *Core) emit(ctx context.Context, teamID, typ, sandboxID, commandID string, data map[string]any) {
+	s.svc.Events.Emit(ctx, teamID, typ, sandboxID, commandID, data)
+}
+
+func (s *Core) record(ctx context.Context, teamID, typ, sandboxID, commandID string, data map[string]any) bool {
+	return s.svc.Events.Record(ctx, teamID, typ, sandboxID, commandID, data)
+}
+
+func (s *Core) expireEvents(ctx context.Context) { s.svc.Events.Expire(ctx) }
+
+func (s *Core) execIn(ctx context.Context, sb api.Sandbox, req api.CreateCommandRequest) (api.Command, error) {
+	return s.svc.Commands.Start(ctx, sb, req)
+}
+
+func (s *Core) commandExited(sandboxID, commandID string, e node.Exit, lost bool) {
+	s.svc.Commands.Exited(sandboxID, commandID, e, lost)
+}
+
+func (s *Core) watchSilence(teamID string, c api.Command) { s.svc.Commands.WatchSilence(teamID, c) }
+
+// OnExit takes the node's report of a command's end and hands it to the
+// receiver registered for its run (a workload, a self-test), or records
+// it as a sandbox's command's. The node calls it.
+func (s *Core) OnExit(runID, commandID string, e node.Exit, lost bool) {
+	s.exits.Deliver(runID, commandID, e, lost)
+}
+
+// Changes returns a channel closed at the next change of any sandbox,
+// command or event; long-polls and streams wait on it.
+func (s *Core) Changes() <-chan struct{} { return s.changes() }
+
+// SandboxRefusal is the budget rule of a command in a living sandbox:
+// its own spend limit, then its team's (runs.Checker.Budget).
+func (c runChecks) SandboxRefusal(ctx context.Context, sb api.Sandbox) error {
+	return c.s.svc.Meter.BudgetRefusal(ctx, sb)
+}
+
+// eventDeps is the core as the event log's Sandboxes, Broadcast and
+// Telemetry (read when called: telemetry is set after New).
+type eventDeps struct{ s *Core }
+
+var (
+	_ events.Sandboxes = eventDeps{}
+	_ events.Broadcast = eventDeps{}
+	_ events.Telemetry = eventDeps{}
+)
+
+func (d eventDeps) GetSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
+	return d.s.GetSandbox(ctx, teamID, ref)
+}
+func (d eventDeps) Notify()                  { d.s.notify() }
+func (d eventDeps) Changes() <-chan struct{} { return d.s.changes() }
+func (d eventDeps) Event(e api.Event)        { d.s.telemetry.Event(e) }
+
+// cmdDeps is the core as the commands' sandboxes and images; cmdNode
+// its node (read when called: the node is set after New), cmdSecrets its
+// secrets and cmdTelemetry its telemetry (set after New too).
+type (
+	cmdDeps      struct{ s *Core }
+	cmdNode      struct{ s *Core }
+	cmdSecrets   struct{ s *Core }
+	cmdTelemetry struct{ s *Core }
+)
+
+var (
+	_ commands.Node      = cmdNode{}
+	_ commands.Sandboxes = cmdDeps{}
+	_ commands.Images    = cmdDeps{}
+	_ commands.Secrets   = cmdSecrets{}
+	_ commands.Telemetry = cmdTelemetry{}
+)
+
+func (d cmdNode) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) error {
+	return d.s.node.Exec(ctx, sandboxID, spec)
+}
+func (d cmdNode) Output(sandboxID, commandID string) (node.Output, error) {
+	return d.s.node.Output(sandboxID, commandID)
+}
+func (d cmdNode) Stdin(ctx context.Context, sandboxID, commandID string, r io.Reader, eof bool) error {
+	return d.s.node.Stdin(ctx, sandboxID, commandID, r, eof)
+}
+func (d cmdNode) Signal(ctx context.Context, sandboxID, commandID, sig string) error {
+	return d.s.node.Signal(ctx, sandboxID, commandID, sig)
+}
+func (d cmdNode) Resize(ctx context.Context, sandboxID, commandID string, size node.TermSize) error {
+	return d.s.node.Resize(ctx, sandboxID, commandID, size)
+}
+
+func (d cmdDeps) ActiveSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
+	return d.s.activeSandbox(ctx, teamID, ref)
+}
+func (d cmdDeps) TouchAt(sandboxID string, t time.Time) { d.s.touchAt(sandboxID, t) }
+func (d cmdDeps) Exited()                               { d.s.exited() }
+
+func (d cmdDeps) Image(teamID, template string) (api.Image, bool) {
+	return d.s.svc.Images.Image(teamID, template)
+}
+func (d cmdDeps) NodeTemplate(teamID, template string) string {
+	return d.s.svc.Images.NodeTemplate(teamID, template)
+}
+func (d cmdDeps) Command(img api.Image, req api.CreateCommandRequest, user string, u node.User, env map[string]string) (node.User, map[string]string, error) {
+	return imagecatalog.Command(img, req, user, u, env)
+}
+
+func (d cmdSecrets) Exec(ctx context.Context, sb api.Sandbox, req api.CreateCommandRequest, cmd *api.Command, spec *node.ExecSpec) error {
+	return d.s.svc.Vault.Exec(ctx, sb, req, cmd, spec)
+}
+
+func (d cmdSecrets) Open(ctx context.Context, teamID string, refs map[string]string) (map[string]string, []node.Secret, error) {
+	values, err := runChecks{d.s}.Resolve(ctx, teamID, refs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return values, vault.Redactions(refs, values), nil
+}
+
+func (d cmdTelemetry) Exec(t time.Duration) { d.s.telemetry.Exec(t) }

@@ -1,0 +1,180 @@
+package lifecycle
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/id"
+)
+
+// The warm pool keeps a few sandboxes of the default template with the
+// default resources started and waiting, under IDs chosen in advance. A
+// create request that fits takes one: the store row is written with the
+// pooled ID, the hostname is set from the host, and the sandbox runs at
+// once. Pooled sandboxes are not in the store; a restart removes them as
+// orphans and the pool fills again.
+
+// warmPool is the pool and the state it guards.
+type warmPool struct {
+	s *Core
+
+	mu     sync.Mutex
+	warm   []string      // IDs of started sandboxes in the pool
+	refill chan struct{} // asks the pool to fill up
+}
+
+func newWarmPool(s *Core) *warmPool {
+	return &warmPool{s: s, refill: make(chan struct{}, 1)}
+}
+
+// fits reports whether a validated new sandbox can come from the pool.
+func (p *warmPool) fits(sb api.Sandbox) bool {
+	s := p.s
+	return s.cfg.WarmPool > 0 && sb.Template == s.cfg.DefaultTemplate &&
+		sb.Resources == s.cfg.DefaultResources && sb.Workdir == s.cfg.DefaultWorkdir
+}
+
+// take hands out a pooled sandbox ID, or "" when none is ready.
+func (p *warmPool) take() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.warm) == 0 {
+		return ""
+	}
+	id := p.warm[0]
+	p.warm = p.warm[1:]
+	p.changed()
+	return id
+}
+
+// changed asks the pool to fill up at once.
+func (p *warmPool) changed() {
+	select {
+	case p.refill <- struct{}{}:
+	default:
+	}
+}
+
+// fill keeps the pool full until ctx is done, then removes what is left
+// in it.
+func (p *warmPool) fill(ctx context.Context) {
+	s := p.s
+	defer p.drain()
+	for {
+		p.mu.Lock()
+		missing := s.cfg.WarmPool - len(p.warm)
+		p.mu.Unlock()
+		if !s.svc.Templates.Ready(s.cfg.DefaultTemplate) {
+			missing = 0 // filled when its build ends (TemplatesChanged)
+		}
+		for ; missing > 0 && ctx.Err() == nil; missing-- {
+			sid := id.New("sbx")
+			spec := s.spec(api.Sandbox{
+				ID: sid, Template: s.cfg.DefaultTemplate, Resources: s.cfg.DefaultResources,
+				Workdir: s.cfg.DefaultWorkdir,
+			})
+			ids, err := s.ranges.Alloc(ctx, sid)
+			if err != nil {
+				s.log.Warn("warm pool start", "err", err)
+				break
+			}
+			spec.IDs = ids
+			if err := s.node.Start(ctx, spec); err != nil {
+				s.log.Warn("warm pool start", "err", err)
+				p.discard(ctx, sid)
+				break // try again at the next refill or tick
+			}
+			p.mu.Lock()
+			p.warm = append(p.warm, sid)
+			p.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.refill:
+		case <-time.After(30 * time.Second):
+		}
+	}
+}
+
+// drain destroys the sandboxes waiting in the pool.
+func (p *warmPool) drain() {
+	s := p.s
+	p.mu.Lock()
+	ids := p.warm
+	p.warm = nil
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, sid := range ids {
+		if err := s.node.Destroy(ctx, sid); err != nil {
+			s.log.Error("remove warm sandbox", "sandbox", sid, "err", err)
+			continue
+		}
+		s.ranges.Release(ctx, sid)
+	}
+}
+
+// start makes a persisted, pooled sandbox the one the request asked for:
+// its hostname, then running. It reports false when the pooled sandbox
+// could not be used; the caller then starts one cold.
+func (p *warmPool) start(ctx context.Context, sb *api.Sandbox) bool {
+	s := p.s
+	if err := s.node.SetPolicy(sb.ID, sb.Network); err != nil {
+		s.log.Warn("warm sandbox policy", "sandbox", sb.ID, "err", err)
+		return false
+	}
+	if err := s.node.SetHostname(ctx, sb.ID, hostname(*sb)); err != nil {
+		s.log.Warn("warm sandbox hostname", "sandbox", sb.ID, "err", err)
+		return false
+	}
+	o := s.opsFor(sb.ID)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	// A PATCH since the row was written changed the stored policy only.
+	cur, err := s.store.GetSandbox(ctx, sb.TeamID, sb.ID)
+	if err != nil {
+		s.log.Warn("read warm sandbox", "sandbox", sb.ID, "err", err)
+		return false
+	}
+	if cur.State != api.StateCreating {
+		// Terminated meanwhile: its terminator removes what runs.
+		*sb = cur
+		return true
+	}
+	if err := s.node.SetPolicy(sb.ID, cur.Network); err != nil {
+		s.log.Warn("warm sandbox policy", "sandbox", sb.ID, "err", err)
+		return false
+	}
+	*sb = cur
+	if err := s.setState(ctx, sb, api.StateRunning, ""); err != nil {
+		s.log.Error("persist warm sandbox running", "sandbox", sb.ID, "err", err)
+		return false
+	}
+	return true
+}
+
+// discard removes a pooled sandbox that was taken but not used, or whose
+// start failed, and frees its range.
+func (p *warmPool) discard(ctx context.Context, sid string) {
+	s := p.s
+	ctx = context.WithoutCancel(ctx)
+	if err := s.node.Destroy(ctx, sid); err != nil {
+		s.log.Error("remove unused warm sandbox", "sandbox", sid, "err", err)
+		return
+	}
+	s.ranges.Release(ctx, sid)
+}
+
+// WarmPool reports how many sandboxes wait in the pool, and how many it keeps.
+func (s *Core) WarmPool() (ready, target int) {
+	s.pool.mu.Lock()
+	defer s.pool.mu.Unlock()
+	return len(s.pool.warm), s.cfg.WarmPool
+}
+
+// TemplatesChanged tells the server that a template's state changed (a
+// build ended), so that the warm pool fills at once.
+func (s *Core) TemplatesChanged() { s.pool.changed() }

@@ -1,0 +1,111 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/store"
+)
+
+// Recover makes the store and the node agree after a start: sandboxes that
+// were running are reattached or failed and cleaned up; starts and
+// terminations cut short by a crash are finished; containers and state the
+// store does not know as live are removed. Nothing is left orphaned or
+// silently forgotten.
+func (s *Core) Recover(ctx context.Context) error {
+	if err := s.svc.Images.Load(ctx); err != nil {
+		return fmt.Errorf("load images: %w", err)
+	}
+	live, err := s.store.ListSandboxes(ctx, store.SandboxFilter{States: []api.SandboxState{
+		api.StateCreating, api.StateSettingUp, api.StateRunning, api.StateSleeping,
+		api.StateWaking, api.StateTerminating,
+	}})
+	if err != nil {
+		return fmt.Errorf("list live sandboxes: %w", err)
+	}
+	if err := s.svc.Previews.PublishAll(ctx); err != nil {
+		return fmt.Errorf("publish previews: %w", err)
+	}
+	keep, err := s.svc.Workloads.Recover(ctx)
+	if err != nil {
+		return err
+	}
+	for _, sb := range live {
+		switch sb.State {
+		case api.StateRunning:
+			cmds, err := s.store.ListCommands(ctx, store.CommandFilter{SandboxID: sb.ID, States: []api.CommandState{api.CommandRunning}})
+			if err != nil {
+				return fmt.Errorf("list running commands of %s: %w", sb.ID, err)
+			}
+			running := make([]string, len(cmds))
+			for i, c := range cmds {
+				running[i] = c.ID
+			}
+			spec := s.spec(sb)
+			spec.Secrets = s.svc.Vault.SandboxRedactions(ctx, sb)
+			if err := s.node.Attach(ctx, spec, running); err != nil {
+				s.log.Warn("sandbox lost on restart", "sandbox", sb.ID, "err", err)
+				s.fail(ctx, sb, "the server restarted and could not reattach: "+userReason(err))
+				continue
+			}
+			s.log.Info("sandbox reattached", "sandbox", sb.ID, "commands", len(running))
+			for _, c := range cmds {
+				s.watchSilence(sb.TeamID, c)
+			}
+			keep[sb.ID] = true
+		case api.StateTerminating:
+			s.finishTerminate(ctx, sb, sb.StateReason)
+		case api.StateSleeping:
+			// Finish the sleep from wherever it stopped: the sandbox ends
+			// asleep with a complete save (or failed, its files kept).
+			s.finishSleep(ctx, sb)
+		case api.StateWaking:
+			if err := s.node.DestroyRuntime(ctx, sb.ID); err != nil {
+				s.log.Error("remove half-woken runtime", "sandbox", sb.ID, "err", err)
+			}
+			s.persistState(ctx, &sb, api.StateAsleep, "the server restarted while the sandbox was waking; wake it again")
+		default:
+			s.fail(ctx, sb, fmt.Sprintf("the server restarted while the sandbox was %s", sb.State))
+		}
+	}
+	known, err := s.node.Known(ctx)
+	if err != nil {
+		return fmt.Errorf("list node sandboxes: %w", err)
+	}
+	for _, id := range known {
+		if keep[id] {
+			continue
+		}
+		if sb, err := s.store.GetSandbox(ctx, "", id); err == nil && sb.State == api.StateAsleep {
+			// A runtime left beside a complete save: only the runtime goes.
+			if err := s.node.DestroyRuntime(ctx, id); err != nil {
+				s.log.Error("remove runtime of asleep sandbox", "sandbox", id, "err", err)
+			}
+			continue
+		}
+		s.log.Warn("removing orphaned sandbox state", "sandbox", id)
+		if err := s.node.Destroy(ctx, id); err != nil {
+			s.log.Error("remove orphaned sandbox", "sandbox", id, "err", err)
+		}
+	}
+	// Ranges of sandboxes that ended while their release could not be
+	// persisted, or whose cleanup a crash cut short, are freed now.
+	if err := s.ranges.Collect(ctx, s.node); err != nil {
+		s.log.Error("release host id ranges of ended sandboxes", "err", err)
+	}
+	return nil
+}
+
+// fail marks a sandbox failed with a reason after removing what is left of
+// it; its running commands become lost.
+func (s *Core) fail(ctx context.Context, sb api.Sandbox, reason string) {
+	s.loseCommands(ctx, sb.ID)
+	if err := s.node.Destroy(ctx, sb.ID); err != nil {
+		s.log.Error("clean up failed sandbox", "sandbox", sb.ID, "err", err)
+		reason += "; cleanup incomplete: " + userReason(err)
+	} else {
+		s.ranges.Release(ctx, sb.ID)
+	}
+	s.persistState(ctx, &sb, api.StateFailed, reason)
+}
