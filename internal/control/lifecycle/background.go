@@ -21,7 +21,7 @@ func (s *Core) Start() {
 				s.limits.enforce(s.ctx)
 				if time.Since(expired) > time.Minute {
 					s.svc.Teams.ExpireIdempotent(s.ctx)
-					s.expireEvents(s.ctx)
+					s.svc.Events.Expire(s.ctx)
 					s.svc.Observations.Expire(s.ctx)
 					expired = time.Now()
 				}

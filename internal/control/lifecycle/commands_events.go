@@ -30,28 +30,6 @@ type (
 	EventQuery = events.Query
 )
 
-// The core's calls into the event log and the commands.
-
-func (s *Core) emit(ctx context.Context, teamID, typ, sandboxID, commandID string, data map[string]any) {
-	s.svc.Events.Emit(ctx, teamID, typ, sandboxID, commandID, data)
-}
-
-func (s *Core) record(ctx context.Context, teamID, typ, sandboxID, commandID string, data map[string]any) bool {
-	return s.svc.Events.Record(ctx, teamID, typ, sandboxID, commandID, data)
-}
-
-func (s *Core) expireEvents(ctx context.Context) { s.svc.Events.Expire(ctx) }
-
-func (s *Core) execIn(ctx context.Context, sb api.Sandbox, req api.CreateCommandRequest) (api.Command, error) {
-	return s.svc.Commands.Start(ctx, sb, req)
-}
-
-func (s *Core) commandExited(sandboxID, commandID string, e node.Exit, lost bool) {
-	s.svc.Commands.Exited(sandboxID, commandID, e, lost)
-}
-
-func (s *Core) watchSilence(teamID string, c api.Command) { s.svc.Commands.WatchSilence(teamID, c) }
-
 // OnExit takes the node's report of a command's end and hands it to the
 // receiver registered for its run (a workload, a self-test), or records
 // it as a sandbox's command's. The node calls it.

@@ -27,6 +27,7 @@ import (
 	"github.com/cove-dev/cove/internal/control/runs"
 	"github.com/cove-dev/cove/internal/control/setupcache"
 	"github.com/cove-dev/cove/internal/id"
+	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/store"
 )
 
@@ -106,7 +107,11 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Core, error) {
 	s.pool = newWarmPool(s)
 	s.limits = newLimits(s)
 	s.ranges = idranges.New(st, log)
-	s.exits = runs.NewExits(s.commandExited)
+	// A run with no receiver of its own is a sandbox's command (the
+	// commands service is given at Use, before any exit can come).
+	s.exits = runs.NewExits(func(sandboxID, commandID string, e node.Exit, lost bool) {
+		s.svc.Commands.Exited(sandboxID, commandID, e, lost)
+	})
 	c := runChecks{s}
 	s.checks = runs.Checker{Admission: c, Images: c, Secrets: c, Sources: c, Budgets: c}
 	if cfg.Secrets != nil {
@@ -195,7 +200,7 @@ func (s *Core) setState(ctx context.Context, sb *api.Sandbox, state api.SandboxS
 	if reason != "" {
 		data["reason"] = reason
 	}
-	s.emit(ctx, sb.TeamID, "sandbox."+string(state), sb.ID, "", data)
+	s.svc.Events.Emit(ctx, sb.TeamID, "sandbox."+string(state), sb.ID, "", data)
 	return nil
 }
 
@@ -244,7 +249,7 @@ func (s *Core) CreateSandbox(ctx context.Context, teamID string, req api.CreateS
 		return api.Sandbox{}, err
 	}
 	s.log.Info("sandbox created", "sandbox", sb.ID, "team", teamID, "name", sb.Name, "warm", warm != "")
-	s.emit(ctx, teamID, "sandbox.creating", sb.ID, "", map[string]any{"name": sb.Name, "warm": warm != ""})
+	s.svc.Events.Emit(ctx, teamID, "sandbox.creating", sb.ID, "", map[string]any{"name": sb.Name, "warm": warm != ""})
 	if warm != "" {
 		if s.pool.start(context.WithoutCancel(ctx), &sb) {
 			return s.svc.Meter.Priced(sb), nil

@@ -9,4 +9,4 @@ import (
 func (s *Core) SetClock(now func() time.Time) { s.now = now }
 
 // ExpireEvents runs the event expiry the background ticker runs.
-func (s *Core) ExpireEvents(ctx context.Context) { s.expireEvents(ctx) }
+func (s *Core) ExpireEvents(ctx context.Context) { s.svc.Events.Expire(ctx) }

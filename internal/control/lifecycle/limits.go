@@ -51,13 +51,13 @@ func (l *limits) enforce(ctx context.Context) {
 			if expired {
 				reason := fmt.Sprintf("max_lifetime_s (%d s) reached during setup", sb.MaxLifetimeS)
 				if s.failSetup(ctx, sb, reason) {
-					s.emit(ctx, sb.TeamID, "sandbox.expired", sb.ID, "", map[string]any{"max_lifetime_s": sb.MaxLifetimeS})
+					s.svc.Events.Emit(ctx, sb.TeamID, "sandbox.expired", sb.ID, "", map[string]any{"max_lifetime_s": sb.MaxLifetimeS})
 				}
 			}
 			continue
 		}
 		if expired {
-			s.emit(ctx, sb.TeamID, "sandbox.expired", sb.ID, "", map[string]any{"max_lifetime_s": sb.MaxLifetimeS})
+			s.svc.Events.Emit(ctx, sb.TeamID, "sandbox.expired", sb.ID, "", map[string]any{"max_lifetime_s": sb.MaxLifetimeS})
 			if _, err := s.TerminateSandbox(ctx, sb.TeamID, sb.ID); err != nil {
 				s.log.Error("terminate at end of lifetime", "sandbox", sb.ID, "err", err)
 			}
@@ -65,7 +65,7 @@ func (l *limits) enforce(ctx context.Context) {
 		}
 		last := l.lastActive(ctx, sb, now)
 		if sb.IdleTimeoutS > 0 && now.Sub(last) >= time.Duration(sb.IdleTimeoutS)*time.Second {
-			s.emit(ctx, sb.TeamID, "sandbox.idle", sb.ID, "", map[string]any{
+			s.svc.Events.Emit(ctx, sb.TeamID, "sandbox.idle", sb.ID, "", map[string]any{
 				"idle_s": int64(now.Sub(last).Seconds()), "on_idle": sb.OnIdle,
 			})
 			var err error

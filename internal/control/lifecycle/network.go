@@ -44,5 +44,5 @@ func (s *Core) NetworkDenied(sandboxID string, o api.NetworkObservation, suppres
 		data["suppressed"] = suppressed
 	}
 	cmd := s.svc.Observations.CheckCommand(ctx, sandboxID, o.LastCommandID)
-	s.emit(ctx, sb.TeamID, "network.denied", sandboxID, cmd, data)
+	s.svc.Events.Emit(ctx, sb.TeamID, "network.denied", sandboxID, cmd, data)
 }

@@ -113,7 +113,7 @@ func (l meterLife) FailSetup(ctx context.Context, sb api.Sandbox, reason string)
 }
 
 func (l meterLife) Emit(ctx context.Context, teamID, typ, sandboxID string, data map[string]any) {
-	l.s.emit(ctx, teamID, typ, sandboxID, "", data)
+	l.s.svc.Events.Emit(ctx, teamID, typ, sandboxID, "", data)
 }
 
 // EmitWorkload appends an event of a workload (its ID in the data).
@@ -122,7 +122,7 @@ func (l meterLife) EmitWorkload(ctx context.Context, w api.Workload, typ string,
 		data = map[string]any{}
 	}
 	data["workload_id"] = w.ID
-	l.s.emit(ctx, w.TeamID, typ, "", "", data)
+	l.s.svc.Events.Emit(ctx, w.TeamID, typ, "", "", data)
 }
 
 func (l meterLife) MeterWorkloads(ctx context.Context, now time.Time) []api.Workload {
@@ -245,7 +245,7 @@ func (c featureCore) Admits(t api.Team, flag string) bool {
 }
 
 func (c featureCore) Emit(ctx context.Context, teamID, typ string, data map[string]any) {
-	c.s.emit(ctx, teamID, typ, "", "", data)
+	c.s.svc.Events.Emit(ctx, teamID, typ, "", "", data)
 }
 
 func (c featureCore) SpoolImage(ctx context.Context, teamID string, body io.Reader, max int64) (*os.File, func(), error) {
@@ -387,11 +387,11 @@ func (d workloadDeps) ExecSpec(ctx context.Context, wl api.Workload) (node.ExecS
 }
 
 func (d workloadDeps) Emit(ctx context.Context, teamID, typ, sandboxID, commandID string, data map[string]any) {
-	d.s.emit(ctx, teamID, typ, sandboxID, commandID, data)
+	d.s.svc.Events.Emit(ctx, teamID, typ, sandboxID, commandID, data)
 }
 
 func (d workloadDeps) Record(ctx context.Context, teamID, typ, sandboxID, commandID string, data map[string]any) {
-	d.s.record(ctx, teamID, typ, sandboxID, commandID, data)
+	d.s.svc.Events.Record(ctx, teamID, typ, sandboxID, commandID, data)
 }
 
 func (d workloadDeps) Notify()                  { d.s.notify() }

@@ -166,7 +166,7 @@ func (s *Core) runSetup(ctx context.Context, sb *api.Sandbox) error {
 		s.node.UseSetupPolicy(sb.ID, true)
 	}
 	exited := s.watchExit()
-	cmd, err := s.execIn(ctx, *sb, req)
+	cmd, err := s.svc.Commands.Start(ctx, *sb, req)
 	if err != nil {
 		exited.stop()
 		if setupPolicy {
@@ -188,7 +188,7 @@ func (s *Core) runSetup(ctx context.Context, sb *api.Sandbox) error {
 		return err
 	}
 	data := map[string]any{"state": c.State, "exit_code": c.ExitCode, "signal": c.Signal, "timed_out": c.TimedOut}
-	s.emit(context.WithoutCancel(ctx), sb.TeamID, "setup.exited", sb.ID, cmd.ID, data)
+	s.svc.Events.Emit(context.WithoutCancel(ctx), sb.TeamID, "setup.exited", sb.ID, cmd.ID, data)
 	switch {
 	case c.State == api.CommandExited && c.ExitCode != nil && *c.ExitCode == 0:
 		return nil

@@ -51,7 +51,7 @@ func (s *Core) Recover(ctx context.Context) error {
 			}
 			s.log.Info("sandbox reattached", "sandbox", sb.ID, "commands", len(running))
 			for _, c := range cmds {
-				s.watchSilence(sb.TeamID, c)
+				s.svc.Commands.WatchSilence(sb.TeamID, c)
 			}
 			keep[sb.ID] = true
 		case api.StateTerminating:
