@@ -105,8 +105,14 @@ fuzz:
 		done; \
 	done
 
+# test-unit runs the unit tests of every module, and the Python SDK's
+# model checks against api/openapi.json (Debian's pytest) when pytest is
+# there; they need no root and no server.
 test-unit:
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test -count=1 -short ./...); done
+	@if /usr/bin/python3 -c 'import pytest' 2>/dev/null; then \
+		cd sdk/python && PYTHONPATH=src /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/test_models.py tests/test_contract.py; \
+	fi
 
 # openapi rewrites the schemas of api/openapi.json (components.schemas)
 # from the Go types in api/, their doc comments and schema tags; the rest
