@@ -14,10 +14,25 @@ import (
 	"github.com/cove-dev/cove/internal/control/lifecycle"
 )
 
+// assetRoutes serve the teams' assets.
+type assetRoutes struct {
+	*shared
+	Assets Assets
+}
+
+func (h assetRoutes) routes(auth authFunc) {
+	auth("POST /v1/assets", h.createAsset)
+	auth("GET /v1/assets", h.listAssets)
+	auth("GET /v1/assets/{id}", h.getAsset)
+	auth("GET /v1/assets/{id}/content", h.assetContent)
+	auth("DELETE /v1/assets/{id}", h.deleteAsset)
+	auth("POST /v1/sandboxes/{ref}/assets", h.idempotent(h.saveAsset))
+}
+
 // createAsset stores the request body (a tar or tar.gz) as an asset: 201
 // when new, 200 with the asset that has the same bytes already. A digest
 // (Repr-Digest or Content-Digest, as a header or a trailer) is checked.
-func (h *Handler) createAsset(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h assetRoutes) createAsset(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	req := assets.Upload{Name: r.URL.Query().Get("name"), Size: max(r.ContentLength, 0)}
 	var err error
 	if req.SHA256, err = requestDigest(r.Header); err != nil {
@@ -38,14 +53,14 @@ func (h *Handler) createAsset(w http.ResponseWriter, r *http.Request, p lifecycl
 // LimitUploads sets how long an upload's body (an image, an asset, a
 // source upload) may send nothing before it is cut; call it before
 // serving.
-func (h *Handler) LimitUploads(idle time.Duration) { h.uploadIdle = idle }
+func (h *Handler) LimitUploads(idle time.Duration) { h.sh.uploadIdle = idle }
 
 // uploadBody is r's body, cut when it sends nothing for h.uploadIdle: a
 // tenant that stops sending mid-upload holds an upload slot of its team
 // and a temporary file only that long. The read deadline is the
 // connection's, so a read blocked on a silent client ends without a
 // goroutine of its own.
-func (h *Handler) uploadBody(w http.ResponseWriter, r *http.Request) io.Reader {
+func (h *shared) uploadBody(w http.ResponseWriter, r *http.Request) io.Reader {
 	if h.uploadIdle <= 0 {
 		return r.Body
 	}
@@ -88,7 +103,7 @@ func writeAsset(w http.ResponseWriter, a api.Asset, created bool) error {
 	return writeJSON(w, status, a)
 }
 
-func (h *Handler) listAssets(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h assetRoutes) listAssets(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	pg, err := paging(r)
 	if err != nil {
 		return err
@@ -100,7 +115,7 @@ func (h *Handler) listAssets(w http.ResponseWriter, r *http.Request, p lifecycle
 	return writeJSON(w, http.StatusOK, l)
 }
 
-func (h *Handler) getAsset(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h assetRoutes) getAsset(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	a, err := h.Assets.GetAsset(r.Context(), p.Team.ID, r.PathValue("id"))
 	if err != nil {
 		return err
@@ -110,7 +125,7 @@ func (h *Handler) getAsset(w http.ResponseWriter, r *http.Request, p lifecycle.P
 
 // assetContent sends an asset's bytes with their Repr-Digest; bytes that
 // no longer match it on the node cut the response short.
-func (h *Handler) assetContent(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h assetRoutes) assetContent(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	a, rc, err := h.Assets.OpenAsset(r.Context(), p.Team.ID, r.PathValue("id"))
 	if err != nil {
 		return err
@@ -133,7 +148,7 @@ func (h *Handler) assetContent(w http.ResponseWriter, r *http.Request, p lifecyc
 	return nil
 }
 
-func (h *Handler) deleteAsset(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h assetRoutes) deleteAsset(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	if err := h.Assets.DeleteAsset(r.Context(), p.Team.ID, r.PathValue("id")); err != nil {
 		return err
 	}
@@ -142,7 +157,7 @@ func (h *Handler) deleteAsset(w http.ResponseWriter, r *http.Request, p lifecycl
 }
 
 // saveAsset stores a folder of a sandbox as an asset.
-func (h *Handler) saveAsset(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h assetRoutes) saveAsset(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var req api.SaveAssetRequest
 	if err := decode(r, &req, false); err != nil {
 		return err

@@ -32,7 +32,7 @@ type exitAttachInfo struct {
 // stdin, its output (from after=SEQ, default the beginning) goes out as
 // binary frames, text frames carry resizes in and the exit out. Closing the
 // socket leaves the command running.
-func (h *Handler) attach(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h commandRoutes) attach(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	after, err := queryInt(r, "after", 0, 0, 1<<62)
 	if err != nil {
 		return err

@@ -15,7 +15,27 @@ import (
 	"github.com/cove-dev/cove/internal/node"
 )
 
-func (h *Handler) createCommand(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+// commandRoutes serve a sandbox's commands: runs, output, stdin,
+// signals, the attach socket and the tickets that open it.
+type commandRoutes struct {
+	*shared
+	Commands Commands
+}
+
+func (h commandRoutes) routes(auth authFunc, serve serveFunc) {
+	auth("POST /v1/sandboxes/{ref}/commands", h.idempotent(h.createCommand))
+	auth("GET /v1/sandboxes/{ref}/commands", h.listCommands)
+	auth("GET /v1/sandboxes/{ref}/commands/{id}", h.getCommand)
+	auth("GET /v1/sandboxes/{ref}/commands/{id}/output", h.commandOutput)
+	auth("GET /v1/sandboxes/{ref}/commands/{id}/stdout", h.commandStream("stdout"))
+	auth("GET /v1/sandboxes/{ref}/commands/{id}/stderr", h.commandStream("stderr"))
+	auth("POST /v1/sandboxes/{ref}/commands/{id}/stdin", h.commandStdin)
+	auth("POST /v1/sandboxes/{ref}/commands/{id}/signal", h.commandSignal)
+	serve("GET /v1/sandboxes/{ref}/commands/{id}/attach", h.authenticateTicket, h.attach)
+	auth("POST /v1/tickets", refuseIdempotencyKey(h.createTicket))
+}
+
+func (h commandRoutes) createCommand(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var req api.CreateCommandRequest
 	if err := decode(r, &req, false); err != nil {
 		return err
@@ -40,7 +60,7 @@ func (h *Handler) createCommand(w http.ResponseWriter, r *http.Request, p lifecy
 	return writeJSON(w, http.StatusCreated, res)
 }
 
-func (h *Handler) getCommand(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h commandRoutes) getCommand(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	c, err := h.Commands.GetCommand(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"))
 	if err != nil {
 		return err
@@ -48,7 +68,7 @@ func (h *Handler) getCommand(w http.ResponseWriter, r *http.Request, p lifecycle
 	return writeJSON(w, http.StatusOK, c)
 }
 
-func (h *Handler) listCommands(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h commandRoutes) listCommands(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	pg, err := paging(r)
 	if err != nil {
 		return err
@@ -75,7 +95,7 @@ type exitRecord struct {
 
 // commandOutput streams recorded output as NDJSON from after=SEQ; with
 // follow it goes on until the command ends.
-func (h *Handler) commandOutput(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h commandRoutes) commandOutput(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	after, follow, err := outputQuery(r)
 	if err != nil {
 		return err
@@ -101,7 +121,7 @@ func outputQuery(r *http.Request) (after int64, follow bool, err error) {
 // streamOutput writes a recorded output (a command's or a workload's) as
 // NDJSON after seq after, then its exit record once it has one; with
 // follow it waits for more until the end.
-func (h *Handler) streamOutput(w http.ResponseWriter, r *http.Request, what string, l node.Output, after int64, follow bool) {
+func (h *shared) streamOutput(w http.ResponseWriter, r *http.Request, what string, l node.Output, after int64, follow bool) {
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
@@ -147,7 +167,7 @@ func (h *Handler) streamOutput(w http.ResponseWriter, r *http.Request, what stri
 }
 
 // commandStream serves the recorded bytes of one stream, with Range.
-func (h *Handler) commandStream(name string) func(http.ResponseWriter, *http.Request, lifecycle.Principal) error {
+func (h commandRoutes) commandStream(name string) func(http.ResponseWriter, *http.Request, lifecycle.Principal) error {
 	return func(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 		_, l, err := h.Commands.CommandOutput(r.Context(), p.Team.ID, r.PathValue("ref"), r.PathValue("id"))
 		if err != nil {
@@ -169,7 +189,7 @@ func serveStream(w http.ResponseWriter, r *http.Request, l node.Output, name str
 	return nil
 }
 
-func (h *Handler) commandStdin(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h commandRoutes) commandStdin(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	eof, err := queryBool(r, "eof")
 	if err != nil {
 		return err
@@ -181,7 +201,7 @@ func (h *Handler) commandStdin(w http.ResponseWriter, r *http.Request, p lifecyc
 	return nil
 }
 
-func (h *Handler) commandSignal(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h commandRoutes) commandSignal(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var req struct {
 		Signal string `json:"signal"`
 	}

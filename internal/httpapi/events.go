@@ -12,6 +12,18 @@ import (
 	"github.com/cove-dev/cove/internal/control/lifecycle"
 )
 
+// eventRoutes serve the event log, listed and streamed.
+type eventRoutes struct {
+	*shared
+	Events       Events
+	eventStreams *streamSlots
+}
+
+func (h eventRoutes) routes(auth authFunc) {
+	auth("GET /v1/events", h.listEvents)
+	auth("GET /v1/events/stream", h.streamEvents)
+}
+
 // eventStreamRetryS is the Retry-After of a stream refused for the team's
 // cap: a slot frees when one of its streams closes, which the server
 // cannot foresee, so the client is asked to try again shortly.
@@ -71,7 +83,7 @@ func eventQuery(r *http.Request) (events.Query, error) {
 	return q, nil
 }
 
-func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h eventRoutes) listEvents(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	q, err := eventQuery(r)
 	if err != nil {
 		return err
@@ -85,7 +97,7 @@ func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request, p lifecycle
 
 // streamEvents serves the team's events as server-sent events, from after=
 // or Last-Event-ID, until the client goes away.
-func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h eventRoutes) streamEvents(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	q, err := eventQuery(r)
 	if err != nil {
 		return err

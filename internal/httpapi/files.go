@@ -14,6 +14,25 @@ import (
 	"github.com/cove-dev/cove/internal/node"
 )
 
+// fileRoutes serve the files of a sandbox and their archives.
+type fileRoutes struct {
+	*shared
+	Files Files
+}
+
+func (h fileRoutes) routes(auth authFunc) {
+	auth("GET /v1/sandboxes/{ref}/files", h.listFiles)
+	auth("DELETE /v1/sandboxes/{ref}/files", h.removeFile)
+	auth("GET /v1/sandboxes/{ref}/files/stat", h.statFile)
+	auth("GET /v1/sandboxes/{ref}/files/content", h.readFile)
+	auth("PUT /v1/sandboxes/{ref}/files/content", h.writeFile)
+	auth("PATCH /v1/sandboxes/{ref}/files/content", h.editFile)
+	auth("POST /v1/sandboxes/{ref}/files/mkdir", h.mkdirFile)
+	auth("POST /v1/sandboxes/{ref}/files/move", h.moveFile)
+	auth("GET /v1/sandboxes/{ref}/files/archive", h.readArchive)
+	auth("PUT /v1/sandboxes/{ref}/files/archive", h.writeArchive)
+}
+
 // fileTarget reads the sandbox and ?wake= of a file call (wake defaults
 // to true).
 func fileTarget(r *http.Request, p lifecycle.Principal) (files.Target, error) {
@@ -67,7 +86,7 @@ func setEntryHeaders(w http.ResponseWriter, e api.FileEntry) {
 	}
 }
 
-func (h *Handler) listFiles(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h fileRoutes) listFiles(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	t, err := fileTarget(r, p)
 	if err != nil {
 		return err
@@ -94,7 +113,7 @@ func (h *Handler) listFiles(w http.ResponseWriter, r *http.Request, p lifecycle.
 	return writeJSON(w, http.StatusOK, out)
 }
 
-func (h *Handler) statFile(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h fileRoutes) statFile(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	t, err := fileTarget(r, p)
 	if err != nil {
 		return err
@@ -114,7 +133,7 @@ func (h *Handler) statFile(w http.ResponseWriter, r *http.Request, p lifecycle.P
 // readFile streams a file's bytes from the agent, never holding them: the
 // headers (ETag, Repr-Digest, Content-Length, Content-Range) come first,
 // as the agent computed them.
-func (h *Handler) readFile(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h fileRoutes) readFile(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	t, err := fileTarget(r, p)
 	if err != nil {
 		return err
@@ -172,7 +191,7 @@ func requestDigest(hd http.Header) (string, error) {
 	return "", nil
 }
 
-func (h *Handler) writeFile(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h fileRoutes) writeFile(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	t, err := fileTarget(r, p)
 	if err != nil {
 		return err
@@ -215,7 +234,7 @@ func (h *Handler) writeFile(w http.ResponseWriter, r *http.Request, p lifecycle.
 	return writeJSON(w, status, e)
 }
 
-func (h *Handler) editFile(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h fileRoutes) editFile(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	t, err := fileTarget(r, p)
 	if err != nil {
 		return err
@@ -236,7 +255,7 @@ func (h *Handler) editFile(w http.ResponseWriter, r *http.Request, p lifecycle.P
 	return writeJSON(w, http.StatusOK, e)
 }
 
-func (h *Handler) mkdirFile(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h fileRoutes) mkdirFile(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	t, err := fileTarget(r, p)
 	if err != nil {
 		return err
@@ -252,7 +271,7 @@ func (h *Handler) mkdirFile(w http.ResponseWriter, r *http.Request, p lifecycle.
 	return writeJSON(w, http.StatusOK, e)
 }
 
-func (h *Handler) moveFile(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h fileRoutes) moveFile(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	t, err := fileTarget(r, p)
 	if err != nil {
 		return err
@@ -268,7 +287,7 @@ func (h *Handler) moveFile(w http.ResponseWriter, r *http.Request, p lifecycle.P
 	return writeJSON(w, http.StatusOK, e)
 }
 
-func (h *Handler) removeFile(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h fileRoutes) removeFile(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	t, err := fileTarget(r, p)
 	if err != nil {
 		return err
@@ -288,7 +307,7 @@ func (h *Handler) removeFile(w http.ResponseWriter, r *http.Request, p lifecycle
 	return nil
 }
 
-func (h *Handler) readArchive(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h fileRoutes) readArchive(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	t, err := fileTarget(r, p)
 	if err != nil {
 		return err
@@ -312,7 +331,7 @@ func (h *Handler) readArchive(w http.ResponseWriter, r *http.Request, p lifecycl
 	return nil
 }
 
-func (h *Handler) writeArchive(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h fileRoutes) writeArchive(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	t, err := fileTarget(r, p)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cove-dev/cove/api"
@@ -56,21 +57,19 @@ type Handler struct {
 	// GPUs reports the node's GPUs in GET /healthz; nil: none reported.
 	GPUs GPUPlane
 
-	log *slog.Logger
-	mux *http.ServeMux
+	// sh is what the route groups share: the log, authentication,
+	// idempotency, tickets, the upload limit and the metrics.
+	sh *shared
+	// build makes the mux from the services, once, at the first request.
+	build sync.Once
+	mux   *http.ServeMux
 	// patterns lists the authenticated routes, for the OpenAPI test.
 	patterns []string
 	// listeners are the addresses the service bound, by name; set before
 	// serving, then only read.
 	listeners map[string]string
-	tickets   *ticketBook
-	// metrics serves GET /metrics to admin keys; set before serving.
-	metrics http.Handler
 	// previews routes preview traffic; nil until ServePreviews.
 	previews *preview.Router
-	// uploadIdle cuts an upload's body that sends nothing this long; set
-	// before serving (LimitUploads), 0 for never.
-	uploadIdle time.Duration
 	// eventStreams counts each team's open event streams.
 	eventStreams *streamSlots
 
@@ -94,12 +93,37 @@ type Handler struct {
 
 // New returns the API handler; set its services' fields before serving.
 func New(log *slog.Logger) *Handler {
-	h := &Handler{log: log, mux: http.NewServeMux(), tickets: newTicketBook(), eventStreams: &streamSlots{}}
-	h.routes()
-	return h
+	return &Handler{sh: &shared{log: log, tickets: newTicketBook()}, eventStreams: &streamSlots{}}
 }
 
+// shared is what every route group uses: the log for errors,
+// authentication (keys and tickets), idempotency, the upload limit and
+// the metrics. The Handler's setters change it before serving.
+type shared struct {
+	log         *slog.Logger
+	Teams       Teams
+	Idempotency Idempotency
+	tickets     *ticketBook
+	// uploadIdle cuts an upload's body that sends nothing this long; 0
+	// for never (LimitUploads).
+	uploadIdle time.Duration
+	// metrics serves GET /metrics to admin keys (ServeMetrics).
+	metrics http.Handler
+}
+
+// serveMux is the API's mux, made at the first request from the services
+// set by then (they are set before serving, then only read).
+func (h *Handler) serveMux() *http.ServeMux {
+	h.build.Do(h.routes)
+	return h.mux
+}
+
+// routes makes the mux: each group of routes is given its service and the
+// shared bits, and registers its own routes.
 func (h *Handler) routes() {
+	h.mux = http.NewServeMux()
+	sh := h.sh
+	sh.Teams, sh.Idempotency = h.Teams, h.Idempotency
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		ready, target := h.Sandboxes.WarmPool()
 		health := map[string]any{
@@ -121,8 +145,7 @@ func (h *Handler) routes() {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(api.OpenAPI)
 	})
-	type handler = func(http.ResponseWriter, *http.Request, lifecycle.Principal) error
-	serve := func(pattern string, authn func(*http.Request) (lifecycle.Principal, error), fn handler) {
+	serve := func(pattern string, authn func(*http.Request) (lifecycle.Principal, error), fn handlerFunc) {
 		h.patterns = append(h.patterns, pattern)
 		h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			p, err := authn(r)
@@ -130,62 +153,27 @@ func (h *Handler) routes() {
 				err = fn(w, r, p)
 			}
 			if err != nil {
-				h.writeError(w, r, err)
+				sh.writeError(w, r, err)
 			}
 		})
 	}
-	auth := func(pattern string, fn handler) { serve(pattern, h.authenticate, fn) }
-	auth("POST /v1/sandboxes", h.idempotent(h.createSandbox))
-	auth("GET /v1/sandboxes", h.listSandboxes)
-	auth("GET /v1/sandboxes/{ref}", h.getSandbox)
-	auth("DELETE /v1/sandboxes/{ref}", h.terminateSandbox)
-	auth("PATCH /v1/sandboxes/{ref}", h.updateSandbox)
-	auth("GET /v1/sandboxes/{ref}/network", h.sandboxNetwork)
-	auth("POST /v1/sandboxes/{ref}/sleep", h.sleepSandbox)
-	auth("POST /v1/sandboxes/{ref}/wake", h.wakeSandbox)
-	auth("POST /v1/sandboxes/{ref}/commands", h.idempotent(h.createCommand))
-	auth("GET /v1/sandboxes/{ref}/commands", h.listCommands)
-	auth("GET /v1/sandboxes/{ref}/commands/{id}", h.getCommand)
-	auth("GET /v1/sandboxes/{ref}/commands/{id}/output", h.commandOutput)
-	auth("GET /v1/sandboxes/{ref}/commands/{id}/stdout", h.commandStream("stdout"))
-	auth("GET /v1/sandboxes/{ref}/commands/{id}/stderr", h.commandStream("stderr"))
-	auth("POST /v1/sandboxes/{ref}/commands/{id}/stdin", h.commandStdin)
-	auth("POST /v1/sandboxes/{ref}/commands/{id}/signal", h.commandSignal)
-	serve("GET /v1/sandboxes/{ref}/commands/{id}/attach", h.authenticateTicket, h.attach)
-	auth("GET /v1/sandboxes/{ref}/files", h.listFiles)
-	auth("DELETE /v1/sandboxes/{ref}/files", h.removeFile)
-	auth("GET /v1/sandboxes/{ref}/files/stat", h.statFile)
-	auth("GET /v1/sandboxes/{ref}/files/content", h.readFile)
-	auth("PUT /v1/sandboxes/{ref}/files/content", h.writeFile)
-	auth("PATCH /v1/sandboxes/{ref}/files/content", h.editFile)
-	auth("POST /v1/sandboxes/{ref}/files/mkdir", h.mkdirFile)
-	auth("POST /v1/sandboxes/{ref}/files/move", h.moveFile)
-	auth("GET /v1/sandboxes/{ref}/files/archive", h.readArchive)
-	auth("PUT /v1/sandboxes/{ref}/files/archive", h.writeArchive)
-	auth("POST /v1/assets", h.createAsset)
-	auth("GET /v1/assets", h.listAssets)
-	auth("GET /v1/assets/{id}", h.getAsset)
-	auth("GET /v1/assets/{id}/content", h.assetContent)
-	auth("DELETE /v1/assets/{id}", h.deleteAsset)
-	auth("POST /v1/sandboxes/{ref}/assets", h.idempotent(h.saveAsset))
-	auth("GET /v1/events", h.listEvents)
-	auth("GET /v1/events/stream", h.streamEvents)
-	auth("POST /v1/teams", refuseIdempotencyKey(h.createTeam))
-	auth("GET /v1/teams", h.listTeams)
-	auth("POST /v1/teams/{id}/keys", refuseIdempotencyKey(h.createKey))
-	auth("DELETE /v1/keys/{id}", h.revokeKey)
-	auth("POST /v1/tickets", refuseIdempotencyKey(h.createTicket))
-	h.secretRoutes(auth)
-	h.usageRoutes(auth)
-	auth("POST /v1/webhooks", h.idempotentSecret(h.createWebhook, webhookSecret))
-	auth("GET /v1/webhooks", h.listWebhooks)
-	auth("GET /v1/webhooks/{id}", h.getWebhook)
-	auth("DELETE /v1/webhooks/{id}", h.deleteWebhook)
-	auth("GET /v1/webhooks/{id}/deliveries", h.listDeliveries)
-	auth("GET /metrics", h.serveMetrics)
-	h.previewRoutes(auth)
-	h.imageRoutes(auth)
-	h.workloadRoutes(auth)
+	auth := func(pattern string, fn handlerFunc) { serve(pattern, sh.authenticate, fn) }
+	sandboxRoutes{sh, h.Sandboxes, h.Observations}.routes(auth)
+	commandRoutes{sh, h.Commands}.routes(auth, serve)
+	fileRoutes{sh, h.Files}.routes(auth)
+	assetRoutes{sh, h.Assets}.routes(auth)
+	eventRoutes{sh, h.Events, h.eventStreams}.routes(auth)
+	teamRoutes{sh}.routes(auth)
+	secretRoutes{sh, h.Secrets}.routes(auth)
+	usageRoutes{sh, h.Metering}.routes(auth)
+	webhookRoutes{sh, h.Webhooks}.routes(auth)
+	previewRoutes{sh, h.PreviewService, h.TemplateService}.routes(auth)
+	// The former path form of previews: a 404 naming the preview's own
+	// host, for the API's host serves nothing of a tenant.
+	h.mux.HandleFunc("/v1/sandboxes/{id}/ports/{port}", h.servePreviewPath)
+	h.mux.HandleFunc("/v1/sandboxes/{id}/ports/{port}/{rest...}", h.servePreviewPath)
+	imageRoutes{sh, h.ImageService}.routes(auth)
+	workloadRoutes{sh, h.Workloads}.routes(auth)
 	// Anything else under /v1 is a JSON 404, after authentication so that
 	// the API's shape is not probed without a key.
 	auth("/v1/", func(w http.ResponseWriter, r *http.Request, _ lifecycle.Principal) error {
@@ -216,10 +204,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	h.mux.ServeHTTP(w, r)
+	h.serveMux().ServeHTTP(w, r)
 }
 
-func (h *Handler) authenticate(r *http.Request) (lifecycle.Principal, error) {
+func (h *shared) authenticate(r *http.Request) (lifecycle.Principal, error) {
 	key, ok := bearerKey(r)
 	if !ok {
 		return lifecycle.Principal{}, api.Errorf(api.CodeUnauthenticated, "missing API key; send 'Authorization: Bearer <key>'")
@@ -237,7 +225,7 @@ func bearerKey(r *http.Request) (string, bool) {
 
 // writeError answers with the API's error format. Errors without a code are
 // logged and shown as "internal error".
-func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
+func (h *shared) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var e *api.Error
 	if !errors.As(err, &e) {
 		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {

@@ -16,11 +16,18 @@ import (
 
 type handlerFunc = func(http.ResponseWriter, *http.Request, lifecycle.Principal) error
 
+// authFunc registers a route behind API-key authentication; serveFunc
+// one behind authn.
+type (
+	authFunc  = func(pattern string, fn handlerFunc)
+	serveFunc = func(pattern string, authn func(*http.Request) (lifecycle.Principal, error), fn handlerFunc)
+)
+
 // idempotent honours Idempotency-Key on a create call: the first request
 // with a key runs and its successful answer is kept for a day; the same
 // key with the same request replays it (with Idempotent-Replayed: true);
 // the same key with another request is refused.
-func (h *Handler) idempotent(next handlerFunc) handlerFunc {
+func (h *shared) idempotent(next handlerFunc) handlerFunc {
 	return h.idempotentSecret(next, secretAnswer{})
 }
 
@@ -30,12 +37,12 @@ func (h *Handler) idempotent(next handlerFunc) handlerFunc {
 // the secret lives. Zero for answers without secrets.
 type secretAnswer struct {
 	strip   func(body []byte) ([]byte, error)
-	restore func(ctx context.Context, h *Handler, p lifecycle.Principal, body []byte) ([]byte, error)
+	restore func(ctx context.Context, p lifecycle.Principal, body []byte) ([]byte, error)
 }
 
 // idempotentSecret is idempotent, keeping (and replaying) answers as sa
 // says.
-func (h *Handler) idempotentSecret(next handlerFunc, sa secretAnswer) handlerFunc {
+func (h *shared) idempotentSecret(next handlerFunc, sa secretAnswer) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 		key := r.Header.Get("Idempotency-Key")
 		if key == "" {
@@ -92,7 +99,7 @@ func (h *Handler) idempotentSecret(next handlerFunc, sa secretAnswer) handlerFun
 		case !replayed:
 			out = liveBody
 		case sa.restore != nil && ans.Status >= 200 && ans.Status < 300:
-			if out, err = sa.restore(r.Context(), h, p, ans.Body); err != nil {
+			if out, err = sa.restore(r.Context(), p, ans.Body); err != nil {
 				return err
 			}
 		}

@@ -23,7 +23,13 @@ type ImageService interface {
 	DeleteImage(ctx context.Context, t api.Team, ref string) error
 }
 
-func (h *Handler) imageRoutes(auth func(string, func(http.ResponseWriter, *http.Request, lifecycle.Principal) error)) {
+// imageRoutes serve the image catalog.
+type imageRoutes struct {
+	*shared
+	ImageService ImageService
+}
+
+func (h imageRoutes) routes(auth authFunc) {
 	auth("POST /v1/images", h.importImage)
 	auth("GET /v1/images", h.listImages)
 	auth("GET /v1/images/{id}", h.getImage)
@@ -31,7 +37,7 @@ func (h *Handler) imageRoutes(auth func(string, func(http.ResponseWriter, *http.
 	auth("DELETE /v1/images/{id}", h.deleteImage)
 }
 
-func (h *Handler) imagePlane() (ImageService, error) {
+func (h imageRoutes) imagePlane() (ImageService, error) {
 	if h.ImageService == nil {
 		return nil, api.Errorf(api.CodeNotFound, "this server does not import images")
 	}
@@ -41,7 +47,7 @@ func (h *Handler) imagePlane() (ImageService, error) {
 // importImage streams the request body (an OCI image layout or a
 // docker-save archive, as a tar) into the importer. ?name= names the
 // image; ?settings= may carry its settings as JSON (api.ImageSettings).
-func (h *Handler) importImage(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h imageRoutes) importImage(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	ip, err := h.imagePlane()
 	if err != nil {
 		return err
@@ -63,7 +69,7 @@ func (h *Handler) importImage(w http.ResponseWriter, r *http.Request, p lifecycl
 	return writeJSON(w, http.StatusCreated, img)
 }
 
-func (h *Handler) listImages(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h imageRoutes) listImages(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	ip, err := h.imagePlane()
 	if err != nil {
 		return err
@@ -75,7 +81,7 @@ func (h *Handler) listImages(w http.ResponseWriter, r *http.Request, p lifecycle
 	return writeJSON(w, http.StatusOK, l)
 }
 
-func (h *Handler) getImage(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h imageRoutes) getImage(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	ip, err := h.imagePlane()
 	if err != nil {
 		return err
@@ -87,7 +93,7 @@ func (h *Handler) getImage(w http.ResponseWriter, r *http.Request, p lifecycle.P
 	return writeJSON(w, http.StatusOK, img)
 }
 
-func (h *Handler) updateImage(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h imageRoutes) updateImage(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	ip, err := h.imagePlane()
 	if err != nil {
 		return err
@@ -103,7 +109,7 @@ func (h *Handler) updateImage(w http.ResponseWriter, r *http.Request, p lifecycl
 	return writeJSON(w, http.StatusOK, img)
 }
 
-func (h *Handler) deleteImage(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h imageRoutes) deleteImage(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	ip, err := h.imagePlane()
 	if err != nil {
 		return err

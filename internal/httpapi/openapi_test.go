@@ -2,7 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
-	"net/http"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -29,7 +29,7 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 	if err := json.Unmarshal(api.OpenAPI, &doc); err != nil {
 		t.Fatalf("api/openapi.json is not valid JSON: %v", err)
 	}
-	h := &Handler{mux: http.NewServeMux()}
+	h := New(slog.New(slog.DiscardHandler))
 	h.routes()
 	patterns := append([]string{"GET /v1/openapi.json"}, h.patterns...)
 	n := 0

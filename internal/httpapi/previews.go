@@ -19,22 +19,24 @@ type PreviewService interface {
 	preview.Backend
 }
 
-func (h *Handler) previewRoutes(auth func(string, func(http.ResponseWriter, *http.Request, lifecycle.Principal) error)) {
+// previewRoutes serve a sandbox's previews and the templates' list.
+type previewRoutes struct {
+	*shared
+	PreviewService  PreviewService
+	TemplateService TemplateService
+}
+
+func (h previewRoutes) routes(auth authFunc) {
 	auth("POST /v1/sandboxes/{ref}/previews", h.createPreview)
 	auth("GET /v1/sandboxes/{ref}/previews", h.listPreviews)
 	auth("DELETE /v1/sandboxes/{ref}/previews/{id}", h.deletePreview)
-	auth("GET /v1/teams/me", h.teamMe)
 	auth("GET /v1/templates", h.listTemplates)
-	// The former path form of previews: a 404 naming the preview's own
-	// host, for the API's host serves nothing of a tenant.
-	h.mux.HandleFunc("/v1/sandboxes/{id}/ports/{port}", h.servePreviewPath)
-	h.mux.HandleFunc("/v1/sandboxes/{id}/ports/{port}/{rest...}", h.servePreviewPath)
 }
 
 func (h *Handler) servePreviewPath(w http.ResponseWriter, r *http.Request) {
 	if h.previews == nil {
 		w.Header().Add("Content-Security-Policy", "sandbox")
-		h.writeError(w, r, api.Errorf(api.CodeNotFound, "this server serves no previews"))
+		h.sh.writeError(w, r, api.Errorf(api.CodeNotFound, "this server serves no previews"))
 		return
 	}
 	h.previews.ServePath(w, r)
@@ -45,7 +47,7 @@ func (h *Handler) servePreviewPath(w http.ResponseWriter, r *http.Request) {
 // serving.
 func (h *Handler) ServePreviews(domain, scheme string) {
 	if h.PreviewService != nil {
-		h.previews = preview.New(h.PreviewService, domain, scheme, h.writeError)
+		h.previews = preview.New(h.PreviewService, domain, scheme, h.sh.writeError)
 	}
 }
 
@@ -58,14 +60,14 @@ func (h *Handler) PreviewHandler() http.Handler {
 	return h.previews
 }
 
-func (h *Handler) previewPlane() (PreviewService, error) {
+func (h previewRoutes) previewPlane() (PreviewService, error) {
 	if h.PreviewService == nil {
 		return nil, api.Errorf(api.CodeNotFound, "this server serves no previews")
 	}
 	return h.PreviewService, nil
 }
 
-func (h *Handler) createPreview(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h previewRoutes) createPreview(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	pp, err := h.previewPlane()
 	if err != nil {
 		return err
@@ -82,7 +84,7 @@ func (h *Handler) createPreview(w http.ResponseWriter, r *http.Request, p lifecy
 	return writeJSON(w, http.StatusCreated, v)
 }
 
-func (h *Handler) listPreviews(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h previewRoutes) listPreviews(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	pp, err := h.previewPlane()
 	if err != nil {
 		return err
@@ -94,7 +96,7 @@ func (h *Handler) listPreviews(w http.ResponseWriter, r *http.Request, p lifecyc
 	return writeJSON(w, http.StatusOK, l)
 }
 
-func (h *Handler) deletePreview(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h previewRoutes) deletePreview(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	pp, err := h.previewPlane()
 	if err != nil {
 		return err
@@ -106,14 +108,6 @@ func (h *Handler) deletePreview(w http.ResponseWriter, r *http.Request, p lifecy
 	return nil
 }
 
-func (h *Handler) teamMe(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
-	me, err := h.Teams.TeamMe(r.Context(), p)
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, me)
-}
-
 // TemplateService is what the templates' routes ask of the templates'
 // catalog (internal/control/templatecatalog).
 type TemplateService interface {
@@ -121,7 +115,7 @@ type TemplateService interface {
 	TemplateHealth() map[string]string
 }
 
-func (h *Handler) listTemplates(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h previewRoutes) listTemplates(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	if h.TemplateService == nil {
 		return api.Errorf(api.CodeNotFound, "this server lists no templates")
 	}

@@ -9,7 +9,25 @@ import (
 	"github.com/cove-dev/cove/internal/control/lifecycle"
 )
 
-func (h *Handler) createSandbox(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+// sandboxRoutes serve the sandboxes' life cycle and their network reads.
+type sandboxRoutes struct {
+	*shared
+	Sandboxes    Sandboxes
+	Observations Observations
+}
+
+func (h sandboxRoutes) routes(auth authFunc) {
+	auth("POST /v1/sandboxes", h.idempotent(h.createSandbox))
+	auth("GET /v1/sandboxes", h.listSandboxes)
+	auth("GET /v1/sandboxes/{ref}", h.getSandbox)
+	auth("DELETE /v1/sandboxes/{ref}", h.terminateSandbox)
+	auth("PATCH /v1/sandboxes/{ref}", h.updateSandbox)
+	auth("GET /v1/sandboxes/{ref}/network", h.sandboxNetwork)
+	auth("POST /v1/sandboxes/{ref}/sleep", h.sleepSandbox)
+	auth("POST /v1/sandboxes/{ref}/wake", h.wakeSandbox)
+}
+
+func (h sandboxRoutes) createSandbox(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var req api.CreateSandboxRequest
 	if err := decode(r, &req, true); err != nil {
 		return err
@@ -35,7 +53,7 @@ func (h *Handler) createSandbox(w http.ResponseWriter, r *http.Request, p lifecy
 	return writeJSON(w, http.StatusCreated, sb)
 }
 
-func (h *Handler) getSandbox(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h sandboxRoutes) getSandbox(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	ref := r.PathValue("ref")
 	if wait := r.URL.Query().Get("wait"); wait != "" {
 		state := api.SandboxState(wait)
@@ -59,7 +77,7 @@ func (h *Handler) getSandbox(w http.ResponseWriter, r *http.Request, p lifecycle
 	return writeJSON(w, http.StatusOK, sb)
 }
 
-func (h *Handler) listSandboxes(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h sandboxRoutes) listSandboxes(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	pg, err := paging(r)
 	if err != nil {
 		return err
@@ -85,7 +103,7 @@ func (h *Handler) listSandboxes(w http.ResponseWriter, r *http.Request, p lifecy
 	return writeJSON(w, http.StatusOK, l)
 }
 
-func (h *Handler) terminateSandbox(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h sandboxRoutes) terminateSandbox(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	sb, err := h.Sandboxes.TerminateSandbox(r.Context(), p.Team.ID, r.PathValue("ref"))
 	if err != nil {
 		return err
@@ -93,7 +111,7 @@ func (h *Handler) terminateSandbox(w http.ResponseWriter, r *http.Request, p lif
 	return writeJSON(w, http.StatusAccepted, sb)
 }
 
-func (h *Handler) sleepSandbox(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h sandboxRoutes) sleepSandbox(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	sb, err := h.Sandboxes.SleepSandbox(r.Context(), p.Team.ID, r.PathValue("ref"), "put to sleep by request")
 	if err != nil {
 		return err
@@ -101,7 +119,7 @@ func (h *Handler) sleepSandbox(w http.ResponseWriter, r *http.Request, p lifecyc
 	return writeJSON(w, http.StatusAccepted, sb)
 }
 
-func (h *Handler) wakeSandbox(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h sandboxRoutes) wakeSandbox(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	sb, err := h.Sandboxes.WakeSandbox(r.Context(), p.Team.ID, r.PathValue("ref"))
 	if err != nil {
 		return err
@@ -109,7 +127,7 @@ func (h *Handler) wakeSandbox(w http.ResponseWriter, r *http.Request, p lifecycl
 	return writeJSON(w, http.StatusAccepted, sb)
 }
 
-func (h *Handler) updateSandbox(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h sandboxRoutes) updateSandbox(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var req api.UpdateSandboxRequest
 	if err := decode(r, &req, false); err != nil {
 		return err
@@ -121,7 +139,7 @@ func (h *Handler) updateSandbox(w http.ResponseWriter, r *http.Request, p lifecy
 	return writeJSON(w, http.StatusOK, sb)
 }
 
-func (h *Handler) sandboxNetwork(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h sandboxRoutes) sandboxNetwork(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	if h.Observations == nil {
 		return api.Errorf(api.CodeNotFound, "this server does not observe the network")
 	}

@@ -21,7 +21,13 @@ type Secrets interface {
 
 var _ Secrets = (*vault.Service)(nil)
 
-func (h *Handler) secretRoutes(auth func(string, func(http.ResponseWriter, *http.Request, lifecycle.Principal) error)) {
+// secretRoutes serve the teams' secrets.
+type secretRoutes struct {
+	*shared
+	Secrets Secrets
+}
+
+func (h secretRoutes) routes(auth authFunc) {
 	auth("GET /v1/secrets", h.listSecrets)
 	auth("PUT /v1/secrets/{name}", h.putSecret)
 	auth("GET /v1/secrets/{name}", h.getSecret)
@@ -30,7 +36,7 @@ func (h *Handler) secretRoutes(auth func(string, func(http.ResponseWriter, *http
 
 // putSecret stores a value: 201 with the secret's description when it
 // is new, 200 when it replaced one.
-func (h *Handler) putSecret(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h secretRoutes) putSecret(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var req api.PutSecretRequest
 	if err := decode(r, &req, false); err != nil {
 		return err
@@ -47,7 +53,7 @@ func (h *Handler) putSecret(w http.ResponseWriter, r *http.Request, p lifecycle.
 	return writeJSON(w, status, sec)
 }
 
-func (h *Handler) getSecret(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h secretRoutes) getSecret(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	sec, err := h.Secrets.Get(r.Context(), p.Team.ID, r.PathValue("name"))
 	if err != nil {
 		return err
@@ -55,7 +61,7 @@ func (h *Handler) getSecret(w http.ResponseWriter, r *http.Request, p lifecycle.
 	return writeJSON(w, http.StatusOK, sec)
 }
 
-func (h *Handler) listSecrets(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h secretRoutes) listSecrets(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	pg, err := paging(r)
 	if err != nil {
 		return err
@@ -67,7 +73,7 @@ func (h *Handler) listSecrets(w http.ResponseWriter, r *http.Request, p lifecycl
 	return writeJSON(w, http.StatusOK, l)
 }
 
-func (h *Handler) deleteSecret(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h secretRoutes) deleteSecret(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	if err := h.Secrets.Delete(r.Context(), p.Team.ID, r.PathValue("name")); err != nil {
 		return err
 	}

@@ -9,6 +9,21 @@ import (
 	"github.com/cove-dev/cove/internal/control/teams"
 )
 
+// teamRoutes serve the teams and their keys (Teams is shared, for it
+// authenticates every request).
+type teamRoutes struct {
+	*shared
+}
+
+func (h teamRoutes) routes(auth authFunc) {
+	auth("POST /v1/teams", refuseIdempotencyKey(h.createTeam))
+	auth("GET /v1/teams", h.listTeams)
+	auth("GET /v1/teams/me", h.teamMe)
+	auth("PATCH /v1/teams/{id}", h.updateTeam)
+	auth("POST /v1/teams/{id}/keys", refuseIdempotencyKey(h.createKey))
+	auth("DELETE /v1/keys/{id}", h.revokeKey)
+}
+
 // Teams is what the API asks of the teams' service: who a key acts as,
 // and the teams and keys an admin (or a team, for its own keys) manages.
 type Teams interface {
@@ -35,7 +50,7 @@ var (
 	_ Idempotency = (*teams.Service)(nil)
 )
 
-func (h *Handler) createTeam(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h teamRoutes) createTeam(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var req api.CreateTeamRequest
 	if err := decode(r, &req, false); err != nil {
 		return err
@@ -47,7 +62,7 @@ func (h *Handler) createTeam(w http.ResponseWriter, r *http.Request, p lifecycle
 	return writeJSON(w, http.StatusCreated, resp)
 }
 
-func (h *Handler) listTeams(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h teamRoutes) listTeams(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	teams, err := h.Teams.ListTeams(r.Context(), p)
 	if err != nil {
 		return err
@@ -55,7 +70,7 @@ func (h *Handler) listTeams(w http.ResponseWriter, r *http.Request, p lifecycle.
 	return writeJSON(w, http.StatusOK, api.List[api.Team]{Items: teams})
 }
 
-func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h teamRoutes) createKey(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	resp, err := h.Teams.CreateKey(r.Context(), p, r.PathValue("id"))
 	if err != nil {
 		return err
@@ -63,10 +78,18 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request, p lifecycle.
 	return writeJSON(w, http.StatusCreated, resp)
 }
 
-func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h teamRoutes) revokeKey(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	if err := h.Teams.RevokeKey(r.Context(), p, r.PathValue("id")); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+func (h teamRoutes) teamMe(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+	me, err := h.Teams.TeamMe(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, me)
 }

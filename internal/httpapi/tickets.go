@@ -81,7 +81,7 @@ func (b *ticketBook) use(id, path string) (key string, ok bool) {
 	return t.key, true
 }
 
-func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h commandRoutes) createTicket(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var req api.CreateTicketRequest
 	if err := decode(r, &req, false); err != nil {
 		return err
@@ -105,7 +105,7 @@ func (h *Handler) createTicket(w http.ResponseWriter, r *http.Request, p lifecyc
 
 // authenticateTicket authenticates a request by its Authorization header,
 // or else by a ticket issued for its path.
-func (h *Handler) authenticateTicket(r *http.Request) (lifecycle.Principal, error) {
+func (h *shared) authenticateTicket(r *http.Request) (lifecycle.Principal, error) {
 	id := r.URL.Query().Get("ticket")
 	if _, ok := bearerKey(r); ok || id == "" {
 		return h.authenticate(r)

@@ -96,15 +96,15 @@ func TestTickets(t *testing.T) {
 
 	// Expired: a minute later it is refused.
 	tk = issue()
-	s.h.tickets.mu.Lock()
-	s.h.tickets.now = func() time.Time { return time.Now().Add(ticketTTL + time.Second) }
-	s.h.tickets.mu.Unlock()
+	s.h.sh.tickets.mu.Lock()
+	s.h.sh.tickets.now = func() time.Time { return time.Now().Add(ticketTTL + time.Second) }
+	s.h.sh.tickets.mu.Unlock()
 	if code, _ := attach("?ticket=" + tk); code != http.StatusUnauthorized {
 		t.Fatalf("expired ticket: %d, want 401", code)
 	}
-	s.h.tickets.mu.Lock()
-	s.h.tickets.now = time.Now
-	s.h.tickets.mu.Unlock()
+	s.h.sh.tickets.mu.Lock()
+	s.h.sh.tickets.now = time.Now
+	s.h.sh.tickets.mu.Unlock()
 
 	// A revoked key's tickets are refused: the key is checked at use.
 	tk = issue()

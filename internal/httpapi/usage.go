@@ -22,18 +22,24 @@ type Metering interface {
 
 var _ Metering = (*meter.Meter)(nil)
 
-func (h *Handler) metering() (Metering, error) {
+func (h usageRoutes) metering() (Metering, error) {
 	if h.Metering == nil {
 		return nil, api.Errorf(api.CodeNotFound, "this server does not meter")
 	}
 	return h.Metering, nil
 }
 
-func (h *Handler) usageRoutes(auth func(string, func(http.ResponseWriter, *http.Request, lifecycle.Principal) error)) {
+// usageRoutes serve the metering's reads: usage, spend and metrics.
+type usageRoutes struct {
+	*shared
+	Metering Metering
+}
+
+func (h usageRoutes) routes(auth authFunc) {
 	auth("GET /v1/sandboxes/{ref}/metrics", h.sandboxMetrics)
 	auth("GET /v1/sandboxes/{ref}/usage", h.sandboxUsage)
 	auth("GET /v1/usage", h.usage)
-	auth("PATCH /v1/teams/{id}", h.updateTeam)
+	auth("GET /metrics", h.serveMetrics)
 }
 
 // queryTime reads an RFC 3339 time; absent is the zero time.
@@ -64,7 +70,7 @@ func queryStep(r *http.Request) (time.Duration, error) {
 	return 0, api.Errorf(api.CodeInvalidArgument, "step is %q; use whole seconds (60) or a duration (1m), at least 1s", v)
 }
 
-func (h *Handler) sandboxMetrics(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h usageRoutes) sandboxMetrics(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var q meter.MetricsQuery
 	var err error
 	if q.From, err = queryTime(r, "from"); err != nil {
@@ -87,7 +93,7 @@ func (h *Handler) sandboxMetrics(w http.ResponseWriter, r *http.Request, p lifec
 	return writeJSON(w, http.StatusOK, m)
 }
 
-func (h *Handler) sandboxUsage(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h usageRoutes) sandboxUsage(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	mt, err := h.metering()
 	if err != nil {
 		return err
@@ -99,7 +105,7 @@ func (h *Handler) sandboxUsage(w http.ResponseWriter, r *http.Request, p lifecyc
 	return writeJSON(w, http.StatusOK, u)
 }
 
-func (h *Handler) usage(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h usageRoutes) usage(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	q := meter.UsageQuery{GroupBy: r.URL.Query().Get("group_by")}
 	var err error
 	if q.From, err = queryTime(r, "from"); err != nil {
@@ -119,7 +125,7 @@ func (h *Handler) usage(w http.ResponseWriter, r *http.Request, p lifecycle.Prin
 	return writeJSON(w, http.StatusOK, u)
 }
 
-func (h *Handler) updateTeam(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h teamRoutes) updateTeam(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var req api.UpdateTeamRequest
 	if err := decode(r, &req, false); err != nil {
 		return err
@@ -129,4 +135,19 @@ func (h *Handler) updateTeam(w http.ResponseWriter, r *http.Request, p lifecycle
 		return err
 	}
 	return writeJSON(w, http.StatusOK, t)
+}
+
+// ServeMetrics serves m (Prometheus text) at GET /metrics to admin keys.
+// Call it before serving; without it /metrics answers not_found.
+func (h *Handler) ServeMetrics(m http.Handler) { h.sh.metrics = m }
+
+func (h usageRoutes) serveMetrics(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+	if h.metrics == nil {
+		return api.Errorf(api.CodeNotFound, "this server does not serve metrics")
+	}
+	if !p.Admin() {
+		return api.Errorf(api.CodePermissionDenied, "metrics are for operators: use the admin key, or scrape --metrics-listen")
+	}
+	h.metrics.ServeHTTP(w, r)
+	return nil
 }

@@ -25,14 +25,28 @@ type Webhooks interface {
 
 var _ Webhooks = (*webhooks.Service)(nil)
 
-func (h *Handler) webhooks() (Webhooks, error) {
+// webhookRoutes serve the teams' webhooks and their deliveries.
+type webhookRoutes struct {
+	*shared
+	Webhooks Webhooks
+}
+
+func (h webhookRoutes) routes(auth authFunc) {
+	auth("POST /v1/webhooks", h.idempotentSecret(h.createWebhook, h.secretAnswer()))
+	auth("GET /v1/webhooks", h.listWebhooks)
+	auth("GET /v1/webhooks/{id}", h.getWebhook)
+	auth("DELETE /v1/webhooks/{id}", h.deleteWebhook)
+	auth("GET /v1/webhooks/{id}/deliveries", h.listDeliveries)
+}
+
+func (h webhookRoutes) webhooks() (Webhooks, error) {
 	if h.Webhooks == nil {
 		return nil, api.Errorf(api.CodeNotFound, "this server does not serve webhooks")
 	}
 	return h.Webhooks, nil
 }
 
-func (h *Handler) createWebhook(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h webhookRoutes) createWebhook(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	wh, err := h.webhooks()
 	if err != nil {
 		return err
@@ -48,37 +62,39 @@ func (h *Handler) createWebhook(w http.ResponseWriter, r *http.Request, p lifecy
 	return writeJSON(w, http.StatusCreated, resp)
 }
 
-// webhookSecret keeps a webhook's secret out of the answer kept for an
+// secretAnswer keeps a webhook's secret out of the answer kept for an
 // Idempotency-Key: the kept answer names the webhook only, and a replay
 // reads the secret again from the store (so a deleted webhook replays as
 // not_found).
-var webhookSecret = secretAnswer{
-	strip: func(body []byte) ([]byte, error) {
-		var resp api.CreateWebhookResponse
-		if err := json.Unmarshal(body, &resp); err != nil {
-			return nil, err
-		}
-		resp.Secret = ""
-		return json.Marshal(resp)
-	},
-	restore: func(ctx context.Context, h *Handler, p lifecycle.Principal, body []byte) ([]byte, error) {
-		wh, err := h.webhooks()
-		if err != nil {
-			return nil, err
-		}
-		var kept api.CreateWebhookResponse
-		if err := json.Unmarshal(body, &kept); err != nil {
-			return nil, fmt.Errorf("read a kept webhook answer: %w", err)
-		}
-		resp, err := wh.Created(ctx, p.Team.ID, kept.Webhook.ID)
-		if err != nil {
-			return nil, err
-		}
-		return json.Marshal(resp)
-	},
+func (h webhookRoutes) secretAnswer() secretAnswer {
+	return secretAnswer{
+		strip: func(body []byte) ([]byte, error) {
+			var resp api.CreateWebhookResponse
+			if err := json.Unmarshal(body, &resp); err != nil {
+				return nil, err
+			}
+			resp.Secret = ""
+			return json.Marshal(resp)
+		},
+		restore: func(ctx context.Context, p lifecycle.Principal, body []byte) ([]byte, error) {
+			wh, err := h.webhooks()
+			if err != nil {
+				return nil, err
+			}
+			var kept api.CreateWebhookResponse
+			if err := json.Unmarshal(body, &kept); err != nil {
+				return nil, fmt.Errorf("read a kept webhook answer: %w", err)
+			}
+			resp, err := wh.Created(ctx, p.Team.ID, kept.Webhook.ID)
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(resp)
+		},
+	}
 }
 
-func (h *Handler) listWebhooks(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h webhookRoutes) listWebhooks(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	wh, err := h.webhooks()
 	if err != nil {
 		return err
@@ -94,7 +110,7 @@ func (h *Handler) listWebhooks(w http.ResponseWriter, r *http.Request, p lifecyc
 	return writeJSON(w, http.StatusOK, l)
 }
 
-func (h *Handler) getWebhook(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h webhookRoutes) getWebhook(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	wh, err := h.webhooks()
 	if err != nil {
 		return err
@@ -106,7 +122,7 @@ func (h *Handler) getWebhook(w http.ResponseWriter, r *http.Request, p lifecycle
 	return writeJSON(w, http.StatusOK, hook)
 }
 
-func (h *Handler) deleteWebhook(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h webhookRoutes) deleteWebhook(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	wh, err := h.webhooks()
 	if err != nil {
 		return err
@@ -118,7 +134,7 @@ func (h *Handler) deleteWebhook(w http.ResponseWriter, r *http.Request, p lifecy
 	return nil
 }
 
-func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h webhookRoutes) listDeliveries(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	wh, err := h.webhooks()
 	if err != nil {
 		return err
@@ -132,19 +148,4 @@ func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request, p lifec
 		return err
 	}
 	return writeJSON(w, http.StatusOK, l)
-}
-
-// ServeMetrics serves m (Prometheus text) at GET /metrics to admin keys.
-// Call it before serving; without it /metrics answers not_found.
-func (h *Handler) ServeMetrics(m http.Handler) { h.metrics = m }
-
-func (h *Handler) serveMetrics(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
-	if h.metrics == nil {
-		return api.Errorf(api.CodeNotFound, "this server does not serve metrics")
-	}
-	if !p.Admin() {
-		return api.Errorf(api.CodePermissionDenied, "metrics are for operators: use the admin key, or scrape --metrics-listen")
-	}
-	h.metrics.ServeHTTP(w, r)
-	return nil
 }

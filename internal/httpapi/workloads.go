@@ -15,7 +15,13 @@ type GPUPlane interface {
 	GPUHealth() api.GPUHealth
 }
 
-func (h *Handler) workloadRoutes(auth func(string, func(http.ResponseWriter, *http.Request, lifecycle.Principal) error)) {
+// workloadRoutes serve the batch runs.
+type workloadRoutes struct {
+	*shared
+	Workloads Workloads
+}
+
+func (h workloadRoutes) routes(auth authFunc) {
 	auth("POST /v1/workloads", h.idempotent(h.submitWorkload))
 	auth("GET /v1/workloads", h.listWorkloads)
 	auth("GET /v1/workloads/{id}", h.getWorkload)
@@ -25,7 +31,7 @@ func (h *Handler) workloadRoutes(auth func(string, func(http.ResponseWriter, *ht
 	auth("GET /v1/workloads/{id}/stderr", h.workloadStream("stderr"))
 }
 
-func (h *Handler) submitWorkload(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h workloadRoutes) submitWorkload(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	var req api.CreateWorkloadRequest
 	if err := decode(r, &req, false); err != nil {
 		return err
@@ -38,7 +44,7 @@ func (h *Handler) submitWorkload(w http.ResponseWriter, r *http.Request, p lifec
 	return writeJSON(w, http.StatusCreated, wl)
 }
 
-func (h *Handler) getWorkload(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h workloadRoutes) getWorkload(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	wid := r.PathValue("id")
 	if wait := r.URL.Query().Get("wait"); wait != "" {
 		state := api.WorkloadState(wait)
@@ -62,7 +68,7 @@ func (h *Handler) getWorkload(w http.ResponseWriter, r *http.Request, p lifecycl
 	return writeJSON(w, http.StatusOK, wl)
 }
 
-func (h *Handler) listWorkloads(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h workloadRoutes) listWorkloads(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	pg, err := paging(r)
 	if err != nil {
 		return err
@@ -78,7 +84,7 @@ func (h *Handler) listWorkloads(w http.ResponseWriter, r *http.Request, p lifecy
 	return writeJSON(w, http.StatusOK, l)
 }
 
-func (h *Handler) cancelWorkload(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h workloadRoutes) cancelWorkload(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	wl, err := h.Workloads.CancelWorkload(r.Context(), p.Team.ID, r.PathValue("id"))
 	if err != nil {
 		return err
@@ -88,7 +94,7 @@ func (h *Handler) cancelWorkload(w http.ResponseWriter, r *http.Request, p lifec
 
 // workloadOutput serves a workload's output as a command's: NDJSON from
 // after=SEQ, with follow until it ends.
-func (h *Handler) workloadOutput(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
+func (h workloadRoutes) workloadOutput(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 	after, follow, err := outputQuery(r)
 	if err != nil {
 		return err
@@ -102,7 +108,7 @@ func (h *Handler) workloadOutput(w http.ResponseWriter, r *http.Request, p lifec
 	return nil
 }
 
-func (h *Handler) workloadStream(name string) func(http.ResponseWriter, *http.Request, lifecycle.Principal) error {
+func (h workloadRoutes) workloadStream(name string) func(http.ResponseWriter, *http.Request, lifecycle.Principal) error {
 	return func(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 		_, l, err := h.Workloads.WorkloadOutput(r.Context(), p.Team.ID, r.PathValue("id"))
 		if err != nil {
