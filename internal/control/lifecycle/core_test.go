@@ -18,6 +18,7 @@ import (
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/node/nodetest"
 	"github.com/cove-dev/cove/internal/secrets"
+	"github.com/cove-dev/cove/internal/store"
 	"github.com/cove-dev/cove/internal/store/sqlite"
 )
 
@@ -46,6 +47,13 @@ func newHarness(t *testing.T) *harness {
 // newHarnessWith is newHarness with a configuration changed by edit.
 func newHarnessWith(t testing.TB, edit func(*lifecycle.Config)) *harness {
 	t.Helper()
+	return newHarnessOver(t, func(st store.Store) store.Store { return st }, edit)
+}
+
+// newHarnessOver is newHarnessWith over the store wrap makes of the
+// SQLite store (one that fails on demand, say); h.st stays SQLite's.
+func newHarnessOver(t testing.TB, wrap func(store.Store) store.Store, edit func(*lifecycle.Config)) *harness {
+	t.Helper()
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cove.db"))
 	if err != nil {
@@ -57,7 +65,7 @@ func newHarnessWith(t testing.TB, edit func(*lifecycle.Config)) *harness {
 	cfg.WarmPool = 0
 	cfg.Secrets = secrets.NewKeyring(newKey(t))
 	edit(&cfg)
-	plane, err := service.NewPlane(cfg, st, slog.New(slog.DiscardHandler))
+	plane, err := service.NewPlane(cfg, wrap(st), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,9 +2,6 @@ package lifecycle_test
 
 import (
 	"context"
-	"github.com/cove-dev/cove/internal/service"
-	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,9 +10,7 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/node"
-	"github.com/cove-dev/cove/internal/node/nodetest"
 	"github.com/cove-dev/cove/internal/store"
-	"github.com/cove-dev/cove/internal/store/sqlite"
 )
 
 func report(sandboxID, dest string, decision string, count int64, at time.Time, cmd string) node.Observation {
@@ -169,33 +164,13 @@ func TestObservationsExpire(t *testing.T) {
 // shown, and stored at a later flush.
 func TestObservationsKeptWhileStoreFails(t *testing.T) {
 	ctx := t.Context()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cove.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	fs := &failingStore{Store: st}
-	cfg := lifecycle.DefaultConfig()
-	cfg.Templates, cfg.WarmPool = []string{"managed"}, 0
-	plane, err := service.NewPlane(cfg, fs, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := plane.Core
-	nd := nodetest.New()
-	nd.OnExit = srv.OnExit
-	plane.SetNode(nd)
-	t.Cleanup(nd.Close)
-	t.Cleanup(srv.Close)
-	key, err := plane.Teams.Bootstrap(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := plane.Teams.Authenticate(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := srv.CreateSandbox(ctx, admin.Team.ID, api.CreateSandboxRequest{})
+	var fs *failingStore
+	h := newHarnessOver(t, func(st store.Store) store.Store {
+		fs = &failingStore{Store: st}
+		return fs
+	}, func(*lifecycle.Config) {})
+	plane, nd, st, admin := h.plane, h.node, h.st, h.admin
+	sb, err := h.srv.CreateSandbox(ctx, admin.Team.ID, api.CreateSandboxRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
