@@ -1,7 +1,7 @@
 // Package metering turns what the node reads of running sandboxes into
 // samples, prices their use, and decides when a spend limit alerts and
 // when it is exceeded. It holds the arithmetic only; the control plane
-// (internal/server) runs the meter over the store and the node.
+// (internal/control/meter) runs the meter over the store and the node.
 package metering
 
 import (

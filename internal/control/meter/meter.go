@@ -8,7 +8,7 @@
 //
 // The arithmetic (samples, prices, thresholds) is internal/metering's;
 // the store, the node and the sandboxes' life cycle are reached through
-// the small interfaces below, which the core (internal/server) and the
+// the small interfaces below, which the core (internal/control/lifecycle) and the
 // store implement. The meter never changes a sandbox's state itself: it
 // asks its Lifecycle.
 package meter

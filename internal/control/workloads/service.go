@@ -9,7 +9,7 @@
 //
 // It works over the narrow interfaces it declares (Store, Node, Core,
 // Images, Events, Meter) and the runs checks; the lifecycle core
-// (internal/server) provides them and delegates to it.
+// (internal/control/lifecycle) provides them and delegates to it.
 package workloads
 
 import (
