@@ -96,7 +96,7 @@ func NewPlane(cfg lifecycle.Config, st store.Store, log *slog.Logger) (*Plane, e
 		Checks: c.Checks, Exits: c.Exits, Log: log, Now: c.Clock,
 	})
 	p.Commands = commands.New(c.Ctx, c.WG, commands.Config{WaitOutputMax: cfg.WaitOutputMax}, commands.Deps{
-		Store: st, Node: c.CommandNode, Sandboxes: c.Commands, Images: c.Commands, Secrets: c.CommandSecrets,
+		Store: st, Node: c.Node, Sandboxes: c.Commands, Images: c.Commands, Secrets: c.CommandSecrets,
 		Events: p.Events, Telemetry: c.CommandTelemetry, Checks: c.Checks, Log: log, Now: c.Clock,
 	})
 	core.Use(lifecycle.Services{

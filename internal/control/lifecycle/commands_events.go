@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"io"
 	"time"
 
 	"github.com/cove-dev/cove/api"
@@ -64,39 +63,21 @@ func (d eventDeps) Notify()                  { d.s.notify() }
 func (d eventDeps) Changes() <-chan struct{} { return d.s.changes() }
 func (d eventDeps) Event(e api.Event)        { d.s.telemetry.Event(e) }
 
-// cmdDeps is the core as the commands' sandboxes and images; cmdNode
-// its node (read when called: the node is set after New), cmdSecrets its
-// secrets and cmdTelemetry its telemetry (set after New too).
+// cmdDeps is the core as the commands' sandboxes and images, cmdSecrets
+// its secrets and cmdTelemetry its telemetry (read when called: set after
+// New). The commands' node is coreNode.
 type (
 	cmdDeps      struct{ s *Core }
-	cmdNode      struct{ s *Core }
 	cmdSecrets   struct{ s *Core }
 	cmdTelemetry struct{ s *Core }
 )
 
 var (
-	_ commands.Node      = cmdNode{}
 	_ commands.Sandboxes = cmdDeps{}
 	_ commands.Images    = cmdDeps{}
 	_ commands.Secrets   = cmdSecrets{}
 	_ commands.Telemetry = cmdTelemetry{}
 )
-
-func (d cmdNode) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) error {
-	return d.s.node.Exec(ctx, sandboxID, spec)
-}
-func (d cmdNode) Output(sandboxID, commandID string) (node.Output, error) {
-	return d.s.node.Output(sandboxID, commandID)
-}
-func (d cmdNode) Stdin(ctx context.Context, sandboxID, commandID string, r io.Reader, eof bool) error {
-	return d.s.node.Stdin(ctx, sandboxID, commandID, r, eof)
-}
-func (d cmdNode) Signal(ctx context.Context, sandboxID, commandID, sig string) error {
-	return d.s.node.Signal(ctx, sandboxID, commandID, sig)
-}
-func (d cmdNode) Resize(ctx context.Context, sandboxID, commandID string, size node.TermSize) error {
-	return d.s.node.Resize(ctx, sandboxID, commandID, size)
-}
 
 func (d cmdDeps) ActiveSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
 	return d.s.activeSandbox(ctx, teamID, ref)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/commands"
 	"github.com/cove-dev/cove/internal/control/files"
 	"github.com/cove-dev/cove/internal/control/imagecatalog"
 	"github.com/cove-dev/cove/internal/control/meter"
@@ -44,8 +45,8 @@ type Ports struct {
 	Checks runs.Checker
 	// Lifecycle serves the meter and the observations.
 	Lifecycle meterLife
-	// Node is the node as SetNode connects it (files, assets, uploads,
-	// observations).
+	// Node is the node as SetNode connects it (commands, files, assets,
+	// uploads, observations).
 	Node coreNode
 	// Features serve the image and template catalogs and the previews.
 	Features featureCore
@@ -58,10 +59,9 @@ type Ports struct {
 	// Events serve the event log: the sandboxes, the change broadcast,
 	// telemetry.
 	Events eventDeps
-	// Commands, CommandNode, CommandSecrets and CommandTelemetry serve
-	// the commands service.
+	// Commands, CommandSecrets and CommandTelemetry serve the commands
+	// service (with Node).
 	Commands         cmdDeps
-	CommandNode      cmdNode
 	CommandSecrets   cmdSecrets
 	CommandTelemetry cmdTelemetry
 }
@@ -73,7 +73,7 @@ func (s *Core) Ports() Ports {
 		Exits: s.exits, Checks: s.checks,
 		Lifecycle: meterLife{s}, Node: coreNode{s}, Features: featureCore{s},
 		Sandboxes: coreSandboxes{s}, Workloads: workloadDeps{s}, ImageUploads: imageUploads{s},
-		Events: eventDeps{s}, Commands: cmdDeps{s}, CommandNode: cmdNode{s}, CommandSecrets: cmdSecrets{s},
+		Events: eventDeps{s}, Commands: cmdDeps{s}, CommandSecrets: cmdSecrets{s},
 		CommandTelemetry: cmdTelemetry{s},
 	}
 }
@@ -145,6 +145,7 @@ func (l meterLife) Stats(ctx context.Context, ids []string) map[string]node.Stat
 type coreNode struct{ s *Core }
 
 var (
+	_ commands.Node      = coreNode{}
 	_ files.Node         = coreNode{}
 	_ uploads.DiskHolder = coreNode{}
 	_ observations.Node  = coreNode{}
@@ -197,6 +198,22 @@ func (n coreNode) HoldDisk(key string, bytes int64) error {
 		return h.HoldDisk(key, bytes)
 	}
 	return nil
+}
+
+func (n coreNode) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) error {
+	return n.s.node.Exec(ctx, sandboxID, spec)
+}
+func (n coreNode) Output(sandboxID, commandID string) (node.Output, error) {
+	return n.s.node.Output(sandboxID, commandID)
+}
+func (n coreNode) Stdin(ctx context.Context, sandboxID, commandID string, r io.Reader, eof bool) error {
+	return n.s.node.Stdin(ctx, sandboxID, commandID, r, eof)
+}
+func (n coreNode) Signal(ctx context.Context, sandboxID, commandID, sig string) error {
+	return n.s.node.Signal(ctx, sandboxID, commandID, sig)
+}
+func (n coreNode) Resize(ctx context.Context, sandboxID, commandID string, size node.TermSize) error {
+	return n.s.node.Resize(ctx, sandboxID, commandID, size)
 }
 
 func (n coreNode) DrainObservations() []node.Observation { return n.s.node.DrainObservations() }
