@@ -2,12 +2,12 @@ package lifecycle
 
 import (
 	"context"
-	"github.com/cove-dev/cove/internal/control/imagecatalog"
-	"github.com/cove-dev/cove/internal/control/teams"
-	"github.com/cove-dev/cove/internal/control/vault"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/imagecatalog"
 	"github.com/cove-dev/cove/internal/control/runs"
+	"github.com/cove-dev/cove/internal/control/teams"
+	"github.com/cove-dev/cove/internal/control/vault"
 )
 
 // The checks of every new run (a sandbox with its setup, a workload) are
@@ -48,7 +48,7 @@ var (
 )
 
 func (c runChecks) AdmitTemplate(ctx context.Context, teamID, template string) error {
-	return c.s.svc.Teams.RequireAdmission(ctx, teamID, c.s.templateAdmission(teamID, template))
+	return c.s.svc.Teams.RequireAdmission(ctx, teamID, c.s.svc.Templates.Admission(teamID, template))
 }
 
 func (c runChecks) AdmitGPUs(ctx context.Context, teamID string) error {
@@ -80,15 +80,4 @@ func (c runChecks) CheckSource(ctx context.Context, teamID string, src *api.Sour
 
 func (c runChecks) TeamRefusal(ctx context.Context, teamID string) error {
 	return c.s.svc.Meter.TeamBudgetRefusal(ctx, teamID)
-}
-
-// templateAdmission is the flag a template needs: every template the
-// server ships (the managed image and the images in its images dir) is a
-// managed environment; an imported image (as team teamID names it) needs
-// custom_images.
-func (s *Core) templateAdmission(teamID, tmpl string) string {
-	if _, ok := s.svc.Images.Image(teamID, tmpl); ok {
-		return teams.AdmitImages
-	}
-	return teams.AdmitManaged
 }

@@ -101,6 +101,8 @@ type Images interface {
 type Templates interface {
 	Check(name string) error
 	Ready(name string) bool
+	// Admission is the flag a template needs, as team teamID names it.
+	Admission(teamID, tmpl string) string
 }
 
 // Previews is what the core asks of the previews.
