@@ -19,6 +19,10 @@ const (
 	MaxLabelValue = 256
 )
 
+// ValidEnvKey says whether k may name an environment variable: letters,
+// digits and '_', not starting with a digit.
+func ValidEnvKey(k string) bool { return envKeyRE.MatchString(k) }
+
 // CheckEnv checks environment variables (what names them in errors).
 func CheckEnv(what string, env map[string]string) error {
 	if len(env) > MaxEnv {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/page"
+	"github.com/cove-dev/cove/internal/control/runs"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/secrets"
 	"github.com/cove-dev/cove/internal/store"
@@ -31,10 +32,7 @@ import (
 // next command. A value is never returned, logged, put in an event or a
 // state_reason; the node redacts it from recorded output.
 
-var (
-	nameRE   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,127})$`)
-	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) // as the control plane's env check
-)
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,127})$`)
 
 // MaxPerTeam bounds a team's secrets.
 const MaxPerTeam = 1000
@@ -214,7 +212,7 @@ func CheckRefs(what string, refs, env map[string]string, maxEnv int) error {
 		return invalid("%s and env have %d variables together; at most %d are allowed", what, len(refs)+len(env), maxEnv)
 	}
 	for _, k := range slices.Sorted(maps.Keys(refs)) {
-		if !envKeyRE.MatchString(k) {
+		if !runs.ValidEnvKey(k) {
 			return invalid("%s: variable name %q is invalid: use letters, digits and '_', not starting with a digit", what, k)
 		}
 		if _, ok := env[k]; ok {
