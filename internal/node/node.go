@@ -44,6 +44,10 @@ type SandboxSpec struct {
 	// Devices are the node's GPUs given to it (a workload's), by their
 	// CDI names from GPUs.Names.
 	Devices []string
+	// Save names the generation of the sandbox's save a Wake restores
+	// (SaveInfo.Generation of the sleep that wrote it); "" restores the
+	// only or newest complete one (a node with a store of its own).
+	Save string
 }
 
 // GPUs are what a node advertises of its GPUs: how many of which type,
@@ -144,6 +148,10 @@ type Output interface {
 type SaveInfo struct {
 	DataBytes    int64
 	ArchiveBytes int64
+	// Generation names this save among the sandbox's saves: a new one
+	// for every save, written before its manifest. A fleet records it
+	// only once the save is complete and restores exactly that one.
+	Generation string
 }
 
 // ListSpec asks for a page of a directory listing.
