@@ -5,11 +5,7 @@
 // api.Error bodies. It holds types only, for both sides.
 package fleetwire
 
-import (
-	"time"
-
-	"github.com/cove-dev/cove/internal/node"
-)
+import "github.com/cove-dev/cove/internal/node"
 
 // Paths on the node listener. Join is the only call made without a node
 // certificate: its TLS server is trusted by the CA fingerprint the token
@@ -82,9 +78,9 @@ type Admission struct {
 	// this epoch. Before it serves anything the node kills every
 	// container it holds that is not among them.
 	Assigned []string `json:"assigned"`
-	// HeartbeatInterval is how often the control plane expects a
+	// HeartbeatMS is how often, in milliseconds, the control plane expects a
 	// heartbeat.
-	HeartbeatInterval Duration `json:"heartbeat_interval"`
+	HeartbeatMS int64 `json:"heartbeat_ms"`
 }
 
 // RenewRequest asks for a new certificate before the current one expires.
@@ -111,28 +107,4 @@ type Heartbeat struct {
 // "register again", permission_denied means "you are revoked".
 type HeartbeatAnswer struct {
 	Epoch int64 `json:"epoch"`
-}
-
-// Duration is a time.Duration in JSON as milliseconds.
-type Duration time.Duration
-
-// MarshalJSON writes the duration in whole milliseconds.
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return []byte(itoa(time.Duration(d).Milliseconds())), nil
-}
-
-// UnmarshalJSON reads milliseconds.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var ms int64
-	for i, c := range b {
-		if c < '0' || c > '9' || i > 18 {
-			return errBadDuration
-		}
-		ms = ms*10 + int64(c-'0')
-	}
-	if len(b) == 0 {
-		return errBadDuration
-	}
-	*d = Duration(time.Duration(ms) * time.Millisecond)
-	return nil
 }
