@@ -26,11 +26,8 @@ import (
 	"github.com/cove-dev/cove/internal/control/previews"
 	"github.com/cove-dev/cove/internal/httpapi"
 	"github.com/cove-dev/cove/internal/images"
-	"github.com/cove-dev/cove/internal/node/gpu"
 	"github.com/cove-dev/cove/internal/node/image"
 	"github.com/cove-dev/cove/internal/node/local"
-	"github.com/cove-dev/cove/internal/node/runtime"
-	"github.com/cove-dev/cove/internal/node/saves"
 	"github.com/cove-dev/cove/internal/secrets"
 	"github.com/cove-dev/cove/internal/sources"
 	"github.com/cove-dev/cove/internal/store/sqlite"
@@ -54,34 +51,9 @@ var _ lifecycle.Node = (*local.Node)(nil)
 // is being served it writes cfg.ReadyFile and calls ready, when not nil;
 // a graceful stop removes the ready file.
 func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, ready func(Started)) error {
-	if err := cfg.Validate(); err != nil {
+	if err := prepareDirs(&cfg, true); err != nil {
 		return err
 	}
-	if err := cfg.resolve(); err != nil {
-		return err
-	}
-	if err := removeReady(cfg.ReadyFile); err != nil {
-		return fmt.Errorf("remove a stale ready file: %w", err)
-	}
-	if _, err := os.Stat(cfg.AgentPath); err != nil {
-		return fmt.Errorf("cove-agent not found at %s (build it with `make build`): %w", cfg.AgentPath, err)
-	}
-	// The state dirs must be searchable by the sandboxes' mapped root.
-	for _, d := range []string{cfg.DataDir, filepath.Join(cfg.DataDir, "sandboxes"), cfg.ImagesDir} {
-		if err := os.MkdirAll(d, 0o711); err != nil {
-			return fmt.Errorf("create %s: %w", d, err)
-		}
-		if err := os.Chmod(d, 0o711); err != nil {
-			return err
-		}
-	}
-	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "cove.db"))
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	st.SetWebhookBacklog(cfg.Webhooks.Backlog)
-
 	templates, building, err := loadTemplates(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -96,117 +68,166 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		cfg.Server.Templates = append(cfg.Server.Templates, image.ManagedName)
 		slices.Sort(cfg.Server.Templates)
 	}
-	if cfg.Server.Secrets, err = loadSecretsKeys(cfg, log); err != nil {
-		return err
-	}
-	caCerts, nCerts, err := loadCACerts(cfg.CACerts)
+	ps, err := openPlaneSide(ctx, cfg, tmplStates, log)
 	if err != nil {
 		return err
 	}
-	caBundles, err := writeCABundles(filepath.Join(cfg.DataDir, caBundlesSubdir), templates, caCerts, log)
+	defer ps.close()
+	srv := ps.plane.Core
+	saveStore, err := openSaves(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	if nCerts > 0 {
-		log.Info("sandboxes trust the operator's CA certificates", "from", cfg.CACerts, "certificates", nCerts,
-			"templates", slices.Sorted(maps.Keys(caBundles)))
+	// Every listener binds before the API serves, so what they bound is
+	// known (port 0 takes a free port) before it is reported.
+	listeners := Listeners{}
+	ns, err := startNodeSide(ctx, cfg, templates, saveStore, nodeHooks{
+		onExit: srv.OnExit, denied: srv.NetworkDenied, counters: ps.metrics,
+	}, listeners, log)
+	if err != nil {
+		return err
 	}
+	defer ns.close()
+	ps.plane.SetNode(ns.node)
+	defer srv.Close()
 
-	// inotify counts every sandbox as host root: raise its limits to the
-	// node's size (runtime.RaiseInotifyLimits says why).
-	if err := runtime.RaiseInotifyLimits(runtime.InotifySandboxes(), log); err != nil {
+	if err := ps.prepare(ctx); err != nil {
 		return err
 	}
-	gpus, err := gpu.Open(cfg.CDISpecDirs, cfg.GPUKind)
+	if err := srv.Recover(ctx); err != nil {
+		return fmt.Errorf("recover sandboxes: %w", err)
+	}
+	// Templates found ready are qualified before the API serves (once per
+	// image: the result is kept beside it); a built one after its build.
+	for _, name := range slices.Sorted(maps.Keys(templates)) {
+		qualify(ctx, srv, tmplStates, cfg.ImagesDir, name, log)
+	}
+	srv.Start()
+	stopHooks := ps.deliverWebhooks(ctx)
+	defer stopHooks()
+	if building {
+		// The managed image builds while the service serves; Run waits
+		// for the build (cancelled) before it returns.
+		bctx, stopBuild := context.WithCancel(context.WithoutCancel(ctx))
+		var bwg sync.WaitGroup
+		defer bwg.Wait()
+		defer stopBuild()
+		bwg.Go(func() {
+			buildManaged(bctx, cfg, tmplStates, progress, log, ns.addTemplate)
+			srv.TemplatesChanged()
+			if t, _ := tmplStates.Get(image.ManagedName); t.Status == api.TemplateReady {
+				qualify(bctx, srv, tmplStates, cfg.ImagesDir, image.ManagedName, log)
+			}
+		})
+	}
+	return ps.serve(ctx, listeners, nil, ready)
+}
+
+// prepareDirs checks cfg, makes its paths absolute, removes a stale ready
+// file and creates the data dirs. withNode: the process runs sandboxes.
+func prepareDirs(cfg *Config, withNode bool) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := cfg.resolve(); err != nil {
+		return err
+	}
+	if err := removeReady(cfg.ReadyFile); err != nil {
+		return fmt.Errorf("remove a stale ready file: %w", err)
+	}
+	dirs := []string{cfg.DataDir}
+	if withNode {
+		if _, err := os.Stat(cfg.AgentPath); err != nil {
+			return fmt.Errorf("cove-agent not found at %s (build it with `make build`): %w", cfg.AgentPath, err)
+		}
+		dirs = append(dirs, filepath.Join(cfg.DataDir, "sandboxes"), cfg.ImagesDir)
+	}
+	// The state dirs must be searchable by the sandboxes' mapped root.
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+		if err := os.Chmod(d, 0o711); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// planeSide is the control plane part of a process: the store, the
+// services, the webhooks' dispatcher and the API. `cove serve` and
+// `cove control` open one.
+type planeSide struct {
+	cfg        Config
+	log        *slog.Logger
+	st         *sqlite.DB
+	metrics    *telemetry.Metrics
+	plane      *Plane
+	dispatcher *webhooks.Dispatcher
+	adminKey   string
+	closers    []func()
+}
+
+// openPlaneSide opens the store and builds the control plane's services;
+// the caller gives it a node (plane.SetNode) before prepare.
+func openPlaneSide(ctx context.Context, cfg Config, tmplStates *tmplstate.Registry, log *slog.Logger) (_ *planeSide, err error) {
+	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "cove.db"))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	log.Info("gpus", "type", gpus.Kind(), "count", len(gpus.Names()), "cdi_spec_dirs", cfg.CDISpecDirs)
-	rt, err := runtime.New(runtime.Config{
-		StateDir:     filepath.Join(cfg.DataDir, "sandboxes"),
-		RuncPath:     cfg.RuncPath,
-		AgentPath:    cfg.AgentPath,
-		CgroupParent: cfg.CgroupParent,
-		Devices:      gpus,
-	}, log)
-	if err != nil {
-		return err
+	ps := &planeSide{cfg: cfg, log: log, st: st}
+	ps.closers = append(ps.closers, func() { st.Close() })
+	defer func() {
+		if err != nil {
+			ps.close()
+		}
+	}()
+	st.SetWebhookBacklog(cfg.Webhooks.Backlog)
+	if cfg.Server.Secrets, err = loadSecretsKeys(cfg, log); err != nil {
+		return nil, err
 	}
-	metrics := telemetry.New(telemetry.SandboxCounts(st), log)
-	timed := metrics.InstrumentStore(st)
+	ps.cfg.Server.Secrets = cfg.Server.Secrets
+	ps.metrics = telemetry.New(telemetry.SandboxCounts(st), log)
+	timed := ps.metrics.InstrumentStore(st)
 	cfg.Server.WebhookAllowPrivate = cfg.Webhooks.AllowPrivate
 	// Uploads arrive here, on the data disk; what an earlier run left
 	// (it stopped mid-upload) is removed.
 	cfg.Server.UploadDir = filepath.Join(cfg.DataDir, "uploads")
 	if err := os.RemoveAll(cfg.Server.UploadDir); err != nil {
-		return fmt.Errorf("remove leftover uploads: %w", err)
+		return nil, fmt.Errorf("remove leftover uploads: %w", err)
 	}
 	if err := os.Mkdir(cfg.Server.UploadDir, 0o700); err != nil {
-		return fmt.Errorf("create %s: %w", cfg.Server.UploadDir, err)
+		return nil, fmt.Errorf("create %s: %w", cfg.Server.UploadDir, err)
 	}
-	plane, err := NewPlane(cfg.Server, timed, log)
-	if err != nil {
-		return err
+	if ps.plane, err = NewPlane(cfg.Server, timed, log); err != nil {
+		return nil, err
 	}
-	srv := plane.Core
-	srv.SetTelemetry(metrics)
-	cfg.Webhooks.OpenSecret = plane.Webhooks.OpenSecret
-	dispatcher, err := webhooks.New(cfg.Webhooks, timed, srv.Changes, metrics, log.With("component", "webhooks"))
-	if err != nil {
-		return err
+	ps.plane.Core.SetTelemetry(ps.metrics)
+	cfg.Webhooks.OpenSecret = ps.plane.Webhooks.OpenSecret
+	if ps.dispatcher, err = webhooks.New(cfg.Webhooks, timed, ps.plane.Core.Changes, ps.metrics, log.With("component", "webhooks")); err != nil {
+		return nil, err
 	}
-	plane.Templates.SetStates(tmplStates)
-	saveStore, err := saves.NewDir(filepath.Join(cfg.DataDir, "saves"))
-	if err != nil {
-		return err
-	}
+	ps.plane.Templates.SetStates(tmplStates)
 	blobs, err := sources.NewBlobs(filepath.Join(cfg.DataDir, "assets"))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	plane.Assets.SetBlobs(blobs)
+	ps.plane.Assets.SetBlobs(blobs)
+	if err := os.MkdirAll(cfg.ImagesDir, 0o711); err != nil {
+		return nil, fmt.Errorf("create %s: %w", cfg.ImagesDir, err)
+	}
 	importer, err := images.NewImporter(cfg.ImagesDir, images.Policy{MaxBytes: 4 * cfg.ImageMaxMiB << 20}, cfg.ImageMaxMiB<<20, log.With("component", "images"))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	plane.Images.SetImporter(importer)
-	nodeCfg := local.Config{
-		Templates:             templates,
-		ImagesDir:             cfg.ImagesDir,
-		OutputDir:             filepath.Join(cfg.DataDir, "output"),
-		OutputMaxBytes:        cfg.OutputMaxBytes,
-		SandboxOutputMaxBytes: cfg.SandboxOutputMaxBytes,
-		DiskOvercommit:        cfg.DiskOvercommit,
-		DiskReserveBytes:      cfg.DiskReserveMiB << 20,
-		Saves:                 saveStore,
-		CABundles:             caBundles,
-		GPUs:                  gpus,
-		GitDir:                filepath.Join(cfg.DataDir, "git"),
-		MaxCloneBytes:         cfg.MaxCloneBytes,
-	}
-	// The network serves until Run returns: its ctx is cancelled, then
-	// its goroutines are waited for.
-	netCtx, stopNet := context.WithCancel(context.WithoutCancel(ctx))
-	var netWG sync.WaitGroup
-	defer netWG.Wait()
-	defer stopNet()
-	// Every listener binds before the API serves, so what they bound is
-	// known (port 0 takes a free port) before it is reported.
-	listeners := Listeners{}
-	var owners socketOwners
-	if !cfg.Network.Disabled {
-		mgr, err := startNetwork(netCtx, &netWG, cfg.Network, cfg.DataDir, srv.NetworkDenied, owners.lookup, metrics, listeners, log)
-		if err != nil {
-			return err
-		}
-		nodeCfg.Network = mgr
-	}
-	nd := local.New(nodeCfg, rt, log, srv.OnExit)
-	owners.node.Store(nd)
-	plane.SetNode(nd)
-	defer nd.Close()
-	defer srv.Close()
+	ps.plane.Images.SetImporter(importer)
+	return ps, nil
+}
 
+// prepare makes the admin team at the first start and seals what an older
+// database kept in clear, before the sandboxes are recovered.
+func (ps *planeSide) prepare(ctx context.Context) error {
+	cfg, plane, log := ps.cfg, ps.plane, ps.log
 	adminKey, err := plane.Teams.Bootstrap(ctx)
 	if err != nil {
 		return fmt.Errorf("create admin team: %w", err)
@@ -216,6 +237,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 			return fmt.Errorf("write admin key: %w", err)
 		}
 	}
+	ps.adminKey = adminKey
 	// Before Recover, which opens secrets for the sandboxes it reattaches.
 	if n, err := plane.Vault.Rekey(ctx); err != nil {
 		return fmt.Errorf("secrets: %w", err)
@@ -229,44 +251,34 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	} else if n > 0 {
 		log.Info("webhook secrets sealed under the current key", "webhooks", n, "key_id", cfg.Server.Secrets.CurrentID())
 	}
-	if err := srv.Recover(ctx); err != nil {
-		return fmt.Errorf("recover sandboxes: %w", err)
-	}
-	// Templates found ready are qualified before the API serves (once per
-	// image: the result is kept beside it); a built one after its build.
-	for _, name := range slices.Sorted(maps.Keys(templates)) {
-		qualify(ctx, srv, tmplStates, cfg.ImagesDir, name, log)
-	}
-	srv.Start()
-	// The dispatcher delivers until Run returns, and ends before the store
-	// closes; what it did not deliver stays in the store's outbox.
-	hookCtx, stopHooks := context.WithCancel(context.WithoutCancel(ctx))
-	var hookWG sync.WaitGroup
-	defer hookWG.Wait()
-	defer stopHooks()
-	hookWG.Go(func() { dispatcher.Run(hookCtx) })
-	if building {
-		// The managed image builds while the service serves; Run waits
-		// for the build (cancelled) before it returns.
-		bctx, stopBuild := context.WithCancel(context.WithoutCancel(ctx))
-		var bwg sync.WaitGroup
-		defer bwg.Wait()
-		defer stopBuild()
-		bwg.Go(func() {
-			buildManaged(bctx, cfg, tmplStates, progress, log, func(img image.Image) {
-				bundle, err := writeCABundle(filepath.Join(cfg.DataDir, caBundlesSubdir), img.Name, img, caCerts, log)
-				if err != nil {
-					log.Error("CA bundle of the managed image", "err", err)
-				}
-				nd.AddTemplate(img.Name, img, bundle)
-			})
-			srv.TemplatesChanged()
-			if t, _ := tmplStates.Get(image.ManagedName); t.Status == api.TemplateReady {
-				qualify(bctx, srv, tmplStates, cfg.ImagesDir, image.ManagedName, log)
-			}
-		})
-	}
+	return nil
+}
 
+// deliverWebhooks runs the dispatcher until the returned stop, which waits
+// for it: it ends before the store closes, and what it did not deliver
+// stays in the store's outbox.
+func (ps *planeSide) deliverWebhooks(ctx context.Context) (stop func()) {
+	hookCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { ps.dispatcher.Run(hookCtx) })
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+func (ps *planeSide) close() {
+	for i := len(ps.closers) - 1; i >= 0; i-- {
+		ps.closers[i]()
+	}
+}
+
+// serve serves the API (and the console, metrics and previews listeners
+// cfg asks for) until ctx is done, then shuts down gracefully. extra, when
+// not nil, is served beside it and shut down with it (the fleet's node
+// listener). Once serving it writes the ready file and calls ready.
+func (ps *planeSide) serve(ctx context.Context, listeners Listeners, extra []*servedListener, ready func(Started)) error {
+	cfg, plane, log, metrics := ps.cfg, ps.plane, ps.log, ps.metrics
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("API: %w", err)
@@ -281,16 +293,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		listeners["metrics"] = mln.Addr().String()
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", metrics.Handler())
-		ms := newHTTPServer(cfg.HTTP, mux, context.WithoutCancel(ctx))
-		served := make(chan struct{})
-		go func() {
-			defer close(served)
-			ms.Serve(mln) // ends at Close, below
-		}()
-		defer func() {
-			ms.Close()
-			<-served
-		}()
+		extra = append(extra, &servedListener{ln: mln, srv: newHTTPServer(cfg.HTTP, mux, context.WithoutCancel(ctx))})
 	}
 	api := plane.Handler(log)
 	api.LimitUploads(cfg.HTTP.UploadIdleTimeout)
@@ -298,6 +301,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	if err != nil {
 		ln.Close()
 		return err
+	}
+	if pln != nil {
+		extra = append(extra, &servedListener{ln: pln, srv: newHTTPServer(cfg.HTTP, api.PreviewHandler(), context.WithoutCancel(ctx))})
 	}
 	api.ReportListeners(listeners)
 	api.LimitEventStreams(cfg.HTTP.MaxEventStreamsPerTeam)
@@ -308,22 +314,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		c.Pass = api.IsPreview
 		handler = c
 	}
+	for _, e := range extra {
+		e.start()
+		defer e.stop()
+	}
 	hs := newHTTPServer(cfg.HTTP, metrics.Middleware(handler), context.WithoutCancel(ctx))
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	if pln != nil {
-		phs := newHTTPServer(cfg.HTTP, api.PreviewHandler(), context.WithoutCancel(ctx))
-		perrc := make(chan error, 1)
-		go func() { perrc <- phs.Serve(pln) }()
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := phs.Shutdown(sctx); err != nil {
-				phs.Close()
-			}
-			<-perrc
-		}()
-	}
 	log.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "ready_file", cfg.ReadyFile)
 	if err := writeReady(cfg.ReadyFile, Ready{PID: os.Getpid(), Listeners: listeners}); err != nil {
 		hs.Close()
@@ -331,17 +328,22 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return fmt.Errorf("write the ready file: %w", err)
 	}
 	if ready != nil {
-		ready(Started{AdminKey: adminKey, Listeners: listeners})
+		ready(Started{AdminKey: ps.adminKey, Listeners: listeners})
 	}
+	return awaitStop(ctx, cfg.ReadyFile, hs, errc, log)
+}
 
+// awaitStop waits for ctx (or the server's end), then removes the ready
+// file and shuts the server down gracefully.
+func awaitStop(ctx context.Context, readyFile string, hs *http.Server, errc <-chan error, log *slog.Logger) error {
 	select {
 	case err := <-errc:
-		removeReady(cfg.ReadyFile) // best effort: the next start removes it too
+		removeReady(readyFile) // best effort: the next start removes it too
 		return err
 	case <-ctx.Done():
 	}
 	log.Info("shutting down; sandboxes keep running")
-	if err := removeReady(cfg.ReadyFile); err != nil {
+	if err := removeReady(readyFile); err != nil {
 		log.Warn("remove the ready file", "err", err)
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -353,6 +355,28 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return err
 	}
 	return nil
+}
+
+// servedListener is a listener served beside the API and shut down with
+// it (previews, metrics, the fleet's node listener).
+type servedListener struct {
+	ln   net.Listener
+	srv  *http.Server
+	errc chan error
+}
+
+func (s *servedListener) start() {
+	s.errc = make(chan error, 1)
+	go func() { s.errc <- s.srv.Serve(s.ln) }()
+}
+
+func (s *servedListener) stop() {
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.srv.Shutdown(sctx); err != nil {
+		s.srv.Close()
+	}
+	<-s.errc
 }
 
 // loadSecretsKeys reads the key that seals teams' secrets, making the
