@@ -56,18 +56,38 @@ type serveFlags struct {
 	defaultAdmission string
 }
 
+// bind binds every flag of `cove serve`: the process's own, the node's
+// and the control plane's.
 func (o *serveFlags) bind(c *cobra.Command) {
+	o.bindProcess(c)
+	o.bindNode(c)
+	o.bindPlane(c)
+}
+
+// bindProcess binds the flags every server process has: where it listens
+// and keeps its data, and its log.
+func (o *serveFlags) bindProcess(c *cobra.Command) {
 	def := service.DefaultConfig()
 	o.cfg = def
 	f := c.Flags()
 	f.StringVar(&o.cfg.Listen, "listen", def.Listen, "API address (port 0: a free port, reported in the ready file and /healthz)")
 	f.StringVar(&o.cfg.DataDir, "data-dir", def.DataDir, "data directory")
+	f.StringVar(&o.cfg.ReadyFile, "ready-file", def.ReadyFile, "written once serving with the bound addresses as JSON, removed on a graceful stop (default <data-dir>/ready.json)")
+	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&o.cfg.ImagesDir, "images-dir", def.ImagesDir, "images directory (default <data-dir>/images)")
+	f.StringVar(&o.cfg.Saves, "saves", def.Saves, "where saves of sleeping sandboxes are kept: a directory (default <data-dir>/saves) or s3://BUCKET/PREFIX?endpoint=URL (path-style; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or --saves-credentials)")
+	f.StringVar(&o.cfg.SavesCredentials, "saves-credentials", def.SavesCredentials, "a file of S3 credentials for --saves (AWS shared-credentials format, profile default)")
+}
+
+// bindNode binds the flags of the node side: images, runtime, disk
+// admission, recorded output and the network's fence, resolver and
+// gateway.
+func (o *serveFlags) bindNode(c *cobra.Command) {
+	def := service.DefaultConfig()
+	f := c.Flags()
 	f.BoolVar(&o.cfg.BuildManaged, "build-managed", def.BuildManaged, "build the managed image if it is missing (in the background: the API serves at once)")
-	f.Int64Var(&o.cfg.ImageMaxMiB, "image-max-mib", def.ImageMaxMiB, "largest image archive `cove images import` takes, in MiB (its unpacked files may take 4 times that)")
 	f.StringVar(&o.cfg.ManagedBuilder, "managed-builder", def.ManagedBuilder, "builder of the managed image: debootstrap, or busybox (tests: a stand-in that waits while <images-dir>/.managed.hold exists)")
 	f.MarkHidden("managed-builder")
-	f.StringVar(&o.cfg.Server.DefaultTemplate, "default-template", def.Server.DefaultTemplate, "template of sandboxes that name none")
 	f.StringVar(&o.cfg.AgentPath, "agent", def.AgentPath, "cove-agent binary (default: beside this executable)")
 	f.StringVar(&o.cfg.RuncPath, "runc", def.RuncPath, "OCI runtime binary")
 	f.StringVar(&o.cfg.CgroupParent, "cgroup-parent", def.CgroupParent, "cgroup holding every sandbox's cgroup")
@@ -78,7 +98,27 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.Int64Var(&o.cfg.DiskReserveMiB, "disk-reserve-mib", def.DiskReserveMiB, "data disk space kept for output, the database and saves")
 	f.Int64Var(&o.cfg.MaxCloneBytes, "max-clone-bytes", def.MaxCloneBytes, "the most a git source's clone may take on the node's disk, and the bytes of its tree; a larger clone fails the sandbox")
 	f.Int64Var(&o.cfg.SandboxOutputMaxBytes, "sandbox-output-max-bytes", def.SandboxOutputMaxBytes, "recorded output kept per sandbox, all its commands together")
-	f.StringVar(&o.cfg.ReadyFile, "ready-file", def.ReadyFile, "written once serving with the bound addresses as JSON, removed on a graceful stop (default <data-dir>/ready.json)")
+	f.BoolVar(&o.cfg.Network.Disabled, "no-network", def.Network.Disabled, "no fence, resolver or gateway: sandboxes get loopback only")
+	f.TextVar(&o.cfg.Network.Subnet, "subnet", def.Network.Subnet, "subnet carved into one /30 per sandbox")
+	f.StringVar(&o.cfg.Network.Table, "nft-table", def.Network.Table, "nftables table (inet) of the fence")
+	f.Uint16Var(&o.cfg.Network.GatewayPort, "gateway-port", def.Network.GatewayPort, "port of the egress gateway (0: a free port)")
+	f.Uint16Var(&o.cfg.Network.DNSPort, "dns-port", def.Network.DNSPort, "port of the sandboxes' resolver, UDP and TCP (0: a free port)")
+	f.StringArrayVar(&o.static, "dns-static", nil, "a name the resolver answers itself, NAME=IP[,IP] (repeatable)")
+	f.StringVar(&o.cfg.Network.Upstream, "dns-upstream", def.Network.Upstream, "upstream resolver host:port; auto reads /etc/resolv.conf; none forwards nothing")
+	f.IntVar(&o.cfg.Network.MaxConns, "sandbox-max-connections", def.Network.MaxConns, "connections one sandbox may have open through the egress gateway at once (more are reset)")
+	f.IntVar(&o.cfg.Network.MaxDNSQueries, "sandbox-max-dns-queries", def.Network.MaxDNSQueries, "DNS queries one sandbox may have in flight at once, TCP connections to the resolver included (more get REFUSED)")
+	f.DurationVar(&o.cfg.Network.HalfCloseTimeout, "gateway-half-close-timeout", def.Network.HalfCloseTimeout, "close a relayed connection once one side has ended and the other has sent nothing for this long")
+	f.Float64Var(&o.cfg.Network.DeniedPerSecond, "sandbox-denied-events-per-second", def.Network.DeniedPerSecond, "network.denied events per sandbox per second; the next event counts those held back")
+	f.StringVar(&o.cfg.CACerts, "ca-certs", def.CACerts, "CA certificates sandboxes trust besides their image's: a PEM file or a directory of *.crt files (none: no others)")
+}
+
+// bindPlane binds the flags of the control plane: templates and limits,
+// teams' quotas, metering, webhooks, previews and the API's bounds.
+func (o *serveFlags) bindPlane(c *cobra.Command) {
+	def := service.DefaultConfig()
+	f := c.Flags()
+	f.Int64Var(&o.cfg.ImageMaxMiB, "image-max-mib", def.ImageMaxMiB, "largest image archive `cove images import` takes, in MiB (its unpacked files may take 4 times that)")
+	f.StringVar(&o.cfg.Server.DefaultTemplate, "default-template", def.Server.DefaultTemplate, "template of sandboxes that name none")
 	f.BoolVar(&o.cfg.NoConsole, "no-console", def.NoConsole, "do not serve the web console at /")
 	f.Float64Var(&o.cfg.Server.MaxResources.CPUs, "max-cpus", def.Server.MaxResources.CPUs, "most CPUs one sandbox may reserve")
 	f.Int64Var(&o.cfg.Server.MaxResources.MemoryMiB, "max-memory-mib", def.Server.MaxResources.MemoryMiB, "most memory one sandbox may reserve")
@@ -94,18 +134,6 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.DurationVar(&o.cfg.HTTP.UploadIdleTimeout, "upload-idle-timeout", def.HTTP.UploadIdleTimeout, "cut an upload's body that sends nothing this long (the upload fails, nothing is kept)")
 	f.IntVar(&o.cfg.Server.SetupCacheEntries, "setup-cache-entries", def.Server.SetupCacheEntries, "setup cache entries one team keeps (least recently used evicted first)")
 	f.Int64Var(&o.cfg.Server.SetupCacheBytes, "setup-cache-bytes", def.Server.SetupCacheBytes, "bytes of setup cache one team keeps (least recently used evicted first)")
-	f.BoolVar(&o.cfg.Network.Disabled, "no-network", def.Network.Disabled, "no fence, resolver or gateway: sandboxes get loopback only")
-	f.TextVar(&o.cfg.Network.Subnet, "subnet", def.Network.Subnet, "subnet carved into one /30 per sandbox")
-	f.StringVar(&o.cfg.Network.Table, "nft-table", def.Network.Table, "nftables table (inet) of the fence")
-	f.Uint16Var(&o.cfg.Network.GatewayPort, "gateway-port", def.Network.GatewayPort, "port of the egress gateway (0: a free port)")
-	f.Uint16Var(&o.cfg.Network.DNSPort, "dns-port", def.Network.DNSPort, "port of the sandboxes' resolver, UDP and TCP (0: a free port)")
-	f.StringArrayVar(&o.static, "dns-static", nil, "a name the resolver answers itself, NAME=IP[,IP] (repeatable)")
-	f.StringVar(&o.cfg.Network.Upstream, "dns-upstream", def.Network.Upstream, "upstream resolver host:port; auto reads /etc/resolv.conf; none forwards nothing")
-	f.IntVar(&o.cfg.Network.MaxConns, "sandbox-max-connections", def.Network.MaxConns, "connections one sandbox may have open through the egress gateway at once (more are reset)")
-	f.IntVar(&o.cfg.Network.MaxDNSQueries, "sandbox-max-dns-queries", def.Network.MaxDNSQueries, "DNS queries one sandbox may have in flight at once, TCP connections to the resolver included (more get REFUSED)")
-	f.DurationVar(&o.cfg.Network.HalfCloseTimeout, "gateway-half-close-timeout", def.Network.HalfCloseTimeout, "close a relayed connection once one side has ended and the other has sent nothing for this long")
-	f.Float64Var(&o.cfg.Network.DeniedPerSecond, "sandbox-denied-events-per-second", def.Network.DeniedPerSecond, "network.denied events per sandbox per second; the next event counts those held back")
-	f.StringVar(&o.cfg.CACerts, "ca-certs", def.CACerts, "CA certificates sandboxes trust besides their image's: a PEM file or a directory of *.crt files (none: no others)")
 	f.StringVar(&o.cfg.SecretsKeyFile, "secrets-key-file", def.SecretsKeyFile, "key sealing teams' secrets, 64 hex digits or 32 bytes, mode 0600 (default <data-dir>/secrets.key, made at the first start)")
 	f.StringArrayVar(&o.cfg.SecretsOldKeyFiles, "secrets-old-key-file", nil, "an earlier secrets key: secrets sealed under it are sealed again under --secrets-key-file at start (repeatable)")
 	f.IntVar(&o.cfg.HTTP.MaxEventStreamsPerTeam, "max-event-streams-per-team", def.HTTP.MaxEventStreamsPerTeam, "event streams (GET /v1/events/stream) one team may hold open at once; more get 429")
@@ -130,7 +158,6 @@ func (o *serveFlags) bind(c *cobra.Command) {
 	f.StringVar(&o.cfg.Preview.Scheme, "preview-scheme", def.Preview.Scheme, "scheme of preview URLs (https behind a TLS proxy)")
 	f.IntVar(&o.cfg.Server.MaxPreviewsPerSandbox, "max-previews-per-sandbox", def.Server.MaxPreviewsPerSandbox, "the previews one sandbox may publish at once")
 	f.StringVar(&o.defaultAdmission, "default-admission", "managed_environment", "admission flags of new teams, comma-separated ("+strings.Join(lifecycle.AdmissionFlags, ", ")+", or none)")
-	f.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 }
 
 // config is the configuration the parsed flags describe.

@@ -106,6 +106,13 @@ type Config struct {
 	MetricsListen string
 	// Preview is where sandboxes' published ports are served.
 	Preview PreviewConfig
+	// Saves is where the files of sleeping sandboxes are kept: a
+	// directory ("" is <DataDir>/saves) or s3://BUCKET/PREFIX?endpoint=URL.
+	// A fleet's control plane and nodes share one S3 store.
+	Saves string
+	// SavesCredentials is a file of S3 credentials; "" reads the AWS_*
+	// environment variables.
+	SavesCredentials string
 }
 
 // PreviewConfig says where previews are served.

@@ -149,5 +149,8 @@ func (n *nodeSide) close() {
 
 // openSaves opens the save store cfg names: <data-dir>/saves by default.
 func openSaves(ctx context.Context, cfg Config) (saves.Store, error) {
-	return saves.NewDir(filepath.Join(cfg.DataDir, "saves"))
+	if cfg.Saves == "" {
+		return saves.NewDir(filepath.Join(cfg.DataDir, "saves"))
+	}
+	return saves.NewDir(cfg.Saves)
 }
