@@ -54,7 +54,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	if err := prepareDirs(&cfg, true); err != nil {
 		return err
 	}
-	templates, building, err := loadTemplates(ctx, cfg, log)
+	templates, building, err := loadTemplates(ctx, cfg, log, true)
 	if err != nil {
 		return err
 	}
@@ -423,8 +423,9 @@ func newHTTPServer(cfg HTTPConfig, h http.Handler, base context.Context) *http.S
 // loadTemplates loads every image in the images dir, converting images of
 // the first format (their IDs shifted); building says that the managed
 // image is missing and is to be built (buildManaged) while the service
-// serves.
-func loadTemplates(ctx context.Context, cfg Config, log *slog.Logger) (_ map[string]image.Image, building bool, _ error) {
+// serves. requireDefault fails when the default template has no image (a
+// node alone has no default template).
+func loadTemplates(ctx context.Context, cfg Config, log *slog.Logger, requireDefault bool) (_ map[string]image.Image, building bool, _ error) {
 	templates := map[string]image.Image{}
 	converted, err := image.Convert(ctx, cfg.ImagesDir, log)
 	if err != nil {
@@ -447,7 +448,7 @@ func loadTemplates(ctx context.Context, cfg Config, log *slog.Logger) (_ map[str
 	if building {
 		delete(templates, image.ManagedName)
 	}
-	if _, ok := templates[cfg.Server.DefaultTemplate]; !ok && !(building && cfg.Server.DefaultTemplate == image.ManagedName) {
+	if _, ok := templates[cfg.Server.DefaultTemplate]; requireDefault && !ok && !(building && cfg.Server.DefaultTemplate == image.ManagedName) {
 		return nil, false, fmt.Errorf("default template %q has no image in %s", cfg.Server.DefaultTemplate, cfg.ImagesDir)
 	}
 	return templates, building, nil
