@@ -36,7 +36,9 @@ import (
 const caLife = 20 * 365 * 24 * time.Hour
 
 // clockSkew backdates every certificate a little, so a peer whose clock
-// is slightly behind does not see it as not yet valid.
+// is slightly behind does not see it as not yet valid; a short-lived
+// certificate by a quarter of its life at most, so that "renew at 2/3 of
+// its life" stays after its issue.
 const clockSkew = 5 * time.Minute
 
 // CA is the fleet's certificate authority: its certificate and key.
@@ -159,6 +161,7 @@ func (ca *CA) issue(pub crypto.PublicKey, uri string, ttl time.Duration, now tim
 	if err != nil {
 		return nil, err
 	}
+	skew := min(clockSkew, ttl/4)
 	notAfter := now.Add(ttl)
 	if notAfter.After(ca.Cert.NotAfter) {
 		notAfter = ca.Cert.NotAfter
@@ -167,7 +170,7 @@ func (ca *CA) issue(pub crypto.PublicKey, uri string, ttl time.Duration, now tim
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: uri},
 		URIs:         []*url.URL{u},
-		NotBefore:    now.Add(-clockSkew),
+		NotBefore:    now.Add(-skew),
 		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},

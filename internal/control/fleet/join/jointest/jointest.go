@@ -186,12 +186,13 @@ func Keyring(t testing.TB) *secrets.Keyring {
 // address.
 func Serve(t testing.TB, s *join.Service) string {
 	t.Helper()
-	return ServeTLS(t, s.Handler(), s.ListenerTLS())
+	url, _ := ServeTLS(t, s.Handler(), s.ListenerTLS())
+	return url
 }
 
 // ServeTLS serves h with cfg on a free loopback port until the end of the
-// test; it returns the https:// address.
-func ServeTLS(t testing.TB, h http.Handler, cfg *tls.Config) string {
+// test, or until stop; it returns the https:// address.
+func ServeTLS(t testing.TB, h http.Handler, cfg *tls.Config) (url string, stop func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -203,9 +204,10 @@ func ServeTLS(t testing.TB, h http.Handler, cfg *tls.Config) string {
 		defer close(done)
 		_ = srv.ServeTLS(ln, "", "") // ends with ErrServerClosed
 	}()
-	t.Cleanup(func() {
+	stop = func() {
 		_ = srv.Close()
 		<-done
-	})
-	return "https://" + ln.Addr().String()
+	}
+	t.Cleanup(stop)
+	return "https://" + ln.Addr().String(), stop
 }
