@@ -38,9 +38,8 @@ import (
 
 // Names of the values this package keeps in the store.
 const (
-	ValueCACert = "fleet_ca_cert"
-	ValueCAKey  = "fleet_ca_key" // sealed (secrets.Sealed.Text)
-	ValueToken  = "fleet_join_token"
+	ValueCA    = "fleet_ca"         // JSON caRecord: the certificate and the sealed key, one value
+	ValueToken = "fleet_join_token" // JSON tokenRecord: the secret's hash and the expiry
 )
 
 // sealTeam and sealName bind the sealed CA key to its place: a sealed
@@ -71,6 +70,21 @@ const maxBody = 1 << 20
 type Store interface {
 	FleetValue(ctx context.Context, name string) (string, error)
 	PutFleetValue(ctx context.Context, name, value string) error
+}
+
+// Creator is a Store that can put a value only where there is none
+// (answering conflict otherwise). When the store has it, replicas that
+// start at once on an empty store agree on one CA: the first one's.
+type Creator interface {
+	CreateFleetValue(ctx context.Context, name, value string) error
+}
+
+// caRecord is what the store keeps of the CA. One value, so the
+// certificate and its key are always written together.
+type caRecord struct {
+	Cert string `json:"cert"`
+	// Key is the PEM key sealed with the keyring (secrets.Sealed.Text).
+	Key string `json:"key"`
 }
 
 // Registry is the control plane's book of nodes.
@@ -186,52 +200,87 @@ func New(ctx context.Context, cfg Config, d Deps) (*Service, error) {
 	return s, nil
 }
 
-// loadCA reads the CA from the store, or makes and stores it.
+// loadCA reads the CA from the store, or makes and stores it. A CA key
+// sealed under an older key of the keyring is sealed again under the
+// current one.
 func (s *Service) loadCA(ctx context.Context) (*pki.CA, error) {
-	certPEM, err := s.d.Store.FleetValue(ctx, ValueCACert)
-	switch {
-	case err == nil:
-		sealedText, err := s.d.Store.FleetValue(ctx, ValueCAKey)
-		if err != nil {
-			return nil, fmt.Errorf("join: the fleet CA's key: %w", err)
-		}
-		sealed, err := secrets.ParseText(sealedText)
-		if err != nil {
-			return nil, fmt.Errorf("join: the fleet CA's key: %w", err)
-		}
-		keyPEM, err := s.d.Keyring.Open(sealTeam, sealName, sealed)
-		if err != nil {
-			return nil, fmt.Errorf("join: the fleet CA's key: %w", err)
-		}
-		ca, err := pki.ParseCA([]byte(certPEM), keyPEM)
-		if err != nil {
-			return nil, fmt.Errorf("join: the fleet CA: %w", err)
-		}
-		return ca, nil
-	case api.ErrorCode(err) != api.CodeNotFound:
+	v, err := s.d.Store.FleetValue(ctx, ValueCA)
+	if err == nil {
+		return s.openCA(ctx, v)
+	}
+	if api.ErrorCode(err) != api.CodeNotFound {
 		return nil, fmt.Errorf("join: read the fleet CA: %w", err)
 	}
 	ca, err := pki.NewCA(s.d.Now())
 	if err != nil {
 		return nil, err
 	}
-	cp, kp, err := ca.Marshal()
+	rec, err := s.sealCA(ca)
 	if err != nil {
 		return nil, err
 	}
-	sealed, err := s.d.Keyring.Seal(sealTeam, sealName, kp)
+	if c, ok := s.d.Store.(Creator); ok {
+		err = c.CreateFleetValue(ctx, ValueCA, rec)
+		if api.ErrorCode(err) == api.CodeConflict {
+			// Another replica made it first: use that one.
+			v, err := s.d.Store.FleetValue(ctx, ValueCA)
+			if err != nil {
+				return nil, fmt.Errorf("join: read the fleet CA: %w", err)
+			}
+			return s.openCA(ctx, v)
+		}
+	} else {
+		err = s.d.Store.PutFleetValue(ctx, ValueCA, rec)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("join: seal the fleet CA's key: %w", err)
-	}
-	// The key first: a CA certificate without its key would be a CA
-	// nobody can sign with.
-	if err := s.d.Store.PutFleetValue(ctx, ValueCAKey, sealed.Text()); err != nil {
-		return nil, fmt.Errorf("join: store the fleet CA: %w", err)
-	}
-	if err := s.d.Store.PutFleetValue(ctx, ValueCACert, string(cp)); err != nil {
 		return nil, fmt.Errorf("join: store the fleet CA: %w", err)
 	}
 	s.d.Log.Info("made the fleet CA", "fingerprint", ca.Fingerprint())
+	return ca, nil
+}
+
+// sealCA writes the CA as the store keeps it, its key sealed.
+func (s *Service) sealCA(ca *pki.CA) (string, error) {
+	cp, kp, err := ca.Marshal()
+	if err != nil {
+		return "", err
+	}
+	sealed, err := s.d.Keyring.Seal(sealTeam, sealName, kp)
+	if err != nil {
+		return "", fmt.Errorf("join: seal the fleet CA's key: %w", err)
+	}
+	b, err := json.Marshal(caRecord{Cert: string(cp), Key: sealed.Text()})
+	return string(b), err
+}
+
+// openCA reads the stored CA and opens its key.
+func (s *Service) openCA(ctx context.Context, v string) (*pki.CA, error) {
+	var rec caRecord
+	if err := json.Unmarshal([]byte(v), &rec); err != nil {
+		return nil, fmt.Errorf("join: the stored fleet CA: %w", err)
+	}
+	sealed, err := secrets.ParseText(rec.Key)
+	if err != nil {
+		return nil, fmt.Errorf("join: the fleet CA's key: %w", err)
+	}
+	keyPEM, err := s.d.Keyring.Open(sealTeam, sealName, sealed)
+	if err != nil {
+		return nil, fmt.Errorf("join: the fleet CA's key: %w", err)
+	}
+	ca, err := pki.ParseCA([]byte(rec.Cert), keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("join: the fleet CA: %w", err)
+	}
+	if sealed.KeyID != s.d.Keyring.CurrentID() {
+		again, err := s.sealCA(ca)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.d.Store.PutFleetValue(ctx, ValueCA, again); err != nil {
+			return nil, fmt.Errorf("join: seal the fleet CA's key again: %w", err)
+		}
+		s.d.Log.Info("sealed the fleet CA's key with the current secrets key", "key", s.d.Keyring.CurrentID())
+	}
 	return ca, nil
 }
 

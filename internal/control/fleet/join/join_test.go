@@ -34,6 +34,7 @@ type plane struct {
 	store *jointest.Store
 	reg   *jointest.Registry
 	ring  *secrets.Keyring
+	key   *secrets.Key // the ring's
 	dir   string
 	clock *clock
 }
@@ -57,7 +58,8 @@ func (c *clock) advance(d time.Duration) {
 
 func newPlane(t *testing.T, cfg join.Config) *plane {
 	t.Helper()
-	p := &plane{store: jointest.NewStore(), reg: jointest.NewRegistry(), ring: jointest.Keyring(t), dir: t.TempDir(), clock: &clock{}}
+	key := jointest.Key(t)
+	p := &plane{store: jointest.NewStore(), reg: jointest.NewRegistry(), ring: secrets.NewKeyring(key), key: key, dir: t.TempDir(), clock: &clock{}}
 	cfg.DataDir = p.dir
 	p.svc = p.start(t, cfg)
 	p.url = jointest.Serve(t, p.svc)
@@ -451,15 +453,24 @@ func TestCASurvivesRestart(t *testing.T) {
 // caKeyOf opens the sealed CA key the way the service does.
 func caKeyOf(t *testing.T, p *plane) *ecdsa.PrivateKey {
 	t.Helper()
-	v, err := p.store.FleetValue(context.Background(), join.ValueCAKey)
+	return openCAKey(t, p.store, p.ring)
+}
+
+func openCAKey(t *testing.T, store *jointest.Store, ring *secrets.Keyring) *ecdsa.PrivateKey {
+	t.Helper()
+	v, err := store.FleetValue(context.Background(), join.ValueCA)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := secrets.ParseText(v)
+	var rec struct{ Key string }
+	if err := json.Unmarshal([]byte(v), &rec); err != nil {
+		t.Fatal(err)
+	}
+	s, err := secrets.ParseText(rec.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pemKey, err := p.ring.Open("fleet", "ca_key", s)
+	pemKey, err := ring.Open("fleet", "ca_key", s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,6 +479,43 @@ func caKeyOf(t *testing.T, p *plane) *ecdsa.PrivateKey {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// Replicas starting at once on an empty store agree on one CA.
+func TestReplicasAgreeOnTheCA(t *testing.T) {
+	store, reg, ring := jointest.NewStore(), jointest.NewRegistry(), jointest.Keyring(t)
+	const n = 8
+	fps := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			s, err := join.New(context.Background(), join.Config{DataDir: t.TempDir()}, join.Deps{Store: store, Keyring: ring, Registry: reg})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			fps[i] = s.Fingerprint()
+		})
+	}
+	wg.Wait()
+	for _, fp := range fps[1:] {
+		if fp != fps[0] {
+			t.Fatalf("replicas made different CAs: %v", fps)
+		}
+	}
+}
+
+// A new secrets key (the old one kept to open): the CA key is sealed
+// again under the new one, and the CA stays the same.
+func TestCAKeySealedAgainAfterAKeyRotation(t *testing.T) {
+	p := newPlane(t, join.Config{})
+	newKey := jointest.Key(t)
+	p.ring = secrets.NewKeyring(newKey, p.key)
+	s := p.start(t, join.Config{})
+	if s.Fingerprint() != p.svc.Fingerprint() {
+		t.Fatal("the CA changed with the secrets key")
+	}
+	openCAKey(t, p.store, secrets.NewKeyring(newKey)) // fails the test unless sealed under the new key
 }
 
 func TestOperatorToken(t *testing.T) {

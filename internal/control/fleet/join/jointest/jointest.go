@@ -27,7 +27,10 @@ type Store struct {
 	values map[string]string
 }
 
-var _ join.Store = (*Store)(nil)
+var (
+	_ join.Store   = (*Store)(nil)
+	_ join.Creator = (*Store)(nil)
+)
 
 // NewStore returns an empty store.
 func NewStore() *Store { return &Store{values: map[string]string{}} }
@@ -47,6 +50,18 @@ func (s *Store) FleetValue(_ context.Context, name string) (string, error) {
 func (s *Store) PutFleetValue(_ context.Context, name, value string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.values[name] = value
+	return nil
+}
+
+// CreateFleetValue sets a value that is not there yet, conflict
+// otherwise.
+func (s *Store) CreateFleetValue(_ context.Context, name, value string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.values[name]; ok {
+		return api.Errorf(api.CodeConflict, "fleet value %s exists", name)
+	}
 	s.values[name] = value
 	return nil
 }
@@ -170,6 +185,12 @@ func (r *Registry) Update(id string, f func(*Node)) {
 // Keyring is a keyring with a new random key.
 func Keyring(t testing.TB) *secrets.Keyring {
 	t.Helper()
+	return secrets.NewKeyring(Key(t))
+}
+
+// Key is a new random secrets key.
+func Key(t testing.TB) *secrets.Key {
+	t.Helper()
 	raw, err := secrets.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +199,7 @@ func Keyring(t testing.TB) *secrets.Keyring {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return secrets.NewKeyring(k)
+	return k
 }
 
 // Serve serves the service's handler with its listener TLS on a free
