@@ -270,6 +270,9 @@ func (m *Member) Run(ctx context.Context, onAdmission func(context.Context, flee
 			return nil
 		case <-t.C:
 		}
+		if err := m.expired(); err != nil {
+			return err
+		}
 		if m.renewDue() {
 			if err := m.renew(ctx); err != nil {
 				if fatal(err) {
@@ -315,11 +318,28 @@ func (m *Member) Run(ctx context.Context, onAdmission func(context.Context, flee
 	}
 }
 
-// fatal says the control plane refuses the node for good: it was removed
-// or its certificate is not accepted any more.
+// fatal says the control plane refuses the node for good: it was
+// removed, its certificate is not accepted any more, or it does not know
+// the node (its book was lost: only a new join helps).
 func fatal(err error) bool {
-	c := api.ErrorCode(err)
-	return c == api.CodePermissionDenied || c == api.CodeUnauthenticated
+	switch api.ErrorCode(err) {
+	case api.CodePermissionDenied, api.CodeUnauthenticated, api.CodeNotFound:
+		return true
+	}
+	return false
+}
+
+// expired says the node's certificate has ended (it could not be renewed
+// in time): no call can be made with it any more.
+func (m *Member) expired() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if end := m.cert.Leaf.NotAfter; m.cfg.Now().After(end) {
+		return &api.Error{Code: api.CodeUnauthenticated, Message: fmt.Sprintf(
+			"the node certificate expired at %s before it could be renewed; remove %s and join again with a join token",
+			end.UTC().Format(time.RFC3339), m.cfg.Dir)}
+	}
+	return nil
 }
 
 // renew asks for a new certificate for a new key.

@@ -3,6 +3,7 @@ package membership
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -299,6 +300,30 @@ func TestRemovedNodeStops(t *testing.T) {
 	}
 	if _, err := newMember(t, f.urls, "", m.cfg.Dir).Join(t.Context()); api.ErrorCode(err) != api.CodePermissionDenied {
 		t.Fatalf("a removed node registers again: %v, want permission_denied", err)
+	}
+}
+
+// A certificate that could not be renewed in time (the control plane was
+// away) ends the membership with a clear error instead of failing calls
+// forever.
+func TestExpiredCertificateStops(t *testing.T) {
+	f := newFleet(t, 1, join.Config{CertTTL: time.Second, HeartbeatInterval: 20 * time.Millisecond})
+	m := newMember(t, f.urls, f.tokenFile(t), t.TempDir())
+	if _, err := m.Join(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	f.stops[0]() // no renewal possible
+	done := run(t, m, noAdmission)
+	select {
+	case err := <-done:
+		if api.ErrorCode(err) != api.CodeUnauthenticated || !strings.Contains(err.Error(), "join again") {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a node with an expired certificate kept running")
+	}
+	if _, err := newMember(t, f.urls, "", m.cfg.Dir).Join(t.Context()); !strings.Contains(fmt.Sprint(err), "expired") {
+		t.Fatalf("Join with an expired certificate: %v", err)
 	}
 }
 
