@@ -233,7 +233,9 @@ func TestJoinRefused(t *testing.T) {
 		name  string
 		token func(t *testing.T) string
 	}{
-		{"wrong secret", func(*testing.T) string { return pki.Token{Fingerprint: pt.Fingerprint, Secret: strings.Repeat("x", 32)}.String() }},
+		{"wrong secret", func(*testing.T) string {
+			return pki.Token{Fingerprint: pt.Fingerprint, Secret: strings.Repeat("x", 32)}.String()
+		}},
 		{"another CA's fingerprint", func(*testing.T) string { return pki.Token{Fingerprint: other.Fingerprint, Secret: pt.Secret}.String() }},
 		{"not a token", func(*testing.T) string { return "hello" }},
 		{"empty", func(*testing.T) string { return "" }},
