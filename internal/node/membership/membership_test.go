@@ -43,7 +43,7 @@ func newFleet(t *testing.T, replicas int, cfg join.Config) *fleet {
 		if err != nil {
 			t.Fatal(err)
 		}
-		url, stop := jointest.ServeTLS(t, s.Handler(), s.ListenerTLS())
+		url, stop := jointest.ServeService(t, s)
 		f.svcs, f.urls, f.stops = append(f.svcs, s), append(f.urls, url), append(f.stops, stop)
 	}
 	return f

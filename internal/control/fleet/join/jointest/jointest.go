@@ -207,8 +207,32 @@ func Key(t testing.TB) *secrets.Key {
 // address.
 func Serve(t testing.TB, s *join.Service) string {
 	t.Helper()
-	url, _ := ServeTLS(t, s.Handler(), s.ListenerTLS())
+	url, _ := ServeService(t, s)
 	return url
+}
+
+// ServeService runs the service's Serve on a free loopback port until the
+// end of the test, or until stop; it returns the https:// address.
+func ServeService(t testing.TB, s *join.Service) (url string, stop func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return "https://" + ln.Addr().String(), stop
 }
 
 // ServeTLS serves h with cfg on a free loopback port until the end of the
