@@ -152,6 +152,10 @@ type Deps struct {
 type tokenRecord struct {
 	Hash    string    `json:"hash"`
 	Expires time.Time `json:"expires"`
+	// Operator is the hash of the operator's token (--join-token-file)
+	// last installed: a restart with the same file keeps a rotation made
+	// since, a new file's token replaces it.
+	Operator string `json:"operator,omitempty"`
 }
 
 // Service is the node listener.
@@ -299,11 +303,11 @@ func (s *Service) loadToken(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if have && pki.SameHash(rec.Hash, t.Hash()) {
-			s.setToken(t, rec.Expires)
-			return s.writeTokenFile(t)
+		if !have || !pki.SameHash(rec.Operator, t.Hash()) {
+			return s.putToken(ctx, t, t.Hash())
 		}
-		return s.putToken(ctx, t)
+		// This operator token was installed before; it may have been
+		// rotated away since.
 	}
 	if have {
 		if b, err := os.ReadFile(s.tokenPath()); err == nil {
@@ -317,7 +321,7 @@ func (s *Service) loadToken(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.putToken(ctx, t)
+	return s.putToken(ctx, t, "")
 }
 
 // operatorToken reads the operator's token file: a whole token of this CA,
@@ -346,9 +350,9 @@ func (s *Service) operatorToken() (pki.Token, error) {
 
 // putToken stores the token's hash with a new expiry and writes the token
 // file.
-func (s *Service) putToken(ctx context.Context, t pki.Token) error {
+func (s *Service) putToken(ctx context.Context, t pki.Token, operator string) error {
 	exp := s.d.Now().Add(s.cfg.TokenTTL).UTC()
-	b, err := json.Marshal(tokenRecord{Hash: t.Hash(), Expires: exp})
+	b, err := json.Marshal(tokenRecord{Hash: t.Hash(), Expires: exp, Operator: operator})
 	if err != nil {
 		return err
 	}
@@ -417,7 +421,11 @@ func (s *Service) Rotate(ctx context.Context) (string, time.Time, error) {
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	if err := s.putToken(ctx, t); err != nil {
+	operator := ""
+	if rec, err := s.tokenRecord(ctx); err == nil {
+		operator = rec.Operator // a restart with the same operator file keeps this rotation
+	}
+	if err := s.putToken(ctx, t, operator); err != nil {
 		return "", time.Time{}, err
 	}
 	tok, exp := s.Token()

@@ -532,6 +532,37 @@ func TestOperatorToken(t *testing.T) {
 		t.Fatalf("the token is %q, want the operator's secret", tok)
 	}
 	p.joinNode(t, "alpha")
+
+	// A restart with the same file keeps the operator's token; after a
+	// rotation, a restart with the same file keeps the rotated one.
+	if tok, _ := p.start(t, join.Config{TokenFile: file}).Token(); !strings.HasSuffix(tok, "-"+secret) {
+		t.Fatalf("a restart changed the operator's token to %q", tok)
+	}
+	rotated, _, err := p.svc.Rotate(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.svc = p.start(t, join.Config{TokenFile: file})
+	if tok, _ := p.svc.Token(); tok != rotated {
+		t.Fatalf("a restart after a rotation brought back %q", tok)
+	}
+	pt, _ := pki.ParseToken(rotated)
+	old, _ := joinRequest(t, pki.Token{Fingerprint: pt.Fingerprint, Secret: secret}.String(), "old")
+	var adm fleetwire.Admission
+	if err := post(t, client(pki.PinnedTLS(pt.Fingerprint)), p.url+fleetwire.PathJoin, old, &adm); api.ErrorCode(err) != api.CodeUnauthenticated {
+		t.Fatalf("the operator's token rotated away: %v", err)
+	}
+	// A new operator file's token replaces the rotated one.
+	secret2 := "another_operator_secret_987654321"
+	if err := os.WriteFile(file, []byte(secret2), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.svc = p.start(t, join.Config{TokenFile: file})
+	if tok, _ := p.svc.Token(); !strings.HasSuffix(tok, "-"+secret2) {
+		t.Fatalf("a new operator token was not taken: %q", tok)
+	}
+	p.joinNode(t, "beta")
+
 	if err := os.WriteFile(file, []byte("short"), 0o600); err != nil {
 		t.Fatal(err)
 	}
