@@ -156,6 +156,9 @@ func (m *Member) joinWithToken(ctx context.Context) (fleetwire.Admission, error)
 	if err != nil {
 		return fleetwire.Admission{}, fmt.Errorf("membership: the join token file: %w", err)
 	}
+	if st, err := os.Stat(m.cfg.TokenFile); err == nil && st.Mode().Perm()&0o077 != 0 {
+		m.cfg.Log.Warn("the join token file is readable by others than its owner; make it 0600", "file", m.cfg.TokenFile, "mode", st.Mode().Perm())
+	}
 	tok, err := pki.ParseToken(string(b))
 	if err != nil {
 		return fleetwire.Admission{}, fmt.Errorf("membership: the join token file %s: %w", m.cfg.TokenFile, err)

@@ -370,6 +370,22 @@ func TestActsOnlyAsItself(t *testing.T) {
 	}
 }
 
+// A join body is bounded: a stranger cannot make the listener read
+// without end.
+func TestJoinBodyBounded(t *testing.T) {
+	p := newPlane(t, join.Config{})
+	pt, _ := pki.ParseToken(p.token(t))
+	req, _ := joinRequest(t, p.token(t), "big")
+	req.Sandboxes = []string{strings.Repeat("x", 2<<20)}
+	var adm fleetwire.Admission
+	if err := post(t, client(pki.PinnedTLS(pt.Fingerprint)), p.url+fleetwire.PathJoin, req, &adm); api.ErrorCode(err) != api.CodePayloadTooLarge {
+		t.Fatalf("a join of 2 MiB: %v, want payload_too_large", err)
+	}
+	if _, ok := p.reg.Node("n1"); ok {
+		t.Fatal("the oversized join was registered")
+	}
+}
+
 func TestRemovedNodeRefused(t *testing.T) {
 	p := newPlane(t, join.Config{})
 	n := p.joinNode(t, "gone")
