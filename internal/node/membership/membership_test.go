@@ -52,7 +52,7 @@ func newFleet(t *testing.T, replicas int, cfg join.Config) *fleet {
 // tokenFile writes the fleet's token to a 0600 file.
 func (f *fleet) tokenFile(t *testing.T) string {
 	t.Helper()
-	tok, _ := f.svcs[0].Token()
+	tok, _, _ := f.svcs[0].Token(t.Context())
 	p := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(p, []byte(tok+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -157,7 +157,7 @@ func TestRefusedJoinLeavesNothing(t *testing.T) {
 	f := newFleet(t, 1, join.Config{})
 	other := newFleet(t, 1, join.Config{})
 	good := f.tokenFile(t)
-	tok, _ := f.svcs[0].Token()
+	tok, _, _ := f.svcs[0].Token(t.Context())
 	pt, _ := pki.ParseToken(tok)
 	wrong := filepath.Join(t.TempDir(), "wrong")
 	_ = os.WriteFile(wrong, []byte(pki.Token{Fingerprint: pt.Fingerprint, Secret: strings.Repeat("z", 32)}.String()), 0o600)

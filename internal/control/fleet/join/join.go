@@ -401,16 +401,28 @@ func (s *Service) tokenRecord(ctx context.Context) (tokenRecord, error) {
 	return rec, nil
 }
 
-// Token is the current join token and its expiry, or "" when this replica
-// did not make it (another replica did, or an operator rotated it
-// elsewhere).
-func (s *Service) Token() (string, time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.token.Secret == "" {
-		return "", time.Time{}
+// Token is the current join token (as the store has it now) and its
+// expiry. The token is "" when this replica does not know its secret:
+// another replica made or rotated it, and this data dir's token file does
+// not hold it.
+func (s *Service) Token(ctx context.Context) (string, time.Time, error) {
+	rec, err := s.tokenRecord(ctx)
+	if err != nil {
+		return "", time.Time{}, err
 	}
-	return s.token.String(), s.expires
+	s.mu.Lock()
+	known := s.token
+	s.mu.Unlock()
+	if known.Secret != "" && pki.SameHash(rec.Hash, known.Hash()) {
+		return known.String(), rec.Expires, nil
+	}
+	if b, err := os.ReadFile(s.tokenPath()); err == nil {
+		if t, err := pki.ParseToken(string(b)); err == nil && pki.SameHash(rec.Hash, t.Hash()) {
+			s.setToken(t, rec.Expires)
+			return t.String(), rec.Expires, nil
+		}
+	}
+	return "", rec.Expires, nil
 }
 
 // Rotate makes a new join token: from now on the old one admits no join
@@ -428,9 +440,11 @@ func (s *Service) Rotate(ctx context.Context) (string, time.Time, error) {
 	if err := s.putToken(ctx, t, operator); err != nil {
 		return "", time.Time{}, err
 	}
-	tok, exp := s.Token()
+	s.mu.Lock()
+	exp := s.expires
+	s.mu.Unlock()
 	s.d.Log.Info("rotated the join token", "expires", exp)
-	return tok, exp, nil
+	return t.String(), exp, nil
 }
 
 // Fingerprint is the fleet CA's fingerprint.

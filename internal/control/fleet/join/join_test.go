@@ -80,7 +80,7 @@ func (p *plane) start(t *testing.T, cfg join.Config) *join.Service {
 
 func (p *plane) token(t *testing.T) string {
 	t.Helper()
-	tok, _ := p.svc.Token()
+	tok, _, _ := p.svc.Token(t.Context())
 	if tok == "" {
 		t.Fatal("no join token")
 	}
@@ -263,7 +263,7 @@ func TestJoinRefused(t *testing.T) {
 	}
 	// Joins with the new token work; the node joined before the rotation
 	// still heartbeats.
-	if tok, _ := p.svc.Token(); tok == good {
+	if tok, _, _ := p.svc.Token(t.Context()); tok == good {
 		t.Fatal("the token did not change at the rotation")
 	}
 	p.joinNode(t, "after-rotation")
@@ -271,7 +271,7 @@ func TestJoinRefused(t *testing.T) {
 		t.Fatalf("a node joined before the rotation: %v", err)
 	}
 	b, _ := os.ReadFile(filepath.Join(p.dir, join.TokenFileName))
-	if tok, _ := p.svc.Token(); strings.TrimSpace(string(b)) != tok {
+	if tok, _, _ := p.svc.Token(t.Context()); strings.TrimSpace(string(b)) != tok {
 		t.Fatal("the token file does not hold the rotated token")
 	}
 }
@@ -435,7 +435,7 @@ func TestCASurvivesRestart(t *testing.T) {
 	if again.Fingerprint() != p.svc.Fingerprint() {
 		t.Fatal("the CA changed at a restart")
 	}
-	if tok, _ := again.Token(); tok != p.token(t) {
+	if tok, _, _ := again.Token(t.Context()); tok != p.token(t) {
 		t.Fatal("the join token changed at a restart")
 	}
 	// A node joined before the restart is served by the new instance.
@@ -449,10 +449,23 @@ func TestCASurvivesRestart(t *testing.T) {
 	if replica.Fingerprint() != p.svc.Fingerprint() {
 		t.Fatal("a replica made another CA")
 	}
-	if tok, _ := replica.Token(); tok != "" {
+	if tok, _, _ := replica.Token(t.Context()); tok != "" {
 		t.Fatalf("a replica without the token file knows the token %q", tok)
 	}
 	p.joinNode(t, "beta") // the token still admits
+
+	// A rotation by one instance: another over the same data dir reads the
+	// new token, the one without it knows it has none.
+	rotated, _, err := p.svc.Rotate(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok, _, _ := again.Token(t.Context()); tok != rotated {
+		t.Fatalf("an instance over the same data dir says the token is %q, not the rotated one", tok)
+	}
+	if tok, _, _ := replica.Token(t.Context()); tok != "" {
+		t.Fatalf("a replica without the token file says the token is %q", tok)
+	}
 
 	der, err := x509.MarshalPKCS8PrivateKey(caKeyOf(t, p))
 	if err != nil {
@@ -551,7 +564,7 @@ func TestOperatorToken(t *testing.T) {
 
 	// A restart with the same file keeps the operator's token; after a
 	// rotation, a restart with the same file keeps the rotated one.
-	if tok, _ := p.start(t, join.Config{TokenFile: file}).Token(); !strings.HasSuffix(tok, "-"+secret) {
+	if tok, _, _ := p.start(t, join.Config{TokenFile: file}).Token(t.Context()); !strings.HasSuffix(tok, "-"+secret) {
 		t.Fatalf("a restart changed the operator's token to %q", tok)
 	}
 	rotated, _, err := p.svc.Rotate(t.Context())
@@ -559,7 +572,7 @@ func TestOperatorToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.svc = p.start(t, join.Config{TokenFile: file})
-	if tok, _ := p.svc.Token(); tok != rotated {
+	if tok, _, _ := p.svc.Token(t.Context()); tok != rotated {
 		t.Fatalf("a restart after a rotation brought back %q", tok)
 	}
 	pt, _ := pki.ParseToken(rotated)
@@ -574,7 +587,7 @@ func TestOperatorToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.svc = p.start(t, join.Config{TokenFile: file})
-	if tok, _ := p.svc.Token(); !strings.HasSuffix(tok, "-"+secret2) {
+	if tok, _, _ := p.svc.Token(t.Context()); !strings.HasSuffix(tok, "-"+secret2) {
 		t.Fatalf("a new operator token was not taken: %q", tok)
 	}
 	p.joinNode(t, "beta")
