@@ -2,6 +2,7 @@ package pki
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"net/url"
@@ -101,5 +102,27 @@ func TestIssueNamesOnlyTheGivenIdentity(t *testing.T) {
 	_, okp, _ := other.Marshal()
 	if _, err := ParseCA(cp, okp); err == nil {
 		t.Fatal("a CA certificate was taken with another CA's key")
+	}
+}
+
+// A nil pool trusts nothing (crypto/x509 would take it for the system's
+// roots).
+func TestNilPoolTrustsNothing(t *testing.T) {
+	ca, err := NewCA(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := NewKey()
+	p, _ := ca.IssueKey(key.Public(), fleetwire.ControlURI, time.Hour, time.Now())
+	cert, _ := KeyPair(p, key, ca.Cert)
+	cs := tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert.Leaf, ca.Cert}}
+	if err := ClientTLS(nil, nil, fleetwire.ControlURI).VerifyConnection(cs); err == nil {
+		t.Fatal("a client with no pool accepted a server")
+	}
+	if err := ClientTLS(ca.Pool(), nil, fleetwire.ControlURI).VerifyConnection(cs); err != nil {
+		t.Fatalf("the CA's pool: %v", err)
+	}
+	if got := ServerTLS(nil, nil, nil, true).ClientCAs; got == nil {
+		t.Fatal("a server with no pool has nil ClientCAs (the system's roots)")
 	}
 }

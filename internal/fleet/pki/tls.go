@@ -15,6 +15,7 @@ import (
 // come without a certificate (the node listener's join); the handler then
 // finds no verified chain and decides. TLS 1.3 only.
 func ServerTLS(caPool *x509.CertPool, cert *tls.Certificate, allow func(uri string) bool, requireClientCert bool) *tls.Config {
+	caPool = orEmpty(caPool)
 	auth := tls.VerifyClientCertIfGiven
 	if requireClientCert {
 		auth = tls.RequireAndVerifyClientCert
@@ -52,6 +53,7 @@ func ServerTLS(caPool *x509.CertPool, cert *tls.Certificate, allow func(uri stri
 // wantURI; host names and addresses are not checked. cert, when not nil,
 // is the client certificate. TLS 1.3 only.
 func ClientTLS(caPool *x509.CertPool, cert *tls.Certificate, wantURI string) *tls.Config {
+	caPool = orEmpty(caPool)
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		// The chain and the URI are checked by VerifyConnection below,
@@ -98,6 +100,15 @@ func PinnedTLS(fingerprint string) *tls.Config {
 	}
 }
 
+// orEmpty is the pool, or an empty one for nil: a nil pool would mean
+// the system's roots to crypto/x509, and no public CA is trusted here.
+func orEmpty(p *x509.CertPool) *x509.CertPool {
+	if p == nil {
+		return x509.NewCertPool()
+	}
+	return p
+}
+
 // verifyServer checks a server's leaf against the pool (its other
 // certificates as intermediates) and its identity.
 func verifyServer(cs tls.ConnectionState, pool *x509.CertPool, wantURI string) error {
@@ -110,7 +121,7 @@ func verifyServer(cs tls.ConnectionState, pool *x509.CertPool, wantURI string) e
 		inter.AddCert(c)
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{
-		Roots:         pool,
+		Roots:         orEmpty(pool),
 		Intermediates: inter,
 		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}); err != nil {
