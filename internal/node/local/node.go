@@ -530,6 +530,11 @@ func (n *Node) Wake(ctx context.Context, ns node.SandboxSpec) error {
 		return err
 	}
 	tmp := n.restorePath(spec.ID)
+	// A node that never ran a sandbox has no state dir yet (the runtime
+	// makes it 0711, as here).
+	if err := os.MkdirAll(filepath.Dir(tmp), 0o711); err != nil {
+		return err
+	}
 	os.Remove(tmp)
 	files := saves.Files{Disk: tmp}
 	var aside string
@@ -601,7 +606,11 @@ func (n *Node) DropSave(ctx context.Context, id string) error { return n.cfg.Sav
 // save named to (its disk only), through a sparse disk image restored
 // beside the state dirs.
 func (n *Node) CopySave(ctx context.Context, from, to string) (node.SaveInfo, error) {
-	m, err := saves.Copy(ctx, n.cfg.Saves, from, "", to, n.generation(), filepath.Dir(n.rt.StateDir(to)))
+	scratch := filepath.Dir(n.rt.StateDir(to))
+	if err := os.MkdirAll(scratch, 0o711); err != nil {
+		return node.SaveInfo{}, err
+	}
+	m, err := saves.Copy(ctx, n.cfg.Saves, from, "", to, n.generation(), scratch)
 	return saveInfo(m), err
 }
 
