@@ -253,6 +253,17 @@ func TestS3Generations(t *testing.T) {
 	if _, err := st.Restore(ctx, "sbx_g", "2-300", Files{Disk: filepath.Join(dir, "cut.img")}); api.ErrorCode(err) != api.CodeNotFound {
 		t.Errorf("restore of the cut save: %v", err)
 	}
+	// A manifest placed under another generation's name (by a node that
+	// can write the bucket) names its own generation: refused.
+	if _, err := c.CopyObject(ctx, &s3.CopyObjectInput{
+		Bucket: &srv.Bucket, CopySource: aws.String(srv.Bucket + "/" + st.saveKey("sbx_g", "1-100", manifest)),
+		Key: aws.String(st.saveKey("sbx_g", "0-150", manifest)),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Restore(ctx, "sbx_g", "0-150", Files{Disk: filepath.Join(dir, "moved.img")}); err == nil {
+		t.Error("a manifest moved to another generation was restored")
+	}
 	if _, err := st.Stat(ctx, "sbx_g", "../x"); api.ErrorCode(err) != api.CodeInvalidArgument {
 		t.Errorf("a generation that is a path: %v", err)
 	}
