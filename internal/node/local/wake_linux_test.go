@@ -169,7 +169,7 @@ func replay(t *testing.T, n *Node, sbx, cmd string) string {
 // TestWakeOnAnotherNode: a sandbox that slept on node A wakes on node B
 // (another output dir, the same S3 store) from the generation A wrote,
 // with its files, and every command it ran on A replays on B
-// byte-identical.
+// byte-identical; woken back on A from B's save, B's commands replay there.
 func TestWakeOnAnotherNode(t *testing.T) {
 	if rootErr != nil {
 		t.Skip(rootErr)
@@ -177,7 +177,7 @@ func TestWakeOnAnotherNode(t *testing.T) {
 	srv := s3server.Start(t)
 	srv.Env(t)
 	open := func() saves.Store {
-		st, err := saves.Open(t.Context(), srv.URL("fleet"), "")
+		st, err := saves.Open(t.Context(), srv.URL(), "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,6 +240,18 @@ func TestWakeOnAnotherNode(t *testing.T) {
 	}
 	if info2.Generation[:2] != "7-" {
 		t.Errorf("B's generation %q", info2.Generation)
+	}
+	// Back on A, whose output of the sandbox is the older save's: the
+	// newer save's output replaces it, B's command included.
+	want["cmd_check"] = replay(t, b, id, "cmd_check")
+	spec.Save = info2.Generation
+	if err := a.Wake(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	for cmd, w := range want {
+		if got := replay(t, a, id, cmd); got != w {
+			t.Errorf("%s replays back on A as\n%s\nwant\n%s", cmd, trim(got), trim(w))
+		}
 	}
 }
 

@@ -28,7 +28,7 @@ func newS3(t *testing.T) (*S3, *s3server.Server) {
 	t.Helper()
 	srv := s3server.Start(t)
 	srv.Env(t)
-	st, err := Open(t.Context(), srv.URL("cove/"+t.Name()), "")
+	st, err := Open(t.Context(), srv.PrefixURL("cove/"+t.Name()), "")
 	if err != nil {
 		t.Fatal(err)
 	}

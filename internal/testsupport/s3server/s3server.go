@@ -43,9 +43,13 @@ type Server struct {
 	Dir string
 }
 
-// URL is the saves URL of a prefix in the bucket:
+// URL is the saves URL of the prefix "cove" in the bucket:
+// s3://BUCKET/cove?endpoint=ENDPOINT.
+func (s *Server) URL() string { return s.PrefixURL("cove") }
+
+// PrefixURL is the saves URL of a prefix in the bucket:
 // s3://BUCKET/PREFIX?endpoint=ENDPOINT.
-func (s *Server) URL(prefix string) string {
+func (s *Server) PrefixURL(prefix string) string {
 	return "s3://" + s.Bucket + "/" + strings.Trim(prefix, "/") + "?endpoint=" + s.Endpoint
 }
 
