@@ -471,3 +471,51 @@ func TestNewer(t *testing.T) {
 		}
 	}
 }
+
+// TestS3UploadCut: an upload that fails after some of its parts went up
+// leaves neither the object nor an unfinished multipart upload, and a
+// save that fails leaves no object of its generation.
+func TestS3UploadCut(t *testing.T) {
+	st, srv := newS3(t)
+	ctx := t.Context()
+	c := srv.Client()
+	key := st.key("saves", "sbx_cut", "0-1", archiveName)
+	err := st.upload(ctx, key, func(w io.Writer) error {
+		chunk := make([]byte, 1<<20)
+		for range 11 { // two parts go up, the third is cut
+			rand.Read(chunk)
+			if _, err := w.Write(chunk); err != nil {
+				return err
+			}
+		}
+		return fmt.Errorf("the disk went away")
+	}, nil)
+	if err == nil {
+		t.Fatal("a cut upload succeeded")
+	}
+	if _, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &srv.Bucket, Key: &key}); err == nil {
+		t.Error("a cut upload left its object")
+	}
+	ups, err := c.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: &srv.Bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ups.Uploads) != 0 {
+		t.Errorf("%d unfinished uploads remain", len(ups.Uploads))
+	}
+
+	// A save whose output cannot be read fails after its disk went up.
+	dir := t.TempDir()
+	img := filepath.Join(dir, "disk.img")
+	sparseDisk(t, img, 1)
+	if _, err := st.Save(ctx, "sbx_cut", "0-2", Files{Disk: img, Output: filepath.Join(img, "not-a-dir")}); err == nil {
+		t.Fatal("a save of unreadable output succeeded")
+	}
+	list, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &srv.Bucket, Prefix: aws.String(st.key("saves", "sbx_cut") + "/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Contents) != 0 {
+		t.Errorf("a failed save left %s", aws.ToString(list.Contents[0].Key))
+	}
+}
