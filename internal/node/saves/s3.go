@@ -82,7 +82,11 @@ func OpenS3(ctx context.Context, u *url.URL, credsFile string) (*S3, error) {
 	if region == "" {
 		region = "us-east-1"
 	}
-	hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// A service that accepts a request and never answers fails it
+	// (completing a large multipart upload may take the service a while).
+	tr.ResponseHeaderTimeout = 5 * time.Minute
+	hc := &http.Client{Transport: tr}
 	opts := s3.Options{
 		Region:       region,
 		Credentials:  credentials.StaticCredentialsProvider{Value: creds},
