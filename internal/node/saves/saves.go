@@ -74,13 +74,13 @@ type Files struct {
 
 // Manifest describes a complete save.
 type Manifest struct {
-	SandboxID    string    `json:"sandbox_id"`
-	Generation   string    `json:"generation,omitempty"`
-	Format       string    `json:"format"`
-	DiskBytes    int64     `json:"disk_bytes"`    // the image's apparent size
-	DataBytes    int64     `json:"data_bytes"`    // bytes in its data extents
-	ArchiveBytes int64     `json:"archive_bytes"` // the compressed archive
-	SHA256       string    `json:"sha256"`        // of the archive file
+	SandboxID    string `json:"sandbox_id"`
+	Generation   string `json:"generation,omitempty"`
+	Format       string `json:"format"`
+	DiskBytes    int64  `json:"disk_bytes"`    // the image's apparent size
+	DataBytes    int64  `json:"data_bytes"`    // bytes in its data extents
+	ArchiveBytes int64  `json:"archive_bytes"` // the compressed archive
+	SHA256       string `json:"sha256"`        // of the archive file
 	// OutputBytes and OutputSHA256 describe the archive of the recorded
 	// output; a save without one (OutputSHA256 "") holds no output.
 	OutputBytes  int64     `json:"output_bytes,omitempty"`
