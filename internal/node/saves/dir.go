@@ -176,6 +176,15 @@ func (d *Dir) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
+// Prune implements Store: a directory keeps one generation only, so
+// there is nothing older to remove.
+func (d *Dir) Prune(ctx context.Context, id, keep string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	return checkGen(keep)
+}
+
 func (d *Dir) blobPath(digest string) (string, error) {
 	name, err := blobName(digest)
 	if err != nil {

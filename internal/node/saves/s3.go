@@ -279,9 +279,32 @@ func (s *S3) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
+// Prune removes every generation of the save of id but keep, and
+// unfinished uploads of the others.
+func (s *S3) Prune(ctx context.Context, id, keep string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	if err := checkGen(keep); err != nil {
+		return err
+	}
+	prefix := s.key("saves", id) + "/"
+	if err := s.deleteUnder(ctx, prefix, prefix+keep+"/"); err != nil {
+		return fmt.Errorf("prune saves of %s: %w", id, err)
+	}
+	return nil
+}
+
 // deletePrefix removes every object under prefix and aborts the
 // multipart uploads under it.
 func (s *S3) deletePrefix(ctx context.Context, prefix string) error {
+	return s.deleteUnder(ctx, prefix, "")
+}
+
+// deleteUnder removes every object under prefix but those under keep
+// ("" keeps none), and aborts the multipart uploads likewise.
+func (s *S3) deleteUnder(ctx context.Context, prefix, keep string) error {
+	kept := func(key *string) bool { return keep != "" && strings.HasPrefix(aws.ToString(key), keep) }
 	var errs []error
 	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &prefix})
 	for p.HasMorePages() {
@@ -294,7 +317,12 @@ func (s *S3) deletePrefix(ctx context.Context, prefix string) error {
 		}
 		ids := make([]types.ObjectIdentifier, 0, len(page.Contents))
 		for _, o := range page.Contents {
-			ids = append(ids, types.ObjectIdentifier{Key: o.Key})
+			if !kept(o.Key) {
+				ids = append(ids, types.ObjectIdentifier{Key: o.Key})
+			}
+		}
+		if len(ids) == 0 {
+			continue
 		}
 		out, err := s.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{
 			Bucket: &s.bucket, Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)},
@@ -311,6 +339,9 @@ func (s *S3) deletePrefix(ctx context.Context, prefix string) error {
 		return errors.Join(append(errs, err)...)
 	}
 	for _, u := range up.Uploads {
+		if kept(u.Key) {
+			continue
+		}
 		if _, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
 			Bucket: &s.bucket, Key: u.Key, UploadId: u.UploadId,
 		}); err != nil && !isNotFound(err) {

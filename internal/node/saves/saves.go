@@ -46,6 +46,11 @@ type Store interface {
 	// Delete removes every generation of the save of id; a missing save
 	// is no error.
 	Delete(ctx context.Context, id string) error
+	// Prune removes every generation of the save of id but keep (and
+	// saves cut short): what the control plane calls once it recorded
+	// keep as the sandbox's save, never a node after its own save, which
+	// could be a zombie's.
+	Prune(ctx context.Context, id, keep string) error
 	// Blobs keep imported images by digest.
 	Blobs
 	// Close releases the store's connections.

@@ -209,7 +209,7 @@ func TestDirCorrupt(t *testing.T) {
 // TestS3Generations: "" restores the newest complete generation, a
 // named one restores exactly that one, and a generation whose manifest
 // never arrived (its upload cut) is neither newest nor restorable;
-// Delete removes every generation.
+// Prune keeps only the one named; Delete removes every generation.
 func TestS3Generations(t *testing.T) {
 	st, srv := newS3(t)
 	ctx := t.Context()
@@ -266,6 +266,26 @@ func TestS3Generations(t *testing.T) {
 	}
 	if _, err := st.Stat(ctx, "sbx_g", "../x"); api.ErrorCode(err) != api.CodeInvalidArgument {
 		t.Errorf("a generation that is a path: %v", err)
+	}
+
+	// Prune keeps the generation named and nothing else.
+	if err := st.Prune(ctx, "sbx_g", "1-100"); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := st.Stat(ctx, "sbx_g", ""); err != nil || m.Generation != "1-100" {
+		t.Errorf("after prune the newest is %+v, %v; want 1-100", m, err)
+	}
+	pruned, err := c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &srv.Bucket, Prefix: aws.String(st.key("saves", "sbx_g") + "/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range pruned.Contents {
+		if !strings.HasPrefix(aws.ToString(o.Key), st.key("saves", "sbx_g", "1-100")+"/") {
+			t.Errorf("prune left %s", aws.ToString(o.Key))
+		}
+	}
+	if len(pruned.Contents) != 2 {
+		t.Errorf("prune left %d objects of the kept generation, want its archive and manifest", len(pruned.Contents))
 	}
 
 	if err := st.Delete(ctx, "sbx_g"); err != nil {
