@@ -70,9 +70,10 @@ MODULES := . api sdk/go
 # Linux and that git holds no binary. The managed image is cached in
 # $(TEST_IMAGES).
 test: test-deps build check-elf cross
+	GO=$(GO) scripts/versitygw.sh
 	@set -e; for m in $(MODULES); do echo "vet $$m"; (cd $$m && $(GO) vet ./...); done
 	@set -e; for m in api sdk/go; do echo "test $$m"; (cd $$m && $(GO) test -count=1 ./...); done
-	COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 40m ./...
+	COVE_REQUIRE_S3=1 COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 40m ./...
 	$(MAKE) fuzz
 
 # ROOT_PACKAGES hold the root integration tests (real runc, overlayfs,
@@ -82,7 +83,8 @@ ROOT_PACKAGES := ./internal/e2e/... ./internal/node/runtime/ ./internal/node/ima
 # test-repeat runs the root integration tests three times, to shake out
 # flakes.
 test-repeat: deps build
-	COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -count=3 -timeout 90m $(ROOT_PACKAGES)
+	GO=$(GO) scripts/versitygw.sh
+	COVE_REQUIRE_S3=1 COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -count=3 -timeout 90m $(ROOT_PACKAGES)
 
 # check-elf fails when git tracks a binary.
 check-elf:

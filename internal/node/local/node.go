@@ -94,8 +94,12 @@ type Config struct {
 	// SandboxOutputMaxBytes caps the recorded output of all the commands
 	// of one sandbox together; 0 sets no cap beyond OutputMaxBytes.
 	SandboxOutputMaxBytes int64
-	// Saves keeps the files of sleeping sandboxes.
+	// Saves keeps the files of sleeping sandboxes, and their recorded
+	// output with them.
 	Saves saves.Store
+	// Generation names each new save (saves.Generation); nil names them
+	// "0-<unix nanos>", as a node outside a fleet (epoch 0) does.
+	Generation func() string
 	// Network fences sandboxes; nil leaves them with loopback only.
 	Network Network
 	// GitDir holds git clones while they are made, each on a scratch
@@ -419,6 +423,7 @@ func (n *Node) Destroy(ctx context.Context, id string) error {
 		err = errors.Join(err, serr)
 	}
 	os.Remove(n.restorePath(id))
+	os.RemoveAll(n.outputDir(id) + ".replaced")
 	return err
 }
 
@@ -436,18 +441,31 @@ func (n *Node) detach(id string) {
 
 // FinishSleep completes a sleep that a crash interrupted: whatever state the
 // sandbox was left in, it ends saved and without a runtime, or with an
-// error and its files kept on the node.
+// error and its files kept on the node. The save holds the sandbox's
+// recorded output too, so that it replays on whichever node wakes it.
 func (n *Node) FinishSleep(ctx context.Context, id string) (node.SaveInfo, error) {
 	n.detach(id)
 	var m saves.Manifest
 	var err error
 	if _, serr := os.Stat(n.rt.StateDir(id)); errors.Is(serr, os.ErrNotExist) {
 		// The runtime was already removed: the save was complete.
-		m, err = n.cfg.Saves.Stat(ctx, id)
+		m, err = n.cfg.Saves.Stat(ctx, id, "")
 	} else {
 		m, err = n.finishSleep(ctx, id)
 	}
-	return node.SaveInfo{DataBytes: m.DataBytes, ArchiveBytes: m.ArchiveBytes}, err
+	return saveInfo(m), err
+}
+
+func saveInfo(m saves.Manifest) node.SaveInfo {
+	return node.SaveInfo{DataBytes: m.DataBytes, ArchiveBytes: m.ArchiveBytes, Generation: m.Generation}
+}
+
+// generation names a new save.
+func (n *Node) generation() string {
+	if n.cfg.Generation != nil {
+		return n.cfg.Generation()
+	}
+	return saves.Generation(0, time.Now())
 }
 
 func (n *Node) finishSleep(ctx context.Context, id string) (saves.Manifest, error) {
@@ -456,18 +474,43 @@ func (n *Node) finishSleep(ctx context.Context, id string) (saves.Manifest, erro
 	if err != nil {
 		return saves.Manifest{}, err
 	}
-	m, err := n.cfg.Saves.Save(ctx, id, disk)
+	out := n.outputDir(id)
+	m, err := n.cfg.Saves.Save(ctx, id, n.generation(), saves.Files{Disk: disk, Output: out})
 	if err != nil {
 		return m, err // the disk image stays in the state dir
 	}
+	// This node's output is the save's: a wake here keeps it.
+	n.markOutput(id, m.Generation)
 	if err := n.rt.Destroy(ctx, id); err != nil {
 		return m, fmt.Errorf("remove runtime after saving %s: %w", id, err)
 	}
 	return m, nil
 }
 
-// Wake restores a sandbox's save and starts it. The save stays until
-// DropSave, so a crash mid-wake still finds it.
+// markOutput notes in a sandbox's output directory the save generation
+// it matches.
+func (n *Node) markOutput(id, gen string) {
+	dir := n.outputDir(id)
+	err := os.MkdirAll(dir, 0o700)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, saves.OutputMarker), []byte(gen), 0o600)
+	}
+	if err != nil {
+		n.log.Warn("mark output as saved", "sandbox", id, "generation", gen, "err", err)
+	}
+}
+
+// outputMatches reports whether this node's output of a sandbox is the
+// one saved as gen.
+func (n *Node) outputMatches(id, gen string) bool {
+	b, err := os.ReadFile(filepath.Join(n.outputDir(id), saves.OutputMarker))
+	return err == nil && string(b) == gen
+}
+
+// Wake restores a sandbox's save (generation spec.Save, or the newest)
+// and starts it. The save stays until DropSave, so a crash mid-wake still
+// finds it. When this node's recorded output of the sandbox is missing or
+// not the save's (it ran elsewhere since), the save's output replaces it.
 func (n *Node) Wake(ctx context.Context, ns node.SandboxSpec) error {
 	spec, err := n.runtimeSpec(ns)
 	if err != nil {
@@ -482,10 +525,36 @@ func (n *Node) Wake(ctx context.Context, ns node.SandboxSpec) error {
 	if err := n.rt.Destroy(ctx, spec.ID); err != nil {
 		return err
 	}
-	tmp := n.restorePath(spec.ID)
-	os.Remove(tmp)
-	if _, err := n.cfg.Saves.Restore(ctx, spec.ID, tmp); err != nil {
+	m, err := n.cfg.Saves.Stat(ctx, spec.ID, ns.Save)
+	if err != nil {
 		return err
+	}
+	tmp := n.restorePath(spec.ID)
+	// A node that never ran a sandbox has no state dir yet (the runtime
+	// makes it 0711, as here).
+	if err := os.MkdirAll(filepath.Dir(tmp), 0o711); err != nil {
+		return err
+	}
+	os.Remove(tmp)
+	files := saves.Files{Disk: tmp}
+	var aside string
+	if m.HasOutput() && !n.outputMatches(spec.ID, m.Generation) {
+		if aside, err = n.setOutputAside(spec.ID); err != nil {
+			return err
+		}
+		files.Output = n.outputDir(spec.ID)
+	}
+	// Exactly the generation found, even if a newer one lands meanwhile.
+	gen := ns.Save
+	if m.Generation != "" {
+		gen = m.Generation
+	}
+	if _, err := n.cfg.Saves.Restore(ctx, spec.ID, gen, files); err != nil {
+		n.putOutputBack(spec.ID, aside)
+		return err
+	}
+	if aside != "" {
+		os.RemoveAll(aside)
 	}
 	spec.Disk = tmp
 	if err := n.start(ctx, spec, ns.Network, ns.Secrets); err != nil {
@@ -493,6 +562,36 @@ func (n *Node) Wake(ctx context.Context, ns node.SandboxSpec) error {
 		return err
 	}
 	return nil
+}
+
+// setOutputAside moves a sandbox's output directory out of the way of a
+// restore, returning where it went ("" when there was none).
+func (n *Node) setOutputAside(id string) (string, error) {
+	n.closeLogs(id)
+	if err := os.MkdirAll(n.cfg.OutputDir, 0o700); err != nil {
+		return "", err
+	}
+	dir := n.outputDir(id)
+	aside := dir + ".replaced"
+	if err := os.RemoveAll(aside); err != nil {
+		return "", err
+	}
+	if err := os.Rename(dir, aside); errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	} else if err != nil {
+		return "", fmt.Errorf("set output of %s aside: %w", id, err)
+	}
+	return aside, nil
+}
+
+// putOutputBack undoes setOutputAside after a failed restore.
+func (n *Node) putOutputBack(id, aside string) {
+	if aside == "" {
+		return
+	}
+	if err := os.Rename(aside, n.outputDir(id)); err != nil {
+		n.log.Warn("put output back after a failed restore", "sandbox", id, "err", err)
+	}
 }
 
 // SetHostname renames a running sandbox's host (a warm sandbox handed out).
@@ -503,21 +602,16 @@ func (n *Node) SetHostname(ctx context.Context, id, name string) error {
 // DropSave removes a sandbox's save once it runs again.
 func (n *Node) DropSave(ctx context.Context, id string) error { return n.cfg.Saves.Delete(ctx, id) }
 
-// CopySave copies the save named from as the save named to, through a
-// sparse disk image restored beside the state dirs (the save store's four
-// calls are all it needs, so a bucket serves as well).
+// CopySave copies the newest save named from as a new generation of the
+// save named to (its disk only), through a sparse disk image restored
+// beside the state dirs.
 func (n *Node) CopySave(ctx context.Context, from, to string) (node.SaveInfo, error) {
-	tmp := n.rt.StateDir(to) + ".copy.img"
-	os.Remove(tmp)
-	defer os.Remove(tmp)
-	if _, err := n.cfg.Saves.Restore(ctx, from, tmp); err != nil {
-		return node.SaveInfo{}, fmt.Errorf("read save %s: %w", from, err)
+	scratch := filepath.Dir(n.rt.StateDir(to))
+	if err := os.MkdirAll(scratch, 0o711); err != nil {
+		return node.SaveInfo{}, err
 	}
-	m, err := n.cfg.Saves.Save(ctx, to, tmp)
-	if err != nil {
-		return node.SaveInfo{}, fmt.Errorf("write save %s: %w", to, err)
-	}
-	return node.SaveInfo{DataBytes: m.DataBytes, ArchiveBytes: m.ArchiveBytes}, nil
+	m, err := saves.Copy(ctx, n.cfg.Saves, from, "", to, n.generation(), scratch)
+	return saveInfo(m), err
 }
 
 // DestroyRuntime removes a sandbox's runtime but keeps its save and output.

@@ -1,0 +1,272 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/node"
+	"github.com/cove-dev/cove/internal/node/image"
+	"github.com/cove-dev/cove/internal/node/runtime"
+	"github.com/cove-dev/cove/internal/node/saves"
+	"github.com/cove-dev/cove/internal/testsupport/s3server"
+)
+
+// Shared by the root tests; set by setupRoot.
+var (
+	rootDir    string      // per-run directory, searchable by mapped roots
+	rootAgent  string      // static cove-agent built for this run
+	rootImage  image.Image // busybox image
+	rootCgroup string      // per-run cgroup parent
+	rootErr    error       // why the root tests cannot run
+)
+
+// setupRoot builds the agent and a busybox image for the root tests, or
+// notes why they cannot run; what it returns removes what it made.
+func setupRoot() func() {
+	if os.Geteuid() != 0 {
+		rootErr = errors.New("needs root (runc, mounts, loop devices, cgroups)")
+		return func() {}
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		rootErr = fmt.Errorf("needs runc: %w", err)
+		return func() {}
+	}
+	dir, err := os.MkdirTemp("", "cove-local-test-")
+	if err != nil {
+		rootErr = err
+		return func() {}
+	}
+	rootDir = dir
+	var b [4]byte
+	rand.Read(b[:])
+	rootCgroup = "/cove-local-test-" + hex.EncodeToString(b[:])
+	cleanup := func() {
+		os.RemoveAll(dir)
+		// The sandboxes' cgroups went with them; only the parent is left.
+		dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + rootCgroup)
+		if d := "/sys/fs/cgroup" + rootCgroup; fileExists(d) {
+			dirs = append(dirs, d)
+		}
+		for _, d := range dirs {
+			os.Remove(d)
+		}
+	}
+	rootErr = func() error {
+		if err := os.Chmod(dir, 0o711); err != nil {
+			return err
+		}
+		rootAgent = filepath.Join(dir, "cove-agent")
+		build := exec.Command("go", "build", "-o", rootAgent, "github.com/cove-dev/cove/cmd/cove-agent")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("build cove-agent: %w: %s", err, out)
+		}
+		if _, err := os.Stat(image.BusyboxPath); err != nil {
+			return fmt.Errorf("needs busybox-static: %w", err)
+		}
+		rootImage, err = image.BuildBusybox(context.Background(), filepath.Join(dir, "images"), "busybox")
+		return err
+	}()
+	return cleanup
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// exits collects the commands' exits a node reports.
+type exits chan string
+
+func (e exits) onExit(sandboxID, commandID string, exit node.Exit, lost bool) {
+	e <- fmt.Sprintf("%s/%s exit %d lost %v", sandboxID, commandID, exit.ExitCode, lost)
+}
+
+// testNode is a node of its own (state, runc root and output dirs) over
+// the given save store, closed when the test ends.
+func testNode(t *testing.T, name string, st saves.Store, gen func() string) (*Node, exits) {
+	t.Helper()
+	base, err := os.MkdirTemp(rootDir, name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(base, 0o711)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", name)
+	rt, err := runtime.New(runtime.Config{
+		StateDir: filepath.Join(base, "sandboxes"), AgentPath: rootAgent, CgroupParent: rootCgroup,
+	}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := make(exits, 16)
+	n := New(Config{
+		Templates: map[string]image.Image{"busybox": rootImage},
+		OutputDir: filepath.Join(base, "output"), OutputMaxBytes: 1 << 20,
+		Saves: st, Generation: gen,
+	}, rt, log, ex.onExit)
+	t.Cleanup(func() { n.Close() })
+	return n, ex
+}
+
+// run starts a command and waits for its exit.
+func runCmd(t *testing.T, n *Node, ex exits, sbx, cmd, script string) {
+	t.Helper()
+	err := n.Exec(t.Context(), sbx, node.ExecSpec{
+		ID: cmd, Template: "busybox", Argv: []string{"/bin/sh", "-c", script}, Cwd: "/",
+		Env: map[string]string{"PATH": "/bin:/usr/bin:/sbin:/usr/sbin"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-ex:
+		if want := sbx + "/" + cmd + " exit 0 lost false"; got != want {
+			t.Fatalf("exit %q, want %q", got, want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("command %s did not end", cmd)
+	}
+}
+
+// replay is everything a reader of a command's recorded output sees.
+func replay(t *testing.T, n *Node, sbx, cmd string) string {
+	t.Helper()
+	o, err := n.Output(sbx, cmd)
+	if err != nil {
+		t.Fatalf("output of %s: %v", cmd, err)
+	}
+	defer o.Close()
+	var b bytes.Buffer
+	exit, err := o.Read(t.Context(), 0, false, func(c node.Chunk) error {
+		fmt.Fprintf(&b, "%d %s %v %q\n", c.Seq, c.Stream, c.Truncated, c.Data)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(&b, "exit %+v\n", exit)
+	for _, s := range []string{"stdout", "stderr"} {
+		r, size, err := o.Stream(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := make([]byte, size)
+		r.ReadAt(raw, 0)
+		fmt.Fprintf(&b, "%s %q\n", s, raw)
+	}
+	return b.String()
+}
+
+// TestWakeOnAnotherNode: a sandbox that slept on node A wakes on node B
+// (another output dir, the same S3 store) from the generation A wrote,
+// with its files, and every command it ran on A replays on B
+// byte-identical; woken back on A from B's save, B's commands replay there.
+func TestWakeOnAnotherNode(t *testing.T) {
+	if rootErr != nil {
+		t.Skip(rootErr)
+	}
+	srv := s3server.Start(t)
+	srv.Env(t)
+	open := func() saves.Store {
+		st, err := saves.Open(t.Context(), srv.URL(), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	a, exA := testNode(t, "a", open(), func() string { return saves.Generation(3, time.Now()) })
+	b, exB := testNode(t, "b", open(), func() string { return saves.Generation(7, time.Now()) })
+	ctx := t.Context()
+	id := fmt.Sprintf("sbx-wake-%d", time.Now().UnixNano())
+	spec := node.SandboxSpec{
+		ID: id, Hostname: "wake", Template: "busybox", Pids: 256,
+		Resources: api.Resources{CPUs: 1, MemoryMiB: 256, DiskMiB: 64},
+	}
+	if err := a.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		a.Destroy(context.Background(), id)
+		b.Destroy(context.Background(), id)
+	})
+	runCmd(t, a, exA, id, "cmd_files", "head -c 3000000 /dev/urandom > /data.bin && sha256sum /data.bin > /data.sum")
+	runCmd(t, a, exA, id, "cmd_out", "echo hello; echo oops >&2; i=0; while [ $i -lt 2000 ]; do echo line $i; i=$((i+1)); done; printf 'no newline'")
+	runCmd(t, a, exA, id, "cmd_sum", "cat /data.sum")
+	want := map[string]string{}
+	for _, cmd := range []string{"cmd_files", "cmd_out", "cmd_sum"} {
+		want[cmd] = replay(t, a, id, cmd)
+	}
+
+	info, err := a.FinishSleep(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.Generation) < 3 || info.Generation[:2] != "3-" {
+		t.Fatalf("the sleep's generation %q is not named by node A's hook", info.Generation)
+	}
+	// A later save of the same sandbox (elsewhere) must not be what B
+	// restores when asked for A's.
+	if _, err := open().Save(ctx, id, saves.Generation(9, time.Now().Add(time.Hour)), saves.Files{Disk: emptyDisk(t)}); err != nil {
+		t.Fatal(err)
+	}
+
+	spec.Save = info.Generation
+	if err := b.Wake(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	for cmd, w := range want {
+		if got := replay(t, b, id, cmd); got != w {
+			t.Errorf("%s replays on B as\n%s\nwant\n%s", cmd, trim(got), trim(w))
+		}
+	}
+	runCmd(t, b, exB, id, "cmd_check", "sha256sum -c /data.sum")
+	if got := replay(t, b, id, "cmd_check"); !bytes.Contains([]byte(got), []byte("/data.bin: OK")) {
+		t.Errorf("the disk after the wake: %s", got)
+	}
+	// B's own sleep names B's generation and holds all four commands.
+	info2, err := b.FinishSleep(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info2.Generation[:2] != "7-" {
+		t.Errorf("B's generation %q", info2.Generation)
+	}
+	// Back on A, whose output of the sandbox is the older save's: the
+	// newer save's output replaces it, B's command included.
+	want["cmd_check"] = replay(t, b, id, "cmd_check")
+	spec.Save = info2.Generation
+	if err := a.Wake(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	for cmd, w := range want {
+		if got := replay(t, a, id, cmd); got != w {
+			t.Errorf("%s replays back on A as\n%s\nwant\n%s", cmd, trim(got), trim(w))
+		}
+	}
+}
+
+func emptyDisk(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "empty.img")
+	if err := os.WriteFile(p, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Truncate(p, 1<<20)
+	return p
+}
+
+func trim(s string) string {
+	if len(s) > 600 {
+		return s[:300] + " … " + s[len(s)-300:]
+	}
+	return s
+}
