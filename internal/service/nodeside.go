@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"path/filepath"
@@ -147,10 +149,18 @@ func (n *nodeSide) close() {
 	n.netWG.Wait()
 }
 
-// openSaves opens the save store cfg names: <data-dir>/saves by default.
+// openSaves opens the save store cfg names: <data-dir>/saves by default,
+// or the directory or S3 bucket of cfg.Saves. The caller closes it.
 func openSaves(ctx context.Context, cfg Config) (saves.Store, error) {
 	if cfg.Saves == "" {
+		if cfg.SavesCredentials != "" {
+			return nil, errors.New("--saves-credentials: only an s3:// --saves takes credentials")
+		}
 		return saves.NewDir(filepath.Join(cfg.DataDir, "saves"))
 	}
-	return saves.NewDir(cfg.Saves)
+	st, err := saves.Open(ctx, cfg.Saves, cfg.SavesCredentials)
+	if err != nil {
+		return nil, fmt.Errorf("--saves: %w", err)
+	}
+	return st, nil
 }

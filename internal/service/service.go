@@ -78,6 +78,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	if err != nil {
 		return err
 	}
+	defer saveStore.Close()
 	// Every listener binds before the API serves, so what they bound is
 	// known (port 0 takes a free port) before it is reported.
 	listeners := Listeners{}

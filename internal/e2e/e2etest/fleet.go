@@ -1,0 +1,477 @@
+package e2etest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cove-dev/cove/internal/mountinfo"
+	"github.com/cove-dev/cove/internal/testsupport/s3server"
+	cove "github.com/cove-dev/cove/sdk/go"
+)
+
+// Fleet is one `cove control` and the `cove node` processes that joined
+// it, on this host, sharing a real S3 server for their saves: each node
+// with its own data dir, nftables table, subnet, ports and cgroup parent.
+type Fleet struct {
+	Control *Server
+	Nodes   []*Node
+	S3      *s3server.Server
+	// Saves is the --saves URL every process of the fleet is given.
+	Saves string
+	// Credentials is the --saves-credentials file.
+	Credentials string
+	// LostAfter is the control plane's --node-lost-after.
+	LostAfter time.Duration
+
+	t   testing.TB
+	dir string
+}
+
+// FleetOpt changes how StartFleet runs a fleet.
+type FleetOpt func(*fleetOpts)
+
+type fleetOpts struct {
+	nodes       int
+	controlArgs []string
+	nodeArgs    []string
+	managed     bool
+}
+
+// FleetNodes starts n nodes (default 2).
+func FleetNodes(n int) FleetOpt { return func(o *fleetOpts) { o.nodes = n } }
+
+// FleetControlArgs adds arguments to `cove control`.
+func FleetControlArgs(args ...string) FleetOpt {
+	return func(o *fleetOpts) { o.controlArgs = append(o.controlArgs, args...) }
+}
+
+// FleetNodeArgs adds arguments to every `cove node`.
+func FleetNodeArgs(args ...string) FleetOpt {
+	return func(o *fleetOpts) { o.nodeArgs = append(o.nodeArgs, args...) }
+}
+
+// FleetManaged makes the managed image the default template.
+func FleetManaged(o *fleetOpts) { o.managed = true }
+
+// StartFleet starts an S3 server, a control plane and its nodes (named
+// node-a, node-b, …), and waits until every node is ready in
+// `GET /v1/nodes`. Cleanup terminates every sandbox and stops them all.
+func StartFleet(t testing.TB, opts ...FleetOpt) *Fleet {
+	t.Helper()
+	RequireRoot(t)
+	o := fleetOpts{nodes: 2}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "cove-e2e-fleet-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o711)
+	f := &Fleet{t: t, dir: dir, LostAfter: 3 * time.Second}
+	f.S3 = s3server.Start(t)
+	f.Saves = f.S3.PrefixURL("saves-" + runID)
+	// The processes get the S3 credentials in a file, never in argv.
+	f.Credentials = filepath.Join(dir, "s3-credentials")
+	creds := fmt.Sprintf("[default]\naws_access_key_id = %s\naws_secret_access_key = %s\n", f.S3.AccessKey, f.S3.SecretKey)
+	if err := os.WriteFile(f.Credentials, []byte(creds), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	template := "busybox"
+	images := imagesDir
+	if o.managed {
+		template, images = "managed", managedDir
+	}
+	c := &Server{t: t, DataDir: filepath.Join(dir, "control"), Home: filepath.Join(dir, "home")}
+	c.Args = append([]string{"control", "--listen", "127.0.0.1:0", "--node-listen", "127.0.0.1:0",
+		"--data-dir", c.DataDir, "--log-level", "debug", "--saves", f.Saves, "--saves-credentials", f.Credentials,
+		"--node-lost-after", f.LostAfter.String(), "--default-template", template,
+		"--images-dir", filepath.Join(dir, "control-images")}, o.controlArgs...)
+	c.bin = binDir
+	c.Start()
+	b, err := os.ReadFile(filepath.Join(c.DataDir, "admin-api-key"))
+	if err != nil {
+		t.Fatalf("admin key: %v", err)
+	}
+	c.AdminKey = strings.TrimSpace(string(b))
+	c.Admin = cove.New(c.URL, c.AdminKey)
+	f.Control = c
+	t.Cleanup(func() {
+		c.TerminateAll()
+		for _, n := range f.Nodes {
+			n.Stop(syscall.SIGTERM)
+			n.KillSandboxes()
+			n.cleanup()
+		}
+		c.Stop(syscall.SIGTERM)
+		if t.Failed() {
+			t.Logf("control plane log:\n%s", c.Tail(6000))
+			for _, n := range f.Nodes {
+				t.Logf("node %s log:\n%s", n.Name, n.Tail(6000))
+			}
+		}
+		os.RemoveAll(dir)
+	})
+	for i := range o.nodes {
+		f.AddNode(fmt.Sprintf("node-%c", 'a'+i), images, o.nodeArgs...)
+	}
+	for _, n := range f.Nodes {
+		f.WaitNode(n.Name, "ready")
+	}
+	if o.managed {
+		c.WaitTemplate("managed")
+	}
+	return f
+}
+
+// NodeListen is the control plane's node listener, from its ready file.
+func (f *Fleet) NodeListen() string { return f.Control.Listeners()["node"] }
+
+// JoinTokenFile is the join token the control plane wrote.
+func (f *Fleet) JoinTokenFile() string { return filepath.Join(f.Control.DataDir, "join-token") }
+
+// AddNode starts a node that joins the fleet and waits for its ready
+// file (not for the control plane to list it ready: WaitNode does).
+func (f *Fleet) AddNode(name, images string, args ...string) *Node {
+	f.t.Helper()
+	n := f.newNode(name, images, f.JoinTokenFile(), args...)
+	n.Start()
+	return n
+}
+
+// AddNodeNoWait starts a node that joins with the token in tokenFile and
+// returns at once (a test of a refused join waits for its exit).
+func (f *Fleet) AddNodeNoWait(name, tokenFile string, args ...string) *Node {
+	f.t.Helper()
+	n := f.newNode(name, imagesDir, tokenFile, args...)
+	if err := n.StartNoWait(); err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}
+
+func (f *Fleet) newNode(name, images, tokenFile string, args ...string) *Node {
+	k := serverCount.Add(1)
+	n := &Node{
+		t: f.t, Name: name, DataDir: filepath.Join(f.dir, name),
+		Cgroup: fmt.Sprintf("/cove-test-%s-%s-%d", runID, name, k),
+		Table:  fmt.Sprintf("covet%s%d", runID, k),
+		Subnet: fmt.Sprintf("10.%d.%d.0/24", 100+runOctet, k%250),
+	}
+	n.Args = append([]string{"node", "--control", "https://" + f.NodeListen(),
+		"--join-token-file", tokenFile, "--name", name,
+		"--listen", "127.0.0.1:0", "--data-dir", n.DataDir, "--images-dir", images, "--build-managed=false",
+		"--agent", filepath.Join(binDir, "cove-agent"), "--cgroup-parent", n.Cgroup, "--log-level", "debug",
+		"--nft-table", n.Table, "--subnet", n.Subnet, "--dns-upstream", "none",
+		"--gateway-port", "0", "--dns-port", "0", "--disk-overcommit", "16",
+		"--saves", f.Saves, "--saves-credentials", f.Credentials}, args...)
+	f.Nodes = append(f.Nodes, n)
+	return n
+}
+
+// Node returns the node of that name.
+func (f *Fleet) Node(name string) *Node {
+	for _, n := range f.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	f.t.Fatalf("no node %s", name)
+	return nil
+}
+
+// FleetNode is a node as `GET /v1/nodes` lists it.
+type FleetNode struct {
+	ID        string         `json:"id"`
+	Name      string         `json:"name"`
+	State     string         `json:"state"`
+	Addr      string         `json:"addr"`
+	Capacity  map[string]any `json:"capacity"`
+	Reserved  map[string]any `json:"reserved"`
+	Sandboxes int            `json:"sandboxes"`
+}
+
+// ListNodes lists the fleet's nodes as the admin sees them.
+func (f *Fleet) ListNodes() []FleetNode {
+	f.t.Helper()
+	code, _, body := RawRequest(f.t, "GET", f.Control.URL+"/v1/nodes", f.Control.AdminKey, "")
+	if code != 200 {
+		f.t.Fatalf("GET /v1/nodes: %d %s", code, body)
+	}
+	var l struct {
+		Items []FleetNode `json:"items"`
+	}
+	if err := json.Unmarshal(body, &l); err != nil {
+		f.t.Fatalf("GET /v1/nodes: %v: %s", err, body)
+	}
+	return l.Items
+}
+
+// WaitNode waits until the node named is in state (ready, draining,
+// lost) in the control plane's list.
+func (f *Fleet) WaitNode(name, state string) FleetNode {
+	f.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	var last FleetNode
+	for time.Now().Before(deadline) {
+		for _, n := range f.ListNodes() {
+			if n.Name == name {
+				last = n
+				if n.State == state {
+					return n
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	f.t.Fatalf("node %s is not %s: %+v", name, state, last)
+	return last
+}
+
+// Node is one `cove node` process.
+type Node struct {
+	Name    string
+	DataDir string
+	Cgroup  string
+	Table   string
+	Subnet  string
+	Args    []string
+
+	t        testing.TB
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	waitDone chan struct{}
+	logs     bytes.Buffer
+	ready    Ready
+}
+
+// Ready is what a server process's ready file holds.
+type Ready struct {
+	PID       int               `json:"pid"`
+	Listeners map[string]string `json:"listeners"`
+}
+
+// ReadyFile is where the node reports what it bound.
+func (n *Node) ReadyFile() string { return filepath.Join(n.DataDir, "ready.json") }
+
+// Addr is the node API's address, from its ready file.
+func (n *Node) Addr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ready.Listeners["node"]
+}
+
+// Start runs the node and waits for its ready file.
+func (n *Node) Start() {
+	n.t.Helper()
+	if err := n.StartNoWait(); err != nil {
+		n.t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		select {
+		case <-n.waitDone:
+			n.t.Fatalf("cove node %s exited at start:\n%s", n.Name, n.Tail(4000))
+		default:
+		}
+		b, err := os.ReadFile(n.ReadyFile())
+		if err == nil {
+			var r Ready
+			if err := json.Unmarshal(b, &r); err != nil {
+				n.t.Fatalf("ready file %q: %v", b, err)
+			}
+			if r.PID == n.PID() && r.Listeners["node"] != "" {
+				n.mu.Lock()
+				n.ready = r
+				n.mu.Unlock()
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	n.t.Fatalf("cove node %s wrote no ready file:\n%s", n.Name, n.Tail(4000))
+}
+
+// StartNoWait runs the node without waiting for it to serve.
+func (n *Node) StartNoWait() error {
+	if err := os.Remove(n.ReadyFile()); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cmd := exec.Command(filepath.Join(binDir, "cove"), n.Args...)
+	cmd.Stdout = lockedWriter{&n.mu, &n.logs}
+	cmd.Stderr = lockedWriter{&n.mu, &n.logs}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	n.cmd = cmd
+	done := make(chan struct{})
+	n.waitDone = done
+	go func() { cmd.Wait(); close(done) }() // owned: Stop and Wait wait for done
+	return nil
+}
+
+// Wait waits for the node process to end by itself and returns its exit
+// code.
+func (n *Node) Wait(d time.Duration) int {
+	n.t.Helper()
+	n.mu.Lock()
+	cmd, done := n.cmd, n.waitDone
+	n.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(d):
+		n.t.Fatalf("cove node %s still runs after %v:\n%s", n.Name, d, n.Tail(4000))
+	}
+	n.mu.Lock()
+	n.cmd = nil
+	n.mu.Unlock()
+	return cmd.ProcessState.ExitCode()
+}
+
+// PID is the running node's process ID, 0 when stopped.
+func (n *Node) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// Stop ends the node process with sig (SIGKILL: as a crash) and waits.
+// Its sandboxes keep running either way.
+func (n *Node) Stop(sig syscall.Signal) {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.waitDone
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Signal(sig)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+	}
+	n.mu.Lock()
+	n.cmd = nil
+	n.mu.Unlock()
+}
+
+// KillSandboxes kills every process of the node's sandboxes, as a host
+// that lost power would lose them, and waits until none is left.
+func (n *Node) KillSandboxes() {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		pids := n.sandboxPIDs()
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	n.t.Errorf("node %s: sandbox processes survive SIGKILL: %v", n.Name, n.sandboxPIDs())
+}
+
+// SandboxPIDs are the processes in the node's sandboxes' cgroups.
+func (n *Node) SandboxPIDs() []int { return n.sandboxPIDs() }
+
+func (n *Node) sandboxPIDs() []int {
+	var pids []int
+	seen := map[int]bool{}
+	root := "/sys/fs/cgroup/pids" + n.Cgroup
+	if _, err := os.Stat(root); err != nil {
+		root = "/sys/fs/cgroup/unified" + n.Cgroup
+	}
+	filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() || info.Name() != "cgroup.procs" {
+			return nil
+		}
+		b, _ := os.ReadFile(p)
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil && !seen[pid] {
+				seen[pid] = true
+				pids = append(pids, pid)
+			}
+		}
+		return nil
+	})
+	return pids
+}
+
+// Tail returns the last n bytes the node printed, over all its runs.
+func (n *Node) Tail(max int) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	b := n.logs.Bytes()
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	return string(b)
+}
+
+// cleanup removes what the node left on the host: its cgroups, its
+// nftables table and its containers' state.
+func (n *Node) cleanup() {
+	exec.Command("nft", "delete", "table", "inet", n.Table).Run()
+	// A node killed with its sandboxes leaves their mounts and loop
+	// devices; one that came back has removed them itself.
+	mounts, _ := mountinfo.Under(n.DataDir)
+	for i := len(mounts) - 1; i >= 0; i-- {
+		syscall.Unmount(mounts[i], syscall.MNT_DETACH)
+	}
+	if out, err := exec.Command("losetup", "-a").Output(); err == nil {
+		for _, line := range strings.Split(string(out), "\n") {
+			if dev, _, ok := strings.Cut(line, ":"); ok && strings.Contains(line, n.DataDir+"/") {
+				exec.Command("losetup", "-d", dev).Run()
+			}
+		}
+	}
+	for i := 0; i < 50; i++ {
+		dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + n.Cgroup)
+		left := 0
+		for _, d := range dirs {
+			if err := removeCgroupTree(d); err != nil {
+				left++
+			}
+		}
+		if left == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	n.t.Errorf("node %s: cgroups left under %s", n.Name, n.Cgroup)
+}
+
+// removeCgroupTree removes a cgroup and its children, deepest first.
+func removeCgroupTree(dir string) error {
+	var dirs []string
+	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err == nil && info.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	var last error
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := os.Remove(dirs[i]); err != nil && !os.IsNotExist(err) {
+			last = err
+		}
+	}
+	return last
+}
