@@ -59,6 +59,8 @@ type Placement struct {
 	// is placed nowhere (asleep).
 	NodeID string
 	Epoch  int64
+	// Resources are what the sandbox reserves on its node.
+	Resources api.Resources
 	// Save is the last save generation recorded for the sandbox; "" when
 	// it has none. SaveNodeID wrote it, SaveBytes long, at SavedAt.
 	Save       string

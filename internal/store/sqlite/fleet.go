@@ -93,23 +93,29 @@ func (db *DB) ListNodes(ctx context.Context) ([]store.Node, error) {
 	return ns, nil
 }
 
-const placementColumns = "sandbox_id, node_id, epoch, save, save_node_id, save_bytes, saved_at"
+const placementColumns = "sandbox_id, node_id, epoch, resources, save, save_node_id, save_bytes, saved_at"
 
 func scanPlacement(r scanner) (store.Placement, error) {
 	var p store.Placement
 	var saved sql.NullString
-	if err := r.Scan(&p.SandboxID, &p.NodeID, &p.Epoch, &p.Save, &p.SaveNodeID, &p.SaveBytes, &saved); err != nil {
+	var res string
+	if err := r.Scan(&p.SandboxID, &p.NodeID, &p.Epoch, &res, &p.Save, &p.SaveNodeID, &p.SaveBytes, &saved); err != nil {
 		return store.Placement{}, err
 	}
 	var d decoder
+	d.json(res, &p.Resources)
 	p.SavedAt = d.timePtr(saved)
 	return p, d.err
 }
 
 // PutPlacement creates or replaces a sandbox's placement.
 func (db *DB) PutPlacement(ctx context.Context, p store.Placement) error {
-	_, err := db.write.ExecContext(ctx, "INSERT OR REPLACE INTO placements ("+placementColumns+") VALUES (?, ?, ?, ?, ?, ?, ?)",
-		p.SandboxID, p.NodeID, p.Epoch, p.Save, p.SaveNodeID, p.SaveBytes, nullTime(p.SavedAt))
+	res, err := encodeJSON(p.Resources)
+	if err != nil {
+		return err
+	}
+	_, err = db.write.ExecContext(ctx, "INSERT OR REPLACE INTO placements ("+placementColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+		p.SandboxID, p.NodeID, p.Epoch, res, p.Save, p.SaveNodeID, p.SaveBytes, nullTime(p.SavedAt))
 	if err != nil {
 		return fmt.Errorf("put placement of %s: %w", p.SandboxID, err)
 	}

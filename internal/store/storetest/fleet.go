@@ -60,7 +60,7 @@ func testPlacements(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	_, err := s.GetPlacement(ctx, "sbx_1")
 	wantCode(t, err, api.CodeNotFound)
-	p1 := store.Placement{SandboxID: "sbx_1", NodeID: "node_a", Epoch: 3}
+	p1 := store.Placement{SandboxID: "sbx_1", NodeID: "node_a", Epoch: 3, Resources: api.Resources{CPUs: 0.5, MemoryMiB: 512, DiskMiB: 1024}}
 	p2 := store.Placement{SandboxID: "sbx_2", NodeID: "node_b", Epoch: 1,
 		Save: "1-100", SaveNodeID: "node_b", SaveBytes: 4096, SavedAt: ptr(at(4))}
 	p3 := store.Placement{SandboxID: "sbx_3", Save: "2-200", SaveNodeID: "node_a", SaveBytes: 1, SavedAt: ptr(at(6))}

@@ -19,6 +19,7 @@ CREATE TABLE placements (
 	sandbox_id   TEXT PRIMARY KEY,
 	node_id      TEXT NOT NULL,
 	epoch        INTEGER NOT NULL,
+	resources    TEXT NOT NULL,
 	save         TEXT NOT NULL DEFAULT '',
 	save_node_id TEXT NOT NULL DEFAULT '',
 	save_bytes   INTEGER NOT NULL DEFAULT 0,
