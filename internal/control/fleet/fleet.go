@@ -15,8 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
