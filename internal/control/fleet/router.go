@@ -19,34 +19,34 @@ import (
 // waited for until LostAfter has passed since Load (or ctx ends); a
 // sandbox whose node is lost or removed answers an error whose NodeLost
 // method says so.
-func (f *Fleet) route(ctx context.Context, sandboxID string, wait bool) (NodeClient, *member, int64, error) {
+func (f *Fleet) route(ctx context.Context, sandboxID string, wait bool) (NodeClient, string, int64, error) {
 	for {
 		f.mu.Lock()
 		p := f.placed[sandboxID]
 		if p == nil {
 			f.mu.Unlock()
-			return nil, nil, 0, api.Errorf(api.CodeNotFound, "sandbox %s is placed on no node", sandboxID)
+			return nil, "", 0, api.Errorf(api.CodeNotFound, "sandbox %s is placed on no node", sandboxID)
 		}
 		if p.NodeID == "" {
 			f.mu.Unlock()
-			return nil, nil, 0, lostError{api.Errorf(api.CodeUnavailable, "sandbox %s has no node now", sandboxID)}
+			return nil, "", 0, lostError{api.Errorf(api.CodeUnavailable, "sandbox %s has no node now", sandboxID)}
 		}
 		m := f.nodes[p.NodeID]
 		if m == nil || m.row.State == api.NodeLost || m.row.State == api.NodeRemoved {
 			f.mu.Unlock()
-			return nil, nil, 0, errLost(p.NodeID)
+			return nil, "", 0, errLost(p.NodeID)
 		}
 		if m.client != nil {
-			c, epoch := m.client, m.row.Epoch
+			c, id, epoch := m.client, m.row.ID, m.row.Epoch
 			f.mu.Unlock()
-			return c, m, epoch, nil
+			return c, id, epoch, nil
 		}
 		left := time.Until(f.started.Add(f.cfg.LostAfter))
 		changed := f.changed
 		name := m.row.Name
 		f.mu.Unlock()
 		if left <= 0 || !wait {
-			return nil, nil, 0, errLost(name)
+			return nil, "", 0, errLost(name)
 		}
 		t := time.NewTimer(left)
 		select {
@@ -55,7 +55,7 @@ func (f *Fleet) route(ctx context.Context, sandboxID string, wait bool) (NodeCli
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, nil, 0, context.Cause(ctx)
+			return nil, "", 0, context.Cause(ctx)
 		}
 	}
 }
@@ -108,16 +108,11 @@ func (f *Fleet) saveHolder(sandboxID string) NodeClient {
 // Admit places a sandbox on the node with the most room and asks that node
 // to admit it; a node that refuses gives its reservation back.
 func (f *Fleet) Admit(ctx context.Context, spec node.SandboxSpec) error {
-	m, err := f.place(ctx, spec, "")
-	if err != nil {
+	if _, err := f.place(ctx, spec, ""); err != nil {
 		return err
 	}
-	f.mu.Lock()
-	c := m.client
-	f.mu.Unlock()
-	if c == nil {
-		err = errLost(m.row.Name)
-	} else {
+	c, _, _, err := f.route(ctx, spec.ID, false)
+	if err == nil {
 		err = c.Admit(ctx, spec)
 	}
 	if err != nil {
@@ -220,7 +215,7 @@ func (f *Fleet) DestroyRuntime(ctx context.Context, id string) error {
 // FinishSleep saves a sandbox on its node and records the generation
 // written, if the node still holds the sandbox in the same epoch.
 func (f *Fleet) FinishSleep(ctx context.Context, id string) (node.SaveInfo, error) {
-	c, m, epoch, err := f.route(ctx, id, true)
+	c, nodeID, epoch, err := f.route(ctx, id, true)
 	if err != nil {
 		return node.SaveInfo{}, err
 	}
@@ -228,7 +223,7 @@ func (f *Fleet) FinishSleep(ctx context.Context, id string) (node.SaveInfo, erro
 	if err != nil {
 		return info, err
 	}
-	if err := f.recordSave(ctx, id, m.row.ID, epoch, info); err != nil {
+	if err := f.recordSave(ctx, id, nodeID, epoch, info); err != nil {
 		return node.SaveInfo{}, err
 	}
 	return info, nil
