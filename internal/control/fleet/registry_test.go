@@ -252,3 +252,35 @@ func TestRestartWaitsForNodes(t *testing.T) {
 		}
 	})
 }
+
+// TestHostileRegistrations: a node cannot take another's name, claim
+// sandboxes placed elsewhere, or register without a name or address.
+func TestHostileRegistrations(t *testing.T) {
+	h := newHarness(t, Config{})
+	ctx := t.Context()
+	h.join(t, "a", 2)
+	b := h.join(t, "b", 2)
+	must(t, h.f.Admit(ctx, spec("sbx_1", 2)))
+	home := h.placedOn("sbx_1")
+
+	// b, registering again, claims a's name.
+	_, err := h.f.Register(ctx, b.NodeID, registration("a", 2))
+	wantCode(t, err, api.CodeConflict)
+
+	// A node claims every sandbox: it is assigned only its own.
+	thief := "a"
+	if home == "a" {
+		thief = "b"
+	}
+	r := registration(thief, 2)
+	r.Sandboxes = []string{"sbx_1"}
+	adm, err := h.f.Register(ctx, h.nodeID(t, thief), r)
+	must(t, err)
+	if len(adm.Assigned) != 0 || h.placedOn("sbx_1") != home {
+		t.Fatalf("a node claiming sbx_1 was assigned %v; sbx_1 is on %q, want %q", adm.Assigned, h.placedOn("sbx_1"), home)
+	}
+	for _, bad := range []fleetwire.Registration{{Name: "", Addr: "x:1"}, {Name: "c", Addr: ""}} {
+		_, err := h.f.Register(ctx, "", bad)
+		wantCode(t, err, api.CodeInvalidArgument)
+	}
+}
