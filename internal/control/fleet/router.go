@@ -80,29 +80,28 @@ func (f *Fleet) connected() []NodeClient {
 }
 
 // saveHolder is the node to ask for a sandbox's save when it runs
-// nowhere: the node that wrote it if it is connected, else any connected
-// node (a fleet shares one save store).
-func (f *Fleet) saveHolder(sandboxID string) NodeClient {
+// nowhere: the node that holds or wrote it if it is connected, else a
+// connected node, ready ones first (a fleet shares one save store). It
+// answers that node's client and ID, or a nil client when none is
+// connected.
+func (f *Fleet) saveHolder(sandboxID string) (NodeClient, string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if p := f.placed[sandboxID]; p != nil {
 		for _, id := range []string{p.NodeID, p.SaveNodeID} {
 			if m := f.nodes[id]; m != nil && m.connected() {
-				return m.client
+				return m.client, id
 			}
 		}
 	}
-	for _, m := range f.sortedNodes() {
-		if m.connected() && m.row.State == api.NodeReady {
-			return m.client
+	for _, ready := range []bool{true, false} {
+		for _, m := range f.sortedNodes() {
+			if m.connected() && (!ready || m.row.State == api.NodeReady) {
+				return m.client, m.row.ID
+			}
 		}
 	}
-	for _, m := range f.sortedNodes() {
-		if m.connected() {
-			return m.client
-		}
-	}
-	return nil
+	return nil, ""
 }
 
 // Admit places a sandbox on the node with the most room and asks that node
@@ -176,7 +175,7 @@ func (f *Fleet) Destroy(ctx context.Context, id string) error {
 		err = c.Destroy(ctx, id)
 	case isLost(err):
 		// Its node is gone; the save, if any, is removed through another.
-		if h := f.saveHolder(id); h != nil {
+		if h, _ := f.saveHolder(id); h != nil {
 			err = h.Destroy(ctx, id)
 		} else {
 			err = nil
@@ -231,7 +230,7 @@ func (f *Fleet) FinishSleep(ctx context.Context, id string) (node.SaveInfo, erro
 
 // DropSave removes a sandbox's save and forgets its recorded generation.
 func (f *Fleet) DropSave(ctx context.Context, id string) error {
-	h := f.saveHolder(id)
+	h, _ := f.saveHolder(id)
 	if h == nil {
 		return api.Errorf(api.CodeUnavailable, "no node is connected to remove the save of %s", id)
 	}
@@ -254,13 +253,7 @@ func (f *Fleet) DropSave(ctx context.Context, id string) error {
 // CopySave copies the save named from as the save named to, on the node
 // that holds from's save, and records the copy's generation for to.
 func (f *Fleet) CopySave(ctx context.Context, from, to string) (node.SaveInfo, error) {
-	f.mu.Lock()
-	var holderID string
-	if p := f.placed[from]; p != nil {
-		holderID = p.SaveNodeID
-	}
-	f.mu.Unlock()
-	h := f.saveHolder(from)
+	h, holderID := f.saveHolder(from)
 	if h == nil {
 		return node.SaveInfo{}, api.Errorf(api.CodeUnavailable, "no node is connected to copy the save of %s", from)
 	}
@@ -270,11 +263,6 @@ func (f *Fleet) CopySave(ctx context.Context, from, to string) (node.SaveInfo, e
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for id, m := range f.nodes {
-		if m.client == h {
-			holderID = id
-		}
-	}
 	np := store.Placement{SandboxID: to}
 	if p := f.placed[to]; p != nil {
 		np = *p
@@ -352,19 +340,28 @@ func (f *Fleet) PendingObservations(id string) []api.NetworkObservation {
 
 // Stats reads the counters of sandboxes from the nodes they run on.
 func (f *Fleet) Stats(ctx context.Context, ids []string) map[string]node.Stats {
-	byNode := map[NodeClient][]string{}
+	type batch struct {
+		client NodeClient
+		ids    []string
+	}
+	byNode := map[string]*batch{}
 	f.mu.Lock()
 	for _, id := range ids {
 		if p := f.placed[id]; p != nil {
 			if m := f.nodes[p.NodeID]; m != nil && m.connected() {
-				byNode[m.client] = append(byNode[m.client], id)
+				b := byNode[p.NodeID]
+				if b == nil {
+					b = &batch{client: m.client}
+					byNode[p.NodeID] = b
+				}
+				b.ids = append(b.ids, id)
 			}
 		}
 	}
 	f.mu.Unlock()
 	out := map[string]node.Stats{}
-	for c, ids := range byNode {
-		maps.Copy(out, c.Stats(ctx, ids))
+	for _, b := range byNode {
+		maps.Copy(out, b.client.Stats(ctx, b.ids))
 	}
 	return out
 }

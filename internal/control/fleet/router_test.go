@@ -101,3 +101,31 @@ func TestDestroyOnLostNode(t *testing.T) {
 		t.Fatalf("placement after destroy: %v", err)
 	}
 }
+
+// TestSaveCalls: a copy of a save is made on the node that wrote it and
+// recorded for its new name; DropSave forgets the recorded generation, so
+// a later wake asks for none.
+func TestSaveCalls(t *testing.T) {
+	h := newHarness(t, Config{})
+	ctx := t.Context()
+	a := h.join(t, "a", 2)
+	h.runAndSleep(t, "sbx_1", 1)
+	h.join(t, "b", 8)
+	if _, err := h.f.CopySave(ctx, "sbx_1", "cache_1"); err != nil {
+		t.Fatal(err)
+	}
+	if calls := h.node("b").Calls(); len(calls) != 0 {
+		t.Fatalf("node b was asked %v; the save is a's", calls)
+	}
+	p, err := h.store.GetPlacement(ctx, "cache_1")
+	must(t, err)
+	if p.SaveNodeID != a.NodeID || p.NodeID != "" {
+		t.Fatalf("copy recorded as %+v", p)
+	}
+	must(t, h.f.DropSave(ctx, "sbx_1"))
+	p, err = h.store.GetPlacement(ctx, "sbx_1")
+	must(t, err)
+	if p.Save != "" || p.SaveNodeID != "" {
+		t.Fatalf("save still recorded after DropSave: %+v", p)
+	}
+}
