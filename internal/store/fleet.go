@@ -61,8 +61,9 @@ type Placement struct {
 	Epoch  int64
 	// Resources are what the sandbox reserves on its node.
 	Resources api.Resources
-	// Save is the last save generation recorded for the sandbox; "" when
-	// it has none. SaveNodeID wrote it, SaveBytes long, at SavedAt.
+	// SavedAt is when the sandbox's last save was recorded, nil when it
+	// has none; SaveNodeID wrote it, SaveBytes long, as generation Save
+	// ("" from a node whose store keeps one save per sandbox).
 	Save       string
 	SaveNodeID string
 	SaveBytes  int64

@@ -197,7 +197,7 @@ func (f *Fleet) retire(ctx context.Context, nodeID string, state api.NodeState, 
 		if err := f.store.PutPlacement(ctx, p); err != nil && firstErr == nil {
 			firstErr = err
 		}
-		saved := p.Save != ""
+		saved := p.SavedAt != nil // a node with a store of its own names no generation
 		var reason string
 		if saved {
 			reason = fmt.Sprintf("node %s %s; it wakes from its save of %s (%d bytes)",
