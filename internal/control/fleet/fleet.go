@@ -86,7 +86,10 @@ type Sandboxes interface {
 type Config struct {
 	// Store keeps nodes and placements.
 	Store store.Fleet
-	// Dial makes the client of a node that registered at addr.
+	// Dial makes the client of a node that registered at addr. It is
+	// called under the fleet's lock, so it connects lazily and returns at
+	// once; a client that is an io.Closer is closed when the node
+	// registers again, is lost or removed.
 	Dial func(nodeID, addr string) (NodeClient, error)
 	// LostAfter is how long a node may stay silent before it is lost;
 	// after a restart of the control plane it is also how long calls wait
@@ -181,8 +184,9 @@ func (f *Fleet) SetSandboxes(s Sandboxes) {
 	f.sandboxes = s
 }
 
-// Load reads the nodes and placements: every node that was ready or
-// draining counts as seen now, so it has LostAfter to register again.
+// Load reads the nodes and placements, once, before any other call:
+// every node that was ready or draining counts as seen now, so it has
+// LostAfter to register again.
 func (f *Fleet) Load(ctx context.Context) error {
 	nodes, err := f.store.ListNodes(ctx)
 	if err != nil {

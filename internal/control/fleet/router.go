@@ -298,6 +298,7 @@ func (f *Fleet) Lose(id string, commands []string) {
 	}
 }
 
+// SetPolicy changes a sandbox's network policy on its node.
 func (f *Fleet) SetPolicy(id string, p api.NetworkPolicy) error {
 	c, err := f.client(id)
 	if err != nil {
@@ -306,12 +307,14 @@ func (f *Fleet) SetPolicy(id string, p api.NetworkPolicy) error {
 	return c.SetPolicy(id, p)
 }
 
+// UseSetupPolicy switches a sandbox to its setup policy or back.
 func (f *Fleet) UseSetupPolicy(id string, on bool) {
 	if c, err := f.client(id); err == nil {
 		c.UseSetupPolicy(id, on)
 	}
 }
 
+// SetHostname renames a sandbox's host on its node.
 func (f *Fleet) SetHostname(ctx context.Context, id, name string) error {
 	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
@@ -330,6 +333,8 @@ func (f *Fleet) DrainObservations() []node.Observation {
 	return out
 }
 
+// PendingObservations are a sandbox's network reports its node has not
+// handed over yet.
 func (f *Fleet) PendingObservations(id string) []api.NetworkObservation {
 	c, err := f.client(id)
 	if err != nil {
