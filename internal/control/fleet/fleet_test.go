@@ -8,7 +8,6 @@ import (
 	"sort"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/fleet/fleetwire"
@@ -278,4 +277,3 @@ func must(t *testing.T, err error) {
 	}
 }
 
-var _ = time.Second

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/cove-dev/cove/api"
-	"github.com/cove-dev/cove/internal/fleet/fleetwire"
 )
 
 // TestPlacement: a sandbox goes to the ready node with the most room that
@@ -167,4 +166,3 @@ func TestAdmitRefusedByNode(t *testing.T) {
 	must(t, h.f.Admit(t.Context(), spec("sbx_2", 2)))
 }
 
-var _ = fleetwire.Capacity{}
