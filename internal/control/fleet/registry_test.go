@@ -145,7 +145,11 @@ func TestRegistry(t *testing.T) {
 	}
 
 	must(t, h.f.Allowed(ctx, a.NodeID))
+	must(t, h.f.Admit(ctx, spec("sbx_2", 1)))
 	must(t, h.f.Remove(ctx, "a"))
+	if got := h.lost.got(); len(got) != 2 || got[1].Sandbox != "sbx_2" || !strings.HasPrefix(got[1].Reason, "node_lost: node a was removed") {
+		t.Fatalf("NodeLost calls after removal = %+v", got)
+	}
 	wantCode(t, h.f.Allowed(ctx, a.NodeID), api.CodePermissionDenied)
 	_, err = h.f.Heartbeat(ctx, a.NodeID, fleetwire.Heartbeat{Epoch: 3})
 	wantCode(t, err, api.CodePermissionDenied)
