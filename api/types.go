@@ -160,6 +160,9 @@ type Sandbox struct {
 	ExpiresAt *time.Time `json:"expires_at"`
 	// Why it is in this state, notably for failed; empty otherwise.
 	StateReason string `json:"state_reason"`
+	// The node it is placed on, shown to the admin team only, in a fleet
+	// (`cove control`); omitted otherwise.
+	Node *SandboxNode `json:"node,omitempty"`
 	Provision
 }
 

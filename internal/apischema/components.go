@@ -102,4 +102,9 @@ var components = []component{
 	{name: "CreateWorkloadRequest", typ: reflect.TypeFor[api.CreateWorkloadRequest](), closed: true},
 	{name: "Workload", typ: reflect.TypeFor[api.Workload]()},
 	{name: "WorkloadList", typ: reflect.TypeFor[api.List[api.Workload]]()},
+	{name: "SandboxNode", typ: reflect.TypeFor[api.SandboxNode]()},
+	{name: "NodeCapacity", typ: reflect.TypeFor[api.NodeCapacity]()},
+	{name: "Node", typ: reflect.TypeFor[api.Node]()},
+	{name: "NodeList", typ: reflect.TypeFor[api.List[api.Node]]()},
+	{name: "JoinToken", typ: reflect.TypeFor[api.JoinToken]()},
 }

@@ -98,7 +98,7 @@ func newRoot(env Env) *cobra.Command {
 		a.filesCmd(),
 		a.teamsCmd(), a.previewCmd(), a.templatesCmd(), a.benchCmd(), a.networkCmd(), a.eventsCmd(), a.mcpCmd(),
 		a.secretsCmd(),
-		a.metricsCmd(), a.usageCmd(), a.webhooksCmd(), a.imagesCmd(), a.workloadsCmd(),
+		a.metricsCmd(), a.usageCmd(), a.webhooksCmd(), a.imagesCmd(), a.workloadsCmd(), a.nodesCmd(),
 		a.versionCmd(),
 	)
 	return root

@@ -89,6 +89,10 @@ type Handler struct {
 	Metering Metering
 	// Observations answers a sandbox's network reads; set before serving.
 	Observations Observations
+	// Nodes and JoinTokens serve a fleet's nodes to the admin team; nil
+	// on a server without a fleet (404).
+	Nodes      Nodes
+	JoinTokens JoinTokens
 }
 
 // New returns the API handler; set its services' fields before serving.
@@ -158,7 +162,8 @@ func (h *Handler) routes() {
 		})
 	}
 	auth := func(pattern string, fn handlerFunc) { serve(pattern, sh.authenticate, fn) }
-	sandboxRoutes{sh, h.Sandboxes, h.Observations}.routes(auth)
+	sandboxRoutes{sh, h.Sandboxes, h.Observations, h.Nodes}.routes(auth)
+	nodeRoutes{sh, h.Nodes, h.JoinTokens}.routes(auth)
 	commandRoutes{sh, h.Commands}.routes(auth, serve)
 	fileRoutes{sh, h.Files}.routes(auth)
 	assetRoutes{sh, h.Assets}.routes(auth)

@@ -14,6 +14,8 @@ type sandboxRoutes struct {
 	*shared
 	Sandboxes    Sandboxes
 	Observations Observations
+	// Nodes names a sandbox's node for the admin team; nil without a fleet.
+	Nodes Nodes
 }
 
 func (h sandboxRoutes) routes(auth authFunc) {
@@ -50,6 +52,7 @@ func (h sandboxRoutes) createSandbox(w http.ResponseWriter, r *http.Request, p l
 		}
 	}
 	w.Header().Set("Location", "/v1/sandboxes/"+sb.ID)
+	withNode(h.Nodes, p, &sb)
 	return writeJSON(w, http.StatusCreated, sb)
 }
 
@@ -68,12 +71,14 @@ func (h sandboxRoutes) getSandbox(w http.ResponseWriter, r *http.Request, p life
 		if err != nil {
 			return err
 		}
+		withNode(h.Nodes, p, &sb)
 		return writeJSON(w, http.StatusOK, sb)
 	}
 	sb, err := h.Sandboxes.GetSandbox(r.Context(), p.Team.ID, ref)
 	if err != nil {
 		return err
 	}
+	withNode(h.Nodes, p, &sb)
 	return writeJSON(w, http.StatusOK, sb)
 }
 
@@ -100,6 +105,9 @@ func (h sandboxRoutes) listSandboxes(w http.ResponseWriter, r *http.Request, p l
 	if err != nil {
 		return err
 	}
+	for i := range l.Items {
+		withNode(h.Nodes, p, &l.Items[i])
+	}
 	return writeJSON(w, http.StatusOK, l)
 }
 
@@ -108,6 +116,7 @@ func (h sandboxRoutes) terminateSandbox(w http.ResponseWriter, r *http.Request, 
 	if err != nil {
 		return err
 	}
+	withNode(h.Nodes, p, &sb)
 	return writeJSON(w, http.StatusAccepted, sb)
 }
 
@@ -116,6 +125,7 @@ func (h sandboxRoutes) sleepSandbox(w http.ResponseWriter, r *http.Request, p li
 	if err != nil {
 		return err
 	}
+	withNode(h.Nodes, p, &sb)
 	return writeJSON(w, http.StatusAccepted, sb)
 }
 
@@ -124,6 +134,7 @@ func (h sandboxRoutes) wakeSandbox(w http.ResponseWriter, r *http.Request, p lif
 	if err != nil {
 		return err
 	}
+	withNode(h.Nodes, p, &sb)
 	return writeJSON(w, http.StatusAccepted, sb)
 }
 
@@ -136,6 +147,7 @@ func (h sandboxRoutes) updateSandbox(w http.ResponseWriter, r *http.Request, p l
 	if err != nil {
 		return err
 	}
+	withNode(h.Nodes, p, &sb)
 	return writeJSON(w, http.StatusOK, sb)
 }
 

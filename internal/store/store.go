@@ -23,6 +23,7 @@ type Store interface {
 	Images
 	Workloads
 	WorkloadUsage
+	Fleet
 
 	// Teams and keys.
 	CreateTeam(ctx context.Context, t api.Team) error

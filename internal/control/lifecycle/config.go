@@ -75,6 +75,11 @@ type Config struct {
 	MetricsRollupRetention time.Duration
 	// Prices is the price table. Default metering.DefaultPrices.
 	Prices api.Prices
+	// KeepSaveAfterWake keeps a woken sandbox's save as its recovery
+	// point while it runs (a fleet with a shared save store: a lost
+	// node's sandbox wakes from it elsewhere); terminating still removes
+	// it. Default false: the save is dropped once the sandbox runs.
+	KeepSaveAfterWake bool
 	// UploadTimeout is how long a sandbox created with source upload
 	// waits for its archive before it fails. Default 15 minutes.
 	UploadTimeout time.Duration

@@ -45,6 +45,12 @@ func (s *Core) Recover(ctx context.Context) error {
 			spec := s.spec(sb)
 			spec.Secrets = s.svc.Vault.SandboxRedactions(ctx, sb)
 			if err := s.node.Attach(ctx, spec, running); err != nil {
+				if nodeLost(err) {
+					// Its node did not come back: the fleet settles it.
+					s.log.Warn("sandbox's node is lost", "sandbox", sb.ID, "err", err)
+					keep[sb.ID] = true
+					continue
+				}
 				s.log.Warn("sandbox lost on restart", "sandbox", sb.ID, "err", err)
 				s.fail(ctx, sb, "the server restarted and could not reattach: "+userReason(err))
 				continue

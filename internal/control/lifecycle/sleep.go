@@ -46,6 +46,12 @@ func (s *Core) finishSleep(ctx context.Context, sb api.Sandbox) {
 		s.node.Lose(sb.ID, running)
 	}
 	m, err := s.node.FinishSleep(ctx, sb.ID)
+	if err != nil && nodeLost(err) {
+		// The node went away during the sleep: the fleet settles the
+		// sandbox from its last recorded save (NodeLost).
+		s.log.Warn("sleep on a lost node", "sandbox", sb.ID, "err", err)
+		return
+	}
 	if err != nil {
 		s.log.Error("sleep", "sandbox", sb.ID, "err", err)
 		s.persistState(ctx, &sb, api.StateFailed, "sleep could not save the files: "+userReason(err))
@@ -128,6 +134,9 @@ func (s *Core) finishWake(ctx context.Context, teamID, id string) {
 		return
 	}
 	s.limits.touch(sb.ID, s.now())
+	if s.cfg.KeepSaveAfterWake {
+		return // the save stays the recovery point (a fleet's shared store)
+	}
 	if err := s.node.DropSave(ctx, id); err != nil {
 		s.log.Warn("drop save after wake", "sandbox", id, "err", err)
 	}

@@ -47,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TeamAdmission", testTeamAdmission},
 		{"Workloads", testWorkloads},
 		{"WorkloadUsage", testWorkloadUsage},
+		{"Nodes", testNodes}, {"Placements", testPlacements}, {"FleetValues", testFleetValues},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -87,6 +87,10 @@ OPERATIONS = {
 NOT_OFFERED = {
     "metrics": "Prometheus text for operators' scrapers, not for a team's program",
     **{
+        op: "a fleet's nodes are the operators' (admin key): `cove nodes` and the Go SDK serve them, not a team's program"
+        for op in ("listNodes", "drainNode", "undrainNode", "removeNode", "rotateJoinToken")
+    },
+    **{
         op: "a preview's traffic is the app's own HTTP: any HTTP client, with the url and token preview() answers"
         for op in ("previewGet", "previewPost", "previewPut", "previewPatch", "previewDelete")
     },

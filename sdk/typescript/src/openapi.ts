@@ -283,6 +283,10 @@ export interface components {
             examples?: string[];
             limits?: components["schemas"]["ImageLimits"];
         };
+        JoinToken: {
+            expires_at: string;
+            token: string;
+        };
         KeyResponse: {
             api_key: string;
             key_id: string;
@@ -345,6 +349,29 @@ export interface components {
         NetworkView: {
             observations: components["schemas"]["NetworkObservation"][];
             policy: components["schemas"]["NetworkPolicy"];
+        };
+        Node: {
+            addr: string;
+            capacity: components["schemas"]["NodeCapacity"];
+            created_at: string;
+            id: string;
+            name: string;
+            registered_at: string | null;
+            reserved: components["schemas"]["Resources"];
+            sandboxes: number;
+            /** @enum {string} */
+            state: "draining" | "lost" | "ready" | "removed";
+        };
+        NodeCapacity: {
+            cpus: number;
+            disk_mib: number;
+            gpu_type?: string;
+            gpus: number;
+            memory_mib: number;
+        };
+        NodeList: {
+            items: components["schemas"]["Node"][];
+            next_cursor: string;
         };
         OutputRecord: {
             data?: string;
@@ -412,6 +439,7 @@ export interface components {
             max_lifetime_s: number;
             name: string;
             network: components["schemas"]["NetworkPolicy"];
+            node?: components["schemas"]["SandboxNode"];
             /** @enum {string} */
             on_budget: "sleep" | "terminate";
             /** @enum {string} */
@@ -436,6 +464,10 @@ export interface components {
         SandboxList: {
             items: components["schemas"]["Sandbox"][];
             next_cursor: string;
+        };
+        SandboxNode: {
+            id: string;
+            name: string;
         };
         /** @enum {string} */
         SandboxState: "asleep" | "creating" | "failed" | "running" | "setting_up" | "sleeping" | "terminated" | "terminating" | "waking";

@@ -93,6 +93,11 @@ export const NOT_OFFERED: Record<string, string> = {
   previewPut: "a preview's traffic is the app's own HTTP",
   previewPatch: "a preview's traffic is the app's own HTTP",
   previewDelete: "a preview's traffic is the app's own HTTP",
+  listNodes: "a fleet's nodes are the operators' (admin key): `cove nodes` and the Go SDK serve them",
+  drainNode: "a fleet's nodes are the operators' (admin key): `cove nodes` and the Go SDK serve them",
+  undrainNode: "a fleet's nodes are the operators' (admin key): `cove nodes` and the Go SDK serve them",
+  removeNode: "a fleet's nodes are the operators' (admin key): `cove nodes` and the Go SDK serve them",
+  rotateJoinToken: "a fleet's nodes are the operators' (admin key): `cove nodes` and the Go SDK serve them",
 };
 
 const CLASSES: Record<string, { prototype: any }> = {

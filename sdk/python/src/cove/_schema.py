@@ -97,6 +97,13 @@ class NetworkObservationReason(StrEnum):
     DNS_LIMIT = 'dns_limit'
 
 
+class NodeState(StrEnum):
+    DRAINING = 'draining'
+    LOST = 'lost'
+    READY = 'ready'
+    REMOVED = 'removed'
+
+
 class OutputRecordStream(StrEnum):
     STDERR = 'stderr'
     STDOUT = 'stdout'
@@ -742,6 +749,17 @@ class ImageSettings(Model):
 
 
 @dataclass
+class JoinToken(Model):
+    expires_at: str = ""
+    token: str = ""
+
+    _fields = {
+        'expires_at': ('expires_at', 'plain'),
+        'token': ('token', 'plain'),
+    }
+
+
+@dataclass
 class KeyResponse(Model):
     api_key: str = ""
     key_id: str = ""
@@ -894,6 +912,59 @@ class NetworkView(Model):
 
 
 @dataclass
+class Node(Model):
+    addr: str = ""
+    capacity: Optional[NodeCapacity] = None
+    created_at: str = ""
+    id: str = ""
+    name: str = ""
+    registered_at: Optional[str] = None
+    reserved: Optional[Resources] = None
+    sandboxes: int = 0
+    state: Optional[NodeState] = None
+
+    _fields = {
+        'addr': ('addr', 'plain'),
+        'capacity': ('capacity', 'model:NodeCapacity'),
+        'created_at': ('created_at', 'plain'),
+        'id': ('id', 'plain'),
+        'name': ('name', 'plain'),
+        'registered_at': ('registered_at', 'plain'),
+        'reserved': ('reserved', 'model:Resources'),
+        'sandboxes': ('sandboxes', 'plain'),
+        'state': ('state', 'enum:NodeState'),
+    }
+
+
+@dataclass
+class NodeCapacity(Model):
+    cpus: float = 0.0
+    disk_mib: int = 0
+    gpu_type: str = ""
+    gpus: int = 0
+    memory_mib: int = 0
+
+    _fields = {
+        'cpus': ('cpus', 'plain'),
+        'disk_mib': ('disk_mib', 'plain'),
+        'gpu_type': ('gpu_type', 'plain'),
+        'gpus': ('gpus', 'plain'),
+        'memory_mib': ('memory_mib', 'plain'),
+    }
+
+
+@dataclass
+class NodeList(Model):
+    items: List[Node] = field(default_factory=list)
+    next_cursor: str = ""
+
+    _fields = {
+        'items': ('items', 'list:model:Node'),
+        'next_cursor': ('next_cursor', 'plain'),
+    }
+
+
+@dataclass
 class OutputRecord(Model):
     data: str = ""
     exit_code: int = 0
@@ -1023,6 +1094,7 @@ class Sandbox(Model):
     max_lifetime_s: int = 0
     name: str = ""
     network: Optional[NetworkPolicy] = None
+    node: Optional[SandboxNode] = None
     on_budget: Optional[SandboxOnBudget] = None
     on_idle: Optional[SandboxOnIdle] = None
     price_per_hour_usd: Optional[PricePerHour] = None
@@ -1053,6 +1125,7 @@ class Sandbox(Model):
         'max_lifetime_s': ('max_lifetime_s', 'plain'),
         'name': ('name', 'plain'),
         'network': ('network', 'model:NetworkPolicy'),
+        'node': ('node', 'model:SandboxNode'),
         'on_budget': ('on_budget', 'enum:SandboxOnBudget'),
         'on_idle': ('on_idle', 'enum:SandboxOnIdle'),
         'price_per_hour_usd': ('price_per_hour_usd', 'model:PricePerHour'),
@@ -1080,6 +1153,17 @@ class SandboxList(Model):
     _fields = {
         'items': ('items', 'list:model:Sandbox'),
         'next_cursor': ('next_cursor', 'plain'),
+    }
+
+
+@dataclass
+class SandboxNode(Model):
+    id: str = ""
+    name: str = ""
+
+    _fields = {
+        'id': ('id', 'plain'),
+        'name': ('name', 'plain'),
     }
 
 
@@ -1537,9 +1621,9 @@ class WorkloadResourcesRequest(Model):
     }
 
 
-MODELS = (Admission, ArchiveResult, Asset, AssetList, Command, CommandList, CommandResult, CreateCommandRequest, CreatePreviewRequest, CreateSandboxRequest, CreateTeamRequest, CreateTeamResponse, CreateTicketRequest, CreateWebhookRequest, CreateWebhookResponse, CreateWorkloadRequest, Delivery, DeliveryAttempt, DeliveryList, EditFileRequest, Error, ErrorResponse, Event, EventList, FileEntry, FileList, Image, ImageAdmission, ImageConfig, ImageDefaults, ImageLimits, ImageList, ImageSettings, KeyResponse, MetricSample, Metrics, MetricsGap, MkdirRequest, MoveRequest, NetworkObservation, NetworkPolicy, NetworkPolicyRequest, NetworkView, OutputRecord, PTY, Preview, PreviewList, PricePerHour, PutSecretRequest, Resources, ResourcesRequest, Sandbox, SandboxList, SandboxUsage, SaveAssetRequest, Secret, SecretList, SelfTest, SelfTestResult, Setup, SignalRequest, Source, Team, TeamLimits, TeamList, TeamMe, Template, TemplateList, Ticket, UpdateSandboxRequest, UpdateTeamRequest, Usage, UsageReport, Webhook, WebhookList, Workload, WorkloadList, WorkloadResources, WorkloadResourcesRequest,)
+MODELS = (Admission, ArchiveResult, Asset, AssetList, Command, CommandList, CommandResult, CreateCommandRequest, CreatePreviewRequest, CreateSandboxRequest, CreateTeamRequest, CreateTeamResponse, CreateTicketRequest, CreateWebhookRequest, CreateWebhookResponse, CreateWorkloadRequest, Delivery, DeliveryAttempt, DeliveryList, EditFileRequest, Error, ErrorResponse, Event, EventList, FileEntry, FileList, Image, ImageAdmission, ImageConfig, ImageDefaults, ImageLimits, ImageList, ImageSettings, JoinToken, KeyResponse, MetricSample, Metrics, MetricsGap, MkdirRequest, MoveRequest, NetworkObservation, NetworkPolicy, NetworkPolicyRequest, NetworkView, Node, NodeCapacity, NodeList, OutputRecord, PTY, Preview, PreviewList, PricePerHour, PutSecretRequest, Resources, ResourcesRequest, Sandbox, SandboxList, SandboxNode, SandboxUsage, SaveAssetRequest, Secret, SecretList, SelfTest, SelfTestResult, Setup, SignalRequest, Source, Team, TeamLimits, TeamList, TeamMe, Template, TemplateList, Ticket, UpdateSandboxRequest, UpdateTeamRequest, Usage, UsageReport, Webhook, WebhookList, Workload, WorkloadList, WorkloadResources, WorkloadResourcesRequest,)
 
-ENUMS = (CommandState, CommandUser, CreateCommandRequestUser, CreatePreviewRequestVisibility, CreateSandboxRequestOnBudget, CreateSandboxRequestOnIdle, CreateWorkloadRequestUser, DeliveryReason, DeliveryState, ErrorCode, FileEntryType, ImageAdmissionMode, NetworkObservationDecision, NetworkObservationReason, OutputRecordStream, OutputRecordType, PreviewVisibility, SandboxOnBudget, SandboxOnIdle, SandboxState, SourceType, TemplateKind, TemplateStatus, UpdateSandboxRequestOnBudget, UpdateSandboxRequestOnIdle, WorkloadState,)
+ENUMS = (CommandState, CommandUser, CreateCommandRequestUser, CreatePreviewRequestVisibility, CreateSandboxRequestOnBudget, CreateSandboxRequestOnIdle, CreateWorkloadRequestUser, DeliveryReason, DeliveryState, ErrorCode, FileEntryType, ImageAdmissionMode, NetworkObservationDecision, NetworkObservationReason, NodeState, OutputRecordStream, OutputRecordType, PreviewVisibility, SandboxOnBudget, SandboxOnIdle, SandboxState, SourceType, TemplateKind, TemplateStatus, UpdateSandboxRequestOnBudget, UpdateSandboxRequestOnIdle, WorkloadState,)
 
 for _cls in MODELS + ENUMS:
     register(_cls)

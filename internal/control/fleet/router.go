@@ -1,0 +1,554 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"io"
+	"maps"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/node"
+	"github.com/cove-dev/cove/internal/store"
+)
+
+// route finds the client of the node that holds a sandbox. After a
+// restart of the control plane a node that has not registered again is
+// waited for until LostAfter has passed since Load (or ctx ends); a
+// sandbox whose node is lost or removed answers an error whose NodeLost
+// method says so.
+func (f *Fleet) route(ctx context.Context, sandboxID string, wait bool) (NodeClient, string, int64, error) {
+	for {
+		f.mu.Lock()
+		p := f.placed[sandboxID]
+		if p == nil {
+			f.mu.Unlock()
+			return nil, "", 0, api.Errorf(api.CodeNotFound, "sandbox %s is placed on no node", sandboxID)
+		}
+		if p.NodeID == "" {
+			f.mu.Unlock()
+			return nil, "", 0, lostError{api.Errorf(api.CodeUnavailable, "sandbox %s has no node now", sandboxID)}
+		}
+		m := f.nodes[p.NodeID]
+		if m == nil || m.row.State == api.NodeLost || m.row.State == api.NodeRemoved {
+			f.mu.Unlock()
+			return nil, "", 0, errLost(p.NodeID)
+		}
+		if m.client != nil {
+			c, id, epoch := m.client, m.row.ID, m.row.Epoch
+			f.mu.Unlock()
+			return c, id, epoch, nil
+		}
+		left := time.Until(f.started.Add(f.cfg.LostAfter))
+		changed := f.changed
+		name := m.row.Name
+		f.mu.Unlock()
+		if left <= 0 || !wait {
+			return nil, "", 0, errLost(name)
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-changed:
+			t.Stop()
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, "", 0, context.Cause(ctx)
+		}
+	}
+}
+
+// client is route for the calls that carry no context: they never wait.
+func (f *Fleet) client(sandboxID string) (NodeClient, error) {
+	c, _, _, err := f.route(context.Background(), sandboxID, false)
+	return c, err
+}
+
+// connected are the clients of the nodes registered with this process.
+func (f *Fleet) connected() []NodeClient {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var cs []NodeClient
+	for _, m := range f.sortedNodes() {
+		if m.connected() {
+			cs = append(cs, m.client)
+		}
+	}
+	return cs
+}
+
+// saveHolder is the node to ask for a sandbox's save when it runs
+// nowhere: the node that holds or wrote it if it is connected, else a
+// connected node, ready ones first (a fleet shares one save store). It
+// answers that node's client and ID, or a nil client when none is
+// connected.
+func (f *Fleet) saveHolder(sandboxID string) (NodeClient, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p := f.placed[sandboxID]; p != nil {
+		for _, id := range []string{p.NodeID, p.SaveNodeID} {
+			if m := f.nodes[id]; m != nil && m.connected() {
+				return m.client, id
+			}
+		}
+	}
+	for _, ready := range []bool{true, false} {
+		for _, m := range f.sortedNodes() {
+			if m.connected() && (!ready || m.row.State == api.NodeReady) {
+				return m.client, m.row.ID
+			}
+		}
+	}
+	return nil, ""
+}
+
+// Admit places a sandbox on the node with the most room and asks that node
+// to admit it; a node that refuses gives its reservation back.
+func (f *Fleet) Admit(ctx context.Context, spec node.SandboxSpec) error {
+	if _, err := f.place(ctx, spec, ""); err != nil {
+		return err
+	}
+	c, _, _, err := f.route(ctx, spec.ID, false)
+	if err == nil {
+		err = c.Admit(ctx, spec)
+	}
+	if err != nil {
+		if rerr := f.release(ctx, spec.ID, true); rerr != nil {
+			f.log.Error("give back a refused placement", "sandbox", spec.ID, "err", rerr)
+		}
+	}
+	return err
+}
+
+// Start starts a sandbox on its node, placing it first if Admit did not.
+func (f *Fleet) Start(ctx context.Context, spec node.SandboxSpec) error {
+	if _, err := f.place(ctx, spec, ""); err != nil {
+		return err
+	}
+	c, _, _, err := f.route(ctx, spec.ID, true)
+	if err != nil {
+		return err
+	}
+	return c.Start(ctx, spec)
+}
+
+// Wake places an asleep sandbox, on the node it slept on if that node has
+// room, and wakes it there from its recorded save.
+func (f *Fleet) Wake(ctx context.Context, spec node.SandboxSpec) error {
+	f.mu.Lock()
+	var home string
+	if p := f.placed[spec.ID]; p != nil {
+		spec.Save, home = p.Save, p.SaveNodeID
+		if p.NodeID != "" {
+			home = p.NodeID
+		}
+	}
+	f.mu.Unlock()
+	if _, err := f.place(ctx, spec, home); err != nil {
+		return err
+	}
+	c, _, _, err := f.route(ctx, spec.ID, true)
+	if err != nil {
+		return err
+	}
+	return c.Wake(ctx, spec)
+}
+
+// Attach resumes a sandbox that ran before a restart, on its node.
+func (f *Fleet) Attach(ctx context.Context, spec node.SandboxSpec, running []string) error {
+	c, _, _, err := f.route(ctx, spec.ID, true)
+	if err != nil {
+		return err
+	}
+	return c.Attach(ctx, spec, running)
+}
+
+// Destroy removes everything of a sandbox, its save included, and forgets
+// its placement. A sandbox placed nowhere is destroyed on every connected
+// node (an orphan's leftovers).
+func (f *Fleet) Destroy(ctx context.Context, id string) error {
+	c, _, _, err := f.route(ctx, id, true)
+	switch {
+	case err == nil:
+		err = c.Destroy(ctx, id)
+	case isLost(err):
+		// Its node is gone; the save, if any, is removed through another.
+		if h, _ := f.saveHolder(id); h != nil {
+			err = h.Destroy(ctx, id)
+		} else {
+			err = nil
+		}
+	case api.ErrorCode(err) == api.CodeNotFound:
+		err = nil
+		for _, c := range f.connected() {
+			if derr := c.Destroy(ctx, id); derr != nil && err == nil {
+				err = derr
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return f.release(ctx, id, true)
+}
+
+// DestroyRuntime removes a sandbox's runtime, keeping its save; the
+// sandbox reserves nothing afterwards.
+func (f *Fleet) DestroyRuntime(ctx context.Context, id string) error {
+	c, _, _, err := f.route(ctx, id, true)
+	switch {
+	case err == nil:
+		if err := c.DestroyRuntime(ctx, id); err != nil {
+			return err
+		}
+	case isLost(err), api.ErrorCode(err) == api.CodeNotFound:
+		// No node runs it: nothing to remove.
+	default:
+		return err
+	}
+	return f.release(ctx, id, false)
+}
+
+// FinishSleep saves a sandbox on its node and records the generation
+// written, if the node still holds the sandbox in the same epoch.
+func (f *Fleet) FinishSleep(ctx context.Context, id string) (node.SaveInfo, error) {
+	c, nodeID, epoch, err := f.route(ctx, id, true)
+	if err != nil {
+		return node.SaveInfo{}, err
+	}
+	info, err := c.FinishSleep(ctx, id)
+	if err != nil {
+		return info, err
+	}
+	if err := f.recordSave(ctx, id, nodeID, epoch, info); err != nil {
+		return node.SaveInfo{}, err
+	}
+	return info, nil
+}
+
+// DropSave removes a sandbox's save and forgets its recorded generation.
+func (f *Fleet) DropSave(ctx context.Context, id string) error {
+	h, _ := f.saveHolder(id)
+	if h == nil {
+		return api.Errorf(api.CodeUnavailable, "no node is connected to remove the save of %s", id)
+	}
+	if err := h.DropSave(ctx, id); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p := f.placed[id]; p != nil {
+		np := *p
+		np.Save, np.SaveNodeID, np.SaveBytes, np.SavedAt = "", "", 0, nil
+		if err := f.store.PutPlacement(ctx, np); err != nil {
+			return err
+		}
+		*p = np
+	}
+	return nil
+}
+
+// CopySave copies the save named from as the save named to, on the node
+// that holds from's save, and records the copy's generation for to.
+func (f *Fleet) CopySave(ctx context.Context, from, to string) (node.SaveInfo, error) {
+	h, holderID := f.saveHolder(from)
+	if h == nil {
+		return node.SaveInfo{}, api.Errorf(api.CodeUnavailable, "no node is connected to copy the save of %s", from)
+	}
+	info, err := h.CopySave(ctx, from, to)
+	if err != nil {
+		return info, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	np := store.Placement{SandboxID: to}
+	if p := f.placed[to]; p != nil {
+		np = *p
+	}
+	t := time.Now()
+	np.Save, np.SaveNodeID, np.SaveBytes, np.SavedAt = info.Generation, holderID, info.ArchiveBytes, &t
+	if err := f.store.PutPlacement(ctx, np); err != nil {
+		return info, err
+	}
+	f.placed[to] = &np
+	return info, nil
+}
+
+// Known lists the sandboxes the connected nodes hold state for.
+func (f *Fleet) Known(ctx context.Context) ([]string, error) {
+	seen := map[string]bool{}
+	for _, c := range f.connected() {
+		ids, err := c.Known(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range ids {
+			seen[id] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen)), nil
+}
+
+// Lose records commands of a sandbox as lost on its node.
+func (f *Fleet) Lose(id string, commands []string) {
+	if c, err := f.client(id); err == nil {
+		c.Lose(id, commands)
+	}
+}
+
+// SetPolicy changes a sandbox's network policy on its node.
+func (f *Fleet) SetPolicy(id string, p api.NetworkPolicy) error {
+	c, err := f.client(id)
+	if err != nil {
+		return err
+	}
+	return c.SetPolicy(id, p)
+}
+
+// UseSetupPolicy switches a sandbox to its setup policy or back.
+func (f *Fleet) UseSetupPolicy(id string, on bool) {
+	if c, err := f.client(id); err == nil {
+		c.UseSetupPolicy(id, on)
+	}
+}
+
+// SetHostname renames a sandbox's host on its node.
+func (f *Fleet) SetHostname(ctx context.Context, id, name string) error {
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return err
+	}
+	return c.SetHostname(ctx, id, name)
+}
+
+// DrainObservations hands over the network reports of every connected
+// node.
+func (f *Fleet) DrainObservations() []node.Observation {
+	var out []node.Observation
+	for _, c := range f.connected() {
+		out = append(out, c.DrainObservations()...)
+	}
+	return out
+}
+
+// PendingObservations are a sandbox's network reports its node has not
+// handed over yet.
+func (f *Fleet) PendingObservations(id string) []api.NetworkObservation {
+	c, err := f.client(id)
+	if err != nil {
+		return nil
+	}
+	return c.PendingObservations(id)
+}
+
+// Stats reads the counters of sandboxes from the nodes they run on.
+func (f *Fleet) Stats(ctx context.Context, ids []string) map[string]node.Stats {
+	type batch struct {
+		client NodeClient
+		ids    []string
+	}
+	byNode := map[string]*batch{}
+	f.mu.Lock()
+	for _, id := range ids {
+		if p := f.placed[id]; p != nil {
+			if m := f.nodes[p.NodeID]; m != nil && m.connected() {
+				b := byNode[p.NodeID]
+				if b == nil {
+					b = &batch{client: m.client}
+					byNode[p.NodeID] = b
+				}
+				b.ids = append(b.ids, id)
+			}
+		}
+	}
+	f.mu.Unlock()
+	out := map[string]node.Stats{}
+	for _, b := range byNode {
+		maps.Copy(out, b.client.Stats(ctx, b.ids))
+	}
+	return out
+}
+
+// GPUs are the GPUs of the ready node that has the most of them: a
+// workload that asks for GPUs is placed on a node that has the devices it
+// was given.
+func (f *Fleet) GPUs() node.GPUs {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var best node.GPUs
+	for _, m := range f.sortedNodes() {
+		if m.client != nil && m.row.State == api.NodeReady && len(m.capacity.GPUs.Names) > len(best.Names) {
+			best = node.GPUs{Type: m.capacity.GPUs.Type, Names: slices.Clone(m.capacity.GPUs.Names)}
+		}
+	}
+	return best
+}
+
+func isLost(err error) bool {
+	var l interface{ NodeLost() bool }
+	return errors.As(err, &l) && l.NodeLost()
+}
+
+// The calls below go to the sandbox's node unchanged.
+
+func (f *Fleet) Publish(ctx context.Context, id string, ports []int) error {
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return err
+	}
+	return c.Publish(ctx, id, ports)
+}
+
+func (f *Fleet) PublishPort(ctx context.Context, id string, port int) error {
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return err
+	}
+	return c.PublishPort(ctx, id, port)
+}
+
+func (f *Fleet) UnpublishPort(ctx context.Context, id string, port int) error {
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return err
+	}
+	return c.UnpublishPort(ctx, id, port)
+}
+
+func (f *Fleet) DialPort(ctx context.Context, id string, port int) (net.Conn, error) {
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return nil, err
+	}
+	return c.DialPort(ctx, id, port)
+}
+
+func (f *Fleet) Exec(ctx context.Context, id string, spec node.ExecSpec) error {
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return err
+	}
+	return c.Exec(ctx, id, spec)
+}
+
+func (f *Fleet) Output(id, commandID string) (node.Output, error) {
+	c, err := f.client(id)
+	if err != nil {
+		return nil, err
+	}
+	return c.Output(id, commandID)
+}
+
+func (f *Fleet) Stdin(ctx context.Context, id, commandID string, r io.Reader, eof bool) error {
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return err
+	}
+	return c.Stdin(ctx, id, commandID, r, eof)
+}
+
+func (f *Fleet) Signal(ctx context.Context, id, commandID, sig string) error {
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return err
+	}
+	return c.Signal(ctx, id, commandID, sig)
+}
+
+func (f *Fleet) Resize(ctx context.Context, id, commandID string, size node.TermSize) error {
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return err
+	}
+	return c.Resize(ctx, id, commandID, size)
+}
+
+func (f *Fleet) StatFile(ctx context.Context, id, path string) (api.FileEntry, error) {
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return api.FileEntry{}, err
+	}
+	return c.StatFile(ctx, id, path)
+}
+
+func (f *Fleet) ListFiles(ctx context.Context, id string, spec node.ListSpec) (api.List[api.FileEntry], error) {
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return api.List[api.FileEntry]{}, err
+	}
+	return c.ListFiles(ctx, id, spec)
+}
+
+func (f *Fleet) ReadFile(ctx context.Context, id string, spec node.ReadSpec) (*node.Content, error) {
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return nil, err
+	}
+	return c.ReadFile(ctx, id, spec)
+}
+
+func (f *Fleet) WriteFile(ctx context.Context, id string, spec node.WriteSpec, body io.Reader) (api.FileEntry, bool, error) {
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return api.FileEntry{}, false, err
+	}
+	return c.WriteFile(ctx, id, spec, body)
+}
+
+func (f *Fleet) EditFile(ctx context.Context, id string, spec node.EditSpec) (api.FileEntry, error) {
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return api.FileEntry{}, err
+	}
+	return c.EditFile(ctx, id, spec)
+}
+
+func (f *Fleet) Mkdir(ctx context.Context, id string, spec node.MkdirSpec) (api.FileEntry, error) {
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return api.FileEntry{}, err
+	}
+	return c.Mkdir(ctx, id, spec)
+}
+
+func (f *Fleet) MoveFile(ctx context.Context, id string, spec node.MoveSpec) (api.FileEntry, error) {
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return api.FileEntry{}, err
+	}
+	return c.MoveFile(ctx, id, spec)
+}
+
+func (f *Fleet) RemoveFile(ctx context.Context, id, path string, recursive bool) error {
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return err
+	}
+	return c.RemoveFile(ctx, id, path, recursive)
+}
+
+func (f *Fleet) ReadArchive(ctx context.Context, id, path string) (io.ReadCloser, error) {
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return nil, err
+	}
+	return c.ReadArchive(ctx, id, path)
+}
+
+func (f *Fleet) WriteArchive(ctx context.Context, id string, spec node.ArchiveSpec, body io.Reader) (api.ArchiveResult, error) {
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return api.ArchiveResult{}, err
+	}
+	return c.WriteArchive(ctx, id, spec, body)
+}
+
+func (f *Fleet) CloneGit(ctx context.Context, id string, spec node.GitSpec) (string, error) {
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return "", err
+	}
+	return c.CloneGit(ctx, id, spec)
+}

@@ -1,0 +1,45 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+
+	"github.com/cove-dev/cove/api"
+)
+
+// NodeLost settles a sandbox whose node a fleet lost or removed (the
+// fleet's router calls it; internal/control/fleet): with a save it goes
+// asleep and wakes from that save on another node, without one it fails;
+// either way its running commands end lost and reason becomes its
+// state_reason, so events and webhooks say what happened. A sandbox that
+// is asleep or ended already is left as it is.
+func (s *Core) NodeLost(ctx context.Context, sandboxID string, saved bool, reason string) error {
+	o := s.opsFor(sandboxID)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	sb, err := s.store.GetSandbox(ctx, "", sandboxID)
+	if err != nil {
+		return err
+	}
+	switch sb.State {
+	case api.StateAsleep, api.StateTerminated, api.StateFailed:
+		return nil
+	case api.StateTerminating:
+		s.finishTerminate(ctx, sb, sb.StateReason)
+		return nil
+	}
+	if !saved {
+		s.fail(ctx, sb, reason)
+		return nil
+	}
+	s.loseCommands(ctx, sb.ID)
+	return s.setState(ctx, &sb, api.StateAsleep, reason)
+}
+
+// nodeLost reports whether err says the sandbox's node is lost (a fleet's
+// router answers so): the fleet settles such a sandbox through NodeLost,
+// so the caller leaves it alone.
+func nodeLost(err error) bool {
+	var l interface{ NodeLost() bool }
+	return errors.As(err, &l) && l.NodeLost()
+}
