@@ -32,9 +32,11 @@ type Fleet interface {
 	ListPlacements(ctx context.Context, nodeID string) ([]Placement, error)
 
 	// FleetValue returns the value stored under name (CodeNotFound when
-	// there is none); PutFleetValue creates or replaces it.
+	// there is none); PutFleetValue creates or replaces it;
+	// CreateFleetValue creates it only where none is (CodeConflict else).
 	FleetValue(ctx context.Context, name string) (string, error)
 	PutFleetValue(ctx context.Context, name, value string) error
+	CreateFleetValue(ctx context.Context, name, value string) error
 }
 
 // Node is a stored node of the fleet.

@@ -168,6 +168,20 @@ func (db *DB) FleetValue(ctx context.Context, name string) (string, error) {
 	return v, nil
 }
 
+// CreateFleetValue creates a named value that does not exist yet; one
+// that does answers CodeConflict (replicas starting at once agree on the
+// first one written).
+func (db *DB) CreateFleetValue(ctx context.Context, name, value string) error {
+	res, err := db.write.ExecContext(ctx, "INSERT INTO fleet_values (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING", name, value)
+	if err != nil {
+		return fmt.Errorf("create fleet value %s: %w", name, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return api.Errorf(api.CodeConflict, "fleet value %s exists", name)
+	}
+	return nil
+}
+
 // PutFleetValue creates or replaces a named value.
 func (db *DB) PutFleetValue(ctx context.Context, name, value string) error {
 	if _, err := db.write.ExecContext(ctx, "INSERT OR REPLACE INTO fleet_values (name, value) VALUES (?, ?)", name, value); err != nil {

@@ -91,4 +91,8 @@ func testFleetValues(t *testing.T, s store.Store) {
 	mustDo(t, s.PutFleetValue(ctx, "ca", "two"))
 	diff(t, "FleetValue", "two", mustGet[string](t)(s.FleetValue(ctx, "ca")))
 	diff(t, "FleetValue token", "t", mustGet[string](t)(s.FleetValue(ctx, "token")))
+	// Create writes only where nothing is: the first of two replicas wins.
+	mustDo(t, s.CreateFleetValue(ctx, "first", "a"))
+	wantCode(t, s.CreateFleetValue(ctx, "first", "b"), api.CodeConflict)
+	diff(t, "CreateFleetValue", "a", mustGet[string](t)(s.FleetValue(ctx, "first")))
 }
