@@ -16,6 +16,7 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -197,7 +198,10 @@ func (c *Client) do(ctx context.Context, rq request) (*http.Response, error) {
 			}
 			return resp, nil
 		}
-		if ctx.Err() != nil || rq.stream != nil || time.Since(start) > RetryFor {
+		// A call that never reached the node (its dial failed) fails at
+		// once; one that may have is retried, when its body can be sent
+		// again.
+		if ctx.Err() != nil || rq.stream != nil || dialFailed(err) || time.Since(start) > RetryFor {
 			return nil, c.transportErr(ctx, err)
 		}
 		c.cfg.Log.Debug("retrying a node call", "node", c.cfg.NodeID, "path", rq.path, "err", err)
@@ -241,4 +245,10 @@ func (c *Client) logged(what string, err error) {
 	if err != nil {
 		c.cfg.Log.Warn("a node call failed", "node", c.cfg.NodeID, "call", what, "err", err)
 	}
+}
+
+// dialFailed reports an error of a connection that was never made.
+func dialFailed(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
