@@ -247,8 +247,10 @@ func (c *Client) logged(what string, err error) {
 	}
 }
 
-// dialFailed reports an error of a connection that was never made.
+// dialFailed reports an error of a connection that was never made, or
+// made to a peer that is not the node.
 func dialFailed(err error) bool {
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	var id identityError
+	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &id)
 }

@@ -25,7 +25,7 @@ func TLSConfig(cert tls.Certificate, ca *x509.CertPool, nodeID string) *tls.Conf
 		InsecureSkipVerify: true,
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			if len(cs.PeerCertificates) == 0 {
-				return errors.New("the node presented no certificate")
+				return identityError{errors.New("the node presented no certificate")}
 			}
 			leaf := cs.PeerCertificates[0]
 			inter := x509.NewCertPool()
@@ -35,12 +35,18 @@ func TLSConfig(cert tls.Certificate, ca *x509.CertPool, nodeID string) *tls.Conf
 			if _, err := leaf.Verify(x509.VerifyOptions{
 				Roots: ca, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 			}); err != nil {
-				return fmt.Errorf("the node's certificate is not of the fleet: %w", err)
+				return identityError{fmt.Errorf("the node's certificate is not of the fleet: %w", err)}
 			}
 			if !slices.ContainsFunc(leaf.URIs, func(u *url.URL) bool { return u.String() == want }) {
-				return fmt.Errorf("the certificate does not name node %s", nodeID)
+				return identityError{fmt.Errorf("the certificate does not name node %s", nodeID)}
 			}
 			return nil
 		},
 	}
 }
+
+// identityError is a peer that is not the node asked for: a call to it
+// is not retried.
+type identityError struct{ error }
+
+func (e identityError) Unwrap() error { return e.error }
