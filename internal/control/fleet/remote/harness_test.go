@@ -98,13 +98,13 @@ const nodeID = "node_test1"
 
 func newFleet(t *testing.T) *fleet {
 	t.Helper()
-	return newFleetOf(t, func(n *nodetest.Node) nodeapi.Node { return n })
+	return newFleetOf(t, newCA(t), func(n *nodetest.Node) nodeapi.Node { return n })
 }
 
 // newFleetOf serves what wrap makes of the fake node.
-func newFleetOf(t *testing.T, wrap func(*nodetest.Node) nodeapi.Node) *fleet {
+func newFleetOf(t *testing.T, ca *ca, wrap func(*nodetest.Node) nodeapi.Node) *fleet {
 	t.Helper()
-	f := &fleet{ca: newCA(t), node: nodetest.New(), events: make(chan struct{}, 1000)}
+	f := &fleet{ca: ca, node: nodetest.New(), events: make(chan struct{}, 1000)}
 	log := slog.New(slog.DiscardHandler)
 	f.api = nodeapi.New(wrap(f.node), log)
 	f.node.OnExit = f.api.OnExit
@@ -200,8 +200,8 @@ func code(err error) api.Code {
 // listening, so that a client reconnects through it.
 type proxy struct {
 	ln     net.Listener
-	target string
 	mu     sync.Mutex
+	target string
 	conns  []net.Conn
 	hold   bool // connections stay open but nothing is forwarded
 	wg     sync.WaitGroup
@@ -222,6 +222,9 @@ func newProxy(t *testing.T, target string) *proxy {
 			if err != nil {
 				return
 			}
+			p.mu.Lock()
+			target := p.target
+			p.mu.Unlock()
 			up, err := net.Dial("tcp", target)
 			if err != nil {
 				c.Close()
@@ -282,4 +285,11 @@ func (p *proxy) blackhole() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.hold = true
+}
+
+// retarget sends new connections to another address.
+func (p *proxy) retarget(addr string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = addr
 }

@@ -359,7 +359,7 @@ func (d *digestNode) ReadFile(ctx context.Context, id string, spec node.ReadSpec
 // Repr-Digest.
 func TestFiles(t *testing.T) {
 	var dn *digestNode
-	f := newFleetOf(t, func(n *nodetest.Node) nodeapi.Node {
+	f := newFleetOf(t, newCA(t), func(n *nodetest.Node) nodeapi.Node {
 		dn = &digestNode{Node: n}
 		return dn
 	})
@@ -492,6 +492,31 @@ func TestEventsResume(t *testing.T) {
 	case <-f.events:
 		t.Fatal("an event arrived twice")
 	default:
+	}
+}
+
+// TestEventsAfterRestart: a node that restarted numbers its events from
+// one again; the client reads them from its start, not from where the
+// old run left off.
+func TestEventsAfterRestart(t *testing.T) {
+	f := newFleet(t)
+	p := newProxy(t, f.addr)
+	c := f.newClient(p.ln.Addr().String())
+	defer c.Close()
+	go c.Run(t.Context())
+	for i := range 3 {
+		f.api.OnExit("sbx_x", fmt.Sprintf("old_%d", i), node.Exit{}, false)
+	}
+	f.waitEvents(t, 3)
+	again := newFleetOf(t, f.ca, func(n *nodetest.Node) nodeapi.Node { return n })
+	again.api.OnExit("sbx_x", "new_0", node.Exit{}, false)
+	p.retarget(again.addr)
+	p.cut()
+	f.waitEvents(t, 1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if want := []string{"sbx_x/old_0", "sbx_x/old_1", "sbx_x/old_2", "sbx_x/new_0"}; !slices.Equal(f.exits, want) {
+		t.Fatalf("exits %v", f.exits)
 	}
 }
 
