@@ -69,6 +69,7 @@ type Node struct {
 	stats     map[string]node.Stats // set by SetStats
 	observed  []node.Observation    // network reports not drained yet
 	published map[string][]int      // ports by sandbox
+	gpus      node.GPUs             // set by SetGPUs
 }
 
 // New returns an empty node.
@@ -605,8 +606,16 @@ func (n *Node) RemoveFile(ctx context.Context, sandboxID, p string, recursive bo
 	return nil
 }
 
-// ReadArchive implements lifecycle.Node; the fake has no archives.
+// ReadArchive implements lifecycle.Node: the archive WriteArchive kept as
+// PATH/.archive comes back as it was; the fake has no other archives.
 func (n *Node) ReadArchive(ctx context.Context, sandboxID, p string) (io.ReadCloser, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if s, ok := n.sandboxes[sandboxID]; ok && s.State == Running {
+		if b, ok := s.Files[p+"/.archive"]; ok {
+			return io.NopCloser(bytes.NewReader(b)), nil
+		}
+	}
 	return nil, api.Errorf(api.CodeUnprocessable, "the fake node has no archives")
 }
 

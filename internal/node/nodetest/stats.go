@@ -43,3 +43,17 @@ func (n *Node) SetFile(id, path string, b []byte) {
 		s.Files[path] = b
 	}
 }
+
+// SetGPUs sets the GPUs the node advertises.
+func (n *Node) SetGPUs(g node.GPUs) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.gpus = g
+}
+
+// GPUs implements workloads' node: the GPUs set by SetGPUs.
+func (n *Node) GPUs() node.GPUs {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.gpus
+}
