@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"log/slog"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -16,7 +15,9 @@ import (
 )
 
 // serverCmds are the commands that run the service; they need Linux.
-func (a *app) serverCmds() []*cobra.Command { return []*cobra.Command{a.serveCmd()} }
+func (a *app) serverCmds() []*cobra.Command {
+	return []*cobra.Command{a.serveCmd(), a.controlCmd(), a.nodeCmd()}
+}
 
 func (a *app) serveCmd() *cobra.Command {
 	var o serveFlags
@@ -25,11 +26,10 @@ func (a *app) serveCmd() *cobra.Command {
 		Short: "Run the whole cove service on this host",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-				return fmt.Errorf("--log-level %q: use debug, info, warn or error", o.logLevel)
+			log, err := a.logger(o.logLevel)
+			if err != nil {
+				return err
 			}
-			log := slog.New(slog.NewJSONHandler(a.env.Stderr, &slog.HandlerOptions{Level: level}))
 			cfg, err := o.config()
 			if err != nil {
 				return err

@@ -100,6 +100,7 @@ func startNodeSide(ctx context.Context, cfg Config, templates map[string]image.I
 		GPUs:                  n.gpus,
 		GitDir:                filepath.Join(cfg.DataDir, "git"),
 		MaxCloneBytes:         cfg.MaxCloneBytes,
+		Generation:            hooks.generation,
 	}
 	netCtx, stopNet := context.WithCancel(context.WithoutCancel(ctx))
 	n.stopNet = stopNet

@@ -41,6 +41,10 @@ type Plane struct {
 	Workloads    *workloads.Service
 	Events       *events.Log
 	Commands     *commands.Service
+	// Nodes and JoinTokens are a fleet's (`cove control`); nil in
+	// `cove serve`.
+	Nodes      httpapi.Nodes
+	JoinTokens httpapi.JoinTokens
 }
 
 // NewPlane builds the control plane over st, in this order: the core,
@@ -126,5 +130,6 @@ func (p *Plane) Handler(log *slog.Logger) *httpapi.Handler {
 	h.Sandboxes, h.Commands, h.Events = p.Core, p.Commands, p.Events
 	h.Workloads, h.GPUs = p.Workloads, p.Workloads
 	h.Metering, h.Observations = p.Meter, p.Observations
+	h.Nodes, h.JoinTokens = p.Nodes, p.JoinTokens
 	return h
 }

@@ -276,4 +276,3 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
-

@@ -165,4 +165,3 @@ func TestAdmitRefusedByNode(t *testing.T) {
 	h.node("a").Fail("admit", nil)
 	must(t, h.f.Admit(t.Context(), spec("sbx_2", 2)))
 }
-

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -113,8 +114,26 @@ func (f *Fleet) Heartbeat(ctx context.Context, nodeID string, hb fleetwire.Heart
 	}
 	m.lastSeen = time.Now()
 	m.capacity = hb.Capacity
-	m.templates = setOf(hb.Templates)
+	if t := setOf(hb.Templates); !maps.Equal(t, m.templates) {
+		m.templates = t
+		f.notifyLocked()
+	}
 	return fleetwire.HeartbeatAnswer{Epoch: m.row.Epoch}, nil
+}
+
+// Templates are the templates some ready or draining node can start now,
+// sorted, and a channel closed at the next change of them or of the
+// fleet's membership.
+func (f *Fleet) Templates() ([]string, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	set := map[string]bool{}
+	for _, m := range f.nodes {
+		if m.connected() {
+			maps.Copy(set, m.templates)
+		}
+	}
+	return slices.Sorted(maps.Keys(set)), f.changed
 }
 
 // Allowed answers permission_denied for a node that is removed or unknown:

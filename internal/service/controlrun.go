@@ -1,0 +1,181 @@
+package service
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/fleet"
+	"github.com/cove-dev/cove/internal/control/fleet/join"
+	"github.com/cove-dev/cove/internal/control/fleet/remote"
+	tmplstate "github.com/cove-dev/cove/internal/templates"
+)
+
+// ControlConfig is the configuration of `cove control`: the control
+// plane's side of Config, and its fleet.
+type ControlConfig struct {
+	Config
+	// NodeListen is the TLS listener for nodes only (join, heartbeats).
+	NodeListen string
+	// JoinTokenTTL bounds a generated join token's life; JoinTokenFile
+	// names a token the operator supplies instead.
+	JoinTokenTTL  time.Duration
+	JoinTokenFile string
+	// NodeLostAfter: a node silent this long (on this clock) is lost.
+	NodeLostAfter time.Duration
+	// CPUOvercommit and MemoryOvercommit multiply each node's capacity
+	// for placement.
+	CPUOvercommit, MemoryOvercommit float64
+}
+
+// Validate reports a control plane configuration that cannot work.
+func (c *ControlConfig) Validate() error {
+	switch {
+	case c.NodeListen == "":
+		return errors.New("--node-listen: empty (host:port of the TLS listener nodes join; port 0 takes a free one)")
+	case c.NodeLostAfter <= 0:
+		return fmt.Errorf("--node-lost-after %v: want above 0", c.NodeLostAfter)
+	case c.CPUOvercommit <= 0 || c.MemoryOvercommit <= 0:
+		return fmt.Errorf("--cpu-overcommit %v and --memory-overcommit %v: want both above 0", c.CPUOvercommit, c.MemoryOvercommit)
+	}
+	return nil
+}
+
+// RunControl runs the control plane alone, with no node of its own, until
+// ctx is done: the API and console, and a TLS listener where nodes join.
+// Sandboxes are placed on the nodes that joined.
+func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progress io.Writer, ready func(Started)) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := prepareDirs(&cfg.Config, false); err != nil {
+		return err
+	}
+	// Templates are what the nodes have: the default one is waited for
+	// until a node reports it.
+	tmplStates := tmplstate.New()
+	cfg.Server.Templates = []string{cfg.Server.DefaultTemplate}
+	// Saves are shared: the last one stays a sandbox's recovery point
+	// while it runs after a wake, for a node's loss.
+	cfg.Server.KeepSaveAfterWake = true
+	tmplStates.Set(api.Template{Name: cfg.Server.DefaultTemplate, Kind: "managed", Status: api.TemplateBuilding, Progress: "waiting for a node that has it"})
+	ps, err := openPlaneSide(ctx, cfg.Config, tmplStates, log)
+	if err != nil {
+		return err
+	}
+	defer ps.close()
+	srv := ps.plane.Core
+
+	// The remote clients' event streams run until Run returns.
+	clientCtx, stopClients := context.WithCancel(context.WithoutCancel(ctx))
+	var clientWG sync.WaitGroup
+	defer clientWG.Wait()
+	defer stopClients()
+	var js *join.Service
+	fl, err := fleet.New(fleet.Config{
+		Store: ps.st,
+		Dial: func(nodeID, addr string) (fleet.NodeClient, error) {
+			c := remote.New(remote.Config{
+				NodeID: nodeID, Addr: addr, TLS: js.NodeClientTLS(nodeID),
+				OnExit: srv.OnExit, OnDenied: srv.NetworkDenied,
+				Log: log.With("component", "remote", "node", nodeID),
+			})
+			clientWG.Go(func() { c.Run(clientCtx) })
+			return c, nil
+		},
+		LostAfter:        cfg.NodeLostAfter,
+		CPUOvercommit:    cfg.CPUOvercommit,
+		MemoryOvercommit: cfg.MemoryOvercommit,
+		Log:              log.With("component", "fleet"),
+	})
+	if err != nil {
+		return err
+	}
+	js, err = join.New(ctx, join.Config{
+		DataDir: cfg.DataDir, TokenTTL: cfg.JoinTokenTTL, TokenFile: cfg.JoinTokenFile,
+		HeartbeatInterval: cfg.NodeLostAfter / 5,
+	}, join.Deps{Store: ps.st, Keyring: ps.cfg.Server.Secrets, Registry: fl, Log: log.With("component", "join")})
+	if err != nil {
+		return err
+	}
+	if err := fl.Load(ctx); err != nil {
+		return err
+	}
+	fl.SetSandboxes(srv)
+	ps.plane.SetNode(fl)
+	ps.plane.Nodes, ps.plane.JoinTokens = fl, joinTokens{js}
+	defer srv.Close()
+
+	if err := ps.prepare(ctx); err != nil {
+		return err
+	}
+	// The node listener binds before Recover: nodes register again while
+	// the sandboxes they hold are reattached.
+	nln, err := net.Listen("tcp", cfg.NodeListen)
+	if err != nil {
+		return fmt.Errorf("node listener: %w", err)
+	}
+	nodeSrv := newHTTPServer(cfg.HTTP, js.Handler(), context.WithoutCancel(ctx))
+	nodeSrv.TLSConfig = js.ListenerTLS()
+	nodes := &servedListener{ln: tls.NewListener(nln, nodeSrv.TLSConfig), srv: nodeSrv}
+	nodes.start()
+	defer nodes.stop()
+	listeners := Listeners{"node": nln.Addr().String()}
+
+	fleetCtx, stopFleet := context.WithCancel(context.WithoutCancel(ctx))
+	var fleetWG sync.WaitGroup
+	defer fleetWG.Wait()
+	defer stopFleet()
+	fleetWG.Go(func() { fl.Run(fleetCtx) })
+	fleetWG.Go(func() { followTemplates(fleetCtx, fl, tmplStates, srv.TemplatesChanged) })
+
+	if err := srv.Recover(ctx); err != nil {
+		return fmt.Errorf("recover sandboxes: %w", err)
+	}
+	srv.Start()
+	stopHooks := ps.deliverWebhooks(ctx)
+	defer stopHooks()
+	return ps.serve(ctx, listeners, nil, ready)
+}
+
+// followTemplates keeps the templates' states to what the ready nodes
+// have: a template is ready while a node that can start it is.
+func followTemplates(ctx context.Context, fl *fleet.Fleet, states *tmplstate.Registry, changed func()) {
+	var last []string
+	for {
+		names, wait := fl.Templates()
+		if !slices.Equal(names, last) {
+			for _, n := range names {
+				if t, ok := states.Get(n); !ok || t.Status != api.TemplateReady {
+					states.Set(api.Template{Name: n, Kind: "managed", Status: api.TemplateReady})
+				}
+			}
+			last = names
+			changed()
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// joinTokens answers the admin API's rotation with the join service.
+type joinTokens struct{ js *join.Service }
+
+func (j joinTokens) RotateJoinToken(ctx context.Context) (api.JoinToken, error) {
+	token, expires, err := j.js.Rotate(ctx)
+	if err != nil {
+		return api.JoinToken{}, err
+	}
+	return api.JoinToken{Token: token, ExpiresAt: expires}, nil
+}
