@@ -125,10 +125,13 @@ openapi:
 	$(GO) run ./internal/apischema/cmd/openapi
 
 # bench runs `cove bench` against a throwaway server on the managed image,
-# then the Go benchmarks (each starts its own server on a busybox image).
+# then the Go benchmarks (each starts its own server on a busybox image),
+# then a fleet (control plane and a remote node) against cove serve.
 bench: deps build
 	scripts/bench.sh $(TEST_IMAGES)
 	COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -run '^$$' -bench . -benchtime 3x ./internal/node/runtime/ ./internal/e2e/
+	GO=$(GO) scripts/versitygw.sh
+	COVE_REQUIRE_S3=1 COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -run '^$$' -bench FleetVsServe -benchtime 15x ./internal/e2e/fleet/
 
 # load runs 50 sandboxes × 20 concurrent workers of commands and file
 # calls for LOAD_SECONDS, then checks that nothing leaked. It counts only
