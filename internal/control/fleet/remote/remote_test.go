@@ -200,11 +200,18 @@ func TestOutputFollow(t *testing.T) {
 	ctx := t.Context()
 	step := make(chan string)
 	f.node.Run = func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
-		for s := range step {
-			out.Write("stdout", []byte(s))
+		for {
+			select {
+			case s, ok := <-step:
+				if !ok {
+					out.Write("stderr", []byte("bye"))
+					return node.Exit{ExitCode: 3}
+				}
+				out.Write("stdout", []byte(s))
+			case <-ctx.Done():
+				return node.Exit{}
+			}
 		}
-		out.Write("stderr", []byte("bye"))
-		return node.Exit{ExitCode: 3}
 	}
 	go f.client.Run(ctx)
 	must(t, f.client.Start(ctx, spec("sbx_o")))
@@ -213,14 +220,14 @@ func TestOutputFollow(t *testing.T) {
 	must(t, err)
 	defer out.Close()
 	changed := out.Changed()
-	step <- "one "
-	<-changed
+	send(t, step, "one ")
+	recv(t, changed)
 	for out.LastSeq() < 1 {
-		<-out.Changed()
+		recv(t, out.Changed())
 	}
-	step <- "two "
+	send(t, step, "two ")
 	for out.LastSeq() < 2 {
-		<-out.Changed()
+		recv(t, out.Changed())
 	}
 	if o, e := out.Sizes(); o != 8 || e != 0 || out.Ended() || out.Exit() != nil {
 		t.Fatalf("sizes %d %d ended %v exit %v", o, e, out.Ended(), out.Exit())
@@ -238,24 +245,24 @@ func TestOutputFollow(t *testing.T) {
 		}
 		followed <- exit
 	}()
-	if g := <-got; g != "2 stdout two " {
+	if g := recv(t, got); g != "2 stdout two " {
 		t.Fatalf("after 1, first chunk %q", g)
 	}
-	step <- "three"
-	if g := <-got; g != "3 stdout three" {
+	send(t, step, "three")
+	if g := recv(t, got); g != "3 stdout three" {
 		t.Fatalf("followed chunk %q", g)
 	}
 	close(step)
-	if g := <-got; g != "4 stderr bye" {
+	if g := recv(t, got); g != "4 stderr bye" {
 		t.Fatalf("followed chunk %q", g)
 	}
-	exit := <-followed
+	exit := recv(t, followed)
 	if exit == nil || exit.ExitCode != 3 {
 		t.Fatalf("exit = %+v", exit)
 	}
 	f.waitEvents(t, 1)
 	for !out.Ended() {
-		<-out.Changed()
+		recv(t, out.Changed())
 	}
 	if e := out.Exit(); e == nil || e.ExitCode != 3 || out.LastSeq() != 4 {
 		t.Fatalf("exit %+v last %d", e, out.LastSeq())
@@ -282,6 +289,28 @@ func TestOutputFollow(t *testing.T) {
 	exit, err = out.Read(ctx, 0, false, func(node.Chunk) error { n++; return nil })
 	if err != nil || n != 4 || exit == nil {
 		t.Fatalf("read all: %d chunks, exit %v, err %v", n, exit, err)
+	}
+}
+
+// recv takes a value from ch, or fails the test after a while.
+func recv[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing came")
+		panic("unreachable")
+	}
+}
+
+// send gives v to ch, or fails the test after a while.
+func send[T any](t *testing.T, ch chan<- T, v T) {
+	t.Helper()
+	select {
+	case ch <- v:
+	case <-time.After(10 * time.Second):
+		t.Fatal("nobody took it")
 	}
 }
 
@@ -446,6 +475,7 @@ func TestDialPort(t *testing.T) {
 	conn, err := f.client.DialPort(ctx, "sbx_p", 8080)
 	must(t, err)
 	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	msg := bytes.Repeat([]byte("ping through the tunnel "), 20_000)
 	go conn.Write(msg)
 	got := make([]byte, len(msg))
