@@ -168,9 +168,16 @@ func (c *Client) do(ctx context.Context, rq request) (*http.Response, error) {
 	if rq.op {
 		id = opID()
 	}
+	var caller *callerBody
+	if rq.stream != nil {
+		caller = &callerBody{r: rq.stream}
+	}
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
-		var body io.Reader = rq.stream
+		var body io.Reader
+		if caller != nil {
+			body = caller
+		}
 		if rq.json != nil {
 			body = bytes.NewReader(rq.json)
 		}
@@ -201,6 +208,9 @@ func (c *Client) do(ctx context.Context, rq request) (*http.Response, error) {
 		// A call that never reached the node (its dial failed) fails at
 		// once; one that may have is retried, when its body can be sent
 		// again.
+		if caller != nil && caller.err != nil {
+			return nil, caller.err // the caller's body failed, not the node
+		}
 		if ctx.Err() != nil || rq.stream != nil || dialFailed(err) || time.Since(start) > RetryFor {
 			return nil, c.transportErr(ctx, err)
 		}
@@ -253,4 +263,19 @@ func dialFailed(err error) bool {
 	var op *net.OpError
 	var id identityError
 	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &id)
+}
+
+// callerBody is a call's streamed body; it keeps the error the body
+// itself failed with, which is the caller's, not the node's.
+type callerBody struct {
+	r   io.Reader
+	err error
+}
+
+func (b *callerBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF && b.err == nil {
+		b.err = err
+	}
+	return n, err
 }

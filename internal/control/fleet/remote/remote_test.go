@@ -7,8 +7,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -629,4 +631,57 @@ func TestNodeSilent(t *testing.T) {
 			t.Errorf("follow ended with %v", err)
 		}
 	})
+}
+
+// failingReader gives n bytes, then fails.
+type failingReader struct {
+	n   int
+	err error
+}
+
+func (r *failingReader) Read(p []byte) (int, error) {
+	if r.n == 0 {
+		return 0, r.err
+	}
+	k := min(len(p), r.n)
+	for i := range p[:k] {
+		p[i] = 'x'
+	}
+	r.n -= k
+	return k, nil
+}
+
+// cutArchives is the fake whose archives break after 1 MiB.
+type cutArchives struct{ *nodetest.Node }
+
+func (c cutArchives) ReadArchive(ctx context.Context, id, p string) (io.ReadCloser, error) {
+	return io.NopCloser(&failingReader{n: 1 << 20, err: errors.New("disk read error")}), nil
+}
+
+// TestCutShort: an upload whose body fails reaches the node as failed
+// (nothing lands) and returns the body's own error, not the node's
+// absence; a download the node cuts short ends in an error, not EOF.
+func TestCutShort(t *testing.T) {
+	f := newFleetOf(t, newCA(t), func(n *nodetest.Node) nodeapi.Node { return cutArchives{n} })
+	ctx := t.Context()
+	must(t, f.client.Start(ctx, spec("sbx_c")))
+	gone := errors.New("the uploader went away")
+	_, err := f.client.WriteArchive(ctx, "sbx_c", node.ArchiveSpec{Path: "/w/up"}, &failingReader{n: 2 << 20, err: gone})
+	if !errors.Is(err, gone) {
+		t.Fatalf("a broken upload: %v", err)
+	}
+	_, _, err = f.client.WriteFile(ctx, "sbx_c", node.WriteSpec{Path: "/w/f", Mode: -1, Size: -1}, &failingReader{n: 100, err: gone})
+	if !errors.Is(err, gone) {
+		t.Fatalf("a broken file upload: %v", err)
+	}
+	if sb, _ := f.node.Sandbox("sbx_c"); len(sb.Files) != 0 {
+		t.Fatalf("a broken upload landed: %v", slices.Collect(maps.Keys(sb.Files)))
+	}
+	rc, err := f.client.ReadArchive(ctx, "sbx_c", "/w")
+	must(t, err)
+	defer rc.Close()
+	n, err := io.Copy(io.Discard, rc)
+	if err == nil {
+		t.Fatalf("a download cut at %d bytes ended cleanly", n)
+	}
 }
