@@ -208,8 +208,8 @@ func (c *Client) do(ctx context.Context, rq request) (*http.Response, error) {
 		// A call that never reached the node (its dial failed) fails at
 		// once; one that may have is retried, when its body can be sent
 		// again.
-		if caller != nil && caller.err != nil {
-			return nil, caller.err // the caller's body failed, not the node
+		if caller != nil && caller.failed() != nil {
+			return nil, caller.failed() // the caller's body failed, not the node
 		}
 		if ctx.Err() != nil || rq.stream != nil || dialFailed(err) || time.Since(start) > RetryFor {
 			return nil, c.transportErr(ctx, err)
@@ -269,13 +269,25 @@ func dialFailed(err error) bool {
 // itself failed with, which is the caller's, not the node's.
 type callerBody struct {
 	r   io.Reader
+	mu  sync.Mutex
 	err error
 }
 
 func (b *callerBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
-	if err != nil && err != io.EOF && b.err == nil {
-		b.err = err
+	if err != nil && err != io.EOF {
+		b.mu.Lock()
+		if b.err == nil {
+			b.err = err
+		}
+		b.mu.Unlock()
 	}
 	return n, err
+}
+
+// failed is the error the body failed with, if it did.
+func (b *callerBody) failed() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
 }
