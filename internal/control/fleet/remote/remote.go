@@ -38,10 +38,12 @@ const (
 	// PingAfter is the silence on a connection after which it is pinged;
 	// PingTimeout how long the answer may take before the connection,
 	// and every call and stream on it, fail.
-	PingAfter   = 5 * time.Second
-	PingTimeout = 3 * time.Second
+	PingAfter   = 3 * time.Second
+	PingTimeout = 2 * time.Second
 	// RetryFor bounds the retries of a call that failed in transport.
 	RetryFor = 2 * time.Second
+	// UpgradeTimeout bounds the wait for the node to open a tunnel.
+	UpgradeTimeout = 10 * time.Second
 	// quickCall bounds the calls of the contract that take no context.
 	quickCall = 10 * time.Second
 )

@@ -167,6 +167,7 @@ func (c *Client) DialPort(ctx context.Context, sandboxID string, port int) (net.
 	// bounds the wait.
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
+	conn.SetDeadline(time.Now().Add(UpgradeTimeout))
 	br := bufio.NewReader(conn)
 	if err := req.Write(conn); err != nil {
 		conn.Close()
@@ -186,6 +187,7 @@ func (c *Client) DialPort(ctx context.Context, sandboxID string, port int) (net.
 		conn.Close()
 		return nil, ctx.Err()
 	}
+	conn.SetDeadline(time.Time{})
 	return &tunnel{Conn: conn, r: br}, nil
 }
 
