@@ -626,11 +626,24 @@ func TestNodeSilent(t *testing.T) {
 		followed <- err
 	}()
 	p.blackhole()
-	within(t, 15*time.Second, "the follow's end", func() {
+	within(t, 10*time.Second, "a call", func() {
+		if err := c.Destroy(ctx, "sbx_s"); code(err) != api.CodeUnavailable {
+			t.Errorf("a call to a silent node: %v", err)
+		}
+	})
+	within(t, 10*time.Second, "the follow's end", func() {
 		if err := <-followed; code(err) != api.CodeUnavailable {
 			t.Errorf("follow ended with %v", err)
 		}
 	})
+	within(t, 10*time.Second, "a dial", func() {
+		if _, err := c.DialPort(ctx, "sbx_s", 80); code(err) != api.CodeUnavailable {
+			t.Errorf("a dial to a silent node: %v", err)
+		}
+	})
+	if slices.Contains(f.node.Calls(), "destroy sbx_s") {
+		t.Fatal("the silent node got the call")
+	}
 }
 
 // failingReader gives n bytes, then fails.
