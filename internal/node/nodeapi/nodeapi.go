@@ -21,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/fleet/fleetwire"
@@ -119,6 +120,19 @@ func (s *Server) OnExit(sandboxID, commandID string, exit node.Exit, lost bool) 
 // Denied records a network denial of a sandbox as an event.
 func (s *Server) Denied(sandboxID string, o api.NetworkObservation, suppressed int64) {
 	s.events.add(Event{Kind: EventDenied, Sandbox: sandboxID, Observation: &o, Suppressed: suppressed})
+}
+
+// HTTPServer is an http.Server for Handler, to serve on a listener with
+// TLSConfig: it pings a silent control plane's connections, so that its
+// streams end when the control plane is gone. Close the Server before
+// shutting it down: its streams end only then.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		HTTP2:             &http.HTTP2Config{SendPingTimeout: 10 * time.Second, PingTimeout: 5 * time.Second},
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
 }
 
 // Handler serves the API to the control plane alone: a request that did

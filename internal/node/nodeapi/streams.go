@@ -210,7 +210,11 @@ func (s *Server) handleOutputRead(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
-	exit, err := o.Read(r.Context(), after, q.Get("follow") == "true", func(c node.Chunk) error {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, cancel)
+	defer stop()
+	exit, err := o.Read(ctx, after, q.Get("follow") == "true", func(c node.Chunk) error {
 		if err := enc.Encode(OutputLine{Chunk: &c}); err != nil {
 			return err
 		}
@@ -218,7 +222,7 @@ func (s *Server) handleOutputRead(w http.ResponseWriter, r *http.Request) {
 	})
 	last := OutputLine{Done: true, Exit: exit}
 	if err != nil {
-		if r.Context().Err() != nil {
+		if ctx.Err() != nil {
 			return
 		}
 		last = OutputLine{Done: true, Error: wireError(err)}

@@ -35,7 +35,7 @@ const (
 )
 
 // Call holds the arguments of a JSON call; each call reads its own
-// fields (see the table in calls.go).
+// fields (see the table in calls.go, whose keys name the calls).
 type Call struct {
 	Sandbox   string             `json:"sandbox,omitempty"`
 	Command   string             `json:"command,omitempty"`

@@ -113,7 +113,7 @@ func newFleetOf(t *testing.T, ca *ca, wrap func(*nodetest.Node) nodeapi.Node) *f
 		t.Fatal(err)
 	}
 	f.addr = ln.Addr().String()
-	f.srv = &http.Server{Handler: f.api.Handler(), ErrorLog: nil}
+	f.srv = f.api.HTTPServer()
 	tl := tls.NewListener(ln, nodeapi.TLSConfig(f.ca.issue(t, fleetwire.NodeURI(nodeID)), f.ca.pool))
 	done := make(chan struct{})
 	go func() {

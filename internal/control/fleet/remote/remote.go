@@ -38,10 +38,12 @@ const (
 	// PingAfter is the silence on a connection after which it is pinged;
 	// PingTimeout how long the answer may take before the connection,
 	// and every call and stream on it, fail.
-	PingAfter   = 5 * time.Second
-	PingTimeout = 3 * time.Second
+	PingAfter   = 3 * time.Second
+	PingTimeout = 2 * time.Second
 	// RetryFor bounds the retries of a call that failed in transport.
 	RetryFor = 2 * time.Second
+	// UpgradeTimeout bounds the wait for the node to open a tunnel.
+	UpgradeTimeout = 10 * time.Second
 	// quickCall bounds the calls of the contract that take no context.
 	quickCall = 10 * time.Second
 )
@@ -168,9 +170,16 @@ func (c *Client) do(ctx context.Context, rq request) (*http.Response, error) {
 	if rq.op {
 		id = opID()
 	}
+	var caller *callerBody
+	if rq.stream != nil {
+		caller = &callerBody{r: rq.stream}
+	}
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
-		var body io.Reader = rq.stream
+		var body io.Reader
+		if caller != nil {
+			body = caller
+		}
 		if rq.json != nil {
 			body = bytes.NewReader(rq.json)
 		}
@@ -201,6 +210,9 @@ func (c *Client) do(ctx context.Context, rq request) (*http.Response, error) {
 		// A call that never reached the node (its dial failed) fails at
 		// once; one that may have is retried, when its body can be sent
 		// again.
+		if caller != nil && caller.failed() != nil {
+			return nil, caller.failed() // the caller's body failed, not the node
+		}
 		if ctx.Err() != nil || rq.stream != nil || dialFailed(err) || time.Since(start) > RetryFor {
 			return nil, c.transportErr(ctx, err)
 		}
@@ -253,4 +265,31 @@ func dialFailed(err error) bool {
 	var op *net.OpError
 	var id identityError
 	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &id)
+}
+
+// callerBody is a call's streamed body; it keeps the error the body
+// itself failed with, which is the caller's, not the node's.
+type callerBody struct {
+	r   io.Reader
+	mu  sync.Mutex
+	err error
+}
+
+func (b *callerBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.mu.Lock()
+		if b.err == nil {
+			b.err = err
+		}
+		b.mu.Unlock()
+	}
+	return n, err
+}
+
+// failed is the error the body failed with, if it did.
+func (b *callerBody) failed() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
 }

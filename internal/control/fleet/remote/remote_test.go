@@ -7,8 +7,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -200,11 +202,18 @@ func TestOutputFollow(t *testing.T) {
 	ctx := t.Context()
 	step := make(chan string)
 	f.node.Run = func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
-		for s := range step {
-			out.Write("stdout", []byte(s))
+		for {
+			select {
+			case s, ok := <-step:
+				if !ok {
+					out.Write("stderr", []byte("bye"))
+					return node.Exit{ExitCode: 3}
+				}
+				out.Write("stdout", []byte(s))
+			case <-ctx.Done():
+				return node.Exit{}
+			}
 		}
-		out.Write("stderr", []byte("bye"))
-		return node.Exit{ExitCode: 3}
 	}
 	go f.client.Run(ctx)
 	must(t, f.client.Start(ctx, spec("sbx_o")))
@@ -213,14 +222,14 @@ func TestOutputFollow(t *testing.T) {
 	must(t, err)
 	defer out.Close()
 	changed := out.Changed()
-	step <- "one "
-	<-changed
+	send(t, step, "one ")
+	recv(t, changed)
 	for out.LastSeq() < 1 {
-		<-out.Changed()
+		recv(t, out.Changed())
 	}
-	step <- "two "
+	send(t, step, "two ")
 	for out.LastSeq() < 2 {
-		<-out.Changed()
+		recv(t, out.Changed())
 	}
 	if o, e := out.Sizes(); o != 8 || e != 0 || out.Ended() || out.Exit() != nil {
 		t.Fatalf("sizes %d %d ended %v exit %v", o, e, out.Ended(), out.Exit())
@@ -238,24 +247,24 @@ func TestOutputFollow(t *testing.T) {
 		}
 		followed <- exit
 	}()
-	if g := <-got; g != "2 stdout two " {
+	if g := recv(t, got); g != "2 stdout two " {
 		t.Fatalf("after 1, first chunk %q", g)
 	}
-	step <- "three"
-	if g := <-got; g != "3 stdout three" {
+	send(t, step, "three")
+	if g := recv(t, got); g != "3 stdout three" {
 		t.Fatalf("followed chunk %q", g)
 	}
 	close(step)
-	if g := <-got; g != "4 stderr bye" {
+	if g := recv(t, got); g != "4 stderr bye" {
 		t.Fatalf("followed chunk %q", g)
 	}
-	exit := <-followed
+	exit := recv(t, followed)
 	if exit == nil || exit.ExitCode != 3 {
 		t.Fatalf("exit = %+v", exit)
 	}
 	f.waitEvents(t, 1)
 	for !out.Ended() {
-		<-out.Changed()
+		recv(t, out.Changed())
 	}
 	if e := out.Exit(); e == nil || e.ExitCode != 3 || out.LastSeq() != 4 {
 		t.Fatalf("exit %+v last %d", e, out.LastSeq())
@@ -282,6 +291,28 @@ func TestOutputFollow(t *testing.T) {
 	exit, err = out.Read(ctx, 0, false, func(node.Chunk) error { n++; return nil })
 	if err != nil || n != 4 || exit == nil {
 		t.Fatalf("read all: %d chunks, exit %v, err %v", n, exit, err)
+	}
+}
+
+// recv takes a value from ch, or fails the test after a while.
+func recv[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing came")
+		panic("unreachable")
+	}
+}
+
+// send gives v to ch, or fails the test after a while.
+func send[T any](t *testing.T, ch chan<- T, v T) {
+	t.Helper()
+	select {
+	case ch <- v:
+	case <-time.After(10 * time.Second):
+		t.Fatal("nobody took it")
 	}
 }
 
@@ -446,6 +477,7 @@ func TestDialPort(t *testing.T) {
 	conn, err := f.client.DialPort(ctx, "sbx_p", 8080)
 	must(t, err)
 	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	msg := bytes.Repeat([]byte("ping through the tunnel "), 20_000)
 	go conn.Write(msg)
 	got := make([]byte, len(msg))
@@ -594,9 +626,75 @@ func TestNodeSilent(t *testing.T) {
 		followed <- err
 	}()
 	p.blackhole()
-	within(t, 15*time.Second, "the follow's end", func() {
+	within(t, 10*time.Second, "a call", func() {
+		if err := c.Destroy(ctx, "sbx_s"); code(err) != api.CodeUnavailable {
+			t.Errorf("a call to a silent node: %v", err)
+		}
+	})
+	within(t, 10*time.Second, "the follow's end", func() {
 		if err := <-followed; code(err) != api.CodeUnavailable {
 			t.Errorf("follow ended with %v", err)
 		}
 	})
+	within(t, 10*time.Second, "a dial", func() {
+		if _, err := c.DialPort(ctx, "sbx_s", 80); code(err) != api.CodeUnavailable {
+			t.Errorf("a dial to a silent node: %v", err)
+		}
+	})
+	if slices.Contains(f.node.Calls(), "destroy sbx_s") {
+		t.Fatal("the silent node got the call")
+	}
+}
+
+// failingReader gives n bytes, then fails.
+type failingReader struct {
+	n   int
+	err error
+}
+
+func (r *failingReader) Read(p []byte) (int, error) {
+	if r.n == 0 {
+		return 0, r.err
+	}
+	k := min(len(p), r.n)
+	for i := range p[:k] {
+		p[i] = 'x'
+	}
+	r.n -= k
+	return k, nil
+}
+
+// cutArchives is the fake whose archives break after 1 MiB.
+type cutArchives struct{ *nodetest.Node }
+
+func (c cutArchives) ReadArchive(ctx context.Context, id, p string) (io.ReadCloser, error) {
+	return io.NopCloser(&failingReader{n: 1 << 20, err: errors.New("disk read error")}), nil
+}
+
+// TestCutShort: an upload whose body fails reaches the node as failed
+// (nothing lands) and returns the body's own error, not the node's
+// absence; a download the node cuts short ends in an error, not EOF.
+func TestCutShort(t *testing.T) {
+	f := newFleetOf(t, newCA(t), func(n *nodetest.Node) nodeapi.Node { return cutArchives{n} })
+	ctx := t.Context()
+	must(t, f.client.Start(ctx, spec("sbx_c")))
+	gone := errors.New("the uploader went away")
+	_, err := f.client.WriteArchive(ctx, "sbx_c", node.ArchiveSpec{Path: "/w/up"}, &failingReader{n: 2 << 20, err: gone})
+	if !errors.Is(err, gone) {
+		t.Fatalf("a broken upload: %v", err)
+	}
+	_, _, err = f.client.WriteFile(ctx, "sbx_c", node.WriteSpec{Path: "/w/f", Mode: -1, Size: -1}, &failingReader{n: 100, err: gone})
+	if !errors.Is(err, gone) {
+		t.Fatalf("a broken file upload: %v", err)
+	}
+	if sb, _ := f.node.Sandbox("sbx_c"); len(sb.Files) != 0 {
+		t.Fatalf("a broken upload landed: %v", slices.Collect(maps.Keys(sb.Files)))
+	}
+	rc, err := f.client.ReadArchive(ctx, "sbx_c", "/w")
+	must(t, err)
+	defer rc.Close()
+	n, err := io.Copy(io.Discard, rc)
+	if err == nil {
+		t.Fatalf("a download cut at %d bytes ended cleanly", n)
+	}
 }

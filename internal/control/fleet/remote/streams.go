@@ -43,7 +43,6 @@ type trailerBody struct {
 	r       io.Reader
 	trailer http.Header
 	digest  func() (string, error)
-	err     error
 }
 
 func (t *trailerBody) Read(p []byte) (int, error) {
@@ -51,7 +50,6 @@ func (t *trailerBody) Read(p []byte) (int, error) {
 	if err == io.EOF {
 		d, derr := t.digest()
 		if derr != nil {
-			t.err = derr
 			return n, derr
 		}
 		t.trailer.Set(nodeapi.DigestTrailer, d)
@@ -79,9 +77,6 @@ func (c *Client) WriteFile(ctx context.Context, sandboxID string, spec node.Writ
 	rq := request{method: http.MethodPost, path: "write-file", header: http.Header{nodeapi.ArgsHeader: {h}}, stream: stream, op: true}
 	resp, err := c.do(ctx, rq)
 	if err != nil {
-		if tb != nil && tb.err != nil {
-			return api.FileEntry{}, false, tb.err
-		}
 		return api.FileEntry{}, false, err
 	}
 	defer resp.Body.Close()
@@ -172,6 +167,7 @@ func (c *Client) DialPort(ctx context.Context, sandboxID string, port int) (net.
 	// bounds the wait.
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
+	conn.SetDeadline(time.Now().Add(UpgradeTimeout))
 	br := bufio.NewReader(conn)
 	if err := req.Write(conn); err != nil {
 		conn.Close()
@@ -191,6 +187,7 @@ func (c *Client) DialPort(ctx context.Context, sandboxID string, port int) (net.
 		conn.Close()
 		return nil, ctx.Err()
 	}
+	conn.SetDeadline(time.Time{})
 	return &tunnel{Conn: conn, r: br}, nil
 }
 
