@@ -181,7 +181,11 @@ func RunNode(ctx context.Context, cfg NodeConfig, log *slog.Logger, progress io.
 		bwg.Go(func() { buildManaged(bctx, cfg.Config, tmplstate.New(), progress, log, side.addTemplate) })
 	}
 
-	hs := newHTTPServer(cfg.HTTP, server.Handler(), context.WithoutCancel(ctx))
+	// The node API's own server: it pings a silent control plane, so a
+	// stream to one that went away ends.
+	hs := server.HTTPServer()
+	hs.IdleTimeout, hs.MaxHeaderBytes = cfg.HTTP.IdleTimeout, cfg.HTTP.MaxHeaderBytes
+	hs.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
 	hs.TLSConfig = member.ServerTLS()
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(tls.NewListener(ln, hs.TLSConfig)) }()

@@ -35,16 +35,18 @@ func TestNewPlaneWiresEveryService(t *testing.T) {
 	t.Cleanup(nd.Close)
 	t.Cleanup(p.Core.Close)
 
+	// A fleet's services are set by `cove control` only.
+	fleetOnly := map[string]bool{"Nodes": true, "JoinTokens": true}
 	pv := reflect.ValueOf(p).Elem()
 	for i := range pv.NumField() {
-		if pv.Field(i).IsNil() {
+		if pv.Field(i).IsNil() && !fleetOnly[pv.Type().Field(i).Name] {
 			t.Errorf("Plane.%s is not built", pv.Type().Field(i).Name)
 		}
 	}
 	hv := reflect.ValueOf(p.Handler(log)).Elem()
 	for i := range hv.NumField() {
 		f := hv.Type().Field(i)
-		if f.IsExported() && f.Type.Kind() == reflect.Interface && hv.Field(i).IsNil() {
+		if f.IsExported() && f.Type.Kind() == reflect.Interface && hv.Field(i).IsNil() && !fleetOnly[f.Name] {
 			t.Errorf("the API's %s is not set", f.Name)
 		}
 	}
