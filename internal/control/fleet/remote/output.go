@@ -24,34 +24,53 @@ import (
 func (c *Client) Output(sandboxID, commandID string) (node.Output, error) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	q := url.Values{"sandbox": {sandboxID}, "command": {commandID}}
-	resp, err := c.do(ctx, request{method: http.MethodGet, path: "output/watch", query: q})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	o := &output{c: c, q: q, cancel: cancel, changed: make(chan struct{}), done: make(chan struct{})}
-	dec := json.NewDecoder(bufio.NewReader(resp.Body))
-	if err := dec.Decode(&o.st); err != nil {
-		resp.Body.Close()
-		cancel()
-		return nil, c.transportErr(ctx, err)
-	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		defer close(o.done)
-		defer resp.Body.Close()
-		o.watch(dec)
-	}()
-	return o, nil
+	return &output{c: c, q: q, ctx: ctx, cancel: cancel, changed: make(chan struct{}), done: make(chan struct{})}, nil
+}
+
+// watchStart opens the stream of the node's record at the first call that
+// needs it (a Read or a Stream alone needs none: a command waited for
+// costs no round trip more than on one host).
+func (o *output) watchStart() {
+	o.once.Do(func() {
+		resp, err := o.c.do(o.ctx, request{method: http.MethodGet, path: "output/watch", query: o.q})
+		var dec *json.Decoder
+		if err == nil {
+			dec = json.NewDecoder(bufio.NewReader(resp.Body))
+			var st nodeapi.OutputState
+			if err = dec.Decode(&st); err != nil {
+				resp.Body.Close()
+			} else {
+				o.mu.Lock()
+				o.st = st
+				o.mu.Unlock()
+			}
+		}
+		if err != nil {
+			o.mu.Lock()
+			o.lost = true
+			o.mu.Unlock()
+			close(o.done)
+			return
+		}
+		o.c.wg.Add(1)
+		go func() {
+			defer o.c.wg.Done()
+			defer close(o.done)
+			defer resp.Body.Close()
+			o.watch(dec)
+		}()
+	})
 }
 
 // output is a command's output on a node.
 type output struct {
 	c      *Client
 	q      url.Values
+	ctx    context.Context
 	cancel context.CancelFunc
-	done   chan struct{}
+	// once opens the watch (watchStart); done is closed when it ends.
+	once sync.Once
+	done chan struct{}
 
 	mu      sync.Mutex
 	st      nodeapi.OutputState
@@ -83,6 +102,7 @@ func (o *output) watch(dec *json.Decoder) {
 // Close ends the output's stream.
 func (o *output) Close() error {
 	o.cancel()
+	o.once.Do(func() { close(o.done) }) // never opened: nothing to wait for
 	<-o.done
 	return nil
 }
@@ -179,6 +199,7 @@ func (r *streamReader) ReadAt(p []byte, off int64) (int, error) {
 
 // LastSeq is the sequence number of the last chunk the node recorded.
 func (o *output) LastSeq() int64 {
+	o.watchStart()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.st.LastSeq
@@ -186,6 +207,7 @@ func (o *output) LastSeq() int64 {
 
 // Sizes are the bytes the node recorded on each stream.
 func (o *output) Sizes() (stdout, stderr int64) {
+	o.watchStart()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.st.Stdout, o.st.Stderr
@@ -193,6 +215,7 @@ func (o *output) Sizes() (stdout, stderr int64) {
 
 // Exit is the recorded exit, nil while the command runs.
 func (o *output) Exit() *node.Exit {
+	o.watchStart()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.st.Exit == nil {
@@ -205,6 +228,7 @@ func (o *output) Exit() *node.Exit {
 // Ended reports that the exit is recorded, the log was closed, or the
 // node's record can no longer be followed (the node went away).
 func (o *output) Ended() bool {
+	o.watchStart()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.st.Ended || o.lost
@@ -212,6 +236,7 @@ func (o *output) Ended() bool {
 
 // Changed is closed at the next change of the node's record.
 func (o *output) Changed() <-chan struct{} {
+	o.watchStart()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.changed
