@@ -73,6 +73,14 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 	}
 	defer ps.close()
 	srv := ps.plane.Core
+	// Imported images reach the nodes through the shared store: each is
+	// published there as it is imported, and a node fetches it by digest.
+	blobs, err := openSaves(ctx, cfg.Config)
+	if err != nil {
+		return err
+	}
+	defer blobs.Close()
+	ps.importer.SetBlobs(blobs)
 
 	// The remote clients' event streams run until Run returns.
 	clientCtx, stopClients := context.WithCancel(context.WithoutCancel(ctx))
