@@ -205,7 +205,7 @@ func (im *Importer) copyBlob(ctx context.Context, tw *tar.Writer, d v1.Descripto
 	}
 	// Read to the end: the digest is checked there.
 	if n, err := io.Copy(io.Discard, rc); err != nil {
-		return fmt.Errorf("blob %s: %w", d.Digest, err)
+		return err
 	} else if n > 0 {
 		return fmt.Errorf("blob %s is longer than the %d bytes its manifest says", d.Digest, d.Size)
 	}
