@@ -85,7 +85,34 @@ func fleetWithOwnImages(t *testing.T) (*e2etest.Fleet, map[string]string) {
 		f.AddNode(name, dirs[name])
 		f.WaitNode(name, "ready")
 	}
+	f.WaitSelfTest("busybox")
 	return f, dirs
+}
+
+// TestFleetSelfTest: a template ready in the fleet is self-tested once,
+// through the control plane, in a sandbox on a node; busybox lacks what
+// the managed environment promises, so it is not qualified, and the
+// self-test's sandbox is gone afterwards.
+func TestFleetSelfTest(t *testing.T) {
+	f := e2etest.StartFleet(t, e2etest.FleetControlArgs("--warm-pool", "0"))
+	tmpl := f.WaitSelfTest("busybox")
+	if tmpl.Qualified || !slices.Contains(tmpl.SelfTest.Failures, "python3") || len(tmpl.SelfTest.Results) == 0 {
+		t.Fatalf("busybox's self-test in the fleet: qualified %v, %+v; want it run and python3 failing", tmpl.Qualified, *tmpl.SelfTest)
+	}
+	var bash *api.SelfTestResult
+	for i, r := range tmpl.SelfTest.Results {
+		if r.Tool == "bash" {
+			bash = &tmpl.SelfTest.Results[i]
+		}
+	}
+	if bash == nil {
+		t.Fatalf("no bash result: %+v", tmpl.SelfTest.Results)
+	}
+	for _, n := range f.ListNodes() {
+		if n.Sandboxes != 0 {
+			t.Errorf("node %s holds %d sandboxes after the self-test", n.Name, n.Sandboxes)
+		}
+	}
 }
 
 // TestImportedImageOnEveryNode: an image imported through the control
