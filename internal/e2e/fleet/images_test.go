@@ -117,36 +117,62 @@ func TestFleetSelfTest(t *testing.T) {
 
 // TestImportedImageOnEveryNode: an image imported through the control
 // plane runs on each node, which had none of it: the node brings it from
-// the shared store on the sandbox's start and stores it in its images dir.
+// the shared store when a sandbox of it starts (node-a) or wakes there
+// (node-b), and stores it in its images dir; a new sandbox of it runs on
+// node-b too.
 func TestImportedImageOnEveryNode(t *testing.T) {
 	f, dirs := fleetWithOwnImages(t)
 	c, img := importImage(t, f)
+	ctx := context.Background()
 	want := image.DirName(img.Digest)
 	for name, dir := range dirs {
 		if slices.Contains(stored(t, dir), want) {
 			t.Fatalf("node %s holds the image before any sandbox of it", name)
 		}
 	}
-	for _, on := range []string{"node-a", "node-b"} {
-		other := "node-b"
-		if on == "node-b" {
-			other = "node-a"
-		}
+	only := func(on, other string) {
+		t.Helper()
+		admin(t, f, "POST", "/v1/nodes/"+on+"/undrain")
+		f.WaitNode(on, "ready")
 		admin(t, f, "POST", "/v1/nodes/"+other+"/drain")
 		f.WaitNode(other, "draining")
-		sb := e2etest.Create(t, c, api.CreateSandboxRequest{Template: img.Name})
-		if got := nodeOf(t, f, sb.ID); got != on {
-			t.Fatalf("sandbox of the image placed on %q; want %s (%s drains)", got, on, other)
+	}
+	check := func(id, on string) {
+		t.Helper()
+		if got := nodeOf(t, f, id); got != on {
+			t.Fatalf("sandbox of the image on %q; want %s", got, on)
 		}
-		if out := e2etest.MustOK(t, c, sb.ID, "cat /data/hello; echo $FROM_IMAGE"); out != "from the store\nyes\n" {
+		if out := e2etest.MustOK(t, c, id, "cat /data/hello; echo $FROM_IMAGE"); out != "from the store\nyes\n" {
 			t.Fatalf("on %s the image's command printed %q", on, out)
 		}
 		if !slices.Contains(stored(t, dirs[on]), want) {
 			t.Fatalf("node %s ran the image but its images dir holds %v", on, stored(t, dirs[on]))
 		}
-		admin(t, f, "POST", "/v1/nodes/"+other+"/undrain")
-		f.WaitNode(other, "ready")
 	}
+
+	// Started on node-a.
+	only("node-a", "node-b")
+	sb := e2etest.Create(t, c, api.CreateSandboxRequest{Template: img.Name})
+	check(sb.ID, "node-a")
+	if slices.Contains(stored(t, dirs["node-b"]), want) {
+		t.Fatal("node-b holds the image, which it never ran")
+	}
+
+	// Woken on node-b.
+	if _, err := c.SleepSandbox(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, c, sb.ID, api.StateAsleep)
+	only("node-b", "node-a")
+	if _, err := c.WakeSandbox(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, c, sb.ID, api.StateRunning)
+	check(sb.ID, "node-b")
+
+	// Created on node-b.
+	sb2 := e2etest.Create(t, c, api.CreateSandboxRequest{Template: img.Name})
+	check(sb2.ID, "node-b")
 }
 
 // TestTamperedImageBlob: a blob of an imported image changed in the
