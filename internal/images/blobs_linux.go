@@ -87,8 +87,8 @@ func (im *Importer) putLayer(ctx context.Context, img v1.Image, digest v1.Hash) 
 // names, each checked against its own digest, are imported as an OCI
 // layout with every rule of an upload. A blob whose bytes do not match
 // refuses the image and leaves nothing in the images dir. Fetches of one
-// image at once, by this process or another sharing the images dir, each
-// stage their own copy and store one.
+// image at once in this process download it once; other processes
+// sharing the images dir each stage their own copy, and one is stored.
 func (im *Importer) Fetch(ctx context.Context, digest string) (image.Image, error) {
 	if img, err := im.Load(digest); err == nil {
 		return img, nil
@@ -99,6 +99,13 @@ func (im *Importer) Fetch(ctx context.Context, digest string) (image.Image, erro
 	h, err := v1.NewHash(digest)
 	if err != nil || h.Algorithm != "sha256" {
 		return image.Image{}, api.Errorf(api.CodeInvalidArgument, "image digest %q is not sha256:<hex>", digest)
+	}
+	// One fetch of an image at a time in this process; the others find
+	// it stored.
+	unlock := im.fetching.Lock(digest)
+	defer unlock()
+	if img, err := im.Load(digest); err == nil {
+		return img, nil
 	}
 	raw, err := im.readBlob(ctx, digest, maxManifestBytes)
 	if err != nil {

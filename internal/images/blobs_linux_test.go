@@ -1,6 +1,8 @@
 package images_test
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -8,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cove-dev/cove/internal/images"
 	it "github.com/cove-dev/cove/internal/images/imagetest"
 	"github.com/cove-dev/cove/internal/node/saves"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -46,6 +49,20 @@ func published(t *testing.T, format string) (string, *saves.Dir, string) {
 	return storeDir, store, got.Config.Digest
 }
 
+// countingBlobs counts the reads of each blob.
+type countingBlobs struct {
+	images.Blobs
+	mu   sync.Mutex
+	gets map[string]int
+}
+
+func (c *countingBlobs) GetBlob(ctx context.Context, digest string) (io.ReadCloser, error) {
+	c.mu.Lock()
+	c.gets[digest]++
+	c.mu.Unlock()
+	return c.Blobs.GetBlob(ctx, digest)
+}
+
 // entries lists what an images dir's v2 directory holds.
 func entries(t *testing.T, imagesDir string) []string {
 	t.Helper()
@@ -68,7 +85,8 @@ func TestFetchFromBlobs(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			_, store, digest := published(t, format)
 			node, nodeDir := importer(t)
-			node.SetBlobs(store)
+			counted := &countingBlobs{Blobs: store, gets: map[string]int{}}
+			node.SetBlobs(counted)
 			before := entries(t, nodeDir)
 			var wg sync.WaitGroup
 			errs := make([]error, 4)
@@ -88,6 +106,11 @@ func TestFetchFromBlobs(t *testing.T) {
 			if b, err := os.ReadFile(filepath.Join(img.Rootfs, "data/hello")); err != nil || string(b) != "from the blobs" {
 				t.Errorf("data/hello = %q, %v", b, err)
 			}
+			counted.mu.Lock()
+			if n := counted.gets[digest]; n != 1 {
+				t.Errorf("the manifest was read %d times by four fetches at once; want once", n)
+			}
+			counted.mu.Unlock()
 			if !slices.Equal(img.Config.Env, []string{"A=1"}) {
 				t.Errorf("env = %v", img.Config.Env)
 			}

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/keylock"
 	"github.com/cove-dev/cove/internal/node/image"
 
 	"golang.org/x/sys/unix"
@@ -28,6 +29,9 @@ type Importer struct {
 	// blobs, when set, receive every staged image and give those Fetch
 	// brings (SetBlobs).
 	blobs Blobs
+	// fetching holds one lock per digest while Fetch brings it, so that
+	// fetches of one image in this process download it once.
+	fetching keylock.Map
 
 	mu     sync.Mutex
 	staged map[string]*staged // by handle (its directory), until committed or discarded
