@@ -1,7 +1,11 @@
 package images_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -183,5 +187,58 @@ func TestFetchWithoutBlobs(t *testing.T) {
 	}
 	if _, err := node.Fetch(t.Context(), "sha256:../../x"); err == nil {
 		t.Fatal("fetch of a malformed digest succeeded")
+	}
+}
+
+// TestFetchRefusesLyingManifest: a manifest in the blobs (consistent with
+// its own digest, so written by whoever can write the bucket) that names
+// a part by a size other than its own, or by a digest that is not
+// sha256, refuses the image and leaves nothing.
+func TestFetchRefusesLyingManifest(t *testing.T) {
+	_, store, digest := published(t, "oci")
+	rc, err := store.GetBlob(t.Context(), digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(m *v1.Manifest)
+		says   string
+	}{
+		{"layer shorter than it is", func(m *v1.Manifest) { m.Layers[len(m.Layers)-1].Size-- }, "longer than"},
+		{"layer longer than it is", func(m *v1.Manifest) { m.Layers[len(m.Layers)-1].Size++ }, "EOF"},
+		{"not sha256", func(m *v1.Manifest) { m.Config.Digest = v1.Hash{Algorithm: "sha512", Hex: strings.Repeat("ab", 64)} }, "want a sha256 digest"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := v1.ParseManifest(bytes.NewReader(orig))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.change(m)
+			raw, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := sha256.Sum256(raw)
+			lying := "sha256:" + hex.EncodeToString(sum[:])
+			if err := store.PutBlob(t.Context(), lying, bytes.NewReader(raw)); err != nil {
+				t.Fatal(err)
+			}
+			node, nodeDir := importer(t)
+			node.SetBlobs(store)
+			before := entries(t, nodeDir)
+			_, err = node.Fetch(t.Context(), lying)
+			if err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("fetch: %v; want a refusal saying %q", err, tc.says)
+			}
+			if got := entries(t, nodeDir); !slices.Equal(got, before) {
+				t.Errorf("images dir holds %v after the refusal; want %v", got, before)
+			}
+		})
 	}
 }
