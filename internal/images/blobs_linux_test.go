@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -240,5 +241,33 @@ func TestFetchRefusesLyingManifest(t *testing.T) {
 				t.Errorf("images dir holds %v after the refusal; want %v", got, before)
 			}
 		})
+	}
+}
+
+// failingBlobs refuses every blob.
+type failingBlobs struct{ images.Blobs }
+
+func (failingBlobs) PutBlob(context.Context, string, io.Reader) error {
+	return errors.New("the store is unreachable")
+}
+
+// TestImportNeedsItsBlobs: an import whose blobs cannot be stored is
+// refused whole (no node could start the image), keeping nothing.
+func TestImportNeedsItsBlobs(t *testing.T) {
+	control, dir := importer(t)
+	control.SetBlobs(failingBlobs{})
+	before := entries(t, dir)
+	path := filepath.Join(t.TempDir(), "img.tar")
+	it.OCIArchive(t, it.Image(t, v1.Config{}, it.Busybox(t, false, "", "")), path, nil)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, _, err := control.Import(t.Context(), f); err == nil || !strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("import with an unreachable store: %v", err)
+	}
+	if got := entries(t, dir); !slices.Equal(got, before) {
+		t.Errorf("images dir holds %v; want %v", got, before)
 	}
 }
