@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/keylock"
 	"github.com/cove-dev/cove/internal/node/image"
 
 	"golang.org/x/sys/unix"
@@ -25,6 +26,12 @@ type Importer struct {
 	// maxArchive bounds an uploaded archive's bytes; 0 sets no bound.
 	maxArchive int64
 	log        *slog.Logger
+	// blobs, when set, receive every staged image and give those Fetch
+	// brings (SetBlobs).
+	blobs Blobs
+	// fetching holds one lock per digest while Fetch brings it, so that
+	// fetches of one image in this process download it once.
+	fetching keylock.Map
 
 	mu     sync.Mutex
 	staged map[string]*staged // by handle (its directory), until committed or discarded
@@ -61,7 +68,7 @@ type staged struct {
 // already; created reports whether it was new. The archive is kept only
 // while it is read.
 func (im *Importer) Import(ctx context.Context, r io.Reader) (_ image.Image, created bool, _ error) {
-	st, err := im.stage(ctx, r)
+	st, err := im.stage(ctx, r, true)
 	if err != nil {
 		return image.Image{}, false, err
 	}
@@ -70,8 +77,9 @@ func (im *Importer) Import(ctx context.Context, r io.Reader) (_ image.Image, cre
 
 // stage verifies and unpacks the archive in r into a staging directory
 // of its own, taking no lock that another import, a delete or a sandbox
-// waits for. On failure nothing is left.
-func (im *Importer) stage(ctx context.Context, r io.Reader) (_ *staged, err error) {
+// waits for; publish puts it into the blobs too (SetBlobs). On failure
+// nothing is left.
+func (im *Importer) stage(ctx context.Context, r io.Reader, publish bool) (_ *staged, err error) {
 	work, err := os.MkdirTemp(filepath.Join(im.imagesDir, "v2"), stagingPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("import image: %w", err)
@@ -128,6 +136,11 @@ func (im *Importer) stage(ctx context.Context, r io.Reader) (_ *staged, err erro
 	})
 	if err != nil {
 		return nil, err
+	}
+	if publish {
+		if err := im.publish(ctx, a); err != nil {
+			return nil, err
+		}
 	}
 	// The archive and its scratch layout are not needed any more.
 	for _, p := range []string{filepath.Join(work, "archive.tar"), scratch} {
@@ -201,7 +214,7 @@ func (im *Importer) sweep() {
 // (imagecatalog.Importer): it returns the image and a handle for
 // CommitImage or DiscardImage.
 func (im *Importer) StageImage(ctx context.Context, r io.Reader) (api.Image, string, error) {
-	st, err := im.stage(ctx, r)
+	st, err := im.stage(ctx, r, true)
 	if err != nil {
 		return api.Image{}, "", err
 	}

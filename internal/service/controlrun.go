@@ -73,6 +73,14 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 	}
 	defer ps.close()
 	srv := ps.plane.Core
+	// Imported images reach the nodes through the shared store: each is
+	// published there as it is imported, and a node fetches it by digest.
+	blobs, err := openSaves(ctx, cfg.Config)
+	if err != nil {
+		return err
+	}
+	defer blobs.Close()
+	ps.importer.SetBlobs(blobs)
 
 	// The remote clients' event streams run until Run returns.
 	clientCtx, stopClients := context.WithCancel(context.WithoutCancel(ctx))
@@ -134,12 +142,27 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 	var fleetWG sync.WaitGroup
 	defer fleetWG.Wait()
 	defer stopFleet()
+	// A template is qualified once, when it first becomes ready in the
+	// fleet: its self-test runs through the core on a node placement
+	// picks, after the sandboxes are recovered.
+	q := newFleetQualifier(func(ctx context.Context, name string) error {
+		st, err := srv.SelfTest(ctx, name)
+		if err != nil {
+			return err
+		}
+		log.Info("template self-tested", "template", name, "failures", st.Failures)
+		tmplStates.Update(name, func(t *api.Template) { t.Qualified, t.SelfTest = len(st.Failures) == 0, &st })
+		srv.TemplatesChanged()
+		return nil
+	}, log)
 	fleetWG.Go(func() { fl.Run(fleetCtx) })
-	fleetWG.Go(func() { followTemplates(fleetCtx, fl, tmplStates, srv.TemplatesChanged) })
+	fleetWG.Go(func() { followTemplates(fleetCtx, fl, tmplStates, srv.TemplatesChanged, q.ready) })
+	fleetWG.Go(func() { q.run(fleetCtx) })
 
 	if err := srv.Recover(ctx); err != nil {
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
+	q.begin()
 	srv.Start()
 	stopHooks := ps.deliverWebhooks(ctx)
 	defer stopHooks()
@@ -147,8 +170,9 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 }
 
 // followTemplates keeps the templates' states to what the ready nodes
-// have: a template is ready while a node that can start it is.
-func followTemplates(ctx context.Context, fl *fleet.Fleet, states *tmplstate.Registry, changed func()) {
+// have: a template is ready while a node that can start it is. ready is
+// told each template the fleet has.
+func followTemplates(ctx context.Context, fl *fleet.Fleet, states *tmplstate.Registry, changed func(), ready func(string)) {
 	var last []string
 	for {
 		names, wait := fl.Templates()
@@ -157,6 +181,7 @@ func followTemplates(ctx context.Context, fl *fleet.Fleet, states *tmplstate.Reg
 				if t, ok := states.Get(n); !ok || t.Status != api.TemplateReady {
 					states.Set(api.Template{Name: n, Kind: "managed", Status: api.TemplateReady})
 				}
+				ready(n)
 			}
 			last = names
 			changed()
@@ -165,6 +190,79 @@ func followTemplates(ctx context.Context, fl *fleet.Fleet, states *tmplstate.Reg
 		case <-wait:
 		case <-ctx.Done():
 			return
+		}
+	}
+}
+
+// fleetQualifier runs each template's self-test once in the life of the
+// control plane, when the template is first ready in the fleet, one at a
+// time, from the time begin is called. A self-test that could not run (no
+// node had room) is tried again when the fleet's templates change.
+type fleetQualifier struct {
+	selfTest func(ctx context.Context, name string) error
+	log      *slog.Logger
+	started  chan struct{}
+	once     sync.Once
+
+	mu    sync.Mutex
+	tried map[string]bool
+	queue []string
+	more  chan struct{} // signalled when queue grows
+}
+
+func newFleetQualifier(selfTest func(ctx context.Context, name string) error, log *slog.Logger) *fleetQualifier {
+	return &fleetQualifier{selfTest: selfTest, log: log, started: make(chan struct{}),
+		tried: map[string]bool{}, more: make(chan struct{}, 1)}
+}
+
+// ready queues the self-test of a template the fleet has, unless it ran.
+func (q *fleetQualifier) ready(name string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.tried[name] {
+		return
+	}
+	q.tried[name] = true
+	q.queue = append(q.queue, name)
+	select {
+	case q.more <- struct{}{}:
+	default:
+	}
+}
+
+// begin lets the self-tests run: the core may start sandboxes.
+func (q *fleetQualifier) begin() { q.once.Do(func() { close(q.started) }) }
+
+// run runs the queued self-tests until ctx is done.
+func (q *fleetQualifier) run(ctx context.Context) {
+	select {
+	case <-q.started:
+	case <-ctx.Done():
+		return
+	}
+	for {
+		q.mu.Lock()
+		var name string
+		if len(q.queue) > 0 {
+			name, q.queue = q.queue[0], q.queue[1:]
+		}
+		q.mu.Unlock()
+		if name == "" {
+			select {
+			case <-q.more:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		if err := q.selfTest(ctx, name); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			q.log.Error("self-test of a template", "template", name, "err", err)
+			q.mu.Lock()
+			delete(q.tried, name)
+			q.mu.Unlock()
 		}
 	}
 }

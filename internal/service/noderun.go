@@ -23,6 +23,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/fleet/fleetwire"
+	"github.com/cove-dev/cove/internal/images"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/node/membership"
 	"github.com/cove-dev/cove/internal/node/nodeapi"
@@ -112,6 +113,11 @@ func RunNode(ctx context.Context, cfg NodeConfig, log *slog.Logger, progress io.
 		return err
 	}
 
+	fetch, err := imageFetcher(cfg.Config, saveStore, log)
+	if err != nil {
+		return err
+	}
+
 	var ns atomic.Pointer[nodeSide]
 	tmplNames := func() []string {
 		if n := ns.Load(); n != nil {
@@ -158,6 +164,7 @@ func RunNode(ctx context.Context, cfg NodeConfig, log *slog.Logger, progress io.
 		},
 		counters:   nopCounters{},
 		generation: func() string { return saves.Generation(uint64(member.Epoch()), time.Now()) },
+		fetchImage: fetch,
 	}, listeners, log)
 	if err != nil {
 		return err
@@ -232,6 +239,27 @@ func RunNode(ctx context.Context, cfg NodeConfig, log *slog.Logger, progress io.
 		hs.Close()
 	}
 	return runErr
+}
+
+// imageFetcher brings the imported images the control plane published
+// to the shared store into the node's images dir, each checked by
+// digest, when a sandbox of one is started or woken here.
+func imageFetcher(cfg Config, blobs saves.Blobs, log *slog.Logger) (func(ctx context.Context, template string) error, error) {
+	if err := os.MkdirAll(cfg.ImagesDir, 0o711); err != nil {
+		return nil, fmt.Errorf("create %s: %w", cfg.ImagesDir, err)
+	}
+	im, err := images.NewImporter(cfg.ImagesDir, images.Policy{MaxBytes: 4 * cfg.ImageMaxMiB << 20}, cfg.ImageMaxMiB<<20, log.With("component", "images"))
+	if err != nil {
+		return nil, err
+	}
+	im.SetBlobs(blobs)
+	return func(ctx context.Context, template string) error {
+		_, err := im.Fetch(ctx, strings.Replace(template, "-", ":", 1))
+		if err != nil && api.ErrorCode(err) != api.CodeNotFound {
+			return api.Errorf(api.CodePreconditionFailed, "template %s: its image could not be brought from the shared store: %v", template, err)
+		}
+		return err
+	}, nil
 }
 
 // reconcile destroys the runtime (containers, not saves or output) of

@@ -50,6 +50,9 @@ type nodeHooks struct {
 	// generation names a new save (local.Config.Generation); nil keeps the
 	// node's default.
 	generation func() string
+	// fetchImage brings an imported image the node lacks
+	// (local.Config.FetchImage); nil fetches none.
+	fetchImage func(ctx context.Context, template string) error
 }
 
 // startNodeSide starts the node side over the templates found ready,
@@ -101,6 +104,7 @@ func startNodeSide(ctx context.Context, cfg Config, templates map[string]image.I
 		GitDir:                filepath.Join(cfg.DataDir, "git"),
 		MaxCloneBytes:         cfg.MaxCloneBytes,
 		Generation:            hooks.generation,
+		FetchImage:            hooks.fetchImage,
 	}
 	netCtx, stopNet := context.WithCancel(context.WithoutCancel(ctx))
 	n.stopNet = stopNet

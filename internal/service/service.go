@@ -167,6 +167,9 @@ type planeSide struct {
 	dispatcher *webhooks.Dispatcher
 	adminKey   string
 	closers    []func()
+	// importer stores imported images under the images dir; `cove
+	// control` makes it publish them to the shared store (SetBlobs).
+	importer *images.Importer
 }
 
 // openPlaneSide opens the store and builds the control plane's services;
@@ -222,6 +225,7 @@ func openPlaneSide(ctx context.Context, cfg Config, tmplStates *tmplstate.Regist
 		return nil, err
 	}
 	ps.plane.Images.SetImporter(importer)
+	ps.importer = importer
 	return ps, nil
 }
 

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cove-dev/cove/api"
@@ -17,7 +18,9 @@ func (f *Fleet) room(m *member, spec node.SandboxSpec) (float64, bool) {
 	if m.client == nil || m.row.State != api.NodeReady {
 		return 0, false
 	}
-	if spec.Template != "" && !m.templates[spec.Template] {
+	// An imported image (a "sha256-…" template) is on every node that
+	// asks: it fetches it from the shared store by digest.
+	if spec.Template != "" && !m.templates[spec.Template] && !strings.HasPrefix(spec.Template, "sha256-") {
 		return 0, false
 	}
 	for _, d := range spec.Devices {

@@ -2,6 +2,7 @@ package e2etest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/mountinfo"
 	"github.com/cove-dev/cove/internal/testsupport/s3server"
 	cove "github.com/cove-dev/cove/sdk/go"
@@ -131,7 +133,37 @@ func StartFleet(t testing.TB, opts ...FleetOpt) *Fleet {
 	if o.managed {
 		c.WaitTemplate("managed")
 	}
+	if o.nodes > 0 {
+		// The control plane self-tests the template once it is ready in
+		// the fleet; tests begin after, so that its sandbox is gone.
+		f.WaitSelfTest(template)
+	}
 	return f
+}
+
+// WaitSelfTest waits until the control plane recorded a self-test of the
+// template, and returns it.
+func (f *Fleet) WaitSelfTest(template string) api.Template {
+	f.t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	var last api.Template
+	for time.Now().Before(deadline) {
+		ts, err := f.Control.Admin.Templates(context.Background())
+		if err != nil {
+			f.t.Fatalf("list templates: %v", err)
+		}
+		for _, t := range ts {
+			if t.Name == template {
+				last = t
+				if t.SelfTest != nil {
+					return t
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	f.t.Fatalf("template %s has no self-test: %+v", template, last)
+	return last
 }
 
 // NodeListen is the control plane's node listener, from its ready file.

@@ -69,7 +69,9 @@ func post(c *http.Client, url, body string) (int, string, error) {
 // sandboxes nor act as another node; a client that is not a node cannot
 // join without the token; plain HTTP is refused on both listeners.
 func TestHostile(t *testing.T) {
-	f := e2etest.StartFleet(t)
+	// No warm pool: the victim is created on the node left undrained,
+	// not taken from a sandbox warmed on either.
+	f := e2etest.StartFleet(t, e2etest.FleetControlArgs("--warm-pool", "0"))
 	c := f.Control.Admin
 	a, b := f.Node("node-a"), f.Node("node-b")
 	admin(t, f, "POST", "/v1/nodes/node-a/drain")

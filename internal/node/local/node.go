@@ -113,6 +113,10 @@ type Config struct {
 	CABundles map[string]string
 	// GPUs are the node's GPUs (internal/node/gpu); nil when it has none.
 	GPUs GPUInventory
+	// FetchImage, when set, brings an imported image (a "sha256-…"
+	// template) that ImagesDir lacks into it before a Start or Wake of
+	// it (a fleet's node, from the shared store); nil fetches nothing.
+	FetchImage func(ctx context.Context, template string) error
 }
 
 // GPUInventory is what the node advertises of its GPUs; the runtime
@@ -210,6 +214,9 @@ func (n *Node) Close() error {
 // agent answers. The sandbox is fenced before it can send anything: it has
 // no interface but loopback until Connect has put its rules in place.
 func (n *Node) Start(ctx context.Context, spec node.SandboxSpec) error {
+	if err := n.fetchTemplate(ctx, spec.Template); err != nil {
+		return err
+	}
 	rs, err := n.runtimeSpec(spec)
 	if err != nil {
 		return err
@@ -512,6 +519,9 @@ func (n *Node) outputMatches(id, gen string) bool {
 // finds it. When this node's recorded output of the sandbox is missing or
 // not the save's (it ran elsewhere since), the save's output replaces it.
 func (n *Node) Wake(ctx context.Context, ns node.SandboxSpec) error {
+	if err := n.fetchTemplate(ctx, ns.Template); err != nil {
+		return err
+	}
 	spec, err := n.runtimeSpec(ns)
 	if err != nil {
 		return err

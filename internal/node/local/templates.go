@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"strings"
 
 	"github.com/cove-dev/cove/internal/node/image"
@@ -38,6 +39,19 @@ func (n *Node) template(name string) (image.Image, bool) {
 		return image.Image{}, false
 	}
 	return img, true
+}
+
+// fetchTemplate brings an imported image the node lacks through
+// Config.FetchImage; templates it has, and those not imported, are left
+// to runtimeSpec.
+func (n *Node) fetchTemplate(ctx context.Context, name string) error {
+	if n.cfg.FetchImage == nil || !strings.HasPrefix(name, importedPrefix) {
+		return nil
+	}
+	if _, ok := n.template(name); ok {
+		return nil
+	}
+	return n.cfg.FetchImage(ctx, name)
 }
 
 // importedPrefix begins the names of imported images (image.DirName).
