@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,6 +81,7 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 		return err
 	}
 	defer blobs.Close()
+	warnUnsharedSaves(cfg.Config, log)
 	ps.importer.SetBlobs(blobs)
 
 	// The remote clients' event streams run until Run returns.
@@ -276,4 +278,14 @@ func (j joinTokens) RotateJoinToken(ctx context.Context) (api.JoinToken, error) 
 		return api.JoinToken{}, err
 	}
 	return api.JoinToken{Token: token, ExpiresAt: expires}, nil
+}
+
+// warnUnsharedSaves says, at start, that saves in a directory reach the
+// other processes of a fleet only when they all mount the same one: a
+// sandbox would wake only on the node it slept on, and imported images
+// would reach no node.
+func warnUnsharedSaves(cfg Config, log *slog.Logger) {
+	if !strings.HasPrefix(cfg.Saves, "s3://") {
+		log.Warn("saves are kept in a directory: a fleet shares them only if every node and the control plane mount the same one; use --saves s3://… (docs/fleet.md)", "saves", cfg.Saves)
+	}
 }

@@ -112,6 +112,8 @@ func RunNode(ctx context.Context, cfg NodeConfig, log *slog.Logger, progress io.
 	if err != nil {
 		return err
 	}
+	defer saveStore.Close()
+	warnUnsharedSaves(cfg.Config, log)
 
 	fetch, err := imageFetcher(cfg.Config, saveStore, log)
 	if err != nil {
