@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/cove-dev/cove/api"
@@ -91,6 +92,7 @@ func (f *Fleet) Register(ctx context.Context, nodeID string, r fleetwire.Registr
 		}
 	}
 	sort.Strings(assigned)
+	f.queueReattachLocked(row.ID, row.Epoch, assigned)
 	f.notifyLocked()
 	f.log.Info("node registered", "node", row.ID, "name", row.Name, "addr", row.Addr, "epoch", row.Epoch, "assigned", len(assigned))
 	return fleetwire.Admission{NodeID: row.ID, Epoch: row.Epoch, Assigned: nonNil(assigned),
@@ -151,10 +153,15 @@ func (f *Fleet) Allowed(ctx context.Context, nodeID string) error {
 func (f *Fleet) Run(ctx context.Context) error {
 	tick := time.NewTicker(min(time.Second, f.cfg.LostAfter/5))
 	defer tick.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-f.kick:
+			f.reattachPending(ctx, &wg)
+			continue
 		case <-tick.C:
 		}
 		f.checkLost(ctx)

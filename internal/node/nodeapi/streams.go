@@ -210,7 +210,13 @@ func (s *Server) handleOutputRead(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
-	exit, err := o.Read(r.Context(), after, q.Get("follow") == "true", func(c node.Chunk) error {
+	// A follow ends when the server closes (the node shuts down), not
+	// only with the request: the control plane resumes it after the last
+	// chunk it got, and the node's shutdown does not wait for it.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(s.ctx, cancel)()
+	exit, err := o.Read(ctx, after, q.Get("follow") == "true", func(c node.Chunk) error {
 		if err := enc.Encode(OutputLine{Chunk: &c}); err != nil {
 			return err
 		}
@@ -218,7 +224,7 @@ func (s *Server) handleOutputRead(w http.ResponseWriter, r *http.Request) {
 	})
 	last := OutputLine{Done: true, Exit: exit}
 	if err != nil {
-		if r.Context().Err() != nil {
+		if ctx.Err() != nil {
 			return
 		}
 		last = OutputLine{Done: true, Error: wireError(err)}
