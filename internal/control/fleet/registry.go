@@ -49,7 +49,7 @@ func (f *Fleet) Register(ctx context.Context, nodeID string, r fleetwire.Registr
 	} else {
 		m = f.nodes[nodeID]
 		if m == nil || m.row.State == api.NodeRemoved {
-			return fleetwire.Admission{}, api.Errorf(api.CodePermissionDenied, "node %s is not a member of this fleet", nodeID)
+			return fleetwire.Admission{}, notMember(m, nodeID)
 		}
 		if m.row.Name != r.Name {
 			for _, o := range f.nodes {
@@ -108,7 +108,7 @@ func (f *Fleet) Heartbeat(ctx context.Context, nodeID string, hb fleetwire.Heart
 	m := f.nodes[nodeID]
 	switch {
 	case m == nil || m.row.State == api.NodeRemoved:
-		return fleetwire.HeartbeatAnswer{}, api.Errorf(api.CodePermissionDenied, "node %s is not a member of this fleet", nodeID)
+		return fleetwire.HeartbeatAnswer{}, notMember(m, nodeID)
 	case m.row.State == api.NodeLost:
 		return fleetwire.HeartbeatAnswer{}, api.Errorf(api.CodeConflict, "node %s was declared lost; register again", nodeID)
 	case hb.Epoch != m.row.Epoch || m.client == nil:
@@ -144,7 +144,7 @@ func (f *Fleet) Allowed(ctx context.Context, nodeID string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if m := f.nodes[nodeID]; m == nil || m.row.State == api.NodeRemoved {
-		return api.Errorf(api.CodePermissionDenied, "node %s is not a member of this fleet", nodeID)
+		return notMember(m, nodeID)
 	}
 	return nil
 }
@@ -403,4 +403,13 @@ func nonNil(xs []string) []string {
 		return []string{}
 	}
 	return xs
+}
+
+// notMember is the permission_denied a node that is unknown or removed
+// gets; a removed node is told so, for its operator.
+func notMember(m *member, nodeID string) error {
+	if m != nil {
+		return api.Errorf(api.CodePermissionDenied, "node %s (%s) was removed from the fleet (cove nodes rm): its certificate is refused; to bring it back, join it afresh (an empty data dir and a join token)", m.row.Name, nodeID)
+	}
+	return api.Errorf(api.CodePermissionDenied, "node %s is not a member of this fleet", nodeID)
 }

@@ -206,7 +206,7 @@ func onNode(t *testing.T, f *e2etest.Fleet, node, name string) api.Sandbox {
 // command's output followed through the control plane goes on with no gap
 // or duplicate, its stdin still reaches it, exec works.
 func TestNodeRestart(t *testing.T) {
-	f := e2etest.StartFleet(t)
+	f := e2etest.StartFleet(t, noWarm)
 	c := f.Control.Admin
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -269,7 +269,7 @@ func TestNodeRestart(t *testing.T) {
 // join token is neither rewritten nor used), their sandboxes and commands
 // go on running and are not failed, and new creates are placed.
 func TestControlRestart(t *testing.T) {
-	f := e2etest.StartFleet(t)
+	f := e2etest.StartFleet(t, noWarm)
 	c := f.Control.Admin
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -310,7 +310,7 @@ func TestControlRestart(t *testing.T) {
 	// Down longer than --node-lost-after: the nodes are found again all
 	// the same, counted from the control plane's start.
 	for _, n := range f.Nodes {
-		waitLog(t, n, "heartbeat", 2)
+		waitLog(t, n, "heartbeat failed", 6)
 	}
 	os.Rename(f.JoinTokenFile()+".away", f.JoinTokenFile())
 	f.Control.Start()
@@ -417,7 +417,7 @@ func generations(t *testing.T, f *e2etest.Fleet, id string) []string {
 // its name than the generation the control plane recorded (a node that
 // was lost and went on saving), never becomes the save a wake restores.
 func TestZombieSave(t *testing.T) {
-	f := e2etest.StartFleet(t)
+	f := e2etest.StartFleet(t, noWarm)
 	c := f.Control.Admin
 	ctx := context.Background()
 	sb := onNode(t, f, "node-a", "saved")
@@ -526,7 +526,7 @@ func leftNothing(t *testing.T, n *e2etest.Node) {
 // then on); `cove nodes token --rotate` makes a new token that the old
 // one stops being; a second process with a live node's name is refused.
 func TestRemoveAndRotate(t *testing.T) {
-	f := e2etest.StartFleet(t)
+	f := e2etest.StartFleet(t, noWarm)
 	c := f.Control.Admin
 	ctx := context.Background()
 	saved := onNode(t, f, "node-a", "saved")
@@ -649,3 +649,7 @@ func nodesJSON(t *testing.T, f *e2etest.Fleet) map[string]api.Node {
 	}
 	return m
 }
+
+// noWarm keeps a warm pool from taking creates past the drains that
+// choose their node.
+var noWarm = e2etest.FleetControlArgs("--warm-pool", "0")
