@@ -176,6 +176,9 @@ type lostRecorder struct {
 	mu         sync.Mutex
 	calls      []lostCall
 	reattached []string
+	// unavailable is how many Reattach calls answer unavailable first (a
+	// node that registered but does not serve yet).
+	unavailable int
 }
 
 func (r *lostRecorder) NodeLost(ctx context.Context, id string, saved bool, reason string) error {
@@ -188,8 +191,18 @@ func (r *lostRecorder) NodeLost(ctx context.Context, id string, saved bool, reas
 func (r *lostRecorder) Reattach(ctx context.Context, id string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.unavailable > 0 {
+		r.unavailable--
+		return api.Errorf(api.CodeUnavailable, "node does not answer yet")
+	}
 	r.reattached = append(r.reattached, id)
 	return nil
+}
+
+func (r *lostRecorder) reattachedIDs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.reattached)
 }
 
 func (r *lostRecorder) got() []lostCall {
