@@ -324,6 +324,13 @@ func TestControlRestart(t *testing.T) {
 	if len(ids) != 2 || len(f.ListNodes()) != 2 {
 		t.Fatalf("nodes: %+v", f.ListNodes())
 	}
+	for _, n := range f.Nodes {
+		// One join, with the token, at the start; every registration
+		// since went with the node's certificate.
+		if got := strings.Count(n.Tail(1<<20), `"msg":"joined the fleet"`); got != 1 {
+			t.Fatalf("node %s joined %d times with the token", n.Name, got)
+		}
+	}
 	for _, r := range rs {
 		last := ticks(r.out.stdout())
 		r.out.waitOutput(t, "ticks after the restart", hasTick(last[len(last)-1]+20))
