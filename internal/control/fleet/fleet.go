@@ -80,6 +80,10 @@ type Sandboxes interface {
 	// (saved: it wakes from its recorded save) or failed, its running
 	// commands lost, with reason as its state_reason.
 	NodeLost(ctx context.Context, sandboxID string, saved bool, reason string) error
+	// Reattach resumes a running sandbox on its node after the node
+	// registered again (its process may have started again): its running
+	// commands are recorded and its network reconnected.
+	Reattach(ctx context.Context, sandboxID string) error
 }
 
 // Config is the fleet's configuration; zero fields take their defaults.
@@ -163,6 +167,10 @@ type Fleet struct {
 	placed  map[string]*store.Placement // by sandbox ID
 	// changed is closed and replaced at every change of membership.
 	changed chan struct{}
+	// pending are the registrations whose sandboxes Run reattaches; kick
+	// tells Run there are some.
+	pending []reattachJob
+	kick    chan struct{}
 }
 
 // New returns a fleet; Load reads its state before any other call.
@@ -173,7 +181,7 @@ func New(cfg Config) (*Fleet, error) {
 	return &Fleet{
 		cfg: cfg, store: cfg.Store, log: cfg.Log,
 		nodes: map[string]*member{}, placed: map[string]*store.Placement{},
-		changed: make(chan struct{}),
+		changed: make(chan struct{}), kick: make(chan struct{}, 1),
 	}, nil
 }
 

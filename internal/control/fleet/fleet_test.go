@@ -173,8 +173,12 @@ type lostCall struct {
 }
 
 type lostRecorder struct {
-	mu    sync.Mutex
-	calls []lostCall
+	mu         sync.Mutex
+	calls      []lostCall
+	reattached []string
+	// unavailable is how many Reattach calls answer unavailable first (a
+	// node that registered but does not serve yet).
+	unavailable int
 }
 
 func (r *lostRecorder) NodeLost(ctx context.Context, id string, saved bool, reason string) error {
@@ -182,6 +186,23 @@ func (r *lostRecorder) NodeLost(ctx context.Context, id string, saved bool, reas
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, lostCall{id, saved, reason})
 	return nil
+}
+
+func (r *lostRecorder) Reattach(ctx context.Context, id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unavailable > 0 {
+		r.unavailable--
+		return api.Errorf(api.CodeUnavailable, "node does not answer yet")
+	}
+	r.reattached = append(r.reattached, id)
+	return nil
+}
+
+func (r *lostRecorder) reattachedIDs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.reattached)
 }
 
 func (r *lostRecorder) got() []lostCall {

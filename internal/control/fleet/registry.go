@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/cove-dev/cove/api"
@@ -48,7 +49,7 @@ func (f *Fleet) Register(ctx context.Context, nodeID string, r fleetwire.Registr
 	} else {
 		m = f.nodes[nodeID]
 		if m == nil || m.row.State == api.NodeRemoved {
-			return fleetwire.Admission{}, api.Errorf(api.CodePermissionDenied, "node %s is not a member of this fleet", nodeID)
+			return fleetwire.Admission{}, notMember(m, nodeID)
 		}
 		if m.row.Name != r.Name {
 			for _, o := range f.nodes {
@@ -91,6 +92,7 @@ func (f *Fleet) Register(ctx context.Context, nodeID string, r fleetwire.Registr
 		}
 	}
 	sort.Strings(assigned)
+	f.queueReattachLocked(row.ID, row.Epoch, assigned)
 	f.notifyLocked()
 	f.log.Info("node registered", "node", row.ID, "name", row.Name, "addr", row.Addr, "epoch", row.Epoch, "assigned", len(assigned))
 	return fleetwire.Admission{NodeID: row.ID, Epoch: row.Epoch, Assigned: nonNil(assigned),
@@ -106,7 +108,7 @@ func (f *Fleet) Heartbeat(ctx context.Context, nodeID string, hb fleetwire.Heart
 	m := f.nodes[nodeID]
 	switch {
 	case m == nil || m.row.State == api.NodeRemoved:
-		return fleetwire.HeartbeatAnswer{}, api.Errorf(api.CodePermissionDenied, "node %s is not a member of this fleet", nodeID)
+		return fleetwire.HeartbeatAnswer{}, notMember(m, nodeID)
 	case m.row.State == api.NodeLost:
 		return fleetwire.HeartbeatAnswer{}, api.Errorf(api.CodeConflict, "node %s was declared lost; register again", nodeID)
 	case hb.Epoch != m.row.Epoch || m.client == nil:
@@ -142,7 +144,7 @@ func (f *Fleet) Allowed(ctx context.Context, nodeID string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if m := f.nodes[nodeID]; m == nil || m.row.State == api.NodeRemoved {
-		return api.Errorf(api.CodePermissionDenied, "node %s is not a member of this fleet", nodeID)
+		return notMember(m, nodeID)
 	}
 	return nil
 }
@@ -151,10 +153,15 @@ func (f *Fleet) Allowed(ctx context.Context, nodeID string) error {
 func (f *Fleet) Run(ctx context.Context) error {
 	tick := time.NewTicker(min(time.Second, f.cfg.LostAfter/5))
 	defer tick.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-f.kick:
+			f.reattachPending(ctx, &wg)
+			continue
 		case <-tick.C:
 		}
 		f.checkLost(ctx)
@@ -396,4 +403,13 @@ func nonNil(xs []string) []string {
 		return []string{}
 	}
 	return xs
+}
+
+// notMember is the permission_denied a node that is unknown or removed
+// gets; a removed node is told so, for its operator.
+func notMember(m *member, nodeID string) error {
+	if m != nil {
+		return api.Errorf(api.CodePermissionDenied, "node %s (%s) was removed from the fleet (cove nodes rm): its certificate is refused; to bring it back, join it afresh (an empty data dir and a join token)", m.row.Name, nodeID)
+	}
+	return api.Errorf(api.CodePermissionDenied, "node %s is not a member of this fleet", nodeID)
 }

@@ -3,8 +3,10 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 // NodeLost settles a sandbox whose node a fleet lost or removed (the
@@ -42,4 +44,37 @@ func (s *Core) NodeLost(ctx context.Context, sandboxID string, saved bool, reaso
 func nodeLost(err error) bool {
 	var l interface{ NodeLost() bool }
 	return errors.As(err, &l) && l.NodeLost()
+}
+
+// Reattach resumes a running sandbox on its node after that node's
+// process started again (it registered in a new epoch): the node records
+// the sandbox's running commands' output and reconnects its network
+// again. A sandbox that is not running is left alone; a node that has it
+// attached already answers at once.
+func (s *Core) Reattach(ctx context.Context, sandboxID string) error {
+	o := s.opsFor(sandboxID)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	sb, err := s.store.GetSandbox(ctx, "", sandboxID)
+	if err != nil {
+		return err
+	}
+	if sb.State != api.StateRunning {
+		return nil
+	}
+	cmds, err := s.store.ListCommands(ctx, store.CommandFilter{SandboxID: sb.ID, States: []api.CommandState{api.CommandRunning}})
+	if err != nil {
+		return fmt.Errorf("list running commands of %s: %w", sb.ID, err)
+	}
+	running := make([]string, len(cmds))
+	for i, c := range cmds {
+		running[i] = c.ID
+	}
+	spec := s.spec(sb)
+	spec.Secrets = s.svc.Vault.SandboxRedactions(ctx, sb)
+	if err := s.node.Attach(ctx, spec, running); err != nil {
+		return err
+	}
+	s.log.Info("sandbox reattached on its node", "sandbox", sb.ID, "commands", len(running))
+	return nil
 }

@@ -398,8 +398,13 @@ func (s *Server) ready(b []byte) {
 	if s.URL == "" {
 		s.URL = "http://" + api
 		for i, a := range s.Args[:len(s.Args)-1] {
-			if a == "--listen" {
+			switch {
+			case a == "--listen":
 				s.Args[i+1] = api
+			case a == "--node-listen" && r.Listeners["node"] != "":
+				// A restarted control plane keeps the address its
+				// nodes were told.
+				s.Args[i+1] = r.Listeners["node"]
 			}
 		}
 	} else if s.URL != "http://"+api {

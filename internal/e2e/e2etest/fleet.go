@@ -194,8 +194,14 @@ func (f *Fleet) AddNodeNoWait(name, tokenFile string, args ...string) *Node {
 
 func (f *Fleet) newNode(name, images, tokenFile string, args ...string) *Node {
 	k := serverCount.Add(1)
+	dataDir := filepath.Join(f.dir, name)
+	if _, err := os.Stat(dataDir); err == nil {
+		// A second process of a name in use (a test of a refused
+		// twin) gets a host of its own.
+		dataDir = fmt.Sprintf("%s-%d", dataDir, k)
+	}
 	n := &Node{
-		t: f.t, Name: name, DataDir: filepath.Join(f.dir, name),
+		t: f.t, Name: name, DataDir: dataDir,
 		Cgroup: fmt.Sprintf("/cove-test-%s-%s-%d", runID, name, k),
 		Table:  fmt.Sprintf("covet%s%d", runID, k),
 		Subnet: fmt.Sprintf("10.%d.%d.0/24", 100+runOctet, k%250),

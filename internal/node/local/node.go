@@ -345,6 +345,11 @@ const attachTimeout = 10 * time.Second
 // that the agent no longer knows are reported to the ExitFunc.
 func (n *Node) Attach(ctx context.Context, spec node.SandboxSpec, running []string) error {
 	id, p := spec.ID, spec.Network
+	if _, err := n.get(id); err == nil {
+		// Attached already (a control plane that started again asks a
+		// node that did not): it records its commands.
+		return nil
+	}
 	c, err := n.rt.Attach(ctx, id)
 	if err != nil {
 		return err

@@ -210,10 +210,12 @@ func (s *Server) handleOutputRead(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
+	// A follow ends when the server closes (the node shuts down), not
+	// only with the request: the control plane resumes it after the last
+	// chunk it got, and the node's shutdown does not wait for it.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	stop := context.AfterFunc(s.ctx, cancel)
-	defer stop()
+	defer context.AfterFunc(s.ctx, cancel)()
 	exit, err := o.Read(ctx, after, q.Get("follow") == "true", func(c node.Chunk) error {
 		if err := enc.Encode(OutputLine{Chunk: &c}); err != nil {
 			return err
