@@ -323,7 +323,13 @@ func (ps *planeSide) serve(ctx context.Context, listeners Listeners, extra []*se
 		e.start()
 		defer e.stop()
 	}
-	hs := newHTTPServer(cfg.HTTP, metrics.Middleware(handler), context.WithoutCancel(ctx))
+	// Requests outlive ctx, so a stop lets them finish; what still runs
+	// streamGrace after the stop began (followed output, event streams,
+	// attached terminals: their clients resume) is ended then.
+	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelBase()
+	hs := newHTTPServer(cfg.HTTP, metrics.Middleware(handler), base)
+	hs.RegisterOnShutdown(func() { time.AfterFunc(streamGrace, cancelBase) })
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	log.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "ready_file", cfg.ReadyFile)
@@ -337,6 +343,10 @@ func (ps *planeSide) serve(ctx context.Context, listeners Listeners, extra []*se
 	}
 	return awaitStop(ctx, cfg.ReadyFile, hs, errc, log)
 }
+
+// streamGrace is how long a stop waits for requests before it ends those
+// that still run.
+const streamGrace = 2 * time.Second
 
 // awaitStop waits for ctx (or the server's end), then removes the ready
 // file and shuts the server down gracefully.
