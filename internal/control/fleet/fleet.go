@@ -14,9 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"sync"
 	"time"
 
@@ -26,50 +24,13 @@ import (
 	"github.com/cove-dev/cove/internal/store"
 )
 
-// NodeClient is one node's side of the router's calls: the method set of
-// lifecycle.Node plus the meter's Stats (internal/control/fleet/remote
-// implements it over the node API; tests use nodetest).
+// NodeClient is one node's side of the router's calls: the node's
+// contract and its ports, plus the meter's Stats
+// (internal/control/fleet/remote implements it over the node API; tests
+// use nodetest).
 type NodeClient interface {
-	Publish(ctx context.Context, sandboxID string, ports []int) error
-	PublishPort(ctx context.Context, sandboxID string, port int) error
-	UnpublishPort(ctx context.Context, sandboxID string, port int) error
-	DialPort(ctx context.Context, sandboxID string, port int) (net.Conn, error)
-
-	Admit(ctx context.Context, spec node.SandboxSpec) error
-	Start(ctx context.Context, spec node.SandboxSpec) error
-	Wake(ctx context.Context, spec node.SandboxSpec) error
-	Attach(ctx context.Context, spec node.SandboxSpec, running []string) error
-	Destroy(ctx context.Context, id string) error
-	DestroyRuntime(ctx context.Context, id string) error
-	FinishSleep(ctx context.Context, id string) (node.SaveInfo, error)
-	DropSave(ctx context.Context, id string) error
-	CopySave(ctx context.Context, from, to string) (node.SaveInfo, error)
-	Known(ctx context.Context) ([]string, error)
-	Lose(id string, commands []string)
-	SetPolicy(id string, p api.NetworkPolicy) error
-	UseSetupPolicy(id string, on bool)
-	SetHostname(ctx context.Context, id, name string) error
-	DrainObservations() []node.Observation
-	PendingObservations(id string) []api.NetworkObservation
-
-	Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) error
-	Output(sandboxID, commandID string) (node.Output, error)
-	Stdin(ctx context.Context, sandboxID, commandID string, r io.Reader, eof bool) error
-	Signal(ctx context.Context, sandboxID, commandID, sig string) error
-	Resize(ctx context.Context, sandboxID, commandID string, size node.TermSize) error
-
-	StatFile(ctx context.Context, sandboxID, path string) (api.FileEntry, error)
-	ListFiles(ctx context.Context, sandboxID string, spec node.ListSpec) (api.List[api.FileEntry], error)
-	ReadFile(ctx context.Context, sandboxID string, spec node.ReadSpec) (*node.Content, error)
-	WriteFile(ctx context.Context, sandboxID string, spec node.WriteSpec, body io.Reader) (api.FileEntry, bool, error)
-	EditFile(ctx context.Context, sandboxID string, spec node.EditSpec) (api.FileEntry, error)
-	Mkdir(ctx context.Context, sandboxID string, spec node.MkdirSpec) (api.FileEntry, error)
-	MoveFile(ctx context.Context, sandboxID string, spec node.MoveSpec) (api.FileEntry, error)
-	RemoveFile(ctx context.Context, sandboxID, path string, recursive bool) error
-	ReadArchive(ctx context.Context, sandboxID, path string) (io.ReadCloser, error)
-	WriteArchive(ctx context.Context, sandboxID string, spec node.ArchiveSpec, body io.Reader) (api.ArchiveResult, error)
-	CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec) (string, error)
-
+	node.Contract
+	node.Ports
 	Stats(ctx context.Context, ids []string) map[string]node.Stats
 }
 

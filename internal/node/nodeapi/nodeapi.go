@@ -16,9 +16,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -28,52 +26,13 @@ import (
 	"github.com/cove-dev/cove/internal/node"
 )
 
-// Node is what the API serves: the calls of the control plane's
-// lifecycle.Node, Stats, GPUs and previews' PortNode, in the node's terms.
-// internal/node/local implements it.
+// Node is what the API serves: the node's contract, its ports for
+// previews, Stats and GPUs. internal/node/local implements it.
 type Node interface {
-	Admit(ctx context.Context, spec node.SandboxSpec) error
-	Start(ctx context.Context, spec node.SandboxSpec) error
-	Wake(ctx context.Context, spec node.SandboxSpec) error
-	Attach(ctx context.Context, spec node.SandboxSpec, running []string) error
-	Destroy(ctx context.Context, id string) error
-	DestroyRuntime(ctx context.Context, id string) error
-	FinishSleep(ctx context.Context, id string) (node.SaveInfo, error)
-	DropSave(ctx context.Context, id string) error
-	CopySave(ctx context.Context, from, to string) (node.SaveInfo, error)
-	Known(ctx context.Context) ([]string, error)
-	Lose(id string, commands []string)
-	SetPolicy(id string, p api.NetworkPolicy) error
-	UseSetupPolicy(id string, on bool)
-	SetHostname(ctx context.Context, id, name string) error
-	DrainObservations() []node.Observation
-	PendingObservations(id string) []api.NetworkObservation
-
-	Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) error
-	Output(sandboxID, commandID string) (node.Output, error)
-	Stdin(ctx context.Context, sandboxID, commandID string, r io.Reader, eof bool) error
-	Signal(ctx context.Context, sandboxID, commandID, sig string) error
-	Resize(ctx context.Context, sandboxID, commandID string, size node.TermSize) error
-
-	StatFile(ctx context.Context, sandboxID, path string) (api.FileEntry, error)
-	ListFiles(ctx context.Context, sandboxID string, spec node.ListSpec) (api.List[api.FileEntry], error)
-	ReadFile(ctx context.Context, sandboxID string, spec node.ReadSpec) (*node.Content, error)
-	WriteFile(ctx context.Context, sandboxID string, spec node.WriteSpec, body io.Reader) (entry api.FileEntry, created bool, err error)
-	EditFile(ctx context.Context, sandboxID string, spec node.EditSpec) (api.FileEntry, error)
-	Mkdir(ctx context.Context, sandboxID string, spec node.MkdirSpec) (api.FileEntry, error)
-	MoveFile(ctx context.Context, sandboxID string, spec node.MoveSpec) (api.FileEntry, error)
-	RemoveFile(ctx context.Context, sandboxID, path string, recursive bool) error
-	ReadArchive(ctx context.Context, sandboxID, path string) (io.ReadCloser, error)
-	WriteArchive(ctx context.Context, sandboxID string, spec node.ArchiveSpec, body io.Reader) (api.ArchiveResult, error)
-	CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec) (commit string, err error)
-
+	node.Contract
+	node.Ports
 	Stats(ctx context.Context, ids []string) map[string]node.Stats
 	GPUs() node.GPUs
-
-	Publish(ctx context.Context, sandboxID string, ports []int) error
-	PublishPort(ctx context.Context, sandboxID string, port int) error
-	UnpublishPort(ctx context.Context, sandboxID string, port int) error
-	DialPort(ctx context.Context, sandboxID string, port int) (net.Conn, error)
 }
 
 // Server serves a node's API. Close ends its streams and tunnels.
