@@ -62,10 +62,31 @@ func (s *Core) Reattach(ctx context.Context, sandboxID string) error {
 	if sb.State != api.StateRunning {
 		return nil
 	}
-	cmds, err := s.store.ListCommands(ctx, store.CommandFilter{SandboxID: sb.ID, States: []api.CommandState{api.CommandRunning}})
+	cmds, err := s.runningCommands(ctx, sb.ID)
 	if err != nil {
-		return fmt.Errorf("list running commands of %s: %w", sb.ID, err)
+		return err
 	}
+	if err := s.attach(ctx, sb, cmds); err != nil {
+		return err
+	}
+	s.log.Info("sandbox reattached on its node", "sandbox", sb.ID, "commands", len(cmds))
+	return nil
+}
+
+// runningCommands are a sandbox's commands the store has running.
+func (s *Core) runningCommands(ctx context.Context, sandboxID string) ([]api.Command, error) {
+	cmds, err := s.store.ListCommands(ctx, store.CommandFilter{SandboxID: sandboxID, States: []api.CommandState{api.CommandRunning}})
+	if err != nil {
+		return nil, fmt.Errorf("list running commands of %s: %w", sandboxID, err)
+	}
+	return cmds, nil
+}
+
+// attach resumes a running sandbox on its node after the node's process
+// (or this one) started again: the node records the output of cmds, the
+// sandbox's running commands, and reconnects its network; their silence
+// is watched again.
+func (s *Core) attach(ctx context.Context, sb api.Sandbox, cmds []api.Command) error {
 	running := make([]string, len(cmds))
 	for i, c := range cmds {
 		running[i] = c.ID
@@ -75,6 +96,8 @@ func (s *Core) Reattach(ctx context.Context, sandboxID string) error {
 	if err := s.node.Attach(ctx, spec, running); err != nil {
 		return err
 	}
-	s.log.Info("sandbox reattached on its node", "sandbox", sb.ID, "commands", len(running))
+	for _, c := range cmds {
+		s.svc.Commands.WatchSilence(sb.TeamID, c)
+	}
 	return nil
 }

@@ -34,17 +34,11 @@ func (s *Core) Recover(ctx context.Context) error {
 	for _, sb := range live {
 		switch sb.State {
 		case api.StateRunning:
-			cmds, err := s.store.ListCommands(ctx, store.CommandFilter{SandboxID: sb.ID, States: []api.CommandState{api.CommandRunning}})
+			cmds, err := s.runningCommands(ctx, sb.ID)
 			if err != nil {
-				return fmt.Errorf("list running commands of %s: %w", sb.ID, err)
+				return err
 			}
-			running := make([]string, len(cmds))
-			for i, c := range cmds {
-				running[i] = c.ID
-			}
-			spec := s.spec(sb)
-			spec.Secrets = s.svc.Vault.SandboxRedactions(ctx, sb)
-			if err := s.node.Attach(ctx, spec, running); err != nil {
+			if err := s.attach(ctx, sb, cmds); err != nil {
 				if nodeLost(err) {
 					// Its node did not come back: the fleet settles it.
 					s.log.Warn("sandbox's node is lost", "sandbox", sb.ID, "err", err)
@@ -55,10 +49,7 @@ func (s *Core) Recover(ctx context.Context) error {
 				s.fail(ctx, sb, "the server restarted and could not reattach: "+userReason(err))
 				continue
 			}
-			s.log.Info("sandbox reattached", "sandbox", sb.ID, "commands", len(running))
-			for _, c := range cmds {
-				s.svc.Commands.WatchSilence(sb.TeamID, c)
-			}
+			s.log.Info("sandbox reattached", "sandbox", sb.ID, "commands", len(cmds))
 			keep[sb.ID] = true
 		case api.StateTerminating:
 			s.finishTerminate(ctx, sb, sb.StateReason)

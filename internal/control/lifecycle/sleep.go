@@ -6,7 +6,6 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/runs"
-	"github.com/cove-dev/cove/internal/store"
 )
 
 // SleepSandbox starts putting a running sandbox to sleep: its processes
@@ -142,8 +141,9 @@ func (s *Core) finishWake(ctx context.Context, teamID, id string) {
 	}
 }
 
+// runningCommandIDs are the IDs of a sandbox's running commands.
 func (s *Core) runningCommandIDs(ctx context.Context, sandboxID string) ([]string, error) {
-	cmds, err := s.store.ListCommands(ctx, store.CommandFilter{SandboxID: sandboxID, States: []api.CommandState{api.CommandRunning}})
+	cmds, err := s.runningCommands(ctx, sandboxID)
 	if err != nil {
 		return nil, err
 	}
