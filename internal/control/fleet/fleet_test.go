@@ -115,6 +115,16 @@ func (s *memStore) PutFleetValue(ctx context.Context, name, value string) error 
 	return nil
 }
 
+func (s *memStore) CreateFleetValue(ctx context.Context, name, value string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.values[name]; ok {
+		return api.Errorf(api.CodeConflict, "value %s exists", name)
+	}
+	s.values[name] = value
+	return nil
+}
+
 // fakeNode is nodetest's node with generations: each save gets one, and a
 // wake on any node of the fleet finds it (a shared save store).
 type fakeNode struct {
