@@ -51,9 +51,16 @@ func venv(t *testing.T) string {
 
 func run(t *testing.T, dir string, env []string, name string, args ...string) {
 	t.Helper()
+	runFor(t, 10*time.Minute, dir, env, name, args...)
+}
+
+// runFor is run with a bound of its own: a suite that hangs fails within
+// d, with what it printed, and its servers are cleaned up.
+func runFor(t *testing.T, d time.Duration, dir string, env []string, name string, args ...string) {
+	t.Helper()
 	// A hung test fails here, with what it printed, rather than at the
 	// package's timeout.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
