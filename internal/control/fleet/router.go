@@ -433,12 +433,48 @@ func (f *Fleet) Exec(ctx context.Context, id string, spec node.ExecSpec) error {
 	return c.Exec(ctx, id, spec)
 }
 
+// Output reads a command's recorded output from the sandbox's node. A
+// sandbox placed nowhere (asleep, or a workload that ended) keeps its
+// output on the node that ran it: the node that wrote its save is asked
+// first, then every connected node, and the first that has it answers.
 func (f *Fleet) Output(id, commandID string) (node.Output, error) {
-	c, err := f.client(id)
-	if err != nil {
-		return nil, err
+	holders, nowhere := f.outputHolders(id)
+	if !nowhere {
+		c, err := f.client(id)
+		if err != nil {
+			return nil, err
+		}
+		return c.Output(id, commandID)
 	}
-	return c.Output(id, commandID)
+	for _, c := range holders {
+		o, err := c.Output(id, commandID)
+		if api.ErrorCode(err) == api.CodeNotFound {
+			continue
+		}
+		return o, err
+	}
+	return nil, api.Errorf(api.CodeNotFound, "the output of command %s is on no connected node", commandID)
+}
+
+// outputHolders are the connected nodes that may hold the output of a
+// sandbox placed nowhere, the one that wrote its save first; nowhere is
+// false while the sandbox is placed on a node (or unknown).
+func (f *Fleet) outputHolders(id string) (holders []NodeClient, nowhere bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.placed[id]
+	if p == nil || p.NodeID != "" {
+		return nil, false
+	}
+	if m := f.nodes[p.SaveNodeID]; m != nil && m.connected() {
+		holders = append(holders, m.client)
+	}
+	for _, m := range f.sortedNodes() {
+		if m.connected() && m.row.ID != p.SaveNodeID {
+			holders = append(holders, m.client)
+		}
+	}
+	return holders, true
 }
 
 func (f *Fleet) Stdin(ctx context.Context, id, commandID string, r io.Reader, eof bool) error {

@@ -226,17 +226,21 @@ func (s *Core) CreateSandbox(ctx context.Context, teamID string, req api.CreateS
 	if err := s.checks.Check(ctx, sandboxRun(sb, img)); err != nil {
 		return api.Sandbox{}, err
 	}
-	if err := s.node.Admit(ctx, s.spec(sb)); err != nil {
-		return api.Sandbox{}, err
-	}
 	warm := ""
 	if s.pool.fits(sb) && sb.Source == nil && sb.Setup == nil {
 		if warm = s.pool.take(); warm != "" {
+			// A pooled sandbox was admitted (and, in a fleet, placed)
+			// when the pool started it.
 			sb.ID = warm
 		}
 	}
-	if warm == "" { // a pooled sandbox holds its range already
+	if warm == "" {
+		if err := s.node.Admit(ctx, s.spec(sb)); err != nil {
+			return api.Sandbox{}, err
+		}
+		// A pooled sandbox holds its range already.
 		if _, err := s.ranges.Alloc(ctx, sb.ID); err != nil {
+			s.unadmit(ctx, sb.ID)
 			return api.Sandbox{}, err
 		}
 	}
@@ -245,6 +249,7 @@ func (s *Core) CreateSandbox(ctx context.Context, teamID string, req api.CreateS
 			s.pool.discard(ctx, warm)
 		} else {
 			s.ranges.Release(context.WithoutCancel(ctx), sb.ID)
+			s.unadmit(ctx, sb.ID)
 		}
 		return api.Sandbox{}, err
 	}
@@ -281,6 +286,15 @@ func (s *Core) CreateSandbox(ctx context.Context, teamID string, req api.CreateS
 		s.start(startCtx, sb, upload)
 	})
 	return s.svc.Meter.Priced(sb), nil
+}
+
+// unadmit gives back what Admit took for a sandbox that was never
+// created (a fleet's placement and its reservation): nothing of it runs,
+// so destroying it removes only that.
+func (s *Core) unadmit(ctx context.Context, id string) {
+	if err := s.node.Destroy(context.WithoutCancel(ctx), id); err != nil {
+		s.log.Warn("give back the admission of a sandbox not created", "sandbox", id, "err", err)
+	}
 }
 
 func (s *Core) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sandbox, error) {

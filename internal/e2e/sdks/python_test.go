@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,11 +52,23 @@ func venv(t *testing.T) string {
 
 func run(t *testing.T, dir string, env []string, name string, args ...string) {
 	t.Helper()
+	runFor(t, 10*time.Minute, dir, env, name, args...)
+}
+
+// runFor is run with a bound of its own: a suite that hangs fails within
+// d, with what it printed, and its servers are cleaned up.
+func runFor(t *testing.T, d time.Duration, dir string, env []string, name string, args ...string) {
+	t.Helper()
 	// A hung test fails here, with what it printed, rather than at the
 	// package's timeout.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
+	// At the bound the whole group goes (npm's node runner too), and
+	// Wait does not wait on pipes a leftover child holds.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	var out bytes.Buffer
