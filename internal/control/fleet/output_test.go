@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +13,9 @@ import (
 )
 
 // outputNode is nodetest's node whose output is kept only for the
-// commands it ran, as a real node's: any other is not_found.
+// commands it ran, as a real node's: any other is not_found. As the
+// remote client's, its Output opens lazily: the not_found comes from the
+// first Read, not from Output.
 type outputNode struct {
 	*nodetest.Node
 	mu  sync.Mutex
@@ -31,10 +34,26 @@ func (n *outputNode) Output(id, commandID string) (node.Output, error) {
 	ok := n.ran[id+"/"+commandID]
 	n.mu.Unlock()
 	if !ok {
-		return nil, api.Errorf(api.CodeNotFound, "no output of %s here", commandID)
+		return missingOutput{commandID}, nil
 	}
 	return n.Node.Output(id, commandID)
 }
+
+// missingOutput is an output its node does not hold, found out at Read.
+type missingOutput struct{ commandID string }
+
+func (m missingOutput) Close() error { return nil }
+func (m missingOutput) Read(context.Context, int64, bool, func(node.Chunk) error) (*node.Exit, error) {
+	return nil, api.Errorf(api.CodeNotFound, "no output of %s here", m.commandID)
+}
+func (m missingOutput) Stream(string) (io.ReaderAt, int64, error) {
+	return nil, 0, api.Errorf(api.CodeNotFound, "no output of %s here", m.commandID)
+}
+func (missingOutput) LastSeq() int64           { return 0 }
+func (missingOutput) Sizes() (int64, int64)    { return 0, 0 }
+func (missingOutput) Exit() *node.Exit         { return nil }
+func (missingOutput) Ended() bool              { return true }
+func (missingOutput) Changed() <-chan struct{} { return nil }
 
 // TestOutputOfSandboxPlacedNowhere: the output of a sandbox that runs
 // nowhere now (asleep, or a workload whose runtime was removed) is read

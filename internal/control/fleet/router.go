@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"math"
 	"net"
 	"slices"
 	"time"
@@ -448,12 +449,28 @@ func (f *Fleet) Output(id, commandID string) (node.Output, error) {
 	}
 	for _, c := range holders {
 		o, err := c.Output(id, commandID)
+		if err == nil {
+			// A remote output opens lazily: a read past its end says
+			// whether this node holds it.
+			if err = holds(o); err != nil {
+				o.Close()
+			}
+		}
 		if api.ErrorCode(err) == api.CodeNotFound {
 			continue
 		}
 		return o, err
 	}
 	return nil, api.Errorf(api.CodeNotFound, "the output of command %s is on no connected node", commandID)
+}
+
+// holds reads an output past its last chunk: not_found when the node that
+// gave it holds none.
+func holds(o node.Output) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := o.Read(ctx, math.MaxInt64, false, func(node.Chunk) error { return nil })
+	return err
 }
 
 // outputHolders are the connected nodes that may hold the output of a
