@@ -55,7 +55,7 @@ type SandboxNode struct {
 	Name string `json:"name"`
 }
 
-// JoinToken is a new join token for `cove node --join`; the previous one
+// JoinToken is a new join token for `cove node` to join with; the previous one
 // stops working. It is shown once.
 type JoinToken struct {
 	Token     string    `json:"token"`

@@ -90,7 +90,7 @@ func (a *app) nodesCmd() *cobra.Command {
 	var rotate bool
 	token := &cobra.Command{
 		Use:   "token --rotate",
-		Short: "Make a new join token for `cove node --join` (shown once); the previous one stops working",
+		Short: "Make a new join token for `cove node` to join with (shown once); the previous one stops working",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !rotate {

@@ -35,7 +35,7 @@ func (c *Client) RemoveNode(ctx context.Context, ref string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/nodes/"+url.PathEscape(ref), nil, nil, nil)
 }
 
-// RotateJoinToken makes a new join token for `cove node --join`; the
+// RotateJoinToken makes a new join token for `cove node` to join with; the
 // previous one stops working.
 func (c *Client) RotateJoinToken(ctx context.Context) (api.JoinToken, error) {
 	var t api.JoinToken
