@@ -190,10 +190,8 @@ type Server struct {
 	managed   bool
 	bin       string // holds the cove and cove-agent run; default binDir
 
+	p         proc
 	mu        sync.Mutex
-	cmd       *exec.Cmd
-	logs      *bytes.Buffer
-	waitDone  chan struct{}
 	teamKeys  []string
 	listeners map[string]string // what the running server bound, from its ready file
 }
@@ -343,23 +341,10 @@ func (s *Server) Start() {
 	if err := os.Remove(s.ReadyFile()); err != nil && !os.IsNotExist(err) {
 		s.t.Fatal(err)
 	}
-	s.mu.Lock()
-	cmd := exec.Command(filepath.Join(s.bin, "cove"), s.Args...)
-	cmd.Env = append(os.Environ(), "HOME="+s.Home)
-	if s.logs == nil {
-		s.logs = &bytes.Buffer{}
-	}
-	cmd.Stdout = lockedWriter{&s.mu, s.logs}
-	cmd.Stderr = lockedWriter{&s.mu, s.logs}
-	if err := cmd.Start(); err != nil {
-		s.mu.Unlock()
+	done, err := s.p.start(filepath.Join(s.bin, "cove"), s.Args, []string{"HOME=" + s.Home})
+	if err != nil {
 		s.t.Fatal(err)
 	}
-	s.cmd = cmd
-	done := make(chan struct{})
-	s.waitDone = done
-	s.mu.Unlock()
-	go func() { cmd.Wait(); close(done) }() // owned: Stop waits for done
 
 	deadline := time.Now().Add(10 * time.Minute) // a first managed build takes minutes
 	for time.Now().Before(deadline) {
@@ -416,35 +401,10 @@ func (s *Server) ready(b []byte) {
 }
 
 // Stop ends the server with sig and waits for it (killing it after 30s).
-func (s *Server) Stop(sig syscall.Signal) {
-	s.mu.Lock()
-	cmd, done := s.cmd, s.waitDone
-	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	cmd.Process.Signal(sig)
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		<-done
-	}
-	s.mu.Lock()
-	s.cmd = nil
-	s.mu.Unlock()
-}
+func (s *Server) Stop(sig syscall.Signal) { s.p.stop(sig) }
 
 // Tail returns the last n bytes of the server's output, over all its runs.
-func (s *Server) Tail(n int) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b := s.logs.Bytes()
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
-}
+func (s *Server) Tail(n int) string { return s.p.tail(n) }
 
 // LockedWriter returns a writer that writes to b holding mu, so that a
 // test can read b (holding mu) while a process writes to it.
@@ -464,10 +424,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // TerminateAll terminates every live sandbox of every team and waits; it
 // does nothing when the server is stopped.
 func (s *Server) TerminateAll() {
-	s.mu.Lock()
-	running := s.cmd != nil
-	s.mu.Unlock()
-	if !running {
+	if s.PID() == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -511,14 +468,7 @@ func (s *Server) NewTeam(name string) *cove.Client {
 }
 
 // PID is the running server's process ID, 0 when it is stopped.
-func (s *Server) PID() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return 0
-	}
-	return s.cmd.Process.Pid
-}
+func (s *Server) PID() int { return s.p.pid() }
 
 // Create makes a running sandbox or fails the test.
 func Create(t testing.TB, c *cove.Client, req api.CreateSandboxRequest) api.Sandbox {

@@ -1,7 +1,6 @@
 package e2etest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -285,12 +284,11 @@ type Node struct {
 	Subnet  string
 	Args    []string
 
-	t        testing.TB
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	waitDone chan struct{}
-	logs     bytes.Buffer
-	ready    Ready
+	t     testing.TB
+	p     proc
+	done  <-chan struct{} // of the run StartNoWait began
+	mu    sync.Mutex
+	ready Ready
 }
 
 // Ready is what a server process's ready file holds.
@@ -318,7 +316,7 @@ func (n *Node) Start() {
 	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
 		select {
-		case <-n.waitDone:
+		case <-n.done:
 			n.t.Fatalf("cove node %s exited at start:\n%s", n.Name, n.Tail(4000))
 		default:
 		}
@@ -345,18 +343,11 @@ func (n *Node) StartNoWait() error {
 	if err := os.Remove(n.ReadyFile()); err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	cmd := exec.Command(filepath.Join(binDir, "cove"), n.Args...)
-	cmd.Stdout = lockedWriter{&n.mu, &n.logs}
-	cmd.Stderr = lockedWriter{&n.mu, &n.logs}
-	if err := cmd.Start(); err != nil {
+	done, err := n.p.start(filepath.Join(binDir, "cove"), n.Args, nil)
+	if err != nil {
 		return err
 	}
-	n.cmd = cmd
-	done := make(chan struct{})
-	n.waitDone = done
-	go func() { cmd.Wait(); close(done) }() // owned: Stop and Wait wait for done
+	n.done = done
 	return nil
 }
 
@@ -364,57 +355,26 @@ func (n *Node) StartNoWait() error {
 // code.
 func (n *Node) Wait(d time.Duration) int {
 	n.t.Helper()
-	n.mu.Lock()
-	cmd, done := n.cmd, n.waitDone
-	n.mu.Unlock()
-	select {
-	case <-done:
-	case <-time.After(d):
+	code, ok := n.p.wait(d)
+	if !ok {
 		n.t.Fatalf("cove node %s still runs after %v:\n%s", n.Name, d, n.Tail(4000))
 	}
-	n.mu.Lock()
-	n.cmd = nil
-	n.mu.Unlock()
-	return cmd.ProcessState.ExitCode()
+	return code
 }
 
 // PID is the running node's process ID, 0 when stopped.
-func (n *Node) PID() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil {
-		return 0
-	}
-	return n.cmd.Process.Pid
-}
+func (n *Node) PID() int { return n.p.pid() }
 
 // Stop ends the node process with sig (SIGKILL: as a crash) and waits.
 // Its sandboxes keep running either way.
-func (n *Node) Stop(sig syscall.Signal) {
-	n.mu.Lock()
-	cmd, done := n.cmd, n.waitDone
-	n.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	cmd.Process.Signal(sig)
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		<-done
-	}
-	n.mu.Lock()
-	n.cmd = nil
-	n.mu.Unlock()
-}
+func (n *Node) Stop(sig syscall.Signal) { n.p.stop(sig) }
 
 // KillSandboxes kills every process of the node's sandboxes, as a host
 // that lost power would lose them, and waits until none is left.
 func (n *Node) KillSandboxes() {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		pids := n.sandboxPIDs()
+		pids := n.SandboxPIDs()
 		if len(pids) == 0 {
 			return
 		}
@@ -423,13 +383,11 @@ func (n *Node) KillSandboxes() {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	n.t.Errorf("node %s: sandbox processes survive SIGKILL: %v", n.Name, n.sandboxPIDs())
+	n.t.Errorf("node %s: sandbox processes survive SIGKILL: %v", n.Name, n.SandboxPIDs())
 }
 
 // SandboxPIDs are the processes in the node's sandboxes' cgroups.
-func (n *Node) SandboxPIDs() []int { return n.sandboxPIDs() }
-
-func (n *Node) sandboxPIDs() []int {
+func (n *Node) SandboxPIDs() []int {
 	var pids []int
 	seen := map[int]bool{}
 	root := "/sys/fs/cgroup/pids" + n.Cgroup
@@ -453,15 +411,7 @@ func (n *Node) sandboxPIDs() []int {
 }
 
 // Tail returns the last n bytes the node printed, over all its runs.
-func (n *Node) Tail(max int) string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	b := n.logs.Bytes()
-	if len(b) > max {
-		b = b[len(b)-max:]
-	}
-	return string(b)
-}
+func (n *Node) Tail(max int) string { return n.p.tail(max) }
 
 // cleanup removes what the node left on the host: its cgroups, its
 // nftables table and its containers' state.
