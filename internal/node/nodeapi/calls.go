@@ -2,7 +2,6 @@ package nodeapi
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 
 	"github.com/cove-dev/cove/api"
@@ -218,9 +217,8 @@ func (s *Server) routes() {
 
 func (s *Server) jsonCall(c call) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var args Call
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxCall)).Decode(&args); err != nil {
-			writeError(w, api.Errorf(api.CodeInvalidArgument, "the call's arguments are not JSON: %v", err))
+		args, ok := readArgs(w, r)
+		if !ok {
 			return
 		}
 		out, err := c.do(r.Context(), s.n, args)
