@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -27,6 +26,7 @@ import (
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/node/membership"
 	"github.com/cove-dev/cove/internal/node/nodeapi"
+	noderuntime "github.com/cove-dev/cove/internal/node/runtime"
 	"github.com/cove-dev/cove/internal/node/saves"
 	tmplstate "github.com/cove-dev/cove/internal/templates"
 )
@@ -290,7 +290,7 @@ func stateDirs(dataDir string) []string {
 	entries, _ := os.ReadDir(filepath.Join(dataDir, "sandboxes"))
 	var ids []string
 	for _, e := range entries {
-		if e.IsDir() {
+		if e.IsDir() && noderuntime.ValidID(e.Name()) {
 			ids = append(ids, e.Name())
 		}
 	}
@@ -321,5 +321,3 @@ type nopCounters struct{}
 
 func (nopCounters) GatewayDecision(string)    {}
 func (nopCounters) GatewayBytes(int64, int64) {}
-
-var _ = http.StatusOK
