@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/fleet/join/jointest"
 	"github.com/cove-dev/cove/internal/fleet/fleetwire"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/node/nodetest"
@@ -19,14 +20,14 @@ import (
 // memStore is store.Fleet in memory: the fleet's tests run in synctest
 // bubbles, where a database's goroutines have no place.
 type memStore struct {
-	mu     sync.Mutex
-	nodes  map[string]store.Node
-	placed map[string]store.Placement
-	values map[string]string
+	*jointest.Store // the fleet's named values
+	mu              sync.Mutex
+	nodes           map[string]store.Node
+	placed          map[string]store.Placement
 }
 
 func newMemStore() *memStore {
-	return &memStore{nodes: map[string]store.Node{}, placed: map[string]store.Placement{}, values: map[string]string{}}
+	return &memStore{Store: jointest.NewStore(), nodes: map[string]store.Node{}, placed: map[string]store.Placement{}}
 }
 
 func (s *memStore) CreateNode(ctx context.Context, n store.Node) error {
@@ -96,33 +97,6 @@ func (s *memStore) ListPlacements(ctx context.Context, nodeID string) ([]store.P
 		}
 	}
 	return out, nil
-}
-
-func (s *memStore) FleetValue(ctx context.Context, name string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.values[name]
-	if !ok {
-		return "", api.Errorf(api.CodeNotFound, "no value")
-	}
-	return v, nil
-}
-
-func (s *memStore) PutFleetValue(ctx context.Context, name, value string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.values[name] = value
-	return nil
-}
-
-func (s *memStore) CreateFleetValue(ctx context.Context, name, value string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.values[name]; ok {
-		return api.Errorf(api.CodeConflict, "value %s exists", name)
-	}
-	s.values[name] = value
-	return nil
 }
 
 // fakeNode is nodetest's node with generations: each save gets one, and a
