@@ -49,6 +49,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"WorkloadUsage", testWorkloadUsage},
 		{"Nodes", testNodes}, {"Placements", testPlacements}, {"FleetValues", testFleetValues},
 	}
+	tests = append(tests, fleetSharedTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
