@@ -158,6 +158,9 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 		return nil
 	}, log)
 	fleetWG.Go(func() { fl.Run(fleetCtx) })
+	// Loss detection declares nodes lost for every replica: one replica
+	// should run it, the one holding the leader's lease.
+	fleetWG.Go(func() { fl.RunLossDetection(fleetCtx) })
 	fleetWG.Go(func() { followTemplates(fleetCtx, fl, tmplStates, srv.TemplatesChanged, q.ready) })
 	fleetWG.Go(func() { q.run(fleetCtx) })
 

@@ -15,55 +15,43 @@ import (
 	"github.com/cove-dev/cove/internal/store"
 )
 
-// route finds the client of the node that holds a sandbox. After a
-// restart of the control plane a node that has not registered again is
-// waited for until LostAfter has passed since Load (or ctx ends); a
-// sandbox whose node is lost or removed answers an error whose NodeLost
-// method says so.
-func (f *Fleet) route(ctx context.Context, sandboxID string, wait bool) (NodeClient, string, int64, error) {
-	for {
-		f.mu.Lock()
-		p := f.placed[sandboxID]
-		if p == nil {
-			f.mu.Unlock()
-			return nil, "", 0, api.Errorf(api.CodeNotFound, "sandbox %s is placed on no node", sandboxID)
-		}
-		if p.NodeID == "" {
-			f.mu.Unlock()
-			return nil, "", 0, lostError{api.Errorf(api.CodeUnavailable, "sandbox %s has no node now", sandboxID)}
-		}
-		m := f.nodes[p.NodeID]
-		if m == nil || m.row.State == api.NodeLost || m.row.State == api.NodeRemoved {
-			f.mu.Unlock()
-			return nil, "", 0, errLost(p.NodeID)
-		}
-		if m.client != nil {
-			c, id, epoch := m.client, m.row.ID, m.row.Epoch
-			f.mu.Unlock()
-			return c, id, epoch, nil
-		}
-		left := time.Until(f.started.Add(f.cfg.LostAfter))
-		changed := f.changed
-		name := m.row.Name
-		f.mu.Unlock()
-		if left <= 0 || !wait {
-			return nil, "", 0, errLost(name)
-		}
-		t := time.NewTimer(left)
-		select {
-		case <-changed:
-			t.Stop()
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, "", 0, context.Cause(ctx)
+// route finds the client of the node that holds a sandbox, reading the
+// sandbox's placement from the store: another replica may have placed,
+// moved or put it to sleep. A sandbox whose node is lost, removed or not
+// dialled answers an error whose NodeLost method says so.
+func (f *Fleet) route(ctx context.Context, sandboxID string) (NodeClient, string, int64, error) {
+	p, ok, err := f.placement(ctx, sandboxID)
+	if err != nil {
+		return nil, "", 0, err
+	}
+	if !ok {
+		return nil, "", 0, api.Errorf(api.CodeNotFound, "sandbox %s is placed on no node", sandboxID)
+	}
+	if p.NodeID == "" {
+		return nil, "", 0, lostError{api.Errorf(api.CodeUnavailable, "sandbox %s has no node now", sandboxID)}
+	}
+	f.mu.Lock()
+	m := f.nodes[p.NodeID]
+	f.mu.Unlock()
+	if m == nil {
+		// A node registered through another replica since the last
+		// refresh.
+		if err := f.Refresh(ctx); err != nil {
+			return nil, "", 0, err
 		}
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m = f.nodes[p.NodeID]
+	if m == nil || !m.connected() {
+		return nil, "", 0, errLost(p.NodeID)
+	}
+	return m.client, m.row.ID, m.row.Epoch, nil
 }
 
-// client is route for the calls that carry no context: they never wait.
+// client is route for the calls that carry no context.
 func (f *Fleet) client(sandboxID string) (NodeClient, error) {
-	c, _, _, err := f.route(context.Background(), sandboxID, false)
+	c, _, _, err := f.route(context.Background(), sandboxID)
 	return c, err
 }
 
@@ -86,9 +74,10 @@ func (f *Fleet) connected() []NodeClient {
 // answers that node's client and ID, or a nil client when none is
 // connected.
 func (f *Fleet) saveHolder(sandboxID string) (NodeClient, string) {
+	p, ok, _ := f.placement(context.Background(), sandboxID)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if p := f.placed[sandboxID]; p != nil {
+	if ok {
 		for _, id := range []string{p.NodeID, p.SaveNodeID} {
 			if m := f.nodes[id]; m != nil && m.connected() {
 				return m.client, id
@@ -111,7 +100,7 @@ func (f *Fleet) Admit(ctx context.Context, spec node.SandboxSpec) error {
 	if _, err := f.place(ctx, spec, ""); err != nil {
 		return err
 	}
-	c, _, _, err := f.route(ctx, spec.ID, false)
+	c, _, _, err := f.route(ctx, spec.ID)
 	if err == nil {
 		err = c.Admit(ctx, spec)
 	}
@@ -128,7 +117,7 @@ func (f *Fleet) Start(ctx context.Context, spec node.SandboxSpec) error {
 	if _, err := f.place(ctx, spec, ""); err != nil {
 		return err
 	}
-	c, _, _, err := f.route(ctx, spec.ID, true)
+	c, _, _, err := f.route(ctx, spec.ID)
 	if err != nil {
 		return err
 	}
@@ -138,19 +127,21 @@ func (f *Fleet) Start(ctx context.Context, spec node.SandboxSpec) error {
 // Wake places an asleep sandbox, on the node it slept on if that node has
 // room, and wakes it there from its recorded save.
 func (f *Fleet) Wake(ctx context.Context, spec node.SandboxSpec) error {
-	f.mu.Lock()
 	var home string
-	if p := f.placed[spec.ID]; p != nil {
+	p, ok, err := f.placement(ctx, spec.ID)
+	if err != nil {
+		return err
+	}
+	if ok {
 		spec.Save, home = p.Save, p.SaveNodeID
 		if p.NodeID != "" {
 			home = p.NodeID
 		}
 	}
-	f.mu.Unlock()
 	if _, err := f.place(ctx, spec, home); err != nil {
 		return err
 	}
-	c, _, _, err := f.route(ctx, spec.ID, true)
+	c, _, _, err := f.route(ctx, spec.ID)
 	if err != nil {
 		return err
 	}
@@ -159,7 +150,7 @@ func (f *Fleet) Wake(ctx context.Context, spec node.SandboxSpec) error {
 
 // Attach resumes a sandbox that ran before a restart, on its node.
 func (f *Fleet) Attach(ctx context.Context, spec node.SandboxSpec, running []string) error {
-	c, _, _, err := f.route(ctx, spec.ID, true)
+	c, _, _, err := f.route(ctx, spec.ID)
 	if err != nil {
 		return err
 	}
@@ -170,7 +161,7 @@ func (f *Fleet) Attach(ctx context.Context, spec node.SandboxSpec, running []str
 // its placement. A sandbox placed nowhere is destroyed on every connected
 // node (an orphan's leftovers).
 func (f *Fleet) Destroy(ctx context.Context, id string) error {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	switch {
 	case err == nil:
 		err = c.Destroy(ctx, id)
@@ -198,7 +189,7 @@ func (f *Fleet) Destroy(ctx context.Context, id string) error {
 // DestroyRuntime removes a sandbox's runtime, keeping its save; the
 // sandbox reserves nothing afterwards.
 func (f *Fleet) DestroyRuntime(ctx context.Context, id string) error {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	switch {
 	case err == nil:
 		if err := c.DestroyRuntime(ctx, id); err != nil {
@@ -215,7 +206,7 @@ func (f *Fleet) DestroyRuntime(ctx context.Context, id string) error {
 // FinishSleep saves a sandbox on its node and records the generation
 // written, if the node still holds the sandbox in the same epoch.
 func (f *Fleet) FinishSleep(ctx context.Context, id string) (node.SaveInfo, error) {
-	c, nodeID, epoch, err := f.route(ctx, id, true)
+	c, nodeID, epoch, err := f.route(ctx, id)
 	if err != nil {
 		return node.SaveInfo{}, err
 	}
@@ -238,16 +229,17 @@ func (f *Fleet) DropSave(ctx context.Context, id string) error {
 	if err := h.DropSave(ctx, id); err != nil {
 		return err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if p := f.placed[id]; p != nil {
-		np := *p
-		np.Save, np.SaveNodeID, np.SaveBytes, np.SavedAt = "", "", 0, nil
-		if err := f.store.PutPlacement(ctx, np); err != nil {
-			return err
-		}
-		*p = np
+	p, ok, err := f.placement(ctx, id)
+	if err != nil || !ok {
+		return err
 	}
+	p.Save, p.SaveNodeID, p.SaveBytes, p.SavedAt = "", "", 0, nil
+	if err := f.store.PutPlacement(ctx, p); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.placed[id] = &p
+	f.mu.Unlock()
 	return nil
 }
 
@@ -262,12 +254,15 @@ func (f *Fleet) CopySave(ctx context.Context, from, to string) (node.SaveInfo, e
 	if err != nil {
 		return info, err
 	}
+	np, ok, err := f.placement(ctx, to)
+	if err != nil {
+		return info, err
+	}
+	if !ok {
+		np = store.Placement{SandboxID: to}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	np := store.Placement{SandboxID: to}
-	if p := f.placed[to]; p != nil {
-		np = *p
-	}
 	t := time.Now()
 	np.Save, np.SaveNodeID, np.SaveBytes, np.SavedAt = info.Generation, holderID, info.ArchiveBytes, &t
 	if err := f.store.PutPlacement(ctx, np); err != nil {
@@ -317,7 +312,7 @@ func (f *Fleet) UseSetupPolicy(id string, on bool) {
 
 // SetHostname renames a sandbox's host on its node.
 func (f *Fleet) SetHostname(ctx context.Context, id, name string) error {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -380,8 +375,8 @@ func (f *Fleet) GPUs() node.GPUs {
 	defer f.mu.Unlock()
 	var best node.GPUs
 	for _, m := range f.sortedNodes() {
-		if m.client != nil && m.row.State == api.NodeReady && len(m.capacity.GPUs.Names) > len(best.Names) {
-			best = node.GPUs{Type: m.capacity.GPUs.Type, Names: slices.Clone(m.capacity.GPUs.Names)}
+		if m.client != nil && m.row.State == api.NodeReady && len(m.row.GPUNames) > len(best.Names) {
+			best = node.GPUs{Type: m.row.Capacity.GPUType, Names: slices.Clone(m.row.GPUNames)}
 		}
 	}
 	return best
@@ -395,7 +390,7 @@ func isLost(err error) bool {
 // The calls below go to the sandbox's node unchanged.
 
 func (f *Fleet) Publish(ctx context.Context, id string, ports []int) error {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -403,7 +398,7 @@ func (f *Fleet) Publish(ctx context.Context, id string, ports []int) error {
 }
 
 func (f *Fleet) PublishPort(ctx context.Context, id string, port int) error {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -411,7 +406,7 @@ func (f *Fleet) PublishPort(ctx context.Context, id string, port int) error {
 }
 
 func (f *Fleet) UnpublishPort(ctx context.Context, id string, port int) error {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -419,7 +414,7 @@ func (f *Fleet) UnpublishPort(ctx context.Context, id string, port int) error {
 }
 
 func (f *Fleet) DialPort(ctx context.Context, id string, port int) (net.Conn, error) {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -427,7 +422,7 @@ func (f *Fleet) DialPort(ctx context.Context, id string, port int) (net.Conn, er
 }
 
 func (f *Fleet) Exec(ctx context.Context, id string, spec node.ExecSpec) error {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -477,12 +472,12 @@ func holds(o node.Output) error {
 // sandbox placed nowhere, the one that wrote its save first; nowhere is
 // false while the sandbox is placed on a node (or unknown).
 func (f *Fleet) outputHolders(id string) (holders []NodeClient, nowhere bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	p := f.placed[id]
-	if p == nil || p.NodeID != "" {
+	p, ok, _ := f.placement(context.Background(), id)
+	if !ok || p.NodeID != "" {
 		return nil, false
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if m := f.nodes[p.SaveNodeID]; m != nil && m.connected() {
 		holders = append(holders, m.client)
 	}
@@ -495,7 +490,7 @@ func (f *Fleet) outputHolders(id string) (holders []NodeClient, nowhere bool) {
 }
 
 func (f *Fleet) Stdin(ctx context.Context, id, commandID string, r io.Reader, eof bool) error {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -503,7 +498,7 @@ func (f *Fleet) Stdin(ctx context.Context, id, commandID string, r io.Reader, eo
 }
 
 func (f *Fleet) Signal(ctx context.Context, id, commandID, sig string) error {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -511,7 +506,7 @@ func (f *Fleet) Signal(ctx context.Context, id, commandID, sig string) error {
 }
 
 func (f *Fleet) Resize(ctx context.Context, id, commandID string, size node.TermSize) error {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -519,7 +514,7 @@ func (f *Fleet) Resize(ctx context.Context, id, commandID string, size node.Term
 }
 
 func (f *Fleet) StatFile(ctx context.Context, id, path string) (api.FileEntry, error) {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	if err != nil {
 		return api.FileEntry{}, err
 	}
@@ -527,7 +522,7 @@ func (f *Fleet) StatFile(ctx context.Context, id, path string) (api.FileEntry, e
 }
 
 func (f *Fleet) ListFiles(ctx context.Context, id string, spec node.ListSpec) (api.List[api.FileEntry], error) {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	if err != nil {
 		return api.List[api.FileEntry]{}, err
 	}
@@ -535,7 +530,7 @@ func (f *Fleet) ListFiles(ctx context.Context, id string, spec node.ListSpec) (a
 }
 
 func (f *Fleet) ReadFile(ctx context.Context, id string, spec node.ReadSpec) (*node.Content, error) {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -543,7 +538,7 @@ func (f *Fleet) ReadFile(ctx context.Context, id string, spec node.ReadSpec) (*n
 }
 
 func (f *Fleet) WriteFile(ctx context.Context, id string, spec node.WriteSpec, body io.Reader) (api.FileEntry, bool, error) {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	if err != nil {
 		return api.FileEntry{}, false, err
 	}
@@ -551,7 +546,7 @@ func (f *Fleet) WriteFile(ctx context.Context, id string, spec node.WriteSpec, b
 }
 
 func (f *Fleet) EditFile(ctx context.Context, id string, spec node.EditSpec) (api.FileEntry, error) {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	if err != nil {
 		return api.FileEntry{}, err
 	}
@@ -559,7 +554,7 @@ func (f *Fleet) EditFile(ctx context.Context, id string, spec node.EditSpec) (ap
 }
 
 func (f *Fleet) Mkdir(ctx context.Context, id string, spec node.MkdirSpec) (api.FileEntry, error) {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	if err != nil {
 		return api.FileEntry{}, err
 	}
@@ -567,7 +562,7 @@ func (f *Fleet) Mkdir(ctx context.Context, id string, spec node.MkdirSpec) (api.
 }
 
 func (f *Fleet) MoveFile(ctx context.Context, id string, spec node.MoveSpec) (api.FileEntry, error) {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	if err != nil {
 		return api.FileEntry{}, err
 	}
@@ -575,7 +570,7 @@ func (f *Fleet) MoveFile(ctx context.Context, id string, spec node.MoveSpec) (ap
 }
 
 func (f *Fleet) RemoveFile(ctx context.Context, id, path string, recursive bool) error {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -583,7 +578,7 @@ func (f *Fleet) RemoveFile(ctx context.Context, id, path string, recursive bool)
 }
 
 func (f *Fleet) ReadArchive(ctx context.Context, id, path string) (io.ReadCloser, error) {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -591,7 +586,7 @@ func (f *Fleet) ReadArchive(ctx context.Context, id, path string) (io.ReadCloser
 }
 
 func (f *Fleet) WriteArchive(ctx context.Context, id string, spec node.ArchiveSpec, body io.Reader) (api.ArchiveResult, error) {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	if err != nil {
 		return api.ArchiveResult{}, err
 	}
@@ -599,7 +594,7 @@ func (f *Fleet) WriteArchive(ctx context.Context, id string, spec node.ArchiveSp
 }
 
 func (f *Fleet) CloneGit(ctx context.Context, id string, spec node.GitSpec) (string, error) {
-	c, _, _, err := f.route(ctx, id, true)
+	c, _, _, err := f.route(ctx, id)
 	if err != nil {
 		return "", err
 	}
