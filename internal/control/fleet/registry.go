@@ -197,29 +197,17 @@ func (f *Fleet) Templates() ([]string, <-chan struct{}) {
 }
 
 // Allowed answers permission_denied for a node that is removed or unknown:
-// its certificate no longer admits it. A node this replica has not seen
-// yet is looked up in the store.
+// its certificate no longer admits it. It reads the store: the node may
+// have been removed through another replica.
 func (f *Fleet) Allowed(ctx context.Context, nodeID string) error {
-	f.mu.Lock()
-	m := f.nodes[nodeID]
-	var row *store.Node
-	if m != nil {
-		r := m.row
-		row = &r
-	}
-	f.mu.Unlock()
-	if row == nil || row.State == api.NodeRemoved {
-		n, err := f.store.GetNode(ctx, nodeID)
-		switch {
-		case api.ErrorCode(err) == api.CodeNotFound:
-			return notMember(nil, nodeID)
-		case err != nil:
-			return err
-		}
-		row = &n
-	}
-	if row.State == api.NodeRemoved {
-		return notMember(row, nodeID)
+	n, err := f.store.GetNode(ctx, nodeID)
+	switch {
+	case api.ErrorCode(err) == api.CodeNotFound:
+		return notMember(nil, nodeID)
+	case err != nil:
+		return err
+	case n.State == api.NodeRemoved:
+		return notMember(&n, nodeID)
 	}
 	return nil
 }
