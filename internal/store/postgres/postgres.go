@@ -58,6 +58,10 @@ func Open(ctx context.Context, url string, log *slog.Logger) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to postgres database %s: %w", cfg.ConnConfig.Database, err)
+	}
 	db := &DB{pool: pool, log: log, now: time.Now}
 	if _, err := migrate(ctx, pool, migrations, db.now); err != nil {
 		pool.Close()
