@@ -9,7 +9,9 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/fleet/fleetwire"
 	"github.com/cove-dev/cove/internal/store"
+	"github.com/cove-dev/cove/internal/store/postgres"
 	"github.com/cove-dev/cove/internal/store/sqlite"
+	"github.com/cove-dev/cove/internal/testsupport/pgserver"
 )
 
 // sharedStores are the real stores two control replicas can share, each
@@ -18,6 +20,16 @@ func sharedStores(t *testing.T) map[string]func(t *testing.T) store.Fleet {
 	return map[string]func(t *testing.T) store.Fleet{
 		"sqlite": func(t *testing.T) store.Fleet {
 			st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "cove.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			return st
+		},
+		// The two replicas share one pool here; fleetscale gives each
+		// its own.
+		"postgres": func(t *testing.T) store.Fleet {
+			st, err := postgres.Open(t.Context(), pgserver.Start(t).NewDatabase(t), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

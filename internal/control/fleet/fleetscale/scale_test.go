@@ -29,7 +29,9 @@ import (
 	"github.com/cove-dev/cove/internal/node/nodetest"
 	"github.com/cove-dev/cove/internal/secrets"
 	"github.com/cove-dev/cove/internal/store"
+	"github.com/cove-dev/cove/internal/store/postgres"
 	"github.com/cove-dev/cove/internal/store/sqlite"
+	"github.com/cove-dev/cove/internal/testsupport/pgserver"
 )
 
 // The fleet measured.
@@ -51,14 +53,34 @@ type sharedStore struct {
 	open func(t testing.TB) store.Store
 }
 
-// stores are the stores the measure runs on.
+// stores are the stores the measure runs on: SQLite, and PostgreSQL
+// where its binaries are (a throwaway cluster; COVE_REQUIRE_PG=1 makes
+// their absence a failure).
 func stores(t testing.TB) []sharedStore {
 	dir := t.TempDir()
-	return []sharedStore{{name: "sqlite", open: func(t testing.TB) store.Store {
+	ss := []sharedStore{{name: "sqlite", open: func(t testing.TB) store.Store {
 		// One process's replicas share the one write connection SQLite
 		// allows: a second handle on the file would only wait for it.
 		return openSQLite(t, filepath.Join(dir, "cove.db"))
 	}}}
+	if pgserver.BinDir() == "" && os.Getenv("COVE_REQUIRE_PG") != "1" {
+		t.Log("no PostgreSQL binaries: measuring on SQLite alone")
+		return ss
+	}
+	var url string
+	return append(ss, sharedStore{name: "postgres", open: func(t testing.TB) store.Store {
+		// Each replica opens its own pool on one database, as separate
+		// processes do.
+		if url == "" {
+			url = pgserver.Start(t).NewDatabase(t)
+		}
+		db, err := postgres.Open(context.Background(), url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}})
 }
 
 var (
