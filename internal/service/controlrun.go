@@ -90,8 +90,21 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 	defer clientWG.Wait()
 	defer stopClients()
 	var js *join.Service
+	// Where the store carries notifications (PostgreSQL), a change of the
+	// fleet made here is told to the other replicas at once; they poll
+	// anyway.
+	notes, _ := any(ps.st).(notifier)
+	var changed func(context.Context)
+	if notes != nil {
+		changed = func(ctx context.Context) {
+			if err := notes.Notify(ctx, nodesChannel); err != nil {
+				log.Warn("tell the other replicas of a change of the fleet", "err", err)
+			}
+		}
+	}
 	fl, err := fleet.New(fleet.Config{
-		Store: ps.st,
+		Store:   ps.st,
+		Changed: changed,
 		Dial: func(nodeID, addr string) (fleet.NodeClient, error) {
 			c := remote.New(remote.Config{
 				NodeID: nodeID, Addr: addr, TLS: js.NodeClientTLS(nodeID),
@@ -158,6 +171,9 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 		return nil
 	}, log)
 	fleetWG.Go(func() { fl.Run(fleetCtx) })
+	if notes != nil {
+		fleetWG.Go(func() { notes.Listen(fleetCtx, nodesChannel, fl.Poke) })
+	}
 	// Loss detection declares nodes lost for every replica: one replica
 	// should run it, the one holding the leader's lease.
 	fleetWG.Go(func() { fl.RunLossDetection(fleetCtx) })
@@ -172,6 +188,18 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 	stopHooks := ps.deliverWebhooks(ctx)
 	defer stopHooks()
 	return ps.serve(ctx, listeners, nil, ready)
+}
+
+// nodesChannel is the notification channel of changes of the fleet's
+// nodes between control replicas.
+const nodesChannel = "cove_nodes"
+
+// notifier is a store that carries notifications between the processes
+// on it (PostgreSQL's LISTEN/NOTIFY): Listen calls fn on each until ctx
+// is done.
+type notifier interface {
+	Notify(ctx context.Context, channel string) error
+	Listen(ctx context.Context, channel string, fn func())
 }
 
 // followTemplates keeps the templates' states to what the ready nodes
