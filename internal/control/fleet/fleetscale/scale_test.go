@@ -114,6 +114,8 @@ type replica struct {
 	fl  *fleet.Fleet
 	js  *join.Service
 	url string
+	// stop closes the replica's node listener.
+	stop func()
 }
 
 // startReplica starts a replica over st until the end of the test; lead
@@ -153,7 +155,7 @@ func startReplica(t testing.TB, st store.Store, ring *secrets.Keyring, lead bool
 	if lead {
 		wg.Go(func() { fl.RunLossDetection(ctx) })
 	}
-	r.url = jointest.Serve(t, r.js)
+	r.url, r.stop = jointest.ServeService(t, r.js)
 	return r
 }
 
