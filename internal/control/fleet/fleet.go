@@ -158,7 +158,10 @@ type Fleet struct {
 	mu sync.Mutex
 	// sandboxes is set once by SetSandboxes, before Run.
 	sandboxes Sandboxes
-	nodes     map[string]*member
+	// started is when Load ran: calls for a node not heard of since
+	// wait for it until started + LostAfter.
+	started time.Time
+	nodes   map[string]*member
 	// placed caches the placements as last read (by sandbox ID); a call
 	// for a sandbox reads its placement from the store.
 	placed map[string]*store.Placement
@@ -192,6 +195,9 @@ func (f *Fleet) SetSandboxes(s Sandboxes) {
 // Load reads the nodes and placements, once, before any other call, and
 // dials every node that is ready or draining.
 func (f *Fleet) Load(ctx context.Context) error {
+	f.mu.Lock()
+	f.started = time.Now()
+	f.mu.Unlock()
 	return f.Refresh(ctx)
 }
 
@@ -218,7 +224,8 @@ func (f *Fleet) Refresh(ctx context.Context) error {
 			f.nodes[n.ID] = m
 			changed = true
 		}
-		if m.row.State != n.State || m.row.Epoch != n.Epoch || !slices.Equal(m.row.Templates, n.Templates) {
+		if m.row.State != n.State || m.row.Epoch != n.Epoch || !slices.Equal(m.row.Templates, n.Templates) ||
+			f.heard(n) != f.heard(m.row) {
 			changed = true
 		}
 		m.row, m.templates = n, setOf(n.Templates)

@@ -151,6 +151,9 @@ func (f *Fleet) Heartbeat(ctx context.Context, nodeID string, hb fleetwire.Heart
 		f.dialLocked(m)
 		f.notifyLocked()
 	}
+	if !f.heard(m.row) {
+		f.notifyLocked() // calls waiting for the node go on
+	}
 	m.row.HeartbeatAt, m.row.Capacity, m.row.GPUNames = &beat.At, beat.Capacity, beat.GPUNames
 	if t := setOf(beat.Templates); !maps.Equal(t, m.templates) {
 		m.row.Templates, m.templates = beat.Templates, t

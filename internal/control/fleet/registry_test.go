@@ -84,7 +84,7 @@ func TestStaleEpochSaveNotRecorded(t *testing.T) {
 			must(t, h.f.Wake(ctx, spec("sbx_1", 1)))
 			// The second sleep's call goes out in this epoch; the node's
 			// epoch changes while it runs.
-			_, _, epoch, err := h.f.route(ctx, "sbx_1")
+			_, _, epoch, err := h.f.route(ctx, "sbx_1", false)
 			must(t, err)
 			switch how {
 			case "registered again":
@@ -209,12 +209,12 @@ func TestLoss(t *testing.T) {
 	})
 }
 
-// TestRestartDialsNodesFromTheStore: a control plane started over the
-// store of another (a restart, or a second replica) calls the nodes at
-// once, without their registering again; a node that stays silent is
-// lost LostAfter after loss detection starts, and its sandboxes answer
-// node-lost.
-func TestRestartDialsNodesFromTheStore(t *testing.T) {
+// TestRestartWaitsForNodes: a control plane started over the store of
+// another (a restart, or a second replica) dials the nodes from the store;
+// calls for a sandbox wait for its node to be heard of again (a heartbeat,
+// through any replica, without registering again) up to LostAfter; past
+// that they answer node-lost, and loss detection settles the sandbox.
+func TestRestartWaitsForNodes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{LostAfter: 10 * time.Second})
 		ctx, cancel := context.WithCancel(t.Context())
@@ -231,18 +231,34 @@ func TestRestartDialsNodesFromTheStore(t *testing.T) {
 		}
 		onB := map[string]string{"sbx_1": "sbx_2", "sbx_2": "sbx_1"}[onA]
 
-		// A new control plane over the same store, much later.
+		// A new control plane over the same store, later.
 		time.Sleep(time.Minute)
 		restarted, err := New(Config{Store: h.store, Dial: h.dial, LostAfter: 10 * time.Second})
 		must(t, err)
 		restarted.SetSandboxes(h.lost)
 		must(t, restarted.Load(ctx))
 		h.f = restarted
-		must(t, restarted.Attach(ctx, spec(onA, 1), nil))
-		must(t, restarted.Attach(ctx, spec(onB, 1), nil))
 
-		// Loss detection gives every node LostAfter from its start: a
-		// keeps beating, b is silent.
+		attached := make(chan error, 1)
+		go func() { attached <- restarted.Attach(ctx, spec(onA, 1), nil) }()
+		time.Sleep(4 * time.Second)
+		synctest.Wait()
+		select {
+		case err := <-attached:
+			t.Fatalf("attach returned before its node was heard of: %v", err)
+		default:
+		}
+		_, err = restarted.Heartbeat(ctx, a.NodeID, fleetwire.Heartbeat{Epoch: a.Epoch})
+		must(t, err)
+		must(t, <-attached)
+
+		// b is never heard of again: past LostAfter the call answers
+		// node-lost, and loss detection settles its sandbox.
+		start := time.Now()
+		err = restarted.Attach(ctx, spec(onB, 1), nil)
+		if !isLost(err) || time.Since(start) != 6*time.Second {
+			t.Fatalf("attach on a node never heard of again = %v after %s; want node-lost after 6s", err, time.Since(start))
+		}
 		done := make(chan error, 1)
 		go func() { done <- restarted.RunLossDetection(ctx) }()
 		for range 4 {
@@ -253,10 +269,6 @@ func TestRestartDialsNodesFromTheStore(t *testing.T) {
 		synctest.Wait()
 		if got := h.lost.got(); len(got) != 1 || got[0].Sandbox != onB {
 			t.Fatalf("NodeLost calls = %+v; want %s's alone", got, onB)
-		}
-		must(t, restarted.Attach(ctx, spec(onA, 1), nil))
-		if err := restarted.Attach(ctx, spec(onB, 1), nil); !isLost(err) {
-			t.Fatalf("attach on a lost node = %v; want node-lost", err)
 		}
 		cancel()
 		must(t, <-done)

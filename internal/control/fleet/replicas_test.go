@@ -73,7 +73,7 @@ func TestReplicasShareTheFleet(t *testing.T) {
 				t.Fatal("replica b's calls did not reach the node")
 			}
 			// a routes b's sandbox without a refresh.
-			if _, id, _, err := a.route(ctx, "sbx_1"); err != nil || id != n1.NodeID {
+			if _, id, _, err := a.route(ctx, "sbx_1", false); err != nil || id != n1.NodeID {
 				t.Fatalf("a routes sbx_1 to %q, %v; want %s", id, err, n1.NodeID)
 			}
 
@@ -106,7 +106,7 @@ func TestReplicasShareTheFleet(t *testing.T) {
 			wantCode(t, a.Allowed(ctx, n1.NodeID), api.CodePermissionDenied)
 			_, err = a.Heartbeat(ctx, n1.NodeID, fleetwire.Heartbeat{Epoch: n1.Epoch})
 			wantCode(t, err, api.CodePermissionDenied)
-			if _, _, _, err := a.route(ctx, "sbx_1"); !isLost(err) {
+			if _, _, _, err := a.route(ctx, "sbx_1", false); !isLost(err) {
 				t.Fatalf("a routes a sandbox of a removed node: %v", err)
 			}
 		})

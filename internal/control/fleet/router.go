@@ -17,41 +17,106 @@ import (
 
 // route finds the client of the node that holds a sandbox, reading the
 // sandbox's placement from the store: another replica may have placed,
-// moved or put it to sleep. A sandbox whose node is lost, removed or not
-// dialled answers an error whose NodeLost method says so.
-func (f *Fleet) route(ctx context.Context, sandboxID string) (NodeClient, string, int64, error) {
-	p, ok, err := f.placement(ctx, sandboxID)
-	if err != nil {
-		return nil, "", 0, err
-	}
-	if !ok {
-		return nil, "", 0, api.Errorf(api.CodeNotFound, "sandbox %s is placed on no node", sandboxID)
-	}
-	if p.NodeID == "" {
-		return nil, "", 0, lostError{api.Errorf(api.CodeUnavailable, "sandbox %s has no node now", sandboxID)}
-	}
-	f.mu.Lock()
-	m := f.nodes[p.NodeID]
-	f.mu.Unlock()
-	if m == nil {
-		// A node registered through another replica since the last
-		// refresh.
-		if err := f.Refresh(ctx); err != nil {
+// moved or put it to sleep. With wait, a node not heard of since this
+// replica started (a restart, or a replica new to the fleet) is waited
+// for until LostAfter has passed since then (or ctx ends): it heartbeats
+// through any replica, or is left to the loss path. A sandbox whose node
+// is lost, removed or never heard of again answers an error whose
+// NodeLost method says so.
+func (f *Fleet) route(ctx context.Context, sandboxID string, wait bool) (NodeClient, string, int64, error) {
+	for {
+		p, ok, err := f.placement(ctx, sandboxID)
+		if err != nil {
+			return nil, "", 0, err
+		}
+		if !ok {
+			return nil, "", 0, api.Errorf(api.CodeNotFound, "sandbox %s is placed on no node", sandboxID)
+		}
+		if p.NodeID == "" {
+			return nil, "", 0, lostError{api.Errorf(api.CodeUnavailable, "sandbox %s has no node now", sandboxID)}
+		}
+		f.mu.Lock()
+		m := f.nodes[p.NodeID]
+		f.mu.Unlock()
+		if m == nil {
+			// A node registered through another replica since the last
+			// refresh.
+			if err := f.refreshNode(ctx, p.NodeID); err != nil {
+				return nil, "", 0, err
+			}
+		}
+		f.mu.Lock()
+		m = f.nodes[p.NodeID]
+		if m == nil || !m.connected() {
+			f.mu.Unlock()
+			return nil, "", 0, errLost(p.NodeID)
+		}
+		if !wait || f.heard(m.row) {
+			c, id, epoch := m.client, m.row.ID, m.row.Epoch
+			f.mu.Unlock()
+			return c, id, epoch, nil
+		}
+		left := time.Until(f.started.Add(f.cfg.LostAfter))
+		changed, name := f.changed, m.row.Name
+		f.mu.Unlock()
+		if left <= 0 {
+			return nil, "", 0, errLost(name)
+		}
+		// The heartbeat may come through another replica: the node's
+		// row is read again every so often.
+		t := time.NewTimer(min(left, heardPoll))
+		select {
+		case <-changed:
+			t.Stop()
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, "", 0, context.Cause(ctx)
+		}
+		if err := f.refreshNode(ctx, p.NodeID); err != nil {
 			return nil, "", 0, err
 		}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	m = f.nodes[p.NodeID]
-	if m == nil || !m.connected() {
-		return nil, "", 0, errLost(p.NodeID)
-	}
-	return m.client, m.row.ID, m.row.Epoch, nil
 }
 
-// client is route for the calls that carry no context.
+// heardPoll is how often a call waiting for a node not heard of since
+// this replica started reads the node's row again.
+const heardPoll = 250 * time.Millisecond
+
+// heard says a node was heard of (registered or heartbeat, through any
+// replica) since this replica started. The caller holds f.mu.
+func (f *Fleet) heard(row store.Node) bool {
+	return row.HeartbeatAt != nil && !row.HeartbeatAt.Before(f.started)
+}
+
+// refreshNode reads one node's row from the store into the view, and
+// dials it if it is live.
+func (f *Fleet) refreshNode(ctx context.Context, nodeID string) error {
+	row, err := f.store.GetNode(ctx, nodeID)
+	if api.ErrorCode(err) == api.CodeNotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := f.nodes[nodeID]
+	if m == nil {
+		m = &member{}
+		f.nodes[nodeID] = m
+	}
+	if m.row.State != row.State || m.row.Epoch != row.Epoch {
+		f.notifyLocked()
+	}
+	m.row, m.templates = row, setOf(row.Templates)
+	f.dialLocked(m)
+	return nil
+}
+
+// client is route for the calls that carry no context: they never wait.
 func (f *Fleet) client(sandboxID string) (NodeClient, error) {
-	c, _, _, err := f.route(context.Background(), sandboxID)
+	c, _, _, err := f.route(context.Background(), sandboxID, false)
 	return c, err
 }
 
@@ -100,7 +165,7 @@ func (f *Fleet) Admit(ctx context.Context, spec node.SandboxSpec) error {
 	if _, err := f.place(ctx, spec, ""); err != nil {
 		return err
 	}
-	c, _, _, err := f.route(ctx, spec.ID)
+	c, _, _, err := f.route(ctx, spec.ID, false)
 	if err == nil {
 		err = c.Admit(ctx, spec)
 	}
@@ -117,7 +182,7 @@ func (f *Fleet) Start(ctx context.Context, spec node.SandboxSpec) error {
 	if _, err := f.place(ctx, spec, ""); err != nil {
 		return err
 	}
-	c, _, _, err := f.route(ctx, spec.ID)
+	c, _, _, err := f.route(ctx, spec.ID, true)
 	if err != nil {
 		return err
 	}
@@ -141,7 +206,7 @@ func (f *Fleet) Wake(ctx context.Context, spec node.SandboxSpec) error {
 	if _, err := f.place(ctx, spec, home); err != nil {
 		return err
 	}
-	c, _, _, err := f.route(ctx, spec.ID)
+	c, _, _, err := f.route(ctx, spec.ID, true)
 	if err != nil {
 		return err
 	}
@@ -150,7 +215,7 @@ func (f *Fleet) Wake(ctx context.Context, spec node.SandboxSpec) error {
 
 // Attach resumes a sandbox that ran before a restart, on its node.
 func (f *Fleet) Attach(ctx context.Context, spec node.SandboxSpec, running []string) error {
-	c, _, _, err := f.route(ctx, spec.ID)
+	c, _, _, err := f.route(ctx, spec.ID, true)
 	if err != nil {
 		return err
 	}
@@ -161,7 +226,7 @@ func (f *Fleet) Attach(ctx context.Context, spec node.SandboxSpec, running []str
 // its placement. A sandbox placed nowhere is destroyed on every connected
 // node (an orphan's leftovers).
 func (f *Fleet) Destroy(ctx context.Context, id string) error {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	switch {
 	case err == nil:
 		err = c.Destroy(ctx, id)
@@ -189,7 +254,7 @@ func (f *Fleet) Destroy(ctx context.Context, id string) error {
 // DestroyRuntime removes a sandbox's runtime, keeping its save; the
 // sandbox reserves nothing afterwards.
 func (f *Fleet) DestroyRuntime(ctx context.Context, id string) error {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	switch {
 	case err == nil:
 		if err := c.DestroyRuntime(ctx, id); err != nil {
@@ -206,7 +271,7 @@ func (f *Fleet) DestroyRuntime(ctx context.Context, id string) error {
 // FinishSleep saves a sandbox on its node and records the generation
 // written, if the node still holds the sandbox in the same epoch.
 func (f *Fleet) FinishSleep(ctx context.Context, id string) (node.SaveInfo, error) {
-	c, nodeID, epoch, err := f.route(ctx, id)
+	c, nodeID, epoch, err := f.route(ctx, id, true)
 	if err != nil {
 		return node.SaveInfo{}, err
 	}
@@ -312,7 +377,7 @@ func (f *Fleet) UseSetupPolicy(id string, on bool) {
 
 // SetHostname renames a sandbox's host on its node.
 func (f *Fleet) SetHostname(ctx context.Context, id, name string) error {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
 		return err
 	}
@@ -390,7 +455,7 @@ func isLost(err error) bool {
 // The calls below go to the sandbox's node unchanged.
 
 func (f *Fleet) Publish(ctx context.Context, id string, ports []int) error {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
 		return err
 	}
@@ -398,7 +463,7 @@ func (f *Fleet) Publish(ctx context.Context, id string, ports []int) error {
 }
 
 func (f *Fleet) PublishPort(ctx context.Context, id string, port int) error {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
 		return err
 	}
@@ -406,7 +471,7 @@ func (f *Fleet) PublishPort(ctx context.Context, id string, port int) error {
 }
 
 func (f *Fleet) UnpublishPort(ctx context.Context, id string, port int) error {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
 		return err
 	}
@@ -414,7 +479,7 @@ func (f *Fleet) UnpublishPort(ctx context.Context, id string, port int) error {
 }
 
 func (f *Fleet) DialPort(ctx context.Context, id string, port int) (net.Conn, error) {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
 		return nil, err
 	}
@@ -422,7 +487,7 @@ func (f *Fleet) DialPort(ctx context.Context, id string, port int) (net.Conn, er
 }
 
 func (f *Fleet) Exec(ctx context.Context, id string, spec node.ExecSpec) error {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
 		return err
 	}
@@ -490,7 +555,7 @@ func (f *Fleet) outputHolders(id string) (holders []NodeClient, nowhere bool) {
 }
 
 func (f *Fleet) Stdin(ctx context.Context, id, commandID string, r io.Reader, eof bool) error {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
 		return err
 	}
@@ -498,7 +563,7 @@ func (f *Fleet) Stdin(ctx context.Context, id, commandID string, r io.Reader, eo
 }
 
 func (f *Fleet) Signal(ctx context.Context, id, commandID, sig string) error {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
 		return err
 	}
@@ -506,7 +571,7 @@ func (f *Fleet) Signal(ctx context.Context, id, commandID, sig string) error {
 }
 
 func (f *Fleet) Resize(ctx context.Context, id, commandID string, size node.TermSize) error {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
 		return err
 	}
@@ -514,7 +579,7 @@ func (f *Fleet) Resize(ctx context.Context, id, commandID string, size node.Term
 }
 
 func (f *Fleet) StatFile(ctx context.Context, id, path string) (api.FileEntry, error) {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
 		return api.FileEntry{}, err
 	}
@@ -522,7 +587,7 @@ func (f *Fleet) StatFile(ctx context.Context, id, path string) (api.FileEntry, e
 }
 
 func (f *Fleet) ListFiles(ctx context.Context, id string, spec node.ListSpec) (api.List[api.FileEntry], error) {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
 		return api.List[api.FileEntry]{}, err
 	}
@@ -530,7 +595,7 @@ func (f *Fleet) ListFiles(ctx context.Context, id string, spec node.ListSpec) (a
 }
 
 func (f *Fleet) ReadFile(ctx context.Context, id string, spec node.ReadSpec) (*node.Content, error) {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
 		return nil, err
 	}
@@ -538,7 +603,7 @@ func (f *Fleet) ReadFile(ctx context.Context, id string, spec node.ReadSpec) (*n
 }
 
 func (f *Fleet) WriteFile(ctx context.Context, id string, spec node.WriteSpec, body io.Reader) (api.FileEntry, bool, error) {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
 		return api.FileEntry{}, false, err
 	}
@@ -546,7 +611,7 @@ func (f *Fleet) WriteFile(ctx context.Context, id string, spec node.WriteSpec, b
 }
 
 func (f *Fleet) EditFile(ctx context.Context, id string, spec node.EditSpec) (api.FileEntry, error) {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
 		return api.FileEntry{}, err
 	}
@@ -554,7 +619,7 @@ func (f *Fleet) EditFile(ctx context.Context, id string, spec node.EditSpec) (ap
 }
 
 func (f *Fleet) Mkdir(ctx context.Context, id string, spec node.MkdirSpec) (api.FileEntry, error) {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
 		return api.FileEntry{}, err
 	}
@@ -562,7 +627,7 @@ func (f *Fleet) Mkdir(ctx context.Context, id string, spec node.MkdirSpec) (api.
 }
 
 func (f *Fleet) MoveFile(ctx context.Context, id string, spec node.MoveSpec) (api.FileEntry, error) {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
 		return api.FileEntry{}, err
 	}
@@ -570,7 +635,7 @@ func (f *Fleet) MoveFile(ctx context.Context, id string, spec node.MoveSpec) (ap
 }
 
 func (f *Fleet) RemoveFile(ctx context.Context, id, path string, recursive bool) error {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
 		return err
 	}
@@ -578,7 +643,7 @@ func (f *Fleet) RemoveFile(ctx context.Context, id, path string, recursive bool)
 }
 
 func (f *Fleet) ReadArchive(ctx context.Context, id, path string) (io.ReadCloser, error) {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
 		return nil, err
 	}
@@ -586,7 +651,7 @@ func (f *Fleet) ReadArchive(ctx context.Context, id, path string) (io.ReadCloser
 }
 
 func (f *Fleet) WriteArchive(ctx context.Context, id string, spec node.ArchiveSpec, body io.Reader) (api.ArchiveResult, error) {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
 		return api.ArchiveResult{}, err
 	}
@@ -594,7 +659,7 @@ func (f *Fleet) WriteArchive(ctx context.Context, id string, spec node.ArchiveSp
 }
 
 func (f *Fleet) CloneGit(ctx context.Context, id string, spec node.GitSpec) (string, error) {
-	c, _, _, err := f.route(ctx, id)
+	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
 		return "", err
 	}
