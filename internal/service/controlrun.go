@@ -102,13 +102,23 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 			}
 		}
 	}
-	fl, err := fleet.New(fleet.Config{
+	var fl *fleet.Fleet
+	fl, err = fleet.New(fleet.Config{
 		Store:   ps.st,
 		Changed: changed,
 		Dial: func(nodeID, addr string) (fleet.NodeClient, error) {
 			c := remote.New(remote.Config{
 				NodeID: nodeID, Addr: addr, TLS: js.NodeClientTLS(nodeID),
-				OnExit: srv.OnExit, OnDenied: srv.NetworkDenied,
+				// Every replica hears the node's events: an exit is
+				// recorded once (a command that ended stays so) and goes
+				// to the replica that waits for it; a denial is told by
+				// the replica the node heartbeats to.
+				OnExit: srv.OnExit,
+				OnDenied: func(sandboxID string, o api.NetworkObservation, suppressed int64) {
+					if fl.Beating(nodeID) {
+						srv.NetworkDenied(sandboxID, o, suppressed)
+					}
+				},
 				Log: log.With("component", "remote", "node", nodeID),
 			})
 			clientWG.Go(func() { c.Run(clientCtx) })

@@ -129,6 +129,9 @@ type member struct {
 	client    NodeClient
 	dialed    dialKey
 	templates map[string]bool
+	// beatAt is when the node last registered or heartbeat through this
+	// replica (zero if never).
+	beatAt time.Time
 	// reserved is what the placements on the node reserve, as last read
 	// or placed here: a hint for choosing a node; the store's
 	// AdmitPlacement has the last word.

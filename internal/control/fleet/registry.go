@@ -98,6 +98,7 @@ func (f *Fleet) Register(ctx context.Context, nodeID string, r fleetwire.Registr
 	}
 	closeClient(m)
 	m.row, m.client, m.dialed, m.templates = row, client, dialKey{row.Epoch, row.Addr}, setOf(row.Templates)
+	m.beatAt = now
 	// The epoch is the node's now: placements on it move to it.
 	ps, err := f.store.ListPlacements(ctx, row.ID)
 	if err != nil {
@@ -154,6 +155,7 @@ func (f *Fleet) Heartbeat(ctx context.Context, nodeID string, hb fleetwire.Heart
 	if !f.heard(m.row) {
 		f.notifyLocked() // calls waiting for the node go on
 	}
+	m.beatAt = time.Now()
 	m.row.HeartbeatAt, m.row.Capacity, m.row.GPUNames = &beat.At, beat.Capacity, beat.GPUNames
 	if t := setOf(beat.Templates); !maps.Equal(t, m.templates) {
 		m.row.Templates, m.templates = beat.Templates, t
@@ -182,6 +184,18 @@ func (f *Fleet) refusal(ctx context.Context, nodeID string, epoch int64, err err
 		return api.Errorf(api.CodeConflict, "node %s was declared lost; register again", nodeID)
 	}
 	return api.Errorf(api.CodeConflict, "epoch %d of node %s is stale; register again", epoch, nodeID)
+}
+
+// Beating says a node's last heartbeats come to this replica: it is the
+// one replica that handles the node's events that must be told once
+// (network denials), while every replica hears them. After a failover
+// both may, for up to LostAfter: a late heartbeat on a busy host must not
+// silence the one replica the node talks to.
+func (f *Fleet) Beating(nodeID string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := f.nodes[nodeID]
+	return m != nil && !m.beatAt.IsZero() && time.Since(m.beatAt) < f.cfg.LostAfter
 }
 
 // Templates are the templates some ready or draining node can start now,

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/fleet/fleetwire"
@@ -160,4 +162,33 @@ func TestReplicasNeverOverfill(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBeatingFollowsTheNode: the replica a node heartbeats to is the one
+// that tells its denials; after the node fails over, the other takes
+// over within LostAfter.
+func TestBeatingFollowsTheNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Config{LostAfter: 10 * time.Second}) // heartbeats every 2s
+		ctx := t.Context()
+		b, err := New(Config{Store: h.store, Dial: h.dial, LostAfter: 10 * time.Second})
+		must(t, err)
+		must(t, b.Load(ctx))
+		a := h.f
+		n, err := a.Register(ctx, "", registration("n1", 2))
+		must(t, err)
+		must(t, b.Refresh(ctx))
+		if !a.Beating(n.NodeID) || b.Beating(n.NodeID) {
+			t.Fatalf("after the join through a: a beating %v, b beating %v", a.Beating(n.NodeID), b.Beating(n.NodeID))
+		}
+		// The node fails over to b.
+		for range 6 {
+			time.Sleep(2 * time.Second)
+			_, err := b.Heartbeat(ctx, n.NodeID, fleetwire.Heartbeat{Epoch: n.Epoch})
+			must(t, err)
+		}
+		if a.Beating(n.NodeID) || !b.Beating(n.NodeID) {
+			t.Fatalf("after the failover to b: a beating %v, b beating %v", a.Beating(n.NodeID), b.Beating(n.NodeID))
+		}
+	})
 }

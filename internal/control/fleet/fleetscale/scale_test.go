@@ -475,4 +475,3 @@ func BenchmarkControlScale(b *testing.B) {
 		})
 	}
 }
-
