@@ -180,6 +180,10 @@ func startNode(t testing.TB, name, tokenFile string, controls []string, cpus flo
 	m := membership.New(membership.Config{
 		Controls: controls, TokenFile: tokenFile, Name: name, Addr: ln.Addr().String(),
 		Dir: filepath.Join(t.TempDir(), name), Log: quiet,
+		// A join that times out is sent again to the other replica, which
+		// refuses a name the first attempt registered: on a host this
+		// busy (100 joins at once), wait for the answer.
+		CallTimeout: 30 * time.Second,
 		Report: func(ctx context.Context) (fleetwire.Heartbeat, error) {
 			return fleetwire.Heartbeat{Capacity: fleetwire.Capacity{CPUs: cpus, MemoryMiB: int64(cpus * sandboxMiB)},
 				Templates: []string{"managed"}}, nil
