@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/cove-dev/cove/api"
@@ -125,12 +126,18 @@ func (s *Core) finishWake(ctx context.Context, teamID, id string) {
 		s.persistState(ctx, &sb, api.StateAsleep, "wake failed: "+userReason(err))
 		return
 	}
-	sb.StartedAt = nil // a new start
 	if err := s.setState(ctx, &sb, api.StateRunning, ""); err != nil {
 		// Running but not recorded as such: the save stays, and Recover
 		// settles the sandbox at the next start.
 		s.log.Error("persist woken sandbox", "sandbox", id, "err", err)
 		return
+	}
+	if !slices.Equal(sb.Network.Allow, spec.Network.Allow) || !slices.Equal(sb.Network.SetupAllow, spec.Network.SetupAllow) {
+		// A PATCH of the waking sandbox (through another replica) stored
+		// a policy after the node was given the one it woke with.
+		if err := s.node.SetPolicy(sb.ID, sb.Network); err != nil {
+			s.log.Error("apply the network policy changed during the wake", "sandbox", id, "err", err)
+		}
 	}
 	s.limits.touch(sb.ID, s.now())
 	if s.cfg.KeepSaveAfterWake {
