@@ -391,3 +391,51 @@ func TestConflictWhenRetriesRunOut(t *testing.T) {
 		t.Errorf("the other writer's label = %q; want %q, its last change kept", got.Labels["touched"], want)
 	}
 }
+
+// TestPatchFloodCannotStopSleep: a tenant sending PATCH after PATCH
+// through one replica cannot keep the other from putting its sandbox to
+// sleep (a budget's or an idle timeout's sleep, say): a transition that
+// loses a round to a PATCH applies again over it.
+func TestPatchFloodCannotStopSleep(t *testing.T) {
+	r := newReplicas(t, nil)
+	ctx := t.Context()
+	for round := range 3 {
+		sb := r.running(t)
+		stop := make(chan struct{})
+		var patches atomic.Int64
+		var wg sync.WaitGroup
+		for w := range 2 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					_, err := r.b.core.UpdateSandbox(ctx, r.team, sb.ID, allow(fmt.Sprintf("flood%d-%d.example.com", w, i)))
+					if err != nil && api.ErrorCode(err) != api.CodeConflict {
+						t.Errorf("PATCH: %v", err)
+						return
+					}
+					patches.Add(1)
+				}
+			})
+		}
+		// Let the flood run before the sleep comes.
+		for patches.Load() < 20 {
+			time.Sleep(time.Millisecond)
+		}
+		if _, err := r.a.core.SleepSandbox(ctx, r.team, sb.ID, "spend limit reached"); err != nil {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("round %d: sleep under a PATCH flood: %v", round, err)
+		}
+		r.stored(t, sb.ID, api.StateAsleep)
+		close(stop)
+		wg.Wait()
+		if got := r.stored(t, sb.ID, api.StateAsleep); got.StateReason != "spend limit reached" {
+			t.Errorf("round %d: state reason = %q", round, got.StateReason)
+		}
+		t.Logf("round %d: %d PATCHes; writes of a refused as stale so far: %d", round, patches.Load(), r.a.st.stale.Load())
+	}
+}
