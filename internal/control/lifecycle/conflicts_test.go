@@ -162,14 +162,22 @@ func (r *replicas) running(t *testing.T) api.Sandbox {
 	return r.stored(t, sb.ID, api.StateRunning)
 }
 
-// onNode is the policy the node runs the sandbox under.
-func (r *replicas) onNode(t *testing.T, id string) []string {
+// onNode waits until the node runs the sandbox under the policy want
+// (a wake applies a policy stored while it was under way right after it
+// records the sandbox running), and returns the policy it runs under.
+func (r *replicas) onNode(t *testing.T, id string, want []string) []string {
 	t.Helper()
-	s, ok := r.node.Sandbox(id)
-	if !ok || s.State != nodetest.Running {
-		t.Fatalf("the node does not run %s", id)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, ok := r.node.Sandbox(id)
+		if !ok || s.State != nodetest.Running {
+			t.Fatalf("the node does not run %s", id)
+		}
+		if slices.Equal(s.Policy.Allow, want) || time.Now().After(deadline) {
+			return s.Policy.Allow
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	return s.Policy.Allow
 }
 
 func allow(host string) api.UpdateSandboxRequest {
@@ -257,7 +265,7 @@ func TestPatchAndSleepAcrossReplicas(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.stored(t, sb.ID, api.StateRunning)
-			if got := r.onNode(t, sb.ID); !slices.Equal(got, patch.Network.Allow) {
+			if got := r.onNode(t, sb.ID, patch.Network.Allow); !slices.Equal(got, patch.Network.Allow) {
 				t.Errorf("policy on the node after the wake = %v; want %v", got, patch.Network.Allow)
 			}
 		})
@@ -289,7 +297,7 @@ func TestPatchDuringWakeAcrossReplicas(t *testing.T) {
 	if !slices.Equal(running.Network.Allow, patch.Network.Allow) {
 		t.Errorf("stored policy = %v; want %v", running.Network.Allow, patch.Network.Allow)
 	}
-	if got := r.onNode(t, sb.ID); !slices.Equal(got, patch.Network.Allow) {
+	if got := r.onNode(t, sb.ID, patch.Network.Allow); !slices.Equal(got, patch.Network.Allow) {
 		t.Errorf("policy on the node = %v; want %v, the PATCH's", got, patch.Network.Allow)
 	}
 }
@@ -325,7 +333,7 @@ func TestConcurrentPatchAndSleep(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.stored(t, sb.ID, api.StateRunning)
-		if got := r.onNode(t, sb.ID); !slices.Equal(got, patch.Network.Allow) {
+		if got := r.onNode(t, sb.ID, patch.Network.Allow); !slices.Equal(got, patch.Network.Allow) {
 			t.Fatalf("round %d: policy on the node = %v; want %v", i, got, patch.Network.Allow)
 		}
 	}
@@ -438,4 +446,43 @@ func TestPatchFloodCannotStopSleep(t *testing.T) {
 		}
 		t.Logf("round %d: %d PATCHes; writes of a refused as stale so far: %d", round, patches.Load(), r.a.st.stale.Load())
 	}
+}
+
+// TestSleepThroughBothReplicas: a sleep through one replica that loses
+// to a sleep through the other decides again on the sandbox as it now is
+// (sleeping: nothing to do) and succeeds, as a second sleep through one
+// replica does; a wake likewise.
+func TestSleepThroughBothReplicas(t *testing.T) {
+	r := newReplicas(t, nil)
+	ctx := t.Context()
+	sb := r.running(t)
+	before := r.a.st.stale.Load()
+	r.a.st.race(func(cur api.Sandbox) bool { return cur.State == api.StateSleeping }, func() {
+		if _, err := r.b.core.SleepSandbox(ctx, r.team, sb.ID, "through b"); err != nil {
+			t.Error(err)
+		}
+	})
+	got, err := r.a.core.SleepSandbox(ctx, r.team, sb.ID, "through a")
+	if err != nil {
+		t.Fatalf("sleep that lost the race: %v; want the no-op of an asleep or sleeping sandbox", err)
+	}
+	if got.State != api.StateSleeping && got.State != api.StateAsleep {
+		t.Errorf("sleep answered %s", got.State)
+	}
+	if r.a.st.stale.Load() == before {
+		t.Error("no write was refused as stale: the race did not happen")
+	}
+	if asleep := r.stored(t, sb.ID, api.StateAsleep); asleep.StateReason != "through b" {
+		t.Errorf("state reason = %q; want the first sleep's", asleep.StateReason)
+	}
+
+	r.a.st.race(func(cur api.Sandbox) bool { return cur.State == api.StateWaking }, func() {
+		if _, err := r.b.core.WakeSandbox(ctx, r.team, sb.ID); err != nil {
+			t.Error(err)
+		}
+	})
+	if _, err := r.a.core.WakeSandbox(ctx, r.team, sb.ID); err != nil {
+		t.Fatalf("wake that lost the race: %v", err)
+	}
+	r.stored(t, sb.ID, api.StateRunning)
 }

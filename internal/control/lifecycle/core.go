@@ -202,7 +202,7 @@ func (s *Core) setState(ctx context.Context, sb *api.Sandbox, state api.SandboxS
 			return fmt.Errorf("read %s again to persist %s: %w", sb.ID, state, gerr)
 		}
 		if cur.State != from {
-			return api.Errorf(api.CodeConflict, "sandbox %s became %s meanwhile, not %s; retry", sb.ID, cur.State, state)
+			return &movedError{api.Errorf(api.CodeConflict, "sandbox %s became %s meanwhile, not %s; retry", sb.ID, cur.State, state)}
 		}
 		s.log.Debug("sandbox changed meanwhile; transition applied again", "sandbox", sb.ID, "state", state, "attempt", attempt)
 		*sb = s.svc.Meter.Priced(cur)
@@ -214,6 +214,33 @@ func (s *Core) setState(ctx context.Context, sb *api.Sandbox, state api.SandboxS
 	}
 	s.svc.Events.Emit(ctx, sb.TeamID, "sandbox."+string(state), sb.ID, "", data)
 	return nil
+}
+
+// movedError is a transition refused because the sandbox left the state
+// it was decided on (another replica's transition came first).
+type movedError struct{ err *api.Error }
+
+func (e *movedError) Error() string { return e.err.Error() }
+func (e *movedError) Unwrap() error { return e.err }
+
+// decide runs a transition requested of a sandbox (sleep, wake,
+// terminate) under its life-cycle lock, and runs it again on the sandbox
+// as it is when another replica's transition came first: what the request
+// asks is decided on the state the sandbox is in (sleeping an asleep
+// sandbox is a no-op, say), not on the one it was read in.
+func (s *Core) decide(ctx context.Context, teamID, ref string, transition func(api.Sandbox, *sandboxOps) (api.Sandbox, error)) (api.Sandbox, error) {
+	for attempt := 1; ; attempt++ {
+		sb, o, err := s.lockSandbox(ctx, teamID, ref)
+		if err != nil {
+			return sb, err
+		}
+		sb, err = transition(sb, o)
+		o.mu.Unlock()
+		var moved *movedError
+		if !errors.As(err, &moved) || attempt == store.UpdateAttempts {
+			return sb, err
+		}
+	}
 }
 
 // transition changes sb to state with reason, and the times that go with
@@ -662,28 +689,25 @@ func (s *Core) ListSandboxes(ctx context.Context, teamID string, q SandboxQuery)
 // TerminateSandbox marks a sandbox terminating and removes it in the
 // background. Terminating a terminated sandbox is a no-op.
 func (s *Core) TerminateSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
-	sb, o, err := s.lockSandbox(ctx, teamID, ref)
-	if err != nil {
-		return sb, err
-	}
-	defer o.mu.Unlock()
-	if sb.State == api.StateTerminated || sb.State == api.StateTerminating {
-		return sb, nil
-	}
-	if err := s.setState(ctx, &sb, api.StateTerminating, "terminated by request"); err != nil {
-		return sb, err
-	}
-	starting := o.starting
-	if o.cancelStart != nil {
-		o.cancelStart(nil)
-	}
-	s.wg.Go(func() {
-		if starting != nil {
-			<-starting
+	return s.decide(ctx, teamID, ref, func(sb api.Sandbox, o *sandboxOps) (api.Sandbox, error) {
+		if sb.State == api.StateTerminated || sb.State == api.StateTerminating {
+			return sb, nil
 		}
-		s.finishTerminate(s.ctx, sb, "terminated by request")
+		if err := s.setState(ctx, &sb, api.StateTerminating, "terminated by request"); err != nil {
+			return sb, err
+		}
+		starting := o.starting
+		if o.cancelStart != nil {
+			o.cancelStart(nil)
+		}
+		s.wg.Go(func() {
+			if starting != nil {
+				<-starting
+			}
+			s.finishTerminate(s.ctx, sb, "terminated by request")
+		})
+		return sb, nil
 	})
-	return sb, nil
 }
 
 // finishTerminate removes everything of a sandbox and records it terminated.
