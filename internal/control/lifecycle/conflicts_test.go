@@ -17,6 +17,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/lifecycle"
+	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/node/nodetest"
 	"github.com/cove-dev/cove/internal/secrets"
 	"github.com/cove-dev/cove/internal/service"
@@ -83,8 +84,9 @@ type replicas struct {
 
 // newReplicas starts two control planes over one SQLite file and one fake
 // node. wrap, when not nil, wraps replica b's store further; it is given
-// the test's own view of the database too.
-func newReplicas(t *testing.T, wrap func(st, db store.Store) store.Store) *replicas {
+// the test's own view of the database too. wrapNode, when not nil, is the
+// node both replicas call, over the fake.
+func newReplicas(t *testing.T, wrap func(st, db store.Store) store.Store, wrapNode func(*nodetest.Node) lifecycle.Node) *replicas {
 	t.Helper()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "cove.db")
@@ -103,6 +105,10 @@ func newReplicas(t *testing.T, wrap func(st, db store.Store) store.Store) *repli
 	nd := nodetest.New()
 	t.Cleanup(nd.Close)
 	r := &replicas{node: nd, db: open()}
+	var n lifecycle.Node = nd
+	if wrapNode != nil {
+		n = wrapNode(nd)
+	}
 	for i, rep := range []*replica{&r.a, &r.b} {
 		rep.st = &raceStore{Store: open()}
 		var st store.Store = rep.st
@@ -113,7 +119,7 @@ func newReplicas(t *testing.T, wrap func(st, db store.Store) store.Store) *repli
 		if err != nil {
 			t.Fatal(err)
 		}
-		plane.SetNode(nd)
+		plane.SetNode(n)
 		rep.core, rep.plane = plane.Core, plane
 		t.Cleanup(plane.Core.Close)
 	}
@@ -189,7 +195,7 @@ func allow(host string) api.UpdateSandboxRequest {
 // matters, keep both: the sandbox ends asleep with the new policy stored,
 // and wakes under it.
 func TestPatchAndSleepAcrossReplicas(t *testing.T) {
-	r := newReplicas(t, nil)
+	r := newReplicas(t, nil, nil)
 	ctx := t.Context()
 	isState := func(st api.SandboxState) func(api.Sandbox) bool {
 		return func(sb api.Sandbox) bool { return sb.State == st }
@@ -276,7 +282,7 @@ func TestPatchAndSleepAcrossReplicas(t *testing.T) {
 // while the other wakes the sandbox under the policy it read reaches the
 // node once the wake is done.
 func TestPatchDuringWakeAcrossReplicas(t *testing.T) {
-	r := newReplicas(t, nil)
+	r := newReplicas(t, nil, nil)
 	ctx := t.Context()
 	sb := r.running(t)
 	if _, err := r.a.core.SleepSandbox(ctx, r.team, sb.ID, ""); err != nil {
@@ -307,7 +313,7 @@ func TestPatchDuringWakeAcrossReplicas(t *testing.T) {
 // first, the sandbox ends asleep with the PATCH's policy and wakes under
 // it.
 func TestConcurrentPatchAndSleep(t *testing.T) {
-	r := newReplicas(t, nil)
+	r := newReplicas(t, nil, nil)
 	ctx := t.Context()
 	sb := r.running(t)
 	const rounds = 30
@@ -362,7 +368,7 @@ func (s busyStore) UpdateSandbox(ctx context.Context, sb api.Sandbox) error {
 // TestConflictWhenRetriesRunOut: a PATCH that loses the race every time
 // answers 409 conflict, a retryable answer, and stores nothing of its own.
 func TestConflictWhenRetriesRunOut(t *testing.T) {
-	r := newReplicas(t, func(st, db store.Store) store.Store { return busyStore{Store: st, other: db} })
+	r := newReplicas(t, func(st, db store.Store) store.Store { return busyStore{Store: st, other: db} }, nil)
 	sb := r.running(t)
 
 	srv := httptest.NewServer(r.b.plane.Handler(slog.New(slog.DiscardHandler)))
@@ -405,7 +411,7 @@ func TestConflictWhenRetriesRunOut(t *testing.T) {
 // sleep (a budget's or an idle timeout's sleep, say): a transition that
 // loses a round to a PATCH applies again over it.
 func TestPatchFloodCannotStopSleep(t *testing.T) {
-	r := newReplicas(t, nil)
+	r := newReplicas(t, nil, nil)
 	ctx := t.Context()
 	for round := range 3 {
 		sb := r.running(t)
@@ -453,7 +459,7 @@ func TestPatchFloodCannotStopSleep(t *testing.T) {
 // (sleeping: nothing to do) and succeeds, as a second sleep through one
 // replica does; a wake likewise.
 func TestSleepThroughBothReplicas(t *testing.T) {
-	r := newReplicas(t, nil)
+	r := newReplicas(t, nil, nil)
 	ctx := t.Context()
 	sb := r.running(t)
 	before := r.a.st.stale.Load()
@@ -485,4 +491,75 @@ func TestSleepThroughBothReplicas(t *testing.T) {
 		t.Fatalf("wake that lost the race: %v", err)
 	}
 	r.stored(t, sb.ID, api.StateRunning)
+}
+
+// slowSave is a node whose saves say they began (saving) and wait until
+// released.
+type slowSave struct {
+	*nodetest.Node
+	saving  chan struct{}
+	release chan struct{}
+}
+
+func (n slowSave) FinishSleep(ctx context.Context, id string) (node.SaveInfo, error) {
+	n.saving <- struct{}{}
+	select {
+	case <-n.release:
+	case <-ctx.Done():
+		return node.SaveInfo{}, ctx.Err()
+	}
+	return n.Node.FinishSleep(ctx, id)
+}
+
+// TestPatchWhileSavingAnswersAtOnce: a PATCH of a sleeping sandbox does
+// not wait for its save (which may take minutes): it answers with the
+// change stored, the sleep ends asleep over it, and the wake runs under it.
+func TestPatchWhileSavingAnswersAtOnce(t *testing.T) {
+	saving, release := make(chan struct{}, 1), make(chan struct{})
+	r := newReplicas(t, nil, func(nd *nodetest.Node) lifecycle.Node {
+		return slowSave{Node: nd, saving: saving, release: release}
+	})
+	ctx := t.Context()
+	sb := r.running(t)
+	if _, err := r.a.core.SleepSandbox(ctx, r.team, sb.ID, "by request"); err != nil {
+		t.Fatal(err)
+	}
+	<-saving // the sleep holds the sandbox's life-cycle lock for its save
+	patch := allow("while-saving.example.com")
+	type answer struct {
+		sb  api.Sandbox
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() { // through the replica that saves
+		sb, err := r.a.core.UpdateSandbox(ctx, r.team, sb.ID, patch)
+		answered <- answer{sb, err}
+	}()
+	var a answer
+	select {
+	case a = <-answered:
+		close(release)
+	case <-time.After(10 * time.Second):
+		close(release)
+		<-answered
+		t.Fatal("the PATCH waited for the save")
+	}
+	got, err := a.sb, a.err
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != api.StateSleeping || !slices.Equal(got.Network.Allow, patch.Network.Allow) {
+		t.Errorf("PATCH during the save answered %s with %v; want sleeping with %v", got.State, got.Network.Allow, patch.Network.Allow)
+	}
+	asleep := r.stored(t, sb.ID, api.StateAsleep)
+	if !slices.Equal(asleep.Network.Allow, patch.Network.Allow) || asleep.StateReason != "by request" {
+		t.Errorf("asleep with %v (%q); want %v and the sleep's reason", asleep.Network.Allow, asleep.StateReason, patch.Network.Allow)
+	}
+	if _, err := r.a.core.WakeSandbox(ctx, r.team, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	r.stored(t, sb.ID, api.StateRunning)
+	if got := r.onNode(t, sb.ID, patch.Network.Allow); !slices.Equal(got, patch.Network.Allow) {
+		t.Errorf("policy on the node after the wake = %v; want %v", got, patch.Network.Allow)
+	}
 }

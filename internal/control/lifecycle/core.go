@@ -492,11 +492,12 @@ func (s *Core) start(ctx context.Context, sb api.Sandbox, upload chan *uploadReq
 		o.mu.Unlock()
 		return
 	}
+	applied := cur.Network
 	if err == nil {
 		// A PATCH while the sandbox was creating changed the stored policy
 		// but could not reach a sandbox that did not run yet: the policy
 		// it runs under is the one stored now.
-		if perr := s.node.SetPolicy(sb.ID, cur.Network); perr != nil {
+		if perr := s.node.SetPolicy(sb.ID, applied); perr != nil {
 			err = fmt.Errorf("apply the network policy: %w", perr)
 		}
 	}
@@ -558,7 +559,11 @@ func (s *Core) start(ctx context.Context, sb api.Sandbox, upload chan *uploadReq
 		s.persistState(pctx, &cur, api.StateFailed, reason)
 		return
 	}
-	s.persistState(pctx, &cur, api.StateRunning, "")
+	if err := s.setState(pctx, &cur, api.StateRunning, ""); err != nil {
+		s.log.Error("persist sandbox state", "sandbox", sb.ID, "state", api.StateRunning, "err", err)
+		return
+	}
+	s.reapplyPolicy(cur, applied)
 }
 
 // persistState is setState for background transitions, which have no

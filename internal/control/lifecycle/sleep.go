@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/cove-dev/cove/api"
@@ -126,13 +125,7 @@ func (s *Core) finishWake(ctx context.Context, teamID, id string) {
 		s.log.Error("persist woken sandbox", "sandbox", id, "err", err)
 		return
 	}
-	if !slices.Equal(sb.Network.Allow, spec.Network.Allow) || !slices.Equal(sb.Network.SetupAllow, spec.Network.SetupAllow) {
-		// A PATCH of the waking sandbox (through another replica) stored
-		// a policy after the node was given the one it woke with.
-		if err := s.node.SetPolicy(sb.ID, sb.Network); err != nil {
-			s.log.Error("apply the network policy changed during the wake", "sandbox", id, "err", err)
-		}
-	}
+	s.reapplyPolicy(sb, spec.Network)
 	s.limits.touch(sb.ID, s.now())
 	if s.cfg.KeepSaveAfterWake {
 		return // the save stays the recovery point (a fleet's shared store)

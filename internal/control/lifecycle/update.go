@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cove-dev/cove/api"
@@ -12,11 +13,46 @@ import (
 
 // UpdateSandbox changes the limits, network policy and labels of a
 // sandbox. A new network policy applies to new connections at once when
-// the sandbox runs; a sandbox asleep, sleeping or waking keeps the change
-// stored and wakes under it. A change that another writer (a replica)
-// keeps racing answers conflict once store.UpdateAttempts rounds are lost.
+// the sandbox runs. A sandbox that does not run (asleep, sleeping, waking,
+// starting) takes the change in the store alone, without waiting for the
+// transition under way (a sleep's save may take minutes): that transition
+// is applied over the change, and the sandbox wakes or starts under it. A
+// change that another writer (a replica) keeps racing answers conflict once
+// store.UpdateAttempts rounds are lost.
 func (s *Core) UpdateSandbox(ctx context.Context, teamID, ref string, req api.UpdateSandboxRequest) (api.Sandbox, error) {
-	sb, o, err := s.lockSandbox(ctx, teamID, ref)
+	sb, err := s.GetSandbox(ctx, teamID, ref)
+	if err != nil {
+		return sb, err
+	}
+	for attempt := 1; ; attempt++ {
+		if sb.State == api.StateRunning {
+			return s.updateRunning(ctx, teamID, sb.ID, req)
+		}
+		next := sb
+		if err := applyUpdate(&next, req); err != nil {
+			return sb, err
+		}
+		err := s.store.UpdateSandbox(ctx, next)
+		if err == nil {
+			next.Version++
+			s.notify()
+			return next, nil
+		}
+		if !store.Stale(err) || attempt == store.UpdateAttempts {
+			return sb, err
+		}
+		// Changed since it was read: decide again on the row as it is.
+		if sb, err = s.GetSandbox(ctx, teamID, sb.ID); err != nil {
+			return sb, err
+		}
+	}
+}
+
+// updateRunning is UpdateSandbox of a running sandbox, under its
+// life-cycle lock so that its node is given the new policy before any
+// transition of this process changes what runs.
+func (s *Core) updateRunning(ctx context.Context, teamID, id string, req api.UpdateSandboxRequest) (api.Sandbox, error) {
+	sb, o, err := s.lockSandbox(ctx, teamID, id)
 	if err != nil {
 		return sb, err
 	}
@@ -53,6 +89,18 @@ func (s *Core) UpdateSandbox(ctx context.Context, teamID, ref string, req api.Up
 	}
 	s.notify()
 	return sb, nil
+}
+
+// reapplyPolicy gives the node the sandbox's policy as stored when it is
+// not the one the node was given (applied) as the sandbox started or
+// woke: a PATCH stored meanwhile, which only the store took.
+func (s *Core) reapplyPolicy(sb api.Sandbox, applied api.NetworkPolicy) {
+	if slices.Equal(sb.Network.Allow, applied.Allow) && slices.Equal(sb.Network.SetupAllow, applied.SetupAllow) {
+		return
+	}
+	if err := s.node.SetPolicy(sb.ID, sb.Network); err != nil {
+		s.log.Error("apply the network policy changed during a start or wake", "sandbox", sb.ID, "err", err)
+	}
 }
 
 // applyUpdate changes sb as req says, or says why it cannot.
