@@ -1,9 +1,11 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -191,4 +193,76 @@ func TestEventCursorSkipsNothing(t *testing.T) {
 	if len(seen) != writers*each {
 		t.Errorf("the reader saw %d events of %d", len(seen), writers*each)
 	}
+}
+
+// TestListenNotify: a notification through one handle reaches a listener
+// on another; the listener also fires when it starts listening, and
+// listens again after the database restarts.
+func TestListenNotify(t *testing.T) {
+	srv := pgserver.Start(t)
+	url := srv.NewDatabase(t)
+	a, b := openTest(t, url), openTest(t, url)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	calls := make(chan struct{}, 100)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		a.Listen(ctx, "cove_test", func() { calls <- struct{}{} })
+	})
+	defer wg.Wait()
+	defer cancel()
+
+	waitCall := func(what string) {
+		t.Helper()
+		select {
+		case <-calls:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no call %s", what)
+		}
+	}
+	notify := func() {
+		t.Helper()
+		// The pool's connections from before a restart are broken:
+		// try again until a fresh one answers.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := b.Notify(t.Context(), "cove_test")
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	drain := func() {
+		for {
+			select {
+			case <-calls:
+			default:
+				return
+			}
+		}
+	}
+
+	waitCall("once listening")
+	notify()
+	waitCall("on a notification")
+	if err := b.Notify(t.Context(), "other_channel"); err != nil {
+		t.Fatal(err)
+	}
+	notify()
+	waitCall("on the second notification")
+	// Notifications arrive in the order they were sent: one on the
+	// other channel that called fn would have done so before.
+	if len(calls) != 0 {
+		t.Error("a notification on another channel called fn")
+	}
+
+	srv.Restart(t)
+	waitCall("once listening again after a restart")
+	drain()
+	notify()
+	waitCall("on a notification after a restart")
 }
