@@ -25,6 +25,10 @@ import (
 	"github.com/cove-dev/cove/internal/store"
 )
 
+// defaultMaxConns bounds the pool when the URL does not
+// (pool_max_conns=N).
+const defaultMaxConns = 16
+
 // DB is a store.Store on a PostgreSQL database, through a connection pool.
 type DB struct {
 	pool    *pgxpool.Pool
@@ -45,6 +49,12 @@ func Open(ctx context.Context, url string, log *slog.Logger) (*DB, error) {
 	if err != nil {
 		// pgx's error names the URL with its password masked.
 		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	// pgxpool's default (the larger of 4 and the CPUs) starves a control
+	// plane whose requests, event streams and background loops all read
+	// and write; the URL's pool_max_conns still decides when given.
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = defaultMaxConns
 	}
 	cfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
 		// Times come back in UTC, whatever the session's time zone.

@@ -266,3 +266,21 @@ func TestListenNotify(t *testing.T) {
 	notify()
 	waitCall("on a notification after a restart")
 }
+
+// TestPoolSize: the pool holds 16 connections unless the URL says
+// otherwise.
+func TestPoolSize(t *testing.T) {
+	url := pgserver.Start(t).NewDatabase(t)
+	for _, tt := range []struct {
+		url  string
+		want int32
+	}{
+		{url, defaultMaxConns},
+		{url + "&pool_max_conns=3", 3},
+	} {
+		db := openTest(t, tt.url)
+		if got := db.Pool().Config().MaxConns; got != tt.want {
+			t.Errorf("%s: MaxConns %d, want %d", tt.url, got, tt.want)
+		}
+	}
+}
