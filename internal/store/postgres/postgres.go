@@ -248,7 +248,7 @@ func (db *DB) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 // Advisory lock keys (first half of pg_advisory_xact_lock's pair): writes
 // that SQLite's single writer serialized are serialized by these.
 const (
-	lockEvents       = 1 // appends to the event log, so that seq commits in order
+	lockEvents       = 1 // appends to a team's event log (second key: its ID's hash), so that seq commits in order
 	lockIDRanges     = 2 // id range allocation
 	lockObservations = 3 // a sandbox's observation rows (second key: its ID's hash)
 	lockMigrations   = 4 // schema migrations
