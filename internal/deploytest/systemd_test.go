@@ -145,7 +145,7 @@ func TestUnitsDirectives(t *testing.T) {
 		"cove-control.service": {
 			"DynamicUser": "yes", "StateDirectory": "cove-control", "NoNewPrivileges": "yes",
 			"CapabilityBoundingSet": "", "ProtectSystem": "strict", "PrivateDevices": "yes",
-			"RestrictNamespaces": "yes", "SystemCallErrorNumber": "EPERM",
+			"RestrictNamespaces": "yes", "SystemCallErrorNumber": "EPERM", "LoadCredential": "secrets.key:/etc/cove/secrets.key",
 		},
 	}
 	docs, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "fleet.md"))
@@ -186,7 +186,7 @@ func TestUnitsDirectives(t *testing.T) {
 				}
 				found := false
 				for _, row := range rows {
-					if strings.Contains(row, "`"+d.key+"=") && strings.Contains(row, strings.TrimSuffix(name, ".service")) {
+					if strings.Contains(row, "`"+d.key+"=") && strings.Contains(row, name) {
 						found = true
 						break
 					}
@@ -211,7 +211,7 @@ func TestUnitsCommandLines(t *testing.T) {
 		{"cove.service", nil, map[string]string{"listen": "127.0.0.1:7070", "data-dir": "/var/lib/cove", "store": "sqlite:/var/lib/cove/cove.db"}},
 		{"cove.service", map[string]string{"COVE_LISTEN": "0.0.0.0:7070", "COVE_ARGS": "--preview-domain preview.example.com --max-cpus 4"},
 			map[string]string{"listen": "0.0.0.0:7070", "preview-domain": "preview.example.com", "max-cpus": "4"}},
-		{"cove-control.service", nil, map[string]string{"store": "sqlite:/var/lib/cove-control/cove.db", "data-dir": "/var/lib/cove-control", "node-listen": "127.0.0.1:7071"}},
+		{"cove-control.service", nil, map[string]string{"store": "sqlite:/var/lib/cove-control/cove.db", "data-dir": "/var/lib/cove-control", "node-listen": "127.0.0.1:7071", "secrets-key-file": "/run/credentials/cove-control.service/secrets.key"}},
 		{"cove-control.service", map[string]string{
 			"COVE_STORE":       "postgres://cove@db.internal.example:5432/cove?sslmode=verify-full",
 			"PGPASSWORD":       "not-on-the-command-line",
@@ -233,7 +233,8 @@ func TestUnitsCommandLines(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.unit, func(t *testing.T) {
 			ds := readUnit(t, tt.unit)
-			env := map[string]string{}
+			// systemd's own: where LoadCredential= puts the files.
+			env := map[string]string{"CREDENTIALS_DIRECTORY": "/run/credentials/" + tt.unit}
 			for _, v := range values(ds, "Service", "Environment") {
 				k, val, _ := strings.Cut(v, "=")
 				env[k] = val
