@@ -483,6 +483,18 @@ func TestChartRefuses(t *testing.T) {
 			"node": map[string]any{"cgroupParent": "cove"},
 		}, "node.cgroupParent"},
 	}
+	// values.schema.json refuses these before any template runs.
+	tests = append(tests, []struct {
+		name   string
+		values map[string]any
+		want   string
+	}{
+		{"replicas not a number", map[string]any{"database": map[string]any{"url": dbURL}, "saves": saves, "control": map[string]any{"replicas": "two"}}, "replicas"},
+		{"no replica", map[string]any{"database": map[string]any{"url": dbURL}, "saves": saves, "control": map[string]any{"replicas": 0}}, "replicas"},
+		{"database not postgres", map[string]any{"database": map[string]any{"url": "mysql://db/cove"}, "saves": saves}, "/database/url"},
+		{"join token without its CA", map[string]any{"database": map[string]any{"url": dbURL}, "saves": saves, "joinToken": map[string]any{"value": "abcdefghijklmnop0123"}}, "/joinToken/value"},
+		{"an extra argument not a flag", map[string]any{"database": map[string]any{"url": dbURL}, "saves": saves, "node": map[string]any{"extraArgs": []any{"serve"}}}, "/node/extraArgs"},
+	}...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := render(t, tt.values)
