@@ -319,12 +319,17 @@ func checkControl(t *testing.T, r rendered, database, joinToken, secretsKey [2]s
 		t.Fatalf("containers: %d", len(pod.Containers))
 	}
 	c := pod.Containers[0]
-	if sc := pod.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
-		t.Error("the control plane may run as root")
-	}
+	// Root, for the one thing that needs it (an imported image unpacked
+	// with its files' owners and modes to be checked), with no other
+	// capability.
 	if sc := c.SecurityContext; sc == nil || sc.Privileged != nil && *sc.Privileged || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
-		sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) ||
+		!slices.Equal(sc.Capabilities.Add, []corev1.Capability{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID"}) ||
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 		t.Errorf("the control plane's container is not locked down: %+v", sc)
+	}
+	if sc := pod.SecurityContext; sc == nil || sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Error("the control plane runs without the runtime's seccomp profile")
 	}
 	// The database URL comes from its Secret through the environment.
 	if sec, key := envSecret(c, "COVE_STORE"); sec != database[0] || key != database[1] {
@@ -338,16 +343,18 @@ func checkControl(t *testing.T, r rendered, database, joinToken, secretsKey [2]s
 			t.Errorf("a database URL in the pod's spec: %q", a)
 		}
 	}
-	// The secrets key reaches the container through the init container's
-	// copy, mode 0600, from the Secret.
-	if sec, key := volumeSecret(pod, "secrets-key", "key"); sec != secretsKey[0] || key != secretsKey[1] {
-		t.Errorf("secrets key from Secret %q key %q, want %q %q", sec, key, secretsKey[0], secretsKey[1])
-	}
-	if len(pod.InitContainers) != 1 || !slices.Contains(pod.InitContainers[0].Command, "/run/cove/secrets.key") {
-		t.Errorf("no init container copies the secrets key: %+v", pod.InitContainers)
-	}
-	if v, _ := flagValue(c.Args, "secrets-key-file"); v != "/run/cove/secrets.key" {
-		t.Errorf("--secrets-key-file %q", v)
+	// The secrets key is the Secret's file, its owner's alone (cove
+	// refuses any other).
+	keyFile, _ := flagValue(c.Args, "secrets-key-file")
+	if m, ok := mount(c, filepath.Dir(keyFile)); !ok {
+		t.Errorf("--secrets-key-file %q: not mounted", keyFile)
+	} else {
+		if sec, key := volumeSecret(pod, m.Name, filepath.Base(keyFile)); sec != secretsKey[0] || key != secretsKey[1] {
+			t.Errorf("secrets key from Secret %q key %q, want %q %q", sec, key, secretsKey[0], secretsKey[1])
+		}
+		if v, _ := volume(pod, m.Name); v.Secret == nil || v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&0o077 != 0 {
+			t.Errorf("the secrets key's file may be read by others than its owner: %+v", v.Secret)
+		}
 	}
 	tokenFile, hasToken := flagValue(c.Args, "join-token-file")
 	if hasToken != (joinToken[0] != "") {

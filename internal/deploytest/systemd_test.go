@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -143,8 +144,8 @@ func TestUnitsDirectives(t *testing.T) {
 		"cove.service":      {"Delegate": "yes", "KillMode": "process", "StateDirectory": "cove"},
 		"cove-node.service": {"Delegate": "yes", "KillMode": "process", "StateDirectory": "cove", "Conflicts": "cove.service"},
 		"cove-control.service": {
-			"DynamicUser": "yes", "StateDirectory": "cove-control", "NoNewPrivileges": "yes",
-			"CapabilityBoundingSet": "", "ProtectSystem": "strict", "PrivateDevices": "yes",
+			"StateDirectory": "cove-control", "NoNewPrivileges": "yes",
+			"CapabilityBoundingSet": "CAP_CHOWN CAP_DAC_OVERRIDE CAP_FOWNER CAP_FSETID", "ProtectSystem": "strict", "PrivateDevices": "yes",
 			"RestrictNamespaces": "yes", "SystemCallErrorNumber": "EPERM", "LoadCredential": "secrets.key:/etc/cove/secrets.key",
 		},
 	}
@@ -156,6 +157,28 @@ func TestUnitsDirectives(t *testing.T) {
 	for _, line := range strings.Split(string(docs), "\n") {
 		if strings.HasPrefix(line, "| `") {
 			rows = append(rows, line)
+		}
+	}
+	// Every row says what a unit has: `Key=Value` | the units | why.
+	for _, row := range rows {
+		cells := strings.Split(row, "|")
+		if len(cells) < 4 {
+			t.Errorf("docs/fleet.md: %q: want | `Key=Value` | units | why |", row)
+			continue
+		}
+		kv := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue // another table of the page
+		}
+		for _, name := range strings.Split(cells[2], ",") {
+			name = strings.TrimSpace(name)
+			if !strings.HasSuffix(name, ".service") {
+				continue
+			}
+			if !slices.Contains(values(readUnit(t, name), "Service", k), v) {
+				t.Errorf("docs/fleet.md says %s has %s=%s; it has %s=%v", name, k, v, k, values(readUnit(t, name), "Service", k))
+			}
 		}
 	}
 	for _, name := range units {
