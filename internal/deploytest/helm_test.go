@@ -512,9 +512,9 @@ func TestChartRefuses(t *testing.T) {
 	}
 }
 
-// TestChartValuesDocumented checks that the chart's values file is what
-// the render uses: every key of values.yaml is read by a template.
-func TestChartValuesDocumented(t *testing.T) {
+// TestChartValuesUsed checks that the chart's values file is what the
+// render uses: every key of values.yaml is read by a template.
+func TestChartValuesUsed(t *testing.T) {
 	dir := filepath.Join(repoRoot(t), "deploy", "helm", "cove")
 	b, err := os.ReadFile(filepath.Join(dir, "values.yaml"))
 	if err != nil {
