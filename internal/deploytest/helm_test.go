@@ -452,6 +452,11 @@ func checkNode(t *testing.T, ds *appsv1.DaemonSet, values map[string]any, joinTo
 	} else if v, _ := volume(pod, m.Name); v.HostPath == nil || v.HostPath.Path != "/sys/fs/cgroup" {
 		t.Errorf("/sys/fs/cgroup is not the host's: %+v", v)
 	}
+	// In the pod's cgroup namespace the sandboxes could not be moved
+	// outside the pod's cgroup: the node runs in the host's.
+	if !slices.Equal(c.Command, []string{"nsenter", "--cgroup=/proc/1/ns/cgroup", "--", "/usr/local/bin/cove"}) {
+		t.Errorf("command %q: cove not run in the host's cgroup namespace", c.Command)
+	}
 	if cg, _ := flagValue(c.Args, "cgroup-parent"); cg != cgroupParent || strings.HasPrefix(cg, "/kubepods") {
 		t.Errorf("--cgroup-parent %q, want %q (outside kubepods)", cg, cgroupParent)
 	}
