@@ -28,6 +28,12 @@ func TestMakeInstall(t *testing.T) {
 	// -o build: the binaries are taken as they are.
 	cmd := exec.Command("make", "--no-print-directory", "-o", "build", "install", "DESTDIR="+dest, "PREFIX="+prefix, "UNITDIR=/lib/systemd/system")
 	cmd.Dir = root
+	// Not the settings of a make that runs this test (make test).
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); k != "MAKEFLAGS" && k != "MFLAGS" && k != "MAKELEVEL" {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make install: %v\n%s", err, out)
 	}
