@@ -17,6 +17,7 @@ import (
 	"github.com/cove-dev/cove/internal/control/fleet"
 	"github.com/cove-dev/cove/internal/control/fleet/join"
 	"github.com/cove-dev/cove/internal/control/fleet/remote"
+	"github.com/cove-dev/cove/internal/store/postgres"
 	tmplstate "github.com/cove-dev/cove/internal/templates"
 )
 
@@ -211,6 +212,8 @@ type notifier interface {
 	Notify(ctx context.Context, channel string) error
 	Listen(ctx context.Context, channel string, fn func())
 }
+
+var _ notifier = (*postgres.DB)(nil)
 
 // followTemplates keeps the templates' states to what the ready nodes
 // have: a template is ready while a node that can start it is. ready is
