@@ -227,6 +227,10 @@ func (f *Fleet) Refresh(ctx context.Context) error {
 			f.nodes[n.ID] = m
 			changed = true
 		}
+		if n.Epoch < m.row.Epoch {
+			// Read before a registration this replica made since.
+			continue
+		}
 		if m.row.State != n.State || m.row.Epoch != n.Epoch || !slices.Equal(m.row.Templates, n.Templates) ||
 			f.heard(n) != f.heard(m.row) {
 			changed = true

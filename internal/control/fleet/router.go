@@ -106,6 +106,9 @@ func (f *Fleet) refreshNode(ctx context.Context, nodeID string) error {
 		m = &member{}
 		f.nodes[nodeID] = m
 	}
+	if row.Epoch < m.row.Epoch {
+		return nil // read before a registration this replica made since
+	}
 	if m.row.State != row.State || m.row.Epoch != row.Epoch {
 		f.notifyLocked()
 	}
