@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -191,4 +192,48 @@ func TestBeatingFollowsTheNode(t *testing.T) {
 			t.Fatalf("after the failover to b: a beating %v, b beating %v", a.Beating(n.NodeID), b.Beating(n.NodeID))
 		}
 	})
+}
+
+// staleNodes answers ListNodes with an older read while old is set: a
+// refresh whose read began before a registration made meanwhile.
+type staleNodes struct {
+	*memStore
+	old []store.Node
+}
+
+func (s *staleNodes) ListNodes(ctx context.Context) ([]store.Node, error) {
+	if s.old != nil {
+		return s.old, nil
+	}
+	return s.memStore.ListNodes(ctx)
+}
+
+// TestRefreshNeverGoesBack: a refresh that read the nodes before this
+// replica registered one again keeps the new epoch, so the sandbox's
+// calls and saves go on in it.
+func TestRefreshNeverGoesBack(t *testing.T) {
+	h := newHarness(t, Config{})
+	ctx := t.Context()
+	st := &staleNodes{memStore: h.store}
+	f, err := New(Config{Store: st, Dial: h.dial})
+	must(t, err)
+	must(t, f.Load(ctx))
+	a, err := f.Register(ctx, "", registration("a", 2))
+	must(t, err)
+	before, err := h.store.ListNodes(ctx)
+	must(t, err)
+	again, err := f.Register(ctx, a.NodeID, registration("a", 2))
+	must(t, err)
+	must(t, f.Admit(ctx, spec("sbx_1", 1)))
+	must(t, f.Start(ctx, spec("sbx_1", 1)))
+
+	st.old = before
+	must(t, f.Refresh(ctx))
+	st.old = nil
+	if _, _, epoch, err := f.route(ctx, "sbx_1", false); err != nil || epoch != again.Epoch {
+		t.Fatalf("after a stale refresh the node is in epoch %d (%v); want %d", epoch, err, again.Epoch)
+	}
+	if _, err := f.FinishSleep(ctx, "sbx_1"); err != nil {
+		t.Fatalf("sleep after a stale refresh: %v", err)
+	}
 }
