@@ -202,14 +202,14 @@ func TestIdempotently(t *testing.T) {
 	a := team(t, st, "a", api.Admission{})
 	b := team(t, st, "b", api.Admission{})
 	runs := 0
-	answer := func(status int, body string) func() teams.Answer {
-		return func() teams.Answer { runs++; return teams.Answer{Status: status, Body: []byte(body)} }
+	answer := func(status int, body string) func(context.Context) teams.Answer {
+		return func(context.Context) teams.Answer { runs++; return teams.Answer{Status: status, Body: []byte(body)} }
 	}
 	for _, tt := range []struct {
 		name         string
 		team, key    string
 		hash         string
-		do           func() teams.Answer
+		do           func(context.Context) teams.Answer
 		wantBody     string
 		wantReplayed bool
 		wantCode     api.Code
@@ -236,8 +236,8 @@ func TestIdempotently(t *testing.T) {
 func TestIdempotentAnswersExpire(t *testing.T) {
 	s, st, c := newService(t)
 	a := team(t, st, "a", api.Admission{})
-	ok := func(body string) func() teams.Answer {
-		return func() teams.Answer { return teams.Answer{Status: http.StatusCreated, Body: []byte(body)} }
+	ok := func(body string) func(context.Context) teams.Answer {
+		return func(context.Context) teams.Answer { return teams.Answer{Status: http.StatusCreated, Body: []byte(body)} }
 	}
 	if _, _, err := s.Idempotently(t.Context(), a.ID, "k", "h", ok("first")); err != nil {
 		t.Fatal(err)
