@@ -2,6 +2,7 @@ package teams_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/teams"
+	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/store/sqlite"
 )
 
@@ -277,5 +279,57 @@ func TestParseAdmission(t *testing.T) {
 		if (err == nil) != tt.ok || (tt.ok && got != tt.want) {
 			t.Errorf("ParseAdmission(%q) = %+v, %v; want %+v ok %v", tt.in, got, err, tt.want, tt.ok)
 		}
+	}
+}
+
+// TestIdempotentlyAcrossReplicas: two services over one store, as two
+// replicas. While one runs a key's request, the other (and itself) refuse
+// the key with conflict and a Retry-After; once the runner is dead, the
+// other takes the key over and derives the same IDs.
+func TestIdempotentlyAcrossReplicas(t *testing.T) {
+	a, st, c := newService(t)
+	tm := team(t, st, "a", api.Admission{})
+	dead := false
+	b := teams.New(teams.Config{Replica: "rep_b", ReplicaAlive: func(context.Context, string) (bool, error) { return !dead, nil }},
+		st, slog.New(slog.DiscardHandler), c.now)
+	inFlight := func(s *teams.Service) {
+		t.Helper()
+		_, _, err := s.Idempotently(t.Context(), tm.ID, "k", "h", func(context.Context) teams.Answer {
+			t.Error("a key in flight ran again")
+			return teams.Answer{Status: http.StatusCreated}
+		})
+		var e *api.Error
+		if !errors.As(err, &e) || e.Code != api.CodeConflict || e.Details["retry_after_s"] != teams.InFlightRetryS {
+			t.Errorf("a key in flight: %v; want conflict with retry_after_s", err)
+		}
+	}
+	var firstID, secondID string
+	_, _, err := a.Idempotently(t.Context(), tm.ID, "k", "h", func(ctx context.Context) teams.Answer {
+		firstID = id.For(ctx, "sbx")
+		inFlight(b)
+		inFlight(a)
+		// a dies here: its answer comes after b took the key over.
+		dead = true
+		got, replayed, err := b.Idempotently(t.Context(), tm.ID, "k", "h", func(ctx context.Context) teams.Answer {
+			secondID = id.For(ctx, "sbx")
+			return teams.Answer{Status: http.StatusCreated, Body: []byte("b")}
+		})
+		if err != nil || replayed || string(got.Body) != "b" {
+			t.Errorf("take-over: %q replayed %v err %v", got.Body, replayed, err)
+		}
+		return teams.Answer{Status: http.StatusCreated, Body: []byte("a")}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if firstID == "" || firstID != secondID {
+		t.Errorf("the take-over derived %q; want the first attempt's %q", secondID, firstID)
+	}
+	got, replayed, err := a.Idempotently(t.Context(), tm.ID, "k", "h", func(context.Context) teams.Answer {
+		t.Error("an answered key ran again")
+		return teams.Answer{}
+	})
+	if err != nil || !replayed || string(got.Body) != "b" {
+		t.Errorf("after: %q replayed %v err %v; want b's answer replayed", got.Body, replayed, err)
 	}
 }
