@@ -239,7 +239,9 @@ func TestIdempotentAnswersExpire(t *testing.T) {
 	s, st, c := newService(t)
 	a := team(t, st, "a", api.Admission{})
 	ok := func(body string) func(context.Context) teams.Answer {
-		return func(context.Context) teams.Answer { return teams.Answer{Status: http.StatusCreated, Body: []byte(body)} }
+		return func(context.Context) teams.Answer {
+			return teams.Answer{Status: http.StatusCreated, Body: []byte(body)}
+		}
 	}
 	if _, _, err := s.Idempotently(t.Context(), a.ID, "k", "h", ok("first")); err != nil {
 		t.Fatal(err)
