@@ -19,7 +19,10 @@ import (
 	"github.com/cove-dev/cove/internal/control/teams"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/secrets"
+	"github.com/cove-dev/cove/internal/store"
+	"github.com/cove-dev/cove/internal/store/postgres"
 	"github.com/cove-dev/cove/internal/store/sqlite"
+	"github.com/cove-dev/cove/internal/testsupport/pgserver"
 	"github.com/cove-dev/cove/internal/webhooks"
 )
 
@@ -29,10 +32,12 @@ import (
 // sandbox creates share one table of rows (rows, as the store's), each
 // create keyed by id.For as the core's is.
 type replicas struct {
-	path  string
-	key   string
-	url   map[string]string
-	fakes map[string]*fakeControlPlane
+	// records reads the store's idempotency table as stored: each row's
+	// columns as the database gives them.
+	records func(t *testing.T) [][]any
+	key     string
+	url     map[string]string
+	fakes   map[string]*fakeControlPlane
 
 	mu      sync.Mutex
 	dead    map[string]bool
@@ -40,16 +45,90 @@ type replicas struct {
 	creates int // sandboxes created, not found
 }
 
-func newReplicas(t *testing.T) *replicas {
+// backends are the stores the replicas' tests run over.
+var backends = []string{"sqlite", "postgres"}
+
+// eachBackend runs fn over each store.
+func eachBackend(t *testing.T, fn func(t *testing.T, rs *replicas)) {
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) { fn(t, newReplicas(t, b)) })
+	}
+}
+
+// openBackend opens a new, empty store of the backend and returns it with
+// the reader of its idempotency table.
+func openBackend(t *testing.T, backend string) (store.Store, func(t *testing.T) [][]any) {
 	t.Helper()
+	query := "SELECT * FROM idempotency"
+	if backend == "postgres" {
+		db, err := postgres.Open(t.Context(), pgserver.Start(t).NewDatabase(t), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db, func(t *testing.T) [][]any {
+			rows, err := db.Pool().Query(t.Context(), query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var out [][]any
+			for rows.Next() {
+				vals, err := rows.Values()
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, vals)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+	}
 	path := filepath.Join(t.TempDir(), "cove.db")
 	st, err := sqlite.Open(t.Context(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	rs := &replicas{path: path, url: map[string]string{}, fakes: map[string]*fakeControlPlane{},
+	return st, func(t *testing.T) [][]any {
+		db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		rows, err := db.QueryContext(t.Context(), query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		cols, _ := rows.Columns()
+		var out [][]any
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, vals)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+}
+
+func newReplicas(t *testing.T, backend string) *replicas {
+	t.Helper()
+	st, records := openBackend(t, backend)
+	rs := &replicas{records: records, url: map[string]string{}, fakes: map[string]*fakeControlPlane{},
 		dead: map[string]bool{}, rows: map[string]api.Sandbox{}}
+	var err error
 	raw, err := secrets.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -152,41 +231,42 @@ func sandboxID(t *testing.T, body []byte) string {
 // attempt runs is 409 with Retry-After; once answered, both replay it;
 // another request under the key is refused; the create ran once.
 func TestIdempotencyAcrossReplicas(t *testing.T) {
-	rs := newReplicas(t)
-	started, release := rs.holdCreates("a")
-	type answer struct {
-		resp *http.Response
-		body []byte
-	}
-	first := make(chan answer, 1)
-	go func() {
-		resp, body := rs.send(t, "a", "POST", "/v1/sandboxes", "k1", `{"name":"one"}`)
-		first <- answer{resp, body}
-	}()
-	<-started
-	for _, name := range []string{"b", "a"} {
-		resp, body := rs.send(t, name, "POST", "/v1/sandboxes", "k1", `{"name":"one"}`)
-		wantError(t, resp, body, http.StatusConflict, api.CodeConflict)
-		if got := resp.Header.Get("Retry-After"); got != "1" {
-			t.Errorf("in flight on %s: Retry-After %q; want 1", name, got)
+	eachBackend(t, func(t *testing.T, rs *replicas) {
+		started, release := rs.holdCreates("a")
+		type answer struct {
+			resp *http.Response
+			body []byte
 		}
-	}
-	resp, body := rs.send(t, "b", "POST", "/v1/sandboxes", "k1", `{"name":"two"}`)
-	wantError(t, resp, body, http.StatusUnprocessableEntity, api.CodeUnprocessable)
-	release <- ""
-	a := <-first
-	if a.resp.StatusCode != http.StatusCreated {
-		t.Fatalf("first attempt: %d %s", a.resp.StatusCode, a.body)
-	}
-	for _, name := range []string{"b", "a"} {
-		resp, body := rs.send(t, name, "POST", "/v1/sandboxes", "k1", `{"name":"one"}`)
-		if resp.StatusCode != http.StatusCreated || !bytes.Equal(body, a.body) || resp.Header.Get("Idempotent-Replayed") != "true" {
-			t.Errorf("replay on %s: %d %s (replayed %q); want 201 %s replayed", name, resp.StatusCode, body, resp.Header.Get("Idempotent-Replayed"), a.body)
+		first := make(chan answer, 1)
+		go func() {
+			resp, body := rs.send(t, "a", "POST", "/v1/sandboxes", "k1", `{"name":"one"}`)
+			first <- answer{resp, body}
+		}()
+		<-started
+		for _, name := range []string{"b", "a"} {
+			resp, body := rs.send(t, name, "POST", "/v1/sandboxes", "k1", `{"name":"one"}`)
+			wantError(t, resp, body, http.StatusConflict, api.CodeConflict)
+			if got := resp.Header.Get("Retry-After"); got != "1" {
+				t.Errorf("in flight on %s: Retry-After %q; want 1", name, got)
+			}
 		}
-	}
-	if rs.creates != 1 {
-		t.Errorf("%d sandboxes created; want 1", rs.creates)
-	}
+		resp, body := rs.send(t, "b", "POST", "/v1/sandboxes", "k1", `{"name":"two"}`)
+		wantError(t, resp, body, http.StatusUnprocessableEntity, api.CodeUnprocessable)
+		release <- ""
+		a := <-first
+		if a.resp.StatusCode != http.StatusCreated {
+			t.Fatalf("first attempt: %d %s", a.resp.StatusCode, a.body)
+		}
+		for _, name := range []string{"b", "a"} {
+			resp, body := rs.send(t, name, "POST", "/v1/sandboxes", "k1", `{"name":"one"}`)
+			if resp.StatusCode != http.StatusCreated || !bytes.Equal(body, a.body) || resp.Header.Get("Idempotent-Replayed") != "true" {
+				t.Errorf("replay on %s: %d %s (replayed %q); want 201 %s replayed", name, resp.StatusCode, body, resp.Header.Get("Idempotent-Replayed"), a.body)
+			}
+		}
+		if rs.creates != 1 {
+			t.Errorf("%d sandboxes created; want 1", rs.creates)
+		}
+	})
 }
 
 // TestIdempotencyDeadOwner: replica a dies while its create runs (the
@@ -194,126 +274,107 @@ func TestIdempotencyAcrossReplicas(t *testing.T) {
 // and answers the sandbox a made, without making another; a's late
 // answer does not replace b's.
 func TestIdempotencyDeadOwner(t *testing.T) {
-	rs := newReplicas(t)
-	started, release := rs.holdCreates("a")
-	first := make(chan int, 1)
-	go func() {
-		resp, _ := rs.send(t, "a", "POST", "/v1/sandboxes", "k1", `{"name":"one"}`)
-		first <- resp.StatusCode
-	}()
-	<-started
-	resp, body := rs.send(t, "b", "POST", "/v1/sandboxes", "k1", `{"name":"one"}`)
-	wantError(t, resp, body, http.StatusConflict, api.CodeConflict)
+	eachBackend(t, func(t *testing.T, rs *replicas) {
+		started, release := rs.holdCreates("a")
+		first := make(chan int, 1)
+		go func() {
+			resp, _ := rs.send(t, "a", "POST", "/v1/sandboxes", "k1", `{"name":"one"}`)
+			first <- resp.StatusCode
+		}()
+		<-started
+		resp, body := rs.send(t, "b", "POST", "/v1/sandboxes", "k1", `{"name":"one"}`)
+		wantError(t, resp, body, http.StatusConflict, api.CodeConflict)
 
-	rs.mu.Lock()
-	rs.dead["rep_a"] = true
-	var made string
-	for id := range rs.rows {
-		made = id
-	}
-	rs.mu.Unlock()
-	resp, body = rs.send(t, "b", "POST", "/v1/sandboxes", "k1", `{"name":"one"}`)
-	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "" {
-		t.Fatalf("take-over: %d %s; want 201 made now", resp.StatusCode, body)
-	}
-	if got := sandboxID(t, body); got != made {
-		t.Errorf("take-over answered %s; want %s, the sandbox the dead replica made", got, made)
-	}
-	if rs.creates != 1 {
-		t.Errorf("%d sandboxes created; want 1", rs.creates)
-	}
-	// The dead replica's late answer is refused by the store (the claim
-	// is b's): the key keeps b's answer.
-	release <- ""
-	<-first
-	resp, replay := rs.send(t, "a", "POST", "/v1/sandboxes", "k1", `{"name":"one"}`)
-	if resp.StatusCode != http.StatusCreated || !bytes.Equal(replay, body) {
-		t.Errorf("replay after take-over: %d %s; want %s", resp.StatusCode, replay, body)
-	}
+		rs.mu.Lock()
+		rs.dead["rep_a"] = true
+		var made string
+		for id := range rs.rows {
+			made = id
+		}
+		rs.mu.Unlock()
+		resp, body = rs.send(t, "b", "POST", "/v1/sandboxes", "k1", `{"name":"one"}`)
+		if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "" {
+			t.Fatalf("take-over: %d %s; want 201 made now", resp.StatusCode, body)
+		}
+		if got := sandboxID(t, body); got != made {
+			t.Errorf("take-over answered %s; want %s, the sandbox the dead replica made", got, made)
+		}
+		if rs.creates != 1 {
+			t.Errorf("%d sandboxes created; want 1", rs.creates)
+		}
+		// The dead replica's late answer is refused by the store (the claim
+		// is b's): the key keeps b's answer.
+		release <- ""
+		<-first
+		resp, replay := rs.send(t, "a", "POST", "/v1/sandboxes", "k1", `{"name":"one"}`)
+		if resp.StatusCode != http.StatusCreated || !bytes.Equal(replay, body) {
+			t.Errorf("replay after take-over: %d %s; want %s", resp.StatusCode, replay, body)
+		}
+	})
 }
 
 // TestIdempotencyFailureNotKept: a failed answer releases the key, so the
 // request runs again with it, on any replica.
 func TestIdempotencyFailureNotKept(t *testing.T) {
-	rs := newReplicas(t)
-	started, release := rs.holdCreates("a")
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		resp, body := rs.send(t, "a", "POST", "/v1/sandboxes", "k1", `{"name":"one"}`)
-		if resp.StatusCode != http.StatusServiceUnavailable {
-			t.Errorf("failed attempt: %d %s; want 503", resp.StatusCode, body)
+	eachBackend(t, func(t *testing.T, rs *replicas) {
+		started, release := rs.holdCreates("a")
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			resp, body := rs.send(t, "a", "POST", "/v1/sandboxes", "k1", `{"name":"one"}`)
+			if resp.StatusCode != http.StatusServiceUnavailable {
+				t.Errorf("failed attempt: %d %s; want 503", resp.StatusCode, body)
+			}
+		}()
+		<-started
+		release <- api.CodeUnavailable
+		<-done
+		resp, body := rs.send(t, "b", "POST", "/v1/sandboxes", "k1", `{"name":"one"}`)
+		if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "" {
+			t.Fatalf("retry after a failure: %d %s; want 201 made now", resp.StatusCode, body)
 		}
-	}()
-	<-started
-	release <- api.CodeUnavailable
-	<-done
-	resp, body := rs.send(t, "b", "POST", "/v1/sandboxes", "k1", `{"name":"one"}`)
-	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "" {
-		t.Fatalf("retry after a failure: %d %s; want 201 made now", resp.StatusCode, body)
-	}
+	})
 }
 
 // TestIdempotencyKeepsNoSecret: a webhook created with a key, replayed on
 // the other replica with its secret, leaves no secret in the store's
 // idempotency records, read as they are stored.
 func TestIdempotencyKeepsNoSecret(t *testing.T) {
-	rs := newReplicas(t)
-	resp, body := rs.send(t, "a", "POST", "/v1/webhooks", "k1", `{"url":"http://127.0.0.1:1/hook","events":["sandbox.running"]}`)
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("create webhook: %d %s", resp.StatusCode, body)
-	}
-	var created api.CreateWebhookResponse
-	if err := json.Unmarshal(body, &created); err != nil || created.Secret == "" {
-		t.Fatalf("create webhook answered %s (%v); want a secret", body, err)
-	}
-	resp, replay := rs.send(t, "b", "POST", "/v1/webhooks", "k1", `{"url":"http://127.0.0.1:1/hook","events":["sandbox.running"]}`)
-	if resp.StatusCode != http.StatusCreated || !bytes.Equal(bytes.TrimSpace(replay), bytes.TrimSpace(body)) {
-		t.Fatalf("replay on b: %d %s; want %s", resp.StatusCode, replay, body)
-	}
-	db, err := sql.Open("sqlite", "file:"+rs.path+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rows, err := db.QueryContext(t.Context(), "SELECT * FROM idempotency")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	n := 0
-	for rows.Next() {
-		n++
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
+	eachBackend(t, func(t *testing.T, rs *replicas) {
+		resp, body := rs.send(t, "a", "POST", "/v1/webhooks", "k1", `{"url":"http://127.0.0.1:1/hook","events":["sandbox.running"]}`)
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("create webhook: %d %s", resp.StatusCode, body)
 		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
+		var created api.CreateWebhookResponse
+		if err := json.Unmarshal(body, &created); err != nil || created.Secret == "" {
+			t.Fatalf("create webhook answered %s (%v); want a secret", body, err)
 		}
-		for i, v := range vals {
-			if strings.Contains(fmt.Sprint(v), created.Secret) || bytes.Contains(fmt.Append(nil, v), []byte(created.Secret)) {
-				t.Errorf("idempotency column %s holds the webhook's secret", cols[i])
-			}
-			if b, ok := v.([]byte); ok && bytes.Contains(b, []byte(created.Secret)) {
-				t.Errorf("idempotency column %s holds the webhook's secret", cols[i])
+		resp, replay := rs.send(t, "b", "POST", "/v1/webhooks", "k1", `{"url":"http://127.0.0.1:1/hook","events":["sandbox.running"]}`)
+		if resp.StatusCode != http.StatusCreated || !bytes.Equal(bytes.TrimSpace(replay), bytes.TrimSpace(body)) {
+			t.Fatalf("replay on b: %d %s; want %s", resp.StatusCode, replay, body)
+		}
+		records := rs.records(t)
+		for _, rec := range records {
+			for i, v := range rec {
+				if bytes.Contains(fmt.Append(nil, v), []byte(created.Secret)) {
+					t.Errorf("idempotency column %d holds the webhook's secret", i)
+				}
+				if b, ok := v.([]byte); ok && bytes.Contains(b, []byte(created.Secret)) {
+					t.Errorf("idempotency column %d holds the webhook's secret", i)
+				}
 			}
 		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if n != 1 {
-		t.Errorf("%d idempotency records; want 1", n)
-	}
+		n := len(records)
+		if n != 1 {
+			t.Errorf("%d idempotency records; want 1", n)
+		}
+	})
 }
 
 // TestIdempotencyKeyRefused: calls whose answer holds a credential kept
 // only as a hash refuse a key with 422; a public preview takes one.
 func TestIdempotencyKeyRefused(t *testing.T) {
-	rs := newReplicas(t)
+	rs := newReplicas(t, "sqlite")
 	for _, c := range []struct{ method, path, body string }{
 		{"POST", "/v1/teams", `{"name":"x"}`},
 		{"POST", "/v1/teams/team_x/keys", ``},

@@ -116,7 +116,11 @@ func (s *Service) Create(ctx context.Context, teamID string, req api.CreateWebho
 	if err != nil {
 		return api.CreateWebhookResponse{}, err
 	}
-	w := store.Webhook{Webhook: api.Webhook{ID: wid, TeamID: teamID, URL: req.URL, Events: events, CreatedAt: s.now()}}
+	// The time is cut to the microsecond every store keeps, so that the
+	// answer made now and the one an Idempotency-Key replays from the
+	// store (Created) are the same.
+	created := s.now().UTC().Truncate(time.Microsecond)
+	w := store.Webhook{Webhook: api.Webhook{ID: wid, TeamID: teamID, URL: req.URL, Events: events, CreatedAt: created}}
 	secret := NewSecret()
 	if w.Secret, err = sealSecret(kr, teamID, w.ID, secret); err != nil {
 		return api.CreateWebhookResponse{}, err
