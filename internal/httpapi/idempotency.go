@@ -58,7 +58,20 @@ type idempotency struct {
 	// whether its answer would hold a credential kept only as a hash: an
 	// error refuses the key.
 	refuse func(body []byte) error
+	// headers, when set, puts back the headers of a replayed successful
+	// answer that are made from its body (a file entry's ETag): only the
+	// status and body are kept.
+	headers func(h http.Header, body []byte)
 }
+
+// fileEntryAnswer is the idempotency of calls that answer a file entry
+// with its version as ETag.
+var fileEntryAnswer = idempotency{headers: func(h http.Header, body []byte) {
+	var e api.FileEntry
+	if json.Unmarshal(body, &e) == nil && e.Version != "" {
+		h.Set("ETag", `"`+e.Version+`"`)
+	}
+}}
 
 // secretAnswer is how an idempotent create whose answer holds a secret
 // keeps that answer without the secret: strip takes the secret out of the
@@ -148,10 +161,13 @@ func (h *shared) idempotentWith(next handlerFunc, opt idempotency) handlerFunc {
 				return err
 			}
 		}
-		for _, name := range []string{"Location", "Retry-After", "Cache-Control", "Content-Type"} {
+		for _, name := range []string{"Location", "Retry-After", "Cache-Control", "Content-Type", "ETag"} {
 			if v := live.Get(name); v != "" {
 				w.Header().Set(name, v)
 			}
+		}
+		if replayed && opt.headers != nil && ans.Status >= 200 && ans.Status < 300 {
+			opt.headers(w.Header(), out)
 		}
 		if len(out) > 0 && w.Header().Get("Content-Type") == "" {
 			w.Header().Set("Content-Type", "application/json")

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/files"
 	"github.com/cove-dev/cove/internal/control/teams"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/secrets"
@@ -388,5 +390,28 @@ func TestIdempotencyKeyRefused(t *testing.T) {
 	resp, body := rs.send(t, "a", "POST", "/v1/sandboxes/sbx_1/previews", "k2", `{"port":8080,"visibility":"public"}`)
 	if resp.StatusCode == http.StatusUnprocessableEntity {
 		t.Errorf("public preview with a key: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestIdempotentFileWrite: a file write under a key runs once, streams its
+// body to the call, and its replay carries the entry's ETag as the first
+// answer did.
+func TestIdempotentFileWrite(t *testing.T) {
+	s := newTestServer(t)
+	writes := 0
+	s.fake.WriteFileFn = func(_ context.Context, _ files.Target, req files.WriteRequest, body io.Reader) (api.FileEntry, bool, error) {
+		writes++
+		b, _ := io.ReadAll(body)
+		return api.FileEntry{Path: req.Path, Type: "file", Size: int64(len(b)), Version: "v1"}, true, nil
+	}
+	h := map[string]string{"Idempotency-Key": "w1"}
+	for i, want := range []string{"", "true"} {
+		resp, body := s.do(t, "PUT", "/v1/sandboxes/sbx_1/files/content?path=/workspace/a", h, strings.NewReader("hello"))
+		if resp.StatusCode/100 != 2 || resp.Header.Get("ETag") != `"v1"` || resp.Header.Get("Idempotent-Replayed") != want {
+			t.Errorf("write %d: %d ETag %q replayed %q %s", i, resp.StatusCode, resp.Header.Get("ETag"), resp.Header.Get("Idempotent-Replayed"), body)
+		}
+	}
+	if writes != 1 {
+		t.Errorf("the write ran %d times; want 1", writes)
 	}
 }
