@@ -39,6 +39,23 @@ type Answer struct {
 //     first created instead of creating it again; calls on existing
 //     resources check their state, so they do not act twice.
 func (s *Service) Idempotently(ctx context.Context, teamID, key, requestHash string, do func(ctx context.Context) Answer) (Answer, bool, error) {
+	// One request per key runs in this process at a time; the others
+	// are in flight behind it. Holding the key here also tells a claim of
+	// this replica's ID that no request of this process runs: it was left
+	// by an earlier run of the replica, which died with it.
+	run := teamID + "\x00" + key
+	s.mu.Lock()
+	if s.running[run] {
+		s.mu.Unlock()
+		return Answer{}, false, inFlight()
+	}
+	s.running[run] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.running, run)
+		s.mu.Unlock()
+	}()
 	seed := make([]byte, 16)
 	rand.Read(seed)
 	rec, claimed, err := s.st.ClaimIdempotent(ctx, store.IdempotencyClaim{
@@ -65,43 +82,49 @@ func (s *Service) Idempotently(ctx context.Context, teamID, key, requestHash str
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if a.Status >= 200 && a.Status < 300 {
+		// A conflict here means another replica took the key over,
+		// taking this one for dead: its answer is the one kept.
 		if err := s.st.CompleteIdempotent(sctx, teamID, key, s.cfg.Replica, a.Status, a.Body); err != nil {
-			s.log.Error("keep idempotent answer", "team", teamID, "err", err)
+			s.log.Warn("keep idempotent answer", "team", teamID, "err", err)
 		}
 	} else if err := s.st.ReleaseIdempotent(sctx, teamID, key, s.cfg.Replica); err != nil {
-		s.log.Error("release idempotency key", "team", teamID, "err", err)
+		s.log.Warn("release idempotency key", "team", teamID, "err", err)
 	}
 	return a, false, nil
 }
 
 // takeOver returns the pending claim rec for this replica to run when its
 // owner died, and the in-flight refusal while the owner runs (or when
-// another replica took it over first).
+// another replica took it over first). The caller holds the key in this
+// process, so a claim of this replica's own ID is an earlier run's.
 func (s *Service) takeOver(ctx context.Context, rec store.Idempotent) (store.Idempotent, error) {
-	inFlight := &api.Error{
-		Code:    api.CodeConflict,
-		Message: "a request with this Idempotency-Key is still in progress; retry shortly to get its answer",
-		Details: map[string]any{"retry_after_s": InFlightRetryS},
-	}
-	if rec.Owner == s.cfg.Replica {
-		return rec, inFlight
-	}
-	alive, err := s.cfg.ReplicaAlive(ctx, rec.Owner)
-	if err != nil {
-		return rec, err
-	}
-	if alive {
-		return rec, inFlight
+	if rec.Owner != s.cfg.Replica {
+		alive, err := s.cfg.ReplicaAlive(ctx, rec.Owner)
+		if err != nil {
+			return rec, err
+		}
+		if alive {
+			return rec, inFlight()
+		}
 	}
 	taken, err := s.st.TakeOverIdempotent(ctx, rec.TeamID, rec.Key, rec.Owner, s.cfg.Replica)
 	if api.ErrorCode(err) == api.CodeConflict {
-		return rec, inFlight
+		return rec, inFlight()
 	}
 	if err != nil {
 		return rec, err
 	}
 	s.log.Info("took over an idempotency key from a dead replica", "team", rec.TeamID, "replica", rec.Owner)
 	return taken, nil
+}
+
+// inFlight is the refusal of a request whose key's first attempt runs.
+func inFlight() error {
+	return &api.Error{
+		Code:    api.CodeConflict,
+		Message: "a request with this Idempotency-Key is still in progress; retry shortly to get its answer",
+		Details: map[string]any{"retry_after_s": InFlightRetryS},
+	}
 }
 
 // ExpireIdempotent drops records claimed before IdempotencyTTL ago.

@@ -47,7 +47,9 @@ func BenchmarkIdempotently(b *testing.B) {
 				b.Fatal(err)
 			}
 			s := teams.New(teams.Config{}, st, slog.New(slog.DiscardHandler), time.Now)
-			do := func(context.Context) teams.Answer { return teams.Answer{Status: http.StatusCreated, Body: []byte(`{}`)} }
+			do := func(context.Context) teams.Answer {
+				return teams.Answer{Status: http.StatusCreated, Body: []byte(`{}`)}
+			}
 			i := 0
 			for b.Loop() {
 				i++

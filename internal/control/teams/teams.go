@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cove-dev/cove/api"
@@ -87,6 +88,12 @@ type Service struct {
 	st  Store
 	log *slog.Logger
 	now func() time.Time
+
+	mu sync.Mutex
+	// running holds the idempotency keys (team and key) whose requests
+	// run in this process: a claim of this replica's ID missing here was
+	// left by an earlier run of the replica under the same ID.
+	running map[string]bool
 }
 
 // New returns the service over st; now is its clock.
@@ -98,7 +105,7 @@ func New(cfg Config, st Store, log *slog.Logger, now func() time.Time) *Service 
 		self := cfg.Replica
 		cfg.ReplicaAlive = func(_ context.Context, owner string) (bool, error) { return owner == self, nil }
 	}
-	return &Service{cfg: cfg, st: st, log: log, now: now}
+	return &Service{cfg: cfg, st: st, log: log, now: now, running: map[string]bool{}}
 }
 
 // HashKey is how keys (and other bearer tokens) are stored: the hex of

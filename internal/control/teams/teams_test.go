@@ -14,6 +14,7 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/teams"
 	"github.com/cove-dev/cove/internal/id"
+	"github.com/cove-dev/cove/internal/store"
 	"github.com/cove-dev/cove/internal/store/sqlite"
 )
 
@@ -333,5 +334,28 @@ func TestIdempotentlyAcrossReplicas(t *testing.T) {
 	})
 	if err != nil || !replayed || string(got.Body) != "b" {
 		t.Errorf("after: %q replayed %v err %v; want b's answer replayed", got.Body, replayed, err)
+	}
+}
+
+// TestIdempotentlyAfterRestart: a claim left pending by an earlier run of
+// this replica (same ID, process gone) is taken over at the next retry
+// instead of holding the key until it expires.
+func TestIdempotentlyAfterRestart(t *testing.T) {
+	_, st, c := newService(t)
+	tm := team(t, st, "a", api.Admission{})
+	_, claimed, err := st.ClaimIdempotent(t.Context(), store.IdempotencyClaim{
+		TeamID: tm.ID, Key: "k", RequestHash: "h", Owner: "rep_x", Seed: []byte("s"), ClaimedAt: c.now(),
+	})
+	if err != nil || !claimed {
+		t.Fatalf("claim: %v %v", claimed, err)
+	}
+	s := teams.New(teams.Config{Replica: "rep_x"}, st, slog.New(slog.DiscardHandler), c.now)
+	runs := 0
+	got, replayed, err := s.Idempotently(t.Context(), tm.ID, "k", "h", func(context.Context) teams.Answer {
+		runs++
+		return teams.Answer{Status: http.StatusCreated, Body: []byte("done")}
+	})
+	if err != nil || replayed || runs != 1 || string(got.Body) != "done" {
+		t.Fatalf("retry after a restart: %q replayed %v runs %d err %v", got.Body, replayed, runs, err)
 	}
 }
