@@ -43,8 +43,8 @@ func (h *shared) idempotentSecret(next handlerFunc, sa secretAnswer) handlerFunc
 }
 
 // idempotentUpload is idempotent for a call whose body is an upload,
-// too large to keep in memory: the request is told apart by its headers
-// (length, type, digests) instead of its bytes, which stream to the call.
+// too large to keep in memory: the request is told apart by its length
+// and digest headers instead of its bytes, which stream to the call.
 func (h *shared) idempotentUpload(next handlerFunc) handlerFunc {
 	return h.idempotentWith(next, idempotency{upload: true})
 }
@@ -86,6 +86,7 @@ type secretAnswer struct {
 // part of the request an Idempotency-Key is bound to.
 var hashedHeaders = []string{"If-Match", "If-None-Match", "Repr-Digest", "Content-Digest"}
 
+// idempotentWith is idempotent as opt says.
 func (h *shared) idempotentWith(next handlerFunc, opt idempotency) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 		key := r.Header.Get("Idempotency-Key")

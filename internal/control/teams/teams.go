@@ -2,7 +2,8 @@
 // API keys (stored hashed), authentication of a key into a Principal, the
 // admission flags a team holds and the check that refuses a call lacking
 // one, and the idempotency of mutating requests (a claim per team and
-// Idempotency-Key, shared by every replica through the store). It works over the narrow Store it declares.
+// Idempotency-Key, shared by every replica through the store). It works
+// over the narrow Store it declares.
 package teams
 
 import (
@@ -71,8 +72,9 @@ type Config struct {
 	CheckAlerts func([]float64) ([]float64, error)
 	// Replica names this process among the control plane's replicas: the
 	// owner of the idempotency claims it makes. Empty takes a fresh ID
-	// per process, so that a claim left by a process that died is known
-	// as another's.
+	// per process. A claim of this ID that no request of this process
+	// runs was left by an earlier run under the same ID, and is taken
+	// over.
 	Replica string
 	// ReplicaAlive reports whether the replica named owner still runs, for
 	// a request whose Idempotency-Key it claimed and has not answered:
