@@ -130,6 +130,11 @@ func (h *shared) idempotentWith(next handlerFunc, opt idempotency) handlerFunc {
 			live = rec.header
 			if err := next(rec, r, p); err != nil {
 				h.writeError(rec, r, err)
+				if rec.status == 0 {
+					// The client went away and nothing was answered: no
+					// answer to keep, and the key is released.
+					rec.status = http.StatusServiceUnavailable
+				}
 			}
 			if rec.status == 0 {
 				rec.status = http.StatusOK

@@ -415,3 +415,51 @@ func TestIdempotentFileWrite(t *testing.T) {
 		t.Errorf("the write ran %d times; want 1", writes)
 	}
 }
+
+// TestIdempotencyClientGone: a request whose client went away before any
+// answer keeps nothing under its key: the retry runs.
+func TestIdempotencyClientGone(t *testing.T) {
+	rs := newReplicas(t, "sqlite")
+	f := rs.fakes["a"]
+	create := f.CreateSandboxFn
+	started, gone := make(chan struct{}), make(chan struct{})
+	calls := 0
+	f.CreateSandboxFn = func(ctx context.Context, teamID string, req api.CreateSandboxRequest) (api.Sandbox, error) {
+		calls++
+		if calls > 1 {
+			return create(ctx, teamID, req)
+		}
+		close(started)
+		<-ctx.Done()
+		defer close(gone)
+		return api.Sandbox{}, ctx.Err()
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	req, _ := http.NewRequestWithContext(ctx, "POST", rs.url["a"]+"/v1/sandboxes", strings.NewReader(`{"name":"one"}`))
+	req.Header.Set("Authorization", "Bearer "+rs.key)
+	req.Header.Set("Idempotency-Key", "k1")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-started
+	cancel()
+	<-done
+	<-gone
+	// The first attempt's claim is released once its handler returns.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, body := rs.send(t, "a", "POST", "/v1/sandboxes", "k1", `{"name":"one"}`)
+		if resp.StatusCode == http.StatusConflict && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if resp.StatusCode != http.StatusCreated || resp.Header.Get("Idempotent-Replayed") != "" {
+			t.Fatalf("retry after the client went away: %d %s; want 201 made now", resp.StatusCode, body)
+		}
+		break
+	}
+}
