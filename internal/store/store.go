@@ -24,6 +24,7 @@ type Store interface {
 	Workloads
 	WorkloadUsage
 	Fleet
+	Replicas
 
 	// Teams and keys.
 	CreateTeam(ctx context.Context, t api.Team) error

@@ -1,0 +1,83 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cove-dev/cove/internal/store"
+)
+
+var _ store.Replicas = (*DB)(nil)
+
+// AcquireLease takes or renews a lease in one conditional upsert. SQLite
+// is one file on one host: the store's clock is this process's.
+func (db *DB) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (store.Lease, error) {
+	now := db.now().UTC()
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return store.Lease{}, err
+	}
+	defer tx.Rollback()
+	// The SET expressions read the row as it was: the term moves only
+	// when the holder changes.
+	_, err = tx.ExecContext(ctx, `INSERT INTO leases (name, holder, term, expires_at) VALUES (?1, ?2, 1, ?3)
+		ON CONFLICT (name) DO UPDATE SET holder = ?2, expires_at = ?3,
+			term = CASE WHEN leases.holder = ?2 THEN leases.term ELSE leases.term + 1 END
+		WHERE leases.holder = ?2 OR leases.expires_at <= ?4`,
+		name, holder, formatTime(now.Add(ttl)), formatTime(now))
+	if err != nil {
+		return store.Lease{}, fmt.Errorf("acquire lease %s: %w", name, err)
+	}
+	l := store.Lease{Name: name}
+	var expires string
+	if err := tx.QueryRowContext(ctx, "SELECT holder, term, expires_at FROM leases WHERE name = ?", name).
+		Scan(&l.Holder, &l.Term, &expires); err != nil {
+		return store.Lease{}, fmt.Errorf("read lease %s: %w", name, err)
+	}
+	var d decoder
+	l.ExpiresAt = d.time(expires)
+	if d.err != nil {
+		return store.Lease{}, d.err
+	}
+	return l, tx.Commit()
+}
+
+// ReleaseLease expires holder's lease now.
+func (db *DB) ReleaseLease(ctx context.Context, name, holder string) error {
+	_, err := db.write.ExecContext(ctx, "UPDATE leases SET expires_at = ? WHERE name = ? AND holder = ?",
+		formatTime(db.now()), name, holder)
+	if err != nil {
+		return fmt.Errorf("release lease %s: %w", name, err)
+	}
+	return nil
+}
+
+// BeatReplica records a replica's beat.
+func (db *DB) BeatReplica(ctx context.Context, r store.Replica) error {
+	_, err := db.write.ExecContext(ctx, `INSERT INTO replicas (id, addr, started_at, seen_at) VALUES (?1, ?2, ?3, ?4)
+		ON CONFLICT (id) DO UPDATE SET addr = ?2, started_at = ?3, seen_at = ?4`,
+		r.ID, r.Addr, formatTime(r.StartedAt), formatTime(db.now()))
+	if err != nil {
+		return fmt.Errorf("beat replica %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// ListReplicas lists the replicas by ID.
+func (db *DB) ListReplicas(ctx context.Context) ([]store.Replica, error) {
+	out, err := queryAll(ctx, db.read, func(r scanner) (store.Replica, error) {
+		var rep store.Replica
+		var started, seen string
+		if err := r.Scan(&rep.ID, &rep.Addr, &started, &seen); err != nil {
+			return rep, err
+		}
+		var d decoder
+		rep.StartedAt, rep.SeenAt = d.time(started), d.time(seen)
+		return rep, d.err
+	}, "SELECT id, addr, started_at, seen_at FROM replicas ORDER BY id")
+	if err != nil {
+		return nil, fmt.Errorf("list replicas: %w", err)
+	}
+	return out, nil
+}
