@@ -17,9 +17,13 @@ type limits struct {
 
 	mu       sync.Mutex
 	activity map[string]time.Time // last API call per sandbox
+	// persisted is the activity persist stored last, per sandbox.
+	persisted map[string]time.Time
 }
 
-func newLimits(s *Core) *limits { return &limits{s: s, activity: map[string]time.Time{}} }
+func newLimits(s *Core) *limits {
+	return &limits{s: s, activity: map[string]time.Time{}, persisted: map[string]time.Time{}}
+}
 
 // touchAt records activity on a sandbox at t (the commands' exits).
 func (s *Core) touchAt(id string, t time.Time) { s.limits.touch(id, t) }
@@ -109,4 +113,53 @@ func (l *limits) lastActive(ctx context.Context, sb api.Sandbox, now time.Time) 
 		o.mu.Unlock()
 	}
 	return last
+}
+
+// persist stores the last activity this replica saw on each running
+// sandbox, when it moved since the last persist: the idle checks run on
+// the leader alone, which knows of calls made through other replicas only
+// from the store. Sandboxes no longer running are forgotten.
+func (l *limits) persist(ctx context.Context) {
+	s := l.s
+	l.mu.Lock()
+	moved := map[string]time.Time{}
+	for id, t := range l.activity {
+		if t.After(l.persisted[id]) {
+			moved[id] = t
+		}
+	}
+	l.mu.Unlock()
+	for id, t := range moved {
+		o := s.opsFor(id)
+		o.mu.Lock()
+		cur, err := s.store.GetSandbox(ctx, "", id)
+		switch {
+		case err != nil || cur.State != api.StateRunning:
+			l.forget(id)
+		case cur.LastActiveAt == nil || t.After(*cur.LastActiveAt):
+			cur.LastActiveAt = &t
+			if err := s.store.UpdateSandbox(ctx, cur); err != nil {
+				s.log.Warn("persist last activity", "sandbox", id, "err", err)
+				break
+			}
+			l.stored(id, t)
+		default:
+			l.stored(id, t)
+		}
+		o.mu.Unlock()
+	}
+}
+
+func (l *limits) stored(id string, t time.Time) {
+	l.mu.Lock()
+	l.persisted[id] = t
+	l.mu.Unlock()
+}
+
+// forget drops what the limits keep of a sandbox that no longer runs.
+func (l *limits) forget(id string) {
+	l.mu.Lock()
+	delete(l.activity, id)
+	delete(l.persisted, id)
+	l.mu.Unlock()
 }
