@@ -40,6 +40,9 @@ type Core struct {
 	now   func() time.Time
 	// telemetry is set before Start (SetTelemetry), then only read.
 	telemetry Telemetry
+	// announce tells the other replicas of a change made here; set
+	// before Start (SetAnnounce), then only read; nil: alone.
+	announce func()
 	// ctx is the server's lifecycle: sandbox starts and terminations run on
 	// it, never on a request's context, and Close cancels it.
 	ctx    context.Context
@@ -163,12 +166,28 @@ func (s *Core) lockSandbox(ctx context.Context, teamID, ref string) (api.Sandbox
 	return sb, o, nil
 }
 
+// notify wakes this replica's waiters and tells the other replicas.
 func (s *Core) notify() {
+	s.Wake()
+	if s.announce != nil {
+		s.announce()
+	}
+}
+
+// Wake wakes every waiter of this replica (long-polls, streams, the
+// webhook dispatcher) to read the store again: a change was made through
+// another replica.
+func (s *Core) Wake() {
 	s.mu.Lock()
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
 }
+
+// SetAnnounce makes every change this replica makes call fn, which must
+// not block, so that the other replicas sharing the store wake their
+// waiters; set it before Start.
+func (s *Core) SetAnnounce(fn func()) { s.announce = fn }
 
 func (s *Core) changes() <-chan struct{} {
 	s.mu.Lock()
