@@ -1,0 +1,76 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cove-dev/cove/internal/store"
+)
+
+var _ store.Replicas = (*DB)(nil)
+
+// AcquireLease takes or renews a lease in one conditional upsert on the
+// database's clock (now(), the transaction's start), so that replicas
+// whose hosts' clocks differ agree on its expiry. Two replicas racing for
+// a free lease: the second waits on the first's row and then finds it
+// held.
+func (db *DB) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (store.Lease, error) {
+	l := store.Lease{Name: name}
+	// The upsert changes nothing while the lease is another's and runs;
+	// the lease as it then stands is read after it.
+	_, err := db.pool.Exec(ctx, `INSERT INTO leases AS l (name, holder, term, expires_at)
+		VALUES ($1, $2, 1, now() + $3 * interval '1 microsecond')
+		ON CONFLICT (name) DO UPDATE SET holder = $2, expires_at = now() + $3 * interval '1 microsecond',
+			term = CASE WHEN l.holder = $2 THEN l.term ELSE l.term + 1 END
+		WHERE l.holder = $2 OR l.expires_at <= now()`,
+		name, holder, ttl.Microseconds())
+	if err != nil {
+		return l, fmt.Errorf("acquire lease %s: %w", name, err)
+	}
+	err = db.pool.QueryRow(ctx, "SELECT holder, term, expires_at FROM leases WHERE name = $1", name).
+		Scan(&l.Holder, &l.Term, &l.ExpiresAt)
+	if err != nil {
+		return l, fmt.Errorf("read lease %s: %w", name, err)
+	}
+	return l, nil
+}
+
+// ReleaseLease expires holder's lease now.
+func (db *DB) ReleaseLease(ctx context.Context, name, holder string) error {
+	if _, err := db.pool.Exec(ctx, "UPDATE leases SET expires_at = now() WHERE name = $1 AND holder = $2", name, holder); err != nil {
+		return fmt.Errorf("release lease %s: %w", name, err)
+	}
+	return nil
+}
+
+// BeatReplica records a replica's beat on the database's clock.
+func (db *DB) BeatReplica(ctx context.Context, r store.Replica) error {
+	_, err := db.pool.Exec(ctx, `INSERT INTO replicas (id, addr, started_at, seen_at) VALUES ($1, $2, $3, now())
+		ON CONFLICT (id) DO UPDATE SET addr = $2, started_at = $3, seen_at = now()`, r.ID, r.Addr, r.StartedAt)
+	if err != nil {
+		return fmt.Errorf("beat replica %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// ListReplicas lists the replicas by ID.
+func (db *DB) ListReplicas(ctx context.Context) ([]store.Replica, error) {
+	rows, err := db.pool.Query(ctx, "SELECT id, addr, started_at, seen_at FROM replicas ORDER BY id")
+	if err != nil {
+		return nil, fmt.Errorf("list replicas: %w", err)
+	}
+	defer rows.Close()
+	out := []store.Replica{}
+	for rows.Next() {
+		var r store.Replica
+		if err := rows.Scan(&r.ID, &r.Addr, &r.StartedAt, &r.SeenAt); err != nil {
+			return nil, fmt.Errorf("list replicas: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list replicas: %w", err)
+	}
+	return out, nil
+}

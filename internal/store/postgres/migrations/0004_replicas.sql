@@ -1,0 +1,16 @@
+-- The replicas of a control plane on one database: named leases (the
+-- leader's) taken and renewed by conditional writes on the database's
+-- clock, and each replica's last beat.
+CREATE TABLE leases (
+	name       text COLLATE "C" PRIMARY KEY,
+	holder     text COLLATE "C" NOT NULL,
+	term       bigint NOT NULL,
+	expires_at timestamptz NOT NULL
+);
+
+CREATE TABLE replicas (
+	id         text COLLATE "C" PRIMARY KEY,
+	addr       text COLLATE "C" NOT NULL,
+	started_at timestamptz NOT NULL,
+	seen_at    timestamptz NOT NULL
+);
