@@ -34,9 +34,9 @@ const pollInterval = time.Second
 // store: PostgreSQL's LISTEN/NOTIFY. A store without it (SQLite, one
 // process) has none.
 type notifier interface {
-	// Listen calls fn at each notification on channel until ctx ends,
-	// reconnecting as needed.
-	Listen(ctx context.Context, channel string, fn func()) error
+	// Listen calls fn at each notification on channel, and each time it
+	// starts listening (after a reconnection), until ctx ends.
+	Listen(ctx context.Context, channel string, fn func())
 	// Notify sends a notification on channel.
 	Notify(ctx context.Context, channel string) error
 }
@@ -128,11 +128,7 @@ func (r *replica) run(ctx context.Context, lead func(ctx context.Context)) {
 	if r.notes == nil {
 		return
 	}
-	wg.Go(func() {
-		if err := r.notes.Listen(ctx, changesChannel, r.wake); err != nil && ctx.Err() == nil {
-			r.log.Error("listen for the other replicas' changes; polling only", "err", err)
-		}
-	})
+	wg.Go(func() { r.notes.Listen(ctx, changesChannel, r.wake) })
 	wg.Go(func() { r.sendChanges(ctx) })
 	wg.Go(func() {
 		t := time.NewTicker(pollInterval)

@@ -20,7 +20,7 @@ type bus struct {
 	sent      atomic.Int64
 }
 
-func (b *bus) Listen(ctx context.Context, channel string, fn func()) error {
+func (b *bus) Listen(ctx context.Context, channel string, fn func()) {
 	if channel != changesChannel {
 		panic("unexpected channel " + channel)
 	}
@@ -28,7 +28,6 @@ func (b *bus) Listen(ctx context.Context, channel string, fn func()) error {
 	b.listeners = append(b.listeners, fn)
 	b.mu.Unlock()
 	<-ctx.Done()
-	return nil
 }
 
 func (b *bus) Notify(ctx context.Context, channel string) error {
