@@ -105,6 +105,20 @@ func (r *replica) Alive(ctx context.Context, id string) (bool, error) {
 	return false, nil
 }
 
+// OthersAlive reports whether another replica beat recently.
+func (r *replica) OthersAlive(ctx context.Context) (bool, error) {
+	reps, err := r.st.ListReplicas(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, rep := range reps {
+		if rep.ID != r.id && time.Since(rep.SeenAt) < replicaDeadAfter {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // setAddr records where this replica's API listens, for its beats.
 func (r *replica) setAddr(addr string) { r.addr.Store(addr) }
 

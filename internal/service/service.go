@@ -216,7 +216,11 @@ func openPlaneSide(ctx context.Context, cfg Config, tmplStates *tmplstate.Regist
 		return nil, err
 	}
 	if notes != nil {
+		// Only such a store is shared: on SQLite this process is alone,
+		// and a previous run that crashed a moment ago is no other
+		// replica whose transitions or node state Recover must spare.
 		ps.plane.Core.SetAnnounce(ps.replica.announce)
+		ps.plane.Core.SetReplicas(ps.replica)
 	}
 	ps.metrics.ObserveReplica(ps.replica)
 	cfg.Webhooks.OpenSecret = ps.plane.Webhooks.OpenSecret

@@ -26,6 +26,15 @@ type Replicas interface {
 	BeatReplica(ctx context.Context, r Replica) error
 	// ListReplicas lists every replica that ever beat, by ID.
 	ListReplicas(ctx context.Context) ([]Replica, error)
+
+	// ClaimSandbox records replicaID as the replica driving the
+	// sandbox's current transition (creating, setting up, sleeping,
+	// waking, terminating), replacing any earlier claim: when that replica
+	// dies, the leader finishes the transition.
+	ClaimSandbox(ctx context.Context, sandboxID, replicaID string) error
+	// SandboxOwner returns the replica that claimed the sandbox last, ""
+	// when none did.
+	SandboxOwner(ctx context.Context, sandboxID string) (string, error)
 }
 
 // Lease is a named lease (the leader's is "leader").

@@ -37,8 +37,9 @@ func (s *Core) StartReplica() {
 // Lead runs the singletons, which must run on one replica at a time (the
 // leader's, internal/control/lease), until ctx ends or Close, and waits
 // for them: the warm pool, the meter and budget checks, the workload
-// queue, the idle and lifetime limits, and the retention of events,
-// idempotent answers and observations.
+// queue, the idle and lifetime limits, the retention of events,
+// idempotent answers and observations, and the transitions that dead
+// replicas left.
 func (s *Core) Lead(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -52,9 +53,13 @@ func (s *Core) Lead(ctx context.Context) {
 	wg.Go(func() { s.svc.Workloads.Run(ctx) })
 	t := time.NewTicker(s.cfg.LimitsInterval)
 	defer t.Stop()
+	adopt := time.NewTicker(adoptInterval)
+	defer adopt.Stop()
 	var expired time.Time
 	for {
 		select {
+		case <-adopt.C:
+			s.adoptOrphans(ctx)
 		case <-t.C:
 			s.limits.enforce(ctx)
 			if time.Since(expired) > time.Minute {

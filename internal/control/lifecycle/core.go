@@ -40,6 +40,9 @@ type Core struct {
 	now   func() time.Time
 	// telemetry is set before Start (SetTelemetry), then only read.
 	telemetry Telemetry
+	// replicas are the replicas sharing the store (SetReplicas, before
+	// Recover); nil: alone.
+	replicas Replicas
 	// announce tells the other replicas of a change made here; set
 	// before Start (SetAnnounce), then only read; nil: alone.
 	announce func()
@@ -211,6 +214,11 @@ func (s *Core) setState(ctx context.Context, sb *api.Sandbox, state api.SandboxS
 	}
 	sb.State = state
 	sb.StateReason = reason
+	if isTransient(state) {
+		// Claimed before the state is stored: a replica that dies
+		// between the two leaves a transition with a known owner.
+		s.claim(ctx, sb.ID)
+	}
 	if err := s.store.UpdateSandbox(ctx, *sb); err != nil {
 		return fmt.Errorf("persist %s %s: %w", sb.ID, state, err)
 	}
@@ -263,6 +271,7 @@ func (s *Core) CreateSandbox(ctx context.Context, teamID string, req api.CreateS
 			return api.Sandbox{}, err
 		}
 	}
+	s.claim(ctx, sb.ID)
 	if err := s.store.CreateSandbox(ctx, sb); err != nil {
 		if warm != "" {
 			s.pool.discard(ctx, warm)

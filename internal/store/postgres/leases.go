@@ -2,8 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/cove-dev/cove/internal/store"
 )
@@ -73,4 +76,27 @@ func (db *DB) ListReplicas(ctx context.Context) ([]store.Replica, error) {
 		return nil, fmt.Errorf("list replicas: %w", err)
 	}
 	return out, nil
+}
+
+// ClaimSandbox records the replica driving a sandbox's transition.
+func (db *DB) ClaimSandbox(ctx context.Context, sandboxID, replicaID string) error {
+	_, err := db.pool.Exec(ctx, `INSERT INTO sandbox_owners (sandbox_id, replica_id) VALUES ($1, $2)
+		ON CONFLICT (sandbox_id) DO UPDATE SET replica_id = $2`, sandboxID, replicaID)
+	if err != nil {
+		return fmt.Errorf("claim sandbox %s: %w", sandboxID, err)
+	}
+	return nil
+}
+
+// SandboxOwner returns the replica that claimed a sandbox last.
+func (db *DB) SandboxOwner(ctx context.Context, sandboxID string) (string, error) {
+	var id string
+	err := db.pool.QueryRow(ctx, "SELECT replica_id FROM sandbox_owners WHERE sandbox_id = $1", sandboxID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the owner of sandbox %s: %w", sandboxID, err)
+	}
+	return id, nil
 }

@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -80,4 +82,27 @@ func (db *DB) ListReplicas(ctx context.Context) ([]store.Replica, error) {
 		return nil, fmt.Errorf("list replicas: %w", err)
 	}
 	return out, nil
+}
+
+// ClaimSandbox records the replica driving a sandbox's transition.
+func (db *DB) ClaimSandbox(ctx context.Context, sandboxID, replicaID string) error {
+	_, err := db.write.ExecContext(ctx, `INSERT INTO sandbox_owners (sandbox_id, replica_id) VALUES (?1, ?2)
+		ON CONFLICT (sandbox_id) DO UPDATE SET replica_id = ?2`, sandboxID, replicaID)
+	if err != nil {
+		return fmt.Errorf("claim sandbox %s: %w", sandboxID, err)
+	}
+	return nil
+}
+
+// SandboxOwner returns the replica that claimed a sandbox last.
+func (db *DB) SandboxOwner(ctx context.Context, sandboxID string) (string, error) {
+	var id string
+	err := db.read.QueryRowContext(ctx, "SELECT replica_id FROM sandbox_owners WHERE sandbox_id = ?", sandboxID).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the owner of sandbox %s: %w", sandboxID, err)
+	}
+	return id, nil
 }

@@ -142,3 +142,19 @@ func testAccrueConditional(t *testing.T, s store.Store) {
 		t.Errorf("sbx_1's meter = %v; want %v", m.AccruedUntil, t20)
 	}
 }
+
+// testSandboxOwners: the last claim of a sandbox names its owner.
+func testSandboxOwners(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if got := mustGet[string](t)(s.SandboxOwner(ctx, "sbx_1")); got != "" {
+		t.Errorf("owner before a claim = %q; want none", got)
+	}
+	mustDo(t, s.ClaimSandbox(ctx, "sbx_1", "rep_a"))
+	mustDo(t, s.ClaimSandbox(ctx, "sbx_2", "rep_a"))
+	mustDo(t, s.ClaimSandbox(ctx, "sbx_1", "rep_b"))
+	for id, want := range map[string]string{"sbx_1": "rep_b", "sbx_2": "rep_a", "sbx_3": ""} {
+		if got := mustGet[string](t)(s.SandboxOwner(ctx, id)); got != want {
+			t.Errorf("owner of %s = %q; want %q", id, got, want)
+		}
+	}
+}

@@ -14,3 +14,10 @@ CREATE TABLE replicas (
 	started_at timestamptz NOT NULL,
 	seen_at    timestamptz NOT NULL
 );
+
+-- The replica that drives each sandbox's current transition, for the
+-- leader to finish it when that replica dies.
+CREATE TABLE sandbox_owners (
+	sandbox_id text COLLATE "C" PRIMARY KEY,
+	replica_id text COLLATE "C" NOT NULL
+);

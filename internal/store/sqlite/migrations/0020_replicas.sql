@@ -13,3 +13,10 @@ CREATE TABLE replicas (
 	started_at TEXT NOT NULL,
 	seen_at    TEXT NOT NULL
 );
+
+-- The replica that drives each sandbox's current transition, for the
+-- leader to finish it when that replica dies.
+CREATE TABLE sandbox_owners (
+	sandbox_id TEXT PRIMARY KEY,
+	replica_id TEXT NOT NULL
+);
