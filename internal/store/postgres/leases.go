@@ -100,3 +100,20 @@ func (db *DB) SandboxOwner(ctx context.Context, sandboxID string) (string, error
 	}
 	return id, nil
 }
+
+// ClaimDelivery takes a due delivery for one attempt, conditionally: of
+// two dispatchers, the second waits on the first's row lock and then finds
+// the condition false.
+func (db *DB) ClaimDelivery(ctx context.Context, id string, attempts int, now, until time.Time) (bool, error) {
+	seq, ok := deliverySeq(id)
+	if !ok {
+		return false, nil
+	}
+	tag, err := db.pool.Exec(ctx, `UPDATE webhook_deliveries SET next_attempt_at = $1
+		WHERE seq = $2 AND state = 'pending' AND attempt_count = $3 AND (next_attempt_at IS NULL OR next_attempt_at <= $4)`,
+		until, seq, attempts, now)
+	if err != nil {
+		return false, fmt.Errorf("claim delivery %s: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}

@@ -106,3 +106,19 @@ func (db *DB) SandboxOwner(ctx context.Context, sandboxID string) (string, error
 	}
 	return id, nil
 }
+
+// ClaimDelivery takes a due delivery for one attempt, conditionally.
+func (db *DB) ClaimDelivery(ctx context.Context, id string, attempts int, now, until time.Time) (bool, error) {
+	seq, ok := deliverySeq(id)
+	if !ok {
+		return false, nil
+	}
+	res, err := db.write.ExecContext(ctx, `UPDATE webhook_deliveries SET next_attempt_at = ?
+		WHERE seq = ? AND state = 'pending' AND attempt_count = ? AND (next_attempt_at IS NULL OR next_attempt_at <= ?)`,
+		formatTime(until), seq, attempts, formatTime(now))
+	if err != nil {
+		return false, fmt.Errorf("claim delivery %s: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}

@@ -158,3 +158,39 @@ func testSandboxOwners(t *testing.T, s store.Store) {
 		}
 	}
 }
+
+// testClaimDelivery: of two dispatchers that read the same due delivery,
+// one claims it; the claim holds until its time, and a claim from a read
+// older than the last attempt is refused.
+func testClaimDelivery(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	createTeam(t, s, "team_a")
+	mustDo(t, s.CreateWebhook(ctx, webhook("team_a", "whk_all", "*")))
+	_, err := s.AppendEvent(ctx, "team_a", api.Event{Type: "sandbox.running", SandboxID: "sbx_1", Time: at(2)})
+	mustDo(t, err)
+	due := mustGet[[]store.DueDelivery](t)(s.DueDeliveries(ctx, at(5), 10))
+	if len(due) != 1 {
+		t.Fatalf("due = %+v; want one", due)
+	}
+	d := due[0].Delivery
+	if ok := mustGet[bool](t)(s.ClaimDelivery(ctx, d.ID, d.AttemptCount, at(5), at(20))); !ok {
+		t.Fatal("the first claim was refused")
+	}
+	if ok := mustGet[bool](t)(s.ClaimDelivery(ctx, d.ID, d.AttemptCount, at(5), at(20))); ok {
+		t.Fatal("a second dispatcher claimed a claimed delivery")
+	}
+	if got := mustGet[[]store.DueDelivery](t)(s.DueDeliveries(ctx, at(10), 10)); len(got) != 0 {
+		t.Errorf("a claimed delivery is due before its claim ends: %+v", got)
+	}
+	mustDo(t, s.RecordAttempt(ctx, d.ID, api.DeliveryAttempt{Time: at(6), StatusCode: 500}, api.DeliveryPending, ptr(at(30))))
+	// A dispatcher that read it before that attempt: refused even once due.
+	if ok := mustGet[bool](t)(s.ClaimDelivery(ctx, d.ID, d.AttemptCount, at(40), at(60))); ok {
+		t.Error("a claim from a stale read (attempts moved) was taken")
+	}
+	if ok := mustGet[bool](t)(s.ClaimDelivery(ctx, d.ID, d.AttemptCount+1, at(40), at(60))); !ok {
+		t.Error("a claim from a fresh read of a due delivery was refused")
+	}
+	if ok := mustGet[bool](t)(s.ClaimDelivery(ctx, "dlv_999999", 0, at(40), at(60))); ok {
+		t.Error("a missing delivery was claimed")
+	}
+}

@@ -48,7 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Workloads", testWorkloads},
 		{"WorkloadUsage", testWorkloadUsage},
 		{"Nodes", testNodes}, {"Placements", testPlacements}, {"FleetValues", testFleetValues},
-		{"Leases", testLeases}, {"Replicas", testReplicas}, {"AccrueConditional", testAccrueConditional}, {"SandboxOwners", testSandboxOwners},
+		{"Leases", testLeases}, {"Replicas", testReplicas}, {"AccrueConditional", testAccrueConditional}, {"SandboxOwners", testSandboxOwners}, {"ClaimDelivery", testClaimDelivery},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
