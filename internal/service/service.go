@@ -166,9 +166,9 @@ type planeSide struct {
 	plane      *Plane
 	dispatcher *webhooks.Dispatcher
 	// replica is this process among the replicas sharing the store.
-	replica *replica
-	adminKey   string
-	closers    []func()
+	replica  *replica
+	adminKey string
+	closers  []func()
 	// importer stores imported images under the images dir; `cove
 	// control` makes it publish them to the shared store (SetBlobs).
 	importer *images.Importer
