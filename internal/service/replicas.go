@@ -10,6 +10,7 @@ import (
 	"github.com/cove-dev/cove/internal/control/lease"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/store"
+	"github.com/cove-dev/cove/internal/store/postgres"
 )
 
 // leaderLease is the name of the lease whose holder runs the singletons.
@@ -40,6 +41,9 @@ type notifier interface {
 	// Notify sends a notification on channel.
 	Notify(ctx context.Context, channel string) error
 }
+
+// The PostgreSQL store carries the notifications.
+var _ notifier = (*postgres.DB)(nil)
 
 // replica is this process as one replica of the control plane over a
 // shared store: its ID and beats, the leader lease under which the

@@ -9,8 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cove-dev/cove/internal/store"
+	"github.com/cove-dev/cove/internal/store/postgres"
 	"github.com/cove-dev/cove/internal/store/sqlite"
+	"github.com/cove-dev/cove/internal/testsupport/pgserver"
 )
+
+func TestMain(m *testing.M) { pgserver.Main(m) }
 
 // bus is an in-memory LISTEN/NOTIFY: a notification reaches every
 // listener, the sender's own included, as PostgreSQL's does.
@@ -55,7 +60,7 @@ type testReplica struct {
 	stop    func()
 }
 
-func startReplica(t *testing.T, st *sqlite.DB, notes notifier) *testReplica {
+func startReplica(t *testing.T, st store.Replicas, notes notifier) *testReplica {
 	t.Helper()
 	tr := &testReplica{}
 	var wake func()
@@ -157,5 +162,52 @@ func TestReplicasCarryChanges(t *testing.T) {
 	waitFor(t, "z polls", func() bool { return z.wakes.Load() >= 2 })
 	if quiet.sent.Load() != 0 {
 		t.Errorf("z sent %d notifications without a change", quiet.sent.Load())
+	}
+}
+
+// countedNotes counts the notifications Listen delivers, apart from the
+// polling's wakes.
+type countedNotes struct {
+	*postgres.DB
+	heard atomic.Int64
+}
+
+func (c *countedNotes) Listen(ctx context.Context, channel string, fn func()) {
+	c.DB.Listen(ctx, channel, func() {
+		c.heard.Add(1)
+		fn()
+	})
+}
+
+// TestReplicasOnPostgres: two replicas on one PostgreSQL database: one
+// leads, a change announced on one reaches the other through NOTIFY, and
+// the other takes the lease when the leader stops.
+func TestReplicasOnPostgres(t *testing.T) {
+	url := pgserver.Start(t).NewDatabase(t)
+	open := func() *postgres.DB {
+		db, err := postgres.Open(t.Context(), url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	dbx, dby := open(), open()
+	ny := &countedNotes{DB: dby}
+	x := startReplica(t, dbx, dbx)
+	waitFor(t, "x leads", x.Leader)
+	y := startReplica(t, dby, ny)
+	// Listen reports each time it starts listening: then y hears.
+	waitFor(t, "y listens", func() bool { return ny.heard.Load() >= 1 })
+	before := ny.heard.Load()
+	x.announce()
+	waitFor(t, "y hears x's change", func() bool { return ny.heard.Load() > before })
+	if y.Leader() {
+		t.Fatal("both replicas lead")
+	}
+	x.stop()
+	waitFor(t, "y leads", y.Leader)
+	if y.lease.Term() != 2 {
+		t.Errorf("y's term = %d; want 2", y.lease.Term())
 	}
 }
