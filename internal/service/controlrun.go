@@ -17,7 +17,6 @@ import (
 	"github.com/cove-dev/cove/internal/control/fleet"
 	"github.com/cove-dev/cove/internal/control/fleet/join"
 	"github.com/cove-dev/cove/internal/control/fleet/remote"
-	"github.com/cove-dev/cove/internal/store/postgres"
 	tmplstate "github.com/cove-dev/cove/internal/templates"
 )
 
@@ -181,13 +180,12 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 		srv.TemplatesChanged()
 		return nil
 	}, log)
+	// Every replica keeps its view of the fleet fresh and reattaches the
+	// sandboxes of a node that registers through it.
 	fleetWG.Go(func() { fl.Run(fleetCtx) })
 	if notes != nil {
 		fleetWG.Go(func() { notes.Listen(fleetCtx, nodesChannel, fl.Poke) })
 	}
-	// Loss detection declares nodes lost for every replica: one replica
-	// should run it, the one holding the leader's lease.
-	fleetWG.Go(func() { fl.RunLossDetection(fleetCtx) })
 	fleetWG.Go(func() { followTemplates(fleetCtx, fl, tmplStates, srv.TemplatesChanged, q.ready) })
 	fleetWG.Go(func() { q.run(fleetCtx) })
 
@@ -195,9 +193,11 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
 	q.begin()
-	srv.Start()
-	stopHooks := ps.deliverWebhooks(ctx)
-	defer stopHooks()
+	srv.StartReplica()
+	// Node-loss detection is a singleton: it runs on the leader only.
+	stopReplica := ps.runReplica(ctx, func(ctx context.Context) { fl.RunLossDetection(ctx) })
+	defer stopReplica()
+	ps.metrics.ObserveNodes(fl.Nodes)
 	return ps.serve(ctx, listeners, nil, ready)
 }
 
@@ -205,15 +205,6 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 // nodes between control replicas.
 const nodesChannel = "cove_nodes"
 
-// notifier is a store that carries notifications between the processes
-// on it (PostgreSQL's LISTEN/NOTIFY): Listen calls fn on each until ctx
-// is done.
-type notifier interface {
-	Notify(ctx context.Context, channel string) error
-	Listen(ctx context.Context, channel string, fn func())
-}
-
-var _ notifier = (*postgres.DB)(nil)
 
 // followTemplates keeps the templates' states to what the ready nodes
 // have: a template is ready while a node that can start it is. ready is

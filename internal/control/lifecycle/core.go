@@ -40,6 +40,12 @@ type Core struct {
 	now   func() time.Time
 	// telemetry is set before Start (SetTelemetry), then only read.
 	telemetry Telemetry
+	// replicas are the replicas sharing the store (SetReplicas, before
+	// Recover); nil: alone.
+	replicas Replicas
+	// announce tells the other replicas of a change made here; set
+	// before Start (SetAnnounce), then only read; nil: alone.
+	announce func()
 	// ctx is the server's lifecycle: sandbox starts and terminations run on
 	// it, never on a request's context, and Close cancels it.
 	ctx    context.Context
@@ -163,12 +169,28 @@ func (s *Core) lockSandbox(ctx context.Context, teamID, ref string) (api.Sandbox
 	return sb, o, nil
 }
 
+// notify wakes this replica's waiters and tells the other replicas.
 func (s *Core) notify() {
+	s.Wake()
+	if s.announce != nil {
+		s.announce()
+	}
+}
+
+// Wake wakes every waiter of this replica (long-polls, streams, the
+// webhook dispatcher) to read the store again: a change was made through
+// another replica.
+func (s *Core) Wake() {
 	s.mu.Lock()
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
 }
+
+// SetAnnounce makes every change this replica makes call fn, which must
+// not block, so that the other replicas sharing the store wake their
+// waiters; set it before Start.
+func (s *Core) SetAnnounce(fn func()) { s.announce = fn }
 
 func (s *Core) changes() <-chan struct{} {
 	s.mu.Lock()
@@ -185,6 +207,11 @@ func (s *Core) changes() <-chan struct{} {
 // that left that state answers conflict: the transition no longer holds.
 func (s *Core) setState(ctx context.Context, sb *api.Sandbox, state api.SandboxState, reason string) error {
 	from := sb.State
+	if isTransient(state) {
+		// Claimed before the state is stored: a replica that dies
+		// between the two leaves a transition with a known owner.
+		s.claim(ctx, sb.ID)
+	}
 	for attempt := 1; ; attempt++ {
 		next := *sb
 		s.transition(&next, state, reason)
@@ -275,12 +302,23 @@ func (s *Core) CreateSandbox(ctx context.Context, teamID string, req api.CreateS
 	if err := refuseSandboxGPUs(req); err != nil {
 		return api.Sandbox{}, err
 	}
+	sid := id.For(ctx, "sbx")
+	if id.Derived(ctx) {
+		// The ID is derived from an Idempotency-Key: a second attempt of
+		// the request (its first on a replica that died) answers the
+		// sandbox the first attempt made.
+		if sb, err := s.store.GetSandbox(ctx, teamID, sid); err == nil {
+			return s.svc.Meter.Priced(sb), nil
+		} else if api.ErrorCode(err) != api.CodeNotFound {
+			return api.Sandbox{}, err
+		}
+	}
 	img, release, err := s.svc.Images.Use(ctx, teamID, &req)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
 	defer release()
-	sb, err := s.newSandbox(teamID, req)
+	sb, err := s.newSandbox(sid, teamID, req)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -289,7 +327,9 @@ func (s *Core) CreateSandbox(ctx context.Context, teamID string, req api.CreateS
 		return api.Sandbox{}, err
 	}
 	warm := ""
-	if s.pool.fits(sb) && sb.Source == nil && sb.Setup == nil {
+	// A pooled sandbox has an ID of its own, which a create whose ID is
+	// derived from an Idempotency-Key cannot take.
+	if s.pool.fits(sb) && sb.Source == nil && sb.Setup == nil && !id.Derived(ctx) {
 		if warm = s.pool.take(); warm != "" {
 			// A pooled sandbox was admitted (and, in a fleet, placed)
 			// when the pool started it.
@@ -306,6 +346,7 @@ func (s *Core) CreateSandbox(ctx context.Context, teamID string, req api.CreateS
 			return api.Sandbox{}, err
 		}
 	}
+	s.claim(ctx, sb.ID)
 	if err := s.store.CreateSandbox(ctx, sb); err != nil {
 		if warm != "" {
 			s.pool.discard(ctx, warm)
@@ -360,7 +401,7 @@ func (s *Core) unadmit(ctx context.Context, id string) {
 	}
 }
 
-func (s *Core) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sandbox, error) {
+func (s *Core) newSandbox(sid, teamID string, req api.CreateSandboxRequest) (api.Sandbox, error) {
 	if err := validateName(req.Name); err != nil {
 		return api.Sandbox{}, err
 	}
@@ -442,7 +483,7 @@ func (s *Core) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sand
 	}
 	now := s.now()
 	sb := api.Sandbox{
-		ID: id.New("sbx"), Name: req.Name, TeamID: teamID, Template: tmpl,
+		ID: sid, Name: req.Name, TeamID: teamID, Template: tmpl,
 		State: api.StateCreating, Resources: res, Env: req.Env, Workdir: workdir,
 		Network: network, Labels: req.Labels,
 		IdleTimeoutS: idle, OnIdle: onIdle, MaxLifetimeS: lifetime,
