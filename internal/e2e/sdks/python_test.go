@@ -31,8 +31,12 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// venv makes a virtual environment with the SDK installed, from a copy of
-// its folder so that the build leaves nothing in the tree.
+// venv builds the SDK as a user's pip would get it, a wheel and an sdist
+// (Debian's python3-build, --no-isolation: there is no package index
+// here), from a copy of its folder so that the build leaves nothing in the
+// tree, and installs the wheel alone into a fresh virtual environment over
+// the system's packages (Debian's httpx, websockets and pathspec). It
+// answers the environment's python.
 func venv(t *testing.T) string {
 	if _, err := os.Stat(python); err != nil {
 		t.Skip("no " + python)
@@ -41,13 +45,44 @@ func venv(t *testing.T) string {
 	src := filepath.Join(dir, "src")
 	run(t, "", nil, "cp", "-r", filepath.Join(repoRoot(t), "sdk", "python"), src)
 	// A build/ left by a hand install would be reused as it is.
-	for _, d := range []string{"build", "src/cove_sdk.egg-info"} {
+	for _, d := range []string{"build", "dist", "src/cove_sdk.egg-info"} {
 		os.RemoveAll(filepath.Join(src, d))
 	}
+	dist := filepath.Join(dir, "dist")
+	run(t, "", nil, python, "-m", "build", "--no-isolation", "--wheel", "--sdist", "--outdir", dist, src)
+	wheels, _ := filepath.Glob(filepath.Join(dist, "cove_sdk-*-py3-none-any.whl"))
+	sdists, _ := filepath.Glob(filepath.Join(dist, "cove_sdk-*.tar.gz"))
+	if len(sdists) == 0 {
+		// setuptools before 69 names the sdist after the project as written.
+		sdists, _ = filepath.Glob(filepath.Join(dist, "cove-sdk-*.tar.gz"))
+	}
+	if len(wheels) != 1 || len(sdists) != 1 {
+		entries, _ := os.ReadDir(dist)
+		t.Fatalf("want one wheel and one sdist in %s, got %v", dist, entries)
+	}
+	checkSdist(t, sdists[0])
 	env := filepath.Join(dir, "venv")
 	run(t, "", nil, python, "-m", "venv", "--system-site-packages", env)
-	run(t, "", nil, filepath.Join(env, "bin", "pip"), "install", "-q", "--no-build-isolation", "--no-index", src)
+	run(t, "", nil, filepath.Join(env, "bin", "pip"), "install", "-q", "--no-index", "--no-deps", wheels[0])
+	// The wheel's declared dependencies must be met by what is installed:
+	// pip check fails when one is missing or outside its range.
+	run(t, "", nil, filepath.Join(env, "bin", "pip"), "check")
 	return filepath.Join(env, "bin", "python")
+}
+
+// checkSdist makes sure the sdist holds what building from it needs: the
+// project file, the README and the sources, the generated client included.
+func checkSdist(t *testing.T, path string) {
+	t.Helper()
+	out, err := exec.Command("tar", "-tzf", path).Output()
+	if err != nil {
+		t.Fatalf("tar -tzf %s: %v", path, err)
+	}
+	for _, want := range []string{"/pyproject.toml", "/README.md", "/src/cove/aio.py", "/src/cove/client.py", "/src/cove/py.typed"} {
+		if !bytes.Contains(out, []byte(want+"\n")) {
+			t.Errorf("sdist %s has no %s:\n%s", filepath.Base(path), want, out)
+		}
+	}
 }
 
 func run(t *testing.T, dir string, env []string, name string, args ...string) {
@@ -79,11 +114,17 @@ func runFor(t *testing.T, d time.Duration, dir string, env []string, name string
 	t.Logf("%s %v:\n%s", filepath.Base(name), args, out.String())
 }
 
+// TestPythonSDK runs the SDK's tests against the installed wheel: from a
+// folder of their own, so that nothing but the installed package answers
+// `import cove` (test_package.py checks that it is the installed one).
 func TestPythonSDK(t *testing.T) {
 	s := e2etest.StartServer(t, e2etest.WithManaged)
 	py := venv(t)
-	env := []string{"COVE_URL=" + s.URL, "COVE_API_KEY=" + s.AdminKey, "PYTHONDONTWRITEBYTECODE=1"}
-	run(t, filepath.Join(repoRoot(t), "sdk", "python"), env, py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests")
+	root := repoRoot(t)
+	env := []string{"COVE_URL=" + s.URL, "COVE_API_KEY=" + s.AdminKey, "PYTHONDONTWRITEBYTECODE=1",
+		"COVE_SDK_INSTALLED=1", "COVE_SDK_TESTDATA=" + filepath.Join(root, "sdk", "testdata")}
+	run(t, t.TempDir(), env, py, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+		"--rootdir", filepath.Join(root, "sdk", "python", "tests"), filepath.Join(root, "sdk", "python", "tests"))
 }
 
 // TestPythonExample runs examples/python as a user would.
