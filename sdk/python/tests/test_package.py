@@ -52,3 +52,17 @@ def test_sync_and_async_have_the_same_calls():
                  (cove.Command, cove.AsyncCommand), (cove.Files, cove.AsyncFiles)]:
         names = lambda c: {n for n, _ in inspect.getmembers(c, inspect.isfunction) if not n.startswith("_")}
         assert names(s) == names(a)
+
+
+def test_installed_dependencies_are_in_the_declared_ranges():
+    """What the tests run on is inside each range the package declares, so
+    the ranges' lower bounds are ones the tests prove."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    reqs = [Requirement(r) for r in metadata.requires("cove-sdk") or []]
+    assert {r.name for r in reqs} == {"httpx", "websockets", "pathspec"}
+    for r in reqs:
+        have = metadata.version(r.name)
+        assert r.specifier.contains(have, prereleases=True), f"{r.name} {have} is outside {r.specifier}"

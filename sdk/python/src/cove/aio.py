@@ -120,7 +120,7 @@ class AsyncClient:
     async def _bytes(self, resp: httpx.Response) -> AsyncIterator[bytes]:
         """A streamed answer's bytes; a cut is Unavailable."""
         try:
-            async for b in self._bytes(resp):
+            async for b in resp.aiter_bytes():
                 yield b
         except httpx.TransportError as e:
             raise sh.transport_error(self.url, e) from e
@@ -856,7 +856,7 @@ class AsyncFiles:
         with tempfile.TemporaryFile() as tmp:
             resp = await self._c._send(sh.Req("GET", self._base + "/archive", {"path": path}), stream=True)
             try:
-                async for b in self._bytes(resp):
+                async for b in self._c._bytes(resp):
                     tmp.write(b)
             finally:
                 await resp.aclose()

@@ -121,7 +121,7 @@ class Client:
     def _bytes(self, resp: httpx.Response) -> Iterator[bytes]:
         """A streamed answer's bytes; a cut is Unavailable."""
         try:
-            for b in self._bytes(resp):
+            for b in resp.iter_bytes():
                 yield b
         except httpx.TransportError as e:
             raise sh.transport_error(self.url, e) from e
@@ -857,7 +857,7 @@ class Files:
         with tempfile.TemporaryFile() as tmp:
             resp = self._c._send(sh.Req("GET", self._base + "/archive", {"path": path}), stream=True)
             try:
-                for b in self._bytes(resp):
+                for b in self._c._bytes(resp):
                     tmp.write(b)
             finally:
                 resp.close()
