@@ -111,17 +111,23 @@ func runFor(t *testing.T, d time.Duration, dir string, env []string, name string
 	t.Logf("%s %v:\n%s", filepath.Base(name), args, out.String())
 }
 
-// TestPythonSDK runs the SDK's tests against the installed wheel: from a
-// folder of their own, so that nothing but the installed package answers
-// `import cove` (test_package.py checks that it is the installed one).
+// TestPythonSDK runs the SDK's tests against the installed wheel and a
+// real server.
 func TestPythonSDK(t *testing.T) {
 	s := e2etest.StartServer(t, e2etest.WithManaged)
-	py := venv(t)
+	pytest(t, 10*time.Minute, venv(t), s.URL, s.AdminKey)
+}
+
+// pytest runs the SDK's tests with py against the server at url, from a
+// folder of their own, so that nothing but the installed package answers
+// `import cove` (test_package.py checks that it is the installed one).
+func pytest(t *testing.T, d time.Duration, py, url, key string) {
+	t.Helper()
 	root := repoRoot(t)
-	env := []string{"COVE_URL=" + s.URL, "COVE_API_KEY=" + s.AdminKey, "PYTHONDONTWRITEBYTECODE=1",
+	tests := filepath.Join(root, "sdk", "python", "tests")
+	env := []string{"COVE_URL=" + url, "COVE_API_KEY=" + key, "PYTHONDONTWRITEBYTECODE=1",
 		"COVE_SDK_INSTALLED=1", "COVE_SDK_TESTDATA=" + filepath.Join(root, "sdk", "testdata")}
-	run(t, t.TempDir(), env, py, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-		"--rootdir", filepath.Join(root, "sdk", "python", "tests"), filepath.Join(root, "sdk", "python", "tests"))
+	runFor(t, d, t.TempDir(), env, py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", tests, tests)
 }
 
 // TestPythonExample runs every program of examples/python as a user
