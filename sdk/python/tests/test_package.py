@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import cove
-from cove import aio, client
+from cove import _attach, aio, client
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -36,7 +36,7 @@ def test_sync_client_is_generated_from_async():
 
 
 PUBLIC = [cove.Client, cove.SandboxHandle, cove.Command, cove.Files, cove.AsyncClient, cove.AsyncSandbox,
-          cove.AsyncCommand, cove.AsyncFiles, cove.Retry]
+          cove.AsyncCommand, cove.AsyncFiles, cove.Retry, _attach.AsyncAttachment, _attach.SyncAttachment]
 
 
 @pytest.mark.parametrize("cls", PUBLIC, ids=[c.__name__ for c in PUBLIC])

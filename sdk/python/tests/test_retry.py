@@ -60,6 +60,7 @@ def test_transport_error_is_unavailable_without_status():
             c.get("nothing")
     assert isinstance(e.value, cove.Unavailable)
     assert e.value.code == "unavailable" and e.value.status is None
+    assert e.value.request_id.startswith("req_")
 
     async def main():
         async with cove.AsyncClient(url, "k", retry=FAST) as c:
@@ -97,6 +98,20 @@ def test_create_gets_a_key_kept_across_retries(fake):
     assert sb.id == "sbx_1"
     keys = [x.headers.get("idempotency-key") for x in s.seen]
     assert len(keys) == 3 and keys[0] and keys.count(keys[0]) == 3
+    ids = [x.headers.get("x-request-id") for x in s.seen]
+    assert ids[0] and ids.count(ids[0]) == 3
+
+
+def test_an_error_carries_its_status_code_and_request_id(fake):
+    s = fake([(404, {"X-Request-Id": "req_server"}, {"error": {"code": "not_found", "message": "no such sandbox"}}),
+              error(404, "not_found")])
+    with cove.Client(s.url, "k", retry=FAST) as c:
+        with pytest.raises(cove.NotFound) as e:
+            c.get("a")
+        assert (e.value.code, e.value.status, e.value.request_id) == ("not_found", 404, "req_server")
+        with pytest.raises(cove.NotFound) as e:
+            c.get("b")
+        assert e.value.request_id == s.seen[1].headers["x-request-id"]
 
 
 def test_a_409_without_retry_after_is_not_retried(fake):

@@ -91,9 +91,9 @@ class Retry:
     never retries."""
 
     attempts: int = 5
-    total_s: float = 60.0
-    base_s: float = 0.2
-    cap_s: float = 8.0
+    total_s: float = 30.0
+    base_s: float = 0.25
+    cap_s: float = 5.0
 
 
 def retry_after(value: Optional[str]) -> Optional[float]:
@@ -583,7 +583,19 @@ def call(fn: Any, *args: Any) -> Any:
     return fn(*args)
 
 
-def transport_error(url: str, e: BaseException) -> "Unavailable":
+def transport_error(url: str, e: BaseException, request_id: str = "") -> "Unavailable":
     """A failure to reach the server (refused, reset, timed out) as the
     SDK's own error: code unavailable, no status."""
-    return Unavailable(f"{type(e).__name__} talking to {url}: {e}", {"transport": type(e).__name__}, None)
+    err = Unavailable(f"{type(e).__name__} talking to {url}: {e}", {"transport": type(e).__name__}, None)
+    err.request_id = request_id
+    return err
+
+
+def add_request_id(r: Req) -> str:
+    """Names the call with an X-Request-Id of its own (kept across its
+    retries), which its errors carry, to find it in the server's logs."""
+    for k, v in r.headers.items():
+        if k.lower() == "x-request-id":
+            return v
+    r.headers["X-Request-Id"] = "req_" + uuid.uuid4().hex[:24]
+    return r.headers["X-Request-Id"]

@@ -78,17 +78,18 @@ class Client:
         """Send r, retried as the retry policy allows. An error answer
         raises its CoveError; a transport failure raises Unavailable."""
         sh.add_key(r)
+        rid = sh.add_request_id(r)
         tries = sh.Attempts(r, self._retry, self._call_timeout)
         timeout = sh.timeout_of(self._timeout, self._call_timeout)
         while True:
             req = self._http.build_request(r.method, r.path, params=r.params or None, json=r.json,
-                                           content=r.content, headers=r.headers or None, timeout=timeout)
+                                           content=r.content, headers=r.headers, timeout=timeout)
             try:
                 resp = self._http.send(req, stream=stream)
             except httpx.TransportError as e:
                 wait = tries.delay(None, None)
                 if wait is None:
-                    raise sh.transport_error(self.url, e) from e
+                    raise sh.transport_error(self.url, e, rid) from e
                 time.sleep(wait)
                 continue
             if resp.status_code < 300:
@@ -96,12 +97,12 @@ class Client:
             try:
                 body = resp.read()
             except httpx.TransportError as e:
-                raise sh.transport_error(self.url, e) from e
+                raise sh.transport_error(self.url, e, rid) from e
             finally:
                 resp.close()
             wait = tries.delay(resp.status_code, resp.headers)
             if wait is None:
-                raise error_from(resp.status_code, body)
+                raise error_from(resp.status_code, body, resp.headers.get("X-Request-Id") or rid)
             time.sleep(wait)
 
     def _json(self, r: sh.Req) -> Any:

@@ -20,6 +20,7 @@ class CoveError(Exception):
         self.message = message
         self.details: Dict[str, Any] = details or {}
         self.status = status
+        self.request_id = ""
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
@@ -104,8 +105,14 @@ _BY_STATUS = {
 }
 
 
-def error_from(status: int, body: bytes) -> CoveError:
+def error_from(status: int, body: bytes, request_id: str = "") -> CoveError:
     """The exception for an error answer."""
+    err = _error_from(status, body)
+    err.request_id = request_id
+    return err
+
+
+def _error_from(status: int, body: bytes) -> CoveError:
     import json
 
     try:
