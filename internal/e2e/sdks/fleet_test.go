@@ -5,7 +5,6 @@ package sdks
 // sandboxes run on two `cove node` processes of their own.
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -20,8 +19,7 @@ const suiteBound = 6 * time.Minute
 func TestPythonSDKThroughFleet(t *testing.T) {
 	py := venv(t)
 	f := e2etest.StartFleet(t, e2etest.FleetManaged, e2etest.FleetNodes(2))
-	env := []string{"COVE_URL=" + f.Control.URL, "COVE_API_KEY=" + f.Control.AdminKey, "PYTHONDONTWRITEBYTECODE=1"}
-	runFor(t, suiteBound, filepath.Join(repoRoot(t), "sdk", "python"), env, py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests")
+	pytest(t, suiteBound, py, f.Control.URL, f.Control.AdminKey)
 }
 
 func TestTypeScriptSDKThroughFleet(t *testing.T) {

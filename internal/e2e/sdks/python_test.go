@@ -31,8 +31,12 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// venv makes a virtual environment with the SDK installed, from a copy of
-// its folder so that the build leaves nothing in the tree.
+// venv builds the SDK as a user's pip would get it, a wheel and an sdist
+// (Debian's python3-build, --no-isolation: there is no package index
+// here), from a copy of its folder so that the build leaves nothing in the
+// tree, and installs the wheel alone into a fresh virtual environment over
+// the system's packages (Debian's httpx, websockets and pathspec). It
+// answers the environment's python.
 func venv(t *testing.T) string {
 	if _, err := os.Stat(python); err != nil {
 		t.Skip("no " + python)
@@ -41,13 +45,41 @@ func venv(t *testing.T) string {
 	src := filepath.Join(dir, "src")
 	run(t, "", nil, "cp", "-r", filepath.Join(repoRoot(t), "sdk", "python"), src)
 	// A build/ left by a hand install would be reused as it is.
-	for _, d := range []string{"build", "src/cove_sdk.egg-info"} {
+	for _, d := range []string{"build", "dist", "src/cove_sdk.egg-info"} {
 		os.RemoveAll(filepath.Join(src, d))
 	}
+	dist := filepath.Join(dir, "dist")
+	run(t, "", nil, python, "-m", "build", "--no-isolation", "--wheel", "--sdist", "--outdir", dist, src)
+	wheels, _ := filepath.Glob(filepath.Join(dist, "cove_sdk-*-py3-none-any.whl"))
+	sdists, _ := filepath.Glob(filepath.Join(dist, "cove_sdk-*.tar.gz"))
+	if len(sdists) == 0 {
+		// setuptools before 69 names the sdist after the project as written.
+		sdists, _ = filepath.Glob(filepath.Join(dist, "cove-sdk-*.tar.gz"))
+	}
+	if len(wheels) != 1 || len(sdists) != 1 {
+		entries, _ := os.ReadDir(dist)
+		t.Fatalf("want one wheel and one sdist in %s, got %v", dist, entries)
+	}
+	checkSdist(t, sdists[0])
 	env := filepath.Join(dir, "venv")
 	run(t, "", nil, python, "-m", "venv", "--system-site-packages", env)
-	run(t, "", nil, filepath.Join(env, "bin", "pip"), "install", "-q", "--no-build-isolation", "--no-index", src)
+	run(t, "", nil, filepath.Join(env, "bin", "pip"), "install", "-q", "--no-index", "--no-deps", wheels[0])
 	return filepath.Join(env, "bin", "python")
+}
+
+// checkSdist makes sure the sdist holds what building from it needs: the
+// project file, the README and the sources, the generated client included.
+func checkSdist(t *testing.T, path string) {
+	t.Helper()
+	out, err := exec.Command("tar", "-tzf", path).Output()
+	if err != nil {
+		t.Fatalf("tar -tzf %s: %v", path, err)
+	}
+	for _, want := range []string{"/pyproject.toml", "/README.md", "/src/cove/aio.py", "/src/cove/client.py", "/src/cove/py.typed"} {
+		if !bytes.Contains(out, []byte(want+"\n")) {
+			t.Errorf("sdist %s has no %s:\n%s", filepath.Base(path), want, out)
+		}
+	}
 }
 
 func run(t *testing.T, dir string, env []string, name string, args ...string) {
@@ -79,19 +111,40 @@ func runFor(t *testing.T, d time.Duration, dir string, env []string, name string
 	t.Logf("%s %v:\n%s", filepath.Base(name), args, out.String())
 }
 
+// TestPythonSDK runs the SDK's tests against the installed wheel and a
+// real server.
 func TestPythonSDK(t *testing.T) {
 	s := e2etest.StartServer(t, e2etest.WithManaged)
-	py := venv(t)
-	env := []string{"COVE_URL=" + s.URL, "COVE_API_KEY=" + s.AdminKey, "PYTHONDONTWRITEBYTECODE=1"}
-	run(t, filepath.Join(repoRoot(t), "sdk", "python"), env, py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests")
+	pytest(t, 10*time.Minute, venv(t), s.URL, s.AdminKey)
 }
 
-// TestPythonExample runs examples/python as a user would.
+// pytest runs the SDK's tests with py against the server at url, from a
+// folder of their own, so that nothing but the installed package answers
+// `import cove` (test_package.py checks that it is the installed one).
+func pytest(t *testing.T, d time.Duration, py, url, key string) {
+	t.Helper()
+	root := repoRoot(t)
+	tests := filepath.Join(root, "sdk", "python", "tests")
+	env := []string{"COVE_URL=" + url, "COVE_API_KEY=" + key, "PYTHONDONTWRITEBYTECODE=1",
+		"COVE_SDK_INSTALLED=1", "COVE_SDK_TESTDATA=" + filepath.Join(root, "sdk", "testdata")}
+	runFor(t, d, t.TempDir(), env, py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", tests, tests)
+}
+
+// TestPythonExample runs every program of examples/python as a user
+// would, against the installed wheel; each exits non-zero when what it
+// shows did not happen.
 func TestPythonExample(t *testing.T) {
 	s := e2etest.StartServer(t, e2etest.WithManaged)
 	py := venv(t)
 	env := []string{"COVE_URL=" + s.URL, "COVE_API_KEY=" + s.AdminKey, "PYTHONDONTWRITEBYTECODE=1"}
-	for _, example := range []string{"fix_a_test.py", "try_fixes_from_asset.py"} {
-		run(t, filepath.Join(repoRoot(t), "examples", "python"), env, py, example)
+	dir := filepath.Join(repoRoot(t), "examples", "python")
+	examples, err := filepath.Glob(filepath.Join(dir, "*.py"))
+	if err != nil || len(examples) < 6 {
+		t.Fatalf("examples in %s: %v %v", dir, examples, err)
+	}
+	for _, example := range examples {
+		t.Run(filepath.Base(example), func(t *testing.T) {
+			run(t, dir, env, py, example)
+		})
 	}
 }

@@ -6,6 +6,7 @@
 """
 
 from .aio import AsyncClient, AsyncCommand, AsyncFiles, AsyncSandbox
+from ._shared import Retry
 from .client import Client, Command, Files, SandboxHandle
 from .errors import (
     BudgetExceeded, Conflict, CoveError, DigestMismatch, InsufficientStorage, Internal, InvalidArgument, NotFound,
@@ -20,7 +21,7 @@ from .models import (
 )
 
 __all__ = [
-    "AsyncClient", "AsyncCommand", "AsyncFiles", "AsyncSandbox", "Client", "Command", "Files", "SandboxHandle",
+    "Retry", "AsyncClient", "AsyncCommand", "AsyncFiles", "AsyncSandbox", "Client", "Command", "Files", "SandboxHandle",
     "BudgetExceeded", "Conflict", "CoveError", "DigestMismatch", "InsufficientStorage", "Internal",
     "InvalidArgument", "NotFound", "PayloadTooLarge", "PermissionDenied", "PreconditionFailed",
     "ResourceExhausted", "Unauthenticated", "Unavailable", "Unprocessable",

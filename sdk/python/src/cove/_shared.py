@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import fnmatch
 import hashlib
 import json
 import os
 import tarfile
+import uuid
 from dataclasses import dataclass, field
 from typing import IO, Any, AsyncIterator, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 from urllib.parse import quote
 
-from .errors import DigestMismatch, InvalidArgument
+from .errors import DigestMismatch, InvalidArgument, Unavailable
 from ._model import enum_value
 from ._schema import OutputRecordStream, OutputRecordType
 from .models import Chunk, Event
@@ -42,12 +42,130 @@ def config(url: Optional[str], api_key: Optional[str]) -> "tuple[str, str]":
 
 @dataclass
 class Req:
+    """One call to the API, before any I/O. ``keyed`` is False for the calls
+    that refuse an Idempotency-Key (teams, keys, tickets, private
+    previews) or ignore one (stdin): they get no key, and, not being
+    idempotent, no retry."""
+
     method: str
     path: str
     params: Dict[str, Any] = field(default_factory=dict)
     json: Any = None
     content: Any = None
     headers: Dict[str, str] = field(default_factory=dict)
+    keyed: bool = True
+
+
+#: The methods that are idempotent by themselves, retried without a key.
+IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+
+
+def add_key(r: Req) -> None:
+    """Gives a changing call that accepts one an Idempotency-Key of its
+    own, so that a retry of it is answered, not done twice."""
+    if r.method in ("GET", "HEAD", "OPTIONS") or not r.keyed:
+        return
+    if not any(k.lower() == "idempotency-key" for k in r.headers):
+        r.headers["Idempotency-Key"] = "py-" + uuid.uuid4().hex
+
+
+def retryable(r: Req) -> bool:
+    """Whether sending r again is safe: it is idempotent (by its method or
+    its Idempotency-Key), and its body can be sent again (a stream cannot)."""
+    if r.content is not None and not isinstance(r.content, (bytes, str)):
+        return False
+    if not r.keyed and r.method not in IDEMPOTENT:
+        return False
+    return r.method in IDEMPOTENT or any(k.lower() == "idempotency-key" for k in r.headers)
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How failed calls are retried: on 429, 503, a 409 that carries
+    Retry-After (the same key's first attempt still running) and transport
+    failures, for idempotent calls and calls with an Idempotency-Key.
+    ``attempts`` bounds the tries (the first included), ``total_s`` the
+    time from the first try after which none starts; between tries the
+    wait is the answer's Retry-After, else an exponential backoff from
+    ``base_s`` up to ``cap_s`` with full jitter. ``Retry(attempts=1)``
+    never retries."""
+
+    attempts: int = 5
+    total_s: float = 30.0
+    base_s: float = 0.25
+    cap_s: float = 5.0
+
+
+def retry_after(value: Optional[str]) -> Optional[float]:
+    """Retry-After in seconds, from its delay-seconds or HTTP-date form."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        from email.utils import parsedate_to_datetime
+        import datetime as _dt
+
+        when = parsedate_to_datetime(value)
+        return max(0.0, (when - _dt.datetime.now(_dt.timezone.utc)).total_seconds())
+    except (TypeError, ValueError):
+        return None
+
+
+class Attempts:
+    """The retry decisions of one call, kept apart from its I/O so that the
+    sync and async clients decide alike. ``delay`` answers how long to wait
+    before the next try, or None when the failure is final."""
+
+    def __init__(self, r: Req, policy: Retry, deadline_s: Optional[float], clock: Any = None, rand: Any = None) -> None:
+        import random
+        import time
+
+        self._clock = clock or time.monotonic
+        self._rand = rand or random.random
+        self._policy = policy
+        self._ok = retryable(r)
+        self._start = self._clock()
+        budget = policy.total_s if deadline_s is None else min(policy.total_s, deadline_s)
+        self._end = self._start + budget
+        self.tries = 1
+
+    def delay(self, status: Optional[int], headers: Optional[Mapping[str, str]]) -> Optional[float]:
+        """status is None for a transport failure."""
+        if not self._ok or self.tries >= self._policy.attempts:
+            return None
+        after = retry_after((headers or {}).get("Retry-After")) if headers is not None else None
+        if status is None or status in (429, 503):
+            pass
+        elif status == 409 and after is not None:
+            pass
+        else:
+            return None
+        if after is not None:
+            # The server said when: wait that long, and a little more so
+            # that many clients told the same do not come back together.
+            wait = after + self._rand() * min(1.0, after / 10 + 0.05)
+        else:
+            wait = self._rand() * min(self._policy.cap_s, self._policy.base_s * 2 ** (self.tries - 1))
+        if self._clock() + wait > self._end:
+            return None
+        self.tries += 1
+        return wait
+
+
+def timeout_of(default_s: Optional[float], call_s: Optional[float]) -> Any:
+    """The httpx timeout of a call: the client's default bounds connecting,
+    writing and waiting for a pooled connection, not reading (long polls and
+    streams read for as long as they last); a call's own timeout bounds
+    every phase."""
+    import httpx
+
+    if call_s is not None:
+        return httpx.Timeout(call_s)
+    return httpx.Timeout(default_s, read=None)
 
 
 def esc(s: str) -> str:
@@ -279,32 +397,78 @@ class SSE:
         return None
 
 
-def _ignored(rel: str, patterns: Iterable[str]) -> bool:
-    parts = rel.split("/")
-    for p in patterns:
-        p = p.strip().rstrip("/")
-        if not p or p.startswith("#"):
-            continue
-        if fnmatch.fnmatch(rel, p) or any(fnmatch.fnmatch(part, p) for part in parts):
-            return True
-    return False
+def _git_line(line: str) -> str:
+    """A pattern line with git's rule for trailing spaces applied: dropped
+    unless the last is escaped with a backslash, which keeps one space.
+    pathspec 0.11 refuses that escape at a line's end, so the kept space
+    becomes a one-character class."""
+    stripped = line.rstrip(" ")
+    escapes = len(stripped) - len(stripped.rstrip("\\"))
+    if stripped != line and escapes % 2 == 1:
+        return stripped[:-1] + "[ ]"
+    return stripped
+
+
+class Ignore:
+    """.coveignore files as git reads .gitignore files: one in any folder
+    applies below it, a later pattern (or a deeper file) overrides an
+    earlier one, with ``**``, negation, anchored and directory-only
+    patterns. ``exclude`` patterns count as a .coveignore at the root that
+    comes first. The matching is pathspec's gitwildmatch."""
+
+    def __init__(self, root: str, exclude: Sequence[str] = ()) -> None:
+        self.root = root
+        self._specs: Dict[str, Any] = {}
+        self._exclude = list(exclude)
+
+    def _spec(self, rel_dir: str) -> Any:
+        """The patterns of the folder rel_dir ("" for the root)."""
+        import pathspec
+
+        if rel_dir not in self._specs:
+            lines: List[str] = list(self._exclude) if rel_dir == "" else []
+            try:
+                with open(os.path.join(self.root, rel_dir, ".coveignore")) as f:
+                    lines += f.read().splitlines()
+            except OSError:
+                pass
+            lines = [_git_line(x) for x in lines]
+            self._specs[rel_dir] = pathspec.PathSpec.from_lines("gitwildmatch", lines) if lines else None
+        return self._specs[rel_dir]
+
+    def ignored(self, rel: str, is_dir: bool) -> bool:
+        """Whether the path rel (slash-separated, from the root) is left
+        out. Its parents are asked first by the caller, which does not walk
+        into an ignored folder, as git does not."""
+        if rel.rsplit("/", 1)[-1] == ".coveignore" and not is_dir:
+            return False
+        parts = rel.split("/")
+        verdict = False
+        for i in range(len(parts)):
+            base = "/".join(parts[:i])
+            spec = self._spec(base)
+            if spec is None:
+                continue
+            sub = "/".join(parts[i:]) + ("/" if is_dir else "")
+            for pattern in spec.patterns:
+                if pattern.include is None:
+                    continue
+                if pattern.match_file(sub) is not None:
+                    verdict = bool(pattern.include)
+        return verdict
 
 
 def pack_dir(local: str, exclude: Sequence[str] = ()) -> IO[bytes]:
     """A folder as tar.gz in a temporary file: modes, symlinks inside the
     folder and empty directories kept; a symlink that leaves the folder is
-    refused; exclude patterns (and a .coveignore file) are honoured."""
+    refused; .coveignore files are read as git reads .gitignore files (see
+    Ignore), exclude patterns first."""
     import tempfile
 
     root = os.path.abspath(local)
     if not os.path.isdir(root):
         raise InvalidArgument(f"{local} is not a directory")
-    patterns = list(exclude)
-    try:
-        with open(os.path.join(root, ".coveignore")) as f:
-            patterns += f.read().splitlines()
-    except OSError:
-        pass
+    ignore = Ignore(root, exclude)
     out = tempfile.TemporaryFile()
     with tarfile.open(fileobj=out, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
         for dirpath, dirnames, filenames in os.walk(root):
@@ -313,12 +477,12 @@ def pack_dir(local: str, exclude: Sequence[str] = ()) -> IO[bytes]:
             keep = []
             for d in dirnames:
                 rel = d if rel_dir == "." else rel_dir + "/" + d
-                if not _ignored(rel, patterns):
+                if not ignore.ignored(rel, True):
                     keep.append(d)
             dirnames[:] = keep
             for name in sorted(dirnames + filenames):
                 rel = name if rel_dir == "." else rel_dir + "/" + name
-                if _ignored(rel, patterns):
+                if ignore.ignored(rel, name in dirnames):
                     continue
                 full = os.path.join(dirpath, name)
                 if os.path.islink(full):
@@ -411,3 +575,27 @@ async def achunks(f: IO[bytes], size: int = 1 << 20) -> AsyncIterator[bytes]:
         if not b:
             return
         yield b
+
+
+def call(fn: Any, *args: Any) -> Any:
+    """fn(*args): the sync client's form of the async one's
+    ``await asyncio.to_thread(fn, *args)``."""
+    return fn(*args)
+
+
+def transport_error(url: str, e: BaseException, request_id: str = "") -> "Unavailable":
+    """A failure to reach the server (refused, reset, timed out) as the
+    SDK's own error: code unavailable, no status."""
+    err = Unavailable(f"{type(e).__name__} talking to {url}: {e}", {"transport": type(e).__name__}, None)
+    err.request_id = request_id
+    return err
+
+
+def add_request_id(r: Req) -> str:
+    """Names the call with an X-Request-Id of its own (kept across its
+    retries), which its errors carry, to find it in the server's logs."""
+    for k, v in r.headers.items():
+        if k.lower() == "x-request-id":
+            return v
+    r.headers["X-Request-Id"] = "req_" + uuid.uuid4().hex[:24]
+    return r.headers["X-Request-Id"]

@@ -1,17 +1,19 @@
-"""The asyncio client: the same surface as cove.Client, awaited."""
+"""The asyncio client. The sync client, cove.client, is generated from
+this file by scripts/gen_sync.py: edit here, then run the script."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 from typing import IO, Any, AsyncIterator, Dict, List, Mapping, Optional, Sequence, Union
 
 import httpx
 
 from . import _shared as sh
 from ._attach import AsyncAttachment
-from .client import STREAM_RETRIES
-from .errors import Conflict, CoveError, NotFound, error_from
+from ._shared import Retry
+from .errors import Conflict, NotFound, Unavailable, error_from
 from .models import (
     ArchiveResult, Asset, Chunk, CommandInfo, CommandResult, CreateTeamResponse, CreateWebhookResponse, Delivery, Event,
     FileContent, FileEntry, Image, KeyResponse, Metrics, NetworkView, Page, Preview, Sandbox, SandboxUsage, Secret, Team,
@@ -20,20 +22,47 @@ from .models import (
 
 Data = Union[bytes, str, IO[bytes]]
 
+#: How often a broken stream is resumed before giving up, in a row.
+STREAM_RETRIES = 8
+
 
 class AsyncClient:
-    """An asyncio cove client; see cove.Client."""
+    """A cove client. ``url`` and ``api_key`` default to ``COVE_URL`` and
+    ``COVE_API_KEY``, else the CLI's config file.
+
+    ``timeout`` (seconds) bounds connecting, sending and waiting for a
+    connection; reading is unbounded by default, for long polls and
+    streams. ``with_options(timeout=...)`` gives a call a bound of its own,
+    on every phase and on its retries. ``retry`` says how failed calls are
+    retried (see Retry); changing calls get an Idempotency-Key of their own
+    where the API takes one, so that a retry never does a thing twice."""
 
     def __init__(self, url: Optional[str] = None, api_key: Optional[str] = None, *, timeout: float = 60.0,
-                 transport: Optional[httpx.AsyncBaseTransport] = None) -> None:
+                 retry: Retry = Retry(), transport: Optional[httpx.AsyncBaseTransport] = None) -> None:
         self.url, self._key = sh.config(url, api_key)
         kw: Dict[str, Any] = {}
         if transport is not None:
             kw["transport"] = transport
         self._http = httpx.AsyncClient(base_url=self.url, headers={"Authorization": "Bearer " + self._key},
-                                       timeout=httpx.Timeout(timeout, read=None), **kw)
+                                       timeout=sh.timeout_of(timeout, None), **kw)
+        self._timeout = timeout
+        self._call_timeout: Optional[float] = None
+        self._retry = retry
+
+    def with_options(self, *, timeout: Optional[float] = None, retry: Optional[Retry] = None) -> "AsyncClient":
+        """A view of this client whose calls have their own timeout (seconds,
+        on every phase of each try and on all the tries together) or retry
+        policy: ``client.with_options(timeout=5).get("name")``. It shares
+        this client's connections; close this client, not the view."""
+        view = copy.copy(self)
+        if timeout is not None:
+            view._call_timeout = timeout
+        if retry is not None:
+            view._retry = retry
+        return view
 
     async def close(self) -> None:
+        """Close the client's connections."""
         await self._http.aclose()
 
     async def __aenter__(self) -> "AsyncClient":
@@ -42,15 +71,38 @@ class AsyncClient:
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
+    # -- plumbing --
+
     async def _send(self, r: sh.Req, stream: bool = False) -> httpx.Response:
-        req = self._http.build_request(r.method, r.path, params=r.params or None, json=r.json,
-                                       content=r.content, headers=r.headers or None)
-        resp = await self._http.send(req, stream=stream)
-        if resp.status_code >= 300:
-            body = await resp.aread()
-            await resp.aclose()
-            raise error_from(resp.status_code, body)
-        return resp
+        """Send r, retried as the retry policy allows. An error answer
+        raises its CoveError; a transport failure raises Unavailable."""
+        sh.add_key(r)
+        rid = sh.add_request_id(r)
+        tries = sh.Attempts(r, self._retry, self._call_timeout)
+        timeout = sh.timeout_of(self._timeout, self._call_timeout)
+        while True:
+            req = self._http.build_request(r.method, r.path, params=r.params or None, json=r.json,
+                                           content=r.content, headers=r.headers, timeout=timeout)
+            try:
+                resp = await self._http.send(req, stream=stream)
+            except httpx.TransportError as e:
+                wait = tries.delay(None, None)
+                if wait is None:
+                    raise sh.transport_error(self.url, e, rid) from e
+                await asyncio.sleep(wait)
+                continue
+            if resp.status_code < 300:
+                return resp
+            try:
+                body = await resp.aread()
+            except httpx.TransportError as e:
+                raise sh.transport_error(self.url, e, rid) from e
+            finally:
+                await resp.aclose()
+            wait = tries.delay(resp.status_code, resp.headers)
+            if wait is None:
+                raise error_from(resp.status_code, body, resp.headers.get("X-Request-Id") or rid)
+            await asyncio.sleep(wait)
 
     async def _json(self, r: sh.Req) -> Any:
         resp = await self._send(r)
@@ -58,10 +110,30 @@ class AsyncClient:
             return None
         return resp.json()
 
+    async def _lines(self, resp: httpx.Response) -> AsyncIterator[str]:
+        """A streamed answer's lines; a cut is Unavailable."""
+        try:
+            async for line in resp.aiter_lines():
+                yield line
+        except httpx.TransportError as e:
+            raise sh.transport_error(self.url, e) from e
+
+    async def _bytes(self, resp: httpx.Response) -> AsyncIterator[bytes]:
+        """A streamed answer's bytes; a cut is Unavailable."""
+        try:
+            async for b in resp.aiter_bytes():
+                yield b
+        except httpx.TransportError as e:
+            raise sh.transport_error(self.url, e) from e
+
     async def _output(self, path: str, what: str, after: int, follow: bool,
                       started: Optional[Any] = None) -> AsyncIterator[Chunk]:
-        """See Client._output."""
+        """The NDJSON output records at path (a command's or a workload's)
+        after seq ``after``, resumed after a dropped connection. started,
+        when given, is called when the server answers Conflict (no output
+        yet) while following: it waits until there is some, or re-raises."""
         seq, failures = after, 0
+        last: Optional[Unavailable] = None
         while True:
             params: Dict[str, Any] = {"after": seq}
             if follow:
@@ -69,7 +141,7 @@ class AsyncClient:
             try:
                 resp = await self._send(sh.Req("GET", path, params), stream=True)
                 try:
-                    async for line in resp.aiter_lines():
+                    async for line in self._lines(resp):
                         line = line.strip()
                         if not line:
                             continue
@@ -89,11 +161,13 @@ class AsyncClient:
                     raise
                 await started()
                 continue
-            except httpx.TransportError:
-                pass
+            except Unavailable as e:
+                # A cut, or a server that is going away: resume after seq.
+                last = e
             failures += 1
             if failures > STREAM_RETRIES:
-                raise CoveError(f"the output stream of {what} broke {failures} times in a row, last after seq {seq}")
+                raise Unavailable(f"the output stream of {what} broke {failures} times in a row, "
+                                  f"last after seq {seq}: {last}", None, None)
             await asyncio.sleep(min(0.05 * 2 ** failures, 5))
 
     async def create(self, *, name: Optional[str] = None, template: Optional[str] = None,
@@ -107,6 +181,8 @@ class AsyncClient:
                      on_budget: Optional[str] = None, budget_alerts: Optional[Sequence[float]] = None,
                      wait: bool = True, keep: bool = False, idempotency_key: Optional[str] = None,
                      **extra: Any) -> "AsyncSandbox":
+        """Create a sandbox (and wait until it runs, unless ``wait=False``).
+        Used as a context manager, it is terminated on exit unless ``keep``."""
         res = sh.drop_none({"cpus": cpus, "memory_mib": memory_mib, "disk_mib": disk_mib})
         body = sh.drop_none({
             "name": name, "template": template, "resources": res or None, "env": env, "secrets": secrets,
@@ -121,10 +197,12 @@ class AsyncClient:
         return AsyncSandbox(self, Sandbox.from_dict(await self._json(r)), keep=keep)
 
     async def get(self, ref: str) -> "AsyncSandbox":
+        """A sandbox by ID or name."""
         return AsyncSandbox(self, Sandbox.from_dict(await self._json(sh.Req("GET", sh.sandbox_path(ref)))))
 
     async def list(self, *, state: Optional[Union[str, Sequence[str]]] = None,
                    labels: Optional[Mapping[str, str]] = None, limit: int = 100) -> AsyncIterator[Sandbox]:
+        """Every sandbox of the team (newest first), page after page."""
         cursor = ""
         while True:
             page = await self.list_page(state=state, labels=labels, limit=limit, cursor=cursor)
@@ -136,6 +214,7 @@ class AsyncClient:
 
     async def list_page(self, *, state: Optional[Union[str, Sequence[str]]] = None,
                         labels: Optional[Mapping[str, str]] = None, limit: int = 100, cursor: str = "") -> Page[Sandbox]:
+        """One page of the team's sandboxes (newest first); ``next_cursor`` asks for the next."""
         params: Dict[str, Any] = {"limit": limit}
         if state:
             params["state"] = [state] if isinstance(state, str) else list(state)
@@ -148,6 +227,7 @@ class AsyncClient:
 
     async def events(self, *, sandbox: Optional[str] = None, types: Sequence[str] = (), after: str = "",
                      limit: int = 100) -> Page[Event]:
+        """One page of the team's events, oldest first, after the event ID ``after``."""
         params: Dict[str, Any] = {"limit": limit}
         if sandbox:
             params["sandbox"] = sandbox
@@ -160,6 +240,8 @@ class AsyncClient:
 
     async def stream_events(self, *, sandbox: Optional[str] = None, types: Sequence[str] = (),
                             after: str = "") -> AsyncIterator[Event]:
+        """Follow the team's events as they happen (server-sent events),
+        resuming after the last one seen when the connection drops."""
         last, failures = after, 0
         while True:
             params: Dict[str, Any] = {}
@@ -174,14 +256,14 @@ class AsyncClient:
                 resp = await self._send(sh.Req("GET", "/v1/events/stream", params, headers=headers), stream=True)
                 try:
                     sse = sh.SSE()
-                    async for line in resp.aiter_lines():
+                    async for line in self._lines(resp):
                         ev = sse.feed(line)
                         if ev is not None:
                             last, failures = ev.id, 0
                             yield ev
                 finally:
                     await resp.aclose()
-            except httpx.TransportError:
+            except Unavailable:
                 failures += 1
                 if failures > STREAM_RETRIES:
                     raise
@@ -190,7 +272,10 @@ class AsyncClient:
     # -- assets --
 
     async def create_asset(self, data: sh.AssetData, *, name: Optional[str] = None) -> Asset:
-        """See Client.create_asset; files are hashed and read in a thread."""
+        """Store an archive (tar or tar.gz: bytes, a binary file or an
+        iterable of bytes) as an asset of the team. Files are streamed, with
+        their sha-256 sent as Repr-Digest for the server to check. The same
+        bytes are kept once: a second upload answers the existing asset."""
         cm = sh.digested_body(data)
         body, digest = await asyncio.to_thread(cm.__enter__)
         with contextlib.ExitStack() as stack:
@@ -199,18 +284,25 @@ class AsyncClient:
             return Asset.from_dict(await self._json(sh.asset_req(name, content, digest)))
 
     async def create_asset_from_file(self, path: str, *, name: Optional[str] = None) -> Asset:
+        """Store a local tar or tar.gz file as an asset, streamed."""
         with open(path, "rb") as f:
             return await self.create_asset(f, name=name)
 
     async def create_asset_from_dir(self, local: str, *, name: Optional[str] = None,
                                     exclude: Sequence[str] = ()) -> Asset:
+        """Store a local folder as an asset (tar.gz: modes, symlinks inside
+        it and empty directories kept; ``exclude`` patterns and a
+        .coveignore file honoured), packed into a temporary file and
+        streamed."""
         with await asyncio.to_thread(sh.pack_dir, local, exclude) as f:
             return await self.create_asset(f, name=name)
 
     async def get_asset(self, asset_id: str) -> Asset:
+        """An asset's metadata by ID."""
         return Asset.from_dict(await self._json(sh.Req("GET", sh.asset_path(asset_id))))
 
     async def list_assets(self, limit: int = 100) -> AsyncIterator[Asset]:
+        """Every asset of the team, page after page."""
         cursor = ""
         while True:
             page = await self.list_assets_page(limit=limit, cursor=cursor)
@@ -221,6 +313,7 @@ class AsyncClient:
             cursor = page.next_cursor
 
     async def list_assets_page(self, limit: int = 100, cursor: str = "") -> Page[Asset]:
+        """One page of the team's assets; ``next_cursor`` asks for the next."""
         params: Dict[str, Any] = {"limit": limit}
         if cursor:
             params["cursor"] = cursor
@@ -228,18 +321,23 @@ class AsyncClient:
         return Page([Asset.from_dict(x) for x in d.get("items") or []], d.get("next_cursor", "") or "")
 
     async def read_asset(self, asset_id: str) -> bytes:
+        """An asset's bytes, checked against the server's sha-256
+        (DigestMismatch otherwise)."""
         resp = await self._send(sh.Req("GET", sh.asset_path(asset_id) + "/content"))
         sh.check_digest(asset_id, resp.content, resp.headers.get("Repr-Digest", ""))
         return resp.content
 
     async def download_asset(self, asset_id: str, local: str) -> None:
+        """Stream an asset's bytes into the file local, checked against the
+        server's sha-256; on a mismatch the file is removed and
+        DigestMismatch raised."""
         import os
 
         resp = await self._send(sh.Req("GET", sh.asset_path(asset_id) + "/content"), stream=True)
         try:
             check = sh.DigestCheck(asset_id, resp.headers.get("Repr-Digest", ""))
             with open(local, "wb") as f:
-                async for b in resp.aiter_bytes():
+                async for b in self._bytes(resp):
                     check.update(b)
                     f.write(b)
             check.check()
@@ -253,6 +351,7 @@ class AsyncClient:
             await resp.aclose()
 
     async def delete_asset(self, asset_id: str) -> None:
+        """Delete an asset; sandboxes made from it keep their files."""
         await self._json(sh.Req("DELETE", sh.asset_path(asset_id)))
 
     async def submit_workload(self, command: Optional[str] = None, *, argv: Optional[Sequence[str]] = None,
@@ -265,7 +364,9 @@ class AsyncClient:
                               timeout_s: Optional[int] = None, max_queue_s: Optional[int] = None,
                               labels: Optional[Mapping[str, str]] = None, idempotency_key: Optional[str] = None,
                               **extra: Any) -> Workload:
-        """See Client.submit_workload."""
+        """Submit a batch run (a shell string, or argv); it is queued until
+        a node can place it. ``image`` names an imported image to run in
+        instead of a template."""
         body = sh.workload_body(command, argv, template, image, source, env, secrets, workdir, user, cpus,
                                 memory_mib, disk_mib, gpus, gpu_type, timeout_s, max_queue_s, labels, extra)
         r = sh.Req("POST", "/v1/workloads", json=body)
@@ -275,10 +376,15 @@ class AsyncClient:
 
     async def get_workload(self, workload_id: str, *, wait: Optional[str] = None,
                            timeout_s: Optional[int] = None) -> Workload:
+        """A workload; with ``wait`` (a state, e.g. "running" or "exited")
+        the server answers once it is in that state or has ended, or after
+        timeout_s."""
         return Workload.from_dict(await self._json(sh.Req("GET", sh.workload_path(workload_id),
                                                           sh.workload_get_params(wait, timeout_s))))
 
     async def wait_workload(self, workload_id: str, state: str = "exited", timeout_s: int = 300) -> Workload:
+        """Wait until the workload is in state or has ended (long polls,
+        repeated until then)."""
         while True:
             w = await self.get_workload(workload_id, wait=state, timeout_s=timeout_s)
             if w.state == state or w.done:
@@ -286,6 +392,7 @@ class AsyncClient:
 
     async def list_workloads(self, *, state: Optional[Union[str, Sequence[str]]] = None,
                              limit: int = 100) -> AsyncIterator[Workload]:
+        """Every workload of the team (oldest first), page after page."""
         cursor = ""
         while True:
             page = await self.list_workloads_page(state=state, limit=limit, cursor=cursor)
@@ -297,14 +404,21 @@ class AsyncClient:
 
     async def list_workloads_page(self, *, state: Optional[Union[str, Sequence[str]]] = None, limit: int = 100,
                                   cursor: str = "") -> Page[Workload]:
+        """One page of the team's workloads (oldest first); ``next_cursor`` asks for the next."""
         d = await self._json(sh.Req("GET", "/v1/workloads", sh.workload_list_params(state, limit, cursor)))
         return Page([Workload.from_dict(x) for x in d.get("items") or []], d.get("next_cursor", "") or "")
 
     async def cancel_workload(self, workload_id: str) -> Workload:
+        """Cancel a queued or running workload; answered once its container
+        is gone (a workload that ended is answered as it is)."""
         return Workload.from_dict(await self._json(sh.Req("POST", sh.workload_path(workload_id) + "/cancel")))
 
     def workload_output(self, workload_id: str, after: int = 0, follow: bool = True) -> AsyncIterator[Chunk]:
-        """See Client.workload_output."""
+        """A workload's output records after seq ``after``, read as a
+        command's: in order, the exit last, resumed after a dropped
+        connection. Following a workload that has not started yet waits
+        until it does (a workload that ends without running raises
+        Conflict)."""
         async def started() -> None:
             w = await self.get_workload(workload_id, wait="running", timeout_s=60)
             if w.done and not w.started_at:
@@ -313,14 +427,19 @@ class AsyncClient:
         return self._output(sh.workload_path(workload_id) + "/output", workload_id, after, follow, started)
 
     async def workload_stdout(self, workload_id: str) -> bytes:
+        """A workload's recorded stdout, raw."""
         return (await self._send(sh.Req("GET", sh.workload_path(workload_id) + "/stdout"))).content
 
     async def workload_stderr(self, workload_id: str) -> bytes:
+        """A workload's recorded stderr, raw."""
         return (await self._send(sh.Req("GET", sh.workload_path(workload_id) + "/stderr"))).content
 
     async def import_image(self, data: Union[str, IO[bytes], bytes], *, name: str,
                            settings: Optional[Mapping[str, Any]] = None) -> Image:
-        """See Client.import_image; a file is read in a thread as it is sent."""
+        """Import an image from an OCI image layout archive or a `docker
+        save` archive (a local path, a binary file or bytes), streamed, as
+        the team's image called name. settings: defaults, limits,
+        admission, examples."""
         if isinstance(data, str):
             f = await asyncio.to_thread(open, data, "rb")
             try:
@@ -331,24 +450,32 @@ class AsyncClient:
         return Image.from_dict(await self._json(sh.image_import_req(name, settings, body)))
 
     async def images(self) -> List[Image]:
+        """The images the team may see."""
         return [Image.from_dict(x) for x in (await self._json(sh.Req("GET", "/v1/images"))).get("items") or []]
 
     async def get_image(self, ref: str) -> Image:
+        """An image by ID or name."""
         return Image.from_dict(await self._json(sh.Req("GET", sh.image_path(ref))))
 
     async def update_image(self, ref: str, **settings: Any) -> Image:
+        """Change an image's settings (defaults, limits, admission,
+        examples); those left out keep theirs."""
         return Image.from_dict(await self._json(sh.Req("PATCH", sh.image_path(ref), json=sh.drop_none(settings))))
 
     async def delete_image(self, ref: str) -> None:
+        """Delete an image no sandbox uses (Conflict while one does)."""
         await self._json(sh.Req("DELETE", sh.image_path(ref)))
 
     async def put_secret(self, name: str, value: str) -> Secret:
-        return Secret.from_dict(await self._json(sh.Req("PUT", "/v1/secrets/" + sh.esc(name), json={"value": value})))
+        """Store a secret of the team (its value is never returned)."""
+        return Secret.from_dict(await self._json(sh.Req("PUT", "/v1/secrets/" + sh.esc(name), json={"value": value}, keyed=False)))
 
     async def get_secret(self, name: str) -> Secret:
+        """A secret's name and times."""
         return Secret.from_dict(await self._json(sh.Req("GET", "/v1/secrets/" + sh.esc(name))))
 
     async def list_secrets(self) -> List[Secret]:
+        """Every secret of the team: names and times, never values."""
         out: List[Secret] = []
         cursor = ""
         while True:
@@ -359,15 +486,19 @@ class AsyncClient:
                 return out
 
     async def delete_secret(self, name: str) -> None:
+        """Delete a secret; sandboxes that already have it keep their copy."""
         await self._json(sh.Req("DELETE", "/v1/secrets/" + sh.esc(name)))
 
     async def create_webhook(self, url: str, events: Optional[List[str]] = None) -> CreateWebhookResponse:
+        """Registers a URL for the team's events; the answer's ``secret``
+        (whsec_...) is shown only this once."""
         body: Dict[str, Any] = {"url": url}
         if events:
             body["events"] = events
         return CreateWebhookResponse.from_dict(await self._json(sh.Req("POST", "/v1/webhooks", json=body)))
 
     async def list_webhooks(self) -> List[Webhook]:
+        """Every webhook of the team."""
         out: List[Webhook] = []
         cursor = ""
         while True:
@@ -378,51 +509,72 @@ class AsyncClient:
                 return out
 
     async def get_webhook(self, webhook_id: str) -> Webhook:
+        """A webhook by ID (its signing secret is not shown)."""
         return Webhook.from_dict(await self._json(sh.Req("GET", "/v1/webhooks/" + sh.esc(webhook_id))))
 
     async def delete_webhook(self, webhook_id: str) -> None:
+        """Delete a webhook; no delivery starts after."""
         await self._json(sh.Req("DELETE", "/v1/webhooks/" + sh.esc(webhook_id)))
 
     async def webhook_deliveries(self, webhook_id: str, limit: int = 100) -> List[Delivery]:
+        """The webhook's latest deliveries, newest first, with their attempts."""
         return [Delivery.from_dict(x) for x in (await self._json(sh.Req("GET", "/v1/webhooks/" + sh.esc(webhook_id) + "/deliveries", {"limit": str(limit)}))).get("items") or []]
 
     async def create_team(self, name: str) -> CreateTeamResponse:
-        return CreateTeamResponse.from_dict(await self._json(sh.Req("POST", "/v1/teams", json={"name": name})))
+        """Create a team (admin key) and its first API key, shown only this once. It takes no
+        Idempotency-Key, so it is never retried."""
+        return CreateTeamResponse.from_dict(await self._json(sh.Req("POST", "/v1/teams", json={"name": name}, keyed=False)))
 
     async def list_teams(self) -> List[Team]:
+        """Every team (admin key)."""
         return [Team.from_dict(x) for x in (await self._json(sh.Req("GET", "/v1/teams"))).get("items") or []]
 
     async def create_key(self, team_id: str) -> KeyResponse:
-        return KeyResponse.from_dict(await self._json(sh.Req("POST", "/v1/teams/" + sh.esc(team_id) + "/keys")))
+        """A new API key of a team, shown only this once. It takes no Idempotency-Key, so it is
+        never retried."""
+        return KeyResponse.from_dict(await self._json(sh.Req("POST", "/v1/teams/" + sh.esc(team_id) + "/keys", keyed=False)))
 
     async def revoke_key(self, key_id: str) -> None:
+        """Revoke an API key: calls made with it fail from now on."""
         await self._json(sh.Req("DELETE", "/v1/keys/" + sh.esc(key_id)))
 
     async def usage(self, *, from_: Optional[str] = None, to: Optional[str] = None,
                     group_by: Optional[str] = None) -> UsageReport:
+        """The team's usage and cost (from and to: RFC 3339; group_by: "day"
+        or "sandbox"), its spend this month and its monthly limit."""
         return UsageReport.from_dict(await self._json(sh.Req("GET", "/v1/usage", sh.drop_none({"from": from_, "to": to, "group_by": group_by}))))
 
     async def update_team(self, team_id: str, **fields: Any) -> Team:
+        """PATCH a team (admin key): admission, spend_limit_usd (a month's;
+        negative removes it), budget_alerts."""
         return Team.from_dict(await self._json(sh.Req("PATCH", "/v1/teams/" + sh.esc(team_id), json=sh.drop_none(fields))))
 
     async def create_ticket(self, path: str) -> Ticket:
-        return Ticket.from_dict(await self._json(sh.Req("POST", "/v1/tickets", json={"path": path})))
+        """A short-lived ticket for one path (a command's attach), for a browser, which cannot send
+        a key on a WebSocket. Never retried."""
+        return Ticket.from_dict(await self._json(sh.Req("POST", "/v1/tickets", json={"path": path}, keyed=False)))
 
     async def team_me(self) -> TeamMe:
+        """The key's own team: its admission flags and limits."""
         return TeamMe.from_dict(await self._json(sh.Req("GET", "/v1/teams/me")))
 
     async def set_admission(self, team_id: str, admission: Mapping[str, bool]) -> Team:
+        """Replace a team's admission flags (admin key)."""
         return Team.from_dict(await self._json(sh.Req("PATCH", "/v1/teams/" + sh.esc(team_id), json={"admission": dict(admission)})))
 
     async def templates(self) -> List[Template]:
+        """The templates the team may use: status, progress, qualified."""
         return [Template.from_dict(x) for x in (await self._json(sh.Req("GET", "/v1/templates"))).get("items") or []]
 
     async def openapi(self) -> Dict[str, Any]:
+        """The server's OpenAPI document."""
         return await self._json(sh.Req("GET", "/v1/openapi.json"))
 
 
 class AsyncSandbox:
-    """A sandbox; see cove.client.SandboxHandle."""
+    """A sandbox and what can be done in it. ``info`` is its last known
+    state; ``refresh()`` reads it again. Used as a context manager (``with``
+    or ``async with``), it is terminated on exit unless ``keep``."""
 
     def __init__(self, client: AsyncClient, info: Sandbox, keep: bool = False) -> None:
         self._c = client
@@ -449,55 +601,75 @@ class AsyncSandbox:
         return self.info
 
     async def refresh(self) -> Sandbox:
+        """Read the sandbox again; ``info`` holds the answer."""
         return self._set(await self._c._json(sh.Req("GET", sh.sandbox_path(self.id))))
 
     async def wait(self, state: str, timeout_s: int = 300) -> Sandbox:
+        """Wait until the sandbox is in state (or a terminal one)."""
         return self._set(await self._c._json(sh.Req("GET", sh.sandbox_path(self.id),
                                                     {"wait": state, "timeout_s": timeout_s})))
 
     async def update(self, **fields: Any) -> Sandbox:
+        """PATCH: idle_timeout_s, on_idle, max_lifetime_s, spend_limit_usd,
+        network, labels."""
         return self._set(await self._c._json(sh.Req("PATCH", sh.sandbox_path(self.id), json=sh.drop_none(fields))))
 
     async def sleep(self, wait: bool = True) -> Sandbox:
+        """Put the sandbox to sleep (its memory and files kept, no CPU billed); with ``wait``,
+        answered once asleep."""
         self._set(await self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/sleep")))
         return await self.wait("asleep") if wait else self.info
 
     async def wake(self, wait: bool = True) -> Sandbox:
+        """Wake a sleeping sandbox; with ``wait``, answered once running."""
         self._set(await self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/wake")))
         return await self.wait("running") if wait else self.info
 
     async def terminate(self) -> Sandbox:
+        """Terminate the sandbox: its processes and files are gone."""
         return self._set(await self._c._json(sh.Req("DELETE", sh.sandbox_path(self.id))))
 
     async def network(self) -> NetworkView:
+        """The policy and what the sandbox tried to reach."""
         return NetworkView.from_dict(await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/network")))
 
     async def metrics(self, *, from_: Optional[str] = None, to: Optional[str] = None,
                       step: Optional[str] = None) -> Metrics:
+        """Resource samples and the gaps in them (from and to: RFC 3339;
+        step: seconds or a duration such as "1m")."""
         return Metrics.from_dict(await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/metrics",
                                                             sh.drop_none({"from": from_, "to": to, "step": step}))))
 
     async def usage(self) -> SandboxUsage:
+        """What the sandbox used and cost, its spend limit and price per hour."""
         return SandboxUsage.from_dict(await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/usage")))
 
     async def preview(self, port: int, visibility: str = "private", wake: bool = False) -> Preview:
+        """Publish a port over HTTP: {id, url, token, link}; url is the
+        preview's own host, <port>-<sandbox id>.<preview domain>."""
         return Preview.from_dict(await self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/previews",
-                                          json={"port": port, "visibility": visibility, "wake": wake})))
+                                          json={"port": port, "visibility": visibility, "wake": wake},
+                                          keyed=visibility != "private")))
 
     async def previews(self) -> List[Preview]:
+        """The sandbox's previews."""
         return [Preview.from_dict(x) for x in (await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/previews"))).get("items") or []]
 
     async def save_asset(self, path: str, name: Optional[str] = None) -> Asset:
+        """Save a folder of the sandbox as an asset of the team (the same
+        bytes as an existing asset answer that one)."""
         body = sh.drop_none({"path": path, "name": name})
         return Asset.from_dict(await self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/assets", json=body)))
 
     async def delete_preview(self, preview_id: str) -> None:
+        """Remove a preview: its URL stops answering."""
         await self._c._json(sh.Req("DELETE", sh.sandbox_path(self.id) + "/previews/" + sh.esc(preview_id)))
 
     async def run(self, command: Optional[str] = None, *, argv: Optional[Sequence[str]] = None,
                   cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
                   secrets: Optional[Mapping[str, str]] = None, timeout_s: Optional[int] = None,
                   user: Optional[str] = None) -> CommandResult:
+        """Run a command to its end; its output comes back as text."""
         body = sh.command_body(command, argv, cwd, env, secrets, timeout_s, False, user, None, None)
         d = await self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/commands", {"wait": "true"}, json=body))
         return CommandResult.from_dict(d)
@@ -507,15 +679,18 @@ class AsyncSandbox:
                     secrets: Optional[Mapping[str, str]] = None, timeout_s: Optional[int] = None,
                     stdin: bool = False, user: Optional[str] = None, pty: Optional[Mapping[str, int]] = None,
                     no_output_alert_s: Optional[int] = None) -> "AsyncCommand":
+        """Start a command and return at once; see Command."""
         body = sh.command_body(command, argv, cwd, env, secrets, timeout_s, stdin, user, pty, no_output_alert_s)
         d = await self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/commands", json=body))
         return AsyncCommand(self._c, self.id, CommandInfo.from_dict(d))
 
     async def command(self, command_id: str) -> "AsyncCommand":
+        """A command of this sandbox by ID."""
         d = await self._c._json(sh.Req("GET", sh.command_path(self.id, command_id)))
         return AsyncCommand(self._c, self.id, CommandInfo.from_dict(d))
 
     async def commands(self, limit: int = 100, cursor: str = "") -> Page[CommandInfo]:
+        """One page of the sandbox's commands; ``next_cursor`` asks for the next."""
         params: Dict[str, Any] = {"limit": limit}
         if cursor:
             params["cursor"] = cursor
@@ -524,7 +699,8 @@ class AsyncSandbox:
 
 
 class AsyncCommand:
-    """A started command; see cove.client.Command."""
+    """A started command: iterate its output (resumed after a dropped
+    connection), feed its stdin, signal it, wait for it."""
 
     def __init__(self, client: AsyncClient, sandbox_id: str, info: CommandInfo) -> None:
         self._c = client
@@ -536,48 +712,60 @@ class AsyncCommand:
         return f"<AsyncCommand {self.id} {self.info.state}>"
 
     def output(self, after: int = 0, follow: bool = True) -> AsyncIterator[Chunk]:
+        """Output records after seq ``after`` in order, the exit last. A
+        broken connection is resumed from the last record seen, so nothing
+        is lost or repeated."""
         return self._c._output(sh.command_path(self.sandbox_id, self.id) + "/output", self.id, after, follow)
 
     async def wait(self) -> CommandInfo:
+        """Wait for the end; the output is read (and dropped) on the way."""
         async for ch in self.output():
             if ch.type == "exit":
                 break
         return await self.refresh()
 
     async def refresh(self) -> CommandInfo:
+        """Read the command again; ``info`` holds the answer."""
         d = await self._c._json(sh.Req("GET", sh.command_path(self.sandbox_id, self.id)))
         self.info = CommandInfo.from_dict(d)
         return self.info
 
     async def write(self, data: Data, eof: bool = False) -> None:
+        """Append to the command's stdin (started with stdin=True)."""
         await self._c._json(sh.Req("POST", sh.command_path(self.sandbox_id, self.id) + "/stdin",
-                                   {"eof": "true"} if eof else {}, content=sh.read_io(data)))
+                                   {"eof": "true"} if eof else {}, content=sh.read_io(data), keyed=False))
 
     async def close_stdin(self) -> None:
+        """Close the command's stdin (it reads end of file)."""
         await self.write(b"", eof=True)
 
     async def signal(self, sig: str = "TERM") -> None:
+        """Send a signal ("TERM", "KILL", "INT", ...) to the command's process group."""
         await self._c._json(sh.Req("POST", sh.command_path(self.sandbox_id, self.id) + "/signal",
                                    json={"signal": sig}))
 
     async def stdout(self) -> bytes:
+        """The recorded stdout, raw."""
         return (await self._c._send(sh.Req("GET", sh.command_path(self.sandbox_id, self.id) + "/stdout"))).content
 
     async def stderr(self) -> bytes:
+        """The command's recorded stderr, raw."""
         return (await self._c._send(sh.Req("GET", sh.command_path(self.sandbox_id, self.id) + "/stderr"))).content
 
     async def attach(self, after: int = 0) -> AsyncAttachment:
+        """A live connection to the command's terminal or pipes (WebSocket)."""
         return await AsyncAttachment(self._c.url, self._c._key, self.sandbox_id, self.id, after).connect()
 
 
 class AsyncFiles:
-    """A sandbox's files; see cove.client.Files."""
+    """A sandbox's files. Paths are absolute inside the sandbox."""
 
     def __init__(self, client: AsyncClient, sandbox_id: str) -> None:
         self._c = client
         self._base = sh.sandbox_path(sandbox_id) + "/files"
 
     async def list(self, path: str, depth: int = 1) -> List[FileEntry]:
+        """The entries under path, ``depth`` levels deep, every page."""
         out: List[FileEntry] = []
         cursor = ""
         while True:
@@ -591,9 +779,11 @@ class AsyncFiles:
                 return out
 
     async def stat(self, path: str) -> FileEntry:
+        """One file's entry (NotFound when there is none)."""
         return FileEntry.from_dict(await self._c._json(sh.Req("GET", self._base + "/stat", {"path": path})))
 
     async def exists(self, path: str) -> bool:
+        """Whether path exists."""
         try:
             await self.stat(path)
             return True
@@ -601,15 +791,20 @@ class AsyncFiles:
             return False
 
     async def read(self, path: str) -> FileContent:
+        """The whole file, checked against the server's sha-256."""
         resp = await self._c._send(sh.Req("GET", self._base + "/content", {"path": path}))
         digest = sh.check_digest(path, resp.content, resp.headers.get("Repr-Digest", ""))
         return FileContent(resp.content, sh.version_of(resp.headers.get("ETag", "")), digest)
 
     async def read_text(self, path: str) -> str:
+        """A file's content as UTF-8 text, checked against the server's sha-256."""
         return (await self.read(path)).text
 
     async def write(self, path: str, data: Data, *, if_version: Optional[str] = None,
                     mode: Optional[str] = None) -> FileEntry:
+        """Write a whole file atomically. With ``if_version`` it is written
+        only if the file is still at that version (``"none"``: only if it
+        does not exist), else PreconditionFailed and nothing changes."""
         body = sh.read_io(data)
         params: Dict[str, Any] = {"path": path}
         if mode:
@@ -619,25 +814,33 @@ class AsyncFiles:
 
     async def edit(self, path: str, edits: Sequence[Mapping[str, str]], *,
                    if_version: Optional[str] = None) -> FileEntry:
+        """Replace texts: each ``old`` must occur exactly once, else Conflict
+        and nothing is written."""
         headers = {"If-Match": '"' + if_version + '"'} if if_version else {}
         r = sh.Req("PATCH", self._base + "/content", {"path": path},
                    json={"edits": [dict(e) for e in edits]}, headers=headers)
         return FileEntry.from_dict(await self._c._json(r))
 
     async def mkdir(self, path: str) -> FileEntry:
+        """Make a folder and its parents."""
         return FileEntry.from_dict(await self._c._json(sh.Req("POST", self._base + "/mkdir", json={"path": path})))
 
     async def move(self, src: str, dst: str, overwrite: bool = False) -> FileEntry:
+        """Move or rename a file or folder; ``overwrite`` replaces what is at dst."""
         body = {"from": src, "to": dst, "overwrite": overwrite}
         return FileEntry.from_dict(await self._c._json(sh.Req("POST", self._base + "/move", json=body)))
 
     async def remove(self, path: str, recursive: bool = False) -> None:
+        """Remove a file, or a folder with ``recursive``."""
         params: Dict[str, Any] = {"path": path}
         if recursive:
             params["recursive"] = "true"
         await self._c._json(sh.Req("DELETE", self._base, params))
 
     async def upload_dir(self, local: str, path: str, exclude: Sequence[str] = ()) -> ArchiveResult:
+        """Send a local folder into path (tar.gz), keeping modes, symlinks
+        inside it and empty directories; packed into a temporary file, then
+        streamed with its sha-256 for the server to check."""
         with await asyncio.to_thread(sh.pack_dir, local, exclude) as f:
             cm = sh.digested_body(f)
             body, digest = await asyncio.to_thread(cm.__enter__)
@@ -648,12 +851,13 @@ class AsyncFiles:
                                                   headers={"Content-Type": "application/gzip", "Repr-Digest": digest})))
 
     async def download_dir(self, path: str, local: str) -> None:
+        """Fetch a folder of the sandbox into local."""
         import tempfile
 
         with tempfile.TemporaryFile() as tmp:
             resp = await self._c._send(sh.Req("GET", self._base + "/archive", {"path": path}), stream=True)
             try:
-                async for b in resp.aiter_bytes():
+                async for b in self._c._bytes(resp):
                     tmp.write(b)
             finally:
                 await resp.aclose()

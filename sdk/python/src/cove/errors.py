@@ -8,15 +8,19 @@ from typing import Any, Dict, Optional, Type
 
 
 class CoveError(Exception):
-    """An error answered by the cove API (or met on the way to it)."""
+    """An error answered by the cove API (or met on the way to it). ``code``
+    is the API's error code, ``status`` the HTTP status (None when no answer
+    came: a transport failure is Unavailable with no status), ``details``
+    the answer's details."""
 
     code: str = "unknown"
 
-    def __init__(self, message: str, details: Optional[Dict[str, Any]] = None, status: int = 0) -> None:
+    def __init__(self, message: str, details: Optional[Dict[str, Any]] = None, status: Optional[int] = None) -> None:
         super().__init__(message)
         self.message = message
         self.details: Dict[str, Any] = details or {}
         self.status = status
+        self.request_id = ""
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
@@ -69,6 +73,9 @@ class Internal(CoveError):
 
 
 class Unavailable(CoveError):
+    """The server is busy or down (503), or could not be reached at all
+    (then ``status`` is None): retried where the call is safe to repeat."""
+
     code = "unavailable"
 
 
@@ -98,8 +105,14 @@ _BY_STATUS = {
 }
 
 
-def error_from(status: int, body: bytes) -> CoveError:
+def error_from(status: int, body: bytes, request_id: str = "") -> CoveError:
     """The exception for an error answer."""
+    err = _error_from(status, body)
+    err.request_id = request_id
+    return err
+
+
+def _error_from(status: int, body: bytes) -> CoveError:
     import json
 
     try:
