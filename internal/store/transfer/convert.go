@@ -32,7 +32,10 @@ func convert(c column, v any) (any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("a time %q: %w", s, err)
 		}
-		return t.UTC(), nil
+		// PostgreSQL keeps microseconds; the store truncates what it
+		// writes to them, and so does the move (rounding could put a
+		// time after one written later).
+		return t.UTC().Truncate(time.Microsecond), nil
 	case "boolean":
 		switch x := v.(type) {
 		case int64:

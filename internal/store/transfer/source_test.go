@@ -20,7 +20,7 @@ import (
 )
 
 func TestConvert(t *testing.T) {
-	at := time.Date(2026, 3, 4, 5, 6, 7, 123456789, time.UTC)
+	at := time.Date(2026, 3, 4, 5, 6, 7, 123456000, time.UTC)
 	cases := []struct {
 		name    string
 		col     column
