@@ -207,7 +207,7 @@ func resetSequences(ctx context.Context, tx pgx.Tx, counters map[string]int64) e
 		if largest == 0 {
 			continue
 		}
-		if _, err := tx.Exec(ctx, "SELECT setval($1, $2)", s.name, largest); err != nil {
+		if _, err := tx.Exec(ctx, "SELECT setval(CAST($1::text AS regclass), $2)", s.name, largest); err != nil {
 			return fmt.Errorf("sequence %s: %w", s.name, err)
 		}
 	}
