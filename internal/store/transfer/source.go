@@ -28,13 +28,25 @@ type source struct {
 	sequences map[string]int64
 }
 
-// sqlitePath returns the path of a sqlite:PATH store URL.
+// sqlitePath returns the path of a sqlite:PATH store URL, which must name
+// an existing file (the move never makes one).
 func sqlitePath(u string) (string, error) {
 	p, ok := strings.CutPrefix(u, "sqlite:")
 	if !ok || p == "" {
 		return "", api.Errorf(api.CodeInvalidArgument, "--from %q: want sqlite:PATH (the cove.db of a cove serve data dir)", u)
 	}
-	return filepath.Abs(p)
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return "", fmt.Errorf("--from: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", api.Errorf(api.CodeInvalidArgument, "--from: %s is not a file", p)
+	}
+	return p, nil
 }
 
 // openSource copies the SQLite file at path into dir through a read-only
@@ -43,13 +55,6 @@ func sqlitePath(u string) (string, error) {
 // binary's schema (refusing a file a newer cove wrote), and opens the
 // copy read-only.
 func openSource(ctx context.Context, path, dir string) (_ *source, err error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("--from: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, api.Errorf(api.CodeInvalidArgument, "--from: %s is not a file", path)
-	}
 	snap := filepath.Join(dir, "snapshot.db")
 	if err := vacuumInto(ctx, path, snap); err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
