@@ -11,9 +11,10 @@ DEB_PACKAGES := runc nftables debootstrap debian-archive-keyring busybox-static 
 # TEST_DEB_PACKAGES are what the SDKs' tests run on besides: Debian's Python
 # (the Python SDK's dependencies, pytest, and venv to install it into),
 # Node with npm for the TypeScript SDK, and Chromium for the console's
-# test. npm is installed only where no npm is on PATH: a Node package that
-# carries npm itself conflicts with Debian's.
-TEST_DEB_PACKAGES := python3 python3-venv python3-pip python3-setuptools python3-wheel python3-httpx python3-websockets python3-pytest nodejs chromium
+# test, and PostgreSQL for the postgres store's tests (a throwaway cluster
+# each, internal/testsupport/pgserver). npm is installed only where no npm is
+# on PATH: a Node package that carries npm itself conflicts with Debian's.
+TEST_DEB_PACKAGES := python3 python3-venv python3-pip python3-setuptools python3-wheel python3-httpx python3-websockets python3-pytest nodejs chromium postgresql-15
 
 .PHONY: all build deps test-deps install-debs run test test-unit test-repeat check-elf cross fuzz bench load clean openapi
 
@@ -73,7 +74,7 @@ test: test-deps build check-elf cross
 	GO=$(GO) scripts/versitygw.sh
 	@set -e; for m in $(MODULES); do echo "vet $$m"; (cd $$m && $(GO) vet ./...); done
 	@set -e; for m in api sdk/go; do echo "test $$m"; (cd $$m && $(GO) test -count=1 ./...); done
-	COVE_REQUIRE_S3=1 COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 40m ./...
+	COVE_REQUIRE_S3=1 COVE_REQUIRE_PG=1 COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 40m ./...
 	$(MAKE) fuzz
 
 # ROOT_PACKAGES hold the root integration tests (real runc, overlayfs,

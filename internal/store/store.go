@@ -1,5 +1,5 @@
 // Package store defines cove's persistence contract. Implementations live in
-// sub-packages (sqlite/, later postgres/) and all pass storetest's suite.
+// sub-packages (sqlite/, postgres/) and all pass storetest's suite.
 package store
 
 import (

@@ -1,0 +1,205 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/store"
+)
+
+const sandboxColumns = `id, team_id, name, template, state, resources, env, workdir, network, labels,
+	idle_timeout_s, on_idle, max_lifetime_s, spend_limit_usd, cost_usd,
+	created_at, started_at, last_active_at, expires_at, state_reason, secrets, on_budget, budget_alerts, provision`
+
+const insertSandbox = `INSERT INTO sandboxes (` + sandboxColumns + `) VALUES (
+	@id, @team_id, @name, @template, @state, @resources, @env, @workdir, @network, @labels,
+	@idle_timeout_s, @on_idle, @max_lifetime_s, @spend_limit_usd, @cost_usd,
+	@created_at, @started_at, @last_active_at, @expires_at, @state_reason, @secrets, @on_budget, @budget_alerts, @provision)`
+
+const updateSandbox = `UPDATE sandboxes SET
+	name = @name, template = @template, state = @state, resources = @resources, env = @env,
+	workdir = @workdir, network = @network, labels = @labels,
+	idle_timeout_s = @idle_timeout_s, on_idle = @on_idle, max_lifetime_s = @max_lifetime_s,
+	spend_limit_usd = @spend_limit_usd,
+	created_at = @created_at, started_at = @started_at, last_active_at = @last_active_at,
+	expires_at = @expires_at, state_reason = @state_reason, secrets = @secrets,
+	on_budget = @on_budget, budget_alerts = @budget_alerts, provision = @provision
+	WHERE id = @id AND team_id = @team_id`
+
+// sandboxArgs are the named column values of s.
+func sandboxArgs(s api.Sandbox) (pgx.NamedArgs, error) {
+	alerts := s.BudgetAlerts
+	if alerts == nil {
+		alerts = []float64{}
+	}
+	var jsons [7]string
+	for i, v := range []any{s.Resources, emptyIfNil(s.Env), s.Network, emptyIfNil(s.Labels), emptyIfNil(s.Secrets), alerts, s.Provision} {
+		var err error
+		if jsons[i], err = encodeJSON(v); err != nil {
+			return nil, fmt.Errorf("sandbox %s: %w", s.ID, err)
+		}
+	}
+	return pgx.NamedArgs{
+		"id":              s.ID,
+		"team_id":         s.TeamID,
+		"name":            s.Name,
+		"template":        s.Template,
+		"state":           string(s.State),
+		"resources":       jsons[0],
+		"env":             jsons[1],
+		"workdir":         s.Workdir,
+		"network":         jsons[2],
+		"labels":          jsons[3],
+		"idle_timeout_s":  s.IdleTimeoutS,
+		"on_idle":         s.OnIdle,
+		"max_lifetime_s":  s.MaxLifetimeS,
+		"spend_limit_usd": s.SpendLimitUSD,
+		"cost_usd":        s.CostUSD,
+		"created_at":      s.CreatedAt,
+		"started_at":      s.StartedAt,
+		"last_active_at":  s.LastActiveAt,
+		"expires_at":      s.ExpiresAt,
+		"state_reason":    s.StateReason,
+		"secrets":         jsons[4],
+		"on_budget":       s.OnBudget,
+		"budget_alerts":   jsons[5],
+		"provision":       jsons[6],
+	}, nil
+}
+
+func scanSandbox(r scanner) (api.Sandbox, error) {
+	var (
+		s                               api.Sandbox
+		resources, env, network, labels string
+		secrets, alerts                 string
+		provision                       string
+	)
+	err := r.Scan(&s.ID, &s.TeamID, &s.Name, &s.Template, &s.State, &resources, &env, &s.Workdir, &network, &labels,
+		&s.IdleTimeoutS, &s.OnIdle, &s.MaxLifetimeS, &s.SpendLimitUSD, &s.CostUSD,
+		&s.CreatedAt, &s.StartedAt, &s.LastActiveAt, &s.ExpiresAt, &s.StateReason, &secrets, &s.OnBudget, &alerts, &provision)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	var d decoder
+	d.json(resources, &s.Resources)
+	d.json(env, &s.Env)
+	d.json(network, &s.Network)
+	d.json(labels, &s.Labels)
+	d.json(secrets, &s.Secrets)
+	d.json(alerts, &s.BudgetAlerts)
+	d.json(provision, &s.Provision)
+	if d.err != nil {
+		return api.Sandbox{}, fmt.Errorf("sandbox %s: %w", s.ID, d.err)
+	}
+	s.Env = emptyIfNil(s.Env)
+	s.Labels = emptyIfNil(s.Labels)
+	s.Secrets = emptyIfNil(s.Secrets)
+	if s.BudgetAlerts == nil {
+		s.BudgetAlerts = []float64{}
+	}
+	if s.Network.Allow == nil {
+		s.Network.Allow = []string{}
+	}
+	return s, nil
+}
+
+// sandboxConflict maps a failed write of s to a coded error, or returns nil.
+func sandboxConflict(err error, s api.Sandbox) error {
+	switch violation(err) {
+	case "unique": // the only unique index besides the key: live names
+		return api.Errorf(api.CodeConflict, "a sandbox named %s already exists", s.Name)
+	case "primary":
+		return api.Errorf(api.CodeConflict, "sandbox %s already exists", s.ID)
+	case "foreign":
+		return api.Errorf(api.CodeNotFound, "team %s not found", s.TeamID)
+	}
+	return nil
+}
+
+// CreateSandbox stores a new sandbox of an existing team.
+func (db *DB) CreateSandbox(ctx context.Context, s api.Sandbox) error {
+	args, err := sandboxArgs(s)
+	if err != nil {
+		return err
+	}
+	_, err = db.pool.Exec(ctx, insertSandbox, args)
+	if cerr := sandboxConflict(err, s); cerr != nil {
+		return cerr
+	}
+	if err != nil {
+		return fmt.Errorf("insert sandbox %s: %w", s.ID, err)
+	}
+	return nil
+}
+
+// UpdateSandbox replaces every field of the sandbox with s's ID and team
+// but cost_usd, which AccrueUsage keeps.
+func (db *DB) UpdateSandbox(ctx context.Context, s api.Sandbox) error {
+	args, err := sandboxArgs(s)
+	if err != nil {
+		return err
+	}
+	tag, err := db.pool.Exec(ctx, updateSandbox, args)
+	if cerr := sandboxConflict(err, s); cerr != nil {
+		return cerr
+	}
+	if err != nil {
+		return fmt.Errorf("update sandbox %s: %w", s.ID, err)
+	}
+	return mustAffect(tag, api.Errorf(api.CodeNotFound, "sandbox %s not found", s.ID))
+}
+
+// GetSandbox returns the sandbox of that team with that ID.
+func (db *DB) GetSandbox(ctx context.Context, teamID, id string) (api.Sandbox, error) {
+	row := db.pool.QueryRow(ctx,
+		"SELECT "+sandboxColumns+" FROM sandboxes WHERE id = $1 AND ($2 = '' OR team_id = $2)", id, teamID)
+	return getSandbox(row, id)
+}
+
+// GetSandboxByName returns the newest live sandbox of that name, or else the
+// newest terminal one.
+func (db *DB) GetSandboxByName(ctx context.Context, teamID, name string) (api.Sandbox, error) {
+	if name == "" {
+		return api.Sandbox{}, api.Errorf(api.CodeNotFound, "sandbox with an empty name not found")
+	}
+	row := db.pool.QueryRow(ctx, "SELECT "+sandboxColumns+` FROM sandboxes
+		WHERE team_id = $1 AND name = $2
+		ORDER BY state IN ('terminated', 'failed'), created_at DESC, id DESC
+		LIMIT 1`, teamID, name)
+	return getSandbox(row, name)
+}
+
+func getSandbox(row pgx.Row, ref string) (api.Sandbox, error) {
+	s, err := scanSandbox(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return api.Sandbox{}, api.Errorf(api.CodeNotFound, "sandbox %s not found", ref)
+	}
+	if err != nil {
+		return api.Sandbox{}, fmt.Errorf("get sandbox %s: %w", ref, err)
+	}
+	return s, nil
+}
+
+// ListSandboxes returns the sandboxes f selects, by ID.
+func (db *DB) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]api.Sandbox, error) {
+	var w where
+	if f.TeamID != "" {
+		w.add("team_id = ?", f.TeamID)
+	}
+	in(&w, "state", f.States)
+	for _, k := range slices.Sorted(maps.Keys(f.Labels)) {
+		w.add("labels ->> ?::text = ?::text", k, f.Labels[k])
+	}
+	q, args := w.query("SELECT "+sandboxColumns+" FROM sandboxes", f.After, f.Limit)
+	ss, err := queryAll(ctx, db.pool, scanSandbox, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	return ss, nil
+}
