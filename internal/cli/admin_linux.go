@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/cove-dev/cove/internal/store/transfer"
@@ -44,7 +42,6 @@ func (a *app) migrateStoreCmd() *cobra.Command {
 				return fmt.Errorf("give --from sqlite:PATH, --to postgres://… and --saves s3://…")
 			}
 			cfg.Log = log
-			cfg.OpenTarget = openPostgres(log)
 			rep, err := transfer.Run(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -86,12 +83,4 @@ func printReport(w io.Writer, rep transfer.Report) {
 		fmt.Fprintf(w, "%d assets: their bytes are in %s; copy that directory to the control plane's data dir\n", rep.Assets, rep.AssetsDir)
 	}
 	fmt.Fprintln(w, "run cove control with --store set to the database, --saves set to the save store, and cove serve's secrets key (--secrets-key-file)")
-}
-
-// openPostgres applies cove's schema to a database and returns a pool
-// on it.
-func openPostgres(log any) func(ctx context.Context, url string) (*pgxpool.Pool, func(), error) {
-	return func(ctx context.Context, url string) (*pgxpool.Pool, func(), error) {
-		return nil, nil, fmt.Errorf("this cove has no PostgreSQL store")
-	}
 }

@@ -288,4 +288,3 @@ func queryStrings(ctx context.Context, db *sql.DB, query string, args ...any) ([
 	}
 	return out, nil
 }
-

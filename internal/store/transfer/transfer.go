@@ -16,7 +16,6 @@ package transfer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/node/saves"
+	"github.com/cove-dev/cove/internal/store/postgres"
 )
 
 // Config says what to move where.
@@ -48,10 +48,7 @@ type Config struct {
 	// while it moves; "" is a temporary directory beside the SQLite file
 	// (which has the room the saves took).
 	Scratch string
-	// OpenTarget applies cove's schema to the database at url and returns
-	// a pool on it and what closes it.
-	OpenTarget func(ctx context.Context, url string) (*pgxpool.Pool, func(), error)
-	Log        *slog.Logger
+	Log     *slog.Logger
 }
 
 // Report is what a move did.
@@ -84,9 +81,6 @@ func (c *Config) validate() error {
 	}
 	if c.Saves == "" {
 		return api.Errorf(api.CodeInvalidArgument, "--saves: give the fleet's save store, s3://BUCKET/PREFIX?endpoint=URL")
-	}
-	if c.OpenTarget == nil {
-		return errors.New("transfer: no OpenTarget")
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -183,11 +177,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	rep.AssetsDir = filepath.Join(dataDir, "assets")
 
-	pool, closePool, err := cfg.OpenTarget(ctx, cfg.To)
+	// The target gets cove's schema as the PostgreSQL store makes it,
+	// so that the rows land in exactly the tables it reads.
+	db, err := postgres.Open(ctx, cfg.To, log)
 	if err != nil {
 		return rep, fmt.Errorf("--to: %w", err)
 	}
-	defer closePool()
+	defer db.Close()
+	pool := db.Pool()
 	if err := copyAll(ctx, pool, src, want, manifests, &rep); err != nil {
 		// The tables are those the schema's migrations made: dropping
 		// them leaves the database as it was found.
