@@ -266,7 +266,7 @@ func targetTablesBefore(ctx context.Context, url string, tables []string) ([]str
 func openExisting(ctx context.Context, url, creds string) (saves.Store, error) {
 	if !strings.HasPrefix(url, "s3://") {
 		if _, err := os.Stat(url); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w (name the store cove serve's --saves named)", err)
 		}
 	}
 	return saves.Open(ctx, url, creds)
