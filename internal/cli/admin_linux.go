@@ -68,13 +68,13 @@ func printReport(w io.Writer, rep transfer.Report) {
 	for _, t := range rep.Tables {
 		total += t.Rows
 	}
-	fmt.Fprintf(w, "copied %d rows in %d tables:\n", total, len(rep.Tables))
+	fmt.Fprintf(w, "rows copied: %d, into %d tables:\n", total, len(rep.Tables))
 	for _, t := range rep.Tables {
 		if t.Rows > 0 {
 			fmt.Fprintf(w, "  %-24s %d\n", t.Table, t.Rows)
 		}
 	}
-	fmt.Fprintf(w, "moved %d saves; %d asleep sandboxes wake from them on any node\n", len(rep.Saves), rep.Placements)
+	fmt.Fprintf(w, "saves moved: %d; asleep sandboxes placed to wake from them on any node: %d\n", len(rep.Saves), rep.Placements)
 	if len(rep.ImagesWithoutBlobs) > 0 {
 		fmt.Fprintf(w, "imported images that nodes cannot fetch yet (import each archive again through cove control, or copy its directory into every node's --images-dir): %s\n",
 			strings.Join(rep.ImagesWithoutBlobs, ", "))

@@ -127,7 +127,7 @@ func TestServeToFleet(t *testing.T) {
 		t.Fatalf("migrate-store: %v\n%s", err, out)
 	}
 	t.Logf("migrate-store:\n%s", out)
-	if !strings.Contains(out, "1 asleep sandboxes wake from them") {
+	if !strings.Contains(out, "asleep sandboxes placed to wake from them on any node: 1") {
 		t.Errorf("the report does not count the asleep sandbox:\n%s", out)
 	}
 	// A second move into the same database is refused: it holds cove's
