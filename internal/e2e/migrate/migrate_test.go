@@ -122,11 +122,12 @@ func TestServeToFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Stop(syscall.SIGTERM)
+	began := time.Now()
 	out, err = migrateStore(t, nil, args...)
 	if err != nil {
 		t.Fatalf("migrate-store: %v\n%s", err, out)
 	}
-	t.Logf("migrate-store:\n%s", out)
+	t.Logf("migrate-store took %v:\n%s", time.Since(began).Round(time.Millisecond), out)
 	if !strings.Contains(out, "asleep sandboxes placed to wake from them on any node: 1") {
 		t.Errorf("the report does not count the asleep sandbox:\n%s", out)
 	}
