@@ -15,8 +15,10 @@ DEB_PACKAGES := runc nftables debootstrap debian-archive-keyring busybox-static 
 # each, internal/testsupport/pgserver). npm is installed only where no npm is
 # on PATH: a Node package that carries npm itself conflicts with Debian's.
 TEST_DEB_PACKAGES := python3 python3-venv python3-pip python3-setuptools python3-wheel python3-httpx python3-websockets python3-pytest nodejs chromium postgresql-15
+# systemd gives the units' test systemd-analyze (it verifies them, starts nothing).
+TEST_DEB_PACKAGES += systemd
 
-.PHONY: all build deps test-deps install-debs run test test-unit test-repeat check-elf cross fuzz bench load clean openapi
+.PHONY: all build deps test-deps install-debs install run test test-unit test-repeat check-elf cross fuzz bench load clean openapi
 
 all: build
 
@@ -61,6 +63,26 @@ install-debs:
 
 run: deps build
 	bin/cove serve --data-dir $(DATA_DIR) --listen $(LISTEN)
+
+# install puts cove and cove-agent in $(PREFIX)/bin, the systemd units of
+# deploy/systemd in $(UNITDIR) (their ExecStart pointed at that binary) and
+# docs/fleet.md, which they name as their documentation. It enables and
+# starts nothing: docs/fleet.md says which unit a host runs. DESTDIR
+# stages the whole tree elsewhere (for a package).
+PREFIX ?= /usr/local
+UNITDIR ?= /etc/systemd/system
+UNITS := cove.service cove-control.service cove-node.service
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(UNITDIR) $(DESTDIR)$(PREFIX)/share/doc/cove
+	install -m 0755 bin/cove bin/cove-agent $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 docs/fleet.md $(DESTDIR)$(PREFIX)/share/doc/cove/fleet.md
+	@set -e; for u in $(UNITS); do \
+		sed -e 's#/usr/local/bin/cove#$(PREFIX)/bin/cove#g' -e 's#/usr/local/share/doc/cove#$(PREFIX)/share/doc/cove#g' \
+			deploy/systemd/$$u > $(DESTDIR)$(UNITDIR)/$$u; \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/$$u; \
+		echo "installed $(DESTDIR)$(UNITDIR)/$$u"; \
+	done
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 
 # MODULES are the Go modules of this tree: the root uses api/ and sdk/go/
 # through replace, so `go test ./...` at the root skips their tests.

@@ -164,6 +164,9 @@ type Sandbox struct {
 	// (`cove control`); omitted otherwise.
 	Node *SandboxNode `json:"node,omitempty"`
 	Provision
+	// Version is the store's row version, never on the wire: an update
+	// succeeds only on the version it read (internal/store).
+	Version int64 `json:"-"`
 }
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes. Every field is
@@ -276,6 +279,9 @@ type Command struct {
 	EndedAt     *time.Time `json:"ended_at"`
 	StdoutBytes int64      `json:"stdout_bytes"`
 	StderrBytes int64      `json:"stderr_bytes"`
+	// Version is the store's row version, never on the wire (see
+	// Sandbox.Version).
+	Version int64 `json:"-"`
 }
 
 // CreateCommandRequest is the body of POST /v1/sandboxes/{ref}/commands:

@@ -129,6 +129,9 @@ type Workload struct {
 	StdoutBytes int64 `json:"stdout_bytes"`
 	// Bytes its output recorded on stderr.
 	StderrBytes int64 `json:"stderr_bytes"`
+	// Version is the store's row version, never on the wire (see
+	// Sandbox.Version).
+	Version int64 `json:"-"`
 }
 
 // GPUHealth is what GET /healthz says of the node's GPUs: their type and

@@ -117,6 +117,7 @@ func (o *serveFlags) bindNode(c *cobra.Command) {
 func (o *serveFlags) bindPlane(c *cobra.Command) {
 	def := service.DefaultConfig()
 	f := c.Flags()
+	f.StringVar(&o.cfg.Store, "store", def.Store, "the control plane's database: sqlite:PATH, or postgres://USER@HOST/DATABASE that replicas of cove control share (password from PGPASSWORD or ~/.pgpass rather than the URL) (default sqlite:<data-dir>/cove.db)")
 	f.Int64Var(&o.cfg.ImageMaxMiB, "image-max-mib", def.ImageMaxMiB, "largest image archive `cove images import` takes, in MiB (its unpacked files may take 4 times that)")
 	f.StringVar(&o.cfg.Server.DefaultTemplate, "default-template", def.Server.DefaultTemplate, "template of sandboxes that name none")
 	f.BoolVar(&o.cfg.NoConsole, "no-console", def.NoConsole, "do not serve the web console at /")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/node/gpu"
+	"github.com/cove-dev/cove/internal/store/open"
 	"github.com/cove-dev/cove/internal/webhooks"
 )
 
@@ -28,6 +29,10 @@ type Config struct {
 	// DataDir holds the database, sandbox state and recorded output.
 	// Default /var/lib/cove.
 	DataDir string
+	// Store is the control plane's database: sqlite:PATH (one process),
+	// or postgres://USER@HOST/DATABASE, which replicas of `cove control`
+	// share. "" is sqlite:<DataDir>/cove.db.
+	Store string
 	// ImagesDir holds the images; "" is <DataDir>/images.
 	ImagesDir string
 	// BuildManaged builds the managed image when it is missing, in the
@@ -241,6 +246,11 @@ func (c *Config) Validate() error {
 	case c.Preview.Scheme != "http" && c.Preview.Scheme != "https":
 		return fmt.Errorf("preview scheme %q: use http or https", c.Preview.Scheme)
 	}
+	if c.Store != "" {
+		if _, _, err := open.Kind(c.Store); err != nil {
+			return err
+		}
+	}
 	if err := c.Webhooks.Validate(); err != nil {
 		return err
 	}
@@ -259,6 +269,15 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// StoreURL is the store's URL: Store, or the SQLite file in the data
+// directory.
+func (c *Config) StoreURL() string {
+	if c.Store != "" {
+		return c.Store
+	}
+	return "sqlite:" + filepath.Join(c.DataDir, "cove.db")
 }
 
 // resolve makes the paths absolute and fills those derived from others:

@@ -30,7 +30,8 @@ import (
 	"github.com/cove-dev/cove/internal/node/local"
 	"github.com/cove-dev/cove/internal/secrets"
 	"github.com/cove-dev/cove/internal/sources"
-	"github.com/cove-dev/cove/internal/store/sqlite"
+	"github.com/cove-dev/cove/internal/store"
+	"github.com/cove-dev/cove/internal/store/open"
 	"github.com/cove-dev/cove/internal/telemetry"
 	tmplstate "github.com/cove-dev/cove/internal/templates"
 	"github.com/cove-dev/cove/internal/webhooks"
@@ -155,13 +156,17 @@ func prepareDirs(cfg *Config, withNode bool) error {
 	return nil
 }
 
+// backlogBounded is a store that bounds each team's webhook backlog
+// (both stores do).
+type backlogBounded interface{ SetWebhookBacklog(n int) }
+
 // planeSide is the control plane part of a process: the store, the
 // services, the webhooks' dispatcher and the API. `cove serve` and
 // `cove control` open one.
 type planeSide struct {
 	cfg        Config
 	log        *slog.Logger
-	st         *sqlite.DB
+	st         store.Store
 	metrics    *telemetry.Metrics
 	plane      *Plane
 	dispatcher *webhooks.Dispatcher
@@ -175,7 +180,7 @@ type planeSide struct {
 // openPlaneSide opens the store and builds the control plane's services;
 // the caller gives it a node (plane.SetNode) before prepare.
 func openPlaneSide(ctx context.Context, cfg Config, tmplStates *tmplstate.Registry, log *slog.Logger) (_ *planeSide, err error) {
-	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "cove.db"))
+	st, err := open.Open(ctx, cfg.StoreURL(), log.With("component", "store"))
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +191,9 @@ func openPlaneSide(ctx context.Context, cfg Config, tmplStates *tmplstate.Regist
 			ps.close()
 		}
 	}()
-	st.SetWebhookBacklog(cfg.Webhooks.Backlog)
+	if b, ok := st.(backlogBounded); ok {
+		b.SetWebhookBacklog(cfg.Webhooks.Backlog)
+	}
 	if cfg.Server.Secrets, err = loadSecretsKeys(cfg, log); err != nil {
 		return nil, err
 	}

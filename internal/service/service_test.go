@@ -44,6 +44,19 @@ func TestReadyFile(t *testing.T) {
 	}
 }
 
+// TestStoreURL: without --store the store is today's SQLite file in the
+// data directory.
+func TestStoreURL(t *testing.T) {
+	c := DefaultConfig()
+	if got, want := c.StoreURL(), "sqlite:/var/lib/cove/cove.db"; got != want {
+		t.Errorf("StoreURL() = %q, want %q", got, want)
+	}
+	c.Store = "postgres://cove@127.0.0.1/cove"
+	if got := c.StoreURL(); got != c.Store {
+		t.Errorf("StoreURL() = %q, want %q", got, c.Store)
+	}
+}
+
 // TestConfigValidate: the defaults validate; empty fields are refused with
 // a message that names them.
 func TestConfigValidate(t *testing.T) {
@@ -69,6 +82,10 @@ func TestConfigValidate(t *testing.T) {
 		{"no event streams", func(c *Config) { c.HTTP.MaxEventStreamsPerTeam = 0 }, "max event streams per team"},
 		{"no preview domain", func(c *Config) { c.Preview.Domain = "" }, "preview domain: empty"},
 		{"preview scheme", func(c *Config) { c.Preview.Scheme = "ftp" }, "preview scheme"},
+		{"sqlite store", func(c *Config) { c.Store = "sqlite:/var/lib/cove/other.db" }, ""},
+		{"postgres store", func(c *Config) { c.Store = "postgres://cove@127.0.0.1/cove" }, ""},
+		{"unknown store", func(c *Config) { c.Store = "mysql://cove@db/cove" }, "invalid --store"},
+		{"store without path", func(c *Config) { c.Store = "sqlite:" }, "invalid --store"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

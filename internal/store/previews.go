@@ -36,6 +36,8 @@ type Preview struct {
 	Wake       bool
 	TokenHash  string
 	CreatedAt  time.Time
+	// Version is the row's version (see Store): 1 as created.
+	Version int64
 }
 
 // Admissions changes what a team may use (api.Admission).

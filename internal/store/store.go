@@ -15,6 +15,17 @@ import (
 // sandbox does not exist answers CodeNotFound. Updates replace every field of
 // the row with the same ID and owner (team or sandbox). Times come back in UTC,
 // exact to the microsecond at least; maps and slices come back non-nil.
+//
+// Sandboxes, commands, workloads and previews carry a row version (their
+// Version field), so that writers that do not share a lock (replicas of
+// the control plane) never lose each other's changes: a create stores
+// version 1 whatever the given one, reads return the stored version, and
+// UpdateSandbox, UpdateCommand and UpdateWorkload succeed only while the
+// row is still at the given Version, then store Version+1 (the caller
+// increments its own copy to go on writing it). A row at another version
+// answers CodeConflict ("… changed since it was read; retry"): the caller
+// reads it again, decides again and writes again. Writes of single columns
+// that no update replaces (cost_usd, stored bytes) leave the version alone.
 type Store interface {
 	Secrets
 	Assets

@@ -41,6 +41,7 @@ func (s *Service) Start(ctx context.Context, sb api.Sandbox, req api.CreateComma
 	if err := s.d.Store.CreateCommand(ctx, cmd); err != nil {
 		return api.Command{}, err
 	}
+	cmd.Version = 1 // as stored
 	unlock := s.locks.Lock(cmd.ID)
 	defer unlock()
 	if err := s.d.Node.Exec(ctx, sb.ID, spec); err != nil {

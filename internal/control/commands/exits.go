@@ -6,6 +6,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/node"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 // Exited records how a sandbox's command ended, then emits
@@ -17,21 +18,32 @@ func (s *Service) Exited(sandboxID, commandID string, e node.Exit, lost bool) {
 	defer unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)
 	defer cancel()
-	c, err := s.d.Store.GetCommand(ctx, sandboxID, commandID)
-	if err != nil {
-		s.d.Log.Error("command exit for unknown command", "sandbox", sandboxID, "command", commandID, "err", err)
-		return
+	var c api.Command
+	for attempt := 1; ; attempt++ {
+		// Each round reads the command again: another replica may have
+		// recorded its end (or marked it lost) meanwhile, and an ended
+		// command stays as it ended.
+		var err error
+		if c, err = s.d.Store.GetCommand(ctx, sandboxID, commandID); err != nil {
+			s.d.Log.Error("command exit for unknown command", "sandbox", sandboxID, "command", commandID, "err", err)
+			return
+		}
+		if c.State.Done() {
+			return
+		}
+		s.applyExit(&c, e, lost)
+		s.readSizes(&c)
+		err = s.d.Store.UpdateCommand(ctx, c)
+		if err == nil {
+			c.Version++
+			break
+		}
+		if !store.Stale(err) || attempt == store.UpdateAttempts {
+			s.d.Log.Error("persist command exit", "command", commandID, "err", err)
+			return
+		}
 	}
-	if c.State.Done() {
-		return
-	}
-	s.applyExit(&c, e, lost)
 	s.d.Sandboxes.TouchAt(sandboxID, *c.EndedAt)
-	s.readSizes(&c)
-	if err := s.d.Store.UpdateCommand(ctx, c); err != nil {
-		s.d.Log.Error("persist command exit", "command", commandID, "err", err)
-		return
-	}
 	s.d.Log.Info("command ended", "sandbox", sandboxID, "command", commandID, "state", c.State, "exit_code", e.ExitCode)
 	if sb, err := s.d.Store.GetSandbox(ctx, "", sandboxID); err == nil {
 		s.d.Events.Emit(ctx, sb.TeamID, "command.exited", sandboxID, commandID, map[string]any{

@@ -176,8 +176,80 @@ func (s *Core) changes() <-chan struct{} {
 	return s.changed
 }
 
-// setState persists a transition and wakes waiters.
+// setState persists a transition and wakes waiters; on success sb is the
+// sandbox as stored (its version the stored one). A transition is decided
+// on the sandbox's state alone: when another writer (a PATCH, a replica's
+// bookkeeping) changed the row since sb was read, setState reads it again
+// and, while it is still in the state the transition was decided on,
+// applies the transition over that writer's change, which is kept. A row
+// that left that state answers conflict: the transition no longer holds.
 func (s *Core) setState(ctx context.Context, sb *api.Sandbox, state api.SandboxState, reason string) error {
+	from := sb.State
+	for attempt := 1; ; attempt++ {
+		next := *sb
+		s.transition(&next, state, reason)
+		err := s.store.UpdateSandbox(ctx, next)
+		if err == nil {
+			next.Version++
+			*sb = next
+			break
+		}
+		if !store.Stale(err) || attempt == store.UpdateAttempts {
+			return fmt.Errorf("persist %s %s: %w", sb.ID, state, err)
+		}
+		cur, gerr := s.store.GetSandbox(ctx, sb.TeamID, sb.ID)
+		if gerr != nil {
+			return fmt.Errorf("read %s again to persist %s: %w", sb.ID, state, gerr)
+		}
+		if cur.State != from {
+			return &movedError{api.Errorf(api.CodeConflict, "sandbox %s became %s meanwhile, not %s; retry", sb.ID, cur.State, state)}
+		}
+		s.log.Debug("sandbox changed meanwhile; transition applied again", "sandbox", sb.ID, "state", state, "attempt", attempt)
+		*sb = s.svc.Meter.Priced(cur)
+	}
+	s.log.Info("sandbox state", "sandbox", sb.ID, "state", state, "reason", reason)
+	data := map[string]any{}
+	if reason != "" {
+		data["reason"] = reason
+	}
+	s.svc.Events.Emit(ctx, sb.TeamID, "sandbox."+string(state), sb.ID, "", data)
+	return nil
+}
+
+// movedError is a transition refused because the sandbox left the state
+// it was decided on (another replica's transition came first).
+type movedError struct{ err *api.Error }
+
+func (e *movedError) Error() string { return e.err.Error() }
+func (e *movedError) Unwrap() error { return e.err }
+
+// decide runs a transition requested of a sandbox (sleep, wake,
+// terminate) under its life-cycle lock, and runs it again on the sandbox
+// as it is when another replica's transition came first: what the request
+// asks is decided on the state the sandbox is in (sleeping an asleep
+// sandbox is a no-op, say), not on the one it was read in.
+func (s *Core) decide(ctx context.Context, teamID, ref string, transition func(api.Sandbox, *sandboxOps) (api.Sandbox, error)) (api.Sandbox, error) {
+	for attempt := 1; ; attempt++ {
+		sb, o, err := s.lockSandbox(ctx, teamID, ref)
+		if err != nil {
+			return sb, err
+		}
+		sb, err = transition(sb, o)
+		o.mu.Unlock()
+		var moved *movedError
+		if !errors.As(err, &moved) || attempt == store.UpdateAttempts {
+			return sb, err
+		}
+	}
+}
+
+// transition changes sb to state with reason, and the times that go with
+// it.
+func (s *Core) transition(sb *api.Sandbox, state api.SandboxState, reason string) {
+	if state == api.StateRunning && sb.State == api.StateWaking {
+		// A woken sandbox starts anew: it is charged from its wake.
+		sb.StartedAt = nil
+	}
 	// A setup runs in the sandbox's container as its running time does,
 	// and is charged from its start alike: started_at is set when setup
 	// begins. Its idle time counts from the end of setup.
@@ -192,16 +264,6 @@ func (s *Core) setState(ctx context.Context, sb *api.Sandbox, state api.SandboxS
 	}
 	sb.State = state
 	sb.StateReason = reason
-	if err := s.store.UpdateSandbox(ctx, *sb); err != nil {
-		return fmt.Errorf("persist %s %s: %w", sb.ID, state, err)
-	}
-	s.log.Info("sandbox state", "sandbox", sb.ID, "state", state, "reason", reason)
-	data := map[string]any{}
-	if reason != "" {
-		data["reason"] = reason
-	}
-	s.svc.Events.Emit(ctx, sb.TeamID, "sandbox."+string(state), sb.ID, "", data)
-	return nil
 }
 
 // CreateSandbox validates and persists a new sandbox, then starts it in the
@@ -253,6 +315,7 @@ func (s *Core) CreateSandbox(ctx context.Context, teamID string, req api.CreateS
 		}
 		return api.Sandbox{}, err
 	}
+	sb.Version = 1 // as stored
 	s.log.Info("sandbox created", "sandbox", sb.ID, "team", teamID, "name", sb.Name, "warm", warm != "")
 	s.svc.Events.Emit(ctx, teamID, "sandbox.creating", sb.ID, "", map[string]any{"name": sb.Name, "warm": warm != ""})
 	if warm != "" {
@@ -429,11 +492,12 @@ func (s *Core) start(ctx context.Context, sb api.Sandbox, upload chan *uploadReq
 		o.mu.Unlock()
 		return
 	}
+	applied := cur.Network
 	if err == nil {
 		// A PATCH while the sandbox was creating changed the stored policy
 		// but could not reach a sandbox that did not run yet: the policy
 		// it runs under is the one stored now.
-		if perr := s.node.SetPolicy(sb.ID, cur.Network); perr != nil {
+		if perr := s.node.SetPolicy(sb.ID, applied); perr != nil {
 			err = fmt.Errorf("apply the network policy: %w", perr)
 		}
 	}
@@ -495,7 +559,11 @@ func (s *Core) start(ctx context.Context, sb api.Sandbox, upload chan *uploadReq
 		s.persistState(pctx, &cur, api.StateFailed, reason)
 		return
 	}
-	s.persistState(pctx, &cur, api.StateRunning, "")
+	if err := s.setState(pctx, &cur, api.StateRunning, ""); err != nil {
+		s.log.Error("persist sandbox state", "sandbox", sb.ID, "state", api.StateRunning, "err", err)
+		return
+	}
+	s.reapplyPolicy(cur, applied)
 }
 
 // persistState is setState for background transitions, which have no
@@ -626,28 +694,25 @@ func (s *Core) ListSandboxes(ctx context.Context, teamID string, q SandboxQuery)
 // TerminateSandbox marks a sandbox terminating and removes it in the
 // background. Terminating a terminated sandbox is a no-op.
 func (s *Core) TerminateSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
-	sb, o, err := s.lockSandbox(ctx, teamID, ref)
-	if err != nil {
-		return sb, err
-	}
-	defer o.mu.Unlock()
-	if sb.State == api.StateTerminated || sb.State == api.StateTerminating {
-		return sb, nil
-	}
-	if err := s.setState(ctx, &sb, api.StateTerminating, "terminated by request"); err != nil {
-		return sb, err
-	}
-	starting := o.starting
-	if o.cancelStart != nil {
-		o.cancelStart(nil)
-	}
-	s.wg.Go(func() {
-		if starting != nil {
-			<-starting
+	return s.decide(ctx, teamID, ref, func(sb api.Sandbox, o *sandboxOps) (api.Sandbox, error) {
+		if sb.State == api.StateTerminated || sb.State == api.StateTerminating {
+			return sb, nil
 		}
-		s.finishTerminate(s.ctx, sb, "terminated by request")
+		if err := s.setState(ctx, &sb, api.StateTerminating, "terminated by request"); err != nil {
+			return sb, err
+		}
+		starting := o.starting
+		if o.cancelStart != nil {
+			o.cancelStart(nil)
+		}
+		s.wg.Go(func() {
+			if starting != nil {
+				<-starting
+			}
+			s.finishTerminate(s.ctx, sb, "terminated by request")
+		})
+		return sb, nil
 	})
-	return sb, nil
 }
 
 // finishTerminate removes everything of a sandbox and records it terminated.
@@ -681,9 +746,27 @@ func (s *Core) loseCommands(ctx context.Context, sandboxID string) {
 	}
 	t := s.now()
 	for _, c := range cmds {
-		c.State, c.EndedAt = api.CommandLost, &t
-		if err := s.store.UpdateCommand(ctx, c); err != nil {
+		if err := s.loseCommand(ctx, c, t); err != nil {
 			s.log.Error("mark command lost", "command", c.ID, "err", err)
+		}
+	}
+}
+
+// loseCommand marks a running command lost at t. When its row changed
+// meanwhile (its exit recorded by another replica) it reads it again: a
+// command that ended stays as it ended.
+func (s *Core) loseCommand(ctx context.Context, c api.Command, t time.Time) error {
+	for attempt := 1; ; attempt++ {
+		if c.State.Done() {
+			return nil
+		}
+		c.State, c.EndedAt = api.CommandLost, &t
+		err := s.store.UpdateCommand(ctx, c)
+		if !store.Stale(err) || attempt == store.UpdateAttempts {
+			return err
+		}
+		if c, err = s.store.GetCommand(ctx, c.SandboxID, c.ID); err != nil {
+			return err
 		}
 	}
 }

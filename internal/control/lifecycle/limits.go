@@ -100,13 +100,30 @@ func (l *limits) lastActive(ctx context.Context, sb api.Sandbox, now time.Time) 
 	if sb.LastActiveAt == nil || last.After(*sb.LastActiveAt) {
 		o := s.opsFor(sb.ID)
 		o.mu.Lock()
-		if cur, err := s.store.GetSandbox(ctx, sb.TeamID, sb.ID); err == nil && cur.State == api.StateRunning {
-			cur.LastActiveAt = &last
-			if err := s.store.UpdateSandbox(ctx, cur); err != nil {
-				s.log.Warn("persist last activity", "sandbox", sb.ID, "err", err)
-			}
+		if err := l.persist(ctx, sb, last); err != nil {
+			s.log.Warn("persist last activity", "sandbox", sb.ID, "err", err)
 		}
 		o.mu.Unlock()
 	}
 	return last
+}
+
+// persist records last as a running sandbox's last activity, reading the
+// row again when another writer changed it meanwhile; a sandbox that no
+// longer runs is left as it is. The caller holds its life-cycle lock.
+func (l *limits) persist(ctx context.Context, sb api.Sandbox, last time.Time) error {
+	for attempt := 1; ; attempt++ {
+		cur, err := l.s.store.GetSandbox(ctx, sb.TeamID, sb.ID)
+		if err != nil || cur.State != api.StateRunning {
+			return err
+		}
+		if cur.LastActiveAt != nil && !last.After(*cur.LastActiveAt) {
+			return nil // another replica saw later activity
+		}
+		cur.LastActiveAt = &last
+		err = l.s.store.UpdateSandbox(ctx, cur)
+		if !store.Stale(err) || attempt == store.UpdateAttempts {
+			return err
+		}
+	}
 }

@@ -153,6 +153,7 @@ func (p *warmPool) start(ctx context.Context, sb *api.Sandbox) bool {
 		s.log.Error("persist warm sandbox running", "sandbox", sb.ID, "err", err)
 		return false
 	}
+	s.reapplyPolicy(*sb, cur.Network)
 	return true
 }
 

@@ -3,9 +3,10 @@ package lifecycle
 import (
 	"context"
 	"fmt"
-	"github.com/cove-dev/cove/internal/control/gitsource"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/gitsource"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 // SecretResolver turns a team's secret names into their values. The
@@ -90,23 +91,32 @@ func (s *Core) updateProvision(ctx context.Context, sb *api.Sandbox, reason stri
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	pctx := context.WithoutCancel(ctx)
-	cur, err := s.store.GetSandbox(pctx, sb.TeamID, sb.ID)
-	if err != nil {
-		return err
+	for attempt := 1; ; attempt++ {
+		// Read again each round: a PATCH through another replica may
+		// have changed the row, and its change is kept.
+		cur, err := s.store.GetSandbox(pctx, sb.TeamID, sb.ID)
+		if err != nil {
+			return err
+		}
+		if cur.State != api.StateCreating && cur.State != api.StateSettingUp {
+			return context.Canceled
+		}
+		cur.StateReason = reason
+		if change != nil {
+			change(&cur.Provision)
+		}
+		err = s.store.UpdateSandbox(pctx, cur)
+		if store.Stale(err) && attempt < store.UpdateAttempts {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("persist provision of %s: %w", sb.ID, err)
+		}
+		cur.Version++
+		*sb = cur
+		s.notify()
+		return nil
 	}
-	if cur.State != api.StateCreating && cur.State != api.StateSettingUp {
-		return context.Canceled
-	}
-	cur.StateReason = reason
-	if change != nil {
-		change(&cur.Provision)
-	}
-	if err := s.store.UpdateSandbox(pctx, cur); err != nil {
-		return fmt.Errorf("persist provision of %s: %w", sb.ID, err)
-	}
-	*sb = cur
-	s.notify()
-	return nil
 }
 
 // setupFailed is a setup that ran and did not succeed: its reason is the

@@ -12,23 +12,20 @@ import (
 // stop (running commands end lost, their output kept), its files are saved
 // and its compute is released. Sleeping an asleep sandbox is a no-op.
 func (s *Core) SleepSandbox(ctx context.Context, teamID, ref, reason string) (api.Sandbox, error) {
-	sb, o, err := s.lockSandbox(ctx, teamID, ref)
-	if err != nil {
-		return sb, err
-	}
-	defer o.mu.Unlock()
-	switch sb.State {
-	case api.StateSleeping, api.StateAsleep:
+	return s.decide(ctx, teamID, ref, func(sb api.Sandbox, _ *sandboxOps) (api.Sandbox, error) {
+		switch sb.State {
+		case api.StateSleeping, api.StateAsleep:
+			return sb, nil
+		case api.StateRunning:
+		default:
+			return sb, api.Errorf(api.CodeConflict, "sandbox %s is %s; only a running sandbox can sleep", sb.ID, sb.State)
+		}
+		if err := s.setState(ctx, &sb, api.StateSleeping, reason); err != nil {
+			return sb, err
+		}
+		s.wg.Go(func() { s.finishSleep(s.ctx, sb) })
 		return sb, nil
-	case api.StateRunning:
-	default:
-		return sb, api.Errorf(api.CodeConflict, "sandbox %s is %s; only a running sandbox can sleep", sb.ID, sb.State)
-	}
-	if err := s.setState(ctx, &sb, api.StateSleeping, reason); err != nil {
-		return sb, err
-	}
-	s.wg.Go(func() { s.finishSleep(s.ctx, sb) })
-	return sb, nil
+	})
 }
 
 // finishSleep saves a sleeping sandbox and records it asleep.
@@ -67,29 +64,26 @@ func (s *Core) finishSleep(ctx context.Context, sb api.Sandbox) {
 // resources and workdir, its files restored, its processes fresh. Waking a
 // running or waking sandbox is a no-op.
 func (s *Core) WakeSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
-	sb, o, err := s.lockSandbox(ctx, teamID, ref)
-	if err != nil {
-		return sb, err
-	}
-	defer o.mu.Unlock()
-	switch sb.State {
-	case api.StateRunning, api.StateWaking:
+	return s.decide(ctx, teamID, ref, func(sb api.Sandbox, _ *sandboxOps) (api.Sandbox, error) {
+		switch sb.State {
+		case api.StateRunning, api.StateWaking:
+			return sb, nil
+		case api.StateAsleep, api.StateSleeping:
+			// A wake while sleeping runs once the sleep is done.
+			if err := s.checks.Budget(ctx, runs.Spec{TeamID: sb.TeamID, Sandbox: &sb}); err != nil {
+				return sb, err
+			}
+		default:
+			return sb, api.Errorf(api.CodeConflict, "sandbox %s is %s; only an asleep sandbox can wake", sb.ID, sb.State)
+		}
+		if sb.State == api.StateAsleep {
+			if err := s.setState(ctx, &sb, api.StateWaking, ""); err != nil {
+				return sb, err
+			}
+		}
+		s.wg.Go(func() { s.finishWake(s.ctx, sb.TeamID, sb.ID) })
 		return sb, nil
-	case api.StateAsleep, api.StateSleeping:
-		// A wake while sleeping runs once the sleep is done.
-		if err := s.checks.Budget(ctx, runs.Spec{TeamID: sb.TeamID, Sandbox: &sb}); err != nil {
-			return sb, err
-		}
-	default:
-		return sb, api.Errorf(api.CodeConflict, "sandbox %s is %s; only an asleep sandbox can wake", sb.ID, sb.State)
-	}
-	if sb.State == api.StateAsleep {
-		if err := s.setState(ctx, &sb, api.StateWaking, ""); err != nil {
-			return sb, err
-		}
-	}
-	s.wg.Go(func() { s.finishWake(s.ctx, sb.TeamID, sb.ID) })
-	return sb, nil
+	})
 }
 
 func (s *Core) finishWake(ctx context.Context, teamID, id string) {
@@ -125,13 +119,13 @@ func (s *Core) finishWake(ctx context.Context, teamID, id string) {
 		s.persistState(ctx, &sb, api.StateAsleep, "wake failed: "+userReason(err))
 		return
 	}
-	sb.StartedAt = nil // a new start
 	if err := s.setState(ctx, &sb, api.StateRunning, ""); err != nil {
 		// Running but not recorded as such: the save stays, and Recover
 		// settles the sandbox at the next start.
 		s.log.Error("persist woken sandbox", "sandbox", id, "err", err)
 		return
 	}
+	s.reapplyPolicy(sb, spec.Network)
 	s.limits.touch(sb.ID, s.now())
 	if s.cfg.KeepSaveAfterWake {
 		return // the save stays the recovery point (a fleet's shared store)

@@ -3,38 +3,126 @@ package lifecycle
 import (
 	"context"
 	"fmt"
-	"github.com/cove-dev/cove/internal/control/meter"
+	"slices"
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/meter"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 // UpdateSandbox changes the limits, network policy and labels of a
-// sandbox. A new network policy applies to new connections at once.
+// sandbox. A new network policy applies to new connections at once when
+// the sandbox runs. A sandbox that does not run (asleep, sleeping, waking,
+// starting) takes the change in the store alone, without waiting for the
+// transition under way (a sleep's save may take minutes): that transition
+// is applied over the change, and the sandbox wakes or starts under it. A
+// change that another writer (a replica) keeps racing answers conflict once
+// store.UpdateAttempts rounds are lost.
 func (s *Core) UpdateSandbox(ctx context.Context, teamID, ref string, req api.UpdateSandboxRequest) (api.Sandbox, error) {
-	sb, o, err := s.lockSandbox(ctx, teamID, ref)
+	sb, err := s.GetSandbox(ctx, teamID, ref)
+	if err != nil {
+		return sb, err
+	}
+	for attempt := 1; ; attempt++ {
+		if sb.State == api.StateRunning {
+			return s.updateRunning(ctx, teamID, sb.ID, req)
+		}
+		next := sb
+		if err := applyUpdate(&next, req); err != nil {
+			return sb, err
+		}
+		err := s.store.UpdateSandbox(ctx, next)
+		if err == nil {
+			next.Version++
+			s.notify()
+			return next, nil
+		}
+		if !store.Stale(err) || attempt == store.UpdateAttempts {
+			return sb, err
+		}
+		// Changed since it was read: decide again on the row as it is.
+		if sb, err = s.GetSandbox(ctx, teamID, sb.ID); err != nil {
+			return sb, err
+		}
+	}
+}
+
+// updateRunning is UpdateSandbox of a running sandbox, under its
+// life-cycle lock so that its node is given the new policy before any
+// transition of this process changes what runs.
+func (s *Core) updateRunning(ctx context.Context, teamID, id string, req api.UpdateSandboxRequest) (api.Sandbox, error) {
+	sb, o, err := s.lockSandbox(ctx, teamID, id)
 	if err != nil {
 		return sb, err
 	}
 	defer o.mu.Unlock()
+	for attempt := 1; ; attempt++ {
+		next := sb
+		if err := applyUpdate(&next, req); err != nil {
+			return sb, err
+		}
+		err := s.store.UpdateSandbox(ctx, next)
+		if err == nil {
+			next.Version++
+			sb = next
+			break
+		}
+		if !store.Stale(err) || attempt == store.UpdateAttempts {
+			return sb, err
+		}
+		// Changed since it was read: decide again on the row as it is.
+		if sb, err = s.store.GetSandbox(ctx, teamID, sb.ID); err != nil {
+			return sb, err
+		}
+	}
+	if req.Network != nil && sb.State == api.StateRunning {
+		if err := s.node.SetPolicy(sb.ID, sb.Network); err != nil {
+			// Another replica may have put it to sleep since: the stored
+			// policy is then the one it wakes with, and nothing is lost.
+			cur, gerr := s.store.GetSandbox(ctx, teamID, sb.ID)
+			if gerr != nil || cur.State == api.StateRunning {
+				return sb, fmt.Errorf("apply network policy to %s: %w", sb.ID, err)
+			}
+			sb = cur
+		}
+	}
+	s.notify()
+	return sb, nil
+}
+
+// reapplyPolicy gives the node the sandbox's policy as stored when it is
+// not the one the node was given (applied) as the sandbox started or
+// woke: a PATCH stored meanwhile, which only the store took.
+func (s *Core) reapplyPolicy(sb api.Sandbox, applied api.NetworkPolicy) {
+	if slices.Equal(sb.Network.Allow, applied.Allow) && slices.Equal(sb.Network.SetupAllow, applied.SetupAllow) {
+		return
+	}
+	if err := s.node.SetPolicy(sb.ID, sb.Network); err != nil {
+		s.log.Error("apply the network policy changed during a start or wake", "sandbox", sb.ID, "err", err)
+	}
+}
+
+// applyUpdate changes sb as req says, or says why it cannot.
+func applyUpdate(sb *api.Sandbox, req api.UpdateSandboxRequest) error {
 	if sb.State.Terminal() || sb.State == api.StateTerminating {
-		return sb, api.Errorf(api.CodeConflict, "sandbox %s is %s; it can no longer change", sb.ID, sb.State)
+		return api.Errorf(api.CodeConflict, "sandbox %s is %s; it can no longer change", sb.ID, sb.State)
 	}
 	if req.IdleTimeoutS != nil {
 		if *req.IdleTimeoutS < 0 {
-			return sb, invalid("idle_timeout_s is negative")
+			return invalid("idle_timeout_s is negative")
 		}
 		sb.IdleTimeoutS = *req.IdleTimeoutS
 	}
 	if req.OnIdle != nil {
 		if *req.OnIdle != "sleep" && *req.OnIdle != "terminate" {
-			return sb, invalid("on_idle is %q; use sleep or terminate", *req.OnIdle)
+			return invalid("on_idle is %q; use sleep or terminate", *req.OnIdle)
 		}
 		sb.OnIdle = *req.OnIdle
 	}
 	if req.MaxLifetimeS != nil {
 		if *req.MaxLifetimeS < 0 {
-			return sb, invalid("max_lifetime_s is negative")
+			return invalid("max_lifetime_s is negative")
 		}
 		sb.MaxLifetimeS = *req.MaxLifetimeS
 		sb.ExpiresAt = nil
@@ -45,46 +133,38 @@ func (s *Core) UpdateSandbox(ctx context.Context, teamID, ref string, req api.Up
 	}
 	if req.SpendLimitUSD != nil {
 		if *req.SpendLimitUSD < 0 {
-			return sb, invalid("spend_limit_usd is negative")
+			return invalid("spend_limit_usd is negative")
 		}
 		sb.SpendLimitUSD = req.SpendLimitUSD
 	}
+	var err error
 	if req.OnBudget != nil {
 		if sb.OnBudget, err = meter.ValidateOnBudget(*req.OnBudget); err != nil {
-			return sb, err
+			return err
 		}
 	}
 	if req.BudgetAlerts != nil {
 		if sb.BudgetAlerts, err = meter.ValidateBudgetAlerts(*req.BudgetAlerts); err != nil {
-			return sb, err
+			return err
 		}
 	}
 	if req.Labels != nil {
 		if err := validateLabels(req.Labels); err != nil {
-			return sb, err
+			return err
 		}
 		sb.Labels = req.Labels
 	}
 	if req.Network != nil {
 		allow, err := checkPolicy("network.allow", req.Network.Allow)
 		if err != nil {
-			return sb, err
+			return err
 		}
 		sb.Network.Allow = allow
 		if req.Network.SetupAllow != nil {
 			if sb.Network.SetupAllow, err = checkPolicy("network.setup_allow", req.Network.SetupAllow); err != nil {
-				return sb, err
+				return err
 			}
 		}
 	}
-	if err := s.store.UpdateSandbox(ctx, sb); err != nil {
-		return sb, err
-	}
-	if req.Network != nil && sb.State == api.StateRunning {
-		if err := s.node.SetPolicy(sb.ID, sb.Network); err != nil {
-			return sb, fmt.Errorf("apply network policy to %s: %w", sb.ID, err)
-		}
-	}
-	s.notify()
-	return sb, nil
+	return nil
 }

@@ -161,6 +161,7 @@ func (f *fixture) sandbox(t *testing.T, team, name string, state api.SandboxStat
 	if err := f.st.CreateSandbox(t.Context(), sb); err != nil {
 		t.Fatal(err)
 	}
+	sb.Version = 1 // as stored
 	if state == api.StateRunning {
 		if err := f.node.Start(t.Context(), node.SandboxSpec{ID: sb.ID}); err != nil {
 			t.Fatal(err)

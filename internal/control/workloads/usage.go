@@ -109,8 +109,24 @@ func (s *Service) meterWorkload(ctx context.Context, teamID, id string, now time
 	}
 	s.metered[id] = now
 	w.CostUSD = s.workloadCost(w, now)
-	if err := s.store.UpdateWorkload(ctx, w); err != nil {
-		s.log.Warn("persist workload cost", "workload", id, "err", err)
+	for attempt := 1; ; attempt++ {
+		err := s.store.UpdateWorkload(ctx, w)
+		if err == nil {
+			w.Version++
+			break
+		}
+		if !store.Stale(err) || attempt == store.UpdateAttempts {
+			s.log.Warn("persist workload cost", "workload", id, "err", err)
+			break
+		}
+		// Changed meanwhile (another replica): the cost goes onto the
+		// workload as it is now, unless that one ended (its end charged it).
+		cur, gerr := s.store.GetWorkload(ctx, teamID, id)
+		if gerr != nil || cur.State.Done() {
+			break
+		}
+		cur.CostUSD = s.workloadCost(cur, now)
+		w = cur
 	}
 	return w, true
 }

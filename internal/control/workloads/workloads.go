@@ -598,23 +598,33 @@ func (s *Service) updateWorkload(ctx context.Context, teamID, id string, change 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pctx := context.WithoutCancel(ctx)
-	w, err := s.store.GetWorkload(pctx, teamID, id)
-	if err != nil {
-		s.log.Error("read workload", "workload", id, "err", err)
-		return w, false
-	}
-	if !change(&w) {
-		return w, false
-	}
-	if w.State.Done() {
-		// Charged before the end is stored: whoever sees the workload
-		// ended finds its usage, and a crash in between charges it again
-		// on the next end (putting the usage is idempotent).
-		s.chargeWorkload(pctx, w)
-	}
-	if err := s.store.UpdateWorkload(pctx, w); err != nil {
-		s.log.Error("persist workload", "workload", id, "state", w.State, "err", err)
-		return w, false
+	var w api.Workload
+	for attempt := 1; ; attempt++ {
+		// Each round decides on the workload as stored: another replica
+		// may have changed it since the last read.
+		var err error
+		if w, err = s.store.GetWorkload(pctx, teamID, id); err != nil {
+			s.log.Error("read workload", "workload", id, "err", err)
+			return w, false
+		}
+		if !change(&w) {
+			return w, false
+		}
+		if w.State.Done() {
+			// Charged before the end is stored: whoever sees the workload
+			// ended finds its usage, and a crash in between charges it again
+			// on the next end (putting the usage is idempotent).
+			s.chargeWorkload(pctx, w)
+		}
+		err = s.store.UpdateWorkload(pctx, w)
+		if err == nil {
+			w.Version++
+			break
+		}
+		if !store.Stale(err) || attempt == store.UpdateAttempts {
+			s.log.Error("persist workload", "workload", id, "state", w.State, "err", err)
+			return w, false
+		}
 	}
 	// Every event of the transition is appended before the waiters wake.
 	for _, e := range ev {

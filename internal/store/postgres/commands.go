@@ -21,13 +21,8 @@ const insertCommand = `INSERT INTO commands (` + commandColumns + `) VALUES (
 	@no_output_alert_s, @state, @exit_code, @signal, @timed_out, @started_at, @ended_at,
 	@stdout_bytes, @stderr_bytes, @secrets)`
 
-const updateCommand = `UPDATE commands SET
-	command = @command, argv = @argv, cwd = @cwd, env = @env, "user" = @user,
-	timeout_s = @timeout_s, stdin = @stdin, pty = @pty, no_output_alert_s = @no_output_alert_s,
-	state = @state, exit_code = @exit_code, signal = @signal, timed_out = @timed_out,
-	started_at = @started_at, ended_at = @ended_at,
-	stdout_bytes = @stdout_bytes, stderr_bytes = @stderr_bytes, secrets = @secrets
-	WHERE id = @id AND sandbox_id = @sandbox_id`
+// selectCommand reads a command's columns and its version (versions.go).
+const selectCommand = "SELECT " + commandColumns + ", version FROM commands"
 
 // commandArgs are the named column values of c.
 func commandArgs(c api.Command) (pgx.NamedArgs, error) {
@@ -89,7 +84,7 @@ func scanCommand(r scanner) (api.Command, error) {
 	)
 	err := r.Scan(&c.ID, &c.SandboxID, &c.Command, &argv, &c.Cwd, &env, &c.User, &c.TimeoutS, &c.Stdin, &pty,
 		&c.NoOutputAlertS, &c.State, &exit, &c.Signal, &c.TimedOut, &c.StartedAt, &c.EndedAt,
-		&c.StdoutBytes, &c.StderrBytes, &secrets)
+		&c.StdoutBytes, &c.StderrBytes, &secrets, &c.Version)
 	if err != nil {
 		return api.Command{}, err
 	}
@@ -134,23 +129,10 @@ func (db *DB) CreateCommand(ctx context.Context, c api.Command) error {
 	return nil
 }
 
-// UpdateCommand replaces every field of the command with c's ID and sandbox.
-func (db *DB) UpdateCommand(ctx context.Context, c api.Command) error {
-	args, err := commandArgs(c)
-	if err != nil {
-		return err
-	}
-	tag, err := db.pool.Exec(ctx, updateCommand, args)
-	if err != nil {
-		return fmt.Errorf("update command %s: %w", c.ID, err)
-	}
-	return mustAffect(tag, api.Errorf(api.CodeNotFound, "command %s not found", c.ID))
-}
-
 // GetCommand returns the command of that sandbox with that ID.
 func (db *DB) GetCommand(ctx context.Context, sandboxID, id string) (api.Command, error) {
 	row := db.pool.QueryRow(ctx,
-		"SELECT "+commandColumns+" FROM commands WHERE id = $1 AND sandbox_id = $2", id, sandboxID)
+		selectCommand+" WHERE id = $1 AND sandbox_id = $2", id, sandboxID)
 	c, err := scanCommand(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return api.Command{}, api.Errorf(api.CodeNotFound, "command %s not found", id)
@@ -168,7 +150,7 @@ func (db *DB) ListCommands(ctx context.Context, f store.CommandFilter) ([]api.Co
 		w.add("sandbox_id = ?", f.SandboxID)
 	}
 	in(&w, "state", f.States)
-	q, args := w.query("SELECT "+commandColumns+" FROM commands", f.After, f.Limit)
+	q, args := w.query(selectCommand, f.After, f.Limit)
 	cs, err := queryAll(ctx, db.pool, scanCommand, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list commands: %w", err)

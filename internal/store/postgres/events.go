@@ -57,11 +57,13 @@ func (db *DB) AppendEvent(ctx context.Context, teamID string, e api.Event) (api.
 
 // insertEvent adds an event (its data already encoded) to a team's log in
 // tx and returns its sequence number. It first takes the transaction's
-// lock on the log: sequence numbers are handed out in commit order, so
-// that a reader (on any replica) that sees event n has seen every event
-// before it, and a cursor never skips one committed late.
+// lock on the team's log: the team's sequence numbers are handed out in
+// commit order, so that a reader (on any replica) that sees the team's
+// event n has seen every one before it, and a cursor never skips one
+// committed late. Cursors are per team (as are webhooks and their
+// deliveries), so teams append side by side.
 func insertEvent(ctx context.Context, tx pgx.Tx, teamID string, e api.Event, data string) (int64, error) {
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, 0)", lockEvents); err != nil {
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1, hashtext($2))", lockEvents, teamID); err != nil {
 		return 0, fmt.Errorf("append event: %w", err)
 	}
 	var seq int64

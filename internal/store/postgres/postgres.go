@@ -25,6 +25,10 @@ import (
 	"github.com/cove-dev/cove/internal/store"
 )
 
+// defaultMaxConns bounds the pool when the URL does not
+// (pool_max_conns=N).
+const defaultMaxConns = 16
+
 // DB is a store.Store on a PostgreSQL database, through a connection pool.
 type DB struct {
 	pool    *pgxpool.Pool
@@ -45,6 +49,12 @@ func Open(ctx context.Context, url string, log *slog.Logger) (*DB, error) {
 	if err != nil {
 		// pgx's error names the URL with its password masked.
 		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	// pgxpool's default (the larger of 4 and the CPUs) starves a control
+	// plane whose requests, event streams and background loops all read
+	// and write; the URL's pool_max_conns still decides when given.
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = defaultMaxConns
 	}
 	cfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
 		// Times come back in UTC, whatever the session's time zone.
@@ -238,7 +248,7 @@ func (db *DB) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 // Advisory lock keys (first half of pg_advisory_xact_lock's pair): writes
 // that SQLite's single writer serialized are serialized by these.
 const (
-	lockEvents       = 1 // appends to the event log, so that seq commits in order
+	lockEvents       = 1 // appends to a team's event log (second key: its ID's hash), so that seq commits in order
 	lockIDRanges     = 2 // id range allocation
 	lockObservations = 3 // a sandbox's observation rows (second key: its ID's hash)
 	lockMigrations   = 4 // schema migrations

@@ -1,9 +1,11 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -160,7 +162,11 @@ func TestEventCursorSkipsNothing(t *testing.T) {
 	cursor := ""
 	done := 0
 	deadline := time.Now().Add(time.Minute)
-	for len(seen) < writers*each && time.Now().Before(deadline) {
+	for time.Now().Before(deadline) {
+		// Writers that had returned before this read had committed
+		// every event of theirs: a read that finds nothing new once all
+		// had is the log's end.
+		allDone := done == writers
 		evs, err := dbs[1].ListEvents(ctx, store.EventFilter{TeamID: "team_a", After: cursor})
 		if err != nil {
 			t.Fatal(err)
@@ -172,6 +178,10 @@ func TestEventCursorSkipsNothing(t *testing.T) {
 			seen[e.ID] = true
 			cursor = e.ID
 		}
+		if allDone && len(evs) == 0 {
+			break
+		}
+	drain:
 		for done < writers {
 			select {
 			case err := <-errs:
@@ -179,16 +189,102 @@ func TestEventCursorSkipsNothing(t *testing.T) {
 					t.Fatal(err)
 				}
 				done++
-				continue
 			default:
+				break drain
 			}
-			break
-		}
-		if done == writers && len(evs) == 0 {
-			break // every writer is done and the log is read to its end
 		}
 	}
 	if len(seen) != writers*each {
 		t.Errorf("the reader saw %d events of %d", len(seen), writers*each)
+	}
+}
+
+// TestListenNotify: a notification through one handle reaches a listener
+// on another; the listener also fires when it starts listening, and
+// listens again after the database restarts.
+func TestListenNotify(t *testing.T) {
+	srv := pgserver.Start(t)
+	url := srv.NewDatabase(t)
+	a, b := openTest(t, url), openTest(t, url)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	calls := make(chan struct{}, 100)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		a.Listen(ctx, "cove_test", func() { calls <- struct{}{} })
+	})
+	defer wg.Wait()
+	defer cancel()
+
+	waitCall := func(what string) {
+		t.Helper()
+		select {
+		case <-calls:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no call %s", what)
+		}
+	}
+	notify := func() {
+		t.Helper()
+		// The pool's connections from before a restart are broken:
+		// try again until a fresh one answers.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := b.Notify(t.Context(), "cove_test")
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	drain := func() {
+		for {
+			select {
+			case <-calls:
+			default:
+				return
+			}
+		}
+	}
+
+	waitCall("once listening")
+	notify()
+	waitCall("on a notification")
+	if err := b.Notify(t.Context(), "other_channel"); err != nil {
+		t.Fatal(err)
+	}
+	notify()
+	waitCall("on the second notification")
+	// Notifications arrive in the order they were sent: one on the
+	// other channel that called fn would have done so before.
+	if len(calls) != 0 {
+		t.Error("a notification on another channel called fn")
+	}
+
+	srv.Restart(t)
+	waitCall("once listening again after a restart")
+	drain()
+	notify()
+	waitCall("on a notification after a restart")
+}
+
+// TestPoolSize: the pool holds 16 connections unless the URL says
+// otherwise.
+func TestPoolSize(t *testing.T) {
+	url := pgserver.Start(t).NewDatabase(t)
+	for _, tt := range []struct {
+		url  string
+		want int32
+	}{
+		{url, defaultMaxConns},
+		{url + "&pool_max_conns=3", 3},
+	} {
+		db := openTest(t, tt.url)
+		if got := db.Pool().Config().MaxConns; got != tt.want {
+			t.Errorf("%s: MaxConns %d, want %d", tt.url, got, tt.want)
+		}
 	}
 }

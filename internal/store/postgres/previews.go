@@ -15,7 +15,7 @@ const previewColumns = "id, team_id, sandbox_id, port, visibility, wake, token_h
 
 func scanPreview(r scanner) (store.Preview, error) {
 	var p store.Preview
-	err := r.Scan(&p.ID, &p.TeamID, &p.SandboxID, &p.Port, &p.Visibility, &p.Wake, &p.TokenHash, &p.CreatedAt)
+	err := r.Scan(&p.ID, &p.TeamID, &p.SandboxID, &p.Port, &p.Visibility, &p.Wake, &p.TokenHash, &p.CreatedAt, &p.Version)
 	return p, err
 }
 
@@ -44,13 +44,13 @@ func (db *DB) GetPreview(ctx context.Context, teamID, id string) (store.Preview,
 	if teamID != "" {
 		w.add("team_id = ?", teamID)
 	}
-	return db.getPreview(ctx, fmt.Sprintf("preview %s not found", id), "SELECT "+previewColumns+" FROM previews"+w.clause(), w.args...)
+	return db.getPreview(ctx, fmt.Sprintf("preview %s not found", id), "SELECT "+previewColumns+", version FROM previews"+w.clause(), w.args...)
 }
 
 // PreviewByPort finds the preview of a sandbox's port.
 func (db *DB) PreviewByPort(ctx context.Context, sandboxID string, port int) (store.Preview, error) {
 	return db.getPreview(ctx, fmt.Sprintf("sandbox %s publishes no port %d", sandboxID, port),
-		"SELECT "+previewColumns+" FROM previews WHERE sandbox_id = $1 AND port = $2", sandboxID, port)
+		"SELECT "+previewColumns+", version FROM previews WHERE sandbox_id = $1 AND port = $2", sandboxID, port)
 }
 
 func (db *DB) getPreview(ctx context.Context, notFound, q string, args ...any) (store.Preview, error) {
@@ -66,7 +66,7 @@ func (db *DB) getPreview(ctx context.Context, notFound, q string, args ...any) (
 
 // ListPreviews lists a sandbox's previews, oldest first.
 func (db *DB) ListPreviews(ctx context.Context, sandboxID string) ([]store.Preview, error) {
-	ps, err := queryAll(ctx, db.pool, scanPreview, "SELECT "+previewColumns+" FROM previews WHERE sandbox_id = $1 ORDER BY created_at, id", sandboxID)
+	ps, err := queryAll(ctx, db.pool, scanPreview, "SELECT "+previewColumns+", version FROM previews WHERE sandbox_id = $1 ORDER BY created_at, id", sandboxID)
 	if err != nil {
 		return nil, fmt.Errorf("list previews of %s: %w", sandboxID, err)
 	}
@@ -75,7 +75,7 @@ func (db *DB) ListPreviews(ctx context.Context, sandboxID string) ([]store.Previ
 
 // ListAllPreviews lists every sandbox's previews.
 func (db *DB) ListAllPreviews(ctx context.Context) ([]store.Preview, error) {
-	ps, err := queryAll(ctx, db.pool, scanPreview, "SELECT "+previewColumns+" FROM previews ORDER BY sandbox_id, port")
+	ps, err := queryAll(ctx, db.pool, scanPreview, "SELECT "+previewColumns+", version FROM previews ORDER BY sandbox_id, port")
 	if err != nil {
 		return nil, fmt.Errorf("list previews: %w", err)
 	}

@@ -22,15 +22,8 @@ const insertSandbox = `INSERT INTO sandboxes (` + sandboxColumns + `) VALUES (
 	@idle_timeout_s, @on_idle, @max_lifetime_s, @spend_limit_usd, @cost_usd,
 	@created_at, @started_at, @last_active_at, @expires_at, @state_reason, @secrets, @on_budget, @budget_alerts, @provision)`
 
-const updateSandbox = `UPDATE sandboxes SET
-	name = @name, template = @template, state = @state, resources = @resources, env = @env,
-	workdir = @workdir, network = @network, labels = @labels,
-	idle_timeout_s = @idle_timeout_s, on_idle = @on_idle, max_lifetime_s = @max_lifetime_s,
-	spend_limit_usd = @spend_limit_usd,
-	created_at = @created_at, started_at = @started_at, last_active_at = @last_active_at,
-	expires_at = @expires_at, state_reason = @state_reason, secrets = @secrets,
-	on_budget = @on_budget, budget_alerts = @budget_alerts, provision = @provision
-	WHERE id = @id AND team_id = @team_id`
+// selectSandbox reads a sandbox's columns and its version (versions.go).
+const selectSandbox = "SELECT " + sandboxColumns + ", version FROM sandboxes"
 
 // sandboxArgs are the named column values of s.
 func sandboxArgs(s api.Sandbox) (pgx.NamedArgs, error) {
@@ -82,7 +75,7 @@ func scanSandbox(r scanner) (api.Sandbox, error) {
 	)
 	err := r.Scan(&s.ID, &s.TeamID, &s.Name, &s.Template, &s.State, &resources, &env, &s.Workdir, &network, &labels,
 		&s.IdleTimeoutS, &s.OnIdle, &s.MaxLifetimeS, &s.SpendLimitUSD, &s.CostUSD,
-		&s.CreatedAt, &s.StartedAt, &s.LastActiveAt, &s.ExpiresAt, &s.StateReason, &secrets, &s.OnBudget, &alerts, &provision)
+		&s.CreatedAt, &s.StartedAt, &s.LastActiveAt, &s.ExpiresAt, &s.StateReason, &secrets, &s.OnBudget, &alerts, &provision, &s.Version)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -138,27 +131,10 @@ func (db *DB) CreateSandbox(ctx context.Context, s api.Sandbox) error {
 	return nil
 }
 
-// UpdateSandbox replaces every field of the sandbox with s's ID and team
-// but cost_usd, which AccrueUsage keeps.
-func (db *DB) UpdateSandbox(ctx context.Context, s api.Sandbox) error {
-	args, err := sandboxArgs(s)
-	if err != nil {
-		return err
-	}
-	tag, err := db.pool.Exec(ctx, updateSandbox, args)
-	if cerr := sandboxConflict(err, s); cerr != nil {
-		return cerr
-	}
-	if err != nil {
-		return fmt.Errorf("update sandbox %s: %w", s.ID, err)
-	}
-	return mustAffect(tag, api.Errorf(api.CodeNotFound, "sandbox %s not found", s.ID))
-}
-
 // GetSandbox returns the sandbox of that team with that ID.
 func (db *DB) GetSandbox(ctx context.Context, teamID, id string) (api.Sandbox, error) {
 	row := db.pool.QueryRow(ctx,
-		"SELECT "+sandboxColumns+" FROM sandboxes WHERE id = $1 AND ($2 = '' OR team_id = $2)", id, teamID)
+		selectSandbox+" WHERE id = $1 AND ($2 = '' OR team_id = $2)", id, teamID)
 	return getSandbox(row, id)
 }
 
@@ -168,7 +144,7 @@ func (db *DB) GetSandboxByName(ctx context.Context, teamID, name string) (api.Sa
 	if name == "" {
 		return api.Sandbox{}, api.Errorf(api.CodeNotFound, "sandbox with an empty name not found")
 	}
-	row := db.pool.QueryRow(ctx, "SELECT "+sandboxColumns+` FROM sandboxes
+	row := db.pool.QueryRow(ctx, selectSandbox+`
 		WHERE team_id = $1 AND name = $2
 		ORDER BY state IN ('terminated', 'failed'), created_at DESC, id DESC
 		LIMIT 1`, teamID, name)
@@ -196,7 +172,7 @@ func (db *DB) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]api.S
 	for _, k := range slices.Sorted(maps.Keys(f.Labels)) {
 		w.add("labels ->> ?::text = ?::text", k, f.Labels[k])
 	}
-	q, args := w.query("SELECT "+sandboxColumns+" FROM sandboxes", f.After, f.Limit)
+	q, args := w.query(selectSandbox, f.After, f.Limit)
 	ss, err := queryAll(ctx, db.pool, scanSandbox, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)

@@ -80,8 +80,8 @@ func (db *DB) SetWebhookBacklog(n int) { db.backlog.Store(int64(n)) }
 // team held over it drops in batches, not at every event), and a
 // webhook.dropped event saying how many goes to each webhook that lost
 // some, as an urgent delivery: sent before the webhook's backlog, never
-// behind it. The event log's lock, taken by the event's insert, makes
-// appends of one team count and drop one at a time.
+// behind it. The team's event log lock, taken by the event's insert,
+// makes appends of one team count and drop one at a time.
 func (db *DB) boundBacklog(ctx context.Context, tx pgx.Tx, teamID string, t time.Time) error {
 	limit := db.backlog.Load()
 	if limit <= 0 {

@@ -38,12 +38,14 @@ func normalWorkload(w api.Workload) api.Workload {
 
 func scanWorkload(r scanner) (api.Workload, error) {
 	var data string
-	if err := r.Scan(&data); err != nil {
+	var version int64
+	if err := r.Scan(&data, &version); err != nil {
 		return api.Workload{}, err
 	}
 	var w api.Workload
 	var d decoder
 	d.json(data, &w)
+	w.Version = version
 	return normalWorkload(w), d.err
 }
 
@@ -74,7 +76,7 @@ func (db *DB) GetWorkload(ctx context.Context, teamID, id string) (api.Workload,
 	if teamID != "" {
 		w.add("team_id = ?", teamID)
 	}
-	wl, err := scanWorkload(db.pool.QueryRow(ctx, "SELECT data FROM workloads"+w.clause(), w.args...))
+	wl, err := scanWorkload(db.pool.QueryRow(ctx, "SELECT data, version FROM workloads"+w.clause(), w.args...))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return api.Workload{}, api.Errorf(api.CodeNotFound, "workload %s not found", id)
 	}
@@ -84,20 +86,6 @@ func (db *DB) GetWorkload(ctx context.Context, teamID, id string) (api.Workload,
 	return wl, nil
 }
 
-// UpdateWorkload replaces a workload's fields.
-func (db *DB) UpdateWorkload(ctx context.Context, w api.Workload) error {
-	data, err := workloadData(w)
-	if err != nil {
-		return err
-	}
-	tag, err := db.pool.Exec(ctx, "UPDATE workloads SET state = $1, data = $2 WHERE id = $3 AND team_id = $4",
-		string(w.State), data, w.ID, w.TeamID)
-	if err != nil {
-		return fmt.Errorf("update workload %s: %w", w.ID, err)
-	}
-	return mustAffect(tag, api.Errorf(api.CodeNotFound, "workload %s not found", w.ID))
-}
-
 // ListWorkloads lists workloads, oldest first.
 func (db *DB) ListWorkloads(ctx context.Context, f store.WorkloadFilter) ([]api.Workload, error) {
 	var w where
@@ -105,7 +93,7 @@ func (db *DB) ListWorkloads(ctx context.Context, f store.WorkloadFilter) ([]api.
 		w.add("team_id = ?", f.TeamID)
 	}
 	in(&w, "state", f.States)
-	q, args := w.query("SELECT data FROM workloads", f.After, f.Limit)
+	q, args := w.query("SELECT data, version FROM workloads", f.After, f.Limit)
 	ws, err := queryAll(ctx, db.pool, scanWorkload, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list workloads: %w", err)

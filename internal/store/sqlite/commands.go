@@ -14,18 +14,23 @@ const commandColumns = `id, sandbox_id, command, argv, cwd, env, user, timeout_s
 	no_output_alert_s, state, exit_code, signal, timed_out, started_at, ended_at,
 	stdout_bytes, stderr_bytes, secrets`
 
-const insertCommand = `INSERT INTO commands (` + commandColumns + `) VALUES (
+// selectCommand reads a command's columns and its version.
+const selectCommand = "SELECT " + commandColumns + ", version FROM commands"
+
+// insertCommand stores version 1, whatever the command's own.
+const insertCommand = `INSERT INTO commands (` + commandColumns + `, version) VALUES (
 	:id, :sandbox_id, :command, :argv, :cwd, :env, :user, :timeout_s, :stdin, :pty,
 	:no_output_alert_s, :state, :exit_code, :signal, :timed_out, :started_at, :ended_at,
-	:stdout_bytes, :stderr_bytes, :secrets)`
+	:stdout_bytes, :stderr_bytes, :secrets, 1)`
 
 const updateCommand = `UPDATE commands SET
 	command = :command, argv = :argv, cwd = :cwd, env = :env, user = :user,
 	timeout_s = :timeout_s, stdin = :stdin, pty = :pty, no_output_alert_s = :no_output_alert_s,
 	state = :state, exit_code = :exit_code, signal = :signal, timed_out = :timed_out,
 	started_at = :started_at, ended_at = :ended_at,
-	stdout_bytes = :stdout_bytes, stderr_bytes = :stderr_bytes, secrets = :secrets
-	WHERE id = :id AND sandbox_id = :sandbox_id`
+	stdout_bytes = :stdout_bytes, stderr_bytes = :stderr_bytes, secrets = :secrets,
+	version = version + 1
+	WHERE id = :id AND sandbox_id = :sandbox_id AND version = :version`
 
 // commandArgs are the named column values of c.
 func commandArgs(c api.Command) ([]any, error) {
@@ -90,7 +95,7 @@ func scanCommand(r scanner) (api.Command, error) {
 	)
 	err := r.Scan(&c.ID, &c.SandboxID, &c.Command, &argv, &c.Cwd, &env, &c.User, &c.TimeoutS, &c.Stdin, &pty,
 		&c.NoOutputAlertS, &c.State, &exit, &c.Signal, &c.TimedOut, &started, &ended,
-		&c.StdoutBytes, &c.StderrBytes, &secrets)
+		&c.StdoutBytes, &c.StderrBytes, &secrets, &c.Version)
 	if err != nil {
 		return api.Command{}, err
 	}
@@ -137,23 +142,25 @@ func (db *DB) CreateCommand(ctx context.Context, c api.Command) error {
 	return nil
 }
 
-// UpdateCommand replaces every field of the command with c's ID and sandbox.
+// UpdateCommand replaces every field of the command with c's ID and
+// sandbox when the row is still at c.Version, and stores the next version.
 func (db *DB) UpdateCommand(ctx context.Context, c api.Command) error {
 	args, err := commandArgs(c)
 	if err != nil {
 		return err
 	}
-	res, err := db.write.ExecContext(ctx, updateCommand, args...)
+	res, err := db.write.ExecContext(ctx, updateCommand, append(args, sql.Named("version", c.Version))...)
 	if err != nil {
 		return fmt.Errorf("update command %s: %w", c.ID, err)
 	}
-	return mustAffect(res, api.Errorf(api.CodeNotFound, "command %s not found", c.ID))
+	return db.versioned(ctx, res, "command "+c.ID,
+		"SELECT 1 FROM commands WHERE id = ? AND sandbox_id = ?", c.ID, c.SandboxID)
 }
 
 // GetCommand returns the command of that sandbox with that ID.
 func (db *DB) GetCommand(ctx context.Context, sandboxID, id string) (api.Command, error) {
 	row := db.read.QueryRowContext(ctx,
-		"SELECT "+commandColumns+" FROM commands WHERE id = ? AND sandbox_id = ?", id, sandboxID)
+		selectCommand+" WHERE id = ? AND sandbox_id = ?", id, sandboxID)
 	c, err := scanCommand(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return api.Command{}, api.Errorf(api.CodeNotFound, "command %s not found", id)
@@ -171,7 +178,7 @@ func (db *DB) ListCommands(ctx context.Context, f store.CommandFilter) ([]api.Co
 		w.add("sandbox_id = ?", f.SandboxID)
 	}
 	in(&w, "state", f.States)
-	q, args := w.query("SELECT "+commandColumns+" FROM commands", f.After, f.Limit)
+	q, args := w.query(selectCommand, f.After, f.Limit)
 	cs, err := queryAll(ctx, db.read, scanCommand, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list commands: %w", err)

@@ -10,12 +10,12 @@ import (
 	"github.com/cove-dev/cove/internal/store"
 )
 
-const previewColumns = "id, team_id, sandbox_id, port, visibility, wake, token_hash, created_at"
+const previewColumns = "id, team_id, sandbox_id, port, visibility, wake, token_hash, created_at, version"
 
 func scanPreview(r scanner) (store.Preview, error) {
 	var p store.Preview
 	var created string
-	if err := r.Scan(&p.ID, &p.TeamID, &p.SandboxID, &p.Port, &p.Visibility, &p.Wake, &p.TokenHash, &created); err != nil {
+	if err := r.Scan(&p.ID, &p.TeamID, &p.SandboxID, &p.Port, &p.Visibility, &p.Wake, &p.TokenHash, &created, &p.Version); err != nil {
 		return store.Preview{}, err
 	}
 	var d decoder
@@ -25,7 +25,7 @@ func scanPreview(r scanner) (store.Preview, error) {
 
 // CreatePreview stores a preview of an existing sandbox.
 func (db *DB) CreatePreview(ctx context.Context, p store.Preview) error {
-	_, err := db.write.ExecContext(ctx, "INSERT INTO previews ("+previewColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+	_, err := db.write.ExecContext(ctx, "INSERT INTO previews ("+previewColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)",
 		p.ID, p.TeamID, p.SandboxID, p.Port, p.Visibility, p.Wake, p.TokenHash, formatTime(p.CreatedAt))
 	switch sqliteCode(err) {
 	case uniqueViolation:

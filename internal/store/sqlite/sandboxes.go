@@ -16,10 +16,14 @@ const sandboxColumns = `id, team_id, name, template, state, resources, env, work
 	idle_timeout_s, on_idle, max_lifetime_s, spend_limit_usd, cost_usd,
 	created_at, started_at, last_active_at, expires_at, state_reason, secrets, on_budget, budget_alerts, provision`
 
-const insertSandbox = `INSERT INTO sandboxes (` + sandboxColumns + `) VALUES (
+// selectSandbox reads a sandbox's columns and its version.
+const selectSandbox = "SELECT " + sandboxColumns + ", version FROM sandboxes"
+
+// insertSandbox stores version 1, whatever the sandbox's own.
+const insertSandbox = `INSERT INTO sandboxes (` + sandboxColumns + `, version) VALUES (
 	:id, :team_id, :name, :template, :state, :resources, :env, :workdir, :network, :labels,
 	:idle_timeout_s, :on_idle, :max_lifetime_s, :spend_limit_usd, :cost_usd,
-	:created_at, :started_at, :last_active_at, :expires_at, :state_reason, :secrets, :on_budget, :budget_alerts, :provision)`
+	:created_at, :started_at, :last_active_at, :expires_at, :state_reason, :secrets, :on_budget, :budget_alerts, :provision, 1)`
 
 const updateSandbox = `UPDATE sandboxes SET
 	name = :name, template = :template, state = :state, resources = :resources, env = :env,
@@ -28,8 +32,9 @@ const updateSandbox = `UPDATE sandboxes SET
 	spend_limit_usd = :spend_limit_usd,
 	created_at = :created_at, started_at = :started_at, last_active_at = :last_active_at,
 	expires_at = :expires_at, state_reason = :state_reason, secrets = :secrets,
-	on_budget = :on_budget, budget_alerts = :budget_alerts, provision = :provision
-	WHERE id = :id AND team_id = :team_id`
+	on_budget = :on_budget, budget_alerts = :budget_alerts, provision = :provision,
+	version = version + 1
+	WHERE id = :id AND team_id = :team_id AND version = :version`
 
 // sandboxArgs are the named column values of s.
 func sandboxArgs(s api.Sandbox) ([]any, error) {
@@ -88,7 +93,7 @@ func scanSandbox(r scanner) (api.Sandbox, error) {
 	)
 	err := r.Scan(&s.ID, &s.TeamID, &s.Name, &s.Template, &s.State, &resources, &env, &s.Workdir, &network, &labels,
 		&s.IdleTimeoutS, &s.OnIdle, &s.MaxLifetimeS, &spend, &s.CostUSD,
-		&created, &started, &lastActive, &expires, &s.StateReason, &secrets, &s.OnBudget, &alerts, &provision)
+		&created, &started, &lastActive, &expires, &s.StateReason, &secrets, &s.OnBudget, &alerts, &provision, &s.Version)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -152,26 +157,28 @@ func (db *DB) CreateSandbox(ctx context.Context, s api.Sandbox) error {
 }
 
 // UpdateSandbox replaces every field of the sandbox with s's ID and team
-// but cost_usd, which AccrueUsage keeps.
+// but cost_usd, which AccrueUsage keeps, when the row is still at
+// s.Version, and stores the next version.
 func (db *DB) UpdateSandbox(ctx context.Context, s api.Sandbox) error {
 	args, err := sandboxArgs(s)
 	if err != nil {
 		return err
 	}
-	res, err := db.write.ExecContext(ctx, updateSandbox, args...)
+	res, err := db.write.ExecContext(ctx, updateSandbox, append(args, sql.Named("version", s.Version))...)
 	if cerr := sandboxConflict(err, s); cerr != nil {
 		return cerr
 	}
 	if err != nil {
 		return fmt.Errorf("update sandbox %s: %w", s.ID, err)
 	}
-	return mustAffect(res, api.Errorf(api.CodeNotFound, "sandbox %s not found", s.ID))
+	return db.versioned(ctx, res, "sandbox "+s.ID,
+		"SELECT 1 FROM sandboxes WHERE id = ? AND team_id = ?", s.ID, s.TeamID)
 }
 
 // GetSandbox returns the sandbox of that team with that ID.
 func (db *DB) GetSandbox(ctx context.Context, teamID, id string) (api.Sandbox, error) {
 	row := db.read.QueryRowContext(ctx,
-		"SELECT "+sandboxColumns+" FROM sandboxes WHERE id = ? AND (? = '' OR team_id = ?)", id, teamID, teamID)
+		selectSandbox+" WHERE id = ? AND (? = '' OR team_id = ?)", id, teamID, teamID)
 	return getSandbox(row, id)
 }
 
@@ -181,7 +188,7 @@ func (db *DB) GetSandboxByName(ctx context.Context, teamID, name string) (api.Sa
 	if name == "" {
 		return api.Sandbox{}, api.Errorf(api.CodeNotFound, "sandbox with an empty name not found")
 	}
-	row := db.read.QueryRowContext(ctx, "SELECT "+sandboxColumns+` FROM sandboxes
+	row := db.read.QueryRowContext(ctx, selectSandbox+`
 		WHERE team_id = ? AND name = ?
 		ORDER BY state IN ('terminated', 'failed'), created_at DESC, id DESC
 		LIMIT 1`, teamID, name)
@@ -209,7 +216,7 @@ func (db *DB) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]api.S
 	for _, k := range slices.Sorted(maps.Keys(f.Labels)) {
 		w.add("EXISTS (SELECT 1 FROM json_each(sandboxes.labels) AS l WHERE l.key = ? AND l.value = ?)", k, f.Labels[k])
 	}
-	q, args := w.query("SELECT "+sandboxColumns+" FROM sandboxes", f.After, f.Limit)
+	q, args := w.query(selectSandbox, f.After, f.Limit)
 	ss, err := queryAll(ctx, db.read, scanSandbox, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)

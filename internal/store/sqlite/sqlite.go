@@ -19,6 +19,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/store"
 )
 
@@ -156,6 +157,29 @@ func mustAffect(res sql.Result, notFound error) error {
 		return notFound
 	}
 	return nil
+}
+
+// versioned checks the result of a compare-and-swap update of what (say
+// "sandbox sbx_…"): no row changed means that the row exists at another
+// version (CodeConflict: it changed since it was read) or that there is
+// none, which exists, a query for it, tells apart.
+func (db *DB) versioned(ctx context.Context, res sql.Result, what, exists string, args ...any) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("rows affected: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	var one int
+	err = db.write.QueryRowContext(ctx, exists, args...).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return api.Errorf(api.CodeNotFound, "%s not found", what)
+	}
+	if err != nil {
+		return fmt.Errorf("look up %s: %w", what, err)
+	}
+	return api.Errorf(api.CodeConflict, "%s changed since it was read; retry", what)
 }
 
 // timeLayout is RFC 3339 in UTC with a fixed nine fractional digits, so that

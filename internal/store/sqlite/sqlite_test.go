@@ -140,7 +140,7 @@ func TestConcurrentWriters(t *testing.T) {
 				errs <- err
 				return
 			}
-			sb.State = api.StateRunning
+			sb.State, sb.Version = api.StateRunning, 1
 			if err := db.UpdateSandbox(ctx, sb); err != nil {
 				errs <- err
 				return

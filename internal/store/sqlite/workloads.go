@@ -37,12 +37,14 @@ func normalWorkload(w api.Workload) api.Workload {
 
 func scanWorkload(r scanner) (api.Workload, error) {
 	var data string
-	if err := r.Scan(&data); err != nil {
+	var version int64
+	if err := r.Scan(&data, &version); err != nil {
 		return api.Workload{}, err
 	}
 	var w api.Workload
 	var d decoder
 	d.json(data, &w)
+	w.Version = version
 	return normalWorkload(w), d.err
 }
 
@@ -52,7 +54,7 @@ func (db *DB) CreateWorkload(ctx context.Context, w api.Workload) error {
 	if err != nil {
 		return err
 	}
-	_, err = db.write.ExecContext(ctx, "INSERT INTO workloads (id, team_id, state, created_at, data) VALUES (?, ?, ?, ?, ?)",
+	_, err = db.write.ExecContext(ctx, "INSERT INTO workloads (id, team_id, state, created_at, data, version) VALUES (?, ?, ?, ?, ?, 1)",
 		w.ID, w.TeamID, string(w.State), formatTime(w.CreatedAt), data)
 	switch sqliteCode(err) {
 	case primaryKeyViolation:
@@ -68,7 +70,7 @@ func (db *DB) CreateWorkload(ctx context.Context, w api.Workload) error {
 
 // GetWorkload finds a workload of the team (any team's for "").
 func (db *DB) GetWorkload(ctx context.Context, teamID, id string) (api.Workload, error) {
-	q, args := "SELECT data FROM workloads WHERE id = ?", []any{id}
+	q, args := "SELECT data, version FROM workloads WHERE id = ?", []any{id}
 	if teamID != "" {
 		q, args = q+" AND team_id = ?", append(args, teamID)
 	}
@@ -82,18 +84,21 @@ func (db *DB) GetWorkload(ctx context.Context, teamID, id string) (api.Workload,
 	return w, nil
 }
 
-// UpdateWorkload replaces a workload's fields.
+// UpdateWorkload replaces a workload's fields when the row is still at
+// w.Version, and stores the next version.
 func (db *DB) UpdateWorkload(ctx context.Context, w api.Workload) error {
 	data, err := workloadData(w)
 	if err != nil {
 		return err
 	}
-	res, err := db.write.ExecContext(ctx, "UPDATE workloads SET state = ?, data = ? WHERE id = ? AND team_id = ?",
-		string(w.State), data, w.ID, w.TeamID)
+	res, err := db.write.ExecContext(ctx, `UPDATE workloads SET state = ?, data = ?, version = version + 1
+		WHERE id = ? AND team_id = ? AND version = ?`,
+		string(w.State), data, w.ID, w.TeamID, w.Version)
 	if err != nil {
 		return fmt.Errorf("update workload %s: %w", w.ID, err)
 	}
-	return mustAffect(res, api.Errorf(api.CodeNotFound, "workload %s not found", w.ID))
+	return db.versioned(ctx, res, "workload "+w.ID,
+		"SELECT 1 FROM workloads WHERE id = ? AND team_id = ?", w.ID, w.TeamID)
 }
 
 // ListWorkloads lists workloads, oldest first.
@@ -103,7 +108,7 @@ func (db *DB) ListWorkloads(ctx context.Context, f store.WorkloadFilter) ([]api.
 		w.add("team_id = ?", f.TeamID)
 	}
 	in(&w, "state", f.States)
-	q, args := w.query("SELECT data FROM workloads", f.After, f.Limit)
+	q, args := w.query("SELECT data, version FROM workloads", f.After, f.Limit)
 	ws, err := queryAll(ctx, db.read, scanWorkload, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list workloads: %w", err)

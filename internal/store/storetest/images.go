@@ -56,7 +56,7 @@ func testImages(t *testing.T, s store.Store) {
 
 	sb := sandbox("team_a", 1, "", api.StateRunning)
 	sb.Template = "tools"
-	createSandbox(t, s, sb)
+	sb = createSandbox(t, s, sb)
 	if !mustGet[bool](t)(s.TemplateInUse(ctx, "team_a", "tools", "a/tools")) {
 		t.Error("TemplateInUse of a running sandbox's template = false")
 	}
@@ -71,6 +71,7 @@ func testImages(t *testing.T, s store.Store) {
 	}
 	sb.State = api.StateTerminated
 	mustDo(t, s.UpdateSandbox(ctx, sb))
+	sb.Version++
 	if mustGet[bool](t)(s.TemplateInUse(ctx, "team_a", "tools", "a/tools")) {
 		t.Error("TemplateInUse after its sandbox terminated = true")
 	}

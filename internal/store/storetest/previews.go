@@ -19,8 +19,9 @@ func testPreviews(t *testing.T, s store.Store) {
 		Visibility: "public", CreatedAt: at(2)}
 	p3 := store.Preview{ID: "prv_3", TeamID: "team_b", SandboxID: "sbx_0002", Port: 8000,
 		Visibility: "public", CreatedAt: at(3)}
-	for _, p := range []store.Preview{p1, p2, p3} {
-		mustDo(t, s.CreatePreview(ctx, p))
+	for _, p := range []*store.Preview{&p1, &p2, &p3} {
+		mustDo(t, s.CreatePreview(ctx, *p))
+		p.Version = 1
 	}
 	dup := p1
 	dup.ID = "prv_4"

@@ -20,7 +20,7 @@ func testSources(t *testing.T, s store.Store) {
 			Source: &api.Source{Type: api.SourceGit, URL: "https://git.example/r.git", Ref: "main", Depth: 1, AuthSecret: "tok"},
 			Setup:  &api.Setup{Command: "make", Env: map[string]string{"A": "b"}, Secrets: map[string]string{"T": "tok"}, TimeoutS: 60, Cache: true},
 		}
-		createSandbox(t, s, sb)
+		sb = createSandbox(t, s, sb)
 		sb.Provision.SetupCommandID, sb.Provision.SetupCached = "cmd_1", true
 		sb.Provision.Source.Digest = "abc"
 		mustDo(t, s.UpdateSandbox(ctx, sb))

@@ -47,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TeamAdmission", testTeamAdmission},
 		{"Workloads", testWorkloads},
 		{"WorkloadUsage", testWorkloadUsage},
+		{"Versions", testVersions},
 		{"Nodes", testNodes}, {"Placements", testPlacements}, {"FleetValues", testFleetValues},
 	}
 	for _, tt := range tests {
@@ -120,9 +121,11 @@ func sandbox(team string, n int, name string, state api.SandboxState) api.Sandbo
 	}
 }
 
+// createSandbox stores sb and returns it as stored: at version 1.
 func createSandbox(t *testing.T, s store.Store, sb api.Sandbox) api.Sandbox {
 	t.Helper()
 	mustDo(t, s.CreateSandbox(t.Context(), sb))
+	sb.Version = 1
 	return sb
 }
 
@@ -221,6 +224,7 @@ func testSandboxRoundTrip(t *testing.T, s store.Store) {
 		StateReason:   "started",
 	}
 	mustDo(t, s.CreateSandbox(ctx, want))
+	want.Version = 1
 	got := mustGet[api.Sandbox](t)(s.GetSandbox(ctx, "team_a", "sbx_1"))
 	diff(t, "created sandbox", want, got)
 	if got.CreatedAt.Location() != time.UTC || got.StartedAt.Location() != time.UTC {
@@ -251,12 +255,15 @@ func testSandboxRoundTrip(t *testing.T, s store.Store) {
 		LastActiveAt:  ptr(at(7)),
 		ExpiresAt:     ptr(at(8)),
 		StateReason:   "idle",
+		Version:       1,
 	}
 	mustDo(t, s.UpdateSandbox(ctx, want))
+	want.Version++
 	diff(t, "updated sandbox", want, mustGet[api.Sandbox](t)(s.GetSandbox(ctx, "team_a", "sbx_1")))
 
 	want.SpendLimitUSD, want.StartedAt, want.LastActiveAt, want.ExpiresAt = nil, nil, nil, nil
 	mustDo(t, s.UpdateSandbox(ctx, want))
+	want.Version++
 	diff(t, "sandbox with nil pointers", want, mustGet[api.Sandbox](t)(s.GetSandbox(ctx, "team_a", "sbx_1")))
 
 	wantCode(t, s.CreateSandbox(ctx, want), api.CodeConflict)
@@ -275,7 +282,7 @@ func testSandboxEmptyFields(t *testing.T, s store.Store) {
 	want := api.Sandbox{
 		ID: "sbx_1", TeamID: "team_a", State: api.StateCreating, CreatedAt: at(1),
 		Labels: map[string]string{}, Env: map[string]string{}, Network: api.NetworkPolicy{Allow: []string{}},
-		Secrets: map[string]string{},
+		Secrets: map[string]string{}, Version: 1,
 	}
 	// cmp tells nil from empty maps and slices.
 	diff(t, "sandbox", want, mustGet[api.Sandbox](t)(s.GetSandbox(ctx, "team_a", "sbx_1")))
@@ -309,7 +316,11 @@ func testSandboxNames(t *testing.T, s store.Store) {
 	}
 	setState := func(sb *api.Sandbox, state api.SandboxState) error {
 		sb.State = state
-		return s.UpdateSandbox(ctx, *sb)
+		err := s.UpdateSandbox(ctx, *sb)
+		if err == nil {
+			sb.Version++
+		}
+		return err
 	}
 
 	s1 := createSandbox(t, s, sandbox("team_a", 1, "web", api.StateRunning))
@@ -469,6 +480,7 @@ func testCommandRoundTrip(t *testing.T, s store.Store) {
 		StartedAt:      at(3),
 	}
 	mustDo(t, s.CreateCommand(ctx, want))
+	want.Version = 1
 	diff(t, "created command", want, mustGet[api.Command](t)(s.GetCommand(ctx, sb.ID, want.ID)))
 
 	want = api.Command{
@@ -490,8 +502,10 @@ func testCommandRoundTrip(t *testing.T, s store.Store) {
 		EndedAt:        ptr(at(5)),
 		StdoutBytes:    1 << 40,
 		StderrBytes:    7,
+		Version:        1,
 	}
 	mustDo(t, s.UpdateCommand(ctx, want))
+	want.Version++
 	diff(t, "updated command", want, mustGet[api.Command](t)(s.GetCommand(ctx, sb.ID, want.ID)))
 
 	minimal := api.Command{ID: "cmd_2", SandboxID: sb.ID, State: api.CommandRunning, StartedAt: at(6)}

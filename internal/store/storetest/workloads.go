@@ -24,8 +24,9 @@ func testWorkloads(t *testing.T, s store.Store) {
 		Workdir: "/workspace", User: "root", State: api.WorkloadQueued, CreatedAt: at(2)}
 	w3 := api.Workload{ID: "wl_0003", TeamID: "team_b", Template: "managed", Command: "true",
 		Workdir: "/workspace", User: "user", State: api.WorkloadRunning, CreatedAt: at(3)}
-	for _, w := range []api.Workload{w1, w2, w3} {
-		mustDo(t, s.CreateWorkload(ctx, w))
+	for _, w := range []*api.Workload{&w1, &w2, &w3} {
+		mustDo(t, s.CreateWorkload(ctx, *w))
+		w.Version = 1
 	}
 	wantCode(t, s.CreateWorkload(ctx, w1), api.CodeConflict)
 	orphan := w1
@@ -50,6 +51,7 @@ func testWorkloads(t *testing.T, s store.Store) {
 	w1.State, w1.StateReason, w1.Devices = api.WorkloadExited, "", []string{"nvidia.com/gpu=0"}
 	w1.ExitCode, w1.StartedAt, w1.EndedAt, w1.CostUSD, w1.StdoutBytes = &code, &started, &ended, 0.25, 12
 	mustDo(t, s.UpdateWorkload(ctx, w1))
+	w1.Version++
 	diff(t, "GetWorkload after update", utc(w1), mustGet[api.Workload](t)(s.GetWorkload(ctx, "team_a", "wl_0001")))
 	other := w3
 	other.TeamID = "team_a"

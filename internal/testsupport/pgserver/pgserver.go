@@ -17,6 +17,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -106,6 +107,7 @@ func Start(t testing.TB) *Server {
 	if shared != nil {
 		return shared
 	}
+	sweep(time.Now())
 	s, err := newServer(bin)
 	if err != nil {
 		t.Fatalf("start PostgreSQL: %v", err)
@@ -129,9 +131,47 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
+// dirPrefix names the clusters' directories in $TMPDIR.
+const dirPrefix = "cove-pg-"
+
+// staleAfter is how old a cluster's directory with no live postmaster
+// must be before sweep removes it: older than any initdb takes.
+const staleAfter = 10 * time.Minute
+
+// sweep removes what clusters of test binaries that died before Main
+// stopped them left: directories whose postmaster is gone.
+func sweep(now time.Time) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
+	for _, dir := range dirs {
+		st, err := os.Stat(dir)
+		if err != nil || !st.IsDir() || now.Sub(st.ModTime()) < staleAfter || postmasterAlive(dir) {
+			continue
+		}
+		os.RemoveAll(dir)
+	}
+}
+
+// postmasterAlive reports whether the cluster in dir has a running
+// postmaster: its postmaster.pid names a live process.
+func postmasterAlive(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid"))
+	if err != nil {
+		return false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || pid <= 0 {
+		return false
+	}
+	// Signal 0 checks that the process exists (EPERM: it does, as
+	// another user).
+	err = syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
 func newServer(bin string) (*Server, error) {
 	s := &Server{bin: bin}
-	dir, err := os.MkdirTemp("", "cove-pg-")
+	dir, err := os.MkdirTemp("", dirPrefix)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,12 @@
 package pgserver
 
 import (
+	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -92,4 +96,37 @@ func count(t *testing.T, url, sql string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestSweep: a cluster directory whose postmaster is gone is removed once
+// stale; a fresh one, or one with a live postmaster, is kept.
+func TestSweep(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	now := time.Now()
+	mk := func(name string, pid int, age time.Duration) string {
+		dir := filepath.Join(os.TempDir(), dirPrefix+name)
+		if err := os.MkdirAll(filepath.Join(dir, "data"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if pid != 0 {
+			pidFile := filepath.Join(dir, "data", "postmaster.pid")
+			if err := os.WriteFile(pidFile, []byte(strconv.Itoa(pid)+"\n/data\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chtimes(dir, now.Add(-age), now.Add(-age)); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	dead := mk("dead", 0, time.Hour)
+	fresh := mk("fresh", 0, time.Minute)
+	live := mk("live", os.Getpid(), time.Hour)
+	sweep(now)
+	for dir, want := range map[string]bool{dead: false, fresh: true, live: true} {
+		_, err := os.Stat(dir)
+		if got := err == nil; got != want {
+			t.Errorf("%s kept %v, want %v", filepath.Base(dir), got, want)
+		}
+	}
 }

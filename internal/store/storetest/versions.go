@@ -1,0 +1,223 @@
+package storetest
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/store"
+)
+
+// versioned is one kind of versioned row, seen through the same few
+// calls: a case of testVersions.
+type versioned struct {
+	name string
+	// create stores a new row whose given version is not 1.
+	create func(ctx context.Context) error
+	// version reads the stored row's version.
+	version func(ctx context.Context) (int64, error)
+	// listed reads the version the row has in a list.
+	listed func(ctx context.Context) (int64, error)
+	// update writes the row, changed (by n), at version v.
+	update func(ctx context.Context, v int64, n int) error
+	// changed reads which change (n) the stored row holds.
+	changed func(ctx context.Context) (int, error)
+	// missing updates a row that does not exist, at version v.
+	missing func(ctx context.Context, v int64) error
+}
+
+// testVersions: sandboxes, commands and workloads are written by
+// compare-and-swap on their version: a create stores 1, an update at the
+// stored version stores the next one, and an update at any other version
+// answers CodeConflict and changes nothing, so that of writers that read
+// the same version exactly one wins.
+func testVersions(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	createTeam(t, s, "team_a")
+	host := createSandbox(t, s, sandbox("team_a", 90, "", api.StateRunning))
+
+	sb := sandbox("team_a", 1, "", api.StateRunning)
+	cmd := command(host.ID, 1, api.CommandRunning)
+	wl := api.Workload{ID: "wl_0001", TeamID: "team_a", Template: "managed", Command: "true",
+		Workdir: "/workspace", User: "user", State: api.WorkloadQueued, CreatedAt: at(1)}
+	kinds := []versioned{
+		{
+			name: "sandbox",
+			create: func(ctx context.Context) error {
+				c := sb
+				c.Version = 7
+				return s.CreateSandbox(ctx, c)
+			},
+			version: func(ctx context.Context) (int64, error) {
+				got, err := s.GetSandbox(ctx, "team_a", sb.ID)
+				return got.Version, err
+			},
+			listed: func(ctx context.Context) (int64, error) {
+				all, err := s.ListSandboxes(ctx, store.SandboxFilter{TeamID: "team_a", Limit: 1})
+				if err != nil || len(all) != 1 || all[0].ID != sb.ID {
+					return 0, err
+				}
+				return all[0].Version, nil
+			},
+			update: func(ctx context.Context, v int64, n int) error {
+				c := sb
+				c.Version, c.IdleTimeoutS = v, int64(n)
+				return s.UpdateSandbox(ctx, c)
+			},
+			changed: func(ctx context.Context) (int, error) {
+				got, err := s.GetSandbox(ctx, "team_a", sb.ID)
+				return int(got.IdleTimeoutS), err
+			},
+			missing: func(ctx context.Context, v int64) error {
+				c := sb
+				c.ID, c.Version = "sbx_missing", v
+				return s.UpdateSandbox(ctx, c)
+			},
+		},
+		{
+			name: "command",
+			create: func(ctx context.Context) error {
+				c := cmd
+				c.Version = 7
+				return s.CreateCommand(ctx, c)
+			},
+			version: func(ctx context.Context) (int64, error) {
+				got, err := s.GetCommand(ctx, host.ID, cmd.ID)
+				return got.Version, err
+			},
+			listed: func(ctx context.Context) (int64, error) {
+				all, err := s.ListCommands(ctx, store.CommandFilter{SandboxID: host.ID})
+				if err != nil || len(all) != 1 {
+					return 0, err
+				}
+				return all[0].Version, nil
+			},
+			update: func(ctx context.Context, v int64, n int) error {
+				c := cmd
+				c.Version, c.StdoutBytes = v, int64(n)
+				return s.UpdateCommand(ctx, c)
+			},
+			changed: func(ctx context.Context) (int, error) {
+				got, err := s.GetCommand(ctx, host.ID, cmd.ID)
+				return int(got.StdoutBytes), err
+			},
+			missing: func(ctx context.Context, v int64) error {
+				c := cmd
+				c.ID, c.Version = "cmd_missing", v
+				return s.UpdateCommand(ctx, c)
+			},
+		},
+		{
+			name: "workload",
+			create: func(ctx context.Context) error {
+				c := wl
+				c.Version = 7
+				return s.CreateWorkload(ctx, c)
+			},
+			version: func(ctx context.Context) (int64, error) {
+				got, err := s.GetWorkload(ctx, "team_a", wl.ID)
+				return got.Version, err
+			},
+			listed: func(ctx context.Context) (int64, error) {
+				all, err := s.ListWorkloads(ctx, store.WorkloadFilter{TeamID: "team_a"})
+				if err != nil || len(all) != 1 {
+					return 0, err
+				}
+				return all[0].Version, nil
+			},
+			update: func(ctx context.Context, v int64, n int) error {
+				c := wl
+				c.Version, c.StdoutBytes = v, int64(n)
+				return s.UpdateWorkload(ctx, c)
+			},
+			changed: func(ctx context.Context) (int, error) {
+				got, err := s.GetWorkload(ctx, "team_a", wl.ID)
+				return int(got.StdoutBytes), err
+			},
+			missing: func(ctx context.Context, v int64) error {
+				c := wl
+				c.ID, c.Version = "wl_missing", v
+				return s.UpdateWorkload(ctx, c)
+			},
+		},
+	}
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			mustDo(t, k.create(ctx))
+			wantVersion := func(what string, want int64) {
+				t.Helper()
+				if got := mustGet[int64](t)(k.version(ctx)); got != want {
+					t.Errorf("%s: version = %d; want %d", what, got, want)
+				}
+				if got := mustGet[int64](t)(k.listed(ctx)); got != want {
+					t.Errorf("%s: listed version = %d; want %d", what, got, want)
+				}
+			}
+			wantVersion("created with version 7", 1)
+
+			mustDo(t, k.update(ctx, 1, 10))
+			wantVersion("updated at 1", 2)
+			wantCode(t, k.update(ctx, 1, 11), api.CodeConflict)
+			wantCode(t, k.update(ctx, 3, 12), api.CodeConflict)
+			wantCode(t, k.update(ctx, 0, 13), api.CodeConflict)
+			wantVersion("after refused updates", 2)
+			if got := mustGet[int](t)(k.changed(ctx)); got != 10 {
+				t.Errorf("stored change = %d; want 10, the one accepted", got)
+			}
+			wantCode(t, k.missing(ctx, 2), api.CodeNotFound)
+
+			// Writers that read the same version race: one wins, every
+			// other is told to retry, and the row holds the winner's change.
+			const writers = 8
+			var wg sync.WaitGroup
+			errs := make([]error, writers)
+			for i := range writers {
+				wg.Go(func() { errs[i] = k.update(ctx, 2, 100+i) })
+			}
+			wg.Wait()
+			winner := -1
+			for i, err := range errs {
+				switch api.ErrorCode(err) {
+				case "":
+					if winner >= 0 {
+						t.Errorf("writers %d and %d both won at version 2", winner, i)
+					}
+					winner = i
+				case api.CodeConflict:
+				default:
+					t.Errorf("writer %d: %v; want success or conflict", i, err)
+				}
+			}
+			if winner < 0 {
+				t.Fatal("no writer won at version 2")
+			}
+			wantVersion("after the race", 3)
+			if got := mustGet[int](t)(k.changed(ctx)); got != 100+winner {
+				t.Errorf("stored change = %d; want %d, the winner's", got, 100+winner)
+			}
+		})
+	}
+
+	t.Run("columns apart", func(t *testing.T) {
+		// The meter's columns are not an update's: writing them leaves
+		// the version, so they never make a transition retry.
+		before := mustGet[api.Sandbox](t)(s.GetSandbox(ctx, "team_a", host.ID))
+		mustDo(t, s.SetStoredBytes(ctx, host.ID, 4096))
+		if got := mustGet[api.Sandbox](t)(s.GetSandbox(ctx, "team_a", host.ID)); got.Version != before.Version {
+			t.Errorf("version after SetStoredBytes = %d; want %d", got.Version, before.Version)
+		}
+	})
+
+	t.Run("preview", func(t *testing.T) {
+		p := store.Preview{ID: "prv_1", TeamID: "team_a", SandboxID: host.ID, Port: 8000,
+			Visibility: "public", CreatedAt: at(1), Version: 5}
+		mustDo(t, s.CreatePreview(ctx, p))
+		if got := mustGet[store.Preview](t)(s.GetPreview(ctx, "team_a", p.ID)); got.Version != 1 {
+			t.Errorf("preview version = %d; want 1", got.Version)
+		}
+		if got := mustGet[[]store.Preview](t)(s.ListPreviews(ctx, host.ID)); len(got) != 1 || got[0].Version != 1 {
+			t.Errorf("listed previews = %+v; want one at version 1", got)
+		}
+	})
+}
