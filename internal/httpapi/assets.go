@@ -21,11 +21,11 @@ type assetRoutes struct {
 }
 
 func (h assetRoutes) routes(auth authFunc) {
-	auth("POST /v1/assets", h.createAsset)
+	auth("POST /v1/assets", h.idempotentUpload(h.createAsset))
 	auth("GET /v1/assets", h.listAssets)
 	auth("GET /v1/assets/{id}", h.getAsset)
 	auth("GET /v1/assets/{id}/content", h.assetContent)
-	auth("DELETE /v1/assets/{id}", h.deleteAsset)
+	auth("DELETE /v1/assets/{id}", h.idempotent(h.deleteAsset))
 	auth("POST /v1/sandboxes/{ref}/assets", h.idempotent(h.saveAsset))
 }
 

@@ -30,9 +30,9 @@ func (h commandRoutes) routes(auth authFunc, serve serveFunc) {
 	auth("GET /v1/sandboxes/{ref}/commands/{id}/stdout", h.commandStream("stdout"))
 	auth("GET /v1/sandboxes/{ref}/commands/{id}/stderr", h.commandStream("stderr"))
 	auth("POST /v1/sandboxes/{ref}/commands/{id}/stdin", h.commandStdin)
-	auth("POST /v1/sandboxes/{ref}/commands/{id}/signal", h.commandSignal)
+	auth("POST /v1/sandboxes/{ref}/commands/{id}/signal", h.idempotent(h.commandSignal))
 	serve("GET /v1/sandboxes/{ref}/commands/{id}/attach", h.authenticateTicket, h.attach)
-	auth("POST /v1/tickets", refuseIdempotencyKey(h.createTicket))
+	auth("POST /v1/tickets", refuseIdempotencyKey("a ticket", h.createTicket))
 }
 
 func (h commandRoutes) createCommand(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {

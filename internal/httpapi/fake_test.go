@@ -38,7 +38,7 @@ type call struct {
 type fakeControlPlane struct {
 	AuthenticateFn func(ctx context.Context, key string) (lifecycle.Principal, error)
 	WarmPoolFn     func() (ready, target int)
-	IdempotentlyFn func(ctx context.Context, teamID, key, requestHash string, do func() lifecycle.Answer) (lifecycle.Answer, bool, error)
+	IdempotentlyFn func(ctx context.Context, teamID, key, requestHash string, do func(context.Context) lifecycle.Answer) (lifecycle.Answer, bool, error)
 
 	CreateSandboxFn    func(ctx context.Context, teamID string, req api.CreateSandboxRequest) (api.Sandbox, error)
 	GetSandboxFn       func(ctx context.Context, teamID, ref string) (api.Sandbox, error)
@@ -175,7 +175,7 @@ func (f *fakeControlPlane) WarmPool() (ready, target int) {
 // Idempotently keeps successful answers in memory, per team and key, the
 // way the control plane does: the same request replays, another request
 // under the key is refused, a failed answer is not kept.
-func (f *fakeControlPlane) Idempotently(ctx context.Context, teamID, key, requestHash string, do func() lifecycle.Answer) (lifecycle.Answer, bool, error) {
+func (f *fakeControlPlane) Idempotently(ctx context.Context, teamID, key, requestHash string, do func(context.Context) lifecycle.Answer) (lifecycle.Answer, bool, error) {
 	f.record("Idempotently", teamID)
 	if f.IdempotentlyFn != nil {
 		return f.IdempotentlyFn(ctx, teamID, key, requestHash, do)
@@ -189,7 +189,7 @@ func (f *fakeControlPlane) Idempotently(ctx context.Context, teamID, key, reques
 		}
 		return prev.answer, true, nil
 	}
-	a := do()
+	a := do(ctx)
 	if a.Status >= 200 && a.Status < 300 {
 		f.answers[k] = storedAnswer{hash: requestHash, answer: a}
 	}

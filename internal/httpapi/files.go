@@ -22,15 +22,15 @@ type fileRoutes struct {
 
 func (h fileRoutes) routes(auth authFunc) {
 	auth("GET /v1/sandboxes/{ref}/files", h.listFiles)
-	auth("DELETE /v1/sandboxes/{ref}/files", h.removeFile)
+	auth("DELETE /v1/sandboxes/{ref}/files", h.idempotent(h.removeFile))
 	auth("GET /v1/sandboxes/{ref}/files/stat", h.statFile)
 	auth("GET /v1/sandboxes/{ref}/files/content", h.readFile)
-	auth("PUT /v1/sandboxes/{ref}/files/content", h.writeFile)
-	auth("PATCH /v1/sandboxes/{ref}/files/content", h.editFile)
-	auth("POST /v1/sandboxes/{ref}/files/mkdir", h.mkdirFile)
-	auth("POST /v1/sandboxes/{ref}/files/move", h.moveFile)
+	auth("PUT /v1/sandboxes/{ref}/files/content", h.idempotentWith(h.writeFile, idempotency{upload: true, headers: fileEntryAnswer.headers}))
+	auth("PATCH /v1/sandboxes/{ref}/files/content", h.idempotentWith(h.editFile, fileEntryAnswer))
+	auth("POST /v1/sandboxes/{ref}/files/mkdir", h.idempotent(h.mkdirFile))
+	auth("POST /v1/sandboxes/{ref}/files/move", h.idempotent(h.moveFile))
 	auth("GET /v1/sandboxes/{ref}/files/archive", h.readArchive)
-	auth("PUT /v1/sandboxes/{ref}/files/archive", h.writeArchive)
+	auth("PUT /v1/sandboxes/{ref}/files/archive", h.idempotentUpload(h.writeArchive))
 }
 
 // fileTarget reads the sandbox and ?wake= of a file call (wake defaults

@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/lifecycle"
@@ -23,13 +25,53 @@ type (
 	serveFunc = func(pattern string, authn func(*http.Request) (lifecycle.Principal, error), fn handlerFunc)
 )
 
-// idempotent honours Idempotency-Key on a create call: the first request
-// with a key runs and its successful answer is kept for a day; the same
-// key with the same request replays it (with Idempotent-Replayed: true);
-// the same key with another request is refused.
+// idempotent honours Idempotency-Key on a mutating call: the first
+// request with a key claims it (in the store, seen by every replica) and
+// runs, and its successful answer is kept for a day; the same key with the
+// same request replays it (with Idempotent-Replayed: true); the same key
+// with another request is refused; a retry while the first attempt still
+// runs is refused with conflict and Retry-After. The request is the
+// method, path, query, conditional headers and body.
 func (h *shared) idempotent(next handlerFunc) handlerFunc {
-	return h.idempotentSecret(next, secretAnswer{})
+	return h.idempotentWith(next, idempotency{})
 }
+
+// idempotentSecret is idempotent, keeping (and replaying) answers as sa
+// says.
+func (h *shared) idempotentSecret(next handlerFunc, sa secretAnswer) handlerFunc {
+	return h.idempotentWith(next, idempotency{secret: sa})
+}
+
+// idempotentUpload is idempotent for a call whose body is an upload,
+// too large to keep in memory: the request is told apart by its length
+// and digest headers instead of its bytes, which stream to the call.
+func (h *shared) idempotentUpload(next handlerFunc) handlerFunc {
+	return h.idempotentWith(next, idempotency{upload: true})
+}
+
+// idempotency says how a call is made idempotent; the zero value is for a
+// JSON call whose answer holds no secret.
+type idempotency struct {
+	secret secretAnswer
+	upload bool
+	// refuse, when set, is asked of a request with a key (its body read)
+	// whether its answer would hold a credential kept only as a hash: an
+	// error refuses the key.
+	refuse func(body []byte) error
+	// headers, when set, puts back the headers of a replayed successful
+	// answer that are made from its body (a file entry's ETag): only the
+	// status and body are kept.
+	headers func(h http.Header, body []byte)
+}
+
+// fileEntryAnswer is the idempotency of calls that answer a file entry
+// with its version as ETag.
+var fileEntryAnswer = idempotency{headers: func(h http.Header, body []byte) {
+	var e api.FileEntry
+	if json.Unmarshal(body, &e) == nil && e.Version != "" {
+		h.Set("ETag", `"`+e.Version+`"`)
+	}
+}}
 
 // secretAnswer is how an idempotent create whose answer holds a secret
 // keeps that answer without the secret: strip takes the secret out of the
@@ -40,9 +82,12 @@ type secretAnswer struct {
 	restore func(ctx context.Context, p lifecycle.Principal, body []byte) ([]byte, error)
 }
 
-// idempotentSecret is idempotent, keeping (and replaying) answers as sa
-// says.
-func (h *shared) idempotentSecret(next handlerFunc, sa secretAnswer) handlerFunc {
+// hashedHeaders are the request headers that change what a call does,
+// part of the request an Idempotency-Key is bound to.
+var hashedHeaders = []string{"If-Match", "If-None-Match", "Repr-Digest", "Content-Digest"}
+
+// idempotentWith is idempotent as opt says.
+func (h *shared) idempotentWith(next handlerFunc, opt idempotency) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 		key := r.Header.Get("Idempotency-Key")
 		if key == "" {
@@ -51,34 +96,53 @@ func (h *shared) idempotentSecret(next handlerFunc, sa secretAnswer) handlerFunc
 		if len(key) > 255 || !printable(key) {
 			return api.Errorf(api.CodeInvalidArgument, "Idempotency-Key must be 1 to 255 printable ASCII characters")
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-		if err != nil {
-			return api.Errorf(api.CodeInvalidArgument, "read request body: %v", err)
-		}
-		if len(body) > maxBody {
-			return api.Errorf(api.CodePayloadTooLarge, "request body is larger than %d bytes", maxBody)
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
 		sum := sha256.New()
 		io.WriteString(sum, r.Method+"\n"+r.URL.Path+"\n"+r.URL.RawQuery+"\n")
-		sum.Write(body)
+		for _, name := range hashedHeaders {
+			io.WriteString(sum, name+": "+strings.Join(r.Header.Values(name), ", ")+"\n")
+		}
+		if opt.upload {
+			fmt.Fprintf(sum, "Content-Length: %d\n", r.ContentLength)
+		} else {
+			body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+			if err != nil {
+				return api.Errorf(api.CodeInvalidArgument, "read request body: %v", err)
+			}
+			if len(body) > maxBody {
+				return api.Errorf(api.CodePayloadTooLarge, "request body is larger than %d bytes", maxBody)
+			}
+			if opt.refuse != nil {
+				if err := opt.refuse(body); err != nil {
+					return err
+				}
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			sum.Write(body)
+		}
 		var (
 			live     http.Header // headers of an answer made now, not replayed
 			liveBody []byte      // its body, secret included
 		)
-		ans, replayed, err := h.Idempotency.Idempotently(r.Context(), p.Team.ID, key, hex.EncodeToString(sum.Sum(nil)), func() teams.Answer {
+		ans, replayed, err := h.Idempotency.Idempotently(r.Context(), p.Team.ID, key, hex.EncodeToString(sum.Sum(nil)), func(ctx context.Context) teams.Answer {
+			// ctx derives the IDs the call creates from the key's claim.
+			r := r.WithContext(ctx)
 			rec := &recorder{header: http.Header{}}
 			live = rec.header
 			if err := next(rec, r, p); err != nil {
 				h.writeError(rec, r, err)
+				if rec.status == 0 {
+					// The client went away and nothing was answered: no
+					// answer to keep, and the key is released.
+					rec.status = http.StatusServiceUnavailable
+				}
 			}
 			if rec.status == 0 {
 				rec.status = http.StatusOK
 			}
 			liveBody = rec.body.Bytes()
 			kept := teams.Answer{Status: rec.status, Body: liveBody}
-			if sa.strip != nil && kept.Status >= 200 && kept.Status < 300 {
-				b, err := sa.strip(liveBody)
+			if opt.secret.strip != nil && kept.Status >= 200 && kept.Status < 300 {
+				b, err := opt.secret.strip(liveBody)
 				if err != nil {
 					// Never kept with its secret: answered as failed (and
 					// so not kept), though the resource exists.
@@ -98,15 +162,22 @@ func (h *shared) idempotentSecret(next handlerFunc, sa secretAnswer) handlerFunc
 		switch {
 		case !replayed:
 			out = liveBody
-		case sa.restore != nil && ans.Status >= 200 && ans.Status < 300:
-			if out, err = sa.restore(r.Context(), p, ans.Body); err != nil {
+		case opt.secret.restore != nil && ans.Status >= 200 && ans.Status < 300:
+			if out, err = opt.secret.restore(r.Context(), p, ans.Body); err != nil {
 				return err
 			}
 		}
-		if loc := live.Get("Location"); loc != "" {
-			w.Header().Set("Location", loc)
+		for _, name := range []string{"Location", "Retry-After", "Cache-Control", "Content-Type", "ETag"} {
+			if v := live.Get(name); v != "" {
+				w.Header().Set(name, v)
+			}
 		}
-		w.Header().Set("Content-Type", "application/json")
+		if replayed && opt.headers != nil && ans.Status >= 200 && ans.Status < 300 {
+			opt.headers(w.Header(), out)
+		}
+		if len(out) > 0 && w.Header().Get("Content-Type") == "" {
+			w.Header().Set("Content-Type", "application/json")
+		}
 		if replayed {
 			w.Header().Set("Idempotent-Replayed", "true")
 		}
@@ -116,15 +187,20 @@ func (h *shared) idempotentSecret(next handlerFunc, sa secretAnswer) handlerFunc
 	}
 }
 
-// refuseIdempotencyKey is for create calls whose answer holds a secret
-// shown once: keeping it for replay would keep the secret.
-func refuseIdempotencyKey(next handlerFunc) handlerFunc {
+// refuseIdempotencyKey is for calls whose answer holds a credential
+// shown once and kept only as a hash (an API key, a ticket, a join
+// token): keeping the answer for replay would keep the credential.
+func refuseIdempotencyKey(what string, next handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
 		if r.Header.Get("Idempotency-Key") != "" {
-			return api.Errorf(api.CodeUnprocessable, "Idempotency-Key is not accepted here: the answer holds an API key shown only once, which cove does not keep")
+			return keyRefused(what)
 		}
 		return next(w, r, p)
 	}
+}
+
+func keyRefused(what string) error {
+	return api.Errorf(api.CodeUnprocessable, "Idempotency-Key is not accepted here: the answer holds %s shown only once, which cove keeps only as a hash", what)
 }
 
 func printable(s string) bool {
@@ -156,4 +232,15 @@ func (r *recorder) Write(p []byte) (int, error) {
 		r.status = http.StatusOK
 	}
 	return r.body.Write(p)
+}
+
+// refusePrivatePreview refuses a key on a private preview's create: its
+// answer holds the preview's token, kept only as a hash.
+func refusePrivatePreview(body []byte) error {
+	var req api.CreatePreviewRequest
+	if err := json.Unmarshal(body, &req); err != nil || req.Visibility == api.VisibilityPublic {
+		// A body that does not decode is refused by the call itself.
+		return nil
+	}
+	return keyRefused("a private preview's token")
 }

@@ -30,11 +30,11 @@ type imageRoutes struct {
 }
 
 func (h imageRoutes) routes(auth authFunc) {
-	auth("POST /v1/images", h.importImage)
+	auth("POST /v1/images", h.idempotentUpload(h.importImage))
 	auth("GET /v1/images", h.listImages)
 	auth("GET /v1/images/{id}", h.getImage)
-	auth("PATCH /v1/images/{id}", h.updateImage)
-	auth("DELETE /v1/images/{id}", h.deleteImage)
+	auth("PATCH /v1/images/{id}", h.idempotent(h.updateImage))
+	auth("DELETE /v1/images/{id}", h.idempotent(h.deleteImage))
 }
 
 func (h imageRoutes) imagePlane() (ImageService, error) {

@@ -34,10 +34,10 @@ type nodeRoutes struct {
 
 func (h nodeRoutes) routes(auth authFunc) {
 	auth("GET /v1/nodes", h.listNodes)
-	auth("POST /v1/nodes/{ref}/drain", h.drainNode)
-	auth("POST /v1/nodes/{ref}/undrain", h.undrainNode)
-	auth("DELETE /v1/nodes/{ref}", h.removeNode)
-	auth("POST /v1/nodes/join-token", h.rotateJoinToken)
+	auth("POST /v1/nodes/{ref}/drain", h.idempotent(h.drainNode))
+	auth("POST /v1/nodes/{ref}/undrain", h.idempotent(h.undrainNode))
+	auth("DELETE /v1/nodes/{ref}", h.idempotent(h.removeNode))
+	auth("POST /v1/nodes/join-token", refuseIdempotencyKey("a join token", h.rotateJoinToken))
 }
 
 // fleet answers permission_denied to every team but the admin team, and

@@ -27,9 +27,9 @@ type previewRoutes struct {
 }
 
 func (h previewRoutes) routes(auth authFunc) {
-	auth("POST /v1/sandboxes/{ref}/previews", h.createPreview)
+	auth("POST /v1/sandboxes/{ref}/previews", h.idempotentWith(h.createPreview, idempotency{refuse: refusePrivatePreview}))
 	auth("GET /v1/sandboxes/{ref}/previews", h.listPreviews)
-	auth("DELETE /v1/sandboxes/{ref}/previews/{id}", h.deletePreview)
+	auth("DELETE /v1/sandboxes/{ref}/previews/{id}", h.idempotent(h.deletePreview))
 	auth("GET /v1/templates", h.listTemplates)
 }
 

@@ -22,11 +22,11 @@ func (h sandboxRoutes) routes(auth authFunc) {
 	auth("POST /v1/sandboxes", h.idempotent(h.createSandbox))
 	auth("GET /v1/sandboxes", h.listSandboxes)
 	auth("GET /v1/sandboxes/{ref}", h.getSandbox)
-	auth("DELETE /v1/sandboxes/{ref}", h.terminateSandbox)
-	auth("PATCH /v1/sandboxes/{ref}", h.updateSandbox)
+	auth("DELETE /v1/sandboxes/{ref}", h.idempotent(h.terminateSandbox))
+	auth("PATCH /v1/sandboxes/{ref}", h.idempotent(h.updateSandbox))
 	auth("GET /v1/sandboxes/{ref}/network", h.sandboxNetwork)
-	auth("POST /v1/sandboxes/{ref}/sleep", h.sleepSandbox)
-	auth("POST /v1/sandboxes/{ref}/wake", h.wakeSandbox)
+	auth("POST /v1/sandboxes/{ref}/sleep", h.idempotent(h.sleepSandbox))
+	auth("POST /v1/sandboxes/{ref}/wake", h.idempotent(h.wakeSandbox))
 }
 
 func (h sandboxRoutes) createSandbox(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {

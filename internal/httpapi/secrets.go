@@ -31,7 +31,7 @@ func (h secretRoutes) routes(auth authFunc) {
 	auth("GET /v1/secrets", h.listSecrets)
 	auth("PUT /v1/secrets/{name}", h.putSecret)
 	auth("GET /v1/secrets/{name}", h.getSecret)
-	auth("DELETE /v1/secrets/{name}", h.deleteSecret)
+	auth("DELETE /v1/secrets/{name}", h.idempotent(h.deleteSecret))
 }
 
 // putSecret stores a value: 201 with the secret's description when it

@@ -16,12 +16,12 @@ type teamRoutes struct {
 }
 
 func (h teamRoutes) routes(auth authFunc) {
-	auth("POST /v1/teams", refuseIdempotencyKey(h.createTeam))
+	auth("POST /v1/teams", refuseIdempotencyKey("an API key", h.createTeam))
 	auth("GET /v1/teams", h.listTeams)
 	auth("GET /v1/teams/me", h.teamMe)
-	auth("PATCH /v1/teams/{id}", h.updateTeam)
-	auth("POST /v1/teams/{id}/keys", refuseIdempotencyKey(h.createKey))
-	auth("DELETE /v1/keys/{id}", h.revokeKey)
+	auth("PATCH /v1/teams/{id}", h.idempotent(h.updateTeam))
+	auth("POST /v1/teams/{id}/keys", refuseIdempotencyKey("an API key", h.createKey))
+	auth("DELETE /v1/keys/{id}", h.idempotent(h.revokeKey))
 }
 
 // Teams is what the API asks of the teams' service: who a key acts as,
@@ -42,7 +42,7 @@ type Teams interface {
 // Idempotency keeps the answers of create requests per team and
 // Idempotency-Key (idempotency.go).
 type Idempotency interface {
-	Idempotently(ctx context.Context, teamID, key, requestHash string, do func() teams.Answer) (teams.Answer, bool, error)
+	Idempotently(ctx context.Context, teamID, key, requestHash string, do func(ctx context.Context) teams.Answer) (teams.Answer, bool, error)
 }
 
 var (

@@ -35,7 +35,7 @@ func (h webhookRoutes) routes(auth authFunc) {
 	auth("POST /v1/webhooks", h.idempotentSecret(h.createWebhook, h.secretAnswer()))
 	auth("GET /v1/webhooks", h.listWebhooks)
 	auth("GET /v1/webhooks/{id}", h.getWebhook)
-	auth("DELETE /v1/webhooks/{id}", h.deleteWebhook)
+	auth("DELETE /v1/webhooks/{id}", h.idempotent(h.deleteWebhook))
 	auth("GET /v1/webhooks/{id}/deliveries", h.listDeliveries)
 }
 

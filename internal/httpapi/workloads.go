@@ -25,7 +25,7 @@ func (h workloadRoutes) routes(auth authFunc) {
 	auth("POST /v1/workloads", h.idempotent(h.submitWorkload))
 	auth("GET /v1/workloads", h.listWorkloads)
 	auth("GET /v1/workloads/{id}", h.getWorkload)
-	auth("POST /v1/workloads/{id}/cancel", h.cancelWorkload)
+	auth("POST /v1/workloads/{id}/cancel", h.idempotent(h.cancelWorkload))
 	auth("GET /v1/workloads/{id}/output", h.workloadOutput)
 	auth("GET /v1/workloads/{id}/stdout", h.workloadStream("stdout"))
 	auth("GET /v1/workloads/{id}/stderr", h.workloadStream("stderr"))

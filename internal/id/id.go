@@ -22,6 +22,12 @@ func NewAt(prefix string, t time.Time) string {
 	if _, err := rand.Read(b[6:]); err != nil {
 		panic(err) // crypto/rand never fails on Linux
 	}
+	return encode(prefix, b)
+}
+
+// encode writes prefix, an underscore and the 128 bits of b as 26 base32
+// digits.
+func encode(prefix string, b [16]byte) string {
 	var sb strings.Builder
 	sb.Grow(len(prefix) + 27)
 	sb.WriteString(prefix)

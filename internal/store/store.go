@@ -78,11 +78,24 @@ type Store interface {
 	// dropped event still work.
 	DeleteEventsBefore(ctx context.Context, t time.Time) (int64, error)
 
-	// Idempotent answers. PutIdempotent answers CodeConflict when the team
-	// already has an answer under that key; DeleteIdempotentBefore drops
-	// answers older than t.
-	GetIdempotent(ctx context.Context, teamID, key string) (Idempotent, error)
-	PutIdempotent(ctx context.Context, a Idempotent) error
+	// Idempotency keys: a request claims its team's key before it runs
+	// (a pending record owned by the replica running it) and completes the
+	// claim with its answer, or releases it when it failed.
+	//
+	// ClaimIdempotent inserts c as a pending record and returns it with
+	// true, or returns the record already under the key (pending or
+	// answered) with false; CodeNotFound when the team does not exist.
+	// CompleteIdempotent stores the answer of owner's pending claim, and
+	// ReleaseIdempotent drops owner's pending claim; both answer
+	// CodeConflict when the key holds no pending claim of owner.
+	// TakeOverIdempotent hands deadOwner's pending claim to newOwner and
+	// returns it, CodeConflict when the claim is no longer pending under
+	// deadOwner (another replica took it over, or it was answered).
+	// DeleteIdempotentBefore drops records claimed before t.
+	ClaimIdempotent(ctx context.Context, c IdempotencyClaim) (Idempotent, bool, error)
+	CompleteIdempotent(ctx context.Context, teamID, key, owner string, status int, body []byte) error
+	ReleaseIdempotent(ctx context.Context, teamID, key, owner string) error
+	TakeOverIdempotent(ctx context.Context, teamID, key, deadOwner, newOwner string) (Idempotent, error)
 	DeleteIdempotentBefore(ctx context.Context, t time.Time) error
 
 	Usage
@@ -95,18 +108,40 @@ type Store interface {
 	Close() error
 }
 
-// Idempotent is the answer to a create request that carried an
-// Idempotency-Key: the same key replays it.
-type Idempotent struct {
+// IdempotencyClaim is a request's claim on its team's Idempotency-Key,
+// made before the request runs.
+type IdempotencyClaim struct {
 	TeamID string
 	Key    string
 	// RequestHash identifies the request (method, path, body): the key
 	// may not be reused for another request.
 	RequestHash string
+	// Owner is the replica that runs the request.
+	Owner string
+	// Seed is random, made with the claim: the IDs the request creates
+	// are derived from it, so a replica that takes the claim over makes
+	// the same IDs and finds what the first attempt created.
+	Seed      []byte
+	ClaimedAt time.Time
+}
+
+// Idempotent is the record under a team's Idempotency-Key: pending
+// (Status 0) while its request runs on Owner, then the answer the same
+// key replays. It never holds a secret in clear: answers that show one
+// are kept without it.
+type Idempotent struct {
+	TeamID      string
+	Key         string
+	RequestHash string
+	Owner       string
+	Seed        []byte
 	Status      int
 	Body        []byte
 	CreatedAt   time.Time
 }
+
+// Pending reports whether the record's request has not answered yet.
+func (a Idempotent) Pending() bool { return a.Status == 0 }
 
 // EventFilter selects a team's events, oldest first, after the event whose
 // ID is After.

@@ -93,6 +93,17 @@ func (s *Service) Create(ctx context.Context, teamID string, req api.CreateWebho
 		}
 	}
 	events = slices.Compact(slices.Sorted(slices.Values(events)))
+	wid := id.For(ctx, "whk")
+	if id.Derived(ctx) {
+		// The ID is derived from an Idempotency-Key: a second attempt of
+		// the request (its first on a replica that died) answers the
+		// webhook the first attempt made.
+		if resp, err := s.Created(ctx, teamID, wid); err == nil {
+			return resp, nil
+		} else if api.ErrorCode(err) != api.CodeNotFound {
+			return api.CreateWebhookResponse{}, err
+		}
+	}
 	n, err := s.st.ListWebhooks(ctx, store.WebhookFilter{TeamID: teamID, Limit: MaxPerTeam})
 	if err != nil {
 		return api.CreateWebhookResponse{}, err
@@ -105,7 +116,11 @@ func (s *Service) Create(ctx context.Context, teamID string, req api.CreateWebho
 	if err != nil {
 		return api.CreateWebhookResponse{}, err
 	}
-	w := store.Webhook{Webhook: api.Webhook{ID: id.New("whk"), TeamID: teamID, URL: req.URL, Events: events, CreatedAt: s.now()}}
+	// The time is cut to the microsecond every store keeps, so that the
+	// answer made now and the one an Idempotency-Key replays from the
+	// store (Created) are the same.
+	created := s.now().UTC().Truncate(time.Microsecond)
+	w := store.Webhook{Webhook: api.Webhook{ID: wid, TeamID: teamID, URL: req.URL, Events: events, CreatedAt: created}}
 	secret := NewSecret()
 	if w.Secret, err = sealSecret(kr, teamID, w.ID, secret); err != nil {
 		return api.CreateWebhookResponse{}, err

@@ -21,17 +21,32 @@ func (s *Service) Exec(ctx context.Context, teamID, ref string, req api.CreateCo
 	if err := s.d.Checks.Budget(ctx, runs.Spec{Kind: runs.Command, TeamID: sb.TeamID, Sandbox: &sb}); err != nil {
 		return api.Command{}, err
 	}
+	cid := id.For(ctx, "cmd")
+	if id.Derived(ctx) {
+		// The ID is derived from an Idempotency-Key: a second attempt of
+		// the request (its first on a replica that died) answers the
+		// command the first attempt started, and never starts it again.
+		if c, err := s.d.Store.GetCommand(ctx, sb.ID, cid); err == nil {
+			return c, nil
+		} else if api.ErrorCode(err) != api.CodeNotFound {
+			return api.Command{}, err
+		}
+	}
 	if sb.State != api.StateRunning {
 		return api.Command{}, api.Errorf(api.CodeConflict, "sandbox %s is %s; commands run only in a running sandbox", sb.ID, sb.State)
 	}
-	return s.Start(ctx, sb, req)
+	return s.start(ctx, cid, sb, req)
 }
 
 // Start starts a command in a sandbox whose state the caller checked
 // (Exec, the core's setup).
 func (s *Service) Start(ctx context.Context, sb api.Sandbox, req api.CreateCommandRequest) (api.Command, error) {
+	return s.start(ctx, id.For(ctx, "cmd"), sb, req)
+}
+
+func (s *Service) start(ctx context.Context, cid string, sb api.Sandbox, req api.CreateCommandRequest) (api.Command, error) {
 	start := time.Now()
-	cmd, spec, err := s.newCommand(sb, req)
+	cmd, spec, err := s.newCommand(cid, sb, req)
 	if err != nil {
 		return api.Command{}, err
 	}
@@ -61,10 +76,10 @@ func (s *Service) Start(ctx context.Context, sb api.Sandbox, req api.CreateComma
 // NewCommand checks a command request and returns the command to store
 // and the node's spec of it, its secrets not yet resolved.
 func (s *Service) NewCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.Command, node.ExecSpec, error) {
-	return s.newCommand(sb, req)
+	return s.newCommand(id.New("cmd"), sb, req)
 }
 
-func (s *Service) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.Command, node.ExecSpec, error) {
+func (s *Service) newCommand(cid string, sb api.Sandbox, req api.CreateCommandRequest) (api.Command, node.ExecSpec, error) {
 	fail := func(err error) (api.Command, node.ExecSpec, error) {
 		return api.Command{}, node.ExecSpec{}, err
 	}
@@ -114,7 +129,7 @@ func (s *Service) newCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.
 		env[k] = v
 	}
 	cmd := api.Command{
-		ID: id.New("cmd"), SandboxID: sb.ID, Command: req.Command, Argv: req.Argv,
+		ID: cid, SandboxID: sb.ID, Command: req.Command, Argv: req.Argv,
 		Cwd: cwd, Env: req.Env, User: user, TimeoutS: timeout, Stdin: req.Stdin,
 		PTY: req.PTY, NoOutputAlertS: noOutput, State: api.CommandRunning, StartedAt: s.d.Now(),
 	}

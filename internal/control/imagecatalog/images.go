@@ -86,8 +86,19 @@ func (c *Catalog) ImportImage(ctx context.Context, t api.Team, name string, sett
 	if slices.Contains(c.cfg.Templates, name) {
 		return api.Image{}, api.Errorf(api.CodeConflict, "%q is the name of a template of this server; choose another name", name)
 	}
+	imgID := id.For(ctx, "img")
+	if id.Derived(ctx) {
+		// The ID is derived from an Idempotency-Key: a second attempt of
+		// the request (its first on a replica that died) answers the
+		// image the first attempt stored.
+		if img, err := c.deps.Store.GetImage(ctx, imgID); err == nil && img.TeamID == t.ID {
+			return c.AsSeenBy(ctx, t, img)
+		} else if err != nil && api.ErrorCode(err) != api.CodeNotFound {
+			return api.Image{}, err
+		}
+	}
 	now := c.deps.Now()
-	img := api.Image{ID: id.New("img"), Name: name, TeamID: t.ID, CreatedAt: now, UpdatedAt: now,
+	img := api.Image{ID: imgID, Name: name, TeamID: t.ID, CreatedAt: now, UpdatedAt: now,
 		Admission: api.ImageAdmission{Mode: api.ImageAdmitOwner, Teams: []string{}}, Examples: []string{}}
 	if err := c.applySettings(ctx, t, &img, settings); err != nil {
 		return api.Image{}, err

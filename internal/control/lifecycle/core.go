@@ -275,12 +275,23 @@ func (s *Core) CreateSandbox(ctx context.Context, teamID string, req api.CreateS
 	if err := refuseSandboxGPUs(req); err != nil {
 		return api.Sandbox{}, err
 	}
+	sid := id.For(ctx, "sbx")
+	if id.Derived(ctx) {
+		// The ID is derived from an Idempotency-Key: a second attempt of
+		// the request (its first on a replica that died) answers the
+		// sandbox the first attempt made.
+		if sb, err := s.store.GetSandbox(ctx, teamID, sid); err == nil {
+			return s.svc.Meter.Priced(sb), nil
+		} else if api.ErrorCode(err) != api.CodeNotFound {
+			return api.Sandbox{}, err
+		}
+	}
 	img, release, err := s.svc.Images.Use(ctx, teamID, &req)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
 	defer release()
-	sb, err := s.newSandbox(teamID, req)
+	sb, err := s.newSandbox(sid, teamID, req)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -289,7 +300,9 @@ func (s *Core) CreateSandbox(ctx context.Context, teamID string, req api.CreateS
 		return api.Sandbox{}, err
 	}
 	warm := ""
-	if s.pool.fits(sb) && sb.Source == nil && sb.Setup == nil {
+	// A pooled sandbox has an ID of its own, which a create whose ID is
+	// derived from an Idempotency-Key cannot take.
+	if s.pool.fits(sb) && sb.Source == nil && sb.Setup == nil && !id.Derived(ctx) {
 		if warm = s.pool.take(); warm != "" {
 			// A pooled sandbox was admitted (and, in a fleet, placed)
 			// when the pool started it.
@@ -360,7 +373,7 @@ func (s *Core) unadmit(ctx context.Context, id string) {
 	}
 }
 
-func (s *Core) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sandbox, error) {
+func (s *Core) newSandbox(sid, teamID string, req api.CreateSandboxRequest) (api.Sandbox, error) {
 	if err := validateName(req.Name); err != nil {
 		return api.Sandbox{}, err
 	}
@@ -442,7 +455,7 @@ func (s *Core) newSandbox(teamID string, req api.CreateSandboxRequest) (api.Sand
 	}
 	now := s.now()
 	sb := api.Sandbox{
-		ID: id.New("sbx"), Name: req.Name, TeamID: teamID, Template: tmpl,
+		ID: sid, Name: req.Name, TeamID: teamID, Template: tmpl,
 		State: api.StateCreating, Resources: res, Env: req.Env, Workdir: workdir,
 		Network: network, Labels: req.Labels,
 		IdleTimeoutS: idle, OnIdle: onIdle, MaxLifetimeS: lifetime,

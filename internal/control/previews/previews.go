@@ -194,13 +194,22 @@ func (s *Service) CreatePreview(ctx context.Context, teamID, ref string, req api
 	if err != nil {
 		return api.Preview{}, err
 	}
+	pid := id.For(ctx, "prv")
+	for _, e := range existing {
+		if e.ID == pid {
+			// The ID is derived from an Idempotency-Key: a second attempt
+			// of the request (its first on a replica that died) answers
+			// the preview the first attempt made.
+			return s.view(e), nil
+		}
+	}
 	if max := s.cfg.MaxPerSandbox; len(existing) >= max {
 		e := api.Errorf(api.CodeConflict, "sandbox %s has %d previews, the most one sandbox may publish (cove serve --max-previews-per-sandbox); delete one first: DELETE /v1/sandboxes/%s/previews/{id} (cove preview %s --rm ID)", sb.ID, len(existing), sb.ID, sb.ID)
 		e.Details = map[string]any{"limit": max}
 		return api.Preview{}, e
 	}
 	p := store.Preview{
-		ID: id.New("prv"), TeamID: teamID, SandboxID: sb.ID, Port: req.Port,
+		ID: pid, TeamID: teamID, SandboxID: sb.ID, Port: req.Port,
 		Visibility: req.Visibility, Wake: req.Wake, CreatedAt: s.deps.Now(),
 	}
 	var token string

@@ -2,14 +2,20 @@ package teams
 
 import (
 	"context"
+	"crypto/rand"
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/store"
 )
 
 // IdempotencyTTL is how long an answer is replayed for its key.
 const IdempotencyTTL = 24 * time.Hour
+
+// InFlightRetryS is the Retry-After of a request whose key's first attempt
+// is still running.
+const InFlightRetryS = 1
 
 // Answer is a response to replay.
 type Answer struct {
@@ -17,36 +23,111 @@ type Answer struct {
 	Body   []byte
 }
 
-// Idempotently runs do at most once for a team's key: the first request
-// with the key runs, and its successful answer is stored; a later request
-// with the same key and the same request gets that answer again (replayed
-// true), one with another request under the key is refused. Failed answers
-// are not stored, so a failed request may be retried with its key.
-func (s *Service) Idempotently(ctx context.Context, teamID, key, requestHash string, do func() Answer) (Answer, bool, error) {
-	unlock := s.idemLocks.Lock(teamID + "\x00" + key)
-	defer unlock()
-	if prev, err := s.st.GetIdempotent(ctx, teamID, key); err == nil {
-		if prev.RequestHash != requestHash {
+// Idempotently runs do at most once for a team's key, across every
+// replica sharing the store:
+//
+//   - the first request with the key claims it in the store and runs; its
+//     successful answer is kept, a failed one is not (the claim is
+//     released, so the request may be retried with its key);
+//   - a later request with the same key and request gets the kept answer
+//     (replayed true); one with another request under the key is refused;
+//   - while the first attempt runs, on this replica or another, a retry
+//     is refused with conflict and a Retry-After;
+//   - when the replica running the first attempt died, a retry takes the
+//     claim over and runs do again. do is given a ctx whose IDs (id.For)
+//     are derived from the claim, so the second attempt finds what the
+//     first created instead of creating it again; calls on existing
+//     resources check their state, so they do not act twice.
+func (s *Service) Idempotently(ctx context.Context, teamID, key, requestHash string, do func(ctx context.Context) Answer) (Answer, bool, error) {
+	// One request per key runs in this process at a time; the others
+	// are in flight behind it. Holding the key here also tells a claim of
+	// this replica's ID that no request of this process runs: it was left
+	// by an earlier run of the replica, which died with it.
+	run := teamID + "\x00" + key
+	s.mu.Lock()
+	if s.running[run] {
+		s.mu.Unlock()
+		return Answer{}, false, inFlight()
+	}
+	s.running[run] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.running, run)
+		s.mu.Unlock()
+	}()
+	seed := make([]byte, 16)
+	rand.Read(seed)
+	rec, claimed, err := s.st.ClaimIdempotent(ctx, store.IdempotencyClaim{
+		TeamID: teamID, Key: key, RequestHash: requestHash, Owner: s.cfg.Replica, Seed: seed, ClaimedAt: s.now(),
+	})
+	if err != nil {
+		return Answer{}, false, err
+	}
+	if !claimed {
+		if rec.RequestHash != requestHash {
 			return Answer{}, false, api.Errorf(api.CodeUnprocessable,
 				"Idempotency-Key %q was used for another request; use a new key for a new request", key)
 		}
-		return Answer{Status: prev.Status, Body: prev.Body}, true, nil
-	} else if api.ErrorCode(err) != api.CodeNotFound {
-		return Answer{}, false, err
-	}
-	a := do()
-	if a.Status >= 200 && a.Status < 300 {
-		err := s.st.PutIdempotent(context.WithoutCancel(ctx), store.Idempotent{
-			TeamID: teamID, Key: key, RequestHash: requestHash, Status: a.Status, Body: a.Body, CreatedAt: s.now(),
-		})
-		if err != nil {
-			s.log.Error("store idempotent answer", "team", teamID, "err", err)
+		if !rec.Pending() {
+			return Answer{Status: rec.Status, Body: rec.Body}, true, nil
 		}
+		if rec, err = s.takeOver(ctx, rec); err != nil {
+			return Answer{}, false, err
+		}
+	}
+	a := do(id.WithDerivation(ctx, id.NewDerivation(rec.Seed, teamID, key, rec.CreatedAt)))
+	// The claim's end must not depend on the request's ctx: a client gone
+	// must not leave its key pending.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if a.Status >= 200 && a.Status < 300 {
+		// A conflict here means another replica took the key over,
+		// taking this one for dead: its answer is the one kept.
+		if err := s.st.CompleteIdempotent(sctx, teamID, key, s.cfg.Replica, a.Status, a.Body); err != nil {
+			s.log.Warn("keep idempotent answer", "team", teamID, "err", err)
+		}
+	} else if err := s.st.ReleaseIdempotent(sctx, teamID, key, s.cfg.Replica); err != nil {
+		s.log.Warn("release idempotency key", "team", teamID, "err", err)
 	}
 	return a, false, nil
 }
 
-// ExpireIdempotent drops answers older than IdempotencyTTL.
+// takeOver returns the pending claim rec for this replica to run when its
+// owner died, and the in-flight refusal while the owner runs (or when
+// another replica took it over first). The caller holds the key in this
+// process, so a claim of this replica's own ID is an earlier run's.
+func (s *Service) takeOver(ctx context.Context, rec store.Idempotent) (store.Idempotent, error) {
+	if rec.Owner != s.cfg.Replica {
+		alive, err := s.cfg.ReplicaAlive(ctx, rec.Owner)
+		if err != nil {
+			return rec, err
+		}
+		if alive {
+			return rec, inFlight()
+		}
+	}
+	taken, err := s.st.TakeOverIdempotent(ctx, rec.TeamID, rec.Key, rec.Owner, s.cfg.Replica)
+	if api.ErrorCode(err) == api.CodeConflict {
+		return rec, inFlight()
+	}
+	if err != nil {
+		return rec, err
+	}
+	s.log.Info("took over an idempotency key from a dead replica", "team", rec.TeamID, "replica", rec.Owner)
+	return taken, nil
+}
+
+// inFlight is the refusal of a request whose key's first attempt runs.
+func inFlight() error {
+	return &api.Error{
+		Code:    api.CodeConflict,
+		Message: "a request with this Idempotency-Key is still in progress; retry shortly to get its answer",
+		Details: map[string]any{"retry_after_s": InFlightRetryS},
+	}
+}
+
+// ExpireIdempotent drops records claimed before IdempotencyTTL ago.
 func (s *Service) ExpireIdempotent(ctx context.Context) {
 	if err := s.st.DeleteIdempotentBefore(ctx, s.now().Add(-IdempotencyTTL)); err != nil {
 		s.log.Warn("expire idempotent answers", "err", err)

@@ -1,8 +1,9 @@
 // Package teams is the control plane's room for who acts: teams and their
 // API keys (stored hashed), authentication of a key into a Principal, the
 // admission flags a team holds and the check that refuses a call lacking
-// one, and the idempotency of create requests (an answer kept per team and
-// Idempotency-Key). It works over the narrow Store it declares.
+// one, and the idempotency of mutating requests (a claim per team and
+// Idempotency-Key, shared by every replica through the store). It works
+// over the narrow Store it declares.
 package teams
 
 import (
@@ -14,11 +15,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/id"
-	"github.com/cove-dev/cove/internal/keylock"
 	"github.com/cove-dev/cove/internal/store"
 )
 
@@ -52,8 +53,10 @@ type Store interface {
 	GetKey(ctx context.Context, id string) (store.Key, error)
 	RevokeKey(ctx context.Context, id string) error
 
-	GetIdempotent(ctx context.Context, teamID, key string) (store.Idempotent, error)
-	PutIdempotent(ctx context.Context, a store.Idempotent) error
+	ClaimIdempotent(ctx context.Context, c store.IdempotencyClaim) (store.Idempotent, bool, error)
+	CompleteIdempotent(ctx context.Context, teamID, key, owner string, status int, body []byte) error
+	ReleaseIdempotent(ctx context.Context, teamID, key, owner string) error
+	TakeOverIdempotent(ctx context.Context, teamID, key, deadOwner, newOwner string) (store.Idempotent, error)
 	DeleteIdempotentBefore(ctx context.Context, t time.Time) error
 }
 
@@ -67,6 +70,18 @@ type Config struct {
 	// (the meter's rule, meter.ValidateBudgetAlerts); nil takes them as
 	// given.
 	CheckAlerts func([]float64) ([]float64, error)
+	// Replica names this process among the control plane's replicas: the
+	// owner of the idempotency claims it makes. Empty takes a fresh ID
+	// per process. A claim of this ID that no request of this process
+	// runs was left by an earlier run under the same ID, and is taken
+	// over.
+	Replica string
+	// ReplicaAlive reports whether the replica named owner still runs, for
+	// a request whose Idempotency-Key it claimed and has not answered:
+	// while it runs the request is in flight, and once it died the claim
+	// is taken over. Nil knows only this process (Replica) as alive: the
+	// right answer for a single process.
+	ReplicaAlive func(ctx context.Context, owner string) (bool, error)
 }
 
 // Service keeps teams, keys, admission and idempotent answers.
@@ -76,13 +91,23 @@ type Service struct {
 	log *slog.Logger
 	now func() time.Time
 
-	// idemLocks serialize requests with the same idempotency key.
-	idemLocks keylock.Map
+	mu sync.Mutex
+	// running holds the idempotency keys (team and key) whose requests
+	// run in this process: a claim of this replica's ID missing here was
+	// left by an earlier run of the replica under the same ID.
+	running map[string]bool
 }
 
 // New returns the service over st; now is its clock.
 func New(cfg Config, st Store, log *slog.Logger, now func() time.Time) *Service {
-	return &Service{cfg: cfg, st: st, log: log, now: now}
+	if cfg.Replica == "" {
+		cfg.Replica = id.New("rep")
+	}
+	if cfg.ReplicaAlive == nil {
+		self := cfg.Replica
+		cfg.ReplicaAlive = func(_ context.Context, owner string) (bool, error) { return owner == self, nil }
+	}
+	return &Service{cfg: cfg, st: st, log: log, now: now, running: map[string]bool{}}
 }
 
 // HashKey is how keys (and other bearer tokens) are stored: the hex of

@@ -2,6 +2,7 @@ package teams_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/teams"
+	"github.com/cove-dev/cove/internal/id"
+	"github.com/cove-dev/cove/internal/store"
 	"github.com/cove-dev/cove/internal/store/sqlite"
 )
 
@@ -202,14 +205,14 @@ func TestIdempotently(t *testing.T) {
 	a := team(t, st, "a", api.Admission{})
 	b := team(t, st, "b", api.Admission{})
 	runs := 0
-	answer := func(status int, body string) func() teams.Answer {
-		return func() teams.Answer { runs++; return teams.Answer{Status: status, Body: []byte(body)} }
+	answer := func(status int, body string) func(context.Context) teams.Answer {
+		return func(context.Context) teams.Answer { runs++; return teams.Answer{Status: status, Body: []byte(body)} }
 	}
 	for _, tt := range []struct {
 		name         string
 		team, key    string
 		hash         string
-		do           func() teams.Answer
+		do           func(context.Context) teams.Answer
 		wantBody     string
 		wantReplayed bool
 		wantCode     api.Code
@@ -236,8 +239,10 @@ func TestIdempotently(t *testing.T) {
 func TestIdempotentAnswersExpire(t *testing.T) {
 	s, st, c := newService(t)
 	a := team(t, st, "a", api.Admission{})
-	ok := func(body string) func() teams.Answer {
-		return func() teams.Answer { return teams.Answer{Status: http.StatusCreated, Body: []byte(body)} }
+	ok := func(body string) func(context.Context) teams.Answer {
+		return func(context.Context) teams.Answer {
+			return teams.Answer{Status: http.StatusCreated, Body: []byte(body)}
+		}
 	}
 	if _, _, err := s.Idempotently(t.Context(), a.ID, "k", "h", ok("first")); err != nil {
 		t.Fatal(err)
@@ -277,5 +282,80 @@ func TestParseAdmission(t *testing.T) {
 		if (err == nil) != tt.ok || (tt.ok && got != tt.want) {
 			t.Errorf("ParseAdmission(%q) = %+v, %v; want %+v ok %v", tt.in, got, err, tt.want, tt.ok)
 		}
+	}
+}
+
+// TestIdempotentlyAcrossReplicas: two services over one store, as two
+// replicas. While one runs a key's request, the other (and itself) refuse
+// the key with conflict and a Retry-After; once the runner is dead, the
+// other takes the key over and derives the same IDs.
+func TestIdempotentlyAcrossReplicas(t *testing.T) {
+	a, st, c := newService(t)
+	tm := team(t, st, "a", api.Admission{})
+	dead := false
+	b := teams.New(teams.Config{Replica: "rep_b", ReplicaAlive: func(context.Context, string) (bool, error) { return !dead, nil }},
+		st, slog.New(slog.DiscardHandler), c.now)
+	inFlight := func(s *teams.Service) {
+		t.Helper()
+		_, _, err := s.Idempotently(t.Context(), tm.ID, "k", "h", func(context.Context) teams.Answer {
+			t.Error("a key in flight ran again")
+			return teams.Answer{Status: http.StatusCreated}
+		})
+		var e *api.Error
+		if !errors.As(err, &e) || e.Code != api.CodeConflict || e.Details["retry_after_s"] != teams.InFlightRetryS {
+			t.Errorf("a key in flight: %v; want conflict with retry_after_s", err)
+		}
+	}
+	var firstID, secondID string
+	_, _, err := a.Idempotently(t.Context(), tm.ID, "k", "h", func(ctx context.Context) teams.Answer {
+		firstID = id.For(ctx, "sbx")
+		inFlight(b)
+		inFlight(a)
+		// a dies here: its answer comes after b took the key over.
+		dead = true
+		got, replayed, err := b.Idempotently(t.Context(), tm.ID, "k", "h", func(ctx context.Context) teams.Answer {
+			secondID = id.For(ctx, "sbx")
+			return teams.Answer{Status: http.StatusCreated, Body: []byte("b")}
+		})
+		if err != nil || replayed || string(got.Body) != "b" {
+			t.Errorf("take-over: %q replayed %v err %v", got.Body, replayed, err)
+		}
+		return teams.Answer{Status: http.StatusCreated, Body: []byte("a")}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if firstID == "" || firstID != secondID {
+		t.Errorf("the take-over derived %q; want the first attempt's %q", secondID, firstID)
+	}
+	got, replayed, err := a.Idempotently(t.Context(), tm.ID, "k", "h", func(context.Context) teams.Answer {
+		t.Error("an answered key ran again")
+		return teams.Answer{}
+	})
+	if err != nil || !replayed || string(got.Body) != "b" {
+		t.Errorf("after: %q replayed %v err %v; want b's answer replayed", got.Body, replayed, err)
+	}
+}
+
+// TestIdempotentlyAfterRestart: a claim left pending by an earlier run of
+// this replica (same ID, process gone) is taken over at the next retry
+// instead of holding the key until it expires.
+func TestIdempotentlyAfterRestart(t *testing.T) {
+	_, st, c := newService(t)
+	tm := team(t, st, "a", api.Admission{})
+	_, claimed, err := st.ClaimIdempotent(t.Context(), store.IdempotencyClaim{
+		TeamID: tm.ID, Key: "k", RequestHash: "h", Owner: "rep_x", Seed: []byte("s"), ClaimedAt: c.now(),
+	})
+	if err != nil || !claimed {
+		t.Fatalf("claim: %v %v", claimed, err)
+	}
+	s := teams.New(teams.Config{Replica: "rep_x"}, st, slog.New(slog.DiscardHandler), c.now)
+	runs := 0
+	got, replayed, err := s.Idempotently(t.Context(), tm.ID, "k", "h", func(context.Context) teams.Answer {
+		runs++
+		return teams.Answer{Status: http.StatusCreated, Body: []byte("done")}
+	})
+	if err != nil || replayed || runs != 1 || string(got.Body) != "done" {
+		t.Fatalf("retry after a restart: %q replayed %v runs %d err %v", got.Body, replayed, runs, err)
 	}
 }

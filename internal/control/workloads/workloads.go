@@ -61,6 +61,17 @@ func (s *Service) SubmitWorkload(ctx context.Context, teamID string, req api.Cre
 	if err := page.Scoped(teamID); err != nil {
 		return api.Workload{}, err
 	}
+	wid := id.For(ctx, "wl")
+	if id.Derived(ctx) {
+		// The ID is derived from an Idempotency-Key: a second attempt of
+		// the request (its first on a replica that died) answers the
+		// workload the first attempt queued.
+		if wl, err := s.store.GetWorkload(ctx, teamID, wid); err == nil {
+			return wl, nil
+		} else if api.ErrorCode(err) != api.CodeNotFound {
+			return api.Workload{}, err
+		}
+	}
 	img, rr, release, err := s.images.Resolve(ctx, teamID, &req)
 	if err != nil {
 		return api.Workload{}, err
@@ -68,7 +79,7 @@ func (s *Service) SubmitWorkload(ctx context.Context, teamID string, req api.Cre
 	// Held until the workload is stored: a delete of the image waits,
 	// then sees it queued.
 	defer release()
-	run, wl, err := s.newWorkload(teamID, req, img, rr)
+	run, wl, err := s.newWorkload(wid, teamID, req, img, rr)
 	if err != nil {
 		return api.Workload{}, err
 	}
@@ -109,7 +120,7 @@ func (s *Service) enqueue(ctx context.Context, wl api.Workload) error {
 
 // newWorkload validates a workload request (its image resolved, rr its
 // resources asked for) and returns its run and the workload to store.
-func (s *Service) newWorkload(teamID string, req api.CreateWorkloadRequest, img *api.Image, rr *api.ResourcesRequest) (runs.Spec, api.Workload, error) {
+func (s *Service) newWorkload(wid, teamID string, req api.CreateWorkloadRequest, img *api.Image, rr *api.ResourcesRequest) (runs.Spec, api.Workload, error) {
 	var run runs.Spec
 	tmpl := req.Template
 	switch {
@@ -175,7 +186,7 @@ func (s *Service) newWorkload(teamID string, req api.CreateWorkloadRequest, img 
 		}
 	}
 	wl := api.Workload{
-		ID: id.New("wl"), TeamID: teamID, Template: tmpl,
+		ID: wid, TeamID: teamID, Template: tmpl,
 		Command: run.Command, Argv: run.Argv, Source: run.Source, Env: run.Env, Secrets: run.Secrets,
 		Workdir: run.Workdir, User: run.User,
 		Resources: api.WorkloadResources{CPUs: res.CPUs, MemoryMiB: res.MemoryMiB, DiskMiB: res.DiskMiB, GPUs: run.GPUs, GPUType: run.GPUType},

@@ -630,26 +630,6 @@ func testEvents(t *testing.T, s store.Store) {
 	wantCode(t, err, api.CodeNotFound)
 }
 
-func testIdempotency(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	createTeam(t, s, "team_a")
-	createTeam(t, s, "team_b")
-	a := store.Idempotent{TeamID: "team_a", Key: "k1", RequestHash: "h1", Status: 201, Body: []byte(`{"id":"sbx_1"}`), CreatedAt: at(1).UTC()}
-	mustDo(t, s.PutIdempotent(ctx, a))
-	diff(t, "get", a, mustGet[store.Idempotent](t)(s.GetIdempotent(ctx, "team_a", "k1")))
-	wantCode(t, s.PutIdempotent(ctx, a), api.CodeConflict)
-	_, err := s.GetIdempotent(ctx, "team_b", "k1") // keys are per team
-	wantCode(t, err, api.CodeNotFound)
-	b := a
-	b.TeamID, b.CreatedAt = "team_b", at(5).UTC()
-	mustDo(t, s.PutIdempotent(ctx, b))
-	wantCode(t, s.PutIdempotent(ctx, store.Idempotent{TeamID: "team_missing", Key: "k", CreatedAt: at(1)}), api.CodeNotFound)
-	mustDo(t, s.DeleteIdempotentBefore(ctx, at(3)))
-	_, err = s.GetIdempotent(ctx, "team_a", "k1")
-	wantCode(t, err, api.CodeNotFound)
-	diff(t, "newer kept", b, mustGet[store.Idempotent](t)(s.GetIdempotent(ctx, "team_b", "k1")))
-}
-
 func testEventExpiry(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	createTeam(t, s, "team_a")

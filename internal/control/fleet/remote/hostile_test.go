@@ -17,6 +17,7 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/fleet/remote"
 	"github.com/cove-dev/cove/internal/fleet/fleetwire"
+	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/node/nodeapi"
 )
 
@@ -220,5 +221,27 @@ func TestClientChecksNode(t *testing.T) {
 	}
 	if slices.Contains(f.node.Calls(), "start sbx_secret") {
 		t.Fatal("reached the node")
+	}
+}
+
+// TestIdempotentRequestOnce: the calls of a request under an
+// Idempotency-Key carry operation IDs derived from the key, so the
+// request's second attempt, through another replica's client, gets the
+// node's answer to the first instead of running the call again.
+func TestIdempotentRequestOnce(t *testing.T) {
+	f := newFleet(t)
+	attempt := func() context.Context {
+		d := id.NewDerivation([]byte("seed"), "team_a", "k1", time.Unix(1_700_000_000, 0))
+		return id.WithDerivation(t.Context(), d)
+	}
+	for _, replica := range []string{"a", "b"} {
+		c := f.newClient(f.addr)
+		if err := c.Start(attempt(), spec("sbx_idem")); err != nil {
+			t.Fatalf("start through replica %s: %v", replica, err)
+		}
+		c.Close()
+	}
+	if n := count(f.node.Calls(), "start sbx_idem"); n != 1 {
+		t.Fatalf("the start ran %d times", n)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	ids "github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/node/nodeapi"
 )
@@ -167,7 +168,14 @@ func (c *Client) do(ctx context.Context, rq request) (*http.Response, error) {
 		u += "?" + rq.query.Encode()
 	}
 	id := ""
-	if rq.op {
+	switch {
+	case rq.op && ids.Derived(ctx):
+		// A call of a request under an Idempotency-Key: its ID is derived
+		// from the key, the same on the request's second attempt (its
+		// first on a replica that died), so a node that ran the call for
+		// the first answers the second from memory.
+		id = ids.For(ctx, "op")
+	case rq.op:
 		id = opID()
 	}
 	var caller *callerBody

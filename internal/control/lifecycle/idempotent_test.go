@@ -1,0 +1,71 @@
+package lifecycle_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/lifecycle"
+	"github.com/cove-dev/cove/internal/id"
+)
+
+// attempt is the ctx of one attempt of an idempotent request: every
+// attempt of the same claim derives the same IDs.
+func attempt(t *testing.T, team string) context.Context {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	return id.WithDerivation(t.Context(), id.NewDerivation([]byte("seed"), team, "k1", at))
+}
+
+// TestIdempotentCreatesRunOnce: a second attempt of a create whose IDs
+// are derived from an Idempotency-Key (the first attempt's replica died
+// before it answered) answers what the first made: one sandbox, one
+// command on the node.
+func TestIdempotentCreatesRunOnce(t *testing.T) {
+	h := newHarness(t)
+	first, err := h.srv.CreateSandbox(attempt(t, h.a), h.a, api.CreateSandboxRequest{Name: "once"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.wait(t, h.a, first.ID, api.StateRunning)
+	again, err := h.srv.CreateSandbox(attempt(t, h.a), h.a, api.CreateSandboxRequest{Name: "once"})
+	if err != nil {
+		t.Fatalf("second attempt: %v", err)
+	}
+	if again.ID != first.ID {
+		t.Fatalf("second attempt made %s; want %s", again.ID, first.ID)
+	}
+	l, err := h.srv.ListSandboxes(t.Context(), h.a, lifecycle.SandboxQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 {
+		t.Fatalf("%d sandboxes; want 1", len(l.Items))
+	}
+
+	req := api.CreateCommandRequest{Command: "true"}
+	c1, err := h.plane.Commands.Exec(attempt(t, h.a), h.a, first.ID, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := h.plane.Commands.Exec(attempt(t, h.a), h.a, first.ID, req)
+	if err != nil {
+		t.Fatalf("second attempt: %v", err)
+	}
+	if c1.ID != c2.ID {
+		t.Fatalf("second attempt started %s; want %s", c2.ID, c1.ID)
+	}
+	got, _ := h.node.Sandbox(first.ID)
+	if len(got.Commands) != 1 {
+		t.Fatalf("the node ran %d commands; want 1", len(got.Commands))
+	}
+
+	// Another team's attempt with the same key and seed makes its own.
+	other, err := h.srv.CreateSandbox(attempt(t, h.b), h.b, api.CreateSandboxRequest{Name: "once"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.ID == first.ID {
+		t.Fatalf("team b's create answered team a's sandbox %s", first.ID)
+	}
+}
