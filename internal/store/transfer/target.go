@@ -127,23 +127,18 @@ func copyTable(ctx context.Context, tx pgx.Tx, src *source, table string) (int64
 		for i, c := range cols {
 			v, err := convert(c, raw[i])
 			if err != nil {
-				return nil, fmt.Errorf("row %d, column %s: %w", n, c.name, err)
+				// The first column is the row's key in most tables.
+				return nil, fmt.Errorf("row %d (%s %v), column %s: %w", n, cols[0].name, raw[0], c.name, err)
 			}
 			out[i] = v
 		}
 		return out, nil
 	}
-	copied, err := tx.CopyFrom(ctx, pgx.Identifier{table}, names, copySource(next))
+	copied, err := tx.CopyFrom(ctx, pgx.Identifier{table}, names, pgx.CopyFromFunc(next))
 	if err != nil {
 		return 0, fmt.Errorf("copy %s: %w", table, err)
 	}
 	return copied, nil
-}
-
-// copySource adapts a row function (nil, nil at the end) to
-// pgx.CopyFromSource.
-func copySource(next func() ([]any, error)) pgx.CopyFromSource {
-	return pgx.CopyFromFunc(next)
 }
 
 // placement is the row that makes a moved asleep sandbox wake from its

@@ -259,8 +259,8 @@ func TestFailedCopyLeavesNoTables(t *testing.T) {
 	url := pgserver.Start(t).NewDatabase(t)
 	cfg := Config{From: "sqlite:" + in.db, To: url, Saves: srv.PrefixURL("cove")}
 	_, err = Run(ctx, cfg)
-	if err == nil || !strings.Contains(err.Error(), "labels") {
-		t.Fatalf("Run = %v; want an error naming the column", err)
+	if err == nil || !strings.Contains(err.Error(), "labels") || !strings.Contains(err.Error(), "sbx_gone") {
+		t.Fatalf("Run = %v; want an error naming the row and the column", err)
 	}
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
