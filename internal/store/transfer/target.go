@@ -41,22 +41,23 @@ type querier interface {
 
 // refuseNonEmpty refuses a target that holds any of cove's tables,
 // before anything is written to it: a store already in use is never
-// mixed with a moved one.
-func refuseNonEmpty(ctx context.Context, url string, tables []string) error {
+// mixed with a moved one. It returns the tables the target holds (none
+// of cove's), which a failed move leaves in place.
+func refuseNonEmpty(ctx context.Context, url string, tables []string) ([]string, error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		return fmt.Errorf("--to: %w", err)
+		return nil, fmt.Errorf("--to: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	found, err := pgTables(ctx, conn, append([]string{"schema_migrations"}, tables...))
 	if err != nil {
-		return fmt.Errorf("--to: list its tables: %w", err)
+		return nil, fmt.Errorf("--to: list its tables: %w", err)
 	}
 	if len(found) > 0 {
-		return api.Errorf(api.CodePreconditionFailed,
+		return nil, api.Errorf(api.CodePreconditionFailed,
 			"--to: the database already holds cove's tables (%s); it was left untouched: give an empty database", strings.Join(found, ", "))
 	}
-	return nil
+	return allPgTables(ctx, conn)
 }
 
 // targetColumns lists the columns of a target table that take values

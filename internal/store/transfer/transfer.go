@@ -23,7 +23,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cove-dev/cove/api"
@@ -126,7 +125,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			"sandboxes must be asleep, terminated or failed to move; these are not: %s. Sleep or delete them, stop cove serve, and run this again; nothing was written",
 			strings.Join(busy, ", "))
 	}
-	before, err := targetTablesBefore(ctx, cfg.To, src.tables)
+	before, err := refuseNonEmpty(ctx, cfg.To, src.tables)
 	if err != nil {
 		return rep, err
 	}
@@ -244,21 +243,6 @@ func copyAll(ctx context.Context, pool *pgxpool.Pool, src *source, want []saved,
 		return fmt.Errorf("reset sequences: %w", err)
 	}
 	return tx.Commit(ctx)
-}
-
-// targetTablesBefore refuses a target that holds cove's tables and
-// returns the tables it holds (none of cove's), which a failed move
-// leaves in place.
-func targetTablesBefore(ctx context.Context, url string, tables []string) ([]string, error) {
-	if err := refuseNonEmpty(ctx, url, tables); err != nil {
-		return nil, err
-	}
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		return nil, fmt.Errorf("--to: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	return allPgTables(ctx, conn)
 }
 
 // openExisting opens a save store without making it: a directory must
