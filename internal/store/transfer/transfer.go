@@ -194,7 +194,6 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			lerr = dropTables(dctx, pool, made)
 		}
 		if lerr != nil {
-			log.Error("remove the tables of a failed move", "err", lerr)
 			return rep, fmt.Errorf("%w (and the target's new tables could not be removed: %v)", err, lerr)
 		}
 		return rep, err
