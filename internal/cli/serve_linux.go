@@ -154,6 +154,7 @@ func (o *serveFlags) bindPlane(c *cobra.Command) {
 	f.DurationVar(&o.cfg.Webhooks.RetryFor, "webhook-retry-for", def.Webhooks.RetryFor, "how long after its event a webhook delivery is retried before it fails")
 	f.DurationVar(&o.cfg.Webhooks.Poll, "webhook-poll", def.Webhooks.Poll, "how often the webhook outbox is read when nothing wakes the dispatcher")
 	f.StringVar(&o.cfg.MetricsListen, "metrics-listen", def.MetricsListen, "also serve GET /metrics without a key on this address (the API serves it to admin keys)")
+	f.DurationVar(&o.cfg.LeaseTTL, "lease-ttl", def.LeaseTTL, "how long the leader lease lasts unrenewed: replicas on one store take over a dead leader within about this long")
 	f.StringVar(&o.cfg.Preview.Domain, "preview-domain", def.Preview.Domain, "previews are served at <port>-<sandbox id>.<domain>, each an origin of its own; host[:port] (without a port: the port of the listener that serves them); required")
 	f.StringVar(&o.cfg.Preview.Listen, "preview-listen", def.Preview.Listen, "a listener of its own for previews (by Host); empty: the API's listener serves them")
 	f.StringVar(&o.cfg.Preview.Scheme, "preview-scheme", def.Preview.Scheme, "scheme of preview URLs (https behind a TLS proxy)")

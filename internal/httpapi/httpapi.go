@@ -39,6 +39,19 @@ var statusOf = map[api.Code]int{
 	api.CodeBudgetExceeded:      http.StatusPaymentRequired,
 }
 
+// Replica is the replica of the control plane that serves the API, as
+// GET /healthz reports it.
+type Replica interface {
+	// StoreHealth answers whether the store answers now.
+	StoreHealth(ctx context.Context) error
+	// Leader reports whether this replica leads.
+	Leader() bool
+}
+
+// healthStoreTimeout bounds GET /healthz's check of the store: it answers
+// in time even when the store hangs.
+const healthStoreTimeout = 2 * time.Second
+
 // maxBody bounds JSON request bodies.
 const maxBody = 1 << 20
 
@@ -56,6 +69,9 @@ type Handler struct {
 	Workloads Workloads
 	// GPUs reports the node's GPUs in GET /healthz; nil: none reported.
 	GPUs GPUPlane
+	// Replica reports this replica's store and lead in GET /healthz;
+	// nil: not reported.
+	Replica Replica
 
 	// sh is what the route groups share: the log, authentication,
 	// idempotency, tickets, the upload limit and the metrics.
@@ -142,6 +158,17 @@ func (h *Handler) routes() {
 		}
 		if h.GPUs != nil {
 			health["gpus"] = h.GPUs.GPUHealth()
+		}
+		if h.Replica != nil {
+			// Neither fails the answer: a liveness probe must not restart
+			// every replica while the database restarts.
+			health["store"] = "ok"
+			ctx, cancel := context.WithTimeout(r.Context(), healthStoreTimeout)
+			if err := h.Replica.StoreHealth(ctx); err != nil {
+				health["store"] = err.Error()
+			}
+			cancel()
+			health["leader"] = h.Replica.Leader()
 		}
 		writeJSON(w, http.StatusOK, health)
 	})

@@ -118,6 +118,10 @@ type Config struct {
 	// SavesCredentials is a file of S3 credentials; "" reads the AWS_*
 	// environment variables.
 	SavesCredentials string
+	// LeaseTTL is how long the leader's lease lasts unrenewed: the
+	// replicas sharing a store take over a leader that died within about
+	// this long. It is renewed every third of it. Default 6 seconds.
+	LeaseTTL time.Duration
 }
 
 // PreviewConfig says where previews are served.
@@ -193,6 +197,7 @@ func DefaultConfig() Config {
 		Server:   lifecycle.DefaultConfig(),
 		Webhooks: webhooks.DefaultConfig(),
 		Preview:  PreviewConfig{Domain: "localhost", Scheme: "http"},
+		LeaseTTL: 6 * time.Second,
 		Network: NetworkConfig{
 			Subnet:      netip.MustParsePrefix("10.88.0.0/16"),
 			Table:       "cove",
@@ -221,6 +226,8 @@ func (c *Config) Validate() error {
 		return errors.New("listen address: empty (use host:port; port 0 takes a free one)")
 	case c.DataDir == "":
 		return errors.New("data dir: empty")
+	case c.LeaseTTL < 300*time.Millisecond:
+		return fmt.Errorf("--lease-ttl %v: want at least 300ms", c.LeaseTTL)
 	case c.RuncPath == "":
 		return errors.New("runc path: empty")
 	case !path.IsAbs(c.CgroupParent):

@@ -157,7 +157,6 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 		srv.TemplatesChanged()
 		return nil
 	}, log)
-	fleetWG.Go(func() { fl.Run(fleetCtx) })
 	fleetWG.Go(func() { followTemplates(fleetCtx, fl, tmplStates, srv.TemplatesChanged, q.ready) })
 	fleetWG.Go(func() { q.run(fleetCtx) })
 
@@ -165,9 +164,13 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 		return fmt.Errorf("recover sandboxes: %w", err)
 	}
 	q.begin()
-	srv.Start()
-	stopHooks := ps.deliverWebhooks(ctx)
-	defer stopHooks()
+	srv.StartReplica()
+	// Node-loss detection is a singleton: it runs on the leader only.
+	// (The fleet's Run also reattaches the sandboxes of a node that
+	// registers again; it waits meanwhile on a replica that does not lead.)
+	stopReplica := ps.runReplica(ctx, func(ctx context.Context) { fl.Run(ctx) })
+	defer stopReplica()
+	ps.metrics.ObserveNodes(fl.Nodes)
 	return ps.serve(ctx, listeners, nil, ready)
 }
 

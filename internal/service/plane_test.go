@@ -35,8 +35,9 @@ func TestNewPlaneWiresEveryService(t *testing.T) {
 	t.Cleanup(nd.Close)
 	t.Cleanup(p.Core.Close)
 
-	// A fleet's services are set by `cove control` only.
-	fleetOnly := map[string]bool{"Nodes": true, "JoinTokens": true}
+	// A fleet's services are set by `cove control` only; the replica
+	// is the process's, set when it serves (planeSide.serve).
+	fleetOnly := map[string]bool{"Nodes": true, "JoinTokens": true, "Replica": true}
 	pv := reflect.ValueOf(p).Elem()
 	for i := range pv.NumField() {
 		if pv.Field(i).IsNil() && !fleetOnly[pv.Type().Field(i).Name] {

@@ -104,9 +104,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	for _, name := range slices.Sorted(maps.Keys(templates)) {
 		qualify(ctx, srv, tmplStates, cfg.ImagesDir, name, log)
 	}
-	srv.Start()
-	stopHooks := ps.deliverWebhooks(ctx)
-	defer stopHooks()
+	srv.StartReplica()
+	stopReplica := ps.runReplica(ctx)
+	defer stopReplica()
 	if building {
 		// The managed image builds while the service serves; Run waits
 		// for the build (cancelled) before it returns.
@@ -170,8 +170,10 @@ type planeSide struct {
 	metrics    *telemetry.Metrics
 	plane      *Plane
 	dispatcher *webhooks.Dispatcher
-	adminKey   string
-	closers    []func()
+	// replica is this process among the replicas sharing the store.
+	replica  *replica
+	adminKey string
+	closers  []func()
 	// importer stores imported images under the images dir; `cove
 	// control` makes it publish them to the shared store (SetBlobs).
 	importer *images.Importer
@@ -214,6 +216,23 @@ func openPlaneSide(ctx context.Context, cfg Config, tmplStates *tmplstate.Regist
 		return nil, err
 	}
 	ps.plane.Core.SetTelemetry(ps.metrics)
+	// A store that carries notifications between processes (PostgreSQL)
+	// may be shared by replicas: their changes wake each other's waiters.
+	notes, _ := any(st).(notifier)
+	if ps.replica, err = newReplica(st, cfg.LeaseTTL, notes, ps.plane.Core.Wake, log); err != nil {
+		return nil, err
+	}
+	if notes != nil {
+		// Only such a store is shared: on SQLite this process is alone,
+		// and a previous run that crashed a moment ago is no other
+		// replica whose transitions or node state Recover must spare.
+		ps.plane.Core.SetAnnounce(ps.replica.announce)
+		ps.plane.Core.SetReplicas(ps.replica)
+		// An Idempotency-Key claimed by a replica that died is taken
+		// over by the retry; one claimed by a live one is in flight.
+		ps.plane.Teams.SetReplica(ps.replica.ReplicaID(), ps.replica.Alive)
+	}
+	ps.metrics.ObserveReplica(ps.replica)
 	cfg.Webhooks.OpenSecret = ps.plane.Webhooks.OpenSecret
 	if ps.dispatcher, err = webhooks.New(cfg.Webhooks, timed, ps.plane.Core.Changes, ps.metrics, log.With("component", "webhooks")); err != nil {
 		return nil, err
@@ -266,13 +285,25 @@ func (ps *planeSide) prepare(ctx context.Context) error {
 	return nil
 }
 
-// deliverWebhooks runs the dispatcher until the returned stop, which waits
-// for it: it ends before the store closes, and what it did not deliver
-// stays in the store's outbox.
-func (ps *planeSide) deliverWebhooks(ctx context.Context) (stop func()) {
-	hookCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+// runReplica runs this replica's part among those sharing the store until
+// the returned stop, which waits for it: beats, change notifications, and
+// under the leader lease the singletons (the core's, the webhook
+// dispatcher, and each of also). It ends before the store closes; what
+// the dispatcher did not deliver stays in the store's outbox.
+func (ps *planeSide) runReplica(ctx context.Context, also ...func(ctx context.Context)) (stop func()) {
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Go(func() { ps.dispatcher.Run(hookCtx) })
+	wg.Go(func() {
+		ps.replica.run(rctx, func(ctx context.Context) {
+			var lead sync.WaitGroup
+			defer lead.Wait()
+			lead.Go(func() { ps.plane.Core.Lead(ctx) })
+			lead.Go(func() { ps.dispatcher.Run(ctx) })
+			for _, fn := range also {
+				lead.Go(func() { fn(ctx) })
+			}
+		})
+	})
 	return func() {
 		cancel()
 		wg.Wait()
@@ -296,6 +327,7 @@ func (ps *planeSide) serve(ctx context.Context, listeners Listeners, extra []*se
 		return fmt.Errorf("API: %w", err)
 	}
 	listeners["api"] = ln.Addr().String()
+	ps.replica.setAddr(ln.Addr().String())
 	if cfg.MetricsListen != "" {
 		mln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
@@ -320,6 +352,7 @@ func (ps *planeSide) serve(ctx context.Context, listeners Listeners, extra []*se
 	api.ReportListeners(listeners)
 	api.LimitEventStreams(cfg.HTTP.MaxEventStreamsPerTeam)
 	api.ServeMetrics(metrics.Handler())
+	api.Replica = ps.replica
 	var handler http.Handler = api
 	if !cfg.NoConsole {
 		c := console.New(api)

@@ -35,6 +35,7 @@ type Store interface {
 	Workloads
 	WorkloadUsage
 	Fleet
+	Replicas
 
 	// Teams and keys.
 	CreateTeam(ctx context.Context, t api.Team) error

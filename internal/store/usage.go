@@ -28,7 +28,11 @@ type Usage interface {
 	DeleteSamplesBefore(ctx context.Context, raw, minutes time.Time) error
 
 	// AccrueUsage adds each accrual to its sandbox's hour and cost_usd and
-	// moves the sandbox's meter to its Until, in one transaction.
+	// moves the sandbox's meter to its Until, in one transaction. Each
+	// accrual is conditional on the meter's cursor: when a sandbox's meter
+	// is no longer at the accrual's Cursor (another replica charged it
+	// meanwhile), nothing of the batch is written and the answer is
+	// CodeConflict, so usage is never charged twice.
 	AccrueUsage(ctx context.Context, accruals []Accrual) error
 	// GetMeter returns a sandbox's meter; a sandbox never metered has a
 	// zero one.
@@ -88,6 +92,9 @@ type Accrual struct {
 	CostUSD     float64
 	// Until is how far the sandbox is now metered.
 	Until time.Time
+	// Cursor is how far the sandbox was metered when the accrual was
+	// made (nil: never): the meter's accrued_until it continues from.
+	Cursor *time.Time
 }
 
 // Meter is how far a sandbox is metered, and the size of its save.

@@ -39,6 +39,12 @@ type Webhooks interface {
 	// NextDeliveryAt returns when the earliest pending delivery is due;
 	// ok is false when none is pending.
 	NextDeliveryAt(ctx context.Context) (next time.Time, ok bool, err error)
+	// ClaimDelivery takes a due delivery for one attempt: when it is still
+	// pending, due at now and has attempts attempts (as DueDeliveries read
+	// it), its next attempt moves to until and the answer is true;
+	// otherwise (another dispatcher claimed or tried it meanwhile) false.
+	// A dispatcher that dies mid-attempt leaves it due again at until.
+	ClaimDelivery(ctx context.Context, deliveryID string, attempts int, now, until time.Time) (bool, error)
 	// RecordAttempt adds an attempt to a delivery and moves it to state;
 	// next is when a pending delivery is tried again (nil otherwise). It
 	// keeps the latest MaxAttemptsKept attempts and counts them all.

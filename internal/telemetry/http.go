@@ -14,7 +14,9 @@ func (m *Metrics) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
+		m.requestsInFlight.Inc()
 		defer func() {
+			m.requestsInFlight.Dec()
 			route := r.Pattern // set by the ServeMux on this request
 			if route == "" {
 				route = "unmatched"

@@ -35,6 +35,8 @@ type Metrics struct {
 	webhookAttempts  *prometheus.CounterVec
 	webhookSeconds   prometheus.Histogram
 	storeSeconds     *prometheus.HistogramVec
+	storeInFlight    prometheus.Gauge
+	requestsInFlight prometheus.Gauge
 
 	mu sync.Mutex
 	// since holds when each sandbox began its current start or wake, by
@@ -96,7 +98,14 @@ func New(counter SandboxCounter, log *slog.Logger) *Metrics {
 	m.storeSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "cove_store_seconds", Help: "Store call latencies by operation.", Buckets: prometheus.ExponentialBuckets(0.0001, 3, 12),
 	}, []string{"op"})
+	m.storeInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "cove_store_ops_in_flight", Help: "Timed store calls this replica has waiting or running (queued for a connection under load).",
+	})
+	m.requestsInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "cove_api_requests_in_flight", Help: "API requests this replica is serving, streams included.",
+	})
 	m.reg.MustRegister(
+		m.storeInFlight, m.requestsInFlight,
 		m.createSeconds, m.wakeSeconds, m.execSeconds, m.commandsStarted, m.commandsEnded,
 		m.requests, m.requestSeconds, m.gatewayBytes, m.gatewayDecisions,
 		m.webhookAttempts, m.webhookSeconds, m.storeSeconds,
@@ -222,6 +231,14 @@ func (m *Metrics) GatewayBytes(out, in int64) {
 	}
 }
 
+// beginStore counts a store call in flight and returns its start, for
+// observeStore.
+func (m *Metrics) beginStore() time.Time {
+	m.storeInFlight.Inc()
+	return time.Now()
+}
+
 func (m *Metrics) observeStore(op string, start time.Time) {
+	m.storeInFlight.Dec()
 	m.storeSeconds.WithLabelValues(op).Observe(time.Since(start).Seconds())
 }

@@ -25,6 +25,7 @@ import (
 type Store interface {
 	DueDeliveries(ctx context.Context, t time.Time, perTeam int) ([]store.DueDelivery, error)
 	NextDeliveryAt(ctx context.Context) (time.Time, bool, error)
+	ClaimDelivery(ctx context.Context, deliveryID string, attempts int, now, until time.Time) (bool, error)
 	RecordAttempt(ctx context.Context, deliveryID string, a api.DeliveryAttempt, state api.DeliveryState, next *time.Time) error
 }
 
@@ -277,6 +278,17 @@ type Payload struct {
 func (d *Dispatcher) attempt(ctx context.Context, dd store.DueDelivery) {
 	log := d.log.With("delivery", dd.Delivery.ID, "webhook", dd.Delivery.WebhookID, "event", dd.Delivery.EventID)
 	start := d.now()
+	// Claimed first: a dispatcher on another replica that read the same
+	// delivery (two leaders for a moment) finds it taken and sends
+	// nothing. A claim outlives the attempt's timeout, so that a
+	// dispatcher that dies mid-attempt leaves it due again soon after.
+	claimed, err := d.st.ClaimDelivery(ctx, dd.Delivery.ID, dd.Delivery.AttemptCount, start, start.Add(d.cfg.Timeout+claimMargin))
+	if err != nil || !claimed {
+		if err != nil && ctx.Err() == nil {
+			log.Warn("claim a webhook delivery", "err", err)
+		}
+		return
+	}
 	a := api.DeliveryAttempt{Time: start}
 	if dd.Event.ID == "" {
 		a.Error = "the event expired before it could be delivered"
@@ -297,6 +309,10 @@ func (d *Dispatcher) attempt(ctx context.Context, dd store.DueDelivery) {
 	}
 	d.record(ctx, log, dd, a, a.Error == "")
 }
+
+// claimMargin is how long past its attempt's timeout a claimed delivery
+// stays taken: the attempt's recording comes within it.
+const claimMargin = 5 * time.Second
 
 // post sends the delivery and returns the receiver's status.
 func (d *Dispatcher) post(ctx context.Context, dd store.DueDelivery, now time.Time) (int, error) {

@@ -146,6 +146,11 @@ type Health struct {
 	Listeners map[string]string `json:"listeners,omitempty"`
 	// GPUs are the node's GPUs, for workloads.
 	GPUs *api.GPUHealth `json:"gpus,omitempty"`
+	// Store is "ok" when the replica that answered reaches its store, or
+	// else the error it got; Leader says whether that replica leads (runs
+	// the control plane's singletons). Neither makes the answer fail.
+	Store  string `json:"store,omitempty"`
+	Leader bool   `json:"leader"`
 }
 
 // Health reports whether the server serves, and the state of its warm pool.

@@ -40,6 +40,12 @@ type Core struct {
 	now   func() time.Time
 	// telemetry is set before Start (SetTelemetry), then only read.
 	telemetry Telemetry
+	// replicas are the replicas sharing the store (SetReplicas, before
+	// Recover); nil: alone.
+	replicas Replicas
+	// announce tells the other replicas of a change made here; set
+	// before Start (SetAnnounce), then only read; nil: alone.
+	announce func()
 	// ctx is the server's lifecycle: sandbox starts and terminations run on
 	// it, never on a request's context, and Close cancels it.
 	ctx    context.Context
@@ -163,12 +169,28 @@ func (s *Core) lockSandbox(ctx context.Context, teamID, ref string) (api.Sandbox
 	return sb, o, nil
 }
 
+// notify wakes this replica's waiters and tells the other replicas.
 func (s *Core) notify() {
+	s.Wake()
+	if s.announce != nil {
+		s.announce()
+	}
+}
+
+// Wake wakes every waiter of this replica (long-polls, streams, the
+// webhook dispatcher) to read the store again: a change was made through
+// another replica.
+func (s *Core) Wake() {
 	s.mu.Lock()
 	close(s.changed)
 	s.changed = make(chan struct{})
 	s.mu.Unlock()
 }
+
+// SetAnnounce makes every change this replica makes call fn, which must
+// not block, so that the other replicas sharing the store wake their
+// waiters; set it before Start.
+func (s *Core) SetAnnounce(fn func()) { s.announce = fn }
 
 func (s *Core) changes() <-chan struct{} {
 	s.mu.Lock()
@@ -185,6 +207,11 @@ func (s *Core) changes() <-chan struct{} {
 // that left that state answers conflict: the transition no longer holds.
 func (s *Core) setState(ctx context.Context, sb *api.Sandbox, state api.SandboxState, reason string) error {
 	from := sb.State
+	if isTransient(state) {
+		// Claimed before the state is stored: a replica that dies
+		// between the two leaves a transition with a known owner.
+		s.claim(ctx, sb.ID)
+	}
 	for attempt := 1; ; attempt++ {
 		next := *sb
 		s.transition(&next, state, reason)
@@ -319,6 +346,7 @@ func (s *Core) CreateSandbox(ctx context.Context, teamID string, req api.CreateS
 			return api.Sandbox{}, err
 		}
 	}
+	s.claim(ctx, sb.ID)
 	if err := s.store.CreateSandbox(ctx, sb); err != nil {
 		if warm != "" {
 			s.pool.discard(ctx, warm)

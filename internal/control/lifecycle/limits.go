@@ -17,9 +17,13 @@ type limits struct {
 
 	mu       sync.Mutex
 	activity map[string]time.Time // last API call per sandbox
+	// persisted is the activity persist stored last, per sandbox.
+	persisted map[string]time.Time
 }
 
-func newLimits(s *Core) *limits { return &limits{s: s, activity: map[string]time.Time{}} }
+func newLimits(s *Core) *limits {
+	return &limits{s: s, activity: map[string]time.Time{}, persisted: map[string]time.Time{}}
+}
 
 // touchAt records activity on a sandbox at t (the commands' exits).
 func (s *Core) touchAt(id string, t time.Time) { s.limits.touch(id, t) }
@@ -100,7 +104,7 @@ func (l *limits) lastActive(ctx context.Context, sb api.Sandbox, now time.Time) 
 	if sb.LastActiveAt == nil || last.After(*sb.LastActiveAt) {
 		o := s.opsFor(sb.ID)
 		o.mu.Lock()
-		if err := l.persist(ctx, sb, last); err != nil {
+		if err := l.persistOne(ctx, sb, last); err != nil {
 			s.log.Warn("persist last activity", "sandbox", sb.ID, "err", err)
 		}
 		o.mu.Unlock()
@@ -108,10 +112,10 @@ func (l *limits) lastActive(ctx context.Context, sb api.Sandbox, now time.Time) 
 	return last
 }
 
-// persist records last as a running sandbox's last activity, reading the
+// persistOne records last as a running sandbox's last activity, reading the
 // row again when another writer changed it meanwhile; a sandbox that no
 // longer runs is left as it is. The caller holds its life-cycle lock.
-func (l *limits) persist(ctx context.Context, sb api.Sandbox, last time.Time) error {
+func (l *limits) persistOne(ctx context.Context, sb api.Sandbox, last time.Time) error {
 	for attempt := 1; ; attempt++ {
 		cur, err := l.s.store.GetSandbox(ctx, sb.TeamID, sb.ID)
 		if err != nil || cur.State != api.StateRunning {
@@ -126,4 +130,47 @@ func (l *limits) persist(ctx context.Context, sb api.Sandbox, last time.Time) er
 			return err
 		}
 	}
+}
+
+// persist stores the last activity this replica saw on each running
+// sandbox, when it moved since the last persist: the idle checks run on
+// the leader alone, which knows of calls made through other replicas only
+// from the store. Sandboxes no longer running are forgotten.
+func (l *limits) persist(ctx context.Context) {
+	s := l.s
+	l.mu.Lock()
+	moved := map[string]time.Time{}
+	for id, t := range l.activity {
+		if t.After(l.persisted[id]) {
+			moved[id] = t
+		}
+	}
+	l.mu.Unlock()
+	for id, t := range moved {
+		o := s.opsFor(id)
+		o.mu.Lock()
+		cur, err := s.store.GetSandbox(ctx, "", id)
+		if err != nil || cur.State != api.StateRunning {
+			l.forget(id)
+		} else if err := l.persistOne(ctx, cur, t); err != nil {
+			s.log.Warn("persist last activity", "sandbox", id, "err", err)
+		} else {
+			l.stored(id, t)
+		}
+		o.mu.Unlock()
+	}
+}
+
+func (l *limits) stored(id string, t time.Time) {
+	l.mu.Lock()
+	l.persisted[id] = t
+	l.mu.Unlock()
+}
+
+// forget drops what the limits keep of a sandbox that no longer runs.
+func (l *limits) forget(id string) {
+	l.mu.Lock()
+	delete(l.activity, id)
+	delete(l.persisted, id)
+	l.mu.Unlock()
 }

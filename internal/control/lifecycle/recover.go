@@ -32,38 +32,35 @@ func (s *Core) Recover(ctx context.Context) error {
 		return err
 	}
 	for _, sb := range live {
-		switch sb.State {
-		case api.StateRunning:
-			cmds, err := s.runningCommands(ctx, sb.ID)
-			if err != nil {
-				return err
-			}
-			if err := s.attach(ctx, sb, cmds); err != nil {
-				if nodeLost(err) {
-					// Its node did not come back: the fleet settles it.
-					s.log.Warn("sandbox's node is lost", "sandbox", sb.ID, "err", err)
-					keep[sb.ID] = true
-					continue
-				}
-				s.log.Warn("sandbox lost on restart", "sandbox", sb.ID, "err", err)
-				s.fail(ctx, sb, "the server restarted and could not reattach: "+userReason(err))
-				continue
-			}
-			s.log.Info("sandbox reattached", "sandbox", sb.ID, "commands", len(cmds))
+		if sb.State != api.StateRunning && s.ownedElsewhere(ctx, sb.ID) {
+			// Another replica drives it now: its state is that replica's.
 			keep[sb.ID] = true
-		case api.StateTerminating:
-			s.finishTerminate(ctx, sb, sb.StateReason)
-		case api.StateSleeping:
-			// Finish the sleep from wherever it stopped: the sandbox ends
-			// asleep with a complete save (or failed, its files kept).
-			s.finishSleep(ctx, sb)
-		case api.StateWaking:
-			if err := s.node.DestroyRuntime(ctx, sb.ID); err != nil {
-				s.log.Error("remove half-woken runtime", "sandbox", sb.ID, "err", err)
-			}
-			s.persistState(ctx, &sb, api.StateAsleep, "the server restarted while the sandbox was waking; wake it again")
-		default:
-			s.fail(ctx, sb, fmt.Sprintf("the server restarted while the sandbox was %s", sb.State))
+			continue
+		}
+		if err := s.recoverOne(ctx, sb, "the server restarted", keep); err != nil {
+			return err
+		}
+	}
+	if err := s.removeOrphans(ctx, keep); err != nil {
+		return err
+	}
+	// Ranges of sandboxes that ended while their release could not be
+	// persisted, or whose cleanup a crash cut short, are freed now.
+	if err := s.ranges.Collect(ctx, s.node); err != nil {
+		s.log.Error("release host id ranges of ended sandboxes", "err", err)
+	}
+	return nil
+}
+
+// removeOrphans removes what the node holds of sandboxes the store does
+// not know as live (keep: those recovered). With other replicas alive,
+// the node's sandboxes the store does not know may be theirs (a warm
+// pool's, a create between its admission and its row): they are left
+// alone.
+func (s *Core) removeOrphans(ctx context.Context, keep map[string]bool) error {
+	if s.replicas != nil {
+		if others, err := s.replicas.OthersAlive(ctx); err != nil || others {
+			return nil
 		}
 	}
 	known, err := s.node.Known(ctx)
@@ -86,10 +83,45 @@ func (s *Core) Recover(ctx context.Context) error {
 			s.log.Error("remove orphaned sandbox", "sandbox", id, "err", err)
 		}
 	}
-	// Ranges of sandboxes that ended while their release could not be
-	// persisted, or whose cleanup a crash cut short, are freed now.
-	if err := s.ranges.Collect(ctx, s.node); err != nil {
-		s.log.Error("release host id ranges of ended sandboxes", "err", err)
+	return nil
+}
+
+// recoverOne makes one live sandbox's store and node agree: a running one
+// is reattached (kept in keep) or failed, a transition cut short is
+// finished. why says what cut it short, for the state reasons.
+func (s *Core) recoverOne(ctx context.Context, sb api.Sandbox, why string, keep map[string]bool) error {
+	switch sb.State {
+	case api.StateRunning:
+		cmds, err := s.runningCommands(ctx, sb.ID)
+		if err != nil {
+			return err
+		}
+		if err := s.attach(ctx, sb, cmds); err != nil {
+			if nodeLost(err) {
+				// Its node did not come back: the fleet settles it.
+				s.log.Warn("sandbox's node is lost", "sandbox", sb.ID, "err", err)
+				keep[sb.ID] = true
+				return nil
+			}
+			s.log.Warn("sandbox lost on restart", "sandbox", sb.ID, "err", err)
+			s.fail(ctx, sb, "the server restarted and could not reattach: "+userReason(err))
+			return nil
+		}
+		s.log.Info("sandbox reattached", "sandbox", sb.ID, "commands", len(cmds))
+		keep[sb.ID] = true
+	case api.StateTerminating:
+		s.finishTerminate(ctx, sb, sb.StateReason)
+	case api.StateSleeping:
+		// Finish the sleep from wherever it stopped: the sandbox ends
+		// asleep with a complete save (or failed, its files kept).
+		s.finishSleep(ctx, sb)
+	case api.StateWaking:
+		if err := s.node.DestroyRuntime(ctx, sb.ID); err != nil {
+			s.log.Error("remove half-woken runtime", "sandbox", sb.ID, "err", err)
+		}
+		s.persistState(ctx, &sb, api.StateAsleep, why+" while the sandbox was waking; wake it again")
+	default:
+		s.fail(ctx, sb, fmt.Sprintf("%s while the sandbox was %s", why, sb.State))
 	}
 	return nil
 }

@@ -113,6 +113,10 @@ func New(cfg Config, st Store, nd StatsNode, life Lifecycle, now func() time.Tim
 type state struct {
 	prev  *node.Stats // the last reading, for rates
 	until time.Time   // accrued until (zero: never metered)
+	// cursor is the store's accrued_until as this meter last read or
+	// wrote it (nil: never metered): each accrual is conditional on it, so
+	// that a meter on another replica that charged meanwhile wins.
+	cursor *time.Time
 	// stored is the size of the sandbox's save, read once per sleep
 	// (the core records it before the sandbox is asleep).
 	stored      int64
@@ -216,8 +220,16 @@ func (m *Meter) Tick(ctx context.Context) {
 		if !now.After(from) {
 			continue
 		}
-		accruals = append(accruals, m.Hourly(sb.ID, sb.TeamID, from, now, use)...)
+		hourly := m.Hourly(sb.ID, sb.TeamID, from, now, use)
+		for i := range hourly {
+			hourly[i].Cursor = ms.cursor
+			if i > 0 {
+				hourly[i].Cursor = &hourly[i-1].Until
+			}
+		}
+		accruals = append(accruals, hourly...)
 		ms.until = now
+		ms.cursor = &hourly[len(hourly)-1].Until
 		spent[sb.ID] = sb.CostUSD + use.Cost(m.cfg.Prices)
 	}
 	m.mu.Lock()
@@ -231,8 +243,15 @@ func (m *Meter) Tick(ctx context.Context) {
 		m.log.Error("store samples", "samples", len(samples), "err", err)
 	}
 	if err := m.store.AccrueUsage(ctx, accruals); err != nil {
-		// What the store did not take is charged again from its meter.
-		m.log.Error("accrue usage", "err", err)
+		// What the store did not take is charged again from its meter:
+		// the next tick reads every cursor again. A conflict is a meter
+		// on another replica that charged first (a leader that just lost
+		// its lease).
+		if api.ErrorCode(err) == api.CodeConflict {
+			m.log.Warn("accrue usage: another meter charged first; reading the meters again", "err", err)
+		} else {
+			m.log.Error("accrue usage", "err", err)
+		}
 		m.mu.Lock()
 		clear(m.meters)
 		m.mu.Unlock()
@@ -255,7 +274,7 @@ func (m *Meter) stateOf(ctx context.Context, id string) (*state, error) {
 	if err != nil {
 		return nil, err
 	}
-	ms = &state{}
+	ms = &state{cursor: mt.AccruedUntil}
 	if mt.AccruedUntil != nil {
 		ms.until = *mt.AccruedUntil
 	}

@@ -110,6 +110,13 @@ func New(cfg Config, st Store, log *slog.Logger, now func() time.Time) *Service 
 	return &Service{cfg: cfg, st: st, log: log, now: now, running: map[string]bool{}}
 }
 
+// SetReplica names this process among replicas sharing the store and
+// tells how to know whether another is alive (Config's Replica and
+// ReplicaAlive); call it before serving.
+func (s *Service) SetReplica(id string, alive func(ctx context.Context, owner string) (bool, error)) {
+	s.cfg.Replica, s.cfg.ReplicaAlive = id, alive
+}
+
 // HashKey is how keys (and other bearer tokens) are stored: the hex of
 // their SHA-256.
 func HashKey(key string) string {

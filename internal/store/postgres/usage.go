@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/store"
@@ -101,7 +102,28 @@ func (db *DB) AccrueUsage(ctx context.Context, accruals []store.Accrual) error {
 	}
 	return db.inTx(ctx, func(tx pgx.Tx) error {
 		for _, a := range accruals {
-			_, err := tx.Exec(ctx, `INSERT INTO usage_hours AS u (sandbox_id, team_id, hour, cpu_s, memory_gib_s,
+			// The meter moves first, and only from the accrual's cursor:
+			// a charge another replica made meanwhile (its row lock is
+			// waited for, then the condition read again) refuses the batch.
+			var tag pgconn.CommandTag
+			var err error
+			if a.Cursor == nil {
+				tag, err = tx.Exec(ctx, `INSERT INTO meters AS m (sandbox_id, accrued_until) VALUES ($1, $2)
+					ON CONFLICT (sandbox_id) DO UPDATE SET accrued_until = $2 WHERE m.accrued_until IS NULL`, a.SandboxID, a.Until)
+			} else {
+				tag, err = tx.Exec(ctx, "UPDATE meters SET accrued_until = $2 WHERE sandbox_id = $1 AND accrued_until = $3",
+					a.SandboxID, a.Until, *a.Cursor)
+			}
+			if violation(err) == "foreign" {
+				return api.Errorf(api.CodeNotFound, "sandbox %s not found", a.SandboxID)
+			}
+			if err != nil {
+				return fmt.Errorf("move meter of %s: %w", a.SandboxID, err)
+			}
+			if err := mustAffect(tag, api.Errorf(api.CodeConflict, "the meter of sandbox %s moved since it was read", a.SandboxID)); err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `INSERT INTO usage_hours AS u (sandbox_id, team_id, hour, cpu_s, memory_gib_s,
 				storage_gib_h, egress_bytes, cost_usd) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 				ON CONFLICT (sandbox_id, hour) DO UPDATE SET cpu_s = u.cpu_s + $4, memory_gib_s = u.memory_gib_s + $5,
 					storage_gib_h = u.storage_gib_h + $6, egress_bytes = u.egress_bytes + $7, cost_usd = u.cost_usd + $8`,
@@ -112,16 +134,12 @@ func (db *DB) AccrueUsage(ctx context.Context, accruals []store.Accrual) error {
 			if err != nil {
 				return fmt.Errorf("accrue usage of %s: %w", a.SandboxID, err)
 			}
-			tag, err := tx.Exec(ctx, "UPDATE sandboxes SET cost_usd = cost_usd + $1 WHERE id = $2", a.CostUSD, a.SandboxID)
+			tag, err = tx.Exec(ctx, "UPDATE sandboxes SET cost_usd = cost_usd + $1 WHERE id = $2", a.CostUSD, a.SandboxID)
 			if err != nil {
 				return fmt.Errorf("add cost of %s: %w", a.SandboxID, err)
 			}
 			if err := mustAffect(tag, api.Errorf(api.CodeNotFound, "sandbox %s not found", a.SandboxID)); err != nil {
 				return err
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO meters (sandbox_id, accrued_until) VALUES ($1, $2)
-				ON CONFLICT (sandbox_id) DO UPDATE SET accrued_until = $2`, a.SandboxID, a.Until); err != nil {
-				return fmt.Errorf("move meter of %s: %w", a.SandboxID, err)
 			}
 		}
 		return nil

@@ -142,14 +142,36 @@ func (db *DB) AccrueUsage(ctx context.Context, accruals []store.Accrual) error {
 		return err
 	}
 	defer cost.Close()
-	meter, err := tx.PrepareContext(ctx, `INSERT INTO meters (sandbox_id, accrued_until) VALUES (?1, ?2)
-		ON CONFLICT (sandbox_id) DO UPDATE SET accrued_until = ?2`)
+	// The meter moves first, and only from the accrual's cursor: a
+	// charge another replica already made refuses the whole batch.
+	first, err := tx.PrepareContext(ctx, `INSERT INTO meters (sandbox_id, accrued_until) VALUES (?1, ?2)
+		ON CONFLICT (sandbox_id) DO UPDATE SET accrued_until = ?2 WHERE meters.accrued_until IS NULL`)
 	if err != nil {
 		return err
 	}
-	defer meter.Close()
+	defer first.Close()
+	next, err := tx.PrepareContext(ctx, "UPDATE meters SET accrued_until = ?2 WHERE sandbox_id = ?1 AND accrued_until = ?3")
+	if err != nil {
+		return err
+	}
+	defer next.Close()
 	for _, a := range accruals {
-		_, err := hours.ExecContext(ctx, a.SandboxID, a.TeamID, formatTime(a.Hour.Truncate(time.Hour)),
+		var res sql.Result
+		if a.Cursor == nil {
+			res, err = first.ExecContext(ctx, a.SandboxID, formatTime(a.Until))
+		} else {
+			res, err = next.ExecContext(ctx, a.SandboxID, formatTime(a.Until), formatTime(*a.Cursor))
+		}
+		if sqliteCode(err) == foreignKeyViolation {
+			return api.Errorf(api.CodeNotFound, "sandbox %s not found", a.SandboxID)
+		}
+		if err != nil {
+			return fmt.Errorf("move meter of %s: %w", a.SandboxID, err)
+		}
+		if err := mustAffect(res, api.Errorf(api.CodeConflict, "the meter of sandbox %s moved since it was read", a.SandboxID)); err != nil {
+			return err
+		}
+		_, err = hours.ExecContext(ctx, a.SandboxID, a.TeamID, formatTime(a.Hour.Truncate(time.Hour)),
 			a.CPUS, a.MemoryGiBS, a.StorageGiBH, a.EgressBytes, a.CostUSD)
 		if sqliteCode(err) == foreignKeyViolation {
 			return api.Errorf(api.CodeNotFound, "sandbox %s not found", a.SandboxID)
@@ -157,15 +179,12 @@ func (db *DB) AccrueUsage(ctx context.Context, accruals []store.Accrual) error {
 		if err != nil {
 			return fmt.Errorf("accrue usage of %s: %w", a.SandboxID, err)
 		}
-		res, err := cost.ExecContext(ctx, a.CostUSD, a.SandboxID)
+		res, err = cost.ExecContext(ctx, a.CostUSD, a.SandboxID)
 		if err != nil {
 			return fmt.Errorf("add cost of %s: %w", a.SandboxID, err)
 		}
 		if err := mustAffect(res, api.Errorf(api.CodeNotFound, "sandbox %s not found", a.SandboxID)); err != nil {
 			return err
-		}
-		if _, err := meter.ExecContext(ctx, a.SandboxID, formatTime(a.Until)); err != nil {
-			return fmt.Errorf("move meter of %s: %w", a.SandboxID, err)
 		}
 	}
 	return tx.Commit()

@@ -49,6 +49,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"WorkloadUsage", testWorkloadUsage},
 		{"Versions", testVersions},
 		{"Nodes", testNodes}, {"Placements", testPlacements}, {"FleetValues", testFleetValues},
+		{"Leases", testLeases}, {"Replicas", testReplicas}, {"AccrueConditional", testAccrueConditional}, {"SandboxOwners", testSandboxOwners}, {"ClaimDelivery", testClaimDelivery},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

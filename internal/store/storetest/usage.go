@@ -83,8 +83,8 @@ func testUsage(t *testing.T, s store.Store) {
 
 	mustDo(t, s.AccrueUsage(ctx, []store.Accrual{
 		{SandboxID: "sbx_1", TeamID: "team_a", Hour: h, CPUS: 10, MemoryGiBS: 5, EgressBytes: 100, CostUSD: 0.5, Until: h.Add(10 * time.Second)},
-		{SandboxID: "sbx_1", TeamID: "team_a", Hour: h, CPUS: 10, MemoryGiBS: 5, CostUSD: 0.25, Until: h.Add(20 * time.Second)},
-		{SandboxID: "sbx_1", TeamID: "team_a", Hour: h.Add(time.Hour), StorageGiBH: 2, CostUSD: 0.125, Until: h.Add(time.Hour)},
+		{SandboxID: "sbx_1", TeamID: "team_a", Hour: h, CPUS: 10, MemoryGiBS: 5, CostUSD: 0.25, Until: h.Add(20 * time.Second), Cursor: ptr(h.Add(10 * time.Second))},
+		{SandboxID: "sbx_1", TeamID: "team_a", Hour: h.Add(time.Hour), StorageGiBH: 2, CostUSD: 0.125, Until: h.Add(time.Hour), Cursor: ptr(h.Add(20 * time.Second))},
 		{SandboxID: "sbx_2", TeamID: "team_a", Hour: h, CPUS: 1, CostUSD: 1, Until: h.Add(time.Second)},
 		{SandboxID: "sbx_3", TeamID: "team_b", Hour: h, CPUS: 7, CostUSD: 7, Until: h.Add(time.Second)},
 	}))
