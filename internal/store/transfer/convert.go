@@ -2,9 +2,12 @@ package transfer
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // column is a target column: its name and PostgreSQL type as
@@ -49,6 +52,9 @@ func convert(c column, v any) (any, error) {
 		if !ok || !json.Valid([]byte(s)) {
 			return nil, fmt.Errorf("not JSON: %.40q", fmt.Sprint(v))
 		}
+		if hasNULEscape(s) {
+			return nil, errNUL
+		}
 		return json.RawMessage(s), nil
 	case "bytea":
 		switch x := v.(type) {
@@ -79,10 +85,15 @@ func convert(c column, v any) (any, error) {
 		return nil, fmt.Errorf("a number is stored as %T %v", v, v)
 	case "text", "character varying", "character":
 		switch x := v.(type) {
-		case string:
-			return x, nil
-		case []byte:
-			return string(x), nil
+		case string, []byte:
+			s, _ := text(x)
+			if strings.ContainsRune(s, 0) {
+				return nil, errNUL
+			}
+			if !utf8.ValidString(s) {
+				return nil, fmt.Errorf("text that is not UTF-8, which PostgreSQL cannot store: %.40q", s)
+			}
+			return s, nil
 		case int64:
 			return strconv.FormatInt(x, 10), nil
 		case float64:
@@ -117,6 +128,25 @@ func convert(c column, v any) (any, error) {
 		}
 	}
 	return nil, fmt.Errorf("no conversion from SQLite to PostgreSQL type %s (%s)", c.dataType, c.udt)
+}
+
+// errNUL refuses a NUL character: PostgreSQL stores none in text nor in
+// jsonb (the escape \u0000), while SQLite kept whatever it was given.
+var errNUL = errors.New("a NUL character, which PostgreSQL cannot store")
+
+// hasNULEscape reports whether JSON text holds the escape \u0000 (and
+// not an escaped backslash followed by "u0000").
+func hasNULEscape(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' {
+			continue
+		}
+		if strings.HasPrefix(s[i+1:], "u0000") {
+			return true
+		}
+		i++ // the escaped character
+	}
+	return false
 }
 
 func text(v any) (string, bool) {

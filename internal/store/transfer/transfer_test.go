@@ -241,39 +241,48 @@ func TestRefusesNonEmptyTarget(t *testing.T) {
 	}
 }
 
-// TestFailedCopyLeavesNoTables: a row that cannot be converted fails the
-// move naming its table and column, and the tables the move made are
-// gone, so that once the row is mended the move runs again.
+// TestFailedCopyLeavesNoTables: a row that cannot be converted (JSON
+// SQLite took and PostgreSQL does not, a NUL a tenant put in a label)
+// fails the move naming its row and column, and the tables the move made
+// are gone, so that once the row is mended the move runs again.
 func TestFailedCopyLeavesNoTables(t *testing.T) {
 	ctx := t.Context()
 	_, _, srv := newSaves(t)
-	in := newInstall(t)
-	raw, err := sql.Open("sqlite", in.db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	if _, err := raw.Exec(`UPDATE sandboxes SET labels = '{"a":' WHERE id = 'sbx_gone'`); err != nil {
-		t.Fatal(err)
-	}
-	url := pgserver.Start(t).NewDatabase(t)
-	cfg := Config{From: "sqlite:" + in.db, To: url, Saves: srv.PrefixURL("cove")}
-	_, err = Run(ctx, cfg)
-	if err == nil || !strings.Contains(err.Error(), "labels") || !strings.Contains(err.Error(), "sbx_gone") {
-		t.Fatalf("Run = %v; want an error naming the row and the column", err)
-	}
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if left, _ := allPgTables(ctx, conn); len(left) > 0 {
-		t.Fatalf("a failed move left tables %v", left)
-	}
-	if _, err := raw.Exec(`UPDATE sandboxes SET labels = '{}' WHERE id = 'sbx_gone'`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Run(ctx, cfg); err != nil {
-		t.Fatalf("the move run again: %v", err)
+	pg := pgserver.Start(t)
+	for _, c := range []struct{ name, labels, want string }{
+		{"broken JSON", `{"a":`, "not JSON"},
+		{"a NUL in a label", `{"a":"x\u0000y"}`, "NUL"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := newInstall(t)
+			raw, err := sql.Open("sqlite", in.db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			if _, err := raw.Exec(`UPDATE sandboxes SET labels = ? WHERE id = 'sbx_gone'`, c.labels); err != nil {
+				t.Fatal(err)
+			}
+			url := pg.NewDatabase(t)
+			cfg := Config{From: "sqlite:" + in.db, To: url, Saves: srv.PrefixURL("cove")}
+			_, err = Run(ctx, cfg)
+			if err == nil || !strings.Contains(err.Error(), "labels") || !strings.Contains(err.Error(), "sbx_gone") || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Run = %v; want an error naming the row, the column and %q", err, c.want)
+			}
+			conn, err := pgx.Connect(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			if left, _ := allPgTables(ctx, conn); len(left) > 0 {
+				t.Fatalf("a failed move left tables %v", left)
+			}
+			if _, err := raw.Exec(`UPDATE sandboxes SET labels = '{}' WHERE id = 'sbx_gone'`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Run(ctx, cfg); err != nil {
+				t.Fatalf("the move run again: %v", err)
+			}
+		})
 	}
 }
