@@ -90,12 +90,35 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 	defer clientWG.Wait()
 	defer stopClients()
 	var js *join.Service
-	fl, err := fleet.New(fleet.Config{
-		Store: ps.st,
+	// Where the store carries notifications (PostgreSQL), a change of the
+	// fleet made here is told to the other replicas at once; they poll
+	// anyway.
+	notes, _ := any(ps.st).(notifier)
+	var changed func(context.Context)
+	if notes != nil {
+		changed = func(ctx context.Context) {
+			if err := notes.Notify(ctx, nodesChannel); err != nil {
+				log.Warn("tell the other replicas of a change of the fleet", "err", err)
+			}
+		}
+	}
+	var fl *fleet.Fleet
+	fl, err = fleet.New(fleet.Config{
+		Store:   ps.st,
+		Changed: changed,
 		Dial: func(nodeID, addr string) (fleet.NodeClient, error) {
 			c := remote.New(remote.Config{
 				NodeID: nodeID, Addr: addr, TLS: js.NodeClientTLS(nodeID),
-				OnExit: srv.OnExit, OnDenied: srv.NetworkDenied,
+				// Every replica hears the node's events: an exit is
+				// recorded once (a command that ended stays so) and goes
+				// to the replica that waits for it; a denial is told by
+				// the replica the node heartbeats to.
+				OnExit: srv.OnExit,
+				OnDenied: func(sandboxID string, o api.NetworkObservation, suppressed int64) {
+					if fl.Beating(nodeID) {
+						srv.NetworkDenied(sandboxID, o, suppressed)
+					}
+				},
 				Log: log.With("component", "remote", "node", nodeID),
 			})
 			clientWG.Go(func() { c.Run(clientCtx) })
@@ -157,6 +180,12 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 		srv.TemplatesChanged()
 		return nil
 	}, log)
+	// Every replica keeps its view of the fleet fresh and reattaches the
+	// sandboxes of a node that registers through it.
+	fleetWG.Go(func() { fl.Run(fleetCtx) })
+	if notes != nil {
+		fleetWG.Go(func() { notes.Listen(fleetCtx, nodesChannel, fl.Poke) })
+	}
 	fleetWG.Go(func() { followTemplates(fleetCtx, fl, tmplStates, srv.TemplatesChanged, q.ready) })
 	fleetWG.Go(func() { q.run(fleetCtx) })
 
@@ -166,13 +195,16 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 	q.begin()
 	srv.StartReplica()
 	// Node-loss detection is a singleton: it runs on the leader only.
-	// (The fleet's Run also reattaches the sandboxes of a node that
-	// registers again; it waits meanwhile on a replica that does not lead.)
-	stopReplica := ps.runReplica(ctx, func(ctx context.Context) { fl.Run(ctx) })
+	stopReplica := ps.runReplica(ctx, func(ctx context.Context) { fl.RunLossDetection(ctx) })
 	defer stopReplica()
 	ps.metrics.ObserveNodes(fl.Nodes)
 	return ps.serve(ctx, listeners, nil, ready)
 }
+
+// nodesChannel is the notification channel of changes of the fleet's
+// nodes between control replicas.
+const nodesChannel = "cove_nodes"
+
 
 // followTemplates keeps the templates' states to what the ready nodes
 // have: a template is ready while a node that can start it is. ready is

@@ -31,6 +31,19 @@ type Fleet interface {
 	// sandbox ID.
 	ListPlacements(ctx context.Context, nodeID string) ([]Placement, error)
 
+	// BeatNode records a heartbeat of a node: HeartbeatAt, capacity, GPU
+	// names and templates, in one write, only while the node is ready or
+	// draining in b.Epoch (CodeConflict otherwise: the node registers
+	// again; CodeNotFound for a node never stored). Every control
+	// replica sees the node alive through it.
+	BeatNode(ctx context.Context, b NodeBeat) error
+	// AdmitPlacement stores p only if its node is ready in p.Epoch
+	// (CodeConflict otherwise) and the resources of every other
+	// placement on that node plus p's stay within limit in CPUs and
+	// memory (CodeResourceExhausted otherwise), as one atomic step: two
+	// control replicas placing at once never put a node over limit.
+	AdmitPlacement(ctx context.Context, p Placement, limit api.Resources) error
+
 	// FleetValue returns the value stored under name (CodeNotFound when
 	// there is none); PutFleetValue creates or replaces it;
 	// CreateFleetValue creates it only where none is (CodeConflict else).
@@ -49,9 +62,26 @@ type Node struct {
 	// Epoch is the node's current registration; each one increments it.
 	Epoch    int64
 	Capacity api.NodeCapacity
+	// GPUNames are the node's GPU devices (Capacity counts them).
+	GPUNames []string
+	// Templates are the templates the node can start now.
+	Templates []string
 	// RegisteredAt is the last (re)registration; nil before the first.
 	RegisteredAt *time.Time
-	CreatedAt    time.Time
+	// HeartbeatAt is the node's last heartbeat (or registration) on any
+	// control replica; nil before the first.
+	HeartbeatAt *time.Time
+	CreatedAt   time.Time
+}
+
+// NodeBeat is one heartbeat of a node, as BeatNode records it.
+type NodeBeat struct {
+	ID        string
+	Epoch     int64
+	At        time.Time
+	Capacity  api.NodeCapacity
+	GPUNames  []string
+	Templates []string
 }
 
 // Placement is where a sandbox runs and the save it would wake from.
@@ -70,4 +100,17 @@ type Placement struct {
 	SaveNodeID string
 	SaveBytes  int64
 	SavedAt    *time.Time
+}
+
+// CheckRoom is AdmitPlacement's rule, one for every store: the node's
+// other placements (cpus and memMiB reserved) plus p stay within limit.
+// A small tolerance absorbs the rounding of CPU shares summed in floating
+// point.
+func CheckRoom(p Placement, cpus float64, memMiB int64, limit api.Resources) error {
+	if cpus+p.Resources.CPUs > limit.CPUs+1e-9 || memMiB+p.Resources.MemoryMiB > limit.MemoryMiB {
+		return api.Errorf(api.CodeResourceExhausted,
+			"node %s has %g CPUs and %d MiB reserved of %g and %d: no room for %g CPUs and %d MiB",
+			p.NodeID, cpus, memMiB, limit.CPUs, limit.MemoryMiB, p.Resources.CPUs, p.Resources.MemoryMiB)
+	}
+	return nil
 }

@@ -99,6 +99,45 @@ func (s *memStore) ListPlacements(ctx context.Context, nodeID string) ([]store.P
 	return out, nil
 }
 
+func (s *memStore) BeatNode(ctx context.Context, b store.NodeBeat) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.nodes[b.ID]
+	switch {
+	case !ok:
+		return api.Errorf(api.CodeNotFound, "no node")
+	case n.Epoch != b.Epoch || (n.State != api.NodeReady && n.State != api.NodeDraining):
+		return api.Errorf(api.CodeConflict, "not live in that epoch")
+	}
+	n.HeartbeatAt, n.Capacity, n.GPUNames, n.Templates = &b.At, b.Capacity, b.GPUNames, b.Templates
+	s.nodes[b.ID] = n
+	return nil
+}
+
+func (s *memStore) AdmitPlacement(ctx context.Context, p store.Placement, limit api.Resources) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.nodes[p.NodeID]
+	switch {
+	case !ok:
+		return api.Errorf(api.CodeNotFound, "no node")
+	case n.State != api.NodeReady || n.Epoch != p.Epoch:
+		return api.Errorf(api.CodeConflict, "not ready in that epoch")
+	}
+	var cpus float64
+	var mem int64
+	for _, o := range s.placed {
+		if o.NodeID == p.NodeID && o.SandboxID != p.SandboxID {
+			cpus, mem = cpus+o.Resources.CPUs, mem+o.Resources.MemoryMiB
+		}
+	}
+	if err := store.CheckRoom(p, cpus, mem, limit); err != nil {
+		return err
+	}
+	s.placed[p.SandboxID] = p
+	return nil
+}
+
 // fakeNode is nodetest's node with generations: each save gets one, and a
 // wake on any node of the fleet finds it (a shared save store).
 type fakeNode struct {

@@ -11,6 +11,15 @@ import (
 	"github.com/cove-dev/cove/internal/store"
 )
 
+// limit is a node's capacity × overcommit: what its placements may
+// reserve together.
+func (f *Fleet) limit(m *member) api.Resources {
+	return api.Resources{
+		CPUs:      m.row.Capacity.CPUs * f.cfg.CPUOvercommit,
+		MemoryMiB: int64(float64(m.row.Capacity.MemoryMiB) * f.cfg.MemoryOvercommit),
+	}
+}
+
 // room is what is left of a node for a sandbox of spec, as a share of its
 // capacity × overcommit (the larger the freer), or ok false when the
 // sandbox does not fit or may not go there. The caller holds f.mu.
@@ -24,12 +33,12 @@ func (f *Fleet) room(m *member, spec node.SandboxSpec) (float64, bool) {
 		return 0, false
 	}
 	for _, d := range spec.Devices {
-		if !slices.Contains(m.capacity.GPUs.Names, d) {
+		if !slices.Contains(m.row.GPUNames, d) {
 			return 0, false
 		}
 	}
-	cpus := m.capacity.CPUs * f.cfg.CPUOvercommit
-	mem := float64(m.capacity.MemoryMiB) * f.cfg.MemoryOvercommit
+	l := f.limit(m)
+	cpus, mem := l.CPUs, float64(l.MemoryMiB)
 	freeCPU := cpus - m.reserved.CPUs - spec.Resources.CPUs
 	freeMem := mem - float64(m.reserved.MemoryMiB) - float64(spec.Resources.MemoryMiB)
 	if cpus <= 0 || mem <= 0 || freeCPU < -1e-9 || freeMem < 0 {
@@ -40,45 +49,102 @@ func (f *Fleet) room(m *member, spec node.SandboxSpec) (float64, bool) {
 
 // place reserves room for a sandbox on the node with the most room,
 // preferring prefer when the sandbox fits there, and records the
-// placement. A sandbox placed already keeps its node.
+// placement. A sandbox placed already keeps its node. The store admits
+// the placement only if the node still has room, whatever other replicas
+// placed since this one's view was read; a node that refuses is passed
+// over for the next.
 func (f *Fleet) place(ctx context.Context, spec node.SandboxSpec, prefer string) (*member, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	p := f.placed[spec.ID]
-	if p != nil && p.NodeID != "" {
-		if m := f.nodes[p.NodeID]; m != nil {
+	p, placed, err := f.placement(ctx, spec.ID)
+	if err != nil {
+		return nil, err
+	}
+	if placed && p.NodeID != "" {
+		f.mu.Lock()
+		m := f.nodes[p.NodeID]
+		f.mu.Unlock()
+		if m != nil {
 			return m, nil
 		}
 	}
+	if !placed {
+		p = store.Placement{SandboxID: spec.ID}
+	}
+	refused := map[string]bool{}
+	for {
+		m := f.choose(spec, prefer, refused)
+		if m == nil {
+			return nil, api.Errorf(api.CodeResourceExhausted,
+				"no node has room for %g CPUs and %d MiB of template %s now", spec.Resources.CPUs, spec.Resources.MemoryMiB, spec.Template)
+		}
+		np := p
+		f.mu.Lock()
+		np.NodeID, np.Epoch, np.Resources = m.row.ID, m.row.Epoch, spec.Resources
+		limit := f.limit(m)
+		f.mu.Unlock()
+		err := f.store.AdmitPlacement(ctx, np, limit)
+		f.mu.Lock()
+		if err == nil {
+			f.placed[spec.ID] = &np
+			f.mu.Unlock()
+			return m, nil
+		}
+		// choose reserved the room in the view: give it back.
+		m.reserved = add(m.reserved, spec.Resources, -1)
+		f.mu.Unlock()
+		switch api.ErrorCode(err) {
+		case api.CodeResourceExhausted, api.CodeConflict, api.CodeNotFound:
+			refused[m.row.ID] = true
+		default:
+			return nil, err
+		}
+	}
+}
+
+// choose picks the node for a sandbox of spec among those not refused
+// (prefer if the sandbox fits there, else the one with the most room) and
+// reserves the sandbox's room on it in the view, so that placements made
+// at once here spread; nil when none fits.
+func (f *Fleet) choose(spec node.SandboxSpec, prefer string, refused map[string]bool) *member {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	var best *member
 	var bestRoom float64
-	if m := f.nodes[prefer]; m != nil {
+	if m := f.nodes[prefer]; m != nil && !refused[prefer] {
 		if _, ok := f.room(m, spec); ok {
 			best = m
 		}
 	}
 	if best == nil {
 		for _, m := range f.sortedNodes() {
+			if refused[m.row.ID] {
+				continue
+			}
 			if r, ok := f.room(m, spec); ok && (best == nil || r > bestRoom) {
 				best, bestRoom = m, r
 			}
 		}
 	}
-	if best == nil {
-		return nil, api.Errorf(api.CodeResourceExhausted,
-			"no node has room for %g CPUs and %d MiB of template %s now", spec.Resources.CPUs, spec.Resources.MemoryMiB, spec.Template)
+	if best != nil {
+		best.reserved = add(best.reserved, spec.Resources, 1)
 	}
-	np := store.Placement{SandboxID: spec.ID}
-	if p != nil {
-		np = *p
+	return best
+}
+
+// placement reads a sandbox's placement from the store (any replica may
+// have changed it) and caches it; ok is false when it has none.
+func (f *Fleet) placement(ctx context.Context, sandboxID string) (store.Placement, bool, error) {
+	p, err := f.store.GetPlacement(ctx, sandboxID)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case api.ErrorCode(err) == api.CodeNotFound:
+		delete(f.placed, sandboxID)
+		return store.Placement{}, false, nil
+	case err != nil:
+		return store.Placement{}, false, err
 	}
-	np.NodeID, np.Epoch, np.Resources = best.row.ID, best.row.Epoch, spec.Resources
-	if err := f.store.PutPlacement(ctx, np); err != nil {
-		return nil, err
-	}
-	f.placed[spec.ID] = &np
-	best.reserved = add(best.reserved, spec.Resources, 1)
-	return best, nil
+	f.placed[sandboxID] = &p
+	return p, true, nil
 }
 
 // sortedNodes are the nodes by ID, so ties go the same way every time.
@@ -95,12 +161,12 @@ func (f *Fleet) sortedNodes() []*member {
 // release frees a sandbox's reservation; forget also drops its placement
 // and recorded save, else they stay for a later wake.
 func (f *Fleet) release(ctx context.Context, sandboxID string, forget bool) error {
+	p, ok, err := f.placement(ctx, sandboxID)
+	if err != nil || !ok {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	p := f.placed[sandboxID]
-	if p == nil {
-		return nil
-	}
 	if m := f.nodes[p.NodeID]; m != nil && p.NodeID != "" {
 		m.reserved = add(m.reserved, p.Resources, -1)
 	}
@@ -109,7 +175,8 @@ func (f *Fleet) release(ctx context.Context, sandboxID string, forget bool) erro
 		return f.store.DeletePlacement(ctx, sandboxID)
 	}
 	p.NodeID, p.Epoch, p.Resources = "", 0, api.Resources{}
-	return f.store.PutPlacement(ctx, *p)
+	f.placed[sandboxID] = &p
+	return f.store.PutPlacement(ctx, p)
 }
 
 // recordSave keeps the generation a sleep on nodeID in epoch wrote, only
@@ -117,24 +184,27 @@ func (f *Fleet) release(ctx context.Context, sandboxID string, forget bool) erro
 // never wins), and frees the sandbox's reservation: asleep, it reserves
 // nothing.
 func (f *Fleet) recordSave(ctx context.Context, sandboxID, nodeID string, epoch int64, info node.SaveInfo) error {
+	p, ok, err := f.placement(ctx, sandboxID)
+	if err != nil {
+		return err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	p := f.placed[sandboxID]
 	m := f.nodes[nodeID]
 	if m == nil || !m.connected() {
 		return errLost(nodeID)
 	}
-	if p == nil || p.NodeID != nodeID || p.Epoch != epoch || m.row.Epoch != epoch {
+	if !ok || p.NodeID != nodeID || p.Epoch != epoch || m.row.Epoch != epoch {
 		return api.Errorf(api.CodeUnavailable, "node %s registered again while the sandbox slept; that save is not used", m.row.Name)
 	}
 	t := time.Now()
-	np := *p
+	np := p
 	np.Save, np.SaveNodeID, np.SaveBytes, np.SavedAt = info.Generation, nodeID, info.ArchiveBytes, &t
 	np.NodeID, np.Epoch, np.Resources = "", 0, api.Resources{}
 	if err := f.store.PutPlacement(ctx, np); err != nil {
 		return err
 	}
 	m.reserved = add(m.reserved, p.Resources, -1)
-	*p = np
+	f.placed[sandboxID] = &np
 	return nil
 }

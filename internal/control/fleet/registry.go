@@ -20,7 +20,8 @@ import (
 // with conflict while a node of that name is registered and neither lost
 // nor removed); otherwise the node registers again with the identity its
 // certificate names. Each registration starts a new epoch; the answer
-// lists the sandboxes assigned to the node in it.
+// lists the sandboxes assigned to the node in it. The nodes are read from
+// the store, so a registration through any replica sees every other's.
 func (f *Fleet) Register(ctx context.Context, nodeID string, r fleetwire.Registration) (fleetwire.Admission, error) {
 	if r.Name == "" || r.Addr == "" {
 		return fleetwire.Admission{}, api.Errorf(api.CodeInvalidArgument, "a registration needs the node's name and address")
@@ -28,44 +29,55 @@ func (f *Fleet) Register(ctx context.Context, nodeID string, r fleetwire.Registr
 	now := time.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var m *member
+	rows, err := f.store.ListNodes(ctx)
+	if err != nil {
+		return fleetwire.Admission{}, err
+	}
+	var row store.Node
 	if nodeID == "" {
-		for _, o := range f.nodes {
-			if o.row.Name != r.Name || o.row.State == api.NodeRemoved {
+		for _, o := range rows {
+			if o.Name != r.Name || o.State == api.NodeRemoved {
 				continue
 			}
-			if o.row.State != api.NodeLost {
+			if o.State != api.NodeLost {
 				return fleetwire.Admission{}, api.Errorf(api.CodeConflict, "a node named %q is already registered", r.Name)
 			}
 			// A lost node joining afresh is a new identity: the old one
 			// is retired (its sandboxes went through the loss path).
-			o.row.State = api.NodeRemoved
-			if err := f.store.UpdateNode(ctx, o.row); err != nil {
+			o.State = api.NodeRemoved
+			if err := f.store.UpdateNode(ctx, o); err != nil {
 				return fleetwire.Admission{}, err
 			}
-			closeClient(o)
+			if m := f.nodes[o.ID]; m != nil {
+				m.row = o
+				closeClient(m)
+			}
 		}
-		m = &member{row: store.Node{ID: id.New("node"), Name: r.Name, State: api.NodeReady, CreatedAt: now}}
+		row = store.Node{ID: id.New("node"), Name: r.Name, State: api.NodeReady, CreatedAt: now}
 	} else {
-		m = f.nodes[nodeID]
-		if m == nil || m.row.State == api.NodeRemoved {
-			return fleetwire.Admission{}, notMember(m, nodeID)
+		i := slices.IndexFunc(rows, func(n store.Node) bool { return n.ID == nodeID })
+		if i < 0 || rows[i].State == api.NodeRemoved {
+			var known *store.Node
+			if i >= 0 {
+				known = &rows[i]
+			}
+			return fleetwire.Admission{}, notMember(known, nodeID)
 		}
-		if m.row.Name != r.Name {
-			for _, o := range f.nodes {
-				if o != m && o.row.Name == r.Name && o.row.State != api.NodeRemoved {
+		row = rows[i]
+		if row.Name != r.Name {
+			for _, o := range rows {
+				if o.ID != row.ID && o.Name == r.Name && o.State != api.NodeRemoved {
 					return fleetwire.Admission{}, api.Errorf(api.CodeConflict, "a node named %q is already registered", r.Name)
 				}
 			}
 		}
 	}
-	row := m.row
-	row.Name, row.Addr, row.Epoch, row.RegisteredAt = r.Name, r.Addr, row.Epoch+1, &now
+	row.Name, row.Addr, row.Epoch, row.RegisteredAt, row.HeartbeatAt = r.Name, r.Addr, row.Epoch+1, &now, &now
 	if row.State == api.NodeLost {
 		row.State = api.NodeReady
 	}
-	row.Capacity = api.NodeCapacity{CPUs: r.Capacity.CPUs, MemoryMiB: r.Capacity.MemoryMiB, DiskMiB: r.Capacity.DiskMiB,
-		GPUs: len(r.Capacity.GPUs.Names), GPUType: r.Capacity.GPUs.Type}
+	row.Capacity = nodeCapacity(r.Capacity)
+	row.GPUNames, row.Templates = nonNil(slices.Clone(r.Capacity.GPUs.Names)), nonNil(slices.Clone(r.Templates))
 	client, err := f.cfg.Dial(row.ID, row.Addr)
 	if err != nil {
 		return fleetwire.Admission{}, fmt.Errorf("dial node %s at %s: %w", row.ID, row.Addr, err)
@@ -79,48 +91,111 @@ func (f *Fleet) Register(ctx context.Context, nodeID string, r fleetwire.Registr
 		closeIfCloser(client)
 		return fleetwire.Admission{}, err
 	}
+	m := f.nodes[row.ID]
+	if m == nil {
+		m = &member{}
+		f.nodes[row.ID] = m
+	}
 	closeClient(m)
-	m.row, m.client, m.capacity, m.lastSeen = row, client, r.Capacity, now
-	m.templates = setOf(r.Templates)
-	f.nodes[row.ID] = m
+	m.row, m.client, m.dialed, m.templates = row, client, dialKey{row.Epoch, row.Addr}, setOf(row.Templates)
+	m.beatAt = now
 	// The epoch is the node's now: placements on it move to it.
-	var assigned []string
-	for _, p := range f.placed {
-		if p.NodeID == row.ID {
-			p.Epoch = row.Epoch
-			assigned = append(assigned, p.SandboxID)
+	ps, err := f.store.ListPlacements(ctx, row.ID)
+	if err != nil {
+		return fleetwire.Admission{}, err
+	}
+	assigned := []string{}
+	for _, p := range ps {
+		p.Epoch = row.Epoch
+		if err := f.store.PutPlacement(ctx, p); err != nil {
+			return fleetwire.Admission{}, err
 		}
+		f.placed[p.SandboxID] = &p
+		assigned = append(assigned, p.SandboxID)
 	}
 	sort.Strings(assigned)
 	f.queueReattachLocked(row.ID, row.Epoch, assigned)
 	f.notifyLocked()
+	f.announce(ctx)
 	f.log.Info("node registered", "node", row.ID, "name", row.Name, "addr", row.Addr, "epoch", row.Epoch, "assigned", len(assigned))
-	return fleetwire.Admission{NodeID: row.ID, Epoch: row.Epoch, Assigned: nonNil(assigned),
+	return fleetwire.Admission{NodeID: row.ID, Epoch: row.Epoch, Assigned: assigned,
 		HeartbeatMS: f.cfg.Heartbeat.Milliseconds()}, nil
 }
 
-// Heartbeat records that a node is alive. A stale epoch or a lost node is
-// answered with conflict (register again), a removed one with
-// permission_denied.
+func nodeCapacity(c fleetwire.Capacity) api.NodeCapacity {
+	return api.NodeCapacity{CPUs: c.CPUs, MemoryMiB: c.MemoryMiB, DiskMiB: c.DiskMiB, GPUs: len(c.GPUs.Names), GPUType: c.GPUs.Type}
+}
+
+// Heartbeat records that a node is alive, in the store: every replica
+// sees it. A stale epoch or a lost node is answered with conflict
+// (register again), a removed or unknown one with permission_denied.
 func (f *Fleet) Heartbeat(ctx context.Context, nodeID string, hb fleetwire.Heartbeat) (fleetwire.HeartbeatAnswer, error) {
+	beat := store.NodeBeat{ID: nodeID, Epoch: hb.Epoch, At: time.Now(), Capacity: nodeCapacity(hb.Capacity),
+		GPUNames: nonNil(slices.Clone(hb.Capacity.GPUs.Names)), Templates: nonNil(slices.Clone(hb.Templates))}
+	if err := f.store.BeatNode(ctx, beat); err != nil {
+		return fleetwire.HeartbeatAnswer{}, f.refusal(ctx, nodeID, hb.Epoch, err)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	m := f.nodes[nodeID]
-	switch {
-	case m == nil || m.row.State == api.NodeRemoved:
-		return fleetwire.HeartbeatAnswer{}, notMember(m, nodeID)
-	case m.row.State == api.NodeLost:
-		return fleetwire.HeartbeatAnswer{}, api.Errorf(api.CodeConflict, "node %s was declared lost; register again", nodeID)
-	case hb.Epoch != m.row.Epoch || m.client == nil:
-		return fleetwire.HeartbeatAnswer{}, api.Errorf(api.CodeConflict, "epoch %d of node %s is stale; register again", hb.Epoch, nodeID)
-	}
-	m.lastSeen = time.Now()
-	m.capacity = hb.Capacity
-	if t := setOf(hb.Templates); !maps.Equal(t, m.templates) {
-		m.templates = t
+	if m == nil || m.row.Epoch != hb.Epoch {
+		// Registered through another replica since the last refresh.
+		row, err := f.store.GetNode(ctx, nodeID)
+		if err != nil {
+			return fleetwire.HeartbeatAnswer{}, err
+		}
+		if m == nil {
+			m = &member{}
+			f.nodes[nodeID] = m
+		}
+		m.row = row
+		f.dialLocked(m)
 		f.notifyLocked()
 	}
-	return fleetwire.HeartbeatAnswer{Epoch: m.row.Epoch}, nil
+	if !f.heard(m.row) {
+		f.notifyLocked() // calls waiting for the node go on
+	}
+	m.beatAt = time.Now()
+	m.row.HeartbeatAt, m.row.Capacity, m.row.GPUNames = &beat.At, beat.Capacity, beat.GPUNames
+	if t := setOf(beat.Templates); !maps.Equal(t, m.templates) {
+		m.row.Templates, m.templates = beat.Templates, t
+		f.notifyLocked()
+	}
+	return fleetwire.HeartbeatAnswer{Epoch: hb.Epoch}, nil
+}
+
+// refusal is the answer to a heartbeat the store did not record, in the
+// codes the node acts on.
+func (f *Fleet) refusal(ctx context.Context, nodeID string, epoch int64, err error) error {
+	switch api.ErrorCode(err) {
+	case api.CodeNotFound:
+		return notMember(nil, nodeID)
+	case api.CodeConflict:
+	default:
+		return err
+	}
+	row, gerr := f.store.GetNode(ctx, nodeID)
+	switch {
+	case gerr != nil:
+		return gerr
+	case row.State == api.NodeRemoved:
+		return notMember(&row, nodeID)
+	case row.State == api.NodeLost:
+		return api.Errorf(api.CodeConflict, "node %s was declared lost; register again", nodeID)
+	}
+	return api.Errorf(api.CodeConflict, "epoch %d of node %s is stale; register again", epoch, nodeID)
+}
+
+// Beating says a node's last heartbeats come to this replica: it is the
+// one replica that handles the node's events that must be told once
+// (network denials), while every replica hears them. After a failover
+// both may, for up to LostAfter: a late heartbeat on a busy host must not
+// silence the one replica the node talks to.
+func (f *Fleet) Beating(nodeID string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := f.nodes[nodeID]
+	return m != nil && !m.beatAt.IsZero() && time.Since(m.beatAt) < f.cfg.LostAfter
 }
 
 // Templates are the templates some ready or draining node can start now,
@@ -139,19 +214,27 @@ func (f *Fleet) Templates() ([]string, <-chan struct{}) {
 }
 
 // Allowed answers permission_denied for a node that is removed or unknown:
-// its certificate no longer admits it.
+// its certificate no longer admits it. It reads the store: the node may
+// have been removed through another replica.
 func (f *Fleet) Allowed(ctx context.Context, nodeID string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if m := f.nodes[nodeID]; m == nil || m.row.State == api.NodeRemoved {
-		return notMember(m, nodeID)
+	n, err := f.store.GetNode(ctx, nodeID)
+	switch {
+	case api.ErrorCode(err) == api.CodeNotFound:
+		return notMember(nil, nodeID)
+	case err != nil:
+		return err
+	case n.State == api.NodeRemoved:
+		return notMember(&n, nodeID)
 	}
 	return nil
 }
 
-// Run declares lost every node silent for LostAfter, until ctx ends.
+// Run keeps this replica's view of the fleet fresh until ctx ends: it
+// reads the store every Refresh and when poked, and reattaches the
+// sandboxes of nodes that registered here. Loss detection is
+// RunLossDetection's.
 func (f *Fleet) Run(ctx context.Context) error {
-	tick := time.NewTicker(min(time.Second, f.cfg.LostAfter/5))
+	tick := time.NewTicker(f.cfg.Refresh)
 	defer tick.Stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -163,66 +246,110 @@ func (f *Fleet) Run(ctx context.Context) error {
 			f.reattachPending(ctx, &wg)
 			continue
 		case <-tick.C:
+		case <-f.poke:
 		}
-		f.checkLost(ctx)
+		if err := f.Refresh(ctx); err != nil && ctx.Err() == nil {
+			f.log.Warn("refresh the fleet from the store", "err", err)
+		}
 	}
 }
 
-func (f *Fleet) checkLost(ctx context.Context) {
-	now := time.Now()
-	f.mu.Lock()
-	var silent []*member
-	for _, m := range f.nodes {
-		live := m.row.State == api.NodeReady || m.row.State == api.NodeDraining
-		if live && now.Sub(m.lastSeen) >= f.cfg.LostAfter {
-			silent = append(silent, m)
+// RunLossDetection declares lost every node whose last heartbeat, on any
+// replica, is LostAfter old, until ctx ends. One replica runs it (the
+// leader): a node is given LostAfter from the moment it starts, so a
+// replica that just took over does not count the time no one watched.
+func (f *Fleet) RunLossDetection(ctx context.Context) error {
+	since := time.Now()
+	tick := time.NewTicker(min(time.Second, f.cfg.LostAfter/5))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		f.checkLost(ctx, since)
+	}
+}
+
+func (f *Fleet) checkLost(ctx context.Context, since time.Time) {
+	rows, err := f.store.ListNodes(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			f.log.Warn("read the nodes for loss detection", "err", err)
+		}
+		return
+	}
+	for _, n := range rows {
+		if !f.silent(n, since) {
+			continue
+		}
+		f.log.Warn("node lost", "node", n.ID, "name", n.Name)
+		if err := f.retire(ctx, n.ID, api.NodeLost, "was lost", since); err != nil {
+			f.log.Error("declare node lost", "node", n.ID, "err", err)
 		}
 	}
-	f.mu.Unlock()
-	for _, m := range silent {
-		f.log.Warn("node lost", "node", m.row.ID, "name", m.row.Name)
-		if err := f.retire(ctx, m.row.ID, api.NodeLost, "was lost"); err != nil {
-			f.log.Error("declare node lost", "node", m.row.ID, "err", err)
-		}
+}
+
+// silent says a live node has not been heard of for LostAfter, counted
+// from since at the earliest.
+func (f *Fleet) silent(n store.Node, since time.Time) bool {
+	if n.State != api.NodeReady && n.State != api.NodeDraining {
+		return false
 	}
+	seen := since
+	if n.HeartbeatAt != nil && n.HeartbeatAt.After(seen) {
+		seen = *n.HeartbeatAt
+	}
+	return time.Since(seen) >= f.cfg.LostAfter
 }
 
 // retire makes a node lost or removed and settles each of its sandboxes
-// through the core: asleep from its recorded save, or failed.
-func (f *Fleet) retire(ctx context.Context, nodeID string, state api.NodeState, what string) error {
+// through the core: asleep from its recorded save, or failed. A loss
+// (lostSince not zero) is decided again on the node's row as read now: a
+// heartbeat recorded meanwhile, through any replica, keeps it alive.
+func (f *Fleet) retire(ctx context.Context, nodeID string, state api.NodeState, what string, lostSince time.Time) error {
 	f.mu.Lock()
-	m := f.nodes[nodeID]
-	if m == nil {
+	row, err := f.store.GetNode(ctx, nodeID)
+	if err != nil {
 		f.mu.Unlock()
-		return api.Errorf(api.CodeNotFound, "node %s not found", nodeID)
+		return err
 	}
-	row := m.row
+	if row.State == state || row.State == api.NodeRemoved || (!lostSince.IsZero() && !f.silent(row, lostSince)) {
+		f.mu.Unlock()
+		return nil
+	}
 	row.State = state
 	if err := f.store.UpdateNode(ctx, row); err != nil {
 		f.mu.Unlock()
 		return err
 	}
+	m := f.nodes[nodeID]
+	if m == nil {
+		m = &member{}
+		f.nodes[nodeID] = m
+	}
 	m.row = row
 	closeClient(m)
 	m.reserved = api.Resources{}
-	var lost []store.Placement
-	for _, p := range f.placed {
-		if p.NodeID != nodeID {
-			continue
-		}
-		p.NodeID, p.Epoch, p.Resources = "", 0, api.Resources{}
-		lost = append(lost, *p)
-	}
 	f.notifyLocked()
 	sandboxes := f.sandboxes
 	f.mu.Unlock()
+	f.announce(ctx)
 
-	slices.SortFunc(lost, func(a, b store.Placement) int { return cmpString(a.SandboxID, b.SandboxID) })
+	ps, err := f.store.ListPlacements(ctx, nodeID)
+	if err != nil {
+		return err
+	}
 	var firstErr error
-	for _, p := range lost {
+	for _, p := range ps {
+		p.NodeID, p.Epoch, p.Resources = "", 0, api.Resources{}
 		if err := f.store.PutPlacement(ctx, p); err != nil && firstErr == nil {
 			firstErr = err
 		}
+		f.mu.Lock()
+		f.placed[p.SandboxID] = &p
+		f.mu.Unlock()
 		saved := p.SavedAt != nil // a node with a store of its own names no generation
 		var reason string
 		if saved {
@@ -285,24 +412,30 @@ func (f *Fleet) setDraining(ctx context.Context, ref string, on bool) (api.Node,
 	if err != nil {
 		return api.Node{}, err
 	}
+	// Another replica may have changed the node since the last refresh.
+	row, err := f.store.GetNode(ctx, m.row.ID)
+	if err != nil {
+		return api.Node{}, err
+	}
+	m.row = row
 	from, to := api.NodeReady, api.NodeDraining
 	if !on {
 		from, to = to, from
 	}
-	switch m.row.State {
+	switch row.State {
 	case to:
 		return f.view(m), nil
 	case from:
 	default:
-		return api.Node{}, api.Errorf(api.CodeConflict, "node %s is %s", m.row.Name, m.row.State)
+		return api.Node{}, api.Errorf(api.CodeConflict, "node %s is %s", row.Name, row.State)
 	}
-	row := m.row
 	row.State = to
 	if err := f.store.UpdateNode(ctx, row); err != nil {
 		return api.Node{}, err
 	}
 	m.row = row
 	f.notifyLocked()
+	f.announce(ctx)
 	return f.view(m), nil
 }
 
@@ -318,7 +451,7 @@ func (f *Fleet) Remove(ctx context.Context, ref string) error {
 	if m.row.State == api.NodeRemoved {
 		return nil
 	}
-	return f.retire(ctx, m.row.ID, api.NodeRemoved, "was removed")
+	return f.retire(ctx, m.row.ID, api.NodeRemoved, "was removed", time.Time{})
 }
 
 // Nodes lists every node, removed ones included, oldest first.
@@ -407,9 +540,9 @@ func nonNil(xs []string) []string {
 
 // notMember is the permission_denied a node that is unknown or removed
 // gets; a removed node is told so, for its operator.
-func notMember(m *member, nodeID string) error {
-	if m != nil {
-		return api.Errorf(api.CodePermissionDenied, "node %s (%s) was removed from the fleet (cove nodes rm): its certificate is refused; to bring it back, join it afresh (an empty data dir and a join token)", m.row.Name, nodeID)
+func notMember(n *store.Node, nodeID string) error {
+	if n != nil {
+		return api.Errorf(api.CodePermissionDenied, "node %s (%s) was removed from the fleet (cove nodes rm): its certificate is refused; to bring it back, join it afresh (an empty data dir and a join token)", n.Name, nodeID)
 	}
 	return api.Errorf(api.CodePermissionDenied, "node %s is not a member of this fleet", nodeID)
 }

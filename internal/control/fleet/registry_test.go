@@ -42,7 +42,7 @@ func TestWake(t *testing.T) {
 			must(t, err)
 		}, "b"},
 		{"home lost", func(t *testing.T, h *harness) {
-			must(t, h.f.retire(t.Context(), h.nodeID(t, "a"), api.NodeLost, "was lost"))
+			must(t, h.f.retire(t.Context(), h.nodeID(t, "a"), api.NodeLost, "was lost", time.Time{}))
 		}, "b"},
 	}
 	for _, tt := range tests {
@@ -90,7 +90,7 @@ func TestStaleEpochSaveNotRecorded(t *testing.T) {
 			case "registered again":
 				_, err = h.f.Register(ctx, a.NodeID, registration("a", 2))
 			case "lost":
-				err = h.f.retire(ctx, a.NodeID, api.NodeLost, "was lost")
+				err = h.f.retire(ctx, a.NodeID, api.NodeLost, "was lost", time.Time{})
 			}
 			must(t, err)
 			// The call went out in the old epoch.
@@ -135,7 +135,7 @@ func TestRegistry(t *testing.T) {
 	_, err = h.f.Heartbeat(ctx, "node_unknown", fleetwire.Heartbeat{Epoch: 1})
 	wantCode(t, err, api.CodePermissionDenied)
 
-	must(t, h.f.retire(ctx, a.NodeID, api.NodeLost, "was lost"))
+	must(t, h.f.retire(ctx, a.NodeID, api.NodeLost, "was lost", time.Time{}))
 	_, err = h.f.Heartbeat(ctx, a.NodeID, fleetwire.Heartbeat{Epoch: 2})
 	wantCode(t, err, api.CodeConflict)
 	back, err := h.f.Register(ctx, a.NodeID, registration("a", 2))
@@ -181,7 +181,7 @@ func TestLoss(t *testing.T) {
 			t.Fatalf("sbx_3 on %q", h.placedOn("sbx_3"))
 		}
 		done := make(chan error, 1)
-		go func() { done <- h.f.Run(ctx) }()
+		go func() { done <- h.f.RunLossDetection(ctx) }()
 		for range 4 { // b keeps beating, a is silent
 			time.Sleep(3 * time.Second)
 			_, err := h.f.Heartbeat(ctx, b.NodeID, fleetwire.Heartbeat{Epoch: b.Epoch})
@@ -209,13 +209,16 @@ func TestLoss(t *testing.T) {
 	})
 }
 
-// TestRestartWaitsForNodes: after a restart of the control plane, calls
-// for a sandbox wait for its node to register again (up to LostAfter);
-// past that they answer node-lost, and the loss path settles it.
+// TestRestartWaitsForNodes: a control plane started over the store of
+// another (a restart, or a second replica) dials the nodes from the store;
+// calls for a sandbox wait for its node to be heard of again (a heartbeat,
+// through any replica, without registering again) up to LostAfter; past
+// that they answer node-lost, and loss detection settles the sandbox.
 func TestRestartWaitsForNodes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, Config{LostAfter: 10 * time.Second})
-		ctx := t.Context()
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
 		a := h.join(t, "a", 4)
 		h.join(t, "b", 4)
 		must(t, h.f.Admit(ctx, spec("sbx_1", 1)))
@@ -228,7 +231,8 @@ func TestRestartWaitsForNodes(t *testing.T) {
 		}
 		onB := map[string]string{"sbx_1": "sbx_2", "sbx_2": "sbx_1"}[onA]
 
-		// A new control plane over the same store.
+		// A new control plane over the same store, later.
+		time.Sleep(time.Minute)
 		restarted, err := New(Config{Store: h.store, Dial: h.dial, LostAfter: 10 * time.Second})
 		must(t, err)
 		restarted.SetSandboxes(h.lost)
@@ -241,19 +245,33 @@ func TestRestartWaitsForNodes(t *testing.T) {
 		synctest.Wait()
 		select {
 		case err := <-attached:
-			t.Fatalf("attach returned before its node registered: %v", err)
+			t.Fatalf("attach returned before its node was heard of: %v", err)
 		default:
 		}
-		_, err = restarted.Register(ctx, a.NodeID, registration("a", 4))
+		_, err = restarted.Heartbeat(ctx, a.NodeID, fleetwire.Heartbeat{Epoch: a.Epoch})
 		must(t, err)
 		must(t, <-attached)
 
-		// b never comes back: past LostAfter the call answers node-lost.
+		// b is never heard of again: past LostAfter the call answers
+		// node-lost, and loss detection settles its sandbox.
 		start := time.Now()
 		err = restarted.Attach(ctx, spec(onB, 1), nil)
 		if !isLost(err) || time.Since(start) != 6*time.Second {
-			t.Fatalf("attach on a node that never came back = %v after %s; want node-lost after 6s", err, time.Since(start))
+			t.Fatalf("attach on a node never heard of again = %v after %s; want node-lost after 6s", err, time.Since(start))
 		}
+		done := make(chan error, 1)
+		go func() { done <- restarted.RunLossDetection(ctx) }()
+		for range 4 {
+			time.Sleep(3 * time.Second)
+			_, err := restarted.Heartbeat(ctx, a.NodeID, fleetwire.Heartbeat{Epoch: a.Epoch})
+			must(t, err)
+		}
+		synctest.Wait()
+		if got := h.lost.got(); len(got) != 1 || got[0].Sandbox != onB {
+			t.Fatalf("NodeLost calls = %+v; want %s's alone", got, onB)
+		}
+		cancel()
+		must(t, <-done)
 	})
 }
 

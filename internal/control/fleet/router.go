@@ -15,41 +15,56 @@ import (
 	"github.com/cove-dev/cove/internal/store"
 )
 
-// route finds the client of the node that holds a sandbox. After a
-// restart of the control plane a node that has not registered again is
-// waited for until LostAfter has passed since Load (or ctx ends); a
-// sandbox whose node is lost or removed answers an error whose NodeLost
-// method says so.
+// route finds the client of the node that holds a sandbox, reading the
+// sandbox's placement from the store: another replica may have placed,
+// moved or put it to sleep. With wait, a node not heard of since this
+// replica started (a restart, or a replica new to the fleet) is waited
+// for until LostAfter has passed since then (or ctx ends): it heartbeats
+// through any replica, or is left to the loss path. A sandbox whose node
+// is lost, removed or never heard of again answers an error whose
+// NodeLost method says so.
 func (f *Fleet) route(ctx context.Context, sandboxID string, wait bool) (NodeClient, string, int64, error) {
 	for {
-		f.mu.Lock()
-		p := f.placed[sandboxID]
-		if p == nil {
-			f.mu.Unlock()
+		p, ok, err := f.placement(ctx, sandboxID)
+		if err != nil {
+			return nil, "", 0, err
+		}
+		if !ok {
 			return nil, "", 0, api.Errorf(api.CodeNotFound, "sandbox %s is placed on no node", sandboxID)
 		}
 		if p.NodeID == "" {
-			f.mu.Unlock()
 			return nil, "", 0, lostError{api.Errorf(api.CodeUnavailable, "sandbox %s has no node now", sandboxID)}
 		}
+		f.mu.Lock()
 		m := f.nodes[p.NodeID]
-		if m == nil || m.row.State == api.NodeLost || m.row.State == api.NodeRemoved {
+		f.mu.Unlock()
+		if m == nil {
+			// A node registered through another replica since the last
+			// refresh.
+			if err := f.refreshNode(ctx, p.NodeID); err != nil {
+				return nil, "", 0, err
+			}
+		}
+		f.mu.Lock()
+		m = f.nodes[p.NodeID]
+		if m == nil || !m.connected() {
 			f.mu.Unlock()
 			return nil, "", 0, errLost(p.NodeID)
 		}
-		if m.client != nil {
+		if !wait || f.heard(m.row) {
 			c, id, epoch := m.client, m.row.ID, m.row.Epoch
 			f.mu.Unlock()
 			return c, id, epoch, nil
 		}
 		left := time.Until(f.started.Add(f.cfg.LostAfter))
-		changed := f.changed
-		name := m.row.Name
+		changed, name := f.changed, m.row.Name
 		f.mu.Unlock()
-		if left <= 0 || !wait {
+		if left <= 0 {
 			return nil, "", 0, errLost(name)
 		}
-		t := time.NewTimer(left)
+		// The heartbeat may come through another replica: the node's
+		// row is read again every so often.
+		t := time.NewTimer(min(left, heardPoll))
 		select {
 		case <-changed:
 			t.Stop()
@@ -58,7 +73,48 @@ func (f *Fleet) route(ctx context.Context, sandboxID string, wait bool) (NodeCli
 			t.Stop()
 			return nil, "", 0, context.Cause(ctx)
 		}
+		if err := f.refreshNode(ctx, p.NodeID); err != nil {
+			return nil, "", 0, err
+		}
 	}
+}
+
+// heardPoll is how often a call waiting for a node not heard of since
+// this replica started reads the node's row again.
+const heardPoll = 250 * time.Millisecond
+
+// heard says a node was heard of (registered or heartbeat, through any
+// replica) since this replica started. The caller holds f.mu.
+func (f *Fleet) heard(row store.Node) bool {
+	return row.HeartbeatAt != nil && !row.HeartbeatAt.Before(f.started)
+}
+
+// refreshNode reads one node's row from the store into the view, and
+// dials it if it is live.
+func (f *Fleet) refreshNode(ctx context.Context, nodeID string) error {
+	row, err := f.store.GetNode(ctx, nodeID)
+	if api.ErrorCode(err) == api.CodeNotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := f.nodes[nodeID]
+	if m == nil {
+		m = &member{}
+		f.nodes[nodeID] = m
+	}
+	if row.Epoch < m.row.Epoch {
+		return nil // read before a registration this replica made since
+	}
+	if m.row.State != row.State || m.row.Epoch != row.Epoch {
+		f.notifyLocked()
+	}
+	m.row, m.templates = row, setOf(row.Templates)
+	f.dialLocked(m)
+	return nil
 }
 
 // client is route for the calls that carry no context: they never wait.
@@ -86,9 +142,10 @@ func (f *Fleet) connected() []NodeClient {
 // answers that node's client and ID, or a nil client when none is
 // connected.
 func (f *Fleet) saveHolder(sandboxID string) (NodeClient, string) {
+	p, ok, _ := f.placement(context.Background(), sandboxID)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if p := f.placed[sandboxID]; p != nil {
+	if ok {
 		for _, id := range []string{p.NodeID, p.SaveNodeID} {
 			if m := f.nodes[id]; m != nil && m.connected() {
 				return m.client, id
@@ -138,15 +195,17 @@ func (f *Fleet) Start(ctx context.Context, spec node.SandboxSpec) error {
 // Wake places an asleep sandbox, on the node it slept on if that node has
 // room, and wakes it there from its recorded save.
 func (f *Fleet) Wake(ctx context.Context, spec node.SandboxSpec) error {
-	f.mu.Lock()
 	var home string
-	if p := f.placed[spec.ID]; p != nil {
+	p, ok, err := f.placement(ctx, spec.ID)
+	if err != nil {
+		return err
+	}
+	if ok {
 		spec.Save, home = p.Save, p.SaveNodeID
 		if p.NodeID != "" {
 			home = p.NodeID
 		}
 	}
-	f.mu.Unlock()
 	if _, err := f.place(ctx, spec, home); err != nil {
 		return err
 	}
@@ -238,16 +297,17 @@ func (f *Fleet) DropSave(ctx context.Context, id string) error {
 	if err := h.DropSave(ctx, id); err != nil {
 		return err
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if p := f.placed[id]; p != nil {
-		np := *p
-		np.Save, np.SaveNodeID, np.SaveBytes, np.SavedAt = "", "", 0, nil
-		if err := f.store.PutPlacement(ctx, np); err != nil {
-			return err
-		}
-		*p = np
+	p, ok, err := f.placement(ctx, id)
+	if err != nil || !ok {
+		return err
 	}
+	p.Save, p.SaveNodeID, p.SaveBytes, p.SavedAt = "", "", 0, nil
+	if err := f.store.PutPlacement(ctx, p); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.placed[id] = &p
+	f.mu.Unlock()
 	return nil
 }
 
@@ -262,12 +322,15 @@ func (f *Fleet) CopySave(ctx context.Context, from, to string) (node.SaveInfo, e
 	if err != nil {
 		return info, err
 	}
+	np, ok, err := f.placement(ctx, to)
+	if err != nil {
+		return info, err
+	}
+	if !ok {
+		np = store.Placement{SandboxID: to}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	np := store.Placement{SandboxID: to}
-	if p := f.placed[to]; p != nil {
-		np = *p
-	}
 	t := time.Now()
 	np.Save, np.SaveNodeID, np.SaveBytes, np.SavedAt = info.Generation, holderID, info.ArchiveBytes, &t
 	if err := f.store.PutPlacement(ctx, np); err != nil {
@@ -380,8 +443,8 @@ func (f *Fleet) GPUs() node.GPUs {
 	defer f.mu.Unlock()
 	var best node.GPUs
 	for _, m := range f.sortedNodes() {
-		if m.client != nil && m.row.State == api.NodeReady && len(m.capacity.GPUs.Names) > len(best.Names) {
-			best = node.GPUs{Type: m.capacity.GPUs.Type, Names: slices.Clone(m.capacity.GPUs.Names)}
+		if m.client != nil && m.row.State == api.NodeReady && len(m.row.GPUNames) > len(best.Names) {
+			best = node.GPUs{Type: m.row.Capacity.GPUType, Names: slices.Clone(m.row.GPUNames)}
 		}
 	}
 	return best
@@ -477,12 +540,12 @@ func holds(o node.Output) error {
 // sandbox placed nowhere, the one that wrote its save first; nowhere is
 // false while the sandbox is placed on a node (or unknown).
 func (f *Fleet) outputHolders(id string) (holders []NodeClient, nowhere bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	p := f.placed[id]
-	if p == nil || p.NodeID != "" {
+	p, ok, _ := f.placement(context.Background(), id)
+	if !ok || p.NodeID != "" {
 		return nil, false
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if m := f.nodes[p.SaveNodeID]; m != nil && m.connected() {
 		holders = append(holders, m.client)
 	}

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"testing"
+	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/node"
@@ -95,7 +96,7 @@ func TestDestroyOnLostNode(t *testing.T) {
 	ctx := t.Context()
 	a := h.join(t, "a", 2)
 	must(t, h.f.Admit(ctx, spec("sbx_1", 1)))
-	must(t, h.f.retire(ctx, a.NodeID, api.NodeLost, "was lost"))
+	must(t, h.f.retire(ctx, a.NodeID, api.NodeLost, "was lost", time.Time{}))
 	must(t, h.f.Destroy(ctx, "sbx_1"))
 	if _, err := h.store.GetPlacement(ctx, "sbx_1"); api.ErrorCode(err) != api.CodeNotFound {
 		t.Fatalf("placement after destroy: %v", err)

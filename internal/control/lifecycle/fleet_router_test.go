@@ -72,7 +72,7 @@ func TestFleetNodeLoss(t *testing.T) {
 
 		runCtx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		go func() { done <- f.Run(runCtx) }()
+		go func() { done <- f.RunLossDetection(runCtx) }()
 		time.Sleep(11 * time.Second) // no heartbeat
 		synctest.Wait()
 		stop()

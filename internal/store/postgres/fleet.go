@@ -11,17 +11,21 @@ import (
 	"github.com/cove-dev/cove/internal/store"
 )
 
-const nodeColumns = "id, name, addr, state, epoch, capacity, registered_at, created_at"
+const nodeColumns = "id, name, addr, state, epoch, capacity, gpu_names, templates, registered_at, heartbeat_at, created_at"
 
 func scanNode(r scanner) (store.Node, error) {
 	var n store.Node
-	var state, capacity string
-	if err := r.Scan(&n.ID, &n.Name, &n.Addr, &state, &n.Epoch, &capacity, &n.RegisteredAt, &n.CreatedAt); err != nil {
+	var state, capacity, gpus, templates string
+	if err := r.Scan(&n.ID, &n.Name, &n.Addr, &state, &n.Epoch, &capacity, &gpus, &templates,
+		&n.RegisteredAt, &n.HeartbeatAt, &n.CreatedAt); err != nil {
 		return store.Node{}, err
 	}
 	var d decoder
 	n.State = api.NodeState(state)
 	d.json(capacity, &n.Capacity)
+	d.json(gpus, &n.GPUNames)
+	d.json(templates, &n.Templates)
+	n.GPUNames, n.Templates = nonNilStrings(n.GPUNames), nonNilStrings(n.Templates)
 	return n, d.err
 }
 
@@ -41,8 +45,12 @@ func (db *DB) CreateNode(ctx context.Context, n store.Node) error {
 	if err != nil {
 		return err
 	}
-	_, err = db.pool.Exec(ctx, "INSERT INTO nodes ("+nodeColumns+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-		n.ID, n.Name, n.Addr, string(n.State), n.Epoch, capacity, n.RegisteredAt, n.CreatedAt)
+	gpus, templates, err := nodeLists(n.GPUNames, n.Templates)
+	if err != nil {
+		return err
+	}
+	_, err = db.pool.Exec(ctx, "INSERT INTO nodes ("+nodeColumns+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+		n.ID, n.Name, n.Addr, string(n.State), n.Epoch, capacity, gpus, templates, n.RegisteredAt, n.HeartbeatAt, n.CreatedAt)
 	if e := nodeConflict(n, err); e != nil {
 		return e
 	}
@@ -70,9 +78,13 @@ func (db *DB) UpdateNode(ctx context.Context, n store.Node) error {
 	if err != nil {
 		return err
 	}
+	gpus, templates, err := nodeLists(n.GPUNames, n.Templates)
+	if err != nil {
+		return err
+	}
 	tag, err := db.pool.Exec(ctx, `UPDATE nodes SET name = $1, addr = $2, state = $3, epoch = $4, capacity = $5,
-		registered_at = $6, created_at = $7 WHERE id = $8`,
-		n.Name, n.Addr, string(n.State), n.Epoch, capacity, n.RegisteredAt, n.CreatedAt, n.ID)
+		gpu_names = $6, templates = $7, registered_at = $8, heartbeat_at = $9, created_at = $10 WHERE id = $11`,
+		n.Name, n.Addr, string(n.State), n.Epoch, capacity, gpus, templates, n.RegisteredAt, n.HeartbeatAt, n.CreatedAt, n.ID)
 	if e := nodeConflict(n, err); e != nil {
 		return e
 	}

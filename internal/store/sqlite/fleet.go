@@ -10,21 +10,42 @@ import (
 	"github.com/cove-dev/cove/internal/store"
 )
 
-const nodeColumns = "id, name, addr, state, epoch, capacity, registered_at, created_at"
+const nodeColumns = "id, name, addr, state, epoch, capacity, gpu_names, templates, registered_at, heartbeat_at, created_at"
 
 func scanNode(r scanner) (store.Node, error) {
 	var n store.Node
-	var state, capacity, created string
-	var registered sql.NullString
-	if err := r.Scan(&n.ID, &n.Name, &n.Addr, &state, &n.Epoch, &capacity, &registered, &created); err != nil {
+	var state, capacity, gpus, templates, created string
+	var registered, beat sql.NullString
+	if err := r.Scan(&n.ID, &n.Name, &n.Addr, &state, &n.Epoch, &capacity, &gpus, &templates, &registered, &beat, &created); err != nil {
 		return store.Node{}, err
 	}
 	var d decoder
 	n.State = api.NodeState(state)
 	d.json(capacity, &n.Capacity)
+	d.json(gpus, &n.GPUNames)
+	d.json(templates, &n.Templates)
+	n.GPUNames, n.Templates = nonNilStrings(n.GPUNames), nonNilStrings(n.Templates)
 	n.RegisteredAt = d.timePtr(registered)
+	n.HeartbeatAt = d.timePtr(beat)
 	n.CreatedAt = d.time(created)
 	return n, d.err
+}
+
+func nonNilStrings(xs []string) []string {
+	if xs == nil {
+		return []string{}
+	}
+	return xs
+}
+
+// nodeLists encodes a node's GPU names and templates.
+func nodeLists(gpus, templates []string) (string, string, error) {
+	g, err := encodeJSON(nonNilStrings(gpus))
+	if err != nil {
+		return "", "", err
+	}
+	t, err := encodeJSON(nonNilStrings(templates))
+	return g, t, err
 }
 
 func nodeConflict(n store.Node, err error) error {
@@ -43,8 +64,13 @@ func (db *DB) CreateNode(ctx context.Context, n store.Node) error {
 	if err != nil {
 		return err
 	}
-	_, err = db.write.ExecContext(ctx, "INSERT INTO nodes ("+nodeColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-		n.ID, n.Name, n.Addr, string(n.State), n.Epoch, capacity, nullTime(n.RegisteredAt), formatTime(n.CreatedAt))
+	gpus, templates, err := nodeLists(n.GPUNames, n.Templates)
+	if err != nil {
+		return err
+	}
+	_, err = db.write.ExecContext(ctx, "INSERT INTO nodes ("+nodeColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		n.ID, n.Name, n.Addr, string(n.State), n.Epoch, capacity, gpus, templates,
+		nullTime(n.RegisteredAt), nullTime(n.HeartbeatAt), formatTime(n.CreatedAt))
 	if e := nodeConflict(n, err); e != nil {
 		return e
 	}
@@ -72,9 +98,14 @@ func (db *DB) UpdateNode(ctx context.Context, n store.Node) error {
 	if err != nil {
 		return err
 	}
+	gpus, templates, err := nodeLists(n.GPUNames, n.Templates)
+	if err != nil {
+		return err
+	}
 	res, err := db.write.ExecContext(ctx, `UPDATE nodes SET name = ?, addr = ?, state = ?, epoch = ?, capacity = ?,
-		registered_at = ?, created_at = ? WHERE id = ?`,
-		n.Name, n.Addr, string(n.State), n.Epoch, capacity, nullTime(n.RegisteredAt), formatTime(n.CreatedAt), n.ID)
+		gpu_names = ?, templates = ?, registered_at = ?, heartbeat_at = ?, created_at = ? WHERE id = ?`,
+		n.Name, n.Addr, string(n.State), n.Epoch, capacity, gpus, templates,
+		nullTime(n.RegisteredAt), nullTime(n.HeartbeatAt), formatTime(n.CreatedAt), n.ID)
 	if e := nodeConflict(n, err); e != nil {
 		return e
 	}

@@ -51,6 +51,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Nodes", testNodes}, {"Placements", testPlacements}, {"FleetValues", testFleetValues},
 		{"Leases", testLeases}, {"Replicas", testReplicas}, {"AccrueConditional", testAccrueConditional}, {"SandboxOwners", testSandboxOwners}, {"ClaimDelivery", testClaimDelivery},
 	}
+	tests = append(tests, fleetSharedTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,9 @@
+package fleetscale_test
+
+import (
+	"testing"
+
+	"github.com/cove-dev/cove/internal/testsupport/pgserver"
+)
+
+func TestMain(m *testing.M) { pgserver.Main(m) }
