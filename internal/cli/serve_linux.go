@@ -16,7 +16,7 @@ import (
 
 // serverCmds are the commands that run the service; they need Linux.
 func (a *app) serverCmds() []*cobra.Command {
-	return []*cobra.Command{a.serveCmd(), a.controlCmd(), a.nodeCmd()}
+	return []*cobra.Command{a.serveCmd(), a.controlCmd(), a.nodeCmd(), a.adminCmd()}
 }
 
 func (a *app) serveCmd() *cobra.Command {

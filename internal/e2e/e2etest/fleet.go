@@ -46,6 +46,7 @@ type fleetOpts struct {
 	controlArgs []string
 	nodeArgs    []string
 	managed     bool
+	seed        func(dataDir string)
 }
 
 // FleetNodes starts n nodes (default 2).
@@ -59,6 +60,14 @@ func FleetControlArgs(args ...string) FleetOpt {
 // FleetNodeArgs adds arguments to every `cove node`.
 func FleetNodeArgs(args ...string) FleetOpt {
 	return func(o *fleetOpts) { o.nodeArgs = append(o.nodeArgs, args...) }
+}
+
+// FleetSeedControl fills the control plane's data dir before its first
+// start: a store moved from another install brings its admin team, so
+// the control plane writes no admin key of its own and seed puts the
+// install's there.
+func FleetSeedControl(seed func(dataDir string)) FleetOpt {
+	return func(o *fleetOpts) { o.seed = seed }
 }
 
 // FleetManaged makes the managed image the default template.
@@ -99,6 +108,12 @@ func StartFleet(t testing.TB, opts ...FleetOpt) *Fleet {
 		"--node-lost-after", f.LostAfter.String(), "--default-template", template,
 		"--images-dir", filepath.Join(dir, "control-images")}, o.controlArgs...)
 	c.bin = binDir
+	if o.seed != nil {
+		if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		o.seed(c.DataDir)
+	}
 	c.Start()
 	b, err := os.ReadFile(filepath.Join(c.DataDir, "admin-api-key"))
 	if err != nil {

@@ -1,0 +1,190 @@
+// Package migrate tests `cove admin migrate-store` whole: a `cove serve`
+// install is moved to PostgreSQL and an S3 save store, and its asleep
+// sandbox wakes through `cove control` on a `cove node`.
+package migrate
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
+	"github.com/cove-dev/cove/internal/testsupport/pgserver"
+	"github.com/cove-dev/cove/internal/testsupport/s3server"
+	cove "github.com/cove-dev/cove/sdk/go"
+)
+
+func TestMain(m *testing.M) { e2etest.Main(m) }
+
+// replay is the whole recorded output of a command, every record in
+// order as JSON lines.
+func replay(t *testing.T, c *cove.Client, sb, cmd string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	err := c.Output(context.Background(), sb, cmd, 0, false, func(r api.OutputRecord) error {
+		line, _ := json.Marshal(r)
+		b.Write(append(line, '\n'))
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("output of %s: %v", cmd, err)
+	}
+	return b.Bytes()
+}
+
+func sha(t *testing.T, c *cove.Client, id, path string) string {
+	t.Helper()
+	var b bytes.Buffer
+	if _, err := c.DownloadFile(context.Background(), id, path, &b); err != nil {
+		t.Fatalf("download %s: %v", path, err)
+	}
+	s := sha256.Sum256(b.Bytes())
+	return hex.EncodeToString(s[:])
+}
+
+// migrateStore runs `cove admin migrate-store` and returns its output.
+func migrateStore(t *testing.T, env []string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(e2etest.BinDir(), "cove"), append([]string{"admin", "migrate-store"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestServeToFleet: a cove serve install with a team, a secret, an asleep
+// sandbox with files and command history, and an ended sandbox is moved
+// to PostgreSQL and an S3 bucket. The move refuses while a sandbox runs;
+// then, through cove control on the moved store and a cove node, the
+// sandbox wakes with its files, every earlier command's output replays
+// byte for byte, its secret still resolves under serve's key, and serve's
+// keys are still the teams' keys.
+func TestServeToFleet(t *testing.T) {
+	ctx := context.Background()
+	srv := e2etest.StartServer(t)
+	c := srv.NewTeam("movers")
+	teamKey := srv.Keys()[1]
+	b := make([]byte, 16)
+	rand.Read(b)
+	secret := "cove-moved-secret-" + hex.EncodeToString(b)
+	if _, err := c.PutSecret(ctx, "tok", secret); err != nil {
+		t.Fatal(err)
+	}
+	sb := e2etest.Create(t, c, api.CreateSandboxRequest{Name: "mover", Secrets: map[string]string{"TOKEN": "tok"}})
+	e2etest.MustOK(t, c, sb.ID, "head -c 5242880 /dev/urandom > /workspace/big && mkdir -p /workspace/d && echo hi > /workspace/d/f")
+	sum := sha(t, c, sb.ID, "/workspace/big")
+	outputs := map[string][]byte{}
+	for _, cmd := range []string{"echo one; echo two >&2; echo three", "seq 1 2000", `printf 'x %s y\n' "$TOKEN"`} {
+		r, err := c.ExecWait(ctx, sb.ID, api.CreateCommandRequest{Command: cmd})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outputs[r.Command.ID] = replay(t, c, sb.ID, r.Command.ID)
+	}
+	gone := e2etest.Create(t, c, api.CreateSandboxRequest{})
+	if _, err := c.TerminateSandbox(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitSandbox(ctx, gone.ID, api.StateTerminated, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	pgURL := pgserver.Start(t).NewDatabase(t)
+	s3 := s3server.Start(t)
+	saves := s3.PrefixURL("moved-" + e2etest.RunID())
+	creds := filepath.Join(t.TempDir(), "s3-credentials")
+	if err := os.WriteFile(creds, []byte("[default]\naws_access_key_id = "+s3.AccessKey+"\naws_secret_access_key = "+s3.SecretKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--from", "sqlite:" + filepath.Join(srv.DataDir, "cove.db"), "--to", pgURL, "--saves", saves, "--saves-credentials", creds}
+
+	// While the sandbox runs the move names it and writes nothing.
+	srv.Stop(syscall.SIGTERM)
+	out, err := migrateStore(t, nil, args...)
+	if err == nil || !strings.Contains(out, sb.ID+" (running)") {
+		t.Fatalf("a move with a running sandbox: %v\n%s", err, out)
+	}
+	srv.Start()
+	if _, err := c.SleepSandbox(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitSandbox(ctx, sb.ID, api.StateAsleep, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop(syscall.SIGTERM)
+	began := time.Now()
+	out, err = migrateStore(t, nil, args...)
+	if err != nil {
+		t.Fatalf("migrate-store: %v\n%s", err, out)
+	}
+	t.Logf("migrate-store took %v:\n%s", time.Since(began).Round(time.Millisecond), out)
+	if !strings.Contains(out, "asleep sandboxes placed to wake from them on any node: 1") {
+		t.Errorf("the report does not count the asleep sandbox:\n%s", out)
+	}
+	// A second move into the same database is refused: it holds cove's
+	// tables now.
+	if out, err := migrateStore(t, nil, args...); err == nil || !strings.Contains(out, "already holds cove's tables") {
+		t.Errorf("a second move into the same database: %v\n%s", err, out)
+	}
+
+	adminKey, err := os.ReadFile(filepath.Join(srv.DataDir, "admin-api-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := e2etest.StartFleet(t, e2etest.FleetNodes(1),
+		e2etest.FleetControlArgs("--store", pgURL, "--secrets-key-file", filepath.Join(srv.DataDir, "secrets.key"),
+			"--saves", saves, "--saves-credentials", creds),
+		e2etest.FleetNodeArgs("--saves", saves, "--saves-credentials", creds),
+		e2etest.FleetSeedControl(func(dir string) {
+			if err := os.WriteFile(filepath.Join(dir, "admin-api-key"), adminKey, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}))
+	fc := cove.New(f.Control.URL, teamKey)
+	defer fc.TerminateSandbox(context.Background(), sb.ID)
+	got, err := fc.GetSandbox(ctx, sb.ID)
+	if err != nil || got.State != api.StateAsleep || got.Name != "mover" {
+		t.Fatalf("the moved sandbox through cove control: %+v, %v", got, err)
+	}
+	if g, err := fc.GetSandbox(ctx, gone.ID); err != nil || g.State != api.StateTerminated {
+		t.Fatalf("the moved ended sandbox: %+v, %v", g, err)
+	}
+	if _, err := fc.WakeSandbox(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fc.WaitSandbox(ctx, sb.ID, api.StateRunning, 2*time.Minute); err != nil {
+		t.Fatalf("wake through the fleet: %v\ncontrol:\n%s", err, f.Control.Tail(4000))
+	}
+	if got := sha(t, fc, sb.ID, "/workspace/big"); got != sum {
+		t.Errorf("the 5 MiB file after the move: sha-256 %s, want %s", got, sum)
+	}
+	if got := e2etest.MustOK(t, fc, sb.ID, "cat /workspace/d/f"); got != "hi\n" {
+		t.Errorf("small file after the move: %q", got)
+	}
+	for id, want := range outputs {
+		if got := replay(t, fc, sb.ID, id); !bytes.Equal(got, want) {
+			t.Errorf("command %s replays differently after the move:\n got %q\nwant %q", id, got, want)
+		}
+	}
+	// The secret, sealed by serve, opens under serve's key on the control
+	// plane and reaches the command on the node.
+	res := e2etest.Sh(t, fc, sb.ID, `printf %s "$TOKEN" | sha256sum | cut -c1-64`)
+	want := sha256.Sum256([]byte(secret))
+	if strings.TrimSpace(res.Stdout) != hex.EncodeToString(want[:]) {
+		t.Errorf("the moved secret resolves to a value of sha-256 %q, want %x", res.Stdout, want)
+	}
+	// Serve's admin key is the fleet's admin key.
+	if _, err := f.Control.Admin.ListTeams(ctx); err != nil {
+		t.Errorf("serve's admin key on the fleet: %v", err)
+	}
+}
