@@ -70,8 +70,19 @@ func (f *Fleet) place(ctx context.Context, spec node.SandboxSpec, prefer string)
 		p = store.Placement{SandboxID: spec.ID}
 	}
 	refused := map[string]bool{}
+	refreshed := false
 	for {
 		m := f.choose(spec, prefer, refused)
+		if m == nil && !refreshed {
+			// The view may be behind the store: room that other replicas
+			// gave back since the last refresh is not in it yet. It is
+			// read again once before the answer is no.
+			refreshed = true
+			if err := f.Refresh(ctx); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if m == nil {
 			return nil, api.Errorf(api.CodeResourceExhausted,
 				"no node has room for %g CPUs and %d MiB of template %s now", spec.Resources.CPUs, spec.Resources.MemoryMiB, spec.Template)
