@@ -21,22 +21,14 @@ import (
 	"github.com/cove-dev/cove/api"
 )
 
-// Client talks to one cove server with one API key.
-type Client struct {
-	base string
-	key  string
-	http *http.Client
-}
-
-// New returns a client for the server at baseURL (e.g. http://127.0.0.1:7070).
-func New(baseURL, apiKey string) *Client {
-	return &Client{base: strings.TrimRight(baseURL, "/"), key: apiKey, http: &http.Client{}}
-}
-
-// BaseURL is the server URL the client talks to.
-func (c *Client) BaseURL() string { return c.base }
-
+// do makes a call that answers at once, bounded by the client's timeout,
+// and decodes its JSON answer into out (unless nil).
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) error {
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
 	resp, err := c.send(ctx, method, path, query, in)
 	if err != nil {
 		return err
@@ -47,16 +39,18 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
+		return &Error{Code: api.CodeUnavailable, Message: fmt.Sprintf("decode answer of %s %s: %v", method, path, err), Status: resp.StatusCode, Err: err}
 	}
 	return nil
 }
 
 // send makes a request and returns a 2xx answer; any other answer becomes
-// an error.
+// an *Error. A JSON body (in, not an io.Reader) can be sent again, so the
+// call retries as roundTrip allows.
 func (c *Client) send(ctx context.Context, method, path string, query url.Values, in any) (*http.Response, error) {
 	var body io.Reader
 	ct := ""
+	private := false
 	switch v := in.(type) {
 	case nil:
 	case io.Reader:
@@ -64,44 +58,21 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	default:
 		b, err := json.Marshal(v)
 		if err != nil {
-			return nil, err
+			return nil, &Error{Code: api.CodeInvalidArgument, Message: "encode request: " + err.Error(), Err: err}
 		}
 		body, ct = bytes.NewReader(b), "application/json"
+		if p, ok := v.(api.CreatePreviewRequest); ok {
+			private = p.Visibility != api.VisibilityPublic
+		}
 	}
-	u := c.base + path
-	if len(query) > 0 {
-		u += "?" + query.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	req, err := c.newRequest(ctx, method, path, query, body)
 	if err != nil {
 		return nil, err
 	}
 	if ct != "" {
 		req.Header.Set("Content-Type", ct)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.key)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return resp, nil
-	}
-	defer resp.Body.Close()
-	return nil, decodeError(resp)
-}
-
-func decodeError(resp *http.Response) error {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	var er api.ErrorResponse
-	if err := json.Unmarshal(b, &er); err == nil && er.Error != nil && er.Error.Code != "" {
-		return er.Error
-	}
-	msg := strings.TrimSpace(string(b))
-	if msg == "" {
-		msg = resp.Status
-	}
-	return &api.Error{Code: codeForStatus(resp.StatusCode), Message: msg}
+	return c.roundTrip(req, takesKey(method, path, private))
 }
 
 func codeForStatus(status int) api.Code {
@@ -151,22 +122,8 @@ type Health struct {
 // Health reports whether the server serves, and the state of its warm pool.
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	var h Health
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/healthz", nil)
-	if err != nil {
-		return h, err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return h, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return h, fmt.Errorf("healthz answered %s", resp.Status)
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&h); err != nil {
-		return h, fmt.Errorf("healthz: %w", err)
-	}
-	return h, nil
+	err := c.do(ctx, http.MethodGet, "/healthz", nil, nil, &h)
+	return h, err
 }
 
 func sandboxPath(ref string) string { return "/v1/sandboxes/" + url.PathEscape(ref) }

@@ -4,8 +4,6 @@ go 1.24
 
 require (
 	github.com/coder/websocket v1.8.15
-	github.com/cove-dev/cove/api v0.0.0
+	github.com/cove-dev/cove/api v0.1.0
 	github.com/google/go-cmp v0.7.0
 )
-
-replace github.com/cove-dev/cove/api => ../../api
