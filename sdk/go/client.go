@@ -24,7 +24,8 @@ import (
 // do makes a call that answers at once, bounded by the client's timeout,
 // and decodes its JSON answer into out (unless nil).
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) error {
-	if c.timeout > 0 {
+	// A call that waits for a state (?wait=) lasts as long as it asked to.
+	if c.timeout > 0 && !query.Has("wait") {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
@@ -230,26 +231,58 @@ func (c *Client) ListCommands(ctx context.Context, ref string, limit int, cursor
 	return out, err
 }
 
-// ErrStreamEnded says an output stream ended before the exit record while
-// following; resume with the last seen sequence number.
+// ErrStreamEnded says an output stream kept ending before the exit record
+// while following, after every reconnection the retry policy allows.
 var ErrStreamEnded = errors.New("output stream ended before the command's exit")
 
-// Output reads a command's recorded output after seq `after`, calling fn for
-// each record in order (the last one, when the command has ended, has Type
-// "exit"). With follow it goes on until the exit.
+// Output reads a command's recorded output after seq `after`, calling fn
+// for each record in order (the last one, when the command has ended, has
+// Type "exit"). With follow it goes on until the exit: a connection cut
+// on the way is reopened after the last sequence number seen, so fn sees
+// each record once, in order. It gives up (returning the cut's *Error)
+// after the retry policy's attempts without progress.
 func (c *Client) Output(ctx context.Context, ref, id string, after int64, follow bool, fn func(api.OutputRecord) error) error {
 	return c.readOutput(ctx, commandPath(ref, id)+"/output", after, follow, fn)
 }
 
-// readOutput reads an NDJSON output stream (a command's or a workload's).
+// readOutput reads an NDJSON output stream (a command's or a workload's),
+// resuming after a cut when following.
 func (c *Client) readOutput(ctx context.Context, path string, after int64, follow bool, fn func(api.OutputRecord) error) error {
-	q := url.Values{"after": {strconv.FormatInt(after, 10)}}
+	failures := 0
+	for {
+		done, progressed, err := c.readOutputOnce(ctx, path, &after, follow, fn)
+		if done || err == nil && !follow {
+			return err
+		}
+		if err == nil {
+			err = &Error{Code: api.CodeUnavailable, Message: ErrStreamEnded.Error(), Err: ErrStreamEnded}
+		}
+		var ce *Error
+		if !errors.As(err, &ce) || !retryOn(ce) || ctx.Err() != nil {
+			return err
+		}
+		if progressed {
+			failures = 0
+		}
+		if failures++; failures >= c.retry.Attempts {
+			return err
+		}
+		if c.sleep(ctx, c.backoff(failures, ce.RetryAfter)) != nil {
+			return err
+		}
+	}
+}
+
+// readOutputOnce reads one connection of an output stream, advancing
+// *after; done is true once the exit record was seen or fn failed.
+func (c *Client) readOutputOnce(ctx context.Context, path string, after *int64, follow bool, fn func(api.OutputRecord) error) (done, progressed bool, err error) {
+	q := url.Values{"after": {strconv.FormatInt(*after, 10)}}
 	if follow {
 		q.Set("follow", "true")
 	}
 	resp, err := c.send(ctx, http.MethodGet, path, q, nil)
 	if err != nil {
-		return err
+		return false, false, err
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
@@ -257,22 +290,26 @@ func (c *Client) readOutput(ctx context.Context, path string, after int64, follo
 	for sc.Scan() {
 		rec, err := decodeOutputRecord(sc.Bytes())
 		if err != nil {
-			return fmt.Errorf("decode output record: %w", err)
+			return true, progressed, fmt.Errorf("decode output record: %w", err)
 		}
 		if err := fn(rec); err != nil {
-			return err
+			return true, progressed, err
+		}
+		progressed = true
+		if rec.Seq > *after {
+			*after = rec.Seq
 		}
 		if rec.Type == "exit" {
-			return nil
+			return true, true, nil
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return err
+		if ctx.Err() != nil {
+			return true, progressed, &Error{Code: api.CodeUnavailable, Message: "read output: " + context.Cause(ctx).Error(), Err: context.Cause(ctx)}
+		}
+		return false, progressed, &Error{Code: api.CodeUnavailable, Message: "read output: " + err.Error(), Err: err}
 	}
-	if follow {
-		return ErrStreamEnded
-	}
-	return nil
+	return !follow, progressed, nil
 }
 
 // Stdin appends r to a command's stdin; eof closes it after.
@@ -404,30 +441,128 @@ func (c *Client) Events(ctx context.Context, q EventQuery) (api.List[api.Event],
 }
 
 // FollowEvents streams the team's events (server-sent events) after
-// q.After, calling fn for each, until ctx is done or fn fails.
+// q.After, calling fn for each in order, until ctx is done or fn fails. A
+// cut connection is reopened with Last-Event-ID set to the last event
+// seen, so fn sees each event once; it gives up after the retry policy's
+// attempts without an event.
 func (c *Client) FollowEvents(ctx context.Context, q EventQuery, fn func(api.Event) error) error {
-	resp, err := c.send(ctx, http.MethodGet, "/v1/events/stream", q.values(), nil)
+	failures := 0
+	for {
+		progressed, err := c.followEventsOnce(ctx, &q, fn)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var ce *Error
+		if err != nil && (!errors.As(err, &ce) || !retryOn(ce)) {
+			return err
+		}
+		if err == nil {
+			ce = &Error{Code: api.CodeUnavailable, Message: "event stream ended"}
+			err = ce
+		}
+		if progressed {
+			failures = 0
+		}
+		if failures++; failures >= c.retry.Attempts {
+			return err
+		}
+		if c.sleep(ctx, c.backoff(failures, ce.RetryAfter)) != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// followEventsOnce reads one connection of the event stream, moving
+// q.After past each event fn took.
+func (c *Client) followEventsOnce(ctx context.Context, q *EventQuery, fn func(api.Event) error) (progressed bool, err error) {
+	req, err := c.newRequest(ctx, http.MethodGet, "/v1/events/stream", q.values(), nil)
 	if err != nil {
-		return err
+		return false, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if q.After != "" {
+		req.Header.Set("Last-Event-ID", q.After)
+	}
+	resp, err := c.roundTrip(req, false)
+	if err != nil {
+		return false, err
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue // id:, event:, comments and blank lines
+	err = readSSE(resp.Body, func(ev sseEvent) error {
+		if ev.data == "" {
+			return nil
 		}
 		var e api.Event
-		if err := json.Unmarshal([]byte(data), &e); err != nil {
+		if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
 			return fmt.Errorf("decode event: %w", err)
 		}
 		if err := fn(e); err != nil {
 			return err
 		}
+		progressed = true
+		switch {
+		case ev.id != "":
+			q.After = ev.id
+		case e.ID != "":
+			q.After = e.ID
+		}
+		return nil
+	})
+	if err != nil && errors.Is(err, errSSERead) {
+		return progressed, &Error{Code: api.CodeUnavailable, Message: err.Error(), Err: err}
 	}
-	if ctx.Err() != nil {
-		return ctx.Err()
+	return progressed, err
+}
+
+// sseEvent is one server-sent event: its id and its data lines joined by
+// newlines.
+type sseEvent struct {
+	id, event, data string
+}
+
+var errSSERead = errors.New("read event stream")
+
+// readSSE parses a text/event-stream as the HTML standard says: fields
+// until a blank line make an event, several data lines join with "\n",
+// lines starting with ':' are comments, one space after the colon is
+// dropped. An error reading r wraps errSSERead; fn's error is returned
+// as is.
+func readSSE(r io.Reader, fn func(sseEvent) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var (
+		ev      sseEvent
+		data    []string
+		hasData bool
+	)
+	for sc.Scan() {
+		line := strings.TrimSuffix(sc.Text(), "\r")
+		if line == "" {
+			if hasData {
+				ev.data = strings.Join(data, "\n")
+				if err := fn(ev); err != nil {
+					return err
+				}
+			}
+			ev, data, hasData = sseEvent{}, data[:0], false
+			continue
+		}
+		if strings.HasPrefix(line, ":") {
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "data":
+			data, hasData = append(data, value), true
+		case "id":
+			ev.id = value
+		case "event":
+			ev.event = value
+		}
 	}
-	return sc.Err()
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%w: %w", errSSERead, err)
+	}
+	return nil
 }
