@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/cove-dev/cove/internal/modproxy"
@@ -28,5 +29,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "modproxy:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("wrote %s at %s to %s (GOPROXY=file://%s)\n", modproxy.Published, *version, *out, *out)
+	abs, _ := filepath.Abs(*out)
+	fmt.Printf("wrote %s at %s to %s (GOPROXY=file://%s)\n", modproxy.Published, *version, *out, abs)
 }
