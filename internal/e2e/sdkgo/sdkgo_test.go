@@ -8,6 +8,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -149,4 +154,44 @@ func teamKey(s *e2etest.Server, name string) string {
 	s.NewTeam(name)
 	keys := s.Keys()
 	return keys[len(keys)-1]
+}
+
+// TestExamples builds every program of examples/go and runs it against a
+// real server, each with a team of its own: each must exit 0 and print
+// "ok" last.
+func TestExamples(t *testing.T) {
+	s := e2etest.StartServer(t)
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(filepath.Join(root, "examples", "go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) < 6 {
+		t.Fatalf("%d examples, want the six common tasks", len(entries))
+	}
+	bin := t.TempDir()
+	for _, e := range entries {
+		t.Run(e.Name(), func(t *testing.T) {
+			exe := filepath.Join(bin, e.Name())
+			build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", exe, "./examples/go/"+e.Name())
+			build.Dir = root
+			if out, err := build.CombinedOutput(); err != nil {
+				t.Fatalf("build: %v\n%s", err, out)
+			}
+			run := exec.CommandContext(t.Context(), exe)
+			run.Env = append(os.Environ(), "COVE_URL="+s.URL, "COVE_API_KEY="+teamKey(s, "ex-"+e.Name()))
+			out, err := run.CombinedOutput()
+			if err != nil {
+				t.Fatalf("run: %v\n%s", err, out)
+			}
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			if lines[len(lines)-1] != "ok" {
+				t.Fatalf("the example did not end with ok:\n%s", out)
+			}
+			t.Logf("%s", out)
+		})
+	}
 }
