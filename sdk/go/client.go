@@ -255,7 +255,14 @@ func (c *Client) readOutput(ctx context.Context, path string, after int64, follo
 			return err
 		}
 		if err == nil {
+			// The server ended the stream before the exit: resumed while
+			// it still brings records, since a proxy may end a long
+			// stream; a stream that ends again with nothing new has
+			// ended (a cancelled workload's output has no exit).
 			err = &Error{Code: api.CodeUnavailable, Message: ErrStreamEnded.Error(), Err: ErrStreamEnded}
+			if !progressed {
+				return err
+			}
 		}
 		var ce *Error
 		if !errors.As(err, &ce) || !retryOn(ce) || ctx.Err() != nil {
