@@ -133,6 +133,8 @@ type Error struct {
 	Err error
 }
 
+// Error says the code, the message, the status (or that no answer came)
+// and the request ID.
 func (e *Error) Error() string {
 	s := string(e.Code) + ": " + e.Message
 	if e.Status != 0 {
