@@ -123,7 +123,7 @@ func (c *Client) doRequest(req *http.Request) (*http.Response, error) {
 func decodeJSON(resp *http.Response, out any) error {
 	defer resp.Body.Close()
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("decode answer: %w", err)
+		return &Error{Code: api.CodeUnavailable, Message: "decode answer: " + err.Error(), Status: resp.StatusCode, Err: err}
 	}
 	return nil
 }
