@@ -24,8 +24,9 @@ import (
 // do makes a call that answers at once, bounded by the client's timeout,
 // and decodes its JSON answer into out (unless nil).
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) error {
-	// A call that waits for a state (?wait=) lasts as long as it asked to.
-	if c.timeout > 0 && !query.Has("wait") {
+	// A call that waits for a state (?wait=) lasts as long as it asked
+	// to; one whose work grows with the data is bounded by ctx alone.
+	if _, long := ctx.Value(longCall{}).(bool); c.timeout > 0 && !query.Has("wait") && !long {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
@@ -44,6 +45,13 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	}
 	return nil
 }
+
+// longCall marks a call's ctx: its work grows with the data (a folder
+// saved as an asset, a tree removed), so the client's timeout does not
+// bound it.
+type longCall struct{}
+
+func long(ctx context.Context) context.Context { return context.WithValue(ctx, longCall{}, true) }
 
 // send makes a request and returns a 2xx answer; any other answer becomes
 // an *Error. A JSON body (in, not an io.Reader) can be sent again, so the

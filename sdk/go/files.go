@@ -352,6 +352,7 @@ func (c *Client) RemoveFile(ctx context.Context, ref, path string, opts ...FileO
 	q := o.query(path)
 	if o.recursive {
 		q.Set("recursive", "true")
+		ctx = long(ctx) // the time grows with the tree
 	}
 	return c.do(ctx, http.MethodDelete, filesPath(ref, ""), q, nil, nil)
 }

@@ -69,10 +69,12 @@ func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h
 // WithUserAgent sets the User-Agent of every request, e.g. "my-agent/1.2".
 func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
 
-// WithTimeout bounds each call that answers at once, retries included;
-// streams (Output and FollowEvents with follow, downloads) are bounded by
-// their context only. Zero means no bound; a call's ctx deadline applies
-// as well.
+// WithTimeout bounds each call that answers at once, retries included
+// (a minute by default). Streams (Output and FollowEvents, downloads and
+// uploads), calls that wait for a state (WaitSandbox, ExecWait, a create
+// with wait) and calls whose work grows with the data (SaveAsset, a
+// recursive RemoveFile) are bounded by their context only. Zero means no
+// bound; a call's ctx deadline applies as well.
 func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
 
 // WithRetry sets the retry policy; RetryPolicy{Attempts: 1} turns retries
