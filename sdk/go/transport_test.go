@@ -223,3 +223,29 @@ func TestTimeoutBoundsACall(t *testing.T) {
 		t.Fatalf("err = %v, want a deadline as code unavailable", err)
 	}
 }
+
+// TestRetriesStayWithinTheirTime: a Retry-After longer than what is left
+// of the retry policy's time is not waited out; the failure comes back at
+// once.
+func TestRetriesStayWithinTheirTime(t *testing.T) {
+	var rec recorder
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec.add(r)
+		w.Header().Set("Retry-After", "60")
+		writeAPIError(w, http.StatusServiceUnavailable, api.CodeUnavailable)
+	}))
+	defer srv.Close()
+	c := NewClient(WithBaseURL(srv.URL), WithRetry(RetryPolicy{Attempts: 5, Base: time.Millisecond, Max: time.Second, MaxElapsed: 5 * time.Second}))
+	c.sleep = func(ctx context.Context, d time.Duration) error {
+		t.Errorf("waited %v beyond the policy's 5s", d)
+		return nil
+	}
+	_, err := c.GetSandbox(t.Context(), "x")
+	ce, ok := errorAs(err)
+	if !ok || ce.Status != http.StatusServiceUnavailable || ce.RetryAfter != time.Minute {
+		t.Fatalf("err = %#v", err)
+	}
+	if n := len(rec.requests()); n != 1 {
+		t.Errorf("%d attempts, want 1", n)
+	}
+}
