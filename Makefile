@@ -14,11 +14,11 @@ DEB_PACKAGES := runc nftables debootstrap debian-archive-keyring busybox-static 
 # test, and PostgreSQL for the postgres store's tests (a throwaway cluster
 # each, internal/testsupport/pgserver). npm is installed only where no npm is
 # on PATH: a Node package that carries npm itself conflicts with Debian's.
-TEST_DEB_PACKAGES := python3 python3-venv python3-pip python3-setuptools python3-wheel python3-httpx python3-websockets python3-pytest nodejs chromium postgresql-15
+TEST_DEB_PACKAGES := python3 python3-venv python3-pip python3-setuptools python3-wheel python3-httpx python3-websockets python3-pytest python3-build python3-pathspec nodejs chromium postgresql-15
 # systemd gives the units' test systemd-analyze (it verifies them, starts nothing).
 TEST_DEB_PACKAGES += systemd
 
-.PHONY: all build deps test-deps install-debs install run test test-unit test-repeat check-elf cross fuzz bench load clean openapi
+.PHONY: all build dist deps test-deps install-debs install run test test-unit test-repeat check-elf cross fuzz bench load clean openapi
 
 all: build
 
@@ -84,8 +84,16 @@ install: build
 	done
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 
+# dist writes the Go modules users import (api, sdk/go) as a module proxy
+# in dist/goproxy, at the version of their next release: the api version
+# sdk/go/go.mod requires, since the two are tagged together
+# (api/vX.Y.Z and sdk/go/vX.Y.Z). `GOPROXY=file://$(CURDIR)/dist/goproxy`
+# serves them to `go get` before they are published.
+dist:
+	$(GO) run ./internal/modproxy/cmd/modproxy -tree . -out dist/goproxy
+
 # MODULES are the Go modules of this tree: the root uses api/ and sdk/go/
-# through replace, so `go test ./...` at the root skips their tests.
+# through go.work, so `go test ./...` at the root skips their tests.
 MODULES := . api sdk/go
 
 # test runs unit tests and the root integration tests against real runc,
@@ -167,5 +175,5 @@ load: deps build
 	COVE_LOAD=1 COVE_LOAD_SECONDS=$(LOAD_SECONDS) COVE_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 30m -run '^TestLoad$$' -v ./internal/e2e/
 
 clean:
-	rm -rf bin console/node_modules
+	rm -rf bin dist console/node_modules
 	find internal/console/dist -type f ! -name '.*' -delete

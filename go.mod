@@ -128,8 +128,9 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/chromedp/cdproto v0.0.0-20250724212937-08a3db8b4327
 	github.com/chromedp/chromedp v0.14.2
-	github.com/cove-dev/cove/api v0.0.0
-	github.com/cove-dev/cove/sdk/go v0.0.0
+	github.com/cove-dev/cove/api v0.1.0
+	github.com/cove-dev/cove/sdk/go v0.1.0
+	github.com/go-git/go-git/v5 v5.17.2
 	github.com/google/go-containerregistry v0.22.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jackc/pgxlisten v0.0.0-20250802141604-12b92425684c
@@ -142,9 +143,4 @@ require (
 	k8s.io/api v0.37.0
 	sigs.k8s.io/yaml v1.6.0
 	tags.cncf.io/container-device-interface v1.1.2
-)
-
-replace (
-	github.com/cove-dev/cove/api => ./api
-	github.com/cove-dev/cove/sdk/go => ./sdk/go
 )

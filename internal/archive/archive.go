@@ -14,114 +14,113 @@
 package archive
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
+	"slices"
 	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 )
 
-// IgnoreFile is the file at the top of a folder whose patterns are left
-// out of the folder's upload, one per line (see Excluder).
+// IgnoreFile names the files of a folder whose patterns are left out of
+// the folder's upload: the one at its top and any in its subfolders, as
+// .gitignore files are (see Excluder).
 const IgnoreFile = ".coveignore"
 
-// Excluder decides which paths of a folder an upload leaves out, by
-// patterns like .gitignore's: a pattern without a slash matches a name at
-// any depth (`*.pyc`, `node_modules`); one with a slash matches the path
-// from the top of the folder (`build/out`, `/dist`); a trailing slash
-// matches directories only (`cache/`); `**/` at the start matches at any
-// depth. `*`, `?` and `[…]` are path.Match's. Lines starting with `#` and
-// empty lines are skipped. An excluded directory is left out whole. A nil
-// Excluder excludes nothing.
+// Excluder decides which paths of a folder an upload leaves out. Its
+// patterns follow .gitignore exactly (matched by go-git's gitignore
+// package): a pattern without a slash but at its end matches a name at any
+// depth (`*.pyc`); one with a slash at its start or middle is anchored to
+// the folder of the file it is in (`/dist`, `build/out`); a trailing slash
+// matches directories only (`cache/`); `**` matches any number of
+// directories; `!` re-includes what an earlier pattern excluded, except
+// inside an excluded directory, which is left out whole; `#` starts a
+// comment and `\` escapes. A .coveignore in a subfolder applies below
+// it, after the ones above. .coveignore files themselves are always
+// uploaded. A nil Excluder excludes nothing.
 type Excluder struct {
-	patterns []pattern
+	patterns []gitignore.Pattern
 }
 
-type pattern struct {
-	glob     string
-	anchored bool // matched against the whole relative path
-	dirOnly  bool
-}
-
-// NewExcluder parses patterns; an invalid one is an error.
+// NewExcluder returns an Excluder with patterns, as if they were the
+// first lines of the folder's top .coveignore. WriteDir adds the
+// folder's .coveignore files as it meets them. A pattern whose brackets
+// do not close is an error.
 func NewExcluder(patterns []string) (*Excluder, error) {
 	e := &Excluder{}
-	for _, p := range patterns {
-		if err := e.add(p); err != nil {
-			return nil, err
-		}
+	if err := e.add(patterns, nil); err != nil {
+		return nil, err
 	}
 	return e, nil
 }
 
-func (e *Excluder) add(line string) error {
-	p := strings.TrimSpace(line)
-	if p == "" || strings.HasPrefix(p, "#") {
-		return nil
+// add parses the lines of an ignore file in the folder domain (its path
+// from the top, split at slashes).
+func (e *Excluder) add(lines []string, domain []string) error {
+	for _, line := range lines {
+		line = strings.TrimSuffix(line, "\r")
+		if strings.HasPrefix(line, "#") || strings.TrimSpace(line) == "" {
+			continue
+		}
+		for _, seg := range strings.Split(strings.TrimPrefix(line, "!"), "/") {
+			if _, err := path.Match(seg, ""); err != nil {
+				return fmt.Errorf("exclude pattern %q: %v", line, err)
+			}
+		}
+		e.patterns = append(e.patterns, gitignore.ParsePattern(line, domain))
 	}
-	if strings.HasPrefix(p, "!") {
-		return fmt.Errorf("exclude pattern %q: negation (!) is not supported", line)
-	}
-	var pt pattern
-	if strings.HasSuffix(p, "/") {
-		pt.dirOnly = true
-		p = strings.TrimRight(p, "/")
-	}
-	p = strings.TrimPrefix(p, "**/")
-	if strings.Contains(p, "/") {
-		pt.anchored = true
-		p = strings.TrimPrefix(p, "/")
-	}
-	if p == "" {
-		return fmt.Errorf("exclude pattern %q matches nothing", line)
-	}
-	if _, err := path.Match(p, ""); err != nil {
-		return fmt.Errorf("exclude pattern %q: %v", line, err)
-	}
-	pt.glob = p
-	e.patterns = append(e.patterns, pt)
 	return nil
 }
 
-// AddFile adds the patterns of an ignore file; a missing file adds none.
-func (e *Excluder) AddFile(name string) error {
-	f, err := os.Open(name)
+// AddFile adds the patterns of an ignore file as if it were at the top of
+// the folder; a missing file adds none.
+func (e *Excluder) AddFile(name string) error { return e.addFile(name, nil) }
+
+func (e *Excluder) addFile(name string, domain []string) error {
+	b, err := os.ReadFile(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if err := e.add(sc.Text()); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
+	if err := e.add(strings.Split(string(b), "\n"), domain); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
 	}
-	return sc.Err()
+	return nil
 }
 
 // Excluded reports whether rel (slash-separated, relative to the folder)
-// is left out.
+// is left out, by the patterns added so far. It does not look at rel's
+// parents: a walk skips an excluded directory whole.
 func (e *Excluder) Excluded(rel string, dir bool) bool {
-	if e == nil {
+	if e == nil || !dir && path.Base(rel) == IgnoreFile {
 		return false
 	}
-	base := path.Base(rel)
-	for _, p := range e.patterns {
-		if p.dirOnly && !dir {
-			continue
-		}
-		target := base
-		if p.anchored {
-			target = rel
-		}
-		if ok, _ := path.Match(p.glob, target); ok {
-			return true
-		}
+	return gitignore.NewMatcher(e.patterns).Match(strings.Split(rel, "/"), dir)
+}
+
+// withFolder returns a copy of e that goes on to read the .coveignore
+// files of the folder it walks; nil stays nil.
+func (e *Excluder) withFolder() *Excluder {
+	if e == nil {
+		return nil
 	}
-	return false
+	return &Excluder{patterns: slices.Clip(slices.Clone(e.patterns))}
+}
+
+// enter adds the .coveignore of the folder dir at rel ("" for the top).
+func (e *Excluder) enter(dir, rel string) error {
+	if e == nil {
+		return nil
+	}
+	var domain []string
+	if rel != "" {
+		domain = strings.Split(rel, "/")
+	}
+	return e.addFile(filepath.Join(dir, IgnoreFile), domain)
 }

@@ -12,8 +12,10 @@ import (
 
 // WriteDir writes the folder dir as a tar.gz to w: regular files (with
 // their permission bits), directories (empty ones too) and symlinks,
-// named relative to dir, owners left out. Paths ex excludes are left out;
-// other file types (sockets, devices, FIFOs) are skipped.
+// named relative to dir, owners left out. Paths ex excludes are left out,
+// ex reading the folder's .coveignore files (the top one and those below)
+// as the walk enters each folder; a nil ex leaves out nothing. Other file
+// types (sockets, devices, FIFOs) are skipped.
 //
 // It follows names, as the user's own folder may; a tree written by
 // someone else is packed with WriteTree.
@@ -21,12 +23,13 @@ func WriteDir(w io.Writer, dir string, ex *Excluder) error {
 	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed)
 	tw := tar.NewWriter(zw)
 	buf := make([]byte, 256<<10)
+	ex = ex.withFolder()
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if p == dir {
-			return nil
+			return ex.enter(p, "")
 		}
 		rel, err := filepath.Rel(dir, p)
 		if err != nil {
@@ -38,6 +41,11 @@ func WriteDir(w io.Writer, dir string, ex *Excluder) error {
 				return filepath.SkipDir
 			}
 			return nil
+		}
+		if d.IsDir() {
+			if err := ex.enter(p, rel); err != nil {
+				return err
+			}
 		}
 		fi, err := d.Info()
 		if err != nil {

@@ -10,6 +10,9 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/cove-dev/cove/internal/modproxy"
 )
 
 const mod = "github.com/cove-dev/cove"
@@ -141,19 +144,26 @@ func TestLayers(t *testing.T) {
 	}
 }
 
-// TestSDKIsItsOwnModule builds a program outside this repository against
-// the SDK module, through a replace to the local path as a user would
-// before it is published, and runs it against a test server: it creates a
-// sandbox and runs a command.
+// TestSDKIsItsOwnModule fetches the SDK as a user does: it writes the
+// tree's published modules (api, sdk/go) as a file:// module proxy at the
+// version `make dist` gives them, has a program outside this repository
+// `go get` the SDK through it (no replace, no workspace), builds it and
+// runs it against a test server: it creates a sandbox and runs a command.
 func TestSDKIsItsOwnModule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a program")
 	}
 	dir := root(t)
+	version, err := modproxy.Version(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := t.TempDir()
+	if err := modproxy.Write(proxy, dir, version, time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	prog := t.TempDir()
-	gomod := "module example.com/agent\n\ngo 1.24\n\n" +
-		"require (\n\t" + mod + "/sdk/go v0.0.0\n\t" + mod + "/api v0.0.0\n)\n\n" +
-		"replace (\n\t" + mod + "/sdk/go => " + filepath.Join(dir, "sdk", "go") + "\n\t" + mod + "/api => " + filepath.Join(dir, "api") + "\n)\n"
+	gomod := "module example.com/agent\n\ngo 1.24\n"
 	main := `package main
 
 import (
@@ -167,7 +177,7 @@ import (
 
 func main() {
 	ctx := context.Background()
-	c := cove.New(os.Getenv("COVE_URL"), os.Getenv("COVE_API_KEY"))
+	c := cove.NewClient()
 	sb, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "from-outside"}, true)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "create:", err)
@@ -181,18 +191,41 @@ func main() {
 	fmt.Printf("%s %s %s", sb.State, res.Command.State, res.Stdout)
 }
 `
-	sum, err := os.ReadFile(filepath.Join(dir, "sdk", "go", "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, body := range map[string]string{"go.mod": gomod, "main.go": main, "go.sum": string(sum)} {
+	for name, body := range map[string]string{"go.mod": gomod, "main.go": main} {
 		if err := os.WriteFile(filepath.Join(prog, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	build := exec.Command(goBin(), "build", "-mod=mod", "-o", "agent", ".")
+	// The SDK's own dependencies come from this machine's module cache,
+	// which is laid out as a proxy too; a fresh cache of the program's own
+	// proves the SDK is read from the proxy just written.
+	cache := goEnv(t, "GOMODCACHE")
+	env := append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0",
+		"GOFLAGS=-mod=mod -modcacherw",
+		"GOPROXY=file://"+proxy+",file://"+filepath.Join(cache, "cache", "download"),
+		"GOMODCACHE="+filepath.Join(prog, ".modcache"),
+		"GONOSUMDB="+modproxy.Root, "GONOSUMCHECK=1", "GOSUMDB=off")
+	get := exec.Command(goBin(), "get", modproxy.Root+"/sdk/go@"+version)
+	get.Dir = prog
+	get.Env = env
+	if out, err := get.CombinedOutput(); err != nil {
+		t.Fatalf("go get the SDK through the proxy: %v\n%s", err, out)
+	}
+	gotMod, err := os.ReadFile(filepath.Join(prog, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{modproxy.Root + "/sdk/go " + version, modproxy.Root + "/api " + version} {
+		if !strings.Contains(string(gotMod), want) {
+			t.Errorf("go.mod after go get lacks %q:\n%s", want, gotMod)
+		}
+	}
+	if strings.Contains(string(gotMod), "replace") {
+		t.Errorf("go.mod after go get has a replace:\n%s", gotMod)
+	}
+	build := exec.Command(goBin(), "build", "-o", "agent", ".")
 	build.Dir = prog
-	build.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=", "CGO_ENABLED=0")
+	build.Env = env
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build against the SDK module: %v\n%s", err, out)
 	}
@@ -220,4 +253,14 @@ func main() {
 	if want := "running exited 42\n"; string(got) != want {
 		t.Fatalf("program printed %q, want %q", got, want)
 	}
+}
+
+// goEnv is `go env name`.
+func goEnv(t *testing.T, name string) string {
+	t.Helper()
+	out, err := exec.Command(goBin(), "env", name).Output()
+	if err != nil {
+		t.Fatalf("go env %s: %v", name, err)
+	}
+	return strings.TrimSpace(string(out))
 }

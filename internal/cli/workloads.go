@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -175,7 +176,7 @@ func (a *app) followWorkload(ctx context.Context, cl *cove.Client, id string) (i
 		}
 		return nil
 	})
-	if err == cove.ErrStreamEnded {
+	if errors.Is(err, cove.ErrStreamEnded) {
 		// Cancelled while it ran: its output ends without an exit.
 		w, gerr := cl.GetWorkload(ctx, id)
 		if gerr == nil {

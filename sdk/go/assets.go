@@ -100,9 +100,10 @@ func (c *Client) ReadAsset(ctx context.Context, id string) (*FileReader, error) 
 	return f, nil
 }
 
-// SaveAsset stores a folder of a sandbox as an asset.
+// SaveAsset stores a folder of a sandbox as an asset. The client's
+// timeout does not apply: the time grows with the folder.
 func (c *Client) SaveAsset(ctx context.Context, ref string, req api.SaveAssetRequest) (api.Asset, error) {
 	var a api.Asset
-	err := c.do(ctx, http.MethodPost, sandboxPath(ref)+"/assets", nil, req, &a)
+	err := c.do(long(ctx), http.MethodPost, sandboxPath(ref)+"/assets", nil, req, &a)
 	return a, err
 }

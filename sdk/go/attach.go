@@ -28,13 +28,13 @@ func (c *Client) Attach(ctx context.Context, ref, id string, after int64) (*Atta
 	u = "ws" + strings.TrimPrefix(u, "http")
 	conn, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{
 		HTTPClient: c.http,
-		HTTPHeader: http.Header{"Authorization": {"Bearer " + c.key}},
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + c.key}, "User-Agent": {c.userAgent}},
 	})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-			return nil, decodeError(resp)
+			return nil, decodeError(resp, "")
 		}
-		return nil, err
+		return nil, &Error{Code: api.CodeUnavailable, Message: "attach: " + err.Error(), Err: err}
 	}
 	conn.SetReadLimit(1 << 20)
 	return &Attachment{conn: conn}, nil

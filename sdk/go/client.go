@@ -21,22 +21,16 @@ import (
 	"github.com/cove-dev/cove/api"
 )
 
-// Client talks to one cove server with one API key.
-type Client struct {
-	base string
-	key  string
-	http *http.Client
-}
-
-// New returns a client for the server at baseURL (e.g. http://127.0.0.1:7070).
-func New(baseURL, apiKey string) *Client {
-	return &Client{base: strings.TrimRight(baseURL, "/"), key: apiKey, http: &http.Client{}}
-}
-
-// BaseURL is the server URL the client talks to.
-func (c *Client) BaseURL() string { return c.base }
-
+// do makes a call that answers at once, bounded by the client's timeout,
+// and decodes its JSON answer into out (unless nil).
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any) error {
+	// A call that waits for a state (?wait=) lasts as long as it asked
+	// to; one whose work grows with the data is bounded by ctx alone.
+	if _, long := ctx.Value(longCall{}).(bool); c.timeout > 0 && !query.Has("wait") && !long {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
 	resp, err := c.send(ctx, method, path, query, in)
 	if err != nil {
 		return err
@@ -47,16 +41,25 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
+		return &Error{Code: api.CodeUnavailable, Message: fmt.Sprintf("decode answer of %s %s: %v", method, path, err), Status: resp.StatusCode, Err: err}
 	}
 	return nil
 }
 
+// longCall marks a call's ctx: its work grows with the data (a folder
+// saved as an asset, a tree removed), so the client's timeout does not
+// bound it.
+type longCall struct{}
+
+func long(ctx context.Context) context.Context { return context.WithValue(ctx, longCall{}, true) }
+
 // send makes a request and returns a 2xx answer; any other answer becomes
-// an error.
+// an *Error. A JSON body (in, not an io.Reader) can be sent again, so the
+// call retries as roundTrip allows.
 func (c *Client) send(ctx context.Context, method, path string, query url.Values, in any) (*http.Response, error) {
 	var body io.Reader
 	ct := ""
+	private := false
 	switch v := in.(type) {
 	case nil:
 	case io.Reader:
@@ -64,44 +67,21 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	default:
 		b, err := json.Marshal(v)
 		if err != nil {
-			return nil, err
+			return nil, &Error{Code: api.CodeInvalidArgument, Message: "encode request: " + err.Error(), Err: err}
 		}
 		body, ct = bytes.NewReader(b), "application/json"
+		if p, ok := v.(api.CreatePreviewRequest); ok {
+			private = p.Visibility != api.VisibilityPublic
+		}
 	}
-	u := c.base + path
-	if len(query) > 0 {
-		u += "?" + query.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	req, err := c.newRequest(ctx, method, path, query, body)
 	if err != nil {
 		return nil, err
 	}
 	if ct != "" {
 		req.Header.Set("Content-Type", ct)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.key)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return resp, nil
-	}
-	defer resp.Body.Close()
-	return nil, decodeError(resp)
-}
-
-func decodeError(resp *http.Response) error {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	var er api.ErrorResponse
-	if err := json.Unmarshal(b, &er); err == nil && er.Error != nil && er.Error.Code != "" {
-		return er.Error
-	}
-	msg := strings.TrimSpace(string(b))
-	if msg == "" {
-		msg = resp.Status
-	}
-	return &api.Error{Code: codeForStatus(resp.StatusCode), Message: msg}
+	return c.roundTrip(req, takesKey(method, path, private))
 }
 
 func codeForStatus(status int) api.Code {
@@ -156,22 +136,8 @@ type Health struct {
 // Health reports whether the server serves, and the state of its warm pool.
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	var h Health
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/healthz", nil)
-	if err != nil {
-		return h, err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return h, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return h, fmt.Errorf("healthz answered %s", resp.Status)
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&h); err != nil {
-		return h, fmt.Errorf("healthz: %w", err)
-	}
-	return h, nil
+	err := c.do(ctx, http.MethodGet, "/healthz", nil, nil, &h)
+	return h, err
 }
 
 func sandboxPath(ref string) string { return "/v1/sandboxes/" + url.PathEscape(ref) }
@@ -278,26 +244,65 @@ func (c *Client) ListCommands(ctx context.Context, ref string, limit int, cursor
 	return out, err
 }
 
-// ErrStreamEnded says an output stream ended before the exit record while
-// following; resume with the last seen sequence number.
+// ErrStreamEnded says an output stream kept ending before the exit record
+// while following, after every reconnection the retry policy allows.
 var ErrStreamEnded = errors.New("output stream ended before the command's exit")
 
-// Output reads a command's recorded output after seq `after`, calling fn for
-// each record in order (the last one, when the command has ended, has Type
-// "exit"). With follow it goes on until the exit.
+// Output reads a command's recorded output after seq `after`, calling fn
+// for each record in order (the last one, when the command has ended, has
+// Type "exit"). With follow it goes on until the exit: a connection cut
+// on the way is reopened after the last sequence number seen, so fn sees
+// each record once, in order. It gives up (returning the cut's *Error)
+// after the retry policy's attempts without progress.
 func (c *Client) Output(ctx context.Context, ref, id string, after int64, follow bool, fn func(api.OutputRecord) error) error {
 	return c.readOutput(ctx, commandPath(ref, id)+"/output", after, follow, fn)
 }
 
-// readOutput reads an NDJSON output stream (a command's or a workload's).
+// readOutput reads an NDJSON output stream (a command's or a workload's),
+// resuming after a cut when following.
 func (c *Client) readOutput(ctx context.Context, path string, after int64, follow bool, fn func(api.OutputRecord) error) error {
-	q := url.Values{"after": {strconv.FormatInt(after, 10)}}
+	failures := 0
+	for {
+		done, progressed, err := c.readOutputOnce(ctx, path, &after, follow, fn)
+		if done || err == nil && !follow {
+			return err
+		}
+		if err == nil {
+			// The server ended the stream before the exit: resumed while
+			// it still brings records, since a proxy may end a long
+			// stream; a stream that ends again with nothing new has
+			// ended (a cancelled workload's output has no exit).
+			err = &Error{Code: api.CodeUnavailable, Message: ErrStreamEnded.Error(), Err: ErrStreamEnded}
+			if !progressed {
+				return err
+			}
+		}
+		var ce *Error
+		if !errors.As(err, &ce) || !retryOn(ce) || ctx.Err() != nil {
+			return err
+		}
+		if progressed {
+			failures = 0
+		}
+		if failures++; failures >= c.retry.Attempts {
+			return err
+		}
+		if c.sleep(ctx, c.backoff(failures, ce.RetryAfter)) != nil {
+			return err
+		}
+	}
+}
+
+// readOutputOnce reads one connection of an output stream, advancing
+// *after; done is true once the exit record was seen or fn failed.
+func (c *Client) readOutputOnce(ctx context.Context, path string, after *int64, follow bool, fn func(api.OutputRecord) error) (done, progressed bool, err error) {
+	q := url.Values{"after": {strconv.FormatInt(*after, 10)}}
 	if follow {
 		q.Set("follow", "true")
 	}
 	resp, err := c.send(ctx, http.MethodGet, path, q, nil)
 	if err != nil {
-		return err
+		return false, false, err
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
@@ -305,22 +310,26 @@ func (c *Client) readOutput(ctx context.Context, path string, after int64, follo
 	for sc.Scan() {
 		rec, err := decodeOutputRecord(sc.Bytes())
 		if err != nil {
-			return fmt.Errorf("decode output record: %w", err)
+			return true, progressed, fmt.Errorf("decode output record: %w", err)
 		}
 		if err := fn(rec); err != nil {
-			return err
+			return true, progressed, err
+		}
+		progressed = true
+		if rec.Seq > *after {
+			*after = rec.Seq
 		}
 		if rec.Type == "exit" {
-			return nil
+			return true, true, nil
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return err
+		if ctx.Err() != nil {
+			return true, progressed, &Error{Code: api.CodeUnavailable, Message: "read output: " + context.Cause(ctx).Error(), Err: context.Cause(ctx)}
+		}
+		return false, progressed, &Error{Code: api.CodeUnavailable, Message: "read output: " + err.Error(), Err: err}
 	}
-	if follow {
-		return ErrStreamEnded
-	}
-	return nil
+	return !follow, progressed, nil
 }
 
 // Stdin appends r to a command's stdin; eof closes it after.
@@ -452,30 +461,128 @@ func (c *Client) Events(ctx context.Context, q EventQuery) (api.List[api.Event],
 }
 
 // FollowEvents streams the team's events (server-sent events) after
-// q.After, calling fn for each, until ctx is done or fn fails.
+// q.After, calling fn for each in order, until ctx is done or fn fails. A
+// cut connection is reopened with Last-Event-ID set to the last event
+// seen, so fn sees each event once; it gives up after the retry policy's
+// attempts without an event.
 func (c *Client) FollowEvents(ctx context.Context, q EventQuery, fn func(api.Event) error) error {
-	resp, err := c.send(ctx, http.MethodGet, "/v1/events/stream", q.values(), nil)
+	failures := 0
+	for {
+		progressed, err := c.followEventsOnce(ctx, &q, fn)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var ce *Error
+		if err != nil && (!errors.As(err, &ce) || !retryOn(ce)) {
+			return err
+		}
+		if err == nil {
+			ce = &Error{Code: api.CodeUnavailable, Message: "event stream ended"}
+			err = ce
+		}
+		if progressed {
+			failures = 0
+		}
+		if failures++; failures >= c.retry.Attempts {
+			return err
+		}
+		if c.sleep(ctx, c.backoff(failures, ce.RetryAfter)) != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// followEventsOnce reads one connection of the event stream, moving
+// q.After past each event fn took.
+func (c *Client) followEventsOnce(ctx context.Context, q *EventQuery, fn func(api.Event) error) (progressed bool, err error) {
+	req, err := c.newRequest(ctx, http.MethodGet, "/v1/events/stream", q.values(), nil)
 	if err != nil {
-		return err
+		return false, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if q.After != "" {
+		req.Header.Set("Last-Event-ID", q.After)
+	}
+	resp, err := c.roundTrip(req, false)
+	if err != nil {
+		return false, err
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue // id:, event:, comments and blank lines
+	err = readSSE(resp.Body, func(ev sseEvent) error {
+		if ev.data == "" {
+			return nil
 		}
 		var e api.Event
-		if err := json.Unmarshal([]byte(data), &e); err != nil {
+		if err := json.Unmarshal([]byte(ev.data), &e); err != nil {
 			return fmt.Errorf("decode event: %w", err)
 		}
 		if err := fn(e); err != nil {
 			return err
 		}
+		progressed = true
+		switch {
+		case ev.id != "":
+			q.After = ev.id
+		case e.ID != "":
+			q.After = e.ID
+		}
+		return nil
+	})
+	if err != nil && errors.Is(err, errSSERead) {
+		return progressed, &Error{Code: api.CodeUnavailable, Message: err.Error(), Err: err}
 	}
-	if ctx.Err() != nil {
-		return ctx.Err()
+	return progressed, err
+}
+
+// sseEvent is one server-sent event: its id and its data lines joined by
+// newlines.
+type sseEvent struct {
+	id, event, data string
+}
+
+var errSSERead = errors.New("read event stream")
+
+// readSSE parses a text/event-stream as the HTML standard says: fields
+// until a blank line make an event, several data lines join with "\n",
+// lines starting with ':' are comments, one space after the colon is
+// dropped. An error reading r wraps errSSERead; fn's error is returned
+// as is.
+func readSSE(r io.Reader, fn func(sseEvent) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var (
+		ev      sseEvent
+		data    []string
+		hasData bool
+	)
+	for sc.Scan() {
+		line := strings.TrimSuffix(sc.Text(), "\r")
+		if line == "" {
+			if hasData {
+				ev.data = strings.Join(data, "\n")
+				if err := fn(ev); err != nil {
+					return err
+				}
+			}
+			ev, data, hasData = sseEvent{}, data[:0], false
+			continue
+		}
+		if strings.HasPrefix(line, ":") {
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "data":
+			data, hasData = append(data, value), true
+		case "id":
+			ev.id = value
+		case "event":
+			ev.event = value
+		}
 	}
-	return sc.Err()
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%w: %w", errSSERead, err)
+	}
+	return nil
 }

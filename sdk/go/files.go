@@ -101,7 +101,7 @@ func filesPath(ref, what string) string {
 	return p
 }
 
-// newRequest builds an authenticated request.
+// newRequest builds a request; roundTrip adds the credentials.
 func (c *Client) newRequest(ctx context.Context, method, path string, q url.Values, body io.Reader) (*http.Request, error) {
 	u := c.base + path
 	if len(q) > 0 {
@@ -109,29 +109,21 @@ func (c *Client) newRequest(ctx context.Context, method, path string, q url.Valu
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
-		return nil, err
+		return nil, &Error{Code: api.CodeInvalidArgument, Message: err.Error(), Err: err}
 	}
-	req.Header.Set("Authorization", "Bearer "+c.key)
 	return req, nil
 }
 
-// doRequest sends req and returns a 2xx answer, else the API's error.
+// doRequest sends req and returns a 2xx answer, else an *Error. It adds
+// an Idempotency-Key where the API takes one.
 func (c *Client) doRequest(req *http.Request) (*http.Response, error) {
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode/100 == 2 {
-		return resp, nil
-	}
-	defer resp.Body.Close()
-	return nil, decodeError(resp)
+	return c.roundTrip(req, takesKey(req.Method, req.URL.Path, false))
 }
 
 func decodeJSON(resp *http.Response, out any) error {
 	defer resp.Body.Close()
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("decode answer: %w", err)
+		return &Error{Code: api.CodeUnavailable, Message: "decode answer: " + err.Error(), Status: resp.StatusCode, Err: err}
 	}
 	return nil
 }
@@ -360,6 +352,7 @@ func (c *Client) RemoveFile(ctx context.Context, ref, path string, opts ...FileO
 	q := o.query(path)
 	if o.recursive {
 		q.Set("recursive", "true")
+		ctx = long(ctx) // the time grows with the tree
 	}
 	return c.do(ctx, http.MethodDelete, filesPath(ref, ""), q, nil, nil)
 }

@@ -12,7 +12,7 @@ import (
 )
 
 func TestExcluder(t *testing.T) {
-	ex, err := NewExcluder([]string{"*.pyc", "node_modules", "/dist", "build/out", "cache/", "**/tmp", "# comment", ""})
+	ex, err := NewExcluder([]string{"*.pyc", "node_modules", "/dist", "build/out", "cache/", "**/tmp", "# comment", "", "*.env", "!keep.env"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,12 +33,14 @@ func TestExcluder(t *testing.T) {
 		{"cache", true, true},
 		{"cache", false, false},
 		{"a/b/tmp", true, true},
+		{"x/a.env", false, true},
+		{"x/keep.env", false, false},
 	} {
 		if got := ex.Excluded(tt.rel, tt.dir); got != tt.want {
 			t.Errorf("Excluded(%q, dir=%v) = %v; want %v", tt.rel, tt.dir, got, tt.want)
 		}
 	}
-	for _, bad := range []string{"!keep", "[", "/"} {
+	for _, bad := range []string{"[", "a/[b"} {
 		if _, err := NewExcluder([]string{bad}); err == nil {
 			t.Errorf("pattern %q accepted", bad)
 		}

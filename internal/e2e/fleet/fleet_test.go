@@ -118,7 +118,7 @@ func TestPlacement(t *testing.T) {
 		}
 	}
 	_, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "over", Resources: one}, false)
-	if e, ok := err.(*api.Error); !ok || e.Code != api.CodeResourceExhausted {
+	if api.ErrorCode(err) != api.CodeResourceExhausted {
 		t.Fatalf("a create over every node's capacity: %v, want resource_exhausted", err)
 	}
 
@@ -137,7 +137,7 @@ func TestPlacement(t *testing.T) {
 	}
 	for i := range 3 {
 		_, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{Name: fmt.Sprintf("drained%d", i), Resources: one}, false)
-		if e, ok := err.(*api.Error); !ok || e.Code != api.CodeResourceExhausted {
+		if api.ErrorCode(err) != api.CodeResourceExhausted {
 			t.Fatalf("create with room only on a draining node: %v, want resource_exhausted", err)
 		}
 	}
