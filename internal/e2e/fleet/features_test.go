@@ -105,9 +105,10 @@ func TestFeaturesThroughFleet(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The loop had a CPU for 3 s: at least a second of it, on a
-			// busy host.
-			return top > 300 && mem > 0 && u.CPUS >= 1 && u.CostUSD >= cpuPrice,
+			// The loop had a CPU for 3 s. On a loaded host it gets a
+			// share of one, but a sample far above an idle sandbox's
+			// (a few millicores) shows the node's metrics came through.
+			return top > 100 && mem > 0 && u.CPUS >= 1 && u.CostUSD >= cpuPrice,
 				fmt.Sprintf("%d samples, busiest %d millicores, memory %d; usage %+v", len(m.Samples), top, mem, u)
 		})
 		r, err := c.Usage(t.Context(), cove.UsageQuery{GroupBy: "sandbox"})
