@@ -1,7 +1,11 @@
-// One Error subclass per API error code. Every error the server answers
-// becomes the class of its code, carrying the message, the details and the
-// HTTP status.
+// One Error subclass per API error code. Every failure of a call is a
+// CoveError: an error the server answers becomes the class of its code,
+// carrying the message, the details, the HTTP status and the request ID; a
+// failure to reach the server at all (refused, reset, cut) is Unavailable
+// with status 0; a call given up by its signal or its timeout is Cancelled
+// or DeadlineExceeded.
 
+/** The base of every error the SDK throws. */
 export class CoveError extends Error {
   /** The API's error code ("not_found", …). */
   code: string = "unknown";
@@ -9,9 +13,12 @@ export class CoveError extends Error {
   details: Record<string, unknown>;
   /** The HTTP status (0 when the error did not come from an answer). */
   status: number;
+  /** The ID of the request that failed (the X-Request-Id the SDK sent, or
+   * the server's when it answered one); "" when there was no request. */
+  requestId: string = "";
 
-  constructor(message: string, details?: Record<string, unknown> | null, status = 0) {
-    super(message);
+  constructor(message: string, details?: Record<string, unknown> | null, status = 0, options?: { cause?: unknown }) {
+    super(message, options);
     this.name = new.target.name;
     this.details = details ?? {};
     this.status = status;
@@ -36,6 +43,10 @@ export class BudgetExceeded extends CoveError { override code = "budget_exceeded
 export class Internal extends CoveError { override code = "internal"; }
 export class Unavailable extends CoveError { override code = "unavailable"; }
 export class InsufficientStorage extends CoveError { override code = "insufficient_storage"; }
+/** The call was given up because its AbortSignal fired. */
+export class Cancelled extends CoveError { override code = "cancelled"; }
+/** The call took longer than its timeout (timeoutMs). */
+export class DeadlineExceeded extends CoveError { override code = "deadline_exceeded"; }
 /** Downloaded bytes do not match the sha-256 the server announced. */
 export class DigestMismatch extends CoveError { override code = "digest_mismatch"; }
 
@@ -64,8 +75,14 @@ const BY_STATUS: Record<number, ErrorClass> = {
   503: Unavailable, 507: InsufficientStorage,
 };
 
-/** The error for an error answer: its status and body text. */
-export function errorFrom(status: number, body: string): CoveError {
+/** The error for an error answer: its status, body text and request ID. */
+export function errorFrom(status: number, body: string, requestId = ""): CoveError {
+  const err = decodeError(status, body);
+  err.requestId = requestId;
+  return err;
+}
+
+function decodeError(status: number, body: string): CoveError {
   try {
     const e = JSON.parse(body).error;
     if (e && typeof e === "object") {
@@ -80,4 +97,13 @@ export function errorFrom(status: number, body: string): CoveError {
   }
   const cls = BY_STATUS[status] ?? Internal;
   return new cls(body.trim() || `HTTP ${status}`, null, status);
+}
+
+/** A failure to reach the server (no answer): Unavailable with status 0,
+ * the underlying error as its cause. */
+export function transportError(cause: unknown, what: string, requestId = ""): Unavailable {
+  const why = cause instanceof Error ? (cause.cause instanceof Error ? cause.cause.message : cause.message) : String(cause);
+  const err = new Unavailable(`${what}: ${why}`, null, 0, { cause });
+  err.requestId = requestId;
+  return err;
 }

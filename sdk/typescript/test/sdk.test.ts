@@ -7,7 +7,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-import * as cove from "../src/index.js";
+import * as cove from "@cove-dev/sdk";
 import { CuttingProxy, KEY, URL_, makeTree, name, skip, tree } from "./helpers.js";
 
 const enc = new TextEncoder();
@@ -45,9 +45,9 @@ test("create, run, get, list, terminate", { skip }, async () => {
   const upd = await sb.update({ labels: { sdk: "typescript", more: "yes" } });
   assert.equal(upd.labels?.more, "yes");
   assert.ok("policy" in (await sb.network()));
-  assert.ok(typeof (await sb.usage()).cost_usd === "number");
+  assert.ok(typeof (await sb.usage()).costUsd === "number");
   assert.ok(await sb.metrics());
-  assert.ok(await c.usage({ group_by: "day" }));
+  assert.ok(await c.usage({ groupBy: "day" }));
   await sb.terminate();
   assert.ok(["terminating", "terminated"].includes((await c.get(sb.id)).info.state));
   await assert.rejects(sb.run("true"));
@@ -102,7 +102,7 @@ test("stdin, stdout, stderr, signal", { skip }, async () => {
     await cmd.write("x\n");
     await cmd.write(enc.encode("y\n"), { eof: true });
     const info = await cmd.wait();
-    assert.equal(info.exit_code, 0);
+    assert.equal(info.exitCode, 0);
     assert.equal(dec.decode(await cmd.stdout()), "x-y\n");
     assert.equal(dec.decode(await cmd.stderr()), "e\n");
 
@@ -154,7 +154,7 @@ test("a download whose digest does not match is refused", async () => {
     status: 200, headers: { ETag: '"v1"', "Repr-Digest": "sha-256=:" + Buffer.alloc(32).toString("base64") + ":" },
   })) as unknown as typeof fetch;
   const c = new cove.Client({ url: "http://127.0.0.1:9", apiKey: "k", fetch: fake });
-  const sb = new cove.Sandbox(c, { id: "sbx_x", name: "x", team_id: "t", template: "", state: "running", workdir: "/" } as cove.SandboxInfo);
+  const sb = new cove.Sandbox(c, { id: "sbx_x", name: "x", teamId: "t", template: "", state: "running", workdir: "/" } as cove.SandboxInfo);
   await assert.rejects(sb.files.read("/f"), cove.DigestMismatch);
 });
 
@@ -206,7 +206,7 @@ test("attach with ws: input in, output and exit out", { skip }, async () => {
     let out = "";
     for await (const b of a) out += dec.decode(b);
     assert.equal(out, "got hello\n");
-    assert.equal(a.exit?.exit_code, 0);
+    assert.equal(a.exit?.exitCode, 0);
     a.close();
   });
 });
@@ -225,7 +225,7 @@ test("a pty command sees its size, and a resize through attach", { skip }, async
     let out = "";
     for await (const b of a) out += dec.decode(b);
     assert.match(out, /40 120/);
-    assert.equal(a.exit?.exit_code, 0);
+    assert.equal(a.exit?.exitCode, 0);
   });
 });
 
@@ -279,21 +279,21 @@ test("secrets: stored, listed, redacted, deleted", { skip }, async () => {
 test("teams, keys and tickets", { skip }, async () => {
   const c = client();
   const t = await c.createTeam(name("ts-team"));
-  assert.ok(t.api_key);
+  assert.ok(t.apiKey);
   assert.ok((await c.listTeams()).some((x) => x.id === t.team.id));
-  const updated = await c.updateTeam(t.team.id, { spend_limit_usd: 12.5 });
+  const updated = await c.updateTeam(t.team.id, { spendLimitUsd: 12.5 });
   assert.equal(updated.id, t.team.id);
   const k = await c.createKey(t.team.id);
-  const other = new cove.Client({ url: URL_, apiKey: k.api_key });
+  const other = new cove.Client({ url: URL_, apiKey: k.apiKey });
   await assert.rejects(other.get("nothing-here"), cove.NotFound);
-  await c.revokeKey(k.key_id);
+  await c.revokeKey(k.keyId);
   await assert.rejects(other.listPage(), cove.Unauthenticated);
   const doc = await c.openapi();
   assert.ok(doc.paths["/v1/tickets"]);
 });
 
 test("tar.gz: a folder packed and unpacked locally is the same; an entry leaving the folder is refused", async () => {
-  const { packDir, unpack } = await import("../src/tar.js");
+  const { packDir, unpack } = await import("@cove-dev/sdk");
   const { symlink } = await import("node:fs/promises");
   const tmp = await mkdtemp(join(tmpdir(), "cove-ts-tar-"));
   try {
