@@ -53,6 +53,17 @@ test("create, run, get, list, terminate", { skip }, async () => {
   await assert.rejects(sb.run("true"));
 });
 
+test("await using terminates the sandbox when its block ends", { skip }, async () => {
+  const c = client();
+  let id = "";
+  {
+    await using sb = await c.create({ labels: { sdk: "typescript-using" } });
+    id = sb.id;
+    assert.equal((await sb.run("exit 7")).exitCode, 7);
+  }
+  assert.ok(["terminating", "terminated"].includes((await c.get(id)).info.state));
+});
+
 test("errors carry code, message, details and status", { skip }, async () => {
   const c = client();
   await assert.rejects(c.get("sbx_doesnotexist"), (e: unknown) => {
