@@ -6,20 +6,23 @@
 import { Client } from "@cove-dev/sdk";
 
 const client = new Client();
-await using sb = await client.create({ labels: { example: "cost-and-metrics" } });
+const sb = await client.create({ labels: { example: "cost-and-metrics" } });
+try {
+  await sb.run("python3 -c 'sum(i * i for i in range(3_000_000))'");
 
-await sb.run("python3 -c 'sum(i * i for i in range(3_000_000))'");
+  const usage = await sb.usage();
+  console.log(`cost so far: $${usage.costUsd.toFixed(6)}; running costs $${usage.pricePerHourUsd.running}/h`);
 
-const usage = await sb.usage();
-console.log(`cost so far: $${usage.costUsd.toFixed(6)}; running costs $${usage.pricePerHourUsd.running}/h`);
+  const m = await sb.metrics({ step: "1" });
+  console.log(`${m.samples.length} samples every ${m.stepS}s, ${m.gaps.length} gaps`);
+  for (const s of m.samples.slice(-3)) {
+    console.log(`${s.time}: ${s.cpuMillicores} millicores, ${(s.memoryBytes / 2 ** 20).toFixed(1)} MiB`);
+  }
 
-const m = await sb.metrics({ step: "1" });
-console.log(`${m.samples.length} samples every ${m.stepS}s, ${m.gaps.length} gaps`);
-for (const s of m.samples.slice(-3)) {
-  console.log(`${s.time}: ${s.cpuMillicores} millicores, ${(s.memoryBytes / 2 ** 20).toFixed(1)} MiB`);
+  const report = await client.usage({ groupBy: "sandbox" });
+  console.log("team usage report:", Object.keys(report).join(", "));
+
+  process.exitCode = typeof usage.costUsd !== "number" || !Array.isArray(m.samples) ? 1 : 0;
+} finally {
+  await sb.terminate();
 }
-
-const report = await client.usage({ groupBy: "sandbox" });
-console.log("team usage report:", Object.keys(report).join(", "));
-
-if (typeof usage.costUsd !== "number" || !Array.isArray(m.samples)) process.exit(1);

@@ -7,23 +7,39 @@
 import { Client } from "@cove-dev/sdk";
 
 const client = new Client();
-await using sb = await client.create({
+const sb = await client.create({
   labels: { example: "network-allow-list" },
   network: { allow: ["api.internal.example"] },
 });
+try {
+  // 192.0.2.1 (TEST-NET-1) is on no allow list: the connection gets no
+  // answer (the sandbox's traffic goes through cove's filter, which may
+  // accept it and then close it, refusing what it names).
+  const probe = "import socket\n" +
+    "try:\n" +
+    "    s = socket.create_connection(('192.0.2.1', 80), timeout=3)\n" +
+    "    s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\n" +
+    "    print('answered' if s.recv(1) else 'closed')\n" +
+    "except OSError as e:\n" +
+    "    print('refused:', e)\n";
+  const r = await sb.run(undefined, { argv: ["python3", "-c", probe] });
+  console.log("connection elsewhere:", r.stdout.trim());
 
-// 192.0.2.1 (TEST-NET-1) is on no allow list.
-const r = await sb.run(undefined, {
-  argv: ["python3", "-c", "import socket; socket.create_connection(('192.0.2.1', 80), timeout=3); print('connected')"],
-});
-console.log("connection elsewhere: exit", r.exitCode, r.stdout.includes("connected") ? "(connected!)" : "(refused)");
+  // The allow list can change while the sandbox runs.
+  await sb.update({ network: { allow: ["api.internal.example", "docs.internal.example"] } });
 
-// The allow list can change while the sandbox runs.
-await sb.update({ network: { allow: ["api.internal.example", "docs.internal.example"] } });
-const view = await sb.network();
-console.log("allowed:", view.policy.allow.join(", "));
-for (const o of view.observations) {
-  console.log(`${o.decision} ${o.destination}:${o.port} (${o.count}x, last by ${o.lastCommandId || "-"})`);
+  // What the sandbox tried to reach, with the filter's decision.
+  let view = await sb.network();
+  for (const deadline = Date.now() + 20_000; Date.now() < deadline; view = await sb.network()) {
+    if (view.observations.some((o) => o.destination.includes("192.0.2.1"))) break;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  console.log("allowed:", view.policy.allow.join(", "));
+  for (const o of view.observations) {
+    console.log(`${o.decision} ${o.destination}:${o.port} (${o.count}x, last by ${o.lastCommandId || "-"})`);
+  }
+  const denied = view.observations.some((o) => o.destination.includes("192.0.2.1") && o.decision === "denied");
+  process.exitCode = r.stdout.includes("answered") || !denied || view.policy.allow.length !== 2 ? 1 : 0;
+} finally {
+  await sb.terminate();
 }
-
-if (r.exitCode === 0 || view.policy.allow.length !== 2) process.exit(1);

@@ -109,6 +109,7 @@ export class Attachment implements AsyncIterable<Uint8Array> {
     return new Promise((r) => this.waiters.push(r));
   }
 
+  /** The output bytes, until the command ends or the connection closes. */
   async *[Symbol.asyncIterator](): AsyncIterator<Uint8Array> {
     for (;;) {
       const b = await this.recv();
@@ -117,6 +118,7 @@ export class Attachment implements AsyncIterable<Uint8Array> {
     }
   }
 
+  /** Close the connection; the command goes on. */
   close(): void {
     this.ws.close(1000);
   }

@@ -112,6 +112,8 @@ export class Client {
   private readonly maxRetries: number;
   private readonly maxRetryMs: number;
 
+  /** A client of the server at opts.url (COVE_URL) with opts.apiKey
+   * (COVE_API_KEY); InvalidArgument without a key. */
   constructor(opts: ClientOptions = {}) {
     const url = opts.url || env("COVE_URL") || DEFAULT_URL;
     const key = opts.apiKey || env("COVE_API_KEY") || "";
@@ -431,6 +433,7 @@ export class Client {
     }));
   }
 
+  /** An asset of the team by ID. */
   getAsset(id: string, opts: CallOptions = {}): Promise<Asset> {
     return this.call({ method: "GET", call: opts, path: assetPath(id) });
   }
@@ -618,6 +621,7 @@ export class Client {
     }
   }
 
+  /** Delete a secret; commands that had it keep their environment. */
   async deleteSecret(name: string, opts: CallOptions = {}): Promise<void> {
     await this.call({ method: "DELETE", key: "auto", call: opts, path: "/v1/secrets/" + esc(name) });
   }
@@ -630,6 +634,7 @@ export class Client {
     return this.call({ method: "POST", key: "auto", call: opts, path: "/v1/webhooks", json: body });
   }
 
+  /** Every webhook of the team (without their secrets). */
   async listWebhooks(opts: CallOptions = {}): Promise<Webhook[]> {
     const out: Webhook[] = [];
     let cursor = "";
@@ -641,10 +646,12 @@ export class Client {
     }
   }
 
+  /** A webhook by ID. */
   getWebhook(id: string, opts: CallOptions = {}): Promise<Webhook> {
     return this.call({ method: "GET", call: opts, path: "/v1/webhooks/" + esc(id) });
   }
 
+  /** Delete a webhook; no more deliveries are made to it. */
   async deleteWebhook(id: string, opts: CallOptions = {}): Promise<void> {
     await this.call({ method: "DELETE", key: "auto", call: opts, path: "/v1/webhooks/" + esc(id) });
   }
@@ -662,6 +669,7 @@ export class Client {
     return this.call({ method: "POST", call: opts, path: "/v1/teams", json: { name } satisfies Schemas["CreateTeamRequest"] });
   }
 
+  /** Every team (admin key). */
   async listTeams(opts: CallOptions = {}): Promise<Team[]> {
     return (await this.call<Page<Team>>({ method: "GET", call: opts, path: "/v1/teams" }))?.items ?? [];
   }
@@ -671,6 +679,7 @@ export class Client {
     return this.call({ method: "POST", call: opts, path: "/v1/teams/" + esc(teamId) + "/keys" });
   }
 
+  /** Revoke an API key: calls made with it fail from now on. */
   async revokeKey(keyId: string, opts: CallOptions = {}): Promise<void> {
     await this.call({ method: "DELETE", call: opts, path: "/v1/keys/" + esc(keyId) });
   }
@@ -794,6 +803,7 @@ export class Sandbox {
     return d;
   }
 
+  /** Read the sandbox's state again into info. */
   async refresh(opts: CallOptions = {}): Promise<SandboxInfo> {
     return this.set(await this.client.call({ method: "GET", call: opts, path: sandboxPath(this.id) }));
   }
@@ -817,11 +827,14 @@ export class Sandbox {
     return opts.wait === false ? this.info : this.wait("asleep", opts);
   }
 
+  /** Wake an asleep sandbox with its files; waits until it runs unless
+   * wait is false. */
   async wake(opts: { wait?: boolean } & CallOptions = {}): Promise<SandboxInfo> {
     this.set(await this.client.call({ method: "POST", key: "auto", call: opts, path: sandboxPath(this.id) + "/wake" }));
     return opts.wait === false ? this.info : this.wait("running", opts);
   }
 
+  /** Terminate the sandbox: its processes stop and its files go. */
   async terminate(opts: CallOptions = {}): Promise<SandboxInfo> {
     return this.set(await this.client.call({ method: "DELETE", key: "auto", call: opts, path: sandboxPath(this.id) }));
   }
@@ -880,6 +893,7 @@ export class Sandbox {
     return (d?.items ?? []) as Preview[];
   }
 
+  /** Unpublish a preview. */
   async deletePreview(id: string, opts: CallOptions = {}): Promise<void> {
     await this.client.call({ method: "DELETE", key: "auto", call: opts, path: sandboxPath(this.id) + "/previews/" + esc(id) });
   }
@@ -960,6 +974,7 @@ export class Command {
     return this.refresh(opts);
   }
 
+  /** Read the command's state again into info. */
   async refresh(opts: CallOptions = {}): Promise<CommandInfo> {
     this.info = await this.client.call<CommandInfo>({ method: "GET", call: opts, path: this.path });
     return this.info;
@@ -973,6 +988,7 @@ export class Command {
     });
   }
 
+  /** Close the command's stdin (EOF). */
   closeStdin(): Promise<void> {
     return this.write(new Uint8Array(0), { eof: true });
   }
@@ -987,6 +1003,7 @@ export class Command {
     return new Uint8Array(await (await this.client.send({ method: "GET", call: opts, path: this.path + "/stdout" })).arrayBuffer());
   }
 
+  /** The recorded stderr, raw. */
   async stderr(opts: CallOptions = {}): Promise<Uint8Array> {
     return new Uint8Array(await (await this.client.send({ method: "GET", call: opts, path: this.path + "/stderr" })).arrayBuffer());
   }
@@ -1001,8 +1018,10 @@ export class Command {
 
 /** A whole file read: its bytes, version and sha-256 (checked). */
 export class FileContent {
+  /** @internal */
   constructor(readonly data: Uint8Array, readonly version: string, readonly sha256: Uint8Array) {}
 
+  /** The bytes as UTF-8 text (a TypeError if they are not UTF-8). */
   get text(): string {
     return new TextDecoder("utf-8", { fatal: true }).decode(this.data);
   }
@@ -1016,6 +1035,7 @@ export class Files {
     this.base = sandboxPath(sandboxId) + "/files";
   }
 
+  /** The entries under path, depth levels down (default 1), every page. */
   async list(path: string, opts: { depth?: number } & CallOptions = {}): Promise<FileEntry[]> {
     const out: FileEntry[] = [];
     let cursor = "";
@@ -1029,10 +1049,12 @@ export class Files {
     }
   }
 
+  /** One entry: its kind, size, mode, time and version (NotFound if none). */
   stat(path: string, opts: CallOptions = {}): Promise<FileEntry> {
     return this.client.call({ method: "GET", call: opts, path: this.base + "/stat", params: { path } });
   }
 
+  /** Whether path exists. */
   async exists(path: string): Promise<boolean> {
     try {
       await this.stat(path);
@@ -1051,6 +1073,7 @@ export class Files {
     return new FileContent(data, versionOf(resp.headers.get("ETag")), digest);
   }
 
+  /** The whole file as UTF-8 text, checked as read does. */
   async readText(path: string): Promise<string> {
     return (await this.read(path)).text;
   }
@@ -1075,14 +1098,17 @@ export class Files {
     return this.client.call({ method: "PATCH", key: "auto", call: opts, path: this.base + "/content", params: { path }, json: { edits } satisfies Schemas["EditFileRequest"], headers });
   }
 
+  /** Make a directory and its parents. */
   mkdir(path: string, opts: CallOptions = {}): Promise<FileEntry> {
     return this.client.call({ method: "POST", key: "auto", call: opts, path: this.base + "/mkdir", json: { path } satisfies Schemas["MkdirRequest"] });
   }
 
+  /** Move or rename; an existing target is Conflict unless overwrite. */
   move(from: string, to: string, opts: { overwrite?: boolean } & CallOptions = {}): Promise<FileEntry> {
     return this.client.call({ method: "POST", key: "auto", call: opts, path: this.base + "/move", json: { from, to, overwrite: !!opts.overwrite } satisfies Schemas["MoveRequest"] });
   }
 
+  /** Remove a file, or a directory (recursive for one with entries). */
   async remove(path: string, opts: { recursive?: boolean } & CallOptions = {}): Promise<void> {
     await this.client.call({ method: "DELETE", key: "auto", call: opts, path: this.base, params: { path, recursive: opts.recursive ? "true" : undefined } });
   }

@@ -17,6 +17,8 @@ export class CoveError extends Error {
    * the server's when it answered one); "" when there was no request. */
   requestId: string = "";
 
+  /** An error with the message, the details and status of its answer
+   * (0 when none), and the failure that caused it. */
   constructor(message: string, details?: Record<string, unknown> | null, status = 0, options?: { cause?: unknown }) {
     super(message, options);
     this.name = new.target.name;
@@ -29,19 +31,32 @@ export class CoveError extends Error {
   }
 }
 
+/** A request the API refuses as malformed (400). */
 export class InvalidArgument extends CoveError { override code = "invalid_argument"; }
+/** No key, or one the server does not know (401). */
 export class Unauthenticated extends CoveError { override code = "unauthenticated"; }
+/** The key may not do this (403). */
 export class PermissionDenied extends CoveError { override code = "permission_denied"; }
+/** No such resource for this team (404). */
 export class NotFound extends CoveError { override code = "not_found"; }
+/** The resource's state forbids it now (409). */
 export class Conflict extends CoveError { override code = "conflict"; }
 /** A write's expected version no longer matches: read the file again. */
 export class PreconditionFailed extends CoveError { override code = "precondition_failed"; }
+/** A body over the limit (413). */
 export class PayloadTooLarge extends CoveError { override code = "payload_too_large"; }
+/** Well formed but not doable, e.g. a reused Idempotency-Key (422). */
 export class Unprocessable extends CoveError { override code = "unprocessable"; }
+/** A limit or quota reached (429); retried after Retry-After. */
 export class ResourceExhausted extends CoveError { override code = "resource_exhausted"; }
+/** A spend limit reached (402). */
 export class BudgetExceeded extends CoveError { override code = "budget_exceeded"; }
+/** The server's own failure (500). */
 export class Internal extends CoveError { override code = "internal"; }
+/** The server cannot answer now (503), or could not be reached at all
+ * (status 0): retried where the call may be. */
 export class Unavailable extends CoveError { override code = "unavailable"; }
+/** No room left for the write (507). */
 export class InsufficientStorage extends CoveError { override code = "insufficient_storage"; }
 /** The call was given up because its AbortSignal fired. */
 export class Cancelled extends CoveError { override code = "cancelled"; }

@@ -3,7 +3,8 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { gzipSync } from "node:zlib";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -301,6 +302,57 @@ test("teams, keys and tickets", { skip }, async () => {
   await assert.rejects(other.listPage(), cove.Unauthenticated);
   const doc = await c.openapi();
   assert.ok(doc.paths["/v1/tickets"]);
+});
+
+/** A tar.gz of raw entries, names and link targets as given (no tool
+ * would write a hostile one). */
+function rawTarGz(entries: Array<{ name: string; type?: "0" | "2"; link?: string; data?: string }>): Uint8Array {
+  const blocks: Buffer[] = [];
+  for (const e of entries) {
+    const data = Buffer.from(e.data ?? "");
+    const h = Buffer.alloc(512);
+    h.write(e.name, 0, 100);
+    h.write("0000644\0", 100);
+    h.write("0000000\0", 108);
+    h.write("0000000\0", 116);
+    h.write(data.length.toString(8).padStart(11, "0") + "\0", 124);
+    h.write("00000000000\0", 136);
+    h.write(e.type ?? "0", 156);
+    h.write(e.link ?? "", 157, 100);
+    h.write("ustar\0" + "00", 257);
+    h.fill(" ", 148, 156);
+    let sum = 0;
+    for (const b of h) sum += b;
+    h.write(sum.toString(8).padStart(6, "0") + "\0 ", 148);
+    blocks.push(h, data, Buffer.alloc((512 - (data.length % 512)) % 512));
+  }
+  blocks.push(Buffer.alloc(1024));
+  return new Uint8Array(gzipSync(Buffer.concat(blocks)));
+}
+
+test("unpack refuses an archive whose entries leave the folder, and writes nothing of it", async () => {
+  const { unpack } = await import("@cove-dev/sdk");
+  const { readdir, stat } = await import("node:fs/promises");
+  const tmp = await mkdtemp(join(tmpdir(), "cove-ts-evil-"));
+  try {
+    const cases = [
+      [{ name: "ok.txt", data: "fine" }, { name: "../evil.txt", data: "out" }],
+      [{ name: "ok.txt", data: "fine" }, { name: "a/../../evil.txt", data: "out" }],
+      [{ name: "/tmp/evil-" + name("abs"), data: "out" }],
+      [{ name: "link", type: "2" as const, link: "../../etc" }, { name: "link/passwd", data: "out" }],
+      [{ name: "link", type: "2" as const, link: "/etc" }],
+    ];
+    for (const [i, entries] of cases.entries()) {
+      const dest = join(tmp, "out" + i);
+      await assert.rejects(unpack(rawTarGz(entries), dest), cove.InvalidArgument, JSON.stringify(entries));
+      assert.deepEqual(await readdir(dest), [], "nothing of a refused archive is written");
+    }
+    await assert.rejects(stat(join(tmp, "evil.txt")));
+    await unpack(rawTarGz([{ name: "in/ok.txt", data: "fine" }, { name: "in/link", type: "2", link: "ok.txt" }]), join(tmp, "good"));
+    assert.equal(await readFile(join(tmp, "good", "in", "link"), "utf8"), "fine");
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
 });
 
 test("tar.gz: a folder packed and unpacked locally is the same; an entry leaving the folder is refused", async () => {
