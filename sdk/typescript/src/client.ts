@@ -419,7 +419,7 @@ export class Client {
   async createAssetFromFile(file: string, opts: { name?: string } & CallOptions = {}): Promise<Asset> {
     const { hashFile, fileStream } = await import("./nodefile.js");
     const sha256 = await hashFile(file);
-    return this.createAsset(await fileStream(file), { name: opts.name, sha256 });
+    return this.createAsset(await fileStream(file), { ...opts, sha256 });
   }
 
   /** Store a local folder as an asset (Node only): packed as tar.gz
