@@ -25,7 +25,7 @@ all: build
 # build first builds the web console (console/, TypeScript bundled with
 # esbuild) into internal/console/dist, which the binary embeds; it reruns
 # only when the console's sources changed.
-CONSOLE_SRC := $(wildcard console/src/* console/src/*/* sdk/typescript/src/*) console/package.json console/package-lock.json console/build.mjs console/tsconfig.json
+CONSOLE_SRC := $(wildcard console/src/* console/src/*/* sdk/typescript/src/*) console/package.json console/package-lock.json console/build.mjs console/tsconfig.json sdk/typescript/package-lock.json
 
 # VERSION is the newest tag, or dev; COMMIT the checkout's commit
 # (`cove version` prints both).
@@ -39,6 +39,7 @@ build: internal/console/dist/index.html
 
 internal/console/dist/index.html: $(CONSOLE_SRC)
 	@command -v npm >/dev/null || { echo "npm is missing: 'make deps' installs it"; exit 1; }
+	cd sdk/typescript && npm ci --no-audit --no-fund --ignore-scripts
 	cd console && npm ci --no-audit --no-fund && npm run build
 
 # deps installs the Debian packages cove runs on, only those missing;

@@ -23,7 +23,7 @@ const res = await esbuild.build({
   // Calls go through the TypeScript SDK, bundled from its sources; what
   // it loads only on Node stays out.
   alias: { "@cove-dev/sdk": new URL("../sdk/typescript/src/index.ts", import.meta.url).pathname },
-  external: ["node:*", "ws"],
+  external: ["node:*", "ws", "tar", "ignore"],
 });
 const names = {};
 for (const f of res.outputFiles) {

@@ -120,7 +120,7 @@ export function listPage() {
             h("td", {}, h("a", { href: sandboxURL(s.id), onclick: (e: Event) => e.preventDefault() }, s.name || s.id), h("div", { class: "muted mono" }, s.id)),
             h("td", {}, h("span", { class: "state s-" + s.state }, s.state)),
             h("td", { class: "wide" }, s.template),
-            h("td", { class: "num" }, money(s.cost_usd)),
+            h("td", { class: "num" }, money(s.costUsd)),
           ),
         ),
       );

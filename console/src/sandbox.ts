@@ -57,9 +57,9 @@ export function sandboxPage(ref: string, tabID: string) {
       ...([
         ["ID", sb.id],
         ["Template", sb.template],
-        ["Resources", `${r.cpus ?? "?"} CPU · ${r.memory_mib ?? "?"} MiB · ${r.disk_mib ?? "?"} MiB disk`],
-        ["Cost", money(sb.cost_usd) + (sb.price_per_hour_usd?.running != null ? ` (${money(sb.price_per_hour_usd.running)}/h running)` : "")],
-        ["Spend limit", money(sb.spend_limit_usd)],
+        ["Resources", `${r.cpus ?? "?"} CPU · ${r.memoryMib ?? "?"} MiB · ${r.diskMib ?? "?"} MiB disk`],
+        ["Cost", money(sb.costUsd) + (sb.pricePerHourUsd?.running != null ? ` (${money(sb.pricePerHourUsd.running)}/h running)` : "")],
+        ["Spend limit", money(sb.spendLimitUsd)],
       ] as [string, string][]).flatMap(([k, v]) => [h("dt", {}, k), h("dd", { "data-fact": k.toLowerCase().replace(/ /g, "-") }, v)]),
     );
     const s = sb.state;
@@ -90,7 +90,7 @@ export function sandboxPage(ref: string, tabID: string) {
     let failed = false;
     sdk()
       .get(id)
-      .then((s) => s.wait(next, { timeout_s: 60 }))
+      .then((s) => s.wait(next, { timeoutS: 60 }))
       .catch(() => (failed = true))
       .finally(() => {
         following = "";

@@ -4,8 +4,8 @@
 //
 //     COVE_URL=http://127.0.0.1:7070 COVE_API_KEY=... node try-fixes-from-asset.mjs
 //
-// It imports @cove-dev/sdk: build sdk/typescript (npm ci && npm run build)
-// and install it here with `npm install ../../sdk/typescript`.
+// It imports @cove-dev/sdk, installed from this repository (see
+// examples/typescript/README.md).
 
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";

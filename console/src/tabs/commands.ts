@@ -38,9 +38,9 @@ const tab: Tab = {
         do {
           const p = await sb.commands({ limit: 200, cursor: cursor || undefined });
           items.push(...p.items);
-          cursor = p.next_cursor;
+          cursor = p.nextCursor;
         } while (cursor && items.length < 1000);
-        items.sort((a, b) => (b.started_at ?? "").localeCompare(a.started_at ?? "") || b.id.localeCompare(a.id));
+        items.sort((a, b) => (b.startedAt ?? "").localeCompare(a.startedAt ?? "") || b.id.localeCompare(a.id));
         body.replaceChildren(...items.map(row));
         if (!items.length) body.append(h("tr", {}, h("td", { colspan: "4", class: "muted" }, "No commands yet.")));
         err.textContent = "";
@@ -49,16 +49,16 @@ const tab: Tab = {
       }
     };
     const row = (c: CommandInfo) => {
-      const exit = c.exit_code == null ? (c.signal ? c.signal : "") : String(c.exit_code);
+      const exit = c.exitCode == null ? (c.signal ? c.signal : "") : String(c.exitCode);
       const open = h("button", { "data-open": c.id, title: c.id }, c.command || (c.argv ?? []).join(" ") || c.id);
       open.addEventListener("click", () => show(c));
       const tr = h(
         "tr",
-        { "data-id": c.id, "data-state": c.state, "data-exit": c.exit_code == null ? "" : String(c.exit_code) },
+        { "data-id": c.id, "data-state": c.state, "data-exit": c.exitCode == null ? "" : String(c.exitCode) },
         h("td", {}, open),
-        h("td", {}, c.state + (c.timed_out ? " (timed out)" : "")),
-        h("td", { class: "num " + (c.exit_code === 0 ? "x-ok" : c.exit_code == null ? "" : "x-bad") }, exit),
-        h("td", { class: "wide muted" }, c.started_at ? new Date(c.started_at).toLocaleTimeString() : ""),
+        h("td", {}, c.state + (c.timedOut ? " (timed out)" : "")),
+        h("td", { class: "num " + (c.exitCode === 0 ? "x-ok" : c.exitCode == null ? "" : "x-bad") }, exit),
+        h("td", { class: "wide muted" }, c.startedAt ? new Date(c.startedAt).toLocaleTimeString() : ""),
       );
       if (c.id === selected) tr.classList.add("sel");
       return tr;
@@ -128,7 +128,8 @@ async function stream(sid: string, cid: string, signal: AbortSignal, on: (stream
         method: "GET",
         path: `/v1/sandboxes/${encodeURIComponent(sid)}/commands/${encodeURIComponent(cid)}/output`,
         params: { after: seq, follow: "true" },
-        signal,
+        stream: true,
+        call: { signal },
       });
       const reader = resp.body!.getReader();
       const dec = new TextDecoder();

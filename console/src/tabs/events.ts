@@ -2,7 +2,7 @@
 // filtered to this sandbox), newest at the top. Every field is shown as
 // text: event data can hold what a sandbox chose (a destination name, a
 // command), and it never becomes markup.
-import { api, sdk } from "../api";
+import { sdk } from "../api";
 import type { Event } from "@cove-dev/sdk";
 import { h, message } from "../dom";
 import type { Tab, TabContext } from "../tab";
@@ -56,15 +56,14 @@ const tab: Tab = {
       try {
         let cursor = "";
         do {
-          const r = await api<{ items: Event[] | null; next_cursor?: string }>(
-            "GET",
-            "/v1/events?sandbox=" + encodeURIComponent(id) + "&limit=200" + (cursor ? "&cursor=" + encodeURIComponent(cursor) : ""),
-          );
+          const r = await sdk().call<{ items: Event[] | null; nextCursor?: string }>({
+            method: "GET", path: "/v1/events", params: { sandbox: id, limit: 200, cursor },
+          });
           for (const e of r.items ?? []) {
             add(e);
             after = e.id || after;
           }
-          cursor = r.next_cursor ?? "";
+          cursor = r.nextCursor ?? "";
         } while (cursor && !ctl.signal.aborted);
       } catch (x) {
         err.textContent = message(x);

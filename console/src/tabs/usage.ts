@@ -22,7 +22,7 @@ const tab: Tab = {
         const u = await api<SandboxUsage>("GET", "/v1/sandboxes/" + encodeURIComponent(ctx.sandbox().id) + "/usage");
         err.textContent = "";
         const sb = ctx.sandbox();
-        const alerts: number[] = sb.budget_alerts ?? [];
+        const alerts: number[] = sb.budgetAlerts ?? [];
         body.replaceChildren(
           spendBar("sb-spend", u.cost_usd, u.spend_limit_usd),
           h(
@@ -35,7 +35,7 @@ const tab: Tab = {
             h("dt", {}, "Budget alerts"),
             h("dd", {}, u.spend_limit_usd == null ? "none (no spend limit)" : alerts.length ? alerts.map((a) => a + "%").join(", ") : "none"),
             h("dt", {}, "At the limit"),
-            h("dd", {}, sb.on_budget ?? "sleep"),
+            h("dd", {}, sb.onBudget ?? "sleep"),
           ),
           h(
             "table",

@@ -1,7 +1,7 @@
 package sdks
 
 // The SDKs' suites against a fleet: the same tests as TestPythonSDK and
-// TestTypeScriptSDK, with COVE_URL naming a `cove control` whose
+// TestTypeScriptPackage, with COVE_URL naming a `cove control` whose
 // sandboxes run on two `cove node` processes of their own.
 
 import (

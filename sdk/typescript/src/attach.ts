@@ -7,8 +7,8 @@
 // ticket (POST /v1/tickets) instead.
 
 import type { Client } from "./client.js";
-import { CoveError, errorFrom } from "./errors.js";
-import { Data, commandPath, toBytes } from "./util.js";
+import { CoveError, Unavailable, errorFrom } from "./errors.js";
+import { Data, camel, commandPath, toBytes } from "./util.js";
 
 export interface AttachOptions {
   /** Replay output after this seq. */
@@ -20,9 +20,9 @@ export interface AttachOptions {
 }
 
 export interface ExitInfo {
-  exit_code: number | null;
+  exitCode: number | null;
   signal: string;
-  timed_out: boolean;
+  timedOut: boolean;
 }
 
 interface WSLike {
@@ -48,7 +48,7 @@ async function loadWs(): Promise<any | null> {
 
 /** A live connection to a command: `await recv()` returns output bytes, or
  * null once the command has ended (exit then holds its exit code, signal
- * and timed_out) or the connection closed. Also an async iterable of the
+ * and timedOut) or the connection closed. Also an async iterable of the
  * output. */
 export class Attachment implements AsyncIterable<Uint8Array> {
   exit: ExitInfo | null = null;
@@ -63,7 +63,7 @@ export class Attachment implements AsyncIterable<Uint8Array> {
       if (typeof d === "string") {
         try {
           const m = JSON.parse(d);
-          if (m && m.exit) this.exit = m.exit;
+          if (m && m.exit) this.exit = camel<ExitInfo>(m.exit);
         } catch {
           // not ours
         }
@@ -109,6 +109,7 @@ export class Attachment implements AsyncIterable<Uint8Array> {
     return new Promise((r) => this.waiters.push(r));
   }
 
+  /** The output bytes, until the command ends or the connection closes. */
   async *[Symbol.asyncIterator](): AsyncIterator<Uint8Array> {
     for (;;) {
       const b = await this.recv();
@@ -117,6 +118,7 @@ export class Attachment implements AsyncIterable<Uint8Array> {
     }
   }
 
+  /** Close the connection; the command goes on. */
   close(): void {
     this.ws.close(1000);
   }
@@ -160,8 +162,8 @@ export async function openAttachment(client: Client, sandboxId: string, commandI
   const a = new Attachment(ws);
   const opened = new Promise<void>((resolve, reject) => {
     ws.addEventListener("open", () => resolve());
-    ws.addEventListener("error", (ev: any) => reject(new CoveError(`attach to ${commandId} failed: ${ev?.message ?? "WebSocket error"}`)));
-    ws.addEventListener("close", (ev: any) => reject(new CoveError(`attach to ${commandId} closed before it opened (${ev?.code ?? ""})`)));
+    ws.addEventListener("error", (ev: any) => reject(new Unavailable(`attach to ${commandId} failed: ${ev?.message ?? "WebSocket error"}`)));
+    ws.addEventListener("close", (ev: any) => reject(new Unavailable(`attach to ${commandId} closed before it opened (${ev?.code ?? ""})`)));
   });
   await (failed ? Promise.race([opened, failed]) : opened);
   return a;

@@ -3,8 +3,12 @@
 // (snake_case); what only the SDK adds (wait, ifVersion, after, …) is
 // camelCase.
 
+import { createParser } from "eventsource-parser";
+
 import { Attachment, AttachOptions, openAttachment } from "./attach.js";
-import { Conflict, CoveError, InvalidArgument, NotFound, errorFrom } from "./errors.js";
+import {
+  Cancelled, Conflict, CoveError, DeadlineExceeded, InvalidArgument, NotFound, Unavailable, errorFrom, transportError,
+} from "./errors.js";
 import type {
   Admission, ArchiveResult, Asset, Chunk, CommandInfo, CommandResult, CreateCommandRequest, CreateOptions,
   CreatePreviewRequest, CreateTeamResponse, CreateWebhookRequest, CreateWebhookResponse, SaveAssetRequest, Delivery, Event, FileEntry, Image, ImageSettings, KeyResponse, Metrics,
@@ -12,8 +16,8 @@ import type {
   UpdateSandboxRequest, UpdateTeamRequest, UsageReport, Webhook, Workload, WorkloadOptions, WorkloadState,
 } from "./types.js";
 import {
-  Data, b64decode, b64encode, checkDigest, commandPath, dropUndefined, esc, lines, parseDigest, reprDigest, sandboxPath,
-  sleep, toBytes, versionOf,
+  Data, b64decode, b64encode, camel, checkDigest, commandPath, dropUndefined, esc, lines, parseDigest, parseRetryAfter,
+  randomHex, reprDigest, sandboxPath, sleep, snake, toBytes, versionOf, wrapBody,
 } from "./util.js";
 
 export const DEFAULT_URL = "http://127.0.0.1:7070";
@@ -32,6 +36,24 @@ function env(name: string): string | undefined {
 
 type Params = Record<string, string | number | boolean | string[] | undefined | null>;
 
+/** How to read output: the records after seq `after` (default 0), and
+ * whether to follow a command still running (default true). signal ends
+ * the iteration (Cancelled); timeoutMs bounds each connection. */
+export interface OutputOptions extends CallOptions {
+  after?: number;
+  follow?: boolean;
+}
+
+/** What every call takes besides its own options. */
+export interface CallOptions {
+  /** Gives the call up (Cancelled) when it fires. */
+  signal?: AbortSignal;
+  /** The most time the call may take in all, retries included, in
+   * milliseconds (DeadlineExceeded past it); 0 means no limit. Default:
+   * the client's timeoutMs, plus what the call asks the server to wait. */
+  timeoutMs?: number;
+}
+
 interface Req {
   method: string;
   path: string;
@@ -39,8 +61,19 @@ interface Req {
   json?: unknown;
   body?: Uint8Array | ReadableStream<Uint8Array>;
   headers?: Record<string, string>;
-  signal?: AbortSignal;
+  call?: CallOptions;
+  /** An Idempotency-Key to send; with key: "auto" one is made for the call
+   * unless call gives none, and the call may then be retried. */
+  key?: string;
+  /** A stream read as long as it lasts: no default timeout. */
+  stream?: boolean;
+  /** How long the server is asked to wait before it answers, in ms: added
+   * to the default timeout. */
+  waitMs?: number;
 }
+
+/** The methods that change nothing, or the same thing however often. */
+const IDEMPOTENT = new Set(["GET", "HEAD", "PUT", "DELETE"]);
 
 export interface ClientOptions {
   /** The server, e.g. http://127.0.0.1:7070; default COVE_URL. */
@@ -49,16 +82,38 @@ export interface ClientOptions {
   apiKey?: string;
   /** A fetch to use instead of the global one. */
   fetch?: typeof fetch;
+  /** The default timeout of a call in milliseconds (0: none); default
+   * 60 000. A call that asks the server to wait gets that time on top. */
+  timeoutMs?: number;
+  /** How many times a call that may be retried is tried again after a 429,
+   * a 503, a 409 with Retry-After or a failure to reach the server;
+   * default 5 (0: never). */
+  maxRetries?: number;
+  /** The most time a call may spend waiting between retries, in all, in
+   * milliseconds; default 60 000. */
+  maxRetryMs?: number;
 }
 
 /** A cove client. url and apiKey default to COVE_URL and COVE_API_KEY
- * where the platform has environment variables (Node). */
+ * where the platform has environment variables (Node).
+ *
+ * Calls that change nothing, and calls that carry an Idempotency-Key (the
+ * client adds one to every call the API takes one on), are retried with
+ * backoff and jitter on 429, 503, 409 with Retry-After and failures to
+ * reach the server, waiting at least what Retry-After says. Every failure
+ * is a CoveError. */
 export class Client {
   readonly url: string;
   /** @internal */
   readonly apiKey: string;
   private readonly _fetch: typeof fetch;
+  /** @internal */
+  readonly timeoutMs: number;
+  private readonly maxRetries: number;
+  private readonly maxRetryMs: number;
 
+  /** A client of the server at opts.url (COVE_URL) with opts.apiKey
+   * (COVE_API_KEY); InvalidArgument without a key. */
   constructor(opts: ClientOptions = {}) {
     const url = opts.url || env("COVE_URL") || DEFAULT_URL;
     const key = opts.apiKey || env("COVE_API_KEY") || "";
@@ -66,11 +121,16 @@ export class Client {
     this.url = url.replace(/\/+$/, "");
     this.apiKey = key;
     this._fetch = opts.fetch ?? globalThis.fetch.bind(globalThis);
+    this.timeoutMs = opts.timeoutMs ?? 60_000;
+    this.maxRetries = opts.maxRetries ?? 5;
+    this.maxRetryMs = opts.maxRetryMs ?? 60_000;
   }
 
   // -- plumbing --
 
-  /** @internal */
+  /** @internal Send a request, retried where it may be, and answer the
+   * response of a 2xx; any other outcome throws a CoveError. The timeout
+   * and signal keep covering the body while the caller reads it. */
   async send(r: Req): Promise<Response> {
     const u = new URL(this.url + r.path);
     for (const [k, v] of Object.entries(r.params ?? {})) {
@@ -78,37 +138,91 @@ export class Client {
       if (Array.isArray(v)) for (const x of v) u.searchParams.append(k, x);
       else u.searchParams.set(k, String(v));
     }
-    const headers: Record<string, string> = { Authorization: "Bearer " + this.apiKey, ...(r.headers ?? {}) };
-    let body: BodyInit | undefined;
-    const init: RequestInit & { duplex?: "half" } = { method: r.method, headers, signal: r.signal };
+    const requestId = "req_" + randomHex(12);
+    const headers: Record<string, string> = {
+      Authorization: "Bearer " + this.apiKey, "X-Request-Id": requestId, ...(r.headers ?? {}),
+    };
+    if (r.key === "auto") headers["Idempotency-Key"] = "idk_" + randomHex(16);
+    else if (r.key) headers["Idempotency-Key"] = r.key;
+    const init: RequestInit & { duplex?: "half" } = { method: r.method, headers };
+    let streamed = false;
     if (r.json !== undefined) {
-      body = JSON.stringify(r.json);
+      init.body = JSON.stringify(r.json);
       headers["Content-Type"] = "application/json";
     } else if (r.body instanceof Uint8Array) {
-      body = r.body as Uint8Array<ArrayBuffer>;
+      init.body = r.body as Uint8Array<ArrayBuffer>;
     } else if (r.body !== undefined) {
-      // A streamed body: fetch sends it as it is read (chunked).
-      body = r.body;
+      // A streamed body: fetch sends it as it is read (chunked), once.
+      init.body = r.body;
       init.duplex = "half";
+      streamed = true;
     }
-    init.body = body;
-    const resp = await this._fetch(u, init);
-    if (resp.status >= 300) throw errorFrom(resp.status, await resp.text());
-    return resp;
+    const what = `${r.method} ${r.path}`;
+    const timeoutMs = r.call?.timeoutMs ?? (r.stream ? 0 : this.timeoutMs + (r.waitMs ?? 0));
+    const deadline = timeoutMs > 0 ? AbortSignal.timeout(timeoutMs) : undefined;
+    const user = r.call?.signal;
+    const signals = [user, deadline].filter((x): x is AbortSignal => !!x);
+    init.signal = signals.length === 0 ? undefined : signals.length === 1 ? signals[0] : AbortSignal.any(signals);
+    const failure = (e: unknown): CoveError => {
+      if (e instanceof CoveError) return e;
+      let err: CoveError;
+      if (user?.aborted) err = new Cancelled(`${what}: cancelled`, null, 0, { cause: e });
+      else if (deadline?.aborted) err = new DeadlineExceeded(`${what}: no answer within ${timeoutMs} ms`, null, 0, { cause: e });
+      else return transportError(e, what, requestId);
+      err.requestId = requestId;
+      return err;
+    };
+    const retryable = !streamed && (IDEMPOTENT.has(r.method) || !!headers["Idempotency-Key"]);
+    const began = Date.now();
+    for (let attempt = 0; ; attempt++) {
+      let err: CoveError;
+      let retryAfter: number | undefined;
+      let again: boolean;
+      try {
+        const resp = await this._fetch(u, init);
+        if (resp.status < 300) return wrapBody(resp, failure);
+        const text = await resp.text();
+        err = errorFrom(resp.status, text, resp.headers.get("X-Request-Id") || requestId);
+        retryAfter = parseRetryAfter(resp.headers.get("Retry-After"));
+        again = resp.status === 429 || resp.status === 503 || (resp.status === 409 && retryAfter !== undefined);
+      } catch (e) {
+        err = failure(e);
+        again = err instanceof Unavailable && err.status === 0;
+      }
+      if (!again || !retryable || attempt >= this.maxRetries) throw err;
+      // Full jitter on an exponential step, and never sooner than the
+      // server asked.
+      const step = Math.min(250 * 2 ** attempt, 8_000);
+      const delay = Math.max(retryAfter !== undefined ? retryAfter * 1000 : 0, step / 2 + Math.random() * (step / 2));
+      const spent = Date.now() - began;
+      if (spent + delay > this.maxRetryMs || (timeoutMs > 0 && spent + delay >= timeoutMs)) throw err;
+      try {
+        await sleep(delay, init.signal ?? undefined);
+      } catch (e) {
+        throw failure(e);
+      }
+    }
   }
 
-  /** @internal */
+  /** @internal The decoded JSON body of a request, as the wire has it. */
   async json<T = any>(r: Req): Promise<T> {
     const resp = await this.send(r);
     const text = await resp.text();
     return (text ? JSON.parse(text) : undefined) as T;
   }
 
+  /** @internal A request whose JSON body is written in camelCase: the
+   * body is sent in snake_case and the answer read back in camelCase. */
+  async call<T = any>(r: Req): Promise<T> {
+    if (r.json !== undefined) r = { ...r, json: snake(r.json) };
+    return camel(await this.json(r)) as T;
+  }
+
   /** @internal The NDJSON output records at path (a command's or a
    * workload's) after seq `after`, resumed after a dropped connection.
    * started, when given, is awaited when the server answers Conflict (no
    * output yet) while following: it waits until there is some, or throws. */
-  async *readOutput(path: string, what: string, opts: { after?: number; follow?: boolean },
+  async *readOutput(path: string, what: string, opts: OutputOptions,
     started?: () => Promise<void>): AsyncGenerator<Chunk> {
     const follow = opts.follow ?? true;
     let seq = opts.after ?? 0;
@@ -117,7 +231,7 @@ export class Client {
       const began = Date.now();
       try {
         const resp = await this.send({
-          method: "GET", path, params: { after: seq, follow: follow ? "true" : undefined },
+          method: "GET", path, params: { after: seq, follow: follow ? "true" : undefined }, stream: true, call: opts,
         });
         for await (const raw of lines(resp.body!)) {
           const text = dec.decode(raw).trim();
@@ -139,77 +253,91 @@ export class Client {
           await started();
           continue;
         }
-        if (e instanceof CoveError) throw e;
+        // A cut connection is resumed; anything else (an error answer, a
+        // cancel, a timeout) ends the iteration.
+        if (!(e instanceof Unavailable && e.status === 0)) throw e;
       }
       // A connection that lasted (a long silence ended by a timeout on the
       // way) is not a failure in a row.
       if (Date.now() - began > LASTED_MS) failures = 0;
       failures++;
       if (failures > STREAM_RETRIES) {
-        throw new CoveError(`the output stream of ${what} broke ${failures} times in a row, last after seq ${seq}`);
+        throw new Unavailable(`the output stream of ${what} broke ${failures} times in a row, last after seq ${seq}`);
       }
-      await sleep(Math.min(50 * 2 ** failures, 5000));
+      try {
+        await sleep(Math.min(50 * 2 ** failures, 5000), opts.signal);
+      } catch (e) {
+        throw new Cancelled(`output of ${what}: cancelled`, null, 0, { cause: e });
+      }
     }
   }
 
   // -- sandboxes --
 
-  /** Create a sandbox, and wait until it runs unless wait is false. */
-  async create(fields: CreateOptions = {}, opts: { wait?: boolean; idempotencyKey?: string } = {}): Promise<Sandbox> {
-    const { cpus, memory_mib, disk_mib, ...rest } = fields;
-    const res = dropUndefined({ cpus, memory_mib, disk_mib, ...(fields.resources ?? {}) });
+  /** Create a sandbox, and wait until it runs unless wait is false.
+   *
+   * It carries an Idempotency-Key (opts.idempotencyKey, or one made for
+   * the call), so that a retry after a lost answer finds the sandbox the
+   * first attempt made instead of making a second.
+   *
+   * @example
+   * ```ts
+   * await using sb = await client.create({ memoryMib: 1024, labels: { job: "ci" } });
+   * ```
+   */
+  async create(fields: CreateOptions = {}, opts: { wait?: boolean; idempotencyKey?: string } & CallOptions = {}): Promise<Sandbox> {
+    const { cpus, memoryMib, diskMib, ...rest } = fields;
+    const res = dropUndefined({ cpus, memoryMib, diskMib, ...(fields.resources ?? {}) });
     const body = dropUndefined({ ...rest, resources: Object.keys(res).length ? res : undefined });
-    const headers: Record<string, string> = {};
-    if (opts.idempotencyKey) headers["Idempotency-Key"] = opts.idempotencyKey;
-    const info = await this.json<SandboxInfo>({
+    const info = await this.call<SandboxInfo>({
       method: "POST", path: "/v1/sandboxes", params: { wait: opts.wait === false ? undefined : "running" }, json: body,
-      headers,
+      key: opts.idempotencyKey ?? "auto", call: opts, waitMs: opts.wait === false ? 0 : 300_000,
     });
     return new Sandbox(this, info);
   }
 
   /** A sandbox by ID or name. */
-  async get(ref: string): Promise<Sandbox> {
-    return new Sandbox(this, await this.json<SandboxInfo>({ method: "GET", path: sandboxPath(ref) }));
+  async get(ref: string, opts: CallOptions = {}): Promise<Sandbox> {
+    return new Sandbox(this, await this.call<SandboxInfo>({ method: "GET", path: sandboxPath(ref), call: opts }));
   }
 
   /** Every sandbox of the team (newest first), page after page. */
-  async *list(opts: { state?: string | string[]; labels?: Record<string, string>; limit?: number } = {}): AsyncGenerator<SandboxInfo> {
+  async *list(opts: { state?: string | string[]; labels?: Record<string, string>; limit?: number } & CallOptions = {}): AsyncGenerator<SandboxInfo> {
     let cursor = "";
     for (;;) {
       const page = await this.listPage({ ...opts, cursor });
       yield* page.items;
-      if (!page.next_cursor) return;
-      cursor = page.next_cursor;
+      if (!page.nextCursor) return;
+      cursor = page.nextCursor;
     }
   }
 
   /** One page of sandboxes. */
-  async listPage(opts: { state?: string | string[]; labels?: Record<string, string>; limit?: number; cursor?: string } = {}): Promise<Page<SandboxInfo>> {
+  async listPage(opts: { state?: string | string[]; labels?: Record<string, string>; limit?: number; cursor?: string } & CallOptions = {}): Promise<Page<SandboxInfo>> {
     const state = opts.state === undefined ? undefined : Array.isArray(opts.state) ? opts.state : [opts.state];
     const label = opts.labels ? Object.entries(opts.labels).map(([k, v]) => `${k}=${v}`) : undefined;
-    const d = await this.json({
-      method: "GET", path: "/v1/sandboxes", params: { limit: opts.limit ?? 100, state, label, cursor: opts.cursor },
+    const d = await this.call({
+      method: "GET", path: "/v1/sandboxes", params: { limit: opts.limit ?? 100, state, label, cursor: opts.cursor }, call: opts,
     });
-    return { items: d?.items ?? [], next_cursor: d?.next_cursor ?? "" };
+    return { items: d?.items ?? [], nextCursor: d?.nextCursor ?? "" };
   }
 
   // -- events --
 
   /** One page of the team's events, oldest first. */
-  async events(opts: { sandbox?: string; types?: string[]; after?: string; limit?: number } = {}): Promise<Page<Event>> {
-    const d = await this.json({
-      method: "GET", path: "/v1/events",
+  async events(opts: { sandbox?: string; types?: string[]; after?: string; limit?: number } & CallOptions = {}): Promise<Page<Event>> {
+    const d = await this.call({
+      method: "GET", path: "/v1/events", call: opts,
       params: { limit: opts.limit ?? 100, sandbox: opts.sandbox, type: opts.types, after: opts.after },
     });
-    return { items: d?.items ?? [], next_cursor: d?.next_cursor ?? "" };
+    return { items: d?.items ?? [], nextCursor: d?.nextCursor ?? "" };
   }
 
   /** Follow the team's events as they happen (server-sent events read
    * with fetch and the Authorization header), resuming after the last one
    * seen (Last-Event-ID) when the connection drops. Stop by breaking out
    * of the loop, or with signal (the iteration then ends). */
-  async *streamEvents(opts: { sandbox?: string; types?: string[]; after?: string; signal?: AbortSignal } = {}): AsyncGenerator<Event> {
+  async *streamEvents(opts: { sandbox?: string; types?: string[]; after?: string } & CallOptions = {}): AsyncGenerator<Event> {
     let last = opts.after ?? "";
     let failures = 0;
     for (;;) {
@@ -222,33 +350,38 @@ export class Client {
       try {
         const resp = await this.send({
           method: "GET", path: "/v1/events/stream", params: { sandbox: opts.sandbox, type: opts.types }, headers,
-          signal: ctl.signal,
+          stream: true, call: { signal: ctl.signal, timeoutMs: opts.timeoutMs },
         });
-        let data: string[] = [];
-        for await (const raw of lines(resp.body!)) {
-          const line = dec.decode(raw).replace(/\r$/, "");
-          if (line === "") {
-            if (!data.length) continue;
-            const ev = JSON.parse(data.join("\n")) as Event;
-            data = [];
-            last = ev.id || last;
-            failures = 0;
-            yield ev;
-            continue;
+        // The parser calls back per event; they are queued and yielded
+        // between the body's pieces.
+        const ready: Event[] = [];
+        const parser = createParser({
+          onEvent: (m) => {
+            if (m.id) last = m.id;
+            if (m.data) ready.push(camel<Event>(JSON.parse(m.data)));
+          },
+        });
+        const reader = resp.body!.pipeThrough(new TextDecoderStream()).getReader();
+        try {
+          for (;;) {
+            const { value, done } = await reader.read();
+            if (done) break;
+            parser.feed(value);
+            while (ready.length) {
+              const ev = ready.shift()!;
+              last = ev.id || last;
+              failures = 0;
+              yield ev;
+            }
           }
-          if (line.startsWith(":")) continue;
-          const i = line.indexOf(":");
-          const name = i < 0 ? line : line.slice(0, i);
-          let value = i < 0 ? "" : line.slice(i + 1);
-          if (value.startsWith(" ")) value = value.slice(1);
-          if (name === "id") last = value || last;
-          else if (name === "data") data.push(value);
+        } finally {
+          reader.cancel().catch(() => {});
         }
         // The server ended the stream: follow on after a pause.
         if (!opts.signal?.aborted) await sleep(100);
       } catch (e) {
         if (opts.signal?.aborted) return;
-        if (e instanceof CoveError) throw e;
+        if (!(e instanceof Unavailable && e.status === 0)) throw e;
         if (Date.now() - began > LASTED_MS) failures = 0;
         failures++;
         if (failures > STREAM_RETRIES) throw e;
@@ -268,7 +401,7 @@ export class Client {
    * a ReadableStream is streamed as it is read, with the digest only when
    * opts.sha256 (hex) gives it. The same bytes are kept once: a second
    * upload answers the existing asset. */
-  async createAsset(data: Data | ReadableStream<Uint8Array>, opts: { name?: string; sha256?: string } = {}): Promise<Asset> {
+  async createAsset(data: Data | ReadableStream<Uint8Array>, opts: { name?: string; sha256?: string } & CallOptions = {}): Promise<Asset> {
     const headers: Record<string, string> = { "Content-Type": "application/gzip" };
     let body: Uint8Array | ReadableStream<Uint8Array>;
     if (typeof ReadableStream !== "undefined" && data instanceof ReadableStream) {
@@ -278,52 +411,53 @@ export class Client {
       body = toBytes(data as Data);
       headers["Repr-Digest"] = await reprDigest(body);
     }
-    return this.json({ method: "POST", path: "/v1/assets", params: { name: opts.name }, body, headers });
+    return this.call({ method: "POST", key: "auto", call: opts, path: "/v1/assets", params: { name: opts.name }, body, headers });
   }
 
   /** Store a local tar or tar.gz file as an asset (Node only): hashed,
    * then streamed with its sha-256. */
-  async createAssetFromFile(file: string, opts: { name?: string } = {}): Promise<Asset> {
+  async createAssetFromFile(file: string, opts: { name?: string } & CallOptions = {}): Promise<Asset> {
     const { hashFile, fileStream } = await import("./nodefile.js");
     const sha256 = await hashFile(file);
-    return this.createAsset(await fileStream(file), { name: opts.name, sha256 });
+    return this.createAsset(await fileStream(file), { ...opts, sha256 });
   }
 
   /** Store a local folder as an asset (Node only): packed as tar.gz
    * (modes, symlinks inside it and empty directories kept; exclude
    * patterns and a .coveignore file honoured) into a temporary file, then
    * streamed with its sha-256. */
-  async createAssetFromDir(local: string, opts: { name?: string; exclude?: string[] } = {}): Promise<Asset> {
-    return withPackedDir(local, opts.exclude ?? [], (body, digest) => this.json({
-      method: "POST", path: "/v1/assets", params: { name: opts.name }, body,
+  async createAssetFromDir(local: string, opts: { name?: string; exclude?: string[] } & CallOptions = {}): Promise<Asset> {
+    return withPackedDir(local, opts.exclude ?? [], (body, digest) => this.call({
+      method: "POST", key: "auto", call: opts, path: "/v1/assets", params: { name: opts.name }, body,
       headers: { "Content-Type": "application/gzip", "Repr-Digest": digest },
     }));
   }
 
-  getAsset(id: string): Promise<Asset> {
-    return this.json({ method: "GET", path: assetPath(id) });
+  /** An asset of the team by ID. */
+  getAsset(id: string, opts: CallOptions = {}): Promise<Asset> {
+    return this.call({ method: "GET", call: opts, path: assetPath(id) });
   }
 
   /** Every asset of the team, page after page. */
-  async *listAssets(opts: { limit?: number } = {}): AsyncGenerator<Asset> {
+  async *listAssets(opts: { limit?: number } & CallOptions = {}): AsyncGenerator<Asset> {
     let cursor = "";
     for (;;) {
       const page = await this.listAssetsPage({ ...opts, cursor });
       yield* page.items;
-      if (!page.next_cursor) return;
-      cursor = page.next_cursor;
+      if (!page.nextCursor) return;
+      cursor = page.nextCursor;
     }
   }
 
   /** One page of the team's assets. */
-  async listAssetsPage(opts: { limit?: number; cursor?: string } = {}): Promise<Page<Asset>> {
-    const d = await this.json({ method: "GET", path: "/v1/assets", params: { limit: opts.limit ?? 100, cursor: opts.cursor } });
-    return { items: d?.items ?? [], next_cursor: d?.next_cursor ?? "" };
+  async listAssetsPage(opts: { limit?: number; cursor?: string } & CallOptions = {}): Promise<Page<Asset>> {
+    const d = await this.call({ method: "GET", call: opts, path: "/v1/assets", params: { limit: opts.limit ?? 100, cursor: opts.cursor } });
+    return { items: d?.items ?? [], nextCursor: d?.nextCursor ?? "" };
   }
 
   /** An asset's bytes, checked against the server's sha-256 (DigestMismatch if not). */
-  async readAsset(id: string): Promise<Uint8Array> {
-    const resp = await this.send({ method: "GET", path: assetPath(id) + "/content" });
+  async readAsset(id: string, opts: CallOptions = {}): Promise<Uint8Array> {
+    const resp = await this.send({ method: "GET", call: opts, path: assetPath(id) + "/content" });
     const data = new Uint8Array(await resp.arrayBuffer());
     await checkDigest(id, data, resp.headers.get("Repr-Digest"));
     return data;
@@ -332,15 +466,15 @@ export class Client {
   /** Stream an asset's bytes into the local file (Node only), checked
    * against the server's sha-256; on a mismatch the file is removed and
    * DigestMismatch thrown. */
-  async downloadAsset(id: string, local: string): Promise<void> {
+  async downloadAsset(id: string, local: string, opts: CallOptions = {}): Promise<void> {
     const { saveChecked } = await import("./nodefile.js");
-    const resp = await this.send({ method: "GET", path: assetPath(id) + "/content" });
+    const resp = await this.send({ method: "GET", call: opts, path: assetPath(id) + "/content" });
     await saveChecked(id, resp.body!, parseDigest(resp.headers.get("Repr-Digest") ?? ""), local);
   }
 
   /** Delete an asset; sandboxes made from it keep their files. */
-  async deleteAsset(id: string): Promise<void> {
-    await this.json({ method: "DELETE", path: assetPath(id) });
+  async deleteAsset(id: string, opts: CallOptions = {}): Promise<void> {
+    await this.call({ method: "DELETE", key: "auto", call: opts, path: assetPath(id) });
   }
 
   // -- workloads --
@@ -348,79 +482,80 @@ export class Client {
   /** Submit a batch run (fields.command, a shell string, or fields.argv);
    * it is queued until a node can place it. fields.image names an
    * imported image to run in instead of a template. */
-  async submitWorkload(fields: WorkloadOptions, opts: { idempotencyKey?: string } = {}): Promise<Workload> {
+  async submitWorkload(fields: WorkloadOptions, opts: { idempotencyKey?: string } & CallOptions = {}): Promise<Workload> {
     if ((fields.command === undefined) === (fields.argv === undefined)) {
       throw new InvalidArgument("give exactly one of command (a shell string) and argv (a list)");
     }
-    const headers: Record<string, string> = {};
-    if (opts.idempotencyKey) headers["Idempotency-Key"] = opts.idempotencyKey;
-    return this.json({ method: "POST", path: "/v1/workloads", json: dropUndefined({ ...fields }), headers });
+    return this.call({
+      method: "POST", key: opts.idempotencyKey ?? "auto", call: opts, path: "/v1/workloads", json: dropUndefined({ ...fields }),
+    });
   }
 
   /** A workload; with opts.wait (a state, e.g. "running" or "exited") the
    * server answers once it is in that state or has ended, or after
    * opts.timeout_s. */
-  getWorkload(id: string, opts: { wait?: string; timeout_s?: number } = {}): Promise<Workload> {
-    const params = opts.wait ? { wait: opts.wait, timeout_s: opts.timeout_s } : {};
-    return this.json({ method: "GET", path: workloadPath(id), params });
+  getWorkload(id: string, opts: { wait?: string; timeoutS?: number } & CallOptions = {}): Promise<Workload> {
+    const params = opts.wait ? { wait: opts.wait, timeout_s: opts.timeoutS } : {};
+    const waitMs = opts.wait ? (opts.timeoutS ?? 300) * 1000 : 0;
+    return this.call({ method: "GET", call: opts, path: workloadPath(id), params, waitMs });
   }
 
   /** Wait until the workload is in state (default "exited") or has ended,
    * long-polling again until then. */
-  async waitWorkload(id: string, state: WorkloadState = "exited", opts: { timeout_s?: number } = {}): Promise<Workload> {
+  async waitWorkload(id: string, state: WorkloadState = "exited", opts: { timeoutS?: number } & CallOptions = {}): Promise<Workload> {
     for (;;) {
-      const w = await this.getWorkload(id, { wait: state, timeout_s: opts.timeout_s ?? 300 });
+      const w = await this.getWorkload(id, { ...opts, wait: state, timeoutS: opts.timeoutS ?? 300 });
       if (w.state === state || workloadDone(w)) return w;
     }
   }
 
   /** Every workload of the team (oldest first), page after page. */
-  async *listWorkloads(opts: { state?: string | string[]; limit?: number } = {}): AsyncGenerator<Workload> {
+  async *listWorkloads(opts: { state?: string | string[]; limit?: number } & CallOptions = {}): AsyncGenerator<Workload> {
     let cursor = "";
     for (;;) {
       const page = await this.listWorkloadsPage({ ...opts, cursor });
       yield* page.items;
-      if (!page.next_cursor) return;
-      cursor = page.next_cursor;
+      if (!page.nextCursor) return;
+      cursor = page.nextCursor;
     }
   }
 
   /** One page of the team's workloads. */
-  async listWorkloadsPage(opts: { state?: string | string[]; limit?: number; cursor?: string } = {}): Promise<Page<Workload>> {
+  async listWorkloadsPage(opts: { state?: string | string[]; limit?: number; cursor?: string } & CallOptions = {}): Promise<Page<Workload>> {
     const state = opts.state === undefined ? undefined : Array.isArray(opts.state) ? opts.state : [opts.state];
-    const d = await this.json({
-      method: "GET", path: "/v1/workloads", params: { limit: opts.limit ?? 100, state, cursor: opts.cursor },
+    const d = await this.call({
+      method: "GET", call: opts, path: "/v1/workloads", params: { limit: opts.limit ?? 100, state, cursor: opts.cursor },
     });
-    return { items: d?.items ?? [], next_cursor: d?.next_cursor ?? "" };
+    return { items: d?.items ?? [], nextCursor: d?.nextCursor ?? "" };
   }
 
   /** Cancel a queued or running workload; answered once its container is
    * gone (a workload that ended is answered as it is). */
-  cancelWorkload(id: string): Promise<Workload> {
-    return this.json({ method: "POST", path: workloadPath(id) + "/cancel" });
+  cancelWorkload(id: string, opts: CallOptions = {}): Promise<Workload> {
+    return this.call({ method: "POST", key: "auto", call: opts, path: workloadPath(id) + "/cancel" });
   }
 
   /** A workload's output records after seq `after`, read as a command's:
    * in order, the exit last, resumed after a dropped connection. Following
    * a workload that has not started yet waits until it does (one that ends
    * without running throws Conflict). */
-  workloadOutput(id: string, opts: { after?: number; follow?: boolean } = {}): AsyncGenerator<Chunk> {
+  workloadOutput(id: string, opts: OutputOptions = {}): AsyncGenerator<Chunk> {
     return this.readOutput(workloadPath(id) + "/output", id, opts, async () => {
-      const w = await this.getWorkload(id, { wait: "running", timeout_s: 60 });
-      if (workloadDone(w) && !w.started_at) {
+      const w = await this.getWorkload(id, { wait: "running", timeoutS: 60, signal: opts.signal });
+      if (workloadDone(w) && !w.startedAt) {
         throw new Conflict(`workload ${id} is ${w.state} and never ran: it has no output`, {}, 409);
       }
     });
   }
 
   /** A workload's recorded stdout, raw. */
-  async workloadStdout(id: string): Promise<Uint8Array> {
-    return new Uint8Array(await (await this.send({ method: "GET", path: workloadPath(id) + "/stdout" })).arrayBuffer());
+  async workloadStdout(id: string, opts: CallOptions = {}): Promise<Uint8Array> {
+    return new Uint8Array(await (await this.send({ method: "GET", call: opts, path: workloadPath(id) + "/stdout" })).arrayBuffer());
   }
 
   /** A workload's recorded stderr, raw. */
-  async workloadStderr(id: string): Promise<Uint8Array> {
-    return new Uint8Array(await (await this.send({ method: "GET", path: workloadPath(id) + "/stderr" })).arrayBuffer());
+  async workloadStderr(id: string, opts: CallOptions = {}): Promise<Uint8Array> {
+    return new Uint8Array(await (await this.send({ method: "GET", call: opts, path: workloadPath(id) + "/stderr" })).arrayBuffer());
   }
 
   // -- images --
@@ -428,156 +563,162 @@ export class Client {
   /** Import an image from an OCI image layout archive or a `docker save`
    * archive (bytes, or a ReadableStream sent as it is read) as the team's
    * image called opts.name. */
-  async importImage(data: Uint8Array | ReadableStream<Uint8Array>, opts: { name: string; settings?: ImageSettings }): Promise<Image> {
+  async importImage(data: Uint8Array | ReadableStream<Uint8Array>, opts: { name: string; settings?: ImageSettings } & CallOptions): Promise<Image> {
     if (!opts.name) throw new InvalidArgument("an imported image needs a name");
-    return this.json({
-      method: "POST", path: "/v1/images", body: data, headers: { "Content-Type": "application/x-tar" },
+    return this.call({
+      method: "POST", key: "auto", call: opts, path: "/v1/images", body: data, headers: { "Content-Type": "application/x-tar" },
       params: { name: opts.name, settings: opts.settings ? JSON.stringify(opts.settings) : undefined },
     });
   }
 
   /** Import an image from a local archive file (Node only), streamed. */
-  async importImageFromFile(file: string, opts: { name: string; settings?: ImageSettings }): Promise<Image> {
+  async importImageFromFile(file: string, opts: { name: string; settings?: ImageSettings } & CallOptions): Promise<Image> {
     const { fileStream } = await import("./nodefile.js");
     return this.importImage(await fileStream(file), opts);
   }
 
   /** The images the team may see. */
-  async images(): Promise<Image[]> {
-    return (await this.json({ method: "GET", path: "/v1/images" }))?.items ?? [];
+  async images(opts: CallOptions = {}): Promise<Image[]> {
+    return (await this.call({ method: "GET", call: opts, path: "/v1/images" }))?.items ?? [];
   }
 
   /** An image by ID or name. */
-  getImage(ref: string): Promise<Image> {
-    return this.json({ method: "GET", path: imagePath(ref) });
+  getImage(ref: string, opts: CallOptions = {}): Promise<Image> {
+    return this.call({ method: "GET", call: opts, path: imagePath(ref) });
   }
 
   /** Change an image's settings; those left out keep theirs. */
-  updateImage(ref: string, settings: ImageSettings): Promise<Image> {
-    return this.json({ method: "PATCH", path: imagePath(ref), json: settings });
+  updateImage(ref: string, settings: ImageSettings, opts: CallOptions = {}): Promise<Image> {
+    return this.call({ method: "PATCH", key: "auto", call: opts, path: imagePath(ref), json: settings });
   }
 
   /** Delete an image no sandbox uses (Conflict while one does). */
-  async deleteImage(ref: string): Promise<void> {
-    await this.json({ method: "DELETE", path: imagePath(ref) });
+  async deleteImage(ref: string, opts: CallOptions = {}): Promise<void> {
+    await this.call({ method: "DELETE", key: "auto", call: opts, path: imagePath(ref) });
   }
 
   // -- secrets --
 
   /** Store a secret of the team (its value is never returned). */
-  putSecret(name: string, value: string): Promise<Secret> {
-    return this.json({ method: "PUT", path: "/v1/secrets/" + esc(name), json: { value } satisfies Schemas["PutSecretRequest"] });
+  putSecret(name: string, value: string, opts: CallOptions = {}): Promise<Secret> {
+    return this.call({ method: "PUT", call: opts, path: "/v1/secrets/" + esc(name), json: { value } satisfies Schemas["PutSecretRequest"] });
   }
 
   /** A secret's name and times. */
-  getSecret(name: string): Promise<Secret> {
-    return this.json({ method: "GET", path: "/v1/secrets/" + esc(name) });
+  getSecret(name: string, opts: CallOptions = {}): Promise<Secret> {
+    return this.call({ method: "GET", call: opts, path: "/v1/secrets/" + esc(name) });
   }
 
   /** Every secret's name and times. */
-  async listSecrets(): Promise<Secret[]> {
+  async listSecrets(opts: CallOptions = {}): Promise<Secret[]> {
     const out: Secret[] = [];
     let cursor = "";
     for (;;) {
-      const d = await this.json({ method: "GET", path: "/v1/secrets", params: { cursor } });
+      const d = await this.call({ method: "GET", call: opts, path: "/v1/secrets", params: { cursor } });
       out.push(...(d?.items ?? []));
-      cursor = d?.next_cursor ?? "";
+      cursor = d?.nextCursor ?? "";
       if (!cursor) return out;
     }
   }
 
-  async deleteSecret(name: string): Promise<void> {
-    await this.json({ method: "DELETE", path: "/v1/secrets/" + esc(name) });
+  /** Delete a secret; commands that had it keep their environment. */
+  async deleteSecret(name: string, opts: CallOptions = {}): Promise<void> {
+    await this.call({ method: "DELETE", key: "auto", call: opts, path: "/v1/secrets/" + esc(name) });
   }
 
   // -- webhooks --
 
   /** Registers a URL for the team's events; `secret` (whsec_...) is shown only here. */
-  createWebhook(url: string, events?: string[]): Promise<CreateWebhookResponse> {
+  createWebhook(url: string, events?: string[], opts: CallOptions = {}): Promise<CreateWebhookResponse> {
     const body: CreateWebhookRequest = events && events.length ? { url, events } : { url };
-    return this.json({ method: "POST", path: "/v1/webhooks", json: body });
+    return this.call({ method: "POST", key: "auto", call: opts, path: "/v1/webhooks", json: body });
   }
 
-  async listWebhooks(): Promise<Webhook[]> {
+  /** Every webhook of the team (without their secrets). */
+  async listWebhooks(opts: CallOptions = {}): Promise<Webhook[]> {
     const out: Webhook[] = [];
     let cursor = "";
     for (;;) {
-      const d = await this.json<Page<Webhook>>({ method: "GET", path: "/v1/webhooks", params: { cursor } });
+      const d = await this.call<Page<Webhook>>({ method: "GET", call: opts, path: "/v1/webhooks", params: { cursor } });
       out.push(...(d?.items ?? []));
-      cursor = d?.next_cursor ?? "";
+      cursor = d?.nextCursor ?? "";
       if (!cursor) return out;
     }
   }
 
-  getWebhook(id: string): Promise<Webhook> {
-    return this.json({ method: "GET", path: "/v1/webhooks/" + esc(id) });
+  /** A webhook by ID. */
+  getWebhook(id: string, opts: CallOptions = {}): Promise<Webhook> {
+    return this.call({ method: "GET", call: opts, path: "/v1/webhooks/" + esc(id) });
   }
 
-  async deleteWebhook(id: string): Promise<void> {
-    await this.json({ method: "DELETE", path: "/v1/webhooks/" + esc(id) });
+  /** Delete a webhook; no more deliveries are made to it. */
+  async deleteWebhook(id: string, opts: CallOptions = {}): Promise<void> {
+    await this.call({ method: "DELETE", key: "auto", call: opts, path: "/v1/webhooks/" + esc(id) });
   }
 
   /** The webhook's latest deliveries, newest first, with their attempts. */
-  async webhookDeliveries(id: string, limit = 100): Promise<Delivery[]> {
-    const d = await this.json<Page<Delivery>>({ method: "GET", path: "/v1/webhooks/" + esc(id) + "/deliveries", params: { limit: String(limit) } });
+  async webhookDeliveries(id: string, limit = 100, opts: CallOptions = {}): Promise<Delivery[]> {
+    const d = await this.call<Page<Delivery>>({ method: "GET", call: opts, path: "/v1/webhooks/" + esc(id) + "/deliveries", params: { limit: String(limit) } });
     return d?.items ?? [];
   }
 
   // -- teams, keys, tickets --
 
   /** A new team and its first API key (shown once). Admin only. */
-  createTeam(name: string): Promise<CreateTeamResponse> {
-    return this.json({ method: "POST", path: "/v1/teams", json: { name } satisfies Schemas["CreateTeamRequest"] });
+  createTeam(name: string, opts: CallOptions = {}): Promise<CreateTeamResponse> {
+    return this.call({ method: "POST", call: opts, path: "/v1/teams", json: { name } satisfies Schemas["CreateTeamRequest"] });
   }
 
-  async listTeams(): Promise<Team[]> {
-    return (await this.json<Page<Team>>({ method: "GET", path: "/v1/teams" }))?.items ?? [];
+  /** Every team (admin key). */
+  async listTeams(opts: CallOptions = {}): Promise<Team[]> {
+    return (await this.call<Page<Team>>({ method: "GET", call: opts, path: "/v1/teams" }))?.items ?? [];
   }
 
   /** A new API key for a team (shown once). */
-  createKey(teamId: string): Promise<KeyResponse> {
-    return this.json({ method: "POST", path: "/v1/teams/" + esc(teamId) + "/keys" });
+  createKey(teamId: string, opts: CallOptions = {}): Promise<KeyResponse> {
+    return this.call({ method: "POST", call: opts, path: "/v1/teams/" + esc(teamId) + "/keys" });
   }
 
-  async revokeKey(keyId: string): Promise<void> {
-    await this.json({ method: "DELETE", path: "/v1/keys/" + esc(keyId) });
+  /** Revoke an API key: calls made with it fail from now on. */
+  async revokeKey(keyId: string, opts: CallOptions = {}): Promise<void> {
+    await this.call({ method: "DELETE", call: opts, path: "/v1/keys/" + esc(keyId) });
   }
 
   /** A single-use ticket for one attach path, for browser WebSockets. */
-  createTicket(path: string): Promise<Ticket> {
-    return this.json({ method: "POST", path: "/v1/tickets", json: { path } satisfies Schemas["CreateTicketRequest"] });
+  createTicket(path: string, opts: CallOptions = {}): Promise<Ticket> {
+    return this.call({ method: "POST", call: opts, path: "/v1/tickets", json: { path } satisfies Schemas["CreateTicketRequest"] });
   }
 
   /** The team's usage and cost (from and to: RFC 3339; group_by: "day" or
    * "sandbox"), its spend this month and its monthly limit. */
-  usage(opts: { from?: string; to?: string; group_by?: "day" | "sandbox" | string } = {}): Promise<UsageReport> {
-    return this.json({ method: "GET", path: "/v1/usage", params: { from: opts.from, to: opts.to, group_by: opts.group_by } });
+  usage(opts: { from?: string; to?: string; groupBy?: "day" | "sandbox" | string } & CallOptions = {}): Promise<UsageReport> {
+    return this.call({ method: "GET", call: opts, path: "/v1/usage", params: { from: opts.from, to: opts.to, group_by: opts.groupBy } });
   }
 
   /** PATCH a team (admin key): admission, spend_limit_usd (a month's;
    * negative removes it), budget_alerts. */
-  updateTeam(teamId: string, fields: UpdateTeamRequest): Promise<Team> {
-    return this.json({ method: "PATCH", path: "/v1/teams/" + esc(teamId), json: dropUndefined(fields) });
+  updateTeam(teamId: string, fields: UpdateTeamRequest, opts: CallOptions = {}): Promise<Team> {
+    return this.call({ method: "PATCH", key: "auto", call: opts, path: "/v1/teams/" + esc(teamId), json: dropUndefined(fields) });
   }
 
   /** The key's own team: its admission flags and limits. */
-  teamMe(): Promise<TeamMe> {
-    return this.json({ method: "GET", path: "/v1/teams/me" });
+  teamMe(opts: CallOptions = {}): Promise<TeamMe> {
+    return this.call({ method: "GET", call: opts, path: "/v1/teams/me" });
   }
 
   /** Replace a team's admission flags, all four (admin key). */
-  setAdmission(teamId: string, admission: Admission): Promise<Team> {
-    return this.json({ method: "PATCH", path: "/v1/teams/" + esc(teamId), json: { admission } satisfies Schemas["UpdateTeamRequest"] });
+  setAdmission(teamId: string, admission: Admission, opts: CallOptions = {}): Promise<Team> {
+    return this.call({ method: "PATCH", key: "auto", call: opts, path: "/v1/teams/" + esc(teamId), json: { admission } satisfies UpdateTeamRequest });
   }
 
   /** The templates the team may use: status, progress, qualified. */
-  async templates(): Promise<Template[]> {
-    return (await this.json<Page<Template>>({ method: "GET", path: "/v1/templates" }))?.items ?? [];
+  async templates(opts: CallOptions = {}): Promise<Template[]> {
+    return (await this.call<Page<Template>>({ method: "GET", call: opts, path: "/v1/templates" }))?.items ?? [];
   }
 
   /** The API's OpenAPI document (its schema is any JSON object). */
-  openapi(): Promise<Record<string, any>> {
-    return this.json({ method: "GET", path: "/v1/openapi.json" });
+  openapi(opts: CallOptions = {}): Promise<Record<string, any>> {
+    return this.json({ method: "GET", path: "/v1/openapi.json", call: opts });
   }
 }
 
@@ -623,13 +764,13 @@ function hexDigest(hex: string): string {
 
 /** The source of a sandbox that starts from an asset:
  * `client.create({ source: assetSource(asset) })`. */
-export function assetSource(asset: Asset | string): { type: "asset"; asset_id: string } {
-  return { type: "asset", asset_id: typeof asset === "string" ? asset : asset.id };
+export function assetSource(asset: Asset | string): { type: "asset"; assetId: string } {
+  return { type: "asset", assetId: typeof asset === "string" ? asset : asset.id };
 }
 
 /** The fields of POST …/commands besides the command string (argv: a
  * program and its arguments, run with no shell, instead of a string). */
-export type CommandOptions = Omit<CreateCommandRequest, "command" | "stdin" | "pty" | "no_output_alert_s">;
+export type CommandOptions = Omit<CreateCommandRequest, "command" | "stdin" | "pty" | "noOutputAlertS">;
 
 export type StartOptions = Omit<CreateCommandRequest, "command">;
 
@@ -639,8 +780,8 @@ function commandBody(command: string | undefined, o: StartOptions): CreateComman
   }
   return dropUndefined({
     command, argv: o.argv, cwd: o.cwd, env: o.env && Object.keys(o.env).length ? o.env : undefined,
-    secrets: o.secrets && Object.keys(o.secrets).length ? o.secrets : undefined, timeout_s: o.timeout_s,
-    stdin: o.stdin || undefined, user: o.user, pty: o.pty, no_output_alert_s: o.no_output_alert_s,
+    secrets: o.secrets && Object.keys(o.secrets).length ? o.secrets : undefined, timeoutS: o.timeoutS,
+    stdin: o.stdin || undefined, user: o.user, pty: o.pty, noOutputAlertS: o.noOutputAlertS,
   });
 }
 
@@ -662,53 +803,75 @@ export class Sandbox {
     return d;
   }
 
-  async refresh(): Promise<SandboxInfo> {
-    return this.set(await this.client.json({ method: "GET", path: sandboxPath(this.id) }));
+  /** Read the sandbox's state again into info. */
+  async refresh(opts: CallOptions = {}): Promise<SandboxInfo> {
+    return this.set(await this.client.call({ method: "GET", call: opts, path: sandboxPath(this.id) }));
   }
 
   /** Wait until the sandbox is in state (or a terminal one). */
-  async wait(state: SandboxState, opts: { timeout_s?: number } = {}): Promise<SandboxInfo> {
-    return this.set(await this.client.json({
-      method: "GET", path: sandboxPath(this.id), params: { wait: state, timeout_s: opts.timeout_s ?? 300 },
+  async wait(state: SandboxState, opts: { timeoutS?: number } & CallOptions = {}): Promise<SandboxInfo> {
+    const timeoutS = opts.timeoutS ?? 300;
+    return this.set(await this.client.call({
+      method: "GET", call: opts, path: sandboxPath(this.id), params: { wait: state, timeout_s: timeoutS }, waitMs: timeoutS * 1000,
     }));
   }
 
   /** PATCH: idle_timeout_s, on_idle, max_lifetime_s, spend_limit_usd, network, labels. */
-  async update(fields: UpdateSandboxRequest): Promise<SandboxInfo> {
-    return this.set(await this.client.json({ method: "PATCH", path: sandboxPath(this.id), json: dropUndefined(fields) }));
+  async update(fields: UpdateSandboxRequest, opts: CallOptions = {}): Promise<SandboxInfo> {
+    return this.set(await this.client.call({ method: "PATCH", key: "auto", call: opts, path: sandboxPath(this.id), json: dropUndefined(fields) }));
   }
 
   /** Save the files and release compute; waits until asleep unless wait is false. */
-  async sleep(opts: { wait?: boolean } = {}): Promise<SandboxInfo> {
-    this.set(await this.client.json({ method: "POST", path: sandboxPath(this.id) + "/sleep" }));
-    return opts.wait === false ? this.info : this.wait("asleep");
+  async sleep(opts: { wait?: boolean } & CallOptions = {}): Promise<SandboxInfo> {
+    this.set(await this.client.call({ method: "POST", key: "auto", call: opts, path: sandboxPath(this.id) + "/sleep" }));
+    return opts.wait === false ? this.info : this.wait("asleep", opts);
   }
 
-  async wake(opts: { wait?: boolean } = {}): Promise<SandboxInfo> {
-    this.set(await this.client.json({ method: "POST", path: sandboxPath(this.id) + "/wake" }));
-    return opts.wait === false ? this.info : this.wait("running");
+  /** Wake an asleep sandbox with its files; waits until it runs unless
+   * wait is false. */
+  async wake(opts: { wait?: boolean } & CallOptions = {}): Promise<SandboxInfo> {
+    this.set(await this.client.call({ method: "POST", key: "auto", call: opts, path: sandboxPath(this.id) + "/wake" }));
+    return opts.wait === false ? this.info : this.wait("running", opts);
   }
 
-  async terminate(): Promise<SandboxInfo> {
-    return this.set(await this.client.json({ method: "DELETE", path: sandboxPath(this.id) }));
+  /** Terminate the sandbox: its processes stop and its files go. */
+  async terminate(opts: CallOptions = {}): Promise<SandboxInfo> {
+    return this.set(await this.client.call({ method: "DELETE", key: "auto", call: opts, path: sandboxPath(this.id) }));
+  }
+
+  /** Terminates the sandbox when an `await using` block that holds it
+   * ends; one already gone is left as it is.
+   *
+   * @example
+   * ```ts
+   * await using sb = await client.create();
+   * const r = await sb.run("make test");
+   * ```
+   */
+  async [Symbol.asyncDispose](): Promise<void> {
+    try {
+      await this.terminate();
+    } catch (e) {
+      if (!(e instanceof NotFound)) throw e;
+    }
   }
 
   /** The policy and what the sandbox tried to reach. */
-  network(): Promise<NetworkView> {
-    return this.client.json({ method: "GET", path: sandboxPath(this.id) + "/network" });
+  network(opts: CallOptions = {}): Promise<NetworkView> {
+    return this.client.call({ method: "GET", call: opts, path: sandboxPath(this.id) + "/network" });
   }
 
   /** Resource samples and the gaps in them (from and to: RFC 3339; step:
    * seconds or a duration such as "1m"). */
-  metrics(opts: { from?: string; to?: string; step?: string } = {}): Promise<Metrics> {
-    return this.client.json({
-      method: "GET", path: sandboxPath(this.id) + "/metrics", params: { from: opts.from, to: opts.to, step: opts.step },
+  metrics(opts: { from?: string; to?: string; step?: string } & CallOptions = {}): Promise<Metrics> {
+    return this.client.call({
+      method: "GET", call: opts, path: sandboxPath(this.id) + "/metrics", params: { from: opts.from, to: opts.to, step: opts.step },
     });
   }
 
   /** What the sandbox used and cost, its spend limit and price per hour. */
-  usage(): Promise<SandboxUsage> {
-    return this.client.json({ method: "GET", path: sandboxPath(this.id) + "/usage" });
+  usage(opts: CallOptions = {}): Promise<SandboxUsage> {
+    return this.client.call({ method: "GET", call: opts, path: sandboxPath(this.id) + "/usage" });
   }
 
   // -- previews --
@@ -716,65 +879,70 @@ export class Sandbox {
   /** Publish a port over HTTP (visibility "private", the default, or
    * "public"; wake lets a request wake an asleep sandbox). A private
    * preview's token and one-time link are in this answer only. */
-  async preview(port: number, opts: Omit<CreatePreviewRequest, "port"> = {}): Promise<Preview> {
+  async preview(port: number, opts: Omit<CreatePreviewRequest, "port"> & CallOptions = {}): Promise<Preview> {
     const body: CreatePreviewRequest = { port, visibility: opts.visibility, wake: opts.wake };
-    return this.client.json<Preview>({ method: "POST", path: sandboxPath(this.id) + "/previews", json: dropUndefined(body) });
+    // A private preview's answer holds its token, so the API takes no key
+    // for it.
+    const key = opts.visibility === "public" ? "auto" : undefined;
+    return this.client.call<Preview>({ method: "POST", key, call: opts, path: sandboxPath(this.id) + "/previews", json: dropUndefined(body) });
   }
 
   /** The sandbox's previews (without tokens). */
-  async previews(): Promise<Preview[]> {
-    const d = await this.client.json({ method: "GET", path: sandboxPath(this.id) + "/previews" });
+  async previews(opts: CallOptions = {}): Promise<Preview[]> {
+    const d = await this.client.call({ method: "GET", call: opts, path: sandboxPath(this.id) + "/previews" });
     return (d?.items ?? []) as Preview[];
   }
 
-  async deletePreview(id: string): Promise<void> {
-    await this.client.json({ method: "DELETE", path: sandboxPath(this.id) + "/previews/" + esc(id) });
+  /** Unpublish a preview. */
+  async deletePreview(id: string, opts: CallOptions = {}): Promise<void> {
+    await this.client.call({ method: "DELETE", key: "auto", call: opts, path: sandboxPath(this.id) + "/previews/" + esc(id) });
   }
 
   // -- assets --
 
   /** Save a folder of the sandbox as an asset of the team (the same bytes
    * as an existing asset answer that one). */
-  saveAsset(path: string, opts: Omit<SaveAssetRequest, "path"> = {}): Promise<Asset> {
+  saveAsset(path: string, opts: Omit<SaveAssetRequest, "path"> & CallOptions = {}): Promise<Asset> {
     const body: SaveAssetRequest = { path, name: opts.name };
-    return this.client.json({ method: "POST", path: sandboxPath(this.id) + "/assets", json: dropUndefined(body) });
+    return this.client.call({ method: "POST", key: "auto", call: opts, path: sandboxPath(this.id) + "/assets", json: dropUndefined(body) });
   }
 
   // -- commands --
 
   /** Run a command to its end; its output comes back as text. */
-  async run(command?: string, opts: CommandOptions = {}): Promise<CommandResult> {
-    const d = await this.client.json({
-      method: "POST", path: sandboxPath(this.id) + "/commands", params: { wait: "true" },
+  async run(command?: string, opts: CommandOptions & CallOptions = {}): Promise<CommandResult> {
+    const d = await this.client.call({
+      method: "POST", key: "auto", call: opts, path: sandboxPath(this.id) + "/commands", params: { wait: "true" },
+      waitMs: Math.min(opts.timeoutS ? opts.timeoutS * 1000 : 86_400_000, 86_400_000),
       json: commandBody(command, opts),
     });
     const info = (d?.command ?? {}) as CommandInfo;
     return {
       command: info, stdout: d?.stdout ?? "", stderr: d?.stderr ?? "", truncated: !!d?.truncated,
-      exitCode: info.exit_code ?? null,
+      exitCode: info.exitCode ?? null,
     };
   }
 
   /** Start a command and return at once; see Command. */
-  async start(command?: string, opts: StartOptions = {}): Promise<Command> {
-    const d = await this.client.json<CommandInfo>({
-      method: "POST", path: sandboxPath(this.id) + "/commands", json: commandBody(command, opts),
+  async start(command?: string, opts: StartOptions & CallOptions = {}): Promise<Command> {
+    const d = await this.client.call<CommandInfo>({
+      method: "POST", key: "auto", call: opts, path: sandboxPath(this.id) + "/commands", json: commandBody(command, opts),
     });
     return new Command(this.client, this.id, d);
   }
 
   /** A command of this sandbox by ID. */
-  async command(commandId: string): Promise<Command> {
-    const d = await this.client.json<CommandInfo>({ method: "GET", path: commandPath(this.id, commandId) });
+  async command(commandId: string, opts: CallOptions = {}): Promise<Command> {
+    const d = await this.client.call<CommandInfo>({ method: "GET", call: opts, path: commandPath(this.id, commandId) });
     return new Command(this.client, this.id, d);
   }
 
   /** One page of the sandbox's commands. */
-  async commands(opts: { limit?: number; cursor?: string } = {}): Promise<Page<CommandInfo>> {
-    const d = await this.client.json({
-      method: "GET", path: sandboxPath(this.id) + "/commands", params: { limit: opts.limit ?? 100, cursor: opts.cursor },
+  async commands(opts: { limit?: number; cursor?: string } & CallOptions = {}): Promise<Page<CommandInfo>> {
+    const d = await this.client.call({
+      method: "GET", call: opts, path: sandboxPath(this.id) + "/commands", params: { limit: opts.limit ?? 100, cursor: opts.cursor },
     });
-    return { items: d?.items ?? [], next_cursor: d?.next_cursor ?? "" };
+    return { items: d?.items ?? [], nextCursor: d?.nextCursor ?? "" };
   }
 }
 
@@ -796,45 +964,48 @@ export class Command {
   /** Output records after seq `after` in order, the exit last. A broken
    * connection is resumed from the last record seen, so nothing is lost
    * or repeated. */
-  output(opts: { after?: number; follow?: boolean } = {}): AsyncGenerator<Chunk> {
+  output(opts: OutputOptions = {}): AsyncGenerator<Chunk> {
     return this.client.readOutput(this.path + "/output", this.id, opts);
   }
 
   /** Wait for the end; the output is read (and dropped) on the way. */
-  async wait(): Promise<CommandInfo> {
-    for await (const ch of this.output()) if (ch.type === "exit") break;
-    return this.refresh();
+  async wait(opts: CallOptions = {}): Promise<CommandInfo> {
+    for await (const ch of this.output({ signal: opts.signal })) if (ch.type === "exit") break;
+    return this.refresh(opts);
   }
 
-  async refresh(): Promise<CommandInfo> {
-    this.info = await this.client.json<CommandInfo>({ method: "GET", path: this.path });
+  /** Read the command's state again into info. */
+  async refresh(opts: CallOptions = {}): Promise<CommandInfo> {
+    this.info = await this.client.call<CommandInfo>({ method: "GET", call: opts, path: this.path });
     return this.info;
   }
 
   /** Append to the command's stdin (started with stdin: true); eof closes it. */
-  async write(data: Data, opts: { eof?: boolean } = {}): Promise<void> {
-    await this.client.json({
-      method: "POST", path: this.path + "/stdin", params: { eof: opts.eof ? "true" : undefined }, body: toBytes(data),
+  async write(data: Data, opts: { eof?: boolean } & CallOptions = {}): Promise<void> {
+    await this.client.call({
+      method: "POST", call: opts, path: this.path + "/stdin", params: { eof: opts.eof ? "true" : undefined }, body: toBytes(data),
       headers: { "Content-Type": "application/octet-stream" },
     });
   }
 
+  /** Close the command's stdin (EOF). */
   closeStdin(): Promise<void> {
     return this.write(new Uint8Array(0), { eof: true });
   }
 
   /** Signal the command's whole process group ("TERM", "KILL", "INT", …). */
-  async signal(sig = "TERM"): Promise<void> {
-    await this.client.json({ method: "POST", path: this.path + "/signal", json: { signal: sig } satisfies Schemas["SignalRequest"] });
+  async signal(sig = "TERM", opts: CallOptions = {}): Promise<void> {
+    await this.client.call({ method: "POST", key: "auto", call: opts, path: this.path + "/signal", json: { signal: sig } satisfies Schemas["SignalRequest"] });
   }
 
   /** The recorded stdout, raw. */
-  async stdout(): Promise<Uint8Array> {
-    return new Uint8Array(await (await this.client.send({ method: "GET", path: this.path + "/stdout" })).arrayBuffer());
+  async stdout(opts: CallOptions = {}): Promise<Uint8Array> {
+    return new Uint8Array(await (await this.client.send({ method: "GET", call: opts, path: this.path + "/stdout" })).arrayBuffer());
   }
 
-  async stderr(): Promise<Uint8Array> {
-    return new Uint8Array(await (await this.client.send({ method: "GET", path: this.path + "/stderr" })).arrayBuffer());
+  /** The recorded stderr, raw. */
+  async stderr(opts: CallOptions = {}): Promise<Uint8Array> {
+    return new Uint8Array(await (await this.client.send({ method: "GET", call: opts, path: this.path + "/stderr" })).arrayBuffer());
   }
 
   /** A live connection to the command's terminal or pipes (WebSocket). On
@@ -847,8 +1018,10 @@ export class Command {
 
 /** A whole file read: its bytes, version and sha-256 (checked). */
 export class FileContent {
+  /** @internal */
   constructor(readonly data: Uint8Array, readonly version: string, readonly sha256: Uint8Array) {}
 
+  /** The bytes as UTF-8 text (a TypeError if they are not UTF-8). */
   get text(): string {
     return new TextDecoder("utf-8", { fatal: true }).decode(this.data);
   }
@@ -862,23 +1035,26 @@ export class Files {
     this.base = sandboxPath(sandboxId) + "/files";
   }
 
-  async list(path: string, opts: { depth?: number } = {}): Promise<FileEntry[]> {
+  /** The entries under path, depth levels down (default 1), every page. */
+  async list(path: string, opts: { depth?: number } & CallOptions = {}): Promise<FileEntry[]> {
     const out: FileEntry[] = [];
     let cursor = "";
     for (;;) {
-      const d = await this.client.json({
-        method: "GET", path: this.base, params: { path, depth: opts.depth ?? 1, limit: 1000, cursor },
+      const d = await this.client.call({
+        method: "GET", call: opts, path: this.base, params: { path, depth: opts.depth ?? 1, limit: 1000, cursor },
       });
       out.push(...(d?.items ?? []));
-      cursor = d?.next_cursor ?? "";
+      cursor = d?.nextCursor ?? "";
       if (!cursor) return out;
     }
   }
 
-  stat(path: string): Promise<FileEntry> {
-    return this.client.json({ method: "GET", path: this.base + "/stat", params: { path } });
+  /** One entry: its kind, size, mode, time and version (NotFound if none). */
+  stat(path: string, opts: CallOptions = {}): Promise<FileEntry> {
+    return this.client.call({ method: "GET", call: opts, path: this.base + "/stat", params: { path } });
   }
 
+  /** Whether path exists. */
   async exists(path: string): Promise<boolean> {
     try {
       await this.stat(path);
@@ -890,13 +1066,14 @@ export class Files {
   }
 
   /** The whole file, checked against the server's sha-256 (DigestMismatch if not). */
-  async read(path: string): Promise<FileContent> {
-    const resp = await this.client.send({ method: "GET", path: this.base + "/content", params: { path } });
+  async read(path: string, opts: CallOptions = {}): Promise<FileContent> {
+    const resp = await this.client.send({ method: "GET", call: opts, path: this.base + "/content", params: { path } });
     const data = new Uint8Array(await resp.arrayBuffer());
     const digest = await checkDigest(path, data, resp.headers.get("Repr-Digest"));
     return new FileContent(data, versionOf(resp.headers.get("ETag")), digest);
   }
 
+  /** The whole file as UTF-8 text, checked as read does. */
   async readText(path: string): Promise<string> {
     return (await this.read(path)).text;
   }
@@ -904,49 +1081,52 @@ export class Files {
   /** Write a whole file atomically. With ifVersion it is written only if
    * the file is still at that version ("none": only if it does not exist),
    * else PreconditionFailed and nothing changes. */
-  async write(path: string, data: Data, opts: { ifVersion?: string; mode?: string } = {}): Promise<FileEntry> {
+  async write(path: string, data: Data, opts: { ifVersion?: string; mode?: string } & CallOptions = {}): Promise<FileEntry> {
     const body = toBytes(data);
     const headers: Record<string, string> = {
       "Content-Type": "application/octet-stream", "Repr-Digest": await reprDigest(body),
     };
     if (opts.ifVersion === "none") headers["If-None-Match"] = "*";
     else if (opts.ifVersion) headers["If-Match"] = `"${opts.ifVersion}"`;
-    return this.client.json({ method: "PUT", path: this.base + "/content", params: { path, mode: opts.mode }, body, headers });
+    return this.client.call({ method: "PUT", call: opts, path: this.base + "/content", params: { path, mode: opts.mode }, body, headers });
   }
 
   /** Replace texts: each old must occur exactly once, else Conflict and
    * nothing is written. */
-  edit(path: string, edits: Array<{ old: string; new: string }>, opts: { ifVersion?: string } = {}): Promise<FileEntry> {
+  edit(path: string, edits: Array<{ old: string; new: string }>, opts: { ifVersion?: string } & CallOptions = {}): Promise<FileEntry> {
     const headers: Record<string, string> = opts.ifVersion ? { "If-Match": `"${opts.ifVersion}"` } : {};
-    return this.client.json({ method: "PATCH", path: this.base + "/content", params: { path }, json: { edits } satisfies Schemas["EditFileRequest"], headers });
+    return this.client.call({ method: "PATCH", key: "auto", call: opts, path: this.base + "/content", params: { path }, json: { edits } satisfies Schemas["EditFileRequest"], headers });
   }
 
-  mkdir(path: string): Promise<FileEntry> {
-    return this.client.json({ method: "POST", path: this.base + "/mkdir", json: { path } satisfies Schemas["MkdirRequest"] });
+  /** Make a directory and its parents. */
+  mkdir(path: string, opts: CallOptions = {}): Promise<FileEntry> {
+    return this.client.call({ method: "POST", key: "auto", call: opts, path: this.base + "/mkdir", json: { path } satisfies Schemas["MkdirRequest"] });
   }
 
-  move(from: string, to: string, opts: { overwrite?: boolean } = {}): Promise<FileEntry> {
-    return this.client.json({ method: "POST", path: this.base + "/move", json: { from, to, overwrite: !!opts.overwrite } satisfies Schemas["MoveRequest"] });
+  /** Move or rename; an existing target is Conflict unless overwrite. */
+  move(from: string, to: string, opts: { overwrite?: boolean } & CallOptions = {}): Promise<FileEntry> {
+    return this.client.call({ method: "POST", key: "auto", call: opts, path: this.base + "/move", json: { from, to, overwrite: !!opts.overwrite } satisfies Schemas["MoveRequest"] });
   }
 
-  async remove(path: string, opts: { recursive?: boolean } = {}): Promise<void> {
-    await this.client.json({ method: "DELETE", path: this.base, params: { path, recursive: opts.recursive ? "true" : undefined } });
+  /** Remove a file, or a directory (recursive for one with entries). */
+  async remove(path: string, opts: { recursive?: boolean } & CallOptions = {}): Promise<void> {
+    await this.client.call({ method: "DELETE", key: "auto", call: opts, path: this.base, params: { path, recursive: opts.recursive ? "true" : undefined } });
   }
 
   /** Send a local folder into path as tar.gz, keeping modes, symlinks
    * inside it and empty directories (Node only): packed into a temporary
    * file, then streamed with its sha-256 for the server to check. */
-  async uploadDir(local: string, path: string, opts: { exclude?: string[] } = {}): Promise<ArchiveResult> {
-    return withPackedDir(local, opts.exclude ?? [], async (body, digest) => this.client.json({
-      method: "PUT", path: this.base + "/archive", params: { path }, body,
+  async uploadDir(local: string, path: string, opts: { exclude?: string[] } & CallOptions = {}): Promise<ArchiveResult> {
+    return withPackedDir(local, opts.exclude ?? [], async (body, digest) => this.client.call({
+      method: "PUT", call: opts, path: this.base + "/archive", params: { path }, body,
       headers: { "Content-Type": "application/gzip", "Repr-Digest": digest },
     }));
   }
 
   /** Fetch a folder of the sandbox into local (Node only). */
-  async downloadDir(path: string, local: string): Promise<void> {
+  async downloadDir(path: string, local: string, opts: CallOptions = {}): Promise<void> {
     const { unpack } = await import("./tar.js");
-    const resp = await this.client.send({ method: "GET", path: this.base + "/archive", params: { path } });
+    const resp = await this.client.send({ method: "GET", call: opts, path: this.base + "/archive", params: { path } });
     await unpack(new Uint8Array(await resp.arrayBuffer()), local);
   }
 }

@@ -4,9 +4,11 @@
 // fails when it differs from the document). Enums are string-literal
 // unions; maps (labels, env, secrets, metadata, details) are records.
 //
-// Wire objects keep the wire's names. What the SDK decodes into objects of
-// its own (Chunk, from an OutputRecord) renames by one rule, camelCase
-// (exit_code → exitCode), and never renames the keys of maps.
+// The wire is snake_case; what the SDK takes and answers is the same
+// objects renamed by one rule, camelCase (exit_code → exitCode), never
+// renaming the keys of maps (labels, env, secrets, details, an event's
+// data). Camelize is that rule on a type, util.camel and util.snake on a
+// value.
 
 import type { components } from "./openapi.js";
 
@@ -18,27 +20,35 @@ export type Schemas = components["schemas"];
 /** The camelCase rule, on a name: memory_mib → memoryMib. */
 export type Camel<S extends string> = S extends `${infer H}_${infer T}` ? `${H}${Capitalize<Camel<T>>}` : S;
 
-export type SandboxState = Schemas["SandboxState"];
-export type SandboxInfo = Schemas["Sandbox"];
-export type Resources = Schemas["Resources"];
-export type NetworkPolicy = Schemas["NetworkPolicy"];
-export type Source = Schemas["Source"];
-export type Setup = Schemas["Setup"];
-export type CreateSandboxRequest = Schemas["CreateSandboxRequest"];
-export type UpdateSandboxRequest = Schemas["UpdateSandboxRequest"];
+type MapField = "labels" | "env" | "secrets" | "details" | "data" | "metadata";
 
-/** Every field of POST /v1/sandboxes (all optional); cpus, memory_mib and
- * disk_mib are shortcuts for resources. */
-export type CreateOptions = CreateSandboxRequest & { cpus?: number; memory_mib?: number; disk_mib?: number };
+/** The camelCase rule on a wire object's type, deeply; maps keep their keys. */
+export type Camelize<T> = T extends Uint8Array ? T
+  : T extends ReadonlyArray<infer U> ? Camelize<U>[]
+  : T extends object ? { [K in keyof T as K extends string ? Camel<K> : K]: K extends MapField ? T[K] : Camelize<T[K]> }
+  : T;
 
-export type CommandState = Schemas["CommandState"];
-export type CommandInfo = Schemas["Command"];
-export type CreateCommandRequest = Schemas["CreateCommandRequest"];
+export type SandboxState = Camelize<Schemas["SandboxState"]>;
+export type SandboxInfo = Camelize<Schemas["Sandbox"]>;
+export type Resources = Camelize<Schemas["Resources"]>;
+export type NetworkPolicy = Camelize<Schemas["NetworkPolicy"]>;
+export type Source = Camelize<Schemas["Source"]>;
+export type Setup = Camelize<Schemas["Setup"]>;
+export type CreateSandboxRequest = Camelize<Schemas["CreateSandboxRequest"]>;
+export type UpdateSandboxRequest = Camelize<Schemas["UpdateSandboxRequest"]>;
+
+/** Every field of POST /v1/sandboxes (all optional); cpus, memoryMib and
+ * diskMib are shortcuts for resources. */
+export type CreateOptions = CreateSandboxRequest & { cpus?: number; memoryMib?: number; diskMib?: number };
+
+export type CommandState = Camelize<Schemas["CommandState"]>;
+export type CommandInfo = Camelize<Schemas["Command"]>;
+export type CreateCommandRequest = Camelize<Schemas["CreateCommandRequest"]>;
 
 /** What run returns: the ended command and its output as text. */
-export type CommandResult = Schemas["CommandResult"] & { exitCode: number | null };
+export type CommandResult = Camelize<Schemas["CommandResult"]> & { exitCode: number | null };
 
-type OutputRecord = Schemas["OutputRecord"];
+type OutputRecord = Camelize<Schemas["OutputRecord"]>;
 
 /** One record of a command's output (an OutputRecord, its fields renamed
  * by the camelCase rule, data decoded): a chunk of a stream, or the exit
@@ -54,73 +64,73 @@ export interface Chunk {
   timedOut: boolean;
 }
 
-export type FileEntry = Schemas["FileEntry"];
-export type ArchiveResult = Schemas["ArchiveResult"];
-export type Event = Schemas["Event"];
+export type FileEntry = Camelize<Schemas["FileEntry"]>;
+export type ArchiveResult = Camelize<Schemas["ArchiveResult"]>;
+export type Event = Camelize<Schemas["Event"]>;
 
 /** One page of a list, and the cursor of the next ("" at the end). */
 export interface Page<T> {
   items: T[];
-  next_cursor: string;
+  nextCursor: string;
 }
 
-export type NetworkObservation = Schemas["NetworkObservation"];
-export type NetworkView = Schemas["NetworkView"];
-export type Metrics = Schemas["Metrics"];
-export type MetricSample = Schemas["MetricSample"];
-export type Usage = Schemas["Usage"];
-export type SandboxUsage = Schemas["SandboxUsage"];
-export type UsageReport = Schemas["UsageReport"];
-export type PricePerHour = Schemas["PricePerHour"];
+export type NetworkObservation = Camelize<Schemas["NetworkObservation"]>;
+export type NetworkView = Camelize<Schemas["NetworkView"]>;
+export type Metrics = Camelize<Schemas["Metrics"]>;
+export type MetricSample = Camelize<Schemas["MetricSample"]>;
+export type Usage = Camelize<Schemas["Usage"]>;
+export type SandboxUsage = Camelize<Schemas["SandboxUsage"]>;
+export type UsageReport = Camelize<Schemas["UsageReport"]>;
+export type PricePerHour = Camelize<Schemas["PricePerHour"]>;
 
-export type Secret = Schemas["Secret"];
-export type Team = Schemas["Team"];
-export type Admission = Schemas["Admission"];
-export type UpdateTeamRequest = Schemas["UpdateTeamRequest"];
-export type CreateTeamResponse = Schemas["CreateTeamResponse"];
-export type KeyResponse = Schemas["KeyResponse"];
-export type Ticket = Schemas["Ticket"];
+export type Secret = Camelize<Schemas["Secret"]>;
+export type Team = Camelize<Schemas["Team"]>;
+export type Admission = Camelize<Schemas["Admission"]>;
+export type UpdateTeamRequest = Camelize<Schemas["UpdateTeamRequest"]>;
+export type CreateTeamResponse = Camelize<Schemas["CreateTeamResponse"]>;
+export type KeyResponse = Camelize<Schemas["KeyResponse"]>;
+export type Ticket = Camelize<Schemas["Ticket"]>;
 
 /** The key's own team: its admission flags and limits. */
-export type TeamMe = Schemas["TeamMe"];
-export type TeamLimits = Schemas["TeamLimits"];
+export type TeamMe = Camelize<Schemas["TeamMe"]>;
+export type TeamLimits = Camelize<Schemas["TeamLimits"]>;
 
-export type Webhook = Schemas["Webhook"];
-export type CreateWebhookRequest = Schemas["CreateWebhookRequest"];
-export type CreateWebhookResponse = Schemas["CreateWebhookResponse"];
-export type Delivery = Schemas["Delivery"];
-export type DeliveryAttempt = Schemas["DeliveryAttempt"];
+export type Webhook = Camelize<Schemas["Webhook"]>;
+export type CreateWebhookRequest = Camelize<Schemas["CreateWebhookRequest"]>;
+export type CreateWebhookResponse = Camelize<Schemas["CreateWebhookResponse"]>;
+export type Delivery = Camelize<Schemas["Delivery"]>;
+export type DeliveryAttempt = Camelize<Schemas["DeliveryAttempt"]>;
 
 /** A stored archive of a folder, kept once per team and sha-256 (hex). */
-export type Asset = Schemas["Asset"];
-export type SaveAssetRequest = Schemas["SaveAssetRequest"];
+export type Asset = Camelize<Schemas["Asset"]>;
+export type SaveAssetRequest = Camelize<Schemas["SaveAssetRequest"]>;
 
 /** A published port of a sandbox, served at its own host (url:
  * <port>-<sandbox id>.<preview domain>, never the API's). token and link
  * come only in the answer that created a private preview. */
-export type Preview = Schemas["Preview"];
-export type CreatePreviewRequest = Schemas["CreatePreviewRequest"];
+export type Preview = Camelize<Schemas["Preview"]>;
+export type CreatePreviewRequest = Camelize<Schemas["CreatePreviewRequest"]>;
 
 /** A template the team may create sandboxes of, and its state. */
-export type Template = Schemas["Template"];
-export type SelfTest = Schemas["SelfTest"];
+export type Template = Camelize<Schemas["Template"]>;
+export type SelfTest = Camelize<Schemas["SelfTest"]>;
 
 /** What a workload reserves while it runs. */
-export type WorkloadResources = Schemas["WorkloadResources"];
+export type WorkloadResources = Camelize<Schemas["WorkloadResources"]>;
 
 /** Every field of POST /v1/workloads: a command (shell string) or argv,
  * in a template or an imported image (by name). */
-export type WorkloadOptions = Schemas["CreateWorkloadRequest"];
+export type WorkloadOptions = Camelize<Schemas["CreateWorkloadRequest"]>;
 
 /** A batch run: queued until a node can place it, then run to completion
  * in a container of its own. */
-export type Workload = Schemas["Workload"];
+export type Workload = Camelize<Schemas["Workload"]>;
 export type WorkloadState = NonNullable<Workload["state"]>;
 
 /** cove's settings of an imported image (at import, or by updateImage):
  * a field left out keeps its value. */
-export type ImageSettings = Schemas["ImageSettings"];
+export type ImageSettings = Camelize<Schemas["ImageSettings"]>;
 
 /** An image imported from an OCI artifact, usable as a template by its
  * name (another team's, by `template`: TEAM/NAME). */
-export type Image = Schemas["Image"];
+export type Image = Camelize<Schemas["Image"]>;

@@ -80,8 +80,84 @@ export function dropUndefined<T extends Record<string, unknown>>(d: T): Partial<
   return out as Partial<T>;
 }
 
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
+/** Wait ms milliseconds, or until signal fires (then rejects with its reason). */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(signal!.reason);
+    };
+    const t = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** The seconds of a Retry-After header (a number of seconds or an HTTP
+ * date), or undefined when there is none. */
+export function parseRetryAfter(value: string | null): number | undefined {
+  if (!value) return undefined;
+  const v = value.trim();
+  if (/^\d+$/.test(v)) return Number(v);
+  const t = Date.parse(v);
+  return Number.isNaN(t) ? undefined : Math.max(0, (t - Date.now()) / 1000);
+}
+
+/** n random bytes as hex. */
+export function randomHex(n: number): string {
+  const b = new Uint8Array(n);
+  globalThis.crypto.getRandomValues(b);
+  return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+}
+
+/** resp with a body whose read errors go through failure, so that a
+ * connection cut while the body comes is the SDK's own error too. */
+export function wrapBody(resp: Response, failure: (e: unknown) => Error): Response {
+  if (!resp.body || resp.status === 204 || resp.status === 205 || resp.status === 304) return resp;
+  const reader = resp.body.getReader();
+  const body = new ReadableStream<Uint8Array>({
+    async pull(ctl) {
+      try {
+        const { value, done } = await reader.read();
+        if (done) ctl.close();
+        else ctl.enqueue(value);
+      } catch (e) {
+        ctl.error(failure(e));
+      }
+    },
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
+  });
+  return new Response(body, { status: resp.status, statusText: resp.statusText, headers: resp.headers });
+}
+
+/** The wire's maps: their keys are the user's, never renamed. */
+const MAPS = new Set(["labels", "env", "secrets", "details", "data", "metadata"]);
+
+function rename(v: unknown, name: (k: string) => string): unknown {
+  if (Array.isArray(v)) return v.map((x) => rename(x, name));
+  if (v === null || typeof v !== "object" || v instanceof Uint8Array) return v;
+  const out: Record<string, unknown> = {};
+  for (const [k, x] of Object.entries(v)) {
+    const n = name(k);
+    out[n] = MAPS.has(n) || MAPS.has(k) ? x : rename(x, name);
+  }
+  return out;
+}
+
+/** A wire object with its field names in camelCase (exit_code → exitCode),
+ * the keys of maps (labels, env, secrets, details, data) kept. */
+export function camel<T = unknown>(v: unknown): T {
+  return rename(v, (k) => k.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase())) as T;
+}
+
+/** An object of camelCase fields as the wire has it (exitCode → exit_code). */
+export function snake<T = unknown>(v: unknown): T {
+  return rename(v, (k) => k.replace(/[A-Z]/g, (c) => "_" + c.toLowerCase())) as T;
 }
 
 /** Split a byte stream into lines (without their "\n"). */

@@ -9,8 +9,9 @@ import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises"
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-import * as cove from "../src/index.js";
-import { packDir, unpack } from "../src/tar.js";
+import * as cove from "@cove-dev/sdk";
+import { packDir, unpack } from "@cove-dev/sdk";
+
 import { KEY, URL_, makeTree, name, skip, tree } from "./helpers.js";
 
 
@@ -97,7 +98,7 @@ test("an asset as a sandbox's source; a sandbox's folder saved as an asset", { s
     try {
       const sb = await c.create({ name: name("ts-from-asset"), source: cove.assetSource(a) });
       try {
-        assert.equal(sb.info.source?.asset_id, a.id);
+        assert.equal(sb.info.source?.assetId, a.id);
         assert.equal((await sb.run("./run.sh", { cwd: sb.info.workdir })).stdout, "ran\n");
         await sb.files.downloadDir(sb.info.workdir, join(tmp, "back"));
         await sb.files.write(sb.info.workdir + "/added.txt", "added\n");

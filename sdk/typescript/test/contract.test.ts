@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
-import * as cove from "../src/index.js";
+import * as cove from "@cove-dev/sdk";
 
 // operationId -> [class, method].
 export const OPERATIONS: Record<string, [string, string]> = {

@@ -12,11 +12,11 @@ import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
-import * as cove from "../src/index.js";
-import type { Camel, Chunk, Schemas } from "../src/index.js";
+import * as cove from "@cove-dev/sdk";
+import type { Camel, Chunk, Schemas } from "@cove-dev/sdk";
 
 // dist/test/ -> the package
-const root = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const root = process.env.COVE_SDK_SRC || resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
 function openapi(): any {
   const file = process.env.COVE_OPENAPI || resolve(root, "..", "..", "api", "openapi.json");

@@ -3,11 +3,12 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { gzipSync } from "node:zlib";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-import * as cove from "../src/index.js";
+import * as cove from "@cove-dev/sdk";
 import { CuttingProxy, KEY, URL_, makeTree, name, skip, tree } from "./helpers.js";
 
 const enc = new TextEncoder();
@@ -45,12 +46,23 @@ test("create, run, get, list, terminate", { skip }, async () => {
   const upd = await sb.update({ labels: { sdk: "typescript", more: "yes" } });
   assert.equal(upd.labels?.more, "yes");
   assert.ok("policy" in (await sb.network()));
-  assert.ok(typeof (await sb.usage()).cost_usd === "number");
+  assert.ok(typeof (await sb.usage()).costUsd === "number");
   assert.ok(await sb.metrics());
-  assert.ok(await c.usage({ group_by: "day" }));
+  assert.ok(await c.usage({ groupBy: "day" }));
   await sb.terminate();
   assert.ok(["terminating", "terminated"].includes((await c.get(sb.id)).info.state));
   await assert.rejects(sb.run("true"));
+});
+
+test("await using terminates the sandbox when its block ends", { skip }, async () => {
+  const c = client();
+  let id = "";
+  {
+    await using sb = await c.create({ labels: { sdk: "typescript-using" } });
+    id = sb.id;
+    assert.equal((await sb.run("exit 7")).exitCode, 7);
+  }
+  assert.ok(["terminating", "terminated"].includes((await c.get(id)).info.state));
 });
 
 test("errors carry code, message, details and status", { skip }, async () => {
@@ -102,7 +114,7 @@ test("stdin, stdout, stderr, signal", { skip }, async () => {
     await cmd.write("x\n");
     await cmd.write(enc.encode("y\n"), { eof: true });
     const info = await cmd.wait();
-    assert.equal(info.exit_code, 0);
+    assert.equal(info.exitCode, 0);
     assert.equal(dec.decode(await cmd.stdout()), "x-y\n");
     assert.equal(dec.decode(await cmd.stderr()), "e\n");
 
@@ -154,7 +166,7 @@ test("a download whose digest does not match is refused", async () => {
     status: 200, headers: { ETag: '"v1"', "Repr-Digest": "sha-256=:" + Buffer.alloc(32).toString("base64") + ":" },
   })) as unknown as typeof fetch;
   const c = new cove.Client({ url: "http://127.0.0.1:9", apiKey: "k", fetch: fake });
-  const sb = new cove.Sandbox(c, { id: "sbx_x", name: "x", team_id: "t", template: "", state: "running", workdir: "/" } as cove.SandboxInfo);
+  const sb = new cove.Sandbox(c, { id: "sbx_x", name: "x", teamId: "t", template: "", state: "running", workdir: "/" } as cove.SandboxInfo);
   await assert.rejects(sb.files.read("/f"), cove.DigestMismatch);
 });
 
@@ -206,7 +218,7 @@ test("attach with ws: input in, output and exit out", { skip }, async () => {
     let out = "";
     for await (const b of a) out += dec.decode(b);
     assert.equal(out, "got hello\n");
-    assert.equal(a.exit?.exit_code, 0);
+    assert.equal(a.exit?.exitCode, 0);
     a.close();
   });
 });
@@ -225,7 +237,7 @@ test("a pty command sees its size, and a resize through attach", { skip }, async
     let out = "";
     for await (const b of a) out += dec.decode(b);
     assert.match(out, /40 120/);
-    assert.equal(a.exit?.exit_code, 0);
+    assert.equal(a.exit?.exitCode, 0);
   });
 });
 
@@ -279,21 +291,72 @@ test("secrets: stored, listed, redacted, deleted", { skip }, async () => {
 test("teams, keys and tickets", { skip }, async () => {
   const c = client();
   const t = await c.createTeam(name("ts-team"));
-  assert.ok(t.api_key);
+  assert.ok(t.apiKey);
   assert.ok((await c.listTeams()).some((x) => x.id === t.team.id));
-  const updated = await c.updateTeam(t.team.id, { spend_limit_usd: 12.5 });
+  const updated = await c.updateTeam(t.team.id, { spendLimitUsd: 12.5 });
   assert.equal(updated.id, t.team.id);
   const k = await c.createKey(t.team.id);
-  const other = new cove.Client({ url: URL_, apiKey: k.api_key });
+  const other = new cove.Client({ url: URL_, apiKey: k.apiKey });
   await assert.rejects(other.get("nothing-here"), cove.NotFound);
-  await c.revokeKey(k.key_id);
+  await c.revokeKey(k.keyId);
   await assert.rejects(other.listPage(), cove.Unauthenticated);
   const doc = await c.openapi();
   assert.ok(doc.paths["/v1/tickets"]);
 });
 
+/** A tar.gz of raw entries, names and link targets as given (no tool
+ * would write a hostile one). */
+function rawTarGz(entries: Array<{ name: string; type?: "0" | "2"; link?: string; data?: string }>): Uint8Array {
+  const blocks: Buffer[] = [];
+  for (const e of entries) {
+    const data = Buffer.from(e.data ?? "");
+    const h = Buffer.alloc(512);
+    h.write(e.name, 0, 100);
+    h.write("0000644\0", 100);
+    h.write("0000000\0", 108);
+    h.write("0000000\0", 116);
+    h.write(data.length.toString(8).padStart(11, "0") + "\0", 124);
+    h.write("00000000000\0", 136);
+    h.write(e.type ?? "0", 156);
+    h.write(e.link ?? "", 157, 100);
+    h.write("ustar\0" + "00", 257);
+    h.fill(" ", 148, 156);
+    let sum = 0;
+    for (const b of h) sum += b;
+    h.write(sum.toString(8).padStart(6, "0") + "\0 ", 148);
+    blocks.push(h, data, Buffer.alloc((512 - (data.length % 512)) % 512));
+  }
+  blocks.push(Buffer.alloc(1024));
+  return new Uint8Array(gzipSync(Buffer.concat(blocks)));
+}
+
+test("unpack refuses an archive whose entries leave the folder, and writes nothing of it", async () => {
+  const { unpack } = await import("@cove-dev/sdk");
+  const { readdir, stat } = await import("node:fs/promises");
+  const tmp = await mkdtemp(join(tmpdir(), "cove-ts-evil-"));
+  try {
+    const cases = [
+      [{ name: "ok.txt", data: "fine" }, { name: "../evil.txt", data: "out" }],
+      [{ name: "ok.txt", data: "fine" }, { name: "a/../../evil.txt", data: "out" }],
+      [{ name: "/tmp/evil-" + name("abs"), data: "out" }],
+      [{ name: "link", type: "2" as const, link: "../../etc" }, { name: "link/passwd", data: "out" }],
+      [{ name: "link", type: "2" as const, link: "/etc" }],
+    ];
+    for (const [i, entries] of cases.entries()) {
+      const dest = join(tmp, "out" + i);
+      await assert.rejects(unpack(rawTarGz(entries), dest), cove.InvalidArgument, JSON.stringify(entries));
+      assert.deepEqual(await readdir(dest), [], "nothing of a refused archive is written");
+    }
+    await assert.rejects(stat(join(tmp, "evil.txt")));
+    await unpack(rawTarGz([{ name: "in/ok.txt", data: "fine" }, { name: "in/link", type: "2", link: "ok.txt" }]), join(tmp, "good"));
+    assert.equal(await readFile(join(tmp, "good", "in", "link"), "utf8"), "fine");
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
+});
+
 test("tar.gz: a folder packed and unpacked locally is the same; an entry leaving the folder is refused", async () => {
-  const { packDir, unpack } = await import("../src/tar.js");
+  const { packDir, unpack } = await import("@cove-dev/sdk");
   const { symlink } = await import("node:fs/promises");
   const tmp = await mkdtemp(join(tmpdir(), "cove-ts-tar-"));
   try {

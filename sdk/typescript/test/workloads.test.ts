@@ -10,8 +10,9 @@ import { arch, tmpdir } from "node:os";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 
-import * as cove from "../src/index.js";
-import { packDir } from "../src/tar.js";
+import * as cove from "@cove-dev/sdk";
+import { packDir } from "@cove-dev/sdk";
+
 import { KEY, URL_, name, skip } from "./helpers.js";
 
 const dec = new TextDecoder();
@@ -77,7 +78,7 @@ test("a workload runs; its output follows and replays", { skip }, async () => {
   }
   assert.deepEqual([out, err, exits], ["hi\n", "err\n", [3]]);
   const done = await c.waitWorkload(w.id!);
-  assert.deepEqual([done.state, done.exit_code, cove.workloadDone(done)], ["exited", 3, true]);
+  assert.deepEqual([done.state, done.exitCode, cove.workloadDone(done)], ["exited", 3, true]);
   const replay = [];
   for await (const ch of c.workloadOutput(w.id!, { follow: false })) replay.push(ch);
   assert.equal(replay.at(-1)?.type, "exit");
@@ -87,7 +88,7 @@ test("a workload runs; its output follows and replays", { skip }, async () => {
   assert.deepEqual(later, replay.slice(1).map((ch) => ch.seq));
   assert.equal(dec.decode(await c.workloadStdout(w.id!)), "hi\n");
   assert.equal(dec.decode(await c.workloadStderr(w.id!)), "err\n");
-  assert.equal((await c.getWorkload(w.id!)).exit_code, 3);
+  assert.equal((await c.getWorkload(w.id!)).exitCode, 3);
   let found = false;
   for await (const x of c.listWorkloads({ state: "exited" })) if (x.id === w.id!) found = true;
   assert.ok(found, "listWorkloads did not show the workload");
@@ -101,7 +102,7 @@ test("a GPU workload queues and is cancelled", { skip }, async () => {
   // No node here has a GPU: it waits in the queue, and says why.
   w = await c.getWorkload(w.id!);
   assert.equal(w.state, "queued");
-  assert.ok(w.state_reason);
+  assert.ok(w.stateReason);
   const drain = async (it: AsyncGenerator<cove.Chunk>) => { for await (const _ of it) { /* drop */ } };
   await assert.rejects(drain(c.workloadOutput(w.id!, { follow: false })), cove.Conflict);
   let found = false;
@@ -109,7 +110,7 @@ test("a GPU workload queues and is cancelled", { skip }, async () => {
   assert.ok(found);
   const cancelled = await c.cancelWorkload(w.id!);
   assert.equal(cancelled.state, "cancelled");
-  assert.equal((await c.getWorkload(w.id!, { wait: "exited", timeout_s: 5 })).state, "cancelled");
+  assert.equal((await c.getWorkload(w.id!, { wait: "exited", timeoutS: 5 })).state, "cancelled");
   // Following a workload that never ran ends with Conflict, not a hang.
   await assert.rejects(drain(c.workloadOutput(w.id!)), cove.Conflict);
   await assert.rejects(c.getWorkload("wl_doesnotexist"), cove.NotFound);
@@ -138,7 +139,7 @@ test("an image is imported, listed, updated, used and deleted", { skip: skip || 
       await assert.rejects(c.importImage(new Uint8Array(await readFile(archive)), { name: imgName }), cove.Conflict);
       // A workload runs in it, by the image's name.
       const w = await c.submitWorkload({ command: "echo from-image", image: imgName });
-      assert.equal((await c.waitWorkload(w.id!)).exit_code, 0);
+      assert.equal((await c.waitWorkload(w.id!)).exitCode, 0);
       assert.equal(dec.decode(await c.workloadStdout(w.id!)), "from-image\n");
     } finally {
       await c.deleteImage(img.id!);
