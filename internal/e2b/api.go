@@ -158,6 +158,10 @@ type detailJSON struct {
 	State           string            `json:"state"`
 }
 
+// Home is the working directory of E2B's sandboxes: the home of their
+// user, user.
+const Home = "/home/user"
+
 // clientID is E2B's deprecated, required clientID; cove has no clients.
 const clientID = "cove"
 
@@ -269,7 +273,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, teamID string) erro
 	// policy applies either way, never open internet (docs/e2b.md).
 	creq := api.CreateSandboxRequest{
 		Template: a.cfg.coveTemplate(req.TemplateID), Env: req.EnvVars, Labels: labels,
-		MaxLifetimeS: &timeout,
+		MaxLifetimeS: &timeout, Workdir: Home,
 	}
 	sb, err := a.sandboxes.CreateSandbox(r.Context(), teamID, creq)
 	if err != nil {

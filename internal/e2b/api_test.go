@@ -17,6 +17,7 @@ import (
 type harness struct {
 	t      *testing.T
 	plane  *fakePlane
+	cmds   *fakeCommands
 	tokens *Tokens
 	api    *httptest.Server
 	side   *httptest.Server
@@ -32,10 +33,11 @@ func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, tokens: tokens, now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	clock := func() time.Time { return h.now }
 	h.plane = &fakePlane{now: clock}
+	h.cmds = &fakeCommands{}
 	log := slog.New(slog.DiscardHandler)
 	cfg := Config{Templates: map[string]string{"base": "managed"}}
 	h.api = httptest.NewServer(NewAPI(cfg, h.plane, h.plane, h.plane, tokens, log, clock))
-	h.side = httptest.NewServer(NewSandboxSide(h.plane, tokens, log))
+	h.side = httptest.NewServer(NewSandboxSide(h.plane, h.cmds, tokens, log))
 	t.Cleanup(h.api.Close)
 	t.Cleanup(h.side.Close)
 	return h

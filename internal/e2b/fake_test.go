@@ -2,6 +2,8 @@ package e2b
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,9 +11,11 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/commands"
 	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/control/meter"
 	"github.com/cove-dev/cove/internal/control/teams"
+	"github.com/cove-dev/cove/internal/node"
 )
 
 // fakePlane is the control plane in memory: sandboxes move between
@@ -166,4 +170,79 @@ func (f *fakePlane) Metrics(_ context.Context, teamID, ref string, q meter.Metri
 	return api.Metrics{SandboxID: ref, Samples: []api.MetricSample{
 		{Time: time.Unix(1000, 0), CPUMillicores: 250, MemoryBytes: 100 << 20, DiskBytes: 10 << 20},
 	}}, nil
+}
+
+// fakeCommands are a sandbox's commands in memory: Exec records, Signal
+// ends a command, and no output is kept.
+type fakeCommands struct {
+	mu       sync.Mutex
+	cmds     []api.Command
+	signals  []string
+	stdin    []string
+	execUser []string
+}
+
+func (f *fakeCommands) Exec(_ context.Context, teamID, ref string, req api.CreateCommandRequest) (api.Command, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := api.Command{ID: "cmd_" + strconv.Itoa(len(f.cmds)+1), SandboxID: ref, Argv: req.Argv, Cwd: req.Cwd, Env: req.Env,
+		User: req.User, Stdin: req.Stdin, State: api.CommandRunning, PTY: req.PTY}
+	f.cmds = append(f.cmds, c)
+	f.execUser = append(f.execUser, req.User)
+	return c, nil
+}
+
+func (f *fakeCommands) GetCommand(_ context.Context, teamID, ref, id string) (api.Command, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.cmds {
+		if c.ID == id {
+			return c, nil
+		}
+	}
+	return api.Command{}, api.Errorf(api.CodeNotFound, "command %s not found", id)
+}
+
+func (f *fakeCommands) ListCommands(_ context.Context, teamID, ref string, q commands.Query) (api.List[api.Command], error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out api.List[api.Command]
+	for _, c := range f.cmds {
+		if c.ID > q.Cursor && (len(q.States) == 0 || slices.Contains(q.States, c.State)) {
+			out.Items = append(out.Items, c)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeCommands) CommandOutput(_ context.Context, teamID, ref, id string) (api.Command, node.Output, error) {
+	return api.Command{}, nil, api.Errorf(api.CodeNotFound, "no output in the fake")
+}
+
+func (f *fakeCommands) Stdin(_ context.Context, teamID, ref, id string, r io.Reader, eof bool) error {
+	b, _ := io.ReadAll(r)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stdin = append(f.stdin, fmt.Sprintf("%s:%q:%v", id, b, eof))
+	return nil
+}
+
+func (f *fakeCommands) Signal(_ context.Context, teamID, ref, id, sig string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.cmds {
+		if f.cmds[i].ID == id {
+			if f.cmds[i].State.Done() {
+				return api.Errorf(api.CodeConflict, "command %s has ended", id)
+			}
+			f.cmds[i].State = api.CommandKilled
+			f.signals = append(f.signals, id+":"+sig)
+			return nil
+		}
+	}
+	return api.Errorf(api.CodeNotFound, "command %s not found", id)
+}
+
+func (f *fakeCommands) Resize(_ context.Context, teamID, ref, id string, cols, rows int) error {
+	return nil
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2b/envd/process/processconnect"
 )
 
 // SandboxSide serves what E2B's envd serves inside each sandbox, for all
@@ -21,14 +23,19 @@ type SandboxSide struct {
 }
 
 // NewSandboxSide returns the sandbox listener's handler.
-func NewSandboxSide(sandboxes Sandboxes, tokens *Tokens, log *slog.Logger) *SandboxSide {
+func NewSandboxSide(sandboxes Sandboxes, cmds Commands, tokens *Tokens, log *slog.Logger) *SandboxSide {
 	s := &SandboxSide{sandboxes: sandboxes, tokens: tokens, log: log, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /health", s.health)
+	s.mux.Handle(processconnect.NewProcessHandler(&processes{sandboxes: sandboxes, cmds: cmds, log: log, keepalive: keepalive}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, api.Errorf(api.CodeNotFound, "cove's E2B sandbox listener has no %s %s", r.Method, r.URL.Path))
 	})
 	return s
 }
+
+// keepalive is how often a quiet process stream gets a keepalive event,
+// well within the idle timeouts of proxies and of E2B's SDKs.
+const keepalive = 30 * time.Second
 
 // target is the sandbox a request is for, let in by its token.
 type target struct {
