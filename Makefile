@@ -154,7 +154,7 @@ e2b-proto:
 	GOBIN=$(CURDIR)/bin $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 	GOBIN=$(CURDIR)/bin $(GO) install connectrpc.com/connect/cmd/protoc-gen-connect-go@v1.19.1
 	cd internal/e2b/envd && PATH=$(CURDIR)/bin:$$PATH protoc --go_out=. --go_opt=paths=source_relative \
-		--connect-go_out=. --connect-go_opt=paths=source_relative process/process.proto
+		--connect-go_out=. --connect-go_opt=paths=source_relative process/process.proto filesystem/filesystem.proto
 
 # bench runs `cove bench` against a throwaway server on the managed image,
 # then the Go benchmarks (each starts its own server on a busybox image),

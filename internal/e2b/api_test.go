@@ -18,6 +18,7 @@ type harness struct {
 	t      *testing.T
 	plane  *fakePlane
 	cmds   *fakeCommands
+	files  *fakeFiles
 	tokens *Tokens
 	api    *httptest.Server
 	side   *httptest.Server
@@ -34,10 +35,11 @@ func newHarness(t *testing.T) *harness {
 	clock := func() time.Time { return h.now }
 	h.plane = &fakePlane{now: clock}
 	h.cmds = &fakeCommands{}
+	h.files = newFakeFiles()
 	log := slog.New(slog.DiscardHandler)
 	cfg := Config{Templates: map[string]string{"base": "managed"}}
 	h.api = httptest.NewServer(NewAPI(cfg, h.plane, h.plane, h.plane, tokens, log, clock))
-	h.side = httptest.NewServer(NewSandboxSide(h.plane, h.cmds, tokens, log))
+	h.side = httptest.NewServer(NewSandboxSide(h.plane, h.cmds, h.files, tokens, log))
 	t.Cleanup(h.api.Close)
 	t.Cleanup(h.side.Close)
 	return h

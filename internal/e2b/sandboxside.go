@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2b/envd/filesystem/filesystemconnect"
 	"github.com/cove-dev/cove/internal/e2b/envd/process/processconnect"
 )
 
@@ -23,9 +24,13 @@ type SandboxSide struct {
 }
 
 // NewSandboxSide returns the sandbox listener's handler.
-func NewSandboxSide(sandboxes Sandboxes, cmds Commands, tokens *Tokens, log *slog.Logger) *SandboxSide {
+func NewSandboxSide(sandboxes Sandboxes, cmds Commands, fs Files, tokens *Tokens, log *slog.Logger) *SandboxSide {
 	s := &SandboxSide{sandboxes: sandboxes, tokens: tokens, log: log, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /health", s.health)
+	s.mux.Handle(filesystemconnect.NewFilesystemHandler(&fsService{files: fs}))
+	fa := &filesAPI{files: fs, side: s}
+	s.mux.HandleFunc("GET /files", fa.download)
+	s.mux.HandleFunc("POST /files", fa.upload)
 	s.mux.Handle(processconnect.NewProcessHandler(&processes{sandboxes: sandboxes, cmds: cmds, log: log, keepalive: keepalive}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, api.Errorf(api.CodeNotFound, "cove's E2B sandbox listener has no %s %s", r.Method, r.URL.Path))

@@ -3,7 +3,7 @@
 // and a cove key of the e2b shape. OTHER_TEAM_KEY is another team's key.
 // Each check prints "ok NAME"; the first failure ends the program with 1.
 import assert from 'node:assert/strict'
-import { Sandbox, CommandExitError, NotFoundError, TimeoutError } from 'e2b'
+import { Sandbox, CommandExitError, FileType, NotFoundError, TimeoutError } from 'e2b'
 
 const checks = []
 const check = (name, fn) => checks.push([name, fn])
@@ -112,6 +112,42 @@ check('a timeout kills the process and ends the stream', async () => {
   // wait for it with a bound, not a fixed pause.
   const r = await sbx.commands.run('for i in $(seq 100); do pgrep -x sleep >/dev/null || break; sleep 0.1; done; pgrep -x sleep || echo none; test -e /tmp/timed-out && echo written || echo absent')
   assert.equal(r.stdout, 'none\nabsent\n')
+})
+
+check('files: write and read in every form', async () => {
+  const w = await sbx.files.write('notes/a.txt', 'hello files')
+  assert.equal(w.path, '/home/user/notes/a.txt')
+  assert.equal(await sbx.files.read('/home/user/notes/a.txt'), 'hello files')
+  assert.deepEqual(await sbx.files.read('notes/a.txt', { format: 'bytes' }), new TextEncoder().encode('hello files'))
+  assert.equal(await (await sbx.files.read('notes/a.txt', { format: 'blob' })).text(), 'hello files')
+  const many = await sbx.files.write([{ path: 'deep/er/one.txt', data: '1' }, { path: '/tmp/two.txt', data: new TextEncoder().encode('2') }])
+  assert.deepEqual(many.map((e) => e.path), ['/home/user/deep/er/one.txt', '/tmp/two.txt'])
+  assert.equal(await sbx.files.read('deep/er/one.txt'), '1')
+  await sbx.files.write('gz.txt', 'zipped', { gzip: true })
+  assert.equal(await sbx.files.read('gz.txt', { gzip: true }), 'zipped')
+  assert.equal((await sbx.commands.run('cat ~/gz.txt; echo; stat -c %U ~/gz.txt')).stdout, 'zipped\nuser\n')
+  await sbx.files.write('/root/owned', 'r', { user: 'root' })
+  assert.equal((await sbx.commands.run('stat -c %U /root/owned', { user: 'root' })).stdout, 'root\n')
+})
+
+check('files: info, list, exists, makeDir, rename, remove', async () => {
+  const info = await sbx.files.getInfo('notes/a.txt')
+  assert.equal(info.type, FileType.FILE)
+  assert.equal(info.size, 11)
+  assert.equal(info.permissions, '-rw-r--r--')
+  assert.equal(info.owner, 'user')
+  await sbx.commands.run('ln -s notes/a.txt ~/link')
+  assert.equal((await sbx.files.getInfo('link')).symlinkTarget, '/home/user/notes/a.txt')
+  assert.equal(await sbx.files.exists('notes/a.txt'), true)
+  assert.equal(await sbx.files.exists('notes/none.txt'), false)
+  assert.equal(await sbx.files.makeDir('made/x'), true)
+  assert.equal(await sbx.files.makeDir('made/x'), false)
+  const listed = (await sbx.files.list('deep', { depth: 2 })).map((e) => e.path)
+  assert.deepEqual(listed, ['/home/user/deep/er', '/home/user/deep/er/one.txt'])
+  assert.equal((await sbx.files.rename('notes/a.txt', 'notes/b.txt')).path, '/home/user/notes/b.txt')
+  await sbx.files.remove('notes/b.txt')
+  assert.equal(await sbx.files.exists('notes/b.txt'), false)
+  await assert.rejects(sbx.files.read('notes/b.txt'), NotFoundError)
 })
 
 check("another team's key finds nothing", async () => {
