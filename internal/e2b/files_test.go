@@ -236,7 +236,6 @@ func TestFilesAPI(t *testing.T) {
 	}
 }
 
-
 // TestFilesystem: envd's filesystem calls over the fake, with entries as
 // envd describes them, lists in its walk's order and its error codes.
 func TestFilesystem(t *testing.T) {
@@ -281,8 +280,14 @@ func TestFilesystem(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, err := range []error{
-		func() error { _, err := c.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "/tmp/moved"})); return err }(),
-		func() error { _, err := c.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: "/tmp/moved"})); return err }(),
+		func() error {
+			_, err := c.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "/tmp/moved"}))
+			return err
+		}(),
+		func() error {
+			_, err := c.Remove(ctx, connect.NewRequest(&filesystem.RemoveRequest{Path: "/tmp/moved"}))
+			return err
+		}(),
 	} {
 		if connect.CodeOf(err) != connect.CodeNotFound {
 			t.Errorf("a removed file: %v; want not_found", err)

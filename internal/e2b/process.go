@@ -50,7 +50,7 @@ type processes struct {
 	processconnect.UnimplementedProcessHandler
 	sandboxes Sandboxes
 	cmds      Commands
-	log  *slog.Logger
+	log       *slog.Logger
 	// keepalive is how often a quiet stream gets a keepalive event.
 	keepalive time.Duration
 }
