@@ -164,7 +164,8 @@ func (f *fsService) Remove(ctx context.Context, req *connect.Request[filesystem.
 	if err != nil {
 		return nil, err
 	}
-	if err := f.files.RemoveFile(ctx, fileTarget(targetOf(ctx)), absPath(user, req.Msg.GetPath()), true); err != nil {
+	// Removing what is not there succeeds, as envd's does.
+	if err := f.files.RemoveFile(ctx, fileTarget(targetOf(ctx)), absPath(user, req.Msg.GetPath()), true); err != nil && api.ErrorCode(err) != api.CodeNotFound {
 		return nil, rpcError(err)
 	}
 	return connect.NewResponse(&filesystem.RemoveResponse{}), nil
