@@ -158,8 +158,10 @@ type detailJSON struct {
 	State           string            `json:"state"`
 }
 
-// Home is the working directory of E2B's sandboxes: the home of their
-// user, user.
+// Home is the home of E2B's user, user, where its processes start and
+// its relative paths lead. A sandbox keeps its template's working
+// directory, so that an E2B create takes a sandbox from the warm pool as
+// cove's own does; commands start in the user's home instead.
 const Home = "/home/user"
 
 // clientID is E2B's deprecated, required clientID; cove has no clients.
@@ -273,7 +275,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, teamID string) erro
 	// policy applies either way, never open internet (docs/e2b.md).
 	creq := api.CreateSandboxRequest{
 		Template: a.cfg.coveTemplate(req.TemplateID), Env: req.EnvVars, Labels: labels,
-		MaxLifetimeS: &timeout, Workdir: Home,
+		MaxLifetimeS: &timeout,
 	}
 	sb, err := a.sandboxes.CreateSandbox(r.Context(), teamID, creq)
 	if err != nil {

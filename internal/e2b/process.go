@@ -176,8 +176,11 @@ func (p *processes) Start(ctx context.Context, req *connect.Request[process.Star
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is required"))
 	}
 	creq := api.CreateCommandRequest{
-		Argv: append([]string{cfg.GetCmd()}, cfg.GetArgs()...), Cwd: cfg.GetCwd(), Env: cfg.GetEnvs(),
+		Argv: append([]string{cfg.GetCmd()}, cfg.GetArgs()...), Cwd: homeOf(user), Env: cfg.GetEnvs(),
 		Stdin: req.Msg.GetStdin(), User: user,
+	}
+	if cfg.Cwd != nil {
+		creq.Cwd = absPath(user, cfg.GetCwd())
 	}
 	if req.Msg.Pty != nil {
 		size := req.Msg.GetPty().GetSize()

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/e2b/envd/process"
@@ -144,6 +145,38 @@ func TestEndEvent(t *testing.T) {
 		e := endEvent(tc.exit)
 		if e.Status != tc.status || e.Exited != tc.exited || (e.Error != nil) != tc.err || e.ExitCode != int32(tc.exit.ExitCode) {
 			t.Errorf("%+v: %+v", tc.exit, e)
+		}
+	}
+}
+
+// TestStartCwd: a process starts in its user's home unless cwd says
+// otherwise (relative to that home), whatever the sandbox's own working
+// directory is.
+func TestStartCwd(t *testing.T) {
+	h := newHarness(t)
+	sb := h.create("key-a", map[string]any{"templateID": "base"})
+	for _, tc := range []struct {
+		user string
+		cwd  *string
+		want string
+	}{
+		{"", nil, "/home/user"},
+		{"root", nil, "/root"},
+		{"", proto.String("/tmp"), "/tmp"},
+		{"", proto.String("work/dir"), "/home/user/work/dir"},
+	} {
+		n := len(h.cmds.cmds)
+		st, err := h.processClient(sb.SandboxID, sb.EnvdAccessToken, tc.user).Start(t.Context(), connect.NewRequest(&process.StartRequest{
+			Process: &process.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l", "-c", "pwd"}, Cwd: tc.cwd},
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for st.Receive() {
+		}
+		st.Close()
+		if len(h.cmds.cmds) != n+1 || h.cmds.cmds[n].Cwd != tc.want {
+			t.Errorf("user %q cwd %v: ran %+v; want one command in %s", tc.user, tc.cwd, h.cmds.cmds[n:], tc.want)
 		}
 	}
 }
