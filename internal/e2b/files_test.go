@@ -44,7 +44,7 @@ func (f *fakeFiles) note(t files.Target) {
 
 func (f *fakeFiles) entry(p string) (api.FileEntry, error) {
 	if d, ok := f.data[p]; ok {
-		return api.FileEntry{Name: path.Base(p), Path: p, Type: api.FileTypeFile, Size: int64(len(d)), Mode: "0644", UID: 1000, GID: 1000}, nil
+		return api.FileEntry{Name: path.Base(p), Path: p, Type: api.FileTypeFile, Size: int64(len(d)), Mode: "0644", UID: 1000, GID: 1000, Version: d}, nil
 	}
 	if f.dirs[p] {
 		return api.FileEntry{Name: path.Base(p), Path: p, Type: api.FileTypeDir, Mode: "0755", UID: 1000, GID: 1000}, nil
@@ -312,5 +312,106 @@ func TestEntryInfo(t *testing.T) {
 	}
 	if got := absPath("root", "x"); got != "/root/x" {
 		t.Errorf("root's relative path: %s", got)
+	}
+}
+
+func TestDiff(t *testing.T) {
+	at := time.Unix(1700000000, 0)
+	f := func(p, version string, size int64, mode string) api.FileEntry {
+		return api.FileEntry{Path: p, Name: path.Base(p), Type: api.FileTypeFile, Version: version, Size: size, Mode: mode, MTime: at}
+	}
+	d := api.FileEntry{Path: "/w/new", Name: "new", Type: api.FileTypeDir, Mode: "0755"}
+	before := map[string]api.FileEntry{
+		"/w/same": f("/w/same", "1", 1, "0644"), "/w/changed": f("/w/changed", "1", 1, "0644"),
+		"/w/chmod": f("/w/chmod", "1", 1, "0644"), "/w/gone": f("/w/gone", "1", 1, "0644"),
+	}
+	after := map[string]api.FileEntry{
+		"/w/same": f("/w/same", "1", 1, "0644"), "/w/changed": f("/w/changed", "2", 1, "0644"),
+		"/w/chmod": f("/w/chmod", "1", 1, "0600"), "/w/new": d, "/w/new/file": f("/w/new/file", "1", 3, "0644"),
+		"/w/new/empty": f("/w/new/empty", "1", 0, "0644"),
+	}
+	var got []string
+	for _, ev := range diff("/w", before, after, true) {
+		fe := ev.GetFilesystem()
+		got = append(got, fe.Type.String()+":"+fe.Name)
+		if (fe.Entry == nil) != (fe.Type == filesystem.EventType_EVENT_TYPE_REMOVE) {
+			t.Errorf("%s %s: entry %v", fe.Type, fe.Name, fe.Entry)
+		}
+	}
+	want := "EVENT_TYPE_WRITE:changed EVENT_TYPE_CHMOD:chmod EVENT_TYPE_REMOVE:gone EVENT_TYPE_CREATE:new " +
+		"EVENT_TYPE_CREATE:new/empty EVENT_TYPE_CREATE:new/file EVENT_TYPE_WRITE:new/file"
+	if strings.Join(got, " ") != want {
+		t.Errorf("diff:\n%s\nwant\n%s", strings.Join(got, " "), want)
+	}
+	if ev := diff("/w", after, after, false); len(ev) != 0 {
+		t.Errorf("no change gave %v", ev)
+	}
+}
+
+// TestWatchDir: a watch starts with a start event, then reports a file
+// written under the directory after it began, until the client stops.
+func TestWatchDir(t *testing.T) {
+	h := newHarness(t)
+	sb := h.create("key-a", map[string]any{"templateID": "base"})
+	hdr := http.Header{"E2b-Sandbox-Id": {sb.SandboxID}, "X-Access-Token": {sb.EnvdAccessToken}}
+	c := filesystemconnect.NewFilesystemClient(&http.Client{Transport: withHeaders{hdr}}, h.side.URL, connect.WithProtoJSON())
+	h.files.dirs["/home/user/w"] = true
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	st, err := c.WatchDir(ctx, connect.NewRequest(&filesystem.WatchDirRequest{Path: "w", Recursive: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Receive() || st.Msg().GetStart() == nil {
+		t.Fatalf("first event %v, %v; want start", st.Msg(), st.Err())
+	}
+	h.files.mu.Lock()
+	h.files.dirs["/home/user/w/sub"] = true
+	h.files.data["/home/user/w/sub/f.txt"] = "x"
+	h.files.mu.Unlock()
+	var got []string
+	for len(got) < 3 && st.Receive() {
+		if fe := st.Msg().GetFilesystem(); fe != nil {
+			got = append(got, fe.Type.String()+":"+fe.Name)
+		}
+	}
+	if want := "EVENT_TYPE_CREATE:sub EVENT_TYPE_CREATE:sub/f.txt EVENT_TYPE_WRITE:sub/f.txt"; strings.Join(got, " ") != want {
+		t.Errorf("events %v (%v); want %s", got, st.Err(), want)
+	}
+	cancel()
+	st.Close()
+	missing, err := c.WatchDir(t.Context(), connect.NewRequest(&filesystem.WatchDirRequest{Path: "missing"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if missing.Receive() || connect.CodeOf(missing.Err()) != connect.CodeNotFound {
+		t.Errorf("watch a missing directory: %v; want not_found", missing.Err())
+	}
+	missing.Close()
+}
+
+// TestWatchBounds: a sandbox has at most maxWatches watches open (another
+// sandbox's are its own), and a slot comes back when a watch ends.
+func TestWatchBounds(t *testing.T) {
+	f := &fsService{}
+	var releases []func()
+	for range maxWatches {
+		r, err := f.watchSlot("sbx_a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		releases = append(releases, r)
+	}
+	if _, err := f.watchSlot("sbx_a"); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Errorf("watch %d: %v; want resource_exhausted", maxWatches+1, err)
+	}
+	if r, err := f.watchSlot("sbx_b"); err != nil {
+		t.Errorf("another sandbox's first watch: %v", err)
+	} else {
+		r()
+	}
+	releases[0]()
+	if _, err := f.watchSlot("sbx_a"); err != nil {
+		t.Errorf("a watch after one ended: %v", err)
 	}
 }

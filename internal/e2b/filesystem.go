@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -17,6 +19,7 @@ import (
 	"github.com/cove-dev/cove/internal/control/files"
 	"github.com/cove-dev/cove/internal/e2b/envd/filesystem"
 	"github.com/cove-dev/cove/internal/e2b/envd/filesystem/filesystemconnect"
+	"github.com/cove-dev/cove/internal/fspath"
 	"github.com/cove-dev/cove/internal/node"
 )
 
@@ -113,6 +116,40 @@ func permString(mode uint32) string {
 type fsService struct {
 	filesystemconnect.UnimplementedFilesystemHandler
 	files Files
+	// pollEvery is how often a watched directory is listed.
+	pollEvery time.Duration
+
+	mu sync.Mutex
+	// watches counts each sandbox's open watches (at most maxWatches).
+	watches map[string]int
+}
+
+// Bounds of watches: each costs a listing every pollEvery, so a sandbox
+// has a few, each of a tree of a bounded size.
+const (
+	maxWatches        = 16
+	maxWatchedEntries = 10 * fspath.MaxListLimit
+)
+
+// watchSlot takes one of a sandbox's watches, or says there is none left;
+// release gives it back.
+func (f *fsService) watchSlot(sandboxID string) (release func(), err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.watches[sandboxID] >= maxWatches {
+		return nil, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("a sandbox has at most %d watches open", maxWatches))
+	}
+	if f.watches == nil {
+		f.watches = map[string]int{}
+	}
+	f.watches[sandboxID]++
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.watches[sandboxID]--; f.watches[sandboxID] == 0 {
+			delete(f.watches, sandboxID)
+		}
+	}, nil
 }
 
 func (f *fsService) Stat(ctx context.Context, req *connect.Request[filesystem.StatRequest]) (*connect.Response[filesystem.StatResponse], error) {
@@ -186,16 +223,30 @@ func (f *fsService) ListDir(ctx context.Context, req *connect.Request[filesystem
 	if dir.Type != api.FileTypeDir {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s is not a directory", p))
 	}
-	depth := int(req.Msg.GetDepth())
-	if depth == 0 {
-		depth = 1
+	entries, err := f.list(ctx, t, p, int(req.Msg.GetDepth()), 0)
+	if err != nil {
+		return nil, rpcError(err)
 	}
+	resp := &filesystem.ListDirResponse{Entries: make([]*filesystem.EntryInfo, 0, len(entries))}
+	for _, e := range entries {
+		resp.Entries = append(resp.Entries, entryInfo(e))
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// list is everything under dir to depth (default 1, at most cove's
+// deepest listing), depth first, each directory in lexical order.
+func (f *fsService) list(ctx context.Context, t files.Target, dir string, depth, most int) ([]api.FileEntry, error) {
+	depth = min(max(depth, 1), fspath.MaxListDepth)
 	var entries []api.FileEntry
-	q := files.ListQuery{Path: p, Depth: depth, Limit: 1000}
+	q := files.ListQuery{Path: dir, Depth: depth, Limit: fspath.MaxListLimit}
 	for {
+		if most > 0 && len(entries) >= most {
+			return nil, api.Errorf(api.CodeResourceExhausted, "%s holds more than %d entries to watch; watch a smaller tree", dir, most)
+		}
 		l, err := f.files.ListFiles(ctx, t, q)
 		if err != nil {
-			return nil, rpcError(err)
+			return nil, err
 		}
 		entries = append(entries, l.Items...)
 		if l.NextCursor == "" {
@@ -206,19 +257,130 @@ func (f *fsService) ListDir(ctx context.Context, req *connect.Request[filesystem
 	slices.SortFunc(entries, func(a, b api.FileEntry) int {
 		return slices.Compare(strings.Split(a.Path, "/"), strings.Split(b.Path, "/"))
 	})
-	resp := &filesystem.ListDirResponse{Entries: make([]*filesystem.EntryInfo, 0, len(entries))}
-	for _, e := range entries {
-		resp.Entries = append(resp.Entries, entryInfo(e))
+	return entries, nil
+}
+
+// WatchDir reports changes under a directory. cove's file calls have no
+// watch of the kernel's, so the directory is listed every pollEvery and
+// the listings compared: a new entry is CREATE (and WRITE when it holds
+// bytes), a changed one WRITE or CHMOD, a gone one REMOVE (a rename is a
+// REMOVE and a CREATE). A recursive watch covers directories made later.
+func (f *fsService) WatchDir(ctx context.Context, req *connect.Request[filesystem.WatchDirRequest], stream *connect.ServerStream[filesystem.WatchDirResponse]) error {
+	user, err := userOf(req.Header())
+	if err != nil {
+		return err
 	}
-	return connect.NewResponse(resp), nil
+	t, p := fileTarget(targetOf(ctx)), absPath(user, req.Msg.GetPath())
+	dir, err := f.files.StatFile(ctx, t, p)
+	if err != nil {
+		return rpcError(err)
+	}
+	if dir.Type != api.FileTypeDir {
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s is not a directory", p))
+	}
+	release, err := f.watchSlot(t.Ref)
+	if err != nil {
+		return err
+	}
+	defer release()
+	depth := 1
+	if req.Msg.GetRecursive() {
+		depth = fspath.MaxListDepth
+	}
+	scan := func() (map[string]api.FileEntry, error) {
+		entries, err := f.list(ctx, t, p, depth, maxWatchedEntries)
+		if err != nil {
+			return nil, err
+		}
+		m := make(map[string]api.FileEntry, len(entries))
+		for _, e := range entries {
+			m[e.Path] = e
+		}
+		return m, nil
+	}
+	before, err := scan()
+	if err != nil {
+		return rpcError(err)
+	}
+	if err := stream.Send(&filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Start{Start: &filesystem.WatchDirResponse_StartEvent{}}}); err != nil {
+		return err
+	}
+	tick := time.NewTicker(f.pollEvery)
+	defer tick.Stop()
+	lastSent := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil // the client stopped watching
+		case <-tick.C:
+		}
+		after, err := scan()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return rpcError(err)
+		}
+		events := diff(p, before, after, req.Msg.GetIncludeEntry())
+		before = after
+		if len(events) == 0 && time.Since(lastSent) < keepalive {
+			continue
+		}
+		if len(events) == 0 {
+			events = []*filesystem.WatchDirResponse{{Event: &filesystem.WatchDirResponse_Keepalive{Keepalive: &filesystem.WatchDirResponse_KeepAlive{}}}}
+		}
+		for _, ev := range events {
+			if err := stream.Send(ev); err != nil {
+				return err
+			}
+		}
+		lastSent = time.Now()
+	}
 }
 
-// errNoWatch answers the watch calls: cove's file calls have no watch.
-var errNoWatch = connect.NewError(connect.CodeUnimplemented, errors.New("watching directories is not supported by cove's E2B listener (docs/e2b.md)"))
-
-func (f *fsService) WatchDir(context.Context, *connect.Request[filesystem.WatchDirRequest], *connect.ServerStream[filesystem.WatchDirResponse]) error {
-	return errNoWatch
+// diff is the events that lead from one listing of dir to the next, in
+// path order.
+func diff(dir string, before, after map[string]api.FileEntry, withEntry bool) []*filesystem.WatchDirResponse {
+	var paths []string
+	for p := range after {
+		paths = append(paths, p)
+	}
+	for p := range before {
+		if _, ok := after[p]; !ok {
+			paths = append(paths, p)
+		}
+	}
+	slices.Sort(paths)
+	var out []*filesystem.WatchDirResponse
+	add := func(p string, kind filesystem.EventType, e *api.FileEntry) {
+		ev := &filesystem.FilesystemEvent{Name: strings.TrimPrefix(p, dir+"/"), Type: kind}
+		if withEntry && e != nil {
+			ev.Entry = entryInfo(*e)
+		}
+		out = append(out, &filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Filesystem{Filesystem: ev}})
+	}
+	for _, p := range paths {
+		old, had := before[p]
+		cur, has := after[p]
+		switch {
+		case !has:
+			add(p, filesystem.EventType_EVENT_TYPE_REMOVE, nil)
+		case !had:
+			add(p, filesystem.EventType_EVENT_TYPE_CREATE, &cur)
+			if cur.Type == api.FileTypeFile && cur.Size > 0 {
+				add(p, filesystem.EventType_EVENT_TYPE_WRITE, &cur)
+			}
+		case cur.Version != old.Version || cur.Size != old.Size || !cur.MTime.Equal(old.MTime):
+			add(p, filesystem.EventType_EVENT_TYPE_WRITE, &cur)
+		case cur.Mode != old.Mode:
+			add(p, filesystem.EventType_EVENT_TYPE_CHMOD, &cur)
+		}
+	}
+	return out
 }
+
+// errNoWatch answers the polled watchers, which are not kept.
+var errNoWatch = connect.NewError(connect.CodeUnimplemented, errors.New("polled watchers are not supported by cove's E2B listener; use WatchDir (docs/e2b.md)"))
 
 func (f *fsService) CreateWatcher(context.Context, *connect.Request[filesystem.CreateWatcherRequest]) (*connect.Response[filesystem.CreateWatcherResponse], error) {
 	return nil, errNoWatch

@@ -27,7 +27,7 @@ type SandboxSide struct {
 func NewSandboxSide(sandboxes Sandboxes, cmds Commands, fs Files, tokens *Tokens, log *slog.Logger) *SandboxSide {
 	s := &SandboxSide{sandboxes: sandboxes, tokens: tokens, log: log, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /health", s.health)
-	s.mux.Handle(filesystemconnect.NewFilesystemHandler(&fsService{files: fs}))
+	s.mux.Handle(filesystemconnect.NewFilesystemHandler(&fsService{files: fs, pollEvery: watchPoll}))
 	fa := &filesAPI{files: fs, side: s}
 	s.mux.HandleFunc("GET /files", fa.download)
 	s.mux.HandleFunc("POST /files", fa.upload)
@@ -41,6 +41,11 @@ func NewSandboxSide(sandboxes Sandboxes, cmds Commands, fs Files, tokens *Tokens
 // keepalive is how often a quiet process stream gets a keepalive event,
 // well within the idle timeouts of proxies and of E2B's SDKs.
 const keepalive = 30 * time.Second
+
+// watchPoll is how often a watched directory is listed: often enough that
+// a change shows within a fraction of a second, each poll one listing
+// call to the sandbox's agent.
+const watchPoll = 200 * time.Millisecond
 
 // target is the sandbox a request is for, let in by its token.
 type target struct {

@@ -3,7 +3,7 @@
 // and a cove key of the e2b shape. OTHER_TEAM_KEY is another team's key.
 // Each check prints "ok NAME"; the first failure ends the program with 1.
 import assert from 'node:assert/strict'
-import { Sandbox, CommandExitError, FileType, NotFoundError, TimeoutError } from 'e2b'
+import { Sandbox, CommandExitError, FileType, FilesystemEventType, NotFoundError, TimeoutError } from 'e2b'
 
 const checks = []
 const check = (name, fn) => checks.push([name, fn])
@@ -148,6 +148,22 @@ check('files: info, list, exists, makeDir, rename, remove', async () => {
   await sbx.files.remove('notes/b.txt')
   assert.equal(await sbx.files.exists('notes/b.txt'), false)
   await assert.rejects(sbx.files.read('notes/b.txt'), NotFoundError)
+})
+
+check('files: watch a directory, recursively', async () => {
+  await sbx.files.makeDir('watched')
+  const seen = []
+  let done
+  const finished = new Promise((r) => { done = r })
+  const handle = await sbx.files.watchDir('watched', (ev) => {
+    seen.push(`${ev.type}:${ev.name}`)
+    if (ev.type === FilesystemEventType.WRITE && ev.name === 'sub/f.txt') done()
+  }, { recursive: true })
+  await sbx.files.makeDir('watched/sub')
+  await sbx.files.write('watched/sub/f.txt', 'watched')
+  await finished
+  await handle.stop()
+  assert.ok(seen.includes('create:sub'), seen.join(' '))
 })
 
 check("another team's key finds nothing", async () => {
