@@ -18,7 +18,7 @@ TEST_DEB_PACKAGES := python3 python3-venv python3-pip python3-setuptools python3
 # systemd gives the units' test systemd-analyze (it verifies them, starts nothing).
 TEST_DEB_PACKAGES += systemd
 
-.PHONY: all build dist deps test-deps install-debs install run test test-unit test-repeat check-elf cross fuzz bench load clean openapi
+.PHONY: all build dist deps test-deps install-debs install run test test-unit test-repeat check-elf cross fuzz bench load clean openapi e2b-proto
 
 all: build
 
@@ -155,6 +155,15 @@ test-unit:
 # (part of test and test-unit) fails while the two differ.
 openapi:
 	$(GO) run ./internal/apischema/cmd/openapi
+
+# e2b-proto regenerates the Go of envd's protocol (internal/e2b/envd),
+# which is checked in: it needs protoc (Debian's protobuf-compiler) and
+# the two plugins at the versions of go.mod.
+e2b-proto:
+	GOBIN=$(CURDIR)/bin $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+	GOBIN=$(CURDIR)/bin $(GO) install connectrpc.com/connect/cmd/protoc-gen-connect-go@v1.19.1
+	cd internal/e2b/envd && PATH=$(CURDIR)/bin:$$PATH protoc --go_out=. --go_opt=paths=source_relative \
+		--connect-go_out=. --connect-go_opt=paths=source_relative process/process.proto filesystem/filesystem.proto
 
 # bench runs `cove bench` against a throwaway server on the managed image,
 # then the Go benchmarks (each starts its own server on a busybox image),

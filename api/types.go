@@ -379,6 +379,22 @@ type CreateTeamResponse struct {
 	KeyID  string `json:"key_id"`
 }
 
+// Key formats of CreateKeyRequest.
+const (
+	// KeyFormatCove is cove's own shape, cove_<hex>; the default.
+	KeyFormatCove = "cove"
+	// KeyFormatE2B is e2b_<hex>, the shape E2B's SDKs check before they
+	// send a key. Either shape is a key of its team on every API.
+	KeyFormatE2B = "e2b"
+)
+
+// CreateKeyRequest is the body of POST /v1/teams/{id}/keys; it may be
+// empty.
+type CreateKeyRequest struct {
+	// Default cove.
+	Format string `json:"format,omitempty" schema:"enum=cove,e2b"`
+}
+
 // KeyResponse answers POST /v1/teams/{id}/keys; the key is shown only here.
 type KeyResponse struct {
 	KeyID  string `json:"key_id"`

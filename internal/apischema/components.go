@@ -42,6 +42,7 @@ var components = []component{
 	{name: "Admission", typ: reflect.TypeFor[api.Admission]()},
 	{name: "Team", typ: reflect.TypeFor[api.Team]()},
 	{name: "CreateTeamRequest", typ: reflect.TypeFor[api.CreateTeamRequest](), closed: true},
+	{name: "CreateKeyRequest", typ: reflect.TypeFor[api.CreateKeyRequest](), closed: true},
 	{name: "CreateTeamResponse", typ: reflect.TypeFor[api.CreateTeamResponse]()},
 	{name: "KeyResponse", typ: reflect.TypeFor[api.KeyResponse]()},
 	{name: "SandboxList", typ: reflect.TypeFor[api.List[api.Sandbox]]()},

@@ -54,6 +54,8 @@ type serveFlags struct {
 	prices   string
 	// defaultAdmission is the comma-separated flags of new teams.
 	defaultAdmission string
+	// e2bTemplates are --e2b-template NAME=TEMPLATE flags.
+	e2bTemplates []string
 }
 
 // bind binds every flag of `cove serve`: the process's own, the node's
@@ -159,6 +161,9 @@ func (o *serveFlags) bindPlane(c *cobra.Command) {
 	f.StringVar(&o.cfg.Preview.Listen, "preview-listen", def.Preview.Listen, "a listener of its own for previews (by Host); empty: the API's listener serves them")
 	f.StringVar(&o.cfg.Preview.Scheme, "preview-scheme", def.Preview.Scheme, "scheme of preview URLs (https behind a TLS proxy)")
 	f.IntVar(&o.cfg.Server.MaxPreviewsPerSandbox, "max-previews-per-sandbox", def.Server.MaxPreviewsPerSandbox, "the previews one sandbox may publish at once")
+	f.StringVar(&o.cfg.E2B.APIListen, "e2b-api-listen", "", "serve E2B's REST API on this address (E2B_API_URL; docs/e2b.md); with --e2b-sandbox-listen")
+	f.StringVar(&o.cfg.E2B.SandboxListen, "e2b-sandbox-listen", "", "serve E2B's sandbox side (envd) on this address (E2B_SANDBOX_URL); with --e2b-api-listen")
+	f.StringArrayVar(&o.e2bTemplates, "e2b-template", nil, "an E2B template name and the cove template or image it stands for, NAME=TEMPLATE (repeatable; e.g. base=managed)")
 	f.StringVar(&o.defaultAdmission, "default-admission", "managed_environment", "admission flags of new teams, comma-separated ("+strings.Join(lifecycle.AdmissionFlags, ", ")+", or none)")
 }
 
@@ -177,6 +182,16 @@ func (o *serveFlags) config() (service.Config, error) {
 	}
 	if cfg.Server.DefaultAdmission, err = lifecycle.ParseAdmission(o.defaultAdmission); err != nil {
 		return service.Config{}, fmt.Errorf("--default-admission: %w", err)
+	}
+	for _, t := range o.e2bTemplates {
+		name, tmpl, ok := strings.Cut(t, "=")
+		if !ok || name == "" || tmpl == "" {
+			return service.Config{}, fmt.Errorf("--e2b-template %q: want NAME=TEMPLATE", t)
+		}
+		if cfg.E2B.Templates == nil {
+			cfg.E2B.Templates = map[string]string{}
+		}
+		cfg.E2B.Templates[name] = tmpl
 	}
 	return cfg, nil
 }

@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 
+	"github.com/cove-dev/cove/api"
+
 	"github.com/spf13/cobra"
 )
 
@@ -29,6 +31,7 @@ func (a *app) teamsCmd() *cobra.Command {
 		},
 	}
 	a.jsonFlag(create)
+	var e2bShape bool
 	key := &cobra.Command{
 		Use:   "key TEAM_ID",
 		Short: "Make a new API key for a team",
@@ -38,7 +41,11 @@ func (a *app) teamsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			resp, err := cl.CreateKey(cmd.Context(), args[0])
+			req := api.CreateKeyRequest{}
+			if e2bShape {
+				req.Format = api.KeyFormatE2B
+			}
+			resp, err := cl.CreateKey(cmd.Context(), args[0], req)
 			if err != nil {
 				return err
 			}
@@ -50,6 +57,7 @@ func (a *app) teamsCmd() *cobra.Command {
 		},
 	}
 	a.jsonFlag(key)
+	key.Flags().BoolVar(&e2bShape, "e2b", false, "shape the key e2b_<hex>, as E2B's SDKs expect (it is a cove key like any other)")
 	teams.AddCommand(create, key, a.teamsLimitCmd(), a.admitCmd(), a.teamMeCmd())
 	return teams
 }

@@ -436,7 +436,7 @@ func (f *fakeControlPlane) ListTeams(ctx context.Context, p lifecycle.Principal)
 	return []api.Team{p.Team}, nil
 }
 
-func (f *fakeControlPlane) CreateKey(ctx context.Context, p lifecycle.Principal, teamID string) (api.KeyResponse, error) {
+func (f *fakeControlPlane) CreateKey(ctx context.Context, p lifecycle.Principal, teamID string, _ api.CreateKeyRequest) (api.KeyResponse, error) {
 	f.record("CreateKey", p.Team.ID)
 	if f.CreateKeyFn != nil {
 		return f.CreateKeyFn(ctx, p, teamID)

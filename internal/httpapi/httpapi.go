@@ -52,6 +52,15 @@ type Replica interface {
 // in time even when the store hangs.
 const healthStoreTimeout = 2 * time.Second
 
+// StatusOf is the HTTP status of an error code, from the one table; the
+// listeners that translate other APIs (internal/e2b) answer with it too.
+func StatusOf(c api.Code) int {
+	if status, ok := statusOf[c]; ok {
+		return status
+	}
+	return http.StatusInternalServerError
+}
+
 // maxBody bounds JSON request bodies.
 const maxBody = 1 << 20
 
@@ -266,10 +275,7 @@ func (h *shared) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		h.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		e = &api.Error{Code: api.CodeInternal, Message: "internal error"}
 	}
-	status, ok := statusOf[e.Code]
-	if !ok {
-		status = http.StatusInternalServerError
-	}
+	status := StatusOf(e.Code)
 	if s, ok := e.Details["retry_after_s"].(int); ok && s > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(s))
 	}

@@ -30,7 +30,7 @@ type Teams interface {
 	Authenticate(ctx context.Context, key string) (teams.Principal, error)
 	CreateTeam(ctx context.Context, p teams.Principal, req api.CreateTeamRequest) (api.CreateTeamResponse, error)
 	ListTeams(ctx context.Context, p teams.Principal) ([]api.Team, error)
-	CreateKey(ctx context.Context, p teams.Principal, teamID string) (api.KeyResponse, error)
+	CreateKey(ctx context.Context, p teams.Principal, teamID string, req api.CreateKeyRequest) (api.KeyResponse, error)
 	RevokeKey(ctx context.Context, p teams.Principal, keyID string) error
 	// TeamMe is the key's team with its effective admission.
 	TeamMe(ctx context.Context, p teams.Principal) (api.TeamMe, error)
@@ -71,7 +71,11 @@ func (h teamRoutes) listTeams(w http.ResponseWriter, r *http.Request, p lifecycl
 }
 
 func (h teamRoutes) createKey(w http.ResponseWriter, r *http.Request, p lifecycle.Principal) error {
-	resp, err := h.Teams.CreateKey(r.Context(), p, r.PathValue("id"))
+	var req api.CreateKeyRequest
+	if err := decode(r, &req, true); err != nil {
+		return err
+	}
+	resp, err := h.Teams.CreateKey(r.Context(), p, r.PathValue("id"), req)
 	if err != nil {
 		return err
 	}

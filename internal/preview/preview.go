@@ -374,9 +374,13 @@ func (r *Router) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetXForwarded()
 	// What cove uses to let the request in is not the app's business.
 	pr.Out.Header.Del(api.PreviewTokenHeader)
-	if _, key, _ := strings.Cut(pr.Out.Header.Get("Authorization"), " "); strings.HasPrefix(strings.TrimSpace(key), "cove_") {
+	if _, key, _ := strings.Cut(pr.Out.Header.Get("Authorization"), " "); strings.HasPrefix(strings.TrimSpace(key), "cove_") || strings.HasPrefix(strings.TrimSpace(key), "e2b_") {
 		pr.Out.Header.Del("Authorization")
 	}
+	// E2B's SDKs send their key (a cove key) and the sandbox's access
+	// token in these; neither is the app's.
+	pr.Out.Header.Del("X-API-Key")
+	pr.Out.Header.Del("X-Access-Token")
 	stripCookie(pr.Out.Header, CookieName, SecureCookieName)
 }
 

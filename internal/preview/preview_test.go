@@ -132,12 +132,15 @@ func TestProxy(t *testing.T) {
 	req := httptest.NewRequest("GET", "http://8000-sbx_a.preview.test/page?q=1", nil)
 	req.Header.Set(api.PreviewTokenHeader, "good")
 	req.Header.Set("Authorization", "Bearer cove_secretkey")
+	req.Header.Set("X-API-Key", "e2b_secretkey")
+	req.Header.Set("X-Access-Token", "envd-token")
 	req.Header.Set("Cookie", "cove_preview=8000-sbx_a.good; __Host-cove_preview=x; theirs=1")
 	w := serve(req)
 	if w.Code != 200 || w.Body.String() != "app answer" {
 		t.Fatalf("%d %q", w.Code, w.Body)
 	}
-	if seen.Get(api.PreviewTokenHeader) != "" || seen.Get("Authorization") != "" || seen.Get("Cookie") != "theirs=1" {
+	if seen.Get(api.PreviewTokenHeader) != "" || seen.Get("Authorization") != "" || seen.Get("Cookie") != "theirs=1" ||
+		seen.Get("X-API-Key") != "" || seen.Get("X-Access-Token") != "" {
 		t.Errorf("the app saw %v", seen)
 	}
 	if ck := w.Result().Cookies(); len(ck) != 1 || ck[0].Name != "app" || ck[0].Domain != "" || ck[0].Path != "/x" {

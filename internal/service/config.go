@@ -111,6 +111,8 @@ type Config struct {
 	MetricsListen string
 	// Preview is where sandboxes' published ports are served.
 	Preview PreviewConfig
+	// E2B is where E2B's protocol is served; default nowhere.
+	E2B E2BConfig
 	// Saves is where the files of sleeping sandboxes are kept: a
 	// directory ("" is <DataDir>/saves) or s3://BUCKET/PREFIX?endpoint=URL.
 	// A fleet's control plane and nodes share one S3 store.
@@ -259,6 +261,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	if err := c.Webhooks.Validate(); err != nil {
+		return err
+	}
+	if err := c.E2B.Validate(); err != nil {
 		return err
 	}
 	if n := c.Network; !n.Disabled {

@@ -205,7 +205,6 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 // nodes between control replicas.
 const nodesChannel = "cove_nodes"
 
-
 // followTemplates keeps the templates' states to what the ready nodes
 // have: a template is ready while a node that can start it is. ready is
 // told each template the fleet has.

@@ -339,6 +339,12 @@ func (ps *planeSide) serve(ctx context.Context, listeners Listeners, extra []*se
 		mux.Handle("GET /metrics", metrics.Handler())
 		extra = append(extra, &servedListener{ln: mln, srv: newHTTPServer(cfg.HTTP, mux, context.WithoutCancel(ctx))})
 	}
+	e2bListeners, err := ps.serveE2B(ctx, listeners)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	extra = append(extra, e2bListeners...)
 	api := plane.Handler(log)
 	api.LimitUploads(cfg.HTTP.UploadIdleTimeout)
 	pln, err := servePreviews(cfg.Preview, plane.Previews, api, ln, listeners)

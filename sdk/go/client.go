@@ -363,10 +363,11 @@ func (c *Client) CreateTeam(ctx context.Context, name string) (api.CreateTeamRes
 	return out, err
 }
 
-// CreateKey adds a key to a team.
-func (c *Client) CreateKey(ctx context.Context, teamID string) (api.KeyResponse, error) {
+// CreateKey adds a key to a team; req.Format picks its shape (default
+// cove).
+func (c *Client) CreateKey(ctx context.Context, teamID string, req api.CreateKeyRequest) (api.KeyResponse, error) {
 	var out api.KeyResponse
-	err := c.do(ctx, http.MethodPost, "/v1/teams/"+url.PathEscape(teamID)+"/keys", nil, nil, &out)
+	err := c.do(ctx, http.MethodPost, "/v1/teams/"+url.PathEscape(teamID)+"/keys", nil, req, &out)
 	return out, err
 }
 

@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,7 +26,10 @@ import (
 // manage teams.
 const AdminTeam = "admin"
 
-const keyPrefix = "cove_"
+// keyPrefixes are the shapes of keys by format: the prefix only helps a
+// reader (and E2B's SDKs) tell a key when they see one; a key is found by
+// its hash alone.
+var keyPrefixes = map[string]string{api.KeyFormatCove: "cove_", api.KeyFormatE2B: "e2b_"}
 
 var teamNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
@@ -131,7 +133,7 @@ func invalid(format string, args ...any) error {
 // Authenticate finds the team of an API key.
 func (s *Service) Authenticate(ctx context.Context, key string) (Principal, error) {
 	unauth := api.Errorf(api.CodeUnauthenticated, "the API key is not valid; pass a valid key as 'Authorization: Bearer <key>'")
-	if !strings.HasPrefix(key, keyPrefix) || len(key) > 128 {
+	if key == "" || len(key) > 128 {
 		return Principal{}, unauth
 	}
 	k, err := s.st.KeyByHash(ctx, HashKey(key))
@@ -148,12 +150,12 @@ func (s *Service) Authenticate(ctx context.Context, key string) (Principal, erro
 }
 
 // newKey makes and stores a key for a team; the plain key is returned once.
-func (s *Service) newKey(ctx context.Context, teamID string) (store.Key, string, error) {
+func (s *Service) newKey(ctx context.Context, teamID, format string) (store.Key, string, error) {
 	var b [24]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return store.Key{}, "", err
 	}
-	plain := keyPrefix + hex.EncodeToString(b[:])
+	plain := keyPrefixes[format] + hex.EncodeToString(b[:])
 	k := store.Key{ID: id.New("key"), TeamID: teamID, Hash: HashKey(plain), CreatedAt: s.now()}
 	if err := s.st.CreateKey(ctx, k); err != nil {
 		return store.Key{}, "", err
@@ -202,7 +204,7 @@ func (s *Service) createTeam(ctx context.Context, name string) (api.CreateTeamRe
 		}
 		return api.CreateTeamResponse{}, err
 	}
-	k, plain, err := s.newKey(ctx, t.ID)
+	k, plain, err := s.newKey(ctx, t.ID, api.KeyFormatCove)
 	if err != nil {
 		return api.CreateTeamResponse{}, err
 	}
@@ -218,16 +220,23 @@ func (s *Service) ListTeams(ctx context.Context, p Principal) ([]api.Team, error
 	return s.st.ListTeams(ctx)
 }
 
-// CreateKey adds a key to a team; the admin team may do it for any team,
-// other teams for themselves.
-func (s *Service) CreateKey(ctx context.Context, p Principal, teamID string) (api.KeyResponse, error) {
+// CreateKey adds a key of the format asked for to a team; the admin team
+// may do it for any team, other teams for themselves.
+func (s *Service) CreateKey(ctx context.Context, p Principal, teamID string, req api.CreateKeyRequest) (api.KeyResponse, error) {
 	if !p.Admin() && p.Team.ID != teamID {
 		return api.KeyResponse{}, api.Errorf(api.CodeNotFound, "team %s not found", teamID)
+	}
+	format := req.Format
+	if format == "" {
+		format = api.KeyFormatCove
+	}
+	if _, ok := keyPrefixes[format]; !ok {
+		return api.KeyResponse{}, invalid("key format %q is unknown: use %q or %q", req.Format, api.KeyFormatCove, api.KeyFormatE2B)
 	}
 	if _, err := s.st.GetTeam(ctx, teamID); err != nil {
 		return api.KeyResponse{}, err
 	}
-	k, plain, err := s.newKey(ctx, teamID)
+	k, plain, err := s.newKey(ctx, teamID, format)
 	if err != nil {
 		return api.KeyResponse{}, err
 	}

@@ -359,3 +359,53 @@ func TestIdempotentlyAfterRestart(t *testing.T) {
 		t.Fatalf("retry after a restart: %q replayed %v runs %d err %v", got.Body, replayed, runs, err)
 	}
 }
+
+// TestKeyFormats: a key of either shape is its team's key, found by its
+// hash; the shape alone opens nothing, and another team's key cannot be
+// made by a team.
+func TestKeyFormats(t *testing.T) {
+	s, _, _ := newService(t)
+	key, err := s.Bootstrap(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := s.Authenticate(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := s.CreateTeam(t.Context(), admin, api.CreateTeamRequest{Name: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	devP, err := s.Authenticate(t.Context(), dev.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		format, prefix string
+	}{{"", "cove_"}, {api.KeyFormatCove, "cove_"}, {api.KeyFormatE2B, "e2b_"}} {
+		resp, err := s.CreateKey(t.Context(), devP, dev.Team.ID, api.CreateKeyRequest{Format: tc.format})
+		if err != nil {
+			t.Fatalf("format %q: %v", tc.format, err)
+		}
+		hex := strings.TrimPrefix(resp.APIKey, tc.prefix)
+		if hex == resp.APIKey || len(hex) != 48 || strings.Trim(hex, "0123456789abcdef") != "" {
+			t.Errorf("format %q made %q; want %s and 48 hex digits", tc.format, resp.APIKey, tc.prefix)
+		}
+		p, err := s.Authenticate(t.Context(), resp.APIKey)
+		if err != nil || p.Team.ID != dev.Team.ID {
+			t.Errorf("format %q: the key authenticates as %+v, %v; want team dev", tc.format, p.Team, err)
+		}
+	}
+	if _, err := s.CreateKey(t.Context(), devP, dev.Team.ID, api.CreateKeyRequest{Format: "aws"}); api.ErrorCode(err) != api.CodeInvalidArgument {
+		t.Errorf("an unknown format: %v; want invalid_argument", err)
+	}
+	if _, err := s.CreateKey(t.Context(), devP, admin.Team.ID, api.CreateKeyRequest{Format: api.KeyFormatE2B}); api.ErrorCode(err) != api.CodeNotFound {
+		t.Errorf("a team made a key of another team: %v; want not_found", err)
+	}
+	for _, forged := range []string{"e2b_" + strings.Repeat("0", 48), "cove_" + strings.Repeat("a", 48), "", strings.Repeat("e", 200)} {
+		if _, err := s.Authenticate(t.Context(), forged); api.ErrorCode(err) != api.CodeUnauthenticated {
+			t.Errorf("the key %q authenticates: %v", forged, err)
+		}
+	}
+}

@@ -85,6 +85,10 @@ export interface components {
             /** @enum {string} */
             user?: "root" | "user";
         };
+        CreateKeyRequest: {
+            /** @enum {string} */
+            format?: "cove" | "e2b";
+        };
         CreatePreviewRequest: {
             port: number;
             /** @enum {string} */

@@ -28,6 +28,11 @@ class CreateCommandRequestUser(StrEnum):
     USER = 'user'
 
 
+class CreateKeyRequestFormat(StrEnum):
+    COVE = 'cove'
+    E2B = 'e2b'
+
+
 class CreatePreviewRequestVisibility(StrEnum):
     PRIVATE = 'private'
     PUBLIC = 'public'
@@ -334,6 +339,15 @@ class CreateCommandRequest(Model):
         'stdin': ('stdin', 'plain'),
         'timeout_s': ('timeout_s', 'plain'),
         'user': ('user', 'enum:CreateCommandRequestUser'),
+    }
+
+
+@dataclass
+class CreateKeyRequest(Model):
+    format: Optional[CreateKeyRequestFormat] = None
+
+    _fields = {
+        'format': ('format', 'enum:CreateKeyRequestFormat'),
     }
 
 
@@ -1621,9 +1635,9 @@ class WorkloadResourcesRequest(Model):
     }
 
 
-MODELS = (Admission, ArchiveResult, Asset, AssetList, Command, CommandList, CommandResult, CreateCommandRequest, CreatePreviewRequest, CreateSandboxRequest, CreateTeamRequest, CreateTeamResponse, CreateTicketRequest, CreateWebhookRequest, CreateWebhookResponse, CreateWorkloadRequest, Delivery, DeliveryAttempt, DeliveryList, EditFileRequest, Error, ErrorResponse, Event, EventList, FileEntry, FileList, Image, ImageAdmission, ImageConfig, ImageDefaults, ImageLimits, ImageList, ImageSettings, JoinToken, KeyResponse, MetricSample, Metrics, MetricsGap, MkdirRequest, MoveRequest, NetworkObservation, NetworkPolicy, NetworkPolicyRequest, NetworkView, Node, NodeCapacity, NodeList, OutputRecord, PTY, Preview, PreviewList, PricePerHour, PutSecretRequest, Resources, ResourcesRequest, Sandbox, SandboxList, SandboxNode, SandboxUsage, SaveAssetRequest, Secret, SecretList, SelfTest, SelfTestResult, Setup, SignalRequest, Source, Team, TeamLimits, TeamList, TeamMe, Template, TemplateList, Ticket, UpdateSandboxRequest, UpdateTeamRequest, Usage, UsageReport, Webhook, WebhookList, Workload, WorkloadList, WorkloadResources, WorkloadResourcesRequest,)
+MODELS = (Admission, ArchiveResult, Asset, AssetList, Command, CommandList, CommandResult, CreateCommandRequest, CreateKeyRequest, CreatePreviewRequest, CreateSandboxRequest, CreateTeamRequest, CreateTeamResponse, CreateTicketRequest, CreateWebhookRequest, CreateWebhookResponse, CreateWorkloadRequest, Delivery, DeliveryAttempt, DeliveryList, EditFileRequest, Error, ErrorResponse, Event, EventList, FileEntry, FileList, Image, ImageAdmission, ImageConfig, ImageDefaults, ImageLimits, ImageList, ImageSettings, JoinToken, KeyResponse, MetricSample, Metrics, MetricsGap, MkdirRequest, MoveRequest, NetworkObservation, NetworkPolicy, NetworkPolicyRequest, NetworkView, Node, NodeCapacity, NodeList, OutputRecord, PTY, Preview, PreviewList, PricePerHour, PutSecretRequest, Resources, ResourcesRequest, Sandbox, SandboxList, SandboxNode, SandboxUsage, SaveAssetRequest, Secret, SecretList, SelfTest, SelfTestResult, Setup, SignalRequest, Source, Team, TeamLimits, TeamList, TeamMe, Template, TemplateList, Ticket, UpdateSandboxRequest, UpdateTeamRequest, Usage, UsageReport, Webhook, WebhookList, Workload, WorkloadList, WorkloadResources, WorkloadResourcesRequest,)
 
-ENUMS = (CommandState, CommandUser, CreateCommandRequestUser, CreatePreviewRequestVisibility, CreateSandboxRequestOnBudget, CreateSandboxRequestOnIdle, CreateWorkloadRequestUser, DeliveryReason, DeliveryState, ErrorCode, FileEntryType, ImageAdmissionMode, NetworkObservationDecision, NetworkObservationReason, NodeState, OutputRecordStream, OutputRecordType, PreviewVisibility, SandboxOnBudget, SandboxOnIdle, SandboxState, SourceType, TemplateKind, TemplateStatus, UpdateSandboxRequestOnBudget, UpdateSandboxRequestOnIdle, WorkloadState,)
+ENUMS = (CommandState, CommandUser, CreateCommandRequestUser, CreateKeyRequestFormat, CreatePreviewRequestVisibility, CreateSandboxRequestOnBudget, CreateSandboxRequestOnIdle, CreateWorkloadRequestUser, DeliveryReason, DeliveryState, ErrorCode, FileEntryType, ImageAdmissionMode, NetworkObservationDecision, NetworkObservationReason, NodeState, OutputRecordStream, OutputRecordType, PreviewVisibility, SandboxOnBudget, SandboxOnIdle, SandboxState, SourceType, TemplateKind, TemplateStatus, UpdateSandboxRequestOnBudget, UpdateSandboxRequestOnIdle, WorkloadState,)
 
 for _cls in MODELS + ENUMS:
     register(_cls)

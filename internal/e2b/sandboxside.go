@@ -1,0 +1,92 @@
+package e2b
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2b/envd/filesystem/filesystemconnect"
+	"github.com/cove-dev/cove/internal/e2b/envd/process/processconnect"
+)
+
+// SandboxSide serves what E2B's envd serves inside each sandbox, for all
+// sandboxes on one listener (the SDKs' E2B_SANDBOX_URL). A request names
+// its sandbox in E2b-Sandbox-Id and is let in only with that sandbox's
+// access token in X-Access-Token: a sandbox's ID is public, its token is
+// not.
+type SandboxSide struct {
+	sandboxes Sandboxes
+	tokens    *Tokens
+	log       *slog.Logger
+	mux       *http.ServeMux
+}
+
+// NewSandboxSide returns the sandbox listener's handler.
+func NewSandboxSide(sandboxes Sandboxes, cmds Commands, fs Files, tokens *Tokens, log *slog.Logger) *SandboxSide {
+	s := &SandboxSide{sandboxes: sandboxes, tokens: tokens, log: log, mux: http.NewServeMux()}
+	s.mux.HandleFunc("GET /health", s.health)
+	s.mux.Handle(filesystemconnect.NewFilesystemHandler(&fsService{files: fs, pollEvery: watchPoll}))
+	fa := &filesAPI{files: fs, side: s}
+	s.mux.HandleFunc("GET /files", fa.download)
+	s.mux.HandleFunc("POST /files", fa.upload)
+	s.mux.Handle(processconnect.NewProcessHandler(&processes{sandboxes: sandboxes, cmds: cmds, log: log, keepalive: keepalive}))
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, s.log, api.Errorf(api.CodeNotFound, "cove's E2B sandbox listener has no %s %s", r.Method, r.URL.Path))
+	})
+	return s
+}
+
+// keepalive is how often a quiet process stream gets a keepalive event,
+// well within the idle timeouts of proxies and of E2B's SDKs.
+const keepalive = 30 * time.Second
+
+// watchPoll is how often a watched directory is listed: often enough that
+// a change shows within a fraction of a second, each poll one listing
+// call to the sandbox's agent.
+const watchPoll = 200 * time.Millisecond
+
+// target is the sandbox a request is for, let in by its token.
+type target struct {
+	TeamID, SandboxID string
+}
+
+type targetKey struct{}
+
+func targetOf(ctx context.Context) target {
+	t, _ := ctx.Value(targetKey{}).(target)
+	return t
+}
+
+// ServeHTTP checks the sandbox and its token before any route: without
+// both, nothing of a sandbox, not even whether it exists, is answered.
+func (s *SandboxSide) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get("E2b-Sandbox-Id")
+	if id == "" {
+		writeError(w, r, s.log, api.Errorf(api.CodeInvalidArgument, "missing E2b-Sandbox-Id header"))
+		return
+	}
+	teamID, ok := s.tokens.Team(id, r.Header.Get("X-Access-Token"))
+	if !ok {
+		writeError(w, r, s.log, api.Errorf(api.CodeUnauthenticated, "missing or wrong X-Access-Token for this sandbox"))
+		return
+	}
+	ctx := context.WithValue(r.Context(), targetKey{}, target{TeamID: teamID, SandboxID: id})
+	s.mux.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// health answers 204 while the sandbox runs and 502, as E2B's proxy does
+// for a sandbox that is gone, otherwise: the SDKs read a 502 as "killed".
+func (s *SandboxSide) health(w http.ResponseWriter, r *http.Request) {
+	t := targetOf(r.Context())
+	sb, err := s.sandboxes.GetSandbox(r.Context(), t.TeamID, t.SandboxID)
+	switch {
+	case err == nil && sb.State == api.StateRunning:
+		w.WriteHeader(http.StatusNoContent)
+	case err == nil || api.ErrorCode(err) == api.CodeNotFound:
+		writeJSON(w, http.StatusBadGateway, errorBody{Code: http.StatusBadGateway, Message: "the sandbox is not running"})
+	default:
+		writeError(w, r, s.log, err)
+	}
+}

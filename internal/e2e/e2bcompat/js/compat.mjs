@@ -1,0 +1,226 @@
+// A program written for E2B's JavaScript SDK, run unchanged against cove:
+// E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY name cove's E2B listeners
+// and a cove key of the e2b shape. OTHER_TEAM_KEY is another team's key.
+// Each check prints "ok NAME"; the first failure ends the program with 1.
+import assert from 'node:assert/strict'
+import { Sandbox, CommandExitError, FileType, FilesystemEventType, NotFoundError, TimeoutError } from 'e2b'
+
+const checks = []
+const check = (name, fn) => checks.push([name, fn])
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+let sbx
+const timings = {}
+
+check('create', async () => {
+  const t0 = Date.now()
+  sbx = await Sandbox.create('base', { metadata: { suite: 'compat' }, envs: { SANDBOX_VAR: 'from-create' } })
+  const r = await sbx.commands.run('echo first')
+  timings.createToFirstCommandMs = Date.now() - t0
+  assert.equal(r.stdout, 'first\n')
+  assert.match(sbx.sandboxId, /^sbx_/)
+})
+
+check('getInfo', async () => {
+  const info = await sbx.getInfo()
+  assert.equal(info.sandboxId, sbx.sandboxId)
+  assert.equal(info.templateId, 'base')
+  assert.equal(info.state, 'running')
+  assert.deepEqual(info.metadata, { suite: 'compat' })
+  assert.ok(info.endAt > new Date())
+  assert.equal(await sbx.isRunning(), true)
+})
+
+check('list with a metadata filter', async () => {
+  const page = await Sandbox.list({ query: { metadata: { suite: 'compat' } } }).nextItems()
+  assert.deepEqual(page.map((s) => s.sandboxId), [sbx.sandboxId])
+  const none = await Sandbox.list({ query: { metadata: { suite: 'other' } } }).nextItems()
+  assert.equal(none.length, 0)
+})
+
+check('setTimeout', async () => {
+  await sbx.setTimeout(120_000)
+  const info = await sbx.getInfo()
+  const left = info.endAt.getTime() - Date.now()
+  assert.ok(left > 100_000 && left <= 122_000, `${left} ms left`)
+})
+
+check('getMetrics', async () => {
+  assert.ok(Array.isArray(await sbx.getMetrics()))
+})
+
+check('run: output, exit code, environment, working directory, user', async () => {
+  const r = await sbx.commands.run('echo out; echo err >&2; echo "$SANDBOX_VAR $CMD_VAR"; pwd; id -un', { envs: { CMD_VAR: 'from-run' } })
+  assert.equal(r.exitCode, 0)
+  assert.equal(r.stdout, 'out\nfrom-create from-run\n/home/user\nuser\n')
+  assert.equal(r.stderr, 'err\n')
+  const root = await sbx.commands.run('id -un', { user: 'root' })
+  assert.equal(root.stdout, 'root\n')
+  const cwd = await sbx.commands.run('pwd', { cwd: '/tmp' })
+  assert.equal(cwd.stdout, '/tmp\n')
+  await assert.rejects(sbx.commands.run('echo before; exit 3'), (e) => e instanceof CommandExitError && e.exitCode === 3 && e.stdout === 'before\n')
+})
+
+check('run: callbacks see output as it comes', async () => {
+  const seen = []
+  await sbx.commands.run('for i in 1 2 3; do echo $i; sleep 0.2; done', { onStdout: (d) => seen.push(d) })
+  assert.equal(seen.join(''), '1\n2\n3\n')
+})
+
+check('background, list, connect, kill', async () => {
+  const h = await sbx.commands.run('sleep 60', { background: true })
+  assert.ok(h.pid > 0)
+  const procs = await sbx.commands.list()
+  const p = procs.find((x) => x.pid === h.pid)
+  assert.ok(p, `pid ${h.pid} not in ${JSON.stringify(procs)}`)
+  assert.deepEqual([p.cmd, p.args], ['/bin/bash', ['-l', '-c', 'sleep 60']])
+  const c = await sbx.commands.connect(h.pid)
+  assert.equal(c.pid, h.pid)
+  assert.equal(await sbx.commands.kill(h.pid), true)
+  await assert.rejects(c.wait(), (e) => e instanceof CommandExitError)
+  assert.ok(!(await sbx.commands.list()).some((x) => x.pid === h.pid))
+  assert.equal(await sbx.commands.kill(h.pid), false)
+  await assert.rejects(sbx.commands.connect(999_999_999), NotFoundError)
+})
+
+check('closing a stream leaves the process running', async () => {
+  const h = await sbx.commands.run('sleep 1; echo done > /tmp/left-running', { background: true })
+  await h.disconnect()
+  const r = await sbx.commands.run('for i in $(seq 50); do test -s /tmp/left-running && break; sleep 0.1; done; cat /tmp/left-running')
+  assert.equal(r.stdout, 'done\n')
+})
+
+check('output fans out to every stream', async () => {
+  const h = await sbx.commands.run('sleep 1; echo shared', { background: true })
+  const c = await sbx.commands.connect(h.pid)
+  const [a, b] = await Promise.all([h.wait(), c.wait()])
+  assert.equal(a.stdout, 'shared\n')
+  assert.equal(b.stdout, 'shared\n')
+})
+
+check('stdin', async () => {
+  const h = await sbx.commands.run('cat', { background: true, stdin: true })
+  await sbx.commands.sendStdin(h.pid, 'line one\n')
+  await sbx.commands.sendStdin(h.pid, new TextEncoder().encode('line two\n'))
+  await sbx.commands.closeStdin(h.pid)
+  assert.equal((await h.wait()).stdout, 'line one\nline two\n')
+})
+
+check('a timeout kills the process and ends the stream', async () => {
+  await assert.rejects(sbx.commands.run('sleep 30; echo never > /tmp/timed-out', { timeoutMs: 1500 }), TimeoutError)
+  // The kill is the server's, at the deadline it read from the request:
+  // wait for it with a bound, not a fixed pause.
+  const r = await sbx.commands.run('for i in $(seq 100); do pgrep -x sleep >/dev/null || break; sleep 0.1; done; pgrep -x sleep || echo none; test -e /tmp/timed-out && echo written || echo absent')
+  assert.equal(r.stdout, 'none\nabsent\n')
+})
+
+check('files: write and read in every form', async () => {
+  const w = await sbx.files.write('notes/a.txt', 'hello files')
+  assert.equal(w.path, '/home/user/notes/a.txt')
+  assert.equal(await sbx.files.read('/home/user/notes/a.txt'), 'hello files')
+  assert.deepEqual(await sbx.files.read('notes/a.txt', { format: 'bytes' }), new TextEncoder().encode('hello files'))
+  assert.equal(await (await sbx.files.read('notes/a.txt', { format: 'blob' })).text(), 'hello files')
+  const many = await sbx.files.write([{ path: 'deep/er/one.txt', data: '1' }, { path: '/tmp/two.txt', data: new TextEncoder().encode('2') }])
+  assert.deepEqual(many.map((e) => e.path), ['/home/user/deep/er/one.txt', '/tmp/two.txt'])
+  assert.equal(await sbx.files.read('deep/er/one.txt'), '1')
+  await sbx.files.write('gz.txt', 'zipped', { gzip: true })
+  assert.equal(await sbx.files.read('gz.txt', { gzip: true }), 'zipped')
+  assert.equal((await sbx.commands.run('cat ~/gz.txt; echo; stat -c %U ~/gz.txt')).stdout, 'zipped\nuser\n')
+  await sbx.files.write('/root/owned', 'r', { user: 'root' })
+  assert.equal((await sbx.commands.run('stat -c %U /root/owned', { user: 'root' })).stdout, 'root\n')
+})
+
+check('files: info, list, exists, makeDir, rename, remove', async () => {
+  const info = await sbx.files.getInfo('notes/a.txt')
+  assert.equal(info.type, FileType.FILE)
+  assert.equal(info.size, 11)
+  assert.equal(info.permissions, '-rw-r--r--')
+  assert.equal(info.owner, 'user')
+  await sbx.commands.run('ln -s notes/a.txt ~/link')
+  assert.equal((await sbx.files.getInfo('link')).symlinkTarget, '/home/user/notes/a.txt')
+  assert.equal(await sbx.files.exists('notes/a.txt'), true)
+  assert.equal(await sbx.files.exists('notes/none.txt'), false)
+  assert.equal(await sbx.files.makeDir('made/x'), true)
+  assert.equal(await sbx.files.makeDir('made/x'), false)
+  const listed = (await sbx.files.list('deep', { depth: 2 })).map((e) => e.path)
+  assert.deepEqual(listed, ['/home/user/deep/er', '/home/user/deep/er/one.txt'])
+  assert.equal((await sbx.files.rename('notes/a.txt', 'notes/b.txt')).path, '/home/user/notes/b.txt')
+  await sbx.files.remove('notes/b.txt')
+  assert.equal(await sbx.files.exists('notes/b.txt'), false)
+  await assert.rejects(sbx.files.read('notes/b.txt'), NotFoundError)
+})
+
+check('files: watch a directory, recursively', async () => {
+  await sbx.files.makeDir('watched')
+  const seen = []
+  let done
+  const finished = new Promise((r) => { done = r })
+  const handle = await sbx.files.watchDir('watched', (ev) => {
+    seen.push(`${ev.type}:${ev.name}`)
+    if (ev.type === FilesystemEventType.WRITE && ev.name === 'sub/f.txt') done()
+  }, { recursive: true })
+  await sbx.files.makeDir('watched/sub')
+  await sbx.files.write('watched/sub/f.txt', 'watched')
+  await finished
+  await handle.stop()
+  assert.ok(seen.includes('create:sub'), seen.join(' '))
+})
+
+check("another team's key finds nothing", async () => {
+  await assert.rejects(Sandbox.getInfo(sbx.sandboxId, { apiKey: process.env.OTHER_TEAM_KEY }), NotFoundError)
+  assert.equal(await Sandbox.kill(sbx.sandboxId, { apiKey: process.env.OTHER_TEAM_KEY }), false)
+  await assert.rejects(Sandbox.connect(sbx.sandboxId, { apiKey: process.env.OTHER_TEAM_KEY }), NotFoundError)
+  assert.equal(await sbx.isRunning(), true)
+})
+
+check('an ID without its token opens nothing', async () => {
+  const other = await Sandbox.create('base', { apiKey: process.env.OTHER_TEAM_KEY })
+  try {
+    const url = process.env.E2B_SANDBOX_URL
+    const rpc = (headers) => fetch(`${url}/process.Process/List`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json', 'E2b-Sandbox-Id': sbx.sandboxId, ...headers }, body: '{}',
+    })
+    assert.equal((await rpc({})).status, 401)
+    assert.equal((await rpc({ 'X-Access-Token': other.envdAccessToken ?? other.sandboxId })).status, 401)
+    assert.equal((await rpc({ 'X-Access-Token': sbx.envdAccessToken })).status, 200)
+  } finally {
+    await other.kill()
+  }
+})
+
+check('pause and connect', async () => {
+  assert.equal(await sbx.pause(), true)
+  assert.equal((await sbx.getInfo()).state, 'paused')
+  assert.equal(await Sandbox.pause(sbx.sandboxId), false)
+  const again = await Sandbox.connect(sbx.sandboxId)
+  assert.equal(again.sandboxId, sbx.sandboxId)
+  assert.equal((await again.getInfo()).state, 'running')
+  assert.equal((await again.commands.run('echo awake')).stdout, 'awake\n')
+})
+
+check('kill during a stream', async () => {
+  const h = await sbx.commands.run('sleep 60', { background: true })
+  const ended = h.wait().then(() => 'exited', (e) => e)
+  await sleep(500)
+  await sbx.kill()
+  const e = await ended
+  assert.ok(e instanceof Error, `the stream ended with ${e}`)
+  assert.match(e.message, /sandbox was killed/i)
+  assert.equal(await sbx.isRunning(), false)
+  assert.equal(await Sandbox.kill(sbx.sandboxId), false)
+})
+
+let failed = false
+for (const [name, fn] of checks) {
+  try {
+    await fn()
+    console.log(`ok ${name}`)
+  } catch (e) {
+    console.log(`FAIL ${name}: ${e?.stack ?? e}`)
+    failed = true
+    break
+  }
+}
+if (sbx) await sbx.kill().catch(() => {})
+console.log(JSON.stringify({ timings }))
+process.exit(failed ? 1 : 0)
