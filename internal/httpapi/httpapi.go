@@ -18,6 +18,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/lifecycle"
+	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/preview"
 )
 
@@ -245,7 +246,34 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// Every answer names its request: the client's X-Request-Id when it
+	// sent a usable one, else one made here. The server's log of a failed
+	// request carries the same ID.
+	rid := r.Header.Get(requestIDHeader)
+	if !validRequestID(rid) {
+		rid = id.New("req")
+		r.Header.Set(requestIDHeader, rid)
+	}
+	w.Header().Set(requestIDHeader, rid)
 	h.serveMux().ServeHTTP(w, r)
+}
+
+// requestIDHeader carries a request's ID both ways.
+const requestIDHeader = "X-Request-Id"
+
+// validRequestID accepts a client's request ID of 1 to 128 printable
+// ASCII characters without spaces: anything else is replaced, so the ID
+// written to logs and headers is always plain.
+func validRequestID(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 func (h *shared) authenticate(r *http.Request) (lifecycle.Principal, error) {
@@ -272,7 +300,7 @@ func (h *shared) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 			return // the client went away
 		}
-		h.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		h.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "request_id", r.Header.Get(requestIDHeader), "err", err)
 		e = &api.Error{Code: api.CodeInternal, Message: "internal error"}
 	}
 	status := StatusOf(e.Code)
