@@ -92,14 +92,20 @@ func (s *Core) adoptOrphans(ctx context.Context) {
 		if alive, err := s.replicas.Alive(ctx, owner); err != nil || alive {
 			continue
 		}
+		// The sandbox is read again and claimed under its life-cycle
+		// lock; recoverOne runs without it, as at Recover: finishing a
+		// sleep takes the lock itself (sync.Mutex does not nest).
 		o := s.opsFor(sb.ID)
 		o.mu.Lock()
 		cur, err := s.store.GetSandbox(ctx, "", sb.ID)
-		if err == nil && cur.State == sb.State {
+		adopt := err == nil && cur.State == sb.State
+		if adopt {
 			s.log.Warn("finishing a transition its replica left", "sandbox", sb.ID, "state", sb.State, "replica", owner)
 			s.claim(ctx, sb.ID)
-			s.recoverOne(ctx, cur, fmt.Sprintf("the control plane replica %s stopped", owner), map[string]bool{})
 		}
 		o.mu.Unlock()
+		if adopt {
+			s.recoverOne(ctx, cur, fmt.Sprintf("the control plane replica %s stopped", owner), map[string]bool{})
+		}
 	}
 }
