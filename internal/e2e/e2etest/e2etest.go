@@ -80,12 +80,18 @@ func RunOctet() int { return runOctet }
 
 // Main runs the tests of a root test package and exits: call it from
 // TestMain. Under -short, or when not root, every test that calls
-// RequireRoot (StartServer does) skips.
-func Main(m *testing.M) {
-	os.Exit(run(m))
+// RequireRoot (StartServer does) skips. Each of after runs once the tests
+// have ended (a shared database's shutdown).
+func Main(m *testing.M, after ...func()) {
+	os.Exit(run(m, after))
 }
 
-func run(m *testing.M) int {
+func run(m *testing.M, after []func()) int {
+	defer func() {
+		for _, f := range after {
+			f()
+		}
+	}()
 	flag.Parse()
 	switch {
 	case testing.Short():

@@ -20,19 +20,27 @@ import (
 	cove "github.com/cove-dev/cove/sdk/go"
 )
 
-// Fleet is one `cove control` and the `cove node` processes that joined
-// it, on this host, sharing a real S3 server for their saves: each node
-// with its own data dir, nftables table, subnet, ports and cgroup parent.
+// Fleet is a control plane and the `cove node` processes that joined it,
+// on this host, sharing a real S3 server for their saves: each node with
+// its own data dir, nftables table, subnet, ports and cgroup parent. The
+// control plane is one `cove control`, or several replicas of it on one
+// shared store (FleetReplicas) with one secrets key and one join token.
 type Fleet struct {
+	// Control is the first replica of the control plane (the only one
+	// unless FleetReplicas).
 	Control *Server
-	Nodes   []*Node
-	S3      *s3server.Server
+	// Controls are the control plane's replicas, Control first.
+	Controls []*Server
+	Nodes    []*Node
+	S3       *s3server.Server
 	// Saves is the --saves URL every process of the fleet is given.
 	Saves string
 	// Credentials is the --saves-credentials file.
 	Credentials string
 	// LostAfter is the control plane's --node-lost-after.
 	LostAfter time.Duration
+	// Store is the control plane's --store, "" for its default.
+	Store string
 
 	t   testing.TB
 	dir string
@@ -43,6 +51,8 @@ type FleetOpt func(*fleetOpts)
 
 type fleetOpts struct {
 	nodes       int
+	replicas    int
+	store       string
 	controlArgs []string
 	nodeArgs    []string
 	managed     bool
@@ -56,6 +66,15 @@ func FleetNodes(n int) FleetOpt { return func(o *fleetOpts) { o.nodes = n } }
 func FleetControlArgs(args ...string) FleetOpt {
 	return func(o *fleetOpts) { o.controlArgs = append(o.controlArgs, args...) }
 }
+
+// FleetStore gives every replica of the control plane --store url.
+func FleetStore(url string) FleetOpt { return func(o *fleetOpts) { o.store = url } }
+
+// FleetReplicas runs the control plane as n replicas of `cove control`
+// (default 1), on the store of FleetStore, which they must share: a
+// PostgreSQL database. They share a secrets key and a join token, and
+// every node is given all their node listeners.
+func FleetReplicas(n int) FleetOpt { return func(o *fleetOpts) { o.replicas = n } }
 
 // FleetNodeArgs adds arguments to every `cove node`.
 func FleetNodeArgs(args ...string) FleetOpt {
@@ -102,36 +121,80 @@ func StartFleet(t testing.TB, opts ...FleetOpt) *Fleet {
 	if o.managed {
 		template, images = "managed", managedDir
 	}
-	c := &Server{t: t, DataDir: filepath.Join(dir, "control"), Home: filepath.Join(dir, "home")}
-	c.Args = append([]string{"control", "--listen", "127.0.0.1:0", "--node-listen", "127.0.0.1:0",
-		"--data-dir", c.DataDir, "--log-level", "debug", "--saves", f.Saves, "--saves-credentials", f.Credentials,
-		"--node-lost-after", f.LostAfter.String(), "--default-template", template,
-		"--images-dir", filepath.Join(dir, "control-images")}, o.controlArgs...)
-	c.bin = binDir
-	if o.seed != nil {
-		if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+	if o.replicas < 1 {
+		o.replicas = 1
+	}
+	if o.replicas > 1 && o.store == "" {
+		t.Fatal("StartFleet: replicas need a shared store (FleetStore)")
+	}
+	f.Store = o.store
+	args := []string{"--node-lost-after", f.LostAfter.String(), "--default-template", template,
+		"--saves", f.Saves, "--saves-credentials", f.Credentials, "--log-level", "debug"}
+	if o.store != "" {
+		args = append(args, "--store", o.store)
+	}
+	if o.replicas > 1 {
+		// Replicas open one another's sealed secrets and the fleet's CA
+		// key: they share the key that seals them, and nodes join any of
+		// them with one token.
+		keyFile := filepath.Join(dir, "secrets.key")
+		tokenFile := filepath.Join(dir, "join-token-secret")
+		if err := os.WriteFile(keyFile, []byte(randomHex(32)+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		o.seed(c.DataDir)
+		if err := os.WriteFile(tokenFile, []byte("secret"+randomHex(16)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--secrets-key-file", keyFile, "--join-token-file", tokenFile)
 	}
-	c.Start()
-	b, err := os.ReadFile(filepath.Join(c.DataDir, "admin-api-key"))
-	if err != nil {
-		t.Fatalf("admin key: %v", err)
+	for i := range o.replicas {
+		name := "control"
+		if i > 0 {
+			name = fmt.Sprintf("control-%d", i+1)
+		}
+		c := &Server{t: t, DataDir: filepath.Join(dir, name), Home: filepath.Join(dir, "home")}
+		c.Args = append(append([]string{"control", "--listen", "127.0.0.1:0", "--node-listen", "127.0.0.1:0",
+			"--data-dir", c.DataDir, "--images-dir", filepath.Join(dir, name+"-images")}, args...), o.controlArgs...)
+		c.bin = binDir
+		if i == 0 && o.seed != nil {
+			if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			o.seed(c.DataDir)
+		}
+		c.Start()
+		if i == 0 {
+			// The first replica made the admin team; the others share it.
+			b, err := os.ReadFile(filepath.Join(c.DataDir, "admin-api-key"))
+			if err != nil {
+				t.Fatalf("admin key: %v", err)
+			}
+			c.AdminKey = strings.TrimSpace(string(b))
+		} else {
+			c.AdminKey = f.Control.AdminKey
+		}
+		c.Admin = cove.New(c.URL, c.AdminKey)
+		if i == 0 {
+			f.Control = c
+		}
+		f.Controls = append(f.Controls, c)
 	}
-	c.AdminKey = strings.TrimSpace(string(b))
-	c.Admin = cove.New(c.URL, c.AdminKey)
-	f.Control = c
 	t.Cleanup(func() {
-		c.TerminateAll()
+		if c := f.Running(); c != nil {
+			c.TerminateAll()
+		}
 		for _, n := range f.Nodes {
 			n.Stop(syscall.SIGTERM)
 			n.KillSandboxes()
 			n.cleanup()
 		}
-		c.Stop(syscall.SIGTERM)
+		for _, c := range f.Controls {
+			c.Stop(syscall.SIGTERM)
+		}
 		if t.Failed() {
-			t.Logf("control plane log:\n%s", c.Tail(6000))
+			for _, c := range f.Controls {
+				t.Logf("control plane %s log:\n%s", filepath.Base(c.DataDir), c.Tail(6000))
+			}
 			for _, n := range f.Nodes {
 				t.Logf("node %s log:\n%s", n.Name, n.Tail(6000))
 			}
@@ -144,13 +207,19 @@ func StartFleet(t testing.TB, opts ...FleetOpt) *Fleet {
 	for _, n := range f.Nodes {
 		f.WaitNode(n.Name, "ready")
 	}
-	if o.managed {
-		c.WaitTemplate("managed")
+	// Every replica knows the nodes, whichever one they joined through.
+	for _, c := range f.Controls[1:] {
+		f.waitNodesOf(c, len(f.Nodes))
 	}
-	if o.nodes > 0 {
-		// The control plane self-tests the template once it is ready in
-		// the fleet; tests begin after, so that its sandbox is gone.
-		f.WaitSelfTest(template)
+	for _, c := range f.Controls {
+		if o.managed {
+			c.WaitTemplate("managed")
+		}
+		if o.nodes > 0 {
+			// Each replica self-tests the template once it is ready in
+			// the fleet; tests begin after, so that its sandbox is gone.
+			f.waitSelfTest(c, template)
+		}
 	}
 	return f
 }
@@ -159,10 +228,15 @@ func StartFleet(t testing.TB, opts ...FleetOpt) *Fleet {
 // template, and returns it.
 func (f *Fleet) WaitSelfTest(template string) api.Template {
 	f.t.Helper()
+	return f.waitSelfTest(f.Running(), template)
+}
+
+func (f *Fleet) waitSelfTest(c *Server, template string) api.Template {
+	f.t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	var last api.Template
 	for time.Now().Before(deadline) {
-		ts, err := f.Control.Admin.Templates(context.Background())
+		ts, err := c.Admin.Templates(context.Background())
 		if err != nil {
 			f.t.Fatalf("list templates: %v", err)
 		}
@@ -220,7 +294,11 @@ func (f *Fleet) newNode(name, images, tokenFile string, args ...string) *Node {
 		Table:  fmt.Sprintf("covet%s%d", runID, k),
 		Subnet: fmt.Sprintf("10.%d.%d.0/24", 100+runOctet, k%250),
 	}
-	n.Args = append([]string{"node", "--control", "https://" + f.NodeListen(),
+	var controls []string
+	for _, c := range f.Controls {
+		controls = append(controls, "https://"+c.Listeners()["node"])
+	}
+	n.Args = append([]string{"node", "--control", strings.Join(controls, ","),
 		"--join-token-file", tokenFile, "--name", name,
 		"--listen", "127.0.0.1:0", "--data-dir", n.DataDir, "--images-dir", images, "--build-managed=false",
 		"--agent", filepath.Join(binDir, "cove-agent"), "--cgroup-parent", n.Cgroup, "--log-level", "debug",
@@ -256,7 +334,13 @@ type FleetNode struct {
 // ListNodes lists the fleet's nodes as the admin sees them.
 func (f *Fleet) ListNodes() []FleetNode {
 	f.t.Helper()
-	code, _, body := RawRequest(f.t, "GET", f.Control.URL+"/v1/nodes", f.Control.AdminKey, "")
+	return f.ListNodesOf(f.Running())
+}
+
+// ListNodesOf lists the fleet's nodes as one replica shows them.
+func (f *Fleet) ListNodesOf(c *Server) []FleetNode {
+	f.t.Helper()
+	code, _, body := RawRequest(f.t, "GET", c.URL+"/v1/nodes", c.AdminKey, "")
 	if code != 200 {
 		f.t.Fatalf("GET /v1/nodes: %d %s", code, body)
 	}
@@ -267,6 +351,27 @@ func (f *Fleet) ListNodes() []FleetNode {
 		f.t.Fatalf("GET /v1/nodes: %v: %s", err, body)
 	}
 	return l.Items
+}
+
+// waitNodesOf waits until replica c lists n nodes ready.
+func (f *Fleet) waitNodesOf(c *Server, n int) {
+	f.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	var last []FleetNode
+	for time.Now().Before(deadline) {
+		last = f.ListNodesOf(c)
+		ready := 0
+		for _, n := range last {
+			if n.State == "ready" {
+				ready++
+			}
+		}
+		if ready == n {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	f.t.Fatalf("replica %s lists %+v, want %d nodes ready", c.URL, last, n)
 }
 
 // WaitNode waits until the node named is in state (ready, draining,

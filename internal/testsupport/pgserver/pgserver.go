@@ -120,15 +120,22 @@ func Start(t testing.TB) *Server {
 // started, and removes its directory. Call it from TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
+	Shutdown()
+	os.Exit(code)
+}
+
+// Shutdown stops the cluster, if one started, and removes its directory:
+// Main calls it, and a TestMain that runs its tests by other means (the
+// root tests' harness) calls it once they have ended.
+func Shutdown() {
 	sharedMu.Lock()
+	defer sharedMu.Unlock()
 	if shared != nil {
 		if err := shared.destroy(); err != nil {
 			fmt.Fprintf(os.Stderr, "pgserver: %v\n", err)
 		}
 		shared = nil
 	}
-	sharedMu.Unlock()
-	os.Exit(code)
 }
 
 // dirPrefix names the clusters' directories in $TMPDIR.
