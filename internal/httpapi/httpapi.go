@@ -20,6 +20,7 @@ import (
 	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/preview"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 // statusOf is the one place error codes become HTTP statuses.
@@ -302,6 +303,12 @@ func (h *shared) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		}
 		h.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "request_id", r.Header.Get(requestIDHeader), "err", err)
 		e = &api.Error{Code: api.CodeInternal, Message: "internal error"}
+		if store.Unavailable(err) {
+			// The database is away for a moment (a restart, a failover):
+			// the request may be retried, under its Idempotency-Key.
+			e = &api.Error{Code: api.CodeUnavailable, Message: "the control plane's store is unavailable; retry",
+				Details: map[string]any{"retry_after_s": 1}}
+		}
 	}
 	status := StatusOf(e.Code)
 	if s, ok := e.Details["retry_after_s"].(int); ok && s > 0 {

@@ -1,11 +1,17 @@
 package httpapi
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/cove-dev/cove/internal/store"
 )
 
 // TestRequestID: every answer carries X-Request-Id: the client's own when
@@ -42,6 +48,27 @@ func TestRequestID(t *testing.T) {
 			case !tc.echoed && (!strings.HasPrefix(got, "req_") || got == tc.sent):
 				t.Errorf("%s %s: X-Request-Id %q; want a fresh req_ ID", tc.name, path, got)
 			}
+		}
+	}
+}
+
+// TestStoreAwayIsUnavailable: a store whose connection is refused or
+// whose database shuts down answers 503 unavailable with Retry-After,
+// not 500: the request may be retried.
+func TestStoreAwayIsUnavailable(t *testing.T) {
+	h := &shared{log: slog.New(slog.DiscardHandler)}
+	for _, err := range []error{
+		fmt.Errorf("get sandbox: %w", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}),
+		errors.New("plain failure"),
+	} {
+		w := httptest.NewRecorder()
+		h.writeError(w, httptest.NewRequest("GET", "/v1/sandboxes", nil), err)
+		want, retry := http.StatusServiceUnavailable, "1"
+		if !store.Unavailable(err) {
+			want, retry = http.StatusInternalServerError, ""
+		}
+		if w.Code != want || w.Header().Get("Retry-After") != retry {
+			t.Errorf("%v: %d Retry-After %q; want %d %q (%s)", err, w.Code, w.Header().Get("Retry-After"), want, retry, w.Body)
 		}
 	}
 }
