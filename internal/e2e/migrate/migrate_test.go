@@ -25,7 +25,7 @@ import (
 	cove "github.com/cove-dev/cove/sdk/go"
 )
 
-func TestMain(m *testing.M) { e2etest.Main(m) }
+func TestMain(m *testing.M) { e2etest.Main(m, pgserver.Shutdown) }
 
 // replay is the whole recorded output of a command, every record in
 // order as JSON lines.
