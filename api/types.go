@@ -167,6 +167,12 @@ type Sandbox struct {
 	// Version is the store's row version, never on the wire: an update
 	// succeeds only on the version it read (internal/store).
 	Version int64 `json:"-"`
+	// IdempotencyRef is the ID an idempotent create derived from its
+	// Idempotency-Key, kept when the sandbox has another (it was taken
+	// from the warm pool), so that a second attempt of the request finds
+	// it; never on the wire. Stored at create and matched by
+	// store.SandboxFilter.IdempotencyRef; reads leave it empty.
+	IdempotencyRef string `json:"-"`
 }
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes. Every field is

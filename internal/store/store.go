@@ -171,7 +171,10 @@ type SandboxFilter struct {
 	TeamID string
 	States []api.SandboxState
 	Labels map[string]string
-	After  string
+	// IdempotencyRef selects the sandbox an idempotent create stored
+	// under that derived ID (api.Sandbox.IdempotencyRef).
+	IdempotencyRef string
+	After          string
 	Limit  int
 }
 

@@ -312,6 +312,15 @@ func (s *Core) CreateSandbox(ctx context.Context, teamID string, req api.CreateS
 		} else if api.ErrorCode(err) != api.CodeNotFound {
 			return api.Sandbox{}, err
 		}
+		// A sandbox taken from the warm pool keeps its own ID and the
+		// derived one beside it.
+		made, err := s.store.ListSandboxes(ctx, store.SandboxFilter{TeamID: teamID, IdempotencyRef: sid, Limit: 1})
+		if err != nil {
+			return api.Sandbox{}, err
+		}
+		if len(made) > 0 {
+			return s.svc.Meter.Priced(made[0]), nil
+		}
 	}
 	img, release, err := s.svc.Images.Use(ctx, teamID, &req)
 	if err != nil {
@@ -327,13 +336,16 @@ func (s *Core) CreateSandbox(ctx context.Context, teamID string, req api.CreateS
 		return api.Sandbox{}, err
 	}
 	warm := ""
-	// A pooled sandbox has an ID of its own, which a create whose ID is
-	// derived from an Idempotency-Key cannot take.
-	if s.pool.fits(sb) && sb.Source == nil && sb.Setup == nil && !id.Derived(ctx) {
+	if s.pool.fits(sb) && sb.Source == nil && sb.Setup == nil {
 		if warm = s.pool.take(); warm != "" {
 			// A pooled sandbox was admitted (and, in a fleet, placed)
-			// when the pool started it.
+			// when the pool started it. It keeps its own ID; an ID
+			// derived from an Idempotency-Key is stored beside it, where
+			// a second attempt of the request looks.
 			sb.ID = warm
+			if id.Derived(ctx) {
+				sb.IdempotencyRef = sid
+			}
 		}
 	}
 	if warm == "" {

@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cove-dev/cove/api"
@@ -68,4 +69,39 @@ func TestIdempotentCreatesRunOnce(t *testing.T) {
 	if other.ID == first.ID {
 		t.Fatalf("team b's create answered team a's sandbox %s", first.ID)
 	}
+}
+
+// TestIdempotentCreateTakesFromPool: a create under an Idempotency-Key
+// takes a pooled sandbox as any create does (it keeps the pooled ID), and
+// a second attempt of the request answers that sandbox instead of making
+// another.
+func TestIdempotentCreateTakesFromPool(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := started(t, func(c *lifecycle.Config) { c.WarmPool = 1; c.DefaultTemplate = "managed" })
+		synctest.Wait()
+		known, _ := h.node.Known(t.Context())
+		first, err := h.srv.CreateSandbox(attempt(t, h.a), h.a, api.CreateSandboxRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(known) != 1 || first.ID != known[0] {
+			t.Fatalf("a keyed create made %s; want the pooled %v", first.ID, known)
+		}
+		h.wait(t, h.a, first.ID, api.StateRunning)
+		synctest.Wait()
+		again, err := h.srv.CreateSandbox(attempt(t, h.a), h.a, api.CreateSandboxRequest{})
+		if err != nil {
+			t.Fatalf("second attempt: %v", err)
+		}
+		if again.ID != first.ID {
+			t.Fatalf("second attempt made %s; want the first's %s", again.ID, first.ID)
+		}
+		l, err := h.srv.ListSandboxes(t.Context(), h.a, lifecycle.SandboxQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Items) != 1 {
+			t.Fatalf("%d sandboxes; want 1", len(l.Items))
+		}
+	})
 }

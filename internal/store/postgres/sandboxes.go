@@ -17,10 +17,10 @@ const sandboxColumns = `id, team_id, name, template, state, resources, env, work
 	idle_timeout_s, on_idle, max_lifetime_s, spend_limit_usd, cost_usd,
 	created_at, started_at, last_active_at, expires_at, state_reason, secrets, on_budget, budget_alerts, provision`
 
-const insertSandbox = `INSERT INTO sandboxes (` + sandboxColumns + `) VALUES (
+const insertSandbox = `INSERT INTO sandboxes (` + sandboxColumns + `, idempotency_ref) VALUES (
 	@id, @team_id, @name, @template, @state, @resources, @env, @workdir, @network, @labels,
 	@idle_timeout_s, @on_idle, @max_lifetime_s, @spend_limit_usd, @cost_usd,
-	@created_at, @started_at, @last_active_at, @expires_at, @state_reason, @secrets, @on_budget, @budget_alerts, @provision)`
+	@created_at, @started_at, @last_active_at, @expires_at, @state_reason, @secrets, @on_budget, @budget_alerts, @provision, @idempotency_ref)`
 
 // selectSandbox reads a sandbox's columns and its version (versions.go).
 const selectSandbox = "SELECT " + sandboxColumns + ", version FROM sandboxes"
@@ -63,6 +63,7 @@ func sandboxArgs(s api.Sandbox) (pgx.NamedArgs, error) {
 		"on_budget":       s.OnBudget,
 		"budget_alerts":   jsons[5],
 		"provision":       jsons[6],
+		"idempotency_ref": s.IdempotencyRef,
 	}, nil
 }
 
@@ -169,6 +170,9 @@ func (db *DB) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]api.S
 		w.add("team_id = ?", f.TeamID)
 	}
 	in(&w, "state", f.States)
+	if f.IdempotencyRef != "" {
+		w.add("idempotency_ref = ?", f.IdempotencyRef)
+	}
 	for _, k := range slices.Sorted(maps.Keys(f.Labels)) {
 		w.add("labels ->> ?::text = ?::text", k, f.Labels[k])
 	}

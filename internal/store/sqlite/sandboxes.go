@@ -20,10 +20,10 @@ const sandboxColumns = `id, team_id, name, template, state, resources, env, work
 const selectSandbox = "SELECT " + sandboxColumns + ", version FROM sandboxes"
 
 // insertSandbox stores version 1, whatever the sandbox's own.
-const insertSandbox = `INSERT INTO sandboxes (` + sandboxColumns + `, version) VALUES (
+const insertSandbox = `INSERT INTO sandboxes (` + sandboxColumns + `, idempotency_ref, version) VALUES (
 	:id, :team_id, :name, :template, :state, :resources, :env, :workdir, :network, :labels,
 	:idle_timeout_s, :on_idle, :max_lifetime_s, :spend_limit_usd, :cost_usd,
-	:created_at, :started_at, :last_active_at, :expires_at, :state_reason, :secrets, :on_budget, :budget_alerts, :provision, 1)`
+	:created_at, :started_at, :last_active_at, :expires_at, :state_reason, :secrets, :on_budget, :budget_alerts, :provision, :idempotency_ref, 1)`
 
 const updateSandbox = `UPDATE sandboxes SET
 	name = :name, template = :template, state = :state, resources = :resources, env = :env,
@@ -78,6 +78,7 @@ func sandboxArgs(s api.Sandbox) ([]any, error) {
 		sql.Named("on_budget", s.OnBudget),
 		sql.Named("budget_alerts", jsons[5]),
 		sql.Named("provision", jsons[6]),
+		sql.Named("idempotency_ref", s.IdempotencyRef),
 	}, nil
 }
 
@@ -213,6 +214,9 @@ func (db *DB) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]api.S
 		w.add("team_id = ?", f.TeamID)
 	}
 	in(&w, "state", f.States)
+	if f.IdempotencyRef != "" {
+		w.add("idempotency_ref = ?", f.IdempotencyRef)
+	}
 	for _, k := range slices.Sorted(maps.Keys(f.Labels)) {
 		w.add("EXISTS (SELECT 1 FROM json_each(sandboxes.labels) AS l WHERE l.key = ? AND l.value = ?)", k, f.Labels[k])
 	}

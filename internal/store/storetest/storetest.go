@@ -47,7 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TeamAdmission", testTeamAdmission},
 		{"Workloads", testWorkloads},
 		{"WorkloadUsage", testWorkloadUsage},
-		{"Versions", testVersions},
+		{"Versions", testVersions}, {"IdempotencyRef", testIdempotencyRef},
 		{"Nodes", testNodes}, {"Placements", testPlacements}, {"FleetValues", testFleetValues},
 		{"Leases", testLeases}, {"Replicas", testReplicas}, {"AccrueConditional", testAccrueConditional}, {"SandboxOwners", testSandboxOwners}, {"ClaimDelivery", testClaimDelivery},
 	}

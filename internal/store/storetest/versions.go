@@ -221,3 +221,47 @@ func testVersions(t *testing.T, s store.Store) {
 		}
 	})
 }
+
+// testIdempotencyRef: a sandbox created with an IdempotencyRef (an
+// idempotent create that took a pooled sandbox) is found by that ref in
+// its team only; updates keep the ref; sandboxes without one are never
+// matched.
+func testIdempotencyRef(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	createTeam(t, s, "team_a")
+	createTeam(t, s, "team_b")
+	plain := createSandbox(t, s, sandbox("team_a", 1, "", api.StateRunning))
+	pooled := sandbox("team_a", 2, "", api.StateCreating)
+	pooled.IdempotencyRef = "sbx_derived"
+	mustDo(t, s.CreateSandbox(ctx, pooled))
+	find := func(team, ref string) []string {
+		t.Helper()
+		got, err := s.ListSandboxes(ctx, store.SandboxFilter{TeamID: team, IdempotencyRef: ref})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, sb := range got {
+			ids = append(ids, sb.ID)
+		}
+		return ids
+	}
+	if got := find("team_a", "sbx_derived"); len(got) != 1 || got[0] != pooled.ID {
+		t.Errorf("by ref: %v; want [%s]", got, pooled.ID)
+	}
+	if got := find("team_b", "sbx_derived"); len(got) != 0 {
+		t.Errorf("another team found %v by the ref", got)
+	}
+	if got := find("team_a", plain.ID); len(got) != 0 {
+		t.Errorf("a sandbox's own ID matched as a ref: %v", got)
+	}
+	cur, err := s.GetSandbox(ctx, "team_a", pooled.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.State = api.StateRunning
+	mustDo(t, s.UpdateSandbox(ctx, cur))
+	if got := find("team_a", "sbx_derived"); len(got) != 1 || got[0] != pooled.ID {
+		t.Errorf("after an update, by ref: %v; want [%s]", got, pooled.ID)
+	}
+}
