@@ -173,9 +173,15 @@ func (a *app) filesPut(wake func() []cove.FileOption) *cobra.Command {
 				if args[0] == "-" {
 					return errors.New("put -r takes a local folder, not -")
 				}
+				// The folder's .coveignore files apply, as they do to
+				// every other folder upload (create --from, the SDKs).
+				ex, err := archive.NewExcluder(nil)
+				if err != nil {
+					return err
+				}
 				pr, pw := io.Pipe()
 				var wg sync.WaitGroup
-				wg.Go(func() { pw.CloseWithError(archive.WriteDir(pw, args[0], nil)) })
+				wg.Go(func() { pw.CloseWithError(archive.WriteDir(pw, args[0], ex)) })
 				res, err := cl.WriteArchive(ctx, r.ref, r.path, a.progress("put", pr, -1), opts...)
 				pr.CloseWithError(errors.New("upload ended"))
 				wg.Wait()
@@ -219,7 +225,7 @@ func (a *app) filesPut(wake func() []cove.FileOption) *cobra.Command {
 		},
 	}
 	f := c.Flags()
-	f.BoolVarP(&recursive, "recursive", "r", false, "upload a folder (as tar.gz, extracted into REF:PATH)")
+	f.BoolVarP(&recursive, "recursive", "r", false, "upload a folder (as tar.gz, extracted into REF:PATH), leaving out what its .coveignore files name")
 	f.StringVar(&mode, "mode", "", "permission bits in octal (default: keep, or 0644 when new)")
 	f.StringVarP(&user, "user", "u", "", "owner: user (default) or root")
 	f.StringVar(&ifMatch, "if-match", "", "fail unless the file's version is still this one")

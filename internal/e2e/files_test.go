@@ -570,9 +570,18 @@ func TestFilesCLI(t *testing.T) {
 	os.WriteFile(filepath.Join(tree, "a.txt"), []byte("a"), 0o644)
 	os.WriteFile(filepath.Join(tree, "sub/deeper/b.txt"), []byte("b"), 0o600)
 	os.Symlink("../a.txt", filepath.Join(tree, "sub/link"))
+	// What the folder's .coveignore names stays behind; the file itself
+	// goes.
+	os.WriteFile(filepath.Join(tree, ".coveignore"), []byte("*.log\ncache/\n"), 0o644)
+	os.WriteFile(filepath.Join(tree, "sub/x.log"), []byte("x"), 0o644)
+	os.MkdirAll(filepath.Join(tree, "cache"), 0o755)
+	os.WriteFile(filepath.Join(tree, "cache/c"), []byte("c"), 0o644)
 	run("", "put", "-r", tree, "fs:/workspace/tree")
 	if out := e2etest.MustOK(t, s.Admin, "fs", "cd /workspace/tree && cat a.txt sub/deeper/b.txt sub/link && stat -c %a sub/deeper/b.txt"); out != "aba600\n" {
 		t.Errorf("put -r: %q", out)
+	}
+	if out := e2etest.MustOK(t, s.Admin, "fs", "cd /workspace/tree && ls -A . sub | tr '\\n' ' '"); strings.Contains(out, "x.log") || strings.Contains(out, "cache") || !strings.Contains(out, ".coveignore") {
+		t.Errorf("put -r with a .coveignore: %q; want x.log and cache/ left out, .coveignore in", out)
 	}
 	got := filepath.Join(dir, "got")
 	run("", "get", "-r", "fs:/workspace/tree", got)
