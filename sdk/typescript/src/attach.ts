@@ -7,7 +7,7 @@
 // ticket (POST /v1/tickets) instead.
 
 import type { Client } from "./client.js";
-import { CoveError, Unavailable, errorFrom } from "./errors.js";
+import { Cancelled, CoveError, Unavailable, errorFrom } from "./errors.js";
 import { Data, camel, commandPath, toBytes } from "./util.js";
 
 export interface AttachOptions {
@@ -17,6 +17,9 @@ export interface AttachOptions {
    * the Authorization header. Always so with the global WebSocket
    * (browsers); on Node with `ws` only when asked. */
   ticket?: boolean;
+  /** Aborting it closes the attachment (the command goes on); before it
+   * opened, the call fails with `Cancelled`. */
+  signal?: AbortSignal;
 }
 
 export interface ExitInfo {
@@ -126,6 +129,9 @@ export class Attachment implements AsyncIterable<Uint8Array> {
 
 /** @internal */
 export async function openAttachment(client: Client, sandboxId: string, commandId: string, opts: AttachOptions = {}): Promise<Attachment> {
+  const signal = opts.signal;
+  const cancelled = () => new Cancelled(`attach to ${commandId}: cancelled`, null, 0);
+  if (signal?.aborted) throw cancelled();
   const path = commandPath(sandboxId, commandId) + "/attach";
   const base = client.url.replace(/^http/, "ws") + path;
   const after = `after=${opts.after ?? 0}`;
@@ -165,6 +171,13 @@ export async function openAttachment(client: Client, sandboxId: string, commandI
     ws.addEventListener("error", (ev: any) => reject(new Unavailable(`attach to ${commandId} failed: ${ev?.message ?? "WebSocket error"}`)));
     ws.addEventListener("close", (ev: any) => reject(new Unavailable(`attach to ${commandId} closed before it opened (${ev?.code ?? ""})`)));
   });
-  await (failed ? Promise.race([opened, failed]) : opened);
+  let aborted: Promise<never> | null = null;
+  if (signal) {
+    aborted = new Promise<never>((_, reject) => {
+      signal.addEventListener("abort", () => { ws.close(1000); reject(cancelled()); }, { once: true });
+    });
+    aborted.catch(() => {});
+  }
+  await Promise.race([opened, ...(failed ? [failed] : []), ...(aborted ? [aborted] : [])]);
   return a;
 }

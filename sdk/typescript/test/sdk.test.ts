@@ -223,6 +223,27 @@ test("attach with ws: input in, output and exit out", { skip }, async () => {
   });
 });
 
+test("attach takes an AbortSignal: aborted first it fails Cancelled; aborted later it closes and the command goes on", { skip }, async () => {
+  const c = client();
+  await withSandbox(c, { name: name("ts-attach-abort") }, async (sb) => {
+    const cmd = await sb.start("read line; echo got $line", { stdin: true });
+    const early = new AbortController();
+    early.abort();
+    await assert.rejects(cmd.attach({ signal: early.signal }), (e: any) => e.code === "cancelled");
+    const ac = new AbortController();
+    const a = await cmd.attach({ signal: ac.signal });
+    ac.abort();
+    let out = "";
+    for await (const b of a) out += dec.decode(b);
+    assert.equal(out, "");
+    const again = await cmd.attach();
+    again.send("still here\n");
+    let rest = "";
+    for await (const b of again) rest += dec.decode(b);
+    assert.equal(rest, "got still here\n");
+  });
+});
+
 test("a pty command sees its size, and a resize through attach", { skip }, async () => {
   const c = client();
   await withSandbox(c, { name: name("ts-pty") }, async (sb) => {
