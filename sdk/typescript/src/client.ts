@@ -296,7 +296,14 @@ export class Client {
     return new Sandbox(this, info);
   }
 
-  /** A sandbox by ID or name. */
+  /** A sandbox by ID or name.
+   *
+   * @example
+   * ```ts
+   * const sb = await client.get("build"); // by name, after a reconnect
+   * if (sb.info.state === "asleep") await sb.wake();
+   * ```
+   */
   async get(ref: string, opts: CallOptions = {}): Promise<Sandbox> {
     return new Sandbox(this, await this.call<SandboxInfo>({ method: "GET", path: sandboxPath(ref), call: opts }));
   }
@@ -816,19 +823,41 @@ export class Sandbox {
     }));
   }
 
-  /** PATCH: idle_timeout_s, on_idle, max_lifetime_s, spend_limit_usd, network, labels. */
+  /** PATCH: idle_timeout_s, on_idle, max_lifetime_s, spend_limit_usd, network, labels.
+   *
+   * @example
+   * ```ts
+   * // Let the sandbox reach one API and nothing else.
+   * await sb.update({ network: { allow: ["api.example.com"] } });
+   * ```
+   */
   async update(fields: UpdateSandboxRequest, opts: CallOptions = {}): Promise<SandboxInfo> {
     return this.set(await this.client.call({ method: "PATCH", key: "auto", call: opts, path: sandboxPath(this.id), json: dropUndefined(fields) }));
   }
 
-  /** Save the files and release compute; waits until asleep unless wait is false. */
+  /** Save the files and release compute; waits until asleep unless wait is false.
+   *
+   * @example
+   * ```ts
+   * await sb.sleep(); // files kept, no CPU billed
+   * const again = await client.get(sb.id);
+   * await again.wake();
+   * ```
+   */
   async sleep(opts: { wait?: boolean } & CallOptions = {}): Promise<SandboxInfo> {
     this.set(await this.client.call({ method: "POST", key: "auto", call: opts, path: sandboxPath(this.id) + "/sleep" }));
     return opts.wait === false ? this.info : this.wait("asleep", opts);
   }
 
   /** Wake an asleep sandbox with its files; waits until it runs unless
-   * wait is false. */
+   * wait is false.
+   *
+   * @example
+   * ```ts
+   * const sb = await client.get("build");
+   * await sb.wake(); // answered once it runs again
+   * ```
+   */
   async wake(opts: { wait?: boolean } & CallOptions = {}): Promise<SandboxInfo> {
     this.set(await this.client.call({ method: "POST", key: "auto", call: opts, path: sandboxPath(this.id) + "/wake" }));
     return opts.wait === false ? this.info : this.wait("running", opts);
@@ -862,7 +891,15 @@ export class Sandbox {
   }
 
   /** Resource samples and the gaps in them (from and to: RFC 3339; step:
-   * seconds or a duration such as "1m"). */
+   * seconds or a duration such as "1m").
+   *
+   * @example
+   * ```ts
+   * const m = await sb.metrics({ step: "1m" });
+   * const spent = await sb.usage();
+   * console.log(m.samples.length, "samples;", spent.costUsd, "USD so far");
+   * ```
+   */
   metrics(opts: { from?: string; to?: string; step?: string } & CallOptions = {}): Promise<Metrics> {
     return this.client.call({
       method: "GET", call: opts, path: sandboxPath(this.id) + "/metrics", params: { from: opts.from, to: opts.to, step: opts.step },
@@ -909,7 +946,14 @@ export class Sandbox {
 
   // -- commands --
 
-  /** Run a command to its end; its output comes back as text. */
+  /** Run a command to its end; its output comes back as text.
+   *
+   * @example
+   * ```ts
+   * const r = await sb.run("npm test", { timeoutS: 600 });
+   * if (r.exitCode !== 0) console.error(r.stderr);
+   * ```
+   */
   async run(command?: string, opts: CommandOptions & CallOptions = {}): Promise<CommandResult> {
     const d = await this.client.call({
       method: "POST", key: "auto", call: opts, path: sandboxPath(this.id) + "/commands", params: { wait: "true" },
@@ -963,7 +1007,14 @@ export class Command {
 
   /** Output records after seq `after` in order, the exit last. A broken
    * connection is resumed from the last record seen, so nothing is lost
-   * or repeated. */
+   * or repeated.
+   *
+   * @example
+   * ```ts
+   * const cmd = await sb.start("make build");
+   * for await (const ch of cmd.output()) process.stdout.write(ch.data); // resumes after a cut
+   * ```
+   */
   output(opts: OutputOptions = {}): AsyncGenerator<Chunk> {
     return this.client.readOutput(this.path + "/output", this.id, opts);
   }
@@ -1073,14 +1124,27 @@ export class Files {
     return new FileContent(data, versionOf(resp.headers.get("ETag")), digest);
   }
 
-  /** The whole file as UTF-8 text, checked as read does. */
+  /** The whole file as UTF-8 text, checked as read does.
+   *
+   * @example
+   * ```ts
+   * const report = JSON.parse(await sb.files.readText("/workspace/report.json"));
+   * ```
+   */
   async readText(path: string): Promise<string> {
     return (await this.read(path)).text;
   }
 
   /** Write a whole file atomically. With ifVersion it is written only if
    * the file is still at that version ("none": only if it does not exist),
-   * else PreconditionFailed and nothing changes. */
+   * else PreconditionFailed and nothing changes.
+   *
+   * @example
+   * ```ts
+   * await sb.files.write("/workspace/main.js", "console.log('hello')\n");
+   * console.log((await sb.run("node /workspace/main.js")).stdout);
+   * ```
+   */
   async write(path: string, data: Data, opts: { ifVersion?: string; mode?: string } & CallOptions = {}): Promise<FileEntry> {
     const body = toBytes(data);
     const headers: Record<string, string> = {
@@ -1115,7 +1179,15 @@ export class Files {
 
   /** Send a local folder into path as tar.gz, keeping modes, symlinks
    * inside it and empty directories (Node only): packed into a temporary
-   * file, then streamed with its sha-256 for the server to check. */
+   * file, then streamed with its sha-256 for the server to check.
+   *
+   * @example
+   * ```ts
+   * // The folder's .coveignore files say what stays behind.
+   * await sb.files.uploadDir("./project", "/workspace/project");
+   * const r = await sb.run("cd /workspace/project && npm test");
+   * ```
+   */
   async uploadDir(local: string, path: string, opts: { exclude?: string[] } & CallOptions = {}): Promise<ArchiveResult> {
     return withPackedDir(local, opts.exclude ?? [], async (body, digest) => this.client.call({
       method: "PUT", call: opts, path: this.base + "/archive", params: { path }, body,

@@ -182,7 +182,15 @@ class AsyncClient:
                      wait: bool = True, keep: bool = False, idempotency_key: Optional[str] = None,
                      **extra: Any) -> "AsyncSandbox":
         """Create a sandbox (and wait until it runs, unless ``wait=False``).
-        Used as a context manager, it is terminated on exit unless ``keep``."""
+        Used as a context manager, it is terminated on exit unless ``keep``.
+
+        Example::
+
+            async with AsyncClient() as client:  # COVE_URL, COVE_API_KEY
+                async with await client.create(name="build", cpus=2, memory_mib=2048) as sb:
+                    result = await sb.run("make test")
+                    print(result.exit_code, result.stdout)
+        """
         res = sh.drop_none({"cpus": cpus, "memory_mib": memory_mib, "disk_mib": disk_mib})
         body = sh.drop_none({
             "name": name, "template": template, "resources": res or None, "env": env, "secrets": secrets,
@@ -197,7 +205,14 @@ class AsyncClient:
         return AsyncSandbox(self, Sandbox.from_dict(await self._json(r)), keep=keep)
 
     async def get(self, ref: str) -> "AsyncSandbox":
-        """A sandbox by ID or name."""
+        """A sandbox by ID or name.
+
+        Example::
+
+            sb = await client.get("build")  # by name, after a reconnect
+            if sb.info.state == "asleep":
+                await sb.wake()
+        """
         return AsyncSandbox(self, Sandbox.from_dict(await self._json(sh.Req("GET", sh.sandbox_path(ref)))))
 
     async def list(self, *, state: Optional[Union[str, Sequence[str]]] = None,
@@ -611,17 +626,36 @@ class AsyncSandbox:
 
     async def update(self, **fields: Any) -> Sandbox:
         """PATCH: idle_timeout_s, on_idle, max_lifetime_s, spend_limit_usd,
-        network, labels."""
+        network, labels.
+
+        Example::
+
+            # Let the sandbox reach one API and nothing else.
+            await sb.update(network={"allow": ["api.example.com"]})
+        """
         return self._set(await self._c._json(sh.Req("PATCH", sh.sandbox_path(self.id), json=sh.drop_none(fields))))
 
     async def sleep(self, wait: bool = True) -> Sandbox:
         """Put the sandbox to sleep (its memory and files kept, no CPU billed); with ``wait``,
-        answered once asleep."""
+        answered once asleep.
+
+        Example::
+
+            await sb.sleep()  # files and memory kept, no CPU billed
+            sb = await client.get(sb.id)
+            await sb.wake()
+        """
         self._set(await self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/sleep")))
         return await self.wait("asleep") if wait else self.info
 
     async def wake(self, wait: bool = True) -> Sandbox:
-        """Wake a sleeping sandbox; with ``wait``, answered once running."""
+        """Wake a sleeping sandbox; with ``wait``, answered once running.
+
+        Example::
+
+            sb = await client.get("build")
+            await sb.wake()  # answered once running again
+        """
         self._set(await self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/wake")))
         return await self.wait("running") if wait else self.info
 
@@ -636,7 +670,14 @@ class AsyncSandbox:
     async def metrics(self, *, from_: Optional[str] = None, to: Optional[str] = None,
                       step: Optional[str] = None) -> Metrics:
         """Resource samples and the gaps in them (from and to: RFC 3339;
-        step: seconds or a duration such as "1m")."""
+        step: seconds or a duration such as "1m").
+
+        Example::
+
+            m = await sb.metrics(step="1m")
+            spent = await sb.usage()
+            print(len(m.samples), "samples;", spent.cost_usd, "USD so far")
+        """
         return Metrics.from_dict(await self._c._json(sh.Req("GET", sh.sandbox_path(self.id) + "/metrics",
                                                             sh.drop_none({"from": from_, "to": to, "step": step}))))
 
@@ -669,7 +710,14 @@ class AsyncSandbox:
                   cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
                   secrets: Optional[Mapping[str, str]] = None, timeout_s: Optional[int] = None,
                   user: Optional[str] = None) -> CommandResult:
-        """Run a command to its end; its output comes back as text."""
+        """Run a command to its end; its output comes back as text.
+
+        Example::
+
+            result = await sb.run("pytest -q", timeout_s=600)
+            if result.exit_code != 0:
+                print(result.stderr)
+        """
         body = sh.command_body(command, argv, cwd, env, secrets, timeout_s, False, user, None, None)
         d = await self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/commands", {"wait": "true"}, json=body))
         return CommandResult.from_dict(d)
@@ -714,7 +762,16 @@ class AsyncCommand:
     def output(self, after: int = 0, follow: bool = True) -> AsyncIterator[Chunk]:
         """Output records after seq ``after`` in order, the exit last. A
         broken connection is resumed from the last record seen, so nothing
-        is lost or repeated."""
+        is lost or repeated.
+
+        Example::
+
+            cmd = await sb.start("make build")
+            last = 0
+            async for chunk in cmd.output():  # resumes by itself after a cut
+                last = chunk.seq
+                print(chunk.data.decode(), end="")
+        """
         return self._c._output(sh.command_path(self.sandbox_id, self.id) + "/output", self.id, after, follow)
 
     async def wait(self) -> CommandInfo:
@@ -791,7 +848,13 @@ class AsyncFiles:
             return False
 
     async def read(self, path: str) -> FileContent:
-        """The whole file, checked against the server's sha-256."""
+        """The whole file, checked against the server's sha-256.
+
+        Example::
+
+            content = await sb.files.read("/workspace/report.json")
+            print(content.data.decode())
+        """
         resp = await self._c._send(sh.Req("GET", self._base + "/content", {"path": path}))
         digest = sh.check_digest(path, resp.content, resp.headers.get("Repr-Digest", ""))
         return FileContent(resp.content, sh.version_of(resp.headers.get("ETag", "")), digest)
@@ -804,7 +867,13 @@ class AsyncFiles:
                     mode: Optional[str] = None) -> FileEntry:
         """Write a whole file atomically. With ``if_version`` it is written
         only if the file is still at that version (``"none"``: only if it
-        does not exist), else PreconditionFailed and nothing changes."""
+        does not exist), else PreconditionFailed and nothing changes.
+
+        Example::
+
+            await sb.files.write("/workspace/main.py", "print('hello')\n")
+            print((await sb.run("python3 /workspace/main.py")).stdout)
+        """
         body = sh.read_io(data)
         params: Dict[str, Any] = {"path": path}
         if mode:
@@ -840,7 +909,14 @@ class AsyncFiles:
     async def upload_dir(self, local: str, path: str, exclude: Sequence[str] = ()) -> ArchiveResult:
         """Send a local folder into path (tar.gz), keeping modes, symlinks
         inside it and empty directories; packed into a temporary file, then
-        streamed with its sha-256 for the server to check."""
+        streamed with its sha-256 for the server to check.
+
+        Example::
+
+            # The folder's .coveignore files say what stays behind.
+            await sb.files.upload_dir("./project", "/workspace/project")
+            result = await sb.run("cd /workspace/project && make test")
+        """
         with await asyncio.to_thread(sh.pack_dir, local, exclude) as f:
             cm = sh.digested_body(f)
             body, digest = await asyncio.to_thread(cm.__enter__)
