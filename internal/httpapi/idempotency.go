@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/lifecycle"
@@ -126,7 +127,7 @@ func (h *shared) idempotentWith(next handlerFunc, opt idempotency) handlerFunc {
 		ans, replayed, err := h.Idempotency.Idempotently(r.Context(), p.Team.ID, key, hex.EncodeToString(sum.Sum(nil)), func(ctx context.Context) teams.Answer {
 			// ctx derives the IDs the call creates from the key's claim.
 			r := r.WithContext(ctx)
-			rec := &recorder{header: http.Header{}}
+			rec := &recorder{header: http.Header{}, under: w}
 			live = rec.header
 			if err := next(rec, r, p); err != nil {
 				h.writeError(rec, r, err)
@@ -146,7 +147,7 @@ func (h *shared) idempotentWith(next handlerFunc, opt idempotency) handlerFunc {
 				if err != nil {
 					// Never kept with its secret: answered as failed (and
 					// so not kept), though the resource exists.
-					rec := &recorder{header: http.Header{}}
+					rec := &recorder{header: http.Header{}, under: w}
 					h.writeError(rec, r, fmt.Errorf("strip the secret of a kept answer: %w", err))
 					liveBody = rec.body.Bytes()
 					return teams.Answer{Status: rec.status, Body: liveBody}
@@ -212,11 +213,26 @@ func printable(s string) bool {
 	return s != ""
 }
 
-// recorder keeps a handler's answer in memory.
+// recorder keeps a handler's answer in memory. The connection's
+// deadlines still reach the real writer (under): an upload's idle
+// deadline holds for a keyed request too. Nothing else does: a flush
+// would send the answer before it is kept.
 type recorder struct {
 	header http.Header
 	status int
 	body   bytes.Buffer
+	under  http.ResponseWriter
+}
+
+// SetReadDeadline sets the request's read deadline on the connection
+// (http.ResponseController finds it here).
+func (r *recorder) SetReadDeadline(t time.Time) error {
+	return http.NewResponseController(r.under).SetReadDeadline(t)
+}
+
+// SetWriteDeadline sets the answer's write deadline on the connection.
+func (r *recorder) SetWriteDeadline(t time.Time) error {
+	return http.NewResponseController(r.under).SetWriteDeadline(t)
 }
 
 func (r *recorder) Header() http.Header { return r.header }
