@@ -57,7 +57,13 @@ type fleetOpts struct {
 	nodeArgs    []string
 	managed     bool
 	seed        func(dataDir string)
+	lostAfter   time.Duration
 }
+
+// FleetLostAfter sets the control plane's --node-lost-after (default 3 s,
+// for the tests of a node's loss); tests that lose no node give a longer
+// one, so that a loaded machine's late heartbeat loses none either.
+func FleetLostAfter(d time.Duration) FleetOpt { return func(o *fleetOpts) { o.lostAfter = d } }
 
 // FleetNodes starts n nodes (default 2).
 func FleetNodes(n int) FleetOpt { return func(o *fleetOpts) { o.nodes = n } }
@@ -108,6 +114,9 @@ func StartFleet(t testing.TB, opts ...FleetOpt) *Fleet {
 	}
 	os.Chmod(dir, 0o711)
 	f := &Fleet{t: t, dir: dir, LostAfter: 3 * time.Second}
+	if o.lostAfter > 0 {
+		f.LostAfter = o.lostAfter
+	}
 	f.S3 = s3server.Start(t)
 	f.Saves = f.S3.PrefixURL("saves-" + runID)
 	// The processes get the S3 credentials in a file, never in argv.

@@ -48,7 +48,9 @@ func startFleet(t *testing.T) (*e2etest.Fleet, *pgserver.Server) {
 	if err := os.WriteFile(prices, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f := e2etest.StartFleet(t, e2etest.FleetStore(pg.NewDatabase(t)), e2etest.FleetReplicas(2),
+	// No test here loses a node: a late heartbeat on a loaded machine
+	// must not look like one (a node declared lost takes no wake).
+	f := e2etest.StartFleet(t, e2etest.FleetStore(pg.NewDatabase(t)), e2etest.FleetReplicas(2), e2etest.FleetLostAfter(20*time.Second),
 		e2etest.FleetControlArgs("--warm-pool", "0", "--prices", prices, "--metrics-interval", "500ms",
 			"--webhook-allow-private", "--webhook-backoff", "200ms", "--webhook-poll", "200ms"))
 	return f, pg
