@@ -141,7 +141,7 @@ func TestServeToFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := e2etest.StartFleet(t, e2etest.FleetNodes(1),
+	f := e2etest.StartFleet(t, e2etest.FleetNodes(1), e2etest.FleetLostAfter(20*time.Second),
 		e2etest.FleetControlArgs("--store", pgURL, "--secrets-key-file", filepath.Join(srv.DataDir, "secrets.key"),
 			"--saves", saves, "--saves-credentials", creds),
 		e2etest.FleetNodeArgs("--saves", saves, "--saves-credentials", creds),

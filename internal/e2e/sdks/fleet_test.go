@@ -18,13 +18,13 @@ const suiteBound = 6 * time.Minute
 
 func TestPythonSDKThroughFleet(t *testing.T) {
 	py := venv(t)
-	f := e2etest.StartFleet(t, e2etest.FleetManaged, e2etest.FleetNodes(2))
+	f := e2etest.StartFleet(t, e2etest.FleetManaged, e2etest.FleetNodes(2), e2etest.FleetLostAfter(20*time.Second))
 	pytest(t, suiteBound, py, f.Control.URL, f.Control.AdminKey)
 }
 
 func TestTypeScriptSDKThroughFleet(t *testing.T) {
 	_, sdk := tsSDK(t)
-	f := e2etest.StartFleet(t, e2etest.FleetManaged, e2etest.FleetNodes(2))
+	f := e2etest.StartFleet(t, e2etest.FleetManaged, e2etest.FleetNodes(2), e2etest.FleetLostAfter(20*time.Second))
 	env := []string{"COVE_URL=" + f.Control.URL, "COVE_API_KEY=" + f.Control.AdminKey}
 	runFor(t, suiteBound, sdk, env, "npm", "test")
 }
