@@ -175,7 +175,7 @@ type SandboxFilter struct {
 	// under that derived ID (api.Sandbox.IdempotencyRef).
 	IdempotencyRef string
 	After          string
-	Limit  int
+	Limit          int
 }
 
 // CommandFilter selects commands of one sandbox ("" for all sandboxes) in
