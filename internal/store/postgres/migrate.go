@@ -6,13 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cove-dev/cove/internal/store"
 )
 
 // migrations holds the schema, one numbered file per version:
@@ -21,44 +20,11 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations reads fsys's migrations/*.sql in version order.
-func loadMigrations(fsys fs.FS) ([]migration, error) {
-	names, err := fs.Glob(fsys, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	// Glob sorts by name, and versions are zero-padded.
-	var ms []migration
-	for _, name := range names {
-		base := path.Base(name)
-		prefix, _, _ := strings.Cut(base, "_")
-		v, err := strconv.Atoi(prefix)
-		if err != nil || v <= 0 {
-			return nil, fmt.Errorf("migration %s: name must start with a positive version number", base)
-		}
-		if len(ms) > 0 && v <= ms[len(ms)-1].version {
-			return nil, fmt.Errorf("migration %s: version %d is not after %d", base, v, ms[len(ms)-1].version)
-		}
-		b, err := fs.ReadFile(fsys, name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(b)})
-	}
-	return ms, nil
-}
-
 // migrate applies the migrations of fsys that the database lacks, each in
 // its own transaction, and returns how many it applied. A session advisory
 // lock makes replicas starting at once migrate one after the other.
 func migrate(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, now func() time.Time) (int, error) {
-	ms, err := loadMigrations(fsys)
+	ms, err := store.LoadMigrations(fsys)
 	if err != nil {
 		return 0, fmt.Errorf("load migrations: %w", err)
 	}
@@ -92,7 +58,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, now func() tim
 	for _, m := range ms {
 		ok, err := applyMigration(ctx, conn.Conn(), m, now())
 		if err != nil {
-			return applied, fmt.Errorf("apply %s: %w", m.name, err)
+			return applied, fmt.Errorf("apply %s: %w", m.Name, err)
 		}
 		if ok {
 			applied++
@@ -108,10 +74,10 @@ var ErrSchemaNewer = errors.New("the database's schema is newer than this cove")
 // refuseNewer refuses a database that has a migration this binary does
 // not know (a newer cove applied it): running on it could misread or
 // drop what the newer schema keeps.
-func refuseNewer(ctx context.Context, conn *pgx.Conn, known []migration) error {
+func refuseNewer(ctx context.Context, conn *pgx.Conn, known []store.Migration) error {
 	newest := 0
 	if len(known) > 0 {
-		newest = known[len(known)-1].version
+		newest = known[len(known)-1].Version
 	}
 	var version int
 	var name string
@@ -129,19 +95,19 @@ func refuseNewer(ctx context.Context, conn *pgx.Conn, known []migration) error {
 }
 
 // applyMigration applies m unless it already is.
-func applyMigration(ctx context.Context, conn *pgx.Conn, m migration, now time.Time) (bool, error) {
+func applyMigration(ctx context.Context, conn *pgx.Conn, m store.Migration, now time.Time) (bool, error) {
 	applied := false
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		var done bool
-		err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)", m.version).Scan(&done)
+		err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)", m.Version).Scan(&done)
 		if err != nil || done {
 			return err
 		}
-		if _, err := tx.Exec(ctx, m.sql); err != nil {
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
-			m.version, m.name, now)
+			m.Version, m.Name, now)
 		applied = err == nil
 		return err
 	})

@@ -38,11 +38,11 @@ func TestStore(t *testing.T) {
 func TestOpenMigratesOnce(t *testing.T) {
 	ctx := t.Context()
 	url := pgserver.Start(t).NewDatabase(t)
-	ms, err := loadMigrations(migrations)
+	ms, err := store.LoadMigrations(migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ms) == 0 || ms[0].version != 1 {
+	if len(ms) == 0 || ms[0].Version != 1 {
 		t.Fatalf("migrations = %+v; want the first to be version 1", ms)
 	}
 
@@ -98,7 +98,7 @@ func TestRefusesNewerSchema(t *testing.T) {
 	ctx := t.Context()
 	url := pgserver.Start(t).NewDatabase(t)
 	db := openTest(t, url)
-	ms, err := loadMigrations(migrations)
+	ms, err := store.LoadMigrations(migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,10 +106,10 @@ func TestRefusesNewerSchema(t *testing.T) {
 	// this (older) one.
 	newer := fstest.MapFS{}
 	for _, m := range ms {
-		newer["migrations/"+m.name] = &fstest.MapFile{Data: []byte(m.sql)}
+		newer["migrations/"+m.Name] = &fstest.MapFile{Data: []byte(m.SQL)}
 	}
-	next := migration{version: ms[len(ms)-1].version + 1, name: fmt.Sprintf("%04d_next.sql", ms[len(ms)-1].version+1)}
-	newer["migrations/"+next.name] = &fstest.MapFile{Data: []byte("CREATE TABLE next_thing (id bigint)")}
+	next := store.Migration{Version: ms[len(ms)-1].Version + 1, Name: fmt.Sprintf("%04d_next.sql", ms[len(ms)-1].Version+1)}
+	newer["migrations/"+next.Name] = &fstest.MapFile{Data: []byte("CREATE TABLE next_thing (id bigint)")}
 	if n, err := migrate(ctx, db.pool, newer, time.Now); err != nil || n != 1 {
 		t.Fatalf("the newer binary's migrate: %d, %v; want 1, nil", n, err)
 	}
@@ -118,7 +118,7 @@ func TestRefusesNewerSchema(t *testing.T) {
 	if !errors.Is(err, ErrSchemaNewer) {
 		t.Fatalf("Open by an older binary: %v, want ErrSchemaNewer", err)
 	}
-	for _, want := range []string{fmt.Sprintf("version %d (%s)", next.version, next.name), fmt.Sprintf("up to %d", ms[len(ms)-1].version)} {
+	for _, want := range []string{fmt.Sprintf("version %d (%s)", next.Version, next.Name), fmt.Sprintf("up to %d", ms[len(ms)-1].Version)} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}

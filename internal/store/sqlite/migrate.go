@@ -7,10 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/cove-dev/cove/internal/store"
 )
 
 // migrations holds the schema, one numbered file per version:
@@ -19,43 +18,10 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations reads fsys's migrations/*.sql in version order.
-func loadMigrations(fsys fs.FS) ([]migration, error) {
-	names, err := fs.Glob(fsys, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	// Glob sorts by name, and versions are zero-padded.
-	var ms []migration
-	for _, name := range names {
-		base := path.Base(name)
-		prefix, _, _ := strings.Cut(base, "_")
-		v, err := strconv.Atoi(prefix)
-		if err != nil || v <= 0 {
-			return nil, fmt.Errorf("migration %s: name must start with a positive version number", base)
-		}
-		if len(ms) > 0 && v <= ms[len(ms)-1].version {
-			return nil, fmt.Errorf("migration %s: version %d is not after %d", base, v, ms[len(ms)-1].version)
-		}
-		b, err := fs.ReadFile(fsys, name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(b)})
-	}
-	return ms, nil
-}
-
 // migrate applies the migrations of fsys that db lacks, each in its own
 // transaction, and returns how many it applied.
 func migrate(ctx context.Context, db *sql.DB, fsys fs.FS, now func() time.Time) (int, error) {
-	ms, err := loadMigrations(fsys)
+	ms, err := store.LoadMigrations(fsys)
 	if err != nil {
 		return 0, fmt.Errorf("load migrations: %w", err)
 	}
@@ -74,7 +40,7 @@ func migrate(ctx context.Context, db *sql.DB, fsys fs.FS, now func() time.Time) 
 	for _, m := range ms {
 		ok, err := applyMigration(ctx, db, m, now())
 		if err != nil {
-			return applied, fmt.Errorf("apply %s: %w", m.name, err)
+			return applied, fmt.Errorf("apply %s: %w", m.Name, err)
 		}
 		if ok {
 			applied++
@@ -91,10 +57,10 @@ var ErrSchemaNewer = errors.New("the database's schema is newer than this cove")
 // not know (a newer cove applied it): running on it could misread or
 // drop what the newer schema keeps. A downgrade needs the backup taken
 // before the upgrade.
-func refuseNewer(ctx context.Context, db *sql.DB, known []migration) error {
+func refuseNewer(ctx context.Context, db *sql.DB, known []store.Migration) error {
 	newest := 0
 	if len(known) > 0 {
-		newest = known[len(known)-1].version
+		newest = known[len(known)-1].Version
 	}
 	var version int
 	var name string
@@ -114,22 +80,22 @@ func refuseNewer(ctx context.Context, db *sql.DB, known []migration) error {
 // applyMigration applies m unless it already is. It checks inside the
 // (immediate) transaction so that two processes opening the same file at
 // once apply m only once.
-func applyMigration(ctx context.Context, db *sql.DB, m migration, now time.Time) (bool, error) {
+func applyMigration(ctx context.Context, db *sql.DB, m store.Migration, now time.Time) (bool, error) {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return false, err
 	}
 	defer tx.Rollback()
 	var done bool
-	err = tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?)", m.version).Scan(&done)
+	err = tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?)", m.Version).Scan(&done)
 	if err != nil || done {
 		return false, err
 	}
-	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 		return false, err
 	}
 	_, err = tx.ExecContext(ctx, "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-		m.version, m.name, formatTime(now))
+		m.Version, m.Name, formatTime(now))
 	if err != nil {
 		return false, err
 	}

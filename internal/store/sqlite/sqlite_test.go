@@ -39,11 +39,11 @@ func TestStore(t *testing.T) {
 func TestOpenMigratesOnce(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "cove.db")
-	ms, err := loadMigrations(migrations)
+	ms, err := store.LoadMigrations(migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ms) == 0 || ms[0].version != 1 {
+	if len(ms) == 0 || ms[0].Version != 1 {
 		t.Fatalf("migrations = %+v; want the first to be version 1", ms)
 	}
 
@@ -82,14 +82,14 @@ func TestRefusesNewerSchema(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ms, err := loadMigrations(migrations)
+	ms, err := store.LoadMigrations(migrations)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// An older binary: every migration but the newest.
 	older := fstest.MapFS{}
 	for _, m := range ms[:len(ms)-1] {
-		older["migrations/"+m.name] = &fstest.MapFile{Data: []byte(m.sql)}
+		older["migrations/"+m.Name] = &fstest.MapFile{Data: []byte(m.SQL)}
 	}
 	pool, err := openPool(path, 1, "immediate", []string{"foreign_keys(1)"})
 	if err != nil {
@@ -101,7 +101,7 @@ func TestRefusesNewerSchema(t *testing.T) {
 	if !errors.Is(err, ErrSchemaNewer) {
 		t.Fatalf("an older binary's migrate: %v, want ErrSchemaNewer", err)
 	}
-	for _, want := range []string{fmt.Sprintf("version %d (%s)", newest.version, newest.name), fmt.Sprintf("up to %d", ms[len(ms)-2].version)} {
+	for _, want := range []string{fmt.Sprintf("version %d (%s)", newest.Version, newest.Name), fmt.Sprintf("up to %d", ms[len(ms)-2].Version)} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
