@@ -159,6 +159,65 @@ func testSandboxOwners(t *testing.T, s store.Store) {
 	}
 }
 
+// testPruneReplicas: a prune deletes the replicas last seen before its
+// cutoff (on the store's clock) and keeps those that beat since.
+func testPruneReplicas(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustDo(t, s.BeatReplica(ctx, store.Replica{ID: "rep_old", StartedAt: at(0)}))
+	old := mustGet[[]store.Replica](t)(s.ListReplicas(ctx))[0].SeenAt
+	var fresh store.Replica
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mustDo(t, s.BeatReplica(ctx, store.Replica{ID: "rep_new", StartedAt: at(1)}))
+		reps := mustGet[[]store.Replica](t)(s.ListReplicas(ctx))
+		if fresh = reps[0]; fresh.ID == "rep_old" {
+			fresh = reps[1]
+		}
+		if fresh.SeenAt.After(old) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the store's clock never moved past %v", old)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := mustGet[int64](t)(s.PruneReplicas(ctx, old)); n != 0 {
+		t.Errorf("a prune before every beat deleted %d rows; want none", n)
+	}
+	if n := mustGet[int64](t)(s.PruneReplicas(ctx, fresh.SeenAt)); n != 1 {
+		t.Errorf("pruned %d replicas; want rep_old alone", n)
+	}
+	reps := mustGet[[]store.Replica](t)(s.ListReplicas(ctx))
+	if len(reps) != 1 || reps[0].ID != "rep_new" {
+		t.Errorf("replicas after the prune = %+v; want rep_new alone", reps)
+	}
+}
+
+// testPruneSandboxOwners: a prune deletes the claims of terminated,
+// failed and missing sandboxes, and keeps those of live ones.
+func testPruneSandboxOwners(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	createTeam(t, s, "team_a")
+	states := []api.SandboxState{api.StateRunning, api.StateSleeping, api.StateTerminated, api.StateFailed, api.StateAsleep}
+	for i, st := range states {
+		sb := createSandbox(t, s, sandbox("team_a", i+1, "", st))
+		mustDo(t, s.ClaimSandbox(ctx, sb.ID, "rep_a"))
+	}
+	mustDo(t, s.ClaimSandbox(ctx, "sbx_9999", "rep_a"))
+	if n := mustGet[int64](t)(s.PruneSandboxOwners(ctx)); n != 3 {
+		t.Errorf("pruned %d claims; want 3 (terminated, failed, missing)", n)
+	}
+	want := map[string]string{"sbx_0001": "rep_a", "sbx_0002": "rep_a", "sbx_0003": "", "sbx_0004": "", "sbx_0005": "rep_a", "sbx_9999": ""}
+	for id, w := range want {
+		if got := mustGet[string](t)(s.SandboxOwner(ctx, id)); got != w {
+			t.Errorf("owner of %s after the prune = %q; want %q", id, got, w)
+		}
+	}
+	if n := mustGet[int64](t)(s.PruneSandboxOwners(ctx)); n != 0 {
+		t.Errorf("a second prune deleted %d claims; want none", n)
+	}
+}
+
 // testClaimDelivery: of two dispatchers that read the same due delivery,
 // one claims it; the claim holds until its time, and a claim from a read
 // older than the last attempt is refused.
