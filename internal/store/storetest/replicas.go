@@ -253,3 +253,33 @@ func testClaimDelivery(t *testing.T, s store.Store) {
 		t.Error("a missing delivery was claimed")
 	}
 }
+
+// testNUL: a NUL in text the system writes (a sandbox's failure reason,
+// an event's data) is stored as U+FFFD by every store, which PostgreSQL
+// would otherwise refuse; an escaped backslash followed by the text
+// u0000 is kept as it is.
+func testNUL(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	createTeam(t, s, "team_a")
+	sb := sandbox("team_a", 1, "", api.StateFailed)
+	sb.StateReason = "start: exec \x00 failed"
+	createSandbox(t, s, sb)
+	want := "start: exec \uFFFD failed"
+	if got := mustGet[api.Sandbox](t)(s.GetSandbox(ctx, "team_a", sb.ID)); got.StateReason != want {
+		t.Errorf("state reason = %q; want %q", got.StateReason, want)
+	}
+	cur := mustGet[api.Sandbox](t)(s.GetSandbox(ctx, "team_a", sb.ID))
+	cur.StateReason = "again \x00\x00"
+	mustDo(t, s.UpdateSandbox(ctx, cur))
+	if got := mustGet[api.Sandbox](t)(s.GetSandbox(ctx, "team_a", sb.ID)); got.StateReason != "again \uFFFD\uFFFD" {
+		t.Errorf("updated state reason = %q; want NULs replaced", got.StateReason)
+	}
+	_, err := s.AppendEvent(ctx, "team_a", api.Event{Type: "command.output", SandboxID: sb.ID, Time: at(2),
+		Data: map[string]any{"snippet": "a\x00b", "kept": `c\u0000d`, "nested": map[string]any{"x\x00": []any{"\x00"}}}})
+	mustDo(t, err)
+	evs := mustGet[[]api.Event](t)(s.ListEvents(ctx, store.EventFilter{TeamID: "team_a"}))
+	if len(evs) != 1 {
+		t.Fatalf("events = %+v; want one", evs)
+	}
+	diff(t, "event data", map[string]any{"snippet": "a\uFFFDb", "kept": `c\u0000d`, "nested": map[string]any{"x\uFFFD": []any{"\uFFFD"}}}, evs[0].Data)
+}
