@@ -26,6 +26,16 @@ const (
 	replicaDeadAfter = 5 * beatInterval
 )
 
+// A replica not seen for replicaPruneAfter loses its row, and the claims
+// of ended sandboxes are deleted, by the leader every pruneEvery beats:
+// an hour is far past replicaDeadAfter, so a pruned replica was long
+// taken as dead (an unknown replica is dead to Alive as well), and its
+// row stays long enough for an operator to see it.
+const (
+	replicaPruneAfter = time.Hour
+	pruneEvery        = 30
+)
+
 // pollInterval is how often a replica wakes its waiters to read the store
 // again when changes come through LISTEN/NOTIFY: a notification lost (a
 // reconnection) delays a change by this much at most.
@@ -167,7 +177,7 @@ func (r *replica) beat(ctx context.Context) {
 	t := time.NewTicker(beatInterval)
 	defer t.Stop()
 	failing := false
-	for {
+	for n := 0; ; n++ {
 		rep := store.Replica{ID: r.id, Addr: r.addr.Load().(string), StartedAt: r.started}
 		if err := r.st.BeatReplica(ctx, rep); err != nil && ctx.Err() == nil {
 			if !failing {
@@ -176,12 +186,40 @@ func (r *replica) beat(ctx context.Context) {
 			failing = true
 		} else {
 			failing = false
+			if n%pruneEvery == pruneEvery-1 && r.Leader() {
+				r.prune(ctx)
+			}
 		}
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// prune deletes the rows of replicas not seen for replicaPruneAfter and
+// the claims of ended sandboxes. The cutoff is taken from this replica's
+// own last beat, on the store's clock; both deletes are conditional, so
+// two leaders for a moment delete nothing twice and nothing alive.
+func (r *replica) prune(ctx context.Context) {
+	reps, err := r.st.ListReplicas(ctx)
+	if err != nil {
+		r.log.Warn("list replicas to prune", "err", err)
+		return
+	}
+	for _, rep := range reps {
+		if rep.ID != r.id {
+			continue
+		}
+		if n, err := r.st.PruneReplicas(ctx, rep.SeenAt.Add(-replicaPruneAfter)); err != nil {
+			r.log.Warn("prune replicas", "err", err)
+		} else if n > 0 {
+			r.log.Info("pruned replicas not seen for an hour", "count", n)
+		}
+	}
+	if _, err := r.st.PruneSandboxOwners(ctx); err != nil {
+		r.log.Warn("prune the claims of ended sandboxes", "err", err)
 	}
 }
 

@@ -27,6 +27,11 @@ type Replicas interface {
 	// ListReplicas lists every replica that ever beat, by ID.
 	ListReplicas(ctx context.Context) ([]Replica, error)
 
+	// PruneReplicas deletes the replicas whose last beat is before
+	// seenBefore (a time on the store's clock, as SeenAt is): one
+	// conditional delete, so a replica that beat since keeps its row.
+	PruneReplicas(ctx context.Context, seenBefore time.Time) (int64, error)
+
 	// ClaimSandbox records replicaID as the replica driving the
 	// sandbox's current transition (creating, setting up, sleeping,
 	// waking, terminating), replacing any earlier claim: when that replica
@@ -35,6 +40,10 @@ type Replicas interface {
 	// SandboxOwner returns the replica that claimed the sandbox last, ""
 	// when none did.
 	SandboxOwner(ctx context.Context, sandboxID string) (string, error)
+	// PruneSandboxOwners deletes the claims of terminated and failed
+	// sandboxes (no transition follows either), or of sandboxes that no
+	// longer exist, in one conditional delete.
+	PruneSandboxOwners(ctx context.Context) (int64, error)
 }
 
 // Lease is a named lease (the leader's is "leader").

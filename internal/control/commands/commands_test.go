@@ -15,6 +15,7 @@ import (
 	"github.com/cove-dev/cove/internal/control/commands"
 	"github.com/cove-dev/cove/internal/control/events"
 	"github.com/cove-dev/cove/internal/control/runs"
+	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/node/nodetest"
 	"github.com/cove-dev/cove/internal/store"
@@ -152,6 +153,36 @@ type env struct {
 	node  *nodetest.Node
 	core  *core
 	exits *runs.Exits
+	logs  *captured
+}
+
+// captured keeps the records logged at Info or above.
+type captured struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (c *captured) Enabled(context.Context, slog.Level) bool { return true }
+func (c *captured) Handle(_ context.Context, r slog.Record) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.records = append(c.records, r)
+	return nil
+}
+func (c *captured) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *captured) WithGroup(string) slog.Handler      { return c }
+
+// atLeast lists the messages logged at level or above.
+func (c *captured) atLeast(level slog.Level) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, r := range c.records {
+		if r.Level >= level {
+			out = append(out, r.Message)
+		}
+	}
+	return out
 }
 
 // newEnv stores team_a with the running sandbox sbx_a (started on the
@@ -189,7 +220,8 @@ func newEnv(t *testing.T, run nodetest.Command) *env {
 		}
 	}
 	c := &core{st: st, touched: map[string]time.Time{}, secrets: map[string]string{"tok": "s3cret"}}
-	log := slog.New(slog.DiscardHandler)
+	logs := &captured{}
+	log := slog.New(logs)
 	now2 := func() time.Time { return time.Now().UTC() }
 	evlog := events.New(events.Config{Retention: time.Hour}, st, c, &broadcast{changed: make(chan struct{})}, noTelemetry{}, log, now2)
 	sctx, cancel := context.WithCancel(context.Background())
@@ -207,7 +239,7 @@ func newEnv(t *testing.T, run nodetest.Command) *env {
 		nd.Close()
 		st.Close()
 	})
-	return &env{hooks: hooks, svc: svc, log: evlog, st: st, node: nd, core: c, exits: exits}
+	return &env{hooks: hooks, svc: svc, log: evlog, st: st, node: nd, core: c, exits: exits, logs: logs}
 }
 
 // types lists the types of a command's events, oldest first.
@@ -325,6 +357,28 @@ func TestExitRouting(t *testing.T) {
 			t.Errorf("stored command = %+v, %v; want exited 7", stored, err)
 		}
 	})
+}
+
+// TestForeignExit: on a replica that did not start them, the exit of a
+// workload's program (no receiver registered here) and of a run the
+// store holds no command for are not logged as errors (nor warnings),
+// and record nothing; an exit of a stored command still is recorded.
+func TestForeignExit(t *testing.T) {
+	e := newEnv(t, nil)
+	wl := id.New("wl")
+	e.exits.Deliver(wl, wl, node.Exit{ExitCode: 3}, false)
+	e.exits.Deliver("sbx_a", "cmd_gone", node.Exit{ExitCode: 1}, false)
+	e.exits.Deliver("sbx_a", "cmd_gone", node.Exit{}, true)
+	if got := e.logs.atLeast(slog.LevelWarn); len(got) != 0 {
+		t.Errorf("foreign exits logged %q, want nothing at warn or above", got)
+	}
+	l, err := e.st.ListEvents(t.Context(), store.EventFilter{TeamID: "team_a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l) != 0 {
+		t.Errorf("foreign exits recorded %d events, want none", len(l))
+	}
 }
 
 // TestOutputOfFinishedCommand: a finished command's output is read back

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/store"
 )
@@ -25,7 +26,14 @@ func (s *Service) Exited(sandboxID, commandID string, e node.Exit, lost bool) {
 		// command stays as it ended.
 		var err error
 		if c, err = s.d.Store.GetCommand(ctx, sandboxID, commandID); err != nil {
-			s.d.Log.Error("command exit for unknown command", "sandbox", sandboxID, "command", commandID, "err", err)
+			if foreignRun(sandboxID, err) {
+				// A workload's program (its receiver is registered on
+				// the replica that started it), or a run this replica
+				// has no record of: not an error of this replica's.
+				s.d.Log.Debug("exit of a run not recorded as a command", "run", sandboxID, "command", commandID, "err", err)
+				return
+			}
+			s.d.Log.Error("read a command to record its exit", "sandbox", sandboxID, "command", commandID, "err", err)
 			return
 		}
 		if c.State.Done() {
@@ -51,6 +59,15 @@ func (s *Service) Exited(sandboxID, commandID string, e node.Exit, lost bool) {
 		})
 	}
 	s.d.Sandboxes.Exited()
+}
+
+// foreignRun tells whether an exit that found no command is a run that
+// is not a sandbox's command: a workload's program (its run is the
+// workload, "wl_…"), which the replica that started it records, or a run
+// the store has no command for (started by another replica and since
+// deleted with its sandbox).
+func foreignRun(runID string, err error) bool {
+	return id.HasPrefix(runID, "wl") || api.ErrorCode(err) == api.CodeNotFound
 }
 
 func (s *Service) applyExit(c *api.Command, e node.Exit, lost bool) {

@@ -78,6 +78,25 @@ func (db *DB) ListReplicas(ctx context.Context) ([]store.Replica, error) {
 	return out, nil
 }
 
+// PruneReplicas deletes the replicas last seen before seenBefore.
+func (db *DB) PruneReplicas(ctx context.Context, seenBefore time.Time) (int64, error) {
+	tag, err := db.pool.Exec(ctx, "DELETE FROM replicas WHERE seen_at < $1", seenBefore)
+	if err != nil {
+		return 0, fmt.Errorf("prune replicas: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// PruneSandboxOwners deletes the claims of ended or missing sandboxes.
+func (db *DB) PruneSandboxOwners(ctx context.Context) (int64, error) {
+	tag, err := db.pool.Exec(ctx, `DELETE FROM sandbox_owners o WHERE NOT EXISTS (
+		SELECT 1 FROM sandboxes s WHERE s.id = o.sandbox_id AND s.state NOT IN ('terminated', 'failed'))`)
+	if err != nil {
+		return 0, fmt.Errorf("prune sandbox owners: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
 // ClaimSandbox records the replica driving a sandbox's transition.
 func (db *DB) ClaimSandbox(ctx context.Context, sandboxID, replicaID string) error {
 	_, err := db.pool.Exec(ctx, `INSERT INTO sandbox_owners (sandbox_id, replica_id) VALUES ($1, $2)

@@ -58,7 +58,7 @@ func sandboxArgs(s api.Sandbox) (pgx.NamedArgs, error) {
 		"started_at":      s.StartedAt,
 		"last_active_at":  s.LastActiveAt,
 		"expires_at":      s.ExpiresAt,
-		"state_reason":    s.StateReason,
+		"state_reason":    store.CleanText(s.StateReason),
 		"secrets":         jsons[4],
 		"on_budget":       s.OnBudget,
 		"budget_alerts":   jsons[5],

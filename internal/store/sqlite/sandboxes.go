@@ -73,7 +73,7 @@ func sandboxArgs(s api.Sandbox) ([]any, error) {
 		sql.Named("started_at", nullTime(s.StartedAt)),
 		sql.Named("last_active_at", nullTime(s.LastActiveAt)),
 		sql.Named("expires_at", nullTime(s.ExpiresAt)),
-		sql.Named("state_reason", s.StateReason),
+		sql.Named("state_reason", store.CleanText(s.StateReason)),
 		sql.Named("secrets", jsons[4]),
 		sql.Named("on_budget", s.OnBudget),
 		sql.Named("budget_alerts", jsons[5]),

@@ -201,7 +201,7 @@ func encodeJSON(v any) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("encode %T: %w", v, err)
 	}
-	return string(b), nil
+	return string(store.CleanJSON(b)), nil
 }
 
 // decoder turns column values back into fields, keeping the first error so

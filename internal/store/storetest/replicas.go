@@ -159,6 +159,65 @@ func testSandboxOwners(t *testing.T, s store.Store) {
 	}
 }
 
+// testPruneReplicas: a prune deletes the replicas last seen before its
+// cutoff (on the store's clock) and keeps those that beat since.
+func testPruneReplicas(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustDo(t, s.BeatReplica(ctx, store.Replica{ID: "rep_old", StartedAt: at(0)}))
+	old := mustGet[[]store.Replica](t)(s.ListReplicas(ctx))[0].SeenAt
+	var fresh store.Replica
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mustDo(t, s.BeatReplica(ctx, store.Replica{ID: "rep_new", StartedAt: at(1)}))
+		reps := mustGet[[]store.Replica](t)(s.ListReplicas(ctx))
+		if fresh = reps[0]; fresh.ID == "rep_old" {
+			fresh = reps[1]
+		}
+		if fresh.SeenAt.After(old) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the store's clock never moved past %v", old)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := mustGet[int64](t)(s.PruneReplicas(ctx, old)); n != 0 {
+		t.Errorf("a prune before every beat deleted %d rows; want none", n)
+	}
+	if n := mustGet[int64](t)(s.PruneReplicas(ctx, fresh.SeenAt)); n != 1 {
+		t.Errorf("pruned %d replicas; want rep_old alone", n)
+	}
+	reps := mustGet[[]store.Replica](t)(s.ListReplicas(ctx))
+	if len(reps) != 1 || reps[0].ID != "rep_new" {
+		t.Errorf("replicas after the prune = %+v; want rep_new alone", reps)
+	}
+}
+
+// testPruneSandboxOwners: a prune deletes the claims of terminated,
+// failed and missing sandboxes, and keeps those of live ones.
+func testPruneSandboxOwners(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	createTeam(t, s, "team_a")
+	states := []api.SandboxState{api.StateRunning, api.StateSleeping, api.StateTerminated, api.StateFailed, api.StateAsleep}
+	for i, st := range states {
+		sb := createSandbox(t, s, sandbox("team_a", i+1, "", st))
+		mustDo(t, s.ClaimSandbox(ctx, sb.ID, "rep_a"))
+	}
+	mustDo(t, s.ClaimSandbox(ctx, "sbx_9999", "rep_a"))
+	if n := mustGet[int64](t)(s.PruneSandboxOwners(ctx)); n != 3 {
+		t.Errorf("pruned %d claims; want 3 (terminated, failed, missing)", n)
+	}
+	want := map[string]string{"sbx_0001": "rep_a", "sbx_0002": "rep_a", "sbx_0003": "", "sbx_0004": "", "sbx_0005": "rep_a", "sbx_9999": ""}
+	for id, w := range want {
+		if got := mustGet[string](t)(s.SandboxOwner(ctx, id)); got != w {
+			t.Errorf("owner of %s after the prune = %q; want %q", id, got, w)
+		}
+	}
+	if n := mustGet[int64](t)(s.PruneSandboxOwners(ctx)); n != 0 {
+		t.Errorf("a second prune deleted %d claims; want none", n)
+	}
+}
+
 // testClaimDelivery: of two dispatchers that read the same due delivery,
 // one claims it; the claim holds until its time, and a claim from a read
 // older than the last attempt is refused.
@@ -193,4 +252,34 @@ func testClaimDelivery(t *testing.T, s store.Store) {
 	if ok := mustGet[bool](t)(s.ClaimDelivery(ctx, "dlv_999999", 0, at(40), at(60))); ok {
 		t.Error("a missing delivery was claimed")
 	}
+}
+
+// testNUL: a NUL in text the system writes (a sandbox's failure reason,
+// an event's data) is stored as U+FFFD by every store, which PostgreSQL
+// would otherwise refuse; an escaped backslash followed by the text
+// u0000 is kept as it is.
+func testNUL(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	createTeam(t, s, "team_a")
+	sb := sandbox("team_a", 1, "", api.StateFailed)
+	sb.StateReason = "start: exec \x00 failed"
+	createSandbox(t, s, sb)
+	want := "start: exec \uFFFD failed"
+	if got := mustGet[api.Sandbox](t)(s.GetSandbox(ctx, "team_a", sb.ID)); got.StateReason != want {
+		t.Errorf("state reason = %q; want %q", got.StateReason, want)
+	}
+	cur := mustGet[api.Sandbox](t)(s.GetSandbox(ctx, "team_a", sb.ID))
+	cur.StateReason = "again \x00\x00"
+	mustDo(t, s.UpdateSandbox(ctx, cur))
+	if got := mustGet[api.Sandbox](t)(s.GetSandbox(ctx, "team_a", sb.ID)); got.StateReason != "again \uFFFD\uFFFD" {
+		t.Errorf("updated state reason = %q; want NULs replaced", got.StateReason)
+	}
+	_, err := s.AppendEvent(ctx, "team_a", api.Event{Type: "command.output", SandboxID: sb.ID, Time: at(2),
+		Data: map[string]any{"snippet": "a\x00b", "kept": `c\u0000d`, "nested": map[string]any{"x\x00": []any{"\x00"}}}})
+	mustDo(t, err)
+	evs := mustGet[[]api.Event](t)(s.ListEvents(ctx, store.EventFilter{TeamID: "team_a"}))
+	if len(evs) != 1 {
+		t.Fatalf("events = %+v; want one", evs)
+	}
+	diff(t, "event data", map[string]any{"snippet": "a\uFFFDb", "kept": `c\u0000d`, "nested": map[string]any{"x\uFFFD": []any{"\uFFFD"}}}, evs[0].Data)
 }

@@ -49,7 +49,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"WorkloadUsage", testWorkloadUsage},
 		{"Versions", testVersions}, {"IdempotencyRef", testIdempotencyRef},
 		{"Nodes", testNodes}, {"Placements", testPlacements}, {"FleetValues", testFleetValues},
-		{"Leases", testLeases}, {"Replicas", testReplicas}, {"AccrueConditional", testAccrueConditional}, {"SandboxOwners", testSandboxOwners}, {"ClaimDelivery", testClaimDelivery},
+		{"Leases", testLeases}, {"Replicas", testReplicas}, {"AccrueConditional", testAccrueConditional}, {"SandboxOwners", testSandboxOwners}, {"PruneReplicas", testPruneReplicas}, {"PruneSandboxOwners", testPruneSandboxOwners}, {"NUL", testNUL}, {"ClaimDelivery", testClaimDelivery},
 	}
 	tests = append(tests, fleetSharedTests...)
 	for _, tt := range tests {
