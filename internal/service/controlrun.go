@@ -83,6 +83,8 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 	defer blobs.Close()
 	warnUnsharedSaves(cfg.Config, log)
 	ps.importer.SetBlobs(blobs)
+	// Assets too: any replica serves what another took.
+	ps.shareAssets(blobs)
 
 	// The remote clients' event streams run until Run returns.
 	clientCtx, stopClients := context.WithCancel(context.WithoutCancel(ctx))

@@ -28,6 +28,7 @@ import (
 	"github.com/cove-dev/cove/internal/images"
 	"github.com/cove-dev/cove/internal/node/image"
 	"github.com/cove-dev/cove/internal/node/local"
+	"github.com/cove-dev/cove/internal/node/saves"
 	"github.com/cove-dev/cove/internal/secrets"
 	"github.com/cove-dev/cove/internal/sources"
 	"github.com/cove-dev/cove/internal/store"
@@ -80,6 +81,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 		return err
 	}
 	defer saveStore.Close()
+	if cfg.Saves != "" {
+		ps.shareAssets(saveStore)
+	}
 	// Every listener binds before the API serves, so what they bound is
 	// known (port 0 takes a free port) before it is reported.
 	listeners := Listeners{}
@@ -177,6 +181,9 @@ type planeSide struct {
 	// importer stores imported images under the images dir; `cove
 	// control` makes it publish them to the shared store (SetBlobs).
 	importer *images.Importer
+	// assetBlobs keeps assets' bytes in the data dir; with a save store
+	// configured it is only the staging area and cache of shareAssets.
+	assetBlobs *sources.Blobs
 }
 
 // openPlaneSide opens the store and builds the control plane's services;
@@ -243,6 +250,7 @@ func openPlaneSide(ctx context.Context, cfg Config, tmplStates *tmplstate.Regist
 		return nil, err
 	}
 	ps.plane.Assets.SetBlobs(blobs)
+	ps.assetBlobs = blobs
 	if err := os.MkdirAll(cfg.ImagesDir, 0o711); err != nil {
 		return nil, fmt.Errorf("create %s: %w", cfg.ImagesDir, err)
 	}
@@ -253,6 +261,13 @@ func openPlaneSide(ctx context.Context, cfg Config, tmplStates *tmplstate.Regist
 	ps.plane.Images.SetImporter(importer)
 	ps.importer = importer
 	return ps, nil
+}
+
+// shareAssets keeps assets' bytes in the save store, by digest, where
+// every replica (and `cove admin migrate-store`) finds them; the data
+// dir's copy is only a cache.
+func (ps *planeSide) shareAssets(st saves.Blobs) {
+	ps.plane.Assets.SetBlobs(sources.NewShared(ps.assetBlobs, st))
 }
 
 // prepare makes the admin team at the first start and seals what an older

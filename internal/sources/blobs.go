@@ -7,6 +7,7 @@ import (
 	"archive/tar"
 	"bufio"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -59,7 +60,7 @@ func (b *Blobs) path(teamID, sum string) (string, error) {
 // and returns their sha-256 and size. Bytes the team stored before are
 // kept once. want, when not empty, is the digest the bytes must have
 // (422 otherwise); nothing is kept on any failure.
-func (b *Blobs) Put(teamID string, r io.Reader, max int64, want string) (sum string, size int64, err error) {
+func (b *Blobs) Put(ctx context.Context, teamID string, r io.Reader, max int64, want string) (sum string, size int64, err error) {
 	if !teamRE.MatchString(teamID) {
 		return "", 0, fmt.Errorf("team %q: invalid name", teamID)
 	}
@@ -78,7 +79,7 @@ func (b *Blobs) Put(teamID string, r io.Reader, max int64, want string) (sum str
 		}
 	}()
 	h := sha256.New()
-	size, err = io.CopyBuffer(io.MultiWriter(f, h), io.LimitReader(r, max+1), make([]byte, 256<<10))
+	size, err = io.CopyBuffer(io.MultiWriter(f, h), io.LimitReader(ctxReader{ctx, r}, max+1), make([]byte, 256<<10))
 	if err != nil {
 		return "", 0, fmt.Errorf("read the archive: %w", err)
 	}
@@ -113,7 +114,7 @@ func (b *Blobs) Put(teamID string, r io.Reader, max int64, want string) (sum str
 // Open opens a blob for reading; the reader fails at its end (instead of
 // io.EOF) when the bytes are no longer those of sum, so that a damaged
 // blob is never passed off as whole.
-func (b *Blobs) Open(teamID, sum string) (io.ReadCloser, error) {
+func (b *Blobs) Open(ctx context.Context, teamID, sum string) (io.ReadCloser, error) {
 	p, err := b.path(teamID, sum)
 	if err != nil {
 		return nil, err
@@ -129,7 +130,7 @@ func (b *Blobs) Open(teamID, sum string) (io.ReadCloser, error) {
 }
 
 // Remove deletes a blob; a missing one is no error.
-func (b *Blobs) Remove(teamID, sum string) error {
+func (b *Blobs) Remove(ctx context.Context, teamID, sum string) error {
 	p, err := b.path(teamID, sum)
 	if err != nil {
 		return err
@@ -262,4 +263,17 @@ func slicesContains(s []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// ctxReader stops a copy once its context is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }

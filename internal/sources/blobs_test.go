@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
@@ -91,20 +92,20 @@ func TestBlobsDigest(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := archive(t, true, tar.Header{Name: "f", Typeflag: tar.TypeReg})
-	if _, _, err := b.Put("team_a", bytes.NewReader(data), 1<<20, hexSum([]byte("other"))); api.ErrorCode(err) != api.CodeUnprocessable {
+	if _, _, err := b.Put(context.Background(), "team_a", bytes.NewReader(data), 1<<20, hexSum([]byte("other"))); api.ErrorCode(err) != api.CodeUnprocessable {
 		t.Fatalf("wrong digest: %v", err)
 	}
-	if _, _, err := b.Put("team_a", bytes.NewReader(data), 10, ""); api.ErrorCode(err) != api.CodePayloadTooLarge {
+	if _, _, err := b.Put(context.Background(), "team_a", bytes.NewReader(data), 10, ""); api.ErrorCode(err) != api.CodePayloadTooLarge {
 		t.Fatalf("too large: %v", err)
 	}
 	if ents, _ := os.ReadDir(filepath.Join(b.dir, "team_a")); len(ents) != 0 {
 		t.Fatalf("refused puts left %v", ents)
 	}
-	sum, size, err := b.Put("team_a", bytes.NewReader(data), 1<<20, hexSum(data))
+	sum, size, err := b.Put(context.Background(), "team_a", bytes.NewReader(data), 1<<20, hexSum(data))
 	if err != nil || sum != hexSum(data) || size != int64(len(data)) {
 		t.Fatalf("put = %s, %d, %v", sum, size, err)
 	}
-	rc, err := b.Open("team_a", sum)
+	rc, err := b.Open(context.Background(), "team_a", sum)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestBlobsDigest(t *testing.T) {
 	if err := os.WriteFile(p, damaged, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rc, _ = b.Open("team_a", sum)
+	rc, _ = b.Open(context.Background(), "team_a", sum)
 	if _, err := io.ReadAll(rc); err == nil {
 		t.Fatal("damaged bytes read as whole")
 	}
@@ -133,15 +134,15 @@ func TestBlobsPerTeam(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := archive(t, false, tar.Header{Name: "f", Typeflag: tar.TypeReg})
-	sum, _, err := b.Put("team_a", bytes.NewReader(data), 1<<20, "")
+	sum, _, err := b.Put(context.Background(), "team_a", bytes.NewReader(data), 1<<20, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Open("team_b", sum); api.ErrorCode(err) != api.CodeNotFound {
+	if _, err := b.Open(context.Background(), "team_b", sum); api.ErrorCode(err) != api.CodeNotFound {
 		t.Fatalf("another team's bytes: %v", err)
 	}
 	for _, bad := range [][2]string{{"../team_a", sum}, {"team_a", "../../etc/passwd"}, {"team_a", sum[:10]}} {
-		if _, err := b.Open(bad[0], bad[1]); err == nil {
+		if _, err := b.Open(context.Background(), bad[0], bad[1]); err == nil {
 			t.Fatalf("Open(%q, %q) accepted", bad[0], bad[1])
 		}
 	}
@@ -150,16 +151,16 @@ func TestBlobsPerTeam(t *testing.T) {
 		t.Fatalf("blob mode: %v, %v", fi.Mode(), err)
 	}
 	// The same bytes again are one file.
-	if _, _, err := b.Put("team_a", bytes.NewReader(data), 1<<20, ""); err != nil {
+	if _, _, err := b.Put(context.Background(), "team_a", bytes.NewReader(data), 1<<20, ""); err != nil {
 		t.Fatal(err)
 	}
 	if ents, _ := os.ReadDir(filepath.Join(b.dir, "team_a")); len(ents) != 1 {
 		t.Fatalf("team_a has %d files", len(ents))
 	}
-	if err := b.Remove("team_a", sum); err != nil {
+	if err := b.Remove(context.Background(), "team_a", sum); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Remove("team_a", sum); err != nil {
+	if err := b.Remove(context.Background(), "team_a", sum); err != nil {
 		t.Fatalf("second remove: %v", err)
 	}
 }

@@ -27,11 +27,11 @@ type Blobs interface {
 	// Put stores at most max bytes of r for the team and returns their
 	// sha-256 (hex) and size; it refuses what is not a tar or tar.gz whose
 	// entries stay in their folder. Nothing is kept on failure.
-	Put(teamID string, r io.Reader, max int64, want string) (sum string, size int64, err error)
+	Put(ctx context.Context, teamID string, r io.Reader, max int64, want string) (sum string, size int64, err error)
 	// Open reads the bytes back; the reader fails at its end when they
 	// are no longer those of sum.
-	Open(teamID, sum string) (io.ReadCloser, error)
-	Remove(teamID, sum string) error
+	Open(ctx context.Context, teamID, sum string) (io.ReadCloser, error)
+	Remove(ctx context.Context, teamID, sum string) error
 }
 
 // Store is the part of the store assets keep their rows in.
@@ -181,7 +181,7 @@ func (s *Service) CreateAsset(ctx context.Context, teamID string, req Upload, bo
 		}
 	}
 	cr := uploads.NewCheckedReader(u.Reader(ctx, body), math.MaxInt64, req.SHA256, req.Trailer)
-	sum, size, err := s.blobs.Put(teamID, cr, s.cfg.MaxBytes, "")
+	sum, size, err := s.blobs.Put(ctx, teamID, cr, s.cfg.MaxBytes, "")
 	if cr.Err() != nil {
 		return api.Asset{}, false, cr.Err()
 	}
@@ -268,7 +268,7 @@ func (s *Service) OpenAsset(ctx context.Context, teamID, assetID string) (api.As
 	if err := s.configured(); err != nil {
 		return a, nil, err
 	}
-	rc, err := s.blobs.Open(teamID, a.SHA256)
+	rc, err := s.blobs.Open(ctx, teamID, a.SHA256)
 	return a, rc, err
 }
 
@@ -285,7 +285,7 @@ func (s *Service) DeleteAsset(ctx context.Context, teamID, assetID string) error
 	if err := s.store.DeleteAsset(ctx, teamID, a.ID); err != nil {
 		return err
 	}
-	if err := s.blobs.Remove(teamID, a.SHA256); err != nil {
+	if err := s.blobs.Remove(ctx, teamID, a.SHA256); err != nil {
 		// The row is gone: the bytes no longer count; the log says what
 		// is left on disk.
 		s.log.Error("remove asset bytes", "asset", a.ID, "err", err)

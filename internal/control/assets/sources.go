@@ -20,7 +20,7 @@ func (s *Service) Land(ctx context.Context, teamID, targetID, dir, assetID strin
 	if err != nil {
 		return "", err
 	}
-	rc, err := s.blobs.Open(teamID, a.SHA256)
+	rc, err := s.blobs.Open(ctx, teamID, a.SHA256)
 	if err != nil {
 		return "", err
 	}
