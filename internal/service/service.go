@@ -91,6 +91,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	}
 	defer ns.close()
 	ps.plane.SetNode(ns.node)
+	ps.nodeReady = ns.readyChecks()
 	defer srv.Close()
 
 	if err := ps.prepare(ctx); err != nil {
@@ -177,6 +178,9 @@ type planeSide struct {
 	// importer stores imported images under the images dir; `cove
 	// control` makes it publish them to the shared store (SetBlobs).
 	importer *images.Importer
+	// nodeReady are the node's GET /readyz checks in a process with a
+	// node; nil in `cove control`.
+	nodeReady map[string]httpapi.ReadyCheck
 }
 
 // openPlaneSide opens the store and builds the control plane's services;
@@ -359,6 +363,7 @@ func (ps *planeSide) serve(ctx context.Context, listeners Listeners, extra []*se
 	api.LimitEventStreams(cfg.HTTP.MaxEventStreamsPerTeam)
 	api.ServeMetrics(metrics.Handler())
 	api.Replica = ps.replica
+	api.Ready = ps.readyChecks(ps.nodeReady)
 	var handler http.Handler = api
 	if !cfg.NoConsole {
 		c := console.New(api)
