@@ -83,6 +83,8 @@ type Handler struct {
 	// Replica reports this replica's store and lead in GET /healthz;
 	// nil: not reported.
 	Replica Replica
+	// Ready are GET /readyz's checks, by name; set before serving.
+	Ready map[string]ReadyCheck
 
 	// sh is what the route groups share: the log, authentication,
 	// idempotency, tickets, the upload limit and the metrics.
@@ -183,6 +185,7 @@ func (h *Handler) routes() {
 		}
 		writeJSON(w, http.StatusOK, health)
 	})
+	h.mux.HandleFunc("GET /readyz", h.serveReady)
 	h.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(api.OpenAPI)

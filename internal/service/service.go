@@ -95,6 +95,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	}
 	defer ns.close()
 	ps.plane.SetNode(ns.node)
+	ps.nodeReady = ns.readyChecks()
 	defer srv.Close()
 
 	if err := ps.prepare(ctx); err != nil {
@@ -184,6 +185,9 @@ type planeSide struct {
 	// assetBlobs keeps assets' bytes in the data dir; with a save store
 	// configured it is only the staging area and cache of shareAssets.
 	assetBlobs *sources.Blobs
+	// nodeReady are the node's GET /readyz checks in a process with a
+	// node; nil in `cove control`.
+	nodeReady map[string]httpapi.ReadyCheck
 }
 
 // openPlaneSide opens the store and builds the control plane's services;
@@ -374,6 +378,7 @@ func (ps *planeSide) serve(ctx context.Context, listeners Listeners, extra []*se
 	api.LimitEventStreams(cfg.HTTP.MaxEventStreamsPerTeam)
 	api.ServeMetrics(metrics.Handler())
 	api.Replica = ps.replica
+	api.Ready = ps.readyChecks(ps.nodeReady)
 	var handler http.Handler = api
 	if !cfg.NoConsole {
 		c := console.New(api)

@@ -195,6 +195,7 @@ type Server struct {
 	extraArgs []string
 	managed   bool
 	bin       string // holds the cove and cove-agent run; default binDir
+	ignore    string // signals `cove serve` starts with ignored (WithIgnoredSignals)
 
 	p         proc
 	mu        sync.Mutex
@@ -222,13 +223,18 @@ func (s *Server) UseBin(dir string) {
 	}
 }
 
-// WithArgs adds arguments to `cove serve`.
+// WithIgnoredSignals starts `cove serve` with the signals named (as the
+// shell's trap names them: "HUP PIPE") ignored, as nohup and a service
+// manager's IgnoreSIGPIPE start it.
+func WithIgnoredSignals(sigs string) ServerOpt { return func(s *Server) { s.ignore = sigs } }
+
 // WithDataDir serves from dir (a filesystem the test made) instead of a
 // data dir of the harness; the test removes it.
 func WithDataDir(dir string) ServerOpt {
 	return func(s *Server) { s.DataDir = dir }
 }
 
+// WithArgs adds arguments to `cove serve`.
 func WithArgs(args ...string) ServerOpt {
 	return func(s *Server) { s.extraArgs = append(s.extraArgs, args...) }
 }
@@ -347,7 +353,12 @@ func (s *Server) Start() {
 	if err := os.Remove(s.ReadyFile()); err != nil && !os.IsNotExist(err) {
 		s.t.Fatal(err)
 	}
-	done, err := s.p.start(filepath.Join(s.bin, "cove"), s.Args, []string{"HOME=" + s.Home})
+	bin, args := filepath.Join(s.bin, "cove"), s.Args
+	if s.ignore != "" {
+		// The shell ignores them, then becomes cove serve (same PID).
+		bin, args = "/bin/sh", append([]string{"-c", `trap "" ` + s.ignore + `; exec "$0" "$@"`, bin}, args...)
+	}
+	done, err := s.p.start(bin, args, []string{"HOME=" + s.Home})
 	if err != nil {
 		s.t.Fatal(err)
 	}
