@@ -227,7 +227,7 @@ func readDatabase(ctx context.Context, path string, m *Manifest) error {
 	if err := db.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").Scan(&m.SchemaVersion); err != nil {
 		return err
 	}
-	if m.Images, err = strs(ctx, db, `SELECT digest FROM images_by_team UNION SELECT digest FROM images ORDER BY 1`); err != nil {
+	if m.Images, err = strs(ctx, db, `SELECT DISTINCT digest FROM images ORDER BY 1`); err != nil {
 		return err
 	}
 	m.Unfinished, err = strs(ctx, db, `SELECT id || ' (' || state || ')' FROM sandboxes

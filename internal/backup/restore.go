@@ -75,7 +75,9 @@ func Restore(ctx context.Context, cfg RestoreConfig) (r Restored, err error) {
 		}
 	}
 	created := false
-	if err := os.Mkdir(cfg.DataDir, 0o700); err == nil {
+	// 0711, as cove serve keeps it: a sandbox's root must search it to
+	// reach its own state below; nothing in it can be listed.
+	if err := os.Mkdir(cfg.DataDir, 0o711); err == nil {
 		created = true
 	} else if !errors.Is(err, os.ErrExist) {
 		return r, fmt.Errorf("restore: %w", err)
@@ -93,7 +95,7 @@ func Restore(ctx context.Context, cfg RestoreConfig) (r Restored, err error) {
 			os.RemoveAll(filepath.Join(cfg.DataDir, e.Name()))
 		}
 	}()
-	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
+	if err := os.Chmod(cfg.DataDir, 0o711); err != nil {
 		return r, err
 	}
 	db := filepath.Join(cfg.DataDir, DatabaseName)

@@ -86,7 +86,14 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 		}
 	}()
 
-	base := t.TempDir()
+	// Under /var/tmp and searchable, as cove serve needs the path to its
+	// data dir to be for a sandbox's root.
+	base, err := os.MkdirTemp("/var/tmp", "cove-e2e-backup-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(base, 0o711)
+	t.Cleanup(func() { os.RemoveAll(base) })
 	dir := filepath.Join(base, "bk")
 	out, err := cove_(t, "admin", "backup", "--data-dir", s.DataDir, dir)
 	close(stop)
@@ -160,9 +167,19 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 
 	// Stop the original first, as an operator moving hosts would; the
 	// restored serve has its own table and subnet regardless.
+	s.TerminateAll()
 	s.Stop(15)
+	// Started again once the restored server is gone, so that its own
+	// cleanup ends what it still runs (its warm pool).
+	t.Cleanup(s.Start)
 	r := e2etest.StartServer(t, e2etest.WithDataDir(restored))
 	rteam := cove.New(r.URL, key)
+	// r's own cleanup knows only the admin key.
+	t.Cleanup(func() {
+		if _, err := rteam.TerminateSandbox(ctx, sleeper.ID); err == nil {
+			rteam.WaitSandbox(ctx, sleeper.ID, api.StateTerminated, time.Minute)
+		}
+	})
 
 	got, err := rteam.GetSandbox(ctx, busy.ID)
 	if err != nil {
