@@ -15,6 +15,7 @@ import (
 func (a *app) adminCmd() *cobra.Command {
 	admin := &cobra.Command{Use: "admin", Short: "Operate on a cove install's stores directly (the service stopped)"}
 	admin.AddCommand(a.migrateStoreCmd())
+	admin.AddCommand(a.backupCmd(), a.restoreCmd())
 	return admin
 }
 

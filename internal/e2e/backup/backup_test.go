@@ -1,0 +1,203 @@
+//go:build linux
+
+// Package backup_test takes a backup of a running cove serve under load,
+// restores it into a new data dir and serves from that.
+package backup_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/e2e/e2etest"
+	cove "github.com/cove-dev/cove/sdk/go"
+)
+
+func TestMain(m *testing.M) { e2etest.Main(m) }
+
+func cove_(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(e2etest.BinDir(), "cove"), args...).CombinedOutput()
+	return string(out), err
+}
+
+func waitState(t *testing.T, c *cove.Client, id string, want api.SandboxState) api.Sandbox {
+	t.Helper()
+	for i := 0; i < 600; i++ {
+		sb, err := c.GetSandbox(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sb.State == want {
+			return sb
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("sandbox %s never reached %s", id, want)
+	return api.Sandbox{}
+}
+
+func TestBackupRestoreUnderLoad(t *testing.T) {
+	ctx := context.Background()
+	s := e2etest.StartServer(t)
+	team := s.NewTeam("backup-team")
+	key := s.Keys()[len(s.Keys())-1]
+	const value = "backup-secret-value-0123456789"
+	if _, err := team.PutSecret(ctx, "tok", value); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(value))
+	wantSum := hex.EncodeToString(sum[:])
+
+	sleeper := e2etest.Create(t, team, api.CreateSandboxRequest{Name: "sleeper", Secrets: map[string]string{"TOKEN": "tok"}})
+	e2etest.MustOK(t, team, sleeper.ID, "mkdir -p /root/work 2>/dev/null; for i in 1 2 3; do echo file-$i > /tmp/kept-$i; done")
+	if _, err := team.SleepSandbox(ctx, sleeper.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, team, sleeper.ID, api.StateAsleep)
+
+	busy := e2etest.Create(t, team, api.CreateSandboxRequest{Name: "busy"})
+	// Load while the backup runs: a loop in the sandbox writing files,
+	// and commands sent one after another (each one rows in the database).
+	e2etest.MustOK(t, team, busy.ID, "nohup sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/f-$((i%200)); done' >/dev/null 2>&1 &")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var sent int
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := team.ExecWait(ctx, busy.ID, api.CreateCommandRequest{Command: "echo load"}); err == nil {
+				sent++
+			}
+		}
+	}()
+
+	// Under /var/tmp and searchable, as cove serve needs the path to its
+	// data dir to be for a sandbox's root.
+	base, err := os.MkdirTemp("/var/tmp", "cove-e2e-backup-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(base, 0o711)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	dir := filepath.Join(base, "bk")
+	out, err := cove_(t, "admin", "backup", "--data-dir", s.DataDir, dir)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("backup: %v: %s", err, out)
+	}
+	t.Logf("backup under load (%d commands ran during it): %s", sent, out)
+	if sent == 0 {
+		t.Fatal("no command ran during the backup: no load")
+	}
+
+	// A second backup into the same directory is refused.
+	if out, err := cove_(t, "admin", "backup", "--data-dir", s.DataDir, dir); err == nil || !strings.Contains(out, "already exists") {
+		t.Fatalf("backup into an existing dir: %v: %s", err, out)
+	}
+
+	// Modes: the directory 0700, every file 0600; no admin key in clear.
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("backup dir: %v %v", fi.Mode(), err)
+	}
+	ents, _ := os.ReadDir(dir)
+	adminKey, _ := os.ReadFile(filepath.Join(s.DataDir, "admin-api-key"))
+	for _, e := range ents {
+		fi, _ := e.Info()
+		if fi.Mode().Perm() != 0o600 || !fi.Mode().IsRegular() {
+			t.Errorf("%s: mode %v, want 0600", e.Name(), fi.Mode())
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+		if strings.Contains(string(b), strings.TrimSpace(string(adminKey))) {
+			t.Errorf("%s holds the admin key in clear", e.Name())
+		}
+		if e.Name() == "secrets.key" {
+			t.Errorf("secrets.key copied without --with-secrets-key")
+		}
+	}
+
+	// Restore refuses a non-empty target, and a missing secrets key.
+	full := filepath.Join(base, "full")
+	os.Mkdir(full, 0o700)
+	os.WriteFile(filepath.Join(full, "x"), []byte("x"), 0o600)
+	if out, err := cove_(t, "admin", "restore", dir, "--data-dir", full); err == nil || !strings.Contains(out, "not empty") {
+		t.Fatalf("restore into a non-empty dir: %v: %s", err, out)
+	}
+	restored := filepath.Join(base, "restored")
+	if out, err := cove_(t, "admin", "restore", dir, "--data-dir", restored); err == nil || !strings.Contains(out, "--secrets-key-file") {
+		t.Fatalf("restore without a secrets key: %v: %s", err, out)
+	}
+	if _, err := os.Stat(restored); !os.IsNotExist(err) {
+		t.Fatalf("a refused restore left %s: %v", restored, err)
+	}
+	// A damaged backup is refused.
+	damaged := filepath.Join(base, "damaged")
+	exec.Command("cp", "-a", dir, damaged).Run()
+	f, _ := os.OpenFile(filepath.Join(damaged, "cove.db"), os.O_WRONLY|os.O_APPEND, 0)
+	f.Write([]byte("x"))
+	f.Close()
+	if out, err := cove_(t, "admin", "restore", damaged, "--data-dir", filepath.Join(base, "d2"), "--secrets-key-file", filepath.Join(s.DataDir, "secrets.key")); err == nil || !strings.Contains(out, "does not match its manifest") {
+		t.Fatalf("restore of a damaged backup: %v: %s", err, out)
+	}
+
+	out, err = cove_(t, "admin", "restore", dir, "--data-dir", restored, "--secrets-key-file", filepath.Join(s.DataDir, "secrets.key"))
+	if err != nil {
+		t.Fatalf("restore: %v: %s", err, out)
+	}
+	t.Logf("restore: %s", out)
+	t.Cleanup(func() { os.RemoveAll(restored) })
+	// The operator keeps the admin key; the backup does not.
+	os.WriteFile(filepath.Join(restored, "admin-api-key"), adminKey, 0o600)
+
+	// Stop the original first, as an operator moving hosts would; the
+	// restored serve has its own table and subnet regardless.
+	s.TerminateAll()
+	s.Stop(15)
+	// Started again once the restored server is gone, so that its own
+	// cleanup ends what it still runs (its warm pool).
+	t.Cleanup(s.Start)
+	r := e2etest.StartServer(t, e2etest.WithDataDir(restored))
+	rteam := cove.New(r.URL, key)
+	// r's own cleanup knows only the admin key.
+	t.Cleanup(func() {
+		if _, err := rteam.TerminateSandbox(ctx, sleeper.ID); err == nil {
+			rteam.WaitSandbox(ctx, sleeper.ID, api.StateTerminated, time.Minute)
+		}
+	})
+
+	got, err := rteam.GetSandbox(ctx, busy.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != api.StateFailed && got.State != api.StateAsleep {
+		t.Fatalf("the sandbox running at backup time is %s (%q), want asleep or failed", got.State, got.StateReason)
+	}
+	t.Logf("running at backup time: %s (%s)", got.State, got.StateReason)
+
+	if _, err := rteam.WakeSandbox(ctx, sleeper.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, rteam, sleeper.ID, api.StateRunning)
+	if o := e2etest.MustOK(t, rteam, sleeper.ID, "cat /tmp/kept-1 /tmp/kept-2 /tmp/kept-3"); o != "file-1\nfile-2\nfile-3\n" {
+		t.Fatalf("files after restore: %q", o)
+	}
+	if o := e2etest.MustOK(t, rteam, sleeper.ID, `printf %s "$TOKEN" | sha256sum | cut -d' ' -f1`); strings.TrimSpace(o) != wantSum {
+		t.Fatalf("secret after restore hashes to %q, want %q", o, wantSum)
+	}
+}
