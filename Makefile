@@ -72,11 +72,16 @@ run: deps build
 # stages the whole tree elsewhere (for a package).
 PREFIX ?= /usr/local
 UNITDIR ?= /etc/systemd/system
+SYSCONFDIR ?= /etc
 UNITS := cove.service cove-control.service cove-node.service
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(UNITDIR) $(DESTDIR)$(PREFIX)/share/doc/cove
 	install -m 0755 bin/cove bin/cove-agent $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 docs/fleet.md $(DESTDIR)$(PREFIX)/share/doc/cove/fleet.md
+	@# The commented example config, never over an operator's own file.
+	install -d $(DESTDIR)$(SYSCONFDIR)/cove
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/cove/cove.toml ]; then echo "kept $(DESTDIR)$(SYSCONFDIR)/cove/cove.toml"; \
+	else install -m 0644 deploy/cove.toml $(DESTDIR)$(SYSCONFDIR)/cove/cove.toml; echo "installed $(DESTDIR)$(SYSCONFDIR)/cove/cove.toml"; fi
 	@set -e; for u in $(UNITS); do \
 		sed -e 's#/usr/local/bin/cove#$(PREFIX)/bin/cove#g' -e 's#/usr/local/share/doc/cove#$(PREFIX)/share/doc/cove#g' \
 			deploy/systemd/$$u > $(DESTDIR)$(UNITDIR)/$$u; \

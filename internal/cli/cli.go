@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/cli/cliconfig"
 	cove "github.com/cove-dev/cove/sdk/go"
 )
 
@@ -101,6 +102,8 @@ func newRoot(env Env) *cobra.Command {
 		a.metricsCmd(), a.usageCmd(), a.webhooksCmd(), a.imagesCmd(), a.workloadsCmd(), a.nodesCmd(),
 		a.versionCmd(),
 	)
+	// --config, --print-config and COVE_* variables for every command's flags.
+	cliconfig.Install(root, env.Getenv)
 	return root
 }
 

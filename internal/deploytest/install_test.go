@@ -47,6 +47,7 @@ func TestMakeInstall(t *testing.T) {
 		{"/lib/systemd/system/cove.service", 0o644},
 		{"/lib/systemd/system/cove-control.service", 0o644},
 		{"/lib/systemd/system/cove-node.service", 0o644},
+		{"/etc/cove/cove.toml", 0o644},
 	} {
 		fi, err := os.Stat(filepath.Join(dest, f.path))
 		if err != nil {
@@ -81,4 +82,23 @@ func TestMakeInstall(t *testing.T) {
 		paths = append(paths, p)
 	}
 	verify(t, analyze, paths)
+
+	// The example config is installed once: an operator's own file is
+	// never overwritten by a later make install.
+	conf := filepath.Join(dest, "etc/cove/cove.toml")
+	if b, err := os.ReadFile(conf); err != nil || !strings.Contains(string(b), "#listen = '127.0.0.1:7070'") {
+		t.Fatalf("installed cove.toml is not the example: %v\n%s", err, b)
+	}
+	mine := "listen = \"0.0.0.0:7070\"\n"
+	if err := os.WriteFile(conf, []byte(mine), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	again := exec.Command(cmd.Args[0], cmd.Args[1:]...)
+	again.Dir, again.Env = cmd.Dir, cmd.Env
+	if out, err := again.CombinedOutput(); err != nil {
+		t.Fatalf("make install again: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(conf); err != nil || string(b) != mine {
+		t.Fatalf("make install overwrote the operator's cove.toml: %v\n%s", err, b)
+	}
 }

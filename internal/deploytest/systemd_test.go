@@ -237,9 +237,11 @@ func TestUnitsCommandLines(t *testing.T) {
 		envFile map[string]string
 		want    map[string]string // flags the command line must have
 	}{
-		{"cove.service", nil, map[string]string{"listen": "127.0.0.1:7070", "data-dir": "/var/lib/cove", "store": "sqlite:/var/lib/cove/cove.db"}},
+		// cove serve reads its config file and COVE_* variables itself
+		// (internal/cli/cliconfig): the command line names only the file.
+		{"cove.service", nil, map[string]string{"config": "/etc/cove/cove.toml"}},
 		{"cove.service", map[string]string{"COVE_LISTEN": "0.0.0.0:7070", "COVE_ARGS": "--preview-domain preview.example.com --max-cpus 4"},
-			map[string]string{"listen": "0.0.0.0:7070", "preview-domain": "preview.example.com", "max-cpus": "4"}},
+			map[string]string{"config": "/etc/cove/cove.toml", "preview-domain": "preview.example.com", "max-cpus": "4"}},
 		{"cove-control.service", nil, map[string]string{"store": "sqlite:/var/lib/cove-control/cove.db", "data-dir": "/var/lib/cove-control", "node-listen": "127.0.0.1:7071", "secrets-key-file": "/run/credentials/cove-control.service/secrets.key"}},
 		{"cove-control.service", map[string]string{
 			"COVE_STORE":       "postgres://cove@db.internal.example:5432/cove?sslmode=verify-full",
