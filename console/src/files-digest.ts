@@ -1,5 +1,9 @@
 // Checking downloaded bytes against the sha-256 the server announced in
-// Repr-Digest (RFC 9530), with the browser's WebCrypto.
+// Repr-Digest (RFC 9530), with the browser's WebCrypto where the page has
+// it (a secure context: https or loopback) and @noble/hashes where it does
+// not (plain http on any other host), so verification works on any origin.
+
+import { sha256 as nobleSha256 } from "@noble/hashes/sha2.js";
 
 export interface Verdict {
   /** The bytes' sha-256 is the one announced. */
@@ -30,7 +34,9 @@ export function announced(header: string | null): Uint8Array | null {
 }
 
 export async function sha256(data: Uint8Array): Promise<Uint8Array> {
-  return new Uint8Array(await crypto.subtle.digest("SHA-256", data as Uint8Array<ArrayBuffer>));
+  const subtle = globalThis.crypto?.subtle;
+  if (subtle) return new Uint8Array(await subtle.digest("SHA-256", data as Uint8Array<ArrayBuffer>));
+  return nobleSha256(data);
 }
 
 export function hex(b: Uint8Array): string {

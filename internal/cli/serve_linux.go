@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -160,6 +159,11 @@ func (o *serveFlags) bindPlane(c *cobra.Command) {
 	f.StringVar(&o.cfg.Preview.Domain, "preview-domain", def.Preview.Domain, "previews are served at <port>-<sandbox id>.<domain>, each an origin of its own; host[:port] (without a port: the port of the listener that serves them); required")
 	f.StringVar(&o.cfg.Preview.Listen, "preview-listen", def.Preview.Listen, "a listener of its own for previews (by Host); empty: the API's listener serves them")
 	f.StringVar(&o.cfg.Preview.Scheme, "preview-scheme", def.Preview.Scheme, "scheme of preview URLs (https behind a TLS proxy)")
+	f.StringVar(&o.cfg.TLS.Cert, "tls-cert", "", "serve the API and console over TLS (HTTP/2 offered) with this PEM certificate (chain); with --tls-key; both files are read again when they change")
+	f.StringVar(&o.cfg.TLS.Key, "tls-key", "", "the PEM private key of --tls-cert")
+	f.StringVar(&o.cfg.Preview.TLS.Cert, "preview-tls-cert", "", "serve the preview listener (--preview-listen) over TLS with this PEM certificate, a wildcard for the preview domain; implies --preview-scheme https; with --preview-tls-key")
+	f.StringVar(&o.cfg.Preview.TLS.Key, "preview-tls-key", "", "the PEM private key of --preview-tls-cert")
+	f.StringVar(&o.cfg.PublicURL, "public-url", "", "the API's and console's URL as clients reach it, http(s)://HOST[:PORT] (behind a TLS-terminating proxy: its URL); used in the links the server makes (default: from --listen and --tls-cert)")
 	f.IntVar(&o.cfg.Server.MaxPreviewsPerSandbox, "max-previews-per-sandbox", def.Server.MaxPreviewsPerSandbox, "the previews one sandbox may publish at once")
 	f.StringVar(&o.cfg.E2B.APIListen, "e2b-api-listen", "", "serve E2B's REST API on this address (E2B_API_URL; docs/e2b.md); with --e2b-sandbox-listen")
 	f.StringVar(&o.cfg.E2B.SandboxListen, "e2b-sandbox-listen", "", "serve E2B's sandbox side (envd) on this address (E2B_SANDBOX_URL); with --e2b-api-listen")
@@ -201,13 +205,7 @@ func (o *serveFlags) config() (service.Config, error) {
 // the path of the key's file), and writes the CLI config of the user who
 // ran the server, pointing at the API address it bound.
 func (a *app) announceKey(cfg service.Config, apiAddr, key string) {
-	url := "http://" + apiAddr
-	if host, port, err := net.SplitHostPort(apiAddr); err == nil {
-		if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
-			host = "127.0.0.1"
-		}
-		url = "http://" + net.JoinHostPort(host, port)
-	}
+	url := service.PublicURL(cfg, apiAddr)
 	keyFile := filepath.Join(cfg.DataDir, "admin-api-key")
 	if isTerminal(a.env.Stdout) {
 		fmt.Fprintf(a.env.Stdout, "\nadmin API key (shown once; also in %s):\n  %s\n\n", keyFile, key)

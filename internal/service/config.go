@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -97,6 +98,13 @@ type Config struct {
 	SecretsOldKeyFiles []string
 	// HTTP bounds the API's connections.
 	HTTP HTTPConfig
+	// TLS, when its files are set, serves the API and console over TLS
+	// (HTTP/2 offered), the files reloaded when they change.
+	TLS TLSFiles
+	// PublicURL is the API's and console's own URL as clients reach it
+	// (behind a TLS-terminating proxy too), used in the links the server
+	// makes; "" derives it from the listener bound.
+	PublicURL string
 	// Server is the control plane's own configuration (default template,
 	// resources, limits); its Templates are filled from ImagesDir.
 	Server lifecycle.Config
@@ -137,8 +145,28 @@ type PreviewConfig struct {
 	// Listen is a listener of previews' own (Host routing only); "" lets
 	// the API's listener route them by Host.
 	Listen string
-	// Scheme of preview URLs. Default http.
+	// Scheme of preview URLs. Default http; a TLS certificate of the
+	// previews' own makes it https.
 	Scheme string
+	// TLS, when its files are set, serves the preview listener over TLS
+	// (a wildcard certificate for the domain); it needs Listen.
+	TLS TLSFiles
+}
+
+// TLSFiles are a PEM certificate (chain) and its key; both or neither.
+type TLSFiles struct {
+	Cert, Key string
+}
+
+// On says whether TLS is asked for.
+func (t TLSFiles) On() bool { return t.Cert != "" || t.Key != "" }
+
+// check names both flags when only one of them is set.
+func (t TLSFiles) check(certFlag, keyFlag string) error {
+	if (t.Cert == "") != (t.Key == "") {
+		return fmt.Errorf("%s and %s: set both or neither", certFlag, keyFlag)
+	}
+	return nil
 }
 
 // HTTPConfig bounds the API's connections. There is no deadline on a
@@ -223,6 +251,25 @@ func DefaultConfig() Config {
 // Validate reports a configuration that cannot work. The control plane's
 // part is checked by lifecycle.New, once the templates are known.
 func (c *Config) Validate() error {
+	if err := c.TLS.check("--tls-cert", "--tls-key"); err != nil {
+		return err
+	}
+	if err := c.Preview.TLS.check("--preview-tls-cert", "--preview-tls-key"); err != nil {
+		return err
+	}
+	if c.Preview.TLS.On() && c.Preview.Listen == "" {
+		return errors.New("--preview-tls-cert: previews then need a listener of their own (--preview-listen)")
+	}
+	if c.Preview.TLS.On() {
+		c.Preview.Scheme = "https"
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return fmt.Errorf("--public-url %q: want http(s)://HOST[:PORT] (no path)", c.PublicURL)
+		}
+		c.PublicURL = u.Scheme + "://" + u.Host
+	}
 	switch {
 	case c.Listen == "":
 		return errors.New("listen address: empty (use host:port; port 0 takes a free one)")

@@ -341,11 +341,16 @@ func (ps *planeSide) close() {
 // listener). Once serving it writes the ready file and calls ready.
 func (ps *planeSide) serve(ctx context.Context, listeners Listeners, extra []*servedListener, ready func(Started)) error {
 	cfg, plane, log, metrics := ps.cfg, ps.plane, ps.log, ps.metrics
+	apiTLS, err := loadTLS(cfg.TLS, log)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("API: %w", err)
 	}
 	listeners["api"] = ln.Addr().String()
+	warnPlain(log, "api", ln, apiTLS, "--tls-cert and --tls-key")
 	ps.replica.setAddr(ln.Addr().String())
 	if cfg.MetricsListen != "" {
 		mln, err := net.Listen("tcp", cfg.MetricsListen)
@@ -372,7 +377,16 @@ func (ps *planeSide) serve(ctx context.Context, listeners Listeners, extra []*se
 		return err
 	}
 	if pln != nil {
-		extra = append(extra, &servedListener{ln: pln, srv: newHTTPServer(cfg.HTTP, api.PreviewHandler(), context.WithoutCancel(ctx))})
+		previewTLS, err := loadTLS(cfg.Preview.TLS, log)
+		if err != nil {
+			ln.Close()
+			pln.Close()
+			return err
+		}
+		warnPlain(log, "preview", pln, previewTLS, "--preview-tls-cert and --preview-tls-key")
+		psrv := newHTTPServer(cfg.HTTP, api.PreviewHandler(), context.WithoutCancel(ctx))
+		psrv.TLSConfig = previewTLS
+		extra = append(extra, &servedListener{ln: pln, srv: psrv})
 	}
 	api.ReportListeners(listeners)
 	api.LimitEventStreams(cfg.HTTP.MaxEventStreamsPerTeam)
@@ -395,10 +409,11 @@ func (ps *planeSide) serve(ctx context.Context, listeners Listeners, extra []*se
 	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
 	hs := newHTTPServer(cfg.HTTP, metrics.Middleware(handler), base)
+	hs.TLSConfig = apiTLS
 	hs.RegisterOnShutdown(func() { time.AfterFunc(streamGrace, cancelBase) })
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	log.Info("serving", "addr", ln.Addr().String(), "data_dir", cfg.DataDir, "ready_file", cfg.ReadyFile)
+	go func() { errc <- serveHTTP(hs, ln) }()
+	log.Info("serving", "addr", ln.Addr().String(), "tls", apiTLS != nil, "public_url", cfg.PublicURL, "data_dir", cfg.DataDir, "ready_file", cfg.ReadyFile)
 	if err := writeReady(cfg.ReadyFile, Ready{PID: os.Getpid(), Listeners: listeners}); err != nil {
 		hs.Close()
 		<-errc
@@ -448,7 +463,7 @@ type servedListener struct {
 
 func (s *servedListener) start() {
 	s.errc = make(chan error, 1)
-	go func() { s.errc <- s.srv.Serve(s.ln) }()
+	go func() { s.errc <- serveHTTP(s.srv, s.ln) }()
 }
 
 func (s *servedListener) stop() {

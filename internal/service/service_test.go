@@ -1,7 +1,10 @@
 package service
 
 import (
+	"crypto/tls"
 	"encoding/json"
+	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -86,6 +89,14 @@ func TestConfigValidate(t *testing.T) {
 		{"postgres store", func(c *Config) { c.Store = "postgres://cove@127.0.0.1/cove" }, ""},
 		{"unknown store", func(c *Config) { c.Store = "mysql://cove@db/cove" }, "invalid --store"},
 		{"store without path", func(c *Config) { c.Store = "sqlite:" }, "invalid --store"},
+		{"tls cert only", func(c *Config) { c.TLS.Cert = "/c.pem" }, "--tls-cert and --tls-key: set both"},
+		{"tls key only", func(c *Config) { c.TLS.Key = "/k.pem" }, "--tls-cert and --tls-key: set both"},
+		{"tls pair", func(c *Config) { c.TLS = TLSFiles{"/c.pem", "/k.pem"} }, ""},
+		{"preview tls key only", func(c *Config) { c.Preview.Listen, c.Preview.TLS.Key = "127.0.0.1:0", "/k.pem" }, "--preview-tls-cert and --preview-tls-key: set both"},
+		{"preview tls without listener", func(c *Config) { c.Preview.TLS = TLSFiles{"/c.pem", "/k.pem"} }, "--preview-listen"},
+		{"public url", func(c *Config) { c.PublicURL = "https://cove.example.com" }, ""},
+		{"public url with path", func(c *Config) { c.PublicURL = "https://cove.example.com/api" }, "--public-url"},
+		{"public url no scheme", func(c *Config) { c.PublicURL = "cove.example.com" }, "--public-url"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,3 +112,79 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestPreviewTLSImpliesHTTPS: a certificate of the previews' own makes
+// their URLs https.
+func TestPreviewTLSImpliesHTTPS(t *testing.T) {
+	c := DefaultConfig()
+	c.Preview.Listen, c.Preview.TLS = "127.0.0.1:0", TLSFiles{"/c.pem", "/k.pem"}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Preview.Scheme != "https" {
+		t.Fatalf("preview scheme %q, want https", c.Preview.Scheme)
+	}
+}
+
+// TestPublicURL: the URL links name is --public-url when set, else the
+// scheme the TLS files say and the address bound.
+func TestPublicURL(t *testing.T) {
+	tests := []struct {
+		name, public string
+		tls          bool
+		addr, want   string
+	}{
+		{"plain", "", false, "127.0.0.1:7070", "http://127.0.0.1:7070"},
+		{"tls", "", true, "127.0.0.1:7070", "https://127.0.0.1:7070"},
+		{"unspecified", "", true, "0.0.0.0:7070", "https://127.0.0.1:7070"},
+		{"behind a proxy", "https://cove.example.com/", false, "127.0.0.1:7070", "https://cove.example.com"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			c.PublicURL = tt.public
+			if tt.tls {
+				c.TLS = TLSFiles{"/c.pem", "/k.pem"}
+			}
+			if got := PublicURL(c, tt.addr); got != tt.want {
+				t.Fatalf("PublicURL = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestWarnPlain: a plain listener beyond loopback is warned of, naming
+// the listener and the flags that fix it; loopback or TLS is not.
+func TestWarnPlain(t *testing.T) {
+	tests := []struct {
+		addr string
+		tls  bool
+		warn bool
+	}{
+		{"127.0.0.1:7070", false, false},
+		{"[::1]:7070", false, false},
+		{"0.0.0.0:7070", false, true},
+		{"192.0.2.1:7070", false, true},
+		{"0.0.0.0:7070", true, false},
+	}
+	for _, tt := range tests {
+		var buf strings.Builder
+		log := slog.New(slog.NewTextHandler(&buf, nil))
+		var tc *tls.Config
+		if tt.tls {
+			tc = &tls.Config{}
+		}
+		ap, _ := net.ResolveTCPAddr("tcp", tt.addr)
+		warnPlain(log, "api", addrListener{ap}, tc, "--tls-cert and --tls-key")
+		got := buf.String()
+		if tt.warn != (strings.Contains(got, "level=WARN") && strings.Contains(got, "listener=api") && strings.Contains(got, "--tls-cert")) {
+			t.Errorf("%s tls=%v: log %q, want a warning: %v", tt.addr, tt.tls, got, tt.warn)
+		}
+	}
+}
+
+type addrListener struct{ a net.Addr }
+
+func (l addrListener) Accept() (net.Conn, error) { return nil, net.ErrClosed }
+func (l addrListener) Close() error              { return nil }
+func (l addrListener) Addr() net.Addr            { return l.a }
