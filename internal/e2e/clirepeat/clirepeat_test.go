@@ -84,7 +84,7 @@ func TestCreateWhatExists(t *testing.T) {
 		out, errs, code := cli(t, s, "preview", sb.ID, "8000")
 		want(t, "the same preview again", out, errs, code, 0, []string{first}, []string{id, "--rm " + id})
 		out, errs, code = cli(t, s, "preview", sb.ID, "8000", "--public")
-		want(t, "--public on a private preview", out, errs, code, 1, nil,
+		want(t, "--public on a private preview", out, errs, code, 125, nil,
 			[]string{id, "it is private, you asked for public", "cove preview " + sb.ID + " --rm " + id + " && cove preview " + sb.ID + " 8000 --public"})
 		if out != "" {
 			t.Errorf("--public on a private preview printed %q", out)
@@ -101,7 +101,7 @@ func TestCreateWhatExists(t *testing.T) {
 		}
 		id := strings.TrimSpace(out)
 		out, errs, code = cli(t, s, "create", "--name", name)
-		want(t, "a second sandbox of one name", out, errs, code, 1, nil,
+		want(t, "a second sandbox of one name", out, errs, code, 125, nil,
 			[]string{"a sandbox named " + name + " already exists (" + id + ", running)", "cove rm " + name, "another --name"})
 	})
 
