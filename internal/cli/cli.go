@@ -106,6 +106,7 @@ func newRoot(env Env) *cobra.Command {
 		a.metricsCmd(), a.usageCmd(), a.webhooksCmd(), a.imagesCmd(), a.workloadsCmd(), a.nodesCmd(),
 		a.versionCmd(), a.loginCmd(), a.logoutCmd(),
 	)
+	setExamples(root)
 	markUsageErrors(root)
 	a.completeSandboxes(root)
 	return root
