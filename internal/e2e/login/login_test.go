@@ -37,7 +37,7 @@ func TestLoginInTmuxDoesNotEcho(t *testing.T) {
 	defer srv.Close()
 
 	xdg := t.TempDir()
-	sock := fmt.Sprintf("cove-login-%d", os.Getpid())
+	sock := fmt.Sprintf("cove-login-%d-%d", os.Getpid(), time.Now().UnixNano())
 	tmux := func(args ...string) string {
 		out, err := exec.Command("tmux", append([]string{"-L", sock}, args...)...).CombinedOutput()
 		if err != nil {
