@@ -38,14 +38,20 @@ func TestLoginInTmuxDoesNotEcho(t *testing.T) {
 
 	xdg := t.TempDir()
 	sock := fmt.Sprintf("cove-login-%d-%d", os.Getpid(), time.Now().UnixNano())
+	tmuxDir := t.TempDir() // the socket goes here, and goes with it
+	tmuxCmd := func(args ...string) *exec.Cmd {
+		c := exec.Command("tmux", append([]string{"-L", sock}, args...)...)
+		c.Env = append(os.Environ(), "TMUX_TMPDIR="+tmuxDir)
+		return c
+	}
 	tmux := func(args ...string) string {
-		out, err := exec.Command("tmux", append([]string{"-L", sock}, args...)...).CombinedOutput()
+		out, err := tmuxCmd(args...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("tmux %v: %v: %s", args, err, out)
 		}
 		return string(out)
 	}
-	defer exec.Command("tmux", "-L", sock, "kill-server").Run()
+	defer tmuxCmd("kill-server").Run()
 	script := fmt.Sprintf("XDG_CONFIG_HOME=%s %s login %s; echo EXIT=$?; sleep 600", xdg, filepath.Join(bin, "cove"), srv.URL)
 	tmux("-f", "/dev/null", "new-session", "-d", "-x", "200", "-y", "50", "sh", "-c", script)
 
