@@ -14,7 +14,7 @@ DEB_PACKAGES := runc nftables debootstrap debian-archive-keyring busybox-static 
 # test, and PostgreSQL for the postgres store's tests (a throwaway cluster
 # each, internal/testsupport/pgserver). npm is installed only where no npm is
 # on PATH: a Node package that carries npm itself conflicts with Debian's.
-TEST_DEB_PACKAGES := python3 python3-venv python3-pip python3-setuptools python3-wheel python3-httpx python3-websockets python3-pytest python3-build python3-pathspec nodejs chromium postgresql-15
+TEST_DEB_PACKAGES := python3 python3-venv python3-pip python3-setuptools python3-wheel python3-httpx python3-websockets python3-pytest python3-build python3-pathspec nodejs chromium postgresql-15 tmux
 # systemd gives the units' test systemd-analyze (it verifies them, starts nothing).
 TEST_DEB_PACKAGES += systemd
 

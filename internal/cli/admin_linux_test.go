@@ -28,8 +28,8 @@ func TestMigrateStoreArguments(t *testing.T) {
 			Args:   append([]string{"admin", "migrate-store"}, c.args...),
 			Stdout: &stdout, Stderr: &stderr, Getenv: func(string) string { return "" },
 		})
-		if code != 1 || !strings.Contains(stderr.String(), c.want) || strings.Count(stderr.String(), "\n") != 1 {
-			t.Errorf("%v: exit %d, stderr %q; want 1 and one line with %q", c.args, code, stderr.String(), c.want)
+		if code != ExitCLI || !strings.Contains(stderr.String(), c.want) || strings.Count(stderr.String(), "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want 125 and one line with %q", c.args, code, stderr.String(), c.want)
 		}
 	}
 	if _, err := os.Stat(db); !os.IsNotExist(err) {

@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -19,7 +18,6 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/cli/cliconfig"
-	cove "github.com/cove-dev/cove/sdk/go"
 )
 
 // DefaultURL is where the CLI looks for a server when nothing says otherwise.
@@ -58,7 +56,10 @@ func Main(ctx context.Context, env Env) int {
 		return ee.code
 	}
 	fmt.Fprintln(env.Stderr, "cove: "+oneLine(err))
-	return 1
+	if isUsageError(err) {
+		return ExitUsage
+	}
+	return ExitCLI
 }
 
 func oneLine(err error) string {
@@ -67,7 +68,7 @@ func oneLine(err error) string {
 	if errors.As(err, &ae) {
 		msg = ae.Message
 		if ae.Code == api.CodeUnauthenticated {
-			msg += " (set COVE_API_KEY or run `cove serve` once to write the CLI config)"
+			msg += " (run `cove login`, or set COVE_API_KEY)"
 		}
 	}
 	return strings.Join(strings.Fields(msg), " ")
@@ -75,10 +76,11 @@ func oneLine(err error) string {
 
 // app holds what every subcommand shares.
 type app struct {
-	env  Env
-	json bool
-	url  string
-	key  string
+	env     Env
+	json    bool
+	url     string
+	key     string
+	profile string
 }
 
 func newRoot(env Env) *cobra.Command {
@@ -89,9 +91,12 @@ func newRoot(env Env) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       VersionLine(),
+		Long:          "cove gives AI agents remote sandboxes.\n\n" + exitCodesHelp,
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.PersistentFlags().StringVar(&a.url, "url", "", "server URL (default $COVE_URL, the config file, or "+DefaultURL+")")
+	root.PersistentFlags().StringVar(&a.url, "url", "", "server URL (default $COVE_URL, the profile, or "+DefaultURL+")")
+	root.PersistentFlags().StringVar(&a.key, "api-key", "", "API key (default $COVE_API_KEY or the profile's)")
+	root.PersistentFlags().StringVar(&a.profile, "profile", "", "profile in the CLI config (default $COVE_PROFILE or \"default\")")
 	root.AddCommand(a.serverCmds()...)
 	root.AddCommand(
 		a.createCmd(), a.lsCmd(), a.getCmd(), a.rmCmd(), a.sleepCmd(), a.wakeCmd(),
@@ -100,81 +105,19 @@ func newRoot(env Env) *cobra.Command {
 		a.teamsCmd(), a.previewCmd(), a.templatesCmd(), a.benchCmd(), a.networkCmd(), a.eventsCmd(), a.mcpCmd(),
 		a.secretsCmd(),
 		a.metricsCmd(), a.usageCmd(), a.webhooksCmd(), a.imagesCmd(), a.workloadsCmd(), a.nodesCmd(),
-		a.versionCmd(),
+		a.versionCmd(), a.loginCmd(), a.logoutCmd(),
 	)
 	// --config, --print-config and COVE_* variables for every command's flags.
 	cliconfig.Install(root, env.Getenv)
+	setExamples(root)
+	markUsageErrors(root)
+	a.completeSandboxes(root)
 	return root
 }
 
 // jsonFlag adds --json to a read command.
 func (a *app) jsonFlag(c *cobra.Command) {
 	c.Flags().BoolVar(&a.json, "json", false, "print JSON instead of a table")
-}
-
-// Config is the CLI's config file, ~/.config/cove/config.json.
-type Config struct {
-	URL    string `json:"url"`
-	APIKey string `json:"api_key"`
-}
-
-// ConfigPath is where the CLI config lives for a home directory.
-func ConfigPath(home string) string { return filepath.Join(home, ".config", "cove", "config.json") }
-
-// WriteConfig writes the CLI config of the user whose home is home.
-func WriteConfig(home string, c Config) error {
-	p := ConfigPath(home)
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(c, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, p)
-}
-
-func (a *app) client() (*cove.Client, error) {
-	cfg, err := a.config()
-	if err != nil {
-		return nil, err
-	}
-	key := firstNonEmpty(a.env.Getenv("COVE_API_KEY"), cfg.APIKey)
-	if key == "" {
-		return nil, errors.New("no API key: set COVE_API_KEY, or run `cove serve` once to write " + ConfigPath("~"))
-	}
-	return cove.New(a.urlOf(cfg), key), nil
-}
-
-// serverURL is the server the CLI talks to: --url, $COVE_URL, the config
-// file, or DefaultURL.
-func (a *app) serverURL() (string, error) {
-	cfg, err := a.config()
-	if err != nil {
-		return "", err
-	}
-	return a.urlOf(cfg), nil
-}
-
-func (a *app) urlOf(cfg Config) string {
-	return firstNonEmpty(a.url, a.env.Getenv("COVE_URL"), cfg.URL, DefaultURL)
-}
-
-// config reads the CLI config file, if there is one.
-func (a *app) config() (Config, error) {
-	var cfg Config
-	if home := a.env.Getenv("HOME"); home != "" {
-		if b, err := os.ReadFile(ConfigPath(home)); err == nil {
-			if err := json.Unmarshal(b, &cfg); err != nil {
-				return cfg, fmt.Errorf("read %s: %w", ConfigPath(home), err)
-			}
-		}
-	}
-	return cfg, nil
 }
 
 func firstNonEmpty(vs ...string) string {

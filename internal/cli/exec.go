@@ -35,7 +35,7 @@ with --kill it sends TERM to the command instead.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 {
-				return errors.New("usage: cove exec REF -- ARGV... (put -- before the command)")
+				return usageError{errors.New("usage: cove exec REF -- ARGV... (put -- before the command)")}
 			}
 			cl, err := a.client()
 			if err != nil {
@@ -44,7 +44,7 @@ with --kill it sends TERM to the command instead.`,
 			ref := args[0]
 			if shell {
 				if len(args) != 2 {
-					return errors.New("--shell takes one command string after --")
+					return usageError{errors.New("--shell takes one command string after --")}
 				}
 				req.Command = args[1]
 			} else {

@@ -32,8 +32,8 @@ func TestGetRemovesCorruptDownload(t *testing.T) {
 			return map[string]string{"COVE_URL": srv.URL, "COVE_API_KEY": "k"}[k]
 		},
 	}
-	if code := Main(context.Background(), env); code != 1 {
-		t.Errorf("exit code %d, want 1", code)
+	if code := Main(context.Background(), env); code != ExitCLI {
+		t.Errorf("exit code %d, want 125", code)
 	}
 	if !strings.Contains(errb.String(), "do not match") || !strings.Contains(errb.String(), "removed") {
 		t.Errorf("stderr: %q", errb.String())

@@ -52,7 +52,7 @@ func TestSecretsSet(t *testing.T) {
 		}
 	}
 	n := len(got)
-	if code, out := run("\n"); code != 1 || len(got) != n || !strings.Contains(out, "empty") {
+	if code, out := run("\n"); code != ExitCLI || len(got) != n || !strings.Contains(out, "empty") {
 		t.Errorf("empty stdin: exit %d, %q, %d stored", code, out, len(got)-n)
 	}
 }

@@ -212,12 +212,12 @@ func (a *app) announceKey(cfg service.Config, apiAddr, key string) {
 	} else {
 		fmt.Fprintf(a.env.Stderr, "the admin API key is in %s (mode 0600; printed only to a terminal)\n", keyFile)
 	}
-	if home := a.env.Getenv("HOME"); home != "" {
-		if err := WriteConfig(home, Config{URL: url, APIKey: key}); err != nil {
+	if ConfigPath(a.env.Getenv) != "" {
+		if err := SaveProfile(a.env.Getenv, DefaultProfile, Profile{URL: url, APIKey: key}); err != nil {
 			fmt.Fprintf(a.env.Stderr, "cove: could not write the CLI config: %v\n", err)
 			return
 		}
-		fmt.Fprintf(a.env.Stderr, "the cove CLI is configured in %s\n", ConfigPath(home))
+		fmt.Fprintf(a.env.Stderr, "the cove CLI is configured in %s (profile %q)\n", ConfigPath(a.env.Getenv), DefaultProfile)
 	}
 }
 

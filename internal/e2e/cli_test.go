@@ -59,11 +59,11 @@ func TestCLI(t *testing.T) {
 		{"exec forwards stdin", "1\n2\n3\n", []string{"exec", "demo", "--", "sh", "-c", "s=0; while read l; do s=$((s+l)); done; echo $s"}, "6\n", "", 0, false},
 		{"exec with a signal", "", []string{"exec", "demo", "--", "sh", "-c", "kill -TERM $$"}, "", "", 128 + 15, false},
 		{"exec by ID", "", []string{"exec", id, "--", "hostname"}, "demo\n", "", 0, false},
-		{"exec a missing program", "", []string{"exec", "demo", "--", "/nope"}, "", "executable", 1, true},
-		{"exec without --", "", []string{"exec", "demo", "true"}, "", "cove exec REF -- ARGV", 1, true},
-		{"get a missing sandbox", "", []string{"get", "nosuch"}, "", "not found", 1, true},
-		{"create with a bad name", "", []string{"create", "--name", "Bad Name"}, "", "invalid", 1, true},
-		{"create with huge memory", "", []string{"create", "--memory", "999999999"}, "", "memory_mib", 1, true},
+		{"exec a missing program", "", []string{"exec", "demo", "--", "/nope"}, "", "executable", 125, true},
+		{"exec without --", "", []string{"exec", "demo", "true"}, "", "cove exec REF -- ARGV", 2, true},
+		{"get a missing sandbox", "", []string{"get", "nosuch"}, "", "not found", 125, true},
+		{"create with a bad name", "", []string{"create", "--name", "Bad Name"}, "", "invalid", 125, true},
+		{"create with huge memory", "", []string{"create", "--memory", "999999999"}, "", "memory_mib", 125, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

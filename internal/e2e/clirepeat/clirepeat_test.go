@@ -84,7 +84,7 @@ func TestCreateWhatExists(t *testing.T) {
 		out, errs, code := cli(t, s, "preview", sb.ID, "8000")
 		want(t, "the same preview again", out, errs, code, 0, []string{first}, []string{id, "--rm " + id})
 		out, errs, code = cli(t, s, "preview", sb.ID, "8000", "--public")
-		want(t, "--public on a private preview", out, errs, code, 1, nil,
+		want(t, "--public on a private preview", out, errs, code, 125, nil,
 			[]string{id, "it is private, you asked for public", "cove preview " + sb.ID + " --rm " + id + " && cove preview " + sb.ID + " 8000 --public"})
 		if out != "" {
 			t.Errorf("--public on a private preview printed %q", out)
@@ -101,7 +101,7 @@ func TestCreateWhatExists(t *testing.T) {
 		}
 		id := strings.TrimSpace(out)
 		out, errs, code = cli(t, s, "create", "--name", name)
-		want(t, "a second sandbox of one name", out, errs, code, 1, nil,
+		want(t, "a second sandbox of one name", out, errs, code, 125, nil,
 			[]string{"a sandbox named " + name + " already exists (" + id + ", running)", "cove rm " + name, "another --name"})
 	})
 
@@ -121,7 +121,7 @@ func TestCreateWhatExists(t *testing.T) {
 			}
 		}
 		out, errs, code = cli(t, s, "teams", "create", name)
-		want(t, "a second team of one name", out, errs, code, 1, nil,
+		want(t, "a second team of one name", out, errs, code, 125, nil,
 			[]string{"a team named " + name + " already exists (" + id + ")", "cove teams key " + id})
 	})
 
@@ -135,7 +135,7 @@ func TestCreateWhatExists(t *testing.T) {
 		out, errs, code = cli(t, s, "webhooks", "add", url, "--event", "sandbox.expired")
 		want(t, "the same webhook again", out, errs, code, 0, []string{id, url}, []string{"exists already", "cove webhooks rm " + id})
 		out, errs, code = cli(t, s, "webhooks", "add", url)
-		want(t, "the same URL for other events", out, errs, code, 1, nil,
+		want(t, "the same URL for other events", out, errs, code, 125, nil,
 			[]string{id, "sandbox.expired", "you asked for *", "cove webhooks rm " + id + " && cove webhooks add " + url})
 		if l, err := s.Admin.ListWebhooks(ctx, 0, ""); err != nil || len(l.Items) != 1 {
 			t.Errorf("webhooks after adding one URL thrice: %+v %v, want one", l.Items, err)
@@ -155,7 +155,7 @@ func TestCreateWhatExists(t *testing.T) {
 			t.Fatal(err)
 		}
 		out, errs, code = cli(t, s, "images", "import", path, "--name", name)
-		want(t, "a second image of one name", out, errs, code, 1, nil,
+		want(t, "a second image of one name", out, errs, code, 125, nil,
 			[]string{"an image called " + name + " already exists (" + got.ID + ")", "cove images update " + name, "cove images rm " + name})
 	})
 }
