@@ -21,7 +21,7 @@ func (a *app) loginCmd() *cobra.Command {
 		Use:   "login [URL]",
 		Short: "Check an API key against a server and keep it in a profile",
 		Long: `Login asks for an API key without echoing it (or reads it from standard
-input with --api-key-stdin), checks it with GET /v1/teams/me, and stores
+input with --api-key-stdin, or takes --api-key or $COVE_API_KEY), checks it with GET /v1/teams/me, and stores
 the URL and key in $XDG_CONFIG_HOME/cove/config.json (~/.config when
 XDG_CONFIG_HOME is unset; mode 0600) under the profile named by --profile,
 $COVE_PROFILE, or "default". For a server whose certificate comes from a

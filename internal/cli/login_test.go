@@ -188,7 +188,7 @@ func TestExitCodes(t *testing.T) {
 		{"bad key", map[string]string{"COVE_URL": srv.URL, "COVE_API_KEY": "bad"}, []string{"ls"}, ExitCLI},
 		{"server unreachable", down, []string{"ls"}, ExitCLI},
 		{"no key", map[string]string{"COVE_URL": srv.URL}, []string{"ls"}, ExitCLI},
-		{"login needs a terminal", up, []string{"login"}, ExitUsage},
+		{"login needs a terminal", map[string]string{"COVE_URL": srv.URL}, []string{"login"}, ExitUsage},
 	} {
 		code, _, errs := run(c.env, "", c.args...)
 		if code != c.want || (code != 0 && strings.Count(errs, "\n") != 1) {
