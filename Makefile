@@ -95,8 +95,23 @@ install: build
 # sdk/go/go.mod requires, since the two are tagged together
 # (api/vX.Y.Z and sdk/go/vX.Y.Z). `GOPROXY=file://$(CURDIR)/dist/goproxy`
 # serves them to `go get` before they are published.
-dist:
+#
+# It also writes the release: for each of ARCHES a static cove and
+# cove-agent (CGO_ENABLED=0), packed by internal/release/cmd/release into
+# cove_$(VERSION)_linux_<arch>.tar.gz and a .deb (installing to /usr/bin,
+# units in /lib/systemd/system, /etc/cove/cove.toml a conffile), and
+# SHA256SUMS over them. `make test` runs it for amd64 only.
+ARCHES ?= amd64 arm64
+dist: internal/console/dist/index.html
 	$(GO) run ./internal/modproxy/cmd/modproxy -tree . -out dist/goproxy
+	rm -rf dist/build dist/*.tar.gz dist/*.deb dist/SHA256SUMS
+	@set -e; for a in $(ARCHES); do \
+		echo "build linux/$$a"; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags='-X github.com/cove-dev/cove/internal/cli.version=$(VERSION) -X github.com/cove-dev/cove/internal/cli.commit=$(COMMIT)' -o dist/build/linux_$$a/cove ./cmd/cove; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags='-s -w' -o dist/build/linux_$$a/cove-agent ./cmd/cove-agent; \
+	done
+	$(GO) run ./internal/release/cmd/release -tree . -out dist -bin dist/build -version '$(VERSION)' \
+		-arch '$(shell echo $(ARCHES) | tr ' ' ,)' -mtime $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 
 # MODULES are the Go modules of this tree: the root uses api/ and sdk/go/
 # through go.work, so `go test ./...` at the root skips their tests.
@@ -107,6 +122,7 @@ MODULES := . api sdk/go
 # Linux and that git holds no binary. The managed image is cached in
 # $(TEST_IMAGES).
 test: test-deps build check-elf cross
+	$(MAKE) --no-print-directory dist ARCHES=amd64
 	GO=$(GO) scripts/versitygw.sh
 	@set -e; for m in $(MODULES); do echo "vet $$m"; (cd $$m && $(GO) vet ./...); done
 	@set -e; for m in api sdk/go; do echo "test $$m"; (cd $$m && $(GO) test -count=1 ./...); done
