@@ -130,17 +130,24 @@ func (zeros) Read(b []byte) (int, error) {
 }
 
 // extractTar unpacks the archive at path under root, which exists,
-// with the modes, owners and times the archive records. Names that
-// would leave root are refused.
+// with the modes, owners and times the archive records. Every entry is
+// made through an os.Root, so no name and no symbolic link met on the
+// way (one the archive made itself included) can write outside root:
+// such an entry fails the restore.
 func extractTar(ctx context.Context, path, root string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
 	tr := tar.NewReader(f)
 	type dirTime struct {
-		path string
+		name string
 		t    time.Time
 	}
 	var dirs []dirTime
@@ -156,58 +163,62 @@ func extractTar(ctx context.Context, path, root string) error {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		name := filepath.Clean(filepath.FromSlash(h.Name))
-		if name == "." {
-			if err := os.Chmod(root, h.FileInfo().Mode()&fs.ModePerm); err != nil {
-				return err
-			}
-			continue
-		}
 		if filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, ".."+string(filepath.Separator)) {
 			return fmt.Errorf("%s: entry %q leaves its directory", path, h.Name)
 		}
-		dst := filepath.Join(root, name)
 		mode := h.FileInfo().Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.Mkdir(dst, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-				return err
-			}
-			dirs = append(dirs, dirTime{dst, h.ModTime})
-		case tar.TypeReg:
-			out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(out, tr)
-			if cerr := out.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-		case tar.TypeSymlink:
-			if err := os.Symlink(h.Linkname, dst); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("%s: entry %q has a type restore does not make", path, h.Name)
+		if err := extractEntry(r, tr, h, name, mode); err != nil {
+			return fmt.Errorf("%s: entry %q: %w", path, h.Name, err)
 		}
-		if err := os.Lchown(dst, h.Uid, h.Gid); err != nil {
-			return err
-		}
-		if h.Typeflag != tar.TypeSymlink {
-			// After chown, which clears set-id bits.
-			if err := os.Chmod(dst, mode); err != nil {
-				return err
-			}
-			if err := os.Chtimes(dst, h.ModTime, h.ModTime); err != nil {
-				return err
-			}
+		if h.Typeflag == tar.TypeDir {
+			dirs = append(dirs, dirTime{name, h.ModTime})
 		}
 	}
 	// Directories' times last: entries written into them changed them.
 	for i := len(dirs) - 1; i >= 0; i-- {
-		os.Chtimes(dirs[i].path, dirs[i].t, dirs[i].t)
+		r.Chtimes(dirs[i].name, dirs[i].t, dirs[i].t)
 	}
 	return nil
+}
+
+// extractEntry makes one entry of an archive under r.
+func extractEntry(r *os.Root, tr io.Reader, h *tar.Header, name string, mode fs.FileMode) error {
+	if name == "." {
+		return r.Chmod(".", mode&fs.ModePerm)
+	}
+	switch h.Typeflag {
+	case tar.TypeDir:
+		if err := r.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+	case tar.TypeReg:
+		out, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(out, tr)
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	case tar.TypeSymlink:
+		if err := r.Symlink(h.Linkname, name); err != nil {
+			return err
+		}
+	default:
+		return errors.New("a type restore does not make")
+	}
+	if err := r.Lchown(name, h.Uid, h.Gid); err != nil {
+		return err
+	}
+	if h.Typeflag == tar.TypeSymlink {
+		return nil
+	}
+	// After chown, which clears set-id bits.
+	if err := r.Chmod(name, mode); err != nil {
+		return err
+	}
+	return r.Chtimes(name, h.ModTime, h.ModTime)
 }
