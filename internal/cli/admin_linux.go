@@ -80,8 +80,8 @@ func printReport(w io.Writer, rep transfer.Report) {
 		fmt.Fprintf(w, "imported images that nodes cannot fetch yet (import each archive again through cove control, or copy its directory into every node's --images-dir): %s\n",
 			strings.Join(rep.ImagesWithoutBlobs, ", "))
 	}
-	if rep.Assets > 0 {
-		fmt.Fprintf(w, "%d assets: their bytes are in %s; copy that directory to the control plane's data dir\n", rep.Assets, rep.AssetsDir)
+	if rep.AssetBlobs > 0 {
+		fmt.Fprintf(w, "assets' bytes moved to the save store: %d\n", rep.AssetBlobs)
 	}
 	fmt.Fprintln(w, "run cove control with --store set to the database, --saves set to the save store, and cove serve's secrets key (--secrets-key-file)")
 }

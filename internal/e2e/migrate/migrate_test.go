@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,6 +92,12 @@ func TestServeToFleet(t *testing.T) {
 		}
 		outputs[r.Command.ID] = replay(t, c, sb.ID, r.Command.ID)
 	}
+	// An asset, whose bytes serve keeps in its data dir.
+	asset, err := c.SaveAsset(ctx, sb.ID, api.SaveAssetRequest{Path: "/workspace/d", Name: "tools"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assetBytes := readAsset(t, c, asset.ID)
 	gone := e2etest.Create(t, c, api.CreateSandboxRequest{})
 	if _, err := c.TerminateSandbox(ctx, gone.ID); err != nil {
 		t.Fatal(err)
@@ -176,6 +183,11 @@ func TestServeToFleet(t *testing.T) {
 			t.Errorf("command %s replays differently after the move:\n got %q\nwant %q", id, got, want)
 		}
 	}
+	// The asset's bytes went to the save store: cove control, with
+	// none of serve's data dir, serves them.
+	if got := readAsset(t, fc, asset.ID); !bytes.Equal(got, assetBytes) {
+		t.Errorf("the asset through cove control: %d bytes, want the %d serve had", len(got), len(assetBytes))
+	}
 	// The secret, sealed by serve, opens under serve's key on the control
 	// plane and reaches the command on the node.
 	res := e2etest.Sh(t, fc, sb.ID, `printf %s "$TOKEN" | sha256sum | cut -c1-64`)
@@ -187,4 +199,19 @@ func TestServeToFleet(t *testing.T) {
 	if _, err := f.Control.Admin.ListTeams(ctx); err != nil {
 		t.Errorf("serve's admin key on the fleet: %v", err)
 	}
+}
+
+// readAsset reads an asset's bytes whole, checked against their digest.
+func readAsset(t *testing.T, c *cove.Client, id string) []byte {
+	t.Helper()
+	r, err := c.ReadAsset(t.Context(), id)
+	if err != nil {
+		t.Fatalf("read asset %s: %v", id, err)
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("read asset %s: %v", id, err)
+	}
+	return b
 }

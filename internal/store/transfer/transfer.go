@@ -62,10 +62,9 @@ type Report struct {
 	// target save store lacks: a `cove serve` keeps an imported image
 	// unpacked only, so its parts cannot be rebuilt byte for byte.
 	ImagesWithoutBlobs []string
-	// Assets is how many assets the source lists; their bytes stay in
-	// AssetsDir.
-	Assets    int
-	AssetsDir string
+	// AssetBlobs is how many assets' bytes went to the save store (one
+	// per team and content, however many assets share them).
+	AssetBlobs int
 }
 
 // TableCount is the rows copied into one table.
@@ -156,6 +155,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			return rep, err
 		}
 	}
+	assets, err := statAssets(ctx, src, filepath.Join(dataDir, "assets"))
+	if err != nil {
+		return rep, err
+	}
 
 	// Saves first: a save in the target that no row names is harmless
 	// (a run again keeps it), while a row naming a missing save is not.
@@ -171,10 +174,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if rep.ImagesWithoutBlobs, err = imagesWithoutBlobs(ctx, src, to); err != nil {
 		return rep, err
 	}
-	if err := src.db.QueryRowContext(ctx, "SELECT count(*) FROM assets").Scan(&rep.Assets); err != nil {
-		return rep, err
+	// Assets' bytes too, before any row names them.
+	for _, a := range assets {
+		if err := moveAsset(ctx, to, a); err != nil {
+			return rep, err
+		}
+		rep.AssetBlobs++
 	}
-	rep.AssetsDir = filepath.Join(dataDir, "assets")
 
 	// The target gets cove's schema as the PostgreSQL store makes it,
 	// so that the rows land in exactly the tables it reads.

@@ -1,7 +1,11 @@
 package transfer
 
 import (
+	"archive/tar"
+	"bytes"
 	"database/sql"
+	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +17,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/node/saves"
+	"github.com/cove-dev/cove/internal/sources"
 	"github.com/cove-dev/cove/internal/store"
 	"github.com/cove-dev/cove/internal/store/postgres"
 	"github.com/cove-dev/cove/internal/store/sqlite"
@@ -32,6 +37,10 @@ type install struct {
 	asleep  saves.Manifest
 	sealed  []byte
 	lastSeq int64
+	// asset is the bytes of the team's one asset (a tar), in
+	// <dir>/assets.
+	asset    []byte
+	assetSum string
 }
 
 func newInstall(t *testing.T) install {
@@ -75,6 +84,18 @@ func newInstall(t *testing.T) install {
 		in.lastSeq++
 	}
 	must(st.PutSetupCache(ctx, store.SetupCacheEntry{TeamID: "team_1", Key: "k1", SaveID: "cache_1", Size: 10, CreatedAt: now, LastUsedAt: now}))
+	blobs, err := sources.NewBlobs(filepath.Join(in.dir, "assets"))
+	must(err)
+	var tarred bytes.Buffer
+	tw := tar.NewWriter(&tarred)
+	must(tw.WriteHeader(&tar.Header{Name: "f", Mode: 0o644, Size: 4, Typeflag: tar.TypeReg}))
+	_, err = tw.Write([]byte("f\x00\xff\n"))
+	must(err)
+	must(tw.Close())
+	in.asset = tarred.Bytes()
+	in.assetSum, _, err = blobs.Put(ctx, "team_1", bytes.NewReader(in.asset), 1<<20, "")
+	must(err)
+	must(st.CreateAsset(ctx, api.Asset{ID: "asset_1", TeamID: "team_1", Name: "a", Size: int64(len(in.asset)), SHA256: in.assetSum, CreatedAt: now}))
 	st.Close()
 	raw, err := sql.Open("sqlite", in.db)
 	must(err)
@@ -104,8 +125,18 @@ func TestMoveStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(rep.Saves, []string{"sbx_asleep", "cache_1"}) || rep.Placements != 1 {
-		t.Errorf("report: saves %v, placements %d; want both saves and one placement", rep.Saves, rep.Placements)
+	if !slices.Equal(rep.Saves, []string{"sbx_asleep", "cache_1"}) || rep.Placements != 1 || rep.AssetBlobs != 1 {
+		t.Errorf("report: saves %v, placements %d, asset bytes %d; want both saves, one placement, one asset's bytes", rep.Saves, rep.Placements, rep.AssetBlobs)
+	}
+	// The asset's bytes are where cove control reads them.
+	rc, err := to.GetBlob(ctx, sources.Digest(in.assetSum))
+	if err != nil {
+		t.Fatalf("the asset's bytes in the target save store: %v", err)
+	}
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || !bytes.Equal(got, in.asset) {
+		t.Errorf("the asset's bytes in the target: %q (%v), want %q", got, err, in.asset)
 	}
 	counts := map[string]int64{}
 	for _, tc := range rep.Tables {
@@ -151,6 +182,7 @@ func TestMoveStore(t *testing.T) {
 			return s.ListEvents(ctx, store.EventFilter{TeamID: "team_1", Limit: 10})
 		}},
 		{"setup cache", func(s store.Store) (any, error) { return s.ListSetupCache(ctx, "team_1") }},
+		{"assets", func(s store.Store) (any, error) { return s.GetAsset(ctx, "team_1", "asset_1") }},
 	} {
 		a, err := read.fn(src)
 		if err != nil {
@@ -282,6 +314,47 @@ func TestFailedCopyLeavesNoTables(t *testing.T) {
 			}
 			if _, err := Run(ctx, cfg); err != nil {
 				t.Fatalf("the move run again: %v", err)
+			}
+		})
+	}
+}
+
+// TestAssetBytesChecked: an asset whose bytes are missing from the data
+// dir stops the move before anything is written, naming the asset; bytes
+// altered on disk are refused by the save store, and the move fails
+// before the database is touched.
+func TestAssetBytesChecked(t *testing.T) {
+	ctx := t.Context()
+	_, to, srv := newSaves(t)
+	pg := pgserver.Start(t)
+	for _, c := range []struct {
+		name   string
+		damage func(path string) error
+		want   string
+	}{
+		{"missing", os.Remove, "the bytes of assets asset_1 are missing"},
+		{"altered", func(p string) error { return os.WriteFile(p, []byte("other bytes"), 0o600) }, "asset bytes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := newInstall(t)
+			if err := c.damage(filepath.Join(in.dir, "assets", "team_1", in.assetSum)); err != nil {
+				t.Fatal(err)
+			}
+			url := pg.NewDatabase(t)
+			_, err := Run(ctx, Config{From: "sqlite:" + in.db, To: url, Saves: srv.PrefixURL("cove")})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Run = %v; want an error saying %q", err, c.want)
+			}
+			conn, err := pgx.Connect(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			if tables, _ := allPgTables(ctx, conn); len(tables) != 0 {
+				t.Errorf("the target holds tables %v after a failed move", tables)
+			}
+			if _, err := to.GetBlob(ctx, sources.Digest(in.assetSum)); err == nil && c.name == "missing" {
+				t.Errorf("the missing asset's digest is in the save store")
 			}
 		})
 	}
