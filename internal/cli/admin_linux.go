@@ -76,6 +76,9 @@ func printReport(w io.Writer, rep transfer.Report) {
 		}
 	}
 	fmt.Fprintf(w, "saves moved: %d; asleep sandboxes placed to wake from them on any node: %d\n", len(rep.Saves), rep.Placements)
+	if len(rep.Images) > 0 {
+		fmt.Fprintf(w, "imported images moved to the save store: %d\n", len(rep.Images))
+	}
 	if len(rep.ImagesWithoutBlobs) > 0 {
 		fmt.Fprintf(w, "imported images that nodes cannot fetch yet (import each archive again through cove control, or copy its directory into every node's --images-dir): %s\n",
 			strings.Join(rep.ImagesWithoutBlobs, ", "))

@@ -84,6 +84,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	if cfg.Saves != "" {
 		ps.shareAssets(saveStore)
 	}
+	// Imported images keep their parts, by digest, in the save store as
+	// in `cove control`: a move to a fleet (cove admin migrate-store)
+	// takes them from there.
+	ps.importer.SetBlobs(saveStore)
 	// Every listener binds before the API serves, so what they bound is
 	// known (port 0 takes a free port) before it is reported.
 	listeners := Listeners{}
@@ -179,8 +183,8 @@ type planeSide struct {
 	replica  *replica
 	adminKey string
 	closers  []func()
-	// importer stores imported images under the images dir; `cove
-	// control` makes it publish them to the shared store (SetBlobs).
+	// importer stores imported images under the images dir and
+	// publishes their parts to the save store (SetBlobs).
 	importer *images.Importer
 	// assetBlobs keeps assets' bytes in the data dir; with a save store
 	// configured it is only the staging area and cache of shareAssets.

@@ -21,9 +21,11 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/e2e/e2etest"
+	it "github.com/cove-dev/cove/internal/images/imagetest"
 	"github.com/cove-dev/cove/internal/testsupport/pgserver"
 	"github.com/cove-dev/cove/internal/testsupport/s3server"
 	cove "github.com/cove-dev/cove/sdk/go"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 func TestMain(m *testing.M) { e2etest.Main(m, pgserver.Shutdown) }
@@ -98,6 +100,8 @@ func TestServeToFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	assetBytes := readAsset(t, c, asset.ID)
+	// An imported image, whose parts serve keeps in its save store.
+	imported := importImage(t, srv.Admin)
 	gone := e2etest.Create(t, c, api.CreateSandboxRequest{})
 	if _, err := c.TerminateSandbox(ctx, gone.ID); err != nil {
 		t.Fatal(err)
@@ -137,6 +141,9 @@ func TestServeToFleet(t *testing.T) {
 	t.Logf("migrate-store took %v:\n%s", time.Since(began).Round(time.Millisecond), out)
 	if !strings.Contains(out, "asleep sandboxes placed to wake from them on any node: 1") {
 		t.Errorf("the report does not count the asleep sandbox:\n%s", out)
+	}
+	if !strings.Contains(out, "imported images moved to the save store: 1") || strings.Contains(out, "cannot fetch") {
+		t.Errorf("the report does not count the imported image as moved:\n%s", out)
 	}
 	// A second move into the same database is refused: it holds cove's
 	// tables now.
@@ -188,6 +195,13 @@ func TestServeToFleet(t *testing.T) {
 	if got := readAsset(t, fc, asset.ID); !bytes.Equal(got, assetBytes) {
 		t.Errorf("the asset through cove control: %d bytes, want the %d serve had", len(got), len(assetBytes))
 	}
+	// The imported image starts a sandbox on the node, which has never
+	// seen it: its parts came through the save store.
+	isb := e2etest.Create(t, f.Control.Admin, api.CreateSandboxRequest{Template: imported.Template})
+	defer f.Control.Admin.TerminateSandbox(context.Background(), isb.ID)
+	if got := e2etest.MustOK(t, f.Control.Admin, isb.ID, "cat /data/hello"); got != "from serve\n" {
+		t.Errorf("a file of the moved image: %q", got)
+	}
 	// The secret, sealed by serve, opens under serve's key on the control
 	// plane and reaches the command on the node.
 	res := e2etest.Sh(t, fc, sb.ID, `printf %s "$TOKEN" | sha256sum | cut -c1-64`)
@@ -214,4 +228,25 @@ func readAsset(t *testing.T, c *cove.Client, id string) []byte {
 		t.Fatalf("read asset %s: %v", id, err)
 	}
 	return b
+}
+
+// importImage imports a busybox image with a file of its own, by the
+// admin team (which has every admission).
+func importImage(t *testing.T, c *cove.Client) api.Image {
+	t.Helper()
+	img := it.Image(t, v1.Config{Env: []string{"PATH=/bin"}},
+		it.Busybox(t, false, "", ""),
+		it.Layer(t, it.Dir("data", 0o755), it.File("data/hello", "from serve\n", 0o644)))
+	path := filepath.Join(t.TempDir(), "image.tar")
+	it.OCIArchive(t, img, path, nil)
+	file, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	got, err := c.ImportImage(t.Context(), "moved-"+e2etest.RunID(), nil, file)
+	if err != nil {
+		t.Fatalf("import: %v", err)
+	}
+	return got
 }

@@ -16,7 +16,9 @@ package transfer
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -58,9 +60,13 @@ type Report struct {
 	Saves []string
 	// Placements are the asleep sandboxes given a placement to wake from.
 	Placements int
-	// ImagesWithoutBlobs are imported images (digests) whose parts the
-	// target save store lacks: a `cove serve` keeps an imported image
-	// unpacked only, so its parts cannot be rebuilt byte for byte.
+	// Images are the imported images (digests) whose parts were copied
+	// from the source's save store into the target's.
+	Images []string
+	// ImagesWithoutBlobs are imported images whose parts neither store
+	// has: a `cove serve` that imported them before it kept their parts
+	// in its save store has them unpacked only, and they cannot be
+	// rebuilt byte for byte.
 	ImagesWithoutBlobs []string
 	// AssetBlobs is how many assets' bytes went to the save store (one
 	// per team and content, however many assets share them).
@@ -143,6 +149,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			return rep, fmt.Errorf("--from-saves: %w", err)
 		}
 		defer from.Close()
+	} else if from, err = openExisting(ctx, fromSaves, cfg.FromSavesCredentials); err == nil {
+		// No save to move, but imported images' parts may be there.
+		defer from.Close()
+	} else if errors.Is(err, fs.ErrNotExist) {
+		from = nil // a serve that never saved: nothing to take
+	} else {
+		return rep, fmt.Errorf("--from-saves: %w", err)
 	}
 	to, err := saves.Open(ctx, cfg.Saves, cfg.SavesCredentials)
 	if err != nil {
@@ -171,7 +184,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		manifests[w.id] = m
 		rep.Saves = append(rep.Saves, w.id)
 	}
-	if rep.ImagesWithoutBlobs, err = imagesWithoutBlobs(ctx, src, to); err != nil {
+	var fromBlobs saves.Blobs
+	if from != nil {
+		fromBlobs = from
+	}
+	if rep.Images, rep.ImagesWithoutBlobs, err = moveImages(ctx, src, fromBlobs, to); err != nil {
 		return rep, err
 	}
 	// Assets' bytes too, before any row names them.
@@ -259,26 +276,4 @@ func openExisting(ctx context.Context, url, creds string) (saves.Store, error) {
 		}
 	}
 	return saves.Open(ctx, url, creds)
-}
-
-// imagesWithoutBlobs lists the imported images whose manifest the
-// target save store lacks.
-func imagesWithoutBlobs(ctx context.Context, src *source, to saves.Blobs) ([]string, error) {
-	digests, err := queryStrings(ctx, src.db, "SELECT DISTINCT digest FROM images ORDER BY digest")
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, d := range digests {
-		rc, err := to.GetBlob(ctx, d)
-		switch {
-		case err == nil:
-			rc.Close()
-		case api.ErrorCode(err) == api.CodeNotFound:
-			out = append(out, d)
-		default:
-			return nil, fmt.Errorf("image %s in the target save store: %w", d, err)
-		}
-	}
-	return out, nil
 }
