@@ -17,6 +17,9 @@ DEB_PACKAGES := runc nftables debootstrap debian-archive-keyring busybox-static 
 TEST_DEB_PACKAGES := python3 python3-venv python3-pip python3-setuptools python3-wheel python3-httpx python3-websockets python3-pytest python3-build python3-pathspec nodejs chromium postgresql-15 tmux
 # systemd gives the units' test systemd-analyze (it verifies them, starts nothing).
 TEST_DEB_PACKAGES += systemd
+# libnss3-tools gives certutil: the TLS test trusts its own CA in a Chromium
+# profile's NSS database, as a user trusts a private CA.
+TEST_DEB_PACKAGES += libnss3-tools
 
 .PHONY: all build dist deps test-deps install-debs install run test test-unit test-repeat check-elf cross fuzz bench load clean openapi e2b-proto
 
