@@ -4,8 +4,11 @@
 package diskfull
 
 import (
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cove-dev/cove/api"
@@ -66,4 +69,58 @@ func TestFullDataDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	e2etest.Create(t, c, api.CreateSandboxRequest{Resources: &api.ResourcesRequest{DiskMiB: &disk}})
+}
+
+func TestNodeDiskFilledFromOutside(t *testing.T) {
+	mnt := e2etest.SmallDisk(t, 1024)
+	db := t.TempDir()
+	s := e2etest.StartServer(t, e2etest.WithDataDir(filepath.Join(mnt, "data")),
+		e2etest.WithArgs("--warm-pool", "0", "--disk-overcommit", "1", "--disk-reserve-mib", "64", "--store", "sqlite:"+db+"/cove.db"))
+	c := s.Admin
+	disk := int64(128)
+	sb := e2etest.Create(t, c, api.CreateSandboxRequest{Resources: &api.ResourcesRequest{DiskMiB: &disk}})
+	e2etest.MustOK(t, c, sb.ID, "echo hi")
+
+	filler := filepath.Join(mnt, "filler")
+	fill(t, filler)
+	t.Cleanup(func() { os.Remove(filler) })
+
+	_, err := c.Exec(t.Context(), sb.ID, api.CreateCommandRequest{Command: "echo full"})
+	t.Logf("exec: %v", err)
+	_, err = c.WriteFile(t.Context(), sb.ID, "/workspace/f", strings.NewReader(strings.Repeat("hello", 1<<20)))
+	t.Logf("write: %v", err)
+	_, err = c.CreateSandbox(t.Context(), api.CreateSandboxRequest{Resources: &api.ResourcesRequest{DiskMiB: &disk}}, true)
+	t.Logf("create: %v", err)
+	code, _, body := e2etest.RawRequest(t, "GET", s.URL+"/readyz", "", "")
+	t.Logf("readyz %d %s", code, body)
+	t.Fail()
+}
+
+// fill writes path until the filesystem it is on has no room left.
+func fill(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("filling %s: %v", path, err)
+			}
+			break
+		}
+	}
+	for _, n := range []int{4096, 512, 1} {
+		for {
+			if _, err := f.Write(buf[:n]); err != nil {
+				break
+			}
+		}
+	}
+	if err := f.Sync(); err != nil && !errors.Is(err, syscall.ENOSPC) {
+		t.Fatal(err)
+	}
 }
