@@ -42,11 +42,15 @@ func TestFullDataDisk(t *testing.T) {
 	}{
 		{name: "exec", method: "POST", path: "/v1/sandboxes/sbx_1/commands", body: `{"command":"true"}`, err: enospc,
 			set: func(f *fakeControlPlane, err error) {
-				f.ExecFn = func(context.Context, string, string, api.CreateCommandRequest) (api.Command, error) { return api.Command{}, err }
+				f.ExecFn = func(context.Context, string, string, api.CreateCommandRequest) (api.Command, error) {
+					return api.Command{}, err
+				}
 			}, status: http.StatusInsufficientStorage, code: api.CodeInsufficientStorage},
 		{name: "exec keyed", method: "POST", path: "/v1/sandboxes/sbx_1/commands", body: `{"command":"true"}`, key: true, err: enospc,
 			set: func(f *fakeControlPlane, err error) {
-				f.ExecFn = func(context.Context, string, string, api.CreateCommandRequest) (api.Command, error) { return api.Command{}, err }
+				f.ExecFn = func(context.Context, string, string, api.CreateCommandRequest) (api.Command, error) {
+					return api.Command{}, err
+				}
 			}, status: http.StatusInsufficientStorage, code: api.CodeInsufficientStorage},
 		{name: "exec claim", method: "POST", path: "/v1/sandboxes/sbx_1/commands", body: `{"command":"true"}`, key: true, claim: claimFull,
 			status: http.StatusInsufficientStorage, code: api.CodeInsufficientStorage},
@@ -58,11 +62,15 @@ func TestFullDataDisk(t *testing.T) {
 			}, status: http.StatusInsufficientStorage, code: api.CodeInsufficientStorage},
 		{name: "create", method: "POST", path: "/v1/sandboxes", body: `{}`, err: fmt.Errorf("insert sandbox: %w", sqliteFull{}),
 			set: func(f *fakeControlPlane, err error) {
-				f.CreateSandboxFn = func(context.Context, string, api.CreateSandboxRequest) (api.Sandbox, error) { return api.Sandbox{}, err }
+				f.CreateSandboxFn = func(context.Context, string, api.CreateSandboxRequest) (api.Sandbox, error) {
+					return api.Sandbox{}, err
+				}
 			}, status: http.StatusTooManyRequests, code: api.CodeResourceExhausted},
 		{name: "create keyed", method: "POST", path: "/v1/sandboxes", body: `{}`, key: true, err: enospc,
 			set: func(f *fakeControlPlane, err error) {
-				f.CreateSandboxFn = func(context.Context, string, api.CreateSandboxRequest) (api.Sandbox, error) { return api.Sandbox{}, err }
+				f.CreateSandboxFn = func(context.Context, string, api.CreateSandboxRequest) (api.Sandbox, error) {
+					return api.Sandbox{}, err
+				}
 			}, status: http.StatusTooManyRequests, code: api.CodeResourceExhausted},
 		{name: "create claim", method: "POST", path: "/v1/sandboxes", body: `{}`, key: true, claim: claimFull,
 			status: http.StatusTooManyRequests, code: api.CodeResourceExhausted},

@@ -1,18 +1,24 @@
 // Package diskfull runs `cove serve` on a small data disk of its own: the
 // node refuses new sandboxes it has no room for, with a clear error, and
-// the sandboxes it admitted can fill their disks without losing a write.
+// the sandboxes it admitted can fill their disks without losing a write;
+// when another process fills the disk, calls answer with clear codes and
+// succeed again once room is freed.
 package diskfull
 
 import (
+	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/e2e/e2etest"
+	cove "github.com/cove-dev/cove/sdk/go"
 )
 
 func TestMain(m *testing.M) { e2etest.Main(m) }
@@ -71,29 +77,130 @@ func TestFullDataDisk(t *testing.T) {
 	e2etest.Create(t, c, api.CreateSandboxRequest{Resources: &api.ResourcesRequest{DiskMiB: &disk}})
 }
 
+// TestNodeDiskFilledFromOutside: another process fills the node's data
+// disk. Calls that need room on it answer with a clear code naming the
+// disk, never 500 internal, and keep nothing half-done; /readyz fails its
+// disk check; once the room is freed the same calls succeed. Run with the
+// database on the data disk (the default: its writes fail first) and on
+// another disk (the node's own writes fail: the command's output log, the
+// sandbox's disk file).
 func TestNodeDiskFilledFromOutside(t *testing.T) {
-	mnt := e2etest.SmallDisk(t, 1024)
-	db := t.TempDir()
-	s := e2etest.StartServer(t, e2etest.WithDataDir(filepath.Join(mnt, "data")),
-		e2etest.WithArgs("--warm-pool", "0", "--disk-overcommit", "1", "--disk-reserve-mib", "64", "--store", "sqlite:"+db+"/cove.db"))
-	c := s.Admin
+	for _, tc := range []struct {
+		name      string
+		elsewhere bool // the database on another disk
+	}{
+		{"database on the data disk", false},
+		{"database elsewhere", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mnt := e2etest.SmallDisk(t, 1024)
+			args := []string{"--warm-pool", "0", "--disk-overcommit", "1", "--disk-reserve-mib", "64"}
+			if tc.elsewhere {
+				args = append(args, "--store", "sqlite:"+filepath.Join(t.TempDir(), "cove.db"))
+			}
+			s := e2etest.StartServer(t, e2etest.WithDataDir(filepath.Join(mnt, "data")), e2etest.WithArgs(args...))
+			filledFromOutside(t, s, mnt)
+		})
+	}
+}
+
+func filledFromOutside(t *testing.T, s *e2etest.Server, mnt string) {
+	ctx := t.Context()
+	// One attempt per call: each answer is seen as it is.
+	c := cove.NewClient(cove.WithBaseURL(s.URL), cove.WithAPIKey(s.AdminKey), cove.WithRetry(cove.RetryPolicy{Attempts: 1}))
 	disk := int64(128)
-	sb := e2etest.Create(t, c, api.CreateSandboxRequest{Resources: &api.ResourcesRequest{DiskMiB: &disk}})
+	create := api.CreateSandboxRequest{Resources: &api.ResourcesRequest{DiskMiB: &disk}}
+	sb := e2etest.Create(t, c, create)
 	e2etest.MustOK(t, c, sb.ID, "echo hi")
+	if _, err := c.WriteFile(ctx, sb.ID, "/workspace/kept", strings.NewReader("old")); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, body := e2etest.RawRequest(t, "GET", s.URL+"/readyz", "", ""); code != http.StatusOK {
+		t.Fatalf("readyz before the disk fills: %d %s", code, body)
+	}
 
 	filler := filepath.Join(mnt, "filler")
 	fill(t, filler)
 	t.Cleanup(func() { os.Remove(filler) })
+	full := "the node's data disk (" + s.DataDir + ") is full"
 
-	_, err := c.Exec(t.Context(), sb.ID, api.CreateCommandRequest{Command: "echo full"})
-	t.Logf("exec: %v", err)
-	_, err = c.WriteFile(t.Context(), sb.ID, "/workspace/f", strings.NewReader(strings.Repeat("hello", 1<<20)))
-	t.Logf("write: %v", err)
-	_, err = c.CreateSandbox(t.Context(), api.CreateSandboxRequest{Resources: &api.ResourcesRequest{DiskMiB: &disk}}, true)
-	t.Logf("create: %v", err)
+	// Readiness names the disk.
 	code, _, body := e2etest.RawRequest(t, "GET", s.URL+"/readyz", "", "")
-	t.Logf("readyz %d %s", code, body)
-	t.Fail()
+	var ready struct {
+		Failing []string `json:"failing"`
+	}
+	json.Unmarshal(body, &ready)
+	if code != http.StatusServiceUnavailable || !slices.Contains(ready.Failing, "disk") {
+		t.Fatalf("readyz on a full disk: %d %s; want 503 failing disk", code, body)
+	}
+
+	// A command: 507, with and without an Idempotency-Key.
+	wantFull := func(what string, err error, status int, code api.Code, says string) {
+		t.Helper()
+		t.Logf("%s: %v", what, err)
+		var e *cove.Error
+		if !errors.As(err, &e) || e.Status != status || e.Code != code || !strings.Contains(e.Message, says) {
+			t.Fatalf("%s on a full data disk: %v; want %d %s saying %q", what, err, status, code, says)
+		}
+	}
+	_, err := c.Exec(ctx, sb.ID, api.CreateCommandRequest{Command: "echo full"})
+	wantFull("exec", err, http.StatusInsufficientStorage, api.CodeInsufficientStorage, full)
+	st, er, body := e2etest.RawRequest(t, "POST", s.URL+"/v1/sandboxes/"+sb.ID+"/commands", s.AdminKey, `{"command":"echo full"}`)
+	if st != http.StatusInsufficientStorage || er.Error == nil || er.Error.Code != api.CodeInsufficientStorage || !strings.Contains(er.Error.Message, full) {
+		t.Fatalf("POST commands without a key on a full data disk: %d %s", st, body)
+	}
+	// A file write: 507; the old content stays.
+	_, err = c.WriteFile(ctx, sb.ID, "/workspace/kept", strings.NewReader(strings.Repeat("new", 1<<20)))
+	wantFull("a file write", err, http.StatusInsufficientStorage, api.CodeInsufficientStorage, full)
+	// A create: 429, as admission refuses.
+	_, err = c.CreateSandbox(ctx, create, false)
+	wantFull("a create", err, http.StatusTooManyRequests, api.CodeResourceExhausted, "data disk")
+
+	// Room again: the same calls succeed, and nothing was left half-done.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, body := e2etest.RawRequest(t, "GET", s.URL+"/readyz", "", ""); code != http.StatusOK {
+		t.Fatalf("readyz once room is freed: %d %s", code, body)
+	}
+	if got := readFile(t, c, sb.ID, "/workspace/kept"); got != "old" {
+		t.Fatalf("after a refused write the file holds %d bytes %.20q; want the old content", len(got), got)
+	}
+	cmds, err := c.ListCommands(ctx, sb.ID, 100, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cmds.Items) != 1 || cmds.Items[0].State != api.CommandExited {
+		t.Fatalf("commands after the refusals: %+v; want the one that ran, exited", cmds.Items)
+	}
+	// No output log of a command that did not start.
+	logs, err := os.ReadDir(filepath.Join(s.DataDir, "output", sb.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(logs) != 1 || logs[0].Name() != cmds.Items[0].ID {
+		t.Fatalf("output dirs %v; want only %s's", logs, cmds.Items[0].ID)
+	}
+	if out := e2etest.MustOK(t, c, sb.ID, "echo back"); out != "back\n" {
+		t.Fatalf("a command once room is freed printed %q", out)
+	}
+	if _, err := c.WriteFile(ctx, sb.ID, "/workspace/kept", strings.NewReader("new")); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, c, sb.ID, "/workspace/kept"); got != "new" {
+		t.Fatalf("a file written once room is freed reads %q", got)
+	}
+	e2etest.Create(t, c, create)
+}
+
+// readFile is a sandbox file's content.
+func readFile(t *testing.T, c *cove.Client, ref, path string) string {
+	t.Helper()
+	var b strings.Builder
+	if _, err := c.DownloadFile(t.Context(), ref, path, &b); err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	return b.String()
 }
 
 // fill writes path until the filesystem it is on has no room left.
@@ -105,17 +212,12 @@ func fill(t *testing.T, path string) {
 	}
 	defer f.Close()
 	buf := make([]byte, 1<<20)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("filling %s: %v", path, err)
-			}
-			break
-		}
-	}
-	for _, n := range []int{4096, 512, 1} {
+	for _, n := range []int{1 << 20, 4096, 512, 1} {
 		for {
 			if _, err := f.Write(buf[:n]); err != nil {
+				if !errors.Is(err, syscall.ENOSPC) {
+					t.Fatalf("filling %s: %v", path, err)
+				}
 				break
 			}
 		}
