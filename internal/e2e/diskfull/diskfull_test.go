@@ -6,6 +6,7 @@
 package diskfull
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/e2e/e2etest"
@@ -118,6 +120,12 @@ func filledFromOutside(t *testing.T, s *e2etest.Server, mnt string) {
 	if code, _, body := e2etest.RawRequest(t, "GET", s.URL+"/readyz", "", ""); code != http.StatusOK {
 		t.Fatalf("readyz before the disk fills: %d %s", code, body)
 	}
+	// A command that runs on: what it prints while the disk is full is
+	// recorded once there is room, whole and in order.
+	cat, err := c.Exec(ctx, sb.ID, api.CreateCommandRequest{Command: "cat", Stdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	filler := filepath.Join(mnt, "filler")
 	fill(t, filler)
@@ -134,6 +142,22 @@ func filledFromOutside(t *testing.T, s *e2etest.Server, mnt string) {
 		t.Fatalf("readyz on a full disk: %d %s; want 503 failing disk", code, body)
 	}
 
+	// The running command prints 256 KiB that have no room on the disk:
+	// the recorder fails and keeps trying.
+	printed := make([]byte, 256<<10)
+	for i := range printed {
+		printed[i] = 'a' + byte(i%26)
+	}
+	if err := c.Stdin(ctx, sb.ID, cat.ID, bytes.NewReader(printed), false); err != nil {
+		t.Fatalf("stdin while the disk is full: %v", err)
+	}
+	for !recorderMetFullDisk(s.Tail(1 << 20)) {
+		if ctx.Err() != nil {
+			t.Fatal("the recorder never met the full disk")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
 	// A command: 507, with and without an Idempotency-Key.
 	wantFull := func(what string, err error, status int, code api.Code, says string) {
 		t.Helper()
@@ -143,7 +167,7 @@ func filledFromOutside(t *testing.T, s *e2etest.Server, mnt string) {
 			t.Fatalf("%s on a full data disk: %v; want %d %s saying %q", what, err, status, code, says)
 		}
 	}
-	_, err := c.Exec(ctx, sb.ID, api.CreateCommandRequest{Command: "echo full"})
+	_, err = c.Exec(ctx, sb.ID, api.CreateCommandRequest{Command: "echo full"})
 	wantFull("exec", err, http.StatusInsufficientStorage, api.CodeInsufficientStorage, full)
 	st, er, body := e2etest.RawRequest(t, "POST", s.URL+"/v1/sandboxes/"+sb.ID+"/commands", s.AdminKey, `{"command":"echo full"}`)
 	if st != http.StatusInsufficientStorage || er.Error == nil || er.Error.Code != api.CodeInsufficientStorage || !strings.Contains(er.Error.Message, full) {
@@ -166,20 +190,48 @@ func filledFromOutside(t *testing.T, s *e2etest.Server, mnt string) {
 	if got := readFile(t, c, sb.ID, "/workspace/kept"); got != "old" {
 		t.Fatalf("after a refused write the file holds %d bytes %.20q; want the old content", len(got), got)
 	}
+	if err := c.Stdin(ctx, sb.ID, cat.ID, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	var recorded bytes.Buffer
+	if err := c.Output(ctx, sb.ID, cat.ID, 0, true, func(r api.OutputRecord) error {
+		if r.Stream == "stdout" {
+			recorded.Write(r.Data)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(recorded.Bytes(), printed) {
+		t.Fatalf("the output printed while the disk was full was recorded as %d bytes; want the %d printed, in order", recorded.Len(), len(printed))
+	}
+	// The commands that were refused left no record and no output log.
 	cmds, err := c.ListCommands(ctx, sb.ID, 100, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cmds.Items) != 1 || cmds.Items[0].State != api.CommandExited {
-		t.Fatalf("commands after the refusals: %+v; want the one that ran, exited", cmds.Items)
+	var ids []string
+	for _, cmd := range cmds.Items {
+		if cmd.State != api.CommandExited {
+			t.Errorf("command %s is %s after the disk had room again", cmd.ID, cmd.State)
+		}
+		ids = append(ids, cmd.ID)
 	}
-	// No output log of a command that did not start.
+	if len(ids) != 2 {
+		t.Fatalf("commands %v; want the two that ran", ids)
+	}
 	logs, err := os.ReadDir(filepath.Join(s.DataDir, "output", sb.ID))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(logs) != 1 || logs[0].Name() != cmds.Items[0].ID {
-		t.Fatalf("output dirs %v; want only %s's", logs, cmds.Items[0].ID)
+	var dirs []string
+	for _, l := range logs {
+		dirs = append(dirs, l.Name())
+	}
+	slices.Sort(ids)
+	slices.Sort(dirs)
+	if !slices.Equal(dirs, ids) {
+		t.Fatalf("output dirs %v; want only those of the commands %v", dirs, ids)
 	}
 	if out := e2etest.MustOK(t, c, sb.ID, "echo back"); out != "back\n" {
 		t.Fatalf("a command once room is freed printed %q", out)
@@ -191,6 +243,17 @@ func filledFromOutside(t *testing.T, s *e2etest.Server, mnt string) {
 		t.Fatalf("a file written once room is freed reads %q", got)
 	}
 	e2etest.Create(t, c, create)
+}
+
+// recorderMetFullDisk reports whether the server's log shows a command's
+// output recorder failing on the full disk (it retries).
+func recorderMetFullDisk(log string) bool {
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "output stream broke") && strings.Contains(line, "no space left on device") {
+			return true
+		}
+	}
+	return false
 }
 
 // readFile is a sandbox file's content.
