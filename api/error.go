@@ -23,7 +23,8 @@ const (
 	CodeInternal           Code = "internal"
 	CodeUnavailable        Code = "unavailable"
 
-	// CodeInsufficientStorage: the sandbox's disk is full (HTTP 507).
+	// CodeInsufficientStorage: no room for a write, on the sandbox's disk or
+	// on the node's data disk (HTTP 507).
 	CodeInsufficientStorage Code = "insufficient_storage"
 	// CodeBudgetExceeded: a spend limit was reached (HTTP 402).
 	CodeBudgetExceeded Code = "budget_exceeded"

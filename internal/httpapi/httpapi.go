@@ -142,6 +142,8 @@ type shared struct {
 	uploadIdle time.Duration
 	// metrics serves GET /metrics to admin keys (ServeMetrics).
 	metrics http.Handler
+	// dataDisk names the disk a full write is reported on (NameDataDisk).
+	dataDisk string
 }
 
 // serveMux is the API's mux, made at the first request from the services
@@ -297,20 +299,25 @@ func bearerKey(r *http.Request) (string, bool) {
 }
 
 // writeError answers with the API's error format. Errors without a code are
-// logged and shown as "internal error".
+// logged and shown as "internal error", but for a full disk (diskFull) and
+// a store that is away (unavailable).
 func (h *shared) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var e *api.Error
 	if !errors.As(err, &e) {
 		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 			return // the client went away
 		}
-		h.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "request_id", r.Header.Get(requestIDHeader), "err", err)
-		e = &api.Error{Code: api.CodeInternal, Message: "internal error"}
-		if store.Unavailable(err) {
-			// The database is away for a moment (a restart, a failover):
-			// the request may be retried, under its Idempotency-Key.
-			e = &api.Error{Code: api.CodeUnavailable, Message: "the control plane's store is unavailable; retry",
-				Details: map[string]any{"retry_after_s": 1}}
+		if store.DiskFull(err) {
+			e = h.diskFull(r, err) // it logs the cause
+		} else {
+			h.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "request_id", r.Header.Get(requestIDHeader), "err", err)
+			e = &api.Error{Code: api.CodeInternal, Message: "internal error"}
+			if store.Unavailable(err) {
+				// The database is away for a moment (a restart, a failover):
+				// the request may be retried, under its Idempotency-Key.
+				e = &api.Error{Code: api.CodeUnavailable, Message: "the control plane's store is unavailable; retry",
+					Details: map[string]any{"retry_after_s": 1}}
+			}
 		}
 	}
 	status := StatusOf(e.Code)

@@ -19,7 +19,7 @@ type sandboxRoutes struct {
 }
 
 func (h sandboxRoutes) routes(auth authFunc) {
-	auth("POST /v1/sandboxes", h.idempotent(h.createSandbox))
+	auth("POST /v1/sandboxes", h.admits(h.idempotent(h.createSandbox)))
 	auth("GET /v1/sandboxes", h.listSandboxes)
 	auth("GET /v1/sandboxes/{ref}", h.getSandbox)
 	auth("DELETE /v1/sandboxes/{ref}", h.idempotent(h.terminateSandbox))

@@ -93,6 +93,7 @@ func startNodeSide(ctx context.Context, cfg Config, templates map[string]image.I
 	nodeCfg := local.Config{
 		Templates:             templates,
 		ImagesDir:             cfg.ImagesDir,
+		DataDir:               cfg.DataDir,
 		OutputDir:             filepath.Join(cfg.DataDir, "output"),
 		OutputMaxBytes:        cfg.OutputMaxBytes,
 		SandboxOutputMaxBytes: cfg.SandboxOutputMaxBytes,

@@ -397,6 +397,11 @@ func (ps *planeSide) serve(ctx context.Context, listeners Listeners, extra []*se
 	api.ServeMetrics(metrics.Handler())
 	api.Replica = ps.replica
 	api.Ready = ps.readyChecks(ps.nodeReady)
+	if ps.nodeReady != nil {
+		api.NameDataDisk(fmt.Sprintf("the node's data disk (%s)", cfg.DataDir))
+	} else {
+		api.NameDataDisk(fmt.Sprintf("the control plane's data disk (%s)", cfg.DataDir))
+	}
 	var handler http.Handler = api
 	if !cfg.NoConsole {
 		c := console.New(api)

@@ -16,10 +16,17 @@ func Unavailable(err error) bool {
 	if err == nil {
 		return false
 	}
-	var ne net.Error
-	if errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, io.ErrUnexpectedEOF) {
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return true
+	}
+	// A bare errno satisfies net.Error too (it has Timeout and Temporary):
+	// only an error of the network (a *net.OpError, a DNS error, a
+	// deadline) counts, not a file's ENOSPC or EACCES.
+	var ne net.Error
+	if errors.As(err, &ne) {
+		if _, errno := ne.(syscall.Errno); !errno {
+			return true
+		}
 	}
 	// A database driver's error that says a retry is safe (the request
 	// never reached the server), or a SQLSTATE of class 08 (connection

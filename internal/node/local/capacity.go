@@ -2,8 +2,10 @@ package local
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -129,3 +131,36 @@ func (n *Node) HoldDisk(key string, bytes int64) error {
 
 // holdPrefix keeps holds apart from sandbox IDs in pending.
 const holdPrefix = "hold:"
+
+// noRoom codes a write that found the node's data disk full, naming the
+// disk and saying what was not done: ENOSPC from the node's own files (a
+// command's output log), and the agent's insufficient_storage while the
+// data disk is below its reserve (the readiness check's "disk" fails
+// then). A sandbox's disk is a sparse file on the data disk, so its
+// writes fail once the data disk has no room, however empty the sandbox's
+// own disk is; with room on the data disk, the agent's answer (the
+// sandbox's own disk is full) stands. Anything else is returned as it is.
+func (n *Node) noRoom(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	var e *api.Error
+	switch coded := errors.As(err, &e); {
+	case !coded && errors.Is(err, syscall.ENOSPC):
+	case coded && e.Code == api.CodeInsufficientStorage && n.dataDiskLow():
+	default:
+		return err
+	}
+	n.log.Warn("the data disk is full", "dir", n.cfg.DataDir, "err", err)
+	return api.Errorf(api.CodeInsufficientStorage, "the node's data disk (%s) is full: %s; retry once space is freed", n.cfg.DataDir, what)
+}
+
+// dataDiskLow reports whether the data disk has less free than its
+// reserve (at least 1 MiB).
+func (n *Node) dataDiskLow() bool {
+	var st unix.Statfs_t
+	if err := unix.Statfs(n.rt.StateDir(""), &st); err != nil {
+		return false
+	}
+	return int64(st.Bavail)*st.Bsize < max(n.cfg.DiskReserveBytes, 1<<20)
+}

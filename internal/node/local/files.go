@@ -28,6 +28,10 @@ func Entry(fi wire.FileInfo) api.FileEntry {
 	}
 }
 
+// nothingWritten is what a file call that found the node's data disk
+// full did not do (noRoom): the agent leaves the old content.
+const nothingWritten = "nothing was written"
+
 func (n *Node) agentOf(sandboxID string) (*client.Client, error) {
 	s, err := n.get(sandboxID)
 	if err != nil {
@@ -119,7 +123,7 @@ func (n *Node) WriteFile(ctx context.Context, sandboxID string, spec node.WriteS
 		TrailerSHA256: spec.Trailer, Size: spec.Size,
 	}, body)
 	if err != nil {
-		return api.FileEntry{}, false, err
+		return api.FileEntry{}, false, n.noRoom(err, nothingWritten)
 	}
 	return Entry(fi), created, nil
 }
@@ -136,7 +140,7 @@ func (n *Node) EditFile(ctx context.Context, sandboxID string, spec node.EditSpe
 	}
 	fi, err := c.EditFile(ctx, wire.EditRequest{Path: spec.Path, IfMatch: spec.IfMatch, Edits: edits})
 	if err != nil {
-		return api.FileEntry{}, err
+		return api.FileEntry{}, n.noRoom(err, nothingWritten)
 	}
 	return Entry(fi), nil
 }
@@ -149,7 +153,7 @@ func (n *Node) Mkdir(ctx context.Context, sandboxID string, spec node.MkdirSpec)
 	}
 	fi, err := c.Mkdir(ctx, wire.MkdirRequest{Path: spec.Path, UID: spec.UID, GID: spec.GID})
 	if err != nil {
-		return api.FileEntry{}, err
+		return api.FileEntry{}, n.noRoom(err, nothingWritten)
 	}
 	return Entry(fi), nil
 }
@@ -162,7 +166,7 @@ func (n *Node) MoveFile(ctx context.Context, sandboxID string, spec node.MoveSpe
 	}
 	fi, err := c.MoveFile(ctx, wire.MoveRequest{From: spec.From, To: spec.To, Overwrite: spec.Overwrite, UID: spec.UID, GID: spec.GID})
 	if err != nil {
-		return api.FileEntry{}, err
+		return api.FileEntry{}, n.noRoom(err, nothingWritten)
 	}
 	return Entry(fi), nil
 }
@@ -197,7 +201,7 @@ func (n *Node) WriteArchive(ctx context.Context, sandboxID string, spec node.Arc
 	}
 	res, err := c.WriteArchive(ctx, spec.Path, spec.UID, spec.GID, body)
 	if err != nil {
-		return api.ArchiveResult{}, err
+		return api.ArchiveResult{}, n.noRoom(err, nothingWritten)
 	}
 	return api.ArchiveResult{Path: spec.Path, Entries: res.Entries, Bytes: res.Bytes}, nil
 }

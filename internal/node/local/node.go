@@ -79,6 +79,9 @@ type Config struct {
 	// ImagesDir holds imported images too, which are templates named
 	// by their digest ("sha256-…", image.DirName), loaded when first used.
 	ImagesDir string
+	// DataDir is the node's data dir, named when a write finds its disk
+	// full.
+	DataDir string
 	// OutputDir holds recorded output, one directory per sandbox.
 	OutputDir string
 	// OutputMaxBytes caps the recorded output of one command, its index
@@ -665,7 +668,8 @@ func (n *Node) get(id string) (*sandbox, error) {
 }
 
 // Exec starts a command and records its output until it ends.
-func (n *Node) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) error {
+func (n *Node) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) (err error) {
+	defer func() { err = n.noRoom(err, "the command's output cannot be recorded, so it was not started") }()
 	req, err := n.execRequest(spec)
 	if err != nil {
 		return err

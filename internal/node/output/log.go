@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -114,11 +115,19 @@ func (b *Budget) take(n int64) bool {
 // may have left half-written. maxBytes caps what it records: the stream
 // bytes and the index together. budget, when not nil, is shared with other
 // logs and charged too.
+// A log that cannot be made (its disk is full) leaves no directory
+// behind.
 func Open(dir string, maxBytes int64, budget *Budget) (*Log, error) {
+	_, err := os.Lstat(dir)
+	made := errors.Is(err, fs.ErrNotExist)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create output dir: %w", err)
 	}
-	return open(dir, maxBytes, budget)
+	l, err := open(dir, maxBytes, budget)
+	if err != nil && made {
+		os.RemoveAll(dir)
+	}
+	return l, err
 }
 
 // OpenExisting opens a log that was recorded before; it creates nothing

@@ -202,3 +202,35 @@ func TestFilesOwnerOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestFullDatabaseIsDiskFull: a write the database file has no room for
+// (SQLite's SQLITE_FULL; here from a page cap, on a node from its full
+// data disk) is told apart from other failures by store.DiskFull, so the
+// API answers it with a code rather than as internal.
+func TestFullDatabaseIsDiskFull(t *testing.T) {
+	ctx := t.Context()
+	db := openTest(t, filepath.Join(t.TempDir(), "cove.db"))
+	if err := db.CreateTeam(ctx, api.Team{ID: "team_a", Name: "alpha", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	var pages int
+	if err := db.write.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.write.ExecContext(ctx, fmt.Sprintf("PRAGMA max_page_count = %d", pages)); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	for i := 0; i < 10000 && err == nil; i++ {
+		_, _, err = db.ClaimIdempotent(ctx, store.IdempotencyClaim{
+			TeamID: "team_a", Key: fmt.Sprintf("key-%d-%s", i, strings.Repeat("x", 200)),
+			RequestHash: "h", Owner: "rep", ClaimedAt: time.Now(),
+		})
+	}
+	if err == nil || !store.DiskFull(err) {
+		t.Fatalf("claims into a database that cannot grow: %v; want an error store.DiskFull reports", err)
+	}
+	if store.Unavailable(err) {
+		t.Fatalf("a full database reported as unavailable: %v", err)
+	}
+}

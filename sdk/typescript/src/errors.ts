@@ -56,7 +56,8 @@ export class Internal extends CoveError { override code = "internal"; }
 /** The server cannot answer now (503), or could not be reached at all
  * (status 0): retried where the call may be. */
 export class Unavailable extends CoveError { override code = "unavailable"; }
-/** No room left for the write (507). */
+/** No room left for the write (507): the sandbox's disk, or the node's
+ * data disk (the message names which), is full; nothing was kept. */
 export class InsufficientStorage extends CoveError { override code = "insufficient_storage"; }
 /** The call was given up because its AbortSignal fired. */
 export class Cancelled extends CoveError { override code = "cancelled"; }

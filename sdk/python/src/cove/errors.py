@@ -80,6 +80,9 @@ class Unavailable(CoveError):
 
 
 class InsufficientStorage(CoveError):
+    """No room for the write (507): the sandbox's disk, or the node's data
+    disk (the message names which), is full; nothing of the call was kept."""
+
     code = "insufficient_storage"
 
 
