@@ -105,7 +105,10 @@ func rpcError(err error) error {
 		api.CodePayloadTooLarge:    connect.CodeResourceExhausted,
 		api.CodeResourceExhausted:  connect.CodeResourceExhausted,
 		api.CodeBudgetExceeded:     connect.CodeResourceExhausted,
-		api.CodeUnavailable:        connect.CodeUnavailable,
+		// A full disk, the sandbox's or the node's: E2B's envd answers
+		// resource_exhausted for ENOSPC too.
+		api.CodeInsufficientStorage: connect.CodeResourceExhausted,
+		api.CodeUnavailable:         connect.CodeUnavailable,
 	}[e.Code]
 	if code == 0 {
 		code = connect.CodeInternal
