@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -160,7 +159,8 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 	}
 	nodeSrv := newHTTPServer(cfg.HTTP, js.Handler(), context.WithoutCancel(ctx))
 	nodeSrv.TLSConfig = js.ListenerTLS()
-	nodes := &servedListener{ln: tls.NewListener(nln, nodeSrv.TLSConfig), srv: nodeSrv}
+	// serveHTTP serves it over TLS with that configuration.
+	nodes := &servedListener{ln: nln, srv: nodeSrv}
 	nodes.start()
 	defer nodes.stop()
 	listeners := Listeners{"node": nln.Addr().String()}
