@@ -72,6 +72,11 @@ type Node struct {
 	// control replica; nil before the first.
 	HeartbeatAt *time.Time
 	CreatedAt   time.Time
+	// JoinHash is the hash of the join nonce the node joined with (hex
+	// sha256, pki.HashJoinNonce); "" for a node that joined without one.
+	// A join by name that brings the same nonce again is the same node
+	// retrying a join whose answer it never got.
+	JoinHash string
 }
 
 // NodeBeat is one heartbeat of a node, as BeatNode records it.
