@@ -87,6 +87,22 @@ func TestJoinNonce(t *testing.T) {
 			if n, err := a.Node(ctx, "n1"); err != nil || n.ID != first.NodeID || n.State != api.NodeReady {
 				t.Fatalf("replica a sees n1 as %+v, %v", n, err)
 			}
+
+			// Its first heartbeat (with its certificate) spends the nonce:
+			// from then on the nonce admits no one, the node itself
+			// neither (it registers with its certificate).
+			_, err = b.Heartbeat(ctx, first.NodeID, fleetwire.Heartbeat{Epoch: last.Epoch})
+			must(t, err)
+			if rows := rowsNamed(t, st, "n1"); len(rows) != 1 || rows[0].JoinHash != "" {
+				t.Fatalf("after a heartbeat, rows named n1: %+v; want the join hash spent", rows)
+			}
+			for _, r := range []*Fleet{a, b} {
+				_, err := r.Join(ctx, mine, registration("n1", 4))
+				wantCode(t, err, api.CodeConflict)
+			}
+			if rows := rowsNamed(t, st, "n1"); len(rows) != 1 || rows[0].Epoch != last.Epoch {
+				t.Fatalf("a spent nonce changed the node: %+v", rows)
+			}
 		})
 	}
 }
@@ -104,6 +120,8 @@ func TestJoinNonceLostAndRemoved(t *testing.T) {
 			mine := pki.HashJoinNonce(strings.Repeat("01", 32))
 			other := pki.HashJoinNonce(strings.Repeat("02", 32))
 
+			// Joined, never heard (its answer was lost), then declared
+			// lost: its nonce brings it back as itself.
 			first, err := a.Join(ctx, mine, registration("n1", 2))
 			must(t, err)
 			must(t, a.retire(ctx, first.NodeID, api.NodeLost, "was lost", time.Time{}))

@@ -30,11 +30,14 @@ func (f *Fleet) Register(ctx context.Context, nodeID string, r fleetwire.Registr
 // Join admits a node by name with the hash of its join nonce ("" for a
 // node that sent none). A name registered to a node that is neither lost
 // nor removed is refused with conflict, unless that node joined with the
-// same nonce: then this is the node retrying a join whose answer it never
-// got (through this replica or another), and it is admitted again as
-// that node (its one row, a new epoch), as a registration with its
-// certificate would be. A lost node's name joined with another nonce is
-// a new identity: the lost one is retired.
+// same nonce and has not been heard with its certificate since: then
+// this is the node retrying a join whose answer it never got (through
+// this replica or another), and it is admitted again as that node (its
+// one row, a new epoch), as a registration with its certificate would
+// be. The node's first heartbeat or registration again spends the nonce
+// (the store empties the hash): from then on only its certificate speaks
+// for it. A lost node's name joined with another nonce is a new
+// identity: the lost one is retired.
 func (f *Fleet) Join(ctx context.Context, joinHash string, r fleetwire.Registration) (fleetwire.Admission, error) {
 	return f.register(ctx, "", joinHash, r)
 }
@@ -117,6 +120,7 @@ func (f *Fleet) registerLocked(ctx context.Context, nodeID, joinHash string, r f
 			return fleetwire.Admission{}, notMember(known, nodeID)
 		}
 		row = rows[i]
+		row.JoinHash = "" // heard with its certificate: its join nonce is spent
 		if row.Name != r.Name {
 			for _, o := range rows {
 				if o.ID != row.ID && o.Name == r.Name && o.State != api.NodeRemoved {

@@ -17,3 +17,16 @@ func (f *Fleet) AddNodeVia(name string, controls []string, args ...string) *Node
 	n.Start()
 	return n
 }
+
+// AddNodeSeededNoWait starts a node that joins with the fleet's token
+// after seed filled its (new) data dir, and returns at once: a test of a
+// join made with what another host left there.
+func (f *Fleet) AddNodeSeededNoWait(name string, seed func(dataDir string)) *Node {
+	f.t.Helper()
+	n := f.newNode(name, imagesDir, f.JoinTokenFile())
+	seed(n.DataDir)
+	if err := n.StartNoWait(); err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}

@@ -3,6 +3,7 @@ package replicas
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -188,8 +189,9 @@ func storedNodes(t *testing.T, st *postgres.DB, name string) []store.Node {
 // registers it, but the answer never comes back (the connection is cut
 // after A acted); the node tries replica B with the same join nonce and
 // is admitted as the node A registered: one row, a node that takes
-// sandboxes. Another host that joins with the same name (and so another
-// nonce) is refused with a clear error and disturbs nothing.
+// sandboxes. Its first heartbeat spends the nonce. Another host that
+// joins with the same name (and so another nonce), or with a copy of the
+// node's spent nonce, is refused with a clear error and disturbs nothing.
 func TestJoinAnswerLost(t *testing.T) {
 	e2etest.RequireRoot(t)
 	pg := pgserver.Start(t)
@@ -229,8 +231,8 @@ func TestJoinAnswerLost(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(n.DataDir, "fleet", "join-nonce")); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("the join nonce file: %v, %v; want mode 0600", st.Mode().Perm(), err)
 	}
-	if want := pki.HashJoinNonce(strings.TrimSpace(string(nonce))); row.JoinHash != want {
-		t.Fatalf("the row keeps join hash %q; want the hash of the node's nonce %q", row.JoinHash, want)
+	if _, err := pki.ParseJoinNonce(string(nonce)); err != nil {
+		t.Fatalf("the join nonce file: %v", err)
 	}
 	if id, _ := os.ReadFile(filepath.Join(n.DataDir, "fleet", "node-id")); strings.TrimSpace(string(id)) != row.ID {
 		t.Fatalf("the node holds identity %q; the store's row is %s", id, row.ID)
@@ -238,6 +240,13 @@ func TestJoinAnswerLost(t *testing.T) {
 	if !strings.Contains(b.Tail(64<<20), "node joins again with its join nonce") {
 		t.Fatalf("replica B did not admit the node again by its nonce:\n%s", b.Tail(4000))
 	}
+
+	// Its first heartbeat spent the nonce: only its certificate speaks
+	// for it now.
+	waitFor(t, time.Minute, "the join nonce spent", func() (bool, string) {
+		rows := storedNodes(t, st, name)
+		return len(rows) == 1 && rows[0].JoinHash == "", fmt.Sprintf("%+v", rows)
+	})
 
 	// It takes sandboxes, through either replica.
 	ctx := context.Background()
@@ -265,9 +274,25 @@ func TestJoinAnswerLost(t *testing.T) {
 	if out := twin.Tail(4000); !strings.Contains(out, `a node named "`+name+`" is already registered`) {
 		t.Fatalf("the twin's refusal does not say why:\n%s", out)
 	}
+	// A host that got hold of the node's nonce (a copy of its data dir)
+	// and the token is refused too: the nonce was spent.
+	thief := f.AddNodeSeededNoWait(name, func(dir string) {
+		if err := os.MkdirAll(filepath.Join(dir, "fleet"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "fleet", "join-nonce"), nonce, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if code := thief.Wait(time.Minute); code == 0 {
+		t.Fatalf("a host with the node's spent nonce joined as %s:\n%s", name, thief.Tail(4000))
+	}
+	if out := thief.Tail(4000); !strings.Contains(out, `a node named "`+name+`" is already registered`) {
+		t.Fatalf("the refusal of the spent nonce does not say why:\n%s", out)
+	}
 	after := storedNodes(t, st, name)
 	if len(after) != 1 || after[0].ID != row.ID || after[0].Epoch != row.Epoch || after[0].State != api.NodeReady ||
-		after[0].Addr != row.Addr || after[0].JoinHash != row.JoinHash {
+		after[0].Addr != row.Addr {
 		t.Fatalf("after the twin's join, nodes named %s: %+v; want %+v untouched", name, after, row)
 	}
 	for _, id := range ids {

@@ -57,9 +57,10 @@ func testNodes(t *testing.T, s store.Store) {
 }
 
 // testNodeJoinHash: the hash of a node's join nonce is kept with its row
-// through every write, and the name stays one live node's whatever hash
-// a second row brings: the registry answers a join that brings the same
-// nonce again from the one row, never from a second.
+// through every write until the node's first heartbeat spends it, and the
+// name stays one live node's whatever hash a second row brings: the
+// registry answers a join that brings the same nonce again from the one
+// row, never from a second.
 func testNodeJoinHash(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	const h1, h2 = "1111111111111111111111111111111111111111111111111111111111111111",
@@ -90,6 +91,18 @@ func testNodeJoinHash(t *testing.T, s store.Store) {
 	if len(same) != 1 || same[0].JoinHash != h1 || same[0].Epoch != 2 {
 		t.Fatalf("ListNodes: nodes named joiner %+v; want one, hash %s, epoch 2", same, h1)
 	}
+	// A heartbeat of another epoch spends nothing; one of the node's
+	// epoch spends the hash in the same write: the node was heard with
+	// its certificate.
+	wantCode(t, s.BeatNode(ctx, store.NodeBeat{ID: n.ID, Epoch: 1, At: at(3)}), api.CodeConflict)
+	if got := mustGet[store.Node](t)(s.GetNode(ctx, n.ID)); got.JoinHash != h1 {
+		t.Fatalf("a refused heartbeat spent the join hash: %q", got.JoinHash)
+	}
+	mustDo(t, s.BeatNode(ctx, store.NodeBeat{ID: n.ID, Epoch: 2, At: at(3)}))
+	if got := mustGet[store.Node](t)(s.GetNode(ctx, n.ID)); got.JoinHash != "" || got.Epoch != 2 || got.Name != "joiner" {
+		t.Fatalf("after a heartbeat: %+v; want the join hash spent, the rest kept", got)
+	}
+
 	// A node that joined without a nonce has none.
 	old := store.Node{ID: "node_j3", Name: "older", State: api.NodeReady, CreatedAt: at(3)}
 	mustDo(t, s.CreateNode(ctx, old))

@@ -168,6 +168,7 @@ func (r *Registry) Heartbeat(_ context.Context, nodeID string, hb fleetwire.Hear
 	}
 	n.Heartbeats++
 	n.Last = hb
+	n.JoinHash = "" // heard with its certificate: its nonce is spent
 	return fleetwire.HeartbeatAnswer{Epoch: n.Epoch}, nil
 }
 
