@@ -35,7 +35,9 @@ type Fleet interface {
 	// names and templates, in one write, only while the node is ready or
 	// draining in b.Epoch (CodeConflict otherwise: the node registers
 	// again; CodeNotFound for a node never stored). Every control
-	// replica sees the node alive through it.
+	// replica sees the node alive through it. The same write empties the
+	// node's JoinHash: a node heard with its certificate got its join's
+	// answer, and its join nonce admits nothing any more.
 	BeatNode(ctx context.Context, b NodeBeat) error
 	// AdmitPlacement stores p only if its node is ready in p.Epoch
 	// (CodeConflict otherwise) and the resources of every other
@@ -72,6 +74,13 @@ type Node struct {
 	// control replica; nil before the first.
 	HeartbeatAt *time.Time
 	CreatedAt   time.Time
+	// JoinHash is the hash of the join nonce the node joined with (hex
+	// sha256, pki.HashJoinNonce) until it is first heard with its
+	// certificate (a heartbeat, a registration again); "" for a node that
+	// joined without one, or spent it. A join by name that brings the same
+	// nonce again is the same node retrying a join whose answer it never
+	// got.
+	JoinHash string
 }
 
 // NodeBeat is one heartbeat of a node, as BeatNode records it.

@@ -109,7 +109,7 @@ func (s *memStore) BeatNode(ctx context.Context, b store.NodeBeat) error {
 	case n.Epoch != b.Epoch || (n.State != api.NodeReady && n.State != api.NodeDraining):
 		return api.Errorf(api.CodeConflict, "not live in that epoch")
 	}
-	n.HeartbeatAt, n.Capacity, n.GPUNames, n.Templates = &b.At, b.Capacity, b.GPUNames, b.Templates
+	n.HeartbeatAt, n.Capacity, n.GPUNames, n.Templates, n.JoinHash = &b.At, b.Capacity, b.GPUNames, b.Templates, ""
 	s.nodes[b.ID] = n
 	return nil
 }

@@ -12,35 +12,89 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/fleet/fleetwire"
+	"github.com/cove-dev/cove/internal/fleet/pki"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/store"
 )
 
-// Register admits a node: nodeID "" joins a new node by name (refused
-// with conflict while a node of that name is registered and neither lost
-// nor removed); otherwise the node registers again with the identity its
-// certificate names. Each registration starts a new epoch; the answer
-// lists the sandboxes assigned to the node in it. The nodes are read from
-// the store, so a registration through any replica sees every other's.
+// Register admits a node: nodeID "" joins a new node by name, as Join
+// with no join nonce; otherwise the node registers again with the
+// identity its certificate names. Each registration starts a new epoch;
+// the answer lists the sandboxes assigned to the node in it. The nodes
+// are read from the store, so a registration through any replica sees
+// every other's.
 func (f *Fleet) Register(ctx context.Context, nodeID string, r fleetwire.Registration) (fleetwire.Admission, error) {
+	return f.register(ctx, nodeID, "", r)
+}
+
+// Join admits a node by name with the hash of its join nonce ("" for a
+// node that sent none). A name registered to a node that is neither lost
+// nor removed is refused with conflict, unless that node joined with the
+// same nonce and has not been heard with its certificate since: then
+// this is the node retrying a join whose answer it never got (through
+// this replica or another), and it is admitted again as that node (its
+// one row, a new epoch), as a registration with its certificate would
+// be. The node's first heartbeat or registration again spends the nonce
+// (the store empties the hash): from then on only its certificate speaks
+// for it. A lost node's name joined with another nonce is a new
+// identity: the lost one is retired.
+func (f *Fleet) Join(ctx context.Context, joinHash string, r fleetwire.Registration) (fleetwire.Admission, error) {
+	return f.register(ctx, "", joinHash, r)
+}
+
+// joinAttempts bounds how often a join reads the nodes again after
+// another replica created the name's row between its read and its write.
+const joinAttempts = 3
+
+func (f *Fleet) register(ctx context.Context, nodeID, joinHash string, r fleetwire.Registration) (fleetwire.Admission, error) {
 	if r.Name == "" || r.Addr == "" {
 		return fleetwire.Admission{}, api.Errorf(api.CodeInvalidArgument, "a registration needs the node's name and address")
 	}
-	now := time.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	for attempt := 1; ; attempt++ {
+		adm, err := f.registerLocked(ctx, nodeID, joinHash, r)
+		if nodeID != "" || joinHash == "" || api.ErrorCode(err) != errRaced || attempt == joinAttempts {
+			if api.ErrorCode(err) == errRaced {
+				err = nameTaken(r.Name)
+			}
+			return adm, err
+		}
+	}
+}
+
+// errRaced marks a join whose row another replica created between the
+// read of the nodes and the write: read them again.
+const errRaced api.Code = "join_raced"
+
+// nameTaken refuses a join of a name a live node holds.
+func nameTaken(name string) error {
+	return api.Errorf(api.CodeConflict, "a node named %q is already registered, joined by another host (another join nonce); "+
+		"a name joins once: give this node another --name, or remove the registered one first (cove nodes rm %s)", name, name)
+}
+
+// registerLocked is one attempt of register. The caller holds f.mu.
+func (f *Fleet) registerLocked(ctx context.Context, nodeID, joinHash string, r fleetwire.Registration) (fleetwire.Admission, error) {
+	now := time.Now()
 	rows, err := f.store.ListNodes(ctx)
 	if err != nil {
 		return fleetwire.Admission{}, err
 	}
 	var row store.Node
-	if nodeID == "" {
+	create := nodeID == ""
+	if create {
 		for _, o := range rows {
 			if o.Name != r.Name || o.State == api.NodeRemoved {
 				continue
 			}
+			if joinHash != "" && o.JoinHash != "" && pki.SameHash(o.JoinHash, joinHash) {
+				// The same node again: its first answer was lost.
+				row, create = o, false
+				f.log.Info("node joins again with its join nonce", "node", o.ID, "name", o.Name, "epoch", o.Epoch)
+				break
+			}
 			if o.State != api.NodeLost {
-				return fleetwire.Admission{}, api.Errorf(api.CodeConflict, "a node named %q is already registered", r.Name)
+				return fleetwire.Admission{}, nameTaken(r.Name)
 			}
 			// A lost node joining afresh is a new identity: the old one
 			// is retired (its sandboxes went through the loss path).
@@ -53,7 +107,9 @@ func (f *Fleet) Register(ctx context.Context, nodeID string, r fleetwire.Registr
 				closeClient(m)
 			}
 		}
-		row = store.Node{ID: id.New("node"), Name: r.Name, State: api.NodeReady, CreatedAt: now}
+		if create {
+			row = store.Node{ID: id.New("node"), Name: r.Name, State: api.NodeReady, CreatedAt: now, JoinHash: joinHash}
+		}
 	} else {
 		i := slices.IndexFunc(rows, func(n store.Node) bool { return n.ID == nodeID })
 		if i < 0 || rows[i].State == api.NodeRemoved {
@@ -64,6 +120,7 @@ func (f *Fleet) Register(ctx context.Context, nodeID string, r fleetwire.Registr
 			return fleetwire.Admission{}, notMember(known, nodeID)
 		}
 		row = rows[i]
+		row.JoinHash = "" // heard with its certificate: its join nonce is spent
 		if row.Name != r.Name {
 			for _, o := range rows {
 				if o.ID != row.ID && o.Name == r.Name && o.State != api.NodeRemoved {
@@ -82,8 +139,13 @@ func (f *Fleet) Register(ctx context.Context, nodeID string, r fleetwire.Registr
 	if err != nil {
 		return fleetwire.Admission{}, fmt.Errorf("dial node %s at %s: %w", row.ID, row.Addr, err)
 	}
-	if nodeID == "" {
+	if create {
 		err = f.store.CreateNode(ctx, row)
+		if api.ErrorCode(err) == api.CodeConflict && joinHash != "" {
+			// Another replica stored the name between the read and
+			// this write: perhaps this node's own earlier attempt.
+			err = api.Errorf(errRaced, "%v", err)
+		}
 	} else {
 		err = f.store.UpdateNode(ctx, row)
 	}

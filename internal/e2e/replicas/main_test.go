@@ -2,7 +2,8 @@
 // `cove control` replicas on one PostgreSQL database: a client that
 // fails over between them when one is killed, a database restart under
 // load, concurrent updates of one sandbox through two replicas, event
-// streams that see what another replica wrote, and `cove serve` on
+// streams that see what another replica wrote, a node whose join answer
+// was lost joining through another replica, and `cove serve` on
 // PostgreSQL. The database is a throwaway cluster the tests start
 // (pgserver), the save store a real S3 server (versitygw). The tests need
 // root; they skip otherwise.

@@ -61,6 +61,13 @@ type Registration struct {
 // JoinRequest is a first registration, admitted by a join token.
 type JoinRequest struct {
 	Token string `json:"token"`
+	// Nonce is the node's join nonce (pki.NewJoinNonce): made once, kept
+	// in its data dir, the same in every attempt. A join of a name
+	// registered with the same nonce is answered as that node (its
+	// first answer was lost); of a name registered with another nonce,
+	// or none, is refused with conflict. "" joins without one (no
+	// retry of a lost answer is then possible).
+	Nonce string `json:"nonce,omitempty"`
 	Registration
 }
 

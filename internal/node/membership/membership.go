@@ -6,9 +6,15 @@
 // its life, registers again when told its epoch is stale, and fails over
 // between the control plane's addresses.
 //
-// A node refused at join must leave nothing behind: Join writes nothing
-// until it is admitted, and the caller joins before it makes any nft table
-// or cgroup.
+// A first join may be retried any number of times, through any replica:
+// before its first attempt the node makes a join nonce and keeps it under
+// its directory (0600); every attempt carries it, and a control plane
+// that already registered the name with that nonce (its answer was lost)
+// answers as that node instead of refusing the name.
+//
+// A node refused at join must leave nothing behind but that nonce: Join
+// writes nothing else until it is admitted, and the caller joins before
+// it makes any nft table or cgroup.
 package membership
 
 import (
@@ -40,6 +46,7 @@ const (
 	fileIdentity = "node.pem" // the certificate, then the key: one file, replaced whole
 	fileCA       = "ca.pem"
 	fileNodeID   = "node-id" // for people; the certificate is what counts
+	fileNonce    = "join-nonce"
 )
 
 // DefaultCallTimeout bounds one call to one control address.
@@ -176,10 +183,14 @@ func (m *Member) joinWithToken(ctx context.Context) (fleetwire.Admission, error)
 		return fleetwire.Admission{}, err
 	}
 	reg.CSR = string(csr)
+	nonce, err := m.joinNonce()
+	if err != nil {
+		return fleetwire.Admission{}, err
+	}
 	tr := transport(pki.PinnedTLS(tok.Fingerprint))
 	defer tr.CloseIdleConnections()
 	var adm fleetwire.Admission
-	if err := m.call(ctx, tr, fleetwire.PathJoin, fleetwire.JoinRequest{Token: tok.String(), Registration: reg}, &adm); err != nil {
+	if err := m.call(ctx, tr, fleetwire.PathJoin, fleetwire.JoinRequest{Token: tok.String(), Nonce: nonce, Registration: reg}, &adm); err != nil {
 		return fleetwire.Admission{}, fmt.Errorf("membership: join: %w", err)
 	}
 	ca, err := pki.ParseCert([]byte(adm.CA))
@@ -196,6 +207,70 @@ func (m *Member) joinWithToken(ctx context.Context) (fleetwire.Admission, error)
 	m.admitted(adm)
 	m.cfg.Log.Info("joined the fleet", "node", adm.NodeID, "epoch", adm.Epoch)
 	return adm, nil
+}
+
+// joinNonce is the node's join nonce: the one kept under Dir, or a new
+// one, kept there (0600) before it is first sent. Every attempt of the
+// first join, in this process or after a restart, sends the same one.
+func (m *Member) joinNonce() (string, error) {
+	path := filepath.Join(m.cfg.Dir, fileNonce)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		nonce, err := pki.ParseJoinNonce(string(b))
+		if err != nil {
+			return "", fmt.Errorf("membership: %s: %w (remove it to make a new one)", path, err)
+		}
+		return nonce, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("membership: %w", err)
+	}
+	nonce, err := pki.NewJoinNonce()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(m.cfg.Dir, 0o700); err != nil {
+		return "", fmt.Errorf("membership: %w", err)
+	}
+	if err := os.Chmod(m.cfg.Dir, 0o700); err != nil {
+		return "", fmt.Errorf("membership: %w", err)
+	}
+	if err := writeDurable(path, []byte(nonce+"\n")); err != nil {
+		return "", fmt.Errorf("membership: keep the join nonce: %w", err)
+	}
+	return nonce, nil
+}
+
+// writeDurable is writeFile synced to disk, the directory's entry too: a
+// host that crashes after its join was sent still has the nonce it sent.
+func writeDurable(path string, b []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Chmod(0o600)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // register registers again with the node's certificate, asking for a new

@@ -180,13 +180,99 @@ func TestRefusedJoinLeavesNothing(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("join: %v, want %q", err, tt.want)
 			}
-			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-				t.Fatalf("a refused join left %s behind", dir)
+			// Nothing but the join nonce, kept for the next attempt
+			// (owner-only); nothing when no attempt was made.
+			ents, err := os.ReadDir(dir)
+			switch {
+			case errors.Is(err, os.ErrNotExist):
+			case err != nil:
+				t.Fatal(err)
+			case len(ents) != 1 || ents[0].Name() != fileNonce:
+				t.Fatalf("a refused join left %v in %s; want only %s", ents, dir, fileNonce)
+			default:
+				st, err := os.Stat(filepath.Join(dir, fileNonce))
+				if err != nil || st.Mode().Perm() != 0o600 {
+					t.Fatalf("the join nonce: %v %v; want mode 0600", st.Mode().Perm(), err)
+				}
 			}
 		})
 	}
 	if _, ok := other.reg.Node("n1"); ok {
 		t.Fatal("the other CA's control plane registered the node")
+	}
+}
+
+// TestJoinRetriedWithTheNonce: a node whose join was registered but whose
+// answer never came (here: the identity it was given is not kept) joins
+// again, through another replica, with the nonce it kept, and is the
+// same node; a restart sends the same nonce. Another host of the same
+// name, with its own nonce, is refused with a conflict naming the node.
+func TestJoinRetriedWithTheNonce(t *testing.T) {
+	f := newFleet(t, 2, join.Config{})
+	tokenFile := f.tokenFile(t)
+	dir := filepath.Join(t.TempDir(), "fleet")
+	first, err := newMember(t, f.urls[:1], tokenFile, dir).Join(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce, err := os.ReadFile(filepath.Join(dir, fileNonce))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(filepath.Join(dir, fileNonce)); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the join nonce file: %v", err)
+	}
+	if n, _ := f.reg.Node(first.NodeID); n.JoinHash != pki.HashJoinNonce(strings.TrimSpace(string(nonce))) {
+		t.Fatalf("the control plane keeps %q, not the hash of the node's nonce", n.JoinHash)
+	}
+	// The answer was lost: the node kept nothing but its nonce.
+	for _, name := range []string{fileIdentity, fileCA, fileNodeID} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again, err := newMember(t, f.urls[1:], tokenFile, dir).Join(t.Context())
+	if err != nil {
+		t.Fatalf("join again with the nonce: %v", err)
+	}
+	if again.NodeID != first.NodeID || again.Epoch <= first.Epoch {
+		t.Fatalf("joined again as %+v after %+v; want the same node, a new epoch", again, first)
+	}
+	if n, _ := f.reg.Node(first.NodeID); n.Joins != 2 {
+		t.Fatalf("the registry saw %d joins of the node; want 2", n.Joins)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, fileNonce)); string(b) != string(nonce) {
+		t.Fatal("the join nonce changed between attempts")
+	}
+
+	// Another host, the same name, its own data dir: refused.
+	twinDir := filepath.Join(t.TempDir(), "fleet")
+	_, err = newMember(t, f.urls, tokenFile, twinDir).Join(t.Context())
+	if api.ErrorCode(err) != api.CodeConflict || !strings.Contains(err.Error(), "node-fleet") {
+		t.Fatalf("a second host joining as node-fleet: %v; want a conflict naming it", err)
+	}
+	if _, err := os.Stat(filepath.Join(twinDir, fileIdentity)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("the refused host kept an identity")
+	}
+	if n, _ := f.reg.Node(first.NodeID); n.Epoch != again.Epoch {
+		t.Fatalf("the refused join changed the node: %+v", n)
+	}
+}
+
+// A damaged nonce file is an error that says what to do, never a new
+// nonce: a new one would lose the registration it stands for.
+func TestJoinNonceFileDamaged(t *testing.T) {
+	f := newFleet(t, 1, join.Config{})
+	dir := filepath.Join(t.TempDir(), "fleet")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, fileNonce), []byte("not a nonce\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := newMember(t, f.urls, f.tokenFile(t), dir).Join(t.Context())
+	if err == nil || !strings.Contains(err.Error(), fileNonce) {
+		t.Fatalf("join with a damaged nonce file: %v", err)
 	}
 }
 

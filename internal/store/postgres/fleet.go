@@ -11,13 +11,13 @@ import (
 	"github.com/cove-dev/cove/internal/store"
 )
 
-const nodeColumns = "id, name, addr, state, epoch, capacity, gpu_names, templates, registered_at, heartbeat_at, created_at"
+const nodeColumns = "id, name, addr, state, epoch, capacity, gpu_names, templates, registered_at, heartbeat_at, created_at, join_hash"
 
 func scanNode(r scanner) (store.Node, error) {
 	var n store.Node
 	var state, capacity, gpus, templates string
 	if err := r.Scan(&n.ID, &n.Name, &n.Addr, &state, &n.Epoch, &capacity, &gpus, &templates,
-		&n.RegisteredAt, &n.HeartbeatAt, &n.CreatedAt); err != nil {
+		&n.RegisteredAt, &n.HeartbeatAt, &n.CreatedAt, &n.JoinHash); err != nil {
 		return store.Node{}, err
 	}
 	var d decoder
@@ -49,8 +49,8 @@ func (db *DB) CreateNode(ctx context.Context, n store.Node) error {
 	if err != nil {
 		return err
 	}
-	_, err = db.pool.Exec(ctx, "INSERT INTO nodes ("+nodeColumns+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-		n.ID, n.Name, n.Addr, string(n.State), n.Epoch, capacity, gpus, templates, n.RegisteredAt, n.HeartbeatAt, n.CreatedAt)
+	_, err = db.pool.Exec(ctx, "INSERT INTO nodes ("+nodeColumns+") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+		n.ID, n.Name, n.Addr, string(n.State), n.Epoch, capacity, gpus, templates, n.RegisteredAt, n.HeartbeatAt, n.CreatedAt, n.JoinHash)
 	if e := nodeConflict(n, err); e != nil {
 		return e
 	}
@@ -83,8 +83,8 @@ func (db *DB) UpdateNode(ctx context.Context, n store.Node) error {
 		return err
 	}
 	tag, err := db.pool.Exec(ctx, `UPDATE nodes SET name = $1, addr = $2, state = $3, epoch = $4, capacity = $5,
-		gpu_names = $6, templates = $7, registered_at = $8, heartbeat_at = $9, created_at = $10 WHERE id = $11`,
-		n.Name, n.Addr, string(n.State), n.Epoch, capacity, gpus, templates, n.RegisteredAt, n.HeartbeatAt, n.CreatedAt, n.ID)
+		gpu_names = $6, templates = $7, registered_at = $8, heartbeat_at = $9, created_at = $10, join_hash = $11 WHERE id = $12`,
+		n.Name, n.Addr, string(n.State), n.Epoch, capacity, gpus, templates, n.RegisteredAt, n.HeartbeatAt, n.CreatedAt, n.JoinHash, n.ID)
 	if e := nodeConflict(n, err); e != nil {
 		return e
 	}

@@ -29,7 +29,7 @@ func nodeLists(gpus, templates []string) (string, string, error) {
 }
 
 // BeatNode records a node's heartbeat if it is ready or draining in the
-// epoch it names.
+// epoch it names, and spends its join nonce's hash.
 func (db *DB) BeatNode(ctx context.Context, b store.NodeBeat) error {
 	capacity, err := encodeJSON(b.Capacity)
 	if err != nil {
@@ -39,7 +39,7 @@ func (db *DB) BeatNode(ctx context.Context, b store.NodeBeat) error {
 	if err != nil {
 		return err
 	}
-	tag, err := db.pool.Exec(ctx, `UPDATE nodes SET heartbeat_at = $1, capacity = $2, gpu_names = $3, templates = $4
+	tag, err := db.pool.Exec(ctx, `UPDATE nodes SET heartbeat_at = $1, capacity = $2, gpu_names = $3, templates = $4, join_hash = ''
 		WHERE id = $5 AND epoch = $6 AND state IN ('ready', 'draining')`,
 		b.At, capacity, gpus, templates, b.ID, b.Epoch)
 	if err != nil {

@@ -10,13 +10,13 @@ import (
 	"github.com/cove-dev/cove/internal/store"
 )
 
-const nodeColumns = "id, name, addr, state, epoch, capacity, gpu_names, templates, registered_at, heartbeat_at, created_at"
+const nodeColumns = "id, name, addr, state, epoch, capacity, gpu_names, templates, registered_at, heartbeat_at, created_at, join_hash"
 
 func scanNode(r scanner) (store.Node, error) {
 	var n store.Node
 	var state, capacity, gpus, templates, created string
 	var registered, beat sql.NullString
-	if err := r.Scan(&n.ID, &n.Name, &n.Addr, &state, &n.Epoch, &capacity, &gpus, &templates, &registered, &beat, &created); err != nil {
+	if err := r.Scan(&n.ID, &n.Name, &n.Addr, &state, &n.Epoch, &capacity, &gpus, &templates, &registered, &beat, &created, &n.JoinHash); err != nil {
 		return store.Node{}, err
 	}
 	var d decoder
@@ -68,9 +68,9 @@ func (db *DB) CreateNode(ctx context.Context, n store.Node) error {
 	if err != nil {
 		return err
 	}
-	_, err = db.write.ExecContext(ctx, "INSERT INTO nodes ("+nodeColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	_, err = db.write.ExecContext(ctx, "INSERT INTO nodes ("+nodeColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		n.ID, n.Name, n.Addr, string(n.State), n.Epoch, capacity, gpus, templates,
-		nullTime(n.RegisteredAt), nullTime(n.HeartbeatAt), formatTime(n.CreatedAt))
+		nullTime(n.RegisteredAt), nullTime(n.HeartbeatAt), formatTime(n.CreatedAt), n.JoinHash)
 	if e := nodeConflict(n, err); e != nil {
 		return e
 	}
@@ -103,9 +103,9 @@ func (db *DB) UpdateNode(ctx context.Context, n store.Node) error {
 		return err
 	}
 	res, err := db.write.ExecContext(ctx, `UPDATE nodes SET name = ?, addr = ?, state = ?, epoch = ?, capacity = ?,
-		gpu_names = ?, templates = ?, registered_at = ?, heartbeat_at = ?, created_at = ? WHERE id = ?`,
+		gpu_names = ?, templates = ?, registered_at = ?, heartbeat_at = ?, created_at = ?, join_hash = ? WHERE id = ?`,
 		n.Name, n.Addr, string(n.State), n.Epoch, capacity, gpus, templates,
-		nullTime(n.RegisteredAt), nullTime(n.HeartbeatAt), formatTime(n.CreatedAt), n.ID)
+		nullTime(n.RegisteredAt), nullTime(n.HeartbeatAt), formatTime(n.CreatedAt), n.JoinHash, n.ID)
 	if e := nodeConflict(n, err); e != nil {
 		return e
 	}

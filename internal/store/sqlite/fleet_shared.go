@@ -11,7 +11,7 @@ import (
 )
 
 // BeatNode records a node's heartbeat if it is ready or draining in the
-// epoch it names.
+// epoch it names, and spends its join nonce's hash.
 func (db *DB) BeatNode(ctx context.Context, b store.NodeBeat) error {
 	capacity, err := encodeJSON(b.Capacity)
 	if err != nil {
@@ -21,7 +21,7 @@ func (db *DB) BeatNode(ctx context.Context, b store.NodeBeat) error {
 	if err != nil {
 		return err
 	}
-	res, err := db.write.ExecContext(ctx, `UPDATE nodes SET heartbeat_at = ?, capacity = ?, gpu_names = ?, templates = ?
+	res, err := db.write.ExecContext(ctx, `UPDATE nodes SET heartbeat_at = ?, capacity = ?, gpu_names = ?, templates = ?, join_hash = ''
 		WHERE id = ? AND epoch = ? AND state IN ('ready', 'draining')`,
 		formatTime(b.At), capacity, gpus, templates, b.ID, b.Epoch)
 	if err != nil {

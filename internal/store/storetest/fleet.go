@@ -56,6 +56,61 @@ func testNodes(t *testing.T, s store.Store) {
 		mustGet[[]store.Node](t)(s.ListNodes(ctx)))
 }
 
+// testNodeJoinHash: the hash of a node's join nonce is kept with its row
+// through every write until the node's first heartbeat spends it, and the
+// name stays one live node's whatever hash a second row brings: the
+// registry answers a join that brings the same nonce again from the one
+// row, never from a second.
+func testNodeJoinHash(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const h1, h2 = "1111111111111111111111111111111111111111111111111111111111111111",
+		"2222222222222222222222222222222222222222222222222222222222222222"
+	n := store.Node{ID: "node_j1", Name: "joiner", Addr: "10.0.0.1:7443", State: api.NodeReady, Epoch: 1,
+		CreatedAt: at(1), JoinHash: h1}
+	mustDo(t, s.CreateNode(ctx, n))
+	if got := mustGet[store.Node](t)(s.GetNode(ctx, n.ID)); got.JoinHash != h1 {
+		t.Fatalf("GetNode: join hash %q, want %q", got.JoinHash, h1)
+	}
+	// A second row of the name is refused, with the same hash as with
+	// another one: exactly one row per live name.
+	for _, h := range []string{h1, h2, ""} {
+		twin := n
+		twin.ID, twin.JoinHash = "node_j2", h
+		wantCode(t, s.CreateNode(ctx, twin), api.CodeConflict)
+	}
+	// A registration again keeps the hash (UpdateNode writes it back).
+	n.Epoch, n.RegisteredAt = 2, ptr(at(2))
+	mustDo(t, s.UpdateNode(ctx, n))
+	nodes := mustGet[[]store.Node](t)(s.ListNodes(ctx))
+	var same []store.Node
+	for _, o := range nodes {
+		if o.Name == "joiner" {
+			same = append(same, o)
+		}
+	}
+	if len(same) != 1 || same[0].JoinHash != h1 || same[0].Epoch != 2 {
+		t.Fatalf("ListNodes: nodes named joiner %+v; want one, hash %s, epoch 2", same, h1)
+	}
+	// A heartbeat of another epoch spends nothing; one of the node's
+	// epoch spends the hash in the same write: the node was heard with
+	// its certificate.
+	wantCode(t, s.BeatNode(ctx, store.NodeBeat{ID: n.ID, Epoch: 1, At: at(3)}), api.CodeConflict)
+	if got := mustGet[store.Node](t)(s.GetNode(ctx, n.ID)); got.JoinHash != h1 {
+		t.Fatalf("a refused heartbeat spent the join hash: %q", got.JoinHash)
+	}
+	mustDo(t, s.BeatNode(ctx, store.NodeBeat{ID: n.ID, Epoch: 2, At: at(3)}))
+	if got := mustGet[store.Node](t)(s.GetNode(ctx, n.ID)); got.JoinHash != "" || got.Epoch != 2 || got.Name != "joiner" {
+		t.Fatalf("after a heartbeat: %+v; want the join hash spent, the rest kept", got)
+	}
+
+	// A node that joined without a nonce has none.
+	old := store.Node{ID: "node_j3", Name: "older", State: api.NodeReady, CreatedAt: at(3)}
+	mustDo(t, s.CreateNode(ctx, old))
+	if got := mustGet[store.Node](t)(s.GetNode(ctx, old.ID)); got.JoinHash != "" {
+		t.Fatalf("a node without a nonce reads back hash %q", got.JoinHash)
+	}
+}
+
 func testPlacements(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	_, err := s.GetPlacement(ctx, "sbx_1")

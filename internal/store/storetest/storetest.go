@@ -48,7 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Workloads", testWorkloads},
 		{"WorkloadUsage", testWorkloadUsage},
 		{"Versions", testVersions}, {"IdempotencyRef", testIdempotencyRef},
-		{"Nodes", testNodes}, {"Placements", testPlacements}, {"FleetValues", testFleetValues},
+		{"Nodes", testNodes}, {"NodeJoinHash", testNodeJoinHash}, {"Placements", testPlacements}, {"FleetValues", testFleetValues},
 		{"Leases", testLeases}, {"Replicas", testReplicas}, {"AccrueConditional", testAccrueConditional}, {"SandboxOwners", testSandboxOwners}, {"PruneReplicas", testPruneReplicas}, {"PruneSandboxOwners", testPruneSandboxOwners}, {"NUL", testNUL}, {"ClaimDelivery", testClaimDelivery},
 	}
 	tests = append(tests, fleetSharedTests...)

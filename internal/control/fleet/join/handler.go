@@ -86,8 +86,19 @@ func (s *Service) join(_ http.ResponseWriter, r *http.Request) (any, error) {
 	if _, err := pki.ParseCSR([]byte(req.CSR)); err != nil {
 		return nil, api.Errorf(api.CodeInvalidArgument, "%v", err)
 	}
-	adm, err := s.d.Registry.Register(r.Context(), "", req.Registration)
+	hash := ""
+	if req.Nonce != "" {
+		nonce, err := pki.ParseJoinNonce(req.Nonce)
+		if err != nil {
+			return nil, api.Errorf(api.CodeInvalidArgument, "nonce: %v", err)
+		}
+		hash = pki.HashJoinNonce(nonce)
+	}
+	adm, err := s.d.Registry.Join(r.Context(), hash, req.Registration)
 	if err != nil {
+		if api.ErrorCode(err) == api.CodeConflict {
+			s.d.Log.Warn("join refused", "name", req.Name, "remote", r.RemoteAddr, "err", err)
+		}
 		return nil, err
 	}
 	if adm.Certificate, err = s.issue(req.CSR, adm.NodeID); err != nil {

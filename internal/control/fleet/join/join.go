@@ -89,10 +89,14 @@ type caRecord struct {
 
 // Registry is the control plane's book of nodes.
 type Registry interface {
-	// Register admits a node: nodeID "" is a join by name (the registry
-	// gives the ID, and refuses with conflict a name registered to a node
-	// that is alive); otherwise the node with that ID registers again. The
-	// answer has NodeID, a new Epoch and Assigned.
+	// Join admits a node by name with the hash of its join nonce ("" for
+	// none): the registry gives the ID, and refuses with conflict a name
+	// registered to a node that is alive, unless that node joined with
+	// the same nonce hash (compared in constant time): then it answers as
+	// that node, its one row registered again.
+	Join(ctx context.Context, joinHash string, r fleetwire.Registration) (fleetwire.Admission, error)
+	// Register registers the node with that ID again. The answer (of
+	// Join too) has NodeID, a new Epoch and Assigned.
 	Register(ctx context.Context, nodeID string, r fleetwire.Registration) (fleetwire.Admission, error)
 	// Heartbeat records a node's report; conflict for a stale epoch or a
 	// node marked lost, permission_denied for a removed node.

@@ -18,6 +18,7 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/fleet/join"
 	"github.com/cove-dev/cove/internal/fleet/fleetwire"
+	"github.com/cove-dev/cove/internal/fleet/pki"
 	"github.com/cove-dev/cove/internal/secrets"
 )
 
@@ -79,7 +80,10 @@ func (s *Store) Values() map[string]string {
 
 // Node is what the fake registry knows of a node.
 type Node struct {
-	ID, Name   string
+	ID, Name string
+	// JoinHash is the hash of the nonce it joined with.
+	JoinHash   string
+	Joins      int
 	Epoch      int64
 	Lost       bool
 	Removed    bool
@@ -89,7 +93,8 @@ type Node struct {
 }
 
 // Registry is an in-memory join.Registry: IDs n1, n2, …; a name is
-// refused while its node is neither lost nor removed.
+// refused while its node is neither lost nor removed, unless the join
+// brings the nonce hash the node joined with.
 type Registry struct {
 	mu     sync.Mutex
 	nodes  map[string]*Node
@@ -101,19 +106,37 @@ var _ join.Registry = (*Registry)(nil)
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry { return &Registry{nodes: map[string]*Node{}} }
 
-// Register admits a node.
-func (r *Registry) Register(_ context.Context, nodeID string, reg fleetwire.Registration) (fleetwire.Admission, error) {
+// Join admits a node by name.
+func (r *Registry) Join(ctx context.Context, joinHash string, reg fleetwire.Registration) (fleetwire.Admission, error) {
+	return r.register(ctx, "", joinHash, reg)
+}
+
+// Register admits a node: by name for nodeID "", as Join without a
+// nonce.
+func (r *Registry) Register(ctx context.Context, nodeID string, reg fleetwire.Registration) (fleetwire.Admission, error) {
+	return r.register(ctx, nodeID, "", reg)
+}
+
+func (r *Registry) register(_ context.Context, nodeID, joinHash string, reg fleetwire.Registration) (fleetwire.Admission, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var n *Node
 	if nodeID == "" {
 		for _, o := range r.nodes {
-			if o.Name == reg.Name && !o.Lost && !o.Removed {
+			if o.Name == reg.Name && !o.Removed && joinHash != "" && pki.SameHash(o.JoinHash, joinHash) {
+				n = o
+			}
+		}
+		for _, o := range r.nodes {
+			if n == nil && o.Name == reg.Name && !o.Lost && !o.Removed {
 				return fleetwire.Admission{}, api.Errorf(api.CodeConflict, "a node named %s is registered and alive", reg.Name)
 			}
 		}
-		n = &Node{ID: fmt.Sprintf("n%d", len(r.nodes)+1), Name: reg.Name}
-		r.nodes[n.ID] = n
+		if n == nil {
+			n = &Node{ID: fmt.Sprintf("n%d", len(r.nodes)+1), Name: reg.Name, JoinHash: joinHash}
+			r.nodes[n.ID] = n
+		}
+		n.Joins++
 	} else {
 		n = r.nodes[nodeID]
 		if n == nil {
@@ -145,6 +168,7 @@ func (r *Registry) Heartbeat(_ context.Context, nodeID string, hb fleetwire.Hear
 	}
 	n.Heartbeats++
 	n.Last = hb
+	n.JoinHash = "" // heard with its certificate: its nonce is spent
 	return fleetwire.HeartbeatAnswer{Epoch: n.Epoch}, nil
 }
 
