@@ -174,7 +174,3 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 	tags.cncf.io/container-device-interface v1.1.2
 )
-
-replace github.com/cove-dev/cove/api v0.1.0 => ./api
-
-replace github.com/cove-dev/cove/sdk/go v0.1.0 => ./sdk/go
