@@ -901,8 +901,10 @@ func TestExecWake(t *testing.T) {
 					opts = append(opts, cove.ExecNoWake())
 				}
 				wantCode(t, call(s.client, t.Context(), opts...), api.CodeConflict)
-				if got == nil || *got != wake {
-					t.Errorf("wake reached the control plane as %v; want %v", got, wake)
+				if got == nil {
+					t.Errorf("the command did not reach the control plane")
+				} else if *got != wake {
+					t.Errorf("wake reached the control plane as %v; want %v", *got, wake)
 				}
 			}
 		})
