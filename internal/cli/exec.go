@@ -24,6 +24,7 @@ func (a *app) execCmd() *cobra.Command {
 		shell   bool
 		detach  bool
 		kill    bool
+		noWake  bool
 	)
 	c := &cobra.Command{
 		Use:   "exec REF -- ARGV...",
@@ -31,7 +32,8 @@ func (a *app) execCmd() *cobra.Command {
 		Long: `Run a command in a sandbox. Its stdout and stderr stream to yours, your stdin
 is forwarded when it is a pipe or a file, and cove exits with the command's
 status. Ctrl-C detaches (the command keeps running; 'cove logs' reattaches);
-with --kill it sends TERM to the command instead.`,
+with --kill it sends TERM to the command instead. An asleep sandbox is woken
+first (one going to sleep or waking is waited for); --no-wake fails instead.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 {
@@ -63,7 +65,11 @@ with --kill it sends TERM to the command instead.`,
 			req.Stdin = stdin != nil && !detach
 			ctx := cmd.Context()
 			// Creating must not be cut by Ctrl-C halfway; it returns quickly.
-			c, err := cl.Exec(context.WithoutCancel(ctx), ref, req)
+			var opts []cove.ExecOption
+			if noWake {
+				opts = append(opts, cove.ExecNoWake())
+			}
+			c, err := cl.Exec(context.WithoutCancel(ctx), ref, req, opts...)
 			if err != nil {
 				return err
 			}
@@ -107,6 +113,7 @@ with --kill it sends TERM to the command instead.`,
 	f.BoolVar(&shell, "shell", false, "run the one argument as a bash command string")
 	f.BoolVarP(&detach, "detach", "d", false, "start it and print its ID instead of streaming")
 	f.BoolVar(&kill, "kill", false, "on Ctrl-C send TERM to the command instead of detaching")
+	f.BoolVar(&noWake, "no-wake", false, "fail if the sandbox is not running instead of waking it")
 	return c
 }
 

@@ -180,11 +180,14 @@ type fakeCommands struct {
 	signals  []string
 	stdin    []string
 	execUser []string
+	// woke is set once a command was started with wake true.
+	woke bool
 }
 
-func (f *fakeCommands) Exec(_ context.Context, teamID, ref string, req api.CreateCommandRequest) (api.Command, error) {
+func (f *fakeCommands) Exec(_ context.Context, teamID, ref string, wake bool, req api.CreateCommandRequest) (api.Command, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.woke = f.woke || wake
 	c := api.Command{ID: "cmd_" + strconv.Itoa(len(f.cmds)+1), SandboxID: ref, Argv: req.Argv, Cwd: req.Cwd, Env: req.Env,
 		User: req.User, Stdin: req.Stdin, State: api.CommandRunning, PTY: req.PTY}
 	f.cmds = append(f.cmds, c)

@@ -27,7 +27,7 @@ import (
 // Commands are a sandbox's commands' calls the process service makes
 // (commands.Service).
 type Commands interface {
-	Exec(ctx context.Context, teamID, ref string, req api.CreateCommandRequest) (api.Command, error)
+	Exec(ctx context.Context, teamID, ref string, wake bool, req api.CreateCommandRequest) (api.Command, error)
 	GetCommand(ctx context.Context, teamID, ref, commandID string) (api.Command, error)
 	ListCommands(ctx context.Context, teamID, ref string, q commands.Query) (api.List[api.Command], error)
 	CommandOutput(ctx context.Context, teamID, ref, commandID string) (api.Command, node.Output, error)
@@ -196,8 +196,9 @@ func (p *processes) Start(ctx context.Context, req *connect.Request[process.Star
 		creq.TimeoutS = &s
 	}
 	// The process outlives this request: closing the stream leaves it
-	// running.
-	c, err := p.cmds.Exec(context.WithoutCancel(ctx), t.TeamID, t.SandboxID, creq)
+	// running. A paused sandbox is not woken (wake false), as by a file
+	// call: E2B's paused sandbox is not reachable until connected.
+	c, err := p.cmds.Exec(context.WithoutCancel(ctx), t.TeamID, t.SandboxID, false, creq)
 	if err != nil {
 		return rpcError(err)
 	}

@@ -49,7 +49,7 @@ func TestProcessCalls(t *testing.T) {
 	sb := h.create("key-a", map[string]any{"templateID": "base"})
 	other := h.create("key-b", map[string]any{"templateID": "base"})
 	for _, argv := range [][]string{{"/bin/bash", "-l", "-c", "sleep 1"}, {"/bin/bash", "-l", "-c", "cat"}} {
-		h.cmds.Exec(t.Context(), "a", sb.SandboxID, api.CreateCommandRequest{Argv: argv})
+		h.cmds.Exec(t.Context(), "a", sb.SandboxID, false, api.CreateCommandRequest{Argv: argv})
 	}
 	h.cmds.cmds[0].State = api.CommandExited
 	c := h.processClient(sb.SandboxID, sb.EnvdAccessToken, "")
@@ -178,5 +178,10 @@ func TestStartCwd(t *testing.T) {
 		if len(h.cmds.cmds) != n+1 || h.cmds.cmds[n].Cwd != tc.want {
 			t.Errorf("user %q cwd %v: ran %+v; want one command in %s", tc.user, tc.cwd, h.cmds.cmds[n:], tc.want)
 		}
+	}
+	// A paused sandbox is not reachable until connected: a process start
+	// never wakes it, as a file call does not.
+	if h.cmds.woke {
+		t.Error("a process start asked to wake its sandbox")
 	}
 }

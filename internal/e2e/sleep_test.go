@@ -55,8 +55,8 @@ func TestSleepWakeKeepsFiles(t *testing.T) {
 	if out := outputOf(t, s.Admin, sb.ID, running.ID); out != "before-sleep\n" {
 		t.Errorf("its recorded output after sleep: %q", out)
 	}
-	if _, err := s.Admin.Exec(ctx, sb.ID, api.CreateCommandRequest{Command: "true"}); api.ErrorCode(err) != api.CodeConflict {
-		t.Errorf("exec while asleep: %v, want conflict", err)
+	if _, err := s.Admin.Exec(ctx, sb.ID, api.CreateCommandRequest{Command: "true"}, cove.ExecNoWake()); api.ErrorCode(err) != api.CodeConflict {
+		t.Errorf("exec with wake=false while asleep: %v, want conflict", err)
 	}
 
 	if _, err := s.Admin.WakeSandbox(ctx, "nap"); err != nil {

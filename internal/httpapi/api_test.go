@@ -819,7 +819,7 @@ func TestExec(t *testing.T) {
 		s := newTestServer(t)
 		var gotRef string
 		var got api.CreateCommandRequest
-		s.fake.ExecFn = func(_ context.Context, _, ref string, r api.CreateCommandRequest) (api.Command, error) {
+		s.fake.ExecFn = func(_ context.Context, _, ref string, _ bool, r api.CreateCommandRequest) (api.Command, error) {
 			gotRef, got = ref, r
 			return cmd, nil
 		}
@@ -868,6 +868,50 @@ func TestExec(t *testing.T) {
 	t.Run("bad wait", func(t *testing.T) {
 		s, _, _ := newExec(t)
 		resp, body := s.do(t, http.MethodPost, "/v1/sandboxes/web/commands?wait=maybe", nil, strings.NewReader(`{"command":"true"}`))
+		wantError(t, resp, body, http.StatusBadRequest, api.CodeInvalidArgument)
+		wantNoCalls(t, s.fake)
+	})
+}
+
+// TestExecWake checks a command wakes its sandbox by default and that
+// ?wake=false (the Go SDK's ExecNoWake) reaches the control plane, with
+// and without wait; a wake that is not a boolean is refused first.
+func TestExecWake(t *testing.T) {
+	calls := map[string]func(c *cove.Client, ctx context.Context, opts ...cove.ExecOption) error{
+		"Exec": func(c *cove.Client, ctx context.Context, o ...cove.ExecOption) error {
+			_, err := c.Exec(ctx, "web", api.CreateCommandRequest{Command: "true"}, o...)
+			return err
+		},
+		"ExecWait": func(c *cove.Client, ctx context.Context, o ...cove.ExecOption) error {
+			_, err := c.ExecWait(ctx, "web", api.CreateCommandRequest{Command: "true"}, o...)
+			return err
+		},
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			for _, wake := range []bool{true, false} {
+				s := newTestServer(t)
+				var got *bool
+				s.fake.ExecFn = func(_ context.Context, _, _ string, w bool, _ api.CreateCommandRequest) (api.Command, error) {
+					got = &w
+					return api.Command{}, api.Errorf(api.CodeConflict, "sandbox sbx_1 is asleep and wake=false was given")
+				}
+				var opts []cove.ExecOption
+				if !wake {
+					opts = append(opts, cove.ExecNoWake())
+				}
+				wantCode(t, call(s.client, t.Context(), opts...), api.CodeConflict)
+				if got == nil {
+					t.Errorf("the command did not reach the control plane")
+				} else if *got != wake {
+					t.Errorf("wake reached the control plane as %v; want %v", *got, wake)
+				}
+			}
+		})
+	}
+	t.Run("bad wake", func(t *testing.T) {
+		s := newTestServer(t)
+		resp, body := s.do(t, http.MethodPost, "/v1/sandboxes/web/commands?wake=maybe", nil, strings.NewReader(`{"command":"true"}`))
 		wantError(t, resp, body, http.StatusBadRequest, api.CodeInvalidArgument)
 		wantNoCalls(t, s.fake)
 	})
@@ -1536,7 +1580,7 @@ func TestIdempotencyKey(t *testing.T) {
 	})
 	t.Run("commands", func(t *testing.T) {
 		s := newTestServer(t)
-		s.fake.ExecFn = func(context.Context, string, string, api.CreateCommandRequest) (api.Command, error) {
+		s.fake.ExecFn = func(context.Context, string, string, bool, api.CreateCommandRequest) (api.Command, error) {
 			return api.Command{ID: "cmd_1", SandboxID: "sbx_1"}, nil
 		}
 		for i, replayed := range []string{"", "true"} {

@@ -44,8 +44,12 @@ func (h commandRoutes) createCommand(w http.ResponseWriter, r *http.Request, p l
 	if err != nil {
 		return err
 	}
+	wake, err := wakeQuery(r)
+	if err != nil {
+		return err
+	}
 	ref := r.PathValue("ref")
-	c, err := h.Commands.Exec(r.Context(), p.Team.ID, ref, req)
+	c, err := h.Commands.Exec(r.Context(), p.Team.ID, ref, wake, req)
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ type Sandboxes interface {
 // Commands are a sandbox's commands' calls (commands.go, attach.go):
 // internal/control/commands.
 type Commands interface {
-	Exec(ctx context.Context, teamID, ref string, req api.CreateCommandRequest) (api.Command, error)
+	Exec(ctx context.Context, teamID, ref string, wake bool, req api.CreateCommandRequest) (api.Command, error)
 	GetCommand(ctx context.Context, teamID, ref, commandID string) (api.Command, error)
 	ListCommands(ctx context.Context, teamID, ref string, q commands.Query) (api.List[api.Command], error)
 	WaitCommand(ctx context.Context, teamID, ref, commandID string) (api.CommandResult, error)

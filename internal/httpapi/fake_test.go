@@ -50,7 +50,7 @@ type fakeControlPlane struct {
 	WakeSandboxFn      func(ctx context.Context, teamID, ref string) (api.Sandbox, error)
 	NetworkFn          func(ctx context.Context, teamID, ref string) (api.NetworkView, error)
 
-	ExecFn          func(ctx context.Context, teamID, ref string, req api.CreateCommandRequest) (api.Command, error)
+	ExecFn          func(ctx context.Context, teamID, ref string, wake bool, req api.CreateCommandRequest) (api.Command, error)
 	GetCommandFn    func(ctx context.Context, teamID, ref, commandID string) (api.Command, error)
 	ListCommandsFn  func(ctx context.Context, teamID, ref string, q lifecycle.CommandQuery) (api.List[api.Command], error)
 	WaitCommandFn   func(ctx context.Context, teamID, ref, commandID string) (api.CommandResult, error)
@@ -268,10 +268,10 @@ func (f *fakeControlPlane) Network(ctx context.Context, teamID, ref string) (api
 	return api.NetworkView{}, notFound("sandbox", ref)
 }
 
-func (f *fakeControlPlane) Exec(ctx context.Context, teamID, ref string, req api.CreateCommandRequest) (api.Command, error) {
+func (f *fakeControlPlane) Exec(ctx context.Context, teamID, ref string, wake bool, req api.CreateCommandRequest) (api.Command, error) {
 	f.record("Exec", teamID)
 	if f.ExecFn != nil {
-		return f.ExecFn(ctx, teamID, ref, req)
+		return f.ExecFn(ctx, teamID, ref, wake, req)
 	}
 	return api.Command{}, notFound("sandbox", ref)
 }

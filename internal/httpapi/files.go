@@ -36,15 +36,24 @@ func (h fileRoutes) routes(auth authFunc) {
 // fileTarget reads the sandbox and ?wake= of a file call (wake defaults
 // to true).
 func fileTarget(r *http.Request, p lifecycle.Principal) (files.Target, error) {
-	t := files.Target{TeamID: p.Team.ID, Ref: r.PathValue("ref"), Wake: true}
-	if v := r.URL.Query().Get("wake"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return t, api.Errorf(api.CodeInvalidArgument, "wake must be true or false")
-		}
-		t.Wake = b
+	t := files.Target{TeamID: p.Team.ID, Ref: r.PathValue("ref")}
+	var err error
+	t.Wake, err = wakeQuery(r)
+	return t, err
+}
+
+// wakeQuery reads the ?wake= of a live call (a file call, a command):
+// true unless wake=false is given.
+func wakeQuery(r *http.Request) (bool, error) {
+	v := r.URL.Query().Get("wake")
+	if v == "" {
+		return true, nil
 	}
-	return t, nil
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return true, api.Errorf(api.CodeInvalidArgument, "wake must be true or false")
+	}
+	return b, nil
 }
 
 // fileQuery checks the query's path the way every file call does: one

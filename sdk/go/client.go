@@ -209,17 +209,45 @@ func (c *Client) TerminateSandbox(ctx context.Context, ref string) (api.Sandbox,
 	return sb, err
 }
 
-// Exec starts a command and returns at once.
-func (c *Client) Exec(ctx context.Context, ref string, req api.CreateCommandRequest) (api.Command, error) {
+// ExecOption adjusts how a command is started.
+type ExecOption func(*execOptions)
+
+type execOptions struct {
+	noWake bool
+}
+
+// ExecNoWake makes a command sent to an asleep (or sleeping, or waking)
+// sandbox fail with a conflict (409) instead of waking it first.
+func ExecNoWake() ExecOption { return func(o *execOptions) { o.noWake = true } }
+
+func execQuery(wait bool, opts []ExecOption) url.Values {
+	var o execOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	q := url.Values{}
+	if wait {
+		q.Set("wait", "true")
+	}
+	if o.noWake {
+		q.Set("wake", "false")
+	}
+	return q
+}
+
+// Exec starts a command and returns at once. An asleep sandbox is woken
+// first, and one sleeping or waking waited for (see ExecNoWake).
+func (c *Client) Exec(ctx context.Context, ref string, req api.CreateCommandRequest, opts ...ExecOption) (api.Command, error) {
 	var cmd api.Command
-	err := c.do(ctx, http.MethodPost, sandboxPath(ref)+"/commands", nil, req, &cmd)
+	err := c.do(ctx, http.MethodPost, sandboxPath(ref)+"/commands", execQuery(false, opts), req, &cmd)
 	return cmd, err
 }
 
-// ExecWait runs a command to its end and returns its output.
-func (c *Client) ExecWait(ctx context.Context, ref string, req api.CreateCommandRequest) (api.CommandResult, error) {
+// ExecWait runs a command to its end and returns its output. An asleep
+// sandbox is woken first, as by Exec.
+func (c *Client) ExecWait(ctx context.Context, ref string, req api.CreateCommandRequest, opts ...ExecOption) (api.CommandResult, error) {
 	var res api.CommandResult
-	err := c.do(ctx, http.MethodPost, sandboxPath(ref)+"/commands", url.Values{"wait": {"true"}}, req, &res)
+	err := c.do(ctx, http.MethodPost, sandboxPath(ref)+"/commands", execQuery(true, opts), req, &res)
 	return res, err
 }
 

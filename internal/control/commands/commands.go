@@ -50,6 +50,10 @@ type Sandboxes interface {
 	// ActiveSandbox finds a sandbox of the team by ID or name and counts
 	// the call as activity for its idle timeout.
 	ActiveSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error)
+	// LiveSandbox returns the sandbox running: an asleep one is woken
+	// (unless wake is false, a conflict then), a sleeping or waking one
+	// waited for, within ctx.
+	LiveSandbox(ctx context.Context, teamID, ref string, wake bool) (api.Sandbox, error)
 	// TouchAt records activity on a sandbox at t (a command's end).
 	TouchAt(sandboxID string, t time.Time)
 	// Exited wakes the core's waiters for a command's end (setup).

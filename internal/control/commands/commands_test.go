@@ -11,6 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/commands"
 	"github.com/cove-dev/cove/internal/control/events"
@@ -36,6 +38,38 @@ type core struct {
 	// onExec runs when a command has started, before command.started is
 	// emitted.
 	onExec func()
+	// lives records the LiveSandbox calls: wake, and how long the call
+	// could wait (0: no deadline).
+	lives []liveCall
+}
+
+type liveCall struct {
+	wake bool
+	wait time.Duration
+}
+
+// LiveSandbox wakes a sandbox at once (it is stored running) unless wake
+// is false, which is a conflict.
+func (c *core) LiveSandbox(ctx context.Context, teamID, ref string, wake bool) (api.Sandbox, error) {
+	var wait time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		wait = time.Until(dl)
+	}
+	c.mu.Lock()
+	c.lives = append(c.lives, liveCall{wake, wait})
+	c.mu.Unlock()
+	sb, err := c.st.GetSandbox(ctx, teamID, ref)
+	if err != nil {
+		return sb, err
+	}
+	if !wake {
+		return sb, api.Errorf(api.CodeConflict, "sandbox %s is %s and wake=false was given", sb.ID, sb.State)
+	}
+	sb.State = api.StateRunning
+	if err := c.st.UpdateSandbox(ctx, sb); err != nil {
+		return sb, err
+	}
+	return c.st.GetSandbox(ctx, teamID, ref)
 }
 
 func (c *core) ActiveSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
@@ -205,6 +239,7 @@ func newEnv(t *testing.T, run nodetest.Command) *env {
 	for _, sb := range []api.Sandbox{
 		{ID: "sbx_a", TeamID: "team_a", State: api.StateRunning, Workdir: "/workspace", Env: map[string]string{"A": "1"}},
 		{ID: "sbx_dead", TeamID: "team_a", State: api.StateTerminated, Workdir: "/workspace"},
+		{ID: "sbx_asleep", TeamID: "team_a", State: api.StateAsleep, Workdir: "/workspace"},
 		{ID: "sbx_b", TeamID: "team_b", State: api.StateRunning, Workdir: "/workspace"},
 	} {
 		sb.Template, sb.Labels, sb.BudgetAlerts, sb.CreatedAt = "managed", map[string]string{}, []float64{}, now
@@ -214,7 +249,7 @@ func newEnv(t *testing.T, run nodetest.Command) *env {
 	}
 	nd := nodetest.New()
 	nd.Run = run
-	for _, id := range []string{"sbx_a", "sbx_b"} {
+	for _, id := range []string{"sbx_a", "sbx_b", "sbx_asleep"} {
 		if err := nd.Start(ctx, node.SandboxSpec{ID: id}); err != nil {
 			t.Fatal(err)
 		}
@@ -285,7 +320,7 @@ func TestStartedBeforeExited(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", api.CreateCommandRequest{Command: "true"})
+	c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +368,7 @@ func TestExitRouting(t *testing.T) {
 		if id := <-got; id != "wl_1" {
 			t.Errorf("receiver got command %q, want wl_1", id)
 		}
-		c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", api.CreateCommandRequest{Command: "exit 7"})
+		c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "exit 7"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -403,7 +438,7 @@ func TestOutputOfFinishedCommand(t *testing.T) {
 					out.Write("stderr", []byte(tt.stderr))
 					return node.Exit{ExitCode: 3}
 				})
-				c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", api.CreateCommandRequest{Command: "x"})
+				c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "x"})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -449,7 +484,7 @@ func TestOutputOfFinishedCommand(t *testing.T) {
 func TestFinishedCommandRefuses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, nil)
-		c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", api.CreateCommandRequest{Command: "true", Stdin: true, PTY: &api.PTY{Cols: 80, Rows: 24}})
+		c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "true", Stdin: true, PTY: &api.PTY{Cols: 80, Rows: 24}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -502,7 +537,7 @@ func TestExecBudget(t *testing.T) {
 				if tt.refuse {
 					e.core.refuse = api.Errorf(api.CodeBudgetExceeded, "sandbox spent it all")
 				}
-				_, err := e.svc.Exec(t.Context(), "team_a", tt.ref, api.CreateCommandRequest{Command: "true"})
+				_, err := e.svc.Exec(t.Context(), "team_a", tt.ref, true, api.CreateCommandRequest{Command: "true"})
 				if api.ErrorCode(err) != tt.code || (tt.code == "" && err != nil) {
 					t.Errorf("Exec: err = %v, want code %q", err, tt.code)
 				}
@@ -513,6 +548,57 @@ func TestExecBudget(t *testing.T) {
 				}
 				if started := len(cmds) > 0; started != tt.started {
 					t.Errorf("a command was stored: %v, want %v", started, tt.started)
+				}
+			})
+		})
+	}
+}
+
+// TestExecWake: a command sent to a sandbox that is not running asks the
+// core to make it live (wake unless wake is false), within the command's
+// timeout when it has one, and runs once it is; a running sandbox is not
+// asked about, and a terminated one is refused without a wake.
+func TestExecWake(t *testing.T) {
+	tests := []struct {
+		name     string
+		ref      string
+		wake     bool
+		timeoutS int64
+		code     api.Code
+		lives    []liveCall
+	}{
+		{"running", "sbx_a", true, 0, "", nil},
+		{"asleep", "sbx_asleep", true, 0, "", []liveCall{{true, 0}}},
+		{"asleep, within timeout_s", "sbx_asleep", true, 30, "", []liveCall{{true, 30 * time.Second}}},
+		{"asleep, wake=false", "sbx_asleep", false, 0, api.CodeConflict, []liveCall{{false, 0}}},
+		{"terminated", "sbx_dead", true, 0, api.CodeConflict, nil},
+		{"another team's", "sbx_b", true, 0, api.CodeNotFound, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, nil)
+				req := api.CreateCommandRequest{Command: "true"}
+				if tt.timeoutS > 0 {
+					req.TimeoutS = &tt.timeoutS
+				}
+				c, err := e.svc.Exec(t.Context(), "team_a", tt.ref, tt.wake, req)
+				if api.ErrorCode(err) != tt.code || (tt.code == "" && err != nil) {
+					t.Fatalf("Exec: err = %v, want code %q", err, tt.code)
+				}
+				if diff := cmp.Diff(tt.lives, e.core.lives, cmp.AllowUnexported(liveCall{})); diff != "" {
+					t.Errorf("LiveSandbox calls (-want +got):\n%s", diff)
+				}
+				synctest.Wait()
+				cmds, err := e.st.ListCommands(t.Context(), store.CommandFilter{SandboxID: tt.ref})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if started := len(cmds) > 0; started != (tt.code == "") {
+					t.Errorf("a command was stored: %v, want %v", started, tt.code == "")
+				}
+				if tt.code == "" && c.SandboxID != tt.ref {
+					t.Errorf("the command ran in %q, want %q", c.SandboxID, tt.ref)
 				}
 			})
 		})
@@ -573,7 +659,7 @@ func TestNoOutputAlert(t *testing.T) {
 			return node.Exit{}
 		})
 		alert := int64(10)
-		c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", api.CreateCommandRequest{Command: "x", NoOutputAlertS: &alert})
+		c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "x", NoOutputAlertS: &alert})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,7 +13,10 @@ import (
 
 // Exec starts a command in a running sandbox. It returns once the command
 // runs; its output is recorded on the node whether or not anyone reads it.
-func (s *Service) Exec(ctx context.Context, teamID, ref string, req api.CreateCommandRequest) (api.Command, error) {
+// An asleep sandbox is woken first, as for a file call, unless wake is
+// false (a conflict then); one sleeping or waking is waited for, within
+// ctx and the command's timeout_s, then woken if it ended asleep.
+func (s *Service) Exec(ctx context.Context, teamID, ref string, wake bool, req api.CreateCommandRequest) (api.Command, error) {
 	sb, err := s.d.Sandboxes.ActiveSandbox(ctx, teamID, ref)
 	if err != nil {
 		return api.Command{}, err
@@ -33,9 +36,28 @@ func (s *Service) Exec(ctx context.Context, teamID, ref string, req api.CreateCo
 		}
 	}
 	if sb.State != api.StateRunning {
-		return api.Command{}, api.Errorf(api.CodeConflict, "sandbox %s is %s; commands run only in a running sandbox", sb.ID, sb.State)
+		if sb, err = s.live(ctx, sb, wake, req.TimeoutS); err != nil {
+			return api.Command{}, err
+		}
 	}
 	return s.start(ctx, cid, sb, req)
+}
+
+// live brings a sandbox that is not running to running through the core's
+// wake (its events, charges and budget rule are a wake's), waiting no
+// longer than the command's own timeout when it has one.
+func (s *Service) live(ctx context.Context, sb api.Sandbox, wake bool, timeoutS *int64) (api.Sandbox, error) {
+	switch sb.State {
+	case api.StateAsleep, api.StateSleeping, api.StateWaking:
+	default:
+		return sb, api.Errorf(api.CodeConflict, "sandbox %s is %s; commands run only in a running sandbox", sb.ID, sb.State)
+	}
+	if timeoutS != nil && *timeoutS > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(*timeoutS)*time.Second)
+		defer cancel()
+	}
+	return s.d.Sandboxes.LiveSandbox(ctx, sb.TeamID, sb.ID, wake)
 }
 
 // Start starts a command in a sandbox whose state the caller checked

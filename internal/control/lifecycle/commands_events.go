@@ -82,6 +82,9 @@ var (
 func (d cmdDeps) ActiveSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
 	return d.s.activeSandbox(ctx, teamID, ref)
 }
+func (d cmdDeps) LiveSandbox(ctx context.Context, teamID, ref string, wake bool) (api.Sandbox, error) {
+	return d.s.LiveSandbox(ctx, teamID, ref, wake)
+}
 func (d cmdDeps) TouchAt(sandboxID string, t time.Time) { d.s.touchAt(sandboxID, t) }
 func (d cmdDeps) Exited()                               { d.s.exited() }
 

@@ -684,6 +684,12 @@ func (s *Core) activeSandbox(ctx context.Context, teamID, ref string) (api.Sandb
 // WaitSandbox returns the sandbox once it is in state want or a terminal
 // state, or as it is when timeout passes.
 func (s *Core) WaitSandbox(ctx context.Context, teamID, ref string, want api.SandboxState, timeout time.Duration) (api.Sandbox, error) {
+	return s.waitUntil(ctx, teamID, ref, func(st api.SandboxState) bool { return st == want || st.Terminal() }, timeout)
+}
+
+// waitUntil returns the sandbox once done holds of its state, or as it is
+// when timeout (at most MaxWait) passes or ctx ends.
+func (s *Core) waitUntil(ctx context.Context, teamID, ref string, done func(api.SandboxState) bool, timeout time.Duration) (api.Sandbox, error) {
 	if timeout <= 0 || timeout > s.cfg.MaxWait {
 		timeout = s.cfg.MaxWait
 	}
@@ -698,7 +704,7 @@ func (s *Core) WaitSandbox(ctx context.Context, teamID, ref string, want api.San
 			}
 			return sb, err
 		}
-		if sb.State == want || sb.State.Terminal() {
+		if done(sb.State) {
 			return sb, nil
 		}
 		select {
@@ -825,29 +831,47 @@ func (s *Core) loseCommand(ctx context.Context, c api.Command, t time.Time) erro
 }
 
 // LiveSandbox returns a running sandbox for a live operation such as a file
-// call. An asleep sandbox is woken first (it costs money again) unless wake
-// is false, which answers a conflict saying why.
+// call or a command. An asleep sandbox is woken first (it costs money
+// again) unless wake is false, which answers a conflict saying why. A
+// sandbox sleeping or waking is waited for (within ctx and MaxWait): one
+// that ends asleep is then woken, so a call sent just after a sleep runs
+// once the sleep is done and the sandbox is back.
 func (s *Core) LiveSandbox(ctx context.Context, teamID, ref string, wake bool) (api.Sandbox, error) {
 	sb, err := s.activeSandbox(ctx, teamID, ref)
 	if err != nil {
 		return sb, err
 	}
-	switch sb.State {
-	case api.StateRunning:
-		return sb, nil
-	case api.StateAsleep, api.StateSleeping, api.StateWaking:
+	inTransition := func(st api.SandboxState) bool { return st == api.StateSleeping || st == api.StateWaking }
+	// Each round settles one transition: sleeping → asleep, asleep →
+	// (wake) → running. A wake of ours that fails leaves the sandbox
+	// asleep with its reason, which is then the answer.
+	woke := false
+	for range 4 {
+		switch sb.State {
+		case api.StateRunning:
+			return sb, nil
+		case api.StateAsleep, api.StateSleeping, api.StateWaking:
+		default:
+			return sb, api.Errorf(api.CodeConflict, "sandbox %s is %s; live calls need a running sandbox", sb.ID, sb.State)
+		}
 		if !wake {
 			return sb, api.Errorf(api.CodeConflict, "sandbox %s is %s and wake=false was given; wake it (POST /v1/sandboxes/%s/wake) or drop wake=false", sb.ID, sb.State, sb.ID)
 		}
-		if _, err := s.WakeSandbox(ctx, teamID, sb.ID); err != nil {
+		if sb.State == api.StateAsleep {
+			if woke {
+				return sb, api.Errorf(api.CodeConflict, "sandbox %s is asleep and could not wake: %s", sb.ID, sb.StateReason)
+			}
+			woke = true
+			if _, err := s.WakeSandbox(ctx, teamID, sb.ID); err != nil {
+				return sb, err
+			}
+		}
+		if sb, err = s.waitUntil(ctx, teamID, sb.ID, func(st api.SandboxState) bool { return !inTransition(st) }, s.cfg.MaxWait); err != nil {
 			return sb, err
 		}
-		if sb, err = s.WaitSandbox(ctx, teamID, sb.ID, api.StateRunning, s.cfg.MaxWait); err != nil {
-			return sb, err
-		}
-		if sb.State == api.StateRunning {
-			return sb, nil
+		if inTransition(sb.State) {
+			return sb, api.Errorf(api.CodeConflict, "sandbox %s is still %s; the call stopped waiting for it (its deadline or timeout passed)", sb.ID, sb.State)
 		}
 	}
-	return sb, api.Errorf(api.CodeConflict, "sandbox %s is %s; live calls need a running sandbox", sb.ID, sb.State)
+	return sb, api.Errorf(api.CodeConflict, "sandbox %s is %s; it kept changing state while the call waited; retry", sb.ID, sb.State)
 }

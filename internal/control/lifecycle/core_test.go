@@ -173,8 +173,8 @@ func TestLifeCycle(t *testing.T) {
 	if got, _ := h.node.Sandbox(sb.ID); got.State != nodetest.Saved {
 		t.Fatalf("node state after sleep = %q", got.State)
 	}
-	// Commands need a running sandbox.
-	_, err := h.plane.Commands.Exec(ctx, h.a, sb.ID, api.CreateCommandRequest{Command: "true"})
+	// A command with wake=false does not wake it.
+	_, err := h.plane.Commands.Exec(ctx, h.a, sb.ID, false, api.CreateCommandRequest{Command: "true"})
 	wantCode(t, err, api.CodeConflict)
 
 	if _, err := h.srv.WakeSandbox(ctx, h.a, sb.ID); err != nil {
@@ -292,7 +292,7 @@ func TestExec(t *testing.T) {
 		return node.Exit{ExitCode: 3}
 	}
 	sb := h.running(t, h.a, "exec")
-	res, err := h.plane.Commands.Exec(t.Context(), h.a, "exec", api.CreateCommandRequest{
+	res, err := h.plane.Commands.Exec(t.Context(), h.a, "exec", true, api.CreateCommandRequest{
 		Command: "echo hi", Env: map[string]string{"A": "1"}, TimeoutS: ptr[int64](5),
 		PTY: &api.PTY{Cols: 80, Rows: 24},
 	})
@@ -326,7 +326,7 @@ func TestExec(t *testing.T) {
 		{Command: "x", TimeoutS: ptr[int64](-1)},
 		{Command: "x", Cwd: "relative"},
 	} {
-		_, err := h.plane.Commands.Exec(t.Context(), h.a, sb.ID, req)
+		_, err := h.plane.Commands.Exec(t.Context(), h.a, sb.ID, true, req)
 		wantCode(t, err, api.CodeInvalidArgument)
 	}
 	if n := len(h.node.Calls()); n != calls {
@@ -335,7 +335,7 @@ func TestExec(t *testing.T) {
 
 	// A command the node refuses does not linger as running.
 	h.node.Fail("exec", api.Errorf(api.CodeResourceExhausted, "no more processes"))
-	_, err = h.plane.Commands.Exec(t.Context(), h.a, sb.ID, api.CreateCommandRequest{Command: "true"})
+	_, err = h.plane.Commands.Exec(t.Context(), h.a, sb.ID, true, api.CreateCommandRequest{Command: "true"})
 	wantCode(t, err, api.CodeResourceExhausted)
 	l, err := h.plane.Commands.ListCommands(t.Context(), h.a, sb.ID, lifecycle.CommandQuery{})
 	if err != nil {
@@ -364,7 +364,7 @@ func TestSleepLosesRunningCommands(t *testing.T) {
 		return node.Exit{}
 	}
 	sb := h.running(t, h.a, "")
-	c, err := h.plane.Commands.Exec(t.Context(), h.a, sb.ID, api.CreateCommandRequest{Command: "sleep 1000"})
+	c, err := h.plane.Commands.Exec(t.Context(), h.a, sb.ID, true, api.CreateCommandRequest{Command: "sleep 1000"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +435,7 @@ func TestTenancy(t *testing.T) {
 		return node.Exit{}
 	}
 	sb := h.running(t, h.a, "mine")
-	c, err := h.plane.Commands.Exec(ctx, h.a, sb.ID, api.CreateCommandRequest{Command: "sleep 1000", Stdin: true})
+	c, err := h.plane.Commands.Exec(ctx, h.a, sb.ID, true, api.CreateCommandRequest{Command: "sleep 1000", Stdin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,7 +458,7 @@ func TestTenancy(t *testing.T) {
 		"LiveSandbox":      func(ref string) error { _, err := h.srv.LiveSandbox(ctx, other, ref, true); return err },
 		"Network":          func(ref string) error { _, err := h.plane.Observations.Network(ctx, other, ref); return err },
 		"Exec": func(ref string) error {
-			_, err := h.plane.Commands.Exec(ctx, other, ref, api.CreateCommandRequest{Command: "id"})
+			_, err := h.plane.Commands.Exec(ctx, other, ref, true, api.CreateCommandRequest{Command: "id"})
 			return err
 		},
 		"ListCommands": func(ref string) error {

@@ -16,7 +16,7 @@ func TestExitHeardTwice(t *testing.T) {
 	h := newHarness(t)
 	ctx := t.Context()
 	sb := h.running(t, h.a, "twice")
-	c, err := h.plane.Commands.Exec(ctx, h.a, sb.ID, api.CreateCommandRequest{Command: "true"})
+	c, err := h.plane.Commands.Exec(ctx, h.a, sb.ID, true, api.CreateCommandRequest{Command: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func TestFleetNodeLoss(t *testing.T) {
 		}
 		h.wait(t, h.a, saved.ID, api.StateRunning)
 		bare := h.running(t, h.a, "bare")
-		cmd, err := h.plane.Commands.Exec(ctx, h.a, bare.ID, api.CreateCommandRequest{Command: "sleep 100"})
+		cmd, err := h.plane.Commands.Exec(ctx, h.a, bare.ID, true, api.CreateCommandRequest{Command: "sleep 100"})
 		if err != nil {
 			t.Fatal(err)
 		}

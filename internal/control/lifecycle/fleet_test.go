@@ -41,7 +41,7 @@ func TestNodeLost(t *testing.T) {
 					return node.Exit{}
 				}
 				sb := h.running(t, h.a, "lost")
-				res, err := h.plane.Commands.Exec(t.Context(), h.a, sb.ID, api.CreateCommandRequest{Command: "sleep 100"})
+				res, err := h.plane.Commands.Exec(t.Context(), h.a, sb.ID, true, api.CreateCommandRequest{Command: "sleep 100"})
 				if err != nil {
 					t.Fatal(err)
 				}

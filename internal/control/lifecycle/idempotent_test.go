@@ -45,11 +45,11 @@ func TestIdempotentCreatesRunOnce(t *testing.T) {
 	}
 
 	req := api.CreateCommandRequest{Command: "true"}
-	c1, err := h.plane.Commands.Exec(attempt(t, h.a), h.a, first.ID, req)
+	c1, err := h.plane.Commands.Exec(attempt(t, h.a), h.a, first.ID, true, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, err := h.plane.Commands.Exec(attempt(t, h.a), h.a, first.ID, req)
+	c2, err := h.plane.Commands.Exec(attempt(t, h.a), h.a, first.ID, true, req)
 	if err != nil {
 		t.Fatalf("second attempt: %v", err)
 	}

@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -78,7 +79,7 @@ func TestActivityDefersIdle(t *testing.T) {
 		}
 		h.wait(t, h.a, sb.ID, api.StateRunning)
 		time.Sleep(50 * time.Second)
-		if _, err := h.plane.Commands.Exec(t.Context(), h.a, sb.ID, api.CreateCommandRequest{Command: "true"}); err != nil {
+		if _, err := h.plane.Commands.Exec(t.Context(), h.a, sb.ID, true, api.CreateCommandRequest{Command: "true"}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(50 * time.Second) // 100 s after create, 50 s after the command
@@ -147,8 +148,11 @@ func TestSleepWake(t *testing.T) {
 		if n, _ := h.node.Sandbox(sb.ID); n.State != nodetest.Saved {
 			t.Fatalf("asleep sandbox is %q on the node, want saved", n.State)
 		}
-		if _, err := h.plane.Commands.Exec(t.Context(), h.a, sb.ID, api.CreateCommandRequest{Command: "true"}); api.ErrorCode(err) != api.CodeConflict {
-			t.Fatalf("exec in an asleep sandbox: %v, want conflict", err)
+		if _, err := h.plane.Commands.Exec(t.Context(), h.a, sb.ID, false, api.CreateCommandRequest{Command: "true"}); api.ErrorCode(err) != api.CodeConflict {
+			t.Fatalf("exec with wake=false in an asleep sandbox: %v, want conflict", err)
+		}
+		if got := h.get(t, sb.ID); got.State != api.StateAsleep {
+			t.Fatalf("after a refused exec the sandbox is %s, want asleep", got.State)
 		}
 		if _, err := h.srv.WakeSandbox(t.Context(), h.a, sb.ID); err != nil {
 			t.Fatal(err)
@@ -158,6 +162,131 @@ func TestSleepWake(t *testing.T) {
 			t.Fatalf("woken sandbox is %q on the node, want running", n.State)
 		}
 	})
+}
+
+// TestExecWakes: a command sent to an asleep sandbox wakes it (through
+// the wake: its events are a wake's) and runs once it is running; one
+// sent while the sandbox is sleeping waits for the sleep to end, then
+// wakes it, in that order; within a timeout_s shorter than the sleep it
+// gives up with a conflict, the sleep going on; a wake that fails is the
+// answer, the sandbox staying asleep.
+func TestExecWakes(t *testing.T) {
+	t.Run("asleep", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			h := newHarness(t)
+			sb := h.running(t, h.a, "web")
+			if _, err := h.srv.SleepSandbox(t.Context(), h.a, sb.ID, "test"); err != nil {
+				t.Fatal(err)
+			}
+			h.wait(t, h.a, sb.ID, api.StateAsleep)
+			c, err := h.plane.Commands.Exec(t.Context(), h.a, sb.ID, true, api.CreateCommandRequest{Command: "true"})
+			if err != nil {
+				t.Fatalf("exec in an asleep sandbox: %v", err)
+			}
+			if c.SandboxID != sb.ID {
+				t.Fatalf("the command ran in %s", c.SandboxID)
+			}
+			if got := h.get(t, sb.ID); got.State != api.StateRunning {
+				t.Fatalf("after the exec the sandbox is %s, want running", got.State)
+			}
+			synctest.Wait()
+			ev := h.events(t, h.a, sb.ID)
+			for _, want := range [][]string{{"sandbox.asleep", "sandbox.waking", "command.started"}, {"sandbox.waking", "sandbox.running"}} {
+				if !inOrder(ev, want...) {
+					t.Errorf("events %v; want %v in that order", ev, want)
+				}
+			}
+		})
+	})
+	t.Run("sleeping", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			h := newHarness(t)
+			sb := h.running(t, h.a, "web")
+			h.node.SleepGate = make(chan struct{})
+			if _, err := h.srv.SleepSandbox(t.Context(), h.a, sb.ID, "test"); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := h.plane.Commands.Exec(t.Context(), h.a, sb.ID, true, api.CreateCommandRequest{Command: "true"})
+				done <- err
+			}()
+			synctest.Wait()
+			if got := h.get(t, sb.ID); got.State != api.StateSleeping {
+				t.Fatalf("while the sleep is held the sandbox is %s, want sleeping", got.State)
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("the exec answered during the sleep: %v", err)
+			default:
+			}
+			close(h.node.SleepGate)
+			if err := <-done; err != nil {
+				t.Fatalf("exec sent while sleeping: %v", err)
+			}
+			if got := h.get(t, sb.ID); got.State != api.StateRunning {
+				t.Fatalf("after the exec the sandbox is %s, want running", got.State)
+			}
+			synctest.Wait()
+			ev := h.events(t, h.a, sb.ID)
+			for _, want := range [][]string{{"sandbox.sleeping", "sandbox.asleep", "sandbox.waking", "command.started"}, {"sandbox.waking", "sandbox.running"}} {
+				if !inOrder(ev, want...) {
+					t.Errorf("events %v; want %v in that order", ev, want)
+				}
+			}
+		})
+	})
+	t.Run("sleeping past timeout_s", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			h := newHarness(t)
+			sb := h.running(t, h.a, "web")
+			h.node.SleepGate = make(chan struct{})
+			defer close(h.node.SleepGate)
+			if _, err := h.srv.SleepSandbox(t.Context(), h.a, sb.ID, "test"); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			_, err := h.plane.Commands.Exec(t.Context(), h.a, sb.ID, true, api.CreateCommandRequest{Command: "true", TimeoutS: ptr[int64](5)})
+			if api.ErrorCode(err) != api.CodeConflict || !strings.Contains(err.Error(), "still sleeping") {
+				t.Fatalf("exec held past its timeout: %v, want a conflict saying it is still sleeping", err)
+			}
+			if waited := time.Since(start); waited != 5*time.Second {
+				t.Errorf("the exec waited %v, want its timeout_s of 5 s", waited)
+			}
+		})
+	})
+	t.Run("wake fails", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			h := newHarness(t)
+			sb := h.running(t, h.a, "web")
+			if _, err := h.srv.SleepSandbox(t.Context(), h.a, sb.ID, "test"); err != nil {
+				t.Fatal(err)
+			}
+			h.wait(t, h.a, sb.ID, api.StateAsleep)
+			h.node.Fail("wake", errors.New("no room"))
+			_, err := h.plane.Commands.Exec(t.Context(), h.a, sb.ID, true, api.CreateCommandRequest{Command: "true"})
+			if api.ErrorCode(err) != api.CodeConflict || !strings.Contains(err.Error(), "could not wake") {
+				t.Fatalf("exec whose wake fails: %v, want a conflict saying it could not wake", err)
+			}
+			if got := h.get(t, sb.ID); got.State != api.StateAsleep {
+				t.Fatalf("after a failed wake the sandbox is %s, want asleep", got.State)
+			}
+		})
+	})
+}
+
+// inOrder says whether want occur in events in that order, each after
+// the one before (others may come between). A command's start is only
+// ordered after the wake's start: sandbox.running is appended just after
+// the state is stored, which the command may already have seen.
+func inOrder(events []string, want ...string) bool {
+	i := 0
+	for _, e := range events {
+		if i < len(want) && e == want[i] {
+			i++
+		}
+	}
+	return i == len(want)
 }
 
 // TestWarmPool: a create that fits the pool takes a pooled sandbox (its

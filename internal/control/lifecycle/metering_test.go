@@ -135,7 +135,7 @@ func TestSpendLimit(t *testing.T) {
 	if want := []string{"budget.alert", "budget.alert", "budget.exceeded"}; !slices.Equal(budget, want) {
 		t.Errorf("budget events = %v; want %v", budget, want)
 	}
-	_, err = h.plane.Commands.Exec(ctx, h.a, sb.ID, api.CreateCommandRequest{Command: "true"})
+	_, err = h.plane.Commands.Exec(ctx, h.a, sb.ID, true, api.CreateCommandRequest{Command: "true"})
 	wantCode(t, err, api.CodeBudgetExceeded)
 	_, err = h.srv.WakeSandbox(ctx, h.a, sb.ID)
 	wantCode(t, err, api.CodeBudgetExceeded)

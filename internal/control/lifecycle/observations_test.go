@@ -22,7 +22,7 @@ func report(sandboxID, dest string, decision string, count int64, at time.Time, 
 
 func (h *harness) command(t *testing.T, team, sandboxID string) string {
 	t.Helper()
-	res, err := h.plane.Commands.Exec(t.Context(), team, sandboxID, api.CreateCommandRequest{Command: "true"})
+	res, err := h.plane.Commands.Exec(t.Context(), team, sandboxID, true, api.CreateCommandRequest{Command: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func TestReplicaPersistsActivity(t *testing.T) {
 		h.wait(t, h.a, sb.ID, api.StateRunning)
 		time.Sleep(50 * time.Second)
 		active := time.Now()
-		if _, err := h.plane.Commands.Exec(t.Context(), h.a, sb.ID, api.CreateCommandRequest{Command: "true"}); err != nil {
+		if _, err := h.plane.Commands.Exec(t.Context(), h.a, sb.ID, true, api.CreateCommandRequest{Command: "true"}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(20 * time.Second) // past the idle timeout from the create

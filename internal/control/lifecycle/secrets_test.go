@@ -69,7 +69,7 @@ func TestSecretsLifecycle(t *testing.T) {
 	if row.Secrets["GITHUB_TOKEN"] != "github-token" {
 		t.Fatalf("stored sandbox secrets %v", row.Secrets)
 	}
-	cmd, err := h.plane.Commands.Exec(ctx, h.a, "web", api.CreateCommandRequest{Command: "true"})
+	cmd, err := h.plane.Commands.Exec(ctx, h.a, "web", true, api.CreateCommandRequest{Command: "true"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestSecretsLifecycle(t *testing.T) {
 	if _, _, err := h.plane.Vault.Put(ctx, h.a, "npm", "npm_value-0123456789"); err != nil {
 		t.Fatal(err)
 	}
-	cmd, err = h.plane.Commands.Exec(ctx, h.a, "web", api.CreateCommandRequest{
+	cmd, err = h.plane.Commands.Exec(ctx, h.a, "web", true, api.CreateCommandRequest{
 		Command: "true", Secrets: map[string]string{"NPM_TOKEN": "npm"},
 	})
 	if err != nil {
@@ -105,7 +105,7 @@ func TestSecretsLifecycle(t *testing.T) {
 		t.Fatalf("stored command: secrets %v, env %v; want the name only", stc.Secrets, stc.Env)
 	}
 	// A command's plain env wins over the sandbox's secret.
-	if _, err := h.plane.Commands.Exec(ctx, h.a, "web", api.CreateCommandRequest{Command: "true", Env: map[string]string{"GITHUB_TOKEN": "x"}}); err != nil {
+	if _, err := h.plane.Commands.Exec(ctx, h.a, "web", true, api.CreateCommandRequest{Command: "true", Env: map[string]string{"GITHUB_TOKEN": "x"}}); err != nil {
 		t.Fatal(err)
 	}
 	if spec = h.lastExec(t, sb.ID); spec.Env["GITHUB_TOKEN"] != "x" || len(spec.Secrets) != 0 {
@@ -135,7 +135,7 @@ func TestSecretsLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := h.st.ListCommands(ctx, store.CommandFilter{SandboxID: sb.ID})
-	_, err = h.plane.Commands.Exec(ctx, h.a, "web", api.CreateCommandRequest{Command: "true"})
+	_, err = h.plane.Commands.Exec(ctx, h.a, "web", true, api.CreateCommandRequest{Command: "true"})
 	wantCode(t, err, api.CodeNotFound)
 	if !strings.Contains(err.Error(), `secret "github-token" (for GITHUB_TOKEN) not found`) {
 		t.Errorf("error %q does not name the secret and the variable", err)
@@ -166,7 +166,7 @@ func TestSecretsRefused(t *testing.T) {
 		t.Fatalf("team b lists %v", l.Items)
 	}
 	h.running(t, h.b, "bb")
-	_, err = h.plane.Commands.Exec(ctx, h.b, "bb", api.CreateCommandRequest{Command: "true", Secrets: map[string]string{"T": "tok"}})
+	_, err = h.plane.Commands.Exec(ctx, h.b, "bb", true, api.CreateCommandRequest{Command: "true", Secrets: map[string]string{"T": "tok"}})
 	wantCode(t, err, api.CodeNotFound)
 
 	h.running(t, h.a, "aa")
@@ -197,11 +197,11 @@ func TestSecretsRefused(t *testing.T) {
 			return err
 		}, api.CodeInvalidArgument, value},
 		"env and secret at exec": {func() error {
-			_, err := h.plane.Commands.Exec(ctx, h.a, "aa", api.CreateCommandRequest{Command: "true", Env: map[string]string{"T": "1"}, Secrets: map[string]string{"T": "tok"}})
+			_, err := h.plane.Commands.Exec(ctx, h.a, "aa", true, api.CreateCommandRequest{Command: "true", Env: map[string]string{"T": "1"}, Secrets: map[string]string{"T": "tok"}})
 			return err
 		}, api.CodeInvalidArgument, value},
 		"unknown at exec": {func() error {
-			_, err := h.plane.Commands.Exec(ctx, h.a, "aa", api.CreateCommandRequest{Command: "true", Secrets: map[string]string{"T": "nope"}})
+			_, err := h.plane.Commands.Exec(ctx, h.a, "aa", true, api.CreateCommandRequest{Command: "true", Secrets: map[string]string{"T": "nope"}})
 			return err
 		}, api.CodeNotFound, ""},
 	} {
@@ -269,7 +269,7 @@ func TestSecretsRekey(t *testing.T) {
 	if _, err := srv.Core.WaitSandbox(ctx, h.a, sb.ID, api.StateRunning, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := srv.Commands.Exec(ctx, h.a, sb.ID, api.CreateCommandRequest{Command: "true"}); err != nil {
+	if _, err := srv.Commands.Exec(ctx, h.a, sb.ID, true, api.CreateCommandRequest{Command: "true"}); err != nil {
 		t.Fatal(err)
 	}
 	if spec := h.lastExec(t, sb.ID); spec.Env["T"] != "rotate-me-0123456789" {

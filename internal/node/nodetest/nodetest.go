@@ -52,6 +52,9 @@ type Node struct {
 	// StartGate, when set, holds every Start until it is closed or the
 	// start's ctx is done.
 	StartGate chan struct{}
+	// SleepGate, when set, holds every FinishSleep (the sandbox stays
+	// sleeping) until it is closed or the sleep's ctx is done.
+	SleepGate chan struct{}
 	// PortAddr, when set, is where DialPort connects for a sandbox's port
 	// (a test's own listener); nil refuses every dial.
 	PortAddr func(sandboxID string, port int) string
@@ -229,6 +232,13 @@ func (n *Node) DestroyRuntime(ctx context.Context, id string) error {
 func (n *Node) FinishSleep(ctx context.Context, id string) (node.SaveInfo, error) {
 	if err := n.record("sleep", id); err != nil {
 		return node.SaveInfo{}, err
+	}
+	if n.SleepGate != nil {
+		select {
+		case <-n.SleepGate:
+		case <-ctx.Done():
+			return node.SaveInfo{}, ctx.Err()
+		}
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -102,3 +102,24 @@ def test_async_folder_round_trip_and_events(server, tmp_path):
             assert "command.started" in seen
     run(main())
     assert tree(back) == tree(src)
+
+
+def test_async_command_wakes_asleep(server):
+    """A command wakes an asleep sandbox and sees its files; wake=False
+    raises Conflict and leaves it asleep."""
+    async def main():
+        async with cove.AsyncClient(*server) as c, await c.create(name=name("pya-wake")) as sb:
+            await sb.run("echo kept > /workspace/kept.txt")
+            await sb.sleep()
+            with pytest.raises(cove.Conflict):
+                await sb.run("true", wake=False)
+            with pytest.raises(cove.Conflict):
+                await sb.start("true", wake=False)
+            assert (await c.get(sb.id)).info.state == "asleep"
+            assert (await sb.run("cat /workspace/kept.txt")).stdout == "kept\n"
+            assert (await c.get(sb.id)).info.state == "running"
+            await sb.sleep()
+            cmd = await sb.start("cat /workspace/kept.txt")
+            assert (await cmd.wait()).exit_code == 0
+            assert await cmd.stdout() == b"kept\n"
+    run(main())

@@ -214,7 +214,7 @@ REQUESTS = {
                        {"cpus": "resources", "memory_mib": "resources", "disk_mib": "resources", "gpus": "resources",
                         "gpu_type": "resources"},
                        {"idempotency_key", "extra"}, ()),
-    "createCommand": ("SandboxHandle", "start", "CreateCommandRequest", {}, set(), ()),
+    "createCommand": ("SandboxHandle", "start", "CreateCommandRequest", {}, {"wake"}, ()),
     "createPreview": ("SandboxHandle", "preview", "CreatePreviewRequest", {}, set(), ()),
     "createWebhook": ("Client", "create_webhook", "CreateWebhookRequest", {}, set(), ()),
     "saveAsset": ("SandboxHandle", "save_asset", "SaveAssetRequest", {}, set(), ()),

@@ -142,3 +142,22 @@ def test_secrets(server):
         c.delete_secret(sname)
         with pytest.raises(cove.NotFound):
             c.get_secret(sname)
+
+
+def test_command_wakes_asleep(server):
+    """A command wakes an asleep sandbox and sees its files; wake=False
+    raises Conflict and leaves it asleep."""
+    with cove.Client(*server) as c, c.create(name=name("py-wake")) as sb:
+        sb.run("echo kept > /workspace/kept.txt")
+        sb.sleep()
+        with pytest.raises(cove.Conflict):
+            sb.run("true", wake=False)
+        with pytest.raises(cove.Conflict):
+            sb.start("true", wake=False)
+        assert c.get(sb.id).info.state == "asleep"
+        assert sb.run("cat /workspace/kept.txt").stdout == "kept\n"
+        assert c.get(sb.id).info.state == "running"
+        sb.sleep()
+        cmd = sb.start("cat /workspace/kept.txt")
+        assert cmd.wait().exit_code == 0
+        assert cmd.stdout() == b"kept\n"

@@ -775,11 +775,16 @@ export function assetSource(asset: Asset | string): { type: "asset"; assetId: st
   return { type: "asset", assetId: typeof asset === "string" ? asset : asset.id };
 }
 
+/** Whether a command may wake its sandbox. An asleep sandbox is woken
+ * first (one going to sleep or waking is waited for) unless wake is false,
+ * which fails with Conflict instead. */
+export type WakeOption = { wake?: boolean };
+
 /** The fields of POST …/commands besides the command string (argv: a
  * program and its arguments, run with no shell, instead of a string). */
-export type CommandOptions = Omit<CreateCommandRequest, "command" | "stdin" | "pty" | "noOutputAlertS">;
+export type CommandOptions = Omit<CreateCommandRequest, "command" | "stdin" | "pty" | "noOutputAlertS"> & WakeOption;
 
-export type StartOptions = Omit<CreateCommandRequest, "command">;
+export type StartOptions = Omit<CreateCommandRequest, "command"> & WakeOption;
 
 function commandBody(command: string | undefined, o: StartOptions): CreateCommandRequest {
   if ((command === undefined) === (o.argv === undefined)) {
@@ -946,7 +951,9 @@ export class Sandbox {
 
   // -- commands --
 
-  /** Run a command to its end; its output comes back as text.
+  /** Run a command to its end; its output comes back as text. An asleep
+   * sandbox is woken first (one going to sleep or waking is waited for)
+   * unless wake is false, which fails with Conflict instead.
    *
    * @example
    * ```ts
@@ -956,7 +963,8 @@ export class Sandbox {
    */
   async run(command?: string, opts: CommandOptions & CallOptions = {}): Promise<CommandResult> {
     const d = await this.client.call({
-      method: "POST", key: "auto", call: opts, path: sandboxPath(this.id) + "/commands", params: { wait: "true" },
+      method: "POST", key: "auto", call: opts, path: sandboxPath(this.id) + "/commands",
+      params: { wait: "true", wake: opts.wake === false ? "false" : undefined },
       waitMs: Math.min(opts.timeoutS ? opts.timeoutS * 1000 : 86_400_000, 86_400_000),
       json: commandBody(command, opts),
     });
@@ -967,10 +975,12 @@ export class Sandbox {
     };
   }
 
-  /** Start a command and return at once; see Command. */
+  /** Start a command and return at once; see Command. An asleep sandbox
+   * is woken first, as by run, unless wake is false. */
   async start(command?: string, opts: StartOptions & CallOptions = {}): Promise<Command> {
     const d = await this.client.call<CommandInfo>({
-      method: "POST", key: "auto", call: opts, path: sandboxPath(this.id) + "/commands", json: commandBody(command, opts),
+      method: "POST", key: "auto", call: opts, path: sandboxPath(this.id) + "/commands",
+      params: { wake: opts.wake === false ? "false" : undefined }, json: commandBody(command, opts),
     });
     return new Command(this.client, this.id, d);
   }

@@ -390,3 +390,20 @@ test("tar.gz: a folder packed and unpacked locally is the same; an entry leaving
     await rm(tmp, { recursive: true, force: true });
   }
 });
+
+test("a command wakes an asleep sandbox; wake: false refuses and leaves it asleep", { skip }, async () => {
+  const c = client();
+  await withSandbox(c, { name: name("ts-wake") }, async (sb) => {
+    await sb.run("echo kept > /workspace/kept.txt");
+    await sb.sleep();
+    await assert.rejects(sb.run("true", { wake: false }), cove.Conflict);
+    await assert.rejects(sb.start("true", { wake: false }), cove.Conflict);
+    assert.equal((await c.get(sb.id)).info.state, "asleep");
+    assert.equal((await sb.run("cat /workspace/kept.txt")).stdout, "kept\n");
+    assert.equal((await c.get(sb.id)).info.state, "running");
+    await sb.sleep();
+    const cmd = await sb.start("cat /workspace/kept.txt");
+    assert.equal((await cmd.wait()).exitCode, 0);
+    assert.equal(dec.decode(await cmd.stdout()), "kept\n");
+  });
+});

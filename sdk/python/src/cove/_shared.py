@@ -254,6 +254,17 @@ def command_body(
     })
 
 
+def command_params(wait: bool, wake: bool) -> Dict[str, Any]:
+    """The query of POST …/commands: wait for the end, and wake=false
+    (the server's default is to wake an asleep sandbox)."""
+    params: Dict[str, Any] = {}
+    if wait:
+        params["wait"] = "true"
+    if not wake:
+        params["wake"] = "false"
+    return params
+
+
 def parse_chunk(line: bytes) -> Chunk:
     d = json.loads(line)
     return Chunk(

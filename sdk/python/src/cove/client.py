@@ -709,8 +709,11 @@ class SandboxHandle:
     def run(self, command: Optional[str] = None, *, argv: Optional[Sequence[str]] = None,
                   cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
                   secrets: Optional[Mapping[str, str]] = None, timeout_s: Optional[int] = None,
-                  user: Optional[str] = None) -> CommandResult:
+                  user: Optional[str] = None, wake: bool = True) -> CommandResult:
         """Run a command to its end; its output comes back as text.
+
+        An asleep sandbox is woken first (one going to sleep or waking is
+        waited for); ``wake=False`` raises Conflict instead.
 
         Example::
 
@@ -719,17 +722,21 @@ class SandboxHandle:
                 print(result.stderr)
         """
         body = sh.command_body(command, argv, cwd, env, secrets, timeout_s, False, user, None, None)
-        d = self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/commands", {"wait": "true"}, json=body))
+        d = self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/commands", sh.command_params(True, wake),
+                                       json=body))
         return CommandResult.from_dict(d)
 
     def start(self, command: Optional[str] = None, *, argv: Optional[Sequence[str]] = None,
                     cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
                     secrets: Optional[Mapping[str, str]] = None, timeout_s: Optional[int] = None,
                     stdin: bool = False, user: Optional[str] = None, pty: Optional[Mapping[str, int]] = None,
-                    no_output_alert_s: Optional[int] = None) -> "Command":
-        """Start a command and return at once; see Command."""
+                    no_output_alert_s: Optional[int] = None, wake: bool = True) -> "Command":
+        """Start a command and return at once; see Command. An asleep
+        sandbox is woken first, as by run; ``wake=False`` raises Conflict
+        instead."""
         body = sh.command_body(command, argv, cwd, env, secrets, timeout_s, stdin, user, pty, no_output_alert_s)
-        d = self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/commands", json=body))
+        d = self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/commands", sh.command_params(False, wake),
+                                       json=body))
         return Command(self._c, self.id, CommandInfo.from_dict(d))
 
     def command(self, command_id: str) -> "Command":
