@@ -42,13 +42,13 @@ func TestFullDataDisk(t *testing.T) {
 	}{
 		{name: "exec", method: "POST", path: "/v1/sandboxes/sbx_1/commands", body: `{"command":"true"}`, err: enospc,
 			set: func(f *fakeControlPlane, err error) {
-				f.ExecFn = func(context.Context, string, string, api.CreateCommandRequest) (api.Command, error) {
+				f.ExecFn = func(context.Context, string, string, bool, api.CreateCommandRequest) (api.Command, error) {
 					return api.Command{}, err
 				}
 			}, status: http.StatusInsufficientStorage, code: api.CodeInsufficientStorage},
 		{name: "exec keyed", method: "POST", path: "/v1/sandboxes/sbx_1/commands", body: `{"command":"true"}`, key: true, err: enospc,
 			set: func(f *fakeControlPlane, err error) {
-				f.ExecFn = func(context.Context, string, string, api.CreateCommandRequest) (api.Command, error) {
+				f.ExecFn = func(context.Context, string, string, bool, api.CreateCommandRequest) (api.Command, error) {
 					return api.Command{}, err
 				}
 			}, status: http.StatusInsufficientStorage, code: api.CodeInsufficientStorage},
