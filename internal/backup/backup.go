@@ -28,6 +28,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+
+	"github.com/cove-dev/cove/internal/store/sqlite"
 )
 
 // FormatVersion is the layout of a backup directory this package writes
@@ -136,7 +138,7 @@ func Backup(ctx context.Context, cfg Config) (m Manifest, err error) {
 	}
 	m = Manifest{Format: FormatVersion, CoveVersion: cfg.Version, CreatedAt: cfg.Now().UTC()}
 	snap := filepath.Join(cfg.Dir, DatabaseName)
-	if err := vacuumInto(ctx, db, snap); err != nil {
+	if err := sqlite.Snapshot(ctx, db, snap); err != nil {
 		return m, fmt.Errorf("backup: copy the database: %w", err)
 	}
 	if err := os.Chmod(snap, 0o600); err != nil {
@@ -179,29 +181,6 @@ func Backup(ctx context.Context, cfg Config) (m Manifest, err error) {
 		return m, fmt.Errorf("backup: %w", err)
 	}
 	return m, nil
-}
-
-// vacuumInto writes a copy of the database at path to snap through a
-// connection that attaches the source read-only: one read transaction,
-// so a consistent state while serve goes on writing.
-func vacuumInto(ctx context.Context, path, snap string) error {
-	db, err := sql.Open("sqlite", "file::memory:?"+url.Values{"_pragma": {"busy_timeout(10000)"}}.Encode())
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	src := "file:" + (&url.URL{Path: path}).EscapedPath() + "?mode=ro"
-	if _, err := conn.ExecContext(ctx, "ATTACH DATABASE ? AS src", src); err != nil {
-		return err
-	}
-	_, err = conn.ExecContext(ctx, "VACUUM src INTO ?", snap)
-	return err
 }
 
 func openDB(path string, ro bool) (*sql.DB, error) {

@@ -56,7 +56,7 @@ func sqlitePath(u string) (string, error) {
 // copy read-only.
 func openSource(ctx context.Context, path, dir string) (_ *source, err error) {
 	snap := filepath.Join(dir, "snapshot.db")
-	if err := vacuumInto(ctx, path, snap); err != nil {
+	if err := sqlite.Snapshot(ctx, path, snap); err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	// Opening the copy applies the migrations it lacks, so that its tables
@@ -82,30 +82,6 @@ func openSource(ctx context.Context, path, dir string) (_ *source, err error) {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	return s, nil
-}
-
-// vacuumInto writes a copy of the database at path to snap. The source
-// is attached read-only to a connection of an empty in-memory database,
-// so that the copy's file is written by a writable connection while the
-// source cannot be.
-func vacuumInto(ctx context.Context, path, snap string) error {
-	db, err := sql.Open("sqlite", "file::memory:?"+url.Values{"_pragma": {"busy_timeout(10000)"}}.Encode())
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	src := "file:" + (&url.URL{Path: path}).EscapedPath() + "?mode=ro"
-	if _, err := conn.ExecContext(ctx, "ATTACH DATABASE ? AS src", src); err != nil {
-		return err
-	}
-	_, err = conn.ExecContext(ctx, "VACUUM src INTO ?", snap)
-	return err
 }
 
 // openReadOnly opens a SQLite file with a connection that cannot write
