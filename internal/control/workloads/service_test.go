@@ -203,6 +203,10 @@ func TestRunToEnd(t *testing.T) {
 func TestRecoverRequeues(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newSeam(t)
+		// The queue's owner makes its first pass at once; it must be
+		// done, waiting for its tick or a kick, before the row exists,
+		// or it may place the requeued row before the test looks.
+		synctest.Wait()
 		now := time.Now()
 		w := api.Workload{ID: id.New("wl"), TeamID: s.team, Template: "managed", Command: "true",
 			Resources: api.WorkloadResources{CPUs: 1, MemoryMiB: 512, DiskMiB: 1024, GPUs: 0},
