@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -515,8 +516,9 @@ func (n *Node) KillSandboxes() {
 	n.t.Errorf("node %s: sandbox processes survive SIGKILL: %v", n.Name, n.SandboxPIDs())
 }
 
-// SandboxPIDs are the processes in the node's sandboxes' cgroups.
-func (n *Node) SandboxPIDs() []int {
+// SandboxPIDs are the processes in the node's sandboxes' cgroups: those
+// of the sandboxes named, or of all when none is.
+func (n *Node) SandboxPIDs(sandboxes ...string) []int {
 	var pids []int
 	seen := map[int]bool{}
 	root := "/sys/fs/cgroup/pids" + n.Cgroup
@@ -525,6 +527,11 @@ func (n *Node) SandboxPIDs() []int {
 	}
 	filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
 		if err != nil || info.IsDir() || info.Name() != "cgroup.procs" {
+			return nil
+		}
+		if len(sandboxes) > 0 && !slices.ContainsFunc(sandboxes, func(id string) bool {
+			return strings.Contains(p, "/"+id+"/")
+		}) {
 			return nil
 		}
 		b, _ := os.ReadFile(p)

@@ -156,17 +156,37 @@ func hasTick(from int) func(string) bool {
 	}
 }
 
-// longLived are a node's sandbox processes that are not a passing sleep.
-func longLived(n *e2etest.Node) []int {
-	var pids []int
-	for _, pid := range n.SandboxPIDs() {
-		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-		if err == nil && strings.TrimSpace(string(comm)) != "sleep" {
-			pids = append(pids, pid)
+// longLived are the processes of a node's sandbox that are not a passing
+// sleep. The shell's loop forks a child that is a copy of the shell until
+// it becomes sleep, so one look can catch a process about to end: the
+// set is taken when five looks in a row agree.
+func longLived(t *testing.T, n *e2etest.Node, sandbox string) []int {
+	t.Helper()
+	look := func() []int {
+		var pids []int
+		for _, pid := range n.SandboxPIDs(sandbox) {
+			comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+			if err == nil && strings.TrimSpace(string(comm)) != "sleep" {
+				pids = append(pids, pid)
+			}
+		}
+		slices.Sort(pids)
+		return pids
+	}
+	last, same := look(), 1
+	for range 500 {
+		time.Sleep(20 * time.Millisecond)
+		now := look()
+		if !slices.Equal(now, last) {
+			last, same = now, 1
+			continue
+		}
+		if same++; same == 5 {
+			return now
 		}
 	}
-	slices.Sort(pids)
-	return pids
+	t.Fatalf("sandbox %s on %s never showed the same processes five looks in a row: %v", sandbox, n.Name, last)
+	return nil
 }
 
 // alive fails unless every pid still runs in the node's sandboxes.
@@ -223,7 +243,7 @@ func TestNodeRestart(t *testing.T) {
 	out.waitOutput(t, "in before", func(s string) bool { return strings.Contains(s, "in before\n") })
 
 	a := f.Node("node-a")
-	pids := longLived(a)
+	pids := longLived(t, a, sb.ID)
 	if len(pids) < 3 {
 		t.Fatalf("node-a's sandbox processes: %v", pids)
 	}
@@ -295,7 +315,7 @@ func TestControlRestart(t *testing.T) {
 		}
 		r := &running{sb: sb.ID, cmd: cmd.ID, node: f.Node(name), out: follow(ctx, c, sb.ID, cmd.ID)}
 		r.out.waitOutput(t, "tick 3", hasTick(3))
-		r.pids = longLived(r.node)
+		r.pids = longLived(t, r.node, sb.ID)
 		rs = append(rs, r)
 	}
 	// The join token file is now unreadable for the nodes: a node that
