@@ -542,6 +542,12 @@ func loadTemplates(ctx context.Context, cfg Config, log *slog.Logger, requireDef
 	if cfg.BuildManaged {
 		_, err := image.Load(cfg.ImagesDir, image.ManagedName)
 		building = err != nil
+		// A managed image built from another package list (an older
+		// cove's) is built again, and serves no sandbox until then.
+		if !building && cfg.ManagedBuilder != "busybox" && !image.Current(cfg.ImagesDir, image.ManagedName, image.ManagedRecipe()) {
+			log.Info("the managed image was built from another recipe; building it again", "recipe", image.ManagedRecipe())
+			building = true
+		}
 	}
 	imgs, err := image.List(cfg.ImagesDir)
 	if err != nil {

@@ -32,7 +32,9 @@ func newWarmPool(s *Core) *warmPool {
 // fits reports whether a validated new sandbox can come from the pool.
 func (p *warmPool) fits(sb api.Sandbox) bool {
 	s := p.s
-	return s.cfg.WarmPool > 0 && sb.Template == s.cfg.DefaultTemplate &&
+	// Pooled sandboxes run with no_new_privs, which a running sandbox
+	// cannot shed: one that is to run set-uid programs starts cold.
+	return s.cfg.WarmPool > 0 && !sb.SetID && sb.Template == s.cfg.DefaultTemplate &&
 		sb.Resources == s.cfg.DefaultResources && sb.Workdir == s.cfg.DefaultWorkdir
 }
 
