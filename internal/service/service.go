@@ -218,6 +218,11 @@ func openPlaneSide(ctx context.Context, cfg Config, tmplStates *tmplstate.Regist
 	ps.metrics = telemetry.New(telemetry.SandboxCounts(st), log)
 	timed := ps.metrics.InstrumentStore(st)
 	cfg.Server.WebhookAllowPrivate = cfg.Webhooks.AllowPrivate
+	if cfg.E2B.enabled() {
+		// E2B's creates run sudo (SetID): the warm pool keeps as many
+		// of them ready as of cove's own.
+		cfg.Server.WarmPoolSetID = cfg.Server.WarmPool
+	}
 	// Uploads arrive here, on the data disk; what an earlier run left
 	// (it stopped mid-upload) is removed.
 	cfg.Server.UploadDir = filepath.Join(cfg.DataDir, "uploads")

@@ -352,7 +352,7 @@ func (s *Core) CreateSandboxWith(ctx context.Context, teamID string, req api.Cre
 	}
 	warm := ""
 	if s.pool.fits(sb) && sb.Source == nil && sb.Setup == nil {
-		if warm = s.pool.take(); warm != "" {
+		if warm = s.pool.take(sb.SetID); warm != "" {
 			// A pooled sandbox was admitted (and, in a fleet, placed)
 			// when the pool started it. It keeps its own ID; an ID
 			// derived from an Idempotency-Key is stored beside it, where
