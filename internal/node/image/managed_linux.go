@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -180,6 +181,9 @@ func customize(rootfs string) error {
 	}
 	// sudo reads /etc/sudoers.d (Debian's /etc/sudoers includes it) and
 	// refuses a file there that others may write; 0440 as visudo makes.
+	if err := root.Mkdir(filepath.Dir(SudoersFile), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("sudoers: %w", err)
+	}
 	if err := root.WriteFile(SudoersFile, []byte("user ALL=(ALL:ALL) NOPASSWD: ALL\n"), 0o440); err != nil {
 		return fmt.Errorf("sudoers: %w", err)
 	}
