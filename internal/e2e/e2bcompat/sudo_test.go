@@ -13,6 +13,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/e2e/e2etest"
+	"github.com/cove-dev/cove/internal/node/image"
 	cove "github.com/cove-dev/cove/sdk/go"
 )
 
@@ -127,8 +128,33 @@ func TestSudoOnlyInE2BSandboxes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cycle := func(id string) {
-		t.Helper()
+	check := func(when string) { checkSudo(t, c, when, e2bID, own.ID) }
+	sleepWake(t, c, e2bID, own.ID)
+	check("after sleep and wake")
+	s.Stop(syscall.SIGTERM)
+	s.Start()
+	check("after a restart")
+	sleepWake(t, c, e2bID, own.ID)
+	check("after a restart, sleep and wake")
+}
+
+// checkSudo checks that sudo works in the E2B sandbox e2bID and not in
+// own, made through cove's API.
+func checkSudo(t *testing.T, c *cove.Client, when, e2bID, own string) {
+	t.Helper()
+	if !canSudo(t, c, e2bID) {
+		t.Errorf("%s: sudo fails in the E2B sandbox", when)
+	}
+	if canSudo(t, c, own) {
+		t.Errorf("%s: sudo works in the sandbox made through cove's API", when)
+	}
+}
+
+// sleepWake puts sandboxes to sleep and wakes them.
+func sleepWake(t *testing.T, c *cove.Client, ids ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, id := range ids {
 		if _, err := c.SleepSandbox(ctx, id); err != nil {
 			t.Fatal(err)
 		}
@@ -142,26 +168,50 @@ func TestSudoOnlyInE2BSandboxes(t *testing.T) {
 			t.Fatalf("wake %s: %s %v", id, sb.State, err)
 		}
 	}
-	check := func(when string) {
-		t.Helper()
-		if !canSudo(t, c, e2bID) {
-			t.Errorf("%s: sudo fails in the E2B sandbox", when)
+}
+
+// TestSudoInFleet: in a fleet (cove control with the E2B listeners, cove
+// node running the sandboxes) the node is told which sandboxes run
+// set-uid programs: sudo works in the E2B sandbox and not in cove's own,
+// through a restart of the node, a sleep and wake (from the save store),
+// and a restart of the control plane.
+func TestSudoInFleet(t *testing.T) {
+	if e2etest.ManagedDir() == "" {
+		t.Skip("COVE_TEST_IMAGES is not set: `make test` sets it to build and cache the managed image")
+	}
+	e2etest.RequireRoot(t)
+	// Nodes do not build the managed image; one of this recipe is made
+	// first, as cove serve would.
+	if _, err := image.EnsureManaged(t.Context(), e2etest.ManagedDir(), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	f := e2etest.StartFleet(t, e2etest.FleetManaged, e2etest.FleetNodes(1), e2etest.FleetControlArgs(
+		"--e2b-api-listen", "127.0.0.1:0", "--e2b-sandbox-listen", "127.0.0.1:0"))
+	c, key := e2bKey(t, f.Control, "e2b-fleet")
+	e2bID := createE2B(t, f.Control, key)
+	own := e2etest.Create(t, c, api.CreateSandboxRequest{})
+	checkSudo(t, c, "in a fleet", e2bID, own.ID)
+	n := f.Nodes[0]
+	before := reattached(f.Control, e2bID, own.ID)
+	n.Stop(syscall.SIGTERM)
+	n.Start()
+	f.WaitNode(n.Name, "ready")
+	// The control plane takes a sandbox up again once it has reattached it.
+	deadline := time.Now().Add(2 * time.Minute)
+	for reattached(f.Control, e2bID, own.ID) < before+2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the sandboxes were not reattached after the node's restart")
 		}
-		if canSudo(t, c, own.ID) {
-			t.Errorf("%s: sudo works in the sandbox made through cove's API", when)
-		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	for _, id := range []string{e2bID, own.ID} {
-		cycle(id)
-	}
-	check("after sleep and wake")
-	s.Stop(syscall.SIGTERM)
-	s.Start()
-	check("after a restart")
-	for _, id := range []string{e2bID, own.ID} {
-		cycle(id)
-	}
-	check("after a restart, sleep and wake")
+	checkSudo(t, c, "after a restart of the node", e2bID, own.ID)
+	sleepWake(t, c, e2bID, own.ID)
+	checkSudo(t, c, "after sleep and wake", e2bID, own.ID)
+	f.Control.Stop(syscall.SIGTERM)
+	f.Control.Start()
+	checkSudo(t, c, "after a restart of the control plane", e2bID, own.ID)
+	sleepWake(t, c, e2bID, own.ID)
+	checkSudo(t, c, "after that, sleep and wake", e2bID, own.ID)
 }
 
 // initModule is init_module's system call number.
@@ -170,4 +220,14 @@ func initModule() string {
 		return strconv.Itoa(105)
 	}
 	return strconv.Itoa(175) // amd64
+}
+
+// reattached counts the control plane's reports of the sandboxes
+// reattached on their node.
+func reattached(s *e2etest.Server, ids ...string) int {
+	n, tail := 0, s.Tail(8<<20)
+	for _, id := range ids {
+		n += strings.Count(tail, `"msg":"sandbox reattached on its node","sandbox":"`+id+`"`)
+	}
+	return n
 }
