@@ -3,7 +3,11 @@ package e2bcompat
 import (
 	"context"
 	"encoding/json"
+	"io/fs"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -112,6 +116,26 @@ func TestSudoOnlyInE2BSandboxes(t *testing.T) {
 	// The agent's bind stays the host's: owned by no one the sandbox maps.
 	if got := e2etest.MustOK(t, c, e2bID, "sudo -n stat -c %u /.cove/cove-agent"); got != "65534\n" {
 		t.Errorf("the agent binary is owned by %q in the sandbox; want 65534, the overflow uid", got)
+	}
+
+	// A set-uid program root plants in the E2B sandbox's root (mounted
+	// without nosuid) is owned on the host by the sandbox's own mapped
+	// root, never host root, and no other host user reaches it.
+	if got := e2etest.MustOK(t, c, e2bID, "sudo -n cp /usr/bin/id /usr/local/bin/planted && sudo -n chmod 4755 /usr/local/bin/planted && /usr/local/bin/planted -u"); got != "0\n" {
+		t.Errorf("the planted set-uid program run as user in the sandbox: %q; want 0", got)
+	}
+	planted := filepath.Join(s.DataDir, "sandboxes", e2bID, "rootfs", "usr/local/bin/planted")
+	st, err := os.Stat(planted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sys := st.Sys().(*syscall.Stat_t); st.Mode()&fs.ModeSetuid == 0 || strconv.Itoa(int(sys.Uid)) != uidMap[1] {
+		t.Errorf("the planted program on the host: %v owned by %d; want set-uid, owned by the sandbox's root %s", st.Mode(), sys.Uid, uidMap[1])
+	}
+	asNobody := exec.Command(planted, "-u")
+	asNobody.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if out, err := asNobody.CombinedOutput(); err == nil {
+		t.Errorf("host user nobody ran the planted program: %q", out)
 	}
 
 	// The team's key cannot ask for it through cove's API.
