@@ -39,7 +39,7 @@ func newHarness(t *testing.T) *harness {
 	log := slog.New(slog.DiscardHandler)
 	cfg := Config{Templates: map[string]string{"base": "managed"}}
 	h.api = httptest.NewServer(NewAPI(cfg, h.plane, h.plane, h.plane, tokens, log, clock))
-	h.side = httptest.NewServer(NewSandboxSide(h.plane, h.cmds, h.files, tokens, log))
+	h.side = httptest.NewServer(NewSandboxSide(h.plane, h.cmds, h.files, tokens, planeStore{h.plane}, log))
 	t.Cleanup(h.api.Close)
 	t.Cleanup(h.side.Close)
 	return h
