@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/e2b/envd/filesystem/filesystemconnect"
 	"github.com/cove-dev/cove/internal/e2b/envd/process/processconnect"
@@ -23,12 +25,14 @@ type SandboxSide struct {
 	log       *slog.Logger
 	mux       *http.ServeMux
 	now       func() time.Time
+	// searches is the budget of signed URLs' searches (signed.go).
+	searches *rate.Limiter
 }
 
 // NewSandboxSide returns the sandbox listener's handler; st is read to
 // find the sandbox of a signed file URL.
 func NewSandboxSide(sandboxes Sandboxes, cmds Commands, fs Files, tokens *Tokens, st SandboxStore, log *slog.Logger) *SandboxSide {
-	s := &SandboxSide{sandboxes: sandboxes, store: st, tokens: tokens, log: log, mux: http.NewServeMux(), now: time.Now}
+	s := &SandboxSide{sandboxes: sandboxes, store: st, tokens: tokens, log: log, mux: http.NewServeMux(), now: time.Now, searches: newSignedBudget()}
 	s.mux.HandleFunc("GET /health", s.health)
 	s.mux.Handle(filesystemconnect.NewFilesystemHandler(&fsService{files: fs, pollEvery: watchPoll}))
 	fa := &filesAPI{files: fs, side: s}

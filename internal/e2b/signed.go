@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"golang.org/x/time/rate"
+
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/store"
 )
@@ -28,6 +30,12 @@ import (
 // 50 ms of hashing at the bound.
 // An expired URL is refused before any of it. A request that carries
 // E2b-Sandbox-Id checks that sandbox only.
+//
+// Anyone can send a signed URL, so the searches of all requests together
+// draw on one budget of candidates (signedBudget a second, a bound's worth
+// in reserve): about a quarter of one core at most. A search the budget
+// cannot pay for is refused with 429 and Retry-After, before it hashes
+// anything more.
 
 // SandboxStore is what the search reads of the store (store.Store):
 // sandboxes of any team, for the listener's own lookup, never answered as
@@ -46,7 +54,16 @@ const (
 	// maxSignedCandidates is how many running sandboxes a signed URL is
 	// tried against at most.
 	maxSignedCandidates = 20 * signedPage
+	// signedBudget is how many candidates all searches together try per
+	// second; the budget holds maxSignedCandidates at most.
+	signedBudget = 100_000
 )
+
+// newSignedBudget is the budget of one listener.
+func newSignedBudget() *rate.Limiter { return rate.NewLimiter(signedBudget, maxSignedCandidates) }
+
+// errSearchBudget refuses a search past the budget.
+var errSearchBudget = api.Errorf(api.CodeResourceExhausted, "too many signed URL requests to search for their sandboxes; retry in a second, or send E2b-Sandbox-Id")
 
 // errExpired is E2B's answer to an expired signature, word for word.
 var errExpired = api.Errorf(api.CodeUnauthenticated, "signature is already expired")
@@ -55,6 +72,9 @@ var errExpired = api.Errorf(api.CodeUnauthenticated, "signature is already expir
 // /files, only as the sandbox whose token made the signature.
 func (s *SandboxSide) serveSigned(w http.ResponseWriter, r *http.Request, id string) {
 	t, err := s.signedTarget(r, id)
+	if err == errSearchBudget {
+		w.Header().Set("Retry-After", "1")
+	}
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -107,6 +127,9 @@ func (s *SandboxSide) signedTarget(r *http.Request, id string) (target, error) {
 		page, err := s.store.ListSandboxes(r.Context(), f)
 		if err != nil {
 			return target{}, err
+		}
+		if !s.searches.AllowN(s.now(), len(page)) {
+			return target{}, errSearchBudget
 		}
 		for _, sb := range page {
 			if check(sb) {

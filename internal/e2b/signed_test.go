@@ -195,6 +195,50 @@ func TestSignedURLSearchPages(t *testing.T) {
 	}
 }
 
+// TestSignedSearchBudget: the searches of all signed URLs draw on one
+// budget of candidates; past it a search is refused with 429 before it
+// hashes, the budget comes back with time, and a request that names its
+// sandbox is never refused by it.
+func TestSignedSearchBudget(t *testing.T) {
+	h := newHarness(t)
+	now := time.Now()
+	h.sandboxSide.now = func() time.Time { return now }
+	h.plane.mu.Lock()
+	for i := range signedPage + 10 {
+		h.plane.sandboxes = append(h.plane.sandboxes, api.Sandbox{
+			ID: fmt.Sprintf("sbx_a%05d", i), TeamID: "t", State: api.StateRunning, Labels: map[string]string{labelTemplate: "base"},
+		})
+	}
+	h.plane.mu.Unlock()
+	sb := h.create("key-z", map[string]any{"templateID": "base"})
+	h.files.data["/home/user/x"] = "found"
+	bad := h.signedURL("x", "read", "", "not-a-token", time.Time{})
+	perSearch := signedPage + 10 + 1 // every E2B sandbox, the created one too
+	searches := maxSignedCandidates / perSearch
+	for i := range searches {
+		if code, body := fetch(t, "GET", bad, nil, ""); code != 401 {
+			t.Fatalf("search %d within the budget: %d %s", i, code, body)
+		}
+	}
+	resp, err := http.Get(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(string(b), "E2b-Sandbox-Id") {
+		t.Fatalf("search past the budget: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+	named := http.Header{"E2b-Sandbox-Id": {sb.SandboxID}}
+	if code, body := fetch(t, "GET", h.signedURL("x", "read", "", sb.EnvdAccessToken, time.Time{}), named, ""); code != 200 || body != "found" {
+		t.Fatalf("a signed URL naming its sandbox, budget spent: %d %s", code, body)
+	}
+	now = now.Add(time.Second)
+	if code, body := fetch(t, "GET", h.signedURL("x", "read", "", sb.EnvdAccessToken, time.Time{}), nil, ""); code != 200 || body != "found" {
+		t.Fatalf("a search a second later: %d %s", code, body)
+	}
+}
+
 // BenchmarkSignedCandidate is the work the search does per candidate: its
 // token derived and the URL's signature computed.
 func BenchmarkSignedCandidate(b *testing.B) {
