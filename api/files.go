@@ -41,6 +41,10 @@ type FileEntry struct {
 	GID     int    `json:"gid"`
 	// Target is where a symlink points, as written in it.
 	Target string `json:"target,omitempty"`
+	// Xattrs are the user.* extended attributes of a regular file or a
+	// directory (full names as keys): at most 32, with at most 4096 bytes
+	// of names and values together; others are left out.
+	Xattrs map[string]string `json:"xattrs,omitempty"`
 }
 
 // FileEdit replaces the one occurrence of Old by New.

@@ -22,7 +22,9 @@ type harness struct {
 	tokens *Tokens
 	api    *httptest.Server
 	side   *httptest.Server
-	now    time.Time
+	// sandboxSide is the handler side serves.
+	sandboxSide *SandboxSide
+	now         time.Time
 }
 
 func newHarness(t *testing.T) *harness {
@@ -39,7 +41,8 @@ func newHarness(t *testing.T) *harness {
 	log := slog.New(slog.DiscardHandler)
 	cfg := Config{Templates: map[string]string{"base": "managed"}}
 	h.api = httptest.NewServer(NewAPI(cfg, h.plane, h.plane, h.plane, tokens, log, clock))
-	h.side = httptest.NewServer(NewSandboxSide(h.plane, h.cmds, h.files, tokens, log))
+	h.sandboxSide = NewSandboxSide(h.plane, h.cmds, h.files, tokens, planeStore{h.plane}, log)
+	h.side = httptest.NewServer(h.sandboxSide)
 	t.Cleanup(h.api.Close)
 	t.Cleanup(h.side.Close)
 	return h

@@ -31,11 +31,12 @@ type fakeFiles struct {
 	mu      sync.Mutex
 	data    map[string]string
 	dirs    map[string]bool
+	xattrs  map[string]map[string]string // user.* extended attributes by path
 	targets []files.Target
 }
 
 func newFakeFiles() *fakeFiles {
-	return &fakeFiles{data: map[string]string{}, dirs: map[string]bool{"/": true, "/home": true, "/home/user": true, "/tmp": true}}
+	return &fakeFiles{data: map[string]string{}, xattrs: map[string]map[string]string{}, dirs: map[string]bool{"/": true, "/home": true, "/home/user": true, "/tmp": true}}
 }
 
 func (f *fakeFiles) note(t files.Target) {
@@ -44,7 +45,7 @@ func (f *fakeFiles) note(t files.Target) {
 
 func (f *fakeFiles) entry(p string) (api.FileEntry, error) {
 	if d, ok := f.data[p]; ok {
-		return api.FileEntry{Name: path.Base(p), Path: p, Type: api.FileTypeFile, Size: int64(len(d)), Mode: "0644", UID: 1000, GID: 1000, Version: d}, nil
+		return api.FileEntry{Name: path.Base(p), Path: p, Type: api.FileTypeFile, Size: int64(len(d)), Mode: "0644", UID: 1000, GID: 1000, Version: d, Xattrs: f.xattrs[p]}, nil
 	}
 	if f.dirs[p] {
 		return api.FileEntry{Name: path.Base(p), Path: p, Type: api.FileTypeDir, Mode: "0755", UID: 1000, GID: 1000}, nil
@@ -105,6 +106,7 @@ func (f *fakeFiles) WriteFile(_ context.Context, t files.Target, req files.Write
 		return api.FileEntry{}, false, api.Errorf(api.CodeNotFound, "no directory %s", path.Dir(req.Path))
 	}
 	f.data[req.Path] = string(b)
+	f.xattrs[req.Path] = req.Xattrs // a new inode: only the write's
 	e, _ := f.entry(req.Path)
 	return e, true, nil
 }
@@ -129,6 +131,8 @@ func (f *fakeFiles) MoveFile(_ context.Context, t files.Target, req api.MoveRequ
 	}
 	delete(f.data, req.From)
 	f.data[req.To] = d
+	f.xattrs[req.To] = f.xattrs[req.From]
+	delete(f.xattrs, req.From)
 	return f.entry(req.To)
 }
 

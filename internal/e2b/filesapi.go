@@ -13,6 +13,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/files"
+	"github.com/cove-dev/cove/internal/fspath"
 	"github.com/cove-dev/cove/internal/node"
 )
 
@@ -115,13 +116,17 @@ func (f *filesAPI) upload(w http.ResponseWriter, r *http.Request) {
 			defer zr.Close()
 			body = zr
 		}
+		meta, err := uploadMetadata(r.Header)
+		if err != nil {
+			return nil, err
+		}
 		query := r.URL.Query().Get("path")
 		mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		if mt != "multipart/form-data" {
 			if query == "" {
 				return nil, api.Errorf(api.CodeInvalidArgument, "path is required for a raw upload")
 			}
-			e, err := f.write(r, user, absPath(user, query), body)
+			e, err := f.write(r, user, absPath(user, query), body, meta)
 			if err != nil {
 				return nil, err
 			}
@@ -149,7 +154,7 @@ func (f *filesAPI) upload(w http.ResponseWriter, r *http.Request) {
 			if name == "" {
 				return nil, api.Errorf(api.CodeInvalidArgument, "a file part has no file name and path is not set")
 			}
-			e, err := f.write(r, user, absPath(user, name), part)
+			e, err := f.write(r, user, absPath(user, name), part, meta)
 			if err != nil {
 				return nil, err
 			}
@@ -165,8 +170,10 @@ func (f *filesAPI) upload(w http.ResponseWriter, r *http.Request) {
 }
 
 // write replaces a file's content, making its missing parents first (as
-// envd does) as the user.
-func (f *filesAPI) write(r *http.Request, user, p string, body io.Reader) (uploadEntry, error) {
+// envd does) as the user; the file gets the metadata meta as its only
+// user.e2b.* extended attributes (xattrs: whatever it had goes with the
+// old content).
+func (f *filesAPI) write(r *http.Request, user, p string, body io.Reader, meta map[string]string) (uploadEntry, error) {
 	t := fileTarget(targetOf(r.Context()))
 	dir := path.Dir(p)
 	if _, err := f.files.StatFile(r.Context(), t, dir); api.ErrorCode(err) == api.CodeNotFound {
@@ -176,9 +183,66 @@ func (f *filesAPI) write(r *http.Request, user, p string, body io.Reader) (uploa
 	} else if err != nil {
 		return uploadEntry{}, err
 	}
-	e, _, err := f.files.WriteFile(r.Context(), t, files.WriteRequest{Path: p, User: user, Size: -1}, body)
+	e, _, err := f.files.WriteFile(r.Context(), t, files.WriteRequest{Path: p, User: user, Size: -1, Xattrs: meta}, body)
 	if err != nil {
 		return uploadEntry{}, err
 	}
-	return uploadEntry{Path: e.Path, Name: e.Name, Type: "file"}, nil
+	out := uploadEntry{Path: e.Path, Name: e.Name, Type: "file"}
+	if m := metadataOf(e); len(m) > 0 {
+		out.Metadata = m
+	}
+	return out, nil
+}
+
+// Bounds of a file's E2B metadata, as envd's: a key is at most what the
+// kernel's xattr name leaves after user.e2b., and keys (each with the
+// prefix) and values together fit fspath.MaxXattrBytes.
+const maxMetadataKey = fspath.MaxXattrName - len(metadataPrefix)
+
+// uploadMetadata reads an upload's X-Metadata-KEY headers: the keys
+// lowercased, the first value of each, all printable ASCII, as the
+// user.e2b.KEY extended attributes the files get (nil when none).
+func uploadMetadata(h http.Header) (map[string]string, error) {
+	var x map[string]string
+	for name, vs := range h {
+		key, ok := cutFold(name, "X-Metadata-")
+		if !ok || len(vs) == 0 {
+			continue
+		}
+		key = strings.ToLower(key)
+		switch {
+		case key == "":
+			return nil, api.Errorf(api.CodeInvalidArgument, "a metadata header needs a key after X-Metadata-")
+		case len(key) > maxMetadataKey:
+			return nil, api.Errorf(api.CodeInvalidArgument, "metadata key %.40q…: a key has at most %d bytes", key, maxMetadataKey)
+		case !printable(key) || !printable(vs[0]):
+			return nil, api.Errorf(api.CodeInvalidArgument, "metadata %q: keys and values must be printable US-ASCII", key)
+		}
+		if x == nil {
+			x = map[string]string{}
+		}
+		x[metadataPrefix+key] = vs[0]
+	}
+	if err := fspath.CheckXattrs(x); err != nil {
+		return nil, api.Errorf(api.CodeInvalidArgument, "file metadata: %v", err)
+	}
+	return x, nil
+}
+
+// cutFold is strings.CutPrefix ignoring ASCII case.
+func cutFold(s, prefix string) (string, bool) {
+	if len(s) < len(prefix) || !strings.EqualFold(s[:len(prefix)], prefix) {
+		return s, false
+	}
+	return s[len(prefix):], true
+}
+
+// printable says s is only bytes 0x20 to 0x7e.
+func printable(s string) bool {
+	for i := range len(s) {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }

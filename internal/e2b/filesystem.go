@@ -80,7 +80,7 @@ func entryInfo(e api.FileEntry) *filesystem.EntryInfo {
 	info := &filesystem.EntryInfo{
 		Name: e.Name, Path: e.Path, Size: e.Size, Mode: uint32(mode),
 		Owner: ownerName(e.UID), Group: ownerName(e.GID), ModifiedTime: timestamppb.New(e.MTime),
-		Metadata: map[string]string{},
+		Metadata: metadataOf(e),
 	}
 	kind := "-"
 	switch e.Type {
@@ -98,6 +98,22 @@ func entryInfo(e api.FileEntry) *filesystem.EntryInfo {
 	}
 	info.Permissions = kind + permString(uint32(mode))
 	return info
+}
+
+// metadataPrefix holds E2B's file metadata among a file's extended
+// attributes: metadata key k is the xattr user.e2b.k.
+const metadataPrefix = "user.e2b."
+
+// metadataOf is the E2B metadata of an entry: its user.e2b.* extended
+// attributes, the prefix taken off (empty, never nil).
+func metadataOf(e api.FileEntry) map[string]string {
+	m := map[string]string{}
+	for name, v := range e.Xattrs {
+		if k, ok := strings.CutPrefix(name, metadataPrefix); ok && k != "" {
+			m[k] = v
+		}
+	}
+	return m
 }
 
 // permString is permission bits as `ls -l` shows them (rwxr-xr-x).

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/e2b/envd/filesystem/filesystemconnect"
 	"github.com/cove-dev/cove/internal/e2b/envd/process/processconnect"
@@ -15,17 +17,22 @@ import (
 // sandboxes on one listener (the SDKs' E2B_SANDBOX_URL). A request names
 // its sandbox in E2b-Sandbox-Id and is let in only with that sandbox's
 // access token in X-Access-Token: a sandbox's ID is public, its token is
-// not.
+// not. A signed file URL (signed.go) is let in by its signature alone.
 type SandboxSide struct {
 	sandboxes Sandboxes
+	store     SandboxStore
 	tokens    *Tokens
 	log       *slog.Logger
 	mux       *http.ServeMux
+	now       func() time.Time
+	// searches is the budget of signed URLs' searches (signed.go).
+	searches *rate.Limiter
 }
 
-// NewSandboxSide returns the sandbox listener's handler.
-func NewSandboxSide(sandboxes Sandboxes, cmds Commands, fs Files, tokens *Tokens, log *slog.Logger) *SandboxSide {
-	s := &SandboxSide{sandboxes: sandboxes, tokens: tokens, log: log, mux: http.NewServeMux()}
+// NewSandboxSide returns the sandbox listener's handler; st is read to
+// find the sandbox of a signed file URL.
+func NewSandboxSide(sandboxes Sandboxes, cmds Commands, fs Files, tokens *Tokens, st SandboxStore, log *slog.Logger) *SandboxSide {
+	s := &SandboxSide{sandboxes: sandboxes, store: st, tokens: tokens, log: log, mux: http.NewServeMux(), now: time.Now, searches: newSignedBudget()}
 	s.mux.HandleFunc("GET /health", s.health)
 	s.mux.Handle(filesystemconnect.NewFilesystemHandler(&fsService{files: fs, pollEvery: watchPoll}))
 	fa := &filesAPI{files: fs, side: s}
@@ -63,6 +70,10 @@ func targetOf(ctx context.Context) target {
 // both, nothing of a sandbox, not even whether it exists, is answered.
 func (s *SandboxSide) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get("E2b-Sandbox-Id")
+	if r.Header.Get("X-Access-Token") == "" && r.URL.Query().Has("signature") {
+		s.serveSigned(w, r, id)
+		return
+	}
 	if id == "" {
 		writeError(w, r, s.log, api.Errorf(api.CodeInvalidArgument, "missing E2b-Sandbox-Id header"))
 		return

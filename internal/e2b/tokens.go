@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -81,4 +82,19 @@ func (t *Tokens) mac(teamID, sandboxID string) string {
 	// The team ID holds no '\n', so the pair is read back one way only.
 	m.Write([]byte("e2b access token\n" + teamID + "\n" + sandboxID))
 	return hex.EncodeToString(m.Sum(nil))
+}
+
+// Signature is E2B's signature of a file URL (the SDKs' downloadUrl and
+// uploadUrl): "v1_" and the unpadded standard base64 of the SHA-256 of
+// "path:operation:user:token", with ":expiration" when the URL expires.
+// path and user are the URL's own parameters as the client wrote them
+// (relative path, "" for the default user); operation is "read" or
+// "write". Anyone holding the sandbox's token can make one.
+func Signature(path, operation, user, token, expiration string) string {
+	raw := path + ":" + operation + ":" + user + ":" + token
+	if expiration != "" {
+		raw += ":" + expiration
+	}
+	sum := sha256.Sum256([]byte(raw))
+	return "v1_" + base64.RawStdEncoding.EncodeToString(sum[:])
 }

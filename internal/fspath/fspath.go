@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"unicode/utf8"
 )
 
 // Limits of file calls.
@@ -54,4 +55,41 @@ func ValidVersion(v string) bool {
 		}
 	}
 	return true
+}
+
+// Bounds of the extended attributes a file call reads or writes.
+const (
+	// XattrPrefix starts every name a file call reads or writes.
+	XattrPrefix = "user."
+	// MaxXattrs is how many a file entry carries or a write sets.
+	MaxXattrs = 32
+	// MaxXattrBytes bounds their names and values together.
+	MaxXattrBytes = 4096
+	// MaxXattrName is the kernel's bound of one name (XATTR_NAME_MAX).
+	MaxXattrName = 255
+)
+
+// CheckXattrs says why a set of extended attributes cannot be written, or
+// nil: names must be user.NAME of at most MaxXattrName bytes without NUL,
+// names and values UTF-8, within MaxXattrs and MaxXattrBytes.
+func CheckXattrs(x map[string]string) error {
+	if len(x) > MaxXattrs {
+		return fmt.Errorf("%d extended attributes; a file has at most %d", len(x), MaxXattrs)
+	}
+	size := 0
+	for name, v := range x {
+		switch {
+		case !strings.HasPrefix(name, XattrPrefix) || len(name) == len(XattrPrefix):
+			return fmt.Errorf("extended attribute %q: only user.NAME can be set (trusted.*, security.* and system.* are the system's)", name)
+		case len(name) > MaxXattrName:
+			return fmt.Errorf("extended attribute %.40q…: a name has at most %d bytes", name, MaxXattrName)
+		case strings.IndexByte(name, 0) >= 0 || !utf8.ValidString(name) || !utf8.ValidString(v):
+			return fmt.Errorf("extended attribute %q: names and values must be UTF-8 without NUL in the name", name)
+		}
+		size += len(name) + len(v)
+	}
+	if size > MaxXattrBytes {
+		return fmt.Errorf("extended attributes of %d bytes (names and values); a file has at most %d", size, MaxXattrBytes)
+	}
+	return nil
 }

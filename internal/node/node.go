@@ -208,6 +208,9 @@ type WriteSpec struct {
 	SHA256  string
 	Trailer func() (string, error)
 	Size    int64 // -1 when unknown
+	// Xattrs are the user.* extended attributes the new content gets;
+	// the old content's go with it (fspath.CheckXattrs bounds them).
+	Xattrs map[string]string
 }
 
 // Edit replaces the one occurrence of Old by New.

@@ -65,6 +65,6 @@ func (ps *planeSide) serveE2B(ctx context.Context, listeners Listeners) ([]*serv
 	base := context.WithoutCancel(ctx)
 	return []*servedListener{
 		{ln: apiLn, srv: newHTTPServer(cfg.HTTP, e2b.NewAPI(ecfg, plane.Core, plane.Teams, plane.Meter, tokens, log, time.Now), base)},
-		{ln: sideLn, srv: newHTTPServer(cfg.HTTP, e2b.NewSandboxSide(plane.Core, plane.Commands, plane.Files, tokens, log), base)},
+		{ln: sideLn, srv: newHTTPServer(cfg.HTTP, e2b.NewSandboxSide(plane.Core, plane.Commands, plane.Files, tokens, ps.st, log), base)},
 	}, nil
 }

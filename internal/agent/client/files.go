@@ -163,6 +163,9 @@ type WriteRequest struct {
 	TrailerSHA256 func() (string, error)
 	// Size is the body's length when known, else -1.
 	Size int64
+	// Xattrs are the user.* extended attributes the new file gets (it
+	// has no others); see fspath.CheckXattrs.
+	Xattrs map[string]string
 }
 
 // WriteFile uploads body as the new content of a file, atomically. created
@@ -183,6 +186,16 @@ func (c *Client) WriteFile(ctx context.Context, req WriteRequest, body io.Reader
 	}
 	if req.SHA256 != "" {
 		q.Set("sha256", req.SHA256)
+	}
+	if len(req.Xattrs) > 0 {
+		if err := fspath.CheckXattrs(req.Xattrs); err != nil {
+			return wire.FileInfo{}, false, fmt.Errorf("write %s: %w", req.Path, asError(wire.CodeInvalidArgument, err.Error()))
+		}
+		x, err := json.Marshal(req.Xattrs)
+		if err != nil {
+			return wire.FileInfo{}, false, err
+		}
+		q.Set("xattrs", string(x))
 	}
 	if body == nil {
 		body = http.NoBody
@@ -361,6 +374,9 @@ func checkFileInfo(fi wire.FileInfo) error {
 		return fmt.Errorf("bad file name %q from agent", fi.Name)
 	case len(fi.Target) > fspath.MaxPath || strings.IndexByte(fi.Target, 0) >= 0:
 		return fmt.Errorf("bad symlink target from agent")
+	}
+	if err := fspath.CheckXattrs(fi.Xattrs); err != nil {
+		return fmt.Errorf("bad extended attributes from agent: %w", err)
 	}
 	if p, err := fspath.Clean(fi.Path); err != nil || p != fi.Path {
 		return fmt.Errorf("bad file path %q from agent", fi.Path)

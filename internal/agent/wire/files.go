@@ -9,7 +9,7 @@ package wire
 //	                                                  FileList, in walk order
 //	GET    /v1/files/content?path=P                   the bytes; ETag, Repr-Digest; Range
 //	PUT    /v1/files/content?path=P&uid=&gid=[&mode=0644][&chown=true]
-//	       [&if_match=V]…[&if_none_match=true][&sha256=HEX]
+//	       [&if_match=V]…[&if_none_match=true][&sha256=HEX][&xattrs=JSON]
 //	                                                  body: the bytes; answer: FileInfo
 //	                                                  (201 created, 200 replaced).
 //	                                                  The trailer Cove-Sha256 may carry
@@ -25,6 +25,16 @@ package wire
 // Writes are atomic: the bytes go to a temporary file in the target's
 // directory, are checked (digest, If-Match) under a per-path lock and are
 // renamed into place, so a failed or refused write leaves the old content.
+// The new file is a new inode: it has the extended attributes the write's
+// xattrs names (a JSON object, name → value) and no others, so a write
+// without xattrs clears the ones the old content had. An edit keeps them.
+//
+// Every FileInfo of a regular file or a directory carries its user.*
+// extended attributes (Xattrs), read through a descriptor of the entry, at
+// most fspath.MaxXattrs of them with at most fspath.MaxXattrBytes of names
+// and values together, in name order; ones that do not fit, or whose name or value is
+// not UTF-8, are left out. Only user.* names are ever written: trusted.*,
+// security.* and system.* are the kernel's and the image's.
 
 // FileInfo is one entry as the agent reports it.
 type FileInfo struct {
@@ -38,6 +48,8 @@ type FileInfo struct {
 	UID     int    `json:"uid"`
 	GID     int    `json:"gid"`
 	Target  string `json:"target,omitempty"` // of a symlink
+	// Xattrs are the user.* extended attributes, full names as keys.
+	Xattrs map[string]string `json:"xattrs,omitempty"`
 }
 
 // File types of FileInfo.Type.

@@ -196,6 +196,9 @@ type WriteRequest struct {
 	SHA256  string
 	Trailer func() (string, error)
 	Size    int64 // -1 when unknown
+	// Xattrs are the user.* extended attributes of the new content (the
+	// old content's go with it); fspath.CheckXattrs bounds them.
+	Xattrs map[string]string
 }
 
 // WriteFile replaces a file's content with body, atomically. created says
@@ -216,6 +219,9 @@ func (s *Service) WriteFile(ctx context.Context, t Target, req WriteRequest, bod
 	if err := checkIfMatch(req.IfMatch); err != nil {
 		return api.FileEntry{}, false, err
 	}
+	if err := fspath.CheckXattrs(req.Xattrs); err != nil {
+		return api.FileEntry{}, false, invalid("%v", err)
+	}
 	sb, p, err := s.Live(ctx, t, "path", req.Path)
 	if err != nil {
 		return api.FileEntry{}, false, err
@@ -224,7 +230,7 @@ func (s *Service) WriteFile(ctx context.Context, t Target, req WriteRequest, bod
 	spec := node.WriteSpec{
 		Path: p, UID: uid, GID: gid, Chown: explicit, Mode: mode,
 		IfMatch: req.IfMatch, IfNoneMatch: req.IfNoneMatch, SHA256: req.SHA256,
-		Trailer: req.Trailer, Size: req.Size,
+		Trailer: req.Trailer, Size: req.Size, Xattrs: req.Xattrs,
 	}
 	return s.node.WriteFile(ctx, sb.ID, spec, body)
 }

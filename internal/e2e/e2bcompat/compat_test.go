@@ -88,9 +88,11 @@ func run(t *testing.T, dir string, env []string, name string, args ...string) st
 	return out.String()
 }
 
-// TestE2BSDK runs js/compat.mjs: sandboxes' life cycle, commands, kill
-// during a stream, and the hostile checks (another team's key, an ID
-// without its token). It also measures create→first command through
+// TestE2BSDK runs js/compat.mjs: sandboxes' life cycle, commands, files
+// with their metadata (user.e2b.* xattrs on the sandbox's overlay), signed
+// download and upload URLs, kill during a stream, and the hostile checks
+// (another team's key, an ID without its token, a signature pointed at
+// another team's sandbox, trusted.* and security.* xattrs from inside). It also measures create→first command through
 // E2B's SDK against cove's own SDK, on the same server.
 func TestE2BSDK(t *testing.T) {
 	s := e2bServer(t)
@@ -101,9 +103,12 @@ func TestE2BSDK(t *testing.T) {
 	// Only the three variables of docs/e2b.md (and the other team's key
 	// for the hostile checks); whatever E2B_* the environment holds is
 	// overridden, and E2B_DEBUG left unset.
+	// ESCAPE_NAME is a file the program writes through a symlink to the
+	// sandbox's /: it must land in the sandbox's /tmp, never the host's.
+	escape := fmt.Sprintf("cove-e2b-escape-%d", time.Now().UnixNano())
 	env := []string{
 		"E2B_API_URL=http://" + l["e2b-api"], "E2B_SANDBOX_URL=http://" + l["e2b-sandbox"], "E2B_API_KEY=" + key,
-		"OTHER_TEAM_KEY=" + otherKey, "E2B_DEBUG=", "E2B_DOMAIN=",
+		"OTHER_TEAM_KEY=" + otherKey, "E2B_DEBUG=", "E2B_DOMAIN=", "ESCAPE_NAME=" + escape,
 	}
 	// Both SDKs are timed from a full warm pool, so that each create may
 	// be served from it as cove serves its own.
@@ -117,6 +122,9 @@ func TestE2BSDK(t *testing.T) {
 	waitWarmPool(t, s)
 	out := run(t, dir, env, "node", "compat.mjs")
 	t.Logf("compat.mjs:\n%s", out)
+	if _, err := os.Lstat(filepath.Join("/tmp", escape)); !os.IsNotExist(err) {
+		t.Errorf("a write through the sandbox's symlink to / reached the host's /tmp/%s: %v", escape, err)
+	}
 	var res struct {
 		Timings struct {
 			CreateToFirstCommandMs int64 `json:"createToFirstCommandMs"`

@@ -24,7 +24,7 @@ func Entry(fi wire.FileInfo) api.FileEntry {
 	return api.FileEntry{
 		Name: fi.Name, Path: fi.Path, Type: api.FileType(fi.Type), Size: fi.Size,
 		Mode: fmt.Sprintf("%04o", fi.Mode), MTime: time.Unix(0, fi.MTimeNS).UTC(),
-		Version: fi.Version, UID: fi.UID, GID: fi.GID, Target: fi.Target,
+		Version: fi.Version, UID: fi.UID, GID: fi.GID, Target: fi.Target, Xattrs: fi.Xattrs,
 	}
 }
 
@@ -120,7 +120,7 @@ func (n *Node) WriteFile(ctx context.Context, sandboxID string, spec node.WriteS
 	fi, created, err := c.WriteFile(ctx, client.WriteRequest{
 		Path: spec.Path, UID: spec.UID, GID: spec.GID, Chown: spec.Chown, Mode: spec.Mode,
 		IfMatch: spec.IfMatch, IfNoneMatch: spec.IfNoneMatch, SHA256: spec.SHA256,
-		TrailerSHA256: spec.Trailer, Size: spec.Size,
+		TrailerSHA256: spec.Trailer, Size: spec.Size, Xattrs: spec.Xattrs,
 	}, body)
 	if err != nil {
 		return api.FileEntry{}, false, n.noRoom(err, nothingWritten)

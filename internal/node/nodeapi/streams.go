@@ -64,7 +64,7 @@ func (s *Server) handleWriteFile(w http.ResponseWriter, r *http.Request) {
 	}
 	spec := node.WriteSpec{
 		Path: a.Path, UID: a.UID, GID: a.GID, Chown: a.Chown, Mode: a.Mode,
-		IfMatch: a.IfMatch, IfNoneMatch: a.IfNoneMatch, SHA256: a.SHA256, Size: a.Size,
+		IfMatch: a.IfMatch, IfNoneMatch: a.IfNoneMatch, SHA256: a.SHA256, Size: a.Size, Xattrs: a.Xattrs,
 	}
 	if a.Trailer {
 		// The trailer is there once the body was read to its end.

@@ -77,6 +77,8 @@ type WriteArgs struct {
 	SHA256      string   `json:"sha256,omitempty"`
 	Trailer     bool     `json:"trailer,omitempty"`
 	Size        int64    `json:"size"`
+	// Xattrs are node.WriteSpec's.
+	Xattrs map[string]string `json:"xattrs,omitempty"`
 }
 
 // Written is WriteFile's answer.

@@ -229,6 +229,9 @@ export interface components {
             type: "dir" | "file" | "other" | "symlink";
             uid: number;
             version: string;
+            xattrs?: {
+                [key: string]: string;
+            };
         };
         FileList: {
             items: components["schemas"]["FileEntry"][];

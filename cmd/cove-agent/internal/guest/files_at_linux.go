@@ -509,7 +509,7 @@ func entryAt(p string, dir *os.File, name string) (wire.FileInfo, error) {
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		target, _ = readLinkAt(dir, name)
 	}
-	return infoOf(p, fi, target), nil
+	return withXattrs(infoOf(p, fi, target), dir, name, fi), nil
 }
 
 // chownFD gives the file open as f (O_PATH or not) to uid:gid, when the

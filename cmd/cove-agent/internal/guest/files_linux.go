@@ -372,9 +372,12 @@ func (f *fileService) list(w http.ResponseWriter, r *http.Request) error {
 			if fi.Mode()&fs.ModeSymlink != 0 {
 				target, _ = readLinkAt(dir, name)
 			}
-			info := infoOf(p, fi, target)
+			info := withXattrs(infoOf(p, fi, target), dir, name, fi)
 			out.Items = append(out.Items, info)
 			size += len(info.Path) + len(info.Target) + 200
+			for k, v := range info.Xattrs {
+				size += len(k) + len(v) + 8
+			}
 			if isDir && strings.Count(rel, "/")+1 >= depth {
 				return errSkipDir
 			}
@@ -519,6 +522,7 @@ type writeOptions struct {
 	ifMatch     []string
 	ifNoneMatch bool
 	sha256      string // hex, or "" (the trailer may still say)
+	xattrs      map[string]string
 }
 
 func parseWriteOptions(r *http.Request) (writeOptions, error) {
@@ -544,6 +548,9 @@ func parseWriteOptions(r *http.Request) (writeOptions, error) {
 		if o.sha256, err = checkSHA256(v); err != nil {
 			return o, err
 		}
+	}
+	if o.xattrs, err = parseXattrs(q.Get("xattrs")); err != nil {
+		return o, err
 	}
 	return o, nil
 }
@@ -700,6 +707,9 @@ func (f *fileService) write(w http.ResponseWriter, r *http.Request) error {
 			return fsError(p, err)
 		}
 		sum := h.Sum(nil)
+		if err := writeXattrs(p, tmp.File, o.xattrs); err != nil {
+			return err
+		}
 		wants := []string{o.sha256}
 		if t := r.Trailer.Get(wire.TrailerSHA256); t != "" {
 			w, err := checkSHA256(t)
@@ -735,7 +745,9 @@ func (f *fileService) write(w http.ResponseWriter, r *http.Request) error {
 		if cur == nil {
 			status = http.StatusCreated
 		}
-		writeJSON(w, status, infoOf(p, fi, ""))
+		info := infoOf(p, fi, "")
+		info.Xattrs = readXattrs(int(tmp.Fd()))
+		writeJSON(w, status, info)
 		return nil
 	})
 }
@@ -805,7 +817,7 @@ func (f *fileService) mkdir(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return fsError(p, err)
 		}
-		writeJSON(w, status, infoOf(p, fi, ""))
+		writeJSON(w, status, withXattrs(infoOf(p, fi, ""), d, "", fi))
 		return nil
 	})
 }
@@ -1010,6 +1022,10 @@ func (f *fileService) editAt(w http.ResponseWriter, p string, l *location, req w
 		}
 		cur, size, sum, last = tmp, size-int64(len(e.Old))+int64(len(e.New)), h.Sum(nil), tmp
 	}
+	// The edited file keeps its extended attributes.
+	if err := writeXattrs(p, last.File, readXattrs(int(src.Fd()))); err != nil {
+		return err
+	}
 	if err := last.Sync(); err != nil {
 		return fsError(p, err)
 	}
@@ -1024,7 +1040,9 @@ func (f *fileService) editAt(w http.ResponseWriter, p string, l *location, req w
 	}
 	nst := statOf(nfi)
 	f.digests.put(nst.Ino, versionOf(nst), sum)
-	writeJSON(w, http.StatusOK, infoOf(p, nfi, ""))
+	info := infoOf(p, nfi, "")
+	info.Xattrs = readXattrs(int(last.Fd()))
+	writeJSON(w, http.StatusOK, info)
 	return nil
 }
 

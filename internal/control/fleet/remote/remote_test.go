@@ -352,7 +352,9 @@ func TestStdin(t *testing.T) {
 }
 
 // digestNode is the fake with what a real node's files add: a
-// Repr-Digest on downloads, and the digest an upload's trailer gave.
+// Repr-Digest on downloads, the digest an upload's trailer gave, and the
+// extended attributes a write sets, answered on its entry as the agent
+// does.
 type digestNode struct {
 	*nodetest.Node
 	mu      sync.Mutex
@@ -361,6 +363,7 @@ type digestNode struct {
 
 func (d *digestNode) WriteFile(ctx context.Context, id string, spec node.WriteSpec, body io.Reader) (api.FileEntry, bool, error) {
 	e, created, err := d.Node.WriteFile(ctx, id, spec, body)
+	e.Xattrs = spec.Xattrs
 	if err == nil && spec.Trailer != nil {
 		sum, terr := spec.Trailer()
 		if terr != nil {
@@ -432,6 +435,12 @@ func TestFiles(t *testing.T) {
 	_, created, err = f.client.WriteFile(ctx, "sbx_f", node.WriteSpec{Path: "/w/blob", Mode: -1, Size: 2, IfMatch: []string{entry.Version}}, strings.NewReader("hi"))
 	if err != nil || created {
 		t.Fatalf("If-Match upload: created %v, %v", created, err)
+	}
+	// Extended attributes cross to the node and back on the entry.
+	x := map[string]string{"user.e2b.author": "mish", "user.tag": "a b"}
+	entry, _, err = f.client.WriteFile(ctx, "sbx_f", node.WriteSpec{Path: "/w/meta", Mode: -1, Size: 1, Xattrs: x}, strings.NewReader("m"))
+	if err != nil || !maps.Equal(entry.Xattrs, x) {
+		t.Fatalf("write with xattrs: %v, %v", entry.Xattrs, err)
 	}
 }
 

@@ -62,7 +62,7 @@ func (c *Client) WriteFile(ctx context.Context, sandboxID string, spec node.Writ
 	a := nodeapi.WriteArgs{
 		Path: spec.Path, UID: spec.UID, GID: spec.GID, Chown: spec.Chown, Mode: spec.Mode,
 		IfMatch: spec.IfMatch, IfNoneMatch: spec.IfNoneMatch, SHA256: spec.SHA256,
-		Trailer: spec.Trailer != nil, Size: spec.Size,
+		Trailer: spec.Trailer != nil, Size: spec.Size, Xattrs: spec.Xattrs,
 	}
 	h, err := nodeapi.EncodeArgs(nodeapi.Call{Sandbox: sandboxID, Write: &a})
 	if err != nil {

@@ -3,7 +3,7 @@
 // and a cove key of the e2b shape. OTHER_TEAM_KEY is another team's key.
 // Each check prints "ok NAME"; the first failure ends the program with 1.
 import assert from 'node:assert/strict'
-import { Sandbox, CommandExitError, FileType, FilesystemEventType, NotFoundError, TimeoutError } from 'e2b'
+import { Sandbox, CommandExitError, FileType, FilesystemEventType, InvalidArgumentError, NotFoundError, TimeoutError } from 'e2b'
 
 const checks = []
 const check = (name, fn) => checks.push([name, fn])
@@ -177,6 +177,105 @@ check('files: watch a directory, recursively', async () => {
   await finished
   await handle.stop()
   assert.ok(seen.includes('create:sub'), seen.join(' '))
+})
+
+check('files: metadata as user.e2b.* extended attributes', async () => {
+  const meta = { author: 'mish', purpose: 'upload' }
+  const w = await sbx.files.write('meta/a.txt', 'with metadata', { metadata: meta })
+  assert.deepEqual(w.metadata, meta)
+  assert.deepEqual((await sbx.files.getInfo('meta/a.txt')).metadata, meta)
+  const octet = await sbx.files.write('meta/b.txt', 'octet', { metadata: meta, useOctetStream: true })
+  assert.deepEqual(octet.metadata, meta)
+  const many = await sbx.files.writeFiles([{ path: 'meta/c.txt', data: '1' }, { path: 'meta/d.txt', data: '2' }], { metadata: { source: 'compat' } })
+  for (const e of many) assert.deepEqual((await sbx.files.getInfo(e.path)).metadata, { source: 'compat' })
+  const listed = (await sbx.files.list('meta')).find((e) => e.name === 'a.txt')
+  assert.deepEqual(listed.metadata, meta)
+  assert.deepEqual((await sbx.files.rename('meta/a.txt', 'meta/renamed.txt')).metadata, meta)
+  // They are the file's own xattrs, on the sandbox's overlay, which its
+  // user reads as any xattr.
+  const py = (code, user) => sbx.commands.run(`python3 -c "${code}"`, { user })
+  assert.equal((await py("import os; print(os.getxattr('/home/user/meta/renamed.txt', 'user.e2b.author').decode())")).stdout, 'mish\n')
+  // Set in the sandbox, shown as metadata; other user.* are not metadata.
+  await sbx.files.write('meta/oob.txt', 'x')
+  await py("import os; os.setxattr('/home/user/meta/oob.txt', 'user.e2b.set', b'inside'); os.setxattr('/home/user/meta/oob.txt', 'user.other', b'x')")
+  assert.deepEqual((await sbx.files.getInfo('meta/oob.txt')).metadata, { set: 'inside' })
+  // Written again without metadata: none left.
+  const again = await sbx.files.write('meta/renamed.txt', 'second')
+  assert.equal(again.metadata, undefined)
+  assert.equal((await sbx.files.getInfo('meta/renamed.txt')).metadata, undefined)
+  // Neither the sandbox's user nor its root sets trusted.* or security.*
+  // xattrs, and the user does not change root's file's metadata.
+  for (const user of ['user', 'root']) {
+    const r = await py("import os\nfor n in ('trusted.x', 'security.x'):\n  try:\n    os.setxattr('/tmp/two.txt', n, b'v'); print('set', n)\n  except OSError as e: print('refused', n)", user)
+    assert.equal(r.stdout, 'refused trusted.x\nrefused security.x\n', `as ${user}`)
+  }
+  await sbx.files.write('/root/meta.txt', 'r', { user: 'root', metadata: { owner: 'root' } })
+  const r = await sbx.commands.run(`python3 -c "import os; os.setxattr('/root/meta.txt', 'user.e2b.owner', b'user')" 2>&1 || echo refused`)
+  assert.match(r.stdout, /refused/)
+  assert.deepEqual((await sbx.files.getInfo('/root/meta.txt', { user: 'root' })).metadata, { owner: 'root' })
+  // Through a symlink to / a write stays in the sandbox's own root.
+  await sbx.commands.run('ln -sfn / ~/rootlink')
+  await sbx.files.write(`rootlink/tmp/${process.env.ESCAPE_NAME}`, 'inside', { metadata: { where: 'sandbox' } })
+  assert.equal((await sbx.commands.run(`cat /tmp/${process.env.ESCAPE_NAME}`)).stdout, 'inside')
+  await assert.rejects(sbx.files.write('bad.txt', 'x', { metadata: { 'bad key': 'v' } }), InvalidArgumentError)
+})
+
+check('signed download and upload URLs', async () => {
+  await sbx.files.write('signed.txt', 'signed content')
+  const down = await sbx.downloadUrl('signed.txt', { useSignatureExpiration: 60 })
+  assert.ok(!down.includes(sbx.sandboxId), down)
+  assert.match(new URL(down).searchParams.get('signature'), /^v1_/)
+  let res = await fetch(down)
+  assert.equal(res.status, 200)
+  assert.equal(await res.text(), 'signed content')
+  const asRoot = await sbx.downloadUrl('/root/owned', { user: 'root' })
+  res = await fetch(asRoot)
+  assert.equal(await res.text(), 'r')
+
+  const up = await sbx.uploadUrl('uploaded.txt', { useSignatureExpiration: 60 })
+  const form = () => { const f = new FormData(); f.append('file', 'file content'); return f }
+  res = await fetch(up, { method: 'POST', body: form() })
+  assert.equal(res.status, 200)
+  assert.deepEqual(await res.json(), [{ name: 'uploaded.txt', path: '/home/user/uploaded.txt', type: 'file' }])
+  assert.equal(await sbx.files.read('uploaded.txt'), 'file content')
+
+  const expired = await sbx.downloadUrl('signed.txt', { useSignatureExpiration: -10 })
+  res = await fetch(expired)
+  assert.equal(res.status, 401)
+  assert.deepEqual(await res.json(), { code: 401, message: 'signature is already expired' })
+  res = await fetch(await sbx.uploadUrl('late.txt', { useSignatureExpiration: -100 }), { method: 'POST', body: form() })
+  assert.equal(res.status, 401)
+  assert.deepEqual(await res.json(), { code: 401, message: 'signature is already expired' })
+
+  // A read URL does not write, a write URL does not read.
+  res = await fetch(await sbx.downloadUrl('signed.txt', { useSignatureExpiration: 60 }), { method: 'POST', body: form() })
+  assert.equal(res.status, 401)
+  assert.equal(await sbx.files.read('signed.txt'), 'signed content')
+  res = await fetch(up)
+  assert.equal(res.status, 401)
+  // Nor another path.
+  res = await fetch(down.replace('signed.txt', 'uploaded.txt'))
+  assert.equal(res.status, 401)
+})
+
+check("a signed URL opens only its own sandbox, never another team's", async () => {
+  const other = await Sandbox.create('base', { apiKey: process.env.OTHER_TEAM_KEY, secure: true })
+  try {
+    await other.files.write('whose.txt', 'the other team')
+    await sbx.files.write('whose.txt', 'ours')
+    let res = await fetch(await other.downloadUrl('whose.txt'))
+    assert.equal(await res.text(), 'the other team')
+    const ours = await sbx.downloadUrl('whose.txt', { useSignatureExpiration: 60 })
+    assert.equal(await (await fetch(ours)).text(), 'ours')
+    // Pointed at the other sandbox, our signature opens nothing.
+    res = await fetch(ours, { headers: { 'E2b-Sandbox-Id': other.sandboxId } })
+    assert.equal(res.status, 401)
+    const forged = new URL(ours)
+    forged.searchParams.set('signature', 'v1_' + Buffer.alloc(32).toString('base64').replace(/=+$/, ''))
+    assert.equal((await fetch(forged)).status, 401)
+  } finally {
+    await other.kill()
+  }
 })
 
 check("another team's key finds nothing", async () => {

@@ -615,6 +615,7 @@ class FileEntry(Model):
     type: Optional[FileEntryType] = None
     uid: int = 0
     version: str = ""
+    xattrs: Dict[str, str] = field(default_factory=dict)
 
     _fields = {
         'gid': ('gid', 'plain'),
@@ -627,6 +628,7 @@ class FileEntry(Model):
         'type': ('type', 'enum:FileEntryType'),
         'uid': ('uid', 'plain'),
         'version': ('version', 'plain'),
+        'xattrs': ('xattrs', 'map:plain'),
     }
 
 
