@@ -173,6 +173,13 @@ type Sandbox struct {
 	// it; never on the wire. Stored at create and matched by
 	// store.SandboxFilter.IdempotencyRef; reads leave it empty.
 	IdempotencyRef string `json:"-"`
+	// SetID lets set-uid and set-gid programs (sudo) raise privileges
+	// inside the sandbox: its processes run without no_new_privs and its
+	// root filesystem without nosuid. Only E2B's listener sets it, at
+	// create (internal/e2b); never on the wire, never changed after,
+	// stored with the sandbox so that a wake or a restart keeps it
+	// (docs/security.md).
+	SetID bool `json:"-"`
 }
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes. Every field is

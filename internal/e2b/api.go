@@ -277,7 +277,10 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, teamID string) erro
 		Template: a.cfg.coveTemplate(req.TemplateID), Env: req.EnvVars, Labels: labels,
 		MaxLifetimeS: &timeout,
 	}
-	sb, err := a.sandboxes.CreateSandbox(r.Context(), teamID, creq)
+	// E2B's sandboxes run sudo: set-uid programs raise privileges in
+	// them, and only in them (docs/security.md). Nothing a client sends
+	// decides it.
+	sb, err := a.sandboxes.CreateSandboxWith(r.Context(), teamID, creq, lifecycle.CreateOptions{SetID: true})
 	if err != nil {
 		return err
 	}

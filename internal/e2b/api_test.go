@@ -148,6 +148,41 @@ func TestCreate(t *testing.T) {
 	h.wantError("POST", "/sandboxes", "key-a", map[string]any{"templateID": "base", "metadata": map[string]string{"e2b/template": "x"}}, 400)
 }
 
+// TestCreateSetID: every E2B create asks for a sandbox whose set-uid
+// programs work (sudo), whatever the request says; nothing a client
+// sends turns it off or on.
+func TestCreateSetID(t *testing.T) {
+	h := newHarness(t)
+	h.create("key-a", map[string]any{"templateID": "base"})
+	h.create2("key-a", map[string]any{"templateID": "other", "SetID": false, "set_id": false, "metadata": map[string]string{"SetID": "false"}})
+	if len(h.plane.opts) != 2 {
+		t.Fatalf("%d creates reached cove; want 2", len(h.plane.opts))
+	}
+	for i, o := range h.plane.opts {
+		if !o.SetID {
+			t.Errorf("create %d asked for %+v; want SetID", i, o)
+		}
+	}
+}
+
+// TestBaseTemplate: base is the managed template when no mapping names
+// it, and a mapping wins over that; other names pass as they are.
+func TestBaseTemplate(t *testing.T) {
+	for _, tt := range []struct {
+		templates  map[string]string
+		name, want string
+	}{
+		{nil, "base", "managed"},
+		{map[string]string{"base": "busybox"}, "base", "busybox"},
+		{nil, "python", "python"},
+		{map[string]string{"python": "managed"}, "python", "managed"},
+	} {
+		if got := (Config{Templates: tt.templates}).coveTemplate(tt.name); got != tt.want {
+			t.Errorf("%v: %s stands for %q; want %q", tt.templates, tt.name, got, tt.want)
+		}
+	}
+}
+
 // TestAuthentication: every route needs a key of the sandbox's team;
 // another team's sandbox is not found.
 func TestAuthentication(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/control/meter"
 	"github.com/cove-dev/cove/internal/control/teams"
+	"github.com/cove-dev/cove/internal/node"
 )
 
 // EnvdVersion is the version of envd's protocol the sandbox listener
@@ -37,7 +38,7 @@ const labelTemplate = LabelPrefix + "template"
 // Sandboxes are the sandbox life cycle's calls the translator makes
 // (lifecycle.Core).
 type Sandboxes interface {
-	CreateSandbox(ctx context.Context, teamID string, req api.CreateSandboxRequest) (api.Sandbox, error)
+	CreateSandboxWith(ctx context.Context, teamID string, req api.CreateSandboxRequest, opts lifecycle.CreateOptions) (api.Sandbox, error)
 	GetSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error)
 	WaitSandbox(ctx context.Context, teamID, ref string, want api.SandboxState, timeout time.Duration) (api.Sandbox, error)
 	ListSandboxes(ctx context.Context, teamID string, q lifecycle.SandboxQuery) (api.List[api.Sandbox], error)
@@ -67,7 +68,8 @@ var (
 type Config struct {
 	// Templates maps E2B template names to cove templates or images
 	// (`--e2b-template base=managed`); a name not in it is passed to cove
-	// as it is.
+	// as it is, but for BaseTemplate, which is the managed template
+	// unless mapped.
 	Templates map[string]string
 	// ReadyTimeout bounds how long a create or a resume waits for the
 	// sandbox to run. Default 2 minutes.
@@ -86,5 +88,14 @@ func (c Config) coveTemplate(name string) string {
 	if t, ok := c.Templates[name]; ok {
 		return t
 	}
+	if name == BaseTemplate {
+		return node.ManagedTemplate
+	}
 	return name
 }
+
+// BaseTemplate is the E2B template SDKs create from when they name none:
+// user and group user (home /home/user), bash, python3, coreutils and
+// passwordless sudo. The managed template is that; it stands for base
+// unless Config.Templates maps base elsewhere.
+const BaseTemplate = "base"

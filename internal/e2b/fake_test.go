@@ -26,6 +26,7 @@ type fakePlane struct {
 	mu        sync.Mutex
 	sandboxes []api.Sandbox
 	created   []api.CreateSandboxRequest
+	opts      []lifecycle.CreateOptions
 }
 
 func (f *fakePlane) Authenticate(_ context.Context, key string) (teams.Principal, error) {
@@ -44,10 +45,11 @@ func (f *fakePlane) find(teamID, ref string) (int, error) {
 	return 0, api.Errorf(api.CodeNotFound, "sandbox %s not found", ref)
 }
 
-func (f *fakePlane) CreateSandbox(_ context.Context, teamID string, req api.CreateSandboxRequest) (api.Sandbox, error) {
+func (f *fakePlane) CreateSandboxWith(_ context.Context, teamID string, req api.CreateSandboxRequest, opts lifecycle.CreateOptions) (api.Sandbox, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.created = append(f.created, req)
+	f.opts = append(f.opts, opts)
 	sb := api.Sandbox{
 		ID: "sbx_" + strconv.Itoa(len(f.sandboxes)+1), TeamID: teamID, Template: req.Template, State: api.StateCreating,
 		Resources: api.Resources{CPUs: 0.5, MemoryMiB: 512, DiskMiB: 1024}, Labels: req.Labels, CreatedAt: f.now(),

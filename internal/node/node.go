@@ -48,6 +48,10 @@ type SandboxSpec struct {
 	// (SaveInfo.Generation of the sleep that wrote it); "" restores the
 	// only or newest complete one (a node with a store of its own).
 	Save string
+	// SetID lets set-uid programs (sudo) raise privileges in the
+	// sandbox: no no_new_privs, no nosuid on its root filesystem
+	// (api.Sandbox.SetID; E2B's sandboxes only).
+	SetID bool
 }
 
 // GPUs are what a node advertises of its GPUs: how many of which type,

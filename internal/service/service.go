@@ -218,6 +218,11 @@ func openPlaneSide(ctx context.Context, cfg Config, tmplStates *tmplstate.Regist
 	ps.metrics = telemetry.New(telemetry.SandboxCounts(st), log)
 	timed := ps.metrics.InstrumentStore(st)
 	cfg.Server.WebhookAllowPrivate = cfg.Webhooks.AllowPrivate
+	if cfg.E2B.enabled() {
+		// E2B's creates run sudo (SetID): the warm pool keeps as many
+		// of them ready as of cove's own.
+		cfg.Server.WarmPoolSetID = cfg.Server.WarmPool
+	}
 	// Uploads arrive here, on the data disk; what an earlier run left
 	// (it stopped mid-upload) is removed.
 	cfg.Server.UploadDir = filepath.Join(cfg.DataDir, "uploads")
@@ -542,6 +547,12 @@ func loadTemplates(ctx context.Context, cfg Config, log *slog.Logger, requireDef
 	if cfg.BuildManaged {
 		_, err := image.Load(cfg.ImagesDir, image.ManagedName)
 		building = err != nil
+		// A managed image built from another package list (an older
+		// cove's) is built again, and serves no sandbox until then.
+		if !building && cfg.ManagedBuilder != "busybox" && !image.Current(cfg.ImagesDir, image.ManagedName, image.ManagedRecipe()) {
+			log.Info("the managed image was built from another recipe; building it again", "recipe", image.ManagedRecipe())
+			building = true
+		}
 	}
 	imgs, err := image.List(cfg.ImagesDir)
 	if err != nil {

@@ -46,7 +46,7 @@ func (s *Core) Lead(ctx context.Context) {
 	defer context.AfterFunc(s.ctx, cancel)()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	if s.cfg.WarmPool > 0 {
+	if s.cfg.WarmPool > 0 || s.cfg.WarmPoolSetID > 0 {
 		wg.Go(func() { s.pool.fill(ctx) })
 	}
 	wg.Go(func() { s.svc.Meter.Run(ctx) })

@@ -48,6 +48,11 @@ type Config struct {
 	// resources the server keeps to hand out at once. 0 keeps none.
 	// Default 1.
 	WarmPool int
+	// WarmPoolSetID is how many more the pool keeps whose set-uid
+	// programs work (api.Sandbox.SetID), for the creates that ask for it:
+	// the server keeps WarmPool of them while E2B's listeners serve.
+	// Default 0.
+	WarmPoolSetID int
 	// EventRetention is how long events are kept, and network observations
 	// after they were last seen. Default 30 days.
 	EventRetention time.Duration
@@ -183,6 +188,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("max wait %v: want a positive duration", c.MaxWait)
 	case c.WarmPool < 0:
 		return fmt.Errorf("warm pool %d: want 0 or more", c.WarmPool)
+	case c.WarmPoolSetID < 0:
+		return fmt.Errorf("warm pool of set-uid sandboxes %d: want 0 or more", c.WarmPoolSetID)
 	case c.EventRetention < time.Hour:
 		return fmt.Errorf("event retention %v: want at least an hour", c.EventRetention)
 	case c.ObservationFlush <= 0:

@@ -296,6 +296,20 @@ func (s *Core) transition(sb *api.Sandbox, state api.SandboxState, reason string
 // CreateSandbox validates and persists a new sandbox, then starts it in the
 // background. The returned sandbox is in state creating.
 func (s *Core) CreateSandbox(ctx context.Context, teamID string, req api.CreateSandboxRequest) (api.Sandbox, error) {
+	return s.CreateSandboxWith(ctx, teamID, req, CreateOptions{})
+}
+
+// CreateOptions are what a create may ask beyond its request, which no
+// client of cove's API can send: only a caller inside the server, E2B's
+// translator (internal/e2b), sets them.
+type CreateOptions struct {
+	// SetID makes a sandbox whose set-uid programs (sudo) raise
+	// privileges (api.Sandbox.SetID). It never comes from the warm pool.
+	SetID bool
+}
+
+// CreateSandboxWith is CreateSandbox with options.
+func (s *Core) CreateSandboxWith(ctx context.Context, teamID string, req api.CreateSandboxRequest, opts CreateOptions) (api.Sandbox, error) {
 	if err := scoped(teamID); err != nil {
 		return api.Sandbox{}, err
 	}
@@ -332,12 +346,13 @@ func (s *Core) CreateSandbox(ctx context.Context, teamID string, req api.CreateS
 		return api.Sandbox{}, err
 	}
 	sb.Secrets = req.Secrets
+	sb.SetID = opts.SetID
 	if err := s.checks.Check(ctx, sandboxRun(sb, img)); err != nil {
 		return api.Sandbox{}, err
 	}
 	warm := ""
 	if s.pool.fits(sb) && sb.Source == nil && sb.Setup == nil {
-		if warm = s.pool.take(); warm != "" {
+		if warm = s.pool.take(sb.SetID); warm != "" {
 			// A pooled sandbox was admitted (and, in a fleet, placed)
 			// when the pool started it. It keeps its own ID; an ID
 			// derived from an Idempotency-Key is stored beside it, where

@@ -323,6 +323,70 @@ func TestWarmPool(t *testing.T) {
 	})
 }
 
+// TestWarmPoolSetID: the pool keeps sandboxes with and without SetID
+// apart, and a create takes only its own kind: a create through cove's
+// API never gets a pooled SetID sandbox, E2B's never a pooled one
+// without. The node is told SetID at start and again at wake.
+func TestWarmPoolSetID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := started(t, func(c *lifecycle.Config) { c.WarmPool = 1; c.WarmPoolSetID = 1; c.DefaultTemplate = "managed" })
+		synctest.Wait()
+		if ready, target := h.srv.WarmPool(); ready != 2 || target != 2 {
+			t.Fatalf("pool %d of %d, want 2 of 2", ready, target)
+		}
+		pooled := map[string]bool{}
+		taken := map[bool]int{}
+		known, _ := h.node.Known(t.Context())
+		for _, id := range known {
+			sb, _ := h.node.Sandbox(id)
+			pooled[id] = sb.Spec.SetID
+		}
+		for round := range 3 {
+			for _, setID := range []bool{false, true, true, false} {
+				sb, err := h.srv.CreateSandboxWith(t.Context(), h.a, api.CreateSandboxRequest{}, lifecycle.CreateOptions{SetID: setID})
+				if err != nil {
+					t.Fatal(err)
+				}
+				h.wait(t, h.a, sb.ID, api.StateRunning)
+				got, _ := h.node.Sandbox(sb.ID)
+				if got.Spec.SetID != setID || h.get(t, sb.ID).SetID != setID {
+					t.Fatalf("round %d: a create with SetID %v runs with %v (stored %v)", round, setID, got.Spec.SetID, h.get(t, sb.ID).SetID)
+				}
+				if was, ok := pooled[sb.ID]; ok {
+					if was != setID {
+						t.Fatalf("round %d: a create with SetID %v took a pooled sandbox with %v", round, setID, was)
+					}
+					taken[setID]++
+				}
+				synctest.Wait()
+				known, _ := h.node.Known(t.Context())
+				for _, id := range known {
+					if _, ok := pooled[id]; !ok {
+						n, _ := h.node.Sandbox(id)
+						pooled[id] = n.Spec.SetID
+					}
+				}
+				if setID {
+					if _, err := h.srv.SleepSandbox(t.Context(), h.a, sb.ID, "test"); err != nil {
+						t.Fatal(err)
+					}
+					h.wait(t, h.a, sb.ID, api.StateAsleep)
+					if _, err := h.srv.WakeSandbox(t.Context(), h.a, sb.ID); err != nil {
+						t.Fatal(err)
+					}
+					h.wait(t, h.a, sb.ID, api.StateRunning)
+					if got, _ := h.node.Sandbox(sb.ID); !got.Spec.SetID {
+						t.Fatalf("round %d: woken without SetID", round)
+					}
+				}
+			}
+		}
+		if taken[false] == 0 || taken[true] == 0 {
+			t.Errorf("creates took %v from the pool by SetID; want both kinds taken", taken)
+		}
+	})
+}
+
 func (h *harness) get(t *testing.T, id string) api.Sandbox {
 	t.Helper()
 	sb, err := h.srv.GetSandbox(context.WithoutCancel(t.Context()), h.a, id)

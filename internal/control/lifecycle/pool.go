@@ -15,36 +15,50 @@ import (
 // pooled ID, the hostname is set from the host, and the sandbox runs at
 // once. Pooled sandboxes are not in the store; a restart removes them as
 // orphans and the pool fills again.
+//
+// A sandbox's SetID is fixed when it starts (no_new_privs cannot be shed
+// by a running process), so the pool keeps two kinds apart: WarmPool
+// sandboxes without it, for every create, and WarmPoolSetID with it, for
+// the creates that ask for it (E2B's). A create takes only its own kind.
 
 // warmPool is the pool and the state it guards.
 type warmPool struct {
 	s *Core
 
 	mu     sync.Mutex
-	warm   []string      // IDs of started sandboxes in the pool
-	refill chan struct{} // asks the pool to fill up
+	warm   map[bool][]string // IDs of started sandboxes in the pool, by SetID
+	refill chan struct{}     // asks the pool to fill up
 }
 
 func newWarmPool(s *Core) *warmPool {
-	return &warmPool{s: s, refill: make(chan struct{}, 1)}
+	return &warmPool{s: s, warm: map[bool][]string{}, refill: make(chan struct{}, 1)}
+}
+
+// target is how many sandboxes of a kind the pool keeps.
+func (p *warmPool) target(setID bool) int {
+	if setID {
+		return p.s.cfg.WarmPoolSetID
+	}
+	return p.s.cfg.WarmPool
 }
 
 // fits reports whether a validated new sandbox can come from the pool.
 func (p *warmPool) fits(sb api.Sandbox) bool {
 	s := p.s
-	return s.cfg.WarmPool > 0 && sb.Template == s.cfg.DefaultTemplate &&
+	return p.target(sb.SetID) > 0 && sb.Template == s.cfg.DefaultTemplate &&
 		sb.Resources == s.cfg.DefaultResources && sb.Workdir == s.cfg.DefaultWorkdir
 }
 
-// take hands out a pooled sandbox ID, or "" when none is ready.
-func (p *warmPool) take() string {
+// take hands out the ID of a pooled sandbox whose SetID is setID, or ""
+// when none is ready.
+func (p *warmPool) take(setID bool) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.warm) == 0 {
+	if len(p.warm[setID]) == 0 {
 		return ""
 	}
-	id := p.warm[0]
-	p.warm = p.warm[1:]
+	id := p.warm[setID][0]
+	p.warm[setID] = p.warm[setID][1:]
 	p.changed()
 	return id
 }
@@ -60,35 +74,10 @@ func (p *warmPool) changed() {
 // fill keeps the pool full until ctx is done, then removes what is left
 // in it.
 func (p *warmPool) fill(ctx context.Context) {
-	s := p.s
 	defer p.drain()
 	for {
-		p.mu.Lock()
-		missing := s.cfg.WarmPool - len(p.warm)
-		p.mu.Unlock()
-		if !s.svc.Templates.Ready(s.cfg.DefaultTemplate) {
-			missing = 0 // filled when its build ends (TemplatesChanged)
-		}
-		for ; missing > 0 && ctx.Err() == nil; missing-- {
-			sid := id.New("sbx")
-			spec := s.spec(api.Sandbox{
-				ID: sid, Template: s.cfg.DefaultTemplate, Resources: s.cfg.DefaultResources,
-				Workdir: s.cfg.DefaultWorkdir,
-			})
-			ids, err := s.ranges.Alloc(ctx, sid)
-			if err != nil {
-				s.log.Warn("warm pool start", "err", err)
-				break
-			}
-			spec.IDs = ids
-			if err := s.node.Start(ctx, spec); err != nil {
-				s.log.Warn("warm pool start", "err", err)
-				p.discard(ctx, sid)
-				break // try again at the next refill or tick
-			}
-			p.mu.Lock()
-			p.warm = append(p.warm, sid)
-			p.mu.Unlock()
+		for _, setID := range []bool{false, true} {
+			p.fillKind(ctx, setID)
 		}
 		select {
 		case <-ctx.Done():
@@ -99,12 +88,44 @@ func (p *warmPool) fill(ctx context.Context) {
 	}
 }
 
+// fillKind starts the sandboxes of one kind that the pool lacks.
+func (p *warmPool) fillKind(ctx context.Context, setID bool) {
+	s := p.s
+	p.mu.Lock()
+	missing := p.target(setID) - len(p.warm[setID])
+	p.mu.Unlock()
+	if !s.svc.Templates.Ready(s.cfg.DefaultTemplate) {
+		missing = 0 // filled when its build ends (TemplatesChanged)
+	}
+	for ; missing > 0 && ctx.Err() == nil; missing-- {
+		sid := id.New("sbx")
+		spec := s.spec(api.Sandbox{
+			ID: sid, Template: s.cfg.DefaultTemplate, Resources: s.cfg.DefaultResources,
+			Workdir: s.cfg.DefaultWorkdir, SetID: setID,
+		})
+		ids, err := s.ranges.Alloc(ctx, sid)
+		if err != nil {
+			s.log.Warn("warm pool start", "err", err)
+			break
+		}
+		spec.IDs = ids
+		if err := s.node.Start(ctx, spec); err != nil {
+			s.log.Warn("warm pool start", "err", err)
+			p.discard(ctx, sid)
+			break // try again at the next refill or tick
+		}
+		p.mu.Lock()
+		p.warm[setID] = append(p.warm[setID], sid)
+		p.mu.Unlock()
+	}
+}
+
 // drain destroys the sandboxes waiting in the pool.
 func (p *warmPool) drain() {
 	s := p.s
 	p.mu.Lock()
-	ids := p.warm
-	p.warm = nil
+	ids := append(p.warm[false], p.warm[true]...)
+	p.warm = map[bool][]string{}
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -169,11 +190,12 @@ func (p *warmPool) discard(ctx context.Context, sid string) {
 	s.ranges.Release(ctx, sid)
 }
 
-// WarmPool reports how many sandboxes wait in the pool, and how many it keeps.
+// WarmPool reports how many sandboxes wait in the pool, and how many it
+// keeps, of both kinds.
 func (s *Core) WarmPool() (ready, target int) {
 	s.pool.mu.Lock()
 	defer s.pool.mu.Unlock()
-	return len(s.pool.warm), s.cfg.WarmPool
+	return len(s.pool.warm[false]) + len(s.pool.warm[true]), s.cfg.WarmPool + s.cfg.WarmPoolSetID
 }
 
 // TemplatesChanged tells the server that a template's state changed (a

@@ -13,7 +13,7 @@ func (s *Core) spec(sb api.Sandbox) node.SandboxSpec {
 	return node.SandboxSpec{
 		ID: sb.ID, Hostname: hostname(sb), Template: s.svc.Images.NodeTemplate(sb.TeamID, sb.Template),
 		Resources: sb.Resources, Pids: s.cfg.PidsLimit, Workdir: sb.Workdir,
-		Network: sb.Network,
+		Network: sb.Network, SetID: sb.SetID,
 	}
 }
 

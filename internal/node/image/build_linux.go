@@ -35,7 +35,21 @@ func ensure(ctx context.Context, imagesDir, name string, log *slog.Logger,
 			return Image{Shell: shell}, err
 		}
 	}
-	img, _, err := makeImage(ctx, imagesDir, name, "."+name+".lock", log, fill)
+	img, _, err := makeImage(ctx, imagesDir, name, "."+name+".lock", "", log, fill)
+	return img, err
+}
+
+// ensureRecipe is ensure for an image built from recipe: one of another
+// recipe (or of none) is built again and replaces it. The tree it
+// replaces is renamed to .<name>.old-*, not removed: sandboxes started
+// on it keep running on it.
+func ensureRecipe(ctx context.Context, imagesDir, name, recipe string, log *slog.Logger,
+	build func(ctx context.Context, rootfs string) (shell []string, err error),
+) (Image, error) {
+	img, _, err := makeImage(ctx, imagesDir, name, "."+name+".lock", recipe, log, func(ctx context.Context, rootfs string) (Image, error) {
+		shell, err := build(ctx, rootfs)
+		return Image{Shell: shell}, err
+	})
 	return img, err
 }
 
@@ -157,13 +171,22 @@ func Remove(ctx context.Context, imagesDir, name string) error {
 	return nil
 }
 
-func makeImage(ctx context.Context, imagesDir, name, lockName string, log *slog.Logger,
+func makeImage(ctx context.Context, imagesDir, name, lockName, recipe string, log *slog.Logger,
 	build func(ctx context.Context, rootfs string) (Image, error),
 ) (Image, bool, error) {
 	if err := checkName(name); err != nil {
 		return Image{}, false, err
 	}
-	if img, err := Load(imagesDir, name); !errors.Is(err, ErrNotFound) {
+	// found is an image to use as it is: any complete one, or, with a
+	// recipe, one of that recipe.
+	found := func() (Image, bool, error) {
+		img, err := Load(imagesDir, name)
+		if errors.Is(err, ErrNotFound) || (err == nil && recipe != "" && img.Recipe != recipe) {
+			return Image{}, false, nil
+		}
+		return img, true, err
+	}
+	if img, ok, err := found(); ok || err != nil {
 		return img, false, err
 	}
 	dir, err := formatRoot(imagesDir)
@@ -176,15 +199,18 @@ func makeImage(ctx context.Context, imagesDir, name, lockName string, log *slog.
 	}
 	defer unlock()
 	// Someone else may have built it while we waited for the lock.
-	if img, err := Load(imagesDir, name); !errors.Is(err, ErrNotFound) {
+	if img, ok, err := found(); ok || err != nil {
 		return img, false, err
 	}
 
 	final := filepath.Join(dir, name)
+	// An image of another recipe is replaced once the new one is built.
+	_, loadErr := Load(imagesDir, name)
+	replace := loadErr == nil
 	// Leftovers of interrupted builds, and a final directory without its
 	// image.json (never written by us, but possible by hand).
 	stale, _ := filepath.Glob(filepath.Join(dir, "."+name+".tmp-*"))
-	if _, err := os.Lstat(final); err == nil {
+	if _, err := os.Lstat(final); err == nil && !replace {
 		stale = append(stale, final)
 	}
 	for _, d := range stale {
@@ -211,7 +237,7 @@ func makeImage(ctx context.Context, imagesDir, name, lockName string, log *slog.
 	}
 	rootfs := filepath.Join(tmp, rootfsDir)
 	var made Image
-	if old, ok := loadLegacy(imagesDir, name); ok {
+	if old, ok := loadLegacy(imagesDir, name); ok && recipe == "" {
 		start := time.Now()
 		if err := convert(ctx, old, rootfs); err != nil {
 			return Image{}, false, fmt.Errorf("convert image %s of format 1: %w", name, err)
@@ -232,11 +258,23 @@ func makeImage(ctx context.Context, imagesDir, name, lockName string, log *slog.
 	if err := addAgentMountPoint(rootfs); err != nil {
 		return Image{}, false, fmt.Errorf("build image %s: %w", name, err)
 	}
-	img := Image{Name: name, Shell: made.Shell, Format: Format, Config: made.Config}
+	img := Image{Name: name, Shell: made.Shell, Format: Format, Config: made.Config, Recipe: recipe}
 	if err := writeMeta(tmp, img); err != nil {
 		return Image{}, false, fmt.Errorf("build image %s: %w", name, err)
 	}
 	unix.Sync()
+	if replace {
+		// Sandboxes running on the old tree keep it through their
+		// mounts; it is set aside, not removed, for them.
+		old, err := os.MkdirTemp(dir, "."+name+".old-")
+		if err != nil {
+			return Image{}, false, fmt.Errorf("build image %s: %w", name, err)
+		}
+		if err := os.Rename(final, filepath.Join(old, name)); err != nil {
+			return Image{}, false, fmt.Errorf("build image %s: set the old one aside: %w", name, err)
+		}
+		log.Info("replaced an image of another recipe; the old tree is kept for sandboxes that run on it", "image", name, "old", old)
+	}
 	if err := os.Rename(tmp, final); err != nil {
 		return Image{}, false, fmt.Errorf("build image %s: %w", name, err)
 	}

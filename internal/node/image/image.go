@@ -74,6 +74,9 @@ type Image struct {
 	// writes it); nil for the images cove builds. An imported image may
 	// have no shell: then only argv runs in it.
 	Config *Config `json:"config,omitempty"`
+	// Recipe names what a built image was built from (ManagedRecipe for
+	// the managed image); "" for images without one.
+	Recipe string `json:"recipe,omitempty"`
 }
 
 // Config is an imported image's configuration, from its OCI config, with
@@ -177,6 +180,13 @@ func Load(imagesDir, name string) (Image, error) {
 		return Image{}, fmt.Errorf("load image %s: rootfs is not a directory", name)
 	}
 	return img, nil
+}
+
+// Current reports whether the image called name under imagesDir exists
+// and was built from recipe.
+func Current(imagesDir, name, recipe string) bool {
+	img, err := Load(imagesDir, name)
+	return err == nil && img.Recipe == recipe
 }
 
 // List returns the complete images under imagesDir that cove built, sorted

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -330,6 +331,65 @@ func TestConvertFormat1(t *testing.T) {
 	}
 }
 
+// TestEnsureRecipe: an image built from a recipe is used as long as the
+// recipe is the same, and built again when it changes (ManagedPackages
+// gaining sudo reaches an images dir that holds an older build). The tree
+// it replaces is set aside whole, for sandboxes that run on it, and is no
+// image of List's.
+func TestEnsureRecipe(t *testing.T) {
+	requireRoot(t)
+	dir := t.TempDir()
+	builds := 0
+	build := func(ctx context.Context, rootfs string) ([]string, error) {
+		builds++
+		return []string{"/bin/sh", "-c"}, os.WriteFile(filepath.Join(rootfs, "built"), []byte(strconv.Itoa(builds)), 0o644)
+	}
+	marker := func(img Image) string {
+		b, err := os.ReadFile(filepath.Join(img.Rootfs, "built"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	ensureR := func(recipe string) Image {
+		t.Helper()
+		img, err := ensureRecipe(t.Context(), dir, "made", recipe, slog.New(slog.DiscardHandler), build)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return img
+	}
+	if img := ensureR("r1"); img.Recipe != "r1" || marker(img) != "1" {
+		t.Fatalf("first build: %+v built %s", img, marker(img))
+	}
+	if img := ensureR("r1"); builds != 1 || marker(img) != "1" {
+		t.Fatalf("the same recipe built again (%d builds)", builds)
+	}
+	if !Current(dir, "made", "r1") || Current(dir, "made", "r2") || Current(dir, "absent", "r1") {
+		t.Error("Current does not tell the image's recipe")
+	}
+	img := ensureR("r2")
+	if builds != 2 || img.Recipe != "r2" || marker(img) != "2" {
+		t.Fatalf("another recipe: %d builds, %+v built %s", builds, img, marker(img))
+	}
+	if got, err := Load(dir, "made"); err != nil || got.Recipe != "r2" {
+		t.Fatalf("Load after the rebuild = %+v, %v", got, err)
+	}
+	old, _ := filepath.Glob(filepath.Join(dir, "v2", ".made.old-*", "made", "rootfs", "built"))
+	if len(old) != 1 {
+		t.Fatalf("the old tree was not set aside: %v", old)
+	} else if b, _ := os.ReadFile(old[0]); string(b) != "1" {
+		t.Errorf("the tree set aside holds build %q, want 1", b)
+	}
+	if imgs, err := List(dir); err != nil || len(imgs) != 1 || imgs[0].Name != "made" {
+		t.Errorf("List = %+v, %v", imgs, err)
+	}
+	// ensure, without a recipe, takes any complete image.
+	if _, err := ensure(t.Context(), dir, "made", slog.New(slog.DiscardHandler), build); err != nil || builds != 2 {
+		t.Errorf("ensure without a recipe built again (%d builds): %v", builds, err)
+	}
+}
+
 // TestEnsureManaged builds the managed Debian image with debootstrap (a
 // minute of downloads). It runs only with COVE_TEST_MANAGED=1; set
 // COVE_TEST_IMAGES to a lasting directory to build once and reuse.
@@ -372,6 +432,12 @@ func TestEnsureManaged(t *testing.T) {
 	}
 	if st.Mode()&fs.ModeSetuid == 0 {
 		t.Errorf("/usr/bin/su lost setuid: %v", st.Mode())
+	}
+	if st, err := os.Stat(filepath.Join(img.Rootfs, "usr/bin/sudo")); err != nil || st.Mode()&fs.ModeSetuid == 0 {
+		t.Errorf("/usr/bin/sudo is missing or not set-uid: %v", err)
+	}
+	if img.Recipe != ManagedRecipe() {
+		t.Errorf("the image's recipe is %q, want %q", img.Recipe, ManagedRecipe())
 	}
 }
 

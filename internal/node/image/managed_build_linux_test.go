@@ -166,6 +166,9 @@ func TestCustomizeExecutesNothingOfTheImage(t *testing.T) {
 	if got := read("etc/hostname"); got != "sandbox\n" {
 		t.Errorf("etc/hostname = %q", got)
 	}
+	if got := read(SudoersFile); got != "user ALL=(ALL:ALL) NOPASSWD: ALL\n" {
+		t.Errorf("%s = %q", SudoersFile, got)
+	}
 	for _, c := range []struct {
 		name     string
 		mode     os.FileMode
@@ -178,6 +181,8 @@ func TestCustomizeExecutesNothingOfTheImage(t *testing.T) {
 		{"home/user/.config", os.ModeDir | 0o755, 1000, 1000},
 		{"home/user/.config/app.conf", 0o600, 1000, 1000},
 		{"workspace", os.ModeDir | 0o755, 1000, 1000},
+		// sudo ignores a sudoers file others may write or root does not own.
+		{SudoersFile, 0o440, 0, 0},
 	} {
 		st, err := os.Lstat(filepath.Join(root, c.name))
 		if err != nil {

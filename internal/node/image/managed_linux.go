@@ -2,6 +2,9 @@ package image
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -22,7 +25,30 @@ const (
 )
 
 // ManagedPackages are installed on top of minbase.
-var ManagedPackages = []string{"bash", "coreutils", "procps", "git", "python3", "nodejs", "curl", "ca-certificates"}
+var ManagedPackages = []string{"bash", "coreutils", "procps", "git", "python3", "nodejs", "curl", "ca-certificates", "sudo"}
+
+// managedCustomization names what customize adds to debootstrap's tree;
+// a change to customize changes it, so that images built before are
+// built again.
+const managedCustomization = "user-1000,workspace,hostname,sudoers-user-nopasswd"
+
+// SudoersFile lets user run anything as anyone through sudo, without a
+// password. sudo raises privileges only in sandboxes that may run
+// set-uid programs (E2B's; docs/security.md); in the others it fails.
+const SudoersFile = "etc/sudoers.d/user"
+
+// ManagedRecipe names what the managed image is built from: its suite,
+// variant, packages and customization. It is kept in the image's
+// image.json; an image of another recipe is built again
+// (EnsureManagedWith), so that a change to ManagedPackages reaches an
+// images dir that holds an older build.
+func ManagedRecipe() string {
+	h := sha256.New()
+	for _, part := range append([]string{ManagedSuite, ManagedVariant, managedCustomization}, ManagedPackages...) {
+		fmt.Fprintf(h, "%d:%s;", len(part), part)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
 
 // DefaultKeyring is the keyring of the Debian archive, from the package
 // debian-archive-keyring.
@@ -63,7 +89,7 @@ func EnsureManagedWith(ctx context.Context, imagesDir string, opts ManagedOption
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return ensure(ctx, imagesDir, ManagedName, log, func(ctx context.Context, rootfs string) ([]string, error) {
+	return ensureRecipe(ctx, imagesDir, ManagedName, ManagedRecipe(), log, func(ctx context.Context, rootfs string) ([]string, error) {
 		if err := checkKeyring(opts.Keyring); err != nil {
 			return nil, err
 		}
@@ -133,7 +159,8 @@ func debootstrap(ctx context.Context, opts ManagedOptions, rootfs string, progre
 	return nil
 }
 
-// customize adds user (1000) and /workspace, and drops what apt cached.
+// customize adds user (1000), its sudoers entry and /workspace, and drops
+// what apt cached.
 // It edits the tree from Go and runs nothing of it (no chroot useradd):
 // the image's binaries never run as host root once debootstrap is done.
 // Every path resolves inside the tree.
@@ -151,6 +178,17 @@ func customize(rootfs string) error {
 	}
 	if err := ownDir(root, "workspace", 1000, 0o755); err != nil {
 		return fmt.Errorf("create /workspace: %w", err)
+	}
+	// sudo reads /etc/sudoers.d (Debian's /etc/sudoers includes it) and
+	// refuses a file there that others may write; 0440 as visudo makes.
+	if err := root.Mkdir(filepath.Dir(SudoersFile), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("sudoers: %w", err)
+	}
+	if err := root.WriteFile(SudoersFile, []byte("user ALL=(ALL:ALL) NOPASSWD: ALL\n"), 0o440); err != nil {
+		return fmt.Errorf("sudoers: %w", err)
+	}
+	if err := root.Chmod(SudoersFile, 0o440); err != nil {
+		return fmt.Errorf("sudoers: %w", err)
 	}
 	if err := root.WriteFile("etc/hostname", []byte("sandbox\n"), 0o644); err != nil {
 		return err

@@ -244,7 +244,7 @@ func (n *Node) runtimeSpec(spec node.SandboxSpec) (runtime.Spec, error) {
 		Pids: spec.Pids, Workdir: spec.Workdir, CABundle: n.caBundle(spec.Template),
 		IDs:     image.IDMap{HostID: spec.IDs.HostID, Size: spec.IDs.Size},
 		DiskIDs: image.IDMap{HostID: spec.DiskIDs.HostID, Size: spec.DiskIDs.Size},
-		Devices: spec.Devices,
+		Devices: spec.Devices, SetID: spec.SetID,
 	}, nil
 }
 

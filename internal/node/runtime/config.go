@@ -146,6 +146,12 @@ type Spec struct {
 	// Devices are CDI device names (nvidia.com/gpu=0) whose nodes, mounts
 	// and hooks Config.Devices adds to the sandbox's runtime spec.
 	Devices []string
+	// SetID lets set-uid and set-gid programs (sudo) raise privileges
+	// inside the sandbox: its processes run without no_new_privs and its
+	// root filesystem is mounted without nosuid. They stay inside its
+	// user namespace, under the same seccomp filter and capability
+	// bounding set (docs/security.md).
+	SetID bool
 }
 
 // CABundlePath is the system CA bundle of Debian-like images, which

@@ -309,7 +309,7 @@ func (r *Runtime) makeRootfs(ctx context.Context, dir string, s Spec) error {
 		return fmt.Errorf("mount image %s: %w", s.Image.Name, err)
 	}
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work)
-	if err := unix.Mount("overlay", rootfs, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+	if err := unix.Mount("overlay", rootfs, "overlay", rootfsFlags(s), opts); err != nil {
 		return fmt.Errorf("mount overlay: %w", err)
 	}
 	// The overlay keeps a private clone of its lower mount: the attached
@@ -318,6 +318,15 @@ func (r *Runtime) makeRootfs(ctx context.Context, dir string, s Spec) error {
 		return err
 	}
 	return nil
+}
+
+// rootfsFlags are the mount flags of a sandbox's root filesystem: nosuid
+// unless set-uid programs are to work in it (Spec.SetID).
+func rootfsFlags(s Spec) uintptr {
+	if s.SetID {
+		return unix.MS_NODEV
+	}
+	return unix.MS_NOSUID | unix.MS_NODEV
 }
 
 func writeSpec(path string, spec any) error {

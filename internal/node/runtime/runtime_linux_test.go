@@ -338,6 +338,42 @@ func TestStartDestroy(t *testing.T) {
 	}
 }
 
+// TestSetID: a sandbox with SetID runs without no_new_privs and with its
+// root filesystem mounted without nosuid, and keeps everything else that
+// holds root in: the same capabilities, the seccomp filter, its own uid
+// range, no mounts. One without is as TestStartDestroy checks.
+func TestSetID(t *testing.T) {
+	r := newRuntime(t)
+	for _, setID := range []bool{false, true} {
+		t.Run(fmt.Sprint(setID), func(t *testing.T) {
+			s := testSpec()
+			s.SetID = setID
+			c := start(t, r, s)
+			nnp, nosuid := "NoNewPrivs:1", "nosuid"
+			if setID {
+				nnp, nosuid = "NoNewPrivs:0", ""
+			}
+			for _, tt := range []struct {
+				uid          int
+				script, want string
+			}{
+				{1000, "grep NoNewPrivs /proc/self/status | tr -d '\\t '", nnp},
+				{0, "grep NoNewPrivs /proc/self/status | tr -d '\\t '", nnp},
+				{0, `awk '$5 == "/" {print $6}' /proc/self/mountinfo | tr , '\n' | grep -x nosuid`, nosuid},
+				{0, "grep -E 'Cap(Eff|Bnd)' /proc/self/status | tr -d '\t'", "CapEff:00000000a80405fb\nCapBnd:00000000a80405fb"},
+				{0, "grep Seccomp: /proc/self/status | tr -d '\\t '", "Seccomp:2"},
+				{0, "cat /proc/self/uid_map | tr -s ' '", "0 1000000 65536"},
+				{0, "mount -t tmpfs none /mnt 2>&1; echo rc=$?", "mount: permission denied (are you root?)\nrc=1"},
+				{0, "{ echo x > /.cove/cove-agent; } 2>&1; echo rc=$?", "/bin/sh: can't create /.cove/cove-agent: Read-only file system\nrc=1"},
+			} {
+				if got, exit := sh(t, c, tt.uid, tt.script); got != tt.want {
+					t.Errorf("%q as %d: got %q (exit %+v), want %q", tt.script, tt.uid, got, exit, tt.want)
+				}
+			}
+		})
+	}
+}
+
 // TestSeccomp runs the probe of testdata/syscalls in a sandbox, as root and
 // as user: every call the filter closes fails with EPERM (clone3 with
 // ENOSYS, so that libc falls back to clone) where the kernel alone would

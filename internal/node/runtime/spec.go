@@ -107,7 +107,7 @@ func ociSpec(s Spec, h host) *specs.Spec {
 			Rlimits: []specs.POSIXRlimit{
 				{Type: "RLIMIT_NOFILE", Hard: nofile, Soft: nofile},
 			},
-			NoNewPrivileges: true,
+			NoNewPrivileges: !s.SetID,
 		},
 		Root:     &specs.Root{Path: "rootfs", Readonly: false},
 		Hostname: s.Hostname,

@@ -17,13 +17,13 @@ const sandboxColumns = `id, team_id, name, template, state, resources, env, work
 	idle_timeout_s, on_idle, max_lifetime_s, spend_limit_usd, cost_usd,
 	created_at, started_at, last_active_at, expires_at, state_reason, secrets, on_budget, budget_alerts, provision`
 
-const insertSandbox = `INSERT INTO sandboxes (` + sandboxColumns + `, idempotency_ref) VALUES (
+const insertSandbox = `INSERT INTO sandboxes (` + sandboxColumns + `, idempotency_ref, set_id) VALUES (
 	@id, @team_id, @name, @template, @state, @resources, @env, @workdir, @network, @labels,
 	@idle_timeout_s, @on_idle, @max_lifetime_s, @spend_limit_usd, @cost_usd,
-	@created_at, @started_at, @last_active_at, @expires_at, @state_reason, @secrets, @on_budget, @budget_alerts, @provision, @idempotency_ref)`
+	@created_at, @started_at, @last_active_at, @expires_at, @state_reason, @secrets, @on_budget, @budget_alerts, @provision, @idempotency_ref, @set_id)`
 
 // selectSandbox reads a sandbox's columns and its version (versions.go).
-const selectSandbox = "SELECT " + sandboxColumns + ", version FROM sandboxes"
+const selectSandbox = "SELECT " + sandboxColumns + ", set_id, version FROM sandboxes"
 
 // sandboxArgs are the named column values of s.
 func sandboxArgs(s api.Sandbox) (pgx.NamedArgs, error) {
@@ -64,6 +64,7 @@ func sandboxArgs(s api.Sandbox) (pgx.NamedArgs, error) {
 		"budget_alerts":   jsons[5],
 		"provision":       jsons[6],
 		"idempotency_ref": s.IdempotencyRef,
+		"set_id":          s.SetID,
 	}, nil
 }
 
@@ -76,7 +77,7 @@ func scanSandbox(r scanner) (api.Sandbox, error) {
 	)
 	err := r.Scan(&s.ID, &s.TeamID, &s.Name, &s.Template, &s.State, &resources, &env, &s.Workdir, &network, &labels,
 		&s.IdleTimeoutS, &s.OnIdle, &s.MaxLifetimeS, &s.SpendLimitUSD, &s.CostUSD,
-		&s.CreatedAt, &s.StartedAt, &s.LastActiveAt, &s.ExpiresAt, &s.StateReason, &secrets, &s.OnBudget, &alerts, &provision, &s.Version)
+		&s.CreatedAt, &s.StartedAt, &s.LastActiveAt, &s.ExpiresAt, &s.StateReason, &secrets, &s.OnBudget, &alerts, &provision, &s.SetID, &s.Version)
 	if err != nil {
 		return api.Sandbox{}, err
 	}

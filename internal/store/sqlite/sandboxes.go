@@ -17,13 +17,13 @@ const sandboxColumns = `id, team_id, name, template, state, resources, env, work
 	created_at, started_at, last_active_at, expires_at, state_reason, secrets, on_budget, budget_alerts, provision`
 
 // selectSandbox reads a sandbox's columns and its version.
-const selectSandbox = "SELECT " + sandboxColumns + ", version FROM sandboxes"
+const selectSandbox = "SELECT " + sandboxColumns + ", set_id, version FROM sandboxes"
 
 // insertSandbox stores version 1, whatever the sandbox's own.
-const insertSandbox = `INSERT INTO sandboxes (` + sandboxColumns + `, idempotency_ref, version) VALUES (
+const insertSandbox = `INSERT INTO sandboxes (` + sandboxColumns + `, idempotency_ref, set_id, version) VALUES (
 	:id, :team_id, :name, :template, :state, :resources, :env, :workdir, :network, :labels,
 	:idle_timeout_s, :on_idle, :max_lifetime_s, :spend_limit_usd, :cost_usd,
-	:created_at, :started_at, :last_active_at, :expires_at, :state_reason, :secrets, :on_budget, :budget_alerts, :provision, :idempotency_ref, 1)`
+	:created_at, :started_at, :last_active_at, :expires_at, :state_reason, :secrets, :on_budget, :budget_alerts, :provision, :idempotency_ref, :set_id, 1)`
 
 const updateSandbox = `UPDATE sandboxes SET
 	name = :name, template = :template, state = :state, resources = :resources, env = :env,
@@ -79,6 +79,7 @@ func sandboxArgs(s api.Sandbox) ([]any, error) {
 		sql.Named("budget_alerts", jsons[5]),
 		sql.Named("provision", jsons[6]),
 		sql.Named("idempotency_ref", s.IdempotencyRef),
+		sql.Named("set_id", s.SetID),
 	}, nil
 }
 
@@ -94,7 +95,7 @@ func scanSandbox(r scanner) (api.Sandbox, error) {
 	)
 	err := r.Scan(&s.ID, &s.TeamID, &s.Name, &s.Template, &s.State, &resources, &env, &s.Workdir, &network, &labels,
 		&s.IdleTimeoutS, &s.OnIdle, &s.MaxLifetimeS, &spend, &s.CostUSD,
-		&created, &started, &lastActive, &expires, &s.StateReason, &secrets, &s.OnBudget, &alerts, &provision, &s.Version)
+		&created, &started, &lastActive, &expires, &s.StateReason, &secrets, &s.OnBudget, &alerts, &provision, &s.SetID, &s.Version)
 	if err != nil {
 		return api.Sandbox{}, err
 	}

@@ -47,7 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TeamAdmission", testTeamAdmission},
 		{"Workloads", testWorkloads},
 		{"WorkloadUsage", testWorkloadUsage},
-		{"Versions", testVersions}, {"IdempotencyRef", testIdempotencyRef},
+		{"Versions", testVersions}, {"IdempotencyRef", testIdempotencyRef}, {"SetID", testSetID},
 		{"Nodes", testNodes}, {"NodeJoinHash", testNodeJoinHash}, {"Placements", testPlacements}, {"FleetValues", testFleetValues},
 		{"Leases", testLeases}, {"Replicas", testReplicas}, {"AccrueConditional", testAccrueConditional}, {"SandboxOwners", testSandboxOwners}, {"PruneReplicas", testPruneReplicas}, {"PruneSandboxOwners", testPruneSandboxOwners}, {"NUL", testNUL}, {"ClaimDelivery", testClaimDelivery},
 	}

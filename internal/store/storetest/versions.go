@@ -265,3 +265,50 @@ func testIdempotencyRef(t *testing.T, s store.Store) {
 		t.Errorf("after an update, by ref: %v; want [%s]", got, pooled.ID)
 	}
 }
+
+// testSetID: a sandbox's SetID is stored at create and read back by get
+// and list; an update never changes it, whatever the sandbox it is given
+// says, so that nothing but a create can turn it on.
+func testSetID(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	createTeam(t, s, "team_a")
+	plain := createSandbox(t, s, sandbox("team_a", 1, "", api.StateRunning))
+	e2b := sandbox("team_a", 2, "", api.StateCreating)
+	e2b.SetID = true
+	mustDo(t, s.CreateSandbox(ctx, e2b))
+	check := func(when string, want map[string]bool) {
+		t.Helper()
+		for id, w := range want {
+			got, err := s.GetSandbox(ctx, "team_a", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.SetID != w {
+				t.Errorf("%s: get %s: SetID = %v, want %v", when, id, got.SetID, w)
+			}
+		}
+		listed, err := s.ListSandboxes(ctx, store.SandboxFilter{TeamID: "team_a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(listed) != len(want) {
+			t.Fatalf("%s: listed %d sandboxes, want %d", when, len(listed), len(want))
+		}
+		for _, sb := range listed {
+			if sb.SetID != want[sb.ID] {
+				t.Errorf("%s: list %s: SetID = %v, want %v", when, sb.ID, sb.SetID, want[sb.ID])
+			}
+		}
+	}
+	check("created", map[string]bool{plain.ID: false, e2b.ID: true})
+	for id, flip := range map[string]bool{plain.ID: true, e2b.ID: false} {
+		cur, err := s.GetSandbox(ctx, "team_a", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.SetID = flip
+		cur.Labels = map[string]string{"touched": "yes"}
+		mustDo(t, s.UpdateSandbox(ctx, cur))
+	}
+	check("updated", map[string]bool{plain.ID: false, e2b.ID: true})
+}

@@ -28,7 +28,7 @@ func spec(id string) node.SandboxSpec {
 	return node.SandboxSpec{
 		ID: id, Hostname: "h-" + id, Template: node.ManagedTemplate,
 		Resources: api.Resources{CPUs: 1, MemoryMiB: 512}, Save: "3-1700000000",
-		Secrets: []node.Secret{{Name: "TOKEN", Value: "s3cret"}},
+		Secrets: []node.Secret{{Name: "TOKEN", Value: "s3cret"}}, SetID: true,
 	}
 }
 
@@ -47,7 +47,7 @@ func TestCalls(t *testing.T) {
 	must(c.Admit(ctx, spec("sbx_a")))
 	must(c.Start(ctx, spec("sbx_a")))
 	sb, ok := n.Sandbox("sbx_a")
-	if !ok || sb.Spec.Save != "3-1700000000" || sb.Spec.Secrets[0].Value != "s3cret" || sb.Hostname != "h-sbx_a" {
+	if !ok || sb.Spec.Save != "3-1700000000" || sb.Spec.Secrets[0].Value != "s3cret" || sb.Hostname != "h-sbx_a" || !sb.Spec.SetID {
 		t.Fatalf("the spec did not arrive whole: %+v", sb)
 	}
 	must(c.SetHostname(ctx, "sbx_a", "renamed"))
@@ -141,6 +141,9 @@ func TestCalls(t *testing.T) {
 		t.Fatalf("copy = %+v, save %+v", cp, info)
 	}
 	must(c.Wake(ctx, spec("sbx_a")))
+	if sb, _ := n.Sandbox("sbx_a"); !sb.Spec.SetID {
+		t.Fatalf("a wake's spec lost SetID: %+v", sb.Spec)
+	}
 	must(c.DropSave(ctx, "setup_x"))
 	must(c.Attach(ctx, spec("sbx_a"), nil))
 	must(c.DestroyRuntime(ctx, "sbx_a"))

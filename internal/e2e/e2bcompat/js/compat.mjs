@@ -61,6 +61,19 @@ check('run: output, exit code, environment, working directory, user', async () =
   await assert.rejects(sbx.commands.run('echo before; exit 3'), (e) => e instanceof CommandExitError && e.exitCode === 3 && e.stdout === 'before\n')
 })
 
+check('sudo: passwordless, to root, as base promises', async () => {
+  const r = await sbx.commands.run('id -un; sudo -n id -u; sudo -n id -un; grep NoNewPrivs /proc/self/status')
+  assert.equal(r.exitCode, 0)
+  assert.equal(r.stdout, 'user\n0\nroot\nNoNewPrivs:\t0\n')
+  // E2B's envVars test: a command's envs reach that command only, and
+  // sudo runs without a password or a terminal.
+  const scoped = await sbx.commands.run('echo $FOO', { envs: { FOO: 'bar' } })
+  assert.equal(scoped.stdout.trim(), 'bar')
+  const next = await sbx.commands.run('sudo echo "$FOO"')
+  assert.equal(next.exitCode, 0)
+  assert.equal(next.stdout.trim(), '')
+})
+
 check('run: callbacks see output as it comes', async () => {
   const seen = []
   await sbx.commands.run('for i in 1 2 3; do echo $i; sleep 0.2; done', { onStdout: (d) => seen.push(d) })
@@ -295,6 +308,8 @@ check('pause and connect', async () => {
   assert.equal(again.sandboxId, sbx.sandboxId)
   assert.equal((await again.getInfo()).state, 'running')
   assert.equal((await again.commands.run('echo awake')).stdout, 'awake\n')
+  // A resumed sandbox is the same E2B sandbox: sudo still works.
+  assert.equal((await again.commands.run('sudo -n id -u')).stdout, '0\n')
 })
 
 check('kill during a stream', async () => {
