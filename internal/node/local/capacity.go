@@ -155,6 +155,19 @@ func (n *Node) noRoom(err error, what string) error {
 	return api.Errorf(api.CodeInsufficientStorage, "the node's data disk (%s) is full: %s; retry once space is freed", n.cfg.DataDir, what)
 }
 
+// roomToWrite refuses a file call that writes into a sandbox while the
+// data disk is below its reserve, before it reaches the agent. The
+// sandbox's disk is a sparse file there: a write whose blocks the data
+// disk cannot back fails under the sandbox's ext4, whose journal may then
+// abort and leave the sandbox's disk read-only until it sleeps and wakes.
+// A call refused here has touched nothing.
+func (n *Node) roomToWrite() error {
+	if !n.dataDiskLow() {
+		return nil
+	}
+	return n.noRoom(syscall.ENOSPC, nothingWritten)
+}
+
 // dataDiskLow reports whether the data disk has less free than its
 // reserve (at least 1 MiB).
 func (n *Node) dataDiskLow() bool {

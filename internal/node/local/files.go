@@ -117,6 +117,9 @@ func (n *Node) WriteFile(ctx context.Context, sandboxID string, spec node.WriteS
 	if err != nil {
 		return api.FileEntry{}, false, err
 	}
+	if err := n.roomToWrite(); err != nil {
+		return api.FileEntry{}, false, err
+	}
 	fi, created, err := c.WriteFile(ctx, client.WriteRequest{
 		Path: spec.Path, UID: spec.UID, GID: spec.GID, Chown: spec.Chown, Mode: spec.Mode,
 		IfMatch: spec.IfMatch, IfNoneMatch: spec.IfNoneMatch, SHA256: spec.SHA256,
@@ -132,6 +135,9 @@ func (n *Node) WriteFile(ctx context.Context, sandboxID string, spec node.WriteS
 func (n *Node) EditFile(ctx context.Context, sandboxID string, spec node.EditSpec) (api.FileEntry, error) {
 	c, err := n.agentOf(sandboxID)
 	if err != nil {
+		return api.FileEntry{}, err
+	}
+	if err := n.roomToWrite(); err != nil {
 		return api.FileEntry{}, err
 	}
 	edits := make([]wire.FileEdit, len(spec.Edits))
@@ -151,6 +157,9 @@ func (n *Node) Mkdir(ctx context.Context, sandboxID string, spec node.MkdirSpec)
 	if err != nil {
 		return api.FileEntry{}, err
 	}
+	if err := n.roomToWrite(); err != nil {
+		return api.FileEntry{}, err
+	}
 	fi, err := c.Mkdir(ctx, wire.MkdirRequest{Path: spec.Path, UID: spec.UID, GID: spec.GID})
 	if err != nil {
 		return api.FileEntry{}, n.noRoom(err, nothingWritten)
@@ -162,6 +171,9 @@ func (n *Node) Mkdir(ctx context.Context, sandboxID string, spec node.MkdirSpec)
 func (n *Node) MoveFile(ctx context.Context, sandboxID string, spec node.MoveSpec) (api.FileEntry, error) {
 	c, err := n.agentOf(sandboxID)
 	if err != nil {
+		return api.FileEntry{}, err
+	}
+	if err := n.roomToWrite(); err != nil {
 		return api.FileEntry{}, err
 	}
 	fi, err := c.MoveFile(ctx, wire.MoveRequest{From: spec.From, To: spec.To, Overwrite: spec.Overwrite, UID: spec.UID, GID: spec.GID})
@@ -197,6 +209,9 @@ func (n *Node) ReadArchive(ctx context.Context, sandboxID, path string) (io.Read
 func (n *Node) WriteArchive(ctx context.Context, sandboxID string, spec node.ArchiveSpec, body io.Reader) (api.ArchiveResult, error) {
 	c, err := n.agentOf(sandboxID)
 	if err != nil {
+		return api.ArchiveResult{}, err
+	}
+	if err := n.roomToWrite(); err != nil {
 		return api.ArchiveResult{}, err
 	}
 	res, err := c.WriteArchive(ctx, spec.Path, spec.UID, spec.GID, body)
