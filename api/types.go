@@ -282,9 +282,14 @@ type Command struct {
 	TimedOut  bool      `json:"timed_out"`
 	StartedAt time.Time `json:"started_at"`
 	// null while running.
-	EndedAt     *time.Time `json:"ended_at"`
-	StdoutBytes int64      `json:"stdout_bytes"`
-	StderrBytes int64      `json:"stderr_bytes"`
+	EndedAt *time.Time `json:"ended_at"`
+	// PID is the command's process ID in the sandbox's own pid namespace,
+	// as ps and kill inside the sandbox see it: set once the command
+	// runs, kept after it ends (the sandbox may then give the number to
+	// another process); 0 when not known.
+	PID         int   `json:"pid"`
+	StdoutBytes int64 `json:"stdout_bytes"`
+	StderrBytes int64 `json:"stderr_bytes"`
 	// Version is the store's row version, never on the wire (see
 	// Sandbox.Version).
 	Version int64 `json:"-"`
