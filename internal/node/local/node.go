@@ -667,36 +667,44 @@ func (n *Node) get(id string) (*sandbox, error) {
 	return s, nil
 }
 
-// Exec starts a command and records its output until it ends.
-func (n *Node) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) (err error) {
+// Exec starts a command and records its output until it ends. Its pid is
+// the agent's word, the process's pid in the sandbox's own namespace.
+func (n *Node) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) (_ node.Started, err error) {
 	defer func() { err = n.noRoom(err, "the command's output cannot be recorded, so it was not started") }()
 	req, err := n.execRequest(spec)
 	if err != nil {
-		return err
+		return node.Started{}, err
 	}
 	s, err := n.get(sandboxID)
 	if err != nil {
-		return err
+		return node.Started{}, err
 	}
 	l, err := n.acquire(sandboxID, req.ID, true)
 	if err != nil {
-		return err
+		return node.Started{}, err
 	}
 	pty := spec.PTY != nil
 	if pty {
 		if err := markPTY(filepath.Join(n.outputDir(sandboxID), req.ID)); err != nil {
 			l.Close()
-			return fmt.Errorf("mark terminal output: %w", err)
+			return node.Started{}, fmt.Errorf("mark terminal output: %w", err)
 		}
 	}
 	// Before the command runs, so that its first byte is redacted too.
 	s.secrets.add(spec.Secrets)
-	if _, err := s.client.Exec(ctx, req); err != nil {
+	st, err := s.client.Exec(ctx, req)
+	if err != nil {
 		l.Close()
-		return err
+		return node.Started{}, err
 	}
 	n.record(s, req.ID, l, pty)
-	return nil
+	// The agent is the sandbox's: a pid Linux could not give is not
+	// believed, and the command runs with its pid unknown.
+	if st.PID <= 0 || st.PID > node.MaxPID {
+		n.log.Warn("the agent answered a pid out of range", "sandbox", sandboxID, "command", req.ID, "pid", st.PID)
+		return node.Started{}, nil
+	}
+	return node.Started{PID: st.PID}, nil
 }
 
 // execRequest is the agent's request for a command: a shell string runs

@@ -116,7 +116,7 @@ func calls() map[string]call {
 			if err != nil {
 				return nil, err
 			}
-			return nil, n.Exec(ctx, c.Sandbox, spec)
+			return n.Exec(ctx, c.Sandbox, spec)
 		}},
 		"signal": {true, func(ctx context.Context, n Node, c Call) (any, error) {
 			return nil, n.Signal(ctx, c.Sandbox, c.Command, c.Signal)

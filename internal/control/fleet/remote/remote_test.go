@@ -217,7 +217,12 @@ func TestOutputFollow(t *testing.T) {
 	}
 	go f.client.Run(ctx)
 	must(t, f.client.Start(ctx, spec("sbx_o")))
-	must(t, f.client.Exec(ctx, "sbx_o", node.ExecSpec{ID: "cmd_1", Shell: "x"}))
+	started, err := f.client.Exec(ctx, "sbx_o", node.ExecSpec{ID: "cmd_1", Shell: "x"})
+	must(t, err)
+	// The node's pid of the command comes back with its start.
+	if started.PID != nodetest.FirstPID {
+		t.Fatalf("exec answered %+v; want pid %d", started, nodetest.FirstPID)
+	}
 	out, err := f.client.Output("sbx_o", "cmd_1")
 	must(t, err)
 	defer out.Close()
@@ -332,7 +337,8 @@ func TestStdin(t *testing.T) {
 		return node.Exit{}
 	}
 	must(t, f.client.Start(ctx, spec("sbx_i")))
-	must(t, f.client.Exec(ctx, "sbx_i", node.ExecSpec{ID: "cmd_i", Stdin: true}))
+	_, err := f.client.Exec(ctx, "sbx_i", node.ExecSpec{ID: "cmd_i", Stdin: true})
+	must(t, err)
 	big := bytes.Repeat([]byte("0123456789"), 100_000)
 	must(t, f.client.Stdin(ctx, "sbx_i", "cmd_i", bytes.NewReader(big), false))
 	must(t, f.client.Stdin(ctx, "sbx_i", "cmd_i", nil, true))
@@ -562,7 +568,9 @@ func TestNodeGone(t *testing.T) {
 		return node.Exit{}
 	}
 	must(t, f.client.Start(ctx, spec("sbx_g")))
-	must(t, f.client.Exec(ctx, "sbx_g", node.ExecSpec{ID: "cmd_g"}))
+	if _, err := f.client.Exec(ctx, "sbx_g", node.ExecSpec{ID: "cmd_g"}); err != nil {
+		t.Fatal(err)
+	}
 	out, err := f.client.Output("sbx_g", "cmd_g")
 	must(t, err)
 	defer out.Close()
@@ -616,7 +624,9 @@ func TestNodeSilent(t *testing.T) {
 		return node.Exit{}
 	}
 	must(t, c.Start(ctx, spec("sbx_s")))
-	must(t, c.Exec(ctx, "sbx_s", node.ExecSpec{ID: "cmd_s"}))
+	if _, err := c.Exec(ctx, "sbx_s", node.ExecSpec{ID: "cmd_s"}); err != nil {
+		t.Fatal(err)
+	}
 	out, err := c.Output("sbx_s", "cmd_s")
 	must(t, err)
 	defer out.Close()
