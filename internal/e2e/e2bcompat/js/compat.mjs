@@ -83,6 +83,27 @@ check('background, list, connect, kill', async () => {
   await assert.rejects(sbx.commands.connect(999_999_999), NotFoundError)
 })
 
+check("pids are the sandbox's own: ps, kill and connect by them", async () => {
+  const h = await sbx.commands.run('sleep 301', { background: true })
+  // The process of that pid, as the sandbox's own ps and /proc see it.
+  const ps = await sbx.commands.run(`ps -o pid= -p ${h.pid}; tr '\\0' ' ' < /proc/${h.pid}/cmdline`)
+  assert.match(ps.stdout, new RegExp(`^\\s*${h.pid}\\n.*sleep 301`), ps.stdout)
+  // A pid found by pgrep inside the sandbox names it here too.
+  const found = (await sbx.commands.run("pgrep -f '^(/bin/bash -l -c )?sleep 301'")).stdout.trim().split('\n').map(Number)
+  assert.deepEqual(found, [h.pid], `pgrep found ${found}, the start event said ${h.pid}`)
+  const c = await sbx.commands.connect(found[0])
+  assert.equal(c.pid, found[0])
+  assert.ok((await sbx.commands.list()).some((x) => x.pid === h.pid))
+  // kill from another command ends it, for both streams.
+  const k = await sbx.commands.run(`kill ${h.pid}`)
+  assert.equal(k.exitCode, 0)
+  await assert.rejects(h.wait(), CommandExitError)
+  await assert.rejects(c.wait(), CommandExitError)
+  assert.ok(!(await sbx.commands.list()).some((x) => x.pid === h.pid))
+  // The pid of a process that ended names nothing.
+  await assert.rejects(sbx.commands.connect(h.pid), NotFoundError)
+})
+
 check('closing a stream leaves the process running', async () => {
   const h = await sbx.commands.run('sleep 1; echo done > /tmp/left-running', { background: true })
   await h.disconnect()
