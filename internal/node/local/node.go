@@ -698,13 +698,22 @@ func (n *Node) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) (
 		return node.Started{}, err
 	}
 	n.record(s, req.ID, l, pty)
-	// The agent is the sandbox's: a pid Linux could not give is not
-	// believed, and the command runs with its pid unknown.
-	if st.PID <= 0 || st.PID > node.MaxPID {
+	pid, ok := agentPID(st.PID)
+	if !ok {
 		n.log.Warn("the agent answered a pid out of range", "sandbox", sandboxID, "command", req.ID, "pid", st.PID)
-		return node.Started{}, nil
 	}
-	return node.Started{PID: st.PID}, nil
+	return node.Started{PID: pid}, nil
+}
+
+// agentPID is the pid the sandbox's agent answered for a command, when
+// it is one Linux could give. The agent is the sandbox's: a pid it could
+// not have is not believed, and the command runs with its pid unknown
+// (0). A pid is only recorded and shown, never signalled by the host.
+func agentPID(pid int) (int, bool) {
+	if pid <= 0 || pid > node.MaxPID {
+		return 0, false
+	}
+	return pid, true
 }
 
 // execRequest is the agent's request for a command: a shell string runs

@@ -40,6 +40,7 @@ export interface components {
             exit_code: number | null;
             id: string;
             no_output_alert_s?: number;
+            pid: number;
             pty?: components["schemas"]["PTY"];
             sandbox_id: string;
             secrets?: {

@@ -252,6 +252,7 @@ class Command(Model):
     exit_code: Optional[int] = None
     id: str = ""
     no_output_alert_s: int = 0
+    pid: int = 0
     pty: Optional[PTY] = None
     sandbox_id: str = ""
     secrets: Dict[str, str] = field(default_factory=dict)
@@ -274,6 +275,7 @@ class Command(Model):
         'exit_code': ('exit_code', 'plain'),
         'id': ('id', 'plain'),
         'no_output_alert_s': ('no_output_alert_s', 'plain'),
+        'pid': ('pid', 'plain'),
         'pty': ('pty', 'model:PTY'),
         'sandbox_id': ('sandbox_id', 'plain'),
         'secrets': ('secrets', 'map:plain'),
