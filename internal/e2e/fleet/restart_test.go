@@ -311,7 +311,7 @@ func TestControlRestart(t *testing.T) {
 		pids    []int
 		// pid is the command's own, in its sandbox (api.Command.PID).
 		pid int
-		out     *follower
+		out *follower
 	}
 	var rs []*running
 	for _, name := range []string{"node-a", "node-b"} {
