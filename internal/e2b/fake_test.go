@@ -200,7 +200,7 @@ func (f *fakeCommands) Exec(_ context.Context, teamID, ref string, wake bool, re
 		}
 	}
 	c := api.Command{ID: "cmd_" + strconv.Itoa(len(f.cmds)+1), SandboxID: ref, Argv: req.Argv, Cwd: req.Cwd, Env: req.Env,
-		User: req.User, Stdin: req.Stdin, State: api.CommandRunning, PTY: req.PTY, PID: pid}
+		User: req.User, Stdin: req.Stdin, State: api.CommandRunning, PTY: req.PTY, PID: pid, Tag: req.Tag}
 	f.cmds = append(f.cmds, c)
 	f.execUser = append(f.execUser, req.User)
 	return c, nil

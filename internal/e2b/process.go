@@ -127,30 +127,33 @@ func (p *processes) running(ctx context.Context, t target) ([]api.Command, error
 	}
 }
 
-// command is the running command of the sandbox a selector names: its
-// pid is the sandbox's own (api.Command.PID), so the pid of a command
-// that ended names nothing, as a pid of a process that is gone does in
-// envd; should the sandbox have given it to another command since, that
-// one is found.
+// command is the running command of the sandbox a selector names, by
+// pid or tag. Its pid is the sandbox's own (api.Command.PID), so the pid
+// of a command that ended names nothing, as a pid of a process that is
+// gone does in envd; should the sandbox have given it to another command
+// since, that one is found. A tag is the command's (api.Command.Tag),
+// as its start sent it; of two running commands with the same tag, the
+// newer is found.
 func (p *processes) command(ctx context.Context, t target, sel *process.ProcessSelector) (api.Command, error) {
 	if sel == nil {
 		return api.Command{}, connect.NewError(connect.CodeInvalidArgument, errors.New("process selector is required"))
 	}
+	match := func(c api.Command) bool { return sel.GetPid() != 0 && c.PID == int(sel.GetPid()) }
+	what := fmt.Sprintf("pid %d", sel.GetPid())
 	if _, ok := sel.GetSelector().(*process.ProcessSelector_Tag); ok {
-		return api.Command{}, connect.NewError(connect.CodeNotFound, fmt.Errorf("process with tag %q not found: cove's processes have no tags", sel.GetTag()))
+		match = func(c api.Command) bool { return sel.GetTag() != "" && c.Tag == sel.GetTag() }
+		what = fmt.Sprintf("tag %q", sel.GetTag())
 	}
-	pid := sel.GetPid()
 	cmds, err := p.running(ctx, t)
 	if err != nil {
 		return api.Command{}, err
 	}
-	// The newest first: a pid the sandbox reused names its newest holder.
 	for i := len(cmds) - 1; i >= 0; i-- {
-		if pid != 0 && cmds[i].PID == int(pid) {
+		if match(cmds[i]) {
 			return cmds[i], nil
 		}
 	}
-	return api.Command{}, connect.NewError(connect.CodeNotFound, fmt.Errorf("process with pid %d not found", pid))
+	return api.Command{}, connect.NewError(connect.CodeNotFound, fmt.Errorf("process with %s not found", what))
 }
 
 func (p *processes) Start(ctx context.Context, req *connect.Request[process.StartRequest], stream *connect.ServerStream[process.StartResponse]) error {
@@ -165,7 +168,7 @@ func (p *processes) Start(ctx context.Context, req *connect.Request[process.Star
 	}
 	creq := api.CreateCommandRequest{
 		Argv: append([]string{cfg.GetCmd()}, cfg.GetArgs()...), Cwd: homeOf(user), Env: cfg.GetEnvs(),
-		Stdin: req.Msg.GetStdin(), User: user,
+		Stdin: req.Msg.GetStdin(), User: user, Tag: req.Msg.GetTag(),
 	}
 	if cfg.Cwd != nil {
 		creq.Cwd = absPath(user, cfg.GetCwd())
@@ -339,7 +342,11 @@ func (p *processes) List(ctx context.Context, req *connect.Request[process.ListR
 		}
 		cwd := c.Cwd
 		cfg.Cwd = &cwd
-		resp.Processes = append(resp.Processes, &process.ProcessInfo{Config: cfg, Pid: uint32(c.PID)})
+		info := &process.ProcessInfo{Config: cfg, Pid: uint32(c.PID)}
+		if c.Tag != "" {
+			info.Tag = &c.Tag
+		}
+		resp.Processes = append(resp.Processes, info)
 	}
 	return connect.NewResponse(resp), nil
 }

@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -224,5 +225,61 @@ func TestStartCwd(t *testing.T) {
 	// never wakes it, as a file call does not.
 	if h.cmds.woke {
 		t.Error("a process start asked to wake its sandbox")
+	}
+}
+
+func tagSel(tag string) *process.ProcessSelector {
+	return &process.ProcessSelector{Selector: &process.ProcessSelector_Tag{Tag: tag}}
+}
+
+// TestProcessTags: a process started with a tag keeps it (List shows it),
+// and selectors by tag find the running process of the token's sandbox
+// with that tag, never another sandbox's of the same tag; an ended one,
+// an unknown tag and the empty tag find nothing.
+func TestProcessTags(t *testing.T) {
+	h := newHarness(t)
+	sb := h.create("key-a", map[string]any{"templateID": "base"})
+	other := h.create("key-b", map[string]any{"templateID": "base"})
+	h.cmds.Exec(t.Context(), "b", other.SandboxID, false, api.CreateCommandRequest{Argv: []string{"cat"}, Tag: "srv"})
+	c := h.processClient(sb.SandboxID, sb.EnvdAccessToken, "")
+	for _, tag := range []string{"srv", ""} {
+		req := &process.StartRequest{Process: &process.ProcessConfig{Cmd: "cat"}}
+		if tag != "" {
+			req.Tag = proto.String(tag)
+		}
+		st, err := c.Start(t.Context(), connect.NewRequest(req))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Receive() {
+			t.Fatalf("start: %v", st.Err())
+		}
+		st.Close()
+	}
+	l, err := c.List(t.Context(), connect.NewRequest(&process.ListRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tags []string
+	for _, p := range l.Msg.Processes {
+		tags = append(tags, fmt.Sprintf("%d:%v", p.Pid, p.Tag != nil && *p.Tag == "srv"))
+	}
+	if got := strings.Join(tags, " "); got != fmt.Sprintf("%d:true %d:false", firstPID, firstPID+1) {
+		t.Errorf("list: %s", got)
+	}
+	if _, err := c.SendSignal(t.Context(), connect.NewRequest(&process.SendSignalRequest{Process: tagSel("srv"), Signal: process.Signal_SIGNAL_SIGTERM})); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(h.cmds.signals, " "); got != "cmd_2:TERM" {
+		t.Errorf("signals: %s", got)
+	}
+	for _, tag := range []string{"srv", "none", ""} {
+		_, err := c.SendSignal(t.Context(), connect.NewRequest(&process.SendSignalRequest{Process: tagSel(tag), Signal: process.Signal_SIGNAL_SIGKILL}))
+		if connect.CodeOf(err) != connect.CodeNotFound {
+			t.Errorf("signal tag %q: %v; want not_found", tag, err)
+		}
+	}
+	if got := strings.Join(h.cmds.signals, " "); got != "cmd_2:TERM" {
+		t.Errorf("signals after: %s", got)
 	}
 }

@@ -607,6 +607,35 @@ func TestExecPID(t *testing.T) {
 	})
 }
 
+// TestExecTag: a command keeps the tag it was started with; a tag too
+// long or not UTF-8 refuses the command and nothing is stored.
+func TestExecTag(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "true", Tag: "start-cmd"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		got, err := e.st.GetCommand(t.Context(), "sbx_a", c.ID)
+		if err != nil || c.Tag != "start-cmd" || got.Tag != "start-cmd" {
+			t.Fatalf("tag answered %q, stored %q (%v)", c.Tag, got.Tag, err)
+		}
+		for _, tag := range []string{strings.Repeat("x", 257), "bad\xff"} {
+			_, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "true", Tag: tag})
+			if api.ErrorCode(err) != api.CodeInvalidArgument {
+				t.Errorf("tag %q: %v; want invalid_argument", tag, err)
+			}
+		}
+		if n, _ := e.st.ListCommands(t.Context(), store.CommandFilter{SandboxID: "sbx_a"}); len(n) != 1 {
+			t.Errorf("%d commands stored, want 1", len(n))
+		}
+		if _, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "true", Tag: strings.Repeat("é", 128)}); err != nil {
+			t.Errorf("a tag of 256 bytes: %v", err)
+		}
+	})
+}
+
 func TestExecWake(t *testing.T) {
 	tests := []struct {
 		name     string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/runs"
@@ -128,6 +129,9 @@ func (s *Service) recordPID(ctx context.Context, cmd api.Command, pid int) api.C
 	}
 }
 
+// maxTag bounds a command's tag, in bytes.
+const maxTag = 256
+
 // NewCommand checks a command request and returns the command to store
 // and the node's spec of it, its secrets not yet resolved.
 func (s *Service) NewCommand(sb api.Sandbox, req api.CreateCommandRequest) (api.Command, node.ExecSpec, error) {
@@ -150,6 +154,9 @@ func (s *Service) newCommand(cid string, sb api.Sandbox, req api.CreateCommandRe
 	}
 	if err := runs.CheckEnv("env", req.Env); err != nil {
 		return fail(err)
+	}
+	if len(req.Tag) > maxTag || !utf8.ValidString(req.Tag) {
+		return fail(invalid("tag must be at most %d bytes of UTF-8", maxTag))
 	}
 	var timeout int64
 	if req.TimeoutS != nil {
@@ -186,7 +193,7 @@ func (s *Service) newCommand(cid string, sb api.Sandbox, req api.CreateCommandRe
 	cmd := api.Command{
 		ID: cid, SandboxID: sb.ID, Command: req.Command, Argv: req.Argv,
 		Cwd: cwd, Env: req.Env, User: user, TimeoutS: timeout, Stdin: req.Stdin,
-		PTY: req.PTY, NoOutputAlertS: noOutput, State: api.CommandRunning, StartedAt: s.d.Now(),
+		PTY: req.PTY, NoOutputAlertS: noOutput, State: api.CommandRunning, StartedAt: s.d.Now(), Tag: req.Tag,
 	}
 	spec := node.ExecSpec{
 		ID: cmd.ID, Template: s.d.Images.NodeTemplate(sb.TeamID, sb.Template), Shell: req.Command, Argv: req.Argv,

@@ -480,6 +480,7 @@ func testCommandRoundTrip(t *testing.T, s store.Store) {
 		NoOutputAlertS: 30,
 		State:          api.CommandRunning,
 		StartedAt:      at(3),
+		Tag:            "start-cmd",
 	}
 	mustDo(t, s.CreateCommand(ctx, want))
 	want.Version = 1
@@ -511,6 +512,7 @@ func testCommandRoundTrip(t *testing.T, s store.Store) {
 		StderrBytes:    7,
 		// The largest pid Linux gives (pid_max's limit, 2^22).
 		PID:     4194304,
+		Tag:     "ünïcode tag",
 		Version: 2,
 	}
 	mustDo(t, s.UpdateCommand(ctx, want))
@@ -520,7 +522,7 @@ func testCommandRoundTrip(t *testing.T, s store.Store) {
 	minimal := api.Command{ID: "cmd_2", SandboxID: sb.ID, State: api.CommandRunning, StartedAt: at(6)}
 	mustDo(t, s.CreateCommand(ctx, minimal))
 	got := mustGet[api.Command](t)(s.GetCommand(ctx, sb.ID, "cmd_2"))
-	if got.Argv == nil || got.Env == nil || got.PTY != nil || got.ExitCode != nil || got.EndedAt != nil || got.PID != 0 {
+	if got.Argv == nil || got.Env == nil || got.PTY != nil || got.ExitCode != nil || got.EndedAt != nil || got.PID != 0 || got.Tag != "" {
 		t.Errorf("minimal command = %+v; want empty argv and env, nil pointers, no pid", got)
 	}
 

@@ -52,6 +52,7 @@ export interface components {
             stderr_bytes: number;
             stdin: boolean;
             stdout_bytes: number;
+            tag?: string;
             timed_out: boolean;
             timeout_s: number;
             /** @enum {string} */
@@ -82,6 +83,7 @@ export interface components {
                 [key: string]: string;
             };
             stdin?: boolean;
+            tag?: string;
             timeout_s?: number;
             /** @enum {string} */
             user?: "root" | "user";

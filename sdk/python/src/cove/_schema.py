@@ -262,6 +262,7 @@ class Command(Model):
     stderr_bytes: int = 0
     stdin: bool = False
     stdout_bytes: int = 0
+    tag: str = ""
     timed_out: bool = False
     timeout_s: int = 0
     user: Optional[CommandUser] = None
@@ -285,6 +286,7 @@ class Command(Model):
         'stderr_bytes': ('stderr_bytes', 'plain'),
         'stdin': ('stdin', 'plain'),
         'stdout_bytes': ('stdout_bytes', 'plain'),
+        'tag': ('tag', 'plain'),
         'timed_out': ('timed_out', 'plain'),
         'timeout_s': ('timeout_s', 'plain'),
         'user': ('user', 'enum:CommandUser'),
@@ -327,6 +329,7 @@ class CreateCommandRequest(Model):
     pty: Optional[PTY] = None
     secrets: Dict[str, str] = field(default_factory=dict)
     stdin: bool = False
+    tag: str = ""
     timeout_s: int = 0
     user: Optional[CreateCommandRequestUser] = None
 
@@ -339,6 +342,7 @@ class CreateCommandRequest(Model):
         'pty': ('pty', 'model:PTY'),
         'secrets': ('secrets', 'map:plain'),
         'stdin': ('stdin', 'plain'),
+        'tag': ('tag', 'plain'),
         'timeout_s': ('timeout_s', 'plain'),
         'user': ('user', 'enum:CreateCommandRequestUser'),
     }
