@@ -104,6 +104,40 @@ check("pids are the sandbox's own: ps, kill and connect by them", async () => {
   await assert.rejects(sbx.commands.connect(h.pid), NotFoundError)
 })
 
+check('tags: a process started with one is listed with it and found by it', async () => {
+  // E2B's SDK only reads tags (list); a start with one is envd's protocol
+  // itself: Connect's streaming JSON, one enveloped message.
+  const headers = { 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': sbx.envdAccessToken }
+  const msg = new TextEncoder().encode(JSON.stringify({ process: { cmd: '/bin/bash', args: ['-l', '-c', 'sleep 304'] }, tag: 'compat-tag' }))
+  const env = new Uint8Array(5 + msg.length)
+  new DataView(env.buffer).setUint32(1, msg.length)
+  env.set(msg, 5)
+  const ac = new AbortController()
+  const res = await fetch(`${process.env.E2B_SANDBOX_URL}/process.Process/Start`, {
+    method: 'POST', headers: { ...headers, 'Content-Type': 'application/connect+json' }, body: env, signal: ac.signal,
+  })
+  assert.equal(res.status, 200)
+  const reader = res.body.getReader()
+  let buf = new Uint8Array(0)
+  while (buf.length < 5 || buf.length < 5 + new DataView(buf.buffer).getUint32(1)) {
+    const { value, done } = await reader.read()
+    assert.ok(!done, 'the start stream ended before its first message')
+    buf = new Uint8Array([...buf, ...value])
+  }
+  const first = JSON.parse(new TextDecoder().decode(buf.slice(5, 5 + new DataView(buf.buffer).getUint32(1))))
+  const pid = first.event.start.pid
+  ac.abort() // closing the stream leaves the process running
+  const listed = (await sbx.commands.list()).find((x) => x.pid === pid)
+  assert.equal(listed?.tag, 'compat-tag', JSON.stringify(listed))
+  const signal = (selector) => fetch(`${process.env.E2B_SANDBOX_URL}/process.Process/SendSignal`, {
+    method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: JSON.stringify({ process: selector, signal: 'SIGNAL_SIGKILL' }),
+  })
+  assert.equal((await signal({ tag: 'compat-tag' })).status, 200)
+  for (let i = 0; i < 100 && (await sbx.commands.list()).some((x) => x.pid === pid); i++) await sleep(50)
+  assert.ok(!(await sbx.commands.list()).some((x) => x.pid === pid), 'the tagged process still runs')
+  assert.equal((await signal({ tag: 'compat-tag' })).status, 404)
+})
+
 check('closing a stream leaves the process running', async () => {
   const h = await sbx.commands.run('sleep 1; echo done > /tmp/left-running', { background: true })
   await h.disconnect()
