@@ -1,0 +1,202 @@
+package e2b
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/control/files"
+	"github.com/cove-dev/cove/internal/e2b/envd/filesystem"
+	"github.com/cove-dev/cove/internal/e2b/envd/filesystem/filesystemconnect"
+)
+
+func (h *harness) fsClient(id, token string) filesystemconnect.FilesystemClient {
+	hdr := http.Header{"E2b-Sandbox-Id": {id}, "X-Access-Token": {token}}
+	return filesystemconnect.NewFilesystemClient(&http.Client{Transport: withHeaders{hdr}}, h.side.URL, connect.WithProtoJSON())
+}
+
+func eventNames(evs []*filesystem.FilesystemEvent) string {
+	var out []string
+	for _, ev := range evs {
+		out = append(out, strings.TrimPrefix(ev.Type.String(), "EVENT_TYPE_")+":"+ev.Name)
+	}
+	return strings.Join(out, " ")
+}
+
+// TestPolledWatchers: a watcher answers the changes under its directory
+// since its last read (or its creation), read by read; it is its
+// sandbox's alone (another sandbox's token, of another team, finds
+// nothing of it); it is gone once removed; a missing directory or a file
+// is refused.
+func TestPolledWatchers(t *testing.T) {
+	h := newHarness(t)
+	sb := h.create("key-a", map[string]any{"templateID": "base"})
+	other := h.create("key-b", map[string]any{"templateID": "base"})
+	c, oc := h.fsClient(sb.SandboxID, sb.EnvdAccessToken), h.fsClient(other.SandboxID, other.EnvdAccessToken)
+	ctx := t.Context()
+	h.files.dirs["/home/user/w"] = true
+	cw, err := c.CreateWatcher(ctx, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "w", Recursive: true, IncludeEntry: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := cw.Msg.WatcherId
+	read := func(c filesystemconnect.FilesystemClient) ([]*filesystem.FilesystemEvent, error) {
+		r, err := c.GetWatcherEvents(ctx, connect.NewRequest(&filesystem.GetWatcherEventsRequest{WatcherId: id}))
+		if err != nil {
+			return nil, err
+		}
+		return r.Msg.Events, nil
+	}
+	steps := []struct {
+		change func()
+		want   string
+	}{
+		{func() {}, ""},
+		{func() {
+			h.files.dirs["/home/user/w/sub"] = true
+			h.files.data["/home/user/w/sub/f.txt"] = "x"
+		}, "CREATE:sub CREATE:sub/f.txt WRITE:sub/f.txt"},
+		{func() {}, ""},
+		{func() { h.files.data["/home/user/w/sub/f.txt"] = "xy" }, "WRITE:sub/f.txt"},
+		{func() { delete(h.files.data, "/home/user/w/sub/f.txt") }, "REMOVE:sub/f.txt"},
+	}
+	for i, s := range steps {
+		h.files.mu.Lock()
+		s.change()
+		h.files.mu.Unlock()
+		evs, err := read(c)
+		if err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+		if got := eventNames(evs); got != s.want {
+			t.Errorf("read %d: %q, want %q", i, got, s.want)
+		}
+		if i == 1 && (evs[1].Entry == nil || evs[1].Entry.Size != 1) {
+			t.Errorf("includeEntry: %v", evs[1].Entry)
+		}
+	}
+	// Another sandbox's token finds nothing of this watcher, and takes
+	// none of its changes.
+	h.files.mu.Lock()
+	h.files.data["/home/user/w/late.txt"] = "z"
+	h.files.mu.Unlock()
+	if _, err := read(oc); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("another sandbox read the watcher: %v; want not_found", err)
+	}
+	if _, err := oc.RemoveWatcher(ctx, connect.NewRequest(&filesystem.RemoveWatcherRequest{WatcherId: id})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("another sandbox removed the watcher: %v; want not_found", err)
+	}
+	if evs, err := read(c); err != nil || eventNames(evs) != "CREATE:late.txt WRITE:late.txt" {
+		t.Errorf("after the other sandbox's tries: %q %v", eventNames(evs), err)
+	}
+	if _, err := c.RemoveWatcher(ctx, connect.NewRequest(&filesystem.RemoveWatcherRequest{WatcherId: id})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := read(c); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("read a removed watcher: %v; want not_found", err)
+	}
+	if _, err := c.RemoveWatcher(ctx, connect.NewRequest(&filesystem.RemoveWatcherRequest{WatcherId: id})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("remove twice: %v; want not_found", err)
+	}
+	h.files.data["/home/user/file"] = "f"
+	for path, code := range map[string]connect.Code{"missing": connect.CodeNotFound, "file": connect.CodeInvalidArgument} {
+		if _, err := c.CreateWatcher(ctx, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: path})); connect.CodeOf(err) != code {
+			t.Errorf("watch %s: %v; want %v", path, err, code)
+		}
+	}
+}
+
+// goneFiles lists nothing of a directory that is not there: not_found,
+// as the node answers for a removed directory or a sandbox gone.
+type goneFiles struct{ *fakeFiles }
+
+func (g goneFiles) ListFiles(ctx context.Context, t files.Target, q files.ListQuery) (api.List[api.FileEntry], error) {
+	g.mu.Lock()
+	ok := g.dirs[q.Path]
+	g.mu.Unlock()
+	if !ok {
+		return api.List[api.FileEntry]{}, api.Errorf(api.CodeNotFound, "%s does not exist", q.Path)
+	}
+	return g.fakeFiles.ListFiles(ctx, t, q)
+}
+
+// TestPolledWatcherBounds: polled watchers take the sandbox's watches
+// (maxWatches, shared with WatchDir), another sandbox's are its own; a
+// watcher unread for watcherIdle, or whose directory is gone, gives its
+// watch back.
+func TestPolledWatcherBounds(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	ff := newFakeFiles()
+	ff.dirs["/home/user/w"] = true
+	f := &fsService{files: goneFiles{ff}}
+	f.polled.now = func() time.Time { return now }
+	in := func(sandbox string) context.Context {
+		return context.WithValue(t.Context(), targetKey{}, target{TeamID: "team_" + sandbox, SandboxID: sandbox})
+	}
+	create := func(sandbox string) (string, error) {
+		r, err := f.CreateWatcher(in(sandbox), connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "w"}))
+		if err != nil {
+			return "", err
+		}
+		return r.Msg.WatcherId, nil
+	}
+	stream, err := f.watchSlot("sbx_a") // a WatchDir's
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range maxWatches - 1 {
+		id, err := create("sbx_a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if _, err := create("sbx_a"); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Errorf("watch %d: %v; want resource_exhausted", maxWatches+1, err)
+	}
+	other, err := create("sbx_b")
+	if err != nil {
+		t.Fatalf("another sandbox's first watcher: %v", err)
+	}
+	stream()
+	if _, err := create("sbx_a"); err != nil {
+		t.Errorf("a watcher once a WatchDir ended: %v", err)
+	}
+	// Unread for watcherIdle, but one that was read meanwhile: all but
+	// that one go.
+	now = now.Add(watcherIdle / 2)
+	if _, err := f.GetWatcherEvents(in("sbx_a"), connect.NewRequest(&filesystem.GetWatcherEventsRequest{WatcherId: ids[0]})); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(watcherIdle / 2)
+	for range maxWatches - 1 {
+		if _, err := create("sbx_a"); err != nil {
+			t.Fatalf("after the idle ones went: %v", err)
+		}
+	}
+	if _, err := create("sbx_a"); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Errorf("the read watcher went too, or an idle one stayed: %v", err)
+	}
+	if _, err := f.GetWatcherEvents(in("sbx_b"), connect.NewRequest(&filesystem.GetWatcherEventsRequest{WatcherId: other})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("an idle watcher of sbx_b: %v; want not_found", err)
+	}
+	// The directory goes: the next read answers not_found, and the watch
+	// is given back.
+	ff.mu.Lock()
+	delete(ff.dirs, "/home/user/w")
+	ff.mu.Unlock()
+	if _, err := f.GetWatcherEvents(in("sbx_a"), connect.NewRequest(&filesystem.GetWatcherEventsRequest{WatcherId: ids[0]})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("read after the directory went: %v; want not_found", err)
+	}
+	if r, err := f.watchSlot("sbx_a"); err != nil {
+		t.Errorf("the gone directory's watcher kept its watch: %v", err)
+	} else {
+		r()
+	}
+}
