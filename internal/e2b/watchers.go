@@ -38,6 +38,9 @@ const (
 type polledWatchers struct {
 	// now is the clock of idleness; nil is time.Now.
 	now func() time.Time
+	// sandboxes say whether a watcher's sandbox has ended (nil: never
+	// asked).
+	sandboxes Sandboxes
 
 	mu   sync.Mutex
 	byID map[string]*polledWatcher
@@ -91,6 +94,19 @@ func (w *polledWatchers) get(t target, id string) (*polledWatcher, error) {
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("watcher %q not found", id))
 	}
 	return pw, nil
+}
+
+// ended reports that a watcher's sandbox is gone or ended for good
+// (terminated, failed); an asleep one keeps its watchers.
+func (w *polledWatchers) ended(ctx context.Context, t target) bool {
+	if w.sandboxes == nil {
+		return false
+	}
+	sb, err := w.sandboxes.GetSandbox(ctx, t.TeamID, t.SandboxID)
+	if err != nil {
+		return api.ErrorCode(err) == api.CodeNotFound
+	}
+	return sb.State.Terminal()
 }
 
 // remove drops a watcher and gives its watch back, once.
@@ -173,9 +189,10 @@ func (f *fsService) GetWatcherEvents(ctx context.Context, req *connect.Request[f
 	pw.used = f.polled.clock()
 	after, err := f.snapshot(ctx, fileTarget(pw.target), pw.dir, pw.depth)
 	if err != nil {
-		if api.ErrorCode(err) == api.CodeNotFound {
+		if api.ErrorCode(err) == api.CodeNotFound || f.polled.ended(ctx, pw.target) {
 			// The directory or its sandbox is gone, and the watch with it.
 			f.polled.remove(id, pw)
+			return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("watcher %q not found: %v", id, err))
 		}
 		return nil, rpcError(err)
 	}

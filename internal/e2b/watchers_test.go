@@ -200,3 +200,58 @@ func TestPolledWatcherBounds(t *testing.T) {
 		r()
 	}
 }
+
+// failingFiles fails every listing with fail, once it is set.
+type failingFiles struct {
+	*fakeFiles
+	fail *error
+}
+
+func (f failingFiles) ListFiles(ctx context.Context, t files.Target, q files.ListQuery) (api.List[api.FileEntry], error) {
+	if *f.fail != nil {
+		return api.List[api.FileEntry]{}, *f.fail
+	}
+	return f.fakeFiles.ListFiles(ctx, t, q)
+}
+
+// TestPolledWatcherSandboxEnds: a read that fails while the sandbox lives
+// (asleep, say) keeps the watcher; once the sandbox is terminated the
+// watcher is gone (not_found) and its watch given back.
+func TestPolledWatcherSandboxEnds(t *testing.T) {
+	plane := &fakePlane{now: time.Now}
+	sb, err := plane.CreateSandbox(t.Context(), "team_a", api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ff := newFakeFiles()
+	ff.dirs["/home/user/w"] = true
+	var fail error
+	f := &fsService{files: failingFiles{ff, &fail}}
+	f.polled.sandboxes = plane
+	ctx := context.WithValue(t.Context(), targetKey{}, target{TeamID: "team_a", SandboxID: sb.ID})
+	cw, err := f.CreateWatcher(ctx, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "w"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func() error {
+		_, err := f.GetWatcherEvents(ctx, connect.NewRequest(&filesystem.GetWatcherEventsRequest{WatcherId: cw.Msg.WatcherId}))
+		return err
+	}
+	fail = api.Errorf(api.CodeConflict, "sandbox %s is asleep", sb.ID)
+	if err := read(); connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Errorf("read while asleep: %v; want failed_precondition", err)
+	}
+	if _, err := plane.TerminateSandbox(t.Context(), "team_a", sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := read(); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("read once terminated: %v; want not_found", err)
+	}
+	if n := f.watches[sb.ID]; n != 0 {
+		t.Errorf("the terminated sandbox holds %d watches", n)
+	}
+	fail = nil
+	if err := read(); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("the watcher came back: %v", err)
+	}
+}
