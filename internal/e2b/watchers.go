@@ -96,8 +96,8 @@ func (w *polledWatchers) get(t target, id string) (*polledWatcher, error) {
 	return pw, nil
 }
 
-// ended reports that a watcher's sandbox is gone or ended for good
-// (terminated, failed); an asleep one keeps its watchers.
+// ended reports that a watcher's sandbox is gone or ending for good
+// (terminating, terminated, failed); an asleep one keeps its watchers.
 func (w *polledWatchers) ended(ctx context.Context, t target) bool {
 	if w.sandboxes == nil {
 		return false
@@ -106,7 +106,7 @@ func (w *polledWatchers) ended(ctx context.Context, t target) bool {
 	if err != nil {
 		return api.ErrorCode(err) == api.CodeNotFound
 	}
-	return sb.State.Terminal()
+	return sb.State.Terminal() || sb.State == api.StateTerminating
 }
 
 // remove drops a watcher and gives its watch back, once.

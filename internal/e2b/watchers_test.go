@@ -255,3 +255,26 @@ func TestPolledWatcherSandboxEnds(t *testing.T) {
 		t.Errorf("the watcher came back: %v", err)
 	}
 }
+
+// TestWatcherSandboxEnded: a sandbox ending for good ends its watchers;
+// one that may run again (asleep, waking) keeps them.
+func TestWatcherSandboxEnded(t *testing.T) {
+	plane := &fakePlane{now: time.Now}
+	sb, err := plane.CreateSandbox(t.Context(), "team_a", api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &polledWatchers{sandboxes: plane}
+	for state, want := range map[api.SandboxState]bool{
+		api.StateRunning: false, api.StateAsleep: false, api.StateSleeping: false, api.StateWaking: false,
+		api.StateTerminating: true, api.StateTerminated: true, api.StateFailed: true,
+	} {
+		plane.sandboxes[0].State = state
+		if got := w.ended(t.Context(), target{TeamID: "team_a", SandboxID: sb.ID}); got != want {
+			t.Errorf("%s: ended %v, want %v", state, got, want)
+		}
+	}
+	if !w.ended(t.Context(), target{TeamID: "team_b", SandboxID: sb.ID}) {
+		t.Error("a sandbox not found (another team's) did not end its watchers")
+	}
+}

@@ -221,6 +221,41 @@ check('files: watch a directory, recursively', async () => {
   assert.ok(seen.includes('create:sub'), seen.join(' '))
 })
 
+// envd's unary calls, as E2B's Python SDK makes them for polled
+// watchers (the JavaScript SDK has none): JSON over Connect.
+const envd = async (method, body, box = sbx) => {
+  const res = await fetch(`${process.env.E2B_SANDBOX_URL}/${method}`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', 'E2b-Sandbox-Id': box.sandboxId, 'X-Access-Token': box.envdAccessToken },
+    body: JSON.stringify(body),
+  })
+  return { status: res.status, body: await res.json() }
+}
+let watcherId
+
+check('files: polled watchers', async () => {
+  await sbx.files.makeDir('polled')
+  const w = await envd('filesystem.Filesystem/CreateWatcher', { path: 'polled', recursive: true })
+  assert.equal(w.status, 200, JSON.stringify(w.body))
+  watcherId = w.body.watcherId
+  const events = async () => {
+    const r = await envd('filesystem.Filesystem/GetWatcherEvents', { watcherId })
+    assert.equal(r.status, 200, JSON.stringify(r.body))
+    return (r.body.events ?? []).map((e) => `${e.type}:${e.name}`).join(' ')
+  }
+  assert.equal(await events(), '')
+  await sbx.files.write('polled/sub/a.txt', 'polled')
+  assert.equal(await events(), 'EVENT_TYPE_CREATE:sub EVENT_TYPE_CREATE:sub/a.txt EVENT_TYPE_WRITE:sub/a.txt')
+  assert.equal(await events(), '')
+  await sbx.commands.run('rm ~/polled/sub/a.txt')
+  // The listing also sees sub's time change (WatchDir's diff does too).
+  const removed = await events()
+  assert.ok(removed.split(' ').includes('EVENT_TYPE_REMOVE:sub/a.txt'), removed)
+  const gone = await envd('filesystem.Filesystem/CreateWatcher', { path: 'polled' })
+  assert.equal((await envd('filesystem.Filesystem/RemoveWatcher', { watcherId: gone.body.watcherId })).status, 200)
+  assert.equal((await envd('filesystem.Filesystem/GetWatcherEvents', { watcherId: gone.body.watcherId })).status, 404)
+})
+
 check("another team's key finds nothing", async () => {
   await assert.rejects(Sandbox.getInfo(sbx.sandboxId, { apiKey: process.env.OTHER_TEAM_KEY }), NotFoundError)
   assert.equal(await Sandbox.kill(sbx.sandboxId, { apiKey: process.env.OTHER_TEAM_KEY }), false)
@@ -238,6 +273,8 @@ check('an ID without its token opens nothing', async () => {
     assert.equal((await rpc({})).status, 401)
     assert.equal((await rpc({ 'X-Access-Token': other.envdAccessToken ?? other.sandboxId })).status, 401)
     assert.equal((await rpc({ 'X-Access-Token': sbx.envdAccessToken })).status, 200)
+    // Another sandbox's own token finds nothing of this one's watcher.
+    assert.equal((await envd('filesystem.Filesystem/GetWatcherEvents', { watcherId }, other)).status, 404)
   } finally {
     await other.kill()
   }
@@ -263,6 +300,8 @@ check('kill during a stream', async () => {
   assert.match(e.message, /sandbox was killed/i)
   assert.equal(await sbx.isRunning(), false)
   assert.equal(await Sandbox.kill(sbx.sandboxId), false)
+  // Its polled watcher went with it.
+  assert.equal((await envd('filesystem.Filesystem/GetWatcherEvents', { watcherId })).status, 404)
 })
 
 let failed = false
