@@ -708,3 +708,38 @@ func TestCutShort(t *testing.T) {
 		t.Fatalf("a download cut at %d bytes ended cleanly", n)
 	}
 }
+
+// pidNode answers every exec with pid, whatever the fake node ran.
+type pidNode struct {
+	*nodetest.Node
+	pid int
+}
+
+func (p pidNode) Exec(ctx context.Context, id string, spec node.ExecSpec) (node.Started, error) {
+	if _, err := p.Node.Exec(ctx, id, spec); err != nil {
+		return node.Started{}, err
+	}
+	return node.Started{PID: p.pid}, nil
+}
+
+// TestExecPID: a command's pid comes back from the node; a node that
+// knows none (answering nothing, as nodes from before pids did) or
+// answers one Linux could not give leaves it 0, and the command started
+// all the same.
+func TestExecPID(t *testing.T) {
+	for _, tc := range []struct{ answered, want int }{
+		{4242, 4242}, {node.MaxPID, node.MaxPID}, {0, 0}, {node.MaxPID + 1, 0}, {-3, 0},
+	} {
+		f := newFleetOf(t, newCA(t), func(n *nodetest.Node) nodeapi.Node { return pidNode{n, tc.answered} })
+		if err := f.client.Start(t.Context(), spec("sbx_p")); err != nil {
+			t.Fatal(err)
+		}
+		st, err := f.client.Exec(t.Context(), "sbx_p", node.ExecSpec{ID: "cmd_p"})
+		if err != nil || st.PID != tc.want {
+			t.Errorf("node answered pid %d: got %+v %v, want pid %d", tc.answered, st, err, tc.want)
+		}
+		if sb, _ := f.node.Sandbox("sbx_p"); len(sb.Commands) != 1 {
+			t.Errorf("node answered pid %d: the node ran %d commands", tc.answered, len(sb.Commands))
+		}
+	}
+}
