@@ -289,9 +289,17 @@ type Command struct {
 	TimedOut  bool      `json:"timed_out"`
 	StartedAt time.Time `json:"started_at"`
 	// null while running.
-	EndedAt     *time.Time `json:"ended_at"`
-	StdoutBytes int64      `json:"stdout_bytes"`
-	StderrBytes int64      `json:"stderr_bytes"`
+	EndedAt *time.Time `json:"ended_at"`
+	// PID is the command's process ID in the sandbox's own pid namespace,
+	// as ps and kill inside the sandbox see it: set once the command
+	// runs, kept after it ends (the sandbox may then give the number to
+	// another process); 0 when not known.
+	PID int `json:"pid"`
+	// Tag is the caller's name for the command, as sent; omitted when
+	// empty.
+	Tag         string `json:"tag,omitempty"`
+	StdoutBytes int64  `json:"stdout_bytes"`
+	StderrBytes int64  `json:"stderr_bytes"`
 	// Version is the store's row version, never on the wire (see
 	// Sandbox.Version).
 	Version int64 `json:"-"`
@@ -321,6 +329,9 @@ type CreateCommandRequest struct {
 	// Default user.
 	User string `json:"user,omitempty" schema:"enum=user,root"`
 	PTY  *PTY   `json:"pty,omitempty"`
+	// Tag is a name of the caller's for the command (E2B's process tag),
+	// kept with it and shown; not unique. At most 256 bytes of UTF-8.
+	Tag string `json:"tag,omitempty"`
 }
 
 // SignalRequest is the body of POST …/commands/{id}/signal.

@@ -10,7 +10,8 @@
 // Nothing here keeps state of its own: an E2B sandbox is a cove sandbox
 // with labels under LabelPrefix, and its access token is derived from a
 // secret of the server (Tokens), so both survive a restart without a
-// store of their own.
+// store of their own. The one exception is polled watchers
+// (watchers.go), kept in memory, bounded, by the listener that made them.
 package e2b
 
 import (

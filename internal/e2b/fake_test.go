@@ -174,8 +174,13 @@ func (f *fakePlane) Metrics(_ context.Context, teamID, ref string, q meter.Metri
 	}}, nil
 }
 
-// fakeCommands are a sandbox's commands in memory: Exec records, Signal
-// ends a command, and no output is kept.
+// fakeCommands are the sandboxes' commands in memory: Exec records,
+// giving each command of a sandbox the next pid from firstPID, as a pid
+// namespace of its own would; Signal ends a command, and no output is
+// kept.
+// firstPID is the pid of a sandbox's first command in the fake.
+const firstPID = 100
+
 type fakeCommands struct {
 	mu       sync.Mutex
 	cmds     []api.Command
@@ -190,8 +195,14 @@ func (f *fakeCommands) Exec(_ context.Context, teamID, ref string, wake bool, re
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.woke = f.woke || wake
+	pid := firstPID
+	for _, c := range f.cmds {
+		if c.SandboxID == ref {
+			pid++
+		}
+	}
 	c := api.Command{ID: "cmd_" + strconv.Itoa(len(f.cmds)+1), SandboxID: ref, Argv: req.Argv, Cwd: req.Cwd, Env: req.Env,
-		User: req.User, Stdin: req.Stdin, State: api.CommandRunning, PTY: req.PTY}
+		User: req.User, Stdin: req.Stdin, State: api.CommandRunning, PTY: req.PTY, PID: pid, Tag: req.Tag}
 	f.cmds = append(f.cmds, c)
 	f.execUser = append(f.execUser, req.User)
 	return c, nil
@@ -201,7 +212,7 @@ func (f *fakeCommands) GetCommand(_ context.Context, teamID, ref, id string) (ap
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, c := range f.cmds {
-		if c.ID == id {
+		if c.SandboxID == ref && c.ID == id {
 			return c, nil
 		}
 	}
@@ -213,7 +224,7 @@ func (f *fakeCommands) ListCommands(_ context.Context, teamID, ref string, q com
 	defer f.mu.Unlock()
 	var out api.List[api.Command]
 	for _, c := range f.cmds {
-		if c.ID > q.Cursor && (len(q.States) == 0 || slices.Contains(q.States, c.State)) {
+		if c.SandboxID == ref && c.ID > q.Cursor && (len(q.States) == 0 || slices.Contains(q.States, c.State)) {
 			out.Items = append(out.Items, c)
 		}
 	}
@@ -236,7 +247,7 @@ func (f *fakeCommands) Signal(_ context.Context, teamID, ref, id, sig string) er
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i := range f.cmds {
-		if f.cmds[i].ID == id {
+		if f.cmds[i].SandboxID == ref && f.cmds[i].ID == id {
 			if f.cmds[i].State.Done() {
 				return api.Errorf(api.CodeConflict, "command %s has ended", id)
 			}

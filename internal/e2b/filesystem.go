@@ -2,7 +2,6 @@ package e2b
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -138,6 +137,8 @@ type fsService struct {
 	mu sync.Mutex
 	// watches counts each sandbox's open watches (at most maxWatches).
 	watches map[string]int
+	// polled are the watchers of CreateWatcher (watchers.go).
+	polled polledWatchers
 }
 
 // Bounds of watches: each costs a listing every pollEvery, so a sandbox
@@ -393,11 +394,4 @@ func diff(dir string, before, after map[string]api.FileEntry, withEntry bool) []
 		}
 	}
 	return out
-}
-
-// errNoWatch answers the polled watchers, which are not kept.
-var errNoWatch = connect.NewError(connect.CodeUnimplemented, errors.New("polled watchers are not supported by cove's E2B listener; use WatchDir (docs/e2b.md)"))
-
-func (f *fsService) CreateWatcher(context.Context, *connect.Request[filesystem.CreateWatcherRequest]) (*connect.Response[filesystem.CreateWatcherResponse], error) {
-	return nil, errNoWatch
 }

@@ -38,13 +38,6 @@ type Commands interface {
 
 var _ Commands = (*commands.Service)(nil)
 
-// pidBase is the pid of a sandbox's first command. cove's commands are
-// not named by pid, so a command's pid is its place among the sandbox's
-// commands, oldest first, above any pid a sandbox's own processes reach
-// in practice: the same on every listener and after a restart, and never
-// a live process of the sandbox's that a `kill` of it would hit.
-const pidBase = 1_000_000
-
 // processes serves envd's process.Process over cove's commands.
 type processes struct {
 	processconnect.UnimplementedProcessHandler
@@ -116,10 +109,10 @@ func rpcError(err error) error {
 	return connect.NewError(code, errors.New(e.Message))
 }
 
-// all lists every command of the sandbox, oldest first.
-func (p *processes) all(ctx context.Context, t target, states []api.CommandState) ([]api.Command, error) {
+// running lists the sandbox's running commands, oldest first.
+func (p *processes) running(ctx context.Context, t target) ([]api.Command, error) {
 	var out []api.Command
-	q := commands.Query{States: states}
+	q := commands.Query{States: []api.CommandState{api.CommandRunning}}
 	q.Limit = 1000
 	for {
 		l, err := p.cmds.ListCommands(ctx, t.TeamID, t.SandboxID, q)
@@ -134,38 +127,33 @@ func (p *processes) all(ctx context.Context, t target, states []api.CommandState
 	}
 }
 
-// pidOf is a command's pid (see pidBase).
-func (p *processes) pidOf(ctx context.Context, t target, commandID string) (uint32, error) {
-	cmds, err := p.all(ctx, t, nil)
-	if err != nil {
-		return 0, err
+// command is the running command of the sandbox a selector names, by
+// pid or tag. Its pid is the sandbox's own (api.Command.PID), so the pid
+// of a command that ended names nothing, as a pid of a process that is
+// gone does in envd; should the sandbox have given it to another command
+// since, that one is found. A tag is the command's (api.Command.Tag),
+// as its start sent it; of two running commands with the same tag, the
+// newer is found.
+func (p *processes) command(ctx context.Context, t target, sel *process.ProcessSelector) (api.Command, error) {
+	if sel == nil {
+		return api.Command{}, connect.NewError(connect.CodeInvalidArgument, errors.New("process selector is required"))
 	}
-	for i, c := range cmds {
-		if c.ID == commandID {
-			return uint32(pidBase + i), nil
+	match := func(c api.Command) bool { return sel.GetPid() != 0 && c.PID == int(sel.GetPid()) }
+	what := fmt.Sprintf("pid %d", sel.GetPid())
+	if _, ok := sel.GetSelector().(*process.ProcessSelector_Tag); ok {
+		match = func(c api.Command) bool { return sel.GetTag() != "" && c.Tag == sel.GetTag() }
+		what = fmt.Sprintf("tag %q", sel.GetTag())
+	}
+	cmds, err := p.running(ctx, t)
+	if err != nil {
+		return api.Command{}, err
+	}
+	for i := len(cmds) - 1; i >= 0; i-- {
+		if match(cmds[i]) {
+			return cmds[i], nil
 		}
 	}
-	return 0, api.Errorf(api.CodeNotFound, "command %s not found", commandID)
-}
-
-// command is the command a selector names.
-func (p *processes) command(ctx context.Context, t target, sel *process.ProcessSelector) (api.Command, uint32, error) {
-	if sel == nil {
-		return api.Command{}, 0, connect.NewError(connect.CodeInvalidArgument, errors.New("process selector is required"))
-	}
-	if _, ok := sel.GetSelector().(*process.ProcessSelector_Tag); ok {
-		return api.Command{}, 0, connect.NewError(connect.CodeNotFound, fmt.Errorf("process with tag %q not found: cove's processes have no tags", sel.GetTag()))
-	}
-	pid := sel.GetPid()
-	cmds, err := p.all(ctx, t, nil)
-	if err != nil {
-		return api.Command{}, 0, err
-	}
-	i := int64(pid) - pidBase
-	if i < 0 || i >= int64(len(cmds)) {
-		return api.Command{}, 0, connect.NewError(connect.CodeNotFound, fmt.Errorf("process with pid %d not found", pid))
-	}
-	return cmds[i], pid, nil
+	return api.Command{}, connect.NewError(connect.CodeNotFound, fmt.Errorf("process with %s not found", what))
 }
 
 func (p *processes) Start(ctx context.Context, req *connect.Request[process.StartRequest], stream *connect.ServerStream[process.StartResponse]) error {
@@ -180,7 +168,7 @@ func (p *processes) Start(ctx context.Context, req *connect.Request[process.Star
 	}
 	creq := api.CreateCommandRequest{
 		Argv: append([]string{cfg.GetCmd()}, cfg.GetArgs()...), Cwd: homeOf(user), Env: cfg.GetEnvs(),
-		Stdin: req.Msg.GetStdin(), User: user,
+		Stdin: req.Msg.GetStdin(), User: user, Tag: req.Msg.GetTag(),
 	}
 	if cfg.Cwd != nil {
 		creq.Cwd = absPath(user, cfg.GetCwd())
@@ -202,12 +190,8 @@ func (p *processes) Start(ctx context.Context, req *connect.Request[process.Star
 	if err != nil {
 		return rpcError(err)
 	}
-	pid, err := p.pidOf(ctx, t, c.ID)
-	if err != nil {
-		return rpcError(err)
-	}
 	send := func(ev *process.ProcessEvent) error { return stream.Send(&process.StartResponse{Event: ev}) }
-	if err := send(&process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: pid}}}); err != nil {
+	if err := send(&process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: uint32(c.PID)}}}); err != nil {
 		return err
 	}
 	return p.follow(ctx, t, c, 0, send)
@@ -215,15 +199,12 @@ func (p *processes) Start(ctx context.Context, req *connect.Request[process.Star
 
 func (p *processes) Connect(ctx context.Context, req *connect.Request[process.ConnectRequest], stream *connect.ServerStream[process.ConnectResponse]) error {
 	t := targetOf(ctx)
-	c, pid, err := p.command(ctx, t, req.Msg.GetProcess())
+	c, err := p.command(ctx, t, req.Msg.GetProcess())
 	if err != nil {
 		return rpcError(err)
 	}
-	if c.State.Done() {
-		return connect.NewError(connect.CodeNotFound, fmt.Errorf("process with pid %d not found: it has ended", pid))
-	}
 	send := func(ev *process.ProcessEvent) error { return stream.Send(&process.ConnectResponse{Event: ev}) }
-	if err := send(&process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: pid}}}); err != nil {
+	if err := send(&process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: uint32(c.PID)}}}); err != nil {
 		return err
 	}
 	// A connection sees what the process writes from now on, as envd's.
@@ -347,15 +328,12 @@ func signalName(sig string) string {
 
 func (p *processes) List(ctx context.Context, req *connect.Request[process.ListRequest]) (*connect.Response[process.ListResponse], error) {
 	t := targetOf(ctx)
-	cmds, err := p.all(ctx, t, nil)
+	cmds, err := p.running(ctx, t)
 	if err != nil {
 		return nil, rpcError(err)
 	}
 	resp := &process.ListResponse{Processes: []*process.ProcessInfo{}}
-	for i, c := range cmds {
-		if c.State.Done() {
-			continue
-		}
+	for _, c := range cmds {
 		cfg := &process.ProcessConfig{Envs: c.Env}
 		if len(c.Argv) > 0 {
 			cfg.Cmd, cfg.Args = c.Argv[0], c.Argv[1:]
@@ -364,14 +342,18 @@ func (p *processes) List(ctx context.Context, req *connect.Request[process.ListR
 		}
 		cwd := c.Cwd
 		cfg.Cwd = &cwd
-		resp.Processes = append(resp.Processes, &process.ProcessInfo{Config: cfg, Pid: uint32(pidBase + i)})
+		info := &process.ProcessInfo{Config: cfg, Pid: uint32(c.PID)}
+		if c.Tag != "" {
+			info.Tag = &c.Tag
+		}
+		resp.Processes = append(resp.Processes, info)
 	}
 	return connect.NewResponse(resp), nil
 }
 
 func (p *processes) SendInput(ctx context.Context, req *connect.Request[process.SendInputRequest]) (*connect.Response[process.SendInputResponse], error) {
 	t := targetOf(ctx)
-	c, _, err := p.command(ctx, t, req.Msg.GetProcess())
+	c, err := p.command(ctx, t, req.Msg.GetProcess())
 	if err != nil {
 		return nil, rpcError(err)
 	}
@@ -388,7 +370,7 @@ func (p *processes) SendInput(ctx context.Context, req *connect.Request[process.
 
 func (p *processes) CloseStdin(ctx context.Context, req *connect.Request[process.CloseStdinRequest]) (*connect.Response[process.CloseStdinResponse], error) {
 	t := targetOf(ctx)
-	c, _, err := p.command(ctx, t, req.Msg.GetProcess())
+	c, err := p.command(ctx, t, req.Msg.GetProcess())
 	if err != nil {
 		return nil, rpcError(err)
 	}
@@ -400,7 +382,7 @@ func (p *processes) CloseStdin(ctx context.Context, req *connect.Request[process
 
 func (p *processes) SendSignal(ctx context.Context, req *connect.Request[process.SendSignalRequest]) (*connect.Response[process.SendSignalResponse], error) {
 	t := targetOf(ctx)
-	c, _, err := p.command(ctx, t, req.Msg.GetProcess())
+	c, err := p.command(ctx, t, req.Msg.GetProcess())
 	if err != nil {
 		return nil, rpcError(err)
 	}
@@ -425,7 +407,7 @@ func (p *processes) SendSignal(ctx context.Context, req *connect.Request[process
 
 func (p *processes) Update(ctx context.Context, req *connect.Request[process.UpdateRequest]) (*connect.Response[process.UpdateResponse], error) {
 	t := targetOf(ctx)
-	c, _, err := p.command(ctx, t, req.Msg.GetProcess())
+	c, err := p.command(ctx, t, req.Msg.GetProcess())
 	if err != nil {
 		return nil, rpcError(err)
 	}

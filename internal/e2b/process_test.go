@@ -2,7 +2,9 @@ package e2b
 
 import (
 	"encoding/base64"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,9 +43,11 @@ func pidSel(pid uint32) *process.ProcessSelector {
 	return &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}
 }
 
-// TestProcessCalls: pids name the sandbox's commands in order; list shows
-// the running ones; input, stdin's close and signals reach the command a
-// pid names; a token opens only its own sandbox's processes.
+// TestProcessCalls: pids are the sandbox's own, the commands' (its
+// agent's word, api.Command.PID); list shows the running ones; input,
+// stdin's close and signals reach the running command a pid names, never
+// another sandbox's of the same pid; a token opens only its own
+// sandbox's processes.
 func TestProcessCalls(t *testing.T) {
 	h := newHarness(t)
 	sb := h.create("key-a", map[string]any{"templateID": "base"})
@@ -52,39 +56,77 @@ func TestProcessCalls(t *testing.T) {
 		h.cmds.Exec(t.Context(), "a", sb.SandboxID, false, api.CreateCommandRequest{Argv: argv})
 	}
 	h.cmds.cmds[0].State = api.CommandExited
+	// Another team's sandbox, whose pids are the same numbers and more.
+	for range 3 {
+		h.cmds.Exec(t.Context(), "b", other.SandboxID, false, api.CreateCommandRequest{Argv: []string{"cat"}})
+	}
 	c := h.processClient(sb.SandboxID, sb.EnvdAccessToken, "")
 	l, err := c.List(t.Context(), connect.NewRequest(&process.ListRequest{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(l.Msg.Processes) != 1 || l.Msg.Processes[0].Pid != pidBase+1 || l.Msg.Processes[0].Config.Cmd != "/bin/bash" ||
+	if len(l.Msg.Processes) != 1 || l.Msg.Processes[0].Pid != firstPID+1 || l.Msg.Processes[0].Config.Cmd != "/bin/bash" ||
 		strings.Join(l.Msg.Processes[0].Config.Args, " ") != "-l -c cat" {
 		t.Fatalf("list: %v", l.Msg.Processes)
 	}
 	if _, err := c.SendInput(t.Context(), connect.NewRequest(&process.SendInputRequest{
-		Process: pidSel(pidBase + 1), Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: []byte("hi")}},
+		Process: pidSel(firstPID + 1), Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: []byte("hi")}},
 	})); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CloseStdin(t.Context(), connect.NewRequest(&process.CloseStdinRequest{Process: pidSel(pidBase + 1)})); err != nil {
+	if _, err := c.CloseStdin(t.Context(), connect.NewRequest(&process.CloseStdinRequest{Process: pidSel(firstPID + 1)})); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(h.cmds.stdin, " "); got != `cmd_2:"hi":false cmd_2:"":true` {
 		t.Errorf("stdin reached %s", got)
 	}
-	if _, err := c.SendSignal(t.Context(), connect.NewRequest(&process.SendSignalRequest{Process: pidSel(pidBase + 1), Signal: process.Signal_SIGNAL_SIGKILL})); err != nil {
+	if _, err := c.SendSignal(t.Context(), connect.NewRequest(&process.SendSignalRequest{Process: pidSel(firstPID + 1), Signal: process.Signal_SIGNAL_SIGKILL})); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(h.cmds.signals, " "); got != "cmd_2:KILL" {
 		t.Errorf("signals: %s", got)
 	}
-	// An ended process, and one that never was, are not found.
-	for _, pid := range []uint32{pidBase + 1, pidBase + 7, 1} {
+	// An ended process, one that never was, and one only the other
+	// sandbox has are not found; the other sandbox's processes are
+	// untouched.
+	for _, pid := range []uint32{firstPID, firstPID + 1, firstPID + 2, firstPID + 7, 1, 0} {
 		_, err := c.SendSignal(t.Context(), connect.NewRequest(&process.SendSignalRequest{Process: pidSel(pid), Signal: process.Signal_SIGNAL_SIGKILL}))
 		if connect.CodeOf(err) != connect.CodeNotFound {
 			t.Errorf("signal pid %d: %v; want not_found", pid, err)
 		}
+		cs, err := c.Connect(t.Context(), connect.NewRequest(&process.ConnectRequest{Process: pidSel(pid)}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cs.Receive() || connect.CodeOf(cs.Err()) != connect.CodeNotFound {
+			t.Errorf("connect pid %d: %v %v; want not_found", pid, cs.Msg(), cs.Err())
+		}
+		cs.Close()
 	}
+	if got := strings.Join(h.cmds.signals, " "); got != "cmd_2:KILL" {
+		t.Errorf("signals after: %s", got)
+	}
+	ol, err := h.processClient(other.SandboxID, other.EnvdAccessToken, "").List(t.Context(), connect.NewRequest(&process.ListRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []uint32
+	for _, p := range ol.Msg.Processes {
+		pids = append(pids, p.Pid)
+	}
+	if !slices.Equal(pids, []uint32{firstPID, firstPID + 1, firstPID + 2}) {
+		t.Errorf("the other sandbox lists pids %v", pids)
+	}
+	// A new process's start event carries its own pid: the sandbox's
+	// third command.
+	st, err := c.Start(t.Context(), connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{Cmd: "cat"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Receive() || st.Msg().GetEvent().GetStart().GetPid() != firstPID+2 {
+		t.Errorf("start event %v (%v); want pid %d", st.Msg(), st.Err(), firstPID+2)
+	}
+	st.Close()
 	// Another sandbox's token, or none, opens nothing of this one.
 	for _, tok := range []string{other.EnvdAccessToken, ""} {
 		_, err := h.processClient(sb.SandboxID, tok, "").List(t.Context(), connect.NewRequest(&process.ListRequest{}))
@@ -92,7 +134,7 @@ func TestProcessCalls(t *testing.T) {
 			t.Errorf("list with token %q: %v; want unauthenticated", tok, err)
 		}
 	}
-	st, err := h.processClient(sb.SandboxID, sb.EnvdAccessToken, "nobody").Start(t.Context(), connect.NewRequest(&process.StartRequest{
+	st, err = h.processClient(sb.SandboxID, sb.EnvdAccessToken, "nobody").Start(t.Context(), connect.NewRequest(&process.StartRequest{
 		Process: &process.ProcessConfig{Cmd: "id"},
 	}))
 	if err != nil {
@@ -102,7 +144,7 @@ func TestProcessCalls(t *testing.T) {
 		t.Errorf("a start as an unknown user: %v; want invalid_argument", st.Err())
 	}
 	st.Close()
-	if len(h.cmds.execUser) != 2 {
+	if len(h.cmds.execUser) != 6 {
 		t.Errorf("a start as an unknown user ran a command: %v", h.cmds.execUser)
 	}
 }
@@ -183,5 +225,61 @@ func TestStartCwd(t *testing.T) {
 	// never wakes it, as a file call does not.
 	if h.cmds.woke {
 		t.Error("a process start asked to wake its sandbox")
+	}
+}
+
+func tagSel(tag string) *process.ProcessSelector {
+	return &process.ProcessSelector{Selector: &process.ProcessSelector_Tag{Tag: tag}}
+}
+
+// TestProcessTags: a process started with a tag keeps it (List shows it),
+// and selectors by tag find the running process of the token's sandbox
+// with that tag, never another sandbox's of the same tag; an ended one,
+// an unknown tag and the empty tag find nothing.
+func TestProcessTags(t *testing.T) {
+	h := newHarness(t)
+	sb := h.create("key-a", map[string]any{"templateID": "base"})
+	other := h.create("key-b", map[string]any{"templateID": "base"})
+	h.cmds.Exec(t.Context(), "b", other.SandboxID, false, api.CreateCommandRequest{Argv: []string{"cat"}, Tag: "srv"})
+	c := h.processClient(sb.SandboxID, sb.EnvdAccessToken, "")
+	for _, tag := range []string{"srv", ""} {
+		req := &process.StartRequest{Process: &process.ProcessConfig{Cmd: "cat"}}
+		if tag != "" {
+			req.Tag = proto.String(tag)
+		}
+		st, err := c.Start(t.Context(), connect.NewRequest(req))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.Receive() {
+			t.Fatalf("start: %v", st.Err())
+		}
+		st.Close()
+	}
+	l, err := c.List(t.Context(), connect.NewRequest(&process.ListRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tags []string
+	for _, p := range l.Msg.Processes {
+		tags = append(tags, fmt.Sprintf("%d:%v", p.Pid, p.Tag != nil && *p.Tag == "srv"))
+	}
+	if got := strings.Join(tags, " "); got != fmt.Sprintf("%d:true %d:false", firstPID, firstPID+1) {
+		t.Errorf("list: %s", got)
+	}
+	if _, err := c.SendSignal(t.Context(), connect.NewRequest(&process.SendSignalRequest{Process: tagSel("srv"), Signal: process.Signal_SIGNAL_SIGTERM})); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(h.cmds.signals, " "); got != "cmd_2:TERM" {
+		t.Errorf("signals: %s", got)
+	}
+	for _, tag := range []string{"srv", "none", ""} {
+		_, err := c.SendSignal(t.Context(), connect.NewRequest(&process.SendSignalRequest{Process: tagSel(tag), Signal: process.Signal_SIGNAL_SIGKILL}))
+		if connect.CodeOf(err) != connect.CodeNotFound {
+			t.Errorf("signal tag %q: %v; want not_found", tag, err)
+		}
+	}
+	if got := strings.Join(h.cmds.signals, " "); got != "cmd_2:TERM" {
+		t.Errorf("signals after: %s", got)
 	}
 }

@@ -34,7 +34,9 @@ type SandboxSide struct {
 func NewSandboxSide(sandboxes Sandboxes, cmds Commands, fs Files, tokens *Tokens, st SandboxStore, log *slog.Logger) *SandboxSide {
 	s := &SandboxSide{sandboxes: sandboxes, store: st, tokens: tokens, log: log, mux: http.NewServeMux(), now: time.Now, searches: newSignedBudget()}
 	s.mux.HandleFunc("GET /health", s.health)
-	s.mux.Handle(filesystemconnect.NewFilesystemHandler(&fsService{files: fs, pollEvery: watchPoll}))
+	fsvc := &fsService{files: fs, pollEvery: watchPoll}
+	fsvc.polled.sandboxes = sandboxes
+	s.mux.Handle(filesystemconnect.NewFilesystemHandler(fsvc))
 	fa := &filesAPI{files: fs, side: s}
 	s.mux.HandleFunc("GET /files", fa.download)
 	s.mux.HandleFunc("POST /files", fa.upload)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -393,5 +394,56 @@ func TestWaitWhileTerminated(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the waiting client was never answered")
+	}
+}
+
+// TestCommandPID: a command's pid, in its answer and in GET
+// …/commands/{id}, is the pid of its process in the sandbox's own
+// namespace: /proc inside the sandbox shows it, a kill of it from
+// another command ends it, and the command keeps it, across a restart of
+// the server (which reattaches the sandbox) and after it ends.
+func TestCommandPID(t *testing.T) {
+	s := e2etest.StartServer(t)
+	ctx := t.Context()
+	sb := e2etest.Create(t, s.Admin, api.CreateSandboxRequest{})
+	cmd, err := s.Admin.Exec(ctx, sb.ID, api.CreateCommandRequest{Argv: []string{"sleep", "303"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmd.PID <= 1 {
+		t.Fatalf("the command's answer has pid %d", cmd.PID)
+	}
+	// The wire's own name for it, as a client written from docs/api.md
+	// reads it.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/v1/sandboxes/"+sb.ID+"/commands/"+cmd.ID, nil)
+	req.Header.Set("Authorization", "Bearer "+s.AdminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	json.NewDecoder(resp.Body).Decode(&raw)
+	resp.Body.Close()
+	if raw["pid"] != float64(cmd.PID) {
+		t.Fatalf("GET …/commands/%s: pid %v (%d), want %d", cmd.ID, raw["pid"], resp.StatusCode, cmd.PID)
+	}
+	cmdline := fmt.Sprintf("tr '\\0' ' ' < /proc/%d/cmdline", cmd.PID)
+	if got := e2etest.MustOK(t, s.Admin, sb.ID, cmdline); got != "sleep 303 " {
+		t.Fatalf("the sandbox's process %d is %q, want sleep 303", cmd.PID, got)
+	}
+
+	s.Stop(syscall.SIGTERM)
+	s.Start()
+	after, err := s.Admin.GetCommand(ctx, sb.ID, cmd.ID)
+	if err != nil || after.State != api.CommandRunning || after.PID != cmd.PID {
+		t.Fatalf("after a restart: %s pid %d %v, want running pid %d", after.State, after.PID, err, cmd.PID)
+	}
+	if got := e2etest.MustOK(t, s.Admin, sb.ID, cmdline); got != "sleep 303 " {
+		t.Fatalf("after a restart the sandbox's process %d is %q, want sleep 303", cmd.PID, got)
+	}
+	e2etest.MustOK(t, s.Admin, sb.ID, fmt.Sprintf("kill %d", cmd.PID))
+	c := waitCommand(t, s.Admin, sb.ID, cmd.ID)
+	if c.State != api.CommandKilled || c.Signal != "TERM" || c.PID != cmd.PID {
+		t.Errorf("after kill %d inside the sandbox: %s %q pid %d, want killed by TERM, pid kept", cmd.PID, c.State, c.Signal, c.PID)
 	}
 }

@@ -52,7 +52,8 @@ type Contract interface {
 	DrainObservations() []Observation
 	PendingObservations(id string) []api.NetworkObservation
 
-	Exec(ctx context.Context, sandboxID string, spec ExecSpec) error
+	// Exec starts a command and returns once it runs.
+	Exec(ctx context.Context, sandboxID string, spec ExecSpec) (Started, error)
 	Output(sandboxID, commandID string) (Output, error)
 	Stdin(ctx context.Context, sandboxID, commandID string, r io.Reader, eof bool) error
 	Signal(ctx context.Context, sandboxID, commandID, sig string) error

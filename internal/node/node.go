@@ -104,6 +104,17 @@ type ExecSpec struct {
 	Secrets []Secret
 }
 
+// MaxPID is the largest process ID Linux gives (PID_MAX_LIMIT, 2^22).
+const MaxPID = 1 << 22
+
+// Started is a command the node started.
+type Started struct {
+	// PID is the command's process ID in its sandbox's pid namespace, as
+	// the sandbox's agent reports it (untrusted: the sandbox's own word
+	// about itself, checked to be a pid Linux could give).
+	PID int `json:"pid"`
+}
+
 // Exit is how a command ended.
 type Exit struct {
 	ExitCode int    `json:"exit_code"` // -1 when killed by a signal

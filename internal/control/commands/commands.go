@@ -37,7 +37,7 @@ type Store interface {
 // Node is the part of the node that runs commands and records their
 // output.
 type Node interface {
-	Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) error
+	Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) (node.Started, error)
 	Output(sandboxID, commandID string) (node.Output, error)
 	Stdin(ctx context.Context, sandboxID, commandID string, r io.Reader, eof bool) error
 	Signal(ctx context.Context, sandboxID, commandID, sig string) error

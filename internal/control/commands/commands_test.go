@@ -335,6 +335,10 @@ func TestStartedBeforeExited(t *testing.T) {
 	if got.State != api.CommandExited || got.ExitCode == nil || *got.ExitCode != 0 {
 		t.Errorf("command = %s exit %v, want exited 0", got.State, got.ExitCode)
 	}
+	// Its pid, stored before the exit could be, stays with the exit.
+	if c.PID != nodetest.FirstPID || got.PID != nodetest.FirstPID {
+		t.Errorf("pid answered %d, stored %d; want %d", c.PID, got.PID, nodetest.FirstPID)
+	}
 	e.core.mu.Lock()
 	defer e.core.mu.Unlock()
 	if e.core.exited != 1 {
@@ -362,7 +366,7 @@ func TestExitRouting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.node.Exec(t.Context(), "wl_1", spec); err != nil {
+		if _, err := e.node.Exec(t.Context(), "wl_1", spec); err != nil {
 			t.Fatal(err)
 		}
 		if id := <-got; id != "wl_1" {
@@ -558,6 +562,80 @@ func TestExecBudget(t *testing.T) {
 // core to make it live (wake unless wake is false), within the command's
 // timeout when it has one, and runs once it is; a running sandbox is not
 // asked about, and a terminated one is refused without a wake.
+// TestExecPID: a command's pid is the node's, answered by Exec and
+// stored with the command while it runs and after it ends; each command
+// of a sandbox has its own.
+func TestExecPID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		e := newEnv(t, func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return node.Exit{}
+		})
+		var ids []string
+		for i := range 2 {
+			c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "sleep 1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.PID != nodetest.FirstPID+i {
+				t.Errorf("command %d answered pid %d, want %d", i, c.PID, nodetest.FirstPID+i)
+			}
+			got, err := e.svc.GetCommand(t.Context(), "team_a", "sbx_a", c.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State != api.CommandRunning || got.PID != c.PID {
+				t.Errorf("command %d = %s pid %d, want running pid %d", i, got.State, got.PID, c.PID)
+			}
+			ids = append(ids, c.ID)
+		}
+		close(release)
+		synctest.Wait()
+		for i, id := range ids {
+			got, err := e.st.GetCommand(t.Context(), "sbx_a", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State != api.CommandExited || got.PID != nodetest.FirstPID+i {
+				t.Errorf("ended command %d = %s pid %d, want exited pid %d", i, got.State, got.PID, nodetest.FirstPID+i)
+			}
+		}
+	})
+}
+
+// TestExecTag: a command keeps the tag it was started with; a tag too
+// long or not UTF-8 refuses the command and nothing is stored.
+func TestExecTag(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "true", Tag: "start-cmd"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		got, err := e.st.GetCommand(t.Context(), "sbx_a", c.ID)
+		if err != nil || c.Tag != "start-cmd" || got.Tag != "start-cmd" {
+			t.Fatalf("tag answered %q, stored %q (%v)", c.Tag, got.Tag, err)
+		}
+		for _, tag := range []string{strings.Repeat("x", 257), "bad\xff"} {
+			_, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "true", Tag: tag})
+			if api.ErrorCode(err) != api.CodeInvalidArgument {
+				t.Errorf("tag %q: %v; want invalid_argument", tag, err)
+			}
+		}
+		if n, _ := e.st.ListCommands(t.Context(), store.CommandFilter{SandboxID: "sbx_a"}); len(n) != 1 {
+			t.Errorf("%d commands stored, want 1", len(n))
+		}
+		if _, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "true", Tag: strings.Repeat("é", 128)}); err != nil {
+			t.Errorf("a tag of 256 bytes: %v", err)
+		}
+	})
+}
+
 func TestExecWake(t *testing.T) {
 	tests := []struct {
 		name     string

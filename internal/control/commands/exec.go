@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/runs"
 	"github.com/cove-dev/cove/internal/id"
 	"github.com/cove-dev/cove/internal/node"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 // Exec starts a command in a running sandbox. It returns once the command
@@ -81,12 +83,16 @@ func (s *Service) start(ctx context.Context, cid string, sb api.Sandbox, req api
 	cmd.Version = 1 // as stored
 	unlock := s.locks.Lock(cmd.ID)
 	defer unlock()
-	if err := s.d.Node.Exec(ctx, sb.ID, spec); err != nil {
+	started, err := s.d.Node.Exec(ctx, sb.ID, spec)
+	if err != nil {
 		// Nothing ran: the command must not linger as running.
 		if derr := s.d.Store.DeleteCommand(context.WithoutCancel(ctx), sb.ID, cmd.ID); derr != nil {
 			s.d.Log.Error("remove command that did not start", "command", cmd.ID, "err", derr)
 		}
 		return api.Command{}, err
+	}
+	if started.PID > 0 {
+		cmd = s.recordPID(context.WithoutCancel(ctx), cmd, started.PID)
 	}
 	s.d.Log.Info("command started", "sandbox", sb.ID, "command", cmd.ID)
 	s.d.Telemetry.Exec(time.Since(start))
@@ -94,6 +100,37 @@ func (s *Service) start(ctx context.Context, cid string, sb api.Sandbox, req api
 	s.WatchSilence(sb.TeamID, cmd)
 	return cmd, nil
 }
+
+// recordPID stores the pid of a command that started and returns the
+// command as stored. This replica's exit of it waits on the lock its
+// caller holds; another replica may have recorded its end (or marked it
+// lost) meanwhile, which stays, pid and all. A failure leaves the pid
+// unknown (0), not the command unstarted: it runs.
+func (s *Service) recordPID(ctx context.Context, cmd api.Command, pid int) api.Command {
+	c := cmd
+	for attempt := 1; ; attempt++ {
+		c.PID = pid
+		err := s.d.Store.UpdateCommand(ctx, c)
+		if err == nil {
+			c.Version++
+			return c
+		}
+		if !store.Stale(err) || attempt == store.UpdateAttempts {
+			s.d.Log.Error("record a command's pid", "command", cmd.ID, "err", err)
+			return cmd
+		}
+		if c, err = s.d.Store.GetCommand(ctx, cmd.SandboxID, cmd.ID); err != nil {
+			s.d.Log.Error("read a command to record its pid", "command", cmd.ID, "err", err)
+			return cmd
+		}
+		if c.State.Done() {
+			return c
+		}
+	}
+}
+
+// maxTag bounds a command's tag, in bytes.
+const maxTag = 256
 
 // NewCommand checks a command request and returns the command to store
 // and the node's spec of it, its secrets not yet resolved.
@@ -117,6 +154,9 @@ func (s *Service) newCommand(cid string, sb api.Sandbox, req api.CreateCommandRe
 	}
 	if err := runs.CheckEnv("env", req.Env); err != nil {
 		return fail(err)
+	}
+	if len(req.Tag) > maxTag || !utf8.ValidString(req.Tag) {
+		return fail(invalid("tag must be at most %d bytes of UTF-8", maxTag))
 	}
 	var timeout int64
 	if req.TimeoutS != nil {
@@ -153,7 +193,7 @@ func (s *Service) newCommand(cid string, sb api.Sandbox, req api.CreateCommandRe
 	cmd := api.Command{
 		ID: cid, SandboxID: sb.ID, Command: req.Command, Argv: req.Argv,
 		Cwd: cwd, Env: req.Env, User: user, TimeoutS: timeout, Stdin: req.Stdin,
-		PTY: req.PTY, NoOutputAlertS: noOutput, State: api.CommandRunning, StartedAt: s.d.Now(),
+		PTY: req.PTY, NoOutputAlertS: noOutput, State: api.CommandRunning, StartedAt: s.d.Now(), Tag: req.Tag,
 	}
 	spec := node.ExecSpec{
 		ID: cmd.ID, Template: s.d.Images.NodeTemplate(sb.TeamID, sb.Template), Shell: req.Command, Argv: req.Argv,

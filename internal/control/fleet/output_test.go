@@ -22,7 +22,7 @@ type outputNode struct {
 	ran map[string]bool
 }
 
-func (n *outputNode) Exec(ctx context.Context, id string, spec node.ExecSpec) error {
+func (n *outputNode) Exec(ctx context.Context, id string, spec node.ExecSpec) (node.Started, error) {
 	n.mu.Lock()
 	n.ran[id+"/"+spec.ID] = true
 	n.mu.Unlock()
@@ -92,7 +92,8 @@ func TestOutputOfSandboxPlacedNowhere(t *testing.T) {
 		t.Run(tt.id, func(t *testing.T) {
 			must(t, f.Admit(ctx, spec(tt.id, 2)))
 			must(t, f.Start(ctx, spec(tt.id, 2)))
-			must(t, f.Exec(ctx, tt.id, node.ExecSpec{ID: "cmd_1"}))
+			_, err := f.Exec(ctx, tt.id, node.ExecSpec{ID: "cmd_1"})
+			must(t, err)
 			on, _ := f.SandboxNode(tt.id)
 			waitEnded(t, f, tt.id)
 			if tt.sleep {

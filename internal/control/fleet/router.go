@@ -489,10 +489,10 @@ func (f *Fleet) DialPort(ctx context.Context, id string, port int) (net.Conn, er
 	return c.DialPort(ctx, id, port)
 }
 
-func (f *Fleet) Exec(ctx context.Context, id string, spec node.ExecSpec) error {
+func (f *Fleet) Exec(ctx context.Context, id string, spec node.ExecSpec) (node.Started, error) {
 	c, _, _, err := f.route(ctx, id, true)
 	if err != nil {
-		return err
+		return node.Started{}, err
 	}
 	return c.Exec(ctx, id, spec)
 }

@@ -200,7 +200,7 @@ func (n coreNode) HoldDisk(key string, bytes int64) error {
 	return nil
 }
 
-func (n coreNode) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) error {
+func (n coreNode) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) (node.Started, error) {
 	return n.s.node.Exec(ctx, sandboxID, spec)
 }
 func (n coreNode) Output(sandboxID, commandID string) (node.Output, error) {

@@ -20,7 +20,7 @@ import (
 type Node interface {
 	Start(ctx context.Context, spec node.SandboxSpec) error
 	Destroy(ctx context.Context, id string) error
-	Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) error
+	Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) (node.Started, error)
 	Output(sandboxID, commandID string) (node.Output, error)
 }
 
@@ -85,7 +85,7 @@ func Run(ctx context.Context, d Deps, template string) (api.SelfTest, error) {
 		err := tool.Validate()
 		cid := id.New("cmd")
 		if err == nil {
-			err = d.Node.Exec(ctx, sid, node.ExecSpec{
+			_, err = d.Node.Exec(ctx, sid, node.ExecSpec{
 				ID: cid, Template: template, Argv: tool.Argv, Cwd: "/",
 				Env: map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": u.Home}, UID: u.UID, GID: u.GID,
 				Timeout: time.Duration(tool.TimeoutS) * time.Second,

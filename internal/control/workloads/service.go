@@ -44,7 +44,7 @@ type Node interface {
 	Start(ctx context.Context, spec node.SandboxSpec) error
 	Attach(ctx context.Context, spec node.SandboxSpec, running []string) error
 	DestroyRuntime(ctx context.Context, id string) error
-	Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) error
+	Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) (node.Started, error)
 	Output(sandboxID, commandID string) (node.Output, error)
 }
 

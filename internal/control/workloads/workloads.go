@@ -505,7 +505,7 @@ func (s *Service) execWorkload(ctx context.Context, wl api.Workload) error {
 	if err != nil {
 		return err
 	}
-	if err := s.node.Exec(ctx, wl.ID, spec); err != nil {
+	if _, err := s.node.Exec(ctx, wl.ID, spec); err != nil {
 		return err
 	}
 	// Its exit, however soon it comes, waits in run.exit for this

@@ -237,6 +237,7 @@ func TestNodeRestart(t *testing.T) {
 	}
 	out := follow(ctx, c, sb.ID, cmd.ID)
 	out.waitOutput(t, "tick 5", hasTick(5))
+	inSandbox(t, c, sb.ID, cmd.PID)
 	if err := c.Stdin(ctx, sb.ID, cmd.ID, strings.NewReader("before\n"), false); err != nil {
 		t.Fatal(err)
 	}
@@ -266,6 +267,10 @@ func TestNodeRestart(t *testing.T) {
 		t.Fatalf("sandbox after the restart: %s %v", s.State, err)
 	}
 	alive(t, a, pids)
+	if cm, err := c.GetCommand(ctx, sb.ID, cmd.ID); err != nil || cm.PID != cmd.PID {
+		t.Fatalf("the command after the node's restart: pid %d %v, want %d", cm.PID, err, cmd.PID)
+	}
+	inSandbox(t, c, sb.ID, cmd.PID)
 
 	if err := c.Stdin(ctx, sb.ID, cmd.ID, nil, true); err != nil {
 		t.Fatal(err)
@@ -304,7 +309,9 @@ func TestControlRestart(t *testing.T) {
 		sb, cmd string
 		node    *e2etest.Node
 		pids    []int
-		out     *follower
+		// pid is the command's own, in its sandbox (api.Command.PID).
+		pid int
+		out *follower
 	}
 	var rs []*running
 	for _, name := range []string{"node-a", "node-b"} {
@@ -313,7 +320,8 @@ func TestControlRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := &running{sb: sb.ID, cmd: cmd.ID, node: f.Node(name), out: follow(ctx, c, sb.ID, cmd.ID)}
+		r := &running{sb: sb.ID, cmd: cmd.ID, node: f.Node(name), out: follow(ctx, c, sb.ID, cmd.ID), pid: cmd.PID}
+		inSandbox(t, c, sb.ID, r.pid)
 		r.out.waitOutput(t, "tick 3", hasTick(3))
 		r.pids = longLived(t, r.node, sb.ID)
 		rs = append(rs, r)
@@ -359,9 +367,10 @@ func TestControlRestart(t *testing.T) {
 			t.Fatalf("sandbox on %s after the control plane's restart: %s %q %v", r.node.Name, s.State, s.StateReason, err)
 		}
 		cm, err := c.GetCommand(ctx, r.sb, r.cmd)
-		if err != nil || cm.State != api.CommandRunning {
-			t.Fatalf("its command: %s %v", cm.State, err)
+		if err != nil || cm.State != api.CommandRunning || cm.PID != r.pid {
+			t.Fatalf("its command: %s pid %d %v, want running pid %d", cm.State, cm.PID, err, r.pid)
 		}
+		inSandbox(t, c, r.sb, r.pid)
 		alive(t, r.node, r.pids)
 		if got := e2etest.MustOK(t, c, r.sb, "echo still"); got != "still\n" {
 			t.Fatalf("exec: %q", got)
@@ -679,3 +688,15 @@ func nodesJSON(t *testing.T, f *e2etest.Fleet) map[string]api.Node {
 // noWarm keeps a warm pool from taking creates past the drains that
 // choose their node.
 var noWarm = e2etest.FleetControlArgs("--warm-pool", "0")
+
+// inSandbox checks that pid, a command's, is a process of the sandbox's
+// own (its pid namespace), one the sandbox's own shell may name.
+func inSandbox(t *testing.T, c *cove.Client, sandboxID string, pid int) {
+	t.Helper()
+	if pid <= 1 {
+		t.Fatalf("a command's pid is %d", pid)
+	}
+	if got := e2etest.MustOK(t, c, sandboxID, fmt.Sprintf("test -d /proc/%d && echo here", pid)); got != "here\n" {
+		t.Fatalf("the command's pid %d in sandbox %s: %q", pid, sandboxID, got)
+	}
+}

@@ -667,36 +667,53 @@ func (n *Node) get(id string) (*sandbox, error) {
 	return s, nil
 }
 
-// Exec starts a command and records its output until it ends.
-func (n *Node) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) (err error) {
+// Exec starts a command and records its output until it ends. Its pid is
+// the agent's word, the process's pid in the sandbox's own namespace.
+func (n *Node) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) (_ node.Started, err error) {
 	defer func() { err = n.noRoom(err, "the command's output cannot be recorded, so it was not started") }()
 	req, err := n.execRequest(spec)
 	if err != nil {
-		return err
+		return node.Started{}, err
 	}
 	s, err := n.get(sandboxID)
 	if err != nil {
-		return err
+		return node.Started{}, err
 	}
 	l, err := n.acquire(sandboxID, req.ID, true)
 	if err != nil {
-		return err
+		return node.Started{}, err
 	}
 	pty := spec.PTY != nil
 	if pty {
 		if err := markPTY(filepath.Join(n.outputDir(sandboxID), req.ID)); err != nil {
 			l.Close()
-			return fmt.Errorf("mark terminal output: %w", err)
+			return node.Started{}, fmt.Errorf("mark terminal output: %w", err)
 		}
 	}
 	// Before the command runs, so that its first byte is redacted too.
 	s.secrets.add(spec.Secrets)
-	if _, err := s.client.Exec(ctx, req); err != nil {
+	st, err := s.client.Exec(ctx, req)
+	if err != nil {
 		l.Close()
-		return err
+		return node.Started{}, err
 	}
 	n.record(s, req.ID, l, pty)
-	return nil
+	pid, ok := agentPID(st.PID)
+	if !ok {
+		n.log.Warn("the agent answered a pid out of range", "sandbox", sandboxID, "command", req.ID, "pid", st.PID)
+	}
+	return node.Started{PID: pid}, nil
+}
+
+// agentPID is the pid the sandbox's agent answered for a command, when
+// it is one Linux could give. The agent is the sandbox's: a pid it could
+// not have is not believed, and the command runs with its pid unknown
+// (0). A pid is only recorded and shown, never signalled by the host.
+func agentPID(pid int) (int, bool) {
+	if pid <= 0 || pid > node.MaxPID {
+		return 0, false
+	}
+	return pid, true
 }
 
 // execRequest is the agent's request for a command: a shell string runs

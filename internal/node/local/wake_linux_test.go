@@ -120,7 +120,7 @@ func testNode(t *testing.T, name string, st saves.Store, gen func() string) (*No
 // run starts a command and waits for its exit.
 func runCmd(t *testing.T, n *Node, ex exits, sbx, cmd, script string) {
 	t.Helper()
-	err := n.Exec(t.Context(), sbx, node.ExecSpec{
+	_, err := n.Exec(t.Context(), sbx, node.ExecSpec{
 		ID: cmd, Template: "busybox", Argv: []string{"/bin/sh", "-c", script}, Cwd: "/",
 		Env: map[string]string{"PATH": "/bin:/usr/bin:/sbin:/usr/sbin"},
 	})

@@ -116,7 +116,13 @@ func calls() map[string]call {
 			if err != nil {
 				return nil, err
 			}
-			return nil, n.Exec(ctx, c.Sandbox, spec)
+			st, err := n.Exec(ctx, c.Sandbox, spec)
+			if err != nil || st.PID == 0 {
+				// No pid known: nothing to answer (204), as a node from
+				// before pids answered every exec.
+				return nil, err
+			}
+			return st, nil
 		}},
 		"signal": {true, func(ctx context.Context, n Node, c Call) (any, error) {
 			return nil, n.Signal(ctx, c.Sandbox, c.Command, c.Signal)

@@ -390,20 +390,28 @@ func (n *Node) output(sandboxID, commandID string) *Output {
 	return o
 }
 
+// FirstPID is the pid of a sandbox's first command on the fake: the
+// next ones count up from it, as in a fresh pid namespace whose init is
+// pid 1.
+const FirstPID = 2
+
 // Exec implements lifecycle.Node: the command runs Run on a goroutine of the
-// node, and its end is reported to OnExit.
-func (n *Node) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) error {
+// node, and its end is reported to OnExit. Its pid is FirstPID plus the
+// number of commands the sandbox ran before it.
+func (n *Node) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) (node.Started, error) {
 	if err := n.record("exec", sandboxID); err != nil {
-		return err
+		return node.Started{}, err
 	}
 	n.mu.Lock()
 	s, err := n.running(sandboxID)
+	var pid int
 	if err == nil {
+		pid = FirstPID + len(s.Commands)
 		s.Commands = append(s.Commands, spec)
 	}
 	n.mu.Unlock()
 	if err != nil {
-		return err
+		return node.Started{}, err
 	}
 	o := n.output(sandboxID, spec.ID)
 	run := n.Run
@@ -418,7 +426,7 @@ func (n *Node) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) e
 		o.End(exit)
 		n.OnExit(sandboxID, spec.ID, exit, false)
 	})
-	return nil
+	return node.Started{PID: pid}, nil
 }
 
 // Output implements lifecycle.Node.

@@ -14,12 +14,12 @@ import (
 // user is a reserved word in PostgreSQL, hence the quotes.
 const commandColumns = `id, sandbox_id, command, argv, cwd, env, "user", timeout_s, stdin, pty,
 	no_output_alert_s, state, exit_code, signal, timed_out, started_at, ended_at,
-	stdout_bytes, stderr_bytes, secrets`
+	stdout_bytes, stderr_bytes, secrets, pid, tag`
 
 const insertCommand = `INSERT INTO commands (` + commandColumns + `) VALUES (
 	@id, @sandbox_id, @command, @argv, @cwd, @env, @user, @timeout_s, @stdin, @pty,
 	@no_output_alert_s, @state, @exit_code, @signal, @timed_out, @started_at, @ended_at,
-	@stdout_bytes, @stderr_bytes, @secrets)`
+	@stdout_bytes, @stderr_bytes, @secrets, @pid, @tag)`
 
 // selectCommand reads a command's columns and its version (versions.go).
 const selectCommand = "SELECT " + commandColumns + ", version FROM commands"
@@ -71,6 +71,8 @@ func commandArgs(c api.Command) (pgx.NamedArgs, error) {
 		"stdout_bytes":      c.StdoutBytes,
 		"stderr_bytes":      c.StderrBytes,
 		"secrets":           secrets,
+		"pid":               c.PID,
+		"tag":               c.Tag,
 	}, nil
 }
 
@@ -84,7 +86,7 @@ func scanCommand(r scanner) (api.Command, error) {
 	)
 	err := r.Scan(&c.ID, &c.SandboxID, &c.Command, &argv, &c.Cwd, &env, &c.User, &c.TimeoutS, &c.Stdin, &pty,
 		&c.NoOutputAlertS, &c.State, &exit, &c.Signal, &c.TimedOut, &c.StartedAt, &c.EndedAt,
-		&c.StdoutBytes, &c.StderrBytes, &secrets, &c.Version)
+		&c.StdoutBytes, &c.StderrBytes, &secrets, &c.PID, &c.Tag, &c.Version)
 	if err != nil {
 		return api.Command{}, err
 	}

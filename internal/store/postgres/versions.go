@@ -31,7 +31,7 @@ const updateCommand = `UPDATE commands SET
 	timeout_s = @timeout_s, stdin = @stdin, pty = @pty, no_output_alert_s = @no_output_alert_s,
 	state = @state, exit_code = @exit_code, signal = @signal, timed_out = @timed_out,
 	started_at = @started_at, ended_at = @ended_at,
-	stdout_bytes = @stdout_bytes, stderr_bytes = @stderr_bytes, secrets = @secrets,
+	stdout_bytes = @stdout_bytes, stderr_bytes = @stderr_bytes, secrets = @secrets, pid = @pid, tag = @tag,
 	version = version + 1
 	WHERE id = @id AND sandbox_id = @sandbox_id AND version = @version`
 

@@ -12,7 +12,7 @@ import (
 
 const commandColumns = `id, sandbox_id, command, argv, cwd, env, user, timeout_s, stdin, pty,
 	no_output_alert_s, state, exit_code, signal, timed_out, started_at, ended_at,
-	stdout_bytes, stderr_bytes, secrets`
+	stdout_bytes, stderr_bytes, secrets, pid, tag`
 
 // selectCommand reads a command's columns and its version.
 const selectCommand = "SELECT " + commandColumns + ", version FROM commands"
@@ -21,14 +21,14 @@ const selectCommand = "SELECT " + commandColumns + ", version FROM commands"
 const insertCommand = `INSERT INTO commands (` + commandColumns + `, version) VALUES (
 	:id, :sandbox_id, :command, :argv, :cwd, :env, :user, :timeout_s, :stdin, :pty,
 	:no_output_alert_s, :state, :exit_code, :signal, :timed_out, :started_at, :ended_at,
-	:stdout_bytes, :stderr_bytes, :secrets, 1)`
+	:stdout_bytes, :stderr_bytes, :secrets, :pid, :tag, 1)`
 
 const updateCommand = `UPDATE commands SET
 	command = :command, argv = :argv, cwd = :cwd, env = :env, user = :user,
 	timeout_s = :timeout_s, stdin = :stdin, pty = :pty, no_output_alert_s = :no_output_alert_s,
 	state = :state, exit_code = :exit_code, signal = :signal, timed_out = :timed_out,
 	started_at = :started_at, ended_at = :ended_at,
-	stdout_bytes = :stdout_bytes, stderr_bytes = :stderr_bytes, secrets = :secrets,
+	stdout_bytes = :stdout_bytes, stderr_bytes = :stderr_bytes, secrets = :secrets, pid = :pid, tag = :tag,
 	version = version + 1
 	WHERE id = :id AND sandbox_id = :sandbox_id AND version = :version`
 
@@ -82,6 +82,8 @@ func commandArgs(c api.Command) ([]any, error) {
 		sql.Named("stdout_bytes", c.StdoutBytes),
 		sql.Named("stderr_bytes", c.StderrBytes),
 		sql.Named("secrets", secrets),
+		sql.Named("pid", c.PID),
+		sql.Named("tag", c.Tag),
 	}, nil
 }
 
@@ -95,7 +97,7 @@ func scanCommand(r scanner) (api.Command, error) {
 	)
 	err := r.Scan(&c.ID, &c.SandboxID, &c.Command, &argv, &c.Cwd, &env, &c.User, &c.TimeoutS, &c.Stdin, &pty,
 		&c.NoOutputAlertS, &c.State, &exit, &c.Signal, &c.TimedOut, &started, &ended,
-		&c.StdoutBytes, &c.StderrBytes, &secrets, &c.Version)
+		&c.StdoutBytes, &c.StderrBytes, &secrets, &c.PID, &c.Tag, &c.Version)
 	if err != nil {
 		return api.Command{}, err
 	}

@@ -480,10 +480,16 @@ func testCommandRoundTrip(t *testing.T, s store.Store) {
 		NoOutputAlertS: 30,
 		State:          api.CommandRunning,
 		StartedAt:      at(3),
+		Tag:            "start-cmd",
 	}
 	mustDo(t, s.CreateCommand(ctx, want))
 	want.Version = 1
 	diff(t, "created command", want, mustGet[api.Command](t)(s.GetCommand(ctx, sb.ID, want.ID)))
+	// The pid comes once the command runs, an update of the stored row.
+	want.PID = 73
+	mustDo(t, s.UpdateCommand(ctx, want))
+	want.Version++
+	diff(t, "started command", want, mustGet[api.Command](t)(s.GetCommand(ctx, sb.ID, want.ID)))
 
 	want = api.Command{
 		ID:             "cmd_1",
@@ -504,7 +510,10 @@ func testCommandRoundTrip(t *testing.T, s store.Store) {
 		EndedAt:        ptr(at(5)),
 		StdoutBytes:    1 << 40,
 		StderrBytes:    7,
-		Version:        1,
+		// The largest pid Linux gives (pid_max's limit, 2^22).
+		PID:     4194304,
+		Tag:     "ünïcode tag",
+		Version: 2,
 	}
 	mustDo(t, s.UpdateCommand(ctx, want))
 	want.Version++
@@ -513,8 +522,8 @@ func testCommandRoundTrip(t *testing.T, s store.Store) {
 	minimal := api.Command{ID: "cmd_2", SandboxID: sb.ID, State: api.CommandRunning, StartedAt: at(6)}
 	mustDo(t, s.CreateCommand(ctx, minimal))
 	got := mustGet[api.Command](t)(s.GetCommand(ctx, sb.ID, "cmd_2"))
-	if got.Argv == nil || got.Env == nil || got.PTY != nil || got.ExitCode != nil || got.EndedAt != nil {
-		t.Errorf("minimal command = %+v; want empty argv and env, nil pointers", got)
+	if got.Argv == nil || got.Env == nil || got.PTY != nil || got.ExitCode != nil || got.EndedAt != nil || got.PID != 0 || got.Tag != "" {
+		t.Errorf("minimal command = %+v; want empty argv and env, nil pointers, no pid", got)
 	}
 
 	_, err := s.GetCommand(ctx, other.ID, want.ID)

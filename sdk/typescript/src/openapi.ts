@@ -40,6 +40,7 @@ export interface components {
             exit_code: number | null;
             id: string;
             no_output_alert_s?: number;
+            pid: number;
             pty?: components["schemas"]["PTY"];
             sandbox_id: string;
             secrets?: {
@@ -51,6 +52,7 @@ export interface components {
             stderr_bytes: number;
             stdin: boolean;
             stdout_bytes: number;
+            tag?: string;
             timed_out: boolean;
             timeout_s: number;
             /** @enum {string} */
@@ -81,6 +83,7 @@ export interface components {
                 [key: string]: string;
             };
             stdin?: boolean;
+            tag?: string;
             timeout_s?: number;
             /** @enum {string} */
             user?: "root" | "user";

@@ -114,9 +114,19 @@ func (c *Client) PendingObservations(id string) []api.NetworkObservation {
 	return out
 }
 
-// Exec starts a command.
-func (c *Client) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) error {
-	return c.call(ctx, "exec", true, args{Sandbox: sandboxID, Exec: &spec}, nil)
+// Exec starts a command. A node that answers no pid (one from before
+// pids), or one Linux could not give, leaves it 0, not known: the
+// command runs all the same.
+func (c *Client) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) (node.Started, error) {
+	var out node.Started
+	if err := c.call(ctx, "exec", true, args{Sandbox: sandboxID, Exec: &spec}, &out); err != nil {
+		return node.Started{}, err
+	}
+	if out.PID < 0 || out.PID > node.MaxPID {
+		c.cfg.Log.Warn("a node answered a pid out of range", "node", c.cfg.NodeID, "sandbox", sandboxID, "command", spec.ID, "pid", out.PID)
+		return node.Started{}, nil
+	}
+	return out, nil
 }
 
 // Signal sends a signal to a command.

@@ -245,7 +245,9 @@ func (c *Client) call(ctx context.Context, name string, changes bool, args nodea
 		return err
 	}
 	defer resp.Body.Close()
-	if out == nil {
+	// 204: the call answers nothing (a node from before the call had an
+	// answer leaves out as it was).
+	if out == nil || resp.StatusCode == http.StatusNoContent {
 		io.Copy(io.Discard, resp.Body)
 		return nil
 	}

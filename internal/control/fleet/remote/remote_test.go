@@ -220,7 +220,12 @@ func TestOutputFollow(t *testing.T) {
 	}
 	go f.client.Run(ctx)
 	must(t, f.client.Start(ctx, spec("sbx_o")))
-	must(t, f.client.Exec(ctx, "sbx_o", node.ExecSpec{ID: "cmd_1", Shell: "x"}))
+	started, err := f.client.Exec(ctx, "sbx_o", node.ExecSpec{ID: "cmd_1", Shell: "x"})
+	must(t, err)
+	// The node's pid of the command comes back with its start.
+	if started.PID != nodetest.FirstPID {
+		t.Fatalf("exec answered %+v; want pid %d", started, nodetest.FirstPID)
+	}
 	out, err := f.client.Output("sbx_o", "cmd_1")
 	must(t, err)
 	defer out.Close()
@@ -335,7 +340,8 @@ func TestStdin(t *testing.T) {
 		return node.Exit{}
 	}
 	must(t, f.client.Start(ctx, spec("sbx_i")))
-	must(t, f.client.Exec(ctx, "sbx_i", node.ExecSpec{ID: "cmd_i", Stdin: true}))
+	_, err := f.client.Exec(ctx, "sbx_i", node.ExecSpec{ID: "cmd_i", Stdin: true})
+	must(t, err)
 	big := bytes.Repeat([]byte("0123456789"), 100_000)
 	must(t, f.client.Stdin(ctx, "sbx_i", "cmd_i", bytes.NewReader(big), false))
 	must(t, f.client.Stdin(ctx, "sbx_i", "cmd_i", nil, true))
@@ -574,7 +580,9 @@ func TestNodeGone(t *testing.T) {
 		return node.Exit{}
 	}
 	must(t, f.client.Start(ctx, spec("sbx_g")))
-	must(t, f.client.Exec(ctx, "sbx_g", node.ExecSpec{ID: "cmd_g"}))
+	if _, err := f.client.Exec(ctx, "sbx_g", node.ExecSpec{ID: "cmd_g"}); err != nil {
+		t.Fatal(err)
+	}
 	out, err := f.client.Output("sbx_g", "cmd_g")
 	must(t, err)
 	defer out.Close()
@@ -628,7 +636,9 @@ func TestNodeSilent(t *testing.T) {
 		return node.Exit{}
 	}
 	must(t, c.Start(ctx, spec("sbx_s")))
-	must(t, c.Exec(ctx, "sbx_s", node.ExecSpec{ID: "cmd_s"}))
+	if _, err := c.Exec(ctx, "sbx_s", node.ExecSpec{ID: "cmd_s"}); err != nil {
+		t.Fatal(err)
+	}
 	out, err := c.Output("sbx_s", "cmd_s")
 	must(t, err)
 	defer out.Close()
@@ -708,5 +718,40 @@ func TestCutShort(t *testing.T) {
 	n, err := io.Copy(io.Discard, rc)
 	if err == nil {
 		t.Fatalf("a download cut at %d bytes ended cleanly", n)
+	}
+}
+
+// pidNode answers every exec with pid, whatever the fake node ran.
+type pidNode struct {
+	*nodetest.Node
+	pid int
+}
+
+func (p pidNode) Exec(ctx context.Context, id string, spec node.ExecSpec) (node.Started, error) {
+	if _, err := p.Node.Exec(ctx, id, spec); err != nil {
+		return node.Started{}, err
+	}
+	return node.Started{PID: p.pid}, nil
+}
+
+// TestExecPID: a command's pid comes back from the node; a node that
+// knows none (answering nothing, as nodes from before pids did) or
+// answers one Linux could not give leaves it 0, and the command started
+// all the same.
+func TestExecPID(t *testing.T) {
+	for _, tc := range []struct{ answered, want int }{
+		{4242, 4242}, {node.MaxPID, node.MaxPID}, {0, 0}, {node.MaxPID + 1, 0}, {-3, 0},
+	} {
+		f := newFleetOf(t, newCA(t), func(n *nodetest.Node) nodeapi.Node { return pidNode{n, tc.answered} })
+		if err := f.client.Start(t.Context(), spec("sbx_p")); err != nil {
+			t.Fatal(err)
+		}
+		st, err := f.client.Exec(t.Context(), "sbx_p", node.ExecSpec{ID: "cmd_p"})
+		if err != nil || st.PID != tc.want {
+			t.Errorf("node answered pid %d: got %+v %v, want pid %d", tc.answered, st, err, tc.want)
+		}
+		if sb, _ := f.node.Sandbox("sbx_p"); len(sb.Commands) != 1 {
+			t.Errorf("node answered pid %d: the node ran %d commands", tc.answered, len(sb.Commands))
+		}
 	}
 }

@@ -26,7 +26,9 @@ func TestShutdownEndsFollows(t *testing.T) {
 	}
 	go f.client.Run(ctx)
 	must(t, f.client.Start(ctx, spec("sbx_s")))
-	must(t, f.client.Exec(ctx, "sbx_s", node.ExecSpec{ID: "cmd_1", Shell: "x"}))
+	if _, err := f.client.Exec(ctx, "sbx_s", node.ExecSpec{ID: "cmd_1", Shell: "x"}); err != nil {
+		t.Fatal(err)
+	}
 	out, err := f.client.Output("sbx_s", "cmd_1")
 	must(t, err)
 	defer out.Close()

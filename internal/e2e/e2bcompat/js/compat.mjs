@@ -96,6 +96,61 @@ check('background, list, connect, kill', async () => {
   await assert.rejects(sbx.commands.connect(999_999_999), NotFoundError)
 })
 
+check("pids are the sandbox's own: ps, kill and connect by them", async () => {
+  const h = await sbx.commands.run('sleep 301', { background: true })
+  // The process of that pid, as the sandbox's own ps and /proc see it.
+  const ps = await sbx.commands.run(`ps -o pid= -p ${h.pid}; tr '\\0' ' ' < /proc/${h.pid}/cmdline`)
+  assert.match(ps.stdout, new RegExp(`^\\s*${h.pid}\\n.*sleep 301`), ps.stdout)
+  // A pid found by pgrep inside the sandbox names it here too.
+  const found = (await sbx.commands.run("pgrep -f '^(/bin/bash -l -c )?sleep 301'")).stdout.trim().split('\n').map(Number)
+  assert.deepEqual(found, [h.pid], `pgrep found ${found}, the start event said ${h.pid}`)
+  const c = await sbx.commands.connect(found[0])
+  assert.equal(c.pid, found[0])
+  assert.ok((await sbx.commands.list()).some((x) => x.pid === h.pid))
+  // kill from another command ends it, for both streams.
+  const k = await sbx.commands.run(`kill ${h.pid}`)
+  assert.equal(k.exitCode, 0)
+  await assert.rejects(h.wait(), CommandExitError)
+  await assert.rejects(c.wait(), CommandExitError)
+  assert.ok(!(await sbx.commands.list()).some((x) => x.pid === h.pid))
+  // The pid of a process that ended names nothing.
+  await assert.rejects(sbx.commands.connect(h.pid), NotFoundError)
+})
+
+check('tags: a process started with one is listed with it and found by it', async () => {
+  // E2B's SDK only reads tags (list); a start with one is envd's protocol
+  // itself: Connect's streaming JSON, one enveloped message.
+  const headers = { 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': sbx.envdAccessToken }
+  const msg = new TextEncoder().encode(JSON.stringify({ process: { cmd: '/bin/bash', args: ['-l', '-c', 'sleep 304'] }, tag: 'compat-tag' }))
+  const env = new Uint8Array(5 + msg.length)
+  new DataView(env.buffer).setUint32(1, msg.length)
+  env.set(msg, 5)
+  const ac = new AbortController()
+  const res = await fetch(`${process.env.E2B_SANDBOX_URL}/process.Process/Start`, {
+    method: 'POST', headers: { ...headers, 'Content-Type': 'application/connect+json' }, body: env, signal: ac.signal,
+  })
+  assert.equal(res.status, 200)
+  const reader = res.body.getReader()
+  let buf = new Uint8Array(0)
+  while (buf.length < 5 || buf.length < 5 + new DataView(buf.buffer).getUint32(1)) {
+    const { value, done } = await reader.read()
+    assert.ok(!done, 'the start stream ended before its first message')
+    buf = new Uint8Array([...buf, ...value])
+  }
+  const first = JSON.parse(new TextDecoder().decode(buf.slice(5, 5 + new DataView(buf.buffer).getUint32(1))))
+  const pid = first.event.start.pid
+  ac.abort() // closing the stream leaves the process running
+  const listed = (await sbx.commands.list()).find((x) => x.pid === pid)
+  assert.equal(listed?.tag, 'compat-tag', JSON.stringify(listed))
+  const signal = (selector) => fetch(`${process.env.E2B_SANDBOX_URL}/process.Process/SendSignal`, {
+    method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: JSON.stringify({ process: selector, signal: 'SIGNAL_SIGKILL' }),
+  })
+  assert.equal((await signal({ tag: 'compat-tag' })).status, 200)
+  for (let i = 0; i < 100 && (await sbx.commands.list()).some((x) => x.pid === pid); i++) await sleep(50)
+  assert.ok(!(await sbx.commands.list()).some((x) => x.pid === pid), 'the tagged process still runs')
+  assert.equal((await signal({ tag: 'compat-tag' })).status, 404)
+})
+
 check('closing a stream leaves the process running', async () => {
   const h = await sbx.commands.run('sleep 1; echo done > /tmp/left-running', { background: true })
   await h.disconnect()
@@ -278,6 +333,41 @@ check("a signed URL opens only its own sandbox, never another team's", async () 
   }
 })
 
+// envd's unary calls, as E2B's Python SDK makes them for polled
+// watchers (the JavaScript SDK has none): JSON over Connect.
+const envd = async (method, body, box = sbx) => {
+  const res = await fetch(`${process.env.E2B_SANDBOX_URL}/${method}`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', 'E2b-Sandbox-Id': box.sandboxId, 'X-Access-Token': box.envdAccessToken },
+    body: JSON.stringify(body),
+  })
+  return { status: res.status, body: await res.json() }
+}
+let watcherId
+
+check('files: polled watchers', async () => {
+  await sbx.files.makeDir('polled')
+  const w = await envd('filesystem.Filesystem/CreateWatcher', { path: 'polled', recursive: true })
+  assert.equal(w.status, 200, JSON.stringify(w.body))
+  watcherId = w.body.watcherId
+  const events = async () => {
+    const r = await envd('filesystem.Filesystem/GetWatcherEvents', { watcherId })
+    assert.equal(r.status, 200, JSON.stringify(r.body))
+    return (r.body.events ?? []).map((e) => `${e.type}:${e.name}`).join(' ')
+  }
+  assert.equal(await events(), '')
+  await sbx.files.write('polled/sub/a.txt', 'polled')
+  assert.equal(await events(), 'EVENT_TYPE_CREATE:sub EVENT_TYPE_CREATE:sub/a.txt EVENT_TYPE_WRITE:sub/a.txt')
+  assert.equal(await events(), '')
+  await sbx.commands.run('rm ~/polled/sub/a.txt')
+  // The listing also sees sub's time change (WatchDir's diff does too).
+  const removed = await events()
+  assert.ok(removed.split(' ').includes('EVENT_TYPE_REMOVE:sub/a.txt'), removed)
+  const gone = await envd('filesystem.Filesystem/CreateWatcher', { path: 'polled' })
+  assert.equal((await envd('filesystem.Filesystem/RemoveWatcher', { watcherId: gone.body.watcherId })).status, 200)
+  assert.equal((await envd('filesystem.Filesystem/GetWatcherEvents', { watcherId: gone.body.watcherId })).status, 404)
+})
+
 check("another team's key finds nothing", async () => {
   await assert.rejects(Sandbox.getInfo(sbx.sandboxId, { apiKey: process.env.OTHER_TEAM_KEY }), NotFoundError)
   assert.equal(await Sandbox.kill(sbx.sandboxId, { apiKey: process.env.OTHER_TEAM_KEY }), false)
@@ -295,6 +385,8 @@ check('an ID without its token opens nothing', async () => {
     assert.equal((await rpc({})).status, 401)
     assert.equal((await rpc({ 'X-Access-Token': other.envdAccessToken ?? other.sandboxId })).status, 401)
     assert.equal((await rpc({ 'X-Access-Token': sbx.envdAccessToken })).status, 200)
+    // Another sandbox's own token finds nothing of this one's watcher.
+    assert.equal((await envd('filesystem.Filesystem/GetWatcherEvents', { watcherId }, other)).status, 404)
   } finally {
     await other.kill()
   }
@@ -322,6 +414,8 @@ check('kill during a stream', async () => {
   assert.match(e.message, /sandbox was killed/i)
   assert.equal(await sbx.isRunning(), false)
   assert.equal(await Sandbox.kill(sbx.sandboxId), false)
+  // Its polled watcher went with it.
+  assert.equal((await envd('filesystem.Filesystem/GetWatcherEvents', { watcherId })).status, 404)
 })
 
 let failed = false

@@ -252,6 +252,7 @@ class Command(Model):
     exit_code: Optional[int] = None
     id: str = ""
     no_output_alert_s: int = 0
+    pid: int = 0
     pty: Optional[PTY] = None
     sandbox_id: str = ""
     secrets: Dict[str, str] = field(default_factory=dict)
@@ -261,6 +262,7 @@ class Command(Model):
     stderr_bytes: int = 0
     stdin: bool = False
     stdout_bytes: int = 0
+    tag: str = ""
     timed_out: bool = False
     timeout_s: int = 0
     user: Optional[CommandUser] = None
@@ -274,6 +276,7 @@ class Command(Model):
         'exit_code': ('exit_code', 'plain'),
         'id': ('id', 'plain'),
         'no_output_alert_s': ('no_output_alert_s', 'plain'),
+        'pid': ('pid', 'plain'),
         'pty': ('pty', 'model:PTY'),
         'sandbox_id': ('sandbox_id', 'plain'),
         'secrets': ('secrets', 'map:plain'),
@@ -283,6 +286,7 @@ class Command(Model):
         'stderr_bytes': ('stderr_bytes', 'plain'),
         'stdin': ('stdin', 'plain'),
         'stdout_bytes': ('stdout_bytes', 'plain'),
+        'tag': ('tag', 'plain'),
         'timed_out': ('timed_out', 'plain'),
         'timeout_s': ('timeout_s', 'plain'),
         'user': ('user', 'enum:CommandUser'),
@@ -325,6 +329,7 @@ class CreateCommandRequest(Model):
     pty: Optional[PTY] = None
     secrets: Dict[str, str] = field(default_factory=dict)
     stdin: bool = False
+    tag: str = ""
     timeout_s: int = 0
     user: Optional[CreateCommandRequestUser] = None
 
@@ -337,6 +342,7 @@ class CreateCommandRequest(Model):
         'pty': ('pty', 'model:PTY'),
         'secrets': ('secrets', 'map:plain'),
         'stdin': ('stdin', 'plain'),
+        'tag': ('tag', 'plain'),
         'timeout_s': ('timeout_s', 'plain'),
         'user': ('user', 'enum:CreateCommandRequestUser'),
     }
