@@ -304,17 +304,7 @@ func (f *fsService) WatchDir(ctx context.Context, req *connect.Request[filesyste
 	if req.Msg.GetRecursive() {
 		depth = fspath.MaxListDepth
 	}
-	scan := func() (map[string]api.FileEntry, error) {
-		entries, err := f.list(ctx, t, p, depth, maxWatchedEntries)
-		if err != nil {
-			return nil, err
-		}
-		m := make(map[string]api.FileEntry, len(entries))
-		for _, e := range entries {
-			m[e.Path] = e
-		}
-		return m, nil
-	}
+	scan := func() (map[string]api.FileEntry, error) { return f.snapshot(ctx, t, p, depth) }
 	before, err := scan()
 	if err != nil {
 		return rpcError(err)
