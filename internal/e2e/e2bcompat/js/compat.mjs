@@ -61,6 +61,24 @@ check('run: output, exit code, environment, working directory, user', async () =
   await assert.rejects(sbx.commands.run('echo before; exit 3'), (e) => e instanceof CommandExitError && e.exitCode === 3 && e.stdout === 'before\n')
 })
 
+check('inotify and user xattrs work inside, as base promises', async () => {
+  // IN_CREATE on the user's home; a file made there is reported.
+  const code = [
+    'import ctypes, os',
+    'libc = ctypes.CDLL(None, use_errno=True)',
+    'fd = libc.inotify_init1(0)',
+    'assert fd >= 0, ctypes.get_errno()',
+    "assert libc.inotify_add_watch(fd, b'/home/user', 0x100) >= 0, ctypes.get_errno()",
+    "open('/home/user/inotified.txt', 'w').close()",
+    "print('events', len(os.read(fd, 4096)) > 0)",
+    "os.setxattr('/home/user/inotified.txt', 'user.mine', b'v')",
+    "print(os.getxattr('/home/user/inotified.txt', 'user.mine').decode())",
+  ].join('\n')
+  await sbx.files.write('inotify_check.py', code)
+  const r = await sbx.commands.run('python3 inotify_check.py')
+  assert.equal(r.stdout, 'events True\nv\n')
+})
+
 check('sudo: passwordless, to root, as base promises', async () => {
   const r = await sbx.commands.run('id -un; sudo -n id -u; sudo -n id -un; grep NoNewPrivs /proc/self/status')
   assert.equal(r.exitCode, 0)
