@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -53,14 +54,35 @@ func setupRoot() func() {
 	rootCgroup = "/cove-local-test-" + hex.EncodeToString(b[:])
 	cleanup := func() {
 		os.RemoveAll(dir)
-		// The sandboxes' cgroups went with them; only the parent is left.
+		// The sandboxes' cgroups normally went with them, but one whose
+		// last process is still being reaped can linger a moment: every
+		// cgroup under the parent is removed, children first, for a while.
 		dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + rootCgroup)
 		if d := "/sys/fs/cgroup" + rootCgroup; fileExists(d) {
 			dirs = append(dirs, d)
 		}
-		for _, d := range dirs {
-			os.Remove(d)
+		for range 50 {
+			left := 0
+			for _, d := range dirs {
+				var tree []string
+				filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
+					if err == nil && e.IsDir() {
+						tree = append(tree, p)
+					}
+					return nil
+				})
+				for i := len(tree) - 1; i >= 0; i-- {
+					if os.Remove(tree[i]) != nil && fileExists(tree[i]) {
+						left++
+					}
+				}
+			}
+			if left == 0 {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
+		fmt.Fprintf(os.Stderr, "cgroups under %s are still there\n", rootCgroup)
 	}
 	rootErr = func() error {
 		if err := os.Chmod(dir, 0o711); err != nil {
