@@ -209,6 +209,21 @@ func filledFromOutside(t *testing.T, s *e2etest.Server, mnt string) {
 	if !bytes.Equal(recorded.Bytes(), printed) {
 		t.Fatalf("the output printed while the disk was full was recorded as %d bytes; want the %d printed, in order", recorded.Len(), len(printed))
 	}
+	// The exit record reaches the output log just before the store: wait
+	// for the store to have it too.
+	for deadline := time.Now().Add(time.Minute); ; {
+		cm, err := c.GetCommand(ctx, sb.ID, cat.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cm.State.Done() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cat is %s a minute after its exit record", cm.State)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	// The commands that were refused left no record and no output log.
 	cmds, err := c.ListCommands(ctx, sb.ID, 100, "")
 	if err != nil {
