@@ -209,26 +209,25 @@ func filledFromOutside(t *testing.T, s *e2etest.Server, mnt string) {
 	if !bytes.Equal(recorded.Bytes(), printed) {
 		t.Fatalf("the output printed while the disk was full was recorded as %d bytes; want the %d printed, in order", recorded.Len(), len(printed))
 	}
-	// The exit record reaches the output log just before the store: wait
-	// for the store to have it too.
+	// A command's exit reaches its output log just before the store, and
+	// an exit the full disk held up reaches the store once there is room:
+	// wait until the store has every command ended.
+	var cmds api.List[api.Command]
 	for deadline := time.Now().Add(time.Minute); ; {
-		cm, err := c.GetCommand(ctx, sb.ID, cat.ID)
-		if err != nil {
+		var err error
+		if cmds, err = c.ListCommands(ctx, sb.ID, 100, ""); err != nil {
 			t.Fatal(err)
 		}
-		if cm.State.Done() {
+		running := slices.IndexFunc(cmds.Items, func(cm api.Command) bool { return !cm.State.Done() })
+		if running < 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("cat is %s a minute after its exit record", cm.State)
+			t.Fatalf("command %s is %s a minute after the disk had room again", cmds.Items[running].ID, cmds.Items[running].State)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	// The commands that were refused left no record and no output log.
-	cmds, err := c.ListCommands(ctx, sb.ID, 100, "")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ids []string
 	for _, cmd := range cmds.Items {
 		if cmd.State != api.CommandExited {

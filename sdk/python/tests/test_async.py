@@ -54,7 +54,8 @@ def test_async_stream_resumes_after_cut(server, proxy):
 def test_async_stdin_files_and_attach(server):
     async def main():
         async with cove.AsyncClient(*server) as c, await c.create(name=name("pya-files")) as sb:
-            cmd = await sb.start("read a; echo got $a", stdin=True)
+            cmd = await sb.start("read a; echo got $a", stdin=True, tag="reader")
+            assert cmd.info.tag == "reader" and cmd.info.pid > 1, cmd.info
             await cmd.write("x\n", eof=True)
             assert (await cmd.wait()).exit_code == 0
             assert await cmd.stdout() == b"got x\n"

@@ -242,7 +242,7 @@ def image_import_req(name: str, settings: Optional[Mapping[str, Any]], body: Any
 def command_body(
     command: Optional[str], argv: Optional[Sequence[str]], cwd: Optional[str], env: Optional[Mapping[str, str]],
     secrets: Optional[Mapping[str, str]], timeout_s: Optional[int], stdin: bool, user: Optional[str],
-    pty: Optional[Mapping[str, int]], no_output_alert_s: Optional[int],
+    pty: Optional[Mapping[str, int]], no_output_alert_s: Optional[int], tag: Optional[str] = None,
 ) -> Dict[str, Any]:
     if (command is None) == (argv is None):
         raise InvalidArgument("give exactly one of command (a shell string) and argv (a list)")
@@ -250,7 +250,7 @@ def command_body(
         "command": command, "argv": list(argv) if argv is not None else None, "cwd": cwd,
         "env": dict(env) if env else None, "secrets": dict(secrets) if secrets else None,
         "timeout_s": timeout_s, "stdin": stdin or None, "user": user, "pty": dict(pty) if pty else None,
-        "no_output_alert_s": no_output_alert_s,
+        "no_output_alert_s": no_output_alert_s, "tag": tag,
     })
 
 

@@ -730,11 +730,13 @@ class AsyncSandbox:
                     cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
                     secrets: Optional[Mapping[str, str]] = None, timeout_s: Optional[int] = None,
                     stdin: bool = False, user: Optional[str] = None, pty: Optional[Mapping[str, int]] = None,
-                    no_output_alert_s: Optional[int] = None, wake: bool = True) -> "AsyncCommand":
+                    no_output_alert_s: Optional[int] = None, wake: bool = True,
+                    tag: Optional[str] = None) -> "AsyncCommand":
         """Start a command and return at once; see Command. An asleep
         sandbox is woken first, as by run; ``wake=False`` raises Conflict
-        instead."""
-        body = sh.command_body(command, argv, cwd, env, secrets, timeout_s, stdin, user, pty, no_output_alert_s)
+        instead. ``tag`` is a name of your own for it (at most 256 bytes),
+        shown with the command."""
+        body = sh.command_body(command, argv, cwd, env, secrets, timeout_s, stdin, user, pty, no_output_alert_s, tag)
         d = await self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/commands", sh.command_params(False, wake),
                                        json=body))
         return AsyncCommand(self._c, self.id, CommandInfo.from_dict(d))
