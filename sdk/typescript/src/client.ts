@@ -793,7 +793,7 @@ function commandBody(command: string | undefined, o: StartOptions): CreateComman
   return dropUndefined({
     command, argv: o.argv, cwd: o.cwd, env: o.env && Object.keys(o.env).length ? o.env : undefined,
     secrets: o.secrets && Object.keys(o.secrets).length ? o.secrets : undefined, timeoutS: o.timeoutS,
-    stdin: o.stdin || undefined, user: o.user, pty: o.pty, noOutputAlertS: o.noOutputAlertS,
+    stdin: o.stdin || undefined, user: o.user, pty: o.pty, noOutputAlertS: o.noOutputAlertS, tag: o.tag,
   });
 }
 

@@ -110,7 +110,9 @@ test("output resumes after a cut connection, complete and in order", { skip }, a
 test("stdin, stdout, stderr, signal", { skip }, async () => {
   const c = client();
   await withSandbox(c, { name: name("ts-stdin") }, async (sb) => {
-    const cmd = await sb.start("read a; read b; echo $a-$b; echo e >&2", { stdin: true });
+    const cmd = await sb.start("read a; read b; echo $a-$b; echo e >&2", { stdin: true, tag: "reader" });
+    assert.equal(cmd.info.tag, "reader");
+    assert.ok((cmd.info.pid ?? 0) > 1, `pid ${cmd.info.pid}`);
     await cmd.write("x\n");
     await cmd.write(enc.encode("y\n"), { eof: true });
     const info = await cmd.wait();
