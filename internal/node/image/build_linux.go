@@ -28,6 +28,16 @@ import (
 func ensure(ctx context.Context, imagesDir, name string, log *slog.Logger,
 	build func(ctx context.Context, rootfs string) (shell []string, err error),
 ) (Image, error) {
+	return ensureRecipe(ctx, imagesDir, name, "", log, build)
+}
+
+// ensureRecipe is ensure for an image built from recipe ("" for none): one
+// of another recipe (or of none) is built again and replaces it. The tree
+// it replaces is renamed to .<name>.old-*, not removed: sandboxes started
+// on it keep running on it.
+func ensureRecipe(ctx context.Context, imagesDir, name, recipe string, log *slog.Logger,
+	build func(ctx context.Context, rootfs string) (shell []string, err error),
+) (Image, error) {
 	var fill func(ctx context.Context, rootfs string) (Image, error)
 	if build != nil {
 		fill = func(ctx context.Context, rootfs string) (Image, error) {
@@ -35,21 +45,7 @@ func ensure(ctx context.Context, imagesDir, name string, log *slog.Logger,
 			return Image{Shell: shell}, err
 		}
 	}
-	img, _, err := makeImage(ctx, imagesDir, name, "."+name+".lock", "", log, fill)
-	return img, err
-}
-
-// ensureRecipe is ensure for an image built from recipe: one of another
-// recipe (or of none) is built again and replaces it. The tree it
-// replaces is renamed to .<name>.old-*, not removed: sandboxes started
-// on it keep running on it.
-func ensureRecipe(ctx context.Context, imagesDir, name, recipe string, log *slog.Logger,
-	build func(ctx context.Context, rootfs string) (shell []string, err error),
-) (Image, error) {
-	img, _, err := makeImage(ctx, imagesDir, name, "."+name+".lock", recipe, log, func(ctx context.Context, rootfs string) (Image, error) {
-		shell, err := build(ctx, rootfs)
-		return Image{Shell: shell}, err
-	})
+	img, _, err := makeImage(ctx, imagesDir, name, "."+name+".lock", recipe, log, fill)
 	return img, err
 }
 
