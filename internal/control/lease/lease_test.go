@@ -166,6 +166,9 @@ func TestTakeoverWhenHolderStopsRenewing(t *testing.T) {
 	// rep_a resumes: its renewal finds rep_b's lease, and it stops.
 	a.tick <- time.Time{}
 	eventually(t, "rep_a stops leading", func() bool { return !a.l.Leader() })
+	// Each lead's function runs on its own goroutine beside Leader: wait
+	// for both logs to have caught up, then look at them whole.
+	eventually(t, "both leads logged", func() bool { return len(a.log()) >= 2 && len(b.log()) >= 1 })
 	if got := a.log(); len(got) != 2 || got[1] != "stop" {
 		t.Errorf("rep_a's leads = %v; want one start and its stop", got)
 	}
@@ -187,6 +190,9 @@ func TestRenewalFailureStopsLead(t *testing.T) {
 	st.setFail(nil)
 	a.tick <- time.Time{}
 	eventually(t, "rep_a leads again", a.l.Leader)
+	// The lead's function starts on its own goroutine once Leader says
+	// so: wait for it to have started, then look at the whole log.
+	eventually(t, "rep_a's lead runs again", func() bool { return len(a.log()) >= 3 })
 	if got := a.log(); len(got) != 3 || got[0] != "start" || got[1] != "stop" || got[2] != "start" {
 		t.Errorf("leads = %v; want start, stop, start", got)
 	}
