@@ -7,6 +7,9 @@ DATA_DIR ?= /var/lib/cove
 LISTEN ?= 127.0.0.1:7070
 # The managed image is built once and reused, by the service and the tests.
 TEST_IMAGES ?= /var/cache/cove/images
+# The Python SDK's dependencies at the upper end of its ranges (Debian's
+# newest stable release's), fetched once by scripts/pydeps-newest.sh.
+PYDEPS_NEWEST ?= /var/cache/cove/pydeps/trixie
 DEB_PACKAGES := runc nftables debootstrap debian-archive-keyring busybox-static e2fsprogs iproute2 util-linux ca-certificates curl
 # TEST_DEB_PACKAGES are what the SDKs' tests run on besides: Debian's Python
 # (the Python SDK's dependencies, pytest, and venv to install it into),
@@ -127,9 +130,10 @@ MODULES := . api sdk/go
 test: test-deps build check-elf cross
 	$(MAKE) --no-print-directory dist ARCHES=amd64
 	GO=$(GO) scripts/versitygw.sh
+	COVE_PYDEPS_NEWEST=$(PYDEPS_NEWEST) scripts/pydeps-newest.sh
 	@set -e; for m in $(MODULES); do echo "vet $$m"; (cd $$m && $(GO) vet ./...); done
 	@set -e; for m in api sdk/go; do echo "test $$m"; (cd $$m && $(GO) test -count=1 ./...); done
-	COVE_REQUIRE_S3=1 COVE_REQUIRE_PG=1 COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 40m ./...
+	COVE_REQUIRE_S3=1 COVE_REQUIRE_PG=1 COVE_PYDEPS_NEWEST=$(PYDEPS_NEWEST) COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 40m ./...
 	$(MAKE) fuzz
 
 # ROOT_PACKAGES hold the root integration tests (real runc, overlayfs,

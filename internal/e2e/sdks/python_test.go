@@ -7,9 +7,11 @@ package sdks
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -38,6 +40,12 @@ func repoRoot(t *testing.T) string {
 // the system's packages (Debian's httpx, websockets and pathspec). It
 // answers the environment's python.
 func venv(t *testing.T) string {
+	return venvOver(t, "")
+}
+
+// venvOver is venv with the packages of the folder site copied into the
+// environment first, where they come before the system's.
+func venvOver(t *testing.T, site string) string {
 	if _, err := os.Stat(python); err != nil {
 		t.Skip("no " + python)
 	}
@@ -63,6 +71,13 @@ func venv(t *testing.T) string {
 	checkSdist(t, sdists[0])
 	env := filepath.Join(dir, "venv")
 	run(t, "", nil, python, "-m", "venv", "--system-site-packages", env)
+	if site != "" {
+		out, err := exec.Command(filepath.Join(env, "bin", "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").Output()
+		if err != nil {
+			t.Fatalf("the venv's site-packages: %v", err)
+		}
+		run(t, "", nil, "cp", "-r", site+"/.", string(bytes.TrimSpace(out)))
+	}
 	run(t, "", nil, filepath.Join(env, "bin", "pip"), "install", "-q", "--no-index", "--no-deps", wheels[0])
 	return filepath.Join(env, "bin", "python")
 }
@@ -118,15 +133,69 @@ func TestPythonSDK(t *testing.T) {
 	pytest(t, 10*time.Minute, venv(t), s.URL, s.AdminKey)
 }
 
+// TestPythonSDKNewestDeps runs the SDK's tests again on the upper end of
+// its declared ranges: httpx, websockets and pathspec as Debian's newest
+// stable release ships them (scripts/pydeps-newest.sh fetches them, and
+// make test runs it), in place of Debian 12's. test_package.py checks that
+// the versions the tests import are the ones wanted here and inside the
+// ranges the package declares.
+func TestPythonSDKNewestDeps(t *testing.T) {
+	dir := os.Getenv("COVE_PYDEPS_NEWEST")
+	if dir == "" {
+		t.Skip("COVE_PYDEPS_NEWEST unset: scripts/pydeps-newest.sh fetches the packages, make test sets it")
+	}
+	site := filepath.Join(dir, "site")
+	if _, err := os.Stat(filepath.Join(site, ".complete")); err != nil {
+		t.Fatalf("COVE_PYDEPS_NEWEST=%s holds no packages: run scripts/pydeps-newest.sh", dir)
+	}
+	want, err := distVersions(site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := e2etest.StartServer(t, e2etest.WithManaged)
+	pytestEnv(t, 10*time.Minute, venvOver(t, site), s.URL, s.AdminKey, "COVE_SDK_WANT_DEPS="+want)
+}
+
+// distVersions answers "name==version,…" of the distributions unpacked
+// in site, from their metadata folders' names.
+func distVersions(site string) (string, error) {
+	var pins []string
+	for _, pattern := range []string{"*.dist-info", "*.egg-info"} {
+		matches, err := filepath.Glob(filepath.Join(site, pattern))
+		if err != nil {
+			return "", err
+		}
+		for _, m := range matches {
+			base := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(m), ".dist-info"), ".egg-info")
+			name, version, ok := strings.Cut(base, "-")
+			if !ok {
+				return "", fmt.Errorf("%s: no version in its name", m)
+			}
+			pins = append(pins, name+"=="+version)
+		}
+	}
+	if len(pins) == 0 {
+		return "", fmt.Errorf("no distributions in %s", site)
+	}
+	return strings.Join(pins, ","), nil
+}
+
 // pytest runs the SDK's tests with py against the server at url, from a
 // folder of their own, so that nothing but the installed package answers
 // `import cove` (test_package.py checks that it is the installed one).
 func pytest(t *testing.T, d time.Duration, py, url, key string) {
 	t.Helper()
+	pytestEnv(t, d, py, url, key)
+}
+
+// pytestEnv is pytest with more environment.
+func pytestEnv(t *testing.T, d time.Duration, py, url, key string, more ...string) {
+	t.Helper()
 	root := repoRoot(t)
 	tests := filepath.Join(root, "sdk", "python", "tests")
 	env := []string{"COVE_URL=" + url, "COVE_API_KEY=" + key, "PYTHONDONTWRITEBYTECODE=1",
 		"COVE_SDK_INSTALLED=1", "COVE_SDK_TESTDATA=" + filepath.Join(root, "sdk", "testdata")}
+	env = append(env, more...)
 	runFor(t, d, t.TempDir(), env, py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", tests, tests)
 }
 

@@ -66,3 +66,23 @@ def test_installed_dependencies_are_in_the_declared_ranges():
     for r in reqs:
         have = metadata.version(r.name)
         assert r.specifier.contains(have, prereleases=True), f"{r.name} {have} is outside {r.specifier}"
+
+
+def test_the_wanted_dependency_versions_are_the_ones_imported():
+    """Where a run asks for particular releases (the newest ones Debian
+    ships, beside Debian 12's), those are what the tests import."""
+    want = os.environ.get("COVE_SDK_WANT_DEPS")
+    if not want:
+        pytest.skip("COVE_SDK_WANT_DEPS unset: the system's releases")
+    from importlib import metadata
+
+    import httpx
+    import pathspec
+    import websockets
+
+    pins = dict(pin.split("==", 1) for pin in want.split(","))
+    for name, version in pins.items():
+        assert metadata.version(name) == version, name
+    for module in (httpx, websockets, pathspec):
+        assert os.sep + "site-packages" + os.sep in module.__file__, module.__file__
+    assert {"httpx", "websockets", "pathspec"} <= set(pins)
