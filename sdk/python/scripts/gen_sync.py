@@ -42,6 +42,7 @@ RULES = [
     (r"\baiter_lines\b", "iter_lines"),
     (r"\baiter_bytes\b", "iter_bytes"),
     (r"\bsh\.achunks\b", "sh.chunks"),
+    (r"\bsh\.abody\b", "sh.body"),
 ]
 
 

@@ -253,3 +253,58 @@ def test_cut_create_with_a_key_is_retried_into_one_sandbox(server):
             c.get(sb.id).terminate()
     finally:
         proxy.close()
+
+
+def _project(tmp_path):
+    """A folder of a few files, one of them big enough to take several
+    pieces of a streamed body."""
+    root = tmp_path / "project"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "main.py").write_text("print('hi')\n")
+    (root / "data.bin").write_bytes(bytes(range(256)) * 12289)  # ~3 MiB
+    return root
+
+
+def test_cut_folder_upload_is_sent_again_in_full(server, tmp_path):
+    """The answer to a folder upload is cut: the SDK packs once, sends the
+    packed file again from its start, and the server (which checks the
+    body's sha-256) takes it; the files are there once."""
+    url, key = server
+    root = _project(tmp_path)
+    with cove.Client(url, key) as c, c.create(name="py-cut-upload-" + uuid.uuid4().hex[:8]) as sb:
+        proxy = DropFirstAnswer(url)
+        try:
+            with cove.Client(proxy.url, key, retry=Retry(attempts=6, base_s=0.1)) as pc:
+                result = cove.Files(pc, sb.id).upload_dir(str(root), "/tmp/project")
+        finally:
+            proxy.close()
+        assert proxy.dropped.is_set(), "the first answer was not cut"
+        assert result.path == "/tmp/project" and result.entries >= 3
+        out = sb.run("sha256sum /tmp/project/data.bin && cat /tmp/project/src/main.py")
+        import hashlib
+
+        assert hashlib.sha256((root / "data.bin").read_bytes()).hexdigest() in out.stdout
+        assert "print('hi')" in out.stdout
+
+
+def test_cut_folder_upload_is_sent_again_in_full_async(server, tmp_path):
+    url, key = server
+    root = _project(tmp_path)
+
+    async def main():
+        async with cove.AsyncClient(url, key) as c:
+            sb = await c.create(name="py-cut-upload-a-" + uuid.uuid4().hex[:8])
+            try:
+                proxy = DropFirstAnswer(url)
+                try:
+                    async with cove.AsyncClient(proxy.url, key, retry=Retry(attempts=6, base_s=0.1)) as pc:
+                        result = await cove.AsyncFiles(pc, sb.id).upload_dir(str(root), "/tmp/project")
+                finally:
+                    proxy.close()
+                assert proxy.dropped.is_set(), "the first answer was not cut"
+                assert result.path == "/tmp/project" and result.entries >= 3
+                return (await sb.run("cat /tmp/project/src/main.py")).stdout
+            finally:
+                await sb.terminate()
+
+    assert "print('hi')" in asyncio.run(main())

@@ -69,10 +69,46 @@ def add_key(r: Req) -> None:
         r.headers["Idempotency-Key"] = "py-" + uuid.uuid4().hex
 
 
+class Rewind:
+    """A request body streamed from a seekable file, from where the file
+    stood when it was made; each try reads it again from there, so a call
+    with such a body can be retried as a call with bytes can."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f = f
+        self.start = f.tell()
+
+
+def seekable(f: Any) -> bool:
+    """Whether f is a file that can be read again from where it stands."""
+    try:
+        return bool(f.seekable())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def body(content: Any) -> Any:
+    """What a try sends of a request's content: a Rewind's bytes from its
+    start, in pieces; anything else as it is."""
+    if isinstance(content, Rewind):
+        content.f.seek(content.start)
+        return chunks(content.f)
+    return content
+
+
+def abody(content: Any) -> Any:
+    """body for the asyncio client (the file's reads run in a thread)."""
+    if isinstance(content, Rewind):
+        content.f.seek(content.start)
+        return achunks(content.f)
+    return content
+
+
 def retryable(r: Req) -> bool:
     """Whether sending r again is safe: it is idempotent (by its method or
-    its Idempotency-Key), and its body can be sent again (a stream cannot)."""
-    if r.content is not None and not isinstance(r.content, (bytes, str)):
+    its Idempotency-Key), and its body can be sent again (bytes, or a
+    Rewind; a stream cannot)."""
+    if r.content is not None and not isinstance(r.content, (bytes, str, Rewind)):
         return False
     if not r.keyed and r.method not in IDEMPOTENT:
         return False

@@ -82,7 +82,7 @@ class Client:
         timeout = sh.timeout_of(self._timeout, self._call_timeout)
         while True:
             req = self._http.build_request(r.method, r.path, params=r.params or None, json=r.json,
-                                           content=r.content, headers=r.headers, timeout=timeout)
+                                           content=sh.body(r.content), headers=r.headers, timeout=timeout)
             try:
                 resp = self._http.send(req, stream=stream)
             except httpx.TransportError as e:
@@ -295,7 +295,7 @@ class Client:
         body, digest = sh.call(cm.__enter__)
         with contextlib.ExitStack() as stack:
             stack.push(cm)  # entered above, in the thread; left here
-            content = body if isinstance(body, bytes) else sh.chunks(body)
+            content = body if isinstance(body, bytes) else sh.Rewind(body)
             return Asset.from_dict(self._json(sh.asset_req(name, content, digest)))
 
     def create_asset_from_file(self, path: str, *, name: Optional[str] = None) -> Asset:
@@ -461,7 +461,12 @@ class Client:
                 return self.import_image(f, name=name, settings=settings)
             finally:
                 f.close()
-        body = bytes(data) if isinstance(data, (bytes, bytearray, memoryview)) else sh.chunks(data)
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            body: Any = bytes(data)
+        else:
+            # A file is sent again from where it stood if a try is retried;
+            # a stream that cannot seek is sent once.
+            body = sh.Rewind(data) if sh.seekable(data) else sh.chunks(data)
         return Image.from_dict(self._json(sh.image_import_req(name, settings, body)))
 
     def images(self) -> List[Image]:
@@ -918,7 +923,8 @@ class Files:
     def upload_dir(self, local: str, path: str, exclude: Sequence[str] = ()) -> ArchiveResult:
         """Send a local folder into path (tar.gz), keeping modes, symlinks
         inside it and empty directories; packed into a temporary file, then
-        streamed with its sha-256 for the server to check.
+        streamed with its sha-256 for the server to check, and streamed
+        again from that file when a try is retried.
 
         Example::
 
@@ -932,7 +938,7 @@ class Files:
             with contextlib.ExitStack() as stack:
                 stack.push(cm)  # entered above, in the thread; left here
                 return ArchiveResult.from_dict(self._c._json(sh.Req("PUT", self._base + "/archive", {"path": path},
-                                                  content=sh.chunks(body),
+                                                  content=sh.Rewind(body),
                                                   headers={"Content-Type": "application/gzip", "Repr-Digest": digest})))
 
     def download_dir(self, path: str, local: str) -> None:
