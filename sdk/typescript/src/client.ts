@@ -59,7 +59,10 @@ interface Req {
   path: string;
   params?: Params;
   json?: unknown;
-  body?: Uint8Array | ReadableStream<Uint8Array>;
+  /** A function body opens the stream afresh for each try (a file read
+   * again from its start), so the call can be retried as one with bytes
+   * can; a ReadableStream is sent once. */
+  body?: Uint8Array | ReadableStream<Uint8Array> | (() => Promise<ReadableStream<Uint8Array>>);
   headers?: Record<string, string>;
   call?: CallOptions;
   /** An Idempotency-Key to send; with key: "auto" one is made for the call
@@ -151,6 +154,9 @@ export class Client {
       headers["Content-Type"] = "application/json";
     } else if (r.body instanceof Uint8Array) {
       init.body = r.body as Uint8Array<ArrayBuffer>;
+    } else if (typeof r.body === "function") {
+      // Opened for each try, below.
+      init.duplex = "half";
     } else if (r.body !== undefined) {
       // A streamed body: fetch sends it as it is read (chunked), once.
       init.body = r.body;
@@ -179,6 +185,7 @@ export class Client {
       let retryAfter: number | undefined;
       let again: boolean;
       try {
+        if (typeof r.body === "function") init.body = await r.body();
         const resp = await this._fetch(u, init);
         if (resp.status < 300) return wrapBody(resp, failure);
         const text = await resp.text();
@@ -188,6 +195,10 @@ export class Client {
       } catch (e) {
         err = failure(e);
         again = err instanceof Unavailable && err.status === 0;
+      }
+      if (typeof r.body === "function" && init.body instanceof ReadableStream) {
+        // This try's file is let go of; the next opens its own.
+        await init.body.cancel().catch(() => {});
       }
       if (!again || !retryable || attempt >= this.maxRetries) throw err;
       // Full jitter on an exponential step, and never sooner than the
@@ -426,7 +437,11 @@ export class Client {
   async createAssetFromFile(file: string, opts: { name?: string } & CallOptions = {}): Promise<Asset> {
     const { hashFile, fileStream } = await import("./nodefile.js");
     const sha256 = await hashFile(file);
-    return this.createAsset(await fileStream(file), { ...opts, sha256 });
+    // Each try reads the file again, so a cut upload is retried.
+    return this.call({
+      method: "POST", key: "auto", call: opts, path: "/v1/assets", params: { name: opts.name }, body: () => fileStream(file),
+      headers: { "Content-Type": "application/gzip", "Repr-Digest": hexDigest(sha256) },
+    });
   }
 
   /** Store a local folder as an asset (Node only): packed as tar.gz
@@ -580,8 +595,13 @@ export class Client {
 
   /** Import an image from a local archive file (Node only), streamed. */
   async importImageFromFile(file: string, opts: { name: string; settings?: ImageSettings } & CallOptions): Promise<Image> {
+    if (!opts.name) throw new InvalidArgument("an imported image needs a name");
     const { fileStream } = await import("./nodefile.js");
-    return this.importImage(await fileStream(file), opts);
+    // Each try reads the file again, so a cut import is retried.
+    return this.call({
+      method: "POST", key: "auto", call: opts, path: "/v1/images", body: () => fileStream(file), headers: { "Content-Type": "application/x-tar" },
+      params: { name: opts.name, settings: opts.settings ? JSON.stringify(opts.settings) : undefined },
+    });
   }
 
   /** The images the team may see. */
@@ -747,8 +767,9 @@ function assetPath(id: string): string {
 }
 
 /** Run send with a local folder packed as tar.gz into a temporary file
- * (removed after): its bytes as a stream and their Repr-Digest (Node only). */
-async function withPackedDir<T>(local: string, exclude: string[], send: (body: ReadableStream<Uint8Array>, digest: string) => Promise<T>): Promise<T> {
+ * (removed after): a function that opens the file's bytes as a stream,
+ * once per try, and their Repr-Digest (Node only). */
+async function withPackedDir<T>(local: string, exclude: string[], send: (body: () => Promise<ReadableStream<Uint8Array>>, digest: string) => Promise<T>): Promise<T> {
   const [{ packDirToFile }, { fileStream }, fs, os, path] = await Promise.all([
     import("./tar.js"), import("./nodefile.js"), import("node:fs/promises"), import("node:os"), import("node:path"),
   ]);
@@ -756,7 +777,7 @@ async function withPackedDir<T>(local: string, exclude: string[], send: (body: R
   try {
     const file = path.join(tmp, "folder.tar.gz");
     const sha256 = await packDirToFile(local, file, exclude);
-    return await send(await fileStream(file), hexDigest(sha256));
+    return await send(() => fileStream(file), hexDigest(sha256));
   } finally {
     await fs.rm(tmp, { recursive: true, force: true });
   }
