@@ -18,20 +18,16 @@ func assetPath(id string) string { return "/v1/assets/" + url.PathEscape(id) }
 // with its sha-256 sent as a trailer. The same bytes are kept once: a
 // second upload answers the existing asset.
 func (c *Client) CreateAsset(ctx context.Context, name string, r io.Reader) (api.Asset, error) {
-	h := sha256.New()
-	body := &digestBody{r: io.TeeReader(r, h), h: h}
 	q := url.Values{}
 	if name != "" {
 		q.Set("name", name)
 	}
-	req, err := c.newRequest(ctx, http.MethodPost, "/v1/assets", q, body)
+	req, err := c.newRequest(ctx, http.MethodPost, "/v1/assets", q, nil)
 	if err != nil {
 		return api.Asset{}, err
 	}
-	body.req = req
+	setDigestBody(req, r)
 	req.Header.Set("Content-Type", "application/gzip")
-	req.Trailer = http.Header{"Repr-Digest": nil}
-	req.ContentLength = -1
 	resp, err := c.doRequest(req)
 	if err != nil {
 		return api.Asset{}, err

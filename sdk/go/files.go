@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -254,13 +255,11 @@ func (c *Client) WriteFile(ctx context.Context, ref, path string, r io.Reader, o
 	if r == nil {
 		r = bytes.NewReader(nil)
 	}
-	h := sha256.New()
-	body := &digestBody{r: io.TeeReader(r, h), h: h}
-	req, err := c.newRequest(ctx, http.MethodPut, filesPath(ref, "content"), q, body)
+	req, err := c.newRequest(ctx, http.MethodPut, filesPath(ref, "content"), q, nil)
 	if err != nil {
 		return api.FileEntry{}, err
 	}
-	body.req = req
+	setDigestBody(req, r)
 	req.Header.Set("Content-Type", "application/octet-stream")
 	if o.ifMatch != "" {
 		req.Header.Set("If-Match", `"`+o.ifMatch+`"`)
@@ -268,14 +267,45 @@ func (c *Client) WriteFile(ctx context.Context, ref, path string, r io.Reader, o
 	if o.ifNoneMatch {
 		req.Header.Set("If-None-Match", "*")
 	}
-	req.Trailer = http.Header{"Repr-Digest": nil}
-	req.ContentLength = -1 // trailers need chunks
 	resp, err := c.doRequest(req)
 	if err != nil {
 		return api.FileEntry{}, err
 	}
 	var e api.FileEntry
 	return e, decodeJSON(resp, &e)
+}
+
+// setDigestBody makes r req's body, sent in chunks with its sha-256 as a
+// Repr-Digest trailer. When r can be read again from where it stands (an
+// io.ReaderAt and io.Seeker, as *os.File, *bytes.Reader and
+// *strings.Reader are), req gets a GetBody that reads it from there, so
+// the request is retried like one with bytes; each try reads through a
+// reader of its own, since the transport may still be reading the last
+// try's body when it returns. Any other reader is sent once.
+func setDigestBody(req *http.Request, r io.Reader) {
+	if r == nil {
+		r = bytes.NewReader(nil)
+	}
+	open := func(r io.Reader) io.ReadCloser {
+		h := sha256.New()
+		return &digestBody{r: io.TeeReader(r, h), h: h, req: req}
+	}
+	req.Trailer = http.Header{"Repr-Digest": nil}
+	req.ContentLength = -1 // trailers need chunks
+	ra, isReaderAt := r.(io.ReaderAt)
+	s, isSeeker := r.(io.Seeker)
+	if !isReaderAt || !isSeeker {
+		req.Body = open(r)
+		return
+	}
+	start, err := s.Seek(0, io.SeekCurrent)
+	if err != nil {
+		req.Body = open(r)
+		return
+	}
+	from := func() io.Reader { return io.NewSectionReader(ra, start, math.MaxInt64-start) }
+	req.Body = open(from())
+	req.GetBody = func() (io.ReadCloser, error) { return open(from()), nil }
 }
 
 // digestBody fills the request's Repr-Digest trailer when the body ends.
@@ -376,15 +406,11 @@ func (c *Client) ReadArchive(ctx context.Context, ref, dir string, opts ...FileO
 // the whole archive before anything is written. The SDK sends the
 // archive's sha-256 as a trailer: bytes changed on the way extract nothing.
 func (c *Client) WriteArchive(ctx context.Context, ref, dir string, r io.Reader, opts ...FileOption) (api.ArchiveResult, error) {
-	h := sha256.New()
-	body := &digestBody{r: io.TeeReader(r, h), h: h}
-	req, err := c.newRequest(ctx, http.MethodPut, filesPath(ref, "archive"), fileOpts(opts).query(dir), body)
+	req, err := c.newRequest(ctx, http.MethodPut, filesPath(ref, "archive"), fileOpts(opts).query(dir), nil)
 	if err != nil {
 		return api.ArchiveResult{}, err
 	}
-	body.req = req
-	req.Trailer = http.Header{"Repr-Digest": nil}
-	req.ContentLength = -1
+	setDigestBody(req, r)
 	req.Header.Set("Content-Type", "application/gzip")
 	resp, err := c.doRequest(req)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -214,16 +213,12 @@ func WriteDirArchive(w io.Writer, dir string, ex *Excluder) error {
 // extracts nothing. A refused archive leaves the sandbox waiting for
 // another.
 func (c *Client) UploadSource(ctx context.Context, ref string, r io.Reader) (api.ArchiveResult, error) {
-	h := sha256.New()
-	body := &digestBody{r: io.TeeReader(r, h), h: h}
-	req, err := c.newRequest(ctx, http.MethodPut, filesPath(ref, "archive"), nil, body)
+	req, err := c.newRequest(ctx, http.MethodPut, filesPath(ref, "archive"), nil, nil)
 	if err != nil {
 		return api.ArchiveResult{}, err
 	}
-	body.req = req
+	setDigestBody(req, r)
 	req.Header.Set("Content-Type", "application/gzip")
-	req.Trailer = http.Header{"Repr-Digest": nil}
-	req.ContentLength = -1
 	resp, err := c.doRequest(req)
 	if err != nil {
 		return api.ArchiveResult{}, err

@@ -2,11 +2,14 @@ package cove
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -247,5 +250,64 @@ func TestRetriesStayWithinTheirTime(t *testing.T) {
 	}
 	if n := len(rec.requests()); n != 1 {
 		t.Errorf("%d attempts, want 1", n)
+	}
+}
+
+// TestFileBodiesAreSentAgain: a write from a file (or any reader that
+// can be read again from where it stands) is retried after a 503 with the
+// same bytes from the same offset and a Repr-Digest of them; a reader that
+// cannot be read again is sent once.
+func TestFileBodiesAreSentAgain(t *testing.T) {
+	data := strings.Repeat("0123456789abcdef", 70000) // ~1 MiB: several chunks
+	type seen struct{ body, digest string }
+	var mu sync.Mutex
+	var got []seen
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("read body: %v", err)
+		}
+		mu.Lock()
+		got = append(got, seen{string(b), r.Trailer.Get("Repr-Digest")})
+		n := len(got)
+		mu.Unlock()
+		if n == 1 {
+			w.Header().Set("Retry-After", "0")
+			writeAPIError(w, http.StatusServiceUnavailable, api.CodeUnavailable)
+			return
+		}
+		w.Write([]byte(`{"path":"/f","type":"file"}`))
+	}))
+	defer srv.Close()
+	c := NewClient(WithBaseURL(srv.URL), WithRetry(RetryPolicy{Attempts: 3, Base: time.Millisecond, Max: time.Millisecond}))
+
+	f, err := os.CreateTemp(t.TempDir(), "body")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("skipped:" + data); err != nil {
+		t.Fatal(err)
+	}
+	f.Seek(int64(len("skipped:")), io.SeekStart) // sent from where it stands
+	if _, err := c.WriteFile(t.Context(), "sb_1", "/f", f); err != nil {
+		t.Fatalf("write from a file: %v", err)
+	}
+	sum := sha256.Sum256([]byte(data))
+	want := api.FormatReprDigest(sum[:])
+	if len(got) != 2 {
+		t.Fatalf("%d tries, want 2", len(got))
+	}
+	for i, s := range got {
+		if s.body != data || s.digest != want {
+			t.Errorf("try %d: %d bytes with digest %q, want %d bytes with %q", i+1, len(s.body), s.digest, len(data), want)
+		}
+	}
+
+	got = nil
+	_, err = c.WriteFile(t.Context(), "sb_1", "/f", io.MultiReader(strings.NewReader(data)))
+	var cerr *Error
+	if !errors.As(err, &cerr) || cerr.Status != http.StatusServiceUnavailable || len(got) != 1 {
+		t.Fatalf("a reader that cannot be read again: %v after %d tries, want the 503 after 1", err, len(got))
 	}
 }
