@@ -114,6 +114,7 @@ first (one going to sleep or waking is waited for); --no-wake fails instead.`,
 	f.BoolVarP(&detach, "detach", "d", false, "start it and print its ID instead of streaming")
 	f.BoolVar(&kill, "kill", false, "on Ctrl-C send TERM to the command instead of detaching")
 	f.BoolVar(&noWake, "no-wake", false, "fail if the sandbox is not running instead of waking it")
+	f.StringVar(&req.Tag, "tag", "", "a name of yours for the command, kept with it and shown in its listing (not unique)")
 	return c
 }
 

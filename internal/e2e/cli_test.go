@@ -86,10 +86,13 @@ func TestCLI(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &sb) != nil || sb.ID != id || sb.Labels["team"] != "core" {
 		t.Errorf("get --json: %q", out)
 	}
-	out, _, code = cli(t, s, "", "exec", "demo", "--detach", "--", "sh", "-c", "echo detached")
+	out, _, code = cli(t, s, "", "exec", "demo", "--detach", "--tag", "build step", "--", "sh", "-c", "echo detached")
 	cmdID := strings.TrimSpace(out)
 	if code != 0 || !strings.HasPrefix(cmdID, "cmd_") {
 		t.Fatalf("exec --detach: %q %d", out, code)
+	}
+	if got, err := s.Admin.GetCommand(t.Context(), "demo", cmdID); err != nil || got.Tag != "build step" {
+		t.Errorf("exec --tag: the command is %+v, %v; want tag %q", got, err, "build step")
 	}
 	out, _, code = cli(t, s, "", "logs", "demo", cmdID, "--follow")
 	if code != 0 || out != "detached\n" {
