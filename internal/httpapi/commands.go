@@ -2,12 +2,14 @@ package httpapi
 
 import (
 	"bufio"
-	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
+
+	fastbase64 "github.com/segmentio/asm/base64"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/commands"
@@ -231,6 +233,10 @@ func appendOutputRecord(b []byte, ch node.Chunk) []byte {
 	b = append(b, `,"stream":"`...)
 	b = append(b, ch.Stream...)
 	b = append(b, `","data":"`...)
-	b = base64.StdEncoding.AppendEncode(b, ch.Data)
+	// The SIMD encoder: a stream of output is mostly this (the standard
+	// library's is several times slower on amd64 and arm64).
+	n, m := len(b), fastbase64.StdEncoding.EncodedLen(len(ch.Data))
+	b = slices.Grow(b, m)[:n+m]
+	fastbase64.StdEncoding.Encode(b[n:], ch.Data)
 	return append(b, `"}`+"\n"...)
 }

@@ -7,7 +7,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	fastbase64 "github.com/segmentio/asm/base64"
 
 	"github.com/cove-dev/cove/api"
 )
@@ -418,8 +419,8 @@ func decodeOutputRecord(line []byte) (api.OutputRecord, error) {
 			}
 			if err == nil && stream != "" && bytes.HasSuffix(rest, []byte(tail)) {
 				b64 := rest[:len(rest)-len(tail)]
-				data := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
-				if n, err := base64.StdEncoding.Decode(data, b64); err == nil {
+				data := make([]byte, fastbase64.StdEncoding.DecodedLen(len(b64)))
+				if n, err := fastbase64.StdEncoding.Decode(data, b64); err == nil {
 					return api.OutputRecord{Seq: seq, Stream: stream, Data: data[:n]}, nil
 				}
 			}
