@@ -488,7 +488,7 @@ type Event struct {
 	// evt_…; IDs sort in the order events were appended and serve as cursors
 	ID string `json:"id"`
 	// sandbox.creating|setting_up|running|sleeping|asleep|waking|terminating|terminated|failed|expired|idle,
-	// command.started|exited|no_output, setup.exited, network.denied,
+	// command.started|exited|no_output, setup.exited, network.denied, network.injected,
 	// budget.alert|exceeded, image.imported|deleted,
 	// workload.queued|started|exited|failed|cancelled
 	Type      string         `json:"type"`
