@@ -546,3 +546,20 @@ func TestCheckInject(t *testing.T) {
 		t.Fatalf("canonical form %+v", got[0])
 	}
 }
+
+// A connection for the rule's host to an address the resolver did not
+// give for it (DNS changed under the sandbox, or an address of its
+// choice) is refused before anything is terminated or sent.
+func TestInjectWrongAddressForName(t *testing.T) {
+	e := newInjEnv(t, []InjectRule{openaiRule})
+	raw := e.h.dial(t, netip.AddrPortFrom(injOtherAddr, 443))
+	tc := tls.Client(raw, &tls.Config{ServerName: "api.inject.test", RootCAs: e.sandboxRoots})
+	tc.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := tc.Handshake(); err == nil {
+		t.Fatal("handshake for api.inject.test at other.inject.test's address succeeded")
+	}
+	if n := len(e.api.requests()) + len(e.other.requests()); n != 0 {
+		t.Fatalf("%d requests reached a host", n)
+	}
+	e.h.observation(t, "api.inject.test", 443, Denied, nil)
+}
