@@ -160,7 +160,7 @@ func injectRules(flags []string) ([]api.InjectRule, error) {
 	for _, f := range flags {
 		dest, hv, ok := strings.Cut(f, "=")
 		header, value, ok2 := strings.Cut(hv, ":")
-		if !ok || !ok2 || dest == "" {
+		if !ok || !ok2 || dest == "" || strings.ContainsAny(strings.TrimSpace(header), " \t{}") {
 			return nil, fmt.Errorf("--inject %q must look like 'HOST[:PORT][/PATH_PREFIX]=HEADER: VALUE'", f)
 		}
 		r := api.InjectRule{Header: strings.TrimSpace(header), Value: strings.TrimSpace(value)}
