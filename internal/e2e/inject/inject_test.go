@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -354,4 +355,65 @@ func TestInjectAttacks(t *testing.T) {
 		t.Errorf("api.inject.test with the test CA alone: exit %d %q, want a certificate error", code, out)
 	}
 	t.Log(e.h.all())
+}
+
+// TestInjectAcrossWakeAndRestart: the gateway CA's key lives in memory
+// only, so a wake and a restart of the server make a new CA, whose
+// certificate replaces the old one in the sandbox's bundle (in place for
+// a sandbox that kept running); injection goes on, with the same
+// placeholder.
+func TestInjectAcrossWakeAndRestart(t *testing.T) {
+	e := setup(t)
+	ctx := t.Context()
+	call := curl + `-H "Authorization: Bearer $OPENAI_API_KEY" https://api.inject.test/`
+	bundleCA := func() string {
+		out, code := e.sh(t, `tail -n 12 /etc/ssl/certs/ca-certificates.crt | sha256sum`)
+		if code != 0 {
+			t.Fatalf("read the bundle: %q", out)
+		}
+		return out
+	}
+	ph, _ := e.sh(t, `printf %s "$OPENAI_API_KEY"`)
+	before := bundleCA()
+	check := func(when string, n int) {
+		t.Helper()
+		if out, code := e.sh(t, call); code != 0 || out != "ok api.inject.test" {
+			t.Fatalf("%s: exit %d %q", when, code, out)
+		}
+		if got := e.h.got("api.inject.test"); len(got) != n || got[n-1] != "Bearer "+e.value {
+			t.Fatalf("%s: the host received %q", when, got)
+		}
+		if now, _ := e.sh(t, `printf %s "$OPENAI_API_KEY"`); now != ph {
+			t.Fatalf("%s: placeholder %q, was %q", when, now, ph)
+		}
+	}
+	check("at first", 1)
+
+	if _, err := e.s.Admin.SleepSandbox(ctx, e.sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.Admin.WaitSandbox(ctx, e.sb.ID, api.StateAsleep, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.Admin.WakeSandbox(ctx, e.sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if sb, err := e.s.Admin.WaitSandbox(ctx, e.sb.ID, api.StateRunning, time.Minute); err != nil || sb.State != api.StateRunning {
+		t.Fatalf("wake: %v %v", sb.State, err)
+	}
+	woken := bundleCA()
+	if woken == before {
+		t.Error("the CA in the bundle is the same after a wake")
+	}
+	check("after a wake", 2)
+
+	e.s.Stop(syscall.SIGTERM)
+	e.s.Start()
+	if sb, err := e.s.Admin.WaitSandbox(ctx, e.sb.ID, api.StateRunning, time.Minute); err != nil || sb.State != api.StateRunning {
+		t.Fatalf("after a restart: %v %v", sb.State, err)
+	}
+	if bundleCA() == woken {
+		t.Error("the CA in the bundle is the same after a restart")
+	}
+	check("after a restart", 3)
 }
