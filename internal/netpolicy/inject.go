@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"net/textproto"
 	"regexp"
+	"slices"
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
@@ -52,20 +53,11 @@ var forbiddenHeaders = map[string]bool{
 func (r InjectRule) SecretNames() []string {
 	var out []string
 	for _, m := range secretRef.FindAllStringSubmatch(r.Value, -1) {
-		if !contains(out, m[1]) {
+		if !slices.Contains(out, m[1]) {
 			out = append(out, m[1])
 		}
 	}
 	return out
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // port is the rule's port, 443 by default.
@@ -139,8 +131,8 @@ func checkRule(r InjectRule) (InjectRule, error) {
 			return r, fmt.Errorf("value: secret name %q is invalid", m[1])
 		}
 	}
-	if rest := secretRef.ReplaceAllString(r.Value, ""); strings.ContainsAny(rest, "{}") && strings.Contains(rest, "{secret:") {
-		return r, fmt.Errorf("value: an unclosed {secret:")
+	if rest := secretRef.ReplaceAllString(r.Value, ""); strings.Contains(rest, "{secret:") {
+		return r, fmt.Errorf("value: a {secret: without its closing }")
 	}
 	return r, nil
 }
@@ -158,7 +150,7 @@ type Injection struct {
 	Placeholders map[string]string
 }
 
-// hosts reports whether a rule names host at port.
+// covers reports whether a rule names host at port.
 func (in *Injection) covers(host string, port int) bool {
 	if in == nil {
 		return false
@@ -166,20 +158,6 @@ func (in *Injection) covers(host string, port int) bool {
 	host = normName(host)
 	for _, r := range in.Rules {
 		if r.Host == host && r.port() == port {
-			return true
-		}
-	}
-	return false
-}
-
-// hasHost reports whether a rule names host, at any port.
-func (in *Injection) hasHost(host string) bool {
-	if in == nil {
-		return false
-	}
-	host = normName(host)
-	for _, r := range in.Rules {
-		if r.Host == host {
 			return true
 		}
 	}

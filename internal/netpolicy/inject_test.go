@@ -531,6 +531,7 @@ func TestCheckInject(t *testing.T) {
 		{InjectRule{Host: "a.com", Header: "Proxy-Authorization", Value: "{secret:a}"}, "cannot set"},
 		{InjectRule{Host: "a.com", Header: "A", Value: "plain"}, "names no secret"},
 		{InjectRule{Host: "a.com", Header: "A", Value: "{secret:bad name}"}, "invalid"},
+		{InjectRule{Host: "a.com", Header: "A", Value: "{secret:a} {secret:b"}, "closing"},
 		{InjectRule{Host: "a.com", Header: "A", Value: "x\r\ny: {secret:a}"}, "characters"},
 	} {
 		_, err := CheckInject([]InjectRule{tc.rule})

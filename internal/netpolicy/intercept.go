@@ -296,8 +296,10 @@ func (h *injector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for k := range resp.Trailer {
 		dstH.Add("Trailer", k)
 	}
-	ev.Status = resp.StatusCode
-	h.g.reg.injected(h.p.sb, h.k, ev, len(rules) > 0)
+	if len(rules) > 0 {
+		ev.Status = resp.StatusCode
+		h.g.reg.injected(h.p.sb, h.k, ev, true)
+	}
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
 	buf := make([]byte, 32<<10)
