@@ -197,13 +197,15 @@ e2b-proto:
 # then the Go benchmarks (each starts its own server on a busybox image),
 # then a fleet (control plane and a remote node) against cove serve, then
 # the control plane's placement at scale (100 fake nodes, 10,000
-# sandboxes, one replica against two).
+# sandboxes, one replica against two), then the gateway's injected HTTPS
+# against spliced, and its CA's leaves.
 bench: deps build
 	scripts/bench.sh $(TEST_IMAGES)
 	COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -run '^$$' -bench . -benchtime 3x ./internal/node/runtime/ ./internal/e2e/
 	GO=$(GO) scripts/versitygw.sh
 	COVE_REQUIRE_S3=1 COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -run '^$$' -bench FleetVsServe -benchtime 15x ./internal/e2e/fleet/
 	$(GO) test -run '^$$' -bench ControlScale -benchtime 1x -timeout 30m ./internal/control/fleet/fleetscale/
+	$(GO) test -run '^$$' -bench 'Inject|SandboxCALeaf' -benchtime 200x ./internal/netpolicy/
 
 # load runs 50 sandboxes × 20 concurrent workers of commands and file
 # calls for LOAD_SECONDS, then checks that nothing leaked. It counts only

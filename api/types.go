@@ -56,6 +56,36 @@ type NetworkPolicy struct {
 	// the policy applied instead while a setup command runs (set at create
 	// through setup.network.allow)
 	SetupAllow []string `json:"setup_allow,omitempty"`
+	// Headers the node's network gateway adds to the sandbox's HTTPS
+	// requests to a destination, holding team secrets the sandbox never
+	// sees; at most 64. A rule does not allow its destination: allow
+	// still decides. In a PATCH, absent keeps the rules and [] removes
+	// them.
+	Inject []InjectRule `json:"inject,omitempty"`
+}
+
+// InjectRule adds a header holding team secrets to the HTTPS requests a
+// sandbox sends to one host. The gateway terminates the sandbox's TLS to
+// that host with a certificate of a CA of the sandbox's own (installed
+// in its CA bundle), checks that each request is for that host, sets the
+// header (replacing one the sandbox sent) and replaces, in the request's
+// headers, the placeholders of the secrets the rule names; then it sends
+// the request on over its own TLS connection, verified against the node's
+// trust store and the operator's CAs. Plain HTTP is never injected.
+type InjectRule struct {
+	// An exact DNS name (no wildcard, no address), e.g. api.openai.com.
+	Host string `json:"host"`
+	// Default 443.
+	Port int `json:"port,omitempty" schema:"minimum=1 maximum=65535"`
+	// Limits the rule to request paths beginning with it, e.g. /v1/.
+	PathPrefix string `json:"path_prefix,omitempty"`
+	// The header set, e.g. Authorization. Host, Connection,
+	// Content-Length, Transfer-Encoding, TE, Trailer, Upgrade, Keep-Alive,
+	// Expect and Proxy-* cannot be set.
+	Header string `json:"header"`
+	// The header's value, naming team secrets as {secret:NAME}, e.g.
+	// "Bearer {secret:openai}"; at least one.
+	Value string `json:"value"`
 }
 
 // NetworkPolicyRequest is the network of a create request and of its
@@ -66,6 +96,10 @@ type NetworkPolicyRequest struct {
 	// *.suffix, either with :port, or CIDR[:port]; at most 256. Absent,
 	// null or [] reach nothing.
 	Allow []string `json:"allow" schema:"nullable optional"`
+	// Headers the gateway adds to HTTPS requests, as in NetworkPolicy
+	// (not in setup.network: a setup command's requests are never
+	// injected).
+	Inject []InjectRule `json:"inject,omitempty"`
 }
 
 // NetworkObservation is what the node saw of a sandbox's traffic to one
@@ -89,6 +123,14 @@ type NetworkObservation struct {
 	// the command whose process made the latest connection whose command
 	// could be found; empty when none could
 	LastCommandID string `json:"last_command_id"`
+	// requests the network gateway added an injection rule's header to
+	// (network.inject); omitted when none
+	Injected int64 `json:"injected,omitempty"`
+	// the status of the latest request the gateway terminated for an
+	// injection rule: the destination's, or the gateway's own (403 for a
+	// request naming another host than its TLS server name, 502 for a
+	// destination whose certificate does not verify); omitted when none
+	LastStatus int `json:"last_status,omitempty"`
 }
 
 // NetworkView answers GET /v1/sandboxes/{ref}/network.
@@ -131,8 +173,12 @@ type Sandbox struct {
 	// Environment variable → secret name (never a value); omitted when
 	// empty.
 	Secrets map[string]string `json:"secrets,omitempty"`
-	Workdir string            `json:"workdir"`
-	Network NetworkPolicy     `json:"network"`
+	// The variables of secrets that hold a placeholder instead of the
+	// value (a network.inject rule adds the value on the way out);
+	// omitted when none.
+	Placeholders []string      `json:"placeholders,omitempty"`
+	Workdir      string        `json:"workdir"`
+	Network      NetworkPolicy `json:"network"`
 	// Labels; {} when none.
 	Labels       map[string]string `json:"labels"`
 	IdleTimeoutS int64             `json:"idle_timeout_s"`
@@ -192,11 +238,15 @@ type CreateSandboxRequest struct {
 	Resources *ResourcesRequest `json:"resources,omitempty"`
 	// Variable names match ^[A-Za-z_][A-Za-z0-9_]*$; at most 256.
 	Env map[string]string `json:"env,omitempty"`
-	// Environment variable → the name of a team secret; its value is read
+	// Environment variable → the name of a team secret ("openai"), or
+	// {"secret": "openai", "placeholder": true}. A name's value is read
 	// when each command starts (an updated secret reaches the next command)
-	// and redacted from recorded output. An unknown name answers 404
-	// not_found.
-	Secrets map[string]string `json:"secrets,omitempty"`
+	// and redacted from recorded output. A placeholder variable holds a
+	// random cove_ph_… string of this sandbox and secret instead, which
+	// the network gateway replaces with the value only in requests to a
+	// destination whose network.inject rule names that secret. An unknown
+	// name answers 404 not_found.
+	Secrets map[string]SecretRef `json:"secrets,omitempty"`
 	// Absolute path, not /; default /workspace.
 	Workdir      string         `json:"workdir,omitempty"`
 	Network      *NetworkPolicy `json:"network,omitempty" schema:"ref=NetworkPolicyRequest"`
@@ -438,7 +488,7 @@ type Event struct {
 	// evt_…; IDs sort in the order events were appended and serve as cursors
 	ID string `json:"id"`
 	// sandbox.creating|setting_up|running|sleeping|asleep|waking|terminating|terminated|failed|expired|idle,
-	// command.started|exited|no_output, setup.exited, network.denied,
+	// command.started|exited|no_output, setup.exited, network.denied, network.injected,
 	// budget.alert|exceeded, image.imported|deleted,
 	// workload.queued|started|exited|failed|cancelled
 	Type      string         `json:"type"`

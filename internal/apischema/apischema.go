@@ -27,6 +27,10 @@ import (
 // enumerated is a named string type of api that lists its values.
 type enumerated interface{ Values() []string }
 
+// shortened is a type whose JSON may also be a string, its short form
+// (api.SecretRef); ShortForm describes that string.
+type shortened interface{ ShortForm() string }
+
 // Generate returns components.schemas for the types of components.go, with
 // the descriptions of the api source in apiDir.
 func Generate(apiDir string) (Components, error) {
@@ -140,7 +144,14 @@ func (g *generator) expand(t reflect.Type) (*Schema, error) {
 		}
 		return &Schema{Type: "object", AdditionalProperties: v}, nil
 	case reflect.Struct:
-		return g.object(t)
+		o, err := g.object(t)
+		if err != nil {
+			return nil, err
+		}
+		if sf, ok := reflect.Zero(t).Interface().(shortened); ok {
+			return &Schema{AnyOf: []*Schema{{Type: "string", Description: sf.ShortForm()}, o}}, nil
+		}
+		return o, nil
 	}
 	return nil, fmt.Errorf("type %s has no JSON Schema here", t)
 }

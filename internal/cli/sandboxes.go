@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -31,6 +32,8 @@ func (a *app) createCmd() *cobra.Command {
 		setupNet     []string
 		setupTimeout int64
 		setupCache   bool
+		placeholders []string
+		inject       []string
 	)
 	c := &cobra.Command{
 		Use:   "create",
@@ -57,8 +60,30 @@ func (a *app) createCmd() *cobra.Command {
 			if req.Env, err = keyValues("--env", env); err != nil {
 				return err
 			}
-			if req.Secrets, err = keyValues("--secret", secrets); err != nil {
+			names, err := keyValues("--secret", secrets)
+			if err != nil {
 				return err
+			}
+			req.Secrets = api.SecretRefs(names)
+			phs, err := keyValues("--secret-placeholder", placeholders)
+			if err != nil {
+				return err
+			}
+			for k, n := range phs {
+				if req.Secrets == nil {
+					req.Secrets = map[string]api.SecretRef{}
+				}
+				if _, dup := req.Secrets[k]; dup {
+					return fmt.Errorf("%s is given by both --secret and --secret-placeholder", k)
+				}
+				req.Secrets[k] = api.SecretRef{Secret: n, Placeholder: true}
+			}
+			if len(inject) > 0 {
+				rules, err := injectRules(inject)
+				if err != nil {
+					return err
+				}
+				req.Network = &api.NetworkPolicy{Allow: []string{}, Inject: rules}
 			}
 			if req.Labels, err = keyValues("--label", labels); err != nil {
 				return err
@@ -114,6 +139,8 @@ func (a *app) createCmd() *cobra.Command {
 	f.StringVar(&req.Workdir, "workdir", "", "working directory (default /workspace)")
 	f.StringArrayVarP(&env, "env", "e", nil, "environment variable KEY=VALUE (repeatable)")
 	f.StringArrayVar(&secrets, "secret", nil, "environment variable from a team secret, KEY=SECRET_NAME (repeatable; see cove secrets)")
+	f.StringArrayVar(&placeholders, "secret-placeholder", nil, "environment variable holding a placeholder of a team secret, KEY=SECRET_NAME; the network gateway puts the value in requests an --inject rule names it for (repeatable)")
+	f.StringArrayVar(&inject, "inject", nil, "header the network gateway adds to HTTPS requests, 'HOST[:PORT][/PATH_PREFIX]=HEADER: VALUE' with {secret:NAME} in VALUE (repeatable; the host must still be allowed: cove network REF --allow)")
 	f.StringArrayVarP(&labels, "label", "l", nil, "label KEY=VALUE (repeatable)")
 	f.StringVar(&from, "from", "", "a local folder to upload into the workdir (honours its "+cove.IgnoreFile+")")
 	f.StringArrayVar(&exclude, "exclude", nil, "with --from: leave out paths matching this pattern (repeatable; as in "+cove.IgnoreFile+")")
@@ -125,6 +152,32 @@ func (a *app) createCmd() *cobra.Command {
 	f.DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait until it runs")
 	a.jsonFlag(c)
 	return c
+}
+
+// injectRules parses --inject flags: HOST[:PORT][/PATH_PREFIX]=HEADER: VALUE.
+func injectRules(flags []string) ([]api.InjectRule, error) {
+	rules := make([]api.InjectRule, 0, len(flags))
+	for _, f := range flags {
+		dest, hv, ok := strings.Cut(f, "=")
+		header, value, ok2 := strings.Cut(hv, ":")
+		if !ok || !ok2 || dest == "" || strings.ContainsAny(strings.TrimSpace(header), " \t{}") {
+			return nil, fmt.Errorf("--inject %q must look like 'HOST[:PORT][/PATH_PREFIX]=HEADER: VALUE'", f)
+		}
+		r := api.InjectRule{Header: strings.TrimSpace(header), Value: strings.TrimSpace(value)}
+		if i := strings.IndexByte(dest, '/'); i >= 0 {
+			dest, r.PathPrefix = dest[:i], dest[i:]
+		}
+		r.Host = dest
+		if h, p, ok := strings.Cut(dest, ":"); ok {
+			n, err := strconv.Atoi(p)
+			if err != nil {
+				return nil, fmt.Errorf("--inject %q: bad port %q", f, p)
+			}
+			r.Host, r.Port = h, n
+		}
+		rules = append(rules, r)
+	}
+	return rules, nil
 }
 
 func keyValues(flag string, kvs []string) (map[string]string, error) {

@@ -622,7 +622,7 @@ func TestSandboxes(t *testing.T) {
 			Name: "fix-issue-42", Template: "managed",
 			Resources:    &api.ResourcesRequest{CPUs: ptr(1.5), MemoryMiB: ptr[int64](1024)},
 			Env:          map[string]string{"FOO": "bar"},
-			Secrets:      map[string]string{"GITHUB_TOKEN": "github-token"},
+			Secrets:      map[string]api.SecretRef{"GITHUB_TOKEN": {Secret: "github-token"}},
 			Workdir:      "/workspace",
 			Network:      &api.NetworkPolicy{Allow: []string{"api.github.com"}},
 			Source:       &api.Source{Type: "git", URL: "https://example.com/r.git", Ref: "main"},

@@ -39,6 +39,10 @@ func wrongValue(t reflect.Type) any {
 	if deref(t).Kind() == reflect.String {
 		return 7
 	}
+	// A type that is also, in short, a string (api.SecretRef).
+	if _, ok := reflect.Zero(deref(t)).Interface().(interface{ ShortForm() string }); ok {
+		return 7
+	}
 	return "seven"
 }
 

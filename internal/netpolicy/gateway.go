@@ -3,6 +3,7 @@ package netpolicy
 import (
 	"cmp"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -72,6 +73,10 @@ type GatewayConfig struct {
 	// kernel's local table holds every address of every interface, other
 	// sandboxes' veths included, as it is at that moment); elsewhere, none.
 	IsNodeAddr func(addr netip.Addr) bool
+	// UpstreamRoots verify the destinations the gateway adds credentials
+	// to (InjectRule): the host's trust store and the operator's CAs. Nil
+	// is the host's trust store alone.
+	UpstreamRoots *x509.CertPool
 }
 
 func (c *GatewayConfig) setDefaults() {
@@ -231,6 +236,10 @@ func (g *Gateway) handle(ctx context.Context, c net.Conn, p peer) {
 	if !v.allow {
 		log.Debug("denied", "dst", dst, "dest", v.dest, "proto", s.proto, "why", v.why)
 		g.deny(c, s.proto, v.message(p, dst))
+		return
+	}
+	if s.proto == protoTLS && p.inject.covers(s.name, int(dst.Port())) {
+		g.intercept(ctx, c, p, s, dst, k, log)
 		return
 	}
 	up, err := g.dial(ctx, dst)

@@ -42,6 +42,9 @@ var testStatic = map[string][]netip.Addr{
 	"private.example.test": {privateAddr},
 	"meta.example.test":    {metaAddr},
 	"v6.example.test":      {netip.MustParseAddr("2001:db8::10")},
+	"api.inject.test":      {injAPIAddr},
+	"other.inject.test":    {injOtherAddr},
+	"bad.inject.test":      {injBadAddr},
 }
 
 const sandboxID = "sb1"

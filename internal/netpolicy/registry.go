@@ -50,6 +50,12 @@ type Observation struct {
 	// connection of this observation whose command was found (Owners);
 	// empty when none was.
 	LastCommandID string `json:"last_command_id"`
+	// Injected counts the requests the gateway added an injection rule's
+	// header to; LastStatus is the status of the latest of them, or the
+	// gateway's own refusal (403 for a request to another host, 502 for
+	// an upstream that does not verify).
+	Injected   int64 `json:"injected,omitempty"`
+	LastStatus int   `json:"last_status,omitempty"`
 }
 
 // Denial is what OnDenied is told of one denial.
@@ -114,6 +120,14 @@ type RegistryConfig struct {
 	// Counters, if set, counts every decision and the bytes moved, for the
 	// operators' metrics.
 	Counters Counters
+	// OnInjected, if set, is told of requests the gateway terminated for
+	// an injection rule: once a minute at most per sandbox, destination
+	// and rule for those that went through, and every failure. It is
+	// called outside any lock and never given a secret's value.
+	OnInjected func(sandboxID string, e InjectEvent)
+	// InjectedEvery is the interval of OnInjected's reports of requests
+	// that went through. Default 1 minute.
+	InjectedEvery time.Duration
 }
 
 // Counters is told every decision (Allowed, Denied) and the bytes the
@@ -144,6 +158,9 @@ func (c *RegistryConfig) setDefaults() {
 	}
 	if c.OwnerWait <= 0 {
 		c.OwnerWait = 500 * time.Millisecond
+	}
+	if c.InjectedEvery <= 0 {
+		c.InjectedEvery = time.Minute
 	}
 }
 
@@ -199,6 +216,13 @@ type sandbox struct {
 	// report; lastHeld is the observation of the last of them.
 	suppressed int64
 	lastHeld   obsKey
+
+	// inject are the sandbox's injection rules and secrets, ca the CA its
+	// gateway leaves are signed by; lastInjected when each destination
+	// and rule was last reported.
+	inject       *Injection
+	ca           *SandboxCA
+	lastInjected map[injectKey]time.Time
 }
 
 // slot is a kind of what a sandbox holds of the node at once.
@@ -249,14 +273,15 @@ func (r *Registry) Add(sandboxID string, addr netip.Addr, policy, setup Policy) 
 	sb := r.byID[sandboxID]
 	if sb == nil {
 		sb = &sandbox{
-			id:         sandboxID,
-			obs:        make(map[obsKey]*Observation),
-			pending:    make(map[obsKey]*Observation),
-			cmdSeq:     make(map[obsKey]uint64),
-			lastDenied: make(map[destKey]time.Time),
-			given:      make(map[netip.Addr]map[string]time.Time),
-			tokens:     max(r.cfg.DeniedPerSecond, 0),
-			tokensAt:   r.cfg.Now(),
+			id:           sandboxID,
+			obs:          make(map[obsKey]*Observation),
+			pending:      make(map[obsKey]*Observation),
+			cmdSeq:       make(map[obsKey]uint64),
+			lastDenied:   make(map[destKey]time.Time),
+			lastInjected: make(map[injectKey]time.Time),
+			given:        make(map[netip.Addr]map[string]time.Time),
+			tokens:       max(r.cfg.DeniedPerSecond, 0),
+			tokensAt:     r.cfg.Now(),
 		}
 		sb.life, sb.end = context.WithCancel(context.Background())
 		r.byID[sandboxID] = sb
@@ -363,6 +388,10 @@ type peer struct {
 	// sock is the sandbox's socket of a DNS query, looked up only when the
 	// query is denied.
 	sock Socket
+	// inject and ca are the sandbox's injection, when it has rules (never
+	// in its setup policy).
+	inject *Injection
+	ca     *SandboxCA
 }
 
 func (r *Registry) peer(addr netip.Addr) (peer, bool) {
@@ -372,7 +401,16 @@ func (r *Registry) peer(addr netip.Addr) (peer, bool) {
 	if sb == nil {
 		return peer{}, false
 	}
-	return peer{sb: sb, id: sb.id, policy: sb.current(), setup: sb.inSetup}, true
+	return sb.peer(), true
+}
+
+// peer snapshots sb; the caller holds Registry.mu.
+func (sb *sandbox) peer() peer {
+	p := peer{sb: sb, id: sb.id, policy: sb.current(), setup: sb.inSetup}
+	if !sb.inSetup && sb.ca != nil && sb.inject != nil && len(sb.inject.Rules) > 0 {
+		p.inject, p.ca = sb.inject, sb.ca
+	}
+	return p
 }
 
 // admit finds the sandbox at addr, as peer does, and takes one of its
@@ -386,7 +424,7 @@ func (r *Registry) admit(addr netip.Addr, k slot, max int) (p peer, known, ok bo
 	if sb == nil {
 		return peer{}, false, false
 	}
-	p = peer{sb: sb, id: sb.id, policy: sb.current(), setup: sb.inSetup}
+	p = sb.peer()
 	if max > 0 && sb.held[k] >= max {
 		return p, true, false
 	}

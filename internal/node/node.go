@@ -36,6 +36,10 @@ type SandboxSpec struct {
 	// recorded output must not hold (wake and reattach: the node keeps
 	// them in memory only).
 	Secrets []Secret
+	// Inject are the secrets the network policy's injection rules name,
+	// with the sandbox's placeholders for them; the node's network
+	// gateway keeps them in memory only.
+	Inject []InjectSecret
 	// IDs is the sandbox's host uid/gid range; zero is LegacyIDRange.
 	IDs IDRange
 	// DiskIDs is the range the disk a Wake restores was written in, when
@@ -64,6 +68,10 @@ type GPUs struct {
 // Secret is a value given to a sandbox: the node replaces it with
 // [secret:NAME] in every command's recorded output, before it is stored.
 type Secret struct{ Name, Value string }
+
+// InjectSecret is a secret an injection rule names: its value, and the
+// placeholder the sandbox holds in its place.
+type InjectSecret struct{ Name, Value, Placeholder string }
 
 // User is an account inside every sandbox that commands and files may run
 // or belong as.

@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -33,6 +34,9 @@ const KeySize = 32
 type Key struct {
 	ID   string
 	aead cipher.AEAD
+	// mac keys the placeholders (Keyring.Placeholder), apart from the
+	// sealing key.
+	mac []byte
 }
 
 // NewKey makes a Key from KeySize bytes.
@@ -49,7 +53,8 @@ func NewKey(raw []byte) (*Key, error) {
 		return nil, err
 	}
 	sum := sha256.Sum256(append([]byte("cove secrets key id\x00"), raw...))
-	return &Key{ID: hex.EncodeToString(sum[:8]), aead: aead}, nil
+	mac := sha256.Sum256(append([]byte("cove placeholder key\x00"), raw...))
+	return &Key{ID: hex.EncodeToString(sum[:8]), aead: aead, mac: mac[:]}, nil
 }
 
 // GenerateKey returns a new random key, hex-encoded as a key file holds it.
@@ -181,6 +186,20 @@ func NewKeyring(current *Key, old ...*Key) *Keyring {
 
 // CurrentID is the ID of the key that seals.
 func (r *Keyring) CurrentID() string { return r.current.ID }
+
+// PlaceholderPrefix begins every placeholder.
+const PlaceholderPrefix = "cove_ph_"
+
+// Placeholder is the placeholder of a team's secret name in one sandbox:
+// PlaceholderPrefix and 32 hex digits of a MAC under the current key,
+// the same each time it is asked for, telling nothing of the value and
+// different in every sandbox.
+func (r *Keyring) Placeholder(team, sandbox, name string) string {
+	m := hmac.New(sha256.New, r.current.mac)
+	m.Write(additional(team, sandbox))
+	m.Write(additional("secret", name))
+	return PlaceholderPrefix + hex.EncodeToString(m.Sum(nil)[:16])
+}
 
 // ErrUnknownKey says a value was sealed under a key the keyring lacks.
 var ErrUnknownKey = errors.New("sealed under a key this server was not given")

@@ -33,6 +33,9 @@ const (
 	maxCACerts      = 4096
 	maxImageBundle  = 16 << 20
 	caBundlesSubdir = "ca"
+	// sandboxCABundlesSubdir holds the bundles of sandboxes with
+	// injection rules: their template's plus their gateway CA.
+	sandboxCABundlesSubdir = "ca-sandboxes"
 )
 
 // loadCACerts reads the CA certificates the operator trusts from path: a

@@ -16,6 +16,7 @@ import (
 	"github.com/cove-dev/cove/internal/control/fleet"
 	"github.com/cove-dev/cove/internal/control/fleet/join"
 	"github.com/cove-dev/cove/internal/control/fleet/remote"
+	"github.com/cove-dev/cove/internal/netpolicy"
 	tmplstate "github.com/cove-dev/cove/internal/templates"
 )
 
@@ -118,6 +119,11 @@ func RunControl(ctx context.Context, cfg ControlConfig, log *slog.Logger, progre
 				OnDenied: func(sandboxID string, o api.NetworkObservation, suppressed int64) {
 					if fl.Beating(nodeID) {
 						srv.NetworkDenied(sandboxID, o, suppressed)
+					}
+				},
+				OnInjected: func(sandboxID string, e netpolicy.InjectEvent) {
+					if fl.Beating(nodeID) {
+						srv.NetworkInjected(sandboxID, e)
 					}
 				},
 				Log: log.With("component", "remote", "node", nodeID),

@@ -3,6 +3,7 @@ package service
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
@@ -61,7 +62,7 @@ type NetworkConfig struct {
 //
 // owners names the commands holding sandbox sockets (the node's agents); it
 // may answer an error until the node exists.
-func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, dataDir string, denied func(string, api.NetworkObservation, int64), owners func(context.Context, string, []netpolicy.Socket) ([]string, error), counters netpolicy.Counters, listeners Listeners, log *slog.Logger) (_ *network.Manager, err error) {
+func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, dataDir string, denied func(string, api.NetworkObservation, int64), injected func(string, netpolicy.InjectEvent), operatorCAs []byte, owners func(context.Context, string, []netpolicy.Socket) ([]string, error), counters netpolicy.Counters, listeners Listeners, log *slog.Logger) (_ *network.Manager, err error) {
 	pc, dl, err := listenDNS(cfg.DNSPort)
 	if err != nil {
 		return nil, fmt.Errorf("resolver: %w", err)
@@ -103,8 +104,9 @@ func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, da
 		OnDenied: func(id string, d netpolicy.Denial) {
 			denied(id, api.NetworkObservation(d.Observation), d.Suppressed)
 		},
-		Owners:   owners,
-		Counters: counters,
+		Owners:     owners,
+		Counters:   counters,
+		OnInjected: injected,
 	}, log)
 	mgr, err := network.NewManager(fence, reg, filepath.Join(dataDir, "net", "resolv"))
 	if err != nil {
@@ -116,7 +118,17 @@ func startNetwork(ctx context.Context, wg *sync.WaitGroup, cfg NetworkConfig, da
 	// Whatever a policy says, the gateway never dials the node: its own
 	// addresses (asked of the kernel at each connection), loopback, and the
 	// sandboxes' subnet (other sandboxes and the host sides of their veths).
+	// Destinations the gateway adds credentials to are verified against
+	// the host's trust store and the operator's CAs.
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		roots = x509.NewCertPool()
+	}
+	if len(operatorCAs) > 0 && !roots.AppendCertsFromPEM(operatorCAs) {
+		return nil, fmt.Errorf("operator CA certificates: none could be parsed")
+	}
 	gateway := netpolicy.NewGateway(netpolicy.GatewayConfig{
+		UpstreamRoots:  roots,
 		Trusted:        resolver.Static,
 		Refused:        []netip.Prefix{fence.Subnet()},
 		MaxConns:       cfg.MaxConns,

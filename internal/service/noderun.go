@@ -23,6 +23,7 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/fleet/fleetwire"
 	"github.com/cove-dev/cove/internal/images"
+	"github.com/cove-dev/cove/internal/netpolicy"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/node/membership"
 	"github.com/cove-dev/cove/internal/node/nodeapi"
@@ -162,6 +163,11 @@ func RunNode(ctx context.Context, cfg NodeConfig, log *slog.Logger, progress io.
 		denied: func(sb string, o api.NetworkObservation, n int64) {
 			if s := napi.Load(); s != nil {
 				s.Denied(sb, o, n)
+			}
+		},
+		injected: func(sb string, e netpolicy.InjectEvent) {
+			if s := napi.Load(); s != nil {
+				s.Injected(sb, e)
 			}
 		},
 		counters:   nopCounters{},

@@ -46,6 +46,7 @@ type nodeSide struct {
 type nodeHooks struct {
 	onExit   node.ExitFunc
 	denied   func(sandboxID string, o api.NetworkObservation, suppressed int64)
+	injected func(sandboxID string, e netpolicy.InjectEvent)
 	counters netpolicy.Counters
 	// generation names a new save (local.Config.Generation); nil keeps the
 	// node's default.
@@ -101,6 +102,7 @@ func startNodeSide(ctx context.Context, cfg Config, templates map[string]image.I
 		DiskReserveBytes:      cfg.DiskReserveMiB << 20,
 		Saves:                 saveStore,
 		CABundles:             caBundles,
+		SandboxCADir:          filepath.Join(cfg.DataDir, sandboxCABundlesSubdir),
 		GPUs:                  n.gpus,
 		GitDir:                filepath.Join(cfg.DataDir, "git"),
 		MaxCloneBytes:         cfg.MaxCloneBytes,
@@ -116,7 +118,7 @@ func startNodeSide(ctx context.Context, cfg Config, templates map[string]image.I
 	}()
 	var owners socketOwners
 	if !cfg.Network.Disabled {
-		mgr, err := startNetwork(netCtx, &n.netWG, cfg.Network, cfg.DataDir, hooks.denied, owners.lookup, hooks.counters, listeners, log)
+		mgr, err := startNetwork(netCtx, &n.netWG, cfg.Network, cfg.DataDir, hooks.denied, hooks.injected, n.caCerts, owners.lookup, hooks.counters, listeners, log)
 		if err != nil {
 			return nil, err
 		}

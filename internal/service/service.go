@@ -92,7 +92,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, progress io.Writer, 
 	// known (port 0 takes a free port) before it is reported.
 	listeners := Listeners{}
 	ns, err := startNodeSide(ctx, cfg, templates, saveStore, nodeHooks{
-		onExit: srv.OnExit, denied: srv.NetworkDenied, counters: ps.metrics,
+		onExit: srv.OnExit, denied: srv.NetworkDenied, injected: srv.NetworkInjected, counters: ps.metrics,
 	}, listeners, log)
 	if err != nil {
 		return err

@@ -17,9 +17,18 @@ interface Observation {
   bytes_in: number;
   last_seen: string;
   last_command_id?: string;
+  injected?: number;
+  last_status?: number;
+}
+interface InjectRule {
+  host: string;
+  port?: number;
+  path_prefix?: string;
+  header: string;
+  value: string;
 }
 interface NetworkView {
-  policy: { allow: string[] | null; setup_allow?: string[] | null };
+  policy: { allow: string[] | null; setup_allow?: string[] | null; inject?: InjectRule[] | null };
   observations: Observation[] | null;
 }
 
@@ -42,12 +51,15 @@ const tab: Tab = {
   label: "Network",
   mount(ctx: TabContext) {
     const policy = h("span", { id: "net-policy", class: "mono" });
+    // The injection rules as given: they name secrets, never hold a value.
+    const inject = h("p", { id: "net-inject", class: "mono muted" });
     const result = h("p", { id: "net-result", role: "status", class: "muted" });
     const err = h("p", { class: "error", id: "net-error", role: "alert" });
     const rows = h("tbody", { id: "net-rows" });
     const reload = h("button", { id: "net-reload" }, "Refresh");
     ctx.el.append(
       h("div", { class: "termbar" }, h("span", {}, "Allowed: ", policy), reload),
+      inject,
       result,
       err,
       h(
@@ -85,6 +97,10 @@ const tab: Tab = {
         err.textContent = "";
         allow = v.policy?.allow ?? [];
         policy.textContent = allow.length ? allow.join(", ") : "nothing (all outbound traffic is denied)";
+        const rules = v.policy?.inject ?? [];
+        inject.textContent = rules.length
+          ? "Injected: " + rules.map((r) => `${r.host}${r.port ? ":" + r.port : ""}${r.path_prefix ?? ""} ${r.header}: ${r.value}`).join("; ")
+          : "";
         const obs = [...(v.observations ?? [])].sort((a, b) => (a.decision === b.decision ? b.last_seen.localeCompare(a.last_seen) : a.decision === "denied" ? -1 : 1));
         rows.replaceChildren(
           ...obs.map((o) => {
@@ -97,7 +113,7 @@ const tab: Tab = {
               { class: "obs " + o.decision, "data-dest": entry, "data-decision": o.decision },
               h("td", { class: "mono", "data-label": "Destination" }, entry),
               h("td", { "data-label": "Decision" }, h("span", { class: "state s-" + (o.decision === "allowed" ? "running" : "failed") }, o.reason ? `${o.decision} (${o.reason})` : o.decision)),
-              h("td", { class: "num", "data-label": "Count" }, String(o.count)),
+              h("td", { class: "num", "data-label": "Count" }, o.injected || o.last_status ? `${o.count} (${o.injected ?? 0} injected, last ${o.last_status})` : String(o.count)),
               h("td", { class: "num", "data-label": "Out" }, bytes(o.bytes_out)),
               h("td", { class: "num", "data-label": "In" }, bytes(o.bytes_in)),
               h("td", { "data-label": "Last seen" }, new Date(o.last_seen).toLocaleString()),

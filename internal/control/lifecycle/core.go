@@ -345,13 +345,15 @@ func (s *Core) CreateSandboxWith(ctx context.Context, teamID string, req api.Cre
 	if err != nil {
 		return api.Sandbox{}, err
 	}
-	sb.Secrets = req.Secrets
+	sb.Secrets = api.SecretNames(req.Secrets)
+	sb.Placeholders = placeholders(req.Secrets)
 	sb.SetID = opts.SetID
 	if err := s.checks.Check(ctx, sandboxRun(sb, img)); err != nil {
 		return api.Sandbox{}, err
 	}
 	warm := ""
-	if s.pool.fits(sb) && sb.Source == nil && sb.Setup == nil {
+	// A pooled sandbox started without a CA of its own for injection.
+	if s.pool.fits(sb) && sb.Source == nil && sb.Setup == nil && len(sb.Network.Inject) == 0 {
 		if warm = s.pool.take(sb.SetID); warm != "" {
 			// A pooled sandbox was admitted (and, in a fleet, placed)
 			// when the pool started it. It keeps its own ID; an ID
@@ -470,8 +472,14 @@ func (s *Core) newSandbox(sid, teamID string, req api.CreateSandboxRequest) (api
 		if len(req.Network.SetupAllow) > 0 {
 			return api.Sandbox{}, invalid("network.setup_allow is set through setup.network.allow")
 		}
+		if network.Inject, err = checkInject("network.inject", req.Network.Inject); err != nil {
+			return api.Sandbox{}, err
+		}
 	}
 	if req.Setup != nil && req.Setup.Network != nil {
+		if len(req.Setup.Network.Inject) > 0 {
+			return api.Sandbox{}, invalid("setup.network.inject: a setup command's requests are never injected; give the rules in network.inject")
+		}
 		if network.SetupAllow, err = checkPolicy("setup.network.allow", req.Setup.Network.Allow); err != nil {
 			return api.Sandbox{}, err
 		}

@@ -93,6 +93,7 @@ func (s *Core) attach(ctx context.Context, sb api.Sandbox, cmds []api.Command) e
 	}
 	spec := s.spec(sb)
 	spec.Secrets = s.svc.Vault.SandboxRedactions(ctx, sb)
+	spec.Inject = s.svc.Vault.Injection(ctx, sb)
 	if err := s.node.Attach(ctx, spec, running); err != nil {
 		return err
 	}

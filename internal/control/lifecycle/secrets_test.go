@@ -59,7 +59,7 @@ func TestSecretsLifecycle(t *testing.T) {
 
 	// The sandbox keeps the name; each command gets the value as it is then.
 	sb, err := h.srv.CreateSandbox(ctx, h.a, api.CreateSandboxRequest{
-		Name: "web", Env: map[string]string{"PLAIN": "p"}, Secrets: map[string]string{"GITHUB_TOKEN": "github-token"},
+		Name: "web", Env: map[string]string{"PLAIN": "p"}, Secrets: map[string]api.SecretRef{"GITHUB_TOKEN": {Secret: "github-token"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +157,7 @@ func TestSecretsRefused(t *testing.T) {
 	_, err := h.plane.Vault.Get(ctx, h.b, "tok")
 	wantCode(t, err, api.CodeNotFound)
 	wantCode(t, h.plane.Vault.Delete(ctx, h.b, "tok"), api.CodeNotFound)
-	_, err = h.srv.CreateSandbox(ctx, h.b, api.CreateSandboxRequest{Name: "b", Secrets: map[string]string{"T": "tok"}})
+	_, err = h.srv.CreateSandbox(ctx, h.b, api.CreateSandboxRequest{Name: "b", Secrets: map[string]api.SecretRef{"T": {Secret: "tok"}}})
 	wantCode(t, err, api.CodeNotFound)
 	if l, _ := h.srv.ListSandboxes(ctx, h.b, lifecycle.SandboxQuery{}); len(l.Items) != 0 {
 		t.Fatalf("team b has sandboxes %v after a refused create", l.Items)
@@ -185,15 +185,15 @@ func TestSecretsRefused(t *testing.T) {
 			return err
 		}, api.CodeInvalidArgument, "value-value"},
 		"unknown at create": {func() error {
-			_, err := h.srv.CreateSandbox(ctx, h.a, api.CreateSandboxRequest{Secrets: map[string]string{"T": "nope"}})
+			_, err := h.srv.CreateSandbox(ctx, h.a, api.CreateSandboxRequest{Secrets: map[string]api.SecretRef{"T": {Secret: "nope"}}})
 			return err
 		}, api.CodeNotFound, ""},
 		"env and secret at create": {func() error {
-			_, err := h.srv.CreateSandbox(ctx, h.a, api.CreateSandboxRequest{Env: map[string]string{"T": "1"}, Secrets: map[string]string{"T": "tok"}})
+			_, err := h.srv.CreateSandbox(ctx, h.a, api.CreateSandboxRequest{Env: map[string]string{"T": "1"}, Secrets: map[string]api.SecretRef{"T": {Secret: "tok"}}})
 			return err
 		}, api.CodeInvalidArgument, value},
 		"bad variable": {func() error {
-			_, err := h.srv.CreateSandbox(ctx, h.a, api.CreateSandboxRequest{Secrets: map[string]string{"1T": "tok"}})
+			_, err := h.srv.CreateSandbox(ctx, h.a, api.CreateSandboxRequest{Secrets: map[string]api.SecretRef{"1T": {Secret: "tok"}}})
 			return err
 		}, api.CodeInvalidArgument, value},
 		"env and secret at exec": {func() error {
@@ -262,7 +262,7 @@ func TestSecretsRekey(t *testing.T) {
 		t.Fatalf("second RekeySecrets = %d, %v; want nothing to do", n, err)
 	}
 	srv.SetNode(h.node)
-	sb, err := srv.Core.CreateSandbox(ctx, h.a, api.CreateSandboxRequest{Secrets: map[string]string{"T": "tok"}})
+	sb, err := srv.Core.CreateSandbox(ctx, h.a, api.CreateSandboxRequest{Secrets: map[string]api.SecretRef{"T": {Secret: "tok"}}})
 	if err != nil {
 		t.Fatalf("create with the rotated secret: %v", err)
 	}

@@ -69,6 +69,7 @@ type Vault interface {
 	Exec(ctx context.Context, sb api.Sandbox, req api.CreateCommandRequest, cmd *api.Command, spec *node.ExecSpec) error
 	Values(ctx context.Context, teamID string, refs map[string]string) (map[string]string, error)
 	SandboxRedactions(ctx context.Context, sb api.Sandbox) []node.Secret
+	Injection(ctx context.Context, sb api.Sandbox) []node.InjectSecret
 }
 
 // Meter is what the core asks of the meter: prices, budgets, its loop.

@@ -29,5 +29,6 @@ func (s *Core) startSpec(ctx context.Context, sb api.Sandbox) (node.SandboxSpec,
 	default:
 		spec.IDs = node.IDRange{HostID: r.HostID, Size: r.Size}
 	}
+	spec.Inject = s.svc.Vault.Injection(ctx, sb)
 	return spec, nil
 }

@@ -95,7 +95,7 @@ func (s *Core) updateRunning(ctx context.Context, teamID, id string, req api.Upd
 // not the one the node was given (applied) as the sandbox started or
 // woke: a PATCH stored meanwhile, which only the store took.
 func (s *Core) reapplyPolicy(sb api.Sandbox, applied api.NetworkPolicy) {
-	if slices.Equal(sb.Network.Allow, applied.Allow) && slices.Equal(sb.Network.SetupAllow, applied.SetupAllow) {
+	if slices.Equal(sb.Network.Allow, applied.Allow) && slices.Equal(sb.Network.SetupAllow, applied.SetupAllow) && slices.Equal(sb.Network.Inject, applied.Inject) {
 		return
 	}
 	if err := s.node.SetPolicy(sb.ID, sb.Network); err != nil {
@@ -160,6 +160,14 @@ func applyUpdate(sb *api.Sandbox, req api.UpdateSandboxRequest) error {
 			return err
 		}
 		sb.Network.Allow = allow
+		if req.Network.Inject != nil {
+			if sb.Network.Inject, err = checkInject("network.inject", req.Network.Inject); err != nil {
+				return err
+			}
+			if len(sb.Network.Inject) == 0 {
+				sb.Network.Inject = nil
+			}
+		}
 		if req.Network.SetupAllow != nil {
 			if sb.Network.SetupAllow, err = checkPolicy("network.setup_allow", req.Network.SetupAllow); err != nil {
 				return err

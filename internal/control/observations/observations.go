@@ -265,6 +265,10 @@ func merge(rows, add []api.NetworkObservation, maxRows int) []api.NetworkObserva
 		o.Count += a.Count
 		o.BytesOut += a.BytesOut
 		o.BytesIn += a.BytesIn
+		o.Injected += a.Injected
+		if a.LastStatus != 0 {
+			o.LastStatus = a.LastStatus
+		}
 		if a.FirstSeen.Before(o.FirstSeen) {
 			o.FirstSeen = a.FirstSeen
 		}

@@ -245,6 +245,15 @@ func (s *Service) Exec(ctx context.Context, sb api.Sandbox, req api.CreateComman
 		return err
 	}
 	maps.Copy(spec.Env, values)
+	// A sandbox's placeholder variable holds its placeholder, unless the
+	// command gives that variable itself.
+	for _, k := range sb.Placeholders {
+		if n, ok := refs[k]; ok && sb.Secrets[k] == n {
+			if _, own := req.Secrets[k]; !own {
+				spec.Env[k] = s.cfg.Keyring.Placeholder(sb.TeamID, sb.ID, n)
+			}
+		}
+	}
 	spec.Secrets = Redactions(refs, values)
 	cmd.Secrets = req.Secrets
 	return nil
@@ -348,6 +357,35 @@ func (s *Service) SandboxRedactions(ctx context.Context, sb api.Sandbox) []node.
 	}
 	return out
 }
+
+// Injection resolves, as they are now, the secrets a sandbox's injection
+// rules name, with their placeholders in that sandbox, for the node's
+// network gateway (start, wake, reattach). A secret that cannot be
+// resolved is left out: the gateway answers requests that need it 502.
+func (s *Service) Injection(ctx context.Context, sb api.Sandbox) []node.InjectSecret {
+	if s.cfg.Keyring == nil || len(sb.Network.Inject) == 0 {
+		return nil
+	}
+	names := map[string]bool{}
+	for _, r := range sb.Network.Inject {
+		for _, m := range injectRef.FindAllStringSubmatch(r.Value, -1) {
+			names[m[1]] = true
+		}
+	}
+	var out []node.InjectSecret
+	for _, n := range slices.Sorted(maps.Keys(names)) {
+		v, err := s.Values(ctx, sb.TeamID, map[string]string{"_": n})
+		if err != nil {
+			s.log.Warn("resolve secret for injection", "sandbox", sb.ID, "secret", n, "err", api.ErrorMessage(err))
+			continue
+		}
+		out = append(out, node.InjectSecret{Name: n, Value: v["_"], Placeholder: s.cfg.Keyring.Placeholder(sb.TeamID, sb.ID, n)})
+	}
+	return out
+}
+
+// injectRef is {secret:NAME} in an injection rule's value.
+var injectRef = regexp.MustCompile(`\{secret:([^{}]*)\}`)
 
 // Rekey seals again, under the current key, every secret sealed under
 // another key the server was given (an old key of a rotation), and reports

@@ -57,7 +57,7 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 	sum := sha256.Sum256([]byte(value))
 	wantSum := hex.EncodeToString(sum[:])
 
-	sleeper := e2etest.Create(t, team, api.CreateSandboxRequest{Name: "sleeper", Secrets: map[string]string{"TOKEN": "tok"}})
+	sleeper := e2etest.Create(t, team, api.CreateSandboxRequest{Name: "sleeper", Secrets: map[string]api.SecretRef{"TOKEN": {Secret: "tok"}}})
 	e2etest.MustOK(t, team, sleeper.ID, "mkdir -p /root/work 2>/dev/null; for i in 1 2 3; do echo file-$i > /tmp/kept-$i; done")
 	if _, err := team.SleepSandbox(ctx, sleeper.ID); err != nil {
 		t.Fatal(err)

@@ -148,7 +148,7 @@ func TestFeaturesThroughFleet(t *testing.T) {
 		if _, err := c.PutSecret(t.Context(), "tok", value); err != nil {
 			t.Fatal(err)
 		}
-		sb := e2etest.Create(t, c, api.CreateSandboxRequest{Secrets: map[string]string{"TOKEN": "tok"}})
+		sb := e2etest.Create(t, c, api.CreateSandboxRequest{Secrets: map[string]api.SecretRef{"TOKEN": {Secret: "tok"}}})
 		res := e2etest.Sh(t, c, sb.ID, `printf 'x %s y\n' "$TOKEN"; printf %s "$TOKEN" | sha256sum | cut -c1-64`)
 		sum := sha256.Sum256([]byte(value))
 		if want := "x [secret:tok] y\n" + hex.EncodeToString(sum[:]) + "\n"; res.Stdout != want {

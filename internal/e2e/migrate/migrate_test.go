@@ -83,7 +83,7 @@ func TestServeToFleet(t *testing.T) {
 	if _, err := c.PutSecret(ctx, "tok", secret); err != nil {
 		t.Fatal(err)
 	}
-	sb := e2etest.Create(t, c, api.CreateSandboxRequest{Name: "mover", Secrets: map[string]string{"TOKEN": "tok"}})
+	sb := e2etest.Create(t, c, api.CreateSandboxRequest{Name: "mover", Secrets: map[string]api.SecretRef{"TOKEN": {Secret: "tok"}}})
 	e2etest.MustOK(t, c, sb.ID, "head -c 5242880 /dev/urandom > /workspace/big && mkdir -p /workspace/d && echo hi > /workspace/d/f")
 	sum := sha(t, c, sb.ID, "/workspace/big")
 	outputs := map[string][]byte{}

@@ -250,7 +250,7 @@ func TestSecrets(t *testing.T) {
 	if _, err := a.PutSecret(ctx, "tok", value); err != nil {
 		t.Fatal(err)
 	}
-	sb := e2etest.Create(t, a, api.CreateSandboxRequest{Name: "sec", Secrets: map[string]string{"TOKEN": "tok"}})
+	sb := e2etest.Create(t, a, api.CreateSandboxRequest{Name: "sec", Secrets: map[string]api.SecretRef{"TOKEN": {Secret: "tok"}}})
 	if sb.Secrets["TOKEN"] != "tok" {
 		t.Fatalf("sandbox secrets %v", sb.Secrets)
 	}
@@ -370,7 +370,7 @@ func TestSecrets(t *testing.T) {
 		if l, err := b.ListSecrets(ctx, 0, ""); err != nil || len(l.Items) != 0 {
 			t.Errorf("team b lists %v, %v", l.Items, err)
 		}
-		_, err := b.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "steal", Secrets: map[string]string{"T": "tok"}}, false)
+		_, err := b.CreateSandbox(ctx, api.CreateSandboxRequest{Name: "steal", Secrets: map[string]api.SecretRef{"T": {Secret: "tok"}}}, false)
 		if api.ErrorCode(err) != api.CodeNotFound {
 			t.Fatalf("team b create with team a's secret: %v; want not_found", err)
 		}

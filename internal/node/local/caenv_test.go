@@ -33,7 +33,7 @@ func TestCAEnv(t *testing.T) {
 			[]string{"PIP_CERT=/etc/ssl/certs/ca-certificates.crt"}},
 		{"plain", nil, nil, []string{"SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"}},
 	} {
-		req, err := n.execRequest(node.ExecSpec{ID: "cmd_1", Template: tt.template, Shell: "true", Env: tt.env})
+		req, err := n.execRequest(node.ExecSpec{ID: "cmd_1", Template: tt.template, Shell: "true", Env: tt.env}, false)
 		if err != nil {
 			t.Fatal(err)
 		}

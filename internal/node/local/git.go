@@ -125,7 +125,7 @@ func (n *Node) CloneGit(ctx context.Context, sandboxID string, spec node.GitSpec
 	if mntNS, err = os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", holder.Process.Pid)); err != nil {
 		return "", fmt.Errorf("read the clone's mount namespace: %w", err)
 	}
-	if err := n.cfg.Network.Connect(ctx, netID, holder.Process.Pid, api.NetworkPolicy{Allow: []string{entry}}); err != nil {
+	if err := n.cfg.Network.Connect(ctx, netID, holder.Process.Pid, api.NetworkPolicy{Allow: []string{entry}}, nil, nil); err != nil {
 		return "", fmt.Errorf("connect the clone's network: %w", err)
 	}
 	pid := strconv.Itoa(holder.Process.Pid)

@@ -21,6 +21,7 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/agent/client"
 	"github.com/cove-dev/cove/internal/agent/wire"
+	"github.com/cove-dev/cove/internal/netpolicy"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/node/image"
 	"github.com/cove-dev/cove/internal/node/output"
@@ -46,10 +47,11 @@ type Network interface {
 	// resolv.conf the sandbox should see.
 	Prepare(id string) (resolvConf string, err error)
 	// Connect fences and connects a started sandbox (its init is pid)
-	// under its policy.
-	Connect(ctx context.Context, id string, pid int, p api.NetworkPolicy) error
+	// under its policy, with the secrets its injection rules name and its
+	// gateway CA (nil: none).
+	Connect(ctx context.Context, id string, pid int, p api.NetworkPolicy, inject []node.InjectSecret, ca *netpolicy.SandboxCA) error
 	// Reconnect registers a sandbox found running after a restart.
-	Reconnect(id string, p api.NetworkPolicy) error
+	Reconnect(id string, p api.NetworkPolicy, inject []node.InjectSecret, ca *netpolicy.SandboxCA) error
 	// SetPolicy changes a sandbox's policy for new connections.
 	SetPolicy(id string, p api.NetworkPolicy) error
 	// UseSetup switches a sandbox to its setup policy or back.
@@ -114,6 +116,10 @@ type Config struct {
 	// system CA bundle (the image's certificates plus the operator's);
 	// commands in those sandboxes get the CA variables of caEnv.
 	CABundles map[string]string
+	// SandboxCADir holds the CA bundles of sandboxes with injection rules
+	// (network.inject): their template's bundle plus their gateway CA's
+	// certificate. Empty: none are written.
+	SandboxCADir string
 	// GPUs are the node's GPUs (internal/node/gpu); nil when it has none.
 	GPUs GPUInventory
 	// FetchImage, when set, brings an imported image (a "sha256-…"
@@ -229,7 +235,7 @@ func (n *Node) Start(ctx context.Context, spec node.SandboxSpec) error {
 		return err
 	}
 	defer release()
-	return n.start(ctx, rs, spec.Network, spec.Secrets)
+	return n.start(ctx, rs, spec.Template, spec.Network, spec.Secrets, spec.Inject)
 }
 
 // runtimeSpec is what the runtime needs to start a sandbox.
@@ -248,11 +254,19 @@ func (n *Node) runtimeSpec(spec node.SandboxSpec) (runtime.Spec, error) {
 	}, nil
 }
 
-func (n *Node) start(ctx context.Context, spec runtime.Spec, p api.NetworkPolicy, given []node.Secret) (err error) {
+func (n *Node) start(ctx context.Context, spec runtime.Spec, template string, p api.NetworkPolicy, given []node.Secret, inject []node.InjectSecret) (err error) {
 	if n.cfg.Network != nil {
 		if spec.ResolvConf, err = n.cfg.Network.Prepare(spec.ID); err != nil {
 			return err
 		}
+	}
+	n.removeBundle(spec.ID)
+	ca, bundle, err := n.injectCA(spec.ID, template, p)
+	if err != nil {
+		return err
+	}
+	if bundle != "" {
+		spec.CABundle = bundle
 	}
 	c, err := n.rt.Start(ctx, spec)
 	if err != nil {
@@ -262,7 +276,7 @@ func (n *Node) start(ctx context.Context, spec runtime.Spec, p api.NetworkPolicy
 	if n.cfg.Network != nil {
 		st, err := n.rt.State(ctx, spec.ID)
 		if err == nil {
-			err = n.cfg.Network.Connect(ctx, spec.ID, st.PID, p)
+			err = n.cfg.Network.Connect(ctx, spec.ID, st.PID, p, inject, ca)
 		}
 		if err != nil {
 			c.Close()
@@ -358,7 +372,16 @@ func (n *Node) Attach(ctx context.Context, spec node.SandboxSpec, running []stri
 		return err
 	}
 	if n.cfg.Network != nil {
-		if err := n.cfg.Network.Reconnect(id, p); err != nil {
+		// The gateway CA's key went with the process: a new CA, whose
+		// certificate replaces the old one in the sandbox's bundle.
+		var ca *netpolicy.SandboxCA
+		if n.hasBundle(id) {
+			if ca, _, err = n.injectCA(id, spec.Template, p); err != nil {
+				c.Close()
+				return err
+			}
+		}
+		if err := n.cfg.Network.Reconnect(id, p, spec.Inject, ca); err != nil {
 			c.Close()
 			return fmt.Errorf("reconnect %s: %w", id, err)
 		}
@@ -430,6 +453,7 @@ func (n *Node) Destroy(ctx context.Context, id string) error {
 	n.disconnect(ctx, id)
 	n.unpublish(ctx, id)
 	err := n.rt.Destroy(ctx, id)
+	n.removeBundle(id)
 	n.closeLogs(id)
 	if rmErr := os.RemoveAll(n.outputDir(id)); rmErr != nil {
 		err = errors.Join(err, fmt.Errorf("remove output of %s: %w", id, rmErr))
@@ -575,7 +599,7 @@ func (n *Node) Wake(ctx context.Context, ns node.SandboxSpec) error {
 		os.RemoveAll(aside)
 	}
 	spec.Disk = tmp
-	if err := n.start(ctx, spec, ns.Network, ns.Secrets); err != nil {
+	if err := n.start(ctx, spec, ns.Template, ns.Network, ns.Secrets, ns.Inject); err != nil {
 		os.Remove(tmp)
 		return err
 	}
@@ -637,7 +661,9 @@ func (n *Node) DestroyRuntime(ctx context.Context, id string) error {
 	n.detach(id)
 	n.disconnect(ctx, id)
 	os.Remove(n.restorePath(id))
-	return n.rt.Destroy(ctx, id)
+	err := n.rt.Destroy(ctx, id)
+	n.removeBundle(id)
+	return err
 }
 
 // restorePath is where a save is restored before the runtime takes it:
@@ -671,7 +697,7 @@ func (n *Node) get(id string) (*sandbox, error) {
 // the agent's word, the process's pid in the sandbox's own namespace.
 func (n *Node) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) (_ node.Started, err error) {
 	defer func() { err = n.noRoom(err, "the command's output cannot be recorded, so it was not started") }()
-	req, err := n.execRequest(spec)
+	req, err := n.execRequest(spec, n.hasBundle(sandboxID))
 	if err != nil {
 		return node.Started{}, err
 	}
@@ -718,7 +744,7 @@ func agentPID(pid int) (int, bool) {
 
 // execRequest is the agent's request for a command: a shell string runs
 // under the template's shell; the environment becomes a list.
-func (n *Node) execRequest(spec node.ExecSpec) (wire.ExecRequest, error) {
+func (n *Node) execRequest(spec node.ExecSpec, ownBundle bool) (wire.ExecRequest, error) {
 	argv := spec.Argv
 	if spec.Shell != "" {
 		img, ok := n.template(spec.Template)
@@ -734,7 +760,7 @@ func (n *Node) execRequest(spec node.ExecSpec) (wire.ExecRequest, error) {
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
 	}
-	if n.caBundle(spec.Template) != "" {
+	if n.caBundle(spec.Template) != "" || ownBundle {
 		for _, k := range caEnv {
 			if _, set := spec.Env[k]; !set {
 				env = append(env, k+"="+runtime.CABundlePath)

@@ -63,8 +63,12 @@ func parse(p api.NetworkPolicy) (policy, setup netpolicy.Policy, err error) {
 
 // Connect registers the sandbox's address and policy with the gateway and
 // resolver, then fences and connects it.
-func (m *Manager) Connect(ctx context.Context, id string, pid int, p api.NetworkPolicy) error {
+func (m *Manager) Connect(ctx context.Context, id string, pid int, p api.NetworkPolicy, inject []node.InjectSecret, ca *netpolicy.SandboxCA) error {
 	policy, setup, err := parse(p)
+	if err != nil {
+		return err
+	}
+	in, err := injection(p, inject)
 	if err != nil {
 		return err
 	}
@@ -73,6 +77,7 @@ func (m *Manager) Connect(ctx context.Context, id string, pid int, p api.Network
 		return err
 	}
 	m.reg.Add(id, l.SandboxAddr, policy, setup)
+	m.reg.SetInjection(id, in, ca)
 	if _, err := m.fence.Attach(ctx, id, pid); err != nil {
 		m.reg.Remove(id)
 		return err
@@ -82,8 +87,12 @@ func (m *Manager) Connect(ctx context.Context, id string, pid int, p api.Network
 
 // Reconnect registers a sandbox that kept running across a restart; its
 // link and rules are still in place.
-func (m *Manager) Reconnect(id string, p api.NetworkPolicy) error {
+func (m *Manager) Reconnect(id string, p api.NetworkPolicy, inject []node.InjectSecret, ca *netpolicy.SandboxCA) error {
 	policy, setup, err := parse(p)
+	if err != nil {
+		return err
+	}
+	in, err := injection(p, inject)
 	if err != nil {
 		return err
 	}
@@ -92,6 +101,7 @@ func (m *Manager) Reconnect(id string, p api.NetworkPolicy) error {
 		return fmt.Errorf("sandbox %s has no network link on this node", id)
 	}
 	m.reg.Add(id, l.SandboxAddr, policy, setup)
+	m.reg.SetInjection(id, in, ca)
 	return nil
 }
 
@@ -101,8 +111,41 @@ func (m *Manager) SetPolicy(id string, p api.NetworkPolicy) error {
 	if err != nil {
 		return err
 	}
+	rules, err := netpolicy.CheckInject(injectRules(p.Inject))
+	if err != nil {
+		return err
+	}
 	m.reg.SetPolicy(id, policy, setup)
+	m.reg.SetInjectRules(id, rules)
 	return nil
+}
+
+// injection is the gateway's view of a policy's injection rules and the
+// secrets they name; nil without rules.
+func injection(p api.NetworkPolicy, secrets []node.InjectSecret) (*netpolicy.Injection, error) {
+	if len(p.Inject) == 0 {
+		return nil, nil
+	}
+	rules, err := netpolicy.CheckInject(injectRules(p.Inject))
+	if err != nil {
+		return nil, err
+	}
+	in := &netpolicy.Injection{Rules: rules, Secrets: map[string]string{}, Placeholders: map[string]string{}}
+	for _, s := range secrets {
+		in.Secrets[s.Name] = s.Value
+		if s.Placeholder != "" {
+			in.Placeholders[s.Name] = s.Placeholder
+		}
+	}
+	return in, nil
+}
+
+func injectRules(rules []api.InjectRule) []netpolicy.InjectRule {
+	out := make([]netpolicy.InjectRule, len(rules))
+	for i, r := range rules {
+		out[i] = netpolicy.InjectRule{Host: r.Host, Port: r.Port, PathPrefix: r.PathPrefix, Header: r.Header, Value: r.Value}
+	}
+	return out
 }
 
 // UseSetup switches a sandbox to its setup policy while a setup command

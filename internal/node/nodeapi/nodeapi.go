@@ -23,6 +23,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/fleet/fleetwire"
+	"github.com/cove-dev/cove/internal/netpolicy"
 	"github.com/cove-dev/cove/internal/node"
 )
 
@@ -79,6 +80,12 @@ func (s *Server) OnExit(sandboxID, commandID string, exit node.Exit, lost bool) 
 // Denied records a network denial of a sandbox as an event.
 func (s *Server) Denied(sandboxID string, o api.NetworkObservation, suppressed int64) {
 	s.events.add(Event{Kind: EventDenied, Sandbox: sandboxID, Observation: &o, Suppressed: suppressed})
+}
+
+// Injected records what the node's gateway reports of a request it
+// terminated for an injection rule as an event.
+func (s *Server) Injected(sandboxID string, e netpolicy.InjectEvent) {
+	s.events.add(Event{Kind: EventInjected, Sandbox: sandboxID, Injected: &e})
 }
 
 // HTTPServer is an http.Server for Handler, to serve on a listener with

@@ -2,6 +2,7 @@ package nodeapi
 
 import (
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/netpolicy"
 	"github.com/cove-dev/cove/internal/node"
 )
 
@@ -124,8 +125,9 @@ type OutputLine struct {
 
 // Event kinds.
 const (
-	EventExit   = "exit"
-	EventDenied = "denied"
+	EventExit     = "exit"
+	EventDenied   = "denied"
+	EventInjected = "injected"
 )
 
 // Event is a line of the events stream.
@@ -138,4 +140,7 @@ type Event struct {
 	Lost        bool                    `json:"lost,omitempty"`
 	Observation *api.NetworkObservation `json:"observation,omitempty"`
 	Suppressed  int64                   `json:"suppressed,omitempty"`
+	// Injected is what the gateway reports of a request it terminated for
+	// an injection rule (never a value).
+	Injected *netpolicy.InjectEvent `json:"injected,omitempty"`
 }

@@ -56,17 +56,19 @@ func (db *DB) AddObservations(ctx context.Context, reports []store.Observation, 
 			}
 			rows[r.SandboxID] = n
 			_, err = tx.Exec(ctx, `INSERT INTO network_observations AS o
-				(sandbox_id, destination, port, decision, reason, count, bytes_out, bytes_in, first_seen, last_seen, last_command_id)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+				(sandbox_id, destination, port, decision, reason, count, bytes_out, bytes_in, first_seen, last_seen, last_command_id, injected, last_status)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 				ON CONFLICT (sandbox_id, destination, port, decision, reason) DO UPDATE SET
 					count = o.count + excluded.count,
 					bytes_out = o.bytes_out + excluded.bytes_out,
 					bytes_in = o.bytes_in + excluded.bytes_in,
 					first_seen = least(o.first_seen, excluded.first_seen),
 					last_seen = greatest(o.last_seen, excluded.last_seen),
-					last_command_id = CASE WHEN excluded.last_command_id <> '' THEN excluded.last_command_id ELSE o.last_command_id END`,
+					last_command_id = CASE WHEN excluded.last_command_id <> '' THEN excluded.last_command_id ELSE o.last_command_id END,
+					injected = o.injected + excluded.injected,
+					last_status = CASE WHEN excluded.last_status <> 0 THEN excluded.last_status ELSE o.last_status END`,
 				r.SandboxID, r.Destination, r.Port, r.Decision, r.Reason, r.Count, r.BytesOut, r.BytesIn,
-				r.FirstSeen, r.LastSeen, r.LastCommandID)
+				r.FirstSeen, r.LastSeen, r.LastCommandID, r.Injected, r.LastStatus)
 			if err != nil {
 				return fmt.Errorf("add observations: %w", err)
 			}
@@ -78,7 +80,7 @@ func (db *DB) AddObservations(ctx context.Context, reports []store.Observation, 
 // ListObservations returns a sandbox's observations.
 func (db *DB) ListObservations(ctx context.Context, sandboxID string) ([]api.NetworkObservation, error) {
 	obs, err := queryAll(ctx, db.pool, scanObservation, `SELECT destination, port, decision, reason, count, bytes_out, bytes_in,
-		first_seen, last_seen, last_command_id FROM network_observations WHERE sandbox_id = $1
+		first_seen, last_seen, last_command_id, injected, last_status FROM network_observations WHERE sandbox_id = $1
 		ORDER BY destination, port, decision, reason`, sandboxID)
 	if err != nil {
 		return nil, fmt.Errorf("list observations: %w", err)
@@ -88,7 +90,7 @@ func (db *DB) ListObservations(ctx context.Context, sandboxID string) ([]api.Net
 
 func scanObservation(r scanner) (api.NetworkObservation, error) {
 	var o api.NetworkObservation
-	err := r.Scan(&o.Destination, &o.Port, &o.Decision, &o.Reason, &o.Count, &o.BytesOut, &o.BytesIn, &o.FirstSeen, &o.LastSeen, &o.LastCommandID)
+	err := r.Scan(&o.Destination, &o.Port, &o.Decision, &o.Reason, &o.Count, &o.BytesOut, &o.BytesIn, &o.FirstSeen, &o.LastSeen, &o.LastCommandID, &o.Injected, &o.LastStatus)
 	return o, err
 }
 

@@ -54,17 +54,19 @@ func (db *DB) AddObservations(ctx context.Context, reports []store.Observation, 
 		}
 		rows[r.SandboxID] = n
 		_, err = tx.ExecContext(ctx, `INSERT INTO network_observations
-			(sandbox_id, destination, port, decision, reason, count, bytes_out, bytes_in, first_seen, last_seen, last_command_id)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			(sandbox_id, destination, port, decision, reason, count, bytes_out, bytes_in, first_seen, last_seen, last_command_id, injected, last_status)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (sandbox_id, destination, port, decision, reason) DO UPDATE SET
 				count = count + excluded.count,
 				bytes_out = bytes_out + excluded.bytes_out,
 				bytes_in = bytes_in + excluded.bytes_in,
 				first_seen = min(first_seen, excluded.first_seen),
 				last_seen = max(last_seen, excluded.last_seen),
-				last_command_id = CASE WHEN excluded.last_command_id != '' THEN excluded.last_command_id ELSE last_command_id END`,
+				last_command_id = CASE WHEN excluded.last_command_id != '' THEN excluded.last_command_id ELSE last_command_id END,
+				injected = injected + excluded.injected,
+				last_status = CASE WHEN excluded.last_status != 0 THEN excluded.last_status ELSE last_status END`,
 			r.SandboxID, r.Destination, r.Port, r.Decision, r.Reason, r.Count, r.BytesOut, r.BytesIn,
-			formatTime(r.FirstSeen), formatTime(r.LastSeen), r.LastCommandID)
+			formatTime(r.FirstSeen), formatTime(r.LastSeen), r.LastCommandID, r.Injected, r.LastStatus)
 		if err != nil {
 			return fmt.Errorf("add observations: %w", err)
 		}
@@ -78,7 +80,7 @@ func (db *DB) AddObservations(ctx context.Context, reports []store.Observation, 
 // ListObservations returns a sandbox's observations.
 func (db *DB) ListObservations(ctx context.Context, sandboxID string) ([]api.NetworkObservation, error) {
 	obs, err := queryAll(ctx, db.read, scanObservation, `SELECT destination, port, decision, reason, count, bytes_out, bytes_in,
-		first_seen, last_seen, last_command_id FROM network_observations WHERE sandbox_id = ?
+		first_seen, last_seen, last_command_id, injected, last_status FROM network_observations WHERE sandbox_id = ?
 		ORDER BY destination, port, decision, reason`, sandboxID)
 	if err != nil {
 		return nil, fmt.Errorf("list observations: %w", err)
@@ -91,7 +93,7 @@ func scanObservation(r scanner) (api.NetworkObservation, error) {
 		o           api.NetworkObservation
 		first, last string
 	)
-	if err := r.Scan(&o.Destination, &o.Port, &o.Decision, &o.Reason, &o.Count, &o.BytesOut, &o.BytesIn, &first, &last, &o.LastCommandID); err != nil {
+	if err := r.Scan(&o.Destination, &o.Port, &o.Decision, &o.Reason, &o.Count, &o.BytesOut, &o.BytesIn, &first, &last, &o.LastCommandID, &o.Injected, &o.LastStatus); err != nil {
 		return o, err
 	}
 	var d decoder

@@ -43,7 +43,7 @@ func sandboxArgs(s api.Sandbox) ([]any, error) {
 		alerts = []float64{}
 	}
 	var jsons [7]string
-	for i, v := range []any{s.Resources, emptyIfNil(s.Env), s.Network, emptyIfNil(s.Labels), emptyIfNil(s.Secrets), alerts, s.Provision} {
+	for i, v := range []any{s.Resources, emptyIfNil(s.Env), s.Network, emptyIfNil(s.Labels), store.SecretRefs(s), alerts, s.Provision} {
 		var err error
 		if jsons[i], err = encodeJSON(v); err != nil {
 			return nil, fmt.Errorf("sandbox %s: %w", s.ID, err)
@@ -104,7 +104,9 @@ func scanSandbox(r scanner) (api.Sandbox, error) {
 	d.json(env, &s.Env)
 	d.json(network, &s.Network)
 	d.json(labels, &s.Labels)
-	d.json(secrets, &s.Secrets)
+	var refs map[string]api.SecretRef
+	d.json(secrets, &refs)
+	store.SetSecretRefs(&s, refs)
 	d.json(alerts, &s.BudgetAlerts)
 	d.json(provision, &s.Provision)
 	s.CreatedAt = d.time(created)

@@ -70,6 +70,21 @@ func testObservations(t *testing.T, s store.Store) {
 		t.Errorf("a refused batch wrote %v", got)
 	}
 	mustDo(t, s.AddObservations(ctx, nil, 100))
+
+	// Injected requests add up; the last status stays until a report
+	// that has one.
+	inj := func(n int64, status int) store.Observation {
+		r := report(b, "api.inject.test", 443, "allowed", n, 8, 8, "")
+		r.Injected, r.LastStatus = n, status
+		return r
+	}
+	mustDo(t, s.AddObservations(ctx, []store.Observation{inj(2, 200)}, 100))
+	mustDo(t, s.AddObservations(ctx, []store.Observation{inj(1, 502), inj(0, 0)}, 100))
+	for _, got := range mustGet[[]api.NetworkObservation](t)(s.ListObservations(ctx, b)) {
+		if got.Destination == "api.inject.test" && (got.Injected != 3 || got.LastStatus != 502) {
+			t.Errorf("injected observation %+v, want 3 injected, last status 502", got)
+		}
+	}
 }
 
 // testObservationBound: past the bound, new destinations go to "other",

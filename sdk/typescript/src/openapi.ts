@@ -116,7 +116,10 @@ export interface components {
             on_idle?: "sleep" | "terminate";
             resources?: components["schemas"]["ResourcesRequest"];
             secrets?: {
-                [key: string]: string;
+                [key: string]: string | {
+                    placeholder?: boolean;
+                    secret: string;
+                };
             };
             setup?: components["schemas"]["Setup"];
             source?: components["schemas"]["Source"];
@@ -343,18 +346,34 @@ export interface components {
             decision: "allowed" | "denied";
             destination: string;
             first_seen: string;
+            injected?: number;
             last_command_id: string;
             last_seen: string;
+            last_status?: number;
             port: number;
             /** @enum {string} */
             reason?: "connection_limit" | "dns_limit";
         };
         NetworkPolicy: {
             allow: string[];
+            inject?: {
+                header: string;
+                host: string;
+                path_prefix?: string;
+                port?: number;
+                value: string;
+            }[];
             setup_allow?: string[];
         };
         NetworkPolicyRequest: {
             allow?: string[] | null;
+            inject?: {
+                header: string;
+                host: string;
+                path_prefix?: string;
+                port?: number;
+                value: string;
+            }[];
         };
         NetworkView: {
             observations: components["schemas"]["NetworkObservation"][];
@@ -454,6 +473,7 @@ export interface components {
             on_budget: "sleep" | "terminate";
             /** @enum {string} */
             on_idle: "sleep" | "terminate";
+            placeholders?: string[];
             price_per_hour_usd?: components["schemas"]["PricePerHour"];
             resources: components["schemas"]["Resources"];
             secrets?: {

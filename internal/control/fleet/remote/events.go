@@ -80,6 +80,10 @@ func (c *Client) deliver(e nodeapi.Event) {
 		if c.cfg.OnDenied != nil && e.Observation != nil {
 			c.cfg.OnDenied(e.Sandbox, *e.Observation, e.Suppressed)
 		}
+	case nodeapi.EventInjected:
+		if c.cfg.OnInjected != nil && e.Injected != nil {
+			c.cfg.OnInjected(e.Sandbox, *e.Injected)
+		}
 	default:
 		c.cfg.Log.Debug("an event of a kind this control plane does not know", "node", c.cfg.NodeID, "kind", e.Kind)
 	}

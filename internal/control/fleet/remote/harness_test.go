@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
@@ -21,6 +22,7 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/fleet/remote"
 	"github.com/cove-dev/cove/internal/fleet/fleetwire"
+	"github.com/cove-dev/cove/internal/netpolicy"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/node/nodeapi"
 	"github.com/cove-dev/cove/internal/node/nodetest"
@@ -91,7 +93,9 @@ type fleet struct {
 	mu     sync.Mutex
 	exits  []string // "sandbox/command code lost"
 	denied []string // "sandbox destination suppressed"
-	events chan struct{}
+	// injected are the injection reports: "sandbox destination status".
+	injected []string
+	events   chan struct{}
 }
 
 const nodeID = "node_test1"
@@ -143,6 +147,12 @@ func (f *fleet) newClient(addr string) *remote.Client {
 		OnDenied: func(sandboxID string, o api.NetworkObservation, suppressed int64) {
 			f.mu.Lock()
 			f.denied = append(f.denied, sandboxID+" "+o.Destination)
+			f.mu.Unlock()
+			f.events <- struct{}{}
+		},
+		OnInjected: func(sandboxID string, e netpolicy.InjectEvent) {
+			f.mu.Lock()
+			f.injected = append(f.injected, fmt.Sprintf("%s %s %d", sandboxID, e.Destination, e.Status))
 			f.mu.Unlock()
 			f.events <- struct{}{}
 		},

@@ -28,6 +28,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	ids "github.com/cove-dev/cove/internal/id"
+	"github.com/cove-dev/cove/internal/netpolicy"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/node/nodeapi"
 )
@@ -61,7 +62,9 @@ type Config struct {
 	// sandboxes' network denials, in the order the node saw them.
 	OnExit   node.ExitFunc
 	OnDenied func(sandboxID string, o api.NetworkObservation, suppressed int64)
-	Log      *slog.Logger
+	// OnInjected is told of the node's gateway's injection reports.
+	OnInjected func(sandboxID string, e netpolicy.InjectEvent)
+	Log        *slog.Logger
 }
 
 // Client calls one node. Run keeps its event stream; Close ends it.

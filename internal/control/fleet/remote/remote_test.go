@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/netpolicy"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/node/nodeapi"
 	"github.com/cove-dev/cove/internal/node/nodetest"
@@ -528,15 +529,16 @@ func TestEventsResume(t *testing.T) {
 		f.api.OnExit("sbx_e", fmt.Sprintf("cmd_%d", i), node.Exit{}, false)
 	}
 	f.api.Denied("sbx_e", api.NetworkObservation{Destination: "evil.test"}, 2)
-	f.waitEvents(t, 4)
+	f.api.Injected("sbx_e", netpolicy.InjectEvent{Destination: "api.inject.test", Port: 443, Status: 200})
+	f.waitEvents(t, 5)
 	p.cut()
 	f.api.OnExit("sbx_e", "cmd_6", node.Exit{}, false)
 	f.waitEvents(t, 1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	want := []string{"sbx_e/cmd_0", "sbx_e/cmd_1", "sbx_e/cmd_2", "sbx_e/cmd_3", "sbx_e/cmd_4", "sbx_e/cmd_5", "sbx_e/cmd_6"}
-	if !slices.Equal(f.exits, want) || !slices.Equal(f.denied, []string{"sbx_e evil.test"}) {
-		t.Fatalf("exits %v\ndenied %v", f.exits, f.denied)
+	if !slices.Equal(f.exits, want) || !slices.Equal(f.denied, []string{"sbx_e evil.test"}) || !slices.Equal(f.injected, []string{"sbx_e api.inject.test 200"}) {
+		t.Fatalf("exits %v\ndenied %v\ninjected %v", f.exits, f.denied, f.injected)
 	}
 	select {
 	case <-f.events:

@@ -382,7 +382,7 @@ class CreateSandboxRequest(Model):
     on_budget: Optional[CreateSandboxRequestOnBudget] = None
     on_idle: Optional[CreateSandboxRequestOnIdle] = None
     resources: Optional[ResourcesRequest] = None
-    secrets: Dict[str, str] = field(default_factory=dict)
+    secrets: Dict[str, Any] = field(default_factory=dict)
     setup: Optional[Setup] = None
     source: Optional[Source] = None
     spend_limit_usd: float = 0.0
@@ -883,8 +883,10 @@ class NetworkObservation(Model):
     decision: Optional[NetworkObservationDecision] = None
     destination: str = ""
     first_seen: str = ""
+    injected: int = 0
     last_command_id: str = ""
     last_seen: str = ""
+    last_status: int = 0
     port: int = 0
     reason: Optional[NetworkObservationReason] = None
 
@@ -895,8 +897,10 @@ class NetworkObservation(Model):
         'decision': ('decision', 'enum:NetworkObservationDecision'),
         'destination': ('destination', 'plain'),
         'first_seen': ('first_seen', 'plain'),
+        'injected': ('injected', 'plain'),
         'last_command_id': ('last_command_id', 'plain'),
         'last_seen': ('last_seen', 'plain'),
+        'last_status': ('last_status', 'plain'),
         'port': ('port', 'plain'),
         'reason': ('reason', 'enum:NetworkObservationReason'),
     }
@@ -905,10 +909,12 @@ class NetworkObservation(Model):
 @dataclass
 class NetworkPolicy(Model):
     allow: List[str] = field(default_factory=list)
+    inject: List[Any] = field(default_factory=list)
     setup_allow: List[str] = field(default_factory=list)
 
     _fields = {
         'allow': ('allow', 'list:plain'),
+        'inject': ('inject', 'list:plain'),
         'setup_allow': ('setup_allow', 'list:plain'),
     }
 
@@ -916,9 +922,11 @@ class NetworkPolicy(Model):
 @dataclass
 class NetworkPolicyRequest(Model):
     allow: Optional[List[str]] = None
+    inject: List[Any] = field(default_factory=list)
 
     _fields = {
         'allow': ('allow', 'list:plain'),
+        'inject': ('inject', 'list:plain'),
     }
 
 
@@ -1119,6 +1127,7 @@ class Sandbox(Model):
     node: Optional[SandboxNode] = None
     on_budget: Optional[SandboxOnBudget] = None
     on_idle: Optional[SandboxOnIdle] = None
+    placeholders: List[str] = field(default_factory=list)
     price_per_hour_usd: Optional[PricePerHour] = None
     resources: Optional[Resources] = None
     secrets: Dict[str, str] = field(default_factory=dict)
@@ -1150,6 +1159,7 @@ class Sandbox(Model):
         'node': ('node', 'model:SandboxNode'),
         'on_budget': ('on_budget', 'enum:SandboxOnBudget'),
         'on_idle': ('on_idle', 'enum:SandboxOnIdle'),
+        'placeholders': ('placeholders', 'list:plain'),
         'price_per_hour_usd': ('price_per_hour_usd', 'model:PricePerHour'),
         'resources': ('resources', 'model:Resources'),
         'secrets': ('secrets', 'map:plain'),
