@@ -20,6 +20,8 @@ TEST_DEB_PACKAGES += systemd
 # libnss3-tools gives certutil: the TLS test trusts its own CA in a Chromium
 # profile's NSS database, as a user trusts a private CA.
 TEST_DEB_PACKAGES += libnss3-tools
+# zstd is cove bench's baseline for sleep and wake (tar | zstd, zstd -d | tar).
+TEST_DEB_PACKAGES += zstd
 
 .PHONY: all build dist deps test-deps install-debs install run test test-unit test-repeat check-elf cross fuzz bench load clean openapi e2b-proto
 
@@ -195,6 +197,7 @@ e2b-proto:
 # the control plane's placement at scale (100 fake nodes, 10,000
 # sandboxes, one replica against two).
 bench: deps build
+	@$(MAKE) --no-print-directory install-debs PACKAGES=zstd
 	scripts/bench.sh $(TEST_IMAGES)
 	COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -run '^$$' -bench . -benchtime 3x ./internal/node/runtime/ ./internal/e2e/
 	GO=$(GO) scripts/versitygw.sh
