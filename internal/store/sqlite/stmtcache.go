@@ -30,13 +30,23 @@ func newPool(db *sql.DB) *pool { return &pool{DB: db, stmts: map[string]*sql.Stm
 // stmt returns the kept statement of query, preparing it the first time;
 // nil when the pool keeps maxStatements already (or the prepare failed:
 // the caller's own call then reports the error).
-func (p *pool) stmt(ctx context.Context, query string) *sql.Stmt {
+func (p *pool) stmt(ctx context.Context, query string) *sql.Stmt { return p.stmtOf(ctx, query, true) }
+
+// prepare keeps the statements of queries, for a transaction to come
+// (one cannot prepare on the pool while it holds the pool's connection).
+func (p *pool) prepare(ctx context.Context, queries ...string) {
+	for _, q := range queries {
+		p.stmtOf(ctx, q, true)
+	}
+}
+
+func (p *pool) stmtOf(ctx context.Context, query string, prepare bool) *sql.Stmt {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s, ok := p.stmts[query]; ok {
 		return s
 	}
-	if len(p.stmts) >= maxStatements {
+	if !prepare || len(p.stmts) >= maxStatements {
 		return nil
 	}
 	s, err := p.DB.PrepareContext(ctx, query)
@@ -78,4 +88,44 @@ func (p *pool) Close() error {
 	}
 	p.mu.Unlock()
 	return errors.Join(err, p.DB.Close())
+}
+
+// txQuerier is a transaction, or one that runs the pool's kept statements.
+type txQuerier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// keptTx runs a transaction of the pool with the statements the pool
+// keeps already (see prepare; it prepares none itself: the transaction
+// holds a connection the pool may need to prepare). A text must not run
+// again while its rows are open in the same transaction (the two would
+// share one SQLite statement): keptTx is for the hot path's transactions.
+type keptTx struct {
+	*sql.Tx
+	p *pool
+}
+
+func (p *pool) kept(tx *sql.Tx) keptTx { return keptTx{Tx: tx, p: p} }
+
+func (t keptTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if s := t.p.stmtOf(ctx, query, false); s != nil {
+		return t.Tx.StmtContext(ctx, s).QueryContext(ctx, args...)
+	}
+	return t.Tx.QueryContext(ctx, query, args...)
+}
+
+func (t keptTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if s := t.p.stmtOf(ctx, query, false); s != nil {
+		return t.Tx.StmtContext(ctx, s).QueryRowContext(ctx, args...)
+	}
+	return t.Tx.QueryRowContext(ctx, query, args...)
+}
+
+func (t keptTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if s := t.p.stmtOf(ctx, query, false); s != nil {
+		return t.Tx.StmtContext(ctx, s).ExecContext(ctx, args...)
+	}
+	return t.Tx.ExecContext(ctx, query, args...)
 }
