@@ -36,6 +36,7 @@ type BenchResult struct {
 	LocalCommandsPerS       *float64 `json:"local_commands_per_s"`
 	ExecRTTP50MsLoaded      *float64 `json:"exec_rtt_p50_ms_loaded"`
 	ExecRTTP99MsLoaded      *float64 `json:"exec_rtt_p99_ms_loaded"`
+	ServerCPUMsPerCommand   *float64 `json:"server_cpu_ms_per_command"`
 	OutputMBs               *float64 `json:"output_mb_s"`
 	PipeMBs                 *float64 `json:"pipe_mb_s"`
 	SandboxPipeMBs          *float64 `json:"sandbox_pipe_mb_s"`
@@ -52,6 +53,7 @@ type BenchResult struct {
 	IdleHostMiB             *float64 `json:"idle_host_mib"`
 	IdleKernelMiB           *float64 `json:"idle_kernel_mib"`
 	IdleServerMiB           *float64 `json:"idle_server_mib"`
+	IdleServerFDs           *float64 `json:"idle_server_fds"`
 	IdleStoppedBy           string   `json:"idle_stopped_by,omitempty"`
 	IdleLeaks               []string `json:"idle_leaks"`
 	ServerRSSMiB            *float64 `json:"server_rss_mib"`
@@ -524,6 +526,7 @@ func printBench(w io.Writer, r *BenchResult) {
 	fmt.Fprintf(tw, "command round trip\t%s\tlocal exec: %s\t%s\n", f(r.ExecRTTMs, "ms"), f(r.LocalExecMs, "ms"), ratio(r.ExecRTTMs, r.LocalExecMs))
 	fmt.Fprintf(tw, "commands per second, loaded\t%s\tlocal fork+exec: %s\t%s\n", f(r.CommandsPerS, "/s"), f(r.LocalCommandsPerS, "/s"), ratio(r.CommandsPerS, r.LocalCommandsPerS))
 	fmt.Fprintf(tw, "command round trip, loaded\tp50 %s, p99 %s\t\t\n", f(r.ExecRTTP50MsLoaded, "ms"), f(r.ExecRTTP99MsLoaded, "ms"))
+	fmt.Fprintf(tw, "server CPU per command, loaded\t%s\t\t\n", f(r.ServerCPUMsPerCommand, "ms"))
 	fmt.Fprintf(tw, "output\t%s\tpipe: %s\t%s\n", f(r.OutputMBs, "MB/s"), f(r.PipeMBs, "MB/s"), ratio(r.OutputMBs, r.PipeMBs))
 	fmt.Fprintf(tw, "output\t%s\tpipe in the sandbox: %s\t%s\n", f(r.OutputMBs, "MB/s"), f(r.SandboxPipeMBs, "MB/s"), ratio(r.OutputMBs, r.SandboxPipeMBs))
 	fmt.Fprintf(tw, "upload\t%s\tcp: %s\t%s\n", f(r.UploadMBs, "MB/s"), f(r.CpMBs, "MB/s"), ratio(r.UploadMBs, r.CpMBs))
@@ -534,6 +537,7 @@ func printBench(w io.Writer, r *BenchResult) {
 		fmt.Fprintf(tw, "idle sandboxes held\t%d of %d\t\t\n", *r.IdleSandboxesMax, *r.IdleTarget)
 		fmt.Fprintf(tw, "memory per idle sandbox\thost %s: cgroup %s, kernel objects %s, server %s\t\t\n",
 			f(r.IdleHostMiB, "MiB"), f(r.IdleSandboxMiB, "MiB"), f(r.IdleKernelMiB, "MiB"), f(r.IdleServerMiB, "MiB"))
+		fmt.Fprintf(tw, "server descriptors per idle sandbox\t%s\t\t\n", f(r.IdleServerFDs, ""))
 		leaks := "none"
 		if len(r.IdleLeaks) > 0 {
 			leaks = strings.Join(r.IdleLeaks, "; ")

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,6 +56,8 @@ func benchLoad(ctx context.Context, cl *cove.Client, sandboxes []string, o bench
 		wg.Wait()
 		return done
 	}
+	pid, pidErr := serverPID(cl.BaseURL())
+	cpu0, cpuErr := processCPU(pid)
 	start := time.Now()
 	n := run(func(i int) error {
 		t := time.Now()
@@ -75,6 +79,15 @@ func benchLoad(ctx context.Context, cl *cove.Client, sandboxes []string, o bench
 		return fmt.Errorf("commands under load: %w", errs[0])
 	}
 	res.CommandsPerS = ptr(float64(n) / elapsed.Seconds())
+	cpu1, err := processCPU(pid)
+	switch {
+	case pidErr != nil:
+		res.Notes = append(res.Notes, "server_cpu_ms_per_command: "+pidErr.Error())
+	case cpuErr != nil || err != nil:
+		res.Notes = append(res.Notes, fmt.Sprintf("server_cpu_ms_per_command: %v", errors.Join(cpuErr, err)))
+	case n > 0:
+		res.ServerCPUMsPerCommand = ptr(float64((cpu1 - cpu0).Microseconds()) / 1000 / float64(n))
+	}
 	sort.Slice(rtts, func(i, j int) bool { return rtts[i] < rtts[j] })
 	if len(rtts) > 0 {
 		res.ExecRTTP50MsLoaded = ptr(float64(rtts[len(rtts)/2].Microseconds()) / 1000)
@@ -88,6 +101,29 @@ func benchLoad(ctx context.Context, cl *cove.Client, sandboxes []string, o bench
 	}
 	res.LocalCommandsPerS = ptr(float64(n) / elapsed.Seconds())
 	return nil
+}
+
+// processCPU is the CPU time (user and system) pid has used, from
+// /proc/PID/stat.
+func processCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name (which may hold spaces), from
+	// the state: utime and stime are the 12th and 13th.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if i < 0 || len(f) < 13 {
+		return 0, fmt.Errorf("unreadable /proc/%d/stat", pid)
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("unreadable /proc/%d/stat", pid)
+	}
+	// Clock ticks: 100 a second on Linux (USER_HZ).
+	return time.Duration(ut+st) * 10 * time.Millisecond, nil
 }
 
 // loadSandboxes is how many sandboxes the load spreads over: as many as the
