@@ -198,7 +198,7 @@ e2b-proto:
 # sandboxes, one replica against two).
 bench: deps build
 	@$(MAKE) --no-print-directory install-debs PACKAGES=zstd
-	scripts/bench.sh $(TEST_IMAGES)
+	scripts/bench.sh $(TEST_IMAGES) --idle-target 2000
 	COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -run '^$$' -bench . -benchtime 3x ./internal/node/runtime/ ./internal/e2e/
 	GO=$(GO) scripts/versitygw.sh
 	COVE_REQUIRE_S3=1 COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -run '^$$' -bench FleetVsServe -benchtime 15x ./internal/e2e/fleet/
