@@ -42,15 +42,26 @@ func (p *pool) prepare(ctx context.Context, queries ...string) {
 
 func (p *pool) stmtOf(ctx context.Context, query string, prepare bool) *sql.Stmt {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if s, ok := p.stmts[query]; ok {
+	s, ok := p.stmts[query]
+	full := len(p.stmts) >= maxStatements
+	p.mu.Unlock()
+	if ok || !prepare || full {
 		return s
 	}
-	if !prepare || len(p.stmts) >= maxStatements {
-		return nil
-	}
+	// Prepared without the lock: a prepare waits for a connection, which
+	// a transaction may hold while it looks up its kept statements.
 	s, err := p.DB.PrepareContext(ctx, query)
 	if err != nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if kept, ok := p.stmts[query]; ok {
+		s.Close() // another caller kept the same text meanwhile
+		return kept
+	}
+	if len(p.stmts) >= maxStatements {
+		s.Close()
 		return nil
 	}
 	p.stmts[query] = s

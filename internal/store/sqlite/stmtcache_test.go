@@ -1,10 +1,13 @@
 package sqlite
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestKeptStatements checks the pools' kept statements: one text runs
@@ -85,5 +88,47 @@ func TestKeptStatements(t *testing.T) {
 	}
 	if err := db.Close(); err != nil {
 		t.Fatalf("close with kept statements: %v", err)
+	}
+}
+
+// TestKeptStatementWhileTxHoldsWriter: a caller preparing a new text on
+// the write pool waits for its one connection, which a transaction holds;
+// the transaction still runs its statements (looking up the kept ones
+// must not wait for that prepare) and commits, and then the caller runs.
+func TestKeptStatementWhileTxHoldsWriter(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "cove.db"))
+	ctx := t.Context()
+	if _, err := db.write.ExecContext(ctx, "CREATE TABLE kept (n INTEGER PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waits := db.write.DB.Stats().WaitCount
+	done := make(chan error, 1)
+	go func() {
+		// Bounded, so that a deadlock fails the test instead of hanging it.
+		actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		_, err := db.write.ExecContext(actx, "INSERT INTO kept (n) VALUES (?)", 2)
+		done <- err
+	}()
+	// The caller is waiting for the connection (in its prepare).
+	for db.write.DB.Stats().WaitCount == waits {
+		runtime.Gosched()
+	}
+	if _, err := db.write.kept(tx).ExecContext(ctx, "INSERT INTO kept (n) VALUES (?)", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the caller waiting for the writer: %v", err)
+	}
+	var n int
+	if err := db.read.QueryRowContext(ctx, "SELECT count(*) FROM kept").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d rows, %v; want 2", n, err)
 	}
 }
