@@ -23,6 +23,8 @@ TEST_DEB_PACKAGES += systemd
 # libnss3-tools gives certutil: the TLS test trusts its own CA in a Chromium
 # profile's NSS database, as a user trusts a private CA.
 TEST_DEB_PACKAGES += libnss3-tools
+# zstd is cove bench's baseline for sleep and wake (tar | zstd, zstd -d | tar).
+TEST_DEB_PACKAGES += zstd
 
 .PHONY: all build dist deps test-deps install-debs install run test test-unit test-repeat check-elf cross fuzz bench load clean openapi e2b-proto
 
@@ -200,7 +202,8 @@ e2b-proto:
 # sandboxes, one replica against two), then the gateway's injected HTTPS
 # against spliced, and its CA's leaves.
 bench: deps build
-	scripts/bench.sh $(TEST_IMAGES)
+	@$(MAKE) --no-print-directory install-debs PACKAGES=zstd
+	scripts/bench.sh $(TEST_IMAGES) --idle-target 2000
 	COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -run '^$$' -bench . -benchtime 3x ./internal/node/runtime/ ./internal/e2e/
 	GO=$(GO) scripts/versitygw.sh
 	COVE_REQUIRE_S3=1 COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -run '^$$' -bench FleetVsServe -benchtime 15x ./internal/e2e/fleet/

@@ -32,19 +32,28 @@ type BenchResult struct {
 	RuncRunMs               *float64 `json:"runc_run_ms"`
 	ExecRTTMs               *float64 `json:"exec_rtt_ms"`
 	LocalExecMs             *float64 `json:"local_exec_ms"`
+	CommandsPerS            *float64 `json:"commands_per_s"`
+	LocalCommandsPerS       *float64 `json:"local_commands_per_s"`
+	ExecRTTP50MsLoaded      *float64 `json:"exec_rtt_p50_ms_loaded"`
+	ExecRTTP99MsLoaded      *float64 `json:"exec_rtt_p99_ms_loaded"`
+	ServerCPUMsPerCommand   *float64 `json:"server_cpu_ms_per_command"`
 	OutputMBs               *float64 `json:"output_mb_s"`
 	PipeMBs                 *float64 `json:"pipe_mb_s"`
+	SandboxPipeMBs          *float64 `json:"sandbox_pipe_mb_s"`
 	UploadMBs               *float64 `json:"upload_mb_s"`
 	DownloadMBs             *float64 `json:"download_mb_s"`
 	CpMBs                   *float64 `json:"cp_mb_s"`
 	Sleep100MiBs            *float64 `json:"sleep_100mib_s"`
 	Wake100MiBs             *float64 `json:"wake_100mib_s"`
+	TarZstd100MiBs          *float64 `json:"tar_zstd_100mib_s"`
+	UntarZstd100MiBs        *float64 `json:"untar_zstd_100mib_s"`
 	IdleTarget              *int     `json:"idle_target"`
 	IdleSandboxesMax        *int     `json:"idle_sandboxes_max"`
 	IdleSandboxMiB          *float64 `json:"idle_sandbox_mib"`
 	IdleHostMiB             *float64 `json:"idle_host_mib"`
 	IdleKernelMiB           *float64 `json:"idle_kernel_mib"`
 	IdleServerMiB           *float64 `json:"idle_server_mib"`
+	IdleServerFDs           *float64 `json:"idle_server_fds"`
 	IdleStoppedBy           string   `json:"idle_stopped_by,omitempty"`
 	IdleLeaks               []string `json:"idle_leaks"`
 	ServerRSSMiB            *float64 `json:"server_rss_mib"`
@@ -59,6 +68,8 @@ type benchOpts struct {
 	imagesDir string
 	template  string
 	runc      string
+	clients   int
+	loadFor   time.Duration
 }
 
 func (a *app) benchCmd() *cobra.Command {
@@ -67,7 +78,8 @@ func (a *app) benchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Measure a running server against its baselines (runc, local exec, pipes, cp)",
 		Long: `Measure a running cove server: create to first command, command round trip,
-output, upload and download throughput, sleep and wake of 100 MiB, how many
+commands per second from concurrent clients and the round trip under that
+load, output, upload and download throughput, sleep and wake of 100 MiB, how many
 idle sandboxes it holds and what each costs, and its memory. Each figure is a
 median over --runs, with its baseline measured in the same run on this host.
 Run it on the server's host (as root for the bare runc baseline).`,
@@ -98,6 +110,8 @@ Run it on the server's host (as root for the bare runc baseline).`,
 	f.StringVar(&o.imagesDir, "images-dir", "/var/lib/cove/images", "the server's images, for the bare runc baseline")
 	f.StringVar(&o.template, "template", "", "template to measure (default: the server's)")
 	f.StringVar(&o.runc, "runc", "runc", "runc binary for the baseline")
+	f.IntVar(&o.clients, "clients", 50, "concurrent clients of the commands-per-second measure")
+	f.DurationVar(&o.loadFor, "load-for", 5*time.Second, "how long the commands-per-second measure (and its local baseline) runs")
 	a.jsonFlag(c)
 	return c
 }
@@ -214,8 +228,24 @@ func runBench(ctx context.Context, cl *cove.Client, o benchOpts, progress io.Wri
 	}
 	res.ExecRTTMs, res.LocalExecMs = medianMs(rtt), medianMs(local)
 
+	step(fmt.Sprintf("%d clients of commands for %s, and local fork+exec", o.clients, o.loadFor))
+	loaded := []string{sb.ID}
+	for len(loaded) < loadSandboxes() {
+		more, err := newSandbox(api.CreateSandboxRequest{})
+		if err != nil {
+			return nil, err
+		}
+		loaded = append(loaded, more.ID)
+	}
+	if err := benchLoad(ctx, cl, loaded, o, res); err != nil {
+		return nil, err
+	}
+	for _, id := range loaded[1:] {
+		cl.TerminateSandbox(ctx, id)
+	}
+
 	step(fmt.Sprintf("output of %d MiB and a host pipe", o.bytes>>20))
-	var out, pipe []float64
+	var out, pipe, sandboxPipe []float64
 	for range o.runs {
 		start := time.Now()
 		c, err := cl.Exec(ctx, sb.ID, api.CreateCommandRequest{Argv: []string{"head", "-c", strconv.FormatInt(o.bytes, 10), "/dev/zero"}})
@@ -232,17 +262,34 @@ func runBench(ctx context.Context, cl *cove.Client, o benchOpts, progress io.Wri
 			return nil, err
 		}
 		pipe = append(pipe, mbs(o.bytes, time.Since(start)))
+		// The same pipe inside the sandbox, under its CPU quota; the time
+		// includes one command round trip, milliseconds against seconds.
+		start = time.Now()
+		r, err := cl.ExecWait(ctx, sb.ID, api.CreateCommandRequest{Command: fmt.Sprintf("head -c %d /dev/zero | cat >/dev/null", o.bytes)})
+		if err != nil {
+			return nil, err
+		}
+		if r.Command.ExitCode == nil || *r.Command.ExitCode != 0 {
+			return nil, fmt.Errorf("pipe in the sandbox failed: %s", r.Stderr)
+		}
+		sandboxPipe = append(sandboxPipe, mbs(o.bytes, time.Since(start)))
 	}
-	res.OutputMBs, res.PipeMBs = medianF(out), medianF(pipe)
+	res.OutputMBs, res.PipeMBs, res.SandboxPipeMBs = medianF(out), medianF(pipe), medianF(sandboxPipe)
 
 	step(fmt.Sprintf("upload, download and cp of %d MiB", o.bytes>>20))
 	if err := benchFiles(ctx, cl, sb.ID, o, res); err != nil {
 		return nil, err
 	}
 
-	step("sleep and wake with 100 MiB")
-	if _, err := cl.ExecWait(ctx, sb.ID, api.CreateCommandRequest{Command: "head -c 104857600 /dev/urandom > " + sb.Workdir + "/bench-random"}); err != nil {
+	step("sleep and wake with 100 MiB of random files, and tar | zstd of the same on this host")
+	// The sandbox holds the 100 MiB alone: the upload's file goes first.
+	if err := cl.RemoveFile(ctx, sb.ID, "/tmp/bench-file"); err != nil {
 		return nil, err
+	}
+	if r, err := cl.ExecWait(ctx, sb.ID, api.CreateCommandRequest{Command: randomFilesScript(sb.Workdir + "/bench-random")}); err != nil {
+		return nil, err
+	} else if r.Command.ExitCode == nil || *r.Command.ExitCode != 0 {
+		return nil, fmt.Errorf("writing 100 MiB of random files: %s", r.Stderr)
 	}
 	var sleeps, wakes []float64
 	for range min(o.runs, 3) {
@@ -264,6 +311,11 @@ func runBench(ctx context.Context, cl *cove.Client, o benchOpts, progress io.Wri
 		wakes = append(wakes, time.Since(start).Seconds())
 	}
 	res.Sleep100MiBs, res.Wake100MiBs = medianF(sleeps), medianF(wakes)
+	if tarS, untarS, err := tarZstdBaseline(ctx, min(o.runs, 3)); err != nil {
+		res.Notes = append(res.Notes, "tar_zstd_100mib_s: "+err.Error())
+	} else {
+		res.TarZstd100MiBs, res.UntarZstd100MiBs = medianF(tarS), medianF(untarS)
+	}
 
 	if o.idle.target > 0 {
 		benchIdle(ctx, cl, o, res, step)
@@ -472,14 +524,20 @@ func printBench(w io.Writer, r *BenchResult) {
 	fmt.Fprintf(tw, "create → first command\t%s\trunc run: %s\t%s\n", f(r.CreateToFirstExecMs, "ms"), f(r.RuncRunMs, "ms"), ratio(r.CreateToFirstExecMs, r.RuncRunMs))
 	fmt.Fprintf(tw, "create → first command, warm pool\t%s\trunc run: %s\t%s\n", f(r.CreateToFirstExecWarmMs, "ms"), f(r.RuncRunMs, "ms"), ratio(r.CreateToFirstExecWarmMs, r.RuncRunMs))
 	fmt.Fprintf(tw, "command round trip\t%s\tlocal exec: %s\t%s\n", f(r.ExecRTTMs, "ms"), f(r.LocalExecMs, "ms"), ratio(r.ExecRTTMs, r.LocalExecMs))
+	fmt.Fprintf(tw, "commands per second, loaded\t%s\tlocal fork+exec: %s\t%s\n", f(r.CommandsPerS, "/s"), f(r.LocalCommandsPerS, "/s"), ratio(r.CommandsPerS, r.LocalCommandsPerS))
+	fmt.Fprintf(tw, "command round trip, loaded\tp50 %s, p99 %s\t\t\n", f(r.ExecRTTP50MsLoaded, "ms"), f(r.ExecRTTP99MsLoaded, "ms"))
+	fmt.Fprintf(tw, "server CPU per command, loaded\t%s\t\t\n", f(r.ServerCPUMsPerCommand, "ms"))
 	fmt.Fprintf(tw, "output\t%s\tpipe: %s\t%s\n", f(r.OutputMBs, "MB/s"), f(r.PipeMBs, "MB/s"), ratio(r.OutputMBs, r.PipeMBs))
+	fmt.Fprintf(tw, "output\t%s\tpipe in the sandbox: %s\t%s\n", f(r.OutputMBs, "MB/s"), f(r.SandboxPipeMBs, "MB/s"), ratio(r.OutputMBs, r.SandboxPipeMBs))
 	fmt.Fprintf(tw, "upload\t%s\tcp: %s\t%s\n", f(r.UploadMBs, "MB/s"), f(r.CpMBs, "MB/s"), ratio(r.UploadMBs, r.CpMBs))
 	fmt.Fprintf(tw, "download\t%s\tcp: %s\t%s\n", f(r.DownloadMBs, "MB/s"), f(r.CpMBs, "MB/s"), ratio(r.DownloadMBs, r.CpMBs))
-	fmt.Fprintf(tw, "sleep / wake, 100 MiB\t%s / %s\t\t\n", f(r.Sleep100MiBs, "s"), f(r.Wake100MiBs, "s"))
+	fmt.Fprintf(tw, "sleep, 100 MiB\t%s\ttar | zstd: %s\t%s\n", f(r.Sleep100MiBs, "s"), f(r.TarZstd100MiBs, "s"), ratio(r.Sleep100MiBs, r.TarZstd100MiBs))
+	fmt.Fprintf(tw, "wake, 100 MiB\t%s\tzstd -d | tar: %s\t%s\n", f(r.Wake100MiBs, "s"), f(r.UntarZstd100MiBs, "s"), ratio(r.Wake100MiBs, r.UntarZstd100MiBs))
 	if r.IdleSandboxesMax != nil {
 		fmt.Fprintf(tw, "idle sandboxes held\t%d of %d\t\t\n", *r.IdleSandboxesMax, *r.IdleTarget)
 		fmt.Fprintf(tw, "memory per idle sandbox\thost %s: cgroup %s, kernel objects %s, server %s\t\t\n",
 			f(r.IdleHostMiB, "MiB"), f(r.IdleSandboxMiB, "MiB"), f(r.IdleKernelMiB, "MiB"), f(r.IdleServerMiB, "MiB"))
+		fmt.Fprintf(tw, "server descriptors per idle sandbox\t%s\t\t\n", f(r.IdleServerFDs, ""))
 		leaks := "none"
 		if len(r.IdleLeaks) > 0 {
 			leaks = strings.Join(r.IdleLeaks, "; ")

@@ -171,6 +171,9 @@ func benchIdle(ctx context.Context, cl *cove.Client, o benchOpts, res *BenchResu
 	res.IdleHostMiB = perSandbox(held.memAvailable, before.memAvailable)
 	res.IdleKernelMiB = perSandbox(before.slab, held.slab)
 	res.IdleServerMiB = perSandbox(before.serverRSS, held.serverRSS)
+	if n > 0 && before.serverFDs >= 0 && held.serverFDs >= 0 {
+		res.IdleServerFDs = ptr(float64(held.serverFDs-before.serverFDs) / float64(n))
+	}
 	if held.serverRSS > 0 {
 		res.ServerRSSMiB = ptr(float64(held.serverRSS) / (1 << 20))
 	}

@@ -3,6 +3,7 @@ package saves
 import (
 	"archive/tar"
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
@@ -15,10 +16,45 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
+	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 )
+
+// newCompressor compresses what is written to it into w: zstd at its
+// fastest level with a goroutine per CPU (random data, which compresses
+// not at all, passes at memory speed; gzip's single thread was most of a
+// save's CPU).
+func newCompressor(w io.Writer) (io.WriteCloser, error) {
+	return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest),
+		zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)), zstd.WithLowerEncoderMem(true))
+}
+
+var (
+	gzipMagic = []byte{0x1f, 0x8b}
+	zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+)
+
+// newDecompressor reads r, zstd or gzip as its first bytes say: saves
+// written before zstd are gzip.
+func newDecompressor(r *bufio.Reader) (io.ReadCloser, error) {
+	head, _ := r.Peek(4)
+	switch {
+	case bytes.HasPrefix(head, zstdMagic):
+		// The window is bounded, as a save from a store is read: a save's
+		// encoder uses a few MiB, a hostile one may ask for more.
+		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(runtime.GOMAXPROCS(0)), zstd.WithDecoderMaxWindow(64<<20))
+		if err != nil {
+			return nil, err
+		}
+		return zr.IOReadCloser(), nil
+	case bytes.HasPrefix(head, gzipMagic):
+		return gzip.NewReader(r)
+	}
+	return nil, fmt.Errorf("archive is neither zstd nor gzip")
+}
 
 // summed counts and hashes what is written through it.
 type summed struct {
@@ -38,7 +74,7 @@ func (s *summed) Write(p []byte) (int, error) {
 
 func (s *summed) hex() string { return hex.EncodeToString(s.sum.Sum(nil)) }
 
-// writeDisk writes the disk image at path to w as a gzip-compressed
+// writeDisk writes the disk image at path to w as a zstd-compressed
 // archive of its data extents, filling in the disk fields of m.
 func writeDisk(ctx context.Context, w io.Writer, path string, m *Manifest) error {
 	src, err := os.Open(path)
@@ -52,13 +88,14 @@ func writeDisk(ctx context.Context, w io.Writer, path string, m *Manifest) error
 	}
 	counted := newSummed(w)
 	bw := bufio.NewWriterSize(counted, 1<<20)
-	zw, err := gzip.NewWriterLevel(bw, gzip.BestSpeed)
+	zw, err := newCompressor(bw)
 	if err != nil {
 		return err
 	}
 	data, err := writeExtents(ctx, zw, src, st.Size())
-	if err == nil {
-		err = zw.Close()
+	// Closed once, on failure too: it ends the encoder's goroutines.
+	if cerr := zw.Close(); err == nil {
+		err = cerr
 	}
 	if err == nil {
 		err = bw.Flush()
@@ -74,7 +111,7 @@ func writeDisk(ctx context.Context, w io.Writer, path string, m *Manifest) error
 // then (offset, length, bytes) for each extent, then an end marker.
 func writeExtents(ctx context.Context, w io.Writer, src *os.File, size int64) (int64, error) {
 	var hdr [16]byte
-	if _, err := io.WriteString(w, format+"\n"); err != nil {
+	if _, err := io.WriteString(w, extentsHeader+"\n"); err != nil {
 		return 0, err
 	}
 	binary.BigEndian.PutUint64(hdr[:8], uint64(size))
@@ -141,10 +178,11 @@ func restoreDisk(ctx context.Context, r io.Reader, path string, m Manifest) (err
 	}()
 	sum := sha256.New()
 	tee := io.TeeReader(r, sum)
-	zr, err := gzip.NewReader(bufio.NewReaderSize(tee, 1<<20))
+	zr, err := newDecompressor(bufio.NewReaderSize(tee, 1<<20))
 	if err != nil {
 		return err
 	}
+	defer zr.Close()
 	if err := readExtents(ctx, zr, dst, m.DiskBytes); err != nil {
 		return err
 	}
@@ -162,9 +200,9 @@ func restoreDisk(ctx context.Context, r io.Reader, path string, m Manifest) (err
 }
 
 func readExtents(ctx context.Context, r io.Reader, dst *os.File, size int64) error {
-	magic := make([]byte, len(format)+1)
-	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != format+"\n" {
-		return fmt.Errorf("not a %s archive", format)
+	magic := make([]byte, len(extentsHeader)+1)
+	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != extentsHeader+"\n" {
+		return fmt.Errorf("not a %s archive", extentsHeader)
 	}
 	var hdr [16]byte
 	if _, err := io.ReadFull(r, hdr[:8]); err != nil {
@@ -206,11 +244,11 @@ func readExtents(ctx context.Context, r io.Reader, dst *os.File, size int64) err
 const OutputMarker = ".save-generation"
 
 // writeOutput writes the directory dir (regular files and directories)
-// to w as a gzip-compressed tar, filling in the output fields of m. A
+// to w as a zstd-compressed tar, filling in the output fields of m. A
 // missing directory is an empty one.
 func writeOutput(ctx context.Context, w io.Writer, dir string, m *Manifest) error {
 	counted := newSummed(w)
-	zw, err := gzip.NewWriterLevel(counted, gzip.BestSpeed)
+	zw, err := newCompressor(counted)
 	if err != nil {
 		return err
 	}
@@ -241,8 +279,9 @@ func writeOutput(ctx context.Context, w io.Writer, dir string, m *Manifest) erro
 	if err == nil {
 		err = tw.Close()
 	}
-	if err == nil {
-		err = zw.Close()
+	// Closed once, on failure too: it ends the encoder's goroutines.
+	if cerr := zw.Close(); err == nil {
+		err = cerr
 	}
 	if err != nil {
 		return fmt.Errorf("archive output: %w", err)
@@ -280,10 +319,11 @@ func restoreOutput(ctx context.Context, r io.Reader, dir string, m Manifest) err
 	defer os.RemoveAll(tmp)
 	sum := sha256.New()
 	tee := io.TeeReader(r, sum)
-	zr, err := gzip.NewReader(bufio.NewReader(tee))
+	zr, err := newDecompressor(bufio.NewReader(tee))
 	if err != nil {
 		return fmt.Errorf("output archive: %w", err)
 	}
+	defer zr.Close()
 	tr := tar.NewReader(zr)
 	for {
 		if err := ctx.Err(); err != nil {

@@ -97,12 +97,20 @@ type Manifest struct {
 func (m Manifest) HasOutput() bool { return m.OutputSHA256 != "" }
 
 const (
-	format      = "cove-sparse-gzip-1"
-	archiveName = "disk.gz"
-	outputName  = "output.tar.gz"
-	manifest    = "manifest.json"
-	endMarker   = ^uint64(0)
-	chunk       = 1 << 20
+	// format is what a save writes: its archives are zstd-compressed.
+	// formatGzip is what saves were before, gzip-compressed, and still
+	// restore: the archives' first bytes tell the two apart. The archives
+	// keep their names in either.
+	format     = "cove-sparse-zstd-1"
+	formatGzip = "cove-sparse-gzip-1"
+	// extentsHeader opens the disk archive's content, whatever its
+	// compression: the layout of extents has not changed since gzip.
+	extentsHeader = "cove-sparse-gzip-1"
+	archiveName   = "disk.gz"
+	outputName    = "output.tar.gz"
+	manifest      = "manifest.json"
+	endMarker     = ^uint64(0)
+	chunk         = 1 << 20
 )
 
 // Open returns the store a URL names: a path is a Dir there; an
@@ -192,7 +200,7 @@ func splitGen(g string) (epoch uint64, nanos int64, ok bool) {
 // checkManifest checks a manifest read from a store against what was
 // asked for.
 func checkManifest(m Manifest, id, gen string) error {
-	if m.Format != format || m.SandboxID != id || (gen != "" && m.Generation != gen) {
+	if (m.Format != format && m.Format != formatGzip) || m.SandboxID != id || (gen != "" && m.Generation != gen) {
 		return fmt.Errorf("save of %s: manifest is unreadable or names another save", id)
 	}
 	return nil

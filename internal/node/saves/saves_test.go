@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
@@ -537,5 +538,97 @@ func TestS3UploadCut(t *testing.T) {
 	}
 	if len(list.Contents) != 0 {
 		t.Errorf("a failed save left %s", aws.ToString(list.Contents[0].Key))
+	}
+}
+
+// TestGzipSaveRestores: a save written before zstd (gzip archives, its
+// manifest's format cove-sparse-gzip-1) restores byte-identical, and a
+// save written now is zstd, its manifest saying so.
+func TestGzipSaveRestores(t *testing.T) {
+	dir := t.TempDir()
+	st, err := NewDir(filepath.Join(dir, "saves"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, out := filepath.Join(dir, "disk.img"), filepath.Join(dir, "out")
+	sparseDisk(t, img, 3)
+	outputDir(t, out)
+
+	// The old writer: gzip at BestSpeed around the same content.
+	gzipped := func(write func(w io.Writer) error) []byte {
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+		if err := write(zw); err != nil {
+			t.Fatal(err)
+		}
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	src, err := os.Open(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var data int64
+	disk := gzipped(func(w io.Writer) (err error) { data, err = writeExtents(t.Context(), w, src, 64<<20); return err })
+	output := gzipped(func(w io.Writer) error {
+		tw := tar.NewWriter(w)
+		for _, name := range []string{"cmd_1/stdout", "cmd_1/index", "cmd_2/stderr"} {
+			if err := addFile(tw, filepath.Join(out, name), name); err != nil {
+				return err
+			}
+		}
+		return tw.Close()
+	})
+	sum := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+	old := filepath.Join(dir, "saves", "sbx_old")
+	os.MkdirAll(old, 0o700)
+	m := Manifest{SandboxID: "sbx_old", Generation: "0-1", Format: "cove-sparse-gzip-1", DiskBytes: 64 << 20, DataBytes: data,
+		ArchiveBytes: int64(len(disk)), SHA256: sum(disk), OutputBytes: int64(len(output)), OutputSHA256: sum(output)}
+	mb, _ := json.Marshal(m)
+	for name, b := range map[string][]byte{archiveName: disk, outputName: output, manifest: mb} {
+		if err := os.WriteFile(filepath.Join(old, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, gotOut := filepath.Join(dir, "restored.img"), filepath.Join(dir, "restored-out")
+	if _, err := st.Restore(t.Context(), "sbx_old", "", Files{Disk: got, Output: gotOut}); err != nil {
+		t.Fatalf("restore of a gzip save: %v", err)
+	}
+	if fileSum(t, img) != fileSum(t, got) {
+		t.Error("the gzip save's disk came back different")
+	}
+	for _, name := range []string{"cmd_1/stdout", "cmd_1/index", "cmd_2/stderr"} {
+		if fileSum(t, filepath.Join(out, name)) != fileSum(t, filepath.Join(gotOut, name)) {
+			t.Errorf("the gzip save's %s came back different", name)
+		}
+	}
+
+	nm, err := st.Save(t.Context(), "sbx_new", "0-1", Files{Disk: img, Output: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nm.Format != "cove-sparse-zstd-1" {
+		t.Errorf("a new save's format is %q", nm.Format)
+	}
+	for _, name := range []string{archiveName, outputName} {
+		b, _ := os.ReadFile(filepath.Join(dir, "saves", "sbx_new", name))
+		if !bytes.HasPrefix(b, []byte{0x28, 0xb5, 0x2f, 0xfd}) {
+			t.Errorf("a new save's %s is not zstd: % x", name, b[:min(len(b), 4)])
+		}
+	}
+	// Neither zstd nor gzip: refused, nothing left.
+	os.WriteFile(filepath.Join(old, archiveName), []byte("plain bytes"), 0o600)
+	m.SHA256, m.ArchiveBytes = sum([]byte("plain bytes")), 11
+	mb, _ = json.Marshal(m)
+	os.WriteFile(filepath.Join(old, manifest), mb, 0o600)
+	third := filepath.Join(dir, "third.img")
+	if _, err := st.Restore(t.Context(), "sbx_old", "", Files{Disk: third}); err == nil || !strings.Contains(err.Error(), "neither zstd nor gzip") {
+		t.Errorf("an archive of unknown compression: %v", err)
+	}
+	if _, err := os.Stat(third); !os.IsNotExist(err) {
+		t.Error("a failed restore left its disk")
 	}
 }

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strconv"
 	"strings"
@@ -34,16 +33,18 @@ func (db *DB) AppendEvent(ctx context.Context, teamID string, e api.Event) (api.
 	}
 	// The event and its webhook deliveries are written together: an event
 	// is never stored without them.
+	db.write.prepare(ctx, insertEventSQL, webhooksOfTeamSQL, insertDeliverySQL)
 	tx, err := db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return e, fmt.Errorf("append event: %w", err)
 	}
 	defer tx.Rollback()
-	seq, err := insertEvent(ctx, tx, teamID, e, data)
+	kept := db.write.kept(tx)
+	seq, err := insertEvent(ctx, kept, teamID, e, data)
 	if err != nil {
 		return e, err
 	}
-	n, err := enqueueDeliveries(ctx, tx, teamID, seq, e)
+	n, err := enqueueDeliveries(ctx, kept, teamID, seq, e)
 	if err != nil {
 		return e, err
 	}
@@ -60,13 +61,13 @@ func (db *DB) AppendEvent(ctx context.Context, teamID string, e api.Event) (api.
 	return e, nil
 }
 
+const insertEventSQL = `INSERT INTO events (team_id, type, sandbox_id, command_id, time, data) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq`
+
 // insertEvent adds an event (its data already encoded) to a team's log in
 // tx and returns its sequence number.
-func insertEvent(ctx context.Context, tx *sql.Tx, teamID string, e api.Event, data string) (int64, error) {
+func insertEvent(ctx context.Context, tx txQuerier, teamID string, e api.Event, data string) (int64, error) {
 	var seq int64
-	err := tx.QueryRowContext(ctx,
-		`INSERT INTO events (team_id, type, sandbox_id, command_id, time, data) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq`,
-		teamID, e.Type, e.SandboxID, e.CommandID, formatTime(e.Time), data).Scan(&seq)
+	err := tx.QueryRowContext(ctx, insertEventSQL, teamID, e.Type, e.SandboxID, e.CommandID, formatTime(e.Time), data).Scan(&seq)
 	if err != nil {
 		if sqliteCode(err) == foreignKeyViolation {
 			return 0, api.Errorf(api.CodeNotFound, "team %s not found", teamID)

@@ -32,8 +32,8 @@ const busyTimeout = 10 * time.Second
 // racing for SQLite's lock; reads use a pool of read-only connections, which
 // WAL lets run beside the writer.
 type DB struct {
-	write   *sql.DB
-	read    *sql.DB
+	write   *pool
+	read    *pool
 	now     func() time.Time
 	backlog atomic.Int64 // SetWebhookBacklog; 0 for the default
 }
@@ -60,18 +60,19 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := &DB{write: write, now: time.Now}
+	db := &DB{write: newPool(write), now: time.Now}
 	if _, err := migrate(ctx, write, migrations, db.now); err != nil {
 		write.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
 	}
 	// The read pool opens after migrating so that the file is already in
 	// WAL mode, which a query_only connection could not switch on.
-	db.read, err = openPool(path, max(4, runtime.GOMAXPROCS(0)), "", append(pragmas, "query_only(1)"))
+	read, err := openPool(path, max(4, runtime.GOMAXPROCS(0)), "", append(pragmas, "query_only(1)"))
 	if err != nil {
 		write.Close()
 		return nil, err
 	}
+	db.read = newPool(read)
 	if err := db.read.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
@@ -247,8 +248,13 @@ func emptyIfNil(m map[string]string) map[string]string {
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
 
+// querier is a pool or a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
 // queryAll runs a query and scans every row with scan.
-func queryAll[T any](ctx context.Context, db *sql.DB, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+func queryAll[T any](ctx context.Context, db querier, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
 	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err

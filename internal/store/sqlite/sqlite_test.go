@@ -57,7 +57,7 @@ func TestOpenMigratesOnce(t *testing.T) {
 	}
 
 	second := openTest(t, path)
-	if n, err := migrate(ctx, second.write, migrations, time.Now); err != nil || n != 0 {
+	if n, err := migrate(ctx, second.write.DB, migrations, time.Now); err != nil || n != 0 {
 		t.Errorf("migrate after Open applied %d, %v; want 0, nil", n, err)
 	}
 	var versions int

@@ -26,11 +26,16 @@ func deliverySeq(id string) (int64, bool) {
 	return n, err == nil && strings.HasPrefix(id, deliveryPrefix) && n >= 0
 }
 
+const (
+	webhooksOfTeamSQL = "SELECT id, events FROM webhooks WHERE team_id = ? ORDER BY id"
+	insertDeliverySQL = `INSERT INTO webhook_deliveries (webhook_id, team_id, event_seq, event_type, state, next_attempt_at, created_at, urgent) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+)
+
 // enqueueDeliveries adds, in the event's transaction, a pending delivery
 // for each of the team's webhooks that the event matches, and returns how
 // many it added.
-func enqueueDeliveries(ctx context.Context, tx *sql.Tx, teamID string, seq int64, e api.Event) (int, error) {
-	rows, err := tx.QueryContext(ctx, "SELECT id, events FROM webhooks WHERE team_id = ? ORDER BY id", teamID)
+func enqueueDeliveries(ctx context.Context, tx txQuerier, teamID string, seq int64, e api.Event) (int, error) {
+	rows, err := tx.QueryContext(ctx, webhooksOfTeamSQL, teamID)
 	if err != nil {
 		return 0, fmt.Errorf("find webhooks of event: %w", err)
 	}
@@ -62,12 +67,10 @@ func enqueueDeliveries(ctx context.Context, tx *sql.Tx, teamID string, seq int64
 }
 
 // insertDeliveries adds a pending delivery of event seq to each webhook.
-func insertDeliveries(ctx context.Context, tx *sql.Tx, teamID string, webhookIDs []string, seq int64, e api.Event, urgent bool) error {
+func insertDeliveries(ctx context.Context, tx txQuerier, teamID string, webhookIDs []string, seq int64, e api.Event, urgent bool) error {
 	now := formatTime(e.Time)
 	for _, id := range webhookIDs {
-		_, err := tx.ExecContext(ctx,
-			`INSERT INTO webhook_deliveries (webhook_id, team_id, event_seq, event_type, state, next_attempt_at, created_at, urgent) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			id, teamID, seq, e.Type, string(api.DeliveryPending), now, now, urgent)
+		_, err := tx.ExecContext(ctx, insertDeliverySQL, id, teamID, seq, e.Type, string(api.DeliveryPending), now, now, urgent)
 		if err != nil {
 			return fmt.Errorf("enqueue delivery to %s: %w", id, err)
 		}
