@@ -312,4 +312,3 @@ func (dw *dirWatcher) enter(d *watchedDir, name string) {
 		dw.send(wire.WatchEvent{Type: wire.WatchDropped, Count: 1})
 	}
 }
-
