@@ -36,3 +36,8 @@ type FileEvent struct {
 	Entry *FileEntry    `json:"entry,omitempty"`
 	Count int64         `json:"count,omitempty"`
 }
+
+// Values lists the event types: the enum of the OpenAPI document.
+func (FileEventType) Values() []string {
+	return []string{string(FileCreate), string(FileWrite), string(FileRemove), string(FileRename), string(FileChmod), string(FileDropped)}
+}
