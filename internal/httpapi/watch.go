@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -85,11 +87,21 @@ func (h fileRoutes) watchFiles(w http.ResponseWriter, r *http.Request, p lifecyc
 			} else {
 				bw.WriteString("\n")
 			}
-		default:
+		case errors.Is(err, io.EOF):
+			// The watch ended (its directory or sandbox is gone): a
+			// clean end of the stream.
 			bw.Flush()
 			rc.Flush()
-			h.log.Debug("watch stream ended", "sandbox", t.Ref, "path", path, "err", err)
-			return nil // the status is sent: the client sees the stream end and resumes with after=
+			return nil
+		case ctx.Err() != nil:
+			return nil
+		default:
+			// The node's stream broke: the client sees a cut stream and
+			// resumes with after=.
+			bw.Flush()
+			rc.Flush()
+			h.log.Debug("watch stream broke", "sandbox", t.Ref, "path", path, "err", err)
+			panic(http.ErrAbortHandler)
 		}
 		if bw.Flush() != nil || rc.Flush() != nil {
 			return nil
