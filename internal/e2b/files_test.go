@@ -417,16 +417,17 @@ func TestWatchDir(t *testing.T) {
 		{Seq: 3, Type: api.FileDropped, Count: 4},
 		{Seq: 4, Type: api.FileWrite, Path: "/home/user/w/sub/f.txt"},
 		{Seq: 5, Type: api.FileRename, Path: "/home/user/w/sub/f.txt"},
+		{Seq: 6, Type: api.FileCreate, Path: "/home/user/w/g", Entry: &api.FileEntry{Path: "/home/user/w/g", Type: api.FileTypeFile, Size: 2}},
 	} {
 		w.ch <- ev
 	}
 	var got []string
-	for len(got) < 4 && st.Receive() {
+	for len(got) < 6 && st.Receive() {
 		if fe := st.Msg().GetFilesystem(); fe != nil {
 			got = append(got, fe.Type.String()+":"+fe.Name)
 		}
 	}
-	if want := "EVENT_TYPE_CREATE:sub EVENT_TYPE_CREATE:sub/f.txt EVENT_TYPE_WRITE:sub/f.txt EVENT_TYPE_RENAME:sub/f.txt"; strings.Join(got, " ") != want {
+	if want := "EVENT_TYPE_CREATE:sub EVENT_TYPE_CREATE:sub/f.txt EVENT_TYPE_WRITE:sub/f.txt EVENT_TYPE_RENAME:sub/f.txt EVENT_TYPE_CREATE:g EVENT_TYPE_WRITE:g"; strings.Join(got, " ") != want {
 		t.Errorf("events %v (%v); want %s", got, st.Err(), want)
 	}
 	cancel()

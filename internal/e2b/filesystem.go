@@ -314,7 +314,7 @@ func (f *fsService) WatchDir(ctx context.Context, req *connect.Request[filesyste
 		cancel()
 		switch {
 		case err == nil:
-			if out := envdEvent(p, ev, req.Msg.GetIncludeEntry()); out != nil {
+			for _, out := range envdEvents(p, ev, req.Msg.GetIncludeEntry()) {
 				if err := stream.Send(&filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Filesystem{Filesystem: out}}); err != nil {
 					return err
 				}
@@ -333,8 +333,8 @@ func (f *fsService) WatchDir(ctx context.Context, req *connect.Request[filesyste
 	}
 }
 
-// envdEvents are the envd event types of a watch's records.
-var envdEvents = map[api.FileEventType]filesystem.EventType{
+// envdTypes are the envd event types of a watch's records.
+var envdTypes = map[api.FileEventType]filesystem.EventType{
 	api.FileCreate: filesystem.EventType_EVENT_TYPE_CREATE,
 	api.FileWrite:  filesystem.EventType_EVENT_TYPE_WRITE,
 	api.FileRemove: filesystem.EventType_EVENT_TYPE_REMOVE,
@@ -342,16 +342,26 @@ var envdEvents = map[api.FileEventType]filesystem.EventType{
 	api.FileChmod:  filesystem.EventType_EVENT_TYPE_CHMOD,
 }
 
-// envdEvent is a watch record of dir as envd reports it (the name
-// relative to dir), nil for a record envd has no event for.
-func envdEvent(dir string, ev api.FileEvent, withEntry bool) *filesystem.FilesystemEvent {
-	kind, ok := envdEvents[ev.Type]
+// envdEvents are a watch record of dir as envd reports it (the name
+// relative to dir); none for a record envd has no event for. A file that
+// appears with bytes in it (cove's file calls write a new file aside and
+// move it into place) is a CREATE and a WRITE, as envd reports a write.
+func envdEvents(dir string, ev api.FileEvent, withEntry bool) []*filesystem.FilesystemEvent {
+	kind, ok := envdTypes[ev.Type]
 	if !ok || ev.Path == dir {
 		return nil
 	}
-	out := &filesystem.FilesystemEvent{Name: strings.TrimPrefix(ev.Path, strings.TrimSuffix(dir, "/")+"/"), Type: kind}
-	if withEntry && ev.Entry != nil {
-		out.Entry = entryInfo(*ev.Entry)
+	name := strings.TrimPrefix(ev.Path, strings.TrimSuffix(dir, "/")+"/")
+	one := func(kind filesystem.EventType) *filesystem.FilesystemEvent {
+		out := &filesystem.FilesystemEvent{Name: name, Type: kind}
+		if withEntry && ev.Entry != nil {
+			out.Entry = entryInfo(*ev.Entry)
+		}
+		return out
+	}
+	out := []*filesystem.FilesystemEvent{one(kind)}
+	if ev.Type == api.FileCreate && ev.Entry != nil && ev.Entry.Type == api.FileTypeFile && ev.Entry.Size > 0 {
+		out = append(out, one(filesystem.EventType_EVENT_TYPE_WRITE))
 	}
 	return out
 }
