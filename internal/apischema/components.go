@@ -56,6 +56,7 @@ var components = []component{
 	{name: "MkdirRequest", typ: reflect.TypeFor[api.MkdirRequest](), closed: true},
 	{name: "MoveRequest", typ: reflect.TypeFor[api.MoveRequest](), closed: true},
 	{name: "ArchiveResult", typ: reflect.TypeFor[api.ArchiveResult]()},
+	{name: "FileEvent", typ: reflect.TypeFor[api.FileEvent]()},
 	{name: "NetworkObservation", typ: reflect.TypeFor[api.NetworkObservation]()},
 	{name: "NetworkView", typ: reflect.TypeFor[api.NetworkView]()},
 	{name: "UpdateSandboxRequest", typ: reflect.TypeFor[api.UpdateSandboxRequest](), closed: true},

@@ -101,7 +101,7 @@ func newRoot(env Env) *cobra.Command {
 	root.AddCommand(
 		a.createCmd(), a.lsCmd(), a.getCmd(), a.rmCmd(), a.sleepCmd(), a.wakeCmd(),
 		a.execCmd(), a.logsCmd(), a.shCmd(),
-		a.filesCmd(),
+		a.filesCmd(), a.watchCmd(),
 		a.teamsCmd(), a.previewCmd(), a.templatesCmd(), a.benchCmd(), a.networkCmd(), a.eventsCmd(), a.mcpCmd(),
 		a.secretsCmd(),
 		a.metricsCmd(), a.usageCmd(), a.webhooksCmd(), a.imagesCmd(), a.workloadsCmd(), a.nodesCmd(),

@@ -16,6 +16,7 @@ var examples = map[string]string{
 	"cove control":               "  cove control --help",
 	"cove create":                "  cove create --name demo\n  cove create --name big --memory 4096 --cpus 2",
 	"cove events":                "  cove events\n  cove events --sandbox demo --type sandbox.running,command.exited",
+	"cove watch":                 "  cove watch demo /workspace -r\n  cove watch demo /workspace -r --after 1764748800000012 --json",
 	"cove exec":                  "  cove exec demo -- python3 -c 'print(6*7)'\n  echo hello | cove exec demo -- wc -c\n  cove exec demo --detach -- sh -c 'sleep 5; echo done'",
 	"cove files":                 "  cove files ls demo:/workspace\n  cove files put app.py demo:/workspace/app.py",
 	"cove files cat":             "  cove files cat demo:/workspace/app.py",

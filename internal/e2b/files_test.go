@@ -33,6 +33,44 @@ type fakeFiles struct {
 	dirs    map[string]bool
 	xattrs  map[string]map[string]string // user.* extended attributes by path
 	targets []files.Target
+	// watches are fed by the test: each WatchFiles makes one.
+	watches chan *fakeWatch
+}
+
+// fakeWatch is a watch journal's reader whose records the test sends.
+type fakeWatch struct {
+	ch     chan api.FileEvent
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (w *fakeWatch) Next(ctx context.Context) (api.FileEvent, error) {
+	select {
+	case ev, ok := <-w.ch:
+		if !ok {
+			return api.FileEvent{}, io.EOF
+		}
+		return ev, nil
+	case <-ctx.Done():
+		return api.FileEvent{}, ctx.Err()
+	}
+}
+
+func (w *fakeWatch) Close() { w.once.Do(func() { close(w.closed) }) }
+
+func (f *fakeFiles) WatchFiles(_ context.Context, t files.Target, q files.WatchQuery) (node.FileWatch, error) {
+	f.mu.Lock()
+	f.note(t)
+	_, err := f.entry(q.Path)
+	f.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	w := &fakeWatch{ch: make(chan api.FileEvent, 16), closed: make(chan struct{})}
+	if f.watches != nil {
+		f.watches <- w
+	}
+	return w, nil
 }
 
 func newFakeFiles() *fakeFiles {
@@ -352,14 +390,17 @@ func TestDiff(t *testing.T) {
 	}
 }
 
-// TestWatchDir: a watch starts with a start event, then reports a file
-// written under the directory after it began, until the client stops.
+// TestWatchDir: a watch starts with a start event, then reports the
+// records of the directory's watch journal, as envd's events named
+// relative to the directory (a dropped record has none), until the client
+// stops.
 func TestWatchDir(t *testing.T) {
 	h := newHarness(t)
 	sb := h.create("key-a", map[string]any{"templateID": "base"})
 	hdr := http.Header{"E2b-Sandbox-Id": {sb.SandboxID}, "X-Access-Token": {sb.EnvdAccessToken}}
 	c := filesystemconnect.NewFilesystemClient(&http.Client{Transport: withHeaders{hdr}}, h.side.URL, connect.WithProtoJSON())
 	h.files.dirs["/home/user/w"] = true
+	h.files.watches = make(chan *fakeWatch, 1)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	st, err := c.WatchDir(ctx, connect.NewRequest(&filesystem.WatchDirRequest{Path: "w", Recursive: true}))
@@ -369,17 +410,24 @@ func TestWatchDir(t *testing.T) {
 	if !st.Receive() || st.Msg().GetStart() == nil {
 		t.Fatalf("first event %v, %v; want start", st.Msg(), st.Err())
 	}
-	h.files.mu.Lock()
-	h.files.dirs["/home/user/w/sub"] = true
-	h.files.data["/home/user/w/sub/f.txt"] = "x"
-	h.files.mu.Unlock()
+	w := <-h.files.watches
+	for _, ev := range []api.FileEvent{
+		{Seq: 1, Type: api.FileCreate, Path: "/home/user/w/sub"},
+		{Seq: 2, Type: api.FileCreate, Path: "/home/user/w/sub/f.txt"},
+		{Seq: 3, Type: api.FileDropped, Count: 4},
+		{Seq: 4, Type: api.FileWrite, Path: "/home/user/w/sub/f.txt"},
+		{Seq: 5, Type: api.FileRename, Path: "/home/user/w/sub/f.txt"},
+		{Seq: 6, Type: api.FileCreate, Path: "/home/user/w/g", Entry: &api.FileEntry{Path: "/home/user/w/g", Type: api.FileTypeFile, Size: 2}},
+	} {
+		w.ch <- ev
+	}
 	var got []string
-	for len(got) < 3 && st.Receive() {
+	for len(got) < 6 && st.Receive() {
 		if fe := st.Msg().GetFilesystem(); fe != nil {
 			got = append(got, fe.Type.String()+":"+fe.Name)
 		}
 	}
-	if want := "EVENT_TYPE_CREATE:sub EVENT_TYPE_CREATE:sub/f.txt EVENT_TYPE_WRITE:sub/f.txt"; strings.Join(got, " ") != want {
+	if want := "EVENT_TYPE_CREATE:sub EVENT_TYPE_CREATE:sub/f.txt EVENT_TYPE_WRITE:sub/f.txt EVENT_TYPE_RENAME:sub/f.txt EVENT_TYPE_CREATE:g EVENT_TYPE_WRITE:g"; strings.Join(got, " ") != want {
 		t.Errorf("events %v (%v); want %s", got, st.Err(), want)
 	}
 	cancel()

@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -9,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -32,6 +32,7 @@ type Files interface {
 	Mkdir(ctx context.Context, t files.Target, req api.MkdirRequest, user string) (api.FileEntry, error)
 	MoveFile(ctx context.Context, t files.Target, req api.MoveRequest, user string) (api.FileEntry, error)
 	RemoveFile(ctx context.Context, t files.Target, p string, recursive bool) error
+	WatchFiles(ctx context.Context, t files.Target, q files.WatchQuery) (node.FileWatch, error)
 }
 
 var _ Files = (*files.Service)(nil)
@@ -131,8 +132,6 @@ func permString(mode uint32) string {
 type fsService struct {
 	filesystemconnect.UnimplementedFilesystemHandler
 	files Files
-	// pollEvery is how often a watched directory is listed.
-	pollEvery time.Duration
 
 	mu sync.Mutex
 	// watches counts each sandbox's open watches (at most maxWatches).
@@ -141,8 +140,9 @@ type fsService struct {
 	polled polledWatchers
 }
 
-// Bounds of watches: each costs a listing every pollEvery, so a sandbox
-// has a few, each of a tree of a bounded size.
+// Bounds of watches: a WatchDir holds a reader of a watch journal, a
+// polled watcher lists its tree at each read, so a sandbox has a few,
+// each of a tree of a bounded size.
 const (
 	maxWatches        = 16
 	maxWatchedEntries = 10 * fspath.MaxListLimit
@@ -277,11 +277,11 @@ func (f *fsService) list(ctx context.Context, t files.Target, dir string, depth,
 	return entries, nil
 }
 
-// WatchDir reports changes under a directory. cove's file calls have no
-// watch of the kernel's, so the directory is listed every pollEvery and
-// the listings compared: a new entry is CREATE (and WRITE when it holds
-// bytes), a changed one WRITE or CHMOD, a gone one REMOVE (a rename is a
-// REMOVE and a CREATE). A recursive watch covers directories made later.
+// WatchDir reports changes under a directory as they happen: it reads
+// the node's journal of the directory (the same watch of the sandbox's
+// agent, over inotify, that the API's file watches read), from the moment
+// it starts. Records the journal could not keep (a flood past its rate)
+// have no envd event: they are left out.
 func (f *fsService) WatchDir(ctx context.Context, req *connect.Request[filesystem.WatchDirRequest], stream *connect.ServerStream[filesystem.WatchDirResponse]) error {
 	user, err := userOf(req.Header())
 	if err != nil {
@@ -300,49 +300,70 @@ func (f *fsService) WatchDir(ctx context.Context, req *connect.Request[filesyste
 		return err
 	}
 	defer release()
-	depth := 1
-	if req.Msg.GetRecursive() {
-		depth = fspath.MaxListDepth
-	}
-	scan := func() (map[string]api.FileEntry, error) { return f.snapshot(ctx, t, p, depth) }
-	before, err := scan()
+	fw, err := f.files.WatchFiles(ctx, t, files.WatchQuery{Path: p, Recursive: req.Msg.GetRecursive()})
 	if err != nil {
 		return rpcError(err)
 	}
+	defer fw.Close()
 	if err := stream.Send(&filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Start{Start: &filesystem.WatchDirResponse_StartEvent{}}}); err != nil {
 		return err
 	}
-	tick := time.NewTicker(f.pollEvery)
-	defer tick.Stop()
-	lastSent := time.Now()
 	for {
-		select {
-		case <-ctx.Done():
-			return nil // the client stopped watching
-		case <-tick.C:
-		}
-		after, err := scan()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
+		nctx, cancel := context.WithTimeout(ctx, keepalive)
+		ev, err := fw.Next(nctx)
+		cancel()
+		switch {
+		case err == nil:
+			for _, out := range envdEvents(p, ev, req.Msg.GetIncludeEntry()) {
+				if err := stream.Send(&filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Filesystem{Filesystem: out}}); err != nil {
+					return err
+				}
 			}
-			return rpcError(err)
-		}
-		events := diff(p, before, after, req.Msg.GetIncludeEntry())
-		before = after
-		if len(events) == 0 && time.Since(lastSent) < keepalive {
-			continue
-		}
-		if len(events) == 0 {
-			events = []*filesystem.WatchDirResponse{{Event: &filesystem.WatchDirResponse_Keepalive{Keepalive: &filesystem.WatchDirResponse_KeepAlive{}}}}
-		}
-		for _, ev := range events {
-			if err := stream.Send(ev); err != nil {
+		case ctx.Err() != nil:
+			return nil // the client stopped watching
+		case nctx.Err() != nil:
+			if err := stream.Send(&filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Keepalive{Keepalive: &filesystem.WatchDirResponse_KeepAlive{}}}); err != nil {
 				return err
 			}
+		case errors.Is(err, io.EOF):
+			return nil // the directory or its sandbox is gone
+		default:
+			return rpcError(err)
 		}
-		lastSent = time.Now()
 	}
+}
+
+// envdTypes are the envd event types of a watch's records.
+var envdTypes = map[api.FileEventType]filesystem.EventType{
+	api.FileCreate: filesystem.EventType_EVENT_TYPE_CREATE,
+	api.FileWrite:  filesystem.EventType_EVENT_TYPE_WRITE,
+	api.FileRemove: filesystem.EventType_EVENT_TYPE_REMOVE,
+	api.FileRename: filesystem.EventType_EVENT_TYPE_RENAME,
+	api.FileChmod:  filesystem.EventType_EVENT_TYPE_CHMOD,
+}
+
+// envdEvents are a watch record of dir as envd reports it (the name
+// relative to dir); none for a record envd has no event for. A file that
+// appears with bytes in it (cove's file calls write a new file aside and
+// move it into place) is a CREATE and a WRITE, as envd reports a write.
+func envdEvents(dir string, ev api.FileEvent, withEntry bool) []*filesystem.FilesystemEvent {
+	kind, ok := envdTypes[ev.Type]
+	if !ok || ev.Path == dir {
+		return nil
+	}
+	name := strings.TrimPrefix(ev.Path, strings.TrimSuffix(dir, "/")+"/")
+	one := func(kind filesystem.EventType) *filesystem.FilesystemEvent {
+		out := &filesystem.FilesystemEvent{Name: name, Type: kind}
+		if withEntry && ev.Entry != nil {
+			out.Entry = entryInfo(*ev.Entry)
+		}
+		return out
+	}
+	out := []*filesystem.FilesystemEvent{one(kind)}
+	if ev.Type == api.FileCreate && ev.Entry != nil && ev.Entry.Type == api.FileTypeFile && ev.Entry.Size > 0 {
+		out = append(out, one(filesystem.EventType_EVENT_TYPE_WRITE))
+	}
+	return out
 }
 
 // diff is the events that lead from one listing of dir to the next, in

@@ -34,7 +34,7 @@ type SandboxSide struct {
 func NewSandboxSide(sandboxes Sandboxes, cmds Commands, fs Files, tokens *Tokens, st SandboxStore, log *slog.Logger) *SandboxSide {
 	s := &SandboxSide{sandboxes: sandboxes, store: st, tokens: tokens, log: log, mux: http.NewServeMux(), now: time.Now, searches: newSignedBudget()}
 	s.mux.HandleFunc("GET /health", s.health)
-	fsvc := &fsService{files: fs, pollEvery: watchPoll}
+	fsvc := &fsService{files: fs}
 	fsvc.polled.sandboxes = sandboxes
 	s.mux.Handle(filesystemconnect.NewFilesystemHandler(fsvc))
 	fa := &filesAPI{files: fs, side: s}
@@ -50,11 +50,6 @@ func NewSandboxSide(sandboxes Sandboxes, cmds Commands, fs Files, tokens *Tokens
 // keepalive is how often a quiet process stream gets a keepalive event,
 // well within the idle timeouts of proxies and of E2B's SDKs.
 const keepalive = 30 * time.Second
-
-// watchPoll is how often a watched directory is listed: often enough that
-// a change shows within a fraction of a second, each poll one listing
-// call to the sandbox's agent.
-const watchPoll = 200 * time.Millisecond
 
 // target is the sandbox a request is for, let in by its token.
 type target struct {

@@ -69,6 +69,7 @@ type Files interface {
 	RemoveFile(ctx context.Context, t files.Target, p string, recursive bool) error
 	ReadArchive(ctx context.Context, t files.Target, p string) (io.ReadCloser, error)
 	WriteArchive(ctx context.Context, t files.Target, req files.ArchiveUpload, body io.Reader) (api.ArchiveResult, error)
+	WatchFiles(ctx context.Context, t files.Target, q files.WatchQuery) (node.FileWatch, error)
 }
 
 var _ Files = (*files.Service)(nil)

@@ -69,6 +69,7 @@ type fakeControlPlane struct {
 	RemoveFileFn   func(ctx context.Context, t files.Target, p string, recursive bool) error
 	ReadArchiveFn  func(ctx context.Context, t files.Target, p string) (io.ReadCloser, error)
 	WriteArchiveFn func(ctx context.Context, t files.Target, req files.ArchiveUpload, body io.Reader) (api.ArchiveResult, error)
+	WatchFilesFn   func(ctx context.Context, t files.Target, q files.WatchQuery) (node.FileWatch, error)
 
 	ListEventsFn func(ctx context.Context, teamID string, q lifecycle.EventQuery) (api.List[api.Event], error)
 
@@ -410,6 +411,14 @@ func (f *fakeControlPlane) WriteArchive(ctx context.Context, t files.Target, req
 		return f.WriteArchiveFn(ctx, t, req, body)
 	}
 	return api.ArchiveResult{}, notFound("sandbox", t.Ref)
+}
+
+func (f *fakeControlPlane) WatchFiles(ctx context.Context, t files.Target, q files.WatchQuery) (node.FileWatch, error) {
+	f.recordFile("WatchFiles", t)
+	if f.WatchFilesFn != nil {
+		return f.WatchFilesFn(ctx, t, q)
+	}
+	return nil, notFound("directory", q.Path)
 }
 
 func (f *fakeControlPlane) ListEvents(ctx context.Context, teamID string, q lifecycle.EventQuery) (api.List[api.Event], error) {

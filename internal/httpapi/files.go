@@ -31,6 +31,7 @@ func (h fileRoutes) routes(auth authFunc) {
 	auth("POST /v1/sandboxes/{ref}/files/move", h.idempotent(h.moveFile))
 	auth("GET /v1/sandboxes/{ref}/files/archive", h.readArchive)
 	auth("PUT /v1/sandboxes/{ref}/files/archive", h.idempotentUpload(h.writeArchive))
+	auth("GET /v1/sandboxes/{ref}/files/watch", h.watchFiles)
 }
 
 // fileTarget reads the sandbox and ?wake= of a file call (wake defaults

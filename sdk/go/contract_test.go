@@ -56,6 +56,7 @@ var operations = map[string]string{
 	"moveFile":         "MoveFile",
 	"readArchive":      "ReadArchive",
 	"writeArchive":     "WriteArchive",
+	"watchFiles":       "WatchFiles",
 	"sandboxNetwork":   "Network",
 	"createTicket":     "CreateTicket",
 	"putSecret":        "PutSecret",

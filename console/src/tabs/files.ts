@@ -1,5 +1,5 @@
 // The files tab: a tree of the sandbox's files (a folder is listed when it
-// is opened), a CodeMirror editor that saves with the version it read (a
+// is opened, and again when a watch of the tree says its entries changed), a CodeMirror editor that saves with the version it read (a
 // change by someone else in between becomes a conflict dialog), uploads by
 // drag and drop or a file picker with progress, and downloads checked
 // against the server's sha-256. File contents are only ever text in the
@@ -342,8 +342,58 @@ const tab: Tab = {
     ctx.onChange(follow);
     follow();
     setDir(root);
+
+    // The tree refreshes on its own: a recursive watch of the root, and a
+    // folder shown (the root, or an open one) whose entries changed is
+    // listed again, a moment after the last change; a dropped record (a
+    // flood, or time away) lists every shown folder again.
+    const watching = new AbortController();
+    const dirty = new Set<string>();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const shown = (d: string): HTMLElement | null => {
+      if (d === root) return tree;
+      const b = tree.querySelector<HTMLElement>(`[data-path="${CSS.escape(d)}"]`);
+      const kids = b?.parentElement?.querySelector<HTMLElement>(":scope > ul");
+      return kids && !kids.hidden ? kids : null;
+    };
+    const flush = () => {
+      timer = undefined;
+      for (const d of dirty) {
+        const into = shown(d);
+        if (into) (into === tree ? reloadTree() : list(d, into));
+      }
+      dirty.clear();
+    };
+    const touched = (d: string) => {
+      dirty.add(d);
+      if (timer === undefined) timer = setTimeout(flush, 300);
+    };
+    (async () => {
+      let after = 0;
+      while (!watching.signal.aborted) {
+        try {
+          if (ctx.sandbox().state === "running") {
+            for await (const ev of (await files()).watch(root, { recursive: true, after, signal: watching.signal })) {
+              after = ev.seq;
+              if (ev.type === "dropped") {
+                touched(root);
+                for (const b of tree.querySelectorAll<HTMLElement>(".fdir")) touched(b.dataset.path!);
+              } else if (ev.type !== "write" && ev.path) {
+                touched(parentOf(ev.path));
+              }
+            }
+          }
+        } catch {
+          if (watching.signal.aborted) return;
+        }
+        await new Promise((r) => setTimeout(r, 2000));
+      }
+    })();
+
     return {
       close: () => {
+        watching.abort();
+        clearTimeout(timer);
         open?.view.destroy();
         dialog.close();
       },

@@ -28,6 +28,7 @@ type Node interface {
 	RemoveFile(ctx context.Context, sandboxID, path string, recursive bool) error
 	ReadArchive(ctx context.Context, sandboxID, path string) (io.ReadCloser, error)
 	WriteArchive(ctx context.Context, sandboxID string, spec node.ArchiveSpec, body io.Reader) (api.ArchiveResult, error)
+	node.Watches
 }
 
 // Sandboxes is what file calls ask of the lifecycle core.

@@ -44,6 +44,7 @@ import (
 type NodeClient interface {
 	node.Contract
 	node.Ports
+	node.Watches
 	Stats(ctx context.Context, ids []string) map[string]node.Stats
 }
 

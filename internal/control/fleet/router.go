@@ -668,3 +668,12 @@ func (f *Fleet) CloneGit(ctx context.Context, id string, spec node.GitSpec) (str
 	}
 	return c.CloneGit(ctx, id, spec)
 }
+
+// WatchFiles reads a file watch's journal on the sandbox's node.
+func (f *Fleet) WatchFiles(ctx context.Context, id string, spec node.WatchSpec) (node.FileWatch, error) {
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return nil, err
+	}
+	return c.WatchFiles(ctx, id, spec)
+}

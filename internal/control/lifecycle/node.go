@@ -13,4 +13,5 @@ import (
 type Node interface {
 	previews.PortNode
 	node.Contract
+	node.Watches
 }

@@ -187,6 +187,10 @@ func (n coreNode) ReadArchive(ctx context.Context, sandboxID, path string) (io.R
 	return n.s.node.ReadArchive(ctx, sandboxID, path)
 }
 
+func (n coreNode) WatchFiles(ctx context.Context, sandboxID string, spec node.WatchSpec) (node.FileWatch, error) {
+	return n.s.node.WatchFiles(ctx, sandboxID, spec)
+}
+
 func (n coreNode) WriteArchive(ctx context.Context, sandboxID string, spec node.ArchiveSpec, body io.Reader) (api.ArchiveResult, error) {
 	return n.s.node.WriteArchive(ctx, sandboxID, spec, body)
 }

@@ -113,6 +113,18 @@ func testFiles(t *testing.T, b *browser, sb api.Sandbox) {
 		poll(`document.getElementById('file-verified').dataset.verified === 'true'`),
 	)
 
+	// The tree refreshes on its own: a file made from inside the sandbox
+	// shows without a reload, and one removed goes.
+	appeared := wd + "/appeared-from-inside.txt"
+	e2etest.MustOK(t, s.Admin, sb.ID, "echo hi > "+appeared)
+	b.Run("the tree shows a new file on its own",
+		poll(`document.querySelector('button[data-path=`+jsStr(appeared)+`]') !== null`),
+	)
+	e2etest.MustOK(t, s.Admin, sb.ID, "rm "+appeared)
+	b.Run("the tree drops a removed file on its own",
+		poll(`document.querySelector('button[data-path=`+jsStr(appeared)+`]') === null`),
+	)
+
 	b.Run("edit and save",
 		typeInEditor("console edit one"),
 		chromedp.Click("#file-save", chromedp.ByID),

@@ -9,11 +9,13 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/e2e/e2etest"
+	cove "github.com/cove-dev/cove/sdk/go"
 )
 
 // TestThroughControl: what a client does with a sandbox works through
@@ -162,6 +164,57 @@ func TestThroughControl(t *testing.T) {
 				t.Fatal(err)
 			}
 			time.Sleep(100 * time.Millisecond)
+		}
+	})
+
+	t.Run("file watch", func(t *testing.T) {
+		// The node keeps the journal; the control plane carries its
+		// records. Until a record is seen, keep making folders with a file.
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		seen := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for i := 0; i < 100; i++ {
+				select {
+				case <-seen:
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+				c.ExecWait(wctx, sb.ID, api.CreateCommandRequest{Command: fmt.Sprintf("mkdir -p /workspace/w/n%d && echo hi > /workspace/w/n%d/f.txt", i, i)})
+			}
+		})
+		e2etest.MustOK(t, c, sb.ID, "mkdir -p /workspace/w")
+		var first api.FileEvent
+		errDone := fmt.Errorf("done")
+		err := c.WatchFiles(wctx, sb.ID, cove.WatchQuery{Path: "/workspace/w", Recursive: true}, func(ev api.FileEvent) error {
+			if ev.Type == api.FileWrite && strings.HasSuffix(ev.Path, "/f.txt") && ev.Entry != nil && ev.Entry.Size == 3 {
+				first = ev
+				return errDone
+			}
+			return nil
+		})
+		close(seen)
+		wg.Wait()
+		if err != errDone {
+			t.Fatalf("watch through the control plane: %v", err)
+		}
+		if _, err := c.WriteFile(ctx, sb.ID, "/workspace/w/later.txt", strings.NewReader("later")); err != nil {
+			t.Fatal(err)
+		}
+		next := first.Seq + 1
+		err = c.WatchFiles(wctx, sb.ID, cove.WatchQuery{Path: "/workspace/w", Recursive: true, After: first.Seq}, func(ev api.FileEvent) error {
+			if ev.Seq != next || ev.Type == api.FileDropped {
+				return fmt.Errorf("resumed record %+v, want seq %d", ev, next)
+			}
+			next++
+			if ev.Type == api.FileCreate && ev.Path == "/workspace/w/later.txt" {
+				return errDone
+			}
+			return nil
+		})
+		if err != errDone {
+			t.Fatalf("resumed watch through the control plane: %v", err)
 		}
 	})
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/cove-dev/cove/internal/node/output"
 	"github.com/cove-dev/cove/internal/node/runtime"
 	"github.com/cove-dev/cove/internal/node/saves"
+	"github.com/cove-dev/cove/internal/node/watch"
 )
 
 // Runtime starts, finds and removes sandbox containers.
@@ -174,6 +175,9 @@ type Node struct {
 	sandboxes map[string]*sandbox
 	logs      map[string]*logEntry      // by sandbox/command, open while held
 	budgets   map[string]*output.Budget // output budgets by sandbox
+
+	// watches are the journals of file watches (watch.go).
+	watches *watch.Journals
 }
 
 type sandbox struct {
@@ -197,6 +201,7 @@ func New(cfg Config, rt Runtime, log *slog.Logger, onExit node.ExitFunc) *Node {
 		budgets:   map[string]*output.Budget{},
 		pending:   map[string]int64{},
 	}
+	n.watches = watch.New(watch.Config{}, n.openWatch, log)
 	n.removeLeftClones()
 	return n
 }
@@ -204,6 +209,7 @@ func New(cfg Config, rt Runtime, log *slog.Logger, onExit node.ExitFunc) *Node {
 // Close stops recording (commands keep running in their sandboxes) and
 // waits for the node's goroutines.
 func (n *Node) Close() error {
+	n.watches.Close()
 	n.cancel()
 	n.wg.Wait()
 	n.mu.Lock()
@@ -449,6 +455,7 @@ func (n *Node) lose(id, cmd string, l *output.Log) {
 // Destroy stops everything of a sandbox and deletes its files and recorded
 // output. It is idempotent.
 func (n *Node) Destroy(ctx context.Context, id string) error {
+	n.watches.Forget(id)
 	n.detach(id)
 	n.disconnect(ctx, id)
 	n.unpublish(ctx, id)

@@ -219,6 +219,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET "+Prefix+"output/read", s.handleOutputRead)
 	s.mux.HandleFunc("GET "+Prefix+"output/stream", s.handleOutputStream)
 	s.mux.HandleFunc("GET "+Prefix+"dial", s.handleDial)
+	s.mux.HandleFunc("GET "+Prefix+"files/watch", s.handleWatch)
 }
 
 func (s *Server) jsonCall(c call) http.HandlerFunc {

@@ -32,6 +32,7 @@ import (
 type Node interface {
 	node.Contract
 	node.Ports
+	node.Watches
 	Stats(ctx context.Context, ids []string) map[string]node.Stats
 	GPUs() node.GPUs
 }

@@ -829,3 +829,8 @@ func (o *Output) Changed() <-chan struct{} {
 	defer o.mu.Unlock()
 	return o.changed
 }
+
+// WatchFiles implements lifecycle.Node: the fake has no watches.
+func (n *Node) WatchFiles(ctx context.Context, sandboxID string, spec node.WatchSpec) (node.FileWatch, error) {
+	return nil, api.Errorf(api.CodeUnprocessable, "the fake node has no file watches")
+}

@@ -37,6 +37,7 @@ OPERATIONS = {
     "moveFile": ("Files", "move"),
     "removeFile": ("Files", "remove"),
     "readArchive": ("Files", "download_dir"),
+    "watchFiles": ("Files", "watch"),
     "writeArchive": ("Files", "upload_dir"),
     "listEvents": ("Client", "events"),
     "streamEvents": ("Client", "stream_events"),

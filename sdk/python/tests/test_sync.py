@@ -161,3 +161,47 @@ def test_command_wakes_asleep(server):
         cmd = sb.start("cat /workspace/kept.txt")
         assert cmd.wait().exit_code == 0
         assert cmd.stdout() == b"kept\n"
+
+
+def test_files_watch_and_resume(server):
+    import threading
+
+    with cove.Client(*server) as c, c.create(name=name("py-watch")) as sb:
+        d = sb.info.workdir + "/watched"
+        sb.files.mkdir(d)
+        stop = threading.Event()
+
+        def writer():
+            # The watch is in place once the server answers; until the
+            # test has seen a record, keep making new folders with a file.
+            i = 0
+            while not stop.is_set() and i < 100:
+                sb.run(f"mkdir -p {d}/n{i} && echo hi > {d}/n{i}/f.txt")
+                i += 1
+                stop.wait(0.2)
+
+        t = threading.Thread(target=writer)
+        t.start()
+        try:
+            w = sb.files.watch(d, recursive=True)
+            first = None
+            for ev in w:
+                if ev.type == "write" and ev.path.endswith("/f.txt") and ev.entry and ev.entry.size == 3:
+                    first = ev
+                    break
+            w.close()
+        finally:
+            stop.set()
+            t.join()
+        assert first is not None and first.path.startswith(d + "/n")
+        # Away: one more file; back with after=, nothing is lost.
+        sb.files.write(d + "/later.txt", "later")
+        seqs = []
+        for ev in sb.files.watch(d, recursive=True, after=first.seq):
+            assert ev.type != "dropped", ev
+            seqs.append(ev.seq)
+            if ev.path == d + "/later.txt" and ev.type == "create":
+                break
+        assert seqs == list(range(first.seq + 1, first.seq + 1 + len(seqs))), seqs
+        with pytest.raises(cove.NotFound):
+            next(iter(sb.files.watch(sb.info.workdir + "/missing")))

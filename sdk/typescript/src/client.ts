@@ -11,7 +11,7 @@ import {
 } from "./errors.js";
 import type {
   Admission, ArchiveResult, Asset, Chunk, CommandInfo, CommandResult, CreateCommandRequest, CreateOptions,
-  CreatePreviewRequest, CreateTeamResponse, CreateWebhookRequest, CreateWebhookResponse, SaveAssetRequest, Delivery, Event, FileEntry, Image, ImageSettings, KeyResponse, Metrics,
+  CreatePreviewRequest, CreateTeamResponse, CreateWebhookRequest, CreateWebhookResponse, SaveAssetRequest, Delivery, Event, FileEntry, FileEvent, Image, ImageSettings, KeyResponse, Metrics,
   NetworkView, Page, Preview, SandboxInfo, Schemas, SandboxState, SandboxUsage, Secret, Team, TeamMe, Template, Ticket,
   UpdateSandboxRequest, UpdateTeamRequest, UsageReport, Webhook, Workload, WorkloadOptions, WorkloadState,
 } from "./types.js";
@@ -1231,5 +1231,47 @@ export class Files {
     const { unpack } = await import("./tar.js");
     const resp = await this.client.send({ method: "GET", call: opts, path: this.base + "/archive", params: { path } });
     await unpack(new Uint8Array(await resp.arrayBuffer()), local);
+  }
+
+  /** Follow the changes under a folder as they happen (`recursive`: and
+   * below it, folders made later included), after the record `after` (a
+   * record's seq; 0: from now on). A dropped connection is resumed after
+   * the last record seen, so nothing the server still keeps is missed; a
+   * `dropped` record counts changes not reported. Ends when the folder or
+   * its sandbox is gone; stop early with `break` or `signal`. */
+  async *watch(path: string, opts: { recursive?: boolean; after?: number } & CallOptions = {}): AsyncGenerator<FileEvent> {
+    let seq = opts.after ?? 0;
+    let failures = 0;
+    for (;;) {
+      const began = Date.now();
+      try {
+        const resp = await this.client.send({
+          method: "GET", path: this.base + "/watch", stream: true, call: opts,
+          params: { path, recursive: opts.recursive ? "true" : undefined, after: seq || undefined },
+          headers: { Accept: "application/x-ndjson" },
+        });
+        for await (const raw of lines(resp.body!)) {
+          const text = dec.decode(raw).trim();
+          if (!text) continue; // keepalive
+          const ev = camel<FileEvent>(JSON.parse(text));
+          if (ev.seq > seq) seq = ev.seq;
+          failures = 0;
+          yield ev;
+        }
+        return;
+      } catch (e) {
+        if (!(e instanceof Unavailable && e.status === 0)) throw e;
+      }
+      if (Date.now() - began > LASTED_MS) failures = 0;
+      failures++;
+      if (failures > STREAM_RETRIES) {
+        throw new Unavailable(`the watch of ${path} broke ${failures} times in a row, last after seq ${seq}`);
+      }
+      try {
+        await sleep(Math.min(50 * 2 ** failures, 5000), opts.signal);
+      } catch (e) {
+        throw new Cancelled(`watch of ${path}: cancelled`, null, 0, { cause: e });
+      }
+    }
   }
 }

@@ -239,6 +239,14 @@ export interface components {
                 [key: string]: string;
             };
         };
+        FileEvent: {
+            count?: number;
+            entry?: components["schemas"]["FileEntry"];
+            path?: string;
+            seq: number;
+            /** @enum {string} */
+            type: "chmod" | "create" | "dropped" | "remove" | "rename" | "write";
+        };
         FileList: {
             items: components["schemas"]["FileEntry"][];
             next_cursor: string;

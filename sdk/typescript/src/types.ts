@@ -65,6 +65,8 @@ export interface Chunk {
 }
 
 export type FileEntry = Camelize<Schemas["FileEntry"]>;
+/** A record of a file watch (Files.watch): `dropped` counts changes not reported (count 0: an unknown number). */
+export type FileEvent = Camelize<Schemas["FileEvent"]>;
 export type ArchiveResult = Camelize<Schemas["ArchiveResult"]>;
 export type Event = Camelize<Schemas["Event"]>;
 

@@ -43,6 +43,7 @@ export const OPERATIONS: Record<string, [string, string]> = {
   moveFile: ["Files", "move"],
   removeFile: ["Files", "remove"],
   readArchive: ["Files", "downloadDir"],
+  watchFiles: ["Files", "watch"],
   writeArchive: ["Files", "uploadDir"],
   listEvents: ["Client", "events"],
   streamEvents: ["Client", "streamEvents"],

@@ -162,6 +162,42 @@ test("files: versions prevent a lost update; edit, list, move, remove", { skip }
   });
 });
 
+test("files: a recursive watch sees a file in a folder made after it began; after= resumes without loss", { skip }, async () => {
+  const c = client();
+  await withSandbox(c, { name: name("ts-watch") }, async (sb) => {
+    const d = sb.info.workdir + "/watched";
+    await sb.files.mkdir(d);
+    // The watch is in place once the server answers; until a record is
+    // seen, keep making new folders with a file in them.
+    let seen = false;
+    const writer = (async () => {
+      for (let i = 0; i < 100 && !seen; i++) {
+        await sb.run(`mkdir -p ${d}/n${i} && echo hi > ${d}/n${i}/f.txt`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    })();
+    let first: cove.FileEvent | undefined;
+    for await (const ev of sb.files.watch(d, { recursive: true })) {
+      if (ev.type === "write" && (ev.path ?? "").endsWith("/f.txt") && ev.entry?.size === 3) {
+        first = ev;
+        break;
+      }
+    }
+    seen = true;
+    await writer;
+    assert.ok(first && (first.path ?? "").startsWith(d + "/n"), JSON.stringify(first));
+    await sb.files.write(d + "/later.txt", "later");
+    const seqs: number[] = [];
+    for await (const ev of sb.files.watch(d, { recursive: true, after: first!.seq })) {
+      assert.notEqual(ev.type, "dropped", JSON.stringify(ev));
+      seqs.push(ev.seq);
+      if (ev.path === d + "/later.txt" && ev.type === "create") break;
+    }
+    assert.deepEqual(seqs, seqs.map((_, i) => first!.seq + 1 + i));
+    await assert.rejects(sb.files.watch(d + "/missing").next(), cove.NotFound);
+  });
+});
+
 test("a download whose digest does not match is refused", async () => {
   // A fetch that answers a file with a wrong Repr-Digest.
   const fake = (async () => new Response("tampered", {

@@ -61,6 +61,7 @@ func (s *Server) fileRoutes(route func(string, handlerFunc)) {
 	route("DELETE /v1/files", f.remove)
 	route("GET /v1/files/archive", f.readArchive)
 	route("PUT /v1/files/archive", f.writeArchive)
+	route("GET /v1/files/watch", f.watch)
 }
 
 // queryPath reads and cleans the path parameter name.

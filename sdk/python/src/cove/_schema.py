@@ -86,6 +86,15 @@ class FileEntryType(StrEnum):
     SYMLINK = 'symlink'
 
 
+class FileEventType(StrEnum):
+    CHMOD = 'chmod'
+    CREATE = 'create'
+    DROPPED = 'dropped'
+    REMOVE = 'remove'
+    RENAME = 'rename'
+    WRITE = 'write'
+
+
 class ImageAdmissionMode(StrEnum):
     ALL = 'all'
     OWNER = 'owner'
@@ -635,6 +644,23 @@ class FileEntry(Model):
         'uid': ('uid', 'plain'),
         'version': ('version', 'plain'),
         'xattrs': ('xattrs', 'map:plain'),
+    }
+
+
+@dataclass
+class FileEvent(Model):
+    count: int = 0
+    entry: Optional[FileEntry] = None
+    path: str = ""
+    seq: int = 0
+    type: Optional[FileEventType] = None
+
+    _fields = {
+        'count': ('count', 'plain'),
+        'entry': ('entry', 'model:FileEntry'),
+        'path': ('path', 'plain'),
+        'seq': ('seq', 'plain'),
+        'type': ('type', 'enum:FileEventType'),
     }
 
 
@@ -1653,9 +1679,9 @@ class WorkloadResourcesRequest(Model):
     }
 
 
-MODELS = (Admission, ArchiveResult, Asset, AssetList, Command, CommandList, CommandResult, CreateCommandRequest, CreateKeyRequest, CreatePreviewRequest, CreateSandboxRequest, CreateTeamRequest, CreateTeamResponse, CreateTicketRequest, CreateWebhookRequest, CreateWebhookResponse, CreateWorkloadRequest, Delivery, DeliveryAttempt, DeliveryList, EditFileRequest, Error, ErrorResponse, Event, EventList, FileEntry, FileList, Image, ImageAdmission, ImageConfig, ImageDefaults, ImageLimits, ImageList, ImageSettings, JoinToken, KeyResponse, MetricSample, Metrics, MetricsGap, MkdirRequest, MoveRequest, NetworkObservation, NetworkPolicy, NetworkPolicyRequest, NetworkView, Node, NodeCapacity, NodeList, OutputRecord, PTY, Preview, PreviewList, PricePerHour, PutSecretRequest, Resources, ResourcesRequest, Sandbox, SandboxList, SandboxNode, SandboxUsage, SaveAssetRequest, Secret, SecretList, SelfTest, SelfTestResult, Setup, SignalRequest, Source, Team, TeamLimits, TeamList, TeamMe, Template, TemplateList, Ticket, UpdateSandboxRequest, UpdateTeamRequest, Usage, UsageReport, Webhook, WebhookList, Workload, WorkloadList, WorkloadResources, WorkloadResourcesRequest,)
+MODELS = (Admission, ArchiveResult, Asset, AssetList, Command, CommandList, CommandResult, CreateCommandRequest, CreateKeyRequest, CreatePreviewRequest, CreateSandboxRequest, CreateTeamRequest, CreateTeamResponse, CreateTicketRequest, CreateWebhookRequest, CreateWebhookResponse, CreateWorkloadRequest, Delivery, DeliveryAttempt, DeliveryList, EditFileRequest, Error, ErrorResponse, Event, EventList, FileEntry, FileEvent, FileList, Image, ImageAdmission, ImageConfig, ImageDefaults, ImageLimits, ImageList, ImageSettings, JoinToken, KeyResponse, MetricSample, Metrics, MetricsGap, MkdirRequest, MoveRequest, NetworkObservation, NetworkPolicy, NetworkPolicyRequest, NetworkView, Node, NodeCapacity, NodeList, OutputRecord, PTY, Preview, PreviewList, PricePerHour, PutSecretRequest, Resources, ResourcesRequest, Sandbox, SandboxList, SandboxNode, SandboxUsage, SaveAssetRequest, Secret, SecretList, SelfTest, SelfTestResult, Setup, SignalRequest, Source, Team, TeamLimits, TeamList, TeamMe, Template, TemplateList, Ticket, UpdateSandboxRequest, UpdateTeamRequest, Usage, UsageReport, Webhook, WebhookList, Workload, WorkloadList, WorkloadResources, WorkloadResourcesRequest,)
 
-ENUMS = (CommandState, CommandUser, CreateCommandRequestUser, CreateKeyRequestFormat, CreatePreviewRequestVisibility, CreateSandboxRequestOnBudget, CreateSandboxRequestOnIdle, CreateWorkloadRequestUser, DeliveryReason, DeliveryState, ErrorCode, FileEntryType, ImageAdmissionMode, NetworkObservationDecision, NetworkObservationReason, NodeState, OutputRecordStream, OutputRecordType, PreviewVisibility, SandboxOnBudget, SandboxOnIdle, SandboxState, SourceType, TemplateKind, TemplateStatus, UpdateSandboxRequestOnBudget, UpdateSandboxRequestOnIdle, WorkloadState,)
+ENUMS = (CommandState, CommandUser, CreateCommandRequestUser, CreateKeyRequestFormat, CreatePreviewRequestVisibility, CreateSandboxRequestOnBudget, CreateSandboxRequestOnIdle, CreateWorkloadRequestUser, DeliveryReason, DeliveryState, ErrorCode, FileEntryType, FileEventType, ImageAdmissionMode, NetworkObservationDecision, NetworkObservationReason, NodeState, OutputRecordStream, OutputRecordType, PreviewVisibility, SandboxOnBudget, SandboxOnIdle, SandboxState, SourceType, TemplateKind, TemplateStatus, UpdateSandboxRequestOnBudget, UpdateSandboxRequestOnIdle, WorkloadState,)
 
 for _cls in MODELS + ENUMS:
     register(_cls)

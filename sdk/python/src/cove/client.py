@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
+import json
 from typing import IO, Any, Iterator, Dict, List, Mapping, Optional, Sequence, Union
 
 import httpx
@@ -16,7 +17,7 @@ from ._shared import Retry
 from .errors import Conflict, NotFound, Unavailable, error_from
 from .models import (
     ArchiveResult, Asset, Chunk, CommandInfo, CommandResult, CreateTeamResponse, CreateWebhookResponse, Delivery, Event,
-    FileContent, FileEntry, Image, KeyResponse, Metrics, NetworkView, Page, Preview, Sandbox, SandboxUsage, Secret, Team,
+    FileContent, FileEntry, FileEvent, Image, KeyResponse, Metrics, NetworkView, Page, Preview, Sandbox, SandboxUsage, Secret, Team,
     TeamMe, Template, Ticket, UsageReport, Webhook, Workload,
 )
 
@@ -954,3 +955,43 @@ class Files:
                 resp.close()
             tmp.seek(0)
             sh.unpack(tmp, local)
+
+    def watch(self, path: str, *, recursive: bool = False, after: int = 0) -> Iterator[FileEvent]:
+        """Follow the changes under a folder as they happen (``recursive``:
+        and below it, folders made later included), from after the record
+        ``after`` (a record's ``seq``; 0: from now on). A dropped connection
+        is resumed after the last record seen, so nothing the server still
+        keeps is missed; a record of type ``dropped`` counts changes not
+        reported (``count``; 0: an unknown number: list the folder again).
+        Ends when the folder or its sandbox is gone.
+
+        Example::
+
+            for ev in sb.files.watch("/workspace", recursive=True):
+                print(ev.seq, ev.type, ev.path)
+        """
+        seq, failures = after, 0
+        while True:
+            params: Dict[str, Any] = {"path": path}
+            if recursive:
+                params["recursive"] = "true"
+            if seq:
+                params["after"] = seq
+            try:
+                resp = self._c._send(sh.Req("GET", self._base + "/watch", params,
+                                                  headers={"Accept": "application/x-ndjson"}), stream=True)
+                try:
+                    for line in self._c._lines(resp):
+                        if not line.strip():
+                            continue  # keepalive
+                        ev = FileEvent.from_dict(json.loads(line))
+                        seq, failures = max(seq, ev.seq), 0
+                        yield ev
+                finally:
+                    resp.close()
+                return
+            except Unavailable:
+                failures += 1
+                if failures > STREAM_RETRIES:
+                    raise
+                time.sleep(min(0.1 * 2 ** failures, 5))
