@@ -308,16 +308,21 @@ func (r *Runtime) makeRootfs(ctx context.Context, dir string, s Spec) error {
 	if err := r.mountIDMapped(s.Image.Rootfs, lower, s.IDs); err != nil {
 		return fmt.Errorf("mount image %s: %w", s.Image.Name, err)
 	}
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work)
+	layers, err := r.layerMounts(dir, s)
+	if err != nil {
+		return err
+	}
+	lowers := strings.Join(append(layers, lower), ":")
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lowers, upper, work)
 	if err := unix.Mount("overlay", rootfs, "overlay", rootfsFlags(s), opts); err != nil {
 		return fmt.Errorf("mount overlay: %w", err)
 	}
-	// The overlay keeps a private clone of its lower mount: the attached
-	// view is not needed any more.
+	// The overlay keeps a private clone of its lower mounts: the attached
+	// views are not needed any more.
 	if err := unmount(lower); err != nil {
 		return err
 	}
-	return nil
+	return unmountLayerViews(dir)
 }
 
 // rootfsFlags are the mount flags of a sandbox's root filesystem: nosuid
@@ -582,6 +587,9 @@ func (r *Runtime) teardown(ctx context.Context, id string) []error {
 		errs = append(errs, err)
 	}
 	if err := unmount(filepath.Join(dir, lowerDir)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := unmountLayerViews(dir); err != nil {
 		errs = append(errs, err)
 	}
 	if err := unmount(filepath.Join(dir, diskDir)); err != nil {
