@@ -38,6 +38,13 @@ type Runtime interface {
 	StateDir(id string) string
 	SetHostname(ctx context.Context, id, name string) error
 	State(ctx context.Context, id string) (runtime.State, error)
+	// Freeze, LayerTemp, AddLayer, HasLayer and RemoveLayer keep the
+	// frozen disks of snapshots (runtime/layers_linux.go).
+	Freeze(ctx context.Context, id, dst string) (int64, error)
+	LayerTemp(name string) (string, error)
+	AddLayer(ctx context.Context, name, img string) error
+	HasLayer(name string) bool
+	RemoveLayer(ctx context.Context, name string) error
 }
 
 // Network connects sandboxes to the node's fence, resolver and gateway.
@@ -224,6 +231,9 @@ func (n *Node) Start(ctx context.Context, spec node.SandboxSpec) error {
 	if err != nil {
 		return err
 	}
+	if err := n.fetchLayers(ctx, spec.Layers); err != nil {
+		return err
+	}
 	release, err := n.reserve(spec.ID, rs.DiskMiB<<20)
 	if err != nil {
 		return err
@@ -244,8 +254,16 @@ func (n *Node) runtimeSpec(spec node.SandboxSpec) (runtime.Spec, error) {
 		Pids: spec.Pids, Workdir: spec.Workdir, CABundle: n.caBundle(spec.Template),
 		IDs:     image.IDMap{HostID: spec.IDs.HostID, Size: spec.IDs.Size},
 		DiskIDs: image.IDMap{HostID: spec.DiskIDs.HostID, Size: spec.DiskIDs.Size},
-		Devices: spec.Devices, SetID: spec.SetID,
+		Devices: spec.Devices, SetID: spec.SetID, Layers: runtimeLayers(spec.Layers),
 	}, nil
+}
+
+func runtimeLayers(ls []node.Layer) []runtime.Layer {
+	var out []runtime.Layer
+	for _, l := range ls {
+		out = append(out, runtime.Layer{Name: l.Snapshot, IDs: image.IDMap{HostID: l.IDs.HostID, Size: l.IDs.Size}})
+	}
+	return out
 }
 
 func (n *Node) start(ctx context.Context, spec runtime.Spec, p api.NetworkPolicy, given []node.Secret) (err error) {
@@ -532,6 +550,9 @@ func (n *Node) Wake(ctx context.Context, ns node.SandboxSpec) error {
 	}
 	spec, err := n.runtimeSpec(ns)
 	if err != nil {
+		return err
+	}
+	if err := n.fetchLayers(ctx, ns.Layers); err != nil {
 		return err
 	}
 	release, err := n.reserve(spec.ID, spec.DiskMiB<<20)

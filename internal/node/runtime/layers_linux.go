@@ -86,14 +86,19 @@ func (r *Runtime) AddLayer(ctx context.Context, name, img string) error {
 	return nil
 }
 
-// LayerTemp is a path on the state dir's filesystem for a disk image
-// about to become a layer (AddLayer) or be saved.
+// LayerTemp is a new path, where no file is, on the state dir's
+// filesystem for a disk image about to become layer name (AddLayer).
 func (r *Runtime) LayerTemp(name string) (string, error) {
 	dir := filepath.Join(r.cfg.StateDir, layersDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
-	return filepath.Join(dir, name+".tmp.img"), nil
+	f, err := os.CreateTemp(dir, "."+name+"-*.img")
+	if err != nil {
+		return "", err
+	}
+	f.Close()
+	return f.Name(), os.Remove(f.Name())
 }
 
 // mountLayer mounts layer name read-only, once, and returns the host path
