@@ -35,6 +35,10 @@ type Snapshots interface {
 // Snapshot is a snapshot and the layers a sandbox on it stands on.
 type Snapshot struct {
 	api.Snapshot
+	// Template and Workdir are its sandbox's: a sandbox on it runs the
+	// same template (its files are changes to that image's).
+	Template string `json:"template"`
+	Workdir  string `json:"workdir"`
 	// Layers is the chain of snapshots a sandbox on this one stands on,
 	// top first: this snapshot, then those its sandbox stood on.
 	Layers []Layer `json:"layers"`

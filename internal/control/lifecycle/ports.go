@@ -379,6 +379,9 @@ func (d workloadDeps) ResolveResources(r *api.ResourcesRequest) (api.Resources, 
 }
 
 func (d workloadDeps) CheckSource(src *api.Source) (*api.Source, error) {
+	if src != nil && src.Type == api.SourceSnapshot {
+		return nil, invalid("source type snapshot is for sandboxes; a workload takes empty, upload, asset or git")
+	}
 	return runs.CheckSource(src, d.s.secrets != nil)
 }
 

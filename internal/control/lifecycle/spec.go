@@ -29,5 +29,8 @@ func (s *Core) startSpec(ctx context.Context, sb api.Sandbox) (node.SandboxSpec,
 	default:
 		spec.IDs = node.IDRange{HostID: r.HostID, Size: r.Size}
 	}
+	if spec.Layers, err = s.layersOf(ctx, sb.ID); err != nil {
+		return spec, fmt.Errorf("layers of %s: %w", sb.ID, err)
+	}
 	return spec, nil
 }
