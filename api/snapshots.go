@@ -49,3 +49,8 @@ type ForkSandboxRequest struct {
 	// Labels of every new sandbox; default the parent's.
 	Labels map[string]string `json:"labels,omitempty"`
 }
+
+// ForkResult answers POST /v1/sandboxes/{ref}/fork: the new sandboxes.
+type ForkResult struct {
+	Items []Sandbox `json:"items"`
+}
