@@ -45,6 +45,7 @@ type Runtime interface {
 	AddLayer(ctx context.Context, name, img string) error
 	HasLayer(name string) bool
 	RemoveLayer(ctx context.Context, name string) error
+	UnmountLayers() error
 }
 
 // Network connects sandboxes to the node's fence, resolver and gateway.
@@ -217,6 +218,7 @@ func (n *Node) Close() error {
 	for _, s := range n.sandboxes {
 		s.client.Close()
 	}
+	errs = append(errs, n.rt.UnmountLayers())
 	return errors.Join(errs...)
 }
 

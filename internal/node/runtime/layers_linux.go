@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -153,6 +152,27 @@ func (r *Runtime) RemoveLayer(ctx context.Context, name string) error {
 	return removeStateDir(dir)
 }
 
+// UnmountLayers unmounts every layer's shared mount, as the node stops:
+// the sandboxes on a layer keep their own views of it (the kernel keeps
+// its filesystem while one is left), and the next start on it mounts it
+// again.
+func (r *Runtime) UnmountLayers() error {
+	names, err := r.Layers()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range names {
+		mu := layerLock(name)
+		mu.Lock()
+		if err := unmount(filepath.Join(r.layerDir(name), "mnt")); err != nil {
+			errs = append(errs, err)
+		}
+		mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
 // Layers lists the layers the node holds.
 func (r *Runtime) Layers() ([]string, error) {
 	entries, err := os.ReadDir(filepath.Join(r.cfg.StateDir, layersDir))
@@ -240,7 +260,12 @@ func sparseCopy(ctx context.Context, src, dst string) (int64, error) {
 	return n, err
 }
 
+// copyExtents copies the data extents of in to out at the same offsets,
+// leaving holes, and blocks of zeros, as holes: a disk's inode tables the
+// kernel zeroed in the background take no room in the copy.
 func copyExtents(ctx context.Context, in, out *os.File, size int64) (int64, error) {
+	const block = 64 << 10
+	buf := make([]byte, 1<<20)
 	var total int64
 	for off := int64(0); off < size; {
 		if err := ctx.Err(); err != nil {
@@ -258,29 +283,40 @@ func copyExtents(ctx context.Context, in, out *os.File, size int64) (int64, erro
 			return total, err
 		}
 		for pos := data; pos < hole; {
-			roff, woff := pos, pos
-			n, err := unix.CopyFileRange(int(in.Fd()), &roff, int(out.Fd()), &woff, int(min(hole-pos, 64<<20)), 0)
-			if err != nil {
-				if !errors.Is(err, unix.EXDEV) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP) {
-					return total, err
-				}
-				m, err := io.Copy(io.NewOffsetWriter(out, pos), io.NewSectionReader(in, pos, hole-pos))
-				pos += m
-				total += m
-				if err != nil {
-					return total, err
-				}
-				continue
+			n, err := in.ReadAt(buf[:min(int64(len(buf)), hole-pos)], pos)
+			if n == 0 && err != nil {
+				return total, err
 			}
-			if n == 0 {
-				return total, io.ErrUnexpectedEOF
+			for b := 0; b < n; b += block {
+				chunk := buf[b:min(b+block, n)]
+				if allZero(chunk) {
+					continue
+				}
+				if _, err := out.WriteAt(chunk, pos+int64(b)); err != nil {
+					return total, err
+				}
+				total += int64(len(chunk))
 			}
 			pos += int64(n)
-			total += int64(n)
 		}
 		off = hole
 	}
 	return total, nil
+}
+
+func allZero(b []byte) bool {
+	for len(b) >= 8 {
+		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // layerMounts mounts the view of each of s's layers, shifted into s's
