@@ -56,9 +56,9 @@ type Core struct {
 	// (OnExit); set at New.
 	exits *runs.Exits
 
-	mu      sync.Mutex
+	mu sync.Mutex
 	// snapMu orders deleting a snapshot against sandboxes starting on it.
-	snapMu sync.Mutex
+	snapMu  sync.Mutex
 	ops     map[string]*sandboxOps // per sandbox; removed when terminal
 	changed chan struct{}          // closed and replaced on every state change
 	// exitWatchers are woken at every command exit (setup commands).

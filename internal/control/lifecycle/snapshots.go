@@ -374,7 +374,7 @@ func (s *Core) ForkSandbox(ctx context.Context, teamID, ref string, req api.Fork
 		cr := api.CreateSandboxRequest{
 			Template: sb.Template, Env: sb.Env, Workdir: sb.Workdir,
 			Resources: &api.ResourcesRequest{CPUs: &sb.Resources.CPUs, MemoryMiB: &sb.Resources.MemoryMiB, DiskMiB: &sb.Resources.DiskMiB},
-			Labels: labels, Secrets: sb.Secrets, OnIdle: sb.OnIdle,
+			Labels:    labels, Secrets: sb.Secrets, OnIdle: sb.OnIdle,
 			Network: &api.NetworkPolicy{Allow: sb.Network.Allow},
 			Source:  &api.Source{Type: api.SourceSnapshot, SnapshotID: snap.ID},
 		}

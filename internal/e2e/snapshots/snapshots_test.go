@@ -407,4 +407,3 @@ func unmountAll(target string) error {
 	}
 	return nil
 }
-
