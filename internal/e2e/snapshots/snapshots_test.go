@@ -55,7 +55,7 @@ func allocated(path string) int64 {
 
 // dirAllocated sums what the files under dir take on dir's filesystem
 // (not in the filesystems mounted below it).
-func dirAllocated(t *testing.T, dir string) int64 {
+func dirAllocated(t testing.TB, dir string) int64 {
 	t.Helper()
 	var root syscall.Stat_t
 	if err := syscall.Stat(dir, &root); err != nil {
