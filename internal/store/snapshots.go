@@ -15,8 +15,8 @@ type Snapshots interface {
 	CreateSnapshot(ctx context.Context, s Snapshot) error
 	// GetSnapshot finds a snapshot of the team by ID or name.
 	GetSnapshot(ctx context.Context, teamID, ref string) (Snapshot, error)
-	// ListSnapshots lists a team's snapshots (of one sandbox when
-	// sandboxID is set), oldest first, paged by ID.
+	// ListSnapshots lists a team's snapshots (every team's for "", the
+	// meter's; of one sandbox when sandboxID is set), paged by ID.
 	ListSnapshots(ctx context.Context, teamID, sandboxID, after string, limit int) ([]Snapshot, error)
 	// DeleteSnapshot removes a snapshot and what it stood on.
 	DeleteSnapshot(ctx context.Context, teamID, id string) error

@@ -126,6 +126,8 @@ func (l meterLife) EmitWorkload(ctx context.Context, w api.Workload, typ string,
 }
 
 func (l meterLife) MeterWorkloads(ctx context.Context, now time.Time) []api.Workload {
+	// Snapshots are charged at the same tick, as storage.
+	l.s.meterSnapshots(ctx, now)
 	return l.s.svc.Workloads.Meter(ctx, now)
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/id"
+	"github.com/cove-dev/cove/internal/metering"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/store"
 )
@@ -134,6 +135,46 @@ func (s *Core) snapshotRoom(ctx context.Context, teamID string) error {
 		}
 	}
 	return nil
+}
+
+// meterSnapshots charges every snapshot's stored bytes as storage at the
+// price table's storage price, in usage under the snapshot's ID: the hour
+// now is in and the one before, each set (not added to) at every tick, so
+// a tick seen twice charges nothing twice.
+func (s *Core) meterSnapshots(ctx context.Context, now time.Time) {
+	var acc []store.Accrual
+	after := ""
+	for {
+		page, err := s.store.ListSnapshots(ctx, "", "", after, 1000)
+		if err != nil {
+			s.log.Error("list snapshots to meter", "err", err)
+			return
+		}
+		for _, snap := range page {
+			for _, hour := range []time.Time{now.Truncate(time.Hour).Add(-time.Hour), now.Truncate(time.Hour)} {
+				from, to := hour, hour.Add(time.Hour)
+				if snap.CreatedAt.After(from) {
+					from = snap.CreatedAt
+				}
+				if now.Before(to) {
+					to = now
+				}
+				if !to.After(from) {
+					continue
+				}
+				use := metering.Stored(snap.SizeBytes, to.Sub(from).Seconds())
+				acc = append(acc, store.Accrual{SandboxID: snap.ID, TeamID: snap.TeamID, Hour: hour,
+					StorageGiBH: use.StorageGiBH, CostUSD: use.Cost(s.cfg.Prices)})
+			}
+		}
+		if len(page) < 1000 {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	if err := s.store.PutWorkloadUsage(ctx, acc); err != nil {
+		s.log.Error("charge snapshots", "err", err)
+	}
 }
 
 // GetSnapshot finds a snapshot of the team by ID or name.

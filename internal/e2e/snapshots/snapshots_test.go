@@ -282,13 +282,30 @@ func TestRestore(t *testing.T) {
 // on it and is deleted once they are gone; another team gets 404 for all
 // of it.
 func TestDeleteAndTeams(t *testing.T) {
-	s := e2etest.StartServer(t, e2etest.WithArgs("--warm-pool", "0"))
+	s := e2etest.StartServer(t, e2etest.WithArgs("--warm-pool", "0", "--metrics-interval", "200ms"))
 	c, ctx := s.Admin, t.Context()
 	sb := e2etest.Create(t, c, api.CreateSandboxRequest{})
 	e2etest.MustOK(t, c, sb.ID, "echo secret > /workspace/s")
 	snap, err := c.CreateSnapshot(ctx, sb.ID, "base")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Charged as storage, listed in usage under its ID.
+	var charged api.Usage
+	for i := 0; i < 100 && charged.StorageGiBH == 0; i++ {
+		time.Sleep(100 * time.Millisecond)
+		r, err := c.Usage(ctx, cove.UsageQuery{GroupBy: "sandbox"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range r.Items {
+			if u.SandboxID == snap.ID {
+				charged = u
+			}
+		}
+	}
+	if charged.StorageGiBH <= 0 || charged.CostUSD <= 0 || charged.CPUS != 0 {
+		t.Errorf("the snapshot's usage: %+v", charged)
 	}
 	on := e2etest.Create(t, c, api.CreateSandboxRequest{Source: &api.Source{Type: api.SourceSnapshot, SnapshotID: snap.ID}})
 

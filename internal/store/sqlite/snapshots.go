@@ -73,7 +73,9 @@ func (db *DB) GetSnapshot(ctx context.Context, teamID, ref string) (store.Snapsh
 // ListSnapshots lists a team's snapshots by ID.
 func (db *DB) ListSnapshots(ctx context.Context, teamID, sandboxID, after string, limit int) ([]store.Snapshot, error) {
 	var w where
-	w.add("team_id = ?", teamID)
+	if teamID != "" {
+		w.add("team_id = ?", teamID)
+	}
 	if sandboxID != "" {
 		w.add("sandbox_id = ?", sandboxID)
 	}

@@ -48,6 +48,7 @@ func testSnapshots(t *testing.T, s store.Store) {
 	diff(t, "list", []string{"snap_a", "snap_b"}, snapshotIDs(mustGet[[]store.Snapshot](t)(s.ListSnapshots(ctx, "team_a", "", "", 0))))
 	diff(t, "list of child", []string{"snap_b"}, snapshotIDs(mustGet[[]store.Snapshot](t)(s.ListSnapshots(ctx, "team_a", child.ID, "", 0))))
 	diff(t, "page", []string{"snap_b"}, snapshotIDs(mustGet[[]store.Snapshot](t)(s.ListSnapshots(ctx, "team_a", "", "snap_a", 1))))
+	diff(t, "every team", []string{"snap_a", "snap_b"}, snapshotIDs(mustGet[[]store.Snapshot](t)(s.ListSnapshots(ctx, "", "", "", 0))))
 	diff(t, "other team", []string{}, snapshotIDs(mustGet[[]store.Snapshot](t)(s.ListSnapshots(ctx, "team_b", "", "", 0))))
 	diff(t, "bytes", int64(15), mustGet[int64](t)(s.SnapshotBytes(ctx, "team_a")))
 
