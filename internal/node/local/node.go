@@ -218,7 +218,9 @@ func (n *Node) Close() error {
 	for _, s := range n.sandboxes {
 		s.client.Close()
 	}
-	errs = append(errs, n.rt.UnmountLayers())
+	if n.rt != nil {
+		errs = append(errs, n.rt.UnmountLayers())
+	}
 	return errors.Join(errs...)
 }
 
