@@ -70,7 +70,7 @@ func (c *Client) ForkSandbox(ctx context.Context, ref string, req api.ForkSandbo
 	if wait {
 		q.Set("wait", string(api.StateRunning))
 	}
-	var out api.ForkResult
+	out := api.ForkResult{}
 	err := c.do(ctx, http.MethodPost, sandboxPath(ref)+"/fork", q, req, &out)
 	return out.Items, err
 }
