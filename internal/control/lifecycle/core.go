@@ -827,6 +827,7 @@ func (s *Core) finishTerminate(ctx context.Context, sb api.Sandbox, reason strin
 	s.mu.Lock()
 	delete(s.ops, sb.ID)
 	s.mu.Unlock()
+	s.dropForkSnapshots(ctx, sb)
 }
 
 // loseCommands marks the sandbox's running commands lost.

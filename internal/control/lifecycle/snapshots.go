@@ -243,6 +243,36 @@ func (s *Core) DeleteSnapshot(ctx context.Context, teamID, ref string) error {
 	return nil
 }
 
+// dropForkSnapshots deletes the fork snapshots a terminated sandbox stood
+// on once nothing stands on them any more: a fork's snapshot goes with
+// its last fork. Called after the sandbox is recorded terminated.
+func (s *Core) dropForkSnapshots(ctx context.Context, sb api.Sandbox) {
+	layers, err := s.store.SandboxLayers(ctx, sb.ID)
+	if err != nil || len(layers) == 0 {
+		return
+	}
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	for _, l := range layers {
+		snap, err := s.store.GetSnapshot(ctx, sb.TeamID, l.Snapshot)
+		if err != nil || !snap.Fork {
+			continue
+		}
+		if users, err := s.store.SnapshotUsers(ctx, snap.ID); err != nil || len(users) > 0 {
+			continue
+		}
+		if err := s.node.DropSnapshot(ctx, snap.ID); err != nil {
+			s.log.Warn("drop a fork's snapshot", "snapshot", snap.ID, "err", err)
+			continue
+		}
+		if err := s.store.DeleteSnapshot(ctx, sb.TeamID, snap.ID); err != nil {
+			s.log.Warn("delete a fork's snapshot", "snapshot", snap.ID, "err", err)
+			continue
+		}
+		s.svc.Events.Emit(ctx, sb.TeamID, "snapshot.deleted", snap.SandboxID, "", map[string]any{"snapshot_id": snap.ID, "name": snap.Name})
+	}
+}
+
 // sourceSnapshot resolves a create's snapshot source and fits the request
 // to it: the snapshot's template (its files are changes to that image's)
 // and, unless asked otherwise, its workdir.

@@ -168,6 +168,31 @@ func TestFork(t *testing.T) {
 		t.Errorf("delete the fork's snapshot while forks run: %v", err)
 	}
 
+	// The fork's snapshot goes with its last fork.
+	for _, f := range forks {
+		if _, err := c.TerminateSandbox(ctx, f.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range forks {
+		if _, err := c.WaitSandbox(ctx, f.ID, api.StateTerminated, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var gone error
+	for i := 0; i < 100; i++ {
+		if _, gone = c.GetSnapshot(ctx, l.Items[0].ID); api.ErrorCode(gone) == api.CodeNotFound {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if api.ErrorCode(gone) != api.CodeNotFound {
+		t.Errorf("the fork's snapshot after its forks ended: %v", gone)
+	}
+	if _, err := os.Stat(filepath.Join(sandboxes, ".layers", l.Items[0].ID)); !os.IsNotExist(err) {
+		t.Errorf("the fork's layer after its forks ended: %v", err)
+	}
+
 	// Past --max-fork: 400 naming the limit.
 	if _, err := c.ForkSandbox(ctx, parent.ID, api.ForkSandboxRequest{Count: 9}, false); api.ErrorCode(err) != api.CodeInvalidArgument || !strings.Contains(err.Error(), "8") {
 		t.Errorf("fork of 9 past --max-fork 8: %v", err)
