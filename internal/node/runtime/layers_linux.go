@@ -228,6 +228,16 @@ func (r *Runtime) Freeze(ctx context.Context, id, dst string) (int64, error) {
 	return n, nil
 }
 
+// thaw thaws the filesystem mounted at dir if it is frozen.
+func thaw(dir string) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	unix.Syscall(unix.SYS_IOCTL, d.Fd(), fithaw, 0)
+}
+
 // sparseCopy copies the data extents of src to a new file dst of the same
 // size, leaving holes as holes.
 func sparseCopy(ctx context.Context, src, dst string) (int64, error) {

@@ -150,3 +150,27 @@ echo small > deep/s && ln -s deep/s link && rm /etc/hostname`, mib)
 		t.Error(err)
 	}
 }
+
+// TestAttachThaws: a disk left frozen by a node that died mid-snapshot is
+// thawed when the next node attaches to the sandbox.
+func TestAttachThaws(t *testing.T) {
+	r := newRuntime(t)
+	s := testSpec()
+	c := start(t, r, s)
+	d, err := os.Open(filepath.Join(r.StateDir(s.ID), diskDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, d.Fd(), fifreeze, 0); e != 0 {
+		t.Fatal(e)
+	}
+	c2, err := r.Attach(t.Context(), s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if out, exit := sh(t, c, 0, "echo thawed > /root/t && cat /root/t"); exit.ExitCode != 0 || out != "thawed" {
+		t.Errorf("write after attach: %q", out)
+	}
+}

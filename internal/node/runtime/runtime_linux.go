@@ -453,6 +453,9 @@ func (r *Runtime) Attach(ctx context.Context, id string) (*client.Client, error)
 	if st.Status != "running" {
 		return nil, api.Errorf(api.CodePreconditionFailed, "sandbox %s is %s, not running", id, st.Status)
 	}
+	// A node that died while it froze the disk for a snapshot left it
+	// frozen: thaw it (a disk not frozen refuses, which is fine).
+	thaw(filepath.Join(r.StateDir(id), diskDir))
 	c, err := r.waitAgent(ctx, id, 5*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("attach sandbox %s: %w", id, err)
