@@ -301,6 +301,24 @@ func TestRestore(t *testing.T) {
 	if out := e2etest.MustOK(t, c, third.ID, "cat /workspace/v2 /workspace/v3"); out != "v2\nv3\n" {
 		t.Errorf("sandbox on v3: %q", out)
 	}
+	// A sandbox on a chain sleeps and wakes with its layers and its own
+	// writes.
+	e2etest.MustOK(t, c, third.ID, "echo own > /workspace/own && rm /workspace/v2")
+	if _, err := c.SleepSandbox(ctx, third.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitSandbox(ctx, third.ID, api.StateAsleep, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WakeSandbox(ctx, third.ID); err != nil {
+		t.Fatal(err)
+	}
+	if sb, err := c.WaitSandbox(ctx, third.ID, api.StateRunning, time.Minute); err != nil || sb.State != api.StateRunning {
+		t.Fatalf("wake on a chain: %+v %v", sb, err)
+	}
+	if out := e2etest.MustOK(t, c, third.ID, "cat /workspace/own /workspace/v3; ls /workspace/v2 2>&1 | grep -c 'No such'; stat -c %U /workspace/data/f1"); out != "own\nv3\n1\nuser\n" {
+		t.Errorf("after a wake on a chain: %q", out)
+	}
 }
 
 // TestDeleteAndTeams: a snapshot stood on answers 409 naming what stands
