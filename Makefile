@@ -207,6 +207,7 @@ bench: deps build
 	COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -run '^$$' -bench . -benchtime 3x ./internal/node/runtime/ ./internal/e2e/
 	GO=$(GO) scripts/versitygw.sh
 	COVE_REQUIRE_S3=1 COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -run '^$$' -bench FleetVsServe -benchtime 15x ./internal/e2e/fleet/
+	COVE_TEST_IMAGES=$(TEST_IMAGES) COVE_BIN=$(CURDIR)/bin $(GO) test -run '^$$' -bench Fork -benchtime 1x -timeout 60m ./internal/e2e/snapshots/
 	$(GO) test -run '^$$' -bench ControlScale -benchtime 1x -timeout 30m ./internal/control/fleet/fleetscale/
 	$(GO) test -run '^$$' -bench 'Inject|SandboxCALeaf' -benchtime 200x ./internal/netpolicy/
 

@@ -20,9 +20,12 @@ const (
 // resolved to.
 type Source struct {
 	// empty (default), upload, asset or git.
-	Type string `json:"type" schema:"enum=,empty,upload,asset,git"`
+	Type string `json:"type" schema:"enum=,empty,upload,asset,git,snapshot"`
 	// For type asset: an asset of the team (404 otherwise).
 	AssetID string `json:"asset_id,omitempty"`
+	// For type snapshot: a snapshot of the team, by ID or name (404
+	// otherwise); the sandbox starts on its files.
+	SnapshotID string `json:"snapshot_id,omitempty"`
 	// For type git: http(s), without credentials, naming a host (not an
 	// address).
 	URL string `json:"url,omitempty"`

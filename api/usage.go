@@ -76,7 +76,7 @@ type Metrics struct {
 // Usage is what was used and what it cost, for one sandbox, one day or a
 // whole report.
 type Usage struct {
-	// With group_by=sandbox: a sandbox's ID, or an ended workload's (wl_…).
+	// With group_by=sandbox: a sandbox's ID, an ended workload's (wl_…), or a snapshot's (snap_…, storage only).
 	SandboxID string `json:"sandbox_id,omitempty"`
 	// With group_by=day (UTC).
 	Day string `json:"day,omitempty" schema:"format=date"` // 2006-01-02, UTC

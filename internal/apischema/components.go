@@ -109,4 +109,10 @@ var components = []component{
 	{name: "Node", typ: reflect.TypeFor[api.Node]()},
 	{name: "NodeList", typ: reflect.TypeFor[api.List[api.Node]]()},
 	{name: "JoinToken", typ: reflect.TypeFor[api.JoinToken]()},
+	{name: "Snapshot", typ: reflect.TypeFor[api.Snapshot]()},
+	{name: "SnapshotList", typ: reflect.TypeFor[api.List[api.Snapshot]]()},
+	{name: "CreateSnapshotRequest", typ: reflect.TypeFor[api.CreateSnapshotRequest](), closed: true},
+	{name: "RestoreSandboxRequest", typ: reflect.TypeFor[api.RestoreSandboxRequest](), closed: true},
+	{name: "ForkSandboxRequest", typ: reflect.TypeFor[api.ForkSandboxRequest](), closed: true},
+	{name: "ForkResult", typ: reflect.TypeFor[api.ForkResult]()},
 }

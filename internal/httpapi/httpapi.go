@@ -114,6 +114,8 @@ type Handler struct {
 	// serving.
 	Files  Files
 	Assets Assets
+	// Snapshots serve snapshots, restores and forks; set before serving.
+	Snapshots Snapshots
 	// Metering answers usage, spend and metrics reads; set before serving.
 	Metering Metering
 	// Observations answers a sandbox's network reads; set before serving.
@@ -210,6 +212,7 @@ func (h *Handler) routes() {
 	commandRoutes{sh, h.Commands}.routes(auth, serve)
 	fileRoutes{sh, h.Files}.routes(auth)
 	assetRoutes{sh, h.Assets}.routes(auth)
+	snapshotRoutes{sh, h.Snapshots, h.Sandboxes}.routes(auth)
 	eventRoutes{sh, h.Events, h.eventStreams}.routes(auth)
 	teamRoutes{sh}.routes(auth)
 	secretRoutes{sh, h.Secrets}.routes(auth)

@@ -200,6 +200,37 @@ func (f *fakeAPI) handler() http.Handler {
 			return nil
 		})
 	}
+	route("POST /v1/sandboxes/{ref}/snapshots", "snapshot", func(w http.ResponseWriter, r *http.Request) *api.Error {
+		var req api.CreateSnapshotRequest
+		if e := decode(r, &req); e != nil {
+			return e
+		}
+		i, _ := f.sandbox(r.PathValue("ref"))
+		writeJSON(w, api.Snapshot{ID: "snap_1", Name: req.Name, SandboxID: f.sandboxes[i].ID, SizeBytes: 42, Digest: "sha256:00"})
+		return nil
+	})
+	route("POST /v1/sandboxes/{ref}/fork", "fork", func(w http.ResponseWriter, r *http.Request) *api.Error {
+		var req api.ForkSandboxRequest
+		if e := decode(r, &req); e != nil {
+			return e
+		}
+		if r.URL.Query().Get("wait") != "running" {
+			return &api.Error{Code: api.CodeInvalidArgument, Message: "fork without wait"}
+		}
+		if req.Count < 1 || req.Count > 3 {
+			return &api.Error{Code: api.CodeInvalidArgument, Message: "count " + strconv.Itoa(req.Count) + ": want 1 to 3"}
+		}
+		out := api.ForkResult{}
+		for n := range req.Count {
+			sb := api.Sandbox{ID: "fk" + strconv.Itoa(n+1), State: api.StateRunning, Template: "base", Workdir: "/workspace"}
+			if req.Names != nil {
+				sb.Name = req.Names[n]
+			}
+			out.Items = append(out.Items, sb)
+		}
+		writeJSON(w, out)
+		return nil
+	})
 	route("GET /v1/sandboxes/{ref}/network", "network", func(w http.ResponseWriter, r *http.Request) *api.Error {
 		writeJSON(w, api.NetworkView{Policy: api.NetworkPolicy{Allow: f.policy}, Observations: f.observed})
 		return nil

@@ -106,6 +106,14 @@ func (t *tools) register(s *mcp.Server) {
 		Description: "Wake a sleeping sandbox and wait until it runs, with its files as they were.",
 	}, t.wakeSandbox)
 	mcp.AddTool(s, &mcp.Tool{
+		Name:        "snapshot_sandbox",
+		Description: "Freeze a sandbox's files (running or asleep) into a named snapshot of the team; its commands go on. create_sandbox with source {type: snapshot, snapshot_id} starts new sandboxes on it.",
+	}, t.snapshotSandbox)
+	mcp.AddTool(s, &mcp.Tool{
+		Name:        "fork_sandbox",
+		Description: "Make count new sandboxes (up to the server's limit, 100 by default) from a sandbox's files as they are now, and wait until they run. Each is independent: its own ID, disk, network and output; writes in one never show in another. Use it to try several approaches from one prepared state.",
+	}, t.forkSandbox)
+	mcp.AddTool(s, &mcp.Tool{
 		Name:        "terminate_sandbox",
 		Description: "Terminate a sandbox for good: its processes and files are gone; its recorded output and events stay readable for a while.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)},
@@ -604,6 +612,59 @@ func (t *tools) wakeSandbox(ctx context.Context, _ *mcp.CallToolRequest, in Sand
 		return nil, Sandbox{}, toolError(err)
 	}
 	return nil, sandboxOf(sb), nil
+}
+
+// SnapshotIn names a sandbox and the snapshot to make of it.
+type SnapshotIn struct {
+	Sandbox string `json:"sandbox" jsonschema:"the sandbox's id or name"`
+	Name    string `json:"name" jsonschema:"the snapshot's name, unique in the team: 1 to 63 of a-z, 0-9 and -"`
+}
+
+// Snapshot is what the tools say of a snapshot.
+type Snapshot struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	SandboxID string `json:"sandbox_id"`
+	SizeBytes int64  `json:"size_bytes"`
+	Digest    string `json:"digest"`
+}
+
+func (t *tools) snapshotSandbox(ctx context.Context, _ *mcp.CallToolRequest, in SnapshotIn) (*mcp.CallToolResult, Snapshot, error) {
+	if in.Sandbox == "" || in.Name == "" {
+		return nil, Snapshot{}, errors.New("sandbox and name are required")
+	}
+	s, err := t.cl.CreateSnapshot(ctx, in.Sandbox, in.Name)
+	if err != nil {
+		return nil, Snapshot{}, toolError(err)
+	}
+	return nil, Snapshot{ID: s.ID, Name: s.Name, SandboxID: s.SandboxID, SizeBytes: s.SizeBytes, Digest: s.Digest}, nil
+}
+
+// ForkIn names a sandbox and how many forks to make of it.
+type ForkIn struct {
+	Sandbox string   `json:"sandbox" jsonschema:"the sandbox's id or name"`
+	Count   int      `json:"count" jsonschema:"how many new sandboxes to make"`
+	Names   []string `json:"names,omitempty" jsonschema:"names of the new sandboxes, one per sandbox"`
+}
+
+// Forks are the sandboxes a fork made.
+type Forks struct {
+	Sandboxes []Sandbox `json:"sandboxes"`
+}
+
+func (t *tools) forkSandbox(ctx context.Context, _ *mcp.CallToolRequest, in ForkIn) (*mcp.CallToolResult, Forks, error) {
+	if in.Sandbox == "" {
+		return nil, Forks{}, errors.New("sandbox is required")
+	}
+	items, err := t.cl.ForkSandbox(ctx, in.Sandbox, api.ForkSandboxRequest{Count: in.Count, Names: in.Names}, true)
+	if err != nil {
+		return nil, Forks{}, toolError(err)
+	}
+	out := Forks{Sandboxes: []Sandbox{}}
+	for _, sb := range items {
+		out.Sandboxes = append(out.Sandboxes, sandboxOf(sb))
+	}
+	return nil, out, nil
 }
 
 func (t *tools) terminateSandbox(ctx context.Context, _ *mcp.CallToolRequest, in SandboxRef) (*mcp.CallToolResult, Sandbox, error) {

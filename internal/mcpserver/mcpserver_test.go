@@ -462,6 +462,32 @@ func TestSleepWakeTerminate(t *testing.T) {
 			{name: "running", args: map[string]any{"sandbox": "sb1"}, setup: func(f *fakeAPI) { f.sandboxes[0].State = api.StateAsleep }, check: state("running", "running")},
 			{name: "API error", args: map[string]any{"sandbox": "sb1"}, setup: failing("wake", api.CodeResourceExhausted, "no room"), wantErr: "resource_exhausted: no room"},
 		}},
+		{"snapshot_sandbox", []toolCase{
+			{name: "made", args: map[string]any{"sandbox": "sb1", "name": "ready"}, check: func(t *testing.T, f *fakeAPI, res result) {
+				var s Snapshot
+				if err := json.Unmarshal(res.out, &s); err != nil {
+					t.Fatal(err)
+				}
+				if s.ID != "snap_1" || s.Name != "ready" || s.SandboxID != "sb1" || s.Digest != "sha256:00" {
+					t.Errorf("snapshot %+v", s)
+				}
+			}},
+			{name: "no name", args: map[string]any{"sandbox": "sb1"}, wantErr: "name", check: noCalls},
+			{name: "API error", args: map[string]any{"sandbox": "other", "name": "x"}, wantErr: "not_found: sandbox other not found"},
+		}},
+		{"fork_sandbox", []toolCase{
+			{name: "forked", args: map[string]any{"sandbox": "sb1", "count": 2, "names": []string{"a", "b"}}, check: func(t *testing.T, f *fakeAPI, res result) {
+				var out Forks
+				if err := json.Unmarshal(res.out, &out); err != nil {
+					t.Fatal(err)
+				}
+				if len(out.Sandboxes) != 2 || out.Sandboxes[0].ID != "fk1" || out.Sandboxes[1].Name != "b" || out.Sandboxes[0].State != "running" {
+					t.Errorf("forks %+v", out)
+				}
+			}},
+			{name: "past the limit", args: map[string]any{"sandbox": "sb1", "count": 9}, wantErr: "invalid_argument: count 9: want 1 to 3"},
+			{name: "no sandbox", args: map[string]any{"count": 1}, wantErr: "sandbox", check: noCalls},
+		}},
 		{"terminate_sandbox", []toolCase{
 			{name: "terminated", args: map[string]any{"sandbox": "sb1"}, check: state("terminated")},
 			{name: "API error", args: map[string]any{"sandbox": "other"}, wantErr: "not_found: sandbox other not found"},
@@ -521,8 +547,8 @@ func TestTools(t *testing.T) {
 	}
 	slices.Sort(names)
 	slices.Sort(readOnly)
-	want := []string{"command_output", "create_sandbox", "edit_file", "list_files", "list_sandboxes", "read_file", "run_command",
-		"sandbox_network", "send_input", "sleep_sandbox", "terminate_sandbox", "wake_sandbox", "write_file"}
+	want := []string{"command_output", "create_sandbox", "edit_file", "fork_sandbox", "list_files", "list_sandboxes", "read_file", "run_command",
+		"sandbox_network", "send_input", "sleep_sandbox", "snapshot_sandbox", "terminate_sandbox", "wake_sandbox", "write_file"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("tools (-want +got):\n%s", diff)
 	}

@@ -37,6 +37,15 @@ type Contract interface {
 	// CopySave copies the complete save named from as the save named to
 	// (a sandbox's save into a setup cache entry, and back).
 	CopySave(ctx context.Context, from, to string) (SaveInfo, error)
+	// Snapshot freezes the files of sandbox id as the snapshot snap in
+	// the save store: running on the node, at one moment while its
+	// commands go on; asleep, from its save (generation save, "" the
+	// newest). The frozen disk stays on the node as a layer for the
+	// sandboxes that start on the snapshot.
+	Snapshot(ctx context.Context, id, snap string, asleep bool, save string) (SaveInfo, error)
+	// DropSnapshot removes a snapshot from the save store and the node.
+	// It is idempotent.
+	DropSnapshot(ctx context.Context, snap string) error
 	// Known lists the sandboxes the node has state for.
 	Known(ctx context.Context) ([]string, error)
 	// Lose records the given commands of a sandbox as lost.

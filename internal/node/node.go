@@ -56,6 +56,18 @@ type SandboxSpec struct {
 	// sandbox: no no_new_privs, no nosuid on its root filesystem
 	// (api.Sandbox.SetID; E2B's sandboxes only).
 	SetID bool
+	// Layers are the snapshots the sandbox stands on, top first: their
+	// frozen files are read-only layers under its own disk, shared by
+	// every sandbox on them. The node fetches a layer it lacks from the
+	// save store.
+	Layers []Layer `json:",omitempty"`
+}
+
+// Layer is a snapshot a sandbox stands on: its ID and the host ID range
+// its files were written in.
+type Layer struct {
+	Snapshot string  `json:"snapshot"`
+	IDs      IDRange `json:"ids"`
 }
 
 // GPUs are what a node advertises of its GPUs: how many of which type,
@@ -175,6 +187,8 @@ type SaveInfo struct {
 	// for every save, written before its manifest. A fleet records it
 	// only once the save is complete and restores exactly that one.
 	Generation string
+	// SHA256 is the hex sha-256 of the stored disk archive.
+	SHA256 string `json:",omitempty"`
 }
 
 // ListSpec asks for a page of a directory listing.

@@ -29,6 +29,7 @@ import (
 type Store interface {
 	Secrets
 	Assets
+	Snapshots
 	Previews
 	Admissions
 	Images

@@ -17,13 +17,15 @@ import (
 // that offers it. An operation the SDK does not offer is listed with an
 // empty method and a reason in notOffered.
 var operations = map[string]string{
-	"getOpenAPI":       "OpenAPI",
-	"createSandbox":    "CreateSandbox",
-	"createAsset":      "CreateAsset",
-	"listAssets":       "ListAssets",
-	"getAsset":         "GetAsset",
-	"assetContent":     "ReadAsset",
-	"deleteAsset":      "DeleteAsset",
+	"getOpenAPI":     "OpenAPI",
+	"createSandbox":  "CreateSandbox",
+	"createAsset":    "CreateAsset",
+	"listAssets":     "ListAssets",
+	"getAsset":       "GetAsset",
+	"assetContent":   "ReadAsset",
+	"deleteAsset":    "DeleteAsset",
+	"createSnapshot": "CreateSnapshot", "listSnapshots": "ListSnapshots", "getSnapshot": "GetSnapshot",
+	"deleteSnapshot": "DeleteSnapshot", "restoreSandbox": "RestoreSandbox", "forkSandbox": "ForkSandbox",
 	"saveAsset":        "SaveAsset",
 	"listSandboxes":    "ListSandboxes",
 	"getSandbox":       "GetSandbox",

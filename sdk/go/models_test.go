@@ -30,13 +30,16 @@ var builtBodies = map[string]struct {
 	method string
 	value  any
 }{
-	"SignalRequest":       {"Signal", signalRequest{}},
-	"CreateTeamRequest":   {"CreateTeam", api.CreateTeamRequest{}},
-	"EditFileRequest":     {"EditFile", api.EditFileRequest{}},
-	"MkdirRequest":        {"Mkdir", api.MkdirRequest{}},
-	"MoveRequest":         {"MoveFile", api.MoveRequest{}},
-	"PutSecretRequest":    {"PutSecret", api.PutSecretRequest{}},
-	"CreateTicketRequest": {"CreateTicket", api.CreateTicketRequest{}},
+	"SignalRequest":         {"Signal", signalRequest{}},
+	"CreateTeamRequest":     {"CreateTeam", api.CreateTeamRequest{}},
+	"EditFileRequest":       {"EditFile", api.EditFileRequest{}},
+	"MkdirRequest":          {"Mkdir", api.MkdirRequest{}},
+	"MoveRequest":           {"MoveFile", api.MoveRequest{}},
+	"PutSecretRequest":      {"PutSecret", api.PutSecretRequest{}},
+	"CreateTicketRequest":   {"CreateTicket", api.CreateTicketRequest{}},
+	"CreateSnapshotRequest": {"CreateSnapshot", api.CreateSnapshotRequest{}},
+	"RestoreSandboxRequest": {"RestoreSandbox", api.RestoreSandboxRequest{}},
+	"ForkResult":            {"ForkSandbox", api.ForkResult{}},
 }
 
 // alsoOffered names further methods that offer an operation: createCommand

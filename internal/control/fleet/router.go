@@ -340,6 +340,45 @@ func (f *Fleet) CopySave(ctx context.Context, from, to string) (node.SaveInfo, e
 	return info, nil
 }
 
+// Snapshot freezes a sandbox's files as a snapshot: on the node that runs
+// it, or, asleep, on the node that holds its save (the store is shared).
+func (f *Fleet) Snapshot(ctx context.Context, id, snap string, asleep bool, save string) (node.SaveInfo, error) {
+	if asleep {
+		h, _ := f.saveHolder(id)
+		if h == nil {
+			return node.SaveInfo{}, api.Errorf(api.CodeUnavailable, "no node is connected to copy the save of %s", id)
+		}
+		if save == "" {
+			if p, ok, err := f.placement(ctx, id); err == nil && ok {
+				save = p.Save
+			}
+		}
+		return h.Snapshot(ctx, id, snap, true, save)
+	}
+	c, _, _, err := f.route(ctx, id, true)
+	if err != nil {
+		return node.SaveInfo{}, err
+	}
+	return c.Snapshot(ctx, id, snap, false, "")
+}
+
+// DropSnapshot removes a snapshot from the shared store and from every
+// connected node's layers (a node that is away keeps its copy until it
+// is asked again).
+func (f *Fleet) DropSnapshot(ctx context.Context, snap string) error {
+	cs := f.connected()
+	if len(cs) == 0 {
+		return api.Errorf(api.CodeUnavailable, "no node is connected to remove snapshot %s", snap)
+	}
+	var errs []error
+	for _, c := range cs {
+		if err := c.DropSnapshot(ctx, snap); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Known lists the sandboxes the connected nodes hold state for.
 func (f *Fleet) Known(ctx context.Context) ([]string, error) {
 	seen := map[string]bool{}

@@ -125,6 +125,15 @@ type Config struct {
 	// MaxPreviewsPerSandbox bounds the previews one sandbox publishes at
 	// once; past it a new one answers 409 until one is deleted. Default 32.
 	MaxPreviewsPerSandbox int
+
+	// MaxFork bounds the count of one fork; past it the fork answers
+	// 400 naming the limit. Default 100.
+	MaxFork int
+	// MaxSnapshotsPerTeam and MaxSnapshotBytesPerTeam bound one team's
+	// snapshots (a fork's included) together; past either a new one
+	// answers 507. Default 100 snapshots, 100 GiB.
+	MaxSnapshotsPerTeam     int
+	MaxSnapshotBytesPerTeam int64
 }
 
 // DefaultConfig is the control plane's configuration with every default
@@ -159,6 +168,10 @@ func DefaultConfig() Config {
 
 		MaxPreviewsPerSandbox:     32,
 		MaxQueuedWorkloadsPerTeam: 100,
+
+		MaxFork:                 100,
+		MaxSnapshotsPerTeam:     100,
+		MaxSnapshotBytesPerTeam: 100 << 30,
 	}
 }
 

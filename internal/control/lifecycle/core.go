@@ -56,7 +56,9 @@ type Core struct {
 	// (OnExit); set at New.
 	exits *runs.Exits
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// snapMu orders deleting a snapshot against sandboxes starting on it.
+	snapMu  sync.Mutex
 	ops     map[string]*sandboxOps // per sandbox; removed when terminal
 	changed chan struct{}          // closed and replaced on every state change
 	// exitWatchers are woken at every command exit (setup commands).
@@ -336,6 +338,13 @@ func (s *Core) CreateSandboxWith(ctx context.Context, teamID string, req api.Cre
 			return s.svc.Meter.Priced(made[0]), nil
 		}
 	}
+	snap, err := s.sourceSnapshot(ctx, teamID, &req)
+	if err != nil {
+		return api.Sandbox{}, err
+	}
+	if snap != nil {
+		req.Source = &api.Source{Type: api.SourceSnapshot, SnapshotID: snap.ID}
+	}
 	img, release, err := s.svc.Images.Use(ctx, teamID, &req)
 	if err != nil {
 		return api.Sandbox{}, err
@@ -386,6 +395,15 @@ func (s *Core) CreateSandboxWith(ctx context.Context, teamID string, req api.Cre
 		return api.Sandbox{}, err
 	}
 	sb.Version = 1 // as stored
+	if snap != nil {
+		if err := s.standOn(ctx, sb.ID, snap); err != nil {
+			// Nothing of it started: it is failed at once.
+			s.persistState(context.WithoutCancel(ctx), &sb, api.StateFailed, "start failed: "+userReason(err))
+			s.ranges.Release(context.WithoutCancel(ctx), sb.ID)
+			s.unadmit(ctx, sb.ID)
+			return api.Sandbox{}, err
+		}
+	}
 	s.log.Info("sandbox created", "sandbox", sb.ID, "team", teamID, "name", sb.Name, "warm", warm != "")
 	s.svc.Events.Emit(ctx, teamID, "sandbox.creating", sb.ID, "", map[string]any{"name": sb.Name, "warm": warm != ""})
 	if warm != "" {
@@ -817,6 +835,7 @@ func (s *Core) finishTerminate(ctx context.Context, sb api.Sandbox, reason strin
 	s.mu.Lock()
 	delete(s.ops, sb.ID)
 	s.mu.Unlock()
+	s.dropForkSnapshots(ctx, sb)
 }
 
 // loseCommands marks the sandbox's running commands lost.

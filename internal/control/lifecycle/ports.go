@@ -126,6 +126,8 @@ func (l meterLife) EmitWorkload(ctx context.Context, w api.Workload, typ string,
 }
 
 func (l meterLife) MeterWorkloads(ctx context.Context, now time.Time) []api.Workload {
+	// Snapshots are charged at the same tick, as storage.
+	l.s.meterSnapshots(ctx, now)
 	return l.s.svc.Workloads.Meter(ctx, now)
 }
 
@@ -383,6 +385,9 @@ func (d workloadDeps) ResolveResources(r *api.ResourcesRequest) (api.Resources, 
 }
 
 func (d workloadDeps) CheckSource(src *api.Source) (*api.Source, error) {
+	if src != nil && src.Type == api.SourceSnapshot {
+		return nil, invalid("source type snapshot is for sandboxes; a workload takes empty, upload, asset or git")
+	}
 	return runs.CheckSource(src, d.s.secrets != nil)
 }
 

@@ -30,5 +30,8 @@ func (s *Core) startSpec(ctx context.Context, sb api.Sandbox) (node.SandboxSpec,
 		spec.IDs = node.IDRange{HostID: r.HostID, Size: r.Size}
 	}
 	spec.Inject = s.svc.Vault.Injection(ctx, sb)
+	if spec.Layers, err = s.layersOf(ctx, sb.ID); err != nil {
+		return spec, fmt.Errorf("layers of %s: %w", sb.ID, err)
+	}
 	return spec, nil
 }

@@ -71,7 +71,7 @@ func CheckSource(src *api.Source, secrets bool) (*api.Source, error) {
 	if src != nil {
 		switch src.Type {
 		case "", api.SourceEmpty:
-			if src.AssetID != "" || src.URL != "" || src.Ref != "" || src.AuthSecret != "" || src.Depth != 0 {
+			if src.AssetID != "" || src.SnapshotID != "" || src.URL != "" || src.Ref != "" || src.AuthSecret != "" || src.Depth != 0 {
 				return nil, invalid("source type empty takes no asset_id, url, ref, depth or auth_secret")
 			}
 		case api.SourceUpload:
@@ -87,6 +87,14 @@ func CheckSource(src *api.Source, secrets bool) (*api.Source, error) {
 				return nil, invalid("source type asset takes only asset_id")
 			}
 			out = &api.Source{Type: api.SourceAsset, AssetID: src.AssetID}
+		case api.SourceSnapshot:
+			if src.SnapshotID == "" {
+				return nil, invalid("source type snapshot needs snapshot_id (an ID or name from GET /v1/snapshots)")
+			}
+			if src.AssetID != "" || src.URL != "" || src.Ref != "" || src.AuthSecret != "" || src.Depth != 0 {
+				return nil, invalid("source type snapshot takes only snapshot_id")
+			}
+			out = &api.Source{Type: api.SourceSnapshot, SnapshotID: src.SnapshotID}
 		case api.SourceGit:
 			g, err := gitsource.Check(*src)
 			if err != nil {
@@ -99,7 +107,7 @@ func CheckSource(src *api.Source, secrets bool) (*api.Source, error) {
 			}
 			out = &g
 		default:
-			return nil, invalid("source.type %q is unknown; use empty, upload, asset or git", src.Type)
+			return nil, invalid("source.type %q is unknown; use empty, upload, asset, git or snapshot", src.Type)
 		}
 		if src.Digest != "" {
 			return nil, invalid("source.digest is set by the server; leave it out")

@@ -210,7 +210,7 @@ func drive(ctx context.Context, t *testing.T, cs *mcp.ClientSession) {
 		names = append(names, tool.Name)
 	}
 	for _, want := range []string{"create_sandbox", "list_sandboxes", "run_command", "command_output", "send_input",
-		"read_file", "write_file", "edit_file", "list_files", "sandbox_network", "sleep_sandbox", "wake_sandbox", "terminate_sandbox"} {
+		"read_file", "write_file", "edit_file", "list_files", "sandbox_network", "sleep_sandbox", "wake_sandbox", "snapshot_sandbox", "fork_sandbox", "terminate_sandbox"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("tool %s is missing (have %v)", want, names)
 		}
@@ -341,6 +341,26 @@ func drive(ctx context.Context, t *testing.T, cs *mcp.ClientSession) {
 	call(ctx, t, cs, "read_file", map[string]any{"sandbox": sb.ID, "path": path}, &read)
 	if read.Content != "three\n" {
 		t.Fatalf("after sleep and wake: %q", read.Content)
+	}
+	// A snapshot and a fork of it, through the tools.
+	var snap struct{ ID, Name, Digest string }
+	call(ctx, t, cs, "snapshot_sandbox", map[string]any{"sandbox": sb.ID, "name": "mcp-snap"}, &snap)
+	if !strings.HasPrefix(snap.ID, "snap_") || snap.Name != "mcp-snap" || !strings.HasPrefix(snap.Digest, "sha256:") {
+		t.Fatalf("snapshot_sandbox: %+v", snap)
+	}
+	var forks struct {
+		Sandboxes []struct{ ID, State string }
+	}
+	call(ctx, t, cs, "fork_sandbox", map[string]any{"sandbox": sb.ID, "count": 2}, &forks)
+	if len(forks.Sandboxes) != 2 || forks.Sandboxes[0].State != "running" || forks.Sandboxes[0].ID == sb.ID {
+		t.Fatalf("fork_sandbox: %+v", forks)
+	}
+	for _, f := range forks.Sandboxes {
+		call(ctx, t, cs, "read_file", map[string]any{"sandbox": f.ID, "path": path}, &read)
+		if read.Content != "three\n" {
+			t.Fatalf("a fork's file: %q", read.Content)
+		}
+		call(ctx, t, cs, "terminate_sandbox", map[string]any{"sandbox": f.ID}, &st)
 	}
 	call(ctx, t, cs, "terminate_sandbox", map[string]any{"sandbox": sb.ID}, &st)
 	if st.State != "terminated" && st.State != "terminating" {

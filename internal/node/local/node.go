@@ -40,6 +40,14 @@ type Runtime interface {
 	StateDir(id string) string
 	SetHostname(ctx context.Context, id, name string) error
 	State(ctx context.Context, id string) (runtime.State, error)
+	// Freeze, LayerTemp, AddLayer, HasLayer and RemoveLayer keep the
+	// frozen disks of snapshots (runtime/layers_linux.go).
+	Freeze(ctx context.Context, id, dst string) (int64, error)
+	LayerTemp(name string) (string, error)
+	AddLayer(ctx context.Context, name, img string) error
+	HasLayer(name string) bool
+	RemoveLayer(ctx context.Context, name string) error
+	UnmountLayers() error
 }
 
 // Network connects sandboxes to the node's fence, resolver and gateway.
@@ -222,6 +230,9 @@ func (n *Node) Close() error {
 	for _, s := range n.sandboxes {
 		s.client.Close()
 	}
+	if n.rt != nil {
+		errs = append(errs, n.rt.UnmountLayers())
+	}
 	return errors.Join(errs...)
 }
 
@@ -234,6 +245,9 @@ func (n *Node) Start(ctx context.Context, spec node.SandboxSpec) error {
 	}
 	rs, err := n.runtimeSpec(spec)
 	if err != nil {
+		return err
+	}
+	if err := n.fetchLayers(ctx, spec.Layers); err != nil {
 		return err
 	}
 	release, err := n.reserve(spec.ID, rs.DiskMiB<<20)
@@ -256,8 +270,16 @@ func (n *Node) runtimeSpec(spec node.SandboxSpec) (runtime.Spec, error) {
 		Pids: spec.Pids, Workdir: spec.Workdir, CABundle: n.caBundle(spec.Template),
 		IDs:     image.IDMap{HostID: spec.IDs.HostID, Size: spec.IDs.Size},
 		DiskIDs: image.IDMap{HostID: spec.DiskIDs.HostID, Size: spec.DiskIDs.Size},
-		Devices: spec.Devices, SetID: spec.SetID,
+		Devices: spec.Devices, SetID: spec.SetID, Layers: runtimeLayers(spec.Layers),
 	}, nil
+}
+
+func runtimeLayers(ls []node.Layer) []runtime.Layer {
+	var out []runtime.Layer
+	for _, l := range ls {
+		out = append(out, runtime.Layer{Name: l.Snapshot, IDs: image.IDMap{HostID: l.IDs.HostID, Size: l.IDs.Size}})
+	}
+	return out
 }
 
 func (n *Node) start(ctx context.Context, spec runtime.Spec, template string, p api.NetworkPolicy, given []node.Secret, inject []node.InjectSecret) (err error) {
@@ -563,6 +585,9 @@ func (n *Node) Wake(ctx context.Context, ns node.SandboxSpec) error {
 	}
 	spec, err := n.runtimeSpec(ns)
 	if err != nil {
+		return err
+	}
+	if err := n.fetchLayers(ctx, ns.Layers); err != nil {
 		return err
 	}
 	release, err := n.reserve(spec.ID, spec.DiskMiB<<20)

@@ -70,6 +70,12 @@ func calls() map[string]call {
 		"copy-save": {true, func(ctx context.Context, n Node, c Call) (any, error) {
 			return n.CopySave(ctx, c.From, c.To)
 		}},
+		"snapshot": {true, func(ctx context.Context, n Node, c Call) (any, error) {
+			return n.Snapshot(ctx, c.Sandbox, c.Snapshot, c.Asleep, c.Save)
+		}},
+		"drop-snapshot": {true, func(ctx context.Context, n Node, c Call) (any, error) {
+			return nil, n.DropSnapshot(ctx, c.Snapshot)
+		}},
 		"known": {false, func(ctx context.Context, n Node, c Call) (any, error) {
 			ids, err := n.Known(ctx)
 			if ids == nil {

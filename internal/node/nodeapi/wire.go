@@ -63,6 +63,10 @@ type Call struct {
 	Archive   *node.ArchiveSpec  `json:"archive,omitempty"`
 	Git       *node.GitSpec      `json:"git,omitempty"`
 	Write     *WriteArgs         `json:"write,omitempty"`
+	// Snapshot, Asleep and Save are a snapshot call's.
+	Snapshot string `json:"snapshot,omitempty"`
+	Asleep   bool   `json:"asleep,omitempty"`
+	Save     string `json:"save,omitempty"`
 }
 
 // WriteArgs is node.WriteSpec on the wire: Trailer says the digest

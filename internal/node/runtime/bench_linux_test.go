@@ -97,7 +97,7 @@ func BenchmarkRuncRunTrue(b *testing.B) {
 // before).
 func BenchmarkUsernsFD(b *testing.B) {
 	for b.Loop() {
-		f, err := usernsFD(image.IDMap{HostID: 1 << 30, Size: 65536})
+		f, err := usernsFD(idShift{HostID: 1 << 30, Size: 65536})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -143,6 +143,10 @@ type Spec struct {
 	// sandbox (restored from a save): Start moves it into place instead of
 	// making a new, empty disk.
 	Disk string
+	// Layers are frozen disks (snapshots, AddLayer) the sandbox stands
+	// on, top first: overlay lower layers between its own upper and the
+	// image. The node must hold each.
+	Layers []Layer
 	// Devices are CDI device names (nvidia.com/gpu=0) whose nodes, mounts
 	// and hooks Config.Devices adds to the sandbox's runtime spec.
 	Devices []string
@@ -167,6 +171,11 @@ const (
 	MinPids      = 16
 	MinCPUs      = 0.01
 )
+
+// MaxLayers bounds the layers one sandbox stands on (a snapshot of a
+// fork of a snapshot …): overlay takes at most 500 lower layers, and each
+// costs a mount at every start.
+const MaxLayers = 64
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 
@@ -214,6 +223,14 @@ func (s Spec) validate() error {
 	}
 	if s.Pids < MinPids {
 		errs = append(errs, fmt.Errorf("pids %d: want at least %d", s.Pids, MinPids))
+	}
+	if len(s.Layers) > MaxLayers {
+		errs = append(errs, fmt.Errorf("%d layers: want at most %d", len(s.Layers), MaxLayers))
+	}
+	for _, l := range s.Layers {
+		if !ValidID(l.Name) {
+			errs = append(errs, fmt.Errorf("layer %q: invalid name", l.Name))
+		}
 	}
 	if !filepath.IsAbs(s.Workdir) {
 		errs = append(errs, fmt.Errorf("workdir %q: not absolute", s.Workdir))

@@ -28,8 +28,8 @@ import (
 // namespace is made by a child that never runs: it is traced, so it stops
 // at its execve, and is killed once its namespace is open (runc 1.2 makes
 // its idmapped mounts the same way).
-func usernsFD(ids image.IDMap) (*os.File, error) {
-	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(ids.HostID), Size: int(ids.Size)}}
+func usernsFD(ids idShift) (*os.File, error) {
+	m := []syscall.SysProcIDMap{{ContainerID: int(ids.From), HostID: int(ids.HostID), Size: int(ids.Size)}}
 	// The tracer is this thread: it must start, kill and reap the child.
 	goruntime.LockOSThread()
 	defer goruntime.UnlockOSThread()
@@ -43,7 +43,7 @@ func usernsFD(ids image.IDMap) (*os.File, error) {
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("make a user namespace for %d+%d: %w", ids.HostID, ids.Size, err)
+		return nil, fmt.Errorf("make a user namespace for %d->%d+%d: %w", ids.From, ids.HostID, ids.Size, err)
 	}
 	defer func() {
 		proc.Kill()
@@ -51,7 +51,7 @@ func usernsFD(ids image.IDMap) (*os.File, error) {
 	}()
 	f, err := os.Open("/proc/" + strconv.Itoa(proc.Pid) + "/ns/user")
 	if err != nil {
-		return nil, fmt.Errorf("open the user namespace for %d+%d: %w", ids.HostID, ids.Size, err)
+		return nil, fmt.Errorf("open the user namespace for %d->%d+%d: %w", ids.From, ids.HostID, ids.Size, err)
 	}
 	return f, nil
 }
@@ -67,12 +67,17 @@ const usernsCacheSize = 256
 // An open namespace grants nothing; at most usernsCacheSize are kept.
 type usernsCache struct {
 	mu sync.Mutex
-	m  map[image.IDMap]*os.File
+	m  map[idShift]*os.File
 }
+
+// idShift maps the IDs From to From+Size-1 of a tree to HostID and on: an
+// image's tree (From 0) or a layer written by another sandbox (From its
+// range's first host ID).
+type idShift struct{ From, HostID, Size uint32 }
 
 // with calls fn with a descriptor of a user namespace mapping ids, holding
 // the cache's lock (fn is short: one mount_setattr).
-func (c *usernsCache) with(ids image.IDMap, fn func(fd int) error) error {
+func (c *usernsCache) with(ids idShift, fn func(fd int) error) error {
 	c.mu.Lock()
 	f := c.m[ids]
 	c.mu.Unlock()
@@ -85,7 +90,7 @@ func (c *usernsCache) with(ids image.IDMap, fn func(fd int) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = map[image.IDMap]*os.File{}
+		c.m = map[idShift]*os.File{}
 	}
 	if old := c.m[ids]; old != nil && old != f {
 		f.Close() // made at once by another start
@@ -108,6 +113,12 @@ func (c *usernsCache) with(ids image.IDMap, fn func(fd int) error) error {
 // target, its IDs mapped through ids: a file of uid 0 in src belongs to
 // ids.HostID in the view.
 func (r *Runtime) mountIDMapped(src, target string, ids image.IDMap) error {
+	return r.mountShifted(src, target, idShift{From: 0, HostID: ids.HostID, Size: ids.Size})
+}
+
+// mountShifted mounts a read-only, nosuid, nodev view of the tree src at
+// target, its IDs shifted by ids.
+func (r *Runtime) mountShifted(src, target string, ids idShift) error {
 	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
 		return fmt.Errorf("open_tree %s: %w", src, err)
@@ -121,7 +132,7 @@ func (r *Runtime) mountIDMapped(src, target string, ids image.IDMap) error {
 		return unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, attr)
 	})
 	if err != nil {
-		return fmt.Errorf("idmap %s to %d+%d: %w", src, ids.HostID, ids.Size, err)
+		return fmt.Errorf("idmap %s from %d to %d+%d: %w", src, ids.From, ids.HostID, ids.Size, err)
 	}
 	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("move_mount %s to %s: %w", src, target, err)

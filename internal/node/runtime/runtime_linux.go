@@ -308,16 +308,21 @@ func (r *Runtime) makeRootfs(ctx context.Context, dir string, s Spec) error {
 	if err := r.mountIDMapped(s.Image.Rootfs, lower, s.IDs); err != nil {
 		return fmt.Errorf("mount image %s: %w", s.Image.Name, err)
 	}
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work)
+	layers, err := r.layerMounts(dir, s)
+	if err != nil {
+		return err
+	}
+	lowers := strings.Join(append(layers, lower), ":")
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lowers, upper, work)
 	if err := unix.Mount("overlay", rootfs, "overlay", rootfsFlags(s), opts); err != nil {
 		return fmt.Errorf("mount overlay: %w", err)
 	}
-	// The overlay keeps a private clone of its lower mount: the attached
-	// view is not needed any more.
+	// The overlay keeps a private clone of its lower mounts: the attached
+	// views are not needed any more.
 	if err := unmount(lower); err != nil {
 		return err
 	}
-	return nil
+	return unmountLayerViews(dir)
 }
 
 // rootfsFlags are the mount flags of a sandbox's root filesystem: nosuid
@@ -448,6 +453,9 @@ func (r *Runtime) Attach(ctx context.Context, id string) (*client.Client, error)
 	if st.Status != "running" {
 		return nil, api.Errorf(api.CodePreconditionFailed, "sandbox %s is %s, not running", id, st.Status)
 	}
+	// A node that died while it froze the disk for a snapshot left it
+	// frozen: thaw it (a disk not frozen refuses, which is fine).
+	thaw(filepath.Join(r.StateDir(id), diskDir))
 	c, err := r.waitAgent(ctx, id, 5*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("attach sandbox %s: %w", id, err)
@@ -582,6 +590,9 @@ func (r *Runtime) teardown(ctx context.Context, id string) []error {
 		errs = append(errs, err)
 	}
 	if err := unmount(filepath.Join(dir, lowerDir)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := unmountLayerViews(dir); err != nil {
 		errs = append(errs, err)
 	}
 	if err := unmount(filepath.Join(dir, diskDir)); err != nil {

@@ -156,6 +156,7 @@ HANDLES = {
 OTHER_RETURNS = {
     "getOpenAPI": "the document itself: any JSON object (its schema has no fields)",
     "createCommand": "start() answers a Command handle over the Command schema; run() the CommandResult",
+    "forkSandbox": "fork() answers handles of the new sandboxes, the items of ForkResult",
 }
 
 

@@ -12,7 +12,7 @@ import {
 import type {
   Admission, ArchiveResult, Asset, Chunk, CommandInfo, CommandResult, CreateCommandRequest, CreateOptions,
   CreatePreviewRequest, CreateTeamResponse, CreateWebhookRequest, CreateWebhookResponse, SaveAssetRequest, Delivery, Event, FileEntry, FileEvent, Image, ImageSettings, KeyResponse, Metrics,
-  NetworkView, Page, Preview, SandboxInfo, Schemas, SandboxState, SandboxUsage, Secret, Team, TeamMe, Template, Ticket,
+  NetworkView, Page, Preview, SandboxInfo, Schemas, SandboxState, SandboxUsage, Secret, Snapshot, Team, TeamMe, Template, Ticket,
   UpdateSandboxRequest, UpdateTeamRequest, UsageReport, Webhook, Workload, WorkloadOptions, WorkloadState,
 } from "./types.js";
 import {
@@ -499,6 +499,34 @@ export class Client {
     await this.call({ method: "DELETE", key: "auto", call: opts, path: assetPath(id) });
   }
 
+  // -- snapshots --
+
+  /** A snapshot of the team by ID or name. */
+  getSnapshot(ref: string, opts: CallOptions = {}): Promise<Snapshot> {
+    return this.call({ method: "GET", call: opts, path: snapshotPath(ref) });
+  }
+
+  /** Every snapshot of the team (of one sandbox when opts.sandbox is
+   * set), page after page. */
+  async *listSnapshots(opts: { sandbox?: string; limit?: number } & CallOptions = {}): AsyncGenerator<Snapshot> {
+    let cursor = "";
+    for (;;) {
+      const d = await this.call({
+        method: "GET", call: opts, path: "/v1/snapshots",
+        params: { sandbox: opts.sandbox, limit: opts.limit ?? 100, cursor: cursor || undefined },
+      });
+      yield* (d?.items ?? []) as Snapshot[];
+      if (!d?.nextCursor) return;
+      cursor = d.nextCursor;
+    }
+  }
+
+  /** Delete a snapshot; one that sandboxes still stand on throws
+   * Conflict naming them. */
+  async deleteSnapshot(ref: string, opts: CallOptions = {}): Promise<void> {
+    await this.call({ method: "DELETE", key: "auto", call: opts, path: snapshotPath(ref) });
+  }
+
   // -- workloads --
 
   /** Submit a batch run (fields.command, a shell string, or fields.argv);
@@ -766,6 +794,10 @@ function assetPath(id: string): string {
   return "/v1/assets/" + esc(id);
 }
 
+function snapshotPath(ref: string): string {
+  return "/v1/snapshots/" + esc(ref);
+}
+
 /** Run send with a local folder packed as tar.gz into a temporary file
  * (removed after): a function that opens the file's bytes as a stream,
  * once per try, and their Repr-Digest (Node only). */
@@ -887,6 +919,46 @@ export class Sandbox {
   async wake(opts: { wait?: boolean } & CallOptions = {}): Promise<SandboxInfo> {
     this.set(await this.client.call({ method: "POST", key: "auto", call: opts, path: sandboxPath(this.id) + "/wake" }));
     return opts.wait === false ? this.info : this.wait("running", opts);
+  }
+
+  /** Freeze the sandbox's files (running or asleep) into a snapshot of
+   * the team; running commands go on.
+   *
+   * @example
+   * ```ts
+   * const snap = await sb.snapshot("deps-installed");
+   * const other = await client.create({ source: { type: "snapshot", snapshotId: snap.id } });
+   * ```
+   */
+  snapshot(name: string, opts: CallOptions = {}): Promise<Snapshot> {
+    return this.client.call({ method: "POST", key: "auto", call: opts, path: sandboxPath(this.id) + "/snapshots", json: { name } });
+  }
+
+  /** Return the sandbox to a snapshot (ID or name): running commands end
+   * as at a sleep; its ID, name, network and history stay. Waits until it
+   * runs unless wait is false. */
+  async restore(snapshot: string, opts: { wait?: boolean } & CallOptions = {}): Promise<SandboxInfo> {
+    return this.set(await this.client.call({
+      method: "POST", key: "auto", call: opts, path: sandboxPath(this.id) + "/restore",
+      params: { wait: opts.wait === false ? undefined : "running" }, json: { snapshot_id: snapshot },
+    }));
+  }
+
+  /** Make count new sandboxes from this one's files as they are now,
+   * each independent; waits until they run unless wait is false.
+   *
+   * @example
+   * ```ts
+   * const tries = await sb.fork(5);
+   * ```
+   */
+  async fork(count: number, opts: { names?: string[]; labels?: Record<string, string>; wait?: boolean } & CallOptions = {}): Promise<Sandbox[]> {
+    const d = await this.client.call({
+      method: "POST", key: "auto", call: opts, path: sandboxPath(this.id) + "/fork",
+      params: { wait: opts.wait === false ? undefined : "running" },
+      json: dropUndefined({ count, names: opts.names, labels: opts.labels }),
+    });
+    return ((d?.items ?? []) as SandboxInfo[]).map((info) => new Sandbox(this.client, info));
   }
 
   /** Terminate the sandbox: its processes stop and its files go. */

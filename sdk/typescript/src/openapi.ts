@@ -127,6 +127,9 @@ export interface components {
             template?: string;
             workdir?: string;
         };
+        CreateSnapshotRequest: {
+            name: string;
+        };
         CreateTeamRequest: {
             name: string;
         };
@@ -250,6 +253,16 @@ export interface components {
         FileList: {
             items: components["schemas"]["FileEntry"][];
             next_cursor: string;
+        };
+        ForkResult: {
+            items: components["schemas"]["Sandbox"][];
+        };
+        ForkSandboxRequest: {
+            count: number;
+            labels?: {
+                [key: string]: string;
+            };
+            names?: string[];
         };
         Image: {
             admission: components["schemas"]["ImageAdmission"];
@@ -459,6 +472,9 @@ export interface components {
             gpus?: number;
             memory_mib?: number;
         };
+        RestoreSandboxRequest: {
+            snapshot_id: string;
+        };
         Sandbox: {
             budget_alerts: number[];
             cost_usd: number;
@@ -551,14 +567,30 @@ export interface components {
         SignalRequest: {
             signal: string;
         };
+        Snapshot: {
+            created_at: string;
+            data_bytes: number;
+            digest: string;
+            fork?: boolean;
+            id: string;
+            name: string;
+            sandbox_id: string;
+            size_bytes: number;
+            team_id: string;
+        };
+        SnapshotList: {
+            items: components["schemas"]["Snapshot"][];
+            next_cursor: string;
+        };
         Source: {
             asset_id?: string;
             auth_secret?: string;
             depth?: number;
             readonly digest?: string;
             ref?: string;
+            snapshot_id?: string;
             /** @enum {string} */
-            type: "" | "asset" | "empty" | "git" | "upload";
+            type: "" | "asset" | "empty" | "git" | "snapshot" | "upload";
             url?: string;
         };
         Team: {

@@ -107,6 +107,11 @@ export type DeliveryAttempt = Camelize<Schemas["DeliveryAttempt"]>;
 export type Asset = Camelize<Schemas["Asset"]>;
 export type SaveAssetRequest = Camelize<Schemas["SaveAssetRequest"]>;
 
+/** A sandbox's files frozen at one moment, kept by the team: new
+ * sandboxes start on it (source type snapshot, fork) and a sandbox
+ * returns to it (restore). */
+export type Snapshot = Camelize<Schemas["Snapshot"]>;
+
 /** A published port of a sandbox, served at its own host (url:
  * <port>-<sandbox id>.<preview domain>, never the API's). token and link
  * come only in the answer that created a private preview. */

@@ -60,6 +60,18 @@ func (c *Client) CopySave(ctx context.Context, from, to string) (node.SaveInfo, 
 	return out, err
 }
 
+// Snapshot freezes a sandbox's files as a snapshot.
+func (c *Client) Snapshot(ctx context.Context, id, snap string, asleep bool, save string) (node.SaveInfo, error) {
+	var out node.SaveInfo
+	err := c.call(ctx, "snapshot", true, args{Sandbox: id, Snapshot: snap, Asleep: asleep, Save: save}, &out)
+	return out, err
+}
+
+// DropSnapshot removes a snapshot from the store and the node.
+func (c *Client) DropSnapshot(ctx context.Context, snap string) error {
+	return c.call(ctx, "drop-snapshot", true, args{Snapshot: snap}, nil)
+}
+
 // Known lists the sandboxes the node has state for.
 func (c *Client) Known(ctx context.Context) ([]string, error) {
 	var out []string

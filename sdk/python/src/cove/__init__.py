@@ -16,7 +16,7 @@ from .errors import (
 from .models import (
     ArchiveResult, Asset, Chunk, CommandInfo, CommandResult, CommandState, CreateTeamResponse, CreateWebhookResponse,
     Delivery, Event, FileContent, FileEntry, Image, KeyResponse, Metrics, NetworkView, Page, Preview, Sandbox,
-    SandboxState, SandboxUsage, Schema, Secret, Team, TeamMe, Template, Ticket, UsageReport, Webhook, Workload,
+    SandboxState, SandboxUsage, Schema, Secret, Snapshot, Team, TeamMe, Template, Ticket, UsageReport, Webhook, Workload,
     WorkloadState,
 )
 
@@ -25,7 +25,7 @@ __all__ = [
     "BudgetExceeded", "Conflict", "CoveError", "DigestMismatch", "InsufficientStorage", "Internal",
     "InvalidArgument", "NotFound", "PayloadTooLarge", "PermissionDenied", "PreconditionFailed",
     "ResourceExhausted", "Unauthenticated", "Unavailable", "Unprocessable",
-    "Asset", "Chunk", "CommandInfo", "CommandResult", "Event", "FileContent", "FileEntry", "Image", "Page", "Sandbox",
+    "Asset", "Snapshot", "Chunk", "CommandInfo", "CommandResult", "Event", "FileContent", "FileEntry", "Image", "Page", "Sandbox",
     "Workload",
     "ArchiveResult", "CommandState", "CreateTeamResponse", "CreateWebhookResponse", "Delivery", "KeyResponse",
     "Metrics", "NetworkView", "Preview", "SandboxState", "SandboxUsage", "Schema", "Secret", "Team", "TeamMe",

@@ -160,6 +160,7 @@ class SourceType(StrEnum):
     ASSET = 'asset'
     EMPTY = 'empty'
     GIT = 'git'
+    SNAPSHOT = 'snapshot'
     UPLOAD = 'upload'
 
 
@@ -419,6 +420,15 @@ class CreateSandboxRequest(Model):
 
 
 @dataclass
+class CreateSnapshotRequest(Model):
+    name: str = ""
+
+    _fields = {
+        'name': ('name', 'plain'),
+    }
+
+
+@dataclass
 class CreateTeamRequest(Model):
     name: str = ""
 
@@ -672,6 +682,28 @@ class FileList(Model):
     _fields = {
         'items': ('items', 'list:model:FileEntry'),
         'next_cursor': ('next_cursor', 'plain'),
+    }
+
+
+@dataclass
+class ForkResult(Model):
+    items: List[Sandbox] = field(default_factory=list)
+
+    _fields = {
+        'items': ('items', 'list:model:Sandbox'),
+    }
+
+
+@dataclass
+class ForkSandboxRequest(Model):
+    count: int = 0
+    labels: Dict[str, str] = field(default_factory=dict)
+    names: List[str] = field(default_factory=list)
+
+    _fields = {
+        'count': ('count', 'plain'),
+        'labels': ('labels', 'map:plain'),
+        'names': ('names', 'list:plain'),
     }
 
 
@@ -1137,6 +1169,15 @@ class ResourcesRequest(Model):
 
 
 @dataclass
+class RestoreSandboxRequest(Model):
+    snapshot_id: str = ""
+
+    _fields = {
+        'snapshot_id': ('snapshot_id', 'plain'),
+    }
+
+
+@dataclass
 class Sandbox(Model):
     budget_alerts: List[float] = field(default_factory=list)
     cost_usd: float = 0.0
@@ -1342,12 +1383,49 @@ class SignalRequest(Model):
 
 
 @dataclass
+class Snapshot(Model):
+    created_at: str = ""
+    data_bytes: int = 0
+    digest: str = ""
+    fork: bool = False
+    id: str = ""
+    name: str = ""
+    sandbox_id: str = ""
+    size_bytes: int = 0
+    team_id: str = ""
+
+    _fields = {
+        'created_at': ('created_at', 'plain'),
+        'data_bytes': ('data_bytes', 'plain'),
+        'digest': ('digest', 'plain'),
+        'fork': ('fork', 'plain'),
+        'id': ('id', 'plain'),
+        'name': ('name', 'plain'),
+        'sandbox_id': ('sandbox_id', 'plain'),
+        'size_bytes': ('size_bytes', 'plain'),
+        'team_id': ('team_id', 'plain'),
+    }
+
+
+@dataclass
+class SnapshotList(Model):
+    items: List[Snapshot] = field(default_factory=list)
+    next_cursor: str = ""
+
+    _fields = {
+        'items': ('items', 'list:model:Snapshot'),
+        'next_cursor': ('next_cursor', 'plain'),
+    }
+
+
+@dataclass
 class Source(Model):
     asset_id: str = ""
     auth_secret: str = ""
     depth: int = 0
     digest: str = ""
     ref: str = ""
+    snapshot_id: str = ""
     type: Optional[SourceType] = None
     url: str = ""
 
@@ -1357,6 +1435,7 @@ class Source(Model):
         'depth': ('depth', 'plain'),
         'digest': ('digest', 'plain'),
         'ref': ('ref', 'plain'),
+        'snapshot_id': ('snapshot_id', 'plain'),
         'type': ('type', 'enum:SourceType'),
         'url': ('url', 'plain'),
     }
@@ -1679,7 +1758,7 @@ class WorkloadResourcesRequest(Model):
     }
 
 
-MODELS = (Admission, ArchiveResult, Asset, AssetList, Command, CommandList, CommandResult, CreateCommandRequest, CreateKeyRequest, CreatePreviewRequest, CreateSandboxRequest, CreateTeamRequest, CreateTeamResponse, CreateTicketRequest, CreateWebhookRequest, CreateWebhookResponse, CreateWorkloadRequest, Delivery, DeliveryAttempt, DeliveryList, EditFileRequest, Error, ErrorResponse, Event, EventList, FileEntry, FileEvent, FileList, Image, ImageAdmission, ImageConfig, ImageDefaults, ImageLimits, ImageList, ImageSettings, JoinToken, KeyResponse, MetricSample, Metrics, MetricsGap, MkdirRequest, MoveRequest, NetworkObservation, NetworkPolicy, NetworkPolicyRequest, NetworkView, Node, NodeCapacity, NodeList, OutputRecord, PTY, Preview, PreviewList, PricePerHour, PutSecretRequest, Resources, ResourcesRequest, Sandbox, SandboxList, SandboxNode, SandboxUsage, SaveAssetRequest, Secret, SecretList, SelfTest, SelfTestResult, Setup, SignalRequest, Source, Team, TeamLimits, TeamList, TeamMe, Template, TemplateList, Ticket, UpdateSandboxRequest, UpdateTeamRequest, Usage, UsageReport, Webhook, WebhookList, Workload, WorkloadList, WorkloadResources, WorkloadResourcesRequest,)
+MODELS = (Admission, ArchiveResult, Asset, AssetList, Command, CommandList, CommandResult, CreateCommandRequest, CreateKeyRequest, CreatePreviewRequest, CreateSandboxRequest, CreateSnapshotRequest, CreateTeamRequest, CreateTeamResponse, CreateTicketRequest, CreateWebhookRequest, CreateWebhookResponse, CreateWorkloadRequest, Delivery, DeliveryAttempt, DeliveryList, EditFileRequest, Error, ErrorResponse, Event, EventList, FileEntry, FileEvent, FileList, ForkResult, ForkSandboxRequest, Image, ImageAdmission, ImageConfig, ImageDefaults, ImageLimits, ImageList, ImageSettings, JoinToken, KeyResponse, MetricSample, Metrics, MetricsGap, MkdirRequest, MoveRequest, NetworkObservation, NetworkPolicy, NetworkPolicyRequest, NetworkView, Node, NodeCapacity, NodeList, OutputRecord, PTY, Preview, PreviewList, PricePerHour, PutSecretRequest, Resources, ResourcesRequest, RestoreSandboxRequest, Sandbox, SandboxList, SandboxNode, SandboxUsage, SaveAssetRequest, Secret, SecretList, SelfTest, SelfTestResult, Setup, SignalRequest, Snapshot, SnapshotList, Source, Team, TeamLimits, TeamList, TeamMe, Template, TemplateList, Ticket, UpdateSandboxRequest, UpdateTeamRequest, Usage, UsageReport, Webhook, WebhookList, Workload, WorkloadList, WorkloadResources, WorkloadResourcesRequest,)
 
 ENUMS = (CommandState, CommandUser, CreateCommandRequestUser, CreateKeyRequestFormat, CreatePreviewRequestVisibility, CreateSandboxRequestOnBudget, CreateSandboxRequestOnIdle, CreateWorkloadRequestUser, DeliveryReason, DeliveryState, ErrorCode, FileEntryType, FileEventType, ImageAdmissionMode, NetworkObservationDecision, NetworkObservationReason, NodeState, OutputRecordStream, OutputRecordType, PreviewVisibility, SandboxOnBudget, SandboxOnIdle, SandboxState, SourceType, TemplateKind, TemplateStatus, UpdateSandboxRequestOnBudget, UpdateSandboxRequestOnIdle, WorkloadState,)
 

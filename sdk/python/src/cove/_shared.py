@@ -216,6 +216,10 @@ def asset_path(asset_id: str) -> str:
     return "/v1/assets/" + esc(asset_id)
 
 
+def snapshot_path(ref: str) -> str:
+    return "/v1/snapshots/" + esc(ref)
+
+
 def command_path(ref: str, cid: str) -> str:
     return sandbox_path(ref) + "/commands/" + esc(cid)
 

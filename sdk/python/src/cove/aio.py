@@ -17,7 +17,8 @@ from ._shared import Retry
 from .errors import Conflict, NotFound, Unavailable, error_from
 from .models import (
     ArchiveResult, Asset, Chunk, CommandInfo, CommandResult, CreateTeamResponse, CreateWebhookResponse, Delivery, Event,
-    FileContent, FileEntry, FileEvent, Image, KeyResponse, Metrics, NetworkView, Page, Preview, Sandbox, SandboxUsage, Secret, Team,
+    FileContent, FileEntry, FileEvent, Image, KeyResponse, Metrics, NetworkView, Page, Preview, Sandbox, SandboxUsage, Secret,
+    Snapshot, Team,
     TeamMe, Template, Ticket, UsageReport, Webhook, Workload,
 )
 
@@ -370,6 +371,30 @@ class AsyncClient:
         """Delete an asset; sandboxes made from it keep their files."""
         await self._json(sh.Req("DELETE", sh.asset_path(asset_id)))
 
+    async def get_snapshot(self, ref: str) -> Snapshot:
+        """A snapshot by ID or name."""
+        return Snapshot.from_dict(await self._json(sh.Req("GET", sh.snapshot_path(ref))))
+
+    async def list_snapshots(self, *, sandbox: str = "", limit: int = 100) -> AsyncIterator[Snapshot]:
+        """Every snapshot of the team (of one sandbox when given), page after page."""
+        cursor = ""
+        while True:
+            params: Dict[str, Any] = {"limit": limit}
+            if sandbox:
+                params["sandbox"] = sandbox
+            if cursor:
+                params["cursor"] = cursor
+            d = await self._json(sh.Req("GET", "/v1/snapshots", params))
+            for x in d.get("items") or []:
+                yield Snapshot.from_dict(x)
+            cursor = d.get("next_cursor", "") or ""
+            if not cursor:
+                return
+
+    async def delete_snapshot(self, ref: str) -> None:
+        """Delete a snapshot; one that sandboxes still stand on raises Conflict naming them."""
+        await self._json(sh.Req("DELETE", sh.snapshot_path(ref)))
+
     async def submit_workload(self, command: Optional[str] = None, *, argv: Optional[Sequence[str]] = None,
                               template: Optional[str] = None, image: Optional[str] = None,
                               source: Optional[Mapping[str, Any]] = None, env: Optional[Mapping[str, str]] = None,
@@ -664,6 +689,44 @@ class AsyncSandbox:
         """
         self._set(await self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/wake")))
         return await self.wait("running") if wait else self.info
+
+    async def snapshot(self, name: str) -> Snapshot:
+        """Freeze the sandbox's files (running or asleep) into a snapshot of the team;
+        running commands go on.
+
+        Example::
+
+            snap = await sb.snapshot("deps-installed")
+            other = await client.create(source=snap.source())
+        """
+        return Snapshot.from_dict(await self._c._json(
+            sh.Req("POST", sh.sandbox_path(self.id) + "/snapshots", json={"name": name})))
+
+    async def restore(self, snapshot: str, wait: bool = True) -> Sandbox:
+        """Return the sandbox to a snapshot (ID or name): running commands end as at a
+        sleep; its ID, name, network and history stay. With ``wait``, answered once running."""
+        params = {"wait": "running"} if wait else {}
+        self._set(await self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/restore", params,
+                                             json={"snapshot_id": snapshot})))
+        return self.info
+
+    async def fork(self, count: int, *, names: Optional[Sequence[str]] = None,
+                   labels: Optional[Mapping[str, str]] = None, wait: bool = True) -> "List[AsyncSandbox]":
+        """Make ``count`` new sandboxes from this one's files as they are now; each is
+        independent. With ``wait``, answered once they all run.
+
+        Example::
+
+            tries = await sb.fork(5)
+        """
+        body: Dict[str, Any] = {"count": count}
+        if names is not None:
+            body["names"] = list(names)
+        if labels is not None:
+            body["labels"] = dict(labels)
+        params = {"wait": "running"} if wait else {}
+        d = await self._c._json(sh.Req("POST", sh.sandbox_path(self.id) + "/fork", params, json=body))
+        return [AsyncSandbox(self._c, Sandbox.from_dict(x)) for x in d.get("items") or []]
 
     async def terminate(self) -> Sandbox:
         """Terminate the sandbox: its processes and files are gone."""

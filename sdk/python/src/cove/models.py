@@ -98,6 +98,15 @@ class Asset(_schema.Asset):
         return {"type": "asset", "asset_id": self.id}
 
 
+class Snapshot(_schema.Snapshot):
+    """A sandbox's files frozen at one moment, kept by the team."""
+
+    def source(self) -> Dict[str, str]:
+        """The ``source`` of a sandbox that starts on this snapshot:
+        ``client.create(source=snap.source())``."""
+        return {"type": "snapshot", "snapshot_id": self.id}
+
+
 T = TypeVar("T")
 
 
@@ -127,5 +136,5 @@ class Image(_schema.Image):
     name (another team's, by ``template``: TEAM/NAME)."""
 
 
-for _cls in (Sandbox, CommandInfo, CommandResult, FileEntry, Event, Asset, Workload, Image):
+for _cls in (Sandbox, CommandInfo, CommandResult, FileEntry, Event, Asset, Snapshot, Workload, Image):
     register(_cls, _cls.__mro__[1].__name__)

@@ -1,0 +1,29 @@
+-- Snapshots (issue #32): a sandbox's files frozen at one moment, kept by
+-- the team. data is the snapshot as JSON (store.Snapshot: its chain of
+-- layers included); the columns beside it are what queries select on.
+CREATE TABLE snapshots (
+	id         TEXT PRIMARY KEY,
+	team_id    TEXT NOT NULL REFERENCES teams (id),
+	name       TEXT NOT NULL,
+	sandbox_id TEXT NOT NULL,
+	size       INTEGER NOT NULL,
+	created_at TEXT NOT NULL,
+	data       TEXT NOT NULL,
+	UNIQUE (team_id, name)
+);
+CREATE INDEX snapshots_by_sandbox ON snapshots (team_id, sandbox_id);
+
+-- What stands on a snapshot: a sandbox (its files are layered on it) or
+-- another snapshot (taken of such a sandbox).
+CREATE TABLE snapshot_users (
+	snapshot_id TEXT NOT NULL,
+	user_id     TEXT NOT NULL,
+	PRIMARY KEY (snapshot_id, user_id)
+);
+CREATE INDEX snapshot_users_by_user ON snapshot_users (user_id);
+
+-- The chain of snapshots a sandbox stands on, top first, as JSON.
+CREATE TABLE sandbox_layers (
+	sandbox_id TEXT PRIMARY KEY,
+	layers     TEXT NOT NULL
+);
