@@ -36,7 +36,7 @@ type Sandbox struct {
 	Policy   api.NetworkPolicy
 	InSetup  bool // the setup policy applies
 	// Inject are the secrets given by SetInjectSecrets.
-	Inject []node.InjectSecret
+	Inject   []node.InjectSecret
 	Files    map[string][]byte
 	Commands []node.ExecSpec
 }
