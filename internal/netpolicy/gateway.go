@@ -239,8 +239,15 @@ func (g *Gateway) handle(ctx context.Context, c net.Conn, p peer) {
 		return
 	}
 	if s.proto == protoTLS && p.inject.covers(s.name, int(dst.Port())) {
-		g.intercept(ctx, c, p, s, dst, k, log)
-		return
+		// Injected only at an address the sandbox's resolver gave for the
+		// rule's host: a connection allowed by address (a CIDR rule) to
+		// another one, whatever its server name, is spliced, and what the
+		// sandbox sends there holds no value.
+		if g.reg.gave(p.sb, dst.Addr(), s.name) {
+			g.intercept(ctx, c, p, s, dst, k, log)
+			return
+		}
+		log.Debug("inject: not an address given for the rule's host; spliced", "dst", dst, "dest", s.name)
 	}
 	up, err := g.dial(ctx, dst)
 	if err != nil {

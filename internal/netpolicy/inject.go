@@ -182,7 +182,7 @@ func (in *Injection) matching(host string, port int, path string) []int {
 type errMissingSecret string
 
 func (e errMissingSecret) Error() string {
-	return fmt.Sprintf("secret %s is not available to the network gateway (deleted, or named by a rule added after the sandbox started: it is resolved when the sandbox starts or wakes)", string(e))
+	return fmt.Sprintf("secret %s is not available to the network gateway (the team has no such secret: it was deleted)", string(e))
 }
 
 // expand returns a rule's value with its secrets.

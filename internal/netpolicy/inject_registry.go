@@ -1,6 +1,9 @@
 package netpolicy
 
-import "slices"
+import (
+	"maps"
+	"slices"
+)
 
 // InjectEvent is what OnInjected is told of a request the gateway
 // terminated for an injection rule. It never holds a secret's value.
@@ -51,6 +54,34 @@ func (r *Registry) SetInjectRules(sandboxID string, rules []InjectRule) {
 		in.Secrets, in.Placeholders = sb.inject.Secrets, sb.inject.Placeholders
 	}
 	sb.inject = in
+}
+
+// SetInjectSecrets replaces the values of the secrets a sandbox's rules
+// name, and its placeholders for them, keeping its rules and CA: a
+// secret named by a rule added since the sandbox started, or changed
+// since, is used from the next request on.
+func (r *Registry) SetInjectSecrets(sandboxID string, secrets, placeholders map[string]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sb := r.byID[sandboxID]
+	if sb == nil {
+		return
+	}
+	in := &Injection{Secrets: maps.Clone(secrets), Placeholders: maps.Clone(placeholders)}
+	if sb.inject != nil {
+		in.Rules = sb.inject.Rules
+	}
+	sb.inject = in
+}
+
+// SetCA gives a running sandbox the gateway CA a rule added since it
+// started needs; one it has is kept.
+func (r *Registry) SetCA(sandboxID string, ca *SandboxCA) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sb := r.byID[sandboxID]; sb != nil && sb.ca == nil {
+		sb.ca = ca
+	}
 }
 
 // CA returns the sandbox's gateway CA, nil when it has none.

@@ -564,3 +564,46 @@ func TestInjectWrongAddressForName(t *testing.T) {
 	}
 	e.h.observation(t, "api.inject.test", 443, Denied, nil)
 }
+
+// TestInjectOnlyAtAGivenAddress: a CIDR rule allows the other host's
+// address; a connection there under the rule's server name, an address no
+// answer gave for that name, is spliced: the client sees the host's own
+// certificate, and nothing is injected.
+func TestInjectOnlyAtAGivenAddress(t *testing.T) {
+	e := newInjEnv(t, []InjectRule{openaiRule})
+	e.h.reg.SetPolicy(sandboxID, MustParse("api.inject.test", "other.inject.test", "bad.inject.test", injOtherAddr.String()+"/32:443"), Policy{})
+	raw := e.h.dial(t, netip.AddrPortFrom(injOtherAddr, 443))
+	tc := tls.Client(raw, &tls.Config{ServerName: "api.inject.test", InsecureSkipVerify: true})
+	defer tc.Close()
+	tc.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if leaf := tc.ConnectionState().PeerCertificates[0]; leaf.Subject.CommonName == "api.inject.test" || leaf.Issuer.CommonName == e.sandboxCA.Certificate().Subject.CommonName {
+		t.Fatalf("the gateway terminated the connection (leaf %s by %s)", leaf.Subject, leaf.Issuer)
+	}
+	fmt.Fprintf(tc, "GET / HTTP/1.1\r\nHost: api.inject.test\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n", injPlaceholder)
+	io.ReadAll(tc)
+	for _, r := range e.other.requests() {
+		if strings.Contains(r.Header.Get("Authorization"), injSecret) {
+			t.Fatal("the other host received the value")
+		}
+	}
+	if n := len(e.other.requests()); n != 1 {
+		t.Fatalf("the other host received %d requests", n)
+	}
+}
+
+// TestInjectSecretsReplacedWhileRunning: SetInjectSecrets gives a running
+// sandbox a secret's new value and keeps its rules; new connections use it.
+func TestInjectSecretsReplacedWhileRunning(t *testing.T) {
+	e := newInjEnv(t, []InjectRule{openaiRule})
+	e.h.reg.SetInjectSecrets(sandboxID, map[string]string{"openai": "sk-rotated"}, map[string]string{"openai": injPlaceholder})
+	resp, body := get(t, e.client(t, false, e.sandboxRoots), "https://api.inject.test/", map[string]string{"Authorization": "Bearer " + injPlaceholder})
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if got := e.api.requests(); len(got) != 1 || got[0].Header.Get("Authorization") != "Bearer sk-rotated" {
+		t.Fatalf("the host received %q", got[0].Header.Get("Authorization"))
+	}
+}

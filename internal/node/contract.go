@@ -51,6 +51,10 @@ type Contract interface {
 	// Lose records the given commands of a sandbox as lost.
 	Lose(id string, commands []string)
 	SetPolicy(id string, p api.NetworkPolicy) error
+	// SetInjectSecrets replaces the secrets (values and placeholders) the
+	// node's gateway injects for a running sandbox: those its rules name
+	// as they are now.
+	SetInjectSecrets(id string, inject []InjectSecret) error
 	// UseSetupPolicy switches a sandbox to its setup policy
 	// (network.setup_allow) or back to its own, for new connections.
 	UseSetupPolicy(id string, on bool)

@@ -66,7 +66,7 @@ func NewPlane(cfg lifecycle.Config, st store.Store, log *slog.Logger) (*Plane, e
 		},
 		CheckAlerts: meter.ValidateBudgetAlerts,
 	}, st, log, c.Clock)
-	p.Vault = vault.New(vault.Config{Keyring: cfg.Secrets, MaxEnv: lifecycle.MaxEnv, MaxValue: lifecycle.MaxEnvValue}, st, log, c.Clock)
+	p.Vault = vault.New(vault.Config{Keyring: cfg.Secrets, MaxEnv: lifecycle.MaxEnv, MaxValue: lifecycle.MaxEnvValue, Changed: core.SecretChanged}, st, log, c.Clock)
 	p.Webhooks = webhooks.NewService(webhooks.ServiceConfig{AllowPrivate: cfg.WebhookAllowPrivate}, st, p.Vault, log, c.Clock)
 	p.Meter = meter.New(meter.Config{
 		Prices: cfg.Prices, Interval: cfg.MetricsInterval,

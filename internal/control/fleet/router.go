@@ -410,6 +410,15 @@ func (f *Fleet) SetPolicy(id string, p api.NetworkPolicy) error {
 	return c.SetPolicy(id, p)
 }
 
+// SetInjectSecrets replaces the secrets a sandbox's node injects for it.
+func (f *Fleet) SetInjectSecrets(id string, inject []node.InjectSecret) error {
+	c, err := f.client(id)
+	if err != nil {
+		return err
+	}
+	return c.SetInjectSecrets(id, inject)
+}
+
 // UseSetupPolicy switches a sandbox to its setup policy or back.
 func (f *Fleet) UseSetupPolicy(id string, on bool) {
 	if c, err := f.client(id); err == nil {

@@ -356,6 +356,9 @@ func (s *Core) CreateSandboxWith(ctx context.Context, teamID string, req api.Cre
 	}
 	sb.Secrets = api.SecretNames(req.Secrets)
 	sb.Placeholders = placeholders(req.Secrets)
+	if err := s.checkSecretsExist(ctx, teamID, sb.Network.Inject, req.Secrets); err != nil {
+		return api.Sandbox{}, err
+	}
 	sb.SetID = opts.SetID
 	if err := s.checks.Check(ctx, sandboxRun(sb, img)); err != nil {
 		return api.Sandbox{}, err
@@ -591,7 +594,10 @@ func (s *Core) start(ctx context.Context, sb api.Sandbox, upload chan *uploadReq
 		// A PATCH while the sandbox was creating changed the stored policy
 		// but could not reach a sandbox that did not run yet: the policy
 		// it runs under is the one stored now.
-		if perr := s.node.SetPolicy(sb.ID, applied); perr != nil {
+		if !slices.Equal(applied.Inject, sb.Network.Inject) {
+			err = s.applyInjection(pctx, cur)
+		}
+		if perr := s.node.SetPolicy(sb.ID, applied); err == nil && perr != nil {
 			err = fmt.Errorf("apply the network policy: %w", perr)
 		}
 	}

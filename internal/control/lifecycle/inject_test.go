@@ -86,3 +86,54 @@ func TestInjectValidation(t *testing.T) {
 		}
 	}
 }
+
+// TestInjectSecretsFollowChanges: a PATCH giving a running sandbox rules
+// gives its node the secrets they name, a team secret set while it runs
+// reaches the node, and a rule naming a secret the team lacks is a 400.
+func TestInjectSecretsFollowChanges(t *testing.T) {
+	h := newHarness(t)
+	ctx := t.Context()
+	if _, _, err := h.plane.Vault.Put(ctx, h.a, "openai", "sk-one"); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := h.srv.CreateSandbox(ctx, h.a, api.CreateSandboxRequest{
+		Secrets: map[string]api.SecretRef{"OPENAI_API_KEY": {Secret: "openai", Placeholder: true}},
+		Network: &api.NetworkPolicy{Allow: []string{"api.openai.com"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.wait(t, h.a, sb.ID, api.StateRunning)
+	given := func() []node.InjectSecret {
+		got, _ := h.node.Sandbox(sb.ID)
+		return got.Inject
+	}
+	rule := api.InjectRule{Host: "api.openai.com", Header: "Authorization", Value: "Bearer {secret:openai}"}
+	missing := api.InjectRule{Host: "api.openai.com", Header: "X-Other", Value: "{secret:nope}"}
+	_, err = h.srv.UpdateSandbox(ctx, h.a, sb.ID, api.UpdateSandboxRequest{Network: &api.NetworkPolicy{Allow: []string{"api.openai.com"}, Inject: []api.InjectRule{rule, missing}}})
+	if api.ErrorCode(err) != api.CodeInvalidArgument || !strings.Contains(api.ErrorMessage(err), `"nope"`) || !strings.Contains(api.ErrorMessage(err), "network.inject[1]") {
+		t.Fatalf("PATCH naming a missing secret: %v", err)
+	}
+	if g := given(); len(g) != 0 {
+		t.Fatalf("node given %d secrets before any rule", len(g))
+	}
+	if _, err := h.srv.UpdateSandbox(ctx, h.a, sb.ID, api.UpdateSandboxRequest{Network: &api.NetworkPolicy{Allow: []string{"api.openai.com"}, Inject: []api.InjectRule{rule}}}); err != nil {
+		t.Fatal(err)
+	}
+	if g := given(); len(g) != 1 || g[0].Name != "openai" || g[0].Value != "sk-one" || !strings.HasPrefix(g[0].Placeholder, "cove_ph_") {
+		t.Fatalf("node given %+v after the PATCH", g)
+	}
+	if _, _, err := h.plane.Vault.Put(ctx, h.a, "openai", "sk-two"); err != nil {
+		t.Fatal(err)
+	}
+	if g := given(); len(g) != 1 || g[0].Value != "sk-two" {
+		t.Fatalf("node given %+v after the secret changed", g)
+	}
+	// Another team's secret of the same name changes nothing here.
+	if _, _, err := h.plane.Vault.Put(ctx, h.b, "openai", "sk-other-team"); err != nil {
+		t.Fatal(err)
+	}
+	if g := given(); len(g) != 1 || g[0].Value != "sk-two" {
+		t.Fatalf("node given %+v after another team's secret changed", g)
+	}
+}

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -23,6 +24,15 @@ func (s *Core) UpdateSandbox(ctx context.Context, teamID, ref string, req api.Up
 	sb, err := s.GetSandbox(ctx, teamID, ref)
 	if err != nil {
 		return sb, err
+	}
+	if req.Network != nil && req.Network.Inject != nil {
+		rules, err := checkInject("network.inject", req.Network.Inject)
+		if err != nil {
+			return sb, err
+		}
+		if err := s.checkSecretsExist(ctx, teamID, rules, nil); err != nil {
+			return sb, err
+		}
 	}
 	for attempt := 1; ; attempt++ {
 		if sb.State == api.StateRunning {
@@ -77,7 +87,12 @@ func (s *Core) updateRunning(ctx context.Context, teamID, id string, req api.Upd
 		}
 	}
 	if req.Network != nil && sb.State == api.StateRunning {
-		if err := s.node.SetPolicy(sb.ID, sb.Network); err != nil {
+		// The secrets first: a rule is never without its secrets.
+		err := s.applyInjection(ctx, sb)
+		if err == nil {
+			err = s.node.SetPolicy(sb.ID, sb.Network)
+		}
+		if err != nil {
 			// Another replica may have put it to sleep since: the stored
 			// policy is then the one it wakes with, and nothing is lost.
 			cur, gerr := s.store.GetSandbox(ctx, teamID, sb.ID)
@@ -98,9 +113,96 @@ func (s *Core) reapplyPolicy(sb api.Sandbox, applied api.NetworkPolicy) {
 	if slices.Equal(sb.Network.Allow, applied.Allow) && slices.Equal(sb.Network.SetupAllow, applied.SetupAllow) && slices.Equal(sb.Network.Inject, applied.Inject) {
 		return
 	}
-	if err := s.node.SetPolicy(sb.ID, sb.Network); err != nil {
+	err := s.applyInjection(s.ctx, sb)
+	if err == nil {
+		err = s.node.SetPolicy(sb.ID, sb.Network)
+	}
+	if err != nil {
 		s.log.Error("apply the network policy changed during a start or wake", "sandbox", sb.ID, "err", err)
 	}
+}
+
+// applyInjection gives a running sandbox's node the secrets its rules
+// name, resolved now, and their placeholders (nothing without rules).
+func (s *Core) applyInjection(ctx context.Context, sb api.Sandbox) error {
+	if len(sb.Network.Inject) == 0 {
+		return nil
+	}
+	return s.node.SetInjectSecrets(sb.ID, s.svc.Vault.Injection(ctx, sb))
+}
+
+// SecretChanged gives the nodes of the team's running sandboxes whose
+// injection rules name the secret its value as it is now (set, replaced
+// or deleted), for their next requests. Failures are logged: such a
+// sandbox gets the value when it next wakes.
+func (s *Core) SecretChanged(ctx context.Context, teamID, name string) {
+	f := store.SandboxFilter{TeamID: teamID, States: []api.SandboxState{api.StateRunning}, Limit: 500}
+	for {
+		sbs, err := s.store.ListSandboxes(ctx, f)
+		if err != nil {
+			s.log.Error("list sandboxes for a changed secret", "team", teamID, "err", err)
+			return
+		}
+		for _, sb := range sbs {
+			if !namesSecret(sb.Network.Inject, name) {
+				continue
+			}
+			if err := s.applyInjection(ctx, sb); err != nil {
+				s.log.Warn("give a changed secret to a running sandbox", "sandbox", sb.ID, "secret", name, "err", err)
+			}
+		}
+		if len(sbs) < f.Limit {
+			return
+		}
+		f.After = sbs[len(sbs)-1].ID
+	}
+}
+
+// namesSecret reports whether one of the rules names the secret.
+func namesSecret(rules []api.InjectRule, name string) bool {
+	for _, r := range InjectRules(rules) {
+		if slices.Contains(r.SecretNames(), name) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkSecretsExist says which secret named by an injection rule or a
+// placeholder variable the team does not have: a 400 now, not a 502 at
+// the first request.
+func (s *Core) checkSecretsExist(ctx context.Context, teamID string, rules []api.InjectRule, refs map[string]api.SecretRef) error {
+	type use struct{ name, field string }
+	var uses []use
+	for i, r := range InjectRules(rules) {
+		for _, n := range r.SecretNames() {
+			uses = append(uses, use{n, fmt.Sprintf("network.inject[%d]", i)})
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(refs)) {
+		if refs[k].Placeholder {
+			uses = append(uses, use{refs[k].Secret, "secrets." + k})
+		}
+	}
+	seen := map[string]bool{}
+	for _, u := range uses {
+		if seen[u.name] {
+			continue
+		}
+		seen[u.name] = true
+		_, err := s.store.GetSecret(ctx, teamID, u.name)
+		if api.ErrorCode(err) == api.CodeNotFound {
+			return &api.Error{
+				Code:    api.CodeInvalidArgument,
+				Message: fmt.Sprintf("%s: the team has no secret %q; create it with PUT /v1/secrets/%s first", u.field, u.name, u.name),
+				Details: map[string]any{"field": u.field, "secret": u.name},
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // applyUpdate changes sb as req says, or says why it cannot.

@@ -52,6 +52,10 @@ type Config struct {
 	// MaxEnv bounds the variables of a command (plain and secret
 	// together); MaxValue a value's bytes, as an environment variable's.
 	MaxEnv, MaxValue int
+	// Changed, when set, is told of a secret stored or deleted, before
+	// the call answers: the running sandboxes whose injection rules name
+	// it get its new value.
+	Changed func(ctx context.Context, teamID, name string)
 }
 
 // Service keeps the teams' secrets and resolves references to them.
@@ -142,6 +146,7 @@ func (s *Service) Put(ctx context.Context, teamID, name, value string) (api.Secr
 		return api.Secret{}, false, err
 	}
 	s.log.Info("secret stored", "team", teamID, "secret", name, "created", created)
+	s.changed(ctx, teamID, name)
 	got, err := s.st.GetSecret(ctx, teamID, name)
 	if err != nil {
 		return api.Secret{}, false, err
@@ -197,7 +202,14 @@ func (s *Service) Delete(ctx context.Context, teamID, name string) error {
 		return err
 	}
 	s.log.Info("secret deleted", "team", teamID, "secret", name)
+	s.changed(ctx, teamID, name)
 	return nil
+}
+
+func (s *Service) changed(ctx context.Context, teamID, name string) {
+	if s.cfg.Changed != nil {
+		s.cfg.Changed(context.WithoutCancel(ctx), teamID, name)
+	}
 }
 
 // CheckRefs checks references from environment variables to secret

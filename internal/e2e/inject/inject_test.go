@@ -37,6 +37,7 @@ func TestMain(m *testing.M) { e2etest.Main(m) }
 type hosts struct {
 	Addr  string
 	CAPEM []byte
+	th    *e2etest.TestHost
 	mu    sync.Mutex
 	seen  map[string][]string // host → Authorization headers, in order
 	proto map[string]string   // host → last protocol
@@ -56,8 +57,13 @@ func (h *hosts) all() string {
 
 func startHosts(t *testing.T) *hosts {
 	t.Helper()
-	th := e2etest.StartTestHost(t)
-	h := &hosts{Addr: th.Addr.String(), seen: map[string][]string{}, proto: map[string]string{}}
+	return startHostsOn(t, e2etest.StartTestHost(t))
+}
+
+// startHostsOn serves the TLS test hosts in the namespace th.
+func startHostsOn(t *testing.T, th *e2etest.TestHost) *hosts {
+	t.Helper()
+	h := &hosts{th: th, Addr: th.Addr.String(), seen: map[string][]string{}, proto: map[string]string{}}
 	cert, caPEM := e2etest.TestCert(t, "api.inject.test", "other.inject.test")
 	h.CAPEM = caPEM
 	bad, _ := e2etest.TestCert(t, "bad.inject.test")

@@ -63,6 +63,11 @@ type Network interface {
 	Reconnect(id string, p api.NetworkPolicy, inject []node.InjectSecret, ca *netpolicy.SandboxCA) error
 	// SetPolicy changes a sandbox's policy for new connections.
 	SetPolicy(id string, p api.NetworkPolicy) error
+	// SetInjectSecrets replaces the secrets the gateway injects for a
+	// sandbox; CA and SetCA are its gateway CA and give it one.
+	SetInjectSecrets(id string, inject []node.InjectSecret)
+	CA(id string) *netpolicy.SandboxCA
+	SetCA(id string, ca *netpolicy.SandboxCA)
 	// UseSetup switches a sandbox to its setup policy or back.
 	UseSetup(id string, on bool)
 	// Disconnect removes the sandbox's link, rules and gateway state.
@@ -329,12 +334,29 @@ func (n *Node) disconnect(ctx context.Context, id string) {
 	}
 }
 
-// SetPolicy changes a running sandbox's network policy for new connections.
+// SetPolicy changes a running sandbox's network policy for new
+// connections. A sandbox given its first injection rules gets its gateway
+// CA now: its certificate is written into the sandbox's own bundle in
+// place, which the running sandbox has mounted.
 func (n *Node) SetPolicy(id string, p api.NetworkPolicy) error {
 	if n.cfg.Network == nil {
 		return nil
 	}
+	if len(p.Inject) > 0 && n.cfg.Network.CA(id) == nil {
+		if err := n.addCA(id); err != nil {
+			return err
+		}
+	}
 	return n.cfg.Network.SetPolicy(id, p)
+}
+
+// SetInjectSecrets replaces the secrets the gateway injects for a running
+// sandbox (a rule or a team secret changed since it started).
+func (n *Node) SetInjectSecrets(id string, inject []node.InjectSecret) error {
+	if n.cfg.Network != nil {
+		n.cfg.Network.SetInjectSecrets(id, inject)
+	}
+	return nil
 }
 
 // UseSetupPolicy switches a sandbox to its setup policy (on) or back to
@@ -729,7 +751,7 @@ func (n *Node) get(id string) (*sandbox, error) {
 // the agent's word, the process's pid in the sandbox's own namespace.
 func (n *Node) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) (_ node.Started, err error) {
 	defer func() { err = n.noRoom(err, "the command's output cannot be recorded, so it was not started") }()
-	req, err := n.execRequest(spec, n.hasBundle(sandboxID))
+	req, err := n.execRequest(spec, n.injecting(sandboxID))
 	if err != nil {
 		return node.Started{}, err
 	}

@@ -120,6 +120,25 @@ func (m *Manager) SetPolicy(id string, p api.NetworkPolicy) error {
 	return nil
 }
 
+// SetInjectSecrets replaces the secrets (values and placeholders) the
+// gateway injects for a running sandbox, for its next requests.
+func (m *Manager) SetInjectSecrets(id string, inject []node.InjectSecret) {
+	values, placeholders := map[string]string{}, map[string]string{}
+	for _, s := range inject {
+		values[s.Name] = s.Value
+		if s.Placeholder != "" {
+			placeholders[s.Name] = s.Placeholder
+		}
+	}
+	m.reg.SetInjectSecrets(id, values, placeholders)
+}
+
+// CA is a sandbox's gateway CA, nil when it has none.
+func (m *Manager) CA(id string) *netpolicy.SandboxCA { return m.reg.CA(id) }
+
+// SetCA gives a running sandbox a gateway CA, if it has none.
+func (m *Manager) SetCA(id string, ca *netpolicy.SandboxCA) { m.reg.SetCA(id, ca) }
+
 // injection is the gateway's view of a policy's injection rules and the
 // secrets they name; nil without rules.
 func injection(p api.NetworkPolicy, secrets []node.InjectSecret) (*netpolicy.Injection, error) {

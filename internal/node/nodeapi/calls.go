@@ -94,6 +94,9 @@ func calls() map[string]call {
 			}
 			return nil, n.SetPolicy(c.Sandbox, p)
 		}},
+		"set-inject-secrets": {true, func(ctx context.Context, n Node, c Call) (any, error) {
+			return nil, n.SetInjectSecrets(c.Sandbox, c.Inject)
+		}},
 		"use-setup-policy": {true, func(ctx context.Context, n Node, c Call) (any, error) {
 			n.UseSetupPolicy(c.Sandbox, c.On)
 			return nil, nil

@@ -38,31 +38,32 @@ const (
 // Call holds the arguments of a JSON call; each call reads its own
 // fields (see the table in calls.go, whose keys name the calls).
 type Call struct {
-	Sandbox   string             `json:"sandbox,omitempty"`
-	Command   string             `json:"command,omitempty"`
-	Spec      *node.SandboxSpec  `json:"spec,omitempty"`
-	Commands  []string           `json:"commands,omitempty"`
-	IDs       []string           `json:"ids,omitempty"`
-	From      string             `json:"from,omitempty"`
-	To        string             `json:"to,omitempty"`
-	Policy    *api.NetworkPolicy `json:"policy,omitempty"`
-	On        bool               `json:"on,omitempty"`
-	Hostname  string             `json:"hostname,omitempty"`
-	Signal    string             `json:"signal,omitempty"`
-	Path      string             `json:"path,omitempty"`
-	Recursive bool               `json:"recursive,omitempty"`
-	Port      int                `json:"port,omitempty"`
-	Ports     []int              `json:"ports,omitempty"`
-	Exec      *node.ExecSpec     `json:"exec,omitempty"`
-	Size      *node.TermSize     `json:"size,omitempty"`
-	List      *node.ListSpec     `json:"list,omitempty"`
-	Read      *node.ReadSpec     `json:"read,omitempty"`
-	Edit      *node.EditSpec     `json:"edit,omitempty"`
-	Mkdir     *node.MkdirSpec    `json:"mkdir,omitempty"`
-	Move      *node.MoveSpec     `json:"move,omitempty"`
-	Archive   *node.ArchiveSpec  `json:"archive,omitempty"`
-	Git       *node.GitSpec      `json:"git,omitempty"`
-	Write     *WriteArgs         `json:"write,omitempty"`
+	Sandbox   string              `json:"sandbox,omitempty"`
+	Command   string              `json:"command,omitempty"`
+	Spec      *node.SandboxSpec   `json:"spec,omitempty"`
+	Commands  []string            `json:"commands,omitempty"`
+	IDs       []string            `json:"ids,omitempty"`
+	From      string              `json:"from,omitempty"`
+	To        string              `json:"to,omitempty"`
+	Policy    *api.NetworkPolicy  `json:"policy,omitempty"`
+	Inject    []node.InjectSecret `json:"inject,omitempty"`
+	On        bool                `json:"on,omitempty"`
+	Hostname  string              `json:"hostname,omitempty"`
+	Signal    string              `json:"signal,omitempty"`
+	Path      string              `json:"path,omitempty"`
+	Recursive bool                `json:"recursive,omitempty"`
+	Port      int                 `json:"port,omitempty"`
+	Ports     []int               `json:"ports,omitempty"`
+	Exec      *node.ExecSpec      `json:"exec,omitempty"`
+	Size      *node.TermSize      `json:"size,omitempty"`
+	List      *node.ListSpec      `json:"list,omitempty"`
+	Read      *node.ReadSpec      `json:"read,omitempty"`
+	Edit      *node.EditSpec      `json:"edit,omitempty"`
+	Mkdir     *node.MkdirSpec     `json:"mkdir,omitempty"`
+	Move      *node.MoveSpec      `json:"move,omitempty"`
+	Archive   *node.ArchiveSpec   `json:"archive,omitempty"`
+	Git       *node.GitSpec       `json:"git,omitempty"`
+	Write     *WriteArgs          `json:"write,omitempty"`
 	// Snapshot, Asleep and Save are a snapshot call's.
 	Snapshot string `json:"snapshot,omitempty"`
 	Asleep   bool   `json:"asleep,omitempty"`

@@ -35,6 +35,8 @@ type Sandbox struct {
 	Hostname string
 	Policy   api.NetworkPolicy
 	InSetup  bool // the setup policy applies
+	// Inject are the secrets given by SetInjectSecrets.
+	Inject   []node.InjectSecret
 	Files    map[string][]byte
 	Commands []node.ExecSpec
 }
@@ -351,6 +353,16 @@ func (n *Node) Lose(id string, commands []string) {
 		o.End(node.Exit{ExitCode: -1})
 		n.OnExit(id, cmd, node.Exit{ExitCode: -1}, true)
 	}
+}
+
+// SetInjectSecrets implements lifecycle.Node.
+func (n *Node) SetInjectSecrets(id string, inject []node.InjectSecret) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if s, ok := n.sandboxes[id]; ok {
+		s.Inject = slices.Clone(inject)
+	}
+	return nil
 }
 
 // SetPolicy implements lifecycle.Node.

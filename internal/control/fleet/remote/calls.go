@@ -93,6 +93,14 @@ func (c *Client) SetPolicy(id string, p api.NetworkPolicy) error {
 	return c.call(ctx, "set-policy", true, args{Sandbox: id, Policy: &p}, nil)
 }
 
+// SetInjectSecrets replaces the secrets the node's gateway injects for a
+// sandbox.
+func (c *Client) SetInjectSecrets(id string, inject []node.InjectSecret) error {
+	ctx, cancel := c.quick()
+	defer cancel()
+	return c.call(ctx, "set-inject-secrets", true, args{Sandbox: id, Inject: inject}, nil)
+}
+
 // UseSetupPolicy switches a sandbox to its setup policy or back; a
 // failure is logged.
 func (c *Client) UseSetupPolicy(id string, on bool) {
