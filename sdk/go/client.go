@@ -310,16 +310,24 @@ func (c *Client) readOutput(ctx context.Context, path string, after int64, follo
 		if !errors.As(err, &ce) || !retryOn(ce) || ctx.Err() != nil {
 			return err
 		}
-		if progressed {
-			failures = 0
-		}
-		if failures++; failures >= c.retry.Attempts {
-			return err
-		}
-		if c.sleep(ctx, c.backoff(failures, ce.RetryAfter)) != nil {
+		if !c.resumeAfter(ctx, &failures, progressed, ce) {
 			return err
 		}
 	}
+}
+
+// resumeAfter counts a failed connection of a resumed stream (the count
+// starts again after one that made progress) and waits its backoff; false
+// when the stream gives up: the retry policy's attempts are spent, or ctx
+// ended while waiting.
+func (c *Client) resumeAfter(ctx context.Context, failures *int, progressed bool, ce *Error) bool {
+	if progressed {
+		*failures = 0
+	}
+	if *failures++; *failures >= c.retry.Attempts {
+		return false
+	}
+	return c.sleep(ctx, c.backoff(*failures, ce.RetryAfter)) == nil
 }
 
 // readOutputOnce reads one connection of an output stream, advancing
@@ -510,14 +518,11 @@ func (c *Client) FollowEvents(ctx context.Context, q EventQuery, fn func(api.Eve
 			ce = &Error{Code: api.CodeUnavailable, Message: "event stream ended"}
 			err = ce
 		}
-		if progressed {
-			failures = 0
-		}
-		if failures++; failures >= c.retry.Attempts {
+		if !c.resumeAfter(ctx, &failures, progressed, ce) {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			return err
-		}
-		if c.sleep(ctx, c.backoff(failures, ce.RetryAfter)) != nil {
-			return ctx.Err()
 		}
 	}
 }

@@ -50,14 +50,11 @@ func (c *Client) WatchFiles(ctx context.Context, ref string, q WatchQuery, fn fu
 			ce = &Error{Code: api.CodeUnavailable, Message: "watch stream ended"}
 			err = ce
 		}
-		if progressed {
-			failures = 0
-		}
-		if failures++; failures >= c.retry.Attempts {
+		if !c.resumeAfter(ctx, &failures, progressed, ce) {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			return err
-		}
-		if c.sleep(ctx, c.backoff(failures, ce.RetryAfter)) != nil {
-			return ctx.Err()
 		}
 	}
 }
