@@ -115,14 +115,9 @@ func TestLifecycleEventsSignedInOrder(t *testing.T) {
 		}
 	}
 
-	l, err := s.Admin.ListDeliveries(ctx, hook.Webhook.ID, 100, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(l.Items) < len(ids) {
-		t.Fatalf("%d deliveries listed, %d received", len(l.Items), len(ids))
-	}
-	for _, d := range l.Items {
+	// The receiver has each request before the server records its
+	// answer: wait for every delivery to be recorded as delivered.
+	for _, d := range waitDelivered(t, s.Admin, hook.Webhook.ID, len(got)) {
 		if d.State != api.DeliveryDelivered || d.AttemptCount != 1 || len(d.Attempts) != 1 ||
 			d.Attempts[0].StatusCode != http.StatusNoContent || d.Attempts[0].LatencyMS < 0 || !seen[d.ID] {
 			t.Errorf("delivery %+v", d)

@@ -217,9 +217,13 @@ table inet %[1]s {
 		iifname @sandboxes tcp dport %[2]d accept
 		iifname @sandboxes ct direction reply ip saddr . tcp sport @%[9]s accept
 		iifname @sandboxes drop
-		tcp dport %[2]d drop
-		tcp dport %[3]d drop
-		udp dport %[3]d drop
+		# Other hosts never reach the gateway or the resolver. Loopback
+		# is left alone: those ports answer only sandboxes' addresses
+		# anyway, and a table outliving its node (a kill -9) must not
+		# take the port from a local service that binds it next.
+		iifname != "lo" tcp dport %[2]d drop
+		iifname != "lo" tcp dport %[3]d drop
+		iifname != "lo" udp dport %[3]d drop
 	}
 	chain forward {
 		type filter hook forward priority filter; policy accept;

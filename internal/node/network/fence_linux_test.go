@@ -100,6 +100,19 @@ func TestFence(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Error("a TCP connection from the sandbox did not reach the gateway")
 	}
+	// Loopback is not fenced: a local service on the gateway's port (here
+	// the gateway itself) answers a local client, as it would after a
+	// killed node left its table behind.
+	go func() {
+		if c, err := gw.Accept(); err == nil {
+			c.Close()
+		}
+	}()
+	if c, err := net.DialTimeout("tcp4", fmt.Sprintf("127.0.0.1:%d", gwPort), 5*time.Second); err != nil {
+		t.Errorf("loopback to the gateway's port: %v", err)
+	} else {
+		c.Close()
+	}
 	if err := f.Detach(t.Context(), "sbx_fencetest"+run); err != nil {
 		t.Fatal(err)
 	}
