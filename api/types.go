@@ -209,6 +209,8 @@ type Sandbox struct {
 	// The node it is placed on, shown to the admin team only, in a fleet
 	// (`cove control`); omitted otherwise.
 	Node *SandboxNode `json:"node,omitempty"`
+	// The volumes it mounts, as created; omitted when none.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 	Provision
 	// Version is the store's row version, never on the wire: an update
 	// succeeds only on the version it read (internal/store).
@@ -266,6 +268,9 @@ type CreateSandboxRequest struct {
 	// At most 64; keys match ^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$, values at
 	// most 256 bytes.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Volumes of the team to mount, at most 16; an unknown one answers
+	// 404 not_found.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // ResourcesRequest is Resources with every field optional; an out-of-range

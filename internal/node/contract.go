@@ -46,6 +46,15 @@ type Contract interface {
 	// DropSnapshot removes a snapshot from the save store and the node.
 	// It is idempotent.
 	DropSnapshot(ctx context.Context, snap string) error
+	// CreateVolume makes the disk of volume id, sizeMiB large, and
+	// answers where it is (a fleet picks the node). It is idempotent.
+	CreateVolume(ctx context.Context, id string, sizeMiB int64) (VolumeRef, error)
+	// DropVolume removes a volume's disk and files; it is idempotent. A
+	// volume a sandbox of the node still mounts is refused with
+	// precondition_failed.
+	DropVolume(ctx context.Context, v VolumeRef) error
+	// VolumeUsage measures a volume's disk.
+	VolumeUsage(ctx context.Context, v VolumeRef) (VolumeInfo, error)
 	// Known lists the sandboxes the node has state for.
 	Known(ctx context.Context) ([]string, error)
 	// Lose records the given commands of a sandbox as lost.

@@ -61,6 +61,33 @@ type SandboxSpec struct {
 	// every sandbox on them. The node fetches a layer it lacks from the
 	// save store.
 	Layers []Layer `json:",omitempty"`
+	// Volumes are the team's volumes the sandbox mounts; they stay on
+	// the node that holds them (VolumeRef.Node), where a fleet places
+	// the sandbox.
+	Volumes []VolumeMount `json:",omitempty"`
+}
+
+// VolumeRef names a volume and the node that holds its files ("" on a
+// node of its own).
+type VolumeRef struct {
+	ID   string `json:"id"`
+	Node string `json:"node,omitempty"`
+}
+
+// VolumeMount is a volume a sandbox mounts at Path (absolute, checked
+// by the control plane), through the sandbox's own ID range.
+type VolumeMount struct {
+	VolumeRef
+	Path     string `json:"path"`
+	ReadOnly bool   `json:"read_only,omitempty"`
+}
+
+// VolumeInfo is what a node measures of a volume's disk.
+type VolumeInfo struct {
+	SizeBytes int64 `json:"size_bytes"`
+	UsedBytes int64 `json:"used_bytes"`
+	// Full: no block or no inode is left for a write.
+	Full bool `json:"full"`
 }
 
 // Layer is a snapshot a sandbox stands on: its ID and the host ID range

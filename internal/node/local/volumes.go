@@ -1,0 +1,24 @@
+package local
+
+import (
+	"context"
+
+	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/node"
+)
+
+// errNoVolumes answers every volume call until volumes are built here.
+var errNoVolumes = api.Errorf(api.CodeUnprocessable, "volumes are not supported by this node yet")
+
+// CreateVolume makes a volume's disk.
+func (n *Node) CreateVolume(ctx context.Context, id string, sizeMiB int64) (node.VolumeRef, error) {
+	return node.VolumeRef{}, errNoVolumes
+}
+
+// DropVolume removes a volume's disk.
+func (n *Node) DropVolume(ctx context.Context, v node.VolumeRef) error { return errNoVolumes }
+
+// VolumeUsage measures a volume's disk.
+func (n *Node) VolumeUsage(ctx context.Context, v node.VolumeRef) (node.VolumeInfo, error) {
+	return node.VolumeInfo{}, errNoVolumes
+}
