@@ -117,10 +117,6 @@ func filledFromOutside(t *testing.T, s *e2etest.Server, mnt string) {
 	if _, err := c.WriteFile(ctx, sb.ID, "/workspace/kept", strings.NewReader("old")); err != nil {
 		t.Fatal(err)
 	}
-	// The sandbox's disk is a sparse file on the data disk: what its ext4
-	// still has to write back when the data disk fills can abort its
-	// journal and leave it read-only. Nothing is left to write back.
-	e2etest.MustOK(t, c, sb.ID, "sync")
 	if code, _, body := e2etest.RawRequest(t, "GET", s.URL+"/readyz", "", ""); code != http.StatusOK {
 		t.Fatalf("readyz before the disk fills: %d %s", code, body)
 	}
@@ -130,6 +126,12 @@ func filledFromOutside(t *testing.T, s *e2etest.Server, mnt string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The sandbox's disk is a sparse file on the data disk: what its ext4
+	// still has to write back when the data disk fills can abort its
+	// journal and leave it read-only (the kernel's "critical space
+	// allocation error"). Nothing is left to write back, the start of
+	// the command above included.
+	e2etest.MustOK(t, c, sb.ID, "sync")
 
 	filler := filepath.Join(mnt, "filler")
 	fill(t, filler)
