@@ -30,6 +30,7 @@ type Store interface {
 	Secrets
 	Assets
 	Snapshots
+	Volumes
 	Previews
 	Admissions
 	Images

@@ -15,12 +15,12 @@ import (
 
 const sandboxColumns = `id, team_id, name, template, state, resources, env, workdir, network, labels,
 	idle_timeout_s, on_idle, max_lifetime_s, spend_limit_usd, cost_usd,
-	created_at, started_at, last_active_at, expires_at, state_reason, secrets, on_budget, budget_alerts, provision`
+	created_at, started_at, last_active_at, expires_at, state_reason, secrets, on_budget, budget_alerts, provision, volumes`
 
 const insertSandbox = `INSERT INTO sandboxes (` + sandboxColumns + `, idempotency_ref, set_id) VALUES (
 	@id, @team_id, @name, @template, @state, @resources, @env, @workdir, @network, @labels,
 	@idle_timeout_s, @on_idle, @max_lifetime_s, @spend_limit_usd, @cost_usd,
-	@created_at, @started_at, @last_active_at, @expires_at, @state_reason, @secrets, @on_budget, @budget_alerts, @provision, @idempotency_ref, @set_id)`
+	@created_at, @started_at, @last_active_at, @expires_at, @state_reason, @secrets, @on_budget, @budget_alerts, @provision, @volumes, @idempotency_ref, @set_id)`
 
 // selectSandbox reads a sandbox's columns and its version (versions.go).
 const selectSandbox = "SELECT " + sandboxColumns + ", set_id, version FROM sandboxes"
@@ -31,8 +31,12 @@ func sandboxArgs(s api.Sandbox) (pgx.NamedArgs, error) {
 	if alerts == nil {
 		alerts = []float64{}
 	}
-	var jsons [7]string
-	for i, v := range []any{s.Resources, emptyIfNil(s.Env), s.Network, emptyIfNil(s.Labels), store.SecretRefs(s), alerts, s.Provision} {
+	volumes := s.Volumes
+	if volumes == nil {
+		volumes = []api.VolumeMount{}
+	}
+	var jsons [8]string
+	for i, v := range []any{s.Resources, emptyIfNil(s.Env), s.Network, emptyIfNil(s.Labels), store.SecretRefs(s), alerts, s.Provision, volumes} {
 		var err error
 		if jsons[i], err = encodeJSON(v); err != nil {
 			return nil, fmt.Errorf("sandbox %s: %w", s.ID, err)
@@ -63,6 +67,7 @@ func sandboxArgs(s api.Sandbox) (pgx.NamedArgs, error) {
 		"on_budget":       s.OnBudget,
 		"budget_alerts":   jsons[5],
 		"provision":       jsons[6],
+		"volumes":         jsons[7],
 		"idempotency_ref": s.IdempotencyRef,
 		"set_id":          s.SetID,
 	}, nil
@@ -73,11 +78,11 @@ func scanSandbox(r scanner) (api.Sandbox, error) {
 		s                               api.Sandbox
 		resources, env, network, labels string
 		secrets, alerts                 string
-		provision                       string
+		provision, volumes              string
 	)
 	err := r.Scan(&s.ID, &s.TeamID, &s.Name, &s.Template, &s.State, &resources, &env, &s.Workdir, &network, &labels,
 		&s.IdleTimeoutS, &s.OnIdle, &s.MaxLifetimeS, &s.SpendLimitUSD, &s.CostUSD,
-		&s.CreatedAt, &s.StartedAt, &s.LastActiveAt, &s.ExpiresAt, &s.StateReason, &secrets, &s.OnBudget, &alerts, &provision, &s.SetID, &s.Version)
+		&s.CreatedAt, &s.StartedAt, &s.LastActiveAt, &s.ExpiresAt, &s.StateReason, &secrets, &s.OnBudget, &alerts, &provision, &volumes, &s.SetID, &s.Version)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -91,6 +96,10 @@ func scanSandbox(r scanner) (api.Sandbox, error) {
 	store.SetSecretRefs(&s, refs)
 	d.json(alerts, &s.BudgetAlerts)
 	d.json(provision, &s.Provision)
+	d.json(volumes, &s.Volumes)
+	if len(s.Volumes) == 0 {
+		s.Volumes = nil
+	}
 	if d.err != nil {
 		return api.Sandbox{}, fmt.Errorf("sandbox %s: %w", s.ID, d.err)
 	}

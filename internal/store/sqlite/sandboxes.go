@@ -14,7 +14,7 @@ import (
 
 const sandboxColumns = `id, team_id, name, template, state, resources, env, workdir, network, labels,
 	idle_timeout_s, on_idle, max_lifetime_s, spend_limit_usd, cost_usd,
-	created_at, started_at, last_active_at, expires_at, state_reason, secrets, on_budget, budget_alerts, provision`
+	created_at, started_at, last_active_at, expires_at, state_reason, secrets, on_budget, budget_alerts, provision, volumes`
 
 // selectSandbox reads a sandbox's columns and its version.
 const selectSandbox = "SELECT " + sandboxColumns + ", set_id, version FROM sandboxes"
@@ -23,7 +23,7 @@ const selectSandbox = "SELECT " + sandboxColumns + ", set_id, version FROM sandb
 const insertSandbox = `INSERT INTO sandboxes (` + sandboxColumns + `, idempotency_ref, set_id, version) VALUES (
 	:id, :team_id, :name, :template, :state, :resources, :env, :workdir, :network, :labels,
 	:idle_timeout_s, :on_idle, :max_lifetime_s, :spend_limit_usd, :cost_usd,
-	:created_at, :started_at, :last_active_at, :expires_at, :state_reason, :secrets, :on_budget, :budget_alerts, :provision, :idempotency_ref, :set_id, 1)`
+	:created_at, :started_at, :last_active_at, :expires_at, :state_reason, :secrets, :on_budget, :budget_alerts, :provision, :volumes, :idempotency_ref, :set_id, 1)`
 
 const updateSandbox = `UPDATE sandboxes SET
 	name = :name, template = :template, state = :state, resources = :resources, env = :env,
@@ -42,8 +42,12 @@ func sandboxArgs(s api.Sandbox) ([]any, error) {
 	if alerts == nil {
 		alerts = []float64{}
 	}
-	var jsons [7]string
-	for i, v := range []any{s.Resources, emptyIfNil(s.Env), s.Network, emptyIfNil(s.Labels), store.SecretRefs(s), alerts, s.Provision} {
+	volumes := s.Volumes
+	if volumes == nil {
+		volumes = []api.VolumeMount{}
+	}
+	var jsons [8]string
+	for i, v := range []any{s.Resources, emptyIfNil(s.Env), s.Network, emptyIfNil(s.Labels), store.SecretRefs(s), alerts, s.Provision, volumes} {
 		var err error
 		if jsons[i], err = encodeJSON(v); err != nil {
 			return nil, fmt.Errorf("sandbox %s: %w", s.ID, err)
@@ -78,6 +82,7 @@ func sandboxArgs(s api.Sandbox) ([]any, error) {
 		sql.Named("on_budget", s.OnBudget),
 		sql.Named("budget_alerts", jsons[5]),
 		sql.Named("provision", jsons[6]),
+		sql.Named("volumes", jsons[7]),
 		sql.Named("idempotency_ref", s.IdempotencyRef),
 		sql.Named("set_id", s.SetID),
 	}, nil
@@ -88,14 +93,14 @@ func scanSandbox(r scanner) (api.Sandbox, error) {
 		s                               api.Sandbox
 		resources, env, network, labels string
 		secrets, alerts                 string
-		provision                       string
+		provision, volumes              string
 		created                         string
 		started, lastActive, expires    sql.NullString
 		spend                           sql.NullFloat64
 	)
 	err := r.Scan(&s.ID, &s.TeamID, &s.Name, &s.Template, &s.State, &resources, &env, &s.Workdir, &network, &labels,
 		&s.IdleTimeoutS, &s.OnIdle, &s.MaxLifetimeS, &spend, &s.CostUSD,
-		&created, &started, &lastActive, &expires, &s.StateReason, &secrets, &s.OnBudget, &alerts, &provision, &s.SetID, &s.Version)
+		&created, &started, &lastActive, &expires, &s.StateReason, &secrets, &s.OnBudget, &alerts, &provision, &volumes, &s.SetID, &s.Version)
 	if err != nil {
 		return api.Sandbox{}, err
 	}
@@ -109,6 +114,10 @@ func scanSandbox(r scanner) (api.Sandbox, error) {
 	store.SetSecretRefs(&s, refs)
 	d.json(alerts, &s.BudgetAlerts)
 	d.json(provision, &s.Provision)
+	d.json(volumes, &s.Volumes)
+	if len(s.Volumes) == 0 {
+		s.Volumes = nil
+	}
 	s.CreatedAt = d.time(created)
 	s.StartedAt = d.timePtr(started)
 	s.LastActiveAt = d.timePtr(lastActive)

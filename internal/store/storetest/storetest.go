@@ -36,7 +36,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Secrets", testSecrets},
 		{"Samples", testSamples}, {"Usage", testUsage}, {"Budgets", testBudgets},
 		{"IDRanges", testIDRanges},
-		{"Sources", testSources}, {"Snapshots", testSnapshots},
+		{"Sources", testSources}, {"Snapshots", testSnapshots}, {"Volumes", testVolumes},
 		{"Observations", testObservations}, {"ObservationBound", testObservationBound}, {"ObservationExpiry", testObservationExpiry},
 		{"Webhooks", testWebhooks},
 		{"WebhookOutbox", testWebhookOutbox},
