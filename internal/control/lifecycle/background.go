@@ -51,6 +51,7 @@ func (s *Core) Lead(ctx context.Context) {
 	}
 	wg.Go(func() { s.svc.Meter.Run(ctx) })
 	wg.Go(func() { s.svc.Workloads.Run(ctx) })
+	wg.Go(func() { s.watchVolumes(ctx) })
 	t := time.NewTicker(s.cfg.LimitsInterval)
 	defer t.Stop()
 	adopt := time.NewTicker(adoptInterval)

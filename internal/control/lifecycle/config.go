@@ -134,6 +134,18 @@ type Config struct {
 	// answers 507. Default 100 snapshots, 100 GiB.
 	MaxSnapshotsPerTeam     int
 	MaxSnapshotBytesPerTeam int64
+
+	// MaxVolumeMiB bounds one volume's size; past it a create answers
+	// 400 naming the limit. Default 10240 (10 GiB).
+	MaxVolumeMiB int64
+	// MaxVolumesPerTeam and MaxVolumeMiBPerTeam bound one team's volumes
+	// together; past either a new one answers 507. Default 100 volumes,
+	// 102400 MiB (100 GiB).
+	MaxVolumesPerTeam   int
+	MaxVolumeMiBPerTeam int64
+	// VolumeUsageInterval is how often the volumes running sandboxes
+	// mount are measured (used_bytes, volume.full). Default 5 seconds.
+	VolumeUsageInterval time.Duration
 }
 
 // DefaultConfig is the control plane's configuration with every default
@@ -172,6 +184,11 @@ func DefaultConfig() Config {
 		MaxFork:                 100,
 		MaxSnapshotsPerTeam:     100,
 		MaxSnapshotBytesPerTeam: 100 << 30,
+
+		MaxVolumeMiB:        10240,
+		MaxVolumesPerTeam:   100,
+		MaxVolumeMiBPerTeam: 100 << 10,
+		VolumeUsageInterval: 5 * time.Second,
 	}
 }
 
@@ -229,6 +246,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("max uploads per team %d: want at least 1", c.MaxUploadsPerTeam)
 	case c.MaxTeamAssetBytes <= 0:
 		return fmt.Errorf("max team asset bytes %d: want at least 1", c.MaxTeamAssetBytes)
+	case c.MaxVolumeMiB != 0 && c.MaxVolumeMiB < MinVolumeMiB:
+		return fmt.Errorf("max volume size %d MiB: want at least %d", c.MaxVolumeMiB, MinVolumeMiB)
+	case c.MaxVolumesPerTeam < 0 || c.MaxVolumeMiBPerTeam < 0:
+		return fmt.Errorf("volume caps per team (%d volumes, %d MiB): want 0 (none) or more", c.MaxVolumesPerTeam, c.MaxVolumeMiBPerTeam)
+	case c.VolumeUsageInterval < 0:
+		return fmt.Errorf("volume usage interval %v: want a positive duration", c.VolumeUsageInterval)
 	case c.MaxPreviewsPerSandbox < 1 || c.MaxPreviewsPerSandbox > 65535:
 		return fmt.Errorf("max previews per sandbox %d: want 1 to 65535", c.MaxPreviewsPerSandbox)
 	}

@@ -58,7 +58,13 @@ type Core struct {
 
 	mu sync.Mutex
 	// snapMu orders deleting a snapshot against sandboxes starting on it.
-	snapMu  sync.Mutex
+	snapMu sync.Mutex
+	// volMu orders deleting a volume against sandboxes created on it.
+	volMu sync.Mutex
+	// volPoll guards volFull: the volumes found full at the last
+	// measurement, raised once until their use drops (volumes.go).
+	volPoll sync.Mutex
+	volFull map[string]bool
 	ops     map[string]*sandboxOps // per sandbox; removed when terminal
 	changed chan struct{}          // closed and replaced on every state change
 	// exitWatchers are woken at every command exit (setup commands).
@@ -111,6 +117,7 @@ func New(cfg Config, st store.Store, log *slog.Logger) (*Core, error) {
 		changed: make(chan struct{}),
 
 		exitWatchers: map[*exitWatch]struct{}{},
+		volFull:      map[string]bool{},
 	}
 	s.pool = newWarmPool(s)
 	s.limits = newLimits(s)
@@ -363,9 +370,20 @@ func (s *Core) CreateSandboxWith(ctx context.Context, teamID string, req api.Cre
 	if err := s.checks.Check(ctx, sandboxRun(sb, img)); err != nil {
 		return api.Sandbox{}, err
 	}
+	var volumes []node.VolumeMount
+	if len(req.Volumes) > 0 {
+		// Held until the sandbox is stored: no volume it names is
+		// deleted in between (DeleteVolume).
+		s.volMu.Lock()
+		defer s.volMu.Unlock()
+		if sb.Volumes, volumes, err = s.resolveMounts(ctx, teamID, req.Volumes); err != nil {
+			return api.Sandbox{}, err
+		}
+	}
 	warm := ""
-	// A pooled sandbox started without a CA of its own for injection.
-	if s.pool.fits(sb) && sb.Source == nil && sb.Setup == nil && len(sb.Network.Inject) == 0 {
+	// A pooled sandbox started without a CA of its own for injection, or
+	// any volume.
+	if s.pool.fits(sb) && sb.Source == nil && sb.Setup == nil && len(sb.Network.Inject) == 0 && len(sb.Volumes) == 0 {
 		if warm = s.pool.take(sb.SetID); warm != "" {
 			// A pooled sandbox was admitted (and, in a fleet, placed)
 			// when the pool started it. It keeps its own ID; an ID
@@ -378,7 +396,9 @@ func (s *Core) CreateSandboxWith(ctx context.Context, teamID string, req api.Cre
 		}
 	}
 	if warm == "" {
-		if err := s.node.Admit(ctx, s.spec(sb)); err != nil {
+		spec := s.spec(sb)
+		spec.Volumes = volumes
+		if err := s.node.Admit(ctx, spec); err != nil {
 			return api.Sandbox{}, err
 		}
 		// A pooled sandbox holds its range already.
@@ -470,6 +490,9 @@ func (s *Core) newSandbox(sid, teamID string, req api.CreateSandboxRequest) (api
 		return api.Sandbox{}, err
 	}
 	if err := validateLabels(req.Labels); err != nil {
+		return api.Sandbox{}, err
+	}
+	if err := validateMounts(req.Volumes); err != nil {
 		return api.Sandbox{}, err
 	}
 	workdir := s.cfg.DefaultWorkdir

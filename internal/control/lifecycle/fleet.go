@@ -94,6 +94,10 @@ func (s *Core) attach(ctx context.Context, sb api.Sandbox, cmds []api.Command) e
 	spec := s.spec(sb)
 	spec.Secrets = s.svc.Vault.SandboxRedactions(ctx, sb)
 	spec.Inject = s.svc.Vault.Injection(ctx, sb)
+	var err error
+	if spec.Volumes, err = s.volumeSpecs(ctx, sb); err != nil {
+		return err
+	}
 	if err := s.node.Attach(ctx, spec, running); err != nil {
 		return err
 	}

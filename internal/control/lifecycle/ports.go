@@ -128,6 +128,7 @@ func (l meterLife) EmitWorkload(ctx context.Context, w api.Workload, typ string,
 func (l meterLife) MeterWorkloads(ctx context.Context, now time.Time) []api.Workload {
 	// Snapshots are charged at the same tick, as storage.
 	l.s.meterSnapshots(ctx, now)
+	l.s.meterVolumes(ctx, now)
 	return l.s.svc.Workloads.Meter(ctx, now)
 }
 

@@ -449,6 +449,9 @@ func (s *Core) ForkSandbox(ctx context.Context, teamID, ref string, req api.Fork
 			Labels:    labels, Secrets: secretRefs(sb), OnIdle: sb.OnIdle,
 			Network: &api.NetworkPolicy{Allow: sb.Network.Allow, Inject: sb.Network.Inject},
 			Source:  &api.Source{Type: api.SourceSnapshot, SnapshotID: snap.ID},
+			// A fork mounts its parent's volumes where the parent does:
+			// shared, as they are between any two sandboxes.
+			Volumes: forkMounts(sb),
 		}
 		if sb.IdleTimeoutS > 0 {
 			v := sb.IdleTimeoutS

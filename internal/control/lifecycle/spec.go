@@ -33,5 +33,8 @@ func (s *Core) startSpec(ctx context.Context, sb api.Sandbox) (node.SandboxSpec,
 	if spec.Layers, err = s.layersOf(ctx, sb.ID); err != nil {
 		return spec, fmt.Errorf("layers of %s: %w", sb.ID, err)
 	}
+	if spec.Volumes, err = s.volumeSpecs(ctx, sb); err != nil {
+		return spec, err
+	}
 	return spec, nil
 }
