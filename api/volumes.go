@@ -39,9 +39,12 @@ type CreateVolumeRequest struct {
 type VolumeMount struct {
 	// The volume, by name or ID.
 	Name string `json:"name"`
-	// Where it appears: an absolute path, not /, not under /proc, /sys or
-	// /dev, nor one of cove's own mounts (/etc/resolv.conf, /etc/hosts,
-	// /etc/hostname); two mounts of a sandbox never nest.
+	// Where it appears: an absolute, clean path (no "..", no trailing
+	// "/"), not /, not on or under /proc, /sys, /dev or /.cove, and not
+	// on, under or above one of cove's own mounts (/etc/resolv.conf,
+	// /etc/hosts, /etc/hostname, /etc/ssl/certs/ca-certificates.crt); two
+	// mounts of a sandbox never nest. Anything else answers 400
+	// invalid_argument with details.field.
 	Path string `json:"path"`
 	// Mounted read-only: writes fail with EROFS inside.
 	ReadOnly bool `json:"read_only,omitempty"`

@@ -115,4 +115,8 @@ var components = []component{
 	{name: "RestoreSandboxRequest", typ: reflect.TypeFor[api.RestoreSandboxRequest](), closed: true},
 	{name: "ForkSandboxRequest", typ: reflect.TypeFor[api.ForkSandboxRequest](), closed: true},
 	{name: "ForkResult", typ: reflect.TypeFor[api.ForkResult]()},
+	{name: "VolumeMount", typ: reflect.TypeFor[api.VolumeMount](), closed: true},
+	{name: "Volume", typ: reflect.TypeFor[api.Volume]()},
+	{name: "VolumeList", typ: reflect.TypeFor[api.List[api.Volume]]()},
+	{name: "CreateVolumeRequest", typ: reflect.TypeFor[api.CreateVolumeRequest](), closed: true},
 }

@@ -116,6 +116,8 @@ type Handler struct {
 	Assets Assets
 	// Snapshots serve snapshots, restores and forks; set before serving.
 	Snapshots Snapshots
+	// Volumes serve a team's volumes; set before serving.
+	Volumes Volumes
 	// Metering answers usage, spend and metrics reads; set before serving.
 	Metering Metering
 	// Observations answers a sandbox's network reads; set before serving.
@@ -213,6 +215,7 @@ func (h *Handler) routes() {
 	fileRoutes{sh, h.Files}.routes(auth)
 	assetRoutes{sh, h.Assets}.routes(auth)
 	snapshotRoutes{sh, h.Snapshots, h.Sandboxes}.routes(auth)
+	volumeRoutes{sh, h.Volumes}.routes(auth)
 	eventRoutes{sh, h.Events, h.eventStreams}.routes(auth)
 	teamRoutes{sh}.routes(auth)
 	secretRoutes{sh, h.Secrets}.routes(auth)

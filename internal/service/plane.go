@@ -128,7 +128,7 @@ func (p *Plane) Handler(log *slog.Logger) *httpapi.Handler {
 	h.Files, h.Assets = p.Files, p.Assets
 	h.ImageService, h.TemplateService, h.PreviewService = p.Images, p.Templates, p.Previews
 	h.Sandboxes, h.Commands, h.Events = p.Core, p.Commands, p.Events
-	h.Snapshots = p.Core
+	h.Snapshots, h.Volumes = p.Core, p.Core
 	h.Workloads, h.GPUs = p.Workloads, p.Workloads
 	h.Metering, h.Observations = p.Meter, p.Observations
 	h.Nodes, h.JoinTokens = p.Nodes, p.JoinTokens
