@@ -26,6 +26,7 @@ var operations = map[string]string{
 	"deleteAsset":    "DeleteAsset",
 	"createSnapshot": "CreateSnapshot", "listSnapshots": "ListSnapshots", "getSnapshot": "GetSnapshot",
 	"deleteSnapshot": "DeleteSnapshot", "restoreSandbox": "RestoreSandbox", "forkSandbox": "ForkSandbox",
+	"createVolume": "CreateVolume", "listVolumes": "ListVolumes", "getVolume": "GetVolume", "deleteVolume": "DeleteVolume",
 	"saveAsset":        "SaveAsset",
 	"listSandboxes":    "ListSandboxes",
 	"getSandbox":       "GetSandbox",

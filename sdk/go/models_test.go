@@ -40,6 +40,7 @@ var builtBodies = map[string]struct {
 	"CreateSnapshotRequest": {"CreateSnapshot", api.CreateSnapshotRequest{}},
 	"RestoreSandboxRequest": {"RestoreSandbox", api.RestoreSandboxRequest{}},
 	"ForkResult":            {"ForkSandbox", api.ForkResult{}},
+	"CreateVolumeRequest":   {"CreateVolume", api.CreateVolumeRequest{}},
 }
 
 // alsoOffered names further methods that offer an operation: createCommand
