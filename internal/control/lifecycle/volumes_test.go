@@ -8,9 +8,11 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/lifecycle"
+	"github.com/cove-dev/cove/internal/control/meter"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/node/nodetest"
 )
@@ -421,5 +423,32 @@ func TestVolumeFull(t *testing.T) {
 	}
 	if ev := h.teamEvents(t, h.b, "volume.full"); len(ev) != 0 {
 		t.Errorf("team b saw %+v", ev)
+	}
+}
+
+// TestVolumeCharged: a volume is charged as storage for its size, used
+// or not, from its creation, in usage under its ID.
+func TestVolumeCharged(t *testing.T) {
+	h, c := meterHarness(t) // storage at $0.001 per GiB-second
+	vn := &volumeNode{Node: h.node, volumes: map[string]node.VolumeInfo{}}
+	h.plane.SetNode(vn)
+	ctx := t.Context()
+	v := h.volume(t, h.a, "data", 2048) // 2 GiB, nothing written
+	c.add(10 * time.Second)
+	h.plane.Meter.Tick(ctx)
+	r, err := h.plane.Meter.Usage(ctx, h.a, meter.UsageQuery{GroupBy: "sandbox"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Items) != 1 || r.Items[0].SandboxID != v.ID || !near(r.Items[0].StorageGiBH, 20.0/3600, 1e-9) || !near(r.Items[0].CostUSD, 0.02, 1e-9) || r.Items[0].CPUS != 0 {
+		t.Fatalf("usage = %+v; want the volume's 2 GiB for 10 s: 20 GiB-s, $0.02", r.Items)
+	}
+	// A tick seen twice charges nothing twice.
+	h.plane.Meter.Tick(ctx)
+	if r2, _ := h.plane.Meter.Usage(ctx, h.a, meter.UsageQuery{GroupBy: "sandbox"}); !near(r2.Total.CostUSD, 0.02, 1e-9) {
+		t.Fatalf("after a second tick: %+v", r2.Total)
+	}
+	if rb, _ := h.plane.Meter.Usage(ctx, h.b, meter.UsageQuery{GroupBy: "sandbox"}); len(rb.Items) != 0 {
+		t.Fatalf("team b is charged %+v", rb.Items)
 	}
 }
