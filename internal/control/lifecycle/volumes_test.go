@@ -19,7 +19,9 @@ import (
 
 // volumeNode is the fake node with volumes: it keeps each volume's size
 // and the use the test sets, places every volume on node "n1", and
-// records what it was asked.
+// records what it was asked. The volume is made and dropped in the fake
+// it wraps too, where the fake keeps volumes (it checks a start's), and
+// its answer that it keeps none (unprocessable) is passed over.
 type volumeNode struct {
 	*nodetest.Node
 	mu      sync.Mutex
@@ -28,6 +30,9 @@ type volumeNode struct {
 }
 
 func (n *volumeNode) CreateVolume(ctx context.Context, id string, sizeMiB int64) (node.VolumeRef, error) {
+	if _, err := n.Node.CreateVolume(ctx, id, sizeMiB); err != nil && api.ErrorCode(err) != api.CodeUnprocessable {
+		return node.VolumeRef{}, err
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.volumes[id] = node.VolumeInfo{SizeBytes: sizeMiB << 20}
@@ -35,6 +40,9 @@ func (n *volumeNode) CreateVolume(ctx context.Context, id string, sizeMiB int64)
 }
 
 func (n *volumeNode) DropVolume(ctx context.Context, v node.VolumeRef) error {
+	if err := n.Node.DropVolume(ctx, v); err != nil && api.ErrorCode(err) != api.CodeUnprocessable {
+		return err
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.volumes, v.ID)
