@@ -69,7 +69,8 @@ func newInstall(t *testing.T) install {
 	started := now.Add(-time.Minute)
 	for _, sb := range []api.Sandbox{
 		{ID: "sbx_asleep", TeamID: "team_1", Name: "kept", State: api.StateAsleep, CreatedAt: now, StartedAt: &started,
-			Resources: api.Resources{CPUs: 1, MemoryMiB: 256, DiskMiB: 512}, Labels: map[string]string{"a": "b"}},
+			Resources: api.Resources{CPUs: 1, MemoryMiB: 256, DiskMiB: 512}, Labels: map[string]string{"a": "b"},
+			Volumes: []api.VolumeMount{{Name: "data", VolumeID: "vol_1", Path: "/data", ReadOnly: true}}},
 		{ID: "sbx_gone", TeamID: "team_1", State: api.StateTerminated, CreatedAt: now},
 	} {
 		must(st.CreateSandbox(ctx, sb))
@@ -96,6 +97,7 @@ func newInstall(t *testing.T) install {
 	in.assetSum, _, err = blobs.Put(ctx, "team_1", bytes.NewReader(in.asset), 1<<20, "")
 	must(err)
 	must(st.CreateAsset(ctx, api.Asset{ID: "asset_1", TeamID: "team_1", Name: "a", Size: int64(len(in.asset)), SHA256: in.assetSum, CreatedAt: now}))
+	must(st.CreateVolume(ctx, api.Volume{ID: "vol_1", TeamID: "team_1", Name: "data", SizeMiB: 64, UsedBytes: 4096, CreatedAt: now}))
 	st.Close()
 	raw, err := sql.Open("sqlite", in.db)
 	must(err)
@@ -183,6 +185,7 @@ func TestMoveStore(t *testing.T) {
 		}},
 		{"setup cache", func(s store.Store) (any, error) { return s.ListSetupCache(ctx, "team_1") }},
 		{"assets", func(s store.Store) (any, error) { return s.GetAsset(ctx, "team_1", "asset_1") }},
+		{"volumes", func(s store.Store) (any, error) { return s.ListVolumes(ctx, "team_1", "", 0) }},
 	} {
 		a, err := read.fn(src)
 		if err != nil {
