@@ -372,6 +372,9 @@ func (s *Core) watchVolumes(ctx context.Context) {
 func (s *Core) pollVolumes(ctx context.Context) {
 	s.volPoll.Lock()
 	defer s.volPoll.Unlock()
+	if vs, err := s.store.ListVolumes(ctx, "", "", 1); err != nil || len(vs) == 0 {
+		return // no volume: running sandboxes are not listed
+	}
 	inUse := map[string]string{} // volume → team
 	after := ""
 	for {

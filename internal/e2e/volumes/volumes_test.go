@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -300,5 +301,48 @@ func TestValidation(t *testing.T) {
 	}
 	if l, err := s.Admin.ListVolumes(t.Context(), 0, ""); err != nil || len(l.Items) != 0 {
 		t.Errorf("refused creates left volumes %+v (%v)", l.Items, err)
+	}
+}
+
+// TestRestart: a sandbox keeps its volume across a restart of `cove
+// serve` (killed, so nothing is unmounted in order), and across a sleep
+// and a wake after it; the volume and its rows are still there.
+func TestRestart(t *testing.T) {
+	s := e2etest.StartServer(t, e2etest.WithArgs("--warm-pool", "0"))
+	c, ctx := s.Admin, t.Context()
+	v, err := c.CreateVolume(ctx, "kept", 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := e2etest.Create(t, c, api.CreateSandboxRequest{Volumes: mount("kept", "/data", false)})
+	e2etest.MustOK(t, c, sb.ID, "echo before > /data/f")
+
+	s.Stop(syscall.SIGKILL)
+	s.Start()
+	if got, err := c.GetSandbox(ctx, sb.ID); err != nil || got.State != api.StateRunning || len(got.Volumes) != 1 || got.Volumes[0].VolumeID != v.ID {
+		t.Fatalf("after the restart: %+v %v", got, err)
+	}
+	if out := e2etest.MustOK(t, c, sb.ID, "cat /data/f && echo after > /data/g"); out != "before\n" {
+		t.Errorf("after the restart: %q", out)
+	}
+	if _, err := c.SleepSandbox(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitSandbox(ctx, sb.ID, api.StateAsleep, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	s.Stop(syscall.SIGTERM)
+	s.Start()
+	if _, err := c.WakeSandbox(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.WaitSandbox(ctx, sb.ID, api.StateRunning, time.Minute); err != nil || got.State != api.StateRunning {
+		t.Fatalf("wake after a restart: %+v %v", got, err)
+	}
+	if out := e2etest.MustOK(t, c, sb.ID, "cat /data/f /data/g"); out != "before\nafter\n" {
+		t.Errorf("after a wake: %q", out)
+	}
+	if got, err := c.GetVolume(ctx, "kept"); err != nil || !slices.Equal(got.Sandboxes, []string{sb.ID}) {
+		t.Errorf("the volume after restarts: %+v %v", got, err)
 	}
 }
