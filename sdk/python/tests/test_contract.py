@@ -101,6 +101,10 @@ NOT_OFFERED = {
         op: "a preview's traffic is the app's own HTTP: any HTTP client, with the url and token preview() answers"
         for op in ("previewGet", "previewPost", "previewPut", "previewPatch", "previewDelete")
     },
+    **{
+        op: "team volumes are served by the REST API and the Go SDK so far (issue #32)"
+        for op in ("createVolume", "listVolumes", "getVolume", "deleteVolume")
+    },
 }
 
 ASYNC = {"Client": "AsyncClient", "SandboxHandle": "AsyncSandbox", "Command": "AsyncCommand", "Files": "AsyncFiles"}

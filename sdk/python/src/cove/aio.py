@@ -181,6 +181,7 @@ class AsyncClient:
                      on_idle: Optional[str] = None, max_lifetime_s: Optional[int] = None,
                      spend_limit_usd: Optional[float] = None, labels: Optional[Mapping[str, str]] = None,
                      on_budget: Optional[str] = None, budget_alerts: Optional[Sequence[float]] = None,
+                     volumes: Optional[Sequence[Mapping[str, Any]]] = None,
                      wait: bool = True, keep: bool = False, idempotency_key: Optional[str] = None,
                      **extra: Any) -> "AsyncSandbox":
         """Create a sandbox (and wait until it runs, unless ``wait=False``).
@@ -199,7 +200,8 @@ class AsyncClient:
             "workdir": workdir, "network": network, "source": source, "setup": setup,
             "idle_timeout_s": idle_timeout_s, "on_idle": on_idle, "max_lifetime_s": max_lifetime_s,
             "spend_limit_usd": spend_limit_usd, "labels": labels, "on_budget": on_budget,
-            "budget_alerts": list(budget_alerts) if budget_alerts is not None else None, **extra,
+            "budget_alerts": list(budget_alerts) if budget_alerts is not None else None,
+            "volumes": [dict(v) for v in volumes] if volumes is not None else None, **extra,
         })
         r = sh.Req("POST", "/v1/sandboxes", {"wait": "running"} if wait else {}, json=body)
         if idempotency_key:
