@@ -13,6 +13,7 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/control/meter"
+	"github.com/cove-dev/cove/internal/control/page"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/node/nodetest"
 )
@@ -458,5 +459,52 @@ func TestVolumeCharged(t *testing.T) {
 	}
 	if rb, _ := h.plane.Meter.Usage(ctx, h.b, meter.UsageQuery{GroupBy: "sandbox"}); len(rb.Items) != 0 {
 		t.Fatalf("team b is charged %+v", rb.Items)
+	}
+}
+
+// TestVolumeWebhooks: volume events go to the owning team's webhooks
+// that ask for them, and to no other team's.
+func TestVolumeWebhooks(t *testing.T) {
+	h, vn := volumeHarness(t, func(*lifecycle.Config) {})
+	ctx := t.Context()
+	hook := func(team string) string {
+		resp, err := h.plane.Webhooks.Create(ctx, team, api.CreateWebhookRequest{URL: "https://93.184.215.14/hook", Events: []string{"volume.*"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Webhook.ID
+	}
+	wa, wb := hook(h.a), hook(h.b)
+	v := h.volume(t, h.a, "data", 16)
+	sb, err := h.srv.CreateSandbox(ctx, h.a, api.CreateSandboxRequest{Volumes: []api.VolumeMount{{Name: "data", Path: "/data"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.wait(t, h.a, sb.ID, api.StateRunning)
+	vn.use(v.ID, 16<<20)
+	h.srv.PollVolumes(ctx)
+	if _, err := h.srv.TerminateSandbox(ctx, h.a, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.wait(t, h.a, sb.ID, api.StateTerminated)
+	if err := h.srv.DeleteVolume(ctx, h.a, v.ID); err != nil {
+		t.Fatal(err)
+	}
+	types := func(team, w string) []string {
+		l, err := h.plane.Webhooks.Deliveries(ctx, team, w, page.Page{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, d := range l.Items {
+			out = append([]string{d.EventType}, out...)
+		}
+		return out
+	}
+	if got := types(h.a, wa); !slices.Equal(got, []string{"volume.created", "volume.full", "volume.deleted"}) {
+		t.Errorf("team a's deliveries %v", got)
+	}
+	if got := types(h.b, wb); len(got) != 0 {
+		t.Errorf("team b's deliveries %v", got)
 	}
 }
