@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/e2e/e2etest"
 )
 
@@ -39,11 +41,14 @@ func TestCLI(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "vol_") || !strings.HasSuffix(out, " clivol 16\n") {
 		t.Fatalf("volume create: %d %q %q", code, out, errOut)
 	}
-	if out, errOut, code := cli(t, s, "create", "--name", "withvol", "--volume", "clivol:/data", "--volume", "clivol:/ro:ro"); code != 0 {
+	if _, _, code := cli(t, s, "volume", "create", "other", "--size-mib", "16"); code != 0 {
+		t.Fatal("volume create other")
+	}
+	if out, errOut, code := cli(t, s, "create", "--name", "withvol", "--volume", "clivol:/data", "--volume", "other:/ro:ro"); code != 0 {
 		t.Fatalf("create --volume: %d %q %q", code, out, errOut)
 	}
 	sb, err := c.GetSandbox(t.Context(), "withvol")
-	if err != nil || len(sb.Volumes) != 0 && (len(sb.Volumes) != 2 || sb.Volumes[1].Path != "/ro" || !sb.Volumes[1].ReadOnly) {
+	if err != nil || len(sb.Volumes) != 2 || sb.Volumes[0].Path != "/data" || sb.Volumes[0].ReadOnly || sb.Volumes[1].Path != "/ro" || !sb.Volumes[1].ReadOnly {
 		t.Fatalf("the sandbox: %+v %v", sb.Volumes, err)
 	}
 	if out, _, code := cli(t, s, "volume", "ls"); code != 0 || !strings.HasPrefix(out, "ID") || !strings.Contains(out, "clivol") || !strings.Contains(out, sb.ID) {
@@ -60,6 +65,7 @@ func TestCLI(t *testing.T) {
 		{"create", "--volume", "clivol"},
 		{"create", "--volume", "clivol:/proc"},
 		{"create", "--volume", "nope:/data"},
+		{"create", "--volume", "clivol:/a", "--volume", "clivol:/b"},
 	} {
 		out, errOut, code := cli(t, s, args...)
 		if code == 0 || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || errOut == "" {
@@ -67,6 +73,9 @@ func TestCLI(t *testing.T) {
 		}
 	}
 	if _, err := c.TerminateSandbox(t.Context(), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitSandbox(t.Context(), sb.ID, api.StateTerminated, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if out, errOut, code := cli(t, s, "volume", "rm", "clivol"); code != 0 || out != "clivol deleted\n" {
