@@ -279,6 +279,13 @@ func (r *Runtime) VolumeUsage(ctx context.Context, id string) (VolumeUsage, erro
 	}, nil
 }
 
+// VolumeImages lists the disk images of the node's volumes: sparse files
+// on the data disk that grow as volumes fill.
+func (r *Runtime) VolumeImages() []string {
+	imgs, _ := filepath.Glob(filepath.Join(r.cfg.VolumeDir, "*", diskImage))
+	return imgs
+}
+
 // HasVolume reports whether the node holds volume id.
 func (r *Runtime) HasVolume(id string) bool {
 	if !ValidID(id) {
