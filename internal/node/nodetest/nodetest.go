@@ -75,6 +75,7 @@ type Node struct {
 	observed  []node.Observation    // network reports not drained yet
 	published map[string][]int      // ports by sandbox
 	gpus      node.GPUs             // set by SetGPUs
+	volumes   map[string]*volume    // by ID (volumes.go)
 }
 
 // New returns an empty node.
