@@ -158,9 +158,11 @@ func TestVolumeHostile(t *testing.T) {
 	// A device node: not made, or unusable (nodev).
 	for _, uid := range []int{0, 1000} {
 		script := fmt.Sprintf("mknod /vol/null%d c 1 3 && echo x > /vol/null%d", uid, uid)
-		if out, exit := sh(t, a, uid, script); exit.ExitCode == 0 {
+		out, exit := sh(t, a, uid, script)
+		if exit.ExitCode == 0 {
 			t.Errorf("a device node in the volume works for %d: %s", uid, out)
 		}
+		t.Logf("mknod as %d: %s", uid, out)
 	}
 	// The mount table: the volume's root is the filesystem's, and no host
 	// path of the node is named.
