@@ -64,6 +64,7 @@ func TestVolumeOutlivesSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { n.DropVolume(context.Background(), ref) })
 	if ref != (node.VolumeRef{ID: vol}) {
 		t.Errorf("ref %+v", ref)
 	}
