@@ -348,3 +348,61 @@ func TestCreateVolumeBad(t *testing.T) {
 		t.Errorf("usage of a missing volume: %v", err)
 	}
 }
+
+// TestVolumePathSymlink: a sandbox that turned its volume's mount point
+// into a symlink (to a host path, out of its root, into /proc) before a
+// wake gets the volume mounted inside its own root filesystem, where the
+// link leads there, or not at all: runc resolves the path in the
+// sandbox's root and refuses a place in /proc.
+func TestVolumePathSymlink(t *testing.T) {
+	r := newRuntime(t)
+	vol := newVolume(t, r, 16)
+	for _, c := range []struct{ target, seen string }{
+		{r.cfg.VolumeDir, r.cfg.VolumeDir},
+		{"../../../../etc", "/etc"},
+		{"/proc/sys", ""},
+	} {
+		t.Run(strings.ReplaceAll(c.target, "/", "_"), func(t *testing.T) {
+			s := testSpec()
+			cl := start(t, r, s)
+			mustSh(t, cl, 0, "ln -s "+c.target+" /data")
+			cl.Close()
+			img, err := r.Stop(t.Context(), s.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			moved := filepath.Join(r.cfg.StateDir, s.ID+".img")
+			if err := os.Rename(img, moved); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Destroy(t.Context(), s.ID); err != nil {
+				t.Fatal(err)
+			}
+			s.Disk = moved
+			s.Volumes = []VolumeMount{{ID: vol, Path: "/data"}}
+			cl, err = r.Start(t.Context(), s)
+			if c.seen == "" {
+				if err == nil || !strings.Contains(err.Error(), "inside /proc") {
+					t.Fatalf("start with the mount point linked into /proc: %v", err)
+				}
+				checkGone(t, r, s.ID)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			mustSh(t, cl, 0, "echo x > /data/probe")
+			if out := mustSh(t, cl, 0, "cat "+c.seen+"/probe"); out != "x" {
+				t.Errorf("the volume inside at %s: %q", c.seen, out)
+			}
+			if _, err := os.Lstat(filepath.Join(r.cfg.VolumeDir, "probe")); err == nil {
+				t.Errorf("the probe landed in the host's %s", r.cfg.VolumeDir)
+			}
+			if _, err := os.Lstat("/etc/probe"); err == nil {
+				t.Errorf("the probe landed in the host's /etc")
+			}
+			mustSh(t, cl, 0, "rm /data/probe")
+		})
+	}
+}
