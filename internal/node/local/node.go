@@ -54,6 +54,7 @@ type Runtime interface {
 	DropVolume(ctx context.Context, id string) error
 	VolumeUsage(ctx context.Context, id string) (runtime.VolumeUsage, error)
 	VolumeImages() []string
+	HasVolume(id string) bool
 }
 
 // Network connects sandboxes to the node's fence, resolver and gateway.

@@ -9,12 +9,15 @@ import (
 // CreateVolume makes a volume's disk on this node; the VolumeRef's Node
 // is "" (this node), which a fleet fills in.
 func (n *Node) CreateVolume(ctx context.Context, id string, sizeMiB int64) (node.VolumeRef, error) {
-	// Admitted as a sandbox's disk is: the data disk must hold it full.
-	release, err := n.reserve(volumePrefix+id, sizeMiB<<20)
-	if err != nil {
-		return node.VolumeRef{}, err
+	// Admitted as a sandbox's disk is: the data disk must hold it full
+	// (one made already is counted among the promised disks).
+	if !n.rt.HasVolume(id) {
+		release, err := n.reserve(volumePrefix+id, sizeMiB<<20)
+		if err != nil {
+			return node.VolumeRef{}, err
+		}
+		defer release()
 	}
-	defer release()
 	if err := n.rt.CreateVolume(ctx, id, sizeMiB); err != nil {
 		return node.VolumeRef{}, err
 	}
