@@ -144,3 +144,55 @@ func TestVolumeOutlivesSandbox(t *testing.T) {
 		t.Errorf("left after the drop: %s", strings.Join(left, " "))
 	}
 }
+
+// TestVolumeAdmission: a volume larger than the data disk can hold is
+// refused with resource_exhausted before anything is made; one that fits
+// is made, and counts among the disks the node has promised.
+func TestVolumeAdmission(t *testing.T) {
+	if rootErr != nil {
+		t.Skip(rootErr)
+	}
+	base, err := os.MkdirTemp(rootDir, "voladmit-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(base, 0o711)
+	t.Cleanup(func() { os.RemoveAll(base) })
+	rt, err := runtime.New(runtime.Config{
+		StateDir: filepath.Join(base, "sandboxes"), AgentPath: rootAgent, CgroupParent: rootCgroup,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(rt.StateDir(""), 0o711)
+	n := New(Config{
+		Templates: map[string]image.Image{"busybox": rootImage},
+		OutputDir: filepath.Join(base, "output"), DiskOvercommit: 1,
+	}, rt, slog.New(slog.DiscardHandler), exits(make(chan string, 1)).onExit)
+	t.Cleanup(func() { n.Close() })
+	ctx := t.Context()
+	n.capMu.Lock()
+	free, _, _, on := n.roomLocked("")
+	n.capMu.Unlock()
+	if !on {
+		t.Fatal("admission is off")
+	}
+	vol := fmt.Sprintf("vol_big_%d", time.Now().UnixNano())
+	if _, err := n.CreateVolume(ctx, vol, free>>20+1024); api.ErrorCode(err) != api.CodeResourceExhausted {
+		t.Fatalf("a volume larger than the data disk: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(base, "volumes", "*")); len(left) > 0 {
+		t.Errorf("left after a refused create: %v", left)
+	}
+	ref, err := n.CreateVolume(ctx, vol, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.DropVolume(context.Background(), ref) })
+	n.capMu.Lock()
+	promised := n.promisedLocked("")
+	n.capMu.Unlock()
+	if promised < 8<<20 {
+		t.Errorf("promised %d bytes with a 16 MiB volume", promised)
+	}
+}
