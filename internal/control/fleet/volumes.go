@@ -79,18 +79,20 @@ func (f *Fleet) volumeNode(v node.VolumeRef) (NodeClient, error) {
 	return m.client, nil
 }
 
-// memberNamedLocked is the node named name, nil if none. The caller holds
-// f.mu.
+// memberNamedLocked is the node named name, a connected one first (a
+// node removed and joined again under its name has a new ID), nil if
+// none. The caller holds f.mu.
 func (f *Fleet) memberNamedLocked(name string) *member {
 	if name == "" {
 		return nil
 	}
+	var found *member
 	for _, m := range f.sortedNodes() {
-		if m.row.Name == name {
-			return m
+		if m.row.Name == name && (found == nil || m.connected() && !found.connected()) {
+			found = m
 		}
 	}
-	return nil
+	return found
 }
 
 // volumeHome is the ID of the node a sandbox of spec must be placed on,
