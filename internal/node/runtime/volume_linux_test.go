@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -150,9 +151,18 @@ func TestVolumeHostile(t *testing.T) {
 		}
 	}
 	// Hard links across the volume's edge, both ways.
-	for _, script := range []string{"ln /etc/passwd /vol/pw", "ln /vol/root /tmp/l", "echo x > /vol/f && ln /vol/f /root/f"} {
-		if out, exit := sh(t, a, 0, script); exit.ExitCode == 0 || !strings.Contains(strings.ToLower(out), "cross-device") {
-			t.Errorf("%q: exit %d: %s", script, exit.ExitCode, out)
+	for _, c := range []struct {
+		uid    int
+		script string
+	}{
+		{0, "ln /etc/passwd /vol/pw"},
+		{0, "ln /vol/root /tmp/l"},
+		{0, "echo x > /vol/f && ln /vol/f /root/f"},
+		{1000, "echo u > /tmp/u && ln /tmp/u /vol/u"},
+		{1000, "echo u > /vol/fu && ln /vol/fu /tmp/fu"},
+	} {
+		if out, exit := sh(t, a, c.uid, c.script); exit.ExitCode == 0 || !strings.Contains(strings.ToLower(out), "cross-device") {
+			t.Errorf("%q as %d: exit %d: %s", c.script, c.uid, exit.ExitCode, out)
 		}
 	}
 	// A device node: not made, or unusable (nodev).
@@ -168,8 +178,13 @@ func TestVolumeHostile(t *testing.T) {
 	// path of the node is named.
 	info := mustSh(t, a, 1000, "grep ' /vol ' /proc/self/mountinfo")
 	fields := strings.Fields(info)
-	if len(fields) < 5 || fields[3] != "/" {
-		t.Errorf("mountinfo of /vol: %q", info)
+	if len(fields) < 6 || fields[3] != "/" {
+		t.Fatalf("mountinfo of /vol: %q", info)
+	}
+	// A set-id file one sandbox's root leaves there is inert in the
+	// others: the mount is nosuid (and nodev).
+	if opts := strings.Split(fields[5], ","); !slices.Contains(opts, "nosuid") || !slices.Contains(opts, "nodev") {
+		t.Errorf("the volume is mounted %s", fields[5])
 	}
 	for _, p := range []string{r.cfg.VolumeDir, r.cfg.StateDir} {
 		if strings.Contains(info, p) {
