@@ -95,3 +95,14 @@ func (n *Node) VolumeUsage(ctx context.Context, v node.VolumeRef) (node.VolumeIn
 	size := vol.sizeMiB << 20
 	return node.VolumeInfo{SizeBytes: size, UsedBytes: min(vol.used, size), Full: vol.used >= size}, nil
 }
+
+// haveVolumesLocked refuses a start or wake that mounts a volume the
+// fake does not hold, as a node does (not_found). The caller holds n.mu.
+func (n *Node) haveVolumesLocked(spec node.SandboxSpec) error {
+	for _, v := range spec.Volumes {
+		if n.volumes[v.ID] == nil {
+			return api.Errorf(api.CodeNotFound, "volume %s is not on this node", v.ID)
+		}
+	}
+	return nil
+}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -246,7 +247,8 @@ func (r *Runtime) volumeUsersLocked(id string) ([]string, error) {
 			users = append(users, sbx)
 		}
 	}
-	return users, nil
+	slices.Sort(users)
+	return slices.Compact(users), nil
 }
 
 // VolumeUsage measures volume id's filesystem, mounting it if need be.

@@ -33,6 +33,11 @@ func TestVolumeCalls(t *testing.T) {
 	if _, err := c.VolumeUsage(ctx, node.VolumeRef{ID: "vol_nosuch"}); code(err) != api.CodeNotFound {
 		t.Errorf("usage of a missing volume: %v", err)
 	}
+	missing := spec("sbx_missing")
+	missing.Volumes = []node.VolumeMount{{VolumeRef: node.VolumeRef{ID: "vol_nosuch"}, Path: "/data"}}
+	if err := c.Start(ctx, missing); code(err) != api.CodeNotFound {
+		t.Errorf("start with a volume the node lacks: %v", err)
+	}
 	s := spec("sbx_v")
 	s.Volumes = []node.VolumeMount{{VolumeRef: ref, Path: "/data", ReadOnly: true}}
 	if err := c.Start(ctx, s); err != nil {
