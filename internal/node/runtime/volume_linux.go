@@ -165,7 +165,21 @@ func (r *Runtime) mountVolumeLocked(id string) (string, error) {
 	if err := os.MkdirAll(mnt, 0o700); err != nil {
 		return "", err
 	}
-	if err := mountLoop(img, mnt, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+	const flags = unix.MS_NOSUID | unix.MS_NODEV
+	// Sandboxes' views may hold the volume's loop device still (its host
+	// mount was taken away under them): mount that device again, never
+	// a second one, which would be a second ext4 over the same image.
+	devs, err := loopsBackedBy(img)
+	if err != nil {
+		return "", err
+	}
+	if len(devs) > 0 {
+		if err := unix.Mount(devs[0], mnt, "ext4", flags, ""); err != nil {
+			return "", fmt.Errorf("mount volume %s from %s: %w", id, devs[0], err)
+		}
+		return mnt, nil
+	}
+	if err := mountLoop(img, mnt, flags); err != nil {
 		return "", fmt.Errorf("mount volume %s: %w", id, err)
 	}
 	return mnt, nil

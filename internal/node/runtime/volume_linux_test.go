@@ -313,6 +313,20 @@ func TestVolumeLifecycle(t *testing.T) {
 	if out := mustSh(t, c, 1000, "cat /v/kept"); out != "kept" {
 		t.Errorf("after a remount: %q", out)
 	}
+	// The host mount goes while a sandbox holds a view: the volume is
+	// mounted again from the same loop device, not a second one.
+	if err := unmount(filepath.Join(r2.volumeDir(vol), "mnt")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r2.VolumeUsage(t.Context(), vol); err != nil {
+		t.Fatal(err)
+	}
+	if devs, err := loopsBackedBy(filepath.Join(r2.volumeDir(vol), diskImage)); err != nil || len(devs) != 1 {
+		t.Errorf("loop devices of the volume: %v %v", devs, err)
+	}
+	if users, err := r2.VolumeUsers(vol); err != nil || len(users) != 1 {
+		t.Errorf("users after the remount: %v %v", users, err)
+	}
 	// A volume the node does not hold: the start fails and leaves nothing.
 	s3 := testSpec()
 	s3.Volumes = []VolumeMount{{ID: "vol_nosuch", Path: "/v"}}
