@@ -55,6 +55,7 @@ type Runtime interface {
 	VolumeUsage(ctx context.Context, id string) (runtime.VolumeUsage, error)
 	VolumeImages() []string
 	HasVolume(id string) bool
+	UnmountVolumes() error
 }
 
 // Network connects sandboxes to the node's fence, resolver and gateway.
@@ -243,7 +244,7 @@ func (n *Node) Close() error {
 		s.client.Close()
 	}
 	if n.rt != nil {
-		errs = append(errs, n.rt.UnmountLayers())
+		errs = append(errs, n.rt.UnmountLayers(), n.rt.UnmountVolumes())
 	}
 	return errors.Join(errs...)
 }

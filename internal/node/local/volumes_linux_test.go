@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/mountinfo"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/node/image"
 	"github.com/cove-dev/cove/internal/node/runtime"
@@ -88,13 +89,23 @@ func TestVolumeOutlivesSandbox(t *testing.T) {
 		t.Errorf("drop while mounted: %v", err)
 	}
 
-	// The node restarts.
+	// The node restarts: as it stops it unmounts the volume on the host,
+	// the sandbox keeps its view.
 	n.Close()
+	if m, err := mountinfo.Under(filepath.Join(base, "volumes")); err != nil || len(m) != 0 {
+		t.Errorf("host mounts of volumes after Close: %v %v", m, err)
+	}
 	n, ex = open()
+	if err := n.DropVolume(ctx, ref); api.ErrorCode(err) != api.CodePreconditionFailed {
+		t.Errorf("drop while mounted, after the restart: %v", err)
+	}
 	if err := n.Attach(ctx, spec, nil); err != nil {
 		t.Fatal(err)
 	}
 	runCmd(t, n, ex, id, "cmd_r", "grep -q kept /shared/kept")
+	if u, err := n.VolumeUsage(ctx, ref); err != nil || u.UsedBytes < 8000000 {
+		t.Errorf("usage after the restart: %+v %v", u, err)
+	}
 
 	// Sleep: the save is the sandbox's own disk, without the volume.
 	info, err := n.FinishSleep(ctx, id)

@@ -20,7 +20,8 @@ import (
 
 // Volumes are a team's disks that outlive sandboxes and that several
 // sandboxes of the node mount at once. Each is an ext4 image of its own
-// (its size is its quota), mounted once on the host while it exists:
+// (its size is its quota), mounted once on the host while the node runs
+// (UnmountVolumes as it stops; sandboxes' views keep it mounted for them):
 //
 //	<VolumeDir>/<id>/disk.img  sparse ext4 image: the volume's quota
 //	<VolumeDir>/<id>/mnt/      disk.img mounted (nosuid, nodev)
@@ -183,6 +184,33 @@ func (r *Runtime) mountVolumeLocked(id string) (string, error) {
 		return "", fmt.Errorf("mount volume %s: %w", id, err)
 	}
 	return mnt, nil
+}
+
+// UnmountVolumes unmounts every volume's host mount, as the node stops:
+// sandboxes that mount a volume keep their views of it (the kernel keeps
+// its filesystem, and loop device, while one is left), and the next start
+// or measure mounts it again, from that device if it is still there.
+func (r *Runtime) UnmountVolumes() error {
+	entries, err := os.ReadDir(r.cfg.VolumeDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if !e.IsDir() || !ValidID(e.Name()) {
+			continue
+		}
+		mu := volumeLock(e.Name())
+		mu.Lock()
+		if err := unmount(filepath.Join(r.volumeDir(e.Name()), "mnt")); err != nil {
+			errs = append(errs, err)
+		}
+		mu.Unlock()
+	}
+	return errors.Join(errs...)
 }
 
 // DropVolume unmounts and deletes volume id. A volume a sandbox of the
