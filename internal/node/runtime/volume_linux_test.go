@@ -265,22 +265,42 @@ func TestVolumeLifecycle(t *testing.T) {
 	if err := r2.DropVolume(t.Context(), vol); api.ErrorCode(err) != api.CodePreconditionFailed {
 		t.Errorf("drop after the restart: %v", err)
 	}
-	c.Close()
 
-	// Stop: the saved disk holds the mount point, not the files.
+	// A snapshot (Freeze) and a stop: the disk holds the mount point, not
+	// the volume's files.
+	volumeFilesIn := func(img string) []os.DirEntry {
+		t.Helper()
+		look := filepath.Join(t.TempDir(), "look")
+		os.Mkdir(look, 0o700)
+		if err := mountLoop(img, look, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+			t.Fatal(err)
+		}
+		defer unmount(look)
+		entries, err := os.ReadDir(filepath.Join(look, "upper/data/vol"))
+		if err != nil {
+			t.Fatalf("the disk's /data/vol: %v", err)
+		}
+		// The sandbox's own file beside the volume is there.
+		if b, err := os.ReadFile(filepath.Join(look, "upper/data/own")); err != nil || string(b) != "own\n" {
+			t.Errorf("the disk's /data/own: %q %v", b, err)
+		}
+		return entries
+	}
+	mustSh(t, c, 0, "echo own > /data/own && sync")
+	c.Close()
+	frozen := filepath.Join(t.TempDir(), "frozen.img")
+	if _, err := r2.Freeze(t.Context(), s.ID, frozen); err != nil {
+		t.Fatal(err)
+	}
+	if e := volumeFilesIn(frozen); len(e) != 0 {
+		t.Errorf("the snapshot's /data/vol holds %v", e)
+	}
 	img, err := r2.Stop(t.Context(), s.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	look := filepath.Join(t.TempDir(), "look")
-	os.Mkdir(look, 0o700)
-	if err := mountLoop(img, look, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV); err != nil {
-		t.Fatal(err)
-	}
-	entries, err := os.ReadDir(filepath.Join(look, "upper/data/vol"))
-	unmount(look)
-	if err != nil || len(entries) != 0 {
-		t.Errorf("the stopped disk's /data/vol: %v %v", entries, err)
+	if e := volumeFilesIn(img); len(e) != 0 {
+		t.Errorf("the stopped disk's /data/vol holds %v", e)
 	}
 	if users, err := r2.VolumeUsers(vol); err != nil || len(users) != 0 {
 		t.Errorf("users after stop: %v %v", users, err)
