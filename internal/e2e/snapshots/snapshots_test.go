@@ -15,10 +15,11 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/e2e/e2etest"
+	"github.com/cove-dev/cove/internal/testsupport/pgserver"
 	cove "github.com/cove-dev/cove/sdk/go"
 )
 
-func TestMain(m *testing.M) { e2etest.Main(m) }
+func TestMain(m *testing.M) { e2etest.Main(m, pgserver.Shutdown) }
 
 // treeSum prints the sha-256 of the tree under dir: every file's path,
 // owner, mode and content.
