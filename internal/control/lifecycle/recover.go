@@ -117,7 +117,7 @@ func (s *Core) recoverOne(ctx context.Context, sb api.Sandbox, why string, keep 
 		// asleep with a complete save (or failed, its files kept).
 		s.finishSleep(ctx, sb)
 	case api.StateWaking:
-		if snap, ok := strings.CutPrefix(sb.StateReason, restoring); ok {
+		if snap, ok := strings.CutPrefix(sb.StateReason, Restoring); ok {
 			// A restore cut short is finished: its sandbox runs on the
 			// snapshot's files (or fails, saying why).
 			o := s.opsFor(sb.ID)

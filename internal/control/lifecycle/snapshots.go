@@ -331,11 +331,13 @@ func (s *Core) layersOf(ctx context.Context, sandboxID string) ([]node.Layer, er
 	return out, nil
 }
 
-// restoring begins the state reason of a sandbox being returned to a
+// Restoring begins the state reason of a sandbox being returned to a
 // snapshot, the snapshot's ID after it: the restore's record in the
 // store, written before anything of the sandbox is removed, from which a
-// restart finishes it (finishRestore).
-const restoring = "restoring to snapshot "
+// restart finishes it (finishRestore), as it does in a data dir restored
+// from a backup taken meanwhile (internal/backup keeps such a sandbox as
+// it is; its snapshot's files are in the backup).
+const Restoring = "restoring to snapshot "
 
 // RestoreSandbox returns a running or asleep sandbox to a snapshot of the
 // team: its running commands end as at a sleep, its own files are
@@ -370,7 +372,7 @@ func (s *Core) RestoreSandbox(ctx context.Context, teamID, ref string, req api.R
 	// The restore is recorded before anything goes; from here on it is
 	// finished, by this call or by Recover after a crash, even should the
 	// caller go away.
-	if err := s.setState(ctx, &sb, api.StateWaking, restoring+snap.ID); err != nil {
+	if err := s.setState(ctx, &sb, api.StateWaking, Restoring+snap.ID); err != nil {
 		return sb, err
 	}
 	return s.finishRestore(context.WithoutCancel(ctx), sb, snap.ID)
