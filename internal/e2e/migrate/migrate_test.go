@@ -106,6 +106,11 @@ func TestServeToFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The sandbox returns to it, so that it stands on the snapshot when it
+	// sleeps and moves: its wake on the node needs the snapshot's files.
+	if _, err := c.RestoreSandbox(ctx, sb.ID, snap.ID, true); err != nil {
+		t.Fatal(err)
+	}
 	e2etest.MustOK(t, c, sb.ID, "echo after > /workspace/d/f")
 	// An imported image, whose parts serve keeps in its save store.
 	imported := importImage(t, srv.Admin)
@@ -214,8 +219,8 @@ func TestServeToFleet(t *testing.T) {
 	if got := e2etest.MustOK(t, fc, ssb.ID, "cat /workspace/d/f"); got != "hi\n" {
 		t.Errorf("a small file of a sandbox on the moved snapshot: %q", got)
 	}
-	if err := fc.DeleteSnapshot(ctx, snap.ID); api.ErrorCode(err) != api.CodeConflict || !strings.Contains(err.Error(), ssb.ID) {
-		t.Errorf("delete of the moved snapshot a sandbox stands on: %v, want 409 naming %s", err, ssb.ID)
+	if err := fc.DeleteSnapshot(ctx, snap.ID); api.ErrorCode(err) != api.CodeConflict || !strings.Contains(err.Error(), ssb.ID) || !strings.Contains(err.Error(), sb.ID) {
+		t.Errorf("delete of the moved snapshot sandboxes stand on: %v, want 409 naming %s and %s", err, ssb.ID, sb.ID)
 	}
 	// The asset's bytes went to the save store: cove control, with
 	// none of serve's data dir, serves them.
