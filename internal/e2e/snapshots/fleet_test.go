@@ -9,6 +9,7 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/e2e/e2etest"
+	"github.com/cove-dev/cove/internal/node/saves"
 	"github.com/cove-dev/cove/internal/testsupport/pgserver"
 	cove "github.com/cove-dev/cove/sdk/go"
 )
@@ -39,7 +40,7 @@ func nodeOf(t *testing.T, f *e2etest.Fleet, id string) string {
 // its layer (it comes from the save store); that sandbox forks there,
 // and returns to the snapshot after its files are removed, byte for byte
 // each time. The snapshot answers 409 naming what stands on it until
-// those sandboxes end, and is deleted then.
+// those sandboxes end, and is deleted then, from the save store too.
 func TestFleet(t *testing.T) {
 	ctx := t.Context()
 	f := e2etest.StartFleet(t, e2etest.FleetNodes(2), e2etest.FleetLostAfter(20*time.Second),
@@ -52,6 +53,15 @@ func TestFleet(t *testing.T) {
 	snap, err := c.CreateSnapshot(ctx, parent.ID, "ready")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Its files are in the shared save store.
+	st, err := saves.Open(ctx, f.Saves, f.Credentials)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if m, err := st.Stat(ctx, snap.ID, ""); err != nil || "sha256:"+m.SHA256 != snap.Digest {
+		t.Fatalf("the snapshot's files in the save store: %+v %v, want digest %s", m, err, snap.Digest)
 	}
 	home := nodeOf(t, f, parent.ID)
 	// Everything after goes to the other node.
@@ -114,6 +124,10 @@ func TestFleet(t *testing.T) {
 	}
 	if _, err := c.GetSnapshot(ctx, snap.ID); api.ErrorCode(err) != api.CodeNotFound {
 		t.Errorf("the deleted snapshot: %v", err)
+	}
+	// Its files left the shared save store.
+	if _, err := st.Stat(ctx, snap.ID, ""); api.ErrorCode(err) != api.CodeNotFound {
+		t.Errorf("the deleted snapshot's files in the save store: %v", err)
 	}
 	if _, err := c.CreateSandbox(ctx, api.CreateSandboxRequest{Source: &api.Source{Type: api.SourceSnapshot, SnapshotID: snap.ID}}, false); api.ErrorCode(err) != api.CodeNotFound {
 		t.Errorf("a sandbox on the deleted snapshot: %v", err)
