@@ -28,7 +28,15 @@ type Restored struct {
 	Manifest Manifest
 	Asleep   []string // woken from their last save on demand
 	Failed   []string // no save to come back from
+	// Restoring were being returned to a snapshot: they are kept so, and
+	// the restored serve finishes the restore (its snapshot's files are
+	// saves in the backup).
+	Restoring []string
 }
+
+// restoring begins the state reason of a sandbox in the middle of a
+// restore to a snapshot (lifecycle.Restoring).
+const restoring = "restoring to snapshot "
 
 // ErrNotEmpty is wrapped by the error of restoring into a data dir that
 // holds anything.
@@ -187,15 +195,21 @@ func countSecrets(ctx context.Context, path string) (int, error) {
 }
 
 // settle puts every sandbox that was between states at backup time to
-// asleep (a complete save of it is in the restored saves) or failed.
+// asleep (a complete save of it is in the restored saves) or failed; one
+// in the middle of a restore to a snapshot is left to serve to finish.
 func settle(ctx context.Context, path, savesDir string, savesElsewhere bool, r *Restored) error {
 	db, err := openDB(path, false)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	if r.Restoring, err = strs(ctx, db, `SELECT id FROM sandboxes
+		WHERE state = 'waking' AND substr(state_reason, 1, ?) = ? ORDER BY id`, len(restoring), restoring); err != nil {
+		return err
+	}
 	rows, err := strs(ctx, db, `SELECT id || ' ' || state FROM sandboxes
-		WHERE state NOT IN ('asleep', 'terminated', 'failed') ORDER BY id`)
+		WHERE state NOT IN ('asleep', 'terminated', 'failed')
+		AND NOT (state = 'waking' AND substr(state_reason, 1, ?) = ?) ORDER BY id`, len(restoring), restoring)
 	if err != nil {
 		return err
 	}

@@ -76,6 +76,9 @@ func printReport(w io.Writer, rep transfer.Report) {
 		}
 	}
 	fmt.Fprintf(w, "saves moved: %d; asleep sandboxes placed to wake from them on any node: %d\n", len(rep.Saves), rep.Placements)
+	if len(rep.Snapshots) > 0 {
+		fmt.Fprintf(w, "snapshots' files among them: %d\n", len(rep.Snapshots))
+	}
 	if len(rep.Images) > 0 {
 		fmt.Fprintf(w, "imported images moved to the save store: %d\n", len(rep.Images))
 	}

@@ -80,6 +80,9 @@ func (a *app) restoreCmd() *cobra.Command {
 			if len(r.Failed) > 0 {
 				fmt.Fprintf(a.env.Stdout, "failed, no save to come back from: %s\n", strings.Join(r.Failed, ", "))
 			}
+			if len(r.Restoring) > 0 {
+				fmt.Fprintf(a.env.Stdout, "in the middle of a restore to a snapshot, which cove serve finishes when it starts: %s\n", strings.Join(r.Restoring, ", "))
+			}
 			return nil
 		},
 	}

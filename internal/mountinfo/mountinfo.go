@@ -39,6 +39,31 @@ func Under(dir string) ([]string, error) {
 	return out, sc.Err()
 }
 
+// OfDevice lists the mount points of the filesystems on the devices
+// devs (major:minor, as in /proc/self/mountinfo), in mount order.
+func OfDevice(devs ...string) ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		for _, d := range devs {
+			if fields[2] == d {
+				out = append(out, unescape(fields[4]))
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
 // unescape undoes the octal escapes (\040 for a space, …) of
 // /proc/self/mountinfo.
 func unescape(s string) string {

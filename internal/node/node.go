@@ -86,7 +86,9 @@ type VolumeMount struct {
 type VolumeInfo struct {
 	SizeBytes int64 `json:"size_bytes"`
 	UsedBytes int64 `json:"used_bytes"`
-	// Full: no block or no inode is left for a write.
+	// Full: no inode, or too few blocks for a write to count on, are
+	// left (less than 1 MiB or 1/128 of the size: ext4 answers ENOSPC
+	// while it still holds a few blocks back).
 	Full bool `json:"full"`
 }
 

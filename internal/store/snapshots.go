@@ -27,6 +27,10 @@ type Snapshots interface {
 	SetSandboxLayers(ctx context.Context, sandboxID string, layers []Layer) error
 	// SandboxLayers returns them; a sandbox on none has none.
 	SandboxLayers(ctx context.Context, sandboxID string) ([]Layer, error)
+	// TemplateSnapshots lists, by ID, the snapshots (of any team) whose
+	// files are changes to template: teamID's that name it so, and any
+	// that name it as qualified (TEAM/NAME). An image they need is kept.
+	TemplateSnapshots(ctx context.Context, teamID, template, qualified string) ([]Snapshot, error)
 	// SnapshotUsers lists, sorted, the IDs of what stands on a snapshot:
 	// sandboxes not terminated or failed, and other snapshots.
 	SnapshotUsers(ctx context.Context, snapshotID string) ([]string, error)

@@ -54,9 +54,17 @@ func (f *Fleet) room(m *member, spec node.SandboxSpec) (float64, bool) {
 // placed since this one's view was read; a node that refuses is passed
 // over for the next.
 func (f *Fleet) place(ctx context.Context, spec node.SandboxSpec, prefer string) (*member, error) {
+	// A sandbox that mounts volumes goes where they are, and nowhere else.
+	home, err := f.volumeHome(spec)
+	if err != nil {
+		return nil, err
+	}
 	p, placed, err := f.placement(ctx, spec.ID)
 	if err != nil {
 		return nil, err
+	}
+	if placed && p.NodeID != "" && home != "" && p.NodeID != home {
+		return nil, api.Errorf(api.CodePreconditionFailed, "sandbox %s is placed on another node than its volumes", spec.ID)
 	}
 	if placed && p.NodeID != "" {
 		f.mu.Lock()
@@ -70,8 +78,19 @@ func (f *Fleet) place(ctx context.Context, spec node.SandboxSpec, prefer string)
 		p = store.Placement{SandboxID: spec.ID}
 	}
 	refused := map[string]bool{}
+	if home != "" {
+		prefer = home
+	}
 	refreshed := false
 	for {
+		if home != "" {
+			// Every other node is passed over, those a refresh adds too.
+			f.mu.Lock()
+			for id := range f.nodes {
+				refused[id] = refused[id] || id != home
+			}
+			f.mu.Unlock()
+		}
 		m := f.choose(spec, prefer, refused)
 		if m == nil && !refreshed {
 			// The view may be behind the store: room that other replicas

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 // Importer stores the trees of imported images on the node
@@ -48,6 +49,7 @@ type Store interface {
 	DeleteImage(ctx context.Context, id string) error
 	ImagesWithDigest(ctx context.Context, digest string) (int, error)
 	TemplateInUse(ctx context.Context, teamID, template, qualified string) (bool, error)
+	TemplateSnapshots(ctx context.Context, teamID, template, qualified string) ([]store.Snapshot, error)
 	GetTeam(ctx context.Context, id string) (api.Team, error)
 	GetTeamByName(ctx context.Context, name string) (api.Team, error)
 }

@@ -341,9 +341,9 @@ func (c *Catalog) UpdateImage(ctx context.Context, t api.Team, ref string, st ap
 	return img, nil
 }
 
-// DeleteImage deletes an image that no sandbox uses (asleep ones count)
-// and no workload waits for or runs on, and its tree when no other image
-// shares it.
+// DeleteImage deletes an image that no sandbox uses (asleep ones count),
+// no snapshot holds changes to, and no workload waits for or runs on, and
+// its tree when no other image shares it.
 func (c *Catalog) DeleteImage(ctx context.Context, t api.Team, ref string) error {
 	if err := c.require(); err != nil {
 		return err
@@ -373,6 +373,9 @@ func (c *Catalog) DeleteImage(ctx context.Context, t api.Team, ref string) error
 			Message: fmt.Sprintf("image %s is used by sandboxes that are not terminated; terminate them first", img.Name),
 			Details: map[string]any{"image": img.Name}}
 	}
+	if err := c.refuseSnapshots(ctx, img, owner); err != nil {
+		return err
+	}
 	if err := c.deps.Workloads.RefuseImageDelete(ctx, img, owner); err != nil {
 		return err
 	}
@@ -392,4 +395,31 @@ func (c *Catalog) DeleteImage(ctx context.Context, t api.Team, ref string) error
 	c.deps.Log.Info("image deleted", "image", img.ID, "name", img.Name, "tree_removed", n == 0)
 	c.deps.Events.Emit(ctx, t.ID, "image.deleted", map[string]any{"image_id": img.ID, "name": img.Name})
 	return nil
+}
+
+// refuseSnapshots answers 409 while snapshots hold changes to img: their
+// files are layered on its tree, and a sandbox on them would find it gone
+// (or, were another image given the name, lie on the wrong one). The
+// image's team's snapshots are named; other teams' only counted.
+func (c *Catalog) refuseSnapshots(ctx context.Context, img api.Image, owner string) error {
+	snaps, err := c.deps.Store.TemplateSnapshots(ctx, img.TeamID, img.Name, Qualified(owner, img.Name))
+	if err != nil || len(snaps) == 0 {
+		return err
+	}
+	var own []string
+	for _, s := range snaps {
+		if s.TeamID == img.TeamID {
+			own = append(own, s.ID)
+		}
+	}
+	var held []string
+	if len(own) > 0 {
+		held = append(held, strings.Join(own, ", "))
+	}
+	if n := len(snaps) - len(own); n > 0 {
+		held = append(held, fmt.Sprintf("%d of other teams", n))
+	}
+	return &api.Error{Code: api.CodeConflict,
+		Message: fmt.Sprintf("image %s is kept by snapshots %s; delete them first (DELETE /v1/snapshots/{id})", img.Name, strings.Join(held, " and ")),
+		Details: map[string]any{"image": img.Name, "snapshots": own, "other_snapshots": len(snaps) - len(own)}}
 }

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/store"
@@ -116,6 +117,23 @@ func (s *Core) recoverOne(ctx context.Context, sb api.Sandbox, why string, keep 
 		// asleep with a complete save (or failed, its files kept).
 		s.finishSleep(ctx, sb)
 	case api.StateWaking:
+		if snap, ok := strings.CutPrefix(sb.StateReason, Restoring); ok {
+			// A restore cut short is finished: its sandbox runs on the
+			// snapshot's files (or fails, saying why).
+			o := s.opsFor(sb.ID)
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			cur, err := s.store.GetSandbox(ctx, sb.TeamID, sb.ID)
+			if err != nil || cur.State != sb.State || cur.StateReason != sb.StateReason {
+				return nil // finished or ended meanwhile
+			}
+			got, err := s.finishRestore(ctx, cur, snap)
+			if err == nil && got.State == api.StateRunning {
+				keep[sb.ID] = true
+				s.log.Info("restore finished after a restart", "sandbox", sb.ID, "snapshot", snap)
+			}
+			return nil
+		}
 		if err := s.node.DestroyRuntime(ctx, sb.ID); err != nil {
 			s.log.Error("remove half-woken runtime", "sandbox", sb.ID, "err", err)
 		}

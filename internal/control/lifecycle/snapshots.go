@@ -331,10 +331,19 @@ func (s *Core) layersOf(ctx context.Context, sandboxID string) ([]node.Layer, er
 	return out, nil
 }
 
+// Restoring begins the state reason of a sandbox being returned to a
+// snapshot, the snapshot's ID after it: the restore's record in the
+// store, written before anything of the sandbox is removed, from which a
+// restart finishes it (finishRestore), as it does in a data dir restored
+// from a backup taken meanwhile (internal/backup keeps such a sandbox as
+// it is; its snapshot's files are in the backup).
+const Restoring = "restoring to snapshot "
+
 // RestoreSandbox returns a running or asleep sandbox to a snapshot of the
 // team: its running commands end as at a sleep, its own files are
 // dropped, and it runs again on the snapshot's files. Its ID, name,
-// network, range and history stay.
+// network, range and history stay. The sandbox is waking while it
+// happens, and a restart of the server in the middle finishes it.
 func (s *Core) RestoreSandbox(ctx context.Context, teamID, ref string, req api.RestoreSandboxRequest) (api.Sandbox, error) {
 	if err := scoped(teamID); err != nil {
 		return api.Sandbox{}, err
@@ -360,25 +369,51 @@ func (s *Core) RestoreSandbox(ctx context.Context, teamID, ref string, req api.R
 	if sb.State != api.StateRunning && sb.State != api.StateAsleep {
 		return sb, api.Errorf(api.CodeConflict, "sandbox %s is %s; only a running or asleep sandbox can be restored", sb.ID, sb.State)
 	}
+	// The restore is recorded before anything goes; from here on it is
+	// finished, by this call or by Recover after a crash, even should the
+	// caller go away.
+	if err := s.setState(ctx, &sb, api.StateWaking, Restoring+snap.ID); err != nil {
+		return sb, err
+	}
+	return s.finishRestore(context.WithoutCancel(ctx), sb, snap.ID)
+}
+
+// finishRestore returns a waking sandbox to the snapshot its state reason
+// names, from wherever an earlier attempt stopped: every step can be done
+// again. Its running commands end lost, its runtime and own disk go, it
+// stands on the snapshot's layers, its save goes, and it starts on them.
+// The caller holds its life-cycle lock.
+func (s *Core) finishRestore(ctx context.Context, sb api.Sandbox, snapID string) (api.Sandbox, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+	fail := func(err error) (api.Sandbox, error) {
+		s.log.Error("restore", "sandbox", sb.ID, "snapshot", snapID, "err", err)
+		if derr := s.node.DestroyRuntime(ctx, sb.ID); derr != nil {
+			s.log.Error("remove runtime of failed restore", "sandbox", sb.ID, "err", derr)
+		}
+		s.loseCommands(ctx, sb.ID)
+		s.persistState(ctx, &sb, api.StateFailed, "restore failed: "+userReason(err))
+		return sb, err
+	}
+	snap, err := s.store.GetSnapshot(ctx, sb.TeamID, snapID)
+	if err != nil {
+		return fail(err)
+	}
 	// Its processes end first: running commands are lost, as at a sleep.
 	if running, err := s.runningCommandIDs(ctx, sb.ID); err == nil && len(running) > 0 {
 		s.node.Lose(sb.ID, running)
 	}
-	if sb.State == api.StateRunning {
-		if err := s.node.DestroyRuntime(ctx, sb.ID); err != nil {
-			return sb, err
-		}
+	if err := s.node.DestroyRuntime(ctx, sb.ID); err != nil {
+		return fail(err)
 	}
+	// What the node could not mark (a restore finished after a restart
+	// has no runtime to ask) is marked here.
+	s.loseCommands(ctx, sb.ID)
 	if err := s.standOn(ctx, sb.ID, &snap); err != nil {
-		return sb, err
+		return fail(err)
 	}
 	if err := s.node.DropSave(ctx, sb.ID); err != nil {
 		s.log.Warn("drop the save of a restored sandbox", "sandbox", sb.ID, "err", err)
-	}
-	if sb.State == api.StateAsleep {
-		if err := s.setState(ctx, &sb, api.StateWaking, "restore"); err != nil {
-			return sb, err
-		}
 	}
 	spec, err := s.startSpec(ctx, sb)
 	if err == nil {
@@ -386,21 +421,14 @@ func (s *Core) RestoreSandbox(ctx context.Context, teamID, ref string, req api.R
 		err = s.node.Start(ctx, spec)
 	}
 	if err != nil {
-		s.log.Error("restore", "sandbox", sb.ID, "snapshot", snap.ID, "err", err)
-		if derr := s.node.DestroyRuntime(ctx, sb.ID); derr != nil {
-			s.log.Error("remove runtime of failed restore", "sandbox", sb.ID, "err", derr)
-		}
-		s.persistState(ctx, &sb, api.StateFailed, "restore failed: "+userReason(err))
-		return sb, err
+		return fail(err)
 	}
-	if sb.State == api.StateWaking {
-		if err := s.setState(ctx, &sb, api.StateRunning, ""); err != nil {
-			return sb, err
-		}
+	if err := s.setState(ctx, &sb, api.StateRunning, ""); err != nil {
+		return sb, err
 	}
 	s.reapplyPolicy(sb, spec.Network)
 	s.limits.touch(sb.ID, s.now())
-	s.svc.Events.Emit(ctx, teamID, "sandbox.restored", sb.ID, "", map[string]any{"snapshot_id": snap.ID})
+	s.svc.Events.Emit(ctx, sb.TeamID, "sandbox.restored", sb.ID, "", map[string]any{"snapshot_id": snap.ID})
 	return s.svc.Meter.Priced(sb), nil
 }
 

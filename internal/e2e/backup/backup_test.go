@@ -59,6 +59,15 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 
 	sleeper := e2etest.Create(t, team, api.CreateSandboxRequest{Name: "sleeper", Secrets: map[string]api.SecretRef{"TOKEN": {Secret: "tok"}}})
 	e2etest.MustOK(t, team, sleeper.ID, "mkdir -p /root/work 2>/dev/null; for i in 1 2 3; do echo file-$i > /tmp/kept-$i; done")
+	// A snapshot, whose files serve keeps in its save store, of 2 MiB of
+	// random bytes that the sandbox then changes.
+	e2etest.MustOK(t, team, sleeper.ID, "head -c 2097152 /dev/urandom > /workspace/snapped; sha256sum < /workspace/snapped > /tmp/snapped.sum")
+	snapSum := e2etest.MustOK(t, team, sleeper.ID, "cat /tmp/snapped.sum")
+	snap, err := team.CreateSnapshot(ctx, sleeper.ID, "before-backup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2etest.MustOK(t, team, sleeper.ID, "echo changed > /workspace/snapped")
 	if _, err := team.SleepSandbox(ctx, sleeper.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -199,5 +208,22 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 	}
 	if o := e2etest.MustOK(t, rteam, sleeper.ID, `printf %s "$TOKEN" | sha256sum | cut -d' ' -f1`); strings.TrimSpace(o) != wantSum {
 		t.Fatalf("secret after restore hashes to %q, want %q", o, wantSum)
+	}
+
+	// The snapshot came back with its files: a sandbox started on it, and
+	// the sandbox returned to it, have them byte for byte.
+	if got, err := rteam.GetSnapshot(ctx, "before-backup"); err != nil || got.ID != snap.ID || got.Digest != snap.Digest {
+		t.Fatalf("the snapshot after restore: %+v, %v", got, err)
+	}
+	on := e2etest.Create(t, rteam, api.CreateSandboxRequest{Source: &api.Source{Type: api.SourceSnapshot, SnapshotID: snap.ID}})
+	t.Cleanup(func() { rteam.TerminateSandbox(context.Background(), on.ID) })
+	if o := e2etest.MustOK(t, rteam, on.ID, "sha256sum < /workspace/snapped"); o != snapSum {
+		t.Fatalf("a sandbox on the restored snapshot: sha-256 %q, want %q", o, snapSum)
+	}
+	if _, err := rteam.RestoreSandbox(ctx, sleeper.ID, snap.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if o := e2etest.MustOK(t, rteam, sleeper.ID, "sha256sum < /workspace/snapped"); o != snapSum {
+		t.Fatalf("the sandbox returned to the restored snapshot: sha-256 %q, want %q", o, snapSum)
 	}
 }

@@ -66,7 +66,7 @@ func migrateStore(t *testing.T, env []string, args ...string) (string, error) {
 }
 
 // TestServeToFleet: a cove serve install with a team, a secret, an asleep
-// sandbox with files and command history, and an ended sandbox is moved
+// sandbox with files and command history, a snapshot, and an ended sandbox is moved
 // to PostgreSQL and an S3 bucket. The move refuses while a sandbox runs;
 // then, through cove control on the moved store and a cove node, the
 // sandbox wakes with its files, every earlier command's output replays
@@ -100,6 +100,18 @@ func TestServeToFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	assetBytes := readAsset(t, c, asset.ID)
+	// A snapshot, whose files serve keeps in its save store: taken of the
+	// running sandbox, then the sandbox's own copy of the file changes.
+	snap, err := c.CreateSnapshot(ctx, sb.ID, "before-move")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sandbox returns to it, so that it stands on the snapshot when it
+	// sleeps and moves: its wake on the node needs the snapshot's files.
+	if _, err := c.RestoreSandbox(ctx, sb.ID, snap.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	e2etest.MustOK(t, c, sb.ID, "echo after > /workspace/d/f")
 	// An imported image, whose parts serve keeps in its save store.
 	imported := importImage(t, srv.Admin)
 	gone := e2etest.Create(t, c, api.CreateSandboxRequest{})
@@ -142,6 +154,9 @@ func TestServeToFleet(t *testing.T) {
 	if !strings.Contains(out, "asleep sandboxes placed to wake from them on any node: 1") {
 		t.Errorf("the report does not count the asleep sandbox:\n%s", out)
 	}
+	if !strings.Contains(out, "snapshots' files among them: 1") {
+		t.Errorf("the report does not count the snapshot:\n%s", out)
+	}
 	if !strings.Contains(out, "imported images moved to the save store: 1") || strings.Contains(out, "cannot fetch") {
 		t.Errorf("the report does not count the imported image as moved:\n%s", out)
 	}
@@ -182,13 +197,30 @@ func TestServeToFleet(t *testing.T) {
 	if got := sha(t, fc, sb.ID, "/workspace/big"); got != sum {
 		t.Errorf("the 5 MiB file after the move: sha-256 %s, want %s", got, sum)
 	}
-	if got := e2etest.MustOK(t, fc, sb.ID, "cat /workspace/d/f"); got != "hi\n" {
+	if got := e2etest.MustOK(t, fc, sb.ID, "cat /workspace/d/f"); got != "after\n" {
 		t.Errorf("small file after the move: %q", got)
 	}
 	for id, want := range outputs {
 		if got := replay(t, fc, sb.ID, id); !bytes.Equal(got, want) {
 			t.Errorf("command %s replays differently after the move:\n got %q\nwant %q", id, got, want)
 		}
+	}
+	// The snapshot's files went to the save store: a sandbox started on
+	// it on the node, which never had its layer, has the files as they
+	// were when it was taken.
+	if got, err := fc.GetSnapshot(ctx, "before-move"); err != nil || got.ID != snap.ID || got.Digest != snap.Digest {
+		t.Fatalf("the moved snapshot: %+v, %v", got, err)
+	}
+	ssb := e2etest.Create(t, fc, api.CreateSandboxRequest{Source: &api.Source{Type: api.SourceSnapshot, SnapshotID: snap.ID}})
+	defer fc.TerminateSandbox(context.Background(), ssb.ID)
+	if got := sha(t, fc, ssb.ID, "/workspace/big"); got != sum {
+		t.Errorf("the 5 MiB file of a sandbox on the moved snapshot: sha-256 %s, want %s", got, sum)
+	}
+	if got := e2etest.MustOK(t, fc, ssb.ID, "cat /workspace/d/f"); got != "hi\n" {
+		t.Errorf("a small file of a sandbox on the moved snapshot: %q", got)
+	}
+	if err := fc.DeleteSnapshot(ctx, snap.ID); api.ErrorCode(err) != api.CodeConflict || !strings.Contains(err.Error(), ssb.ID) || !strings.Contains(err.Error(), sb.ID) {
+		t.Errorf("delete of the moved snapshot sandboxes stand on: %v, want 409 naming %s and %s", err, ssb.ID, sb.ID)
 	}
 	// The asset's bytes went to the save store: cove control, with
 	// none of serve's data dir, serves them.

@@ -15,10 +15,11 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/e2e/e2etest"
+	"github.com/cove-dev/cove/internal/testsupport/pgserver"
 	cove "github.com/cove-dev/cove/sdk/go"
 )
 
-func TestMain(m *testing.M) { e2etest.Main(m) }
+func TestMain(m *testing.M) { e2etest.Main(m, pgserver.Shutdown) }
 
 // treeSum prints the sha-256 of the tree under dir: every file's path,
 // owner, mode and content.
@@ -466,4 +467,81 @@ func unmountAll(target string) error {
 		}
 	}
 	return nil
+}
+
+// TestRestoreSurvivesKill9 kills `cove serve` with SIGKILL in the middle
+// of a restore (the sandbox waking, restoring to the snapshot), of a
+// running sandbox and of an asleep one, and starts it again: the restore
+// is finished, and the sandbox runs on the snapshot's files with nothing
+// of its own left, its command of before lost.
+func TestRestoreSurvivesKill9(t *testing.T) {
+	s := e2etest.StartServer(t, e2etest.WithArgs("--warm-pool", "0"))
+	c, ctx := s.Admin, t.Context()
+	sb := e2etest.Create(t, c, api.CreateSandboxRequest{Name: "crashy"})
+	fill(t, c, sb.ID, 2)
+	want := e2etest.MustOK(t, c, sb.ID, treeSum("/workspace"))
+	snap, err := c.CreateSnapshot(ctx, sb.ID, "base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caught := map[bool]int{} // by whether the sandbox was asleep
+	for round := 0; round < 20 && (caught[false] == 0 || caught[true] == 0); round++ {
+		asleep := round%2 == 1
+		e2etest.MustOK(t, c, sb.ID, "rm -rf /workspace/* && echo mine > /workspace/later")
+		cmd, err := c.Exec(ctx, sb.ID, api.CreateCommandRequest{Command: "sleep 600"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if asleep {
+			if _, err := c.SleepSandbox(ctx, sb.ID); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.WaitSandbox(ctx, sb.ID, api.StateAsleep, 2*time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.RestoreSandbox(ctx, sb.ID, snap.ID, true)
+		}()
+		// Killed once the restore is recorded and before it is finished.
+		hit := false
+	watch:
+		for {
+			select {
+			case <-done:
+				break watch
+			default:
+			}
+			got, err := c.GetSandbox(ctx, sb.ID)
+			if err == nil && got.State == api.StateWaking && strings.HasPrefix(got.StateReason, "restoring to snapshot "+snap.ID) {
+				s.Stop(syscall.SIGKILL)
+				hit = true
+				break
+			}
+		}
+		<-done
+		if hit {
+			caught[asleep]++
+			s.Start()
+		}
+		got, err := c.WaitSandbox(ctx, sb.ID, api.StateRunning, 2*time.Minute)
+		if err != nil || got.State != api.StateRunning {
+			t.Fatalf("round %d (asleep %v, killed %v): the sandbox after the restore: %s %q %v", round, asleep, hit, got.State, got.StateReason, err)
+		}
+		if out := e2etest.MustOK(t, c, sb.ID, treeSum("/workspace")); out != want {
+			t.Fatalf("round %d (asleep %v, killed %v): tree %s, want the snapshot's %s", round, asleep, hit, out, want)
+		}
+		if out := e2etest.MustOK(t, c, sb.ID, "ls /workspace/later 2>&1 | grep -c 'No such'"); out != "1\n" {
+			t.Fatalf("round %d (asleep %v, killed %v): the sandbox's own file stays after the restore", round, asleep, hit)
+		}
+		if cm, err := c.GetCommand(ctx, sb.ID, cmd.ID); err != nil || cm.State != api.CommandLost {
+			t.Errorf("round %d (asleep %v, killed %v): the command of before the restore: %s %v", round, asleep, hit, cm.State, err)
+		}
+	}
+	t.Logf("restores killed in the middle: %d of running sandboxes, %d of asleep ones", caught[false], caught[true])
+	if caught[false] == 0 || caught[true] == 0 {
+		t.Fatalf("no kill landed in the middle of a restore of a running (%d) or an asleep (%d) sandbox in 20 rounds", caught[false], caught[true])
+	}
 }

@@ -91,6 +91,10 @@ func (n *Node) promisedLocked(except string) int64 {
 		}
 		total += growth(filepath.Join(n.rt.StateDir(e.Name()), "disk.img"))
 	}
+	// Volumes are sparse disks too, promised up to their size.
+	for _, img := range n.rt.VolumeImages() {
+		total += growth(img)
+	}
 	return total
 }
 

@@ -48,6 +48,14 @@ type Runtime interface {
 	HasLayer(name string) bool
 	RemoveLayer(ctx context.Context, name string) error
 	UnmountLayers() error
+	// CreateVolume, DropVolume and VolumeUsage keep the team volumes of
+	// the node (runtime/volume_linux.go).
+	CreateVolume(ctx context.Context, id string, sizeMiB int64) error
+	DropVolume(ctx context.Context, id string) error
+	VolumeUsage(ctx context.Context, id string) (runtime.VolumeUsage, error)
+	VolumeImages() []string
+	HasVolume(id string) bool
+	UnmountVolumes() error
 }
 
 // Network connects sandboxes to the node's fence, resolver and gateway.
@@ -236,7 +244,7 @@ func (n *Node) Close() error {
 		s.client.Close()
 	}
 	if n.rt != nil {
-		errs = append(errs, n.rt.UnmountLayers())
+		errs = append(errs, n.rt.UnmountLayers(), n.rt.UnmountVolumes())
 	}
 	return errors.Join(errs...)
 }
@@ -276,7 +284,16 @@ func (n *Node) runtimeSpec(spec node.SandboxSpec) (runtime.Spec, error) {
 		IDs:     image.IDMap{HostID: spec.IDs.HostID, Size: spec.IDs.Size},
 		DiskIDs: image.IDMap{HostID: spec.DiskIDs.HostID, Size: spec.DiskIDs.Size},
 		Devices: spec.Devices, SetID: spec.SetID, Layers: runtimeLayers(spec.Layers),
+		Volumes: runtimeVolumes(spec.Volumes),
 	}, nil
+}
+
+func runtimeVolumes(vs []node.VolumeMount) []runtime.VolumeMount {
+	var out []runtime.VolumeMount
+	for _, v := range vs {
+		out = append(out, runtime.VolumeMount{ID: v.ID, Path: v.Path, ReadOnly: v.ReadOnly})
+	}
+	return out
 }
 
 func runtimeLayers(ls []node.Layer) []runtime.Layer {

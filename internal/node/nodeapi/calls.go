@@ -76,6 +76,27 @@ func calls() map[string]call {
 		"drop-snapshot": {true, func(ctx context.Context, n Node, c Call) (any, error) {
 			return nil, n.DropSnapshot(ctx, c.Snapshot)
 		}},
+		"create-volume": {true, func(ctx context.Context, n Node, c Call) (any, error) {
+			v, err := need(c.Volume, "volume")
+			if err != nil {
+				return nil, err
+			}
+			return n.CreateVolume(ctx, v.ID, c.SizeMiB)
+		}},
+		"drop-volume": {true, func(ctx context.Context, n Node, c Call) (any, error) {
+			v, err := need(c.Volume, "volume")
+			if err != nil {
+				return nil, err
+			}
+			return nil, n.DropVolume(ctx, v)
+		}},
+		"volume-usage": {false, func(ctx context.Context, n Node, c Call) (any, error) {
+			v, err := need(c.Volume, "volume")
+			if err != nil {
+				return nil, err
+			}
+			return n.VolumeUsage(ctx, v)
+		}},
 		"known": {false, func(ctx context.Context, n Node, c Call) (any, error) {
 			ids, err := n.Known(ctx)
 			if ids == nil {

@@ -68,6 +68,9 @@ type Call struct {
 	Snapshot string `json:"snapshot,omitempty"`
 	Asleep   bool   `json:"asleep,omitempty"`
 	Save     string `json:"save,omitempty"`
+	// Volume and SizeMiB are the volume calls'.
+	Volume  *node.VolumeRef `json:"volume,omitempty"`
+	SizeMiB int64           `json:"size_mib,omitempty"`
 }
 
 // WriteArgs is node.WriteSpec on the wire: Trailer says the digest

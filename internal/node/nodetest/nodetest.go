@@ -75,6 +75,7 @@ type Node struct {
 	observed  []node.Observation    // network reports not drained yet
 	published map[string][]int      // ports by sandbox
 	gpus      node.GPUs             // set by SetGPUs
+	volumes   map[string]*volume    // by ID (volumes.go)
 }
 
 // New returns an empty node.
@@ -162,6 +163,9 @@ func (n *Node) Start(ctx context.Context, spec node.SandboxSpec) error {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if err := n.haveVolumesLocked(spec); err != nil {
+		return err
+	}
 	files := map[string][]byte{}
 	for i := len(spec.Layers) - 1; i >= 0; i-- {
 		for k, v := range n.saves[spec.Layers[i].Snapshot] {
@@ -185,6 +189,9 @@ func (n *Node) Wake(ctx context.Context, spec node.SandboxSpec) error {
 	s, ok := n.sandboxes[spec.ID]
 	if !ok || s.State != Saved {
 		return fmt.Errorf("no save of %s", spec.ID)
+	}
+	if err := n.haveVolumesLocked(spec); err != nil {
+		return err
 	}
 	s.Spec, s.State, s.Hostname, s.Policy = spec, Running, spec.Hostname, spec.Network
 	return nil

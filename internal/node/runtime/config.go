@@ -14,6 +14,8 @@
 //	<StateDir>/<id>/lower/       where that view is attached while the
 //	                             overlay is mounted (empty after)
 //	<StateDir>/<id>/agent.sock   the agent's listening socket (host side)
+//	<StateDir>/<id>/volume<i>/   the idmapped view of its i-th volume, which
+//	                             runc binds at the volume's path
 //
 // Nothing of a sandbox lives only in memory: after a restart of the host
 // process, Attach finds it again and Destroy removes it.
@@ -45,6 +47,9 @@ type Config struct {
 	// AgentPath is the host path of the static cove-agent binary, bind-
 	// mounted read-only into every sandbox. Required.
 	AgentPath string
+	// VolumeDir holds the team volumes' disks, one directory each
+	// (volume_linux.go); default <StateDir>/../volumes.
+	VolumeDir string
 	// CgroupParent is the cgroup under which each sandbox gets
 	// <CgroupParent>/<id> in every hierarchy; default "/cove".
 	CgroupParent string
@@ -68,6 +73,9 @@ func (c Config) WithDefaults() Config {
 	if c.RuncRoot == "" && c.StateDir != "" {
 		c.RuncRoot = filepath.Join(filepath.Dir(filepath.Clean(c.StateDir)), "runc")
 	}
+	if c.VolumeDir == "" && c.StateDir != "" {
+		c.VolumeDir = filepath.Join(filepath.Dir(filepath.Clean(c.StateDir)), "volumes")
+	}
 	if c.CgroupParent == "" {
 		c.CgroupParent = "/cove"
 	}
@@ -82,6 +90,9 @@ func (c Config) Validate() error {
 	}
 	if c.RuncRoot == "" || !filepath.IsAbs(c.RuncRoot) {
 		errs = append(errs, fmt.Errorf("runc root %q: not an absolute path", c.RuncRoot))
+	}
+	if c.VolumeDir == "" || !filepath.IsAbs(c.VolumeDir) {
+		errs = append(errs, fmt.Errorf("volume dir %q: not an absolute path", c.VolumeDir))
 	}
 	if c.AgentPath == "" || !filepath.IsAbs(c.AgentPath) {
 		errs = append(errs, fmt.Errorf("agent path %q: not an absolute path", c.AgentPath))
@@ -150,6 +161,9 @@ type Spec struct {
 	// Devices are CDI device names (nvidia.com/gpu=0) whose nodes, mounts
 	// and hooks Config.Devices adds to the sandbox's runtime spec.
 	Devices []string
+	// Volumes are team volumes of the node (CreateVolume) mounted in the
+	// sandbox, each through an idmapped view in the sandbox's range.
+	Volumes []VolumeMount
 	// SetID lets set-uid and set-gid programs (sudo) raise privileges
 	// inside the sandbox: its processes run without no_new_privs and its
 	// root filesystem is mounted without nosuid. They stay inside its
@@ -230,6 +244,14 @@ func (s Spec) validate() error {
 	for _, l := range s.Layers {
 		if !ValidID(l.Name) {
 			errs = append(errs, fmt.Errorf("layer %q: invalid name", l.Name))
+		}
+	}
+	if len(s.Volumes) > MaxVolumes {
+		errs = append(errs, fmt.Errorf("%d volumes: want at most %d", len(s.Volumes), MaxVolumes))
+	}
+	for _, v := range s.Volumes {
+		if err := v.validate(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if !filepath.IsAbs(s.Workdir) {

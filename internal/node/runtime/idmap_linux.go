@@ -119,17 +119,24 @@ func (r *Runtime) mountIDMapped(src, target string, ids image.IDMap) error {
 // mountShifted mounts a read-only, nosuid, nodev view of the tree src at
 // target, its IDs shifted by ids.
 func (r *Runtime) mountShifted(src, target string, ids idShift) error {
+	return r.mountView(src, target, ids, unix.MOUNT_ATTR_RDONLY)
+}
+
+// mountView mounts a nosuid, nodev view of the tree src (one mount, not
+// the mounts under it) at target, its IDs shifted by ids, with the
+// further mount attributes attr.
+func (r *Runtime) mountView(src, target string, ids idShift, attr uint64) error {
 	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
 		return fmt.Errorf("open_tree %s: %w", src, err)
 	}
 	defer unix.Close(fd)
 	err = r.userns.with(ids, func(ns int) error {
-		attr := &unix.MountAttr{
-			Attr_set:  unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV,
+		a := &unix.MountAttr{
+			Attr_set:  unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | attr,
 			Userns_fd: uint64(ns),
 		}
-		return unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, attr)
+		return unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, a)
 	})
 	if err != nil {
 		return fmt.Errorf("idmap %s from %d to %d+%d: %w", src, ids.From, ids.HostID, ids.Size, err)

@@ -206,6 +206,11 @@ func (r *Runtime) Start(ctx context.Context, s Spec) (_ *client.Client, err erro
 	}
 	t1 := time.Now()
 	spec := ociSpec(s, r.host(id, s.IDs))
+	vols, err := r.volumeMounts(dir, s)
+	if err != nil {
+		return nil, fmt.Errorf("start sandbox %s: %w", id, err)
+	}
+	spec.Mounts = append(spec.Mounts, vols...)
 	if len(s.Devices) > 0 {
 		if r.cfg.Devices == nil {
 			return nil, api.Errorf(api.CodeUnprocessable, "sandbox %s was given devices %v, but this node has no CDI devices", id, s.Devices)
@@ -593,6 +598,10 @@ func (r *Runtime) teardown(ctx context.Context, id string) []error {
 		errs = append(errs, err)
 	}
 	if err := unmountLayerViews(dir); err != nil {
+		errs = append(errs, err)
+	}
+	// The volumes' views: the volumes stay, mounted on the host.
+	if err := unmountVolumeViews(dir); err != nil {
 		errs = append(errs, err)
 	}
 	if err := unmount(filepath.Join(dir, diskDir)); err != nil {

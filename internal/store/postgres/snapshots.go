@@ -85,6 +85,17 @@ func (db *DB) ListSnapshots(ctx context.Context, teamID, sandboxID, after string
 	return items, nil
 }
 
+// TemplateSnapshots lists the snapshots of a template, by ID.
+func (db *DB) TemplateSnapshots(ctx context.Context, teamID, template, qualified string) ([]store.Snapshot, error) {
+	items, err := queryAll(ctx, db.pool, scanSnapshot, `SELECT data FROM snapshots
+		WHERE (team_id = $1 AND data->>'template' = $2) OR data->>'template' = $3 ORDER BY id`,
+		teamID, template, qualified)
+	if err != nil {
+		return nil, fmt.Errorf("snapshots of template %s: %w", template, err)
+	}
+	return items, nil
+}
+
 // DeleteSnapshot removes a snapshot row and what it stood on.
 func (db *DB) DeleteSnapshot(ctx context.Context, teamID, id string) error {
 	return db.inTx(ctx, func(tx pgx.Tx) error {

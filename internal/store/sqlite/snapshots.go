@@ -87,6 +87,17 @@ func (db *DB) ListSnapshots(ctx context.Context, teamID, sandboxID, after string
 	return items, nil
 }
 
+// TemplateSnapshots lists the snapshots of a template, by ID.
+func (db *DB) TemplateSnapshots(ctx context.Context, teamID, template, qualified string) ([]store.Snapshot, error) {
+	items, err := queryAll(ctx, db.read, scanSnapshot, `SELECT data FROM snapshots
+		WHERE (team_id = ? AND json_extract(data, '$.template') = ?) OR json_extract(data, '$.template') = ? ORDER BY id`,
+		teamID, template, qualified)
+	if err != nil {
+		return nil, fmt.Errorf("snapshots of template %s: %w", template, err)
+	}
+	return items, nil
+}
+
 // DeleteSnapshot removes a snapshot row and what it stood on.
 func (db *DB) DeleteSnapshot(ctx context.Context, teamID, id string) error {
 	tx, err := db.write.BeginTx(ctx, nil)

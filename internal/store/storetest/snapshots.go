@@ -22,6 +22,7 @@ func testSnapshots(t *testing.T, s store.Store) {
 		}
 	}
 	a := snap("snap_a", "first", 10)
+	a.Template = "tools"
 	mustDo(t, s.CreateSnapshot(ctx, a))
 	wantCode(t, s.CreateSnapshot(ctx, snap("snap_x", "first", 1)), api.CodeConflict)
 	bad := snap("snap_y", "other", 1)
@@ -41,6 +42,7 @@ func testSnapshots(t *testing.T, s store.Store) {
 	diff(t, "no layers", []store.Layer{}, mustGet[[]store.Layer](t)(s.SandboxLayers(ctx, parent.ID)))
 	b := snap("snap_b", "second", 5, chain...)
 	b.SandboxID = child.ID
+	b.Template = "team_b/tools"
 	mustDo(t, s.CreateSnapshot(ctx, b))
 	diff(t, "users", []string{child.ID, "snap_b"}, mustGet[[]string](t)(s.SnapshotUsers(ctx, "snap_a")))
 	diff(t, "users of b", []string{}, mustGet[[]string](t)(s.SnapshotUsers(ctx, "snap_b")))
@@ -51,6 +53,11 @@ func testSnapshots(t *testing.T, s store.Store) {
 	diff(t, "every team", []string{"snap_a", "snap_b"}, snapshotIDs(mustGet[[]store.Snapshot](t)(s.ListSnapshots(ctx, "", "", "", 0))))
 	diff(t, "other team", []string{}, snapshotIDs(mustGet[[]store.Snapshot](t)(s.ListSnapshots(ctx, "team_b", "", "", 0))))
 	diff(t, "bytes", int64(15), mustGet[int64](t)(s.SnapshotBytes(ctx, "team_a")))
+	// The images they need: a's is team_a's "tools", b's team_b's "tools"
+	// as team_a names it.
+	diff(t, "of a's tools", []string{"snap_a"}, snapshotIDs(mustGet[[]store.Snapshot](t)(s.TemplateSnapshots(ctx, "team_a", "tools", "team_a/tools"))))
+	diff(t, "of b's tools", []string{"snap_b"}, snapshotIDs(mustGet[[]store.Snapshot](t)(s.TemplateSnapshots(ctx, "team_b", "tools", "team_b/tools"))))
+	diff(t, "of other", []string{}, snapshotIDs(mustGet[[]store.Snapshot](t)(s.TemplateSnapshots(ctx, "team_b", "other", "team_b/other"))))
 
 	// Another team cannot delete it; b's deletion frees a of b.
 	wantCode(t, s.DeleteSnapshot(ctx, "team_b", "snap_b"), api.CodeNotFound)

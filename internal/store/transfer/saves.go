@@ -13,7 +13,8 @@ import (
 
 // statSaves finds the newest complete save of each of want in the source
 // store, and names those that have none: a sandbox asleep without a save
-// could never wake, so nothing moves until it is deleted.
+// could never wake, nor a sandbox start on a snapshot without its files,
+// so nothing moves until it is deleted.
 func statSaves(ctx context.Context, from saves.Store, want []saved) (map[string]saves.Manifest, error) {
 	found := map[string]saves.Manifest{}
 	var missing []string
@@ -30,7 +31,7 @@ func statSaves(ctx context.Context, from saves.Store, want []saved) (map[string]
 	}
 	if len(missing) > 0 {
 		return nil, api.Errorf(api.CodePreconditionFailed,
-			"no complete save in the source's save store for %s: delete them (or wake them once) and run this again; nothing was written",
+			"no complete save in the source's save store for %s: delete them (or wake the asleep sandboxes once) and run this again; nothing was written",
 			strings.Join(missing, ", "))
 	}
 	return found, nil

@@ -200,16 +200,20 @@ func (s *source) unfinished(ctx context.Context) ([]string, error) {
 	return out, rows.Err()
 }
 
-// saved is a save the target must hold: an asleep sandbox's, or a setup
-// cache entry's.
+// saved is a save the target must hold: an asleep sandbox's, a setup
+// cache entry's, or a snapshot's files.
 type saved struct {
 	id string
 	// sandbox is set for an asleep sandbox (which gets a placement).
 	sandbox   bool
 	resources string
+	// snapshot is set for a snapshot (its files, which sandboxes on it
+	// fetch from the save store as a layer).
+	snapshot bool
 }
 
-// saves lists the saves an asleep sandbox or a setup cache entry needs.
+// saves lists the saves an asleep sandbox, a setup cache entry or a
+// snapshot needs.
 func (s *source) saves(ctx context.Context) ([]saved, error) {
 	var out []saved
 	rows, err := s.db.QueryContext(ctx, "SELECT id, resources FROM sandboxes WHERE state = ? ORDER BY id", api.StateAsleep)
@@ -233,6 +237,13 @@ func (s *source) saves(ctx context.Context) ([]saved, error) {
 	}
 	for _, id := range caches {
 		out = append(out, saved{id: id})
+	}
+	snaps, err := queryStrings(ctx, s.db, "SELECT id FROM snapshots ORDER BY id")
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range snaps {
+		out = append(out, saved{id: id, snapshot: true})
 	}
 	return out, nil
 }

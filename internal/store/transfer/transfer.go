@@ -56,8 +56,10 @@ type Config struct {
 type Report struct {
 	// Tables are the rows copied by table, in the order copied.
 	Tables []TableCount
-	// Saves are the saves moved, by sandbox or setup cache ID.
+	// Saves are the saves moved, by sandbox, setup cache or snapshot ID.
 	Saves []string
+	// Snapshots are the snapshots among them.
+	Snapshots []string
 	// Placements are the asleep sandboxes given a placement to wake from.
 	Placements int
 	// Images are the imported images (digests) whose parts were copied
@@ -183,6 +185,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 		manifests[w.id] = m
 		rep.Saves = append(rep.Saves, w.id)
+		if w.snapshot {
+			rep.Snapshots = append(rep.Snapshots, w.id)
+		}
 	}
 	var fromBlobs saves.Blobs
 	if from != nil {

@@ -41,6 +41,8 @@ type install struct {
 	// <dir>/assets.
 	asset    []byte
 	assetSum string
+	// snap is the save of the snapshot snap_1 (its files).
+	snap saves.Manifest
 }
 
 func newInstall(t *testing.T) install {
@@ -85,6 +87,15 @@ func newInstall(t *testing.T) install {
 		in.lastSeq++
 	}
 	must(st.PutSetupCache(ctx, store.SetupCacheEntry{TeamID: "team_1", Key: "k1", SaveID: "cache_1", Size: 10, CreatedAt: now, LastUsedAt: now}))
+	// A snapshot of the asleep sandbox, which the sandbox then stands on
+	// (restored to it).
+	chain := []store.Layer{{Snapshot: "snap_1", HostID: 1 << 30, Size: 65536}}
+	must(st.CreateSnapshot(ctx, store.Snapshot{
+		Snapshot: api.Snapshot{ID: "snap_1", TeamID: "team_1", Name: "ready", SandboxID: "sbx_asleep", SizeBytes: 10, DataBytes: 20,
+			Digest: "sha256:aa", CreatedAt: now},
+		Template: "busybox", Workdir: "/workspace", Layers: chain,
+	}))
+	must(st.SetSandboxLayers(ctx, "sbx_asleep", chain))
 	blobs, err := sources.NewBlobs(filepath.Join(in.dir, "assets"))
 	must(err)
 	var tarred bytes.Buffer
@@ -109,6 +120,7 @@ func newInstall(t *testing.T) install {
 	must(err)
 	in.asleep = writeSave(t, in.saves, "sbx_asleep", "0-1700000000000000000", true)
 	writeSave(t, in.saves, "cache_1", "0-1700000000000000001", false)
+	in.snap = writeSave(t, in.saves, "snap_1", "0-1700000000000000002", false)
 	return in
 }
 
@@ -127,8 +139,14 @@ func TestMoveStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(rep.Saves, []string{"sbx_asleep", "cache_1"}) || rep.Placements != 1 || rep.AssetBlobs != 1 {
-		t.Errorf("report: saves %v, placements %d, asset bytes %d; want both saves, one placement, one asset's bytes", rep.Saves, rep.Placements, rep.AssetBlobs)
+	if !slices.Equal(rep.Saves, []string{"sbx_asleep", "cache_1", "snap_1"}) || !slices.Equal(rep.Snapshots, []string{"snap_1"}) ||
+		rep.Placements != 1 || rep.AssetBlobs != 1 {
+		t.Errorf("report: saves %v (snapshots %v), placements %d, asset bytes %d; want the three saves, one a snapshot's, one placement, one asset's bytes",
+			rep.Saves, rep.Snapshots, rep.Placements, rep.AssetBlobs)
+	}
+	// The snapshot's files are in the target under its ID, byte for byte.
+	if m, err := to.Stat(ctx, "snap_1", in.snap.Generation); err != nil || m.SHA256 != in.snap.SHA256 {
+		t.Errorf("the snapshot's save in the target: %+v %v, want sha-256 %s", m, err, in.snap.SHA256)
 	}
 	// The asset's bytes are where cove control reads them.
 	rc, err := to.GetBlob(ctx, sources.Digest(in.assetSum))
@@ -186,6 +204,9 @@ func TestMoveStore(t *testing.T) {
 		{"setup cache", func(s store.Store) (any, error) { return s.ListSetupCache(ctx, "team_1") }},
 		{"assets", func(s store.Store) (any, error) { return s.GetAsset(ctx, "team_1", "asset_1") }},
 		{"volumes", func(s store.Store) (any, error) { return s.ListVolumes(ctx, "team_1", "", 0) }},
+		{"snapshot", func(s store.Store) (any, error) { return s.GetSnapshot(ctx, "team_1", "ready") }},
+		{"layers", func(s store.Store) (any, error) { return s.SandboxLayers(ctx, "sbx_asleep") }},
+		{"snapshot users", func(s store.Store) (any, error) { return s.SnapshotUsers(ctx, "snap_1") }},
 	} {
 		a, err := read.fn(src)
 		if err != nil {
@@ -224,6 +245,35 @@ func TestMoveStore(t *testing.T) {
 	var seq int64
 	if err := dst.Pool().QueryRow(ctx, "SELECT max(seq) FROM events").Scan(&seq); err != nil || seq <= in.lastSeq {
 		t.Errorf("a new event took seq %d (%v); the source had handed out up to %d", seq, err, in.lastSeq)
+	}
+}
+
+// TestRefusesSnapshotWithoutFiles: a snapshot whose save the source lacks
+// stops the move before anything is written, naming it: sandboxes on it
+// could never start.
+func TestRefusesSnapshotWithoutFiles(t *testing.T) {
+	ctx := t.Context()
+	_, to, srv := newSaves(t)
+	in := newInstall(t)
+	if err := in.saves.Delete(ctx, "snap_1"); err != nil {
+		t.Fatal(err)
+	}
+	url := pgserver.Start(t).NewDatabase(t)
+	_, err := Run(ctx, Config{From: "sqlite:" + in.db, To: url, Saves: srv.PrefixURL("cove")})
+	if api.ErrorCode(err) != api.CodePreconditionFailed || !strings.Contains(err.Error(), "snap_1") {
+		t.Fatalf("a move with a snapshot without its files: %v, want precondition_failed naming snap_1", err)
+	}
+	if _, err := to.Stat(ctx, "sbx_asleep", ""); api.ErrorCode(err) != api.CodeNotFound {
+		t.Errorf("a refused move wrote a save to the target: %v", err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tables, err := allPgTables(ctx, conn)
+	if err != nil || len(tables) != 0 {
+		t.Errorf("a refused move left tables %v (%v)", tables, err)
 	}
 }
 
