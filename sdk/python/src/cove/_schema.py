@@ -397,6 +397,7 @@ class CreateSandboxRequest(Model):
     source: Optional[Source] = None
     spend_limit_usd: float = 0.0
     template: str = ""
+    volumes: List[VolumeMount] = field(default_factory=list)
     workdir: str = ""
 
     _fields = {
@@ -415,6 +416,7 @@ class CreateSandboxRequest(Model):
         'source': ('source', 'model:Source'),
         'spend_limit_usd': ('spend_limit_usd', 'plain'),
         'template': ('template', 'plain'),
+        'volumes': ('volumes', 'list:model:VolumeMount'),
         'workdir': ('workdir', 'plain'),
     }
 
@@ -456,6 +458,17 @@ class CreateTicketRequest(Model):
 
     _fields = {
         'path': ('path', 'plain'),
+    }
+
+
+@dataclass
+class CreateVolumeRequest(Model):
+    name: str = ""
+    size_mib: int = 0
+
+    _fields = {
+        'name': ('name', 'plain'),
+        'size_mib': ('size_mib', 'plain'),
     }
 
 
@@ -1208,6 +1221,7 @@ class Sandbox(Model):
     state_reason: str = ""
     team_id: str = ""
     template: str = ""
+    volumes: List[VolumeMount] = field(default_factory=list)
     workdir: str = ""
 
     _fields = {
@@ -1240,6 +1254,7 @@ class Sandbox(Model):
         'state_reason': ('state_reason', 'plain'),
         'team_id': ('team_id', 'plain'),
         'template': ('template', 'plain'),
+        'volumes': ('volumes', 'list:model:VolumeMount'),
         'workdir': ('workdir', 'plain'),
     }
 
@@ -1625,6 +1640,55 @@ class UsageReport(Model):
 
 
 @dataclass
+class Volume(Model):
+    created_at: str = ""
+    id: str = ""
+    name: str = ""
+    node: str = ""
+    sandboxes: List[str] = field(default_factory=list)
+    size_mib: int = 0
+    team_id: str = ""
+    used_bytes: int = 0
+
+    _fields = {
+        'created_at': ('created_at', 'plain'),
+        'id': ('id', 'plain'),
+        'name': ('name', 'plain'),
+        'node': ('node', 'plain'),
+        'sandboxes': ('sandboxes', 'list:plain'),
+        'size_mib': ('size_mib', 'plain'),
+        'team_id': ('team_id', 'plain'),
+        'used_bytes': ('used_bytes', 'plain'),
+    }
+
+
+@dataclass
+class VolumeList(Model):
+    items: List[Volume] = field(default_factory=list)
+    next_cursor: str = ""
+
+    _fields = {
+        'items': ('items', 'list:model:Volume'),
+        'next_cursor': ('next_cursor', 'plain'),
+    }
+
+
+@dataclass
+class VolumeMount(Model):
+    name: str = ""
+    path: str = ""
+    read_only: bool = False
+    volume_id: str = ""
+
+    _fields = {
+        'name': ('name', 'plain'),
+        'path': ('path', 'plain'),
+        'read_only': ('read_only', 'plain'),
+        'volume_id': ('volume_id', 'plain'),
+    }
+
+
+@dataclass
 class Webhook(Model):
     created_at: str = ""
     events: List[str] = field(default_factory=list)
@@ -1758,7 +1822,7 @@ class WorkloadResourcesRequest(Model):
     }
 
 
-MODELS = (Admission, ArchiveResult, Asset, AssetList, Command, CommandList, CommandResult, CreateCommandRequest, CreateKeyRequest, CreatePreviewRequest, CreateSandboxRequest, CreateSnapshotRequest, CreateTeamRequest, CreateTeamResponse, CreateTicketRequest, CreateWebhookRequest, CreateWebhookResponse, CreateWorkloadRequest, Delivery, DeliveryAttempt, DeliveryList, EditFileRequest, Error, ErrorResponse, Event, EventList, FileEntry, FileEvent, FileList, ForkResult, ForkSandboxRequest, Image, ImageAdmission, ImageConfig, ImageDefaults, ImageLimits, ImageList, ImageSettings, JoinToken, KeyResponse, MetricSample, Metrics, MetricsGap, MkdirRequest, MoveRequest, NetworkObservation, NetworkPolicy, NetworkPolicyRequest, NetworkView, Node, NodeCapacity, NodeList, OutputRecord, PTY, Preview, PreviewList, PricePerHour, PutSecretRequest, Resources, ResourcesRequest, RestoreSandboxRequest, Sandbox, SandboxList, SandboxNode, SandboxUsage, SaveAssetRequest, Secret, SecretList, SelfTest, SelfTestResult, Setup, SignalRequest, Snapshot, SnapshotList, Source, Team, TeamLimits, TeamList, TeamMe, Template, TemplateList, Ticket, UpdateSandboxRequest, UpdateTeamRequest, Usage, UsageReport, Webhook, WebhookList, Workload, WorkloadList, WorkloadResources, WorkloadResourcesRequest,)
+MODELS = (Admission, ArchiveResult, Asset, AssetList, Command, CommandList, CommandResult, CreateCommandRequest, CreateKeyRequest, CreatePreviewRequest, CreateSandboxRequest, CreateSnapshotRequest, CreateTeamRequest, CreateTeamResponse, CreateTicketRequest, CreateVolumeRequest, CreateWebhookRequest, CreateWebhookResponse, CreateWorkloadRequest, Delivery, DeliveryAttempt, DeliveryList, EditFileRequest, Error, ErrorResponse, Event, EventList, FileEntry, FileEvent, FileList, ForkResult, ForkSandboxRequest, Image, ImageAdmission, ImageConfig, ImageDefaults, ImageLimits, ImageList, ImageSettings, JoinToken, KeyResponse, MetricSample, Metrics, MetricsGap, MkdirRequest, MoveRequest, NetworkObservation, NetworkPolicy, NetworkPolicyRequest, NetworkView, Node, NodeCapacity, NodeList, OutputRecord, PTY, Preview, PreviewList, PricePerHour, PutSecretRequest, Resources, ResourcesRequest, RestoreSandboxRequest, Sandbox, SandboxList, SandboxNode, SandboxUsage, SaveAssetRequest, Secret, SecretList, SelfTest, SelfTestResult, Setup, SignalRequest, Snapshot, SnapshotList, Source, Team, TeamLimits, TeamList, TeamMe, Template, TemplateList, Ticket, UpdateSandboxRequest, UpdateTeamRequest, Usage, UsageReport, Volume, VolumeList, VolumeMount, Webhook, WebhookList, Workload, WorkloadList, WorkloadResources, WorkloadResourcesRequest,)
 
 ENUMS = (CommandState, CommandUser, CreateCommandRequestUser, CreateKeyRequestFormat, CreatePreviewRequestVisibility, CreateSandboxRequestOnBudget, CreateSandboxRequestOnIdle, CreateWorkloadRequestUser, DeliveryReason, DeliveryState, ErrorCode, FileEntryType, FileEventType, ImageAdmissionMode, NetworkObservationDecision, NetworkObservationReason, NodeState, OutputRecordStream, OutputRecordType, PreviewVisibility, SandboxOnBudget, SandboxOnIdle, SandboxState, SourceType, TemplateKind, TemplateStatus, UpdateSandboxRequestOnBudget, UpdateSandboxRequestOnIdle, WorkloadState,)
 
