@@ -125,6 +125,7 @@ export interface components {
             source?: components["schemas"]["Source"];
             spend_limit_usd?: number;
             template?: string;
+            volumes?: components["schemas"]["VolumeMount"][];
             workdir?: string;
         };
         CreateSnapshotRequest: {
@@ -140,6 +141,10 @@ export interface components {
         };
         CreateTicketRequest: {
             path: string;
+        };
+        CreateVolumeRequest: {
+            name: string;
+            size_mib: number;
         };
         CreateWebhookRequest: {
             events?: string[];
@@ -513,6 +518,7 @@ export interface components {
             state_reason: string;
             team_id: string;
             template: string;
+            volumes?: components["schemas"]["VolumeMount"][];
             workdir: string;
         };
         SandboxList: {
@@ -673,6 +679,26 @@ export interface components {
             spend_limit_usd: number | null;
             to: string;
             total: components["schemas"]["Usage"];
+        };
+        Volume: {
+            created_at: string;
+            id: string;
+            name: string;
+            node?: string;
+            sandboxes: string[];
+            size_mib: number;
+            team_id: string;
+            used_bytes: number;
+        };
+        VolumeList: {
+            items: components["schemas"]["Volume"][];
+            next_cursor: string;
+        };
+        VolumeMount: {
+            name: string;
+            path: string;
+            read_only?: boolean;
+            volume_id?: string;
         };
         Webhook: {
             created_at: string;
