@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cove-dev/cove/api"
+)
+
+// volumeAPI is what `cove volume` needs of the client.
+type volumeAPI interface {
+	CreateVolume(ctx context.Context, req api.CreateVolumeRequest) (api.Volume, error)
+	GetVolume(ctx context.Context, ref string) (api.Volume, error)
+	ListVolumes(ctx context.Context, limit int, cursor string) (api.List[api.Volume], error)
+	DeleteVolume(ctx context.Context, ref string) error
+}
+
+// volumes answers the client as a volumeAPI.
+func (a *app) volumes() (volumeAPI, error) {
+	cl, err := a.client()
+	if err != nil {
+		return nil, err
+	}
+	v, ok := any(cl).(volumeAPI)
+	if !ok {
+		return nil, errors.New("this cove's client library has no volume calls")
+	}
+	return v, nil
+}
+
+// volumeCmd is `cove volume`: make, list, show and delete the team's
+// volumes; `cove create --volume` mounts them.
+func (a *app) volumeCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:     "volume",
+		Aliases: []string{"volumes"},
+		Short:   "Disks of the team that outlive sandboxes, mounted by several at once (cove create --volume)",
+	}
+	var size int64
+	create := &cobra.Command{
+		Use:   "create NAME --size MIB",
+		Short: "Create a volume of --size MiB (its quota)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("size") {
+				return errors.New("cove volume create needs --size MIB (at least 16)")
+			}
+			cl, err := a.volumes()
+			if err != nil {
+				return err
+			}
+			v, err := cl.CreateVolume(cmd.Context(), api.CreateVolumeRequest{Name: args[0], SizeMiB: size})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return a.printJSON(v)
+			}
+			fmt.Fprintf(a.env.Stdout, "%s %s %d\n", v.ID, v.Name, v.SizeMiB)
+			return nil
+		},
+	}
+	create.Flags().Int64Var(&size, "size", 0, "the quota in MiB")
+	a.jsonFlag(create)
+	ls := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List the team's volumes",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := a.volumes()
+			if err != nil {
+				return err
+			}
+			items := []api.Volume{}
+			cursor := ""
+			for {
+				l, err := cl.ListVolumes(cmd.Context(), 1000, cursor)
+				if err != nil {
+					return err
+				}
+				items = append(items, l.Items...)
+				if cursor = l.NextCursor; cursor == "" {
+					break
+				}
+			}
+			if a.json {
+				return a.printJSON(api.List[api.Volume]{Items: items})
+			}
+			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tSIZE_MIB\tUSED\tSANDBOXES\tCREATED")
+			for _, v := range items {
+				sbs := strings.Join(v.Sandboxes, ",")
+				if sbs == "" {
+					sbs = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", v.ID, v.Name, v.SizeMiB, v.UsedBytes, sbs, v.CreatedAt.Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+	a.jsonFlag(ls)
+	get := &cobra.Command{
+		Use:   "get VOLUME",
+		Short: "Show a volume (by ID or name)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.volumes()
+			if err != nil {
+				return err
+			}
+			v, err := cl.GetVolume(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return a.printJSON(v)
+		},
+	}
+	rm := &cobra.Command{
+		Use:     "rm VOLUME...",
+		Aliases: []string{"delete"},
+		Short:   "Delete volumes and their files (not one a sandbox mounts)",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.volumes()
+			if err != nil {
+				return err
+			}
+			for _, ref := range args {
+				if err := cl.DeleteVolume(cmd.Context(), ref); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.env.Stdout, "%s deleted\n", ref)
+			}
+			return nil
+		},
+	}
+	root.AddCommand(create, ls, get, rm)
+	return root
+}
+
+// volumeMounts parses --volume flags: NAME:/PATH, with :ro or :rw after
+// the path for read-only or read-write (the default).
+func volumeMounts(flags []string) ([]api.VolumeMount, error) {
+	var out []api.VolumeMount
+	for _, f := range flags {
+		name, path, ok := strings.Cut(f, ":")
+		m := api.VolumeMount{Name: name, Path: path}
+		if rest, mode, cut := cutLast(path, ":"); cut && (mode == "ro" || mode == "rw") {
+			m.Path, m.ReadOnly = rest, mode == "ro"
+		}
+		if !ok || name == "" || !strings.HasPrefix(m.Path, "/") {
+			return nil, fmt.Errorf("--volume %q must look like NAME:/PATH or NAME:/PATH:ro", f)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// cutLast is strings.Cut at the last sep.
+func cutLast(s, sep string) (before, after string, found bool) {
+	if i := strings.LastIndex(s, sep); i >= 0 {
+		return s[:i], s[i+len(sep):], true
+	}
+	return s, "", false
+}
