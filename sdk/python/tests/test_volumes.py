@@ -146,8 +146,11 @@ def test_a_volume_is_shared_by_two_sandboxes_and_outlives_them(server):
                 said = str(e.value) + json.dumps(e.value.details)
                 assert a.id in said and b.id in said
             # Both gone: the files stay, for the next sandbox.
+            for x in (a, b):
+                assert x.wait("terminated").state == "terminated"
             with c.create(volumes=[{"name": vol.name, "path": "/again"}]) as d:
                 assert d.run("cat /again/note").stdout == "from-a\n"
+            d.wait("terminated")
             c.delete_volume(vol.id)
         finally:
             with contextlib.suppress(cove.NotFound):

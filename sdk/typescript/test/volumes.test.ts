@@ -172,12 +172,15 @@ test("a volume is shared by two sandboxes and outlives them", { skip }, async ()
       await a.terminate().catch(() => {});
       await b.terminate().catch(() => {});
     }
+    assert.equal((await a.wait("terminated")).state, "terminated");
+    assert.equal((await b.wait("terminated")).state, "terminated");
     const d = await c.create({ volumes: [{ name: vol.name, path: "/again" }] });
     try {
       assert.equal((await d.run("cat /again/note")).stdout, "from-a\n");
     } finally {
       await d.terminate().catch(() => {});
     }
+    await d.wait("terminated");
     await c.deleteVolume(vol.id);
     await assert.rejects(c.getVolume(vol.id), cove.NotFound);
     await assert.rejects(c.create({ volumes: [{ name: vol.name, path: "/gone" }] }), cove.NotFound);
