@@ -15,7 +15,7 @@ import (
 
 // volumeAPI is what `cove volume` needs of the client.
 type volumeAPI interface {
-	CreateVolume(ctx context.Context, req api.CreateVolumeRequest) (api.Volume, error)
+	CreateVolume(ctx context.Context, name string, sizeMiB int64) (api.Volume, error)
 	GetVolume(ctx context.Context, ref string) (api.Volume, error)
 	ListVolumes(ctx context.Context, limit int, cursor string) (api.List[api.Volume], error)
 	DeleteVolume(ctx context.Context, ref string) error
@@ -55,7 +55,7 @@ func (a *app) volumeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			v, err := cl.CreateVolume(cmd.Context(), api.CreateVolumeRequest{Name: args[0], SizeMiB: size})
+			v, err := cl.CreateVolume(cmd.Context(), args[0], size)
 			if err != nil {
 				return err
 			}

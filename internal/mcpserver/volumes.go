@@ -11,7 +11,7 @@ import (
 
 // volumeAPI is what the volume tools need of the client.
 type volumeAPI interface {
-	CreateVolume(ctx context.Context, req api.CreateVolumeRequest) (api.Volume, error)
+	CreateVolume(ctx context.Context, name string, sizeMiB int64) (api.Volume, error)
 	ListVolumes(ctx context.Context, limit int, cursor string) (api.List[api.Volume], error)
 	DeleteVolume(ctx context.Context, ref string) error
 }
@@ -104,7 +104,7 @@ func (t *tools) createVolume(ctx context.Context, _ *mcp.CallToolRequest, in Cre
 	if err != nil {
 		return nil, Volume{}, err
 	}
-	v, err := cl.CreateVolume(ctx, api.CreateVolumeRequest{Name: in.Name, SizeMiB: in.SizeMiB})
+	v, err := cl.CreateVolume(ctx, in.Name, in.SizeMiB)
 	if err != nil {
 		return nil, Volume{}, toolError(err)
 	}
