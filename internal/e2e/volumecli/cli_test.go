@@ -75,7 +75,8 @@ func TestVolumeCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(b), &sbB); err != nil {
 		t.Fatalf("create --json: %v in %q", err, b)
 	}
-	if want := []api.VolumeMount{{Name: volID, Path: "/ro", ReadOnly: true, VolumeID: volID}}; !slices.Equal(sbB.Volumes, want) {
+	// Mounted by its ID, shown with its name.
+	if want := []api.VolumeMount{{Name: "cache", Path: "/ro", ReadOnly: true, VolumeID: volID}}; !slices.Equal(sbB.Volumes, want) {
 		t.Errorf("create --volume :ro: volumes %+v, want %+v", sbB.Volumes, want)
 	}
 	mustCLI(t, s, "exec", "va", "--", "sh", "-c", "echo from-a > /shared/note")
