@@ -103,7 +103,7 @@ func newRoot(env Env) *cobra.Command {
 		a.execCmd(), a.logsCmd(), a.shCmd(),
 		a.filesCmd(), a.watchCmd(),
 		a.teamsCmd(), a.previewCmd(), a.templatesCmd(), a.benchCmd(), a.networkCmd(), a.eventsCmd(), a.mcpCmd(),
-		a.secretsCmd(), a.snapshotCmd(), a.volumeCmd(), a.forkCmd(),
+		a.secretsCmd(), a.snapshotCmd(), a.forkCmd(), a.volumeCmd(),
 		a.metricsCmd(), a.usageCmd(), a.webhooksCmd(), a.imagesCmd(), a.workloadsCmd(), a.nodesCmd(),
 		a.versionCmd(), a.loginCmd(), a.logoutCmd(),
 	)

@@ -24,7 +24,6 @@ func (a *app) createCmd() *cobra.Command {
 		env          []string
 		secrets      []string
 		labels       []string
-		volumes      []string
 		noWait       bool
 		timeout      time.Duration
 		from         string
@@ -35,6 +34,7 @@ func (a *app) createCmd() *cobra.Command {
 		setupCache   bool
 		placeholders []string
 		inject       []string
+		volumes      []string
 	)
 	c := &cobra.Command{
 		Use:   "create",
@@ -146,7 +146,7 @@ func (a *app) createCmd() *cobra.Command {
 	f.StringArrayVar(&placeholders, "secret-placeholder", nil, "environment variable holding a placeholder of a team secret, KEY=SECRET_NAME; the network gateway puts the value in requests an --inject rule names it for (repeatable)")
 	f.StringArrayVar(&inject, "inject", nil, "header the network gateway adds to HTTPS requests, 'HOST[:PORT][/PATH_PREFIX]=HEADER: VALUE' with {secret:NAME} in VALUE (repeatable; the host must still be allowed: cove network REF --allow)")
 	f.StringArrayVarP(&labels, "label", "l", nil, "label KEY=VALUE (repeatable)")
-	f.StringArrayVar(&volumes, "volume", nil, "mount a team volume, NAME:PATH or NAME:PATH:ro for read-only (repeatable; see cove volume)")
+	f.StringArrayVar(&volumes, "volume", nil, "mount a volume of the team, NAME:/PATH or NAME:/PATH:ro for read-only (repeatable; see cove volume)")
 	f.StringVar(&from, "from", "", "a local folder to upload into the workdir (honours its "+cove.IgnoreFile+")")
 	f.StringArrayVar(&exclude, "exclude", nil, "with --from: leave out paths matching this pattern (repeatable; as in "+cove.IgnoreFile+")")
 	f.StringVar(&setup, "setup", "", "a setup command run once before the sandbox runs")

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -12,23 +13,27 @@ import (
 )
 
 // volumeCmd is `cove volume`: make, list, show and delete the team's
-// volumes (sandboxes mount them with `cove create --volume`).
+// volumes; `cove create --volume` mounts them.
 func (a *app) volumeCmd() *cobra.Command {
 	root := &cobra.Command{
-		Use:   "volume",
-		Short: "Team volumes: disks that outlive sandboxes, mounted by several at once (cove create --volume)",
+		Use:     "volume",
+		Aliases: []string{"volumes"},
+		Short:   "Disks of the team that outlive sandboxes, mounted by several at once (cove create --volume)",
 	}
-	var sizeMiB int64
+	var size int64
 	create := &cobra.Command{
-		Use:   "create NAME",
-		Short: "Create a volume of --size-mib MiB (its quota, charged as storage)",
+		Use:   "create NAME --size MIB",
+		Short: "Create a volume of --size MiB (its quota)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("size") {
+				return errors.New("cove volume create needs --size MIB (at least 16)")
+			}
 			cl, err := a.client()
 			if err != nil {
 				return err
 			}
-			v, err := cl.CreateVolume(cmd.Context(), args[0], sizeMiB)
+			v, err := cl.CreateVolume(cmd.Context(), args[0], size)
 			if err != nil {
 				return err
 			}
@@ -39,12 +44,13 @@ func (a *app) volumeCmd() *cobra.Command {
 			return nil
 		},
 	}
-	create.Flags().Int64Var(&sizeMiB, "size-mib", 1024, "the volume's size in MiB (at least 16)")
+	create.Flags().Int64Var(&size, "size", 0, "the quota in MiB")
 	a.jsonFlag(create)
 	ls := &cobra.Command{
-		Use:   "ls",
-		Short: "List the team's volumes",
-		Args:  cobra.NoArgs,
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List the team's volumes",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := a.client()
 			if err != nil {
@@ -66,9 +72,13 @@ func (a *app) volumeCmd() *cobra.Command {
 				return a.printJSON(api.List[api.Volume]{Items: items})
 			}
 			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tSIZE_MIB\tUSED_BYTES\tSANDBOXES\tCREATED")
+			fmt.Fprintln(tw, "ID\tNAME\tSIZE_MIB\tUSED\tSANDBOXES\tCREATED")
 			for _, v := range items {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", v.ID, v.Name, v.SizeMiB, v.UsedBytes, strings.Join(v.Sandboxes, ","), v.CreatedAt.Format(time.RFC3339))
+				sbs := strings.Join(v.Sandboxes, ",")
+				if sbs == "" {
+					sbs = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", v.ID, v.Name, v.SizeMiB, v.UsedBytes, sbs, v.CreatedAt.Format(time.RFC3339))
 			}
 			return tw.Flush()
 		},
@@ -76,7 +86,7 @@ func (a *app) volumeCmd() *cobra.Command {
 	a.jsonFlag(ls)
 	get := &cobra.Command{
 		Use:   "get VOLUME",
-		Short: "Show a volume (by ID or name) and the sandboxes that mount it",
+		Short: "Show a volume (by ID or name)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := a.client()
@@ -91,9 +101,10 @@ func (a *app) volumeCmd() *cobra.Command {
 		},
 	}
 	rm := &cobra.Command{
-		Use:   "rm VOLUME...",
-		Short: "Delete volumes and their files; one a sandbox still mounts is refused",
-		Args:  cobra.MinimumNArgs(1),
+		Use:     "rm VOLUME...",
+		Aliases: []string{"delete"},
+		Short:   "Delete volumes and their files (not one a sandbox mounts)",
+		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := a.client()
 			if err != nil {
@@ -112,15 +123,28 @@ func (a *app) volumeCmd() *cobra.Command {
 	return root
 }
 
-// volumeMounts reads `--volume NAME:PATH[:ro]` flags.
+// volumeMounts parses --volume flags: NAME:/PATH, with :ro or :rw after
+// the path for read-only or read-write (the default).
 func volumeMounts(flags []string) ([]api.VolumeMount, error) {
 	var out []api.VolumeMount
 	for _, f := range flags {
-		parts := strings.Split(f, ":")
-		if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" || (len(parts) == 3 && parts[2] != "ro") {
-			return nil, fmt.Errorf("--volume %q: want NAME:PATH or NAME:PATH:ro", f)
+		name, path, ok := strings.Cut(f, ":")
+		m := api.VolumeMount{Name: name, Path: path}
+		if rest, mode, cut := cutLast(path, ":"); cut && (mode == "ro" || mode == "rw") {
+			m.Path, m.ReadOnly = rest, mode == "ro"
 		}
-		out = append(out, api.VolumeMount{Name: parts[0], Path: parts[1], ReadOnly: len(parts) == 3})
+		if !ok || name == "" || !strings.HasPrefix(m.Path, "/") {
+			return nil, fmt.Errorf("--volume %q must look like NAME:/PATH or NAME:/PATH:ro", f)
+		}
+		out = append(out, m)
 	}
 	return out, nil
+}
+
+// cutLast is strings.Cut at the last sep.
+func cutLast(s, sep string) (before, after string, found bool) {
+	if i := strings.LastIndex(s, sep); i >= 0 {
+		return s[:i], s[i+len(sep):], true
+	}
+	return s, "", false
 }

@@ -44,6 +44,8 @@ type fakeAPI struct {
 	lsQ       string                        // the last list of files' query
 	waits     []string                      // each wait's state
 	headers   map[string]http.Header        // the last request's headers by route
+	volumes   []api.Volume                  // the team's volumes
+	volumeQ   string                        // the last list of volumes' query
 }
 
 type fakeFile struct {
@@ -91,6 +93,11 @@ func (f *fakeAPI) sandbox(ref string) (int, *api.Error) {
 		}
 	}
 	return -1, &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("sandbox %s not found", ref)}
+}
+
+// volume answers the index of the volume with ID or name ref, or -1.
+func (f *fakeAPI) volume(ref string) int {
+	return slices.IndexFunc(f.volumes, func(v api.Volume) bool { return v.ID == ref || v.Name == ref })
 }
 
 func version(ff *fakeFile) string { return "v" + strconv.Itoa(ff.version) }
@@ -142,8 +149,54 @@ func (f *fakeAPI) handler() http.Handler {
 		if res := f.create.Resources; res != nil && res.CPUs != nil {
 			sb.Resources.CPUs = *res.CPUs
 		}
+		for _, m := range f.create.Volumes {
+			i := f.volume(m.Name)
+			if i < 0 {
+				return &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("volume %s not found", m.Name)}
+			}
+			m.VolumeID = f.volumes[i].ID
+			sb.Volumes = append(sb.Volumes, m)
+			f.volumes[i].Sandboxes = append(f.volumes[i].Sandboxes, sb.ID)
+		}
 		f.sandboxes = append(f.sandboxes, sb)
 		writeJSON(w, sb)
+		return nil
+	})
+	route("POST /v1/volumes", "create_volume", func(w http.ResponseWriter, r *http.Request) *api.Error {
+		var req api.CreateVolumeRequest
+		if e := decode(r, &req); e != nil {
+			return e
+		}
+		if f.volume(req.Name) >= 0 {
+			return &api.Error{Code: api.CodeConflict, Message: fmt.Sprintf("a volume named %q already exists", req.Name)}
+		}
+		v := api.Volume{ID: "vol_" + strconv.Itoa(len(f.volumes)+1), TeamID: "team_1", Name: req.Name, SizeMiB: req.SizeMiB, Sandboxes: []string{}}
+		f.volumes = append(f.volumes, v)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		json.NewEncoder(w).Encode(v)
+		return nil
+	})
+	route("GET /v1/volumes", "list_volumes", func(w http.ResponseWriter, r *http.Request) *api.Error {
+		f.volumeQ = r.URL.RawQuery
+		l := api.List[api.Volume]{Items: f.volumes}
+		if n, _ := strconv.Atoi(r.URL.Query().Get("limit")); n > 0 && n < len(l.Items) {
+			l.Items, l.NextCursor = l.Items[:n], l.Items[n-1].ID
+		}
+		writeJSON(w, l)
+		return nil
+	})
+	route("DELETE /v1/volumes/{vol}", "delete_volume", func(w http.ResponseWriter, r *http.Request) *api.Error {
+		i := f.volume(r.PathValue("vol"))
+		if i < 0 {
+			return &api.Error{Code: api.CodeNotFound, Message: fmt.Sprintf("volume %s not found", r.PathValue("vol"))}
+		}
+		if v := f.volumes[i]; len(v.Sandboxes) > 0 {
+			return &api.Error{Code: api.CodeConflict, Message: fmt.Sprintf("volume %s is mounted by %s", v.ID, strings.Join(v.Sandboxes, ", ")),
+				Details: map[string]any{"sandboxes": v.Sandboxes}}
+		}
+		f.volumes = slices.Delete(f.volumes, i, i+1)
+		w.WriteHeader(http.StatusNoContent)
 		return nil
 	})
 	route("GET /v1/sandboxes", "list", func(w http.ResponseWriter, r *http.Request) *api.Error {

@@ -55,7 +55,7 @@ type tools struct {
 func (t *tools) register(s *mcp.Server) {
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        "create_sandbox",
-		Description: "Create a Linux sandbox and wait until it runs. Returns its id, which every other tool takes as `sandbox` (a name works too). network_allow lists the hosts it may reach (host, *.suffix, host:port or CIDR); everything else is denied and observed.",
+		Description: "Create a Linux sandbox and wait until it runs. Returns its id, which every other tool takes as `sandbox` (a name works too). network_allow lists the hosts it may reach (host, *.suffix, host:port or CIDR); everything else is denied and observed. volumes mounts volumes of the team (create_volume) at absolute paths.",
 	}, t.createSandbox)
 	mcp.AddTool(s, &mcp.Tool{
 		Name:        "list_sandboxes",
@@ -118,6 +118,7 @@ func (t *tools) register(s *mcp.Server) {
 		Description: "Terminate a sandbox for good: its processes and files are gone; its recorded output and events stay readable for a while.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)},
 	}, t.terminateSandbox)
+	t.registerVolumes(s)
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -146,12 +147,13 @@ type Sandbox struct {
 	MemoryMiB   int64             `json:"memory_mib"`
 	DiskMiB     int64             `json:"disk_mib"`
 	Labels      map[string]string `json:"labels,omitempty"`
+	Volumes     []VolumeMount     `json:"volumes,omitempty"`
 }
 
 func sandboxOf(sb api.Sandbox) Sandbox {
 	return Sandbox{
 		ID: sb.ID, Name: sb.Name, State: string(sb.State), StateReason: sb.StateReason,
-		Template: sb.Template, Workdir: sb.Workdir, Labels: sb.Labels,
+		Template: sb.Template, Workdir: sb.Workdir, Labels: sb.Labels, Volumes: mountsOf(sb.Volumes),
 		CPUs: sb.Resources.CPUs, MemoryMiB: sb.Resources.MemoryMiB, DiskMiB: sb.Resources.DiskMiB,
 	}
 }
@@ -167,11 +169,13 @@ type CreateSandboxInput struct {
 	NetworkAllow []string          `json:"network_allow,omitempty" jsonschema:"destinations the sandbox may reach"`
 	IdleTimeoutS int64             `json:"idle_timeout_s,omitempty" jsonschema:"sleep after this many seconds without activity"`
 	Labels       map[string]string `json:"labels,omitempty"`
+	Volumes      []VolumeMountIn   `json:"volumes,omitempty" jsonschema:"volumes of the team to mount (create_volume)"`
 }
 
 func (t *tools) createSandbox(ctx context.Context, _ *mcp.CallToolRequest, in CreateSandboxInput) (*mcp.CallToolResult, Sandbox, error) {
 	req := api.CreateSandboxRequest{
 		Name: in.Name, Template: in.Template, Env: in.Env, Workdir: in.Workdir, Labels: in.Labels,
+		Volumes: mountsIn(in.Volumes),
 	}
 	if in.CPUs != 0 || in.MemoryMiB != 0 || in.DiskMiB != 0 {
 		req.Resources = &api.ResourcesRequest{}

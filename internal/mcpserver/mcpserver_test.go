@@ -547,12 +547,13 @@ func TestTools(t *testing.T) {
 	}
 	slices.Sort(names)
 	slices.Sort(readOnly)
-	want := []string{"command_output", "create_sandbox", "edit_file", "fork_sandbox", "list_files", "list_sandboxes", "read_file", "run_command",
-		"sandbox_network", "send_input", "sleep_sandbox", "snapshot_sandbox", "terminate_sandbox", "wake_sandbox", "write_file"}
+	want := []string{"command_output", "create_sandbox", "create_volume", "delete_volume", "edit_file", "fork_sandbox", "list_files", "list_sandboxes",
+		"list_volumes", "read_file", "run_command", "sandbox_network", "send_input", "sleep_sandbox", "snapshot_sandbox", "terminate_sandbox",
+		"wake_sandbox", "write_file"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("tools (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"command_output", "list_files", "list_sandboxes", "read_file"}, readOnly); diff != "" {
+	if diff := cmp.Diff([]string{"command_output", "list_files", "list_sandboxes", "list_volumes", "read_file"}, readOnly); diff != "" {
 		t.Errorf("read-only tools (-want +got):\n%s", diff)
 	}
 }

@@ -16,8 +16,11 @@ Answer = Tuple[int, Dict[str, str], Any]
 class Seen:
     """One request as the server got it, with when (time.monotonic)."""
 
-    def __init__(self, method: str, path: str, headers: Dict[str, str], at: float) -> None:
-        self.method, self.path, self.headers, self.at = method, path, headers, at
+    def __init__(self, method: str, path: str, headers: Dict[str, str], at: float, body: bytes = b"") -> None:
+        self.method, self.path, self.headers, self.at, self.body = method, path, headers, at, body
+
+    def json(self) -> Any:
+        return json.loads(self.body)
 
 
 class FakeServer:
@@ -40,9 +43,8 @@ class FakeServer:
 
             def _any(self) -> None:
                 n = int(self.headers.get("Content-Length") or 0)
-                if n:
-                    self.rfile.read(n)
-                seen = Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, time.monotonic())
+                body = self.rfile.read(n) if n else b""
+                seen = Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, time.monotonic(), body)
                 status, headers, body = outer._next(seen)
                 data = b"" if body is None else json.dumps(body).encode()
                 self.send_response(status)

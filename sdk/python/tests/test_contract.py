@@ -73,6 +73,10 @@ OPERATIONS = {
     "listSnapshots": ("Client", "list_snapshots"),
     "getSnapshot": ("Client", "get_snapshot"),
     "deleteSnapshot": ("Client", "delete_snapshot"),
+    "createVolume": ("Client", "create_volume"),
+    "listVolumes": ("Client", "list_volumes_page"),
+    "getVolume": ("Client", "get_volume"),
+    "deleteVolume": ("Client", "delete_volume"),
     "restoreSandbox": ("SandboxHandle", "restore"),
     "forkSandbox": ("SandboxHandle", "fork"),
     "saveAsset": ("SandboxHandle", "save_asset"),
@@ -100,10 +104,6 @@ NOT_OFFERED = {
     **{
         op: "a preview's traffic is the app's own HTTP: any HTTP client, with the url and token preview() answers"
         for op in ("previewGet", "previewPost", "previewPut", "previewPatch", "previewDelete")
-    },
-    **{
-        op: "team volumes are served by the REST API and the Go SDK so far (issue #32)"
-        for op in ("createVolume", "listVolumes", "getVolume", "deleteVolume")
     },
 }
 

@@ -12,7 +12,7 @@ import {
 import type {
   Admission, ArchiveResult, Asset, Chunk, CommandInfo, CommandResult, CreateCommandRequest, CreateOptions,
   CreatePreviewRequest, CreateTeamResponse, CreateWebhookRequest, CreateWebhookResponse, SaveAssetRequest, Delivery, Event, FileEntry, FileEvent, Image, ImageSettings, KeyResponse, Metrics,
-  NetworkView, Page, Preview, SandboxInfo, Schemas, SandboxState, SandboxUsage, Secret, Snapshot, Team, TeamMe, Template, Ticket,
+  NetworkView, Page, Preview, SandboxInfo, Schemas, SandboxState, SandboxUsage, Secret, Snapshot, Team, TeamMe, Template, Ticket, Volume,
   UpdateSandboxRequest, UpdateTeamRequest, UsageReport, Webhook, Workload, WorkloadOptions, WorkloadState,
 } from "./types.js";
 import {
@@ -527,6 +527,51 @@ export class Client {
     await this.call({ method: "DELETE", key: "auto", call: opts, path: snapshotPath(ref) });
   }
 
+  // -- volumes --
+
+  /** Create a volume of the team: a disk of sizeMib (its quota) that
+   * outlives sandboxes, mounted by several at once (create's volumes).
+   *
+   * @example
+   * ```ts
+   * const vol = await client.createVolume("cache", 1024);
+   * const sb = await client.create({ volumes: [{ name: "cache", path: "/cache" }] });
+   * ```
+   */
+  createVolume(name: string, sizeMib: number, opts: CallOptions = {}): Promise<Volume> {
+    return this.call({ method: "POST", key: "auto", call: opts, path: "/v1/volumes", json: { name, size_mib: sizeMib } });
+  }
+
+  /** A volume of the team by ID or name. */
+  getVolume(ref: string, opts: CallOptions = {}): Promise<Volume> {
+    return this.call({ method: "GET", call: opts, path: volumePath(ref) });
+  }
+
+  /** Every volume of the team, page after page. */
+  async *listVolumes(opts: { limit?: number } & CallOptions = {}): AsyncGenerator<Volume> {
+    let cursor = "";
+    for (;;) {
+      const page = await this.listVolumesPage({ ...opts, cursor });
+      yield* page.items;
+      if (!page.nextCursor) return;
+      cursor = page.nextCursor;
+    }
+  }
+
+  /** One page of the team's volumes; nextCursor asks for the next. */
+  async listVolumesPage(opts: { limit?: number; cursor?: string } & CallOptions = {}): Promise<Page<Volume>> {
+    const d = await this.call({
+      method: "GET", call: opts, path: "/v1/volumes", params: { limit: opts.limit ?? 100, cursor: opts.cursor || undefined },
+    });
+    return { items: (d?.items ?? []) as Volume[], nextCursor: d?.nextCursor ?? "" };
+  }
+
+  /** Delete a volume and its files; one that sandboxes mount throws
+   * Conflict naming them (its details). */
+  async deleteVolume(ref: string, opts: CallOptions = {}): Promise<void> {
+    await this.call({ method: "DELETE", key: "auto", call: opts, path: volumePath(ref) });
+  }
+
   // -- workloads --
 
   /** Submit a batch run (fields.command, a shell string, or fields.argv);
@@ -796,6 +841,10 @@ function assetPath(id: string): string {
 
 function snapshotPath(ref: string): string {
   return "/v1/snapshots/" + esc(ref);
+}
+
+function volumePath(ref: string): string {
+  return "/v1/volumes/" + esc(ref);
 }
 
 /** Run send with a local folder packed as tar.gz into a temporary file

@@ -112,6 +112,14 @@ export type SaveAssetRequest = Camelize<Schemas["SaveAssetRequest"]>;
  * returns to it (restore). */
 export type Snapshot = Camelize<Schemas["Snapshot"]>;
 
+/** A team's disk that outlives sandboxes, mounted by several at once
+ * (create's volumes); sizeMib is its quota, sandboxes the IDs of those
+ * that mount it. */
+export type Volume = Camelize<Schemas["Volume"]>;
+/** A volume mounted in a sandbox: by name or ID, at an absolute path,
+ * readOnly or not; volumeId is set by the server. */
+export type VolumeMount = Camelize<Schemas["VolumeMount"]>;
+
 /** A published port of a sandbox, served at its own host (url:
  * <port>-<sandbox id>.<preview domain>, never the API's). token and link
  * come only in the answer that created a private preview. */

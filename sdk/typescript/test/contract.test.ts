@@ -70,6 +70,10 @@ export const OPERATIONS: Record<string, [string, string]> = {
   listSnapshots: ["Client", "listSnapshots"],
   getSnapshot: ["Client", "getSnapshot"],
   deleteSnapshot: ["Client", "deleteSnapshot"],
+  createVolume: ["Client", "createVolume"],
+  listVolumes: ["Client", "listVolumesPage"],
+  getVolume: ["Client", "getVolume"],
+  deleteVolume: ["Client", "deleteVolume"],
   restoreSandbox: ["Sandbox", "restore"],
   forkSandbox: ["Sandbox", "fork"],
   saveAsset: ["Sandbox", "saveAsset"],
@@ -105,10 +109,6 @@ export const NOT_OFFERED: Record<string, string> = {
   undrainNode: "a fleet's nodes are the operators' (admin key): `cove nodes` and the Go SDK serve them",
   removeNode: "a fleet's nodes are the operators' (admin key): `cove nodes` and the Go SDK serve them",
   rotateJoinToken: "a fleet's nodes are the operators' (admin key): `cove nodes` and the Go SDK serve them",
-  createVolume: "team volumes are served by the REST API and the Go SDK so far (issue #32)",
-  listVolumes: "team volumes are served by the REST API and the Go SDK so far (issue #32)",
-  getVolume: "team volumes are served by the REST API and the Go SDK so far (issue #32)",
-  deleteVolume: "team volumes are served by the REST API and the Go SDK so far (issue #32)",
 };
 
 const CLASSES: Record<string, { prototype: any }> = {

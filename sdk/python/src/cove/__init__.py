@@ -16,8 +16,8 @@ from .errors import (
 from .models import (
     ArchiveResult, Asset, Chunk, CommandInfo, CommandResult, CommandState, CreateTeamResponse, CreateWebhookResponse,
     Delivery, Event, FileContent, FileEntry, Image, KeyResponse, Metrics, NetworkView, Page, Preview, Sandbox,
-    SandboxState, SandboxUsage, Schema, Secret, Snapshot, Team, TeamMe, Template, Ticket, UsageReport, Webhook, Workload,
-    WorkloadState,
+    SandboxState, SandboxUsage, Schema, Secret, Snapshot, Team, TeamMe, Template, Ticket, UsageReport, Volume, VolumeMount,
+    Webhook, Workload, WorkloadState,
 )
 
 __all__ = [
@@ -29,5 +29,5 @@ __all__ = [
     "Workload",
     "ArchiveResult", "CommandState", "CreateTeamResponse", "CreateWebhookResponse", "Delivery", "KeyResponse",
     "Metrics", "NetworkView", "Preview", "SandboxState", "SandboxUsage", "Schema", "Secret", "Team", "TeamMe",
-    "Template", "Ticket", "UsageReport", "Webhook", "WorkloadState",
+    "Template", "Ticket", "UsageReport", "Volume", "VolumeMount", "Webhook", "WorkloadState",
 ]

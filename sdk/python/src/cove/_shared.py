@@ -220,6 +220,27 @@ def snapshot_path(ref: str) -> str:
     return "/v1/snapshots/" + esc(ref)
 
 
+def volume_path(ref: str) -> str:
+    return "/v1/volumes/" + esc(ref)
+
+
+def volume_mounts(volumes: Any) -> Any:
+    """create's volumes as the API takes them: each a mapping, as it is, or
+    a VolumeMount (its name, path and read_only); None stays None."""
+    if volumes is None:
+        return None
+    out = []
+    for v in volumes:
+        if isinstance(v, Mapping):
+            out.append(dict(v))
+        else:
+            m = {"name": v.name, "path": v.path}
+            if v.read_only:
+                m["read_only"] = True
+            out.append(m)
+    return out
+
+
 def command_path(ref: str, cid: str) -> str:
     return sandbox_path(ref) + "/commands/" + esc(cid)
 

@@ -19,7 +19,7 @@ from .models import (
     ArchiveResult, Asset, Chunk, CommandInfo, CommandResult, CreateTeamResponse, CreateWebhookResponse, Delivery, Event,
     FileContent, FileEntry, FileEvent, Image, KeyResponse, Metrics, NetworkView, Page, Preview, Sandbox, SandboxUsage, Secret,
     Snapshot, Team,
-    TeamMe, Template, Ticket, UsageReport, Webhook, Workload,
+    TeamMe, Volume, VolumeMount, Template, Ticket, UsageReport, Webhook, Workload,
 )
 
 Data = Union[bytes, str, IO[bytes]]
@@ -181,11 +181,13 @@ class AsyncClient:
                      on_idle: Optional[str] = None, max_lifetime_s: Optional[int] = None,
                      spend_limit_usd: Optional[float] = None, labels: Optional[Mapping[str, str]] = None,
                      on_budget: Optional[str] = None, budget_alerts: Optional[Sequence[float]] = None,
-                     volumes: Optional[Sequence[Mapping[str, Any]]] = None,
+                     volumes: Optional[Sequence[Union[Mapping[str, Any], VolumeMount]]] = None,
                      wait: bool = True, keep: bool = False, idempotency_key: Optional[str] = None,
                      **extra: Any) -> "AsyncSandbox":
         """Create a sandbox (and wait until it runs, unless ``wait=False``).
         Used as a context manager, it is terminated on exit unless ``keep``.
+        ``volumes`` mounts volumes of the team (create_volume), each
+        ``{"name": ..., "path": ..., "read_only": ...}`` or a VolumeMount.
 
         Example::
 
@@ -201,7 +203,7 @@ class AsyncClient:
             "idle_timeout_s": idle_timeout_s, "on_idle": on_idle, "max_lifetime_s": max_lifetime_s,
             "spend_limit_usd": spend_limit_usd, "labels": labels, "on_budget": on_budget,
             "budget_alerts": list(budget_alerts) if budget_alerts is not None else None,
-            "volumes": [dict(v) for v in volumes] if volumes is not None else None, **extra,
+            "volumes": sh.volume_mounts(volumes), **extra,
         })
         r = sh.Req("POST", "/v1/sandboxes", {"wait": "running"} if wait else {}, json=body)
         if idempotency_key:
@@ -396,6 +398,45 @@ class AsyncClient:
     async def delete_snapshot(self, ref: str) -> None:
         """Delete a snapshot; one that sandboxes still stand on raises Conflict naming them."""
         await self._json(sh.Req("DELETE", sh.snapshot_path(ref)))
+
+    async def create_volume(self, name: str, size_mib: int) -> Volume:
+        """Create a volume of the team: a disk of ``size_mib`` (its quota) that
+        outlives sandboxes, mounted by several at once (create's ``volumes``).
+
+        Example::
+
+            vol = await client.create_volume("cache", 1024)
+            sb = await client.create(volumes=[{"name": "cache", "path": "/cache"}])
+        """
+        return Volume.from_dict(await self._json(sh.Req("POST", "/v1/volumes", json={"name": name, "size_mib": size_mib})))
+
+    async def get_volume(self, ref: str) -> Volume:
+        """A volume by ID or name."""
+        return Volume.from_dict(await self._json(sh.Req("GET", sh.volume_path(ref))))
+
+    async def list_volumes(self, *, limit: int = 100) -> AsyncIterator[Volume]:
+        """Every volume of the team, page after page."""
+        cursor = ""
+        while True:
+            page = await self.list_volumes_page(limit=limit, cursor=cursor)
+            for v in page.items:
+                yield v
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    async def list_volumes_page(self, *, limit: int = 100, cursor: str = "") -> Page[Volume]:
+        """One page of the team's volumes; ``next_cursor`` asks for the next."""
+        params: Dict[str, Any] = {"limit": limit}
+        if cursor:
+            params["cursor"] = cursor
+        d = await self._json(sh.Req("GET", "/v1/volumes", params))
+        return Page([Volume.from_dict(x) for x in d.get("items") or []], d.get("next_cursor", "") or "")
+
+    async def delete_volume(self, ref: str) -> None:
+        """Delete a volume and its files; one that sandboxes mount raises
+        Conflict naming them (``err.details``)."""
+        await self._json(sh.Req("DELETE", sh.volume_path(ref)))
 
     async def submit_workload(self, command: Optional[str] = None, *, argv: Optional[Sequence[str]] = None,
                               template: Optional[str] = None, image: Optional[str] = None,
