@@ -134,7 +134,7 @@ TEST_ENV = COVE_REQUIRE_S3=1 COVE_REQUIRE_PG=1 COVE_PYDEPS_NEWEST=$(PYDEPS_NEWES
 # switch turns that watch off). The other root packages add and remove
 # sandboxes' interfaces all the time, so make test runs these after them,
 # one package at a time.
-BROWSER_PACKAGES := internal/e2e/console internal/e2e/consolefiles internal/e2e/consolelive internal/e2e/previews internal/e2e/tls
+BROWSER_PACKAGES := internal/e2e/console internal/e2e/consolefiles internal/e2e/consolelive internal/e2e/consolestorage internal/e2e/previews internal/e2e/tls
 
 # test runs unit tests and the root integration tests against real runc,
 # overlayfs and namespaces, in every module; checks that the CLI builds off

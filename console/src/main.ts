@@ -9,6 +9,7 @@ import { listPage } from "./list";
 import { app, page, route, start } from "./router";
 import { sandboxPage } from "./sandbox";
 import { loadTeam } from "./team";
+import { teamPage } from "./team-page";
 import { usagePage } from "./usage-page";
 
 function signIn() {
@@ -41,6 +42,7 @@ function signIn() {
 
 page(/^\/sandboxes\/([^/]+)(?:\/([a-z-]+))?\/?$/, (m) => sandboxPage(decodeURIComponent(m[1]), m[2] ?? ""));
 page(/^\/usage\/?$/, () => usagePage());
+page(/^\/team\/?$/, () => teamPage());
 start(signIn, listPage);
 if (key()) loadTeam().catch(() => {});
 route();

@@ -12,6 +12,14 @@ import { topBar } from "./team";
 
 const TRANSITIONAL = new Set(["creating", "setting_up", "sleeping", "waking", "terminating"]);
 
+/** volumeFacts is the Volumes line of the header: each volume the
+ * sandbox mounts, where, and whether read-only; none when it mounts none. */
+function volumeFacts(sb: SandboxInfo): [string, string][] {
+  const vols = (sb as { volumes?: { name: string; path: string; readOnly?: boolean }[] }).volumes ?? [];
+  if (!vols.length) return [];
+  return [["Volumes", vols.map((v) => `${v.name} at ${v.path}${v.readOnly ? " (read-only)" : ""}`).join(", ")]];
+}
+
 export function sandboxPage(ref: string, tabID: string) {
   const title = h("h1", { id: "sb-name" }, ref);
   const state = h("span", { id: "sb-state", class: "state" }, "…");
@@ -60,6 +68,7 @@ export function sandboxPage(ref: string, tabID: string) {
         ["Resources", `${r.cpus ?? "?"} CPU · ${r.memoryMib ?? "?"} MiB · ${r.diskMib ?? "?"} MiB disk`],
         ["Cost", money(sb.costUsd) + (sb.pricePerHourUsd?.running != null ? ` (${money(sb.pricePerHourUsd.running)}/h running)` : "")],
         ["Spend limit", money(sb.spendLimitUsd)],
+        ...volumeFacts(sb),
       ] as [string, string][]).flatMap(([k, v]) => [h("dt", {}, k), h("dd", { "data-fact": k.toLowerCase().replace(/ /g, "-") }, v)]),
     );
     const s = sb.state;

@@ -7,6 +7,7 @@ import terminal from "./tabs/terminal";
 import metrics from "./tabs/metrics";
 import events from "./tabs/events";
 import network from "./tabs/network";
+import snapshots from "./tabs/snapshots";
 import usage from "./tabs/usage";
 
-export const TABS: Tab[] = [terminal, files, commands, metrics, events, network, usage];
+export const TABS: Tab[] = [terminal, files, commands, snapshots, metrics, events, network, usage];

@@ -65,6 +65,7 @@ export function topBar(): HTMLElement {
     h("a", { href: "/", class: "brand", onclick: (e: Event) => (e.preventDefault(), navigate("/")) }, "cove"),
     name,
     adm,
+    h("a", { href: "/team", id: "team-link", class: "toplink", onclick: (e: Event) => (e.preventDefault(), navigate("/team")) }, "Team"),
     h("a", { href: "/usage", id: "usage-link", class: "toplink", onclick: (e: Event) => (e.preventDefault(), navigate("/usage")) }, "Usage"),
     h("button", { id: "signout", onclick: () => (forgetTeam(), signOut()) }, "Sign out"),
   );

@@ -89,7 +89,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	if p == "/" || p == "/index.html" || strings.HasPrefix(p, "/sandboxes/") || p == "/sandboxes" || p == "/usage" {
+	if p == "/" || p == "/index.html" || strings.HasPrefix(p, "/sandboxes/") || p == "/sandboxes" || p == "/usage" || p == "/team" {
 		h.page(w)
 		return
 	}

@@ -15,7 +15,7 @@ import (
 func TestRoutes(t *testing.T) {
 	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("api")) })
 	h := New(api)
-	for _, p := range []string{"/", "/sandboxes/sb-1", "/sandboxes/my-name", "/sandboxes/sb-1/metrics", "/usage"} {
+	for _, p := range []string{"/", "/sandboxes/sb-1", "/sandboxes/my-name", "/sandboxes/sb-1/metrics", "/usage", "/team"} {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest("GET", p, nil))
 		if w.Header().Get("Content-Security-Policy") != CSP || !strings.Contains(w.Body.String(), "<") {
