@@ -40,7 +40,7 @@ func TestHungAgentFailsEveryCallWithinTheBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stopAgent(t, s, sb.ID)
+	stop := stopAgent(t, s, sb.ID)
 
 	base := s.URL + "/v1/sandboxes/" + sb.ID
 	file := "?path=" + url.QueryEscape("/tmp/f")
@@ -83,6 +83,10 @@ func TestHungAgentFailsEveryCallWithinTheBound(t *testing.T) {
 		}
 	})
 	wg.Wait()
+	// An answer from the agent would have meant it ran meanwhile.
+	if states, err := threadStates(stop); err != nil || strings.Trim(states, "T") != "" {
+		t.Errorf("the agent's threads are %q (%v) after the calls; want all stopped", states, err)
+	}
 }
 
 // guardWait keeps a broken server from hanging the test: far beyond every

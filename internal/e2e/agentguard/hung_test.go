@@ -3,6 +3,7 @@ package agentguard
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -70,7 +71,42 @@ func stopAgent(t *testing.T, s *e2etest.Server, id string) int {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) }) // before the server's cleanup
+	// kill returns before the stop is taken: wait until every thread of
+	// the agent is stopped, so that no call is served in between.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		states, err := threadStates(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Trim(states, "T") == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent %d's threads are %q a minute after SIGSTOP", pid, states)
+		}
+	}
 	return pid
+}
+
+// threadStates are the states (the third field of /proc/PID/task/TID/stat:
+// R, S, T…) of a process's threads, one letter each.
+func threadStates(pid int) (string, error) {
+	stats, err := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/stat")
+	if err != nil || len(stats) == 0 {
+		return "", fmt.Errorf("threads of %d: %v", pid, err)
+	}
+	var b strings.Builder
+	for _, f := range stats {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			continue // a thread that has just ended
+		}
+		// "pid (comm) S …": comm may hold spaces and parentheses.
+		if i := strings.LastIndexByte(string(raw), ')'); i >= 0 && i+2 < len(raw) {
+			b.WriteByte(raw[i+2])
+		}
+	}
+	return b.String(), nil
 }
 
 // TestHungAgentFailsItsCalls: a command sent to a stopped agent fails as
