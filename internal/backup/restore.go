@@ -125,6 +125,9 @@ func Restore(ctx context.Context, cfg RestoreConfig) (r Restored, err error) {
 			return r, fmt.Errorf("restore: %s: %w", a.file, err)
 		}
 	}
+	if err := restoreVolumes(ctx, cfg.Dir, cfg.DataDir, m); err != nil {
+		return r, fmt.Errorf("restore: volumes: %w", err)
+	}
 	if keyBytes != nil {
 		if err := writeFile(filepath.Join(cfg.DataDir, SecretsKeyName), keyBytes); err != nil {
 			return r, fmt.Errorf("restore: secrets key: %w", err)

@@ -35,6 +35,12 @@ func (a *app) backupCmd() *cobra.Command {
 			if m.Saves != "" {
 				fmt.Fprintf(a.env.Stdout, "saves stay in %s and are not in the backup\n", m.Saves)
 			}
+			if len(m.Volumes) > 0 {
+				fmt.Fprintf(a.env.Stdout, "volumes copied (each frozen while copied): %s\n", strings.Join(m.Volumes, ", "))
+			}
+			if len(m.VolumesNotCopied) > 0 {
+				fmt.Fprintf(a.env.Stdout, "volumes not copied, their images are not on this host (on another node, or deleted meanwhile): %s\n", strings.Join(m.VolumesNotCopied, ", "))
+			}
 			if len(m.Unfinished) > 0 {
 				fmt.Fprintf(a.env.Stdout, "not asleep at the time (restored asleep from their last save, or failed without one): %s\n", strings.Join(m.Unfinished, ", "))
 			}
