@@ -33,9 +33,14 @@ import (
 	"github.com/cove-dev/cove/internal/store/sqlite"
 )
 
-// FormatVersion is the layout of a backup directory this package writes
-// and reads.
-const FormatVersion = 1
+// FormatVersion is the layout of a backup directory this package writes.
+// Format 2 added the volumes' images (an older cove, which would restore
+// without them, refuses it); format 1 backups, which have none, restore
+// as before.
+const FormatVersion = 2
+
+// oldestFormat is the oldest layout restore reads.
+const oldestFormat = 1
 
 // File names inside a backup directory.
 const (
