@@ -131,8 +131,8 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 	if sent == 0 {
 		t.Fatal("no command ran during the backup: no load")
 	}
-	if _, err := os.Stat(filepath.Join(dir, "volume-"+vol.ID+".img")); err != nil {
-		t.Fatalf("the backup lacks the volume's image: %v", err)
+	if _, err := os.Stat(filepath.Join(dir, "volume-"+vol.ID+".img")); err != nil || !strings.Contains(out, "volumes copied (each frozen while copied): "+vol.ID) {
+		t.Fatalf("the backup lacks the volume's image: %v\n%s", err, out)
 	}
 
 	// A second backup into the same directory is refused.
@@ -190,6 +190,9 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 		t.Fatalf("restore: %v: %s", err, out)
 	}
 	t.Logf("restore: %s", out)
+	if !strings.Contains(out, "volumes restored: "+vol.ID) {
+		t.Errorf("restore does not report the volume:\n%s", out)
+	}
 	t.Cleanup(func() { os.RemoveAll(restored) })
 	// The operator keeps the admin key; the backup does not.
 	os.WriteFile(filepath.Join(restored, "admin-api-key"), adminKey, 0o600)
