@@ -31,6 +31,9 @@ const (
 // volumeIDPattern is what a volume's ID may be (the node's IDs).
 var volumeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 
+// copyChunk is how much copySparse copies between looks at its context.
+const copyChunk = 8 << 20
+
 func volumeFile(id string) string { return volumeFilePrefix + id + volumeFileSuffix }
 
 // volumeOfFile returns the volume a backup's file is the image of.
@@ -66,7 +69,7 @@ func backupVolumes(ctx context.Context, dataDir, dir string, ids []string, m *Ma
 			continue
 		}
 		err := withFrozen(filepath.Join(filepath.Dir(img), "mnt"), func() error {
-			return copySparse(img, filepath.Join(dir, volumeFile(id)), 0o600)
+			return copySparse(ctx, img, filepath.Join(dir, volumeFile(id)), 0o600)
 		})
 		if errors.Is(err, os.ErrNotExist) { // deleted meanwhile
 			m.VolumesNotCopied = append(m.VolumesNotCopied, id)
@@ -101,7 +104,7 @@ func restoreVolumes(ctx context.Context, dir, dataDir string, m Manifest) error 
 		if err := os.Mkdir(vdir, 0o700); err != nil {
 			return err
 		}
-		if err := copySparse(filepath.Join(dir, volumeFile(id)), filepath.Join(vdir, "disk.img"), 0o600); err != nil {
+		if err := copySparse(ctx, filepath.Join(dir, volumeFile(id)), filepath.Join(vdir, "disk.img"), 0o600); err != nil {
 			return fmt.Errorf("volume %s: %w", id, err)
 		}
 	}
@@ -110,8 +113,9 @@ func restoreVolumes(ctx context.Context, dir, dataDir string, m Manifest) error 
 
 // copySparse copies the file from into a new file to of the given mode,
 // leaving its holes holes: only the ranges the file system says hold
-// data are read and written.
-func copySparse(from, to string, mode os.FileMode) (err error) {
+// data are read and written. It stops between chunks once ctx is done
+// (an interrupted backup thaws its volume at once).
+func copySparse(ctx context.Context, from, to string, mode os.FileMode) (err error) {
 	src, err := os.Open(from)
 	if err != nil {
 		return err
@@ -145,8 +149,15 @@ func copySparse(from, to string, mode os.FileMode) (err error) {
 		if _, err := dst.Seek(start, io.SeekStart); err != nil {
 			return err
 		}
-		if _, err := io.Copy(dst, io.NewSectionReader(src, start, end-start)); err != nil {
-			return err
+		for at := start; at < end; {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			n := min(end-at, copyChunk)
+			if _, err := io.Copy(dst, io.NewSectionReader(src, at, n)); err != nil {
+				return err
+			}
+			at += n
 		}
 		off = end
 	}

@@ -2,6 +2,8 @@ package backup
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,7 +29,7 @@ func TestCopySparse(t *testing.T) {
 	}
 	f.Close()
 	dst := filepath.Join(dir, "dst")
-	if err := copySparse(src, dst, 0o600); err != nil {
+	if err := copySparse(t.Context(), src, dst, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := os.ReadFile(src)
@@ -41,6 +43,15 @@ func TestCopySparse(t *testing.T) {
 	}
 	if blocks := fi.Sys().(*syscall.Stat_t).Blocks * 512; blocks > 4<<20 {
 		t.Errorf("the copy takes %d bytes of disk for %d of data: its holes were filled", blocks, len(data))
+	}
+	// An interrupted copy stops and leaves no file.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := copySparse(ctx, src, filepath.Join(dir, "stopped"), 0o600); !errors.Is(err, context.Canceled) {
+		t.Errorf("a copy after its context ended: %v, want canceled", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "stopped")); !os.IsNotExist(err) {
+		t.Errorf("an interrupted copy left its file: %v", err)
 	}
 }
 
