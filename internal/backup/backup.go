@@ -7,6 +7,7 @@
 // consistent state even while serve writes in WAL mode), tar archives of
 // the saves of asleep sandboxes and setup caches, of assets and of
 // imported images (modes, owners and links kept inside the archive), the
+// images of the team volumes (volumes.go), the
 // secrets key only when asked for, and manifest.json naming every file
 // with its SHA-256.
 package backup
@@ -32,9 +33,14 @@ import (
 	"github.com/cove-dev/cove/internal/store/sqlite"
 )
 
-// FormatVersion is the layout of a backup directory this package writes
-// and reads.
-const FormatVersion = 1
+// FormatVersion is the layout of a backup directory this package writes.
+// Format 2 added the volumes' images (an older cove, which would restore
+// without them, refuses it); format 1 backups, which have none, restore
+// as before.
+const FormatVersion = 2
+
+// oldestFormat is the oldest layout restore reads.
+const oldestFormat = 1
 
 // File names inside a backup directory.
 const (
@@ -62,7 +68,15 @@ type Manifest struct {
 	// Unfinished are the sandboxes that were neither asleep, terminated
 	// nor failed when the database was copied.
 	Unfinished []string `json:"unfinished"`
-	Files      []File   `json:"files"`
+	// Volumes are the volumes whose images are in the backup
+	// (volume-<id>.img); VolumesNotCopied those of the copied database
+	// whose images were not on this host (on another node, or deleted
+	// while the backup ran).
+	Volumes          []string `json:"volumes"`
+	VolumesNotCopied []string `json:"volumes_not_copied,omitempty"`
+	Files            []File   `json:"files"`
+	// volumeRows are the volumes of the copied database.
+	volumeRows []string
 }
 
 // File is one file of a backup.
@@ -164,6 +178,9 @@ func Backup(ctx context.Context, cfg Config) (m Manifest, err error) {
 	if err := writeTar(ctx, filepath.Join(cfg.Dir, ImagesName), cfg.ImagesDir, dirs); err != nil {
 		return m, fmt.Errorf("backup: images: %w", err)
 	}
+	if err := backupVolumes(ctx, cfg.DataDir, cfg.Dir, m.volumeRows, &m); err != nil {
+		return m, fmt.Errorf("backup: %w", err)
+	}
 	if cfg.WithSecretsKey {
 		if err := copyFile(cfg.SecretsKeyFile, filepath.Join(cfg.Dir, SecretsKeyName)); err != nil {
 			return m, fmt.Errorf("backup: secrets key: %w", err)
@@ -209,8 +226,16 @@ func readDatabase(ctx context.Context, path string, m *Manifest) error {
 	if m.Images, err = strs(ctx, db, `SELECT DISTINCT digest FROM images ORDER BY 1`); err != nil {
 		return err
 	}
-	m.Unfinished, err = strs(ctx, db, `SELECT id || ' (' || state || ')' FROM sandboxes
-		WHERE state NOT IN ('asleep', 'terminated', 'failed') ORDER BY id`)
+	if m.Unfinished, err = strs(ctx, db, `SELECT id || ' (' || state || ')' FROM sandboxes
+		WHERE state NOT IN ('asleep', 'terminated', 'failed') ORDER BY id`); err != nil {
+		return err
+	}
+	// A database from before volumes has none.
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'volumes'`).Scan(&n); err != nil || n == 0 {
+		return err
+	}
+	m.volumeRows, err = strs(ctx, db, `SELECT id FROM volumes ORDER BY id`)
 	return err
 }
 

@@ -125,6 +125,9 @@ func Restore(ctx context.Context, cfg RestoreConfig) (r Restored, err error) {
 			return r, fmt.Errorf("restore: %s: %w", a.file, err)
 		}
 	}
+	if err := restoreVolumes(ctx, cfg.Dir, cfg.DataDir, m); err != nil {
+		return r, fmt.Errorf("restore: volumes: %w", err)
+	}
 	if keyBytes != nil {
 		if err := writeFile(filepath.Join(cfg.DataDir, SecretsKeyName), keyBytes); err != nil {
 			return r, fmt.Errorf("restore: secrets key: %w", err)
@@ -147,8 +150,11 @@ func Verify(dir string) (Manifest, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return m, fmt.Errorf("restore: %s: the manifest is unreadable: %w", dir, err)
 	}
-	if m.Format != FormatVersion {
-		return m, fmt.Errorf("restore: %s has backup format %d; this cove reads format %d", dir, m.Format, FormatVersion)
+	if m.Format < oldestFormat || m.Format > FormatVersion {
+		return m, fmt.Errorf("restore: %s has backup format %d; this cove reads formats %d to %d", dir, m.Format, oldestFormat, FormatVersion)
+	}
+	if m.Format < 2 && len(m.Volumes) > 0 {
+		return m, fmt.Errorf("restore: %s has backup format %d, which holds no volumes, and its manifest names some", dir, m.Format)
 	}
 	have, err := digests(dir)
 	if err != nil {

@@ -59,6 +59,7 @@ func (a *app) migrateStoreCmd() *cobra.Command {
 	f.StringVar(&cfg.FromSaves, "from-saves", "", "the save store cove serve used (default: the saves directory beside the --from file)")
 	f.StringVar(&cfg.FromSavesCredentials, "from-saves-credentials", "", "a file of S3 credentials for an s3:// --from-saves")
 	f.StringVar(&cfg.Scratch, "scratch", "", "a directory for the store's snapshot and one save at a time (default: beside the --from file)")
+	f.StringVar(&cfg.VolumesNode, "volumes-node", "", "the --name of the node that will run on this host with cove serve's data dir: the volumes' images stay there and their rows name that node (required when there are volumes)")
 	f.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
 	return c
 }
@@ -76,6 +77,9 @@ func printReport(w io.Writer, rep transfer.Report) {
 		}
 	}
 	fmt.Fprintf(w, "saves moved: %d; asleep sandboxes placed to wake from them on any node: %d\n", len(rep.Saves), rep.Placements)
+	if len(rep.Volumes) > 0 {
+		fmt.Fprintf(w, "volumes left in this data dir, for the node named by --volumes-node: %s\n", strings.Join(rep.Volumes, ", "))
+	}
 	if len(rep.Snapshots) > 0 {
 		fmt.Fprintf(w, "snapshots' files among them: %d\n", len(rep.Snapshots))
 	}

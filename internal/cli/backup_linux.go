@@ -16,7 +16,8 @@ func (a *app) backupCmd() *cobra.Command {
 		Short: "Take a consistent copy of a cove serve data dir, while it runs",
 		Long: "Write a backup of cove serve's data dir into DIR, which must not exist (it is made 0700, its\n" +
 			"files 0600). cove serve may go on running: the database is copied in one read transaction\n" +
-			"(VACUUM INTO), then the saves of asleep sandboxes and setup caches, assets and imported images.\n" +
+			"(VACUUM INTO), then the saves of asleep sandboxes and setup caches, assets, imported images and\n" +
+			"each team volume's disk image (the volume frozen while it is copied: its writers wait).\n" +
 			"A save store on S3 (--saves s3://…) keeps its saves there and is not copied. The admin key is\n" +
 			"not in the backup (the database has only its hash); the secrets key is, only with\n" +
 			"--with-secrets-key: otherwise keep it apart and give it to cove admin restore.\n" +
@@ -34,6 +35,12 @@ func (a *app) backupCmd() *cobra.Command {
 			fmt.Fprintf(a.env.Stdout, "backup written to %s: schema version %d, %d files\n", cfg.Dir, m.SchemaVersion, len(m.Files))
 			if m.Saves != "" {
 				fmt.Fprintf(a.env.Stdout, "saves stay in %s and are not in the backup\n", m.Saves)
+			}
+			if len(m.Volumes) > 0 {
+				fmt.Fprintf(a.env.Stdout, "volumes copied (each frozen while copied): %s\n", strings.Join(m.Volumes, ", "))
+			}
+			if len(m.VolumesNotCopied) > 0 {
+				fmt.Fprintf(a.env.Stdout, "volumes not copied, their images are not on this host (on another node, or deleted meanwhile): %s\n", strings.Join(m.VolumesNotCopied, ", "))
 			}
 			if len(m.Unfinished) > 0 {
 				fmt.Fprintf(a.env.Stdout, "not asleep at the time (restored asleep from their last save, or failed without one): %s\n", strings.Join(m.Unfinished, ", "))
@@ -79,6 +86,12 @@ func (a *app) restoreCmd() *cobra.Command {
 			}
 			if len(r.Failed) > 0 {
 				fmt.Fprintf(a.env.Stdout, "failed, no save to come back from: %s\n", strings.Join(r.Failed, ", "))
+			}
+			if len(r.Manifest.Volumes) > 0 {
+				fmt.Fprintf(a.env.Stdout, "volumes restored: %s\n", strings.Join(r.Manifest.Volumes, ", "))
+			}
+			if len(r.Manifest.VolumesNotCopied) > 0 {
+				fmt.Fprintf(a.env.Stdout, "volumes whose files are not in the backup (a sandbox that mounts one fails to start): %s\n", strings.Join(r.Manifest.VolumesNotCopied, ", "))
 			}
 			if len(r.Restoring) > 0 {
 				fmt.Fprintf(a.env.Stdout, "in the middle of a restore to a snapshot, which cove serve finishes when it starts: %s\n", strings.Join(r.Restoring, ", "))

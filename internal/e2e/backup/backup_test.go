@@ -73,6 +73,23 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 	}
 	waitState(t, team, sleeper.ID, api.StateAsleep)
 
+	// A volume with files of user's and root's, mounted and written to
+	// by a running sandbox while the backup runs (under /data/churn, left
+	// out of the comparison).
+	vol, err := team.CreateVolume(ctx, "shared", 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer := e2etest.Create(t, team, api.CreateSandboxRequest{Name: "writer", Volumes: []api.VolumeMount{{Name: "shared", Path: "/data"}}})
+	e2etest.MustOK(t, team, writer.ID, "cd /data && head -c 3000000 /dev/urandom > big && mkdir -m 750 dir && echo deep > dir/f && chmod 640 dir/f && ln -s dir/f link && mkdir churn")
+	e2etest.MustOK(t, team, writer.ID, "cd /data && echo root > owned && chown 1234:2345 owned && chmod 604 owned && mkdir -m 700 rootdir", e2etest.AsRoot)
+	const volState = "cd /data && find . -path ./churn -prune -o -print | sort | while read f; do stat -c '%n %u:%g:%a' \"$f\"; [ -f \"$f\" ] && [ ! -L \"$f\" ] && sha256sum \"$f\"; done; true"
+	volBefore := e2etest.MustOK(t, team, writer.ID, volState, e2etest.AsRoot)
+	if !strings.Contains(volBefore, "./big 1000:1000:") || !strings.Contains(volBefore, "./owned 1234:2345:604") {
+		t.Fatalf("the volume before the backup:\n%s", volBefore)
+	}
+	e2etest.MustOK(t, team, writer.ID, "nohup sh -c 'i=0; while true; do i=$((i+1)); echo $i > /data/churn/f-$((i%50)); done' >/dev/null 2>&1 &")
+
 	busy := e2etest.Create(t, team, api.CreateSandboxRequest{Name: "busy"})
 	// Load while the backup runs: a loop in the sandbox writing files,
 	// and commands sent one after another (each one rows in the database).
@@ -113,6 +130,9 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 	t.Logf("backup under load (%d commands ran during it): %s", sent, out)
 	if sent == 0 {
 		t.Fatal("no command ran during the backup: no load")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "volume-"+vol.ID+".img")); err != nil || !strings.Contains(out, "volumes copied (each frozen while copied): "+vol.ID) {
+		t.Fatalf("the backup lacks the volume's image: %v\n%s", err, out)
 	}
 
 	// A second backup into the same directory is refused.
@@ -170,6 +190,9 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 		t.Fatalf("restore: %v: %s", err, out)
 	}
 	t.Logf("restore: %s", out)
+	if !strings.Contains(out, "volumes restored: "+vol.ID) {
+		t.Errorf("restore does not report the volume:\n%s", out)
+	}
 	t.Cleanup(func() { os.RemoveAll(restored) })
 	// The operator keeps the admin key; the backup does not.
 	os.WriteFile(filepath.Join(restored, "admin-api-key"), adminKey, 0o600)
@@ -208,6 +231,19 @@ func TestBackupRestoreUnderLoad(t *testing.T) {
 	}
 	if o := e2etest.MustOK(t, rteam, sleeper.ID, `printf %s "$TOKEN" | sha256sum | cut -d' ' -f1`); strings.TrimSpace(o) != wantSum {
 		t.Fatalf("secret after restore hashes to %q, want %q", o, wantSum)
+	}
+
+	// The volume came back with its files, owners and modes.
+	if got, err := rteam.GetVolume(ctx, "shared"); err != nil || got.ID != vol.ID {
+		t.Fatalf("the volume after restore: %+v, %v", got, err)
+	}
+	reader := e2etest.Create(t, rteam, api.CreateSandboxRequest{Volumes: []api.VolumeMount{{Name: "shared", Path: "/data"}}})
+	t.Cleanup(func() { rteam.TerminateSandbox(context.Background(), reader.ID) })
+	if volAfter := e2etest.MustOK(t, rteam, reader.ID, volState, e2etest.AsRoot); volAfter != volBefore {
+		t.Fatalf("the volume after restore:\n%s\nwant:\n%s", volAfter, volBefore)
+	}
+	if o := e2etest.MustOK(t, rteam, reader.ID, "echo after > /data/after && cat /data/dir/f /data/after"); o != "deep\nafter\n" {
+		t.Fatalf("user in the restored volume: %q", o)
 	}
 
 	// The snapshot came back with its files: a sandbox started on it, and

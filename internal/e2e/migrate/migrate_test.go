@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -122,6 +123,21 @@ func TestServeToFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A volume with user's files: they stay in serve's data dir, which the
+	// fleet's node on this host takes as its own.
+	if _, err := c.CreateVolume(ctx, "shared", 16); err != nil {
+		t.Fatal(err)
+	}
+	vsb := e2etest.Create(t, c, api.CreateSandboxRequest{Volumes: []api.VolumeMount{{Name: "shared", Path: "/data"}}})
+	const volState = "cd /data && head -c 1000000 /dev/urandom > r && chmod 640 r; stat -c '%n %u:%g:%a' r && sha256sum r"
+	volBefore := e2etest.MustOK(t, c, vsb.ID, volState)
+	if _, err := c.TerminateSandbox(ctx, vsb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitSandbox(ctx, vsb.ID, api.StateTerminated, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
 	pgURL := pgserver.Start(t).NewDatabase(t)
 	s3 := s3server.Start(t)
 	saves := s3.PrefixURL("moved-" + e2etest.RunID())
@@ -145,6 +161,12 @@ func TestServeToFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Stop(syscall.SIGTERM)
+	// The volume's files are not in the save store: without the node
+	// that will hold them the move names it and writes nothing.
+	if out, err := migrateStore(t, nil, args...); err == nil || !strings.Contains(out, "(shared)") && !strings.Contains(out, "/shared)") || !strings.Contains(out, "--volumes-node") {
+		t.Fatalf("a move with a volume and no --volumes-node: %v\n%s", err, out)
+	}
+	args = append(args, "--volumes-node", "vol-host")
 	began := time.Now()
 	out, err = migrateStore(t, nil, args...)
 	if err != nil {
@@ -240,6 +262,31 @@ func TestServeToFleet(t *testing.T) {
 	want := sha256.Sum256([]byte(secret))
 	if strings.TrimSpace(res.Stdout) != hex.EncodeToString(want[:]) {
 		t.Errorf("the moved secret resolves to a value of sha-256 %q, want %x", res.Stdout, want)
+	}
+	// The node on serve's host, with serve's data dir, holds the volume: a
+	// sandbox that mounts it runs there and reads user's file as it was.
+	f.AddNodeSeededNoWait("vol-host", func(dir string) {
+		if err := os.Symlink(srv.DataDir, dir); err != nil {
+			t.Fatal(err)
+		}
+	})
+	for i := 0; ; i++ {
+		ns, err := f.Control.Admin.ListNodes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(ns, func(n api.Node) bool { return n.Name == "vol-host" && n.State == api.NodeReady }) {
+			break
+		}
+		if i == 1500 {
+			t.Fatalf("node vol-host never became ready:\n%s", f.Node("vol-host").Tail(4000))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	rsb := e2etest.Create(t, fc, api.CreateSandboxRequest{Volumes: []api.VolumeMount{{Name: "shared", Path: "/data"}}})
+	defer fc.TerminateSandbox(context.Background(), rsb.ID)
+	if got := e2etest.MustOK(t, fc, rsb.ID, "cd /data && stat -c '%n %u:%g:%a' r && sha256sum r"); got != volBefore {
+		t.Errorf("the moved volume on its node: %q, want %q", got, volBefore)
 	}
 	// Serve's admin key is the fleet's admin key.
 	if _, err := f.Control.Admin.ListTeams(ctx); err != nil {

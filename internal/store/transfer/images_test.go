@@ -81,7 +81,7 @@ func TestMoveImages(t *testing.T) {
 	}
 	st.Close()
 
-	rep, err := Run(ctx, Config{From: "sqlite:" + in.db, To: pgserver.Start(t).NewDatabase(t), Saves: srv.PrefixURL("cove")})
+	rep, err := Run(ctx, Config{From: "sqlite:" + in.db, To: pgserver.Start(t).NewDatabase(t), Saves: srv.PrefixURL("cove"), VolumesNode: "node-a"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,11 @@ type Config struct {
 	// while it moves; "" is a temporary directory beside the SQLite file
 	// (which has the room the saves took).
 	Scratch string
-	Log     *slog.Logger
+	// VolumesNode is the name of the node that will run on this host
+	// with the source's data dir, and so hold the volumes' images there
+	// (volumes.go). A source with volumes and no VolumesNode is refused.
+	VolumesNode string
+	Log         *slog.Logger
 }
 
 // Report is what a move did.
@@ -70,6 +74,9 @@ type Report struct {
 	// in its save store has them unpacked only, and they cannot be
 	// rebuilt byte for byte.
 	ImagesWithoutBlobs []string
+	// Volumes are the volumes whose rows now name VolumesNode; their
+	// files stay where they are.
+	Volumes []string
 	// AssetBlobs is how many assets' bytes went to the save store (one
 	// per team and content, however many assets share them).
 	AssetBlobs int
@@ -97,8 +104,9 @@ func (c *Config) validate() error {
 // Run moves the store at cfg.From into cfg.To and its saves into
 // cfg.Saves. It refuses, writing nothing anywhere, while any sandbox is
 // not asleep, terminated or failed (naming them), while an asleep
-// sandbox has no save, and when the target database holds any of cove's
-// tables.
+// sandbox has no save, when the source has volumes and no
+// cfg.VolumesNode (naming them) or a volume's image is not in the data
+// dir, and when the target database holds any of cove's tables.
 func Run(ctx context.Context, cfg Config) (Report, error) {
 	var rep Report
 	if err := cfg.validate(); err != nil {
@@ -131,6 +139,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return rep, api.Errorf(api.CodePreconditionFailed,
 			"sandboxes must be asleep, terminated or failed to move; these are not: %s. Sleep or delete them, stop cove serve, and run this again; nothing was written",
 			strings.Join(busy, ", "))
+	}
+	if rep.Volumes, err = checkVolumes(ctx, src, dataDir, cfg.VolumesNode); err != nil {
+		return rep, err
 	}
 	before, err := refuseNonEmpty(ctx, cfg.To, src.tables)
 	if err != nil {
@@ -212,7 +223,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	defer db.Close()
 	pool := db.Pool()
-	if err := copyAll(ctx, pool, src, want, manifests, &rep); err != nil {
+	if err := copyAll(ctx, pool, src, want, manifests, cfg.VolumesNode, &rep); err != nil {
 		// The tables are those the schema's migrations made: dropping
 		// them leaves the database as it was found.
 		dctx := context.WithoutCancel(ctx)
@@ -231,7 +242,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 
 // copyAll copies every table and adds the placements of moved asleep
 // sandboxes, in one transaction.
-func copyAll(ctx context.Context, pool *pgxpool.Pool, src *source, want []saved, manifests map[string]saves.Manifest, rep *Report) error {
+func copyAll(ctx context.Context, pool *pgxpool.Pool, src *source, want []saved, manifests map[string]saves.Manifest, volumesNode string, rep *Report) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return err
@@ -244,6 +255,9 @@ func copyAll(ctx context.Context, pool *pgxpool.Pool, src *source, want []saved,
 			return err
 		}
 		rep.Tables = append(rep.Tables, TableCount{Table: t, Rows: n})
+	}
+	if err := placeVolumes(ctx, tx, volumesNode); err != nil {
+		return fmt.Errorf("volumes: %w", err)
 	}
 	rep.Placements = 0
 	for _, w := range want {

@@ -109,6 +109,9 @@ func newInstall(t *testing.T) install {
 	must(err)
 	must(st.CreateAsset(ctx, api.Asset{ID: "asset_1", TeamID: "team_1", Name: "a", Size: int64(len(in.asset)), SHA256: in.assetSum, CreatedAt: now}))
 	must(st.CreateVolume(ctx, api.Volume{ID: "vol_1", TeamID: "team_1", Name: "data", SizeMiB: 64, UsedBytes: 4096, CreatedAt: now}))
+	// The volume's image, where cove serve's node keeps it.
+	must(os.MkdirAll(filepath.Join(in.dir, "volumes", "vol_1"), 0o700))
+	must(os.WriteFile(filepath.Join(in.dir, "volumes", "vol_1", "disk.img"), []byte("ext4"), 0o600))
 	st.Close()
 	raw, err := sql.Open("sqlite", in.db)
 	must(err)
@@ -134,7 +137,7 @@ func TestMoveStore(t *testing.T) {
 	in := newInstall(t)
 	url := pgserver.Start(t).NewDatabase(t)
 	rep, err := Run(ctx, Config{
-		From: "sqlite:" + in.db, To: url, Saves: srv.PrefixURL("cove"),
+		From: "sqlite:" + in.db, To: url, Saves: srv.PrefixURL("cove"), VolumesNode: "node-a",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -216,6 +219,12 @@ func TestMoveStore(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s from postgres: %v", read.what, err)
 		}
+		if vs, ok := a.([]api.Volume); ok {
+			// The volumes now name the node that holds their files.
+			for i := range vs {
+				vs[i].Node = "node-a"
+			}
+		}
 		same(read.what, a, b)
 	}
 	sec, err := dst.GetSecret(ctx, "team_1", "TOKEN")
@@ -259,7 +268,7 @@ func TestRefusesSnapshotWithoutFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := pgserver.Start(t).NewDatabase(t)
-	_, err := Run(ctx, Config{From: "sqlite:" + in.db, To: url, Saves: srv.PrefixURL("cove")})
+	_, err := Run(ctx, Config{From: "sqlite:" + in.db, To: url, Saves: srv.PrefixURL("cove"), VolumesNode: "node-a"})
 	if api.ErrorCode(err) != api.CodePreconditionFailed || !strings.Contains(err.Error(), "snap_1") {
 		t.Fatalf("a move with a snapshot without its files: %v, want precondition_failed naming snap_1", err)
 	}
@@ -275,6 +284,51 @@ func TestRefusesSnapshotWithoutFiles(t *testing.T) {
 	if err != nil || len(tables) != 0 {
 		t.Errorf("a refused move left tables %v (%v)", tables, err)
 	}
+}
+
+// TestRefusesVolumesWithoutNode: a volume's files are not in the save
+// store, so a move of an install with volumes names them and writes
+// nothing unless it is told which node on this host will hold them; and
+// with that node named, a volume whose image is missing is refused too.
+func TestRefusesVolumesWithoutNode(t *testing.T) {
+	ctx := t.Context()
+	_, to, srv := newSaves(t)
+	in := newInstall(t)
+	url := pgserver.Start(t).NewDatabase(t)
+	nothingWritten := func(what string) {
+		t.Helper()
+		if _, err := to.Stat(ctx, "sbx_asleep", ""); api.ErrorCode(err) != api.CodeNotFound {
+			t.Errorf("%s: a refused move wrote a save to the target: %v", what, err)
+		}
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if tables, err := allPgTables(ctx, conn); err != nil || len(tables) != 0 {
+			t.Errorf("%s: a refused move left tables %v (%v)", what, tables, err)
+		}
+	}
+	_, err := Run(ctx, Config{From: "sqlite:" + in.db, To: url, Saves: srv.PrefixURL("cove")})
+	if api.ErrorCode(err) != api.CodePreconditionFailed {
+		t.Fatalf("a move with volumes and no --volumes-node: %v, want precondition_failed", err)
+	}
+	for _, want := range []string{"vol_1 (team_1/data)", "--volumes-node", "nothing was written"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal %q does not say %q", err, want)
+		}
+	}
+	nothingWritten("no node")
+
+	if err := os.Remove(filepath.Join(in.dir, "volumes", "vol_1", "disk.img")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Run(ctx, Config{From: "sqlite:" + in.db, To: url, Saves: srv.PrefixURL("cove"), VolumesNode: "node-a"})
+	if api.ErrorCode(err) != api.CodePreconditionFailed || !strings.Contains(err.Error(), "vol_1 (team_1/data) have no image") ||
+		!strings.Contains(err.Error(), "nothing was written") {
+		t.Fatalf("a move of a volume without its image: %v, want precondition_failed naming vol_1", err)
+	}
+	nothingWritten("no image")
 }
 
 // TestRefusesNonEmptyTarget: a database holding one of cove's tables is
@@ -304,7 +358,7 @@ func TestRefusesNonEmptyTarget(t *testing.T) {
 				t.Fatal(err)
 			}
 			before, _ := allPgTables(ctx, conn)
-			_, err = Run(ctx, Config{From: "sqlite:" + in.db, To: url, Saves: srv.PrefixURL("cove")})
+			_, err = Run(ctx, Config{From: "sqlite:" + in.db, To: url, Saves: srv.PrefixURL("cove"), VolumesNode: "node-a"})
 			after, _ := allPgTables(ctx, conn)
 			if !c.refused {
 				if err != nil {
@@ -349,7 +403,7 @@ func TestFailedCopyLeavesNoTables(t *testing.T) {
 				t.Fatal(err)
 			}
 			url := pg.NewDatabase(t)
-			cfg := Config{From: "sqlite:" + in.db, To: url, Saves: srv.PrefixURL("cove")}
+			cfg := Config{From: "sqlite:" + in.db, To: url, Saves: srv.PrefixURL("cove"), VolumesNode: "node-a"}
 			_, err = Run(ctx, cfg)
 			if err == nil || !strings.Contains(err.Error(), "labels") || !strings.Contains(err.Error(), "sbx_gone") || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("Run = %v; want an error naming the row, the column and %q", err, c.want)
@@ -394,7 +448,7 @@ func TestAssetBytesChecked(t *testing.T) {
 				t.Fatal(err)
 			}
 			url := pg.NewDatabase(t)
-			_, err := Run(ctx, Config{From: "sqlite:" + in.db, To: url, Saves: srv.PrefixURL("cove")})
+			_, err := Run(ctx, Config{From: "sqlite:" + in.db, To: url, Saves: srv.PrefixURL("cove"), VolumesNode: "node-a"})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("Run = %v; want an error saying %q", err, c.want)
 			}
