@@ -17,7 +17,8 @@ import (
 // fileRoutes serve the files of a sandbox and their archives.
 type fileRoutes struct {
 	*shared
-	Files Files
+	Files        Files
+	watchStreams *watchSlots
 }
 
 func (h fileRoutes) routes(auth authFunc) {
