@@ -255,6 +255,12 @@ func (f *fsService) GetWatcherEvents(ctx context.Context, req *connect.Request[f
 	pw.mu.Lock()
 	defer pw.mu.Unlock()
 	pw.used = f.polled.clock()
+	if f.polled.ended(ctx, pw.target) {
+		// The sandbox is gone or going, and the watch with it, whether
+		// or not its journal has ended yet.
+		f.polled.remove(id, pw)
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("watcher %q not found: its sandbox has ended", id))
+	}
 	resp := &filesystem.GetWatcherEventsResponse{Events: []*filesystem.FilesystemEvent{}}
 	for reopened := false; ; reopened = true {
 		fw := pw.reader()

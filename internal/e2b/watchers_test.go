@@ -296,6 +296,26 @@ func TestPolledWatcherSandboxEnds(t *testing.T) {
 	if err := read(); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("the watcher came back: %v", err)
 	}
+	// A sandbox terminated while its journal's stream still lives: the
+	// next read finds the watcher gone all the same.
+	sb2, err := plane.CreateSandboxWith(t.Context(), "team_a", api.CreateSandboxRequest{}, lifecycle.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx2 := context.WithValue(t.Context(), targetKey{}, target{TeamID: "team_a", SandboxID: sb2.ID})
+	cw2, err := f.CreateWatcher(ctx2, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "w"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plane.TerminateSandbox(t.Context(), "team_a", sb2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.GetWatcherEvents(ctx2, connect.NewRequest(&filesystem.GetWatcherEventsRequest{WatcherId: cw2.Msg.WatcherId})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("read once terminated, its stream alive: %v; want not_found", err)
+	}
+	if n := f.watches[sb2.ID]; n != 0 {
+		t.Errorf("the terminated sandbox holds %d watches", n)
+	}
 }
 
 // TestWatcherSandboxEnded: a sandbox ending for good ends its watchers;
