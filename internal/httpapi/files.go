@@ -19,6 +19,8 @@ type fileRoutes struct {
 	*shared
 	Files        Files
 	watchStreams *watchSlots
+	// Sandboxes resolve a watched sandbox's name to its ID.
+	Sandboxes Sandboxes
 }
 
 func (h fileRoutes) routes(auth authFunc) {

@@ -214,7 +214,7 @@ func (h *Handler) routes() {
 	sandboxRoutes{sh, h.Sandboxes, h.Observations, h.Nodes}.routes(auth)
 	nodeRoutes{sh, h.Nodes, h.JoinTokens}.routes(auth)
 	commandRoutes{sh, h.Commands}.routes(auth, serve)
-	fileRoutes{sh, h.Files, h.watchStreams}.routes(auth)
+	fileRoutes{sh, h.Files, h.watchStreams, h.Sandboxes}.routes(auth)
 	assetRoutes{sh, h.Assets}.routes(auth)
 	snapshotRoutes{sh, h.Snapshots, h.Sandboxes}.routes(auth)
 	volumeRoutes{sh, h.Volumes}.routes(auth)

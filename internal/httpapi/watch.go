@@ -39,7 +39,7 @@ type watchSlots struct {
 	mu      sync.Mutex
 	perTeam int // 0: no bound per team
 	teams   map[string]int
-	// sandboxes are keyed by team and sandbox reference.
+	// sandboxes are keyed by team and sandbox ID.
 	sandboxes map[[2]string]int
 }
 
@@ -50,10 +50,10 @@ func (h *Handler) LimitWatchStreams(n int) { h.watchStreams.perTeam = n }
 
 // take reserves a slot for a stream of a team's sandbox, or reports a
 // resource_exhausted error; release gives it back.
-func (s *watchSlots) take(team, ref string) (release func(), err error) {
+func (s *watchSlots) take(team, sandboxID string) (release func(), err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sb := [2]string{team, ref}
+	sb := [2]string{team, sandboxID}
 	switch {
 	case s.perTeam > 0 && s.teams[team] >= s.perTeam:
 		return nil, &api.Error{
@@ -64,7 +64,7 @@ func (s *watchSlots) take(team, ref string) (release func(), err error) {
 	case s.sandboxes[sb] >= watchStreamsPerSandbox:
 		return nil, &api.Error{
 			Code:    api.CodeResourceExhausted,
-			Message: fmt.Sprintf("sandbox %s has %d file watch streams open, the most allowed; close one and retry", ref, watchStreamsPerSandbox),
+			Message: fmt.Sprintf("sandbox %s has %d file watch streams open, the most allowed; close one and retry", sandboxID, watchStreamsPerSandbox),
 			Details: map[string]any{"retry_after_s": watchStreamRetryS, "limit": watchStreamsPerSandbox, "scope": "sandbox"},
 		}
 	}
@@ -114,7 +114,13 @@ func (h fileRoutes) watchFiles(w http.ResponseWriter, r *http.Request, p lifecyc
 			return api.Errorf(api.CodeInvalidArgument, "Last-Event-ID must be the seq of a watch record")
 		}
 	}
-	release, err := h.watchStreams.take(t.TeamID, t.Ref)
+	// A sandbox's streams are counted by its ID, however the request
+	// names it.
+	sb, err := h.Sandboxes.GetSandbox(r.Context(), t.TeamID, t.Ref)
+	if err != nil {
+		return err
+	}
+	release, err := h.watchStreams.take(t.TeamID, sb.ID)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,6 +53,10 @@ func TestWatchStreamBounds(t *testing.T) {
 	s := newTestServer(t)
 	s.fake.WatchFilesFn = func(ctx context.Context, tg files.Target, q files.WatchQuery) (node.FileWatch, error) {
 		return &idleWatch{}, nil
+	}
+	// A sandbox is named by its ID or its name ("name-" and its ID).
+	s.fake.GetSandboxFn = func(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
+		return api.Sandbox{ID: strings.TrimPrefix(ref, "name-"), TeamID: teamID}, nil
 	}
 	refused := func(t *testing.T, key, ref, scope string) {
 		t.Helper()
@@ -102,10 +107,16 @@ func TestWatchStreamBounds(t *testing.T) {
 	})
 
 	t.Run("per sandbox", func(t *testing.T) {
-		for range watchStreamsPerSandbox {
-			opened(t, keyA, "sb-full")
+		// By its ID and by its name: one sandbox's streams all the same.
+		for i := range watchStreamsPerSandbox {
+			ref := "sb-full"
+			if i%2 == 1 {
+				ref = "name-sb-full"
+			}
+			opened(t, keyA, ref)
 		}
 		refused(t, keyA, "sb-full", "sandbox")
+		refused(t, keyA, "name-sb-full", "sandbox")
 		// The team's other sandboxes still get theirs.
 		opened(t, keyA, "sb-other")
 	})
