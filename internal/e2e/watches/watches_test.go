@@ -350,6 +350,10 @@ func TestWatchStreamsPerTeam(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if resp.StatusCode == http.StatusOK {
+		resp.Body.Close() // an endless stream: a bound not kept
+		t.Fatalf("stream %d of the team opened; want 429", limit+1)
+	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	var e api.ErrorResponse
