@@ -145,6 +145,7 @@ func (o *serveFlags) bindPlane(c *cobra.Command) {
 	f.Int64Var(&o.cfg.Server.SetupCacheBytes, "setup-cache-bytes", def.Server.SetupCacheBytes, "bytes of setup cache one team keeps (least recently used evicted first)")
 	f.StringVar(&o.cfg.SecretsKeyFile, "secrets-key-file", def.SecretsKeyFile, "key sealing teams' secrets, 64 hex digits or 32 bytes, mode 0600 (default <data-dir>/secrets.key, made at the first start)")
 	f.StringArrayVar(&o.cfg.SecretsOldKeyFiles, "secrets-old-key-file", nil, "an earlier secrets key: secrets sealed under it are sealed again under --secrets-key-file at start (repeatable)")
+	f.IntVar(&o.cfg.HTTP.MaxWatchStreamsPerTeam, "max-watch-streams-per-team", def.HTTP.MaxWatchStreamsPerTeam, "file watch streams (GET /v1/sandboxes/{ref}/files/watch) one team may hold open at once over all its sandboxes (each at most 32); more get 429")
 	f.IntVar(&o.cfg.HTTP.MaxEventStreamsPerTeam, "max-event-streams-per-team", def.HTTP.MaxEventStreamsPerTeam, "event streams (GET /v1/events/stream) one team may hold open at once; more get 429")
 	f.DurationVar(&o.cfg.HTTP.IdleTimeout, "http-idle-timeout", def.HTTP.IdleTimeout, "close API connections kept alive without a request this long")
 	f.IntVar(&o.cfg.Server.MaxQueuedWorkloadsPerTeam, "max-queued-workloads-per-team", def.Server.MaxQueuedWorkloadsPerTeam, "workloads one team may have queued at once (more are refused with 429)")

@@ -140,13 +140,9 @@ type fsService struct {
 	polled polledWatchers
 }
 
-// Bounds of watches: a WatchDir holds a reader of a watch journal, a
-// polled watcher lists its tree at each read, so a sandbox has a few,
-// each of a tree of a bounded size.
-const (
-	maxWatches        = 16
-	maxWatchedEntries = 10 * fspath.MaxListLimit
-)
+// maxWatches bounds a sandbox's watches: a WatchDir and a polled
+// watcher each hold a reader of the node's watch journal of a directory.
+const maxWatches = 16
 
 // watchSlot takes one of a sandbox's watches, or says there is none left;
 // release gives it back.
@@ -240,7 +236,7 @@ func (f *fsService) ListDir(ctx context.Context, req *connect.Request[filesystem
 	if dir.Type != api.FileTypeDir {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s is not a directory", p))
 	}
-	entries, err := f.list(ctx, t, p, int(req.Msg.GetDepth()), 0)
+	entries, err := f.list(ctx, t, p, int(req.Msg.GetDepth()))
 	if err != nil {
 		return nil, rpcError(err)
 	}
@@ -253,14 +249,11 @@ func (f *fsService) ListDir(ctx context.Context, req *connect.Request[filesystem
 
 // list is everything under dir to depth (default 1, at most cove's
 // deepest listing), depth first, each directory in lexical order.
-func (f *fsService) list(ctx context.Context, t files.Target, dir string, depth, most int) ([]api.FileEntry, error) {
+func (f *fsService) list(ctx context.Context, t files.Target, dir string, depth int) ([]api.FileEntry, error) {
 	depth = min(max(depth, 1), fspath.MaxListDepth)
 	var entries []api.FileEntry
 	q := files.ListQuery{Path: dir, Depth: depth, Limit: fspath.MaxListLimit}
 	for {
-		if most > 0 && len(entries) >= most {
-			return nil, api.Errorf(api.CodeResourceExhausted, "%s holds more than %d entries to watch; watch a smaller tree", dir, most)
-		}
 		l, err := f.files.ListFiles(ctx, t, q)
 		if err != nil {
 			return nil, err
@@ -362,47 +355,6 @@ func envdEvents(dir string, ev api.FileEvent, withEntry bool) []*filesystem.File
 	out := []*filesystem.FilesystemEvent{one(kind)}
 	if ev.Type == api.FileCreate && ev.Entry != nil && ev.Entry.Type == api.FileTypeFile && ev.Entry.Size > 0 {
 		out = append(out, one(filesystem.EventType_EVENT_TYPE_WRITE))
-	}
-	return out
-}
-
-// diff is the events that lead from one listing of dir to the next, in
-// path order.
-func diff(dir string, before, after map[string]api.FileEntry, withEntry bool) []*filesystem.WatchDirResponse {
-	var paths []string
-	for p := range after {
-		paths = append(paths, p)
-	}
-	for p := range before {
-		if _, ok := after[p]; !ok {
-			paths = append(paths, p)
-		}
-	}
-	slices.Sort(paths)
-	var out []*filesystem.WatchDirResponse
-	add := func(p string, kind filesystem.EventType, e *api.FileEntry) {
-		ev := &filesystem.FilesystemEvent{Name: strings.TrimPrefix(p, dir+"/"), Type: kind}
-		if withEntry && e != nil {
-			ev.Entry = entryInfo(*e)
-		}
-		out = append(out, &filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Filesystem{Filesystem: ev}})
-	}
-	for _, p := range paths {
-		old, had := before[p]
-		cur, has := after[p]
-		switch {
-		case !has:
-			add(p, filesystem.EventType_EVENT_TYPE_REMOVE, nil)
-		case !had:
-			add(p, filesystem.EventType_EVENT_TYPE_CREATE, &cur)
-			if cur.Type == api.FileTypeFile && cur.Size > 0 {
-				add(p, filesystem.EventType_EVENT_TYPE_WRITE, &cur)
-			}
-		case cur.Version != old.Version || cur.Size != old.Size || !cur.MTime.Equal(old.MTime):
-			add(p, filesystem.EventType_EVENT_TYPE_WRITE, &cur)
-		case cur.Mode != old.Mode:
-			add(p, filesystem.EventType_EVENT_TYPE_CHMOD, &cur)
-		}
 	}
 	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/e2b/envd/filesystem"
 	"github.com/cove-dev/cove/internal/e2b/envd/filesystem/filesystemconnect"
+	"github.com/cove-dev/cove/internal/node"
 )
 
 func (h *harness) fsClient(id, token string) filesystemconnect.FilesystemClient {
@@ -67,9 +68,7 @@ func TestPolledWatchers(t *testing.T) {
 		{func() { delete(h.files.data, "/home/user/w/sub/f.txt") }, "REMOVE:sub/f.txt"},
 	}
 	for i, s := range steps {
-		h.files.mu.Lock()
-		s.change()
-		h.files.mu.Unlock()
+		h.files.change(s.change)
 		evs, err := read(c)
 		if err != nil {
 			t.Fatalf("read %d: %v", i, err)
@@ -83,9 +82,7 @@ func TestPolledWatchers(t *testing.T) {
 	}
 	// Another sandbox's token finds nothing of this watcher, and takes
 	// none of its changes.
-	h.files.mu.Lock()
-	h.files.data["/home/user/w/late.txt"] = "z"
-	h.files.mu.Unlock()
+	h.files.change(func() { h.files.data["/home/user/w/late.txt"] = "z" })
 	if _, err := read(oc); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("another sandbox read the watcher: %v; want not_found", err)
 	}
@@ -109,6 +106,42 @@ func TestPolledWatchers(t *testing.T) {
 		if _, err := c.CreateWatcher(ctx, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: path})); connect.CodeOf(err) != code {
 			t.Errorf("watch %s: %v; want %v", path, err, code)
 		}
+	}
+}
+
+// TestPolledWatcherBetweenReads: a read answers every change since the
+// read before, from the watch's journal: a file made and removed again
+// between two reads is reported, made then removed, which two listings
+// of the directory would not show.
+func TestPolledWatcherBetweenReads(t *testing.T) {
+	h := newHarness(t)
+	sb := h.create("key-a", map[string]any{"templateID": "base"})
+	c := h.fsClient(sb.SandboxID, sb.EnvdAccessToken)
+	ctx := t.Context()
+	h.files.dirs["/home/user/w"] = true
+	cw, err := c.CreateWatcher(ctx, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "w"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func() string {
+		t.Helper()
+		r, err := c.GetWatcherEvents(ctx, connect.NewRequest(&filesystem.GetWatcherEventsRequest{WatcherId: cw.Msg.WatcherId}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return eventNames(r.Msg.Events)
+	}
+	if got := read(); got != "" {
+		t.Errorf("first read: %q; want nothing", got)
+	}
+	h.files.change(func() { h.files.data["/home/user/w/tmp.txt"] = "x" })
+	h.files.change(func() { delete(h.files.data, "/home/user/w/tmp.txt") })
+	h.files.change(func() { h.files.data["/home/user/w/kept.txt"] = "" })
+	if got, want := read(), "CREATE:tmp.txt WRITE:tmp.txt REMOVE:tmp.txt CREATE:kept.txt"; got != want {
+		t.Errorf("read after a file came and went: %q; want %q", got, want)
+	}
+	if got := read(); got != "" {
+		t.Errorf("a read with no change since: %q; want nothing", got)
 	}
 }
 
@@ -189,9 +222,7 @@ func TestPolledWatcherBounds(t *testing.T) {
 	}
 	// The directory goes: the next read answers not_found, and the watch
 	// is given back.
-	ff.mu.Lock()
-	delete(ff.dirs, "/home/user/w")
-	ff.mu.Unlock()
+	ff.change(func() { delete(ff.dirs, "/home/user/w") })
 	if _, err := f.GetWatcherEvents(in("sbx_a"), connect.NewRequest(&filesystem.GetWatcherEventsRequest{WatcherId: ids[0]})); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("read after the directory went: %v; want not_found", err)
 	}
@@ -202,7 +233,7 @@ func TestPolledWatcherBounds(t *testing.T) {
 	}
 }
 
-// failingFiles fails every listing with fail, once it is set.
+// failingFiles fails every listing and watch with fail, once it is set.
 type failingFiles struct {
 	*fakeFiles
 	fail *error
@@ -213,6 +244,13 @@ func (f failingFiles) ListFiles(ctx context.Context, t files.Target, q files.Lis
 		return api.List[api.FileEntry]{}, *f.fail
 	}
 	return f.fakeFiles.ListFiles(ctx, t, q)
+}
+
+func (f failingFiles) WatchFiles(ctx context.Context, t files.Target, q files.WatchQuery) (node.FileWatch, error) {
+	if *f.fail != nil {
+		return nil, *f.fail
+	}
+	return f.fakeFiles.WatchFiles(ctx, t, q)
 }
 
 // TestPolledWatcherSandboxEnds: a read that fails while the sandbox lives
@@ -238,7 +276,10 @@ func TestPolledWatcherSandboxEnds(t *testing.T) {
 		_, err := f.GetWatcherEvents(ctx, connect.NewRequest(&filesystem.GetWatcherEventsRequest{WatcherId: cw.Msg.WatcherId}))
 		return err
 	}
+	// The sandbox sleeps: its journals' streams end, and a watch of it
+	// is refused until it wakes.
 	fail = api.Errorf(api.CodeConflict, "sandbox %s is asleep", sb.ID)
+	ff.endWatches()
 	if err := read(); connect.CodeOf(err) != connect.CodeFailedPrecondition {
 		t.Errorf("read while asleep: %v; want failed_precondition", err)
 	}
@@ -254,6 +295,26 @@ func TestPolledWatcherSandboxEnds(t *testing.T) {
 	fail = nil
 	if err := read(); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("the watcher came back: %v", err)
+	}
+	// A sandbox terminated while its journal's stream still lives: the
+	// next read finds the watcher gone all the same.
+	sb2, err := plane.CreateSandboxWith(t.Context(), "team_a", api.CreateSandboxRequest{}, lifecycle.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx2 := context.WithValue(t.Context(), targetKey{}, target{TeamID: "team_a", SandboxID: sb2.ID})
+	cw2, err := f.CreateWatcher(ctx2, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "w"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plane.TerminateSandbox(t.Context(), "team_a", sb2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.GetWatcherEvents(ctx2, connect.NewRequest(&filesystem.GetWatcherEventsRequest{WatcherId: cw2.Msg.WatcherId})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("read once terminated, its stream alive: %v; want not_found", err)
+	}
+	if n := f.watches[sb2.ID]; n != 0 {
+		t.Errorf("the terminated sandbox holds %d watches", n)
 	}
 }
 

@@ -17,7 +17,10 @@ import (
 // fileRoutes serve the files of a sandbox and their archives.
 type fileRoutes struct {
 	*shared
-	Files Files
+	Files        Files
+	watchStreams *watchSlots
+	// Sandboxes resolve a watched sandbox's name to its ID.
+	Sandboxes Sandboxes
 }
 
 func (h fileRoutes) routes(auth authFunc) {

@@ -101,6 +101,8 @@ type Handler struct {
 	previews *preview.Router
 	// eventStreams counts each team's open event streams.
 	eventStreams *streamSlots
+	// watchStreams counts the open file watch streams.
+	watchStreams *watchSlots
 
 	// Teams authenticates keys and manages teams and keys.
 	Teams Teams
@@ -130,7 +132,7 @@ type Handler struct {
 
 // New returns the API handler; set its services' fields before serving.
 func New(log *slog.Logger) *Handler {
-	return &Handler{sh: &shared{log: log, tickets: newTicketBook()}, eventStreams: &streamSlots{}}
+	return &Handler{sh: &shared{log: log, tickets: newTicketBook()}, eventStreams: &streamSlots{}, watchStreams: &watchSlots{}}
 }
 
 // shared is what every route group uses: the log for errors,
@@ -212,7 +214,7 @@ func (h *Handler) routes() {
 	sandboxRoutes{sh, h.Sandboxes, h.Observations, h.Nodes}.routes(auth)
 	nodeRoutes{sh, h.Nodes, h.JoinTokens}.routes(auth)
 	commandRoutes{sh, h.Commands}.routes(auth, serve)
-	fileRoutes{sh, h.Files}.routes(auth)
+	fileRoutes{sh, h.Files, h.watchStreams, h.Sandboxes}.routes(auth)
 	assetRoutes{sh, h.Assets}.routes(auth)
 	snapshotRoutes{sh, h.Snapshots, h.Sandboxes}.routes(auth)
 	volumeRoutes{sh, h.Volumes}.routes(auth)

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cove-dev/cove/api"
@@ -20,6 +22,71 @@ import (
 // keepalive (an SSE comment, or an empty NDJSON line), so that proxies
 // keep it and a client gone is noticed.
 const watchKeepalive = 15 * time.Second
+
+// Bounds of watch streams: each open stream is a connection, a goroutine
+// and a reader of a node's journal, so a team holds a bounded number of
+// them (LimitWatchStreams) and one sandbox a part of those
+// (watchStreamsPerSandbox), leaving room for the team's other sandboxes.
+// A refused stream is told to retry after watchStreamRetryS: a slot
+// frees when a stream closes, which the server cannot foresee.
+const (
+	watchStreamsPerSandbox = 32
+	watchStreamRetryS      = 5
+)
+
+// watchSlots counts the watch streams open per team and per sandbox.
+type watchSlots struct {
+	mu      sync.Mutex
+	perTeam int // 0: no bound per team
+	teams   map[string]int
+	// sandboxes are keyed by team and sandbox ID.
+	sandboxes map[[2]string]int
+}
+
+// LimitWatchStreams bounds the file watch streams (GET
+// /v1/sandboxes/{ref}/files/watch) one team may hold open at once, over
+// all its sandboxes. Call it before serving.
+func (h *Handler) LimitWatchStreams(n int) { h.watchStreams.perTeam = n }
+
+// take reserves a slot for a stream of a team's sandbox, or reports a
+// resource_exhausted error; release gives it back.
+func (s *watchSlots) take(team, sandboxID string) (release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb := [2]string{team, sandboxID}
+	switch {
+	case s.perTeam > 0 && s.teams[team] >= s.perTeam:
+		return nil, &api.Error{
+			Code:    api.CodeResourceExhausted,
+			Message: fmt.Sprintf("this team has %d file watch streams open, the most allowed; close one (a recursive watch of a common parent can serve many directories) and retry", s.perTeam),
+			Details: map[string]any{"retry_after_s": watchStreamRetryS, "limit": s.perTeam, "scope": "team"},
+		}
+	case s.sandboxes[sb] >= watchStreamsPerSandbox:
+		return nil, &api.Error{
+			Code:    api.CodeResourceExhausted,
+			Message: fmt.Sprintf("sandbox %s has %d file watch streams open, the most allowed; close one and retry", sandboxID, watchStreamsPerSandbox),
+			Details: map[string]any{"retry_after_s": watchStreamRetryS, "limit": watchStreamsPerSandbox, "scope": "sandbox"},
+		}
+	}
+	if s.teams == nil {
+		s.teams, s.sandboxes = map[string]int{}, map[[2]string]int{}
+	}
+	s.teams[team]++
+	s.sandboxes[sb]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.teams[team]--; s.teams[team] <= 0 {
+				delete(s.teams, team)
+			}
+			if s.sandboxes[sb]--; s.sandboxes[sb] <= 0 {
+				delete(s.sandboxes, sb)
+			}
+		})
+	}, nil
+}
 
 // watchFiles streams a directory's file events (GET
 // /v1/sandboxes/{ref}/files/watch) as server-sent events when the client
@@ -47,6 +114,17 @@ func (h fileRoutes) watchFiles(w http.ResponseWriter, r *http.Request, p lifecyc
 			return api.Errorf(api.CodeInvalidArgument, "Last-Event-ID must be the seq of a watch record")
 		}
 	}
+	// A sandbox's streams are counted by its ID, however the request
+	// names it.
+	sb, err := h.Sandboxes.GetSandbox(r.Context(), t.TeamID, t.Ref)
+	if err != nil {
+		return err
+	}
+	release, err := h.watchStreams.take(t.TeamID, sb.ID)
+	if err != nil {
+		return err
+	}
+	defer release()
 	fw, err := h.Files.WatchFiles(r.Context(), t, files.WatchQuery{Path: path, Recursive: recursive, After: after})
 	if err != nil {
 		return err

@@ -194,6 +194,11 @@ type HTTPConfig struct {
 	// may hold open at once; more are refused with 429 until one closes.
 	// Default 16.
 	MaxEventStreamsPerTeam int
+	// MaxWatchStreamsPerTeam is how many file watch streams (GET
+	// /v1/sandboxes/{ref}/files/watch) one team may hold open at once
+	// over all its sandboxes (each sandbox at most 32); more are refused
+	// with 429 until one closes. Default 64.
+	MaxWatchStreamsPerTeam int
 }
 
 // DefaultConfig is the configuration of `cove serve` with every default set.
@@ -223,6 +228,8 @@ func DefaultConfig() Config {
 			// sixteen leaves room for many without letting one team
 			// hold thousands of connections and goroutines.
 			MaxEventStreamsPerTeam: 16,
+			// Two sandboxes' full share of watches.
+			MaxWatchStreamsPerTeam: 64,
 		},
 		Server:   lifecycle.DefaultConfig(),
 		Webhooks: webhooks.DefaultConfig(),
@@ -297,6 +304,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("http max header bytes %d: want at least 4096", c.HTTP.MaxHeaderBytes)
 	case c.HTTP.MaxEventStreamsPerTeam < 1:
 		return fmt.Errorf("max event streams per team %d: want at least 1", c.HTTP.MaxEventStreamsPerTeam)
+	case c.HTTP.MaxWatchStreamsPerTeam < 1:
+		return fmt.Errorf("max watch streams per team %d: want at least 1", c.HTTP.MaxWatchStreamsPerTeam)
 	case strings.Trim(c.Preview.Domain, ". ") == "":
 		return errors.New("preview domain: empty; previews are served only on hosts of their own (<port>-<sandbox id>.<domain>), never on the API's: keep the default localhost or name a domain whose subdomains reach this server")
 	case c.Preview.Scheme != "http" && c.Preview.Scheme != "https":

@@ -399,6 +399,7 @@ func (ps *planeSide) serve(ctx context.Context, listeners Listeners, extra []*se
 	}
 	api.ReportListeners(listeners)
 	api.LimitEventStreams(cfg.HTTP.MaxEventStreamsPerTeam)
+	api.LimitWatchStreams(cfg.HTTP.MaxWatchStreamsPerTeam)
 	api.ServeMetrics(metrics.Handler())
 	api.Replica = ps.replica
 	api.Ready = ps.readyChecks(ps.nodeReady)

@@ -83,6 +83,7 @@ func TestConfigValidate(t *testing.T) {
 		{"no half-close timeout", func(c *Config) { c.Network.HalfCloseTimeout = 0 }, "half-close timeout"},
 		{"limits, no network", func(c *Config) { c.Network.MaxConns, c.Network.Disabled = 0, true }, ""},
 		{"no event streams", func(c *Config) { c.HTTP.MaxEventStreamsPerTeam = 0 }, "max event streams per team"},
+		{"no watch streams", func(c *Config) { c.HTTP.MaxWatchStreamsPerTeam = 0 }, "max watch streams per team"},
 		{"no preview domain", func(c *Config) { c.Preview.Domain = "" }, "preview domain: empty"},
 		{"preview scheme", func(c *Config) { c.Preview.Scheme = "ftp" }, "preview scheme"},
 		{"sqlite store", func(c *Config) { c.Store = "sqlite:/var/lib/cove/other.db" }, ""},

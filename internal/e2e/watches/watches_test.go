@@ -298,3 +298,89 @@ func TestWatchBoundaries(t *testing.T) {
 		t.Errorf("watch through a symlink: %+v", ev)
 	}
 }
+
+// TestWatchStreamsPerTeam: a team holds at most
+// --max-watch-streams-per-team watch streams over all its sandboxes; one
+// more is 429 resource_exhausted with Retry-After in API.md's error
+// format, while another team still opens its own; closing one frees a
+// slot.
+func TestWatchStreamsPerTeam(t *testing.T) {
+	const limit = 3
+	s := e2etest.StartServer(t, e2etest.WithArgs("--max-watch-streams-per-team", strconv.Itoa(limit)))
+	teamKey := func(name string) string {
+		r, err := s.Admin.CreateTeam(t.Context(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.APIKey
+	}
+	a, b := teamKey("watch-cap-a"), teamKey("watch-cap-b")
+	ca, cb := cove.New(s.URL, a), cove.New(s.URL, b)
+	a1, a2 := e2etest.Create(t, ca, api.CreateSandboxRequest{}), e2etest.Create(t, ca, api.CreateSandboxRequest{})
+	b1 := e2etest.Create(t, cb, api.CreateSandboxRequest{})
+	// The teams are the test's own, not the server's to clean up: their
+	// sandboxes end before the server stops.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, x := range []struct {
+			c  *cove.Client
+			id string
+		}{{ca, a1.ID}, {ca, a2.ID}, {cb, b1.ID}} {
+			if _, err := x.c.TerminateSandbox(ctx, x.id); err != nil {
+				t.Errorf("terminate %s: %v", x.id, err)
+			}
+		}
+	})
+
+	var open []*stream
+	for _, ref := range []string{a1.ID, a1.ID, a2.ID} {
+		w, code, body := openWatch(t, s, a, ref, "/workspace", false, 0, "")
+		if w == nil {
+			t.Fatalf("stream %d: %d %s, want 200", len(open)+1, code, body)
+		}
+		open = append(open, w)
+	}
+	// One more, of either sandbox, is refused, saying why and when to
+	// retry.
+	q := url.Values{"path": {"/workspace"}}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.URL+"/v1/sandboxes/"+a2.ID+"/files/watch?"+q.Encode(), nil)
+	req.Header.Set("Authorization", "Bearer "+a)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		resp.Body.Close() // an endless stream: a bound not kept
+		t.Fatalf("stream %d of the team opened; want 429", limit+1)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var e api.ErrorResponse
+	if resp.StatusCode != http.StatusTooManyRequests || json.Unmarshal(body, &e) != nil || e.Error.Code != api.CodeResourceExhausted || e.Error.Message == "" {
+		t.Fatalf("stream %d: %d %s, want 429 resource_exhausted", limit+1, resp.StatusCode, body)
+	}
+	if ra := resp.Header.Get("Retry-After"); ra == "" {
+		t.Error("the refusal has no Retry-After")
+	}
+	// Another team's streams are its own.
+	if w, code, body := openWatch(t, s, b, b1.ID, "/workspace", false, 0, ""); w == nil {
+		t.Fatalf("another team's stream: %d %s, want 200", code, body)
+	}
+	// Closing one frees its slot, once the server has seen it close.
+	open[0].close()
+	for {
+		w, code, body := openWatch(t, s, a, a2.ID, "/workspace", false, 0, "")
+		if w != nil {
+			break
+		}
+		if code != http.StatusTooManyRequests {
+			t.Fatalf("after a stream closed: %d %s", code, body)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal("no slot came free")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

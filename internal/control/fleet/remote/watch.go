@@ -33,13 +33,18 @@ func (c *Client) WatchFiles(ctx context.Context, sandboxID string, spec node.Wat
 		cancel()
 		return nil, err
 	}
-	w := &remoteWatch{cancel: cancel, ch: make(chan api.FileEvent), done: make(chan struct{})}
+	w := &remoteWatch{cancel: cancel, ch: make(chan api.FileEvent, watchBuffer), done: make(chan struct{})}
 	c.wg.Go(func() {
 		defer resp.Body.Close()
 		w.pump(wctx, resp.Body)
 	})
 	return w, nil
 }
+
+// watchBuffer is how many records of a node's watch stream wait for Next
+// on this side, so that a reader that takes what is at hand without
+// waiting (the E2B listener's polled watchers) finds what has arrived.
+const watchBuffer = 256
 
 // remoteWatch is a node's watch stream; pump hands its records to Next.
 type remoteWatch struct {
@@ -84,6 +89,12 @@ func (w *remoteWatch) pump(ctx context.Context, body io.Reader) {
 }
 
 func (w *remoteWatch) Next(ctx context.Context) (api.FileEvent, error) {
+	// A record at hand comes first, even when ctx has ended.
+	select {
+	case ev := <-w.ch:
+		return ev, nil
+	default:
+	}
 	select {
 	case ev := <-w.ch:
 		return ev, nil
