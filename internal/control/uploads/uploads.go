@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cove-dev/cove/api"
 )
@@ -82,11 +83,13 @@ type Ledger struct {
 
 	mu    sync.Mutex
 	teams map[string]*team
+	// open holds the seq of every open upload, of all teams.
+	open map[int64]bool
 }
 
 // New returns an empty ledger. disk may be nil.
 func New(cfg Config, disk DiskHolder) *Ledger {
-	return &Ledger{cfg: cfg, disk: disk, teams: map[string]*team{}}
+	return &Ledger{cfg: cfg, disk: disk, teams: map[string]*team{}, open: map[int64]bool{}}
 }
 
 // team is one team's open uploads.
@@ -109,6 +112,7 @@ type Upload struct {
 	team   *team
 	kind   Kind
 	key    string // the node's name of its disk hold
+	seq    int64  // the order it began in, among all teams' uploads
 
 	reserved, written int64
 }
@@ -129,7 +133,9 @@ func (l *Ledger) Begin(teamID string, kind Kind) (*Upload, error) {
 			Details: map[string]any{"limit": l.cfg.MaxPerTeam, "retry_after_s": RetryS}}
 	}
 	t.open++
-	return &Upload{l: l, teamID: teamID, team: t, kind: kind, key: "upload-" + strconv.FormatInt(l.seq.Add(1), 10)}, nil
+	seq := l.seq.Add(1)
+	l.open[seq] = true
+	return &Upload{l: l, teamID: teamID, team: t, kind: kind, key: "upload-" + strconv.FormatInt(seq, 10), seq: seq}, nil
 }
 
 // Open is how many uploads the team has open.
@@ -169,6 +175,7 @@ func (u *Upload) End() {
 	l := u.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	delete(l.open, u.seq)
 	if u.team.open--; u.team.open == 0 {
 		delete(l.teams, u.teamID)
 	}
@@ -209,19 +216,56 @@ func (c *countedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// oldestWait bounds how long the oldest open upload waits for room on
+// the data disk that younger uploads hold.
+const oldestWait = 30 * time.Second
+
 // grow accounts for n more bytes, reserving another chunk when they do
 // not fit in the reservation: against the team's cap of the upload's kind
 // and the node's data disk. The disk hold is what is reserved but not
 // written yet: written bytes are already gone from the disk's free space.
+//
+// Uploads of unknown length reserve as they arrive, so several at once
+// can fill the disk's room together and each find no room for its next
+// chunk. Then the youngest give way: each fails at once, freeing what it
+// held, while the oldest open upload waits for that room (as long as
+// other uploads are open, at most oldestWait), so at least one goes on.
 func (u *Upload) grow(ctx context.Context, n int64) error {
 	need := u.written + n
 	if need > u.reserved {
-		if err := u.Reserve(ctx, need); err != nil {
-			return err
+		var waited time.Duration
+		for {
+			disk, err := u.reserve(ctx, need)
+			if err == nil {
+				break
+			}
+			if !disk || waited >= oldestWait || !u.oldestOfSeveral() {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(20 * time.Millisecond):
+				waited += 20 * time.Millisecond
+			}
 		}
 	}
 	u.written = need
 	return u.hold(u.reserved - u.written)
+}
+
+// oldestOfSeveral reports whether u began before every other open
+// upload, and others are open.
+func (u *Upload) oldestOfSeveral() bool {
+	l := u.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for seq := range l.open {
+		if seq < u.seq {
+			return false
+		}
+	}
+	return len(l.open) > 1
 }
 
 // Reserve makes sure the upload holds at least need bytes (and a chunk
@@ -229,6 +273,12 @@ func (u *Upload) grow(ctx context.Context, n int64) error {
 // before its first byte, so uploads that together do not fit are refused
 // at once rather than all failing part way.
 func (u *Upload) Reserve(ctx context.Context, need int64) error {
+	_, err := u.reserve(ctx, need)
+	return err
+}
+
+// reserve is Reserve, also saying whether a refusal was the data disk's.
+func (u *Upload) reserve(ctx context.Context, need int64) (disk bool, err error) {
 	t := u.team
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -237,11 +287,11 @@ func (u *Upload) Reserve(ctx context.Context, need int64) error {
 		if limit := u.kind.Cap(); limit > 0 {
 			used, err := u.kind.Stored(ctx, u.teamID)
 			if err != nil {
-				return err
+				return false, err
 			}
 			room := limit - used - (t.reserved[u.kind] - u.reserved)
 			if need > room {
-				return u.kind.Full(used+t.reserved[u.kind]-u.reserved, limit)
+				return false, u.kind.Full(used+t.reserved[u.kind]-u.reserved, limit)
 			}
 			want = min(want, room)
 		}
@@ -249,14 +299,14 @@ func (u *Upload) Reserve(ctx context.Context, need int64) error {
 	if err := u.hold(want - u.written); err != nil {
 		// Less than a chunk may still fit: the bytes at hand.
 		if want == need {
-			return fmt.Errorf("upload for team %s: %w", u.teamID, err)
+			return true, fmt.Errorf("upload for team %s: %w", u.teamID, err)
 		}
 		want = need
 		if err := u.hold(want - u.written); err != nil {
-			return fmt.Errorf("upload for team %s: %w", u.teamID, err)
+			return true, fmt.Errorf("upload for team %s: %w", u.teamID, err)
 		}
 	}
 	t.reserved[u.kind] += want - u.reserved
 	u.reserved = want
-	return nil
+	return false, nil
 }

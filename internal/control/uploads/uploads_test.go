@@ -37,9 +37,10 @@ func (k *memKind) Full(used, limit int64) error {
 
 // disk is a node's data disk that counts holds by key.
 type disk struct {
-	mu    sync.Mutex
-	room  int64 // 0: no bound
-	holds map[string]int64
+	mu      sync.Mutex
+	room    int64 // 0: no bound
+	holds   map[string]int64
+	refused int // holds refused
 }
 
 func (d *disk) HoldDisk(key string, bytes int64) error {
@@ -49,6 +50,7 @@ func (d *disk) HoldDisk(key string, bytes int64) error {
 		d.holds = map[string]int64{}
 	}
 	if d.room > 0 && bytes > d.holds[key] && d.held()-d.holds[key]+bytes > d.room {
+		d.refused++
 		return api.Errorf(api.CodeResourceExhausted, "no room for the upload")
 	}
 	if bytes == 0 {
@@ -307,4 +309,53 @@ func TestIdleBodyCut(t *testing.T) {
 		}
 		u2.End()
 	})
+}
+
+// TestOldestGoesOn: uploads of unknown length that fill the disk's room
+// together do not all fail: the oldest open upload waits for the room a
+// younger one holds, and the younger gives way at once.
+func TestOldestGoesOn(t *testing.T) {
+	d := &disk{room: 1 << 20}
+	l := uploads.New(uploads.Config{MaxPerTeam: 4, Dir: t.TempDir()}, d)
+	older, err := l.Begin("team_a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer older.End()
+	younger, err := l.Begin("team_b", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(u *uploads.Upload, n int) error {
+		_, err := u.Reader(t.Context(), bytes.NewReader(make([]byte, n))).Read(make([]byte, n))
+		return err
+	}
+	// The younger holds most of the room (bytes it is about to write).
+	if err := younger.Reserve(t.Context(), 900<<10); err != nil {
+		t.Fatal(err)
+	}
+	// The older does not fit beside it: it waits, asking again…
+	done := make(chan error, 1)
+	go func() { done <- read(older, 600<<10) }()
+	for {
+		d.mu.Lock()
+		asked := d.refused
+		d.mu.Unlock()
+		if asked >= 4 { // two tries each time, a chunk and the bytes at hand
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the oldest upload gave up while a younger one held the room: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	// …while the younger, finding no room for more, fails at once.
+	if err := read(younger, 2<<20); api.ErrorCode(err) != api.CodeResourceExhausted {
+		t.Fatalf("the younger upload past the room: %v", err)
+	}
+	younger.End()
+	if err := <-done; err != nil {
+		t.Fatalf("the oldest upload, once the younger ended: %v", err)
+	}
 }
