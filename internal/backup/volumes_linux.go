@@ -8,14 +8,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cove-dev/cove/internal/fsfreeze"
 	"github.com/cove-dev/cove/internal/mountinfo"
-)
-
-// FIFREEZE and FITHAW are _IOWR('X', 119, int) and _IOWR('X', 120, int)
-// in the generic ioctl encoding (amd64, arm64 and most others).
-const (
-	fiFreeze = 0xC0045877
-	fiThaw   = 0xC0045878
 )
 
 // dataRange finds the next range of f at or after off that holds data:
@@ -43,7 +37,7 @@ func dataRange(f *os.File, off, size int64) (int64, int64, error) {
 // withFrozen runs fn with the file system mounted at mnt frozen, when
 // one is mounted there: its dirty data is written out first, and writes
 // wait until it is thawed, after fn.
-func withFrozen(mnt string, fn func() error) (err error) {
+func withFrozen(mnt string, fn func() error) error {
 	mounted, err := mountinfo.Under(mnt)
 	if err != nil {
 		return err
@@ -59,21 +53,9 @@ func withFrozen(mnt string, fn func() error) (err error) {
 	if !at {
 		return fn()
 	}
-	d, err := os.Open(mnt)
-	if err != nil {
-		return err
+	err = fsfreeze.Do(mnt, fn)
+	if errors.Is(err, fsfreeze.ErrFrozen) {
+		return fmt.Errorf("%s is frozen already (another backup runs?; fsfreeze -u %s thaws it)", mnt, mnt)
 	}
-	defer d.Close()
-	if err := unix.IoctlSetInt(int(d.Fd()), fiFreeze, 0); err != nil {
-		if errors.Is(err, unix.EBUSY) {
-			return fmt.Errorf("%s is frozen already (another backup runs?; fsfreeze -u %s thaws it)", mnt, mnt)
-		}
-		return fmt.Errorf("freeze %s: %w", mnt, err)
-	}
-	defer func() {
-		if terr := unix.IoctlSetInt(int(d.Fd()), fiThaw, 0); terr != nil && err == nil {
-			err = fmt.Errorf("thaw %s: %w (fsfreeze -u %s)", mnt, terr, mnt)
-		}
-	}()
-	return fn()
+	return err
 }

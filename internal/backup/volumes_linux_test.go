@@ -5,9 +5,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cove-dev/cove/internal/fsfreeze"
 )
 
 // TestWithFrozenFreezes: while a mounted volume is copied its filesystem
@@ -40,28 +43,22 @@ func TestWithFrozenFreezes(t *testing.T) {
 		t.Fatalf("mount: %v: %s", err, out)
 	}
 	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
-	d, err := os.Open(mnt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	freeze := func() error { return unix.IoctlSetInt(int(d.Fd()), fiFreeze, 0) }
-	err = withFrozen(mnt, func() error {
-		if err := freeze(); !errors.Is(err, unix.EBUSY) {
-			if err == nil {
-				unix.IoctlSetInt(int(d.Fd()), fiThaw, 0)
-			}
-			t.Errorf("a freeze during the copy: %v, want EBUSY (frozen already)", err)
+	// A second freeze is refused while the copy runs, and one after it
+	// succeeds: it was thawed.
+	probe := func() error { return fsfreeze.Do(mnt, func() error { return nil }) }
+	err := withFrozen(mnt, func() error {
+		if err := probe(); !errors.Is(err, fsfreeze.ErrFrozen) {
+			t.Errorf("a freeze during the copy: %v, want frozen already", err)
+		}
+		if err := withFrozen(mnt, func() error { return nil }); err == nil || !strings.Contains(err.Error(), "frozen already (another backup runs?") {
+			t.Errorf("a second backup's copy: %v, want frozen already", err)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := freeze(); err != nil {
+	if err := probe(); err != nil {
 		t.Fatalf("a freeze after the copy: %v, want it thawed", err)
-	}
-	if err := unix.IoctlSetInt(int(d.Fd()), fiThaw, 0); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/fsfreeze"
 	"github.com/cove-dev/cove/internal/mountinfo"
 	"github.com/cove-dev/cove/internal/node/image"
 )
@@ -191,12 +192,6 @@ func (r *Runtime) Layers() ([]string, error) {
 	return names, nil
 }
 
-// Ioctls that freeze a filesystem and thaw it (linux/fs.h).
-const (
-	fifreeze = 0xC0045877
-	fithaw   = 0xC0045878
-)
-
 // Freeze copies running sandbox id's disk image to dst as it is at one
 // moment, sparse: its filesystem is frozen for the copy (writes wait, the
 // sandbox's processes go on) and thawed after. It returns the bytes of data
@@ -206,36 +201,28 @@ func (r *Runtime) Freeze(ctx context.Context, id, dst string) (int64, error) {
 		return 0, api.Errorf(api.CodeInvalidArgument, "sandbox id %q: invalid", id)
 	}
 	dir := r.StateDir(id)
-	d, err := os.Open(filepath.Join(dir, diskDir))
-	if err != nil {
+	disk := filepath.Join(dir, diskDir)
+	if _, err := os.Stat(disk); err != nil {
 		return 0, fmt.Errorf("freeze sandbox %s: %w", id, err)
 	}
-	defer d.Close()
-	if m, err := mountinfo.Under(filepath.Join(dir, diskDir)); err != nil || len(m) == 0 {
+	if m, err := mountinfo.Under(disk); err != nil || len(m) == 0 {
 		return 0, api.Errorf(api.CodeConflict, "freeze sandbox %s: its disk is not mounted", id)
 	}
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, d.Fd(), fifreeze, 0); e != 0 {
-		return 0, fmt.Errorf("freeze sandbox %s: FIFREEZE: %w", id, e)
-	}
-	n, cerr := sparseCopy(ctx, filepath.Join(dir, diskImage), dst)
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, d.Fd(), fithaw, 0); e != 0 {
-		cerr = errors.Join(cerr, fmt.Errorf("thaw sandbox %s: %w", id, e))
-	}
-	if cerr != nil {
+	var n int64
+	err := fsfreeze.Do(disk, func() (err error) {
+		n, err = sparseCopy(ctx, filepath.Join(dir, diskImage), dst)
+		return err
+	})
+	if err != nil {
 		os.Remove(dst)
-		return 0, fmt.Errorf("freeze sandbox %s: %w", id, cerr)
+		return 0, fmt.Errorf("freeze sandbox %s: %w", id, err)
 	}
 	return n, nil
 }
 
 // thaw thaws the filesystem mounted at dir if it is frozen.
 func thaw(dir string) {
-	d, err := os.Open(dir)
-	if err != nil {
-		return
-	}
-	defer d.Close()
-	unix.Syscall(unix.SYS_IOCTL, d.Fd(), fithaw, 0)
+	fsfreeze.Thaw(dir) // one not frozen refuses, which is fine
 }
 
 // sparseCopy copies the data extents of src to a new file dst of the same

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cove-dev/cove/internal/agent/client"
+	"github.com/cove-dev/cove/internal/fsfreeze"
 	"github.com/cove-dev/cove/internal/node/image"
 )
 
@@ -157,13 +158,8 @@ func TestAttachThaws(t *testing.T) {
 	r := newRuntime(t)
 	s := testSpec()
 	c := start(t, r, s)
-	d, err := os.Open(filepath.Join(r.StateDir(s.ID), diskDir))
-	if err != nil {
+	if err := fsfreeze.Freeze(filepath.Join(r.StateDir(s.ID), diskDir)); err != nil {
 		t.Fatal(err)
-	}
-	defer d.Close()
-	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, d.Fd(), fifreeze, 0); e != 0 {
-		t.Fatal(e)
 	}
 	c2, err := r.Attach(t.Context(), s.ID)
 	if err != nil {
