@@ -152,21 +152,7 @@ func (s *Core) meterSnapshots(ctx context.Context, now time.Time) {
 			return
 		}
 		for _, snap := range page {
-			for _, hour := range []time.Time{now.Truncate(time.Hour).Add(-time.Hour), now.Truncate(time.Hour)} {
-				from, to := hour, hour.Add(time.Hour)
-				if snap.CreatedAt.After(from) {
-					from = snap.CreatedAt
-				}
-				if now.Before(to) {
-					to = now
-				}
-				if !to.After(from) {
-					continue
-				}
-				use := metering.Stored(snap.SizeBytes, to.Sub(from).Seconds())
-				acc = append(acc, store.Accrual{SandboxID: snap.ID, TeamID: snap.TeamID, Hour: hour,
-					StorageGiBH: use.StorageGiBH, CostUSD: use.Cost(s.cfg.Prices)})
-			}
+			acc = append(acc, storedAccruals(snap.ID, snap.TeamID, snap.SizeBytes, snap.CreatedAt, now, s.cfg.Prices)...)
 		}
 		if len(page) < 1000 {
 			break
@@ -176,6 +162,30 @@ func (s *Core) meterSnapshots(ctx context.Context, now time.Time) {
 	if err := s.store.PutWorkloadUsage(ctx, acc); err != nil {
 		s.log.Error("charge snapshots", "err", err)
 	}
+}
+
+// storedAccruals charges bytes kept under id for team since created as
+// storage: the hour now is in and the one before, each clipped to created
+// and now, an hour with none of that time left out. Snapshots and volumes
+// are charged so, each tick setting (not adding to) both hours.
+func storedAccruals(id, team string, bytes int64, created, now time.Time, prices api.Prices) []store.Accrual {
+	var acc []store.Accrual
+	for _, hour := range []time.Time{now.Truncate(time.Hour).Add(-time.Hour), now.Truncate(time.Hour)} {
+		from, to := hour, hour.Add(time.Hour)
+		if created.After(from) {
+			from = created
+		}
+		if now.Before(to) {
+			to = now
+		}
+		if !to.After(from) {
+			continue
+		}
+		use := metering.Stored(bytes, to.Sub(from).Seconds())
+		acc = append(acc, store.Accrual{SandboxID: id, TeamID: team, Hour: hour,
+			StorageGiBH: use.StorageGiBH, CostUSD: use.Cost(prices)})
+	}
+	return acc
 }
 
 // GetSnapshot finds a snapshot of the team by ID or name.

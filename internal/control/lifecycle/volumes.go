@@ -10,7 +10,6 @@ import (
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/id"
-	"github.com/cove-dev/cove/internal/metering"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/store"
 )
@@ -309,7 +308,7 @@ func forkMounts(sb api.Sandbox) []api.VolumeMount {
 
 // meterVolumes charges every volume's size as storage at the price
 // table's storage price, in usage under the volume's ID, as snapshots are
-// (meterSnapshots): the hour now is in and the one before, each set at
+// (storedAccruals): the hour now is in and the one before, each set at
 // every tick.
 func (s *Core) meterVolumes(ctx context.Context, now time.Time) {
 	var acc []store.Accrual
@@ -321,21 +320,7 @@ func (s *Core) meterVolumes(ctx context.Context, now time.Time) {
 			return
 		}
 		for _, v := range page {
-			for _, hour := range []time.Time{now.Truncate(time.Hour).Add(-time.Hour), now.Truncate(time.Hour)} {
-				from, to := hour, hour.Add(time.Hour)
-				if v.CreatedAt.After(from) {
-					from = v.CreatedAt
-				}
-				if now.Before(to) {
-					to = now
-				}
-				if !to.After(from) {
-					continue
-				}
-				use := metering.Stored(v.SizeMiB<<20, to.Sub(from).Seconds())
-				acc = append(acc, store.Accrual{SandboxID: v.ID, TeamID: v.TeamID, Hour: hour,
-					StorageGiBH: use.StorageGiBH, CostUSD: use.Cost(s.cfg.Prices)})
-			}
+			acc = append(acc, storedAccruals(v.ID, v.TeamID, v.SizeMiB<<20, v.CreatedAt, now, s.cfg.Prices)...)
 		}
 		if len(page) < 1000 {
 			break
