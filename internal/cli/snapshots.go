@@ -49,27 +49,15 @@ func (a *app) snapshotCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			items := []api.Snapshot{}
-			cursor := ""
-			for {
-				l, err := cl.ListSnapshots(cmd.Context(), sandbox, 1000, cursor)
-				if err != nil {
-					return err
-				}
-				items = append(items, l.Items...)
-				if cursor = l.NextCursor; cursor == "" {
-					break
-				}
+			items, err := listAll(func(cursor string) (api.List[api.Snapshot], error) {
+				return cl.ListSnapshots(cmd.Context(), sandbox, 1000, cursor)
+			})
+			if err != nil {
+				return err
 			}
-			if a.json {
-				return a.printJSON(api.List[api.Snapshot]{Items: items})
-			}
-			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tSANDBOX\tSIZE\tCREATED")
-			for _, s := range items {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", s.ID, s.Name, s.SandboxID, s.SizeBytes, s.CreatedAt.Format(time.RFC3339))
-			}
-			return tw.Flush()
+			return printList(a, items, "ID\tNAME\tSANDBOX\tSIZE\tCREATED", func(s api.Snapshot) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%d\t%s", s.ID, s.Name, s.SandboxID, s.SizeBytes, s.CreatedAt.Format(time.RFC3339))
+			})
 		},
 	}
 	ls.Flags().StringVar(&sandbox, "sandbox", "", "only the snapshots of this sandbox")
@@ -183,4 +171,34 @@ func (a *app) forkCmd() *cobra.Command {
 	c.Flags().BoolVar(&wait, "wait", true, "answer once they all run")
 	a.jsonFlag(c)
 	return c
+}
+
+// listAll gathers every page of a list, 1000 items a page.
+func listAll[T any](page func(cursor string) (api.List[T], error)) ([]T, error) {
+	items := []T{}
+	cursor := ""
+	for {
+		l, err := page(cursor)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, l.Items...)
+		if cursor = l.NextCursor; cursor == "" {
+			return items, nil
+		}
+	}
+}
+
+// printList prints items as one JSON list under --json, else as a table:
+// head, then a row per item, columns tab-separated and aligned.
+func printList[T any](a *app, items []T, head string, row func(T) string) error {
+	if a.json {
+		return a.printJSON(api.List[T]{Items: items})
+	}
+	tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, head)
+	for _, it := range items {
+		fmt.Fprintln(tw, row(it))
+	}
+	return tw.Flush()
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -56,31 +55,19 @@ func (a *app) volumeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			items := []api.Volume{}
-			cursor := ""
-			for {
-				l, err := cl.ListVolumes(cmd.Context(), 1000, cursor)
-				if err != nil {
-					return err
-				}
-				items = append(items, l.Items...)
-				if cursor = l.NextCursor; cursor == "" {
-					break
-				}
+			items, err := listAll(func(cursor string) (api.List[api.Volume], error) {
+				return cl.ListVolumes(cmd.Context(), 1000, cursor)
+			})
+			if err != nil {
+				return err
 			}
-			if a.json {
-				return a.printJSON(api.List[api.Volume]{Items: items})
-			}
-			tw := tabwriter.NewWriter(a.env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tSIZE_MIB\tUSED\tSANDBOXES\tCREATED")
-			for _, v := range items {
+			return printList(a, items, "ID\tNAME\tSIZE_MIB\tUSED\tSANDBOXES\tCREATED", func(v api.Volume) string {
 				sbs := strings.Join(v.Sandboxes, ",")
 				if sbs == "" {
 					sbs = "-"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", v.ID, v.Name, v.SizeMiB, v.UsedBytes, sbs, v.CreatedAt.Format(time.RFC3339))
-			}
-			return tw.Flush()
+				return fmt.Sprintf("%s\t%s\t%d\t%d\t%s\t%s", v.ID, v.Name, v.SizeMiB, v.UsedBytes, sbs, v.CreatedAt.Format(time.RFC3339))
+			})
 		},
 	}
 	a.jsonFlag(ls)
