@@ -21,14 +21,11 @@ const (
 // filesystem frozen already fails with ErrFrozen. A thaw that fails is
 // joined to fn's error.
 func Do(mnt string, fn func() error) (err error) {
-	d, err := os.Open(mnt)
+	d, err := freeze(mnt)
 	if err != nil {
-		return fmt.Errorf("freeze %s: %w", mnt, err)
+		return err
 	}
 	defer d.Close()
-	if err := freeze(d); err != nil {
-		return fmt.Errorf("freeze %s: %w", mnt, err)
-	}
 	defer func() {
 		if terr := unix.IoctlSetInt(int(d.Fd()), fiThaw, 0); terr != nil {
 			err = errors.Join(err, fmt.Errorf("thaw %s: FITHAW: %w (fsfreeze -u %s thaws it)", mnt, terr, mnt))
@@ -41,25 +38,28 @@ func Do(mnt string, fn func() error) (err error) {
 // form that cannot forget to thaw). One frozen already fails with
 // ErrFrozen.
 func Freeze(mnt string) error {
-	d, err := os.Open(mnt)
+	d, err := freeze(mnt)
 	if err != nil {
-		return fmt.Errorf("freeze %s: %w", mnt, err)
+		return err
 	}
-	defer d.Close()
-	if err := freeze(d); err != nil {
-		return fmt.Errorf("freeze %s: %w", mnt, err)
-	}
-	return nil
+	return d.Close()
 }
 
-func freeze(d *os.File) error {
+// freeze freezes the filesystem mounted at mnt and returns mnt open, to
+// thaw it through.
+func freeze(mnt string) (*os.File, error) {
+	d, err := os.Open(mnt)
+	if err != nil {
+		return nil, fmt.Errorf("freeze %s: %w", mnt, err)
+	}
 	if err := unix.IoctlSetInt(int(d.Fd()), fiFreeze, 0); err != nil {
+		d.Close()
 		if errors.Is(err, unix.EBUSY) {
 			err = ErrFrozen
 		}
-		return fmt.Errorf("FIFREEZE: %w", err)
+		return nil, fmt.Errorf("freeze %s: FIFREEZE: %w", mnt, err)
 	}
-	return nil
+	return d, nil
 }
 
 // Thaw thaws the filesystem mounted at mnt. One not frozen refuses
