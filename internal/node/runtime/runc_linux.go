@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -49,13 +52,32 @@ func (r runc) run(ctx context.Context, args ...string) ([]byte, error) {
 	return stdout.Bytes(), nil
 }
 
+// known reports whether runc may know container id: runc keeps each
+// container it knows in a directory of its root named for it, made at
+// create and removed at delete. Looking there spares starting runc for a
+// container that is gone (twice: a failed `state`, then `list`, which
+// reads every container's state on a host of thousands).
+func (r runc) known(id string) (bool, error) {
+	_, err := os.Lstat(filepath.Join(r.root, id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // state returns the state of container id; ok is false when runc does not
 // know it.
 func (r runc) state(ctx context.Context, id string) (st runcState, ok bool, err error) {
+	if known, err := r.known(id); err == nil && !known {
+		return runcState{}, false, nil
+	}
 	out, err := r.run(ctx, "state", id)
 	if err != nil {
-		// runc says "does not exist" only in prose: ask for the list
-		// rather than parse it.
+		// runc says "does not exist" only in prose: look again, and ask
+		// for the list only when its directory is there.
+		if known, kerr := r.known(id); kerr == nil && !known {
+			return runcState{}, false, nil
+		}
 		ids, lerr := r.list(ctx)
 		if lerr != nil {
 			return runcState{}, false, fmt.Errorf("%w (and %w)", err, lerr)

@@ -227,6 +227,9 @@ func checkGone(t *testing.T, r *Runtime, id string) {
 	if dirs, err := cgroupDirs(r.cgroupPath(id)); err != nil || len(dirs) > 0 {
 		t.Errorf("cgroups left: %v %v", dirs, err)
 	}
+	if known, err := r.runc.known(id); known || err != nil {
+		t.Errorf("runc's directory of %s: still there (%v)", id, err)
+	}
 	ids, err := r.runc.list(t.Context())
 	if err != nil {
 		t.Error(err)
@@ -273,6 +276,11 @@ func TestStartDestroy(t *testing.T) {
 	st, err := r.State(t.Context(), s.ID)
 	if err != nil || st.Status != "running" || st.PID <= 0 {
 		t.Fatalf("State = %+v, %v", st, err)
+	}
+	// runc keeps the container in a directory named for it, which spares
+	// starting runc to ask about a container that is gone.
+	if known, err := r.runc.known(s.ID); !known || err != nil {
+		t.Fatalf("runc's directory of a running container: %v %v", known, err)
 	}
 	// The processes of the sandbox are in its cgroup.
 	dirs, err := cgroupDirs(r.cgroupPath(s.ID))

@@ -6,12 +6,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -29,7 +27,7 @@ import (
 // save's CPU).
 func newCompressor(w io.Writer) (io.WriteCloser, error) {
 	return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest),
-		zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)), zstd.WithLowerEncoderMem(true))
+		zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)), zstd.WithWindowSize(1<<20))
 }
 
 var (
@@ -56,14 +54,17 @@ func newDecompressor(r *bufio.Reader) (io.ReadCloser, error) {
 	return nil, fmt.Errorf("archive is neither zstd nor gzip")
 }
 
-// summed counts and hashes what is written through it.
+// summed counts and hashes what is written through it; Close ends its
+// hashing.
 type summed struct {
 	w   io.Writer
-	sum hash.Hash
+	sum *hasher
 	n   int64
 }
 
-func newSummed(w io.Writer) *summed { return &summed{w: w, sum: sha256.New()} }
+func newSummed(w io.Writer) *summed { return &summed{w: w, sum: newHasher()} }
+
+func (s *summed) Close() { s.sum.Close() }
 
 func (s *summed) Write(p []byte) (int, error) {
 	n, err := s.w.Write(p)
@@ -72,7 +73,7 @@ func (s *summed) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (s *summed) hex() string { return hex.EncodeToString(s.sum.Sum(nil)) }
+func (s *summed) hex() string { return hex.EncodeToString(s.sum.Sum()) }
 
 // writeDisk writes the disk image at path to w as a zstd-compressed
 // archive of its data extents, filling in the disk fields of m.
@@ -87,6 +88,7 @@ func writeDisk(ctx context.Context, w io.Writer, path string, m *Manifest) error
 		return err
 	}
 	counted := newSummed(w)
+	defer counted.Close()
 	bw := bufio.NewWriterSize(counted, 1<<20)
 	zw, err := newCompressor(bw)
 	if err != nil {
@@ -176,7 +178,8 @@ func restoreDisk(ctx context.Context, r io.Reader, path string, m Manifest) (err
 			os.Remove(path)
 		}
 	}()
-	sum := sha256.New()
+	sum := newHasher()
+	defer sum.Close()
 	tee := io.TeeReader(r, sum)
 	zr, err := newDecompressor(bufio.NewReaderSize(tee, 1<<20))
 	if err != nil {
@@ -193,7 +196,7 @@ func restoreDisk(ctx context.Context, r io.Reader, path string, m Manifest) (err
 	if _, err := io.Copy(io.Discard, tee); err != nil {
 		return err
 	}
-	if got := hex.EncodeToString(sum.Sum(nil)); got != m.SHA256 {
+	if got := hex.EncodeToString(sum.Sum()); got != m.SHA256 {
 		return fmt.Errorf("archive checksum %s, manifest says %s", got, m.SHA256)
 	}
 	return dst.Sync()
@@ -215,6 +218,7 @@ func readExtents(ctx context.Context, r io.Reader, dst *os.File, size int64) err
 		return err
 	}
 	buf := make([]byte, chunk)
+	wb := writeback{f: dst}
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -235,6 +239,7 @@ func readExtents(ctx context.Context, r io.Reader, dst *os.File, size int64) err
 		if _, err := dst.WriteAt(buf[:n], int64(off)); err != nil {
 			return err
 		}
+		wb.written(int64(off), int64(n))
 	}
 }
 
@@ -248,6 +253,7 @@ const OutputMarker = ".save-generation"
 // missing directory is an empty one.
 func writeOutput(ctx context.Context, w io.Writer, dir string, m *Manifest) error {
 	counted := newSummed(w)
+	defer counted.Close()
 	zw, err := newCompressor(counted)
 	if err != nil {
 		return err
@@ -317,7 +323,8 @@ func restoreOutput(ctx context.Context, r io.Reader, dir string, m Manifest) err
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	sum := sha256.New()
+	sum := newHasher()
+	defer sum.Close()
 	tee := io.TeeReader(r, sum)
 	zr, err := newDecompressor(bufio.NewReader(tee))
 	if err != nil {
@@ -365,7 +372,7 @@ func restoreOutput(ctx context.Context, r io.Reader, dir string, m Manifest) err
 	if _, err := io.Copy(io.Discard, tee); err != nil {
 		return err
 	}
-	if got := hex.EncodeToString(sum.Sum(nil)); got != m.OutputSHA256 {
+	if got := hex.EncodeToString(sum.Sum()); got != m.OutputSHA256 {
 		return fmt.Errorf("output archive checksum %s, manifest says %s", got, m.OutputSHA256)
 	}
 	if err := os.WriteFile(filepath.Join(tmp, OutputMarker), []byte(m.Generation), 0o600); err != nil {

@@ -91,7 +91,7 @@ func writeFile(path string, fn func(io.Writer) error) error {
 		return err
 	}
 	defer f.Close()
-	if err := fn(f); err != nil {
+	if err := fn(newAppender(f)); err != nil {
 		return err
 	}
 	if err := f.Sync(); err != nil {

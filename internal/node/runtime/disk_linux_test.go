@@ -1,0 +1,81 @@
+package runtime
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestLoopRecord: an image's loop devices are found through its record,
+// which passes over names not backed by the image (stale, another
+// image's, or garbage); without a record every device is looked at; once
+// unmounted, the device clears itself and none is reported.
+func TestLoopRecord(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (mkfs, loop devices, mounts)")
+	}
+	dir := t.TempDir()
+	img, other := filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img")
+	for _, p := range []string{img, other} {
+		if err := makeDisk(t.Context(), p, 16, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mntA, mntB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	for _, m := range []string{mntA, mntB} {
+		if err := os.Mkdir(m, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unmount(m) })
+	}
+	if err := mountLoop(img, mntA, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+		t.Fatal(err)
+	}
+	if err := mountLoop(other, mntB, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+		t.Fatal(err)
+	}
+	devs, err := loopsBackedBy(img)
+	if err != nil || len(devs) != 1 {
+		t.Fatalf("loops of a mounted image: %v %v", devs, err)
+	}
+	otherDevs, err := loopsBackedBy(other)
+	if err != nil || len(otherDevs) != 1 || otherDevs[0] == devs[0] {
+		t.Fatalf("loops of the other image: %v %v (first: %v)", otherDevs, err, devs)
+	}
+	rec, err := os.ReadFile(loopRecord(img))
+	if err != nil || strings.TrimSpace(string(rec)) != filepath.Base(devs[0]) {
+		t.Fatalf("record: %q %v; want %s", rec, err, filepath.Base(devs[0]))
+	}
+
+	// The other image's device, a device that is not attached, and
+	// garbage in the record: only the image's own device is reported.
+	junk := filepath.Base(otherDevs[0]) + "\nloop99999\n../../etc\nloopx\n" + string(rec)
+	if err := os.WriteFile(loopRecord(img), []byte(junk), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := loopsBackedBy(img); err != nil || !slices.Equal(got, devs) {
+		t.Fatalf("loops with a stale record: %v %v; want %v", got, err, devs)
+	}
+
+	// A device attached without a record (as by an older version) is
+	// found by looking at every device.
+	os.Remove(loopRecord(other))
+	if got, err := loopsBackedBy(other); err != nil || !slices.Equal(got, otherDevs) {
+		t.Fatalf("loops without a record: %v %v; want %v", got, err, otherDevs)
+	}
+
+	if err := unmount(mntA); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := loopsBackedBy(img); err != nil || len(got) != 0 {
+		t.Fatalf("loops after unmount: %v %v", got, err)
+	}
+	if out, err := exec.Command("losetup", "-j", img).CombinedOutput(); err != nil || len(strings.TrimSpace(string(out))) != 0 {
+		t.Fatalf("losetup -j after unmount: %q %v", out, err)
+	}
+}
