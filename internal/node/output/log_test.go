@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -185,6 +188,9 @@ func diskBytes(t *testing.T, dir string) int64 {
 	var n int64
 	for _, name := range []string{"stdout", "stderr", "index"} {
 		st, err := os.Stat(filepath.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) && name != "index" {
+			continue // a stream that recorded nothing
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,5 +254,204 @@ func TestBudgetCountsTheIndex(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSilentCommandMakesNoStreamFiles: a command that writes nothing
+// leaves only its index (with the exit in it) and still reads back, from
+// the log held open and after reopening it.
+func TestSilentCommandMakesNoStreamFiles(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append(exitFrame(t, 1, 7)); err != nil {
+		t.Fatal(err)
+	}
+	check := func(l *Log) {
+		t.Helper()
+		got, exit := collect(t, l, 0)
+		if got != "" || exit == nil || exit.ExitCode != 7 {
+			t.Errorf("read %q, exit %+v; want nothing and exit 7", got, exit)
+		}
+		if l.LastSeq() != 1 || l.ResumeSeq() != 1 {
+			t.Errorf("LastSeq %d, ResumeSeq %d; want 1, 1", l.LastSeq(), l.ResumeSeq())
+		}
+		for _, name := range []string{"stdout", "stderr"} {
+			r, size, err := l.Stream(name)
+			if err != nil || size != 0 {
+				t.Fatalf("Stream(%s) = %d, %v", name, size, err)
+			}
+			if n, err := r.ReadAt(make([]byte, 1), 0); n != 0 || err != io.EOF {
+				t.Errorf("empty %s read %d, %v", name, n, err)
+			}
+		}
+	}
+	check(l)
+	l.Close()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if len(names) != 1 || names[0] != "index" {
+		t.Errorf("files = %v, want only index", names)
+	}
+	l, err = OpenExisting(dir, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	check(l)
+	if err := l.Append(frame(wire.FrameStdout, 2, "late")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := collect(t, l, 0); got != "" {
+		t.Errorf("recorded %q after the exit", got)
+	}
+}
+
+// TestOneStreamMakesOneFile: only the stream written to gets a file.
+func TestOneStreamMakesOneFile(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Append(frame(wire.FrameStderr, 1, "oops"))
+	l.Append(exitFrame(t, 2, 1))
+	l.Close()
+	if _, err := os.Stat(filepath.Join(dir, "stdout")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("stdout: %v, want none", err)
+	}
+	l, err = OpenExisting(dir, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	got, exit := collect(t, l, 0)
+	if got != "std:oops;" || exit == nil || exit.ExitCode != 1 {
+		t.Errorf("read %q, exit %+v", got, exit)
+	}
+}
+
+// TestTornExitIsNotAnExit: an exit cut short by a crash (part of its JSON
+// written, or all of it but not its record) is no exit: the records before
+// it read, the log is open to the exit again, and it records whole.
+func TestTornExitIsNotAnExit(t *testing.T) {
+	for _, keep := range []int{1, recordSize, 2*recordSize - 1, -1, -recordSize} {
+		dir := t.TempDir()
+		l, err := Open(dir, 1<<20, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Append(frame(wire.FrameStdout, 1, "a"))
+		l.Append(frame(wire.FrameStdout, 2, "b"))
+		l.Append(exitFrame(t, 3, 5))
+		l.Close()
+		index := filepath.Join(dir, "index")
+		st, err := os.Stat(index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := int64(2*recordSize + keep)
+		if keep < 0 {
+			size = st.Size() + int64(keep) // the exit's record cut
+		}
+		if err := os.Truncate(index, size); err != nil {
+			t.Fatal(err)
+		}
+		l, err = OpenExisting(dir, 1<<20, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, exit := collect(t, l, 0); got != "std:a;std:b;" || exit != nil {
+			t.Errorf("keep %d: read %q, exit %+v; want both chunks and no exit", keep, got, exit)
+		}
+		if l.ResumeSeq() != 2 {
+			t.Errorf("keep %d: ResumeSeq %d, want 2", keep, l.ResumeSeq())
+		}
+		if err := l.Append(exitFrame(t, 3, 5)); err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+		l, err = OpenExisting(dir, 1<<20, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, exit := collect(t, l, 0); got != "std:a;std:b;" || exit == nil || exit.ExitCode != 5 {
+			t.Errorf("keep %d: after the exit again: read %q, exit %+v", keep, got, exit)
+		}
+		l.Close()
+	}
+}
+
+// TestEarlierLayoutReads: a log as earlier versions wrote it (all three
+// files made at the start, an empty stream among them, the exit in
+// exit.json) reads, replays from any point and reopens as it was.
+func TestEarlierLayoutReads(t *testing.T) {
+	dir := t.TempDir()
+	var index []byte
+	rec := func(seq int64, kind byte, off int64, n uint32) {
+		var b [recordSize]byte
+		encodeRecord(b[:], seq, kind, 0, off, n)
+		index = append(index, b[:]...)
+	}
+	rec(1, kindStdout, 0, 6)
+	rec(2, kindSkip, 0, 0)
+	rec(3, kindStdout, 6, 5)
+	write := func(name, data string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("stdout", "hello world")
+	write("stderr", "")
+	write("index", string(index))
+	write("exit.json", `{"exit_code":4,"seq":4}`)
+	for range 2 {
+		l, err := OpenExisting(dir, 1<<20, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, exit := collect(t, l, 0); got != "std:hello ;std:world;" || exit == nil || exit.ExitCode != 4 {
+			t.Errorf("read %q, exit %+v", got, exit)
+		}
+		if got, _ := collect(t, l, 1); got != "std:world;" {
+			t.Errorf("after 1: read %q", got)
+		}
+		if l.LastSeq() != 4 || l.ResumeSeq() != 4 {
+			t.Errorf("LastSeq %d, ResumeSeq %d; want 4, 4", l.LastSeq(), l.ResumeSeq())
+		}
+		if out, errb := l.Sizes(); out != 11 || errb != 0 {
+			t.Errorf("sizes %d, %d", out, errb)
+		}
+		l.Close()
+	}
+	// Running when the node stopped: no exit.json yet; the exit that
+	// comes now is recorded the new way and read with the old records.
+	os.Remove(filepath.Join(dir, "exit.json"))
+	l, err := OpenExisting(dir, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append(frame(wire.FrameStderr, 4, "!")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append(exitFrame(t, 5, 0)); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l, err = OpenExisting(dir, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if got, exit := collect(t, l, 0); got != "std:hello ;std:world;std:!;" || exit == nil || exit.ExitCode != 0 {
+		t.Errorf("read %q, exit %+v", got, exit)
 	}
 }
