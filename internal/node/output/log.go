@@ -2,9 +2,10 @@
 // one sequence over both streams, bounded in size, and readable from any
 // point while it grows.
 //
-// A log is a directory of up to three files: "stdout" and "stderr" hold
-// the raw bytes of each stream, each made when its stream first records
-// something (a command that writes nothing has neither); "index" holds
+// A log is named by a path P and is up to three files beside each other,
+// no directory of its own: "P.stdout" and "P.stderr" hold the raw bytes
+// of each stream, each made when its stream first records something (a
+// command that writes nothing has neither); "P.index" holds
 // one fixed-size record per chunk (seq, kind, offset in its stream file,
 // length), and, once the command ends, its exit after the last record: the
 // exit's JSON, then a record of kind exit naming its length and checksum,
@@ -12,8 +13,9 @@
 // leaves at worst bytes that no record names; Open cuts them off, with an
 // exit whose checksum does not match (it was cut short).
 //
-// Logs of earlier versions made all three files at the start and kept the
-// exit in a file of its own, "exit.json"; they still read.
+// Logs of earlier versions were a directory P holding "stdout", "stderr"
+// and "index", all made at the start, and the exit in a file of its own,
+// "exit.json"; they still read, and one still recording goes on so.
 //
 // Sequence numbers are the agent's, plus the number of records the node
 // inserted before (Insert: output the node held back, such as the start
@@ -68,7 +70,8 @@ var _ node.Output = (*Log)(nil)
 // Log is one command's recorded output. Its methods are safe for concurrent
 // use: one writer appends while any number of readers follow.
 type Log struct {
-	dir      string
+	base     string // the path that names the log
+	flat     bool   // files beside each other at base.*; else, an earlier version's, in a directory at base
 	maxBytes int64
 	budget   *Budget // nil: none beyond maxBytes
 
@@ -121,44 +124,61 @@ func (b *Budget) take(n int64) bool {
 	}
 }
 
-// Open opens the log in dir, creating it if needed, and repairs what a crash
-// may have left half-written. maxBytes caps what it records: the stream
-// bytes and the index together. budget, when not nil, is shared with other
-// logs and charged too.
-// A log that cannot be made (its disk is full) leaves no directory
-// behind.
-func Open(dir string, maxBytes int64, budget *Budget) (*Log, error) {
-	_, err := os.Lstat(dir)
+// Open opens the log at path, creating it if needed (and the directory
+// that holds it), and repairs what a crash may have left half-written.
+// maxBytes caps what it records: the stream bytes and the index together.
+// budget, when not nil, is shared with other logs and charged too.
+// A log that cannot be made (its disk is full) leaves no file behind.
+func Open(path string, maxBytes int64, budget *Budget) (*Log, error) {
+	if isDir(path) {
+		return open(path, false, maxBytes, budget) // an earlier version's
+	}
+	index := path + ".index"
+	_, err := os.Lstat(index)
 	made := errors.Is(err, fs.ErrNotExist)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create output dir: %w", err)
 	}
-	l, err := open(dir, maxBytes, budget)
+	l, err := open(path, true, maxBytes, budget)
 	if err != nil && made {
-		os.RemoveAll(dir)
+		os.Remove(index)
 	}
 	return l, err
 }
 
 // OpenExisting opens a log that was recorded before; it creates nothing
 // and fails with an error matching fs.ErrNotExist when the log is gone.
-func OpenExisting(dir string, maxBytes int64, budget *Budget) (*Log, error) {
-	for _, name := range []string{"", "index"} {
-		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
-			return nil, fmt.Errorf("open output log %s: %w", dir, err)
-		}
+func OpenExisting(path string, maxBytes int64, budget *Budget) (*Log, error) {
+	flat := !isDir(path)
+	l := &Log{base: path, flat: flat}
+	if _, err := os.Stat(l.file("index")); err != nil {
+		return nil, fmt.Errorf("open output log %s: %w", path, err)
 	}
-	return open(dir, maxBytes, budget)
+	return open(path, flat, maxBytes, budget)
 }
 
-func open(dir string, maxBytes int64, budget *Budget) (*Log, error) {
-	l := &Log{dir: dir, maxBytes: maxBytes, budget: budget, changed: make(chan struct{})}
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
+}
+
+// file is the name of one of the log's files: "index", "stdout",
+// "stderr" or (of an earlier version's log) "exit.json".
+func (l *Log) file(part string) string {
+	if l.flat {
+		return l.base + "." + part
+	}
+	return filepath.Join(l.base, part)
+}
+
+func open(path string, flat bool, maxBytes int64, budget *Budget) (*Log, error) {
+	l := &Log{base: path, flat: flat, maxBytes: maxBytes, budget: budget, changed: make(chan struct{})}
 	var err error
-	l.index, err = os.OpenFile(filepath.Join(dir, "index"), os.O_RDWR|os.O_CREATE, 0o600)
+	l.index, err = os.OpenFile(l.file("index"), os.O_RDWR|os.O_CREATE, 0o600)
 	for i := 0; err == nil && i < 2; i++ {
 		// A stream file is there when its stream recorded something
 		// (or, in a log of an earlier version, always).
-		l.streams[i], err = os.OpenFile(filepath.Join(dir, streamNames[i]), os.O_RDWR, 0)
+		l.streams[i], err = os.OpenFile(l.file(streamNames[i]), os.O_RDWR, 0)
 		if errors.Is(err, fs.ErrNotExist) {
 			l.streams[i], err = nil, nil
 		}
@@ -168,7 +188,7 @@ func open(dir string, maxBytes int64, budget *Budget) (*Log, error) {
 	}
 	if err != nil {
 		l.closeFiles()
-		return nil, fmt.Errorf("open output log %s: %w", dir, err)
+		return nil, fmt.Errorf("open output log %s: %w", path, err)
 	}
 	return l, nil
 }
@@ -239,7 +259,7 @@ func (l *Log) recover() error {
 		return nil
 	}
 	// A log of an earlier version keeps its exit in a file of its own.
-	if b, err := os.ReadFile(filepath.Join(l.dir, "exit.json")); err == nil {
+	if b, err := os.ReadFile(l.file("exit.json")); err == nil {
 		var e exitFile
 		if err := json.Unmarshal(b, &e); err != nil {
 			return fmt.Errorf("read exit.json: %w", err)
@@ -439,7 +459,7 @@ func (l *Log) appendData(seq int64, kind byte, data []byte) error {
 	i := kind - 1
 	file := l.streams[i]
 	if file == nil {
-		f, err := os.OpenFile(filepath.Join(l.dir, streamNames[i]), os.O_RDWR|os.O_CREATE, 0o600)
+		f, err := os.OpenFile(l.file(streamNames[i]), os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
 			return fmt.Errorf("record output: %w", err)
 		}

@@ -15,6 +15,9 @@ import (
 	"github.com/cove-dev/cove/internal/agent/wire"
 )
 
+// logPath is where a test's log is made: a name in a directory of its own.
+func logPath(t *testing.T) string { return filepath.Join(t.TempDir(), "cmd_1") }
+
 func frame(kind byte, seq int64, data string) wire.Frame {
 	return wire.Frame{Kind: kind, Seq: seq, Data: []byte(data)}
 }
@@ -46,7 +49,7 @@ func collect(t *testing.T, l *Log, after int64) (string, *Exit) {
 }
 
 func TestAppendRead(t *testing.T) {
-	l, err := Open(t.TempDir(), 1<<20, nil)
+	l, err := Open(logPath(t), 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +90,7 @@ func TestAppendRead(t *testing.T) {
 
 func TestCapStopsRecording(t *testing.T) {
 	// "abc" and its record, and room for the marker's record.
-	l, err := Open(t.TempDir(), 3+2*recordSize+4, nil)
+	l, err := Open(logPath(t), 3+2*recordSize+4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +110,7 @@ func TestCapStopsRecording(t *testing.T) {
 }
 
 func TestReopenRepairsTornWrites(t *testing.T) {
-	dir := t.TempDir()
+	dir := logPath(t)
 	l, err := Open(dir, 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -116,8 +119,8 @@ func TestReopenRepairsTornWrites(t *testing.T) {
 	l.Append(frame(wire.FrameStdout, 2, "world"))
 	l.Close()
 	// A crash after data was written but before its index record was whole.
-	appendBytes(t, filepath.Join(dir, "stdout"), "junk")
-	appendBytes(t, filepath.Join(dir, "index"), "0123456789")
+	appendBytes(t, dir+".stdout", "junk")
+	appendBytes(t, dir+".index", "0123456789")
 
 	l, err = Open(dir, 1<<20, nil)
 	if err != nil {
@@ -137,7 +140,7 @@ func TestReopenRepairsTornWrites(t *testing.T) {
 	if exit != nil {
 		t.Errorf("exit = %+v, want none yet", exit)
 	}
-	b, _ := os.ReadFile(filepath.Join(dir, "stdout"))
+	b, _ := os.ReadFile(dir + ".stdout")
 	if string(b) != "hello world!" {
 		t.Errorf("stdout file = %q", b)
 	}
@@ -156,7 +159,7 @@ func appendBytes(t *testing.T, path, s string) {
 }
 
 func TestFollowWaitsForMore(t *testing.T) {
-	l, err := Open(t.TempDir(), 1<<20, nil)
+	l, err := Open(logPath(t), 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +190,7 @@ func diskBytes(t *testing.T, dir string) int64 {
 	t.Helper()
 	var n int64
 	for _, name := range []string{"stdout", "stderr", "index"} {
-		st, err := os.Stat(filepath.Join(dir, name))
+		st, err := os.Stat(dir + "." + name)
 		if errors.Is(err, fs.ErrNotExist) && name != "index" {
 			continue // a stream that recorded nothing
 		}
@@ -217,7 +220,7 @@ func TestBudgetCountsTheIndex(t *testing.T) {
 			if tt.budget > 0 {
 				b = NewBudget(tt.budget, 0)
 			}
-			dirs := []string{t.TempDir(), t.TempDir()}
+			dirs := []string{logPath(t), logPath(t)}
 			var logs []*Log
 			for _, d := range dirs {
 				l, err := Open(d, tt.maxBytes, b)
@@ -261,7 +264,7 @@ func TestBudgetCountsTheIndex(t *testing.T) {
 // leaves only its index (with the exit in it) and still reads back, from
 // the log held open and after reopening it.
 func TestSilentCommandMakesNoStreamFiles(t *testing.T) {
-	dir := t.TempDir()
+	dir := logPath(t)
 	l, err := Open(dir, 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -290,7 +293,7 @@ func TestSilentCommandMakesNoStreamFiles(t *testing.T) {
 	}
 	check(l)
 	l.Close()
-	entries, err := os.ReadDir(dir)
+	entries, err := os.ReadDir(filepath.Dir(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,8 +301,8 @@ func TestSilentCommandMakesNoStreamFiles(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if len(names) != 1 || names[0] != "index" {
-		t.Errorf("files = %v, want only index", names)
+	if want := filepath.Base(dir) + ".index"; len(names) != 1 || names[0] != want {
+		t.Errorf("files = %v, want only %s", names, want)
 	}
 	l, err = OpenExisting(dir, 1<<20, nil)
 	if err != nil {
@@ -317,7 +320,7 @@ func TestSilentCommandMakesNoStreamFiles(t *testing.T) {
 
 // TestOneStreamMakesOneFile: only the stream written to gets a file.
 func TestOneStreamMakesOneFile(t *testing.T) {
-	dir := t.TempDir()
+	dir := logPath(t)
 	l, err := Open(dir, 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -325,7 +328,7 @@ func TestOneStreamMakesOneFile(t *testing.T) {
 	l.Append(frame(wire.FrameStderr, 1, "oops"))
 	l.Append(exitFrame(t, 2, 1))
 	l.Close()
-	if _, err := os.Stat(filepath.Join(dir, "stdout")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(dir + ".stdout"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("stdout: %v, want none", err)
 	}
 	l, err = OpenExisting(dir, 1<<20, nil)
@@ -344,7 +347,7 @@ func TestOneStreamMakesOneFile(t *testing.T) {
 // it read, the log is open to the exit again, and it records whole.
 func TestTornExitIsNotAnExit(t *testing.T) {
 	for _, keep := range []int{1, recordSize, 2*recordSize - 1, -1, -recordSize} {
-		dir := t.TempDir()
+		dir := logPath(t)
 		l, err := Open(dir, 1<<20, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -353,7 +356,7 @@ func TestTornExitIsNotAnExit(t *testing.T) {
 		l.Append(frame(wire.FrameStdout, 2, "b"))
 		l.Append(exitFrame(t, 3, 5))
 		l.Close()
-		index := filepath.Join(dir, "index")
+		index := dir + ".index"
 		st, err := os.Stat(index)
 		if err != nil {
 			t.Fatal(err)
@@ -435,7 +438,7 @@ func TestEarlierLayoutReads(t *testing.T) {
 	// Running when the node stopped: no exit.json yet; the exit that
 	// comes now is recorded the new way and read with the old records.
 	os.Remove(filepath.Join(dir, "exit.json"))
-	l, err := OpenExisting(dir, 1<<20, nil)
+	l, err := Open(dir, 1<<20, nil) // as the node reattaching it does
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,5 +456,11 @@ func TestEarlierLayoutReads(t *testing.T) {
 	defer l.Close()
 	if got, exit := collect(t, l, 0); got != "std:hello ;std:world;std:!;" || exit == nil || exit.ExitCode != 0 {
 		t.Errorf("read %q, exit %+v", got, exit)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "stderr")); err != nil || string(b) != "!" {
+		t.Errorf("stderr in the log's directory: %q, %v", b, err)
+	}
+	if _, err := os.Stat(dir + ".index"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a log of the new layout was made beside the earlier one: %v", err)
 	}
 }
