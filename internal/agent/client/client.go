@@ -162,6 +162,72 @@ func (c *Client) Exec(ctx context.Context, req wire.ExecRequest) (wire.CommandSt
 	return st, nil
 }
 
+// ExecOutput starts a command and streams its output from the start in
+// the same call (wire.StreamQuery), as Output(ctx, req.ID, 0) would: one
+// round trip to the agent instead of two. ctx bounds the start and the
+// whole stream, as Output's; the start (until the answer's header) is
+// bounded by Timeouts.Call too, as Exec's. An agent that answers the
+// status alone (an earlier version) gives a nil stream: ask Output then.
+func (c *Client) ExecOutput(ctx context.Context, req wire.ExecRequest) (wire.CommandStatus, *OutputStream, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	fail := func(err error) (wire.CommandStatus, *OutputStream, error) {
+		cancel(nil)
+		return wire.CommandStatus{}, nil, fmt.Errorf("exec %s: %w", req.ID, err)
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return fail(err)
+	}
+	timer := time.AfterFunc(c.to.Call, func() { cancel(errCallTimeout) })
+	resp, err := c.send(ctx, true, http.MethodPost, "/v1/commands?"+wire.StreamQuery, bytes.NewReader(b), "application/json")
+	if !timer.Stop() && err == nil {
+		resp.Body.Close()
+		err = c.failed(ctx, context.Cause(ctx))
+	}
+	if err != nil {
+		return fail(err)
+	}
+	var st wire.CommandStatus
+	var s *OutputStream
+	switch resp.StatusCode {
+	case http.StatusCreated: // the status alone
+		err = json.NewDecoder(io.LimitReader(resp.Body, wire.MaxJSON)).Decode(&st)
+		drain(resp)
+		if err != nil {
+			return fail(fmt.Errorf("decode answer: %w", c.failed(ctx, err)))
+		}
+	case http.StatusOK, http.StatusNoContent:
+		h := resp.Header.Get(wire.StatusHeader)
+		if len(h) > wire.MaxJSON || json.Unmarshal([]byte(h), &st) != nil {
+			resp.Body.Close()
+			return fail(fmt.Errorf("bad %s header from agent: %q", wire.StatusHeader, h))
+		}
+		s = &OutputStream{c: c, ctx: ctx, cancel: cancel, id: req.ID, body: resp.Body, done: resp.StatusCode == http.StatusNoContent}
+		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); !s.done && mt != "application/octet-stream" {
+			resp.Body.Close()
+			return fail(fmt.Errorf("%w: content type %q", wire.ErrBadFrame, mt))
+		}
+	default:
+		resp.Body.Close()
+		return fail(fmt.Errorf("unexpected status %d", resp.StatusCode))
+	}
+	if st.ID != req.ID {
+		err = fmt.Errorf("agent answered for command %q", st.ID)
+	} else {
+		err = checkStatus(st)
+	}
+	if err != nil {
+		if s != nil {
+			s.Close()
+		}
+		return fail(err)
+	}
+	if s == nil {
+		cancel(nil)
+	}
+	return st, s, nil
+}
+
 // Commands lists the commands the agent knows, running or not.
 func (c *Client) Commands(ctx context.Context) ([]wire.CommandStatus, error) {
 	var sts []wire.CommandStatus
@@ -218,10 +284,11 @@ func (c *Client) Output(ctx context.Context, id string, after int64) (*OutputStr
 // what it has handed out once that reaches AckBytes: a call to Next tells
 // that the caller is done with the frames before (it has recorded them).
 type OutputStream struct {
-	c    *Client
-	ctx  context.Context // from Output: bounds the stream and its acks
-	id   string
-	body io.ReadCloser
+	c      *Client
+	ctx    context.Context         // from Output: bounds the stream and its acks
+	cancel context.CancelCauseFunc // when not nil, called at Close
+	id     string
+	body   io.ReadCloser
 
 	buf     []byte
 	last    int64 // seq of the last frame handed out
@@ -298,7 +365,11 @@ func (s *OutputStream) LastSeq() int64 { return s.last }
 
 // Close ends the stream. The agent keeps what was not acknowledged.
 func (s *OutputStream) Close() error {
-	return s.body.Close()
+	err := s.body.Close()
+	if s.cancel != nil {
+		s.cancel(nil)
+	}
+	return err
 }
 
 // Ack tells the agent it may forget the output of id up to seq.

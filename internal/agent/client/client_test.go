@@ -277,3 +277,78 @@ func TestClientStreamsDoNotWaitForThePool(t *testing.T) {
 		t.Fatalf("ping while %d streams are open: %v", len(open), err)
 	}
 }
+
+// TestExecOutputAnswers: a start answered with its output stream (the
+// status in its header) streams; one answered with the status alone (an
+// agent of an earlier version) gives no stream and the status; a status
+// header that is not a command's status, or for another command, fails.
+func TestExecOutputAnswers(t *testing.T) {
+	status := `{"id":"cmd_1","pid":7,"running":true,"last_seq":0}`
+	tests := []struct {
+		name       string
+		h          http.HandlerFunc
+		wantStream bool
+		wantErr    bool
+	}{
+		{"stream", func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.RawQuery != wire.StreamQuery {
+				t.Errorf("query %q, want %q", r.URL.RawQuery, wire.StreamQuery)
+			}
+			w.Header().Set(wire.StatusHeader, status)
+			w.Header().Set("Content-Type", "application/octet-stream")
+			w.Write(frames(frame(wire.FrameStdout, 1, []byte("hi")), frame(wire.FrameExit, 2, []byte(`{"exit_code":0}`))))
+		}, true, false},
+		{"status alone", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, status)
+		}, false, false},
+		{"bad status header", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set(wire.StatusHeader, "{")
+			w.Header().Set("Content-Type", "application/octet-stream")
+		}, false, true},
+		{"another command", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set(wire.StatusHeader, `{"id":"cmd_2","pid":7}`)
+			w.Header().Set("Content-Type", "application/octet-stream")
+		}, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := fakeAgent(t, tt.h)
+			st, s, err := c.ExecOutput(t.Context(), wire.ExecRequest{ID: "cmd_1", Argv: []string{"x"}})
+			if tt.wantErr {
+				if err == nil || s != nil {
+					t.Fatalf("got %+v, stream %v, err %v; want an error", st, s, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.ID != "cmd_1" || st.PID != 7 {
+				t.Errorf("status %+v", st)
+			}
+			if (s != nil) != tt.wantStream {
+				t.Fatalf("stream %v, want one: %v", s, tt.wantStream)
+			}
+			if s == nil {
+				return
+			}
+			defer s.Close()
+			var got []string
+			for {
+				f, err := s.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, fmt.Sprintf("%d:%d:%s", f.Seq, f.Kind, f.Data))
+			}
+			if want := []string{"1:1:hi", `2:3:{"exit_code":0}`}; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("frames %q, want %q", got, want)
+			}
+		})
+	}
+}

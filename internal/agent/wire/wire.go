@@ -66,6 +66,18 @@ type Size struct {
 	Rows int `json:"rows"`
 }
 
+// StreamQuery, added to POST /v1/commands (?output=1), asks the agent to
+// answer with the command's output stream, as GET
+// /v1/commands/{id}/output?after=0 would, instead of its status alone:
+// one round trip starts a command and follows it to its exit. The status
+// then comes as JSON in the StatusHeader header. An agent that does not
+// know the query answers the status alone (201 and JSON), as before.
+const StreamQuery = "output=1"
+
+// StatusHeader holds a command's status (CommandStatus, JSON) when POST
+// /v1/commands answers with its output stream.
+const StatusHeader = "Cove-Command-Status"
+
 // CommandStatus is one entry of GET /v1/commands and the answer of
 // POST /v1/commands.
 type CommandStatus struct {

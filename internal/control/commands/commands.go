@@ -121,6 +121,49 @@ type Service struct {
 	// locks hold a command's exit back until its start is recorded, so
 	// command.started always comes before command.exited.
 	locks keylock.Map
+	// started are the commands this service started that have not
+	// ended, as it stored them, with their team: Exited updates from
+	// them without reading the command and its sandbox again (a stale
+	// one, changed elsewhere, is read again), and WaitCommand finds
+	// them without a read.
+	startedMu sync.Mutex
+	started   map[string]startedCommand
+}
+
+// startedCommand is a command as its start stored it, and its team.
+type startedCommand struct {
+	cmd    api.Command
+	teamID string
+}
+
+// maxStarted bounds the started commands kept; past it a command's end
+// reads it from the store, as one started elsewhere.
+const maxStarted = 1 << 16
+
+func (s *Service) rememberStarted(teamID string, c api.Command) {
+	s.startedMu.Lock()
+	defer s.startedMu.Unlock()
+	if s.started == nil {
+		s.started = map[string]startedCommand{}
+	}
+	if len(s.started) < maxStarted {
+		s.started[c.ID] = startedCommand{cmd: c, teamID: teamID}
+	}
+}
+
+// startedCommand returns a command this service started and that has
+// not ended, as stored at its start; with take, it is forgotten.
+func (s *Service) startedCommand(sandboxID, commandID string, take bool) (startedCommand, bool) {
+	s.startedMu.Lock()
+	defer s.startedMu.Unlock()
+	st, ok := s.started[commandID]
+	if !ok || st.cmd.SandboxID != sandboxID {
+		return startedCommand{}, false
+	}
+	if take {
+		delete(s.started, commandID)
+	}
+	return st, true
 }
 
 // New returns the commands service; its background work runs on ctx,

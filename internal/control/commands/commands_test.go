@@ -166,17 +166,45 @@ type noTelemetry struct{}
 
 func (noTelemetry) Event(api.Event) {}
 
-// hookStore is the SQLite store, with a hook on GetCommand.
+// hookStore is the SQLite store, with a hook on GetCommand and a count
+// of the commands' and sandboxes' reads.
 type hookStore struct {
 	*sqlite.DB
 	onGet func()
+
+	mu    sync.Mutex
+	reads map[string]int // "command", "sandbox"
 }
 
 func (h *hookStore) GetCommand(ctx context.Context, sandboxID, id string) (api.Command, error) {
 	if f := h.onGet; f != nil {
 		f()
 	}
+	h.count("command")
 	return h.DB.GetCommand(ctx, sandboxID, id)
+}
+
+func (h *hookStore) GetSandbox(ctx context.Context, teamID, id string) (api.Sandbox, error) {
+	h.count("sandbox")
+	return h.DB.GetSandbox(ctx, teamID, id)
+}
+
+func (h *hookStore) count(what string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.reads == nil {
+		h.reads = map[string]int{}
+	}
+	h.reads[what]++
+}
+
+// takeReads returns the reads counted and starts again.
+func (h *hookStore) takeReads() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.reads
+	h.reads = nil
+	return r
 }
 
 type env struct {
@@ -767,6 +795,108 @@ func TestNoOutputAlert(t *testing.T) {
 		time.Sleep(10 * time.Second)
 		if n := count(); n != 2 {
 			t.Errorf("10 s after new output: %d alerts, want 2 (re-armed)", n)
+		}
+	})
+}
+
+// TestExitOfStartedCommandReadsNothing: the exit of a command this
+// service started updates it without reading it or its sandbox again,
+// and its event still goes to its team; waiting on it reads the command
+// once, when it has ended. Changed elsewhere meanwhile (another replica
+// marked it lost), the exit's update is stale: it reads it again and the
+// command stays as it ended there.
+func TestExitOfStartedCommandReadsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		e := newEnv(t, func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
+			<-release
+			out.Write("stdout", []byte("hi"))
+			return node.Exit{ExitCode: 4}
+		})
+		c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		e.hooks.takeReads()
+		done := make(chan api.CommandResult, 1)
+		go func() {
+			r, err := e.svc.WaitCommand(t.Context(), "team_a", "sbx_a", c.ID)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- r
+		}()
+		synctest.Wait()
+		if got := e.hooks.takeReads(); len(got) != 0 {
+			t.Errorf("waiting on a running command read %v, want nothing yet", got)
+		}
+		close(release)
+		synctest.Wait()
+		r := <-done
+		if r.Stdout != "hi" || r.Command.State != api.CommandExited || r.Command.ExitCode == nil || *r.Command.ExitCode != 4 {
+			t.Errorf("wait = %q, %s %v; want hi, exited 4", r.Stdout, r.Command.State, r.Command.ExitCode)
+		}
+		if got, want := e.hooks.takeReads(), map[string]int{"command": 1}; !maps.Equal(got, want) {
+			t.Errorf("exit and wait read %v, want %v (the wait's, once ended)", got, want)
+		}
+		if got, want := strings.Join(e.types(t, "team_a", c.ID), ","), "command.started,command.exited"; got != want {
+			t.Errorf("events = %s, want %s", got, want)
+		}
+		stored, err := e.st.GetCommand(t.Context(), "sbx_a", c.ID)
+		if err != nil || stored.State != api.CommandExited || stored.StdoutBytes != 2 {
+			t.Errorf("stored = %+v, %v; want exited with 2 bytes of stdout", stored, err)
+		}
+
+		// Marked lost elsewhere before its exit came here.
+		release = make(chan struct{})
+		c, err = e.svc.Exec(t.Context(), "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lost, err := e.st.GetCommand(t.Context(), "sbx_a", c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now().UTC()
+		lost.State, lost.EndedAt = api.CommandLost, &now
+		if err := e.st.UpdateCommand(t.Context(), lost); err != nil {
+			t.Fatal(err)
+		}
+		e.hooks.takeReads()
+		close(release)
+		synctest.Wait()
+		if got, want := e.hooks.takeReads(), map[string]int{"command": 1}; !maps.Equal(got, want) {
+			t.Errorf("a stale exit read %v, want %v", got, want)
+		}
+		stored, err = e.st.GetCommand(t.Context(), "sbx_a", c.ID)
+		if err != nil || stored.State != api.CommandLost {
+			t.Errorf("stored = %+v, %v; want lost as marked elsewhere", stored, err)
+		}
+		if got, want := strings.Join(e.types(t, "team_a", c.ID), ","), "command.started"; got != want {
+			t.Errorf("events = %s, want %s", got, want)
+		}
+	})
+}
+
+// TestWaitOtherSandboxesCommand: a command started here is not found
+// through another sandbox, nor another team's.
+func TestWaitOtherSandboxesCommand(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		defer close(release)
+		e := newEnv(t, func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
+			<-release
+			return node.Exit{}
+		})
+		c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tt := range []struct{ team, ref string }{{"team_b", "sbx_b"}, {"team_b", "sbx_a"}} {
+			if _, err := e.svc.WaitCommand(t.Context(), tt.team, tt.ref, c.ID); api.ErrorCode(err) != api.CodeNotFound {
+				t.Errorf("%s waiting through %s: %v, want not_found", tt.team, tt.ref, err)
+			}
 		}
 	})
 }

@@ -94,6 +94,7 @@ func (s *Service) start(ctx context.Context, cid string, sb api.Sandbox, req api
 	if started.PID > 0 {
 		cmd = s.recordPID(context.WithoutCancel(ctx), cmd, started.PID)
 	}
+	s.rememberStarted(sb.TeamID, cmd)
 	s.d.Log.Info("command started", "sandbox", sb.ID, "command", cmd.ID)
 	s.d.Telemetry.Exec(time.Since(start))
 	s.d.Events.Emit(ctx, sb.TeamID, "command.started", sb.ID, cmd.ID, map[string]any{"argv": req.Argv, "command": req.Command})

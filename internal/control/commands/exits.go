@@ -20,12 +20,18 @@ func (s *Service) Exited(sandboxID, commandID string, e node.Exit, lost bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)
 	defer cancel()
 	var c api.Command
+	// A command this service started is updated from what its start
+	// stored; if it changed since (another replica recorded its end or
+	// marked it lost), the update is stale and the rounds below read it.
+	st, known := s.startedCommand(sandboxID, commandID, true)
 	for attempt := 1; ; attempt++ {
 		// Each round reads the command again: another replica may have
 		// recorded its end (or marked it lost) meanwhile, and an ended
 		// command stays as it ended.
 		var err error
-		if c, err = s.d.Store.GetCommand(ctx, sandboxID, commandID); err != nil {
+		if attempt == 1 && known {
+			c = st.cmd
+		} else if c, err = s.d.Store.GetCommand(ctx, sandboxID, commandID); err != nil {
 			if foreignRun(sandboxID, err) {
 				// A workload's program (its receiver is registered on
 				// the replica that started it), or a run this replica
@@ -46,6 +52,11 @@ func (s *Service) Exited(sandboxID, commandID string, e node.Exit, lost bool) {
 			c.Version++
 			break
 		}
+		if api.ErrorCode(err) == api.CodeNotFound {
+			// Deleted with its sandbox since its start was stored.
+			s.d.Log.Debug("exit of a command no longer stored", "sandbox", sandboxID, "command", commandID)
+			return
+		}
 		if !store.Stale(err) || attempt == store.UpdateAttempts {
 			s.d.Log.Error("persist command exit", "command", commandID, "err", err)
 			return
@@ -53,8 +64,14 @@ func (s *Service) Exited(sandboxID, commandID string, e node.Exit, lost bool) {
 	}
 	s.d.Sandboxes.TouchAt(sandboxID, *c.EndedAt)
 	s.d.Log.Info("command ended", "sandbox", sandboxID, "command", commandID, "state", c.State, "exit_code", e.ExitCode)
-	if sb, err := s.d.Store.GetSandbox(ctx, "", sandboxID); err == nil {
-		s.d.Events.Emit(ctx, sb.TeamID, "command.exited", sandboxID, commandID, map[string]any{
+	teamID := st.teamID
+	if !known {
+		if sb, err := s.d.Store.GetSandbox(ctx, "", sandboxID); err == nil {
+			teamID = sb.TeamID
+		}
+	}
+	if teamID != "" {
+		s.d.Events.Emit(ctx, teamID, "command.exited", sandboxID, commandID, map[string]any{
 			"state": c.State, "exit_code": c.ExitCode, "signal": c.Signal, "timed_out": c.TimedOut,
 		})
 	}

@@ -20,6 +20,11 @@ func (s *Service) GetCommand(ctx context.Context, teamID, ref, commandID string)
 	if err != nil {
 		return api.Command{}, err
 	}
+	return s.sandboxCommand(ctx, sb, commandID)
+}
+
+// sandboxCommand is GetCommand of a sandbox found.
+func (s *Service) sandboxCommand(ctx context.Context, sb api.Sandbox, commandID string) (api.Command, error) {
 	if !id.HasPrefix(commandID, "cmd") {
 		return api.Command{}, api.Errorf(api.CodeNotFound, "command %q not found", commandID)
 	}
@@ -69,9 +74,17 @@ func (s *Service) ListCommands(ctx context.Context, teamID, ref string, q Query)
 // WaitCommand waits for a command to end and returns it with its output,
 // each stream cut at the configured maximum.
 func (s *Service) WaitCommand(ctx context.Context, teamID, ref, commandID string) (api.CommandResult, error) {
-	c, err := s.GetCommand(ctx, teamID, ref, commandID)
+	sb, err := s.d.Sandboxes.ActiveSandbox(ctx, teamID, ref)
 	if err != nil {
 		return api.CommandResult{}, err
+	}
+	// A command this service started and that has not ended is not read
+	// here: the store is read once it has ended, below.
+	c := api.Command{SandboxID: sb.ID, ID: commandID}
+	if _, ok := s.startedCommand(sb.ID, commandID, false); !ok {
+		if c, err = s.sandboxCommand(ctx, sb, commandID); err != nil {
+			return api.CommandResult{}, err
+		}
 	}
 	l, err := s.d.Node.Output(c.SandboxID, c.ID)
 	if err != nil {

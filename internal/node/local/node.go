@@ -478,7 +478,7 @@ func (n *Node) Attach(ctx context.Context, spec node.SandboxSpec, running []stri
 			n.onExit(id, cmd, *l.Exit(), false)
 			l.Close()
 		case alive[cmd]:
-			n.record(s, cmd, l, isPTY(filepath.Join(n.outputDir(id), cmd)))
+			n.record(s, cmd, l, isPTY(filepath.Join(n.outputDir(id), cmd)), nil, nil)
 		default:
 			n.lose(id, cmd, l.Log)
 			l.Close()
@@ -789,12 +789,20 @@ func (n *Node) Exec(ctx context.Context, sandboxID string, spec node.ExecSpec) (
 	}
 	// Before the command runs, so that its first byte is redacted too.
 	s.secrets.add(spec.Secrets)
-	st, err := s.client.Exec(ctx, req)
+	// One call starts the command and streams its output to the
+	// recorder: the stream lives with the sandbox, not the request,
+	// which bounds only the start (a request gone while its stream
+	// is being opened cancels it; a stream cut so is resumed).
+	sctx, cancel := context.WithCancel(s.ctx)
+	stop := context.AfterFunc(ctx, cancel)
+	st, stream, err := s.client.ExecOutput(sctx, req)
+	stop()
 	if err != nil {
+		cancel()
 		l.Close()
 		return node.Started{}, err
 	}
-	n.record(s, req.ID, l, pty)
+	n.record(s, req.ID, l, pty, stream, cancel)
 	pid, ok := agentPID(st.PID)
 	if !ok {
 		n.log.Warn("the agent answered a pid out of range", "sandbox", sandboxID, "command", req.ID, "pid", st.PID)
@@ -852,8 +860,13 @@ func (n *Node) execRequest(spec node.ExecSpec, ownBundle bool) (wire.ExecRequest
 // record copies the command's output from the agent into its log until the
 // exit frame, resuming after the last recorded frame whenever the stream
 // breaks. It runs until the command ends or the sandbox or node goes away.
-func (n *Node) record(s *sandbox, cmd string, ref *logRef, pty bool) {
+// first, when not nil, is the stream the command's start opened (its
+// context's cancel is stop); it is read before any other is asked for.
+func (n *Node) record(s *sandbox, cmd string, ref *logRef, pty bool, first *client.OutputStream, stop context.CancelFunc) {
 	n.wg.Go(func() {
+		if stop != nil {
+			defer stop()
+		}
 		defer ref.Close() // the recorder's hold, taken when the command started
 		l := ref.Log
 		w := newRedacting(l, s.secrets, pty)
@@ -867,7 +880,8 @@ func (n *Node) record(s *sandbox, cmd string, ref *logRef, pty bool) {
 		log := n.log.With("sandbox", s.id, "command", cmd)
 		backoff := 10 * time.Millisecond
 		for {
-			done, err := n.copyOutput(s, cmd, w)
+			done, err := n.copyOutput(s, cmd, w, first)
+			first = nil
 			if done {
 				return
 			}
@@ -885,17 +899,20 @@ func (n *Node) record(s *sandbox, cmd string, ref *logRef, pty bool) {
 	})
 }
 
-// copyOutput reads one stream of frames into l. It reports done once the
-// exit is recorded and reported.
-func (n *Node) copyOutput(s *sandbox, cmd string, w *redacting) (bool, error) {
+// copyOutput reads one stream of frames into l: stream when not nil, else
+// one it asks for. It reports done once the exit is recorded and reported.
+func (n *Node) copyOutput(s *sandbox, cmd string, w *redacting, stream *client.OutputStream) (bool, error) {
 	l := w.l
-	stream, err := s.client.Output(s.ctx, cmd, w.resumeAfter())
-	if err != nil {
-		if api.ErrorCode(err) == api.CodeNotFound {
-			n.lose(s.id, cmd, l)
-			return true, nil
+	if stream == nil {
+		var err error
+		stream, err = s.client.Output(s.ctx, cmd, w.resumeAfter())
+		if err != nil {
+			if api.ErrorCode(err) == api.CodeNotFound {
+				n.lose(s.id, cmd, l)
+				return true, nil
+			}
+			return false, err
 		}
-		return false, err
 	}
 	defer stream.Close()
 	for {

@@ -43,8 +43,8 @@ import (
 // within a second.
 const ptyFlushDelay = time.Second
 
-// ptyMarker is a file in a PTY command's output dir, so that a restarted
-// node knows to flush its held output on time.
+// ptyMarker names a file beside a PTY command's output log, so that a
+// restarted node knows to flush its held output on time.
 const ptyMarker = "pty"
 
 // secretSet is the values given to one sandbox; it only grows.
@@ -296,11 +296,21 @@ func (w *redacting) flushTerminal(ctx context.Context) {
 	}
 }
 
-func markPTY(dir string) error {
-	return os.WriteFile(filepath.Join(dir, ptyMarker), nil, 0o600)
+// markPTY marks the command whose output log is at path (see
+// output.Open): a file path.pty beside the log's files, or, in a log of
+// an earlier version (a directory), the file pty in it.
+func markPTY(path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return os.WriteFile(filepath.Join(path, ptyMarker), nil, 0o600)
+	}
+	return os.WriteFile(path+"."+ptyMarker, nil, 0o600)
 }
 
-func isPTY(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, ptyMarker))
-	return err == nil
+func isPTY(path string) bool {
+	for _, p := range []string{path + "." + ptyMarker, filepath.Join(path, ptyMarker)} {
+		if _, err := os.Stat(p); err == nil {
+			return true
+		}
+	}
+	return false
 }

@@ -2,6 +2,8 @@ package local
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -259,6 +261,30 @@ func TestRedactingAcrossStreams(t *testing.T) {
 		ra.ReadAt(b, 0)
 		if strings.Contains(string(b), "0123") {
 			t.Errorf("raw %s holds part of the value: %q", name, b)
+		}
+	}
+}
+
+// TestPTYMarker: a terminal command's mark is found beside its log, and
+// in the directory of a log of an earlier version; an unmarked command's
+// is not.
+func TestPTYMarker(t *testing.T) {
+	dir := t.TempDir()
+	flat, old, plain := filepath.Join(dir, "cmd_1"), filepath.Join(dir, "cmd_2"), filepath.Join(dir, "cmd_3")
+	if err := os.Mkdir(old, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{flat, old} {
+		if err := markPTY(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(old, ptyMarker)); err != nil {
+		t.Errorf("earlier layout: %v", err)
+	}
+	for p, want := range map[string]bool{flat: true, old: true, plain: false} {
+		if got := isPTY(p); got != want {
+			t.Errorf("isPTY(%s) = %v, want %v", filepath.Base(p), got, want)
 		}
 	}
 }

@@ -24,7 +24,7 @@ func seqs(t *testing.T, l *Log, after int64) []int64 {
 // checks what readers see, where the agent's stream resumes, and that
 // both survive a reopen.
 func TestInsertAndSkip(t *testing.T) {
-	dir := t.TempDir()
+	dir := logPath(t)
 	l, err := Open(dir, 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -2,11 +2,20 @@
 // one sequence over both streams, bounded in size, and readable from any
 // point while it grows.
 //
-// A log is a directory of four files: "stdout" and "stderr" hold the raw
-// bytes of each stream; "index" holds one fixed-size record per chunk (seq,
-// kind, offset in its stream file, length); "exit.json" appears when the
-// command ends. Data is written before its index record, so a crash leaves at
-// worst bytes that no record names; Open cuts them off.
+// A log is named by a path P and is up to three files beside each other,
+// no directory of its own: "P.stdout" and "P.stderr" hold the raw bytes
+// of each stream, each made when its stream first records something (a
+// command that writes nothing has neither); "P.index" holds
+// one fixed-size record per chunk (seq, kind, offset in its stream file,
+// length), and, once the command ends, its exit after the last record: the
+// exit's JSON, then a record of kind exit naming its length and checksum,
+// written at once. Data is written before its index record, so a crash
+// leaves at worst bytes that no record names; Open cuts them off, with an
+// exit whose checksum does not match (it was cut short).
+//
+// Logs of earlier versions were a directory P holding "stdout", "stderr"
+// and "index", all made at the start, and the exit in a file of its own,
+// "exit.json"; they still read, and one still recording goes on so.
 //
 // Sequence numbers are the agent's, plus the number of records the node
 // inserted before (Insert: output the node held back, such as the start
@@ -22,10 +31,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -39,6 +50,7 @@ const (
 	kindStderr    byte = 2
 	kindTruncated byte = 3 // recording stopped at the cap; the command ran on
 	kindSkip      byte = 4 // a frame with nothing to record; readers skip it
+	kindExit      byte = 5 // the last thing in the index, after the exit's JSON
 )
 
 const recordSize = 24 // seq 8, kind 1, inserted 3, offset 8, length 4
@@ -58,17 +70,18 @@ var _ node.Output = (*Log)(nil)
 // Log is one command's recorded output. Its methods are safe for concurrent
 // use: one writer appends while any number of readers follow.
 type Log struct {
-	dir      string
+	base     string // the path that names the log
+	flat     bool   // files beside each other at base.*; else, an earlier version's, in a directory at base
 	maxBytes int64
 	budget   *Budget // nil: none beyond maxBytes
 
+	index *os.File // set at open, never changed
+
 	mu      sync.Mutex
-	stdout  *os.File
-	stderr  *os.File
-	index   *os.File
-	lastSeq int64 // of the last chunk or exit readers see
-	lastAny int64 // of the last record of any kind, or the exit
-	ins     int64 // records inserted by Insert
+	streams [2]*os.File // stdout, stderr; nil until the stream records something
+	lastSeq int64       // of the last chunk or exit readers see
+	lastAny int64       // of the last record of any kind, or the exit
+	ins     int64       // records inserted by Insert
 	records int64
 	sizes   [2]int64 // bytes in stdout, stderr
 	capped  bool
@@ -111,68 +124,95 @@ func (b *Budget) take(n int64) bool {
 	}
 }
 
-// Open opens the log in dir, creating it if needed, and repairs what a crash
-// may have left half-written. maxBytes caps what it records: the stream
-// bytes and the index together. budget, when not nil, is shared with other
-// logs and charged too.
-// A log that cannot be made (its disk is full) leaves no directory
-// behind.
-func Open(dir string, maxBytes int64, budget *Budget) (*Log, error) {
-	_, err := os.Lstat(dir)
+// Open opens the log at path, creating it if needed (and the directory
+// that holds it), and repairs what a crash may have left half-written.
+// maxBytes caps what it records: the stream bytes and the index together.
+// budget, when not nil, is shared with other logs and charged too.
+// A log that cannot be made (its disk is full) leaves no file behind.
+func Open(path string, maxBytes int64, budget *Budget) (*Log, error) {
+	if isDir(path) {
+		return open(path, false, maxBytes, budget) // an earlier version's
+	}
+	index := path + ".index"
+	_, err := os.Lstat(index)
 	made := errors.Is(err, fs.ErrNotExist)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create output dir: %w", err)
 	}
-	l, err := open(dir, maxBytes, budget)
+	l, err := open(path, true, maxBytes, budget)
 	if err != nil && made {
-		os.RemoveAll(dir)
+		os.Remove(index)
 	}
 	return l, err
 }
 
 // OpenExisting opens a log that was recorded before; it creates nothing
 // and fails with an error matching fs.ErrNotExist when the log is gone.
-func OpenExisting(dir string, maxBytes int64, budget *Budget) (*Log, error) {
-	for _, name := range []string{"", "stdout", "stderr", "index"} {
-		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
-			return nil, fmt.Errorf("open output log %s: %w", dir, err)
-		}
+func OpenExisting(path string, maxBytes int64, budget *Budget) (*Log, error) {
+	flat := !isDir(path)
+	l := &Log{base: path, flat: flat}
+	if _, err := os.Stat(l.file("index")); err != nil {
+		return nil, fmt.Errorf("open output log %s: %w", path, err)
 	}
-	return open(dir, maxBytes, budget)
+	return open(path, flat, maxBytes, budget)
 }
 
-func open(dir string, maxBytes int64, budget *Budget) (*Log, error) {
-	l := &Log{dir: dir, maxBytes: maxBytes, budget: budget, changed: make(chan struct{})}
-	var err error
-	open := func(name string) *os.File {
-		if err != nil {
-			return nil
-		}
-		var f *os.File
-		f, err = os.OpenFile(filepath.Join(dir, name), os.O_RDWR|os.O_CREATE, 0o600)
-		return f
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
+}
+
+// file is the name of one of the log's files: "index", "stdout",
+// "stderr" or (of an earlier version's log) "exit.json".
+func (l *Log) file(part string) string {
+	if l.flat {
+		return l.base + "." + part
 	}
-	l.stdout, l.stderr, l.index = open("stdout"), open("stderr"), open("index")
+	return filepath.Join(l.base, part)
+}
+
+func open(path string, flat bool, maxBytes int64, budget *Budget) (*Log, error) {
+	l := &Log{base: path, flat: flat, maxBytes: maxBytes, budget: budget, changed: make(chan struct{})}
+	var err error
+	l.index, err = os.OpenFile(l.file("index"), os.O_RDWR|os.O_CREATE, 0o600)
+	for i := 0; err == nil && i < 2; i++ {
+		// A stream file is there when its stream recorded something
+		// (or, in a log of an earlier version, always).
+		l.streams[i], err = os.OpenFile(l.file(streamNames[i]), os.O_RDWR, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			l.streams[i], err = nil, nil
+		}
+	}
 	if err == nil {
 		err = l.recover()
 	}
 	if err != nil {
 		l.closeFiles()
-		return nil, fmt.Errorf("open output log %s: %w", dir, err)
+		return nil, fmt.Errorf("open output log %s: %w", path, err)
 	}
 	return l, nil
 }
 
-// recover reads the index, drops a torn last record and cuts stream files
-// back to what the index names.
+var streamNames = [2]string{"stdout", "stderr"}
+
+// recover reads the index and its exit, drops a torn last record (or
+// exit) and cuts stream files back to what the index names.
 func (l *Log) recover() error {
 	st, err := l.index.Stat()
 	if err != nil {
 		return err
 	}
-	n := st.Size() / recordSize
-	if err := l.index.Truncate(n * recordSize); err != nil {
+	n, exitSeq, err := l.readExit(st.Size())
+	if err != nil {
 		return err
+	}
+	if l.exit == nil {
+		if n, err = l.dropTorn(st.Size() / recordSize); err != nil {
+			return err
+		}
+		if err := l.index.Truncate(n * recordSize); err != nil {
+			return err
+		}
 	}
 	l.records = n
 	if n > 0 {
@@ -202,12 +242,24 @@ func (l *Log) recover() error {
 			}
 		}
 	}
-	for i, f := range []*os.File{l.stdout, l.stderr} {
+	for i, f := range l.streams {
+		if f == nil {
+			if l.sizes[i] > 0 {
+				return fmt.Errorf("%s is missing: the index names %d bytes of it", streamNames[i], l.sizes[i])
+			}
+			continue
+		}
 		if err := f.Truncate(l.sizes[i]); err != nil {
 			return err
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(l.dir, "exit.json")); err == nil {
+	if l.exit != nil {
+		l.lastSeq = max(l.lastSeq, exitSeq)
+		l.lastAny = max(l.lastAny, exitSeq)
+		return nil
+	}
+	// A log of an earlier version keeps its exit in a file of its own.
+	if b, err := os.ReadFile(l.file("exit.json")); err == nil {
 		var e exitFile
 		if err := json.Unmarshal(b, &e); err != nil {
 			return fmt.Errorf("read exit.json: %w", err)
@@ -220,6 +272,52 @@ func (l *Log) recover() error {
 	}
 	return nil
 }
+
+// readExit reads the exit at the end of an index of size bytes, if one is
+// there whole: its record names the JSON before it and its checksum. It
+// returns the number of records before the exit.
+func (l *Log) readExit(size int64) (records, seq int64, err error) {
+	if size < recordSize {
+		return 0, 0, nil
+	}
+	var rec [recordSize]byte
+	if _, err := l.index.ReadAt(rec[:], size-recordSize); err != nil {
+		return 0, 0, err
+	}
+	seq, kind, sum, n := decodeRecord(rec[:])
+	start := size - recordSize - int64(n)
+	if kind != kindExit || start < 0 || start%recordSize != 0 {
+		return 0, 0, nil
+	}
+	b := make([]byte, n)
+	if _, err := l.index.ReadAt(b, start); err != nil {
+		return 0, 0, err
+	}
+	var e Exit
+	if uint64(crc32.Checksum(b, crcTable)) != uint64(sum) || json.Unmarshal(b, &e) != nil {
+		return 0, 0, nil // cut short: the command's end is not recorded
+	}
+	l.exit = &e
+	return start / recordSize, seq, nil
+}
+
+// dropTorn returns how many of the index's first n records are whole
+// records: an exit cut short leaves bytes of JSON (or zeros) whose kind
+// byte is none of the records' kinds.
+func (l *Log) dropTorn(n int64) (int64, error) {
+	var rec [recordSize]byte
+	for ; n > 0; n-- {
+		if _, err := l.index.ReadAt(rec[:], (n-1)*recordSize); err != nil {
+			return 0, err
+		}
+		if k := rec[8]; k >= kindStdout && k <= kindSkip {
+			break
+		}
+	}
+	return n, nil
+}
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 func decodeRecord(b []byte) (seq int64, kind byte, off int64, n uint32) {
 	return int64(binary.BigEndian.Uint64(b[0:8])), b[8],
@@ -359,9 +457,13 @@ func (l *Log) appendData(seq int64, kind byte, data []byte) error {
 		return l.appendMarker(seq)
 	}
 	i := kind - 1
-	file := l.stdout
-	if kind == wire.FrameStderr {
-		file = l.stderr
+	file := l.streams[i]
+	if file == nil {
+		f, err := os.OpenFile(l.file(streamNames[i]), os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("record output: %w", err)
+		}
+		l.streams[i], file = f, f
 	}
 	off := l.sizes[i]
 	if _, err := file.WriteAt(data, off); err != nil {
@@ -401,22 +503,28 @@ func (l *Log) writeRecord(seq int64, kind byte, off int64, n uint32) error {
 	return nil
 }
 
-// exitFile is exit.json: the exit and the sequence number it took.
+// exitFile is exit.json of a log of an earlier version: the exit and the
+// sequence number it took.
 type exitFile struct {
 	node.Exit
 	Seq int64 `json:"seq"`
 }
 
+// writeExit writes the exit after the index's last record, in one write:
+// its JSON, padded with spaces to whole records, then a record of kind
+// exit with the JSON's length and checksum and the exit's seq.
 func (l *Log) writeExit(e Exit, seq int64) error {
-	b, err := json.Marshal(exitFile{Exit: e, Seq: seq})
+	b, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(l.dir, "exit.json.tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return fmt.Errorf("record exit: %w", err)
+	if pad := len(b) % recordSize; pad != 0 {
+		b = append(b, strings.Repeat(" ", recordSize-pad)...)
 	}
-	if err := os.Rename(tmp, filepath.Join(l.dir, "exit.json")); err != nil {
+	n := len(b)
+	b = append(b, make([]byte, recordSize)...)
+	encodeRecord(b[n:], seq, kindExit, l.ins, int64(crc32.Checksum(b[:n], crcTable)), uint32(n))
+	if _, err := l.index.WriteAt(b, l.records*recordSize); err != nil {
 		return fmt.Errorf("record exit: %w", err)
 	}
 	l.exit = &e
@@ -458,7 +566,7 @@ func (l *Log) Read(ctx context.Context, after int64, follow bool, fn func(Chunk)
 	var rec [recordSize]byte
 	for {
 		l.mu.Lock()
-		records, exit, changed, closed := l.records, l.exit, l.changed, l.closed
+		records, exit, changed, closed, streams := l.records, l.exit, l.changed, l.closed, l.streams
 		l.mu.Unlock()
 		if closed {
 			return nil, errors.New("output log closed")
@@ -471,12 +579,9 @@ func (l *Log) Read(ctx context.Context, after int64, follow bool, fn func(Chunk)
 			c := Chunk{Seq: seq}
 			switch kind {
 			case kindStdout, kindStderr:
-				file, name := l.stdout, "stdout"
-				if kind == kindStderr {
-					file, name = l.stderr, "stderr"
-				}
-				if n > uint32(len(buf)) {
-					return nil, fmt.Errorf("output record of %d bytes is corrupt", n)
+				file, name := streams[kind-1], streamNames[kind-1]
+				if n > uint32(len(buf)) || file == nil {
+					return nil, fmt.Errorf("output record of %d bytes of %s is corrupt", n, name)
 				}
 				if _, err := file.ReadAt(buf[:n], off); err != nil {
 					return nil, fmt.Errorf("read %s: %w", name, err)
@@ -531,11 +636,14 @@ func (l *Log) search(after int64) (int64, error) {
 func (l *Log) Stream(name string) (io.ReaderAt, int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch name {
-	case "stdout":
-		return l.stdout, l.sizes[0], nil
-	case "stderr":
-		return l.stderr, l.sizes[1], nil
+	for i, s := range streamNames {
+		if s != name {
+			continue
+		}
+		if l.streams[i] == nil {
+			return emptyStream{}, 0, nil
+		}
+		return l.streams[i], l.sizes[i], nil
 	}
 	return nil, 0, fmt.Errorf("unknown stream %q", name)
 }
@@ -561,7 +669,7 @@ func (l *Log) Close() error {
 
 func (l *Log) closeFiles() error {
 	var errs []error
-	for _, f := range []*os.File{l.stdout, l.stderr, l.index} {
+	for _, f := range []*os.File{l.streams[0], l.streams[1], l.index} {
 		if f != nil {
 			errs = append(errs, f.Close())
 		}
@@ -576,3 +684,8 @@ func (l *Log) Ended() bool {
 	defer l.mu.Unlock()
 	return l.exit != nil || l.closed
 }
+
+// emptyStream is a stream that recorded nothing (it has no file).
+type emptyStream struct{}
+
+func (emptyStream) ReadAt([]byte, int64) (int, error) { return 0, io.EOF }

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,6 +14,9 @@ import (
 
 	"github.com/cove-dev/cove/internal/agent/wire"
 )
+
+// logPath is where a test's log is made: a name in a directory of its own.
+func logPath(t *testing.T) string { return filepath.Join(t.TempDir(), "cmd_1") }
 
 func frame(kind byte, seq int64, data string) wire.Frame {
 	return wire.Frame{Kind: kind, Seq: seq, Data: []byte(data)}
@@ -43,7 +49,7 @@ func collect(t *testing.T, l *Log, after int64) (string, *Exit) {
 }
 
 func TestAppendRead(t *testing.T) {
-	l, err := Open(t.TempDir(), 1<<20, nil)
+	l, err := Open(logPath(t), 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +90,7 @@ func TestAppendRead(t *testing.T) {
 
 func TestCapStopsRecording(t *testing.T) {
 	// "abc" and its record, and room for the marker's record.
-	l, err := Open(t.TempDir(), 3+2*recordSize+4, nil)
+	l, err := Open(logPath(t), 3+2*recordSize+4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +110,7 @@ func TestCapStopsRecording(t *testing.T) {
 }
 
 func TestReopenRepairsTornWrites(t *testing.T) {
-	dir := t.TempDir()
+	dir := logPath(t)
 	l, err := Open(dir, 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -113,8 +119,8 @@ func TestReopenRepairsTornWrites(t *testing.T) {
 	l.Append(frame(wire.FrameStdout, 2, "world"))
 	l.Close()
 	// A crash after data was written but before its index record was whole.
-	appendBytes(t, filepath.Join(dir, "stdout"), "junk")
-	appendBytes(t, filepath.Join(dir, "index"), "0123456789")
+	appendBytes(t, dir+".stdout", "junk")
+	appendBytes(t, dir+".index", "0123456789")
 
 	l, err = Open(dir, 1<<20, nil)
 	if err != nil {
@@ -134,7 +140,7 @@ func TestReopenRepairsTornWrites(t *testing.T) {
 	if exit != nil {
 		t.Errorf("exit = %+v, want none yet", exit)
 	}
-	b, _ := os.ReadFile(filepath.Join(dir, "stdout"))
+	b, _ := os.ReadFile(dir + ".stdout")
 	if string(b) != "hello world!" {
 		t.Errorf("stdout file = %q", b)
 	}
@@ -153,7 +159,7 @@ func appendBytes(t *testing.T, path, s string) {
 }
 
 func TestFollowWaitsForMore(t *testing.T) {
-	l, err := Open(t.TempDir(), 1<<20, nil)
+	l, err := Open(logPath(t), 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +190,10 @@ func diskBytes(t *testing.T, dir string) int64 {
 	t.Helper()
 	var n int64
 	for _, name := range []string{"stdout", "stderr", "index"} {
-		st, err := os.Stat(filepath.Join(dir, name))
+		st, err := os.Stat(dir + "." + name)
+		if errors.Is(err, fs.ErrNotExist) && name != "index" {
+			continue // a stream that recorded nothing
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,7 +220,7 @@ func TestBudgetCountsTheIndex(t *testing.T) {
 			if tt.budget > 0 {
 				b = NewBudget(tt.budget, 0)
 			}
-			dirs := []string{t.TempDir(), t.TempDir()}
+			dirs := []string{logPath(t), logPath(t)}
 			var logs []*Log
 			for _, d := range dirs {
 				l, err := Open(d, tt.maxBytes, b)
@@ -248,5 +257,210 @@ func TestBudgetCountsTheIndex(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSilentCommandMakesNoStreamFiles: a command that writes nothing
+// leaves only its index (with the exit in it) and still reads back, from
+// the log held open and after reopening it.
+func TestSilentCommandMakesNoStreamFiles(t *testing.T) {
+	dir := logPath(t)
+	l, err := Open(dir, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append(exitFrame(t, 1, 7)); err != nil {
+		t.Fatal(err)
+	}
+	check := func(l *Log) {
+		t.Helper()
+		got, exit := collect(t, l, 0)
+		if got != "" || exit == nil || exit.ExitCode != 7 {
+			t.Errorf("read %q, exit %+v; want nothing and exit 7", got, exit)
+		}
+		if l.LastSeq() != 1 || l.ResumeSeq() != 1 {
+			t.Errorf("LastSeq %d, ResumeSeq %d; want 1, 1", l.LastSeq(), l.ResumeSeq())
+		}
+		for _, name := range []string{"stdout", "stderr"} {
+			r, size, err := l.Stream(name)
+			if err != nil || size != 0 {
+				t.Fatalf("Stream(%s) = %d, %v", name, size, err)
+			}
+			if n, err := r.ReadAt(make([]byte, 1), 0); n != 0 || err != io.EOF {
+				t.Errorf("empty %s read %d, %v", name, n, err)
+			}
+		}
+	}
+	check(l)
+	l.Close()
+	entries, err := os.ReadDir(filepath.Dir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := filepath.Base(dir) + ".index"; len(names) != 1 || names[0] != want {
+		t.Errorf("files = %v, want only %s", names, want)
+	}
+	l, err = OpenExisting(dir, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	check(l)
+	if err := l.Append(frame(wire.FrameStdout, 2, "late")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := collect(t, l, 0); got != "" {
+		t.Errorf("recorded %q after the exit", got)
+	}
+}
+
+// TestOneStreamMakesOneFile: only the stream written to gets a file.
+func TestOneStreamMakesOneFile(t *testing.T) {
+	dir := logPath(t)
+	l, err := Open(dir, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Append(frame(wire.FrameStderr, 1, "oops"))
+	l.Append(exitFrame(t, 2, 1))
+	l.Close()
+	if _, err := os.Stat(dir + ".stdout"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("stdout: %v, want none", err)
+	}
+	l, err = OpenExisting(dir, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	got, exit := collect(t, l, 0)
+	if got != "std:oops;" || exit == nil || exit.ExitCode != 1 {
+		t.Errorf("read %q, exit %+v", got, exit)
+	}
+}
+
+// TestTornExitIsNotAnExit: an exit cut short by a crash (part of its JSON
+// written, or all of it but not its record) is no exit: the records before
+// it read, the log is open to the exit again, and it records whole.
+func TestTornExitIsNotAnExit(t *testing.T) {
+	for _, keep := range []int{1, recordSize, 2*recordSize - 1, -1, -recordSize} {
+		dir := logPath(t)
+		l, err := Open(dir, 1<<20, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Append(frame(wire.FrameStdout, 1, "a"))
+		l.Append(frame(wire.FrameStdout, 2, "b"))
+		l.Append(exitFrame(t, 3, 5))
+		l.Close()
+		index := dir + ".index"
+		st, err := os.Stat(index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size := int64(2*recordSize + keep)
+		if keep < 0 {
+			size = st.Size() + int64(keep) // the exit's record cut
+		}
+		if err := os.Truncate(index, size); err != nil {
+			t.Fatal(err)
+		}
+		l, err = OpenExisting(dir, 1<<20, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, exit := collect(t, l, 0); got != "std:a;std:b;" || exit != nil {
+			t.Errorf("keep %d: read %q, exit %+v; want both chunks and no exit", keep, got, exit)
+		}
+		if l.ResumeSeq() != 2 {
+			t.Errorf("keep %d: ResumeSeq %d, want 2", keep, l.ResumeSeq())
+		}
+		if err := l.Append(exitFrame(t, 3, 5)); err != nil {
+			t.Fatal(err)
+		}
+		l.Close()
+		l, err = OpenExisting(dir, 1<<20, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, exit := collect(t, l, 0); got != "std:a;std:b;" || exit == nil || exit.ExitCode != 5 {
+			t.Errorf("keep %d: after the exit again: read %q, exit %+v", keep, got, exit)
+		}
+		l.Close()
+	}
+}
+
+// TestEarlierLayoutReads: a log as earlier versions wrote it (all three
+// files made at the start, an empty stream among them, the exit in
+// exit.json) reads, replays from any point and reopens as it was.
+func TestEarlierLayoutReads(t *testing.T) {
+	dir := t.TempDir()
+	var index []byte
+	rec := func(seq int64, kind byte, off int64, n uint32) {
+		var b [recordSize]byte
+		encodeRecord(b[:], seq, kind, 0, off, n)
+		index = append(index, b[:]...)
+	}
+	rec(1, kindStdout, 0, 6)
+	rec(2, kindSkip, 0, 0)
+	rec(3, kindStdout, 6, 5)
+	write := func(name, data string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("stdout", "hello world")
+	write("stderr", "")
+	write("index", string(index))
+	write("exit.json", `{"exit_code":4,"seq":4}`)
+	for range 2 {
+		l, err := OpenExisting(dir, 1<<20, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, exit := collect(t, l, 0); got != "std:hello ;std:world;" || exit == nil || exit.ExitCode != 4 {
+			t.Errorf("read %q, exit %+v", got, exit)
+		}
+		if got, _ := collect(t, l, 1); got != "std:world;" {
+			t.Errorf("after 1: read %q", got)
+		}
+		if l.LastSeq() != 4 || l.ResumeSeq() != 4 {
+			t.Errorf("LastSeq %d, ResumeSeq %d; want 4, 4", l.LastSeq(), l.ResumeSeq())
+		}
+		if out, errb := l.Sizes(); out != 11 || errb != 0 {
+			t.Errorf("sizes %d, %d", out, errb)
+		}
+		l.Close()
+	}
+	// Running when the node stopped: no exit.json yet; the exit that
+	// comes now is recorded the new way and read with the old records.
+	os.Remove(filepath.Join(dir, "exit.json"))
+	l, err := Open(dir, 1<<20, nil) // as the node reattaching it does
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append(frame(wire.FrameStderr, 4, "!")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Append(exitFrame(t, 5, 0)); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l, err = OpenExisting(dir, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if got, exit := collect(t, l, 0); got != "std:hello ;std:world;std:!;" || exit == nil || exit.ExitCode != 0 {
+		t.Errorf("read %q, exit %+v", got, exit)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "stderr")); err != nil || string(b) != "!" {
+		t.Errorf("stderr in the log's directory: %q, %v", b, err)
+	}
+	if _, err := os.Stat(dir + ".index"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a log of the new layout was made beside the earlier one: %v", err)
 	}
 }

@@ -278,8 +278,17 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, c.statusView())
-	return nil
+	if r.URL.RawQuery != wire.StreamQuery {
+		writeJSON(w, http.StatusCreated, c.statusView())
+		return nil
+	}
+	// The status, then the output as GET …/output?after=0 streams it.
+	st, err := json.Marshal(c.statusView())
+	if err != nil {
+		return err
+	}
+	w.Header().Set(wire.StatusHeader, string(st))
+	return s.stream(w, r, c, 0)
 }
 
 // start starts the command of a validated request.
@@ -393,6 +402,12 @@ func (s *Server) output(w http.ResponseWriter, r *http.Request) error {
 	if err := c.out.ack(after); err != nil {
 		return err
 	}
+	return s.stream(w, r, c, after)
+}
+
+// stream answers the output of c after frame `after` until its exit frame
+// (or the host goes away).
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, c *command, after int64) error {
 	frames, done, wait, err := c.out.next(after, 64)
 	if err != nil {
 		return err

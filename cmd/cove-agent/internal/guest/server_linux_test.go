@@ -173,6 +173,12 @@ func collect(t *testing.T, c *client.Client, id string, after int64) result {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return readStream(t, s)
+}
+
+// readStream reads s to its end.
+func readStream(t *testing.T, s *client.OutputStream) result {
+	t.Helper()
 	defer s.Close()
 	var r result
 	var out, errb strings.Builder
@@ -823,5 +829,49 @@ func TestSlowReaderAfterExit(t *testing.T) {
 	r := collect(t, c, "burst", 0)
 	if len(r.stdout) != total || r.exit != (wire.ExitData{}) {
 		t.Errorf("got %d bytes, exit %+v; want %d", len(r.stdout), r.exit, total)
+	}
+}
+
+// TestExecStreamsOutput: a start that asks for the output stream gets it
+// in the same answer, from the first frame to the exit, with the status;
+// the command is known to the agent as any other (its output can be read
+// again, it can be forgotten).
+func TestExecStreamsOutput(t *testing.T) {
+	_, c := startServer(t, ServerConfig{})
+	tests := []struct {
+		argv           []string
+		stdout, stderr string
+		exit           wire.ExitData
+	}{
+		{[]string{"true"}, "", "", wire.ExitData{}},
+		{[]string{"sh", "-c", "echo a; echo b >&2; exit 5"}, "a\n", "b\n", wire.ExitData{ExitCode: 5}},
+		{[]string{"sh", "-c", "head -c 300000 /dev/zero"}, string(make([]byte, 300000)), "", wire.ExitData{}},
+	}
+	for i, tt := range tests {
+		id := fmt.Sprintf("stream-%d", i)
+		st, s, err := c.ExecOutput(t.Context(), wire.ExecRequest{ID: id, Argv: tt.argv, Env: []string{testPath}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s == nil {
+			t.Fatalf("%v: the agent answered no output stream", tt.argv)
+		}
+		if st.ID != id || st.PID <= 0 {
+			t.Errorf("%v: status %+v", tt.argv, st)
+		}
+		r := readStream(t, s)
+		if r.stdout != tt.stdout || r.stderr != tt.stderr || r.exit != tt.exit {
+			t.Errorf("%v: stdout %q stderr %q exit %+v; want %q, %q, %+v", tt.argv, trunc(r.stdout), r.stderr, r.exit, trunc(tt.stdout), tt.stderr, tt.exit)
+		}
+		if again := collect(t, c, id, 0); again.stdout != r.stdout || again.exit != r.exit {
+			t.Errorf("%v: read again: %q %+v", tt.argv, trunc(again.stdout), again.exit)
+		}
+		if err := c.Forget(t.Context(), id); err != nil {
+			t.Error(err)
+		}
+	}
+	// A start refused answers its error, no stream.
+	if _, s, err := c.ExecOutput(t.Context(), wire.ExecRequest{ID: "stream-bad", Argv: []string{"no-such-program"}, Env: []string{testPath}}); !isCode(err, string(api.CodeInvalidArgument)) || s != nil {
+		t.Errorf("a program not found: %v, stream %v; want invalid_argument", err, s)
 	}
 }
