@@ -65,6 +65,12 @@ type Config struct {
 	// Poll is how often the outbox is read when nothing wakes the
 	// dispatcher (another process may have filled it). Default 5s.
 	Poll time.Duration
+	// Coalesce is the least time between two reads of the outbox that
+	// changes prompt: every event wakes the dispatcher, a command makes
+	// several, and reading the outbox at each one was a tenth of the
+	// server's CPU per command, webhooks or none. A new delivery goes out
+	// at most this much later. Default 20ms; 0 reads at every change.
+	Coalesce time.Duration
 	// IsNodeAddr reports whether a connection to an address would stay
 	// on this node; deliveries never dial one unless AllowPrivate. Default
 	// (nil) netpolicy.IsNodeAddr, the egress gateway's own view.
@@ -83,7 +89,7 @@ type SecretOpener func(teamID, webhookID, stored string) (string, error)
 // DefaultConfig is the dispatcher's configuration with every default.
 func DefaultConfig() Config {
 	return Config{Concurrency: 8, TeamConcurrency: 2, Backlog: store.DefaultWebhookBacklog, Timeout: 10 * time.Second, Backoff: 5 * time.Second,
-		MaxBackoff: 10 * time.Minute, RetryFor: 24 * time.Hour, Poll: 5 * time.Second}
+		MaxBackoff: 10 * time.Minute, RetryFor: 24 * time.Hour, Poll: 5 * time.Second, Coalesce: 20 * time.Millisecond}
 }
 
 // Validate reports a configuration that cannot work.
@@ -101,6 +107,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("webhook max backoff %v: want at least the backoff %v", c.MaxBackoff, c.Backoff)
 	case c.RetryFor < 0:
 		return fmt.Errorf("webhook retry window %v: want 0 or more", c.RetryFor)
+	case c.Coalesce < 0:
+		return fmt.Errorf("webhook coalesce %v: want 0 or more", c.Coalesce)
 	}
 	return nil
 }
@@ -118,6 +126,9 @@ type Dispatcher struct {
 	client *http.Client
 	obs    Observer
 	now    func() time.Time
+	// coalescing, when set (by tests), is told each time a change waits
+	// for Coalesce to pass before the outbox is read.
+	coalescing chan<- struct{}
 }
 
 // New returns a dispatcher over st; it starts nothing. wake returns a
@@ -176,8 +187,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			delete(perTeam, team)
 		}
 	}
+	var lastRead time.Time
 	for {
 		changed := d.wake()
+		lastRead = time.Now()
 		if len(busy) < d.cfg.Concurrency {
 			due, err := d.st.DueDeliveries(ctx, d.now(), d.cfg.TeamConcurrency)
 			if err != nil && ctx.Err() == nil {
@@ -209,6 +222,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		case wh := <-done:
 			ended(wh)
 		case <-changed:
+			if !d.coalesce(ctx, lastRead, done, ended) {
+				return nil
+			}
 		case <-timer.C:
 		}
 		// Take every attempt that ended meanwhile.
@@ -219,6 +235,30 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			default:
 				drained = true
 			}
+		}
+	}
+}
+
+// coalesce waits until Coalesce has passed since the outbox was last
+// read, taking the attempts that end meanwhile; false when ctx ended.
+func (d *Dispatcher) coalesce(ctx context.Context, lastRead time.Time, done <-chan string, ended func(string)) bool {
+	gap := d.cfg.Coalesce - time.Since(lastRead)
+	if gap <= 0 {
+		return true
+	}
+	if d.coalescing != nil {
+		d.coalescing <- struct{}{}
+	}
+	t := time.NewTimer(gap)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case wh := <-done:
+			ended(wh)
+		case <-t.C:
+			return true
 		}
 	}
 }
