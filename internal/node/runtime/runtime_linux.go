@@ -225,6 +225,10 @@ func (r *Runtime) Start(ctx context.Context, s Spec) (_ *client.Client, err erro
 	if err := r.runcRun(ctx, dir, id); err != nil {
 		return nil, fmt.Errorf("start sandbox %s: %w", id, err)
 	}
+	if err := recordInit(dir); err != nil {
+		// State asks runc instead.
+		log.Warn("record the sandbox's init", "err", err)
+	}
 	t2 := time.Now()
 	c, err := r.waitAgent(ctx, id, PingTimeout)
 	if err != nil {
@@ -372,7 +376,7 @@ func (r *Runtime) runcRun(ctx context.Context, dir, id string) error {
 	}
 	defer logf.Close()
 
-	cmd := r.runc.command(ctx, "run", "--detach", "--preserve-fds", "1", "--bundle", dir, id)
+	cmd := r.runc.command(ctx, "run", "--detach", "--preserve-fds", "1", "--pid-file", filepath.Join(dir, initPIDFile), "--bundle", dir, id)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{lf}
 	if err := cmd.Run(); err != nil {
@@ -477,10 +481,15 @@ type State struct {
 	PID int
 }
 
-// State returns the state of sandbox id.
+// State returns the state of sandbox id: running with its init's PID
+// when the init Start recorded still runs (no sandbox is ever paused),
+// else what runc says.
 func (r *Runtime) State(ctx context.Context, id string) (State, error) {
 	if !ValidID(id) {
 		return State{}, api.Errorf(api.CodeInvalidArgument, "sandbox id %q: invalid", id)
+	}
+	if pid, ok := livePID(r.StateDir(id)); ok {
+		return State{Status: "running", PID: pid}, nil
 	}
 	st, ok, err := r.runc.state(ctx, id)
 	if err != nil {

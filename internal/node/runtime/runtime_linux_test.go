@@ -912,3 +912,63 @@ func TestOwnRanges(t *testing.T) {
 		t.Errorf("mounts under lower/: %v %v", m, err)
 	}
 }
+
+// TestStateFromInitRecord: State answers from the init Start recorded
+// while that process runs, the same PID runc reports; a record that names
+// another process (a reused PID: another start time) or an ended init is
+// not believed, and runc answers.
+func TestStateFromInitRecord(t *testing.T) {
+	r := newRuntime(t)
+	s := testSpec()
+	c := start(t, r, s)
+	c.Close()
+	dir := r.StateDir(s.ID)
+	runcSt, ok, err := r.runc.state(t.Context(), s.ID)
+	if err != nil || !ok {
+		t.Fatalf("runc state: %v %v", ok, err)
+	}
+	pid, ok := livePID(dir)
+	if !ok || pid != runcSt.PID {
+		t.Fatalf("livePID = %d, %v; runc says %d", pid, ok, runcSt.PID)
+	}
+	st, err := r.State(t.Context(), s.ID)
+	if err != nil || st.Status != "running" || st.PID != runcSt.PID {
+		t.Fatalf("State = %+v, %v; want running, PID %d", st, err, runcSt.PID)
+	}
+	// A record naming this test's process, as if the init's PID were
+	// reused by it: not the init, however alive.
+	start, _, err := procStart(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, initFile), fmt.Appendf(nil, "%d %d\n", os.Getpid(), start+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := livePID(dir); ok {
+		t.Fatal("a record of another start time is believed")
+	}
+	if st, err := r.State(t.Context(), s.ID); err != nil || st.PID != runcSt.PID {
+		t.Fatalf("State with a stale record = %+v, %v; want runc's PID %d", st, err, runcSt.PID)
+	}
+	if err := r.SetHostname(t.Context(), s.ID, "renamed"); err != nil {
+		t.Fatal(err)
+	}
+	// The right record again, then the init ends: stopped, and the
+	// hostname cannot be set in whatever has its PID now.
+	if err := recordInit(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command("kill", "-KILL", fmt.Sprint(runcSt.PID)).Run(); err != nil {
+		t.Fatal(err)
+	}
+	waitExit(t.Context(), runcSt.PID, 5*time.Second)
+	if _, ok := livePID(dir); ok {
+		t.Fatal("the record of an ended init is believed")
+	}
+	if st, err := r.State(t.Context(), s.ID); err != nil || st.PID != 0 {
+		t.Fatalf("State after the init ended = %+v, %v; want PID 0", st, err)
+	}
+	if err := r.SetHostname(t.Context(), s.ID, "again"); api.ErrorCode(err) != api.CodeConflict {
+		t.Fatalf("SetHostname of a stopped sandbox = %v, want conflict", err)
+	}
+}
