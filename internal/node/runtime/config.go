@@ -14,6 +14,10 @@
 //	<StateDir>/<id>/lower/       where that view is attached while the
 //	                             overlay is mounted (empty after)
 //	<StateDir>/<id>/agent.sock   the agent's listening socket (host side)
+//	<StateDir>/<id>/init.pid     the PID runc wrote for the sandbox's init
+//	<StateDir>/<id>/init         that PID and its start time (init_linux.go)
+//	<StateDir>/.empty-<MiB>.img  an empty disk of that size, which new
+//	                             disks are sparse copies of (emptydisk_linux.go)
 //	<StateDir>/<id>/volume<i>/   the idmapped view of its i-th volume, which
 //	                             runc binds at the volume's path
 //

@@ -73,6 +73,8 @@ type Runtime struct {
 	cgroups func() (*CgroupReader, error)
 	// userns keeps the user namespaces of ID ranges, for idmapped mounts.
 	userns usernsCache
+	// emptyMu makes one empty disk at a time (emptydisk_linux.go).
+	emptyMu sync.Mutex
 }
 
 func (r *Runtime) host(id string, ids image.IDMap) host {
@@ -280,7 +282,7 @@ func (r *Runtime) makeRootfs(ctx context.Context, dir string, s Spec) error {
 		if err := os.Rename(s.Disk, img); err != nil {
 			return fmt.Errorf("take restored disk: %w", err)
 		}
-	} else if err := makeDisk(ctx, img, s.DiskMiB, root, root); err != nil {
+	} else if err := r.newDisk(ctx, img, s.DiskMiB); err != nil {
 		return fmt.Errorf("make disk: %w", err)
 	}
 	disk := filepath.Join(dir, diskDir)
@@ -291,6 +293,12 @@ func (r *Runtime) makeRootfs(ctx context.Context, dir string, s Spec) error {
 	// sandbox made is inert, also to a host process that meets it.
 	if err := mountLoop(img, disk, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOATIME); err != nil {
 		return fmt.Errorf("mount disk: %w", err)
+	}
+	if s.Disk == "" {
+		// A copy of the empty disk: its root is host root's.
+		if err := os.Chown(disk, int(root), int(root)); err != nil {
+			return err
+		}
 	}
 	if s.Disk != "" && s.DiskIDs.Size > 0 && s.DiskIDs.HostID != root {
 		if err := image.Reown(ctx, disk, s.DiskIDs, s.IDs.OrLegacy()); err != nil {
