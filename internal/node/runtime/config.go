@@ -16,8 +16,6 @@
 //	<StateDir>/<id>/agent.sock   the agent's listening socket (host side)
 //	<StateDir>/<id>/init.pid     the PID runc wrote for the sandbox's init
 //	<StateDir>/<id>/init         that PID and its start time (init_linux.go)
-//	<StateDir>/.empty-<MiB>.img  an empty disk of that size, which new
-//	                             disks are sparse copies of (emptydisk_linux.go)
 //	<StateDir>/<id>/volume<i>/   the idmapped view of its i-th volume, which
 //	                             runc binds at the volume's path
 //
@@ -54,6 +52,10 @@ type Config struct {
 	// VolumeDir holds the team volumes' disks, one directory each
 	// (volume_linux.go); default <StateDir>/../volumes.
 	VolumeDir string
+	// EmptyDiskDir keeps an empty disk per size, <MiB>.img, which new
+	// sandbox disks are sparse copies of (emptydisk_linux.go); default
+	// <StateDir>/../empty-disks.
+	EmptyDiskDir string
 	// CgroupParent is the cgroup under which each sandbox gets
 	// <CgroupParent>/<id> in every hierarchy; default "/cove".
 	CgroupParent string
@@ -79,6 +81,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.VolumeDir == "" && c.StateDir != "" {
 		c.VolumeDir = filepath.Join(filepath.Dir(filepath.Clean(c.StateDir)), "volumes")
+	}
+	if c.EmptyDiskDir == "" && c.StateDir != "" {
+		c.EmptyDiskDir = filepath.Join(filepath.Dir(filepath.Clean(c.StateDir)), "empty-disks")
 	}
 	if c.CgroupParent == "" {
 		c.CgroupParent = "/cove"

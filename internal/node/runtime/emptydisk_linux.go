@@ -15,16 +15,15 @@ import (
 // A new sandbox's disk is a copy of an empty one made once per size:
 // mkfs.ext4 is a process of its own whose run took 30 to 180 ms of a
 // start on a busy host, where copying the few megabytes of metadata of a
-// sparse image takes about one. The empty disks are kept in the state
-// directory as files (not directories: nothing takes them for sandboxes),
-// <StateDir>/.empty-<MiB>.img, made whole under a temporary name and
-// renamed, so a crash leaves either none or a whole one. Their root
+// sparse image takes about one. The empty disks are kept beside the state
+// directory, <EmptyDiskDir>/<MiB>.img, made whole under a temporary name
+// and renamed, so a crash leaves either none or a whole one. Their root
 // directory belongs to host root; the copy's is given to the sandbox's
 // mapped root once mounted (what mkfs's root_owner did).
 
 // emptyDiskPath is where the empty disk of sizeMiB is kept.
 func (r *Runtime) emptyDiskPath(sizeMiB int64) string {
-	return filepath.Join(r.cfg.StateDir, ".empty-"+strconv.FormatInt(sizeMiB, 10)+".img")
+	return filepath.Join(r.cfg.EmptyDiskDir, strconv.FormatInt(sizeMiB, 10)+".img")
 }
 
 // maxEmptyDisks bounds how many sizes have an empty disk kept: the sizes
@@ -57,8 +56,11 @@ func (r *Runtime) makeEmptyDisk(ctx context.Context, path string, sizeMiB int64)
 	if _, err := os.Stat(path); err == nil {
 		return true, nil // made meanwhile
 	}
-	if have, _ := filepath.Glob(filepath.Join(r.cfg.StateDir, ".empty-*.img")); len(have) >= maxEmptyDisks {
+	if have, _ := filepath.Glob(filepath.Join(r.cfg.EmptyDiskDir, "*.img")); len(have) >= maxEmptyDisks {
 		return false, nil
+	}
+	if err := os.MkdirAll(r.cfg.EmptyDiskDir, 0o700); err != nil {
+		return false, err
 	}
 	tmp := path + ".tmp"
 	os.Remove(tmp) // a crash's leftover
