@@ -63,6 +63,9 @@ type Network interface {
 	// Prepare gives a sandbox its link before it starts and returns the
 	// resolv.conf the sandbox should see.
 	Prepare(id string) (resolvConf string, err error)
+	// Lay makes the host's part of a prepared sandbox's link while the
+	// sandbox starts; Connect finishes it, Disconnect removes it.
+	Lay(ctx context.Context, id string) error
 	// Connect fences and connects a started sandbox (its init is pid)
 	// under its policy, with the secrets its injection rules name and its
 	// gateway CA (nil: none).
@@ -318,7 +321,21 @@ func (n *Node) start(ctx context.Context, spec runtime.Spec, template string, p 
 	if bundle != "" {
 		spec.CABundle = bundle
 	}
+	// The host's part of the link is made while the sandbox starts.
+	laid := make(chan error, 1)
+	if n.cfg.Network != nil {
+		go func() { laid <- n.cfg.Network.Lay(ctx, spec.ID) }()
+	} else {
+		laid <- nil
+	}
 	c, err := n.rt.Start(ctx, spec)
+	if lerr := <-laid; err == nil && lerr != nil {
+		c.Close()
+		err = lerr
+		if derr := n.rt.Destroy(context.WithoutCancel(ctx), spec.ID); derr != nil {
+			err = errors.Join(err, derr)
+		}
+	}
 	if err != nil {
 		n.disconnect(ctx, spec.ID)
 		return err

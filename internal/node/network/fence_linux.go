@@ -78,6 +78,9 @@ type Fence struct {
 	// ports are the ports each sandbox publishes (previews), kept while
 	// it sleeps, so that a new link publishes them again.
 	ports map[string]map[uint16]bool
+	// laid are the sandboxes whose link Lay made, whose Attach has not
+	// come yet.
+	laid map[string]bool
 }
 
 // New returns a fence; Init installs its table.
@@ -103,7 +106,7 @@ func New(cfg Config, log *slog.Logger) (*Fence, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	return &Fence{cfg: cfg, log: log, links: map[string]Link{}, used: map[int]bool{}, ports: map[string]map[uint16]bool{}}, nil
+	return &Fence{cfg: cfg, log: log, links: map[string]Link{}, used: map[int]bool{}, ports: map[string]map[uint16]bool{}, laid: map[string]bool{}}, nil
 }
 
 // Init loads the links on disk and replaces the node's table with one that
@@ -321,8 +324,35 @@ func ifaceName(id string) string {
 // Attach fences the sandbox and connects it: its interface joins the set
 // first, then the veth pair is made, its peer moved into the network
 // namespace of process pid as eth0 with the sandbox's address and a
-// default route to the host side, and IPv6 turned off on both ends.
+// default route to the host side, and IPv6 turned off on both ends. A
+// link Lay made already is only moved in.
 func (f *Fence) Attach(ctx context.Context, id string, pid int) (Link, error) {
+	f.mu.Lock()
+	l, laid := f.links[id]
+	laid = laid && f.laid[id]
+	delete(f.laid, id)
+	f.mu.Unlock()
+	if !laid {
+		var err error
+		if l, err = f.Lay(ctx, id); err != nil {
+			return l, err
+		}
+		f.mu.Lock()
+		delete(f.laid, id)
+		f.mu.Unlock()
+	}
+	if err := join(l, pid); err != nil {
+		return l, fmt.Errorf("connect %s: %w", id, err)
+	}
+	return l, nil
+}
+
+// Lay does the part of Attach that needs no sandbox yet, so that it can
+// run while the sandbox starts: the interface joins the set, then the
+// veth pair is made with both ends on the host, the host's end up with
+// its address and the peer down, without one. Detach removes it as it
+// removes an attached link.
+func (f *Fence) Lay(ctx context.Context, id string) (Link, error) {
 	l, err := f.Allocate(id)
 	if err != nil {
 		return l, err
@@ -339,19 +369,25 @@ func (f *Fence) Attach(ctx context.Context, id string, pid int) (Link, error) {
 	if err := f.nft(ctx, script); err != nil {
 		return l, fmt.Errorf("fence %s: %w", id, err)
 	}
-	if err := connect(l, pid); err != nil {
+	if err := lay(l); err != nil {
 		return l, fmt.Errorf("connect %s: %w", id, err)
 	}
+	f.mu.Lock()
+	f.laid[id] = true
+	f.mu.Unlock()
 	return l, nil
 }
 
-func connect(l Link, pid int) error {
-	peerTmp := "cp" + l.HostIface[2:]
+// peerName is the sandbox's end of its veth while it is on the host.
+func peerName(l Link) string { return "cp" + l.HostIface[2:] }
+
+// lay makes the veth pair of l on the host.
+func lay(l Link) error {
 	// A leftover of an interrupted attach goes first.
 	if old, err := netlink.LinkByName(l.HostIface); err == nil {
 		netlink.LinkDel(old)
 	}
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: l.HostIface}, PeerName: peerTmp}
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: l.HostIface}, PeerName: peerName(l)}
 	if err := netlink.LinkAdd(veth); err != nil {
 		return fmt.Errorf("add veth: %w", err)
 	}
@@ -371,9 +407,13 @@ func connect(l Link, pid int) error {
 	if err := netlink.AddrAdd(host, &netlink.Addr{IPNet: prefix30(l.HostAddr)}); err != nil {
 		return fmt.Errorf("address %s: %w", l.HostIface, err)
 	}
-	if err := netlink.LinkSetUp(host); err != nil {
-		return err
-	}
+	return netlink.LinkSetUp(host)
+}
+
+// join moves the peer of a laid link into the network namespace of
+// process pid as eth0, with the sandbox's address and a default route.
+func join(l Link, pid int) error {
+	peerTmp := peerName(l)
 	peer, err := netlink.LinkByName(peerTmp)
 	if err != nil {
 		return err
@@ -456,6 +496,7 @@ func (f *Fence) Detach(ctx context.Context, id string) error {
 		f.mu.Lock()
 		delete(f.links, id)
 		delete(f.used, l.Index)
+		delete(f.laid, id)
 		f.mu.Unlock()
 	}
 	return errors.Join(errs...)

@@ -126,3 +126,89 @@ func TestFence(t *testing.T) {
 		t.Errorf("set after Detach: %s", out)
 	}
 }
+
+// TestLay: Lay makes a link while the sandbox starts, both ends on the
+// host and fenced already; Attach then only moves it in; a laid link that
+// is never attached (a start that failed) leaves nothing after Detach.
+func TestLay(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (netns, veth, nftables)")
+	}
+	b := make([]byte, 3)
+	rand.Read(b)
+	run := hex.EncodeToString(b)
+	ns := "cvfl-" + run
+	table := "covelaytest" + run
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Fatalf("netns: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	sleeper := exec.Command("ip", "netns", "exec", ns, "sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
+	f, err := New(Config{
+		Dir: t.TempDir(), Subnet: netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/24", 100+int(b[0])%50, b[1])),
+		Table: table, GatewayPort: 1, DNSPort: 2,
+	}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Init(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close(context.Background()) })
+	inside := func(args ...string) string {
+		out, _ := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput()
+		return string(out)
+	}
+	fenced := func(iface string) bool {
+		out, _ := exec.Command("nft", "list", "set", "inet", table, "sandboxes").CombinedOutput()
+		return strings.Contains(string(out), iface)
+	}
+	onHost := func(name string) bool { _, err := net.InterfaceByName(name); return err == nil }
+
+	// Laid, never attached, then detached.
+	failed := "sbx_laytestfailed" + run
+	l, err := f.Lay(t.Context(), failed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !onHost(l.HostIface) || !onHost(peerName(l)) || !fenced(l.HostIface) {
+		t.Fatalf("laid link: host end %v, peer %v, fenced %v", onHost(l.HostIface), onHost(peerName(l)), fenced(l.HostIface))
+	}
+	if err := f.Detach(t.Context(), failed); err != nil {
+		t.Fatal(err)
+	}
+	if onHost(l.HostIface) || onHost(peerName(l)) || fenced(l.HostIface) {
+		t.Errorf("after Detach of a laid link: host end %v, peer %v, fenced %v", onHost(l.HostIface), onHost(peerName(l)), fenced(l.HostIface))
+	}
+
+	// Laid, then attached: the peer is the sandbox's eth0.
+	id := "sbx_laytest" + run
+	if l, err = f.Lay(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if out := inside("ip", "-o", "link"); strings.Contains(out, "eth0") {
+		t.Fatalf("eth0 before Attach: %s", out)
+	}
+	if _, err := f.Attach(t.Context(), id, sleeper.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if out := inside("ip", "-4", "-o", "addr", "show", "eth0"); !strings.Contains(out, l.SandboxAddr.String()+"/30") {
+		t.Errorf("eth0 address: %s", out)
+	}
+	if out := inside("ip", "route"); !strings.Contains(out, "default via "+l.HostAddr.String()) {
+		t.Errorf("routes: %s", out)
+	}
+	if onHost(peerName(l)) || !onHost(l.HostIface) || !fenced(l.HostIface) {
+		t.Errorf("attached: peer on host %v, host end %v, fenced %v", onHost(peerName(l)), onHost(l.HostIface), fenced(l.HostIface))
+	}
+	if err := f.Detach(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if out := inside("ip", "-o", "link"); strings.Contains(out, "eth0") || onHost(l.HostIface) || fenced(l.HostIface) {
+		t.Errorf("after Detach: %s, host end %v", out, onHost(l.HostIface))
+	}
+}

@@ -53,6 +53,13 @@ func (m *Manager) Prepare(id string) (string, error) {
 	return p, nil
 }
 
+// Lay makes the sandbox's link on the host while the sandbox starts
+// (Fence.Lay); Connect moves it in. Disconnect removes it.
+func (m *Manager) Lay(ctx context.Context, id string) error {
+	_, err := m.fence.Lay(ctx, id)
+	return err
+}
+
 func parse(p api.NetworkPolicy) (policy, setup netpolicy.Policy, err error) {
 	if policy, err = netpolicy.Parse(p.Allow); err != nil {
 		return policy, setup, err

@@ -14,6 +14,8 @@
 //	<StateDir>/<id>/lower/       where that view is attached while the
 //	                             overlay is mounted (empty after)
 //	<StateDir>/<id>/agent.sock   the agent's listening socket (host side)
+//	<StateDir>/<id>/init.pid     the PID runc wrote for the sandbox's init
+//	<StateDir>/<id>/init         that PID and its start time (init_linux.go)
 //	<StateDir>/<id>/volume<i>/   the idmapped view of its i-th volume, which
 //	                             runc binds at the volume's path
 //
@@ -50,6 +52,10 @@ type Config struct {
 	// VolumeDir holds the team volumes' disks, one directory each
 	// (volume_linux.go); default <StateDir>/../volumes.
 	VolumeDir string
+	// EmptyDiskDir keeps an empty disk per size, <MiB>.img, which new
+	// sandbox disks are sparse copies of (emptydisk_linux.go); default
+	// <StateDir>/../empty-disks.
+	EmptyDiskDir string
 	// CgroupParent is the cgroup under which each sandbox gets
 	// <CgroupParent>/<id> in every hierarchy; default "/cove".
 	CgroupParent string
@@ -75,6 +81,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.VolumeDir == "" && c.StateDir != "" {
 		c.VolumeDir = filepath.Join(filepath.Dir(filepath.Clean(c.StateDir)), "volumes")
+	}
+	if c.EmptyDiskDir == "" && c.StateDir != "" {
+		c.EmptyDiskDir = filepath.Join(filepath.Dir(filepath.Clean(c.StateDir)), "empty-disks")
 	}
 	if c.CgroupParent == "" {
 		c.CgroupParent = "/cove"

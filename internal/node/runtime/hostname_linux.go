@@ -31,6 +31,11 @@ func (r *Runtime) SetHostname(ctx context.Context, id, name string) error {
 		return fmt.Errorf("set hostname of %s: %w", id, err)
 	}
 	defer ns.Close()
+	// The namespace is the init's only if the PID still is the init's
+	// once it is open (a PID is reused only after its process ended).
+	if again, err := r.State(ctx, id); err != nil || again.PID != st.PID {
+		return api.Errorf(api.CodeConflict, "sandbox %s stopped", id)
+	}
 	if err := nsthread.Run(int(ns.Fd()), unix.CLONE_NEWUTS, func() error {
 		return unix.Sethostname([]byte(name))
 	}); err != nil {

@@ -73,6 +73,8 @@ type Runtime struct {
 	cgroups func() (*CgroupReader, error)
 	// userns keeps the user namespaces of ID ranges, for idmapped mounts.
 	userns usernsCache
+	// emptyMu makes one empty disk at a time (emptydisk_linux.go).
+	emptyMu sync.Mutex
 }
 
 func (r *Runtime) host(id string, ids image.IDMap) host {
@@ -225,6 +227,10 @@ func (r *Runtime) Start(ctx context.Context, s Spec) (_ *client.Client, err erro
 	if err := r.runcRun(ctx, dir, id); err != nil {
 		return nil, fmt.Errorf("start sandbox %s: %w", id, err)
 	}
+	if err := recordInit(dir); err != nil {
+		// State asks runc instead.
+		log.Warn("record the sandbox's init", "err", err)
+	}
 	t2 := time.Now()
 	c, err := r.waitAgent(ctx, id, PingTimeout)
 	if err != nil {
@@ -276,7 +282,7 @@ func (r *Runtime) makeRootfs(ctx context.Context, dir string, s Spec) error {
 		if err := os.Rename(s.Disk, img); err != nil {
 			return fmt.Errorf("take restored disk: %w", err)
 		}
-	} else if err := makeDisk(ctx, img, s.DiskMiB, root, root); err != nil {
+	} else if err := r.newDisk(ctx, img, s.DiskMiB); err != nil {
 		return fmt.Errorf("make disk: %w", err)
 	}
 	disk := filepath.Join(dir, diskDir)
@@ -287,6 +293,12 @@ func (r *Runtime) makeRootfs(ctx context.Context, dir string, s Spec) error {
 	// sandbox made is inert, also to a host process that meets it.
 	if err := mountLoop(img, disk, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOATIME); err != nil {
 		return fmt.Errorf("mount disk: %w", err)
+	}
+	if s.Disk == "" {
+		// A copy of the empty disk: its root is host root's.
+		if err := os.Chown(disk, int(root), int(root)); err != nil {
+			return err
+		}
 	}
 	if s.Disk != "" && s.DiskIDs.Size > 0 && s.DiskIDs.HostID != root {
 		if err := image.Reown(ctx, disk, s.DiskIDs, s.IDs.OrLegacy()); err != nil {
@@ -372,7 +384,7 @@ func (r *Runtime) runcRun(ctx context.Context, dir, id string) error {
 	}
 	defer logf.Close()
 
-	cmd := r.runc.command(ctx, "run", "--detach", "--preserve-fds", "1", "--bundle", dir, id)
+	cmd := r.runc.command(ctx, "run", "--detach", "--preserve-fds", "1", "--pid-file", filepath.Join(dir, initPIDFile), "--bundle", dir, id)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{lf}
 	if err := cmd.Run(); err != nil {
@@ -477,10 +489,15 @@ type State struct {
 	PID int
 }
 
-// State returns the state of sandbox id.
+// State returns the state of sandbox id: running with its init's PID
+// when the init Start recorded still runs (no sandbox is ever paused),
+// else what runc says.
 func (r *Runtime) State(ctx context.Context, id string) (State, error) {
 	if !ValidID(id) {
 		return State{}, api.Errorf(api.CodeInvalidArgument, "sandbox id %q: invalid", id)
+	}
+	if pid, ok := livePID(r.StateDir(id)); ok {
+		return State{Status: "running", PID: pid}, nil
 	}
 	st, ok, err := r.runc.state(ctx, id)
 	if err != nil {

@@ -920,3 +920,126 @@ func TestOwnRanges(t *testing.T) {
 		t.Errorf("mounts under lower/: %v %v", m, err)
 	}
 }
+
+// TestStateFromInitRecord: State answers from the init Start recorded
+// while that process runs, the same PID runc reports; a record that names
+// another process (a reused PID: another start time) or an ended init is
+// not believed, and runc answers.
+func TestStateFromInitRecord(t *testing.T) {
+	r := newRuntime(t)
+	s := testSpec()
+	c := start(t, r, s)
+	c.Close()
+	dir := r.StateDir(s.ID)
+	runcSt, ok, err := r.runc.state(t.Context(), s.ID)
+	if err != nil || !ok {
+		t.Fatalf("runc state: %v %v", ok, err)
+	}
+	pid, ok := livePID(dir)
+	if !ok || pid != runcSt.PID {
+		t.Fatalf("livePID = %d, %v; runc says %d", pid, ok, runcSt.PID)
+	}
+	st, err := r.State(t.Context(), s.ID)
+	if err != nil || st.Status != "running" || st.PID != runcSt.PID {
+		t.Fatalf("State = %+v, %v; want running, PID %d", st, err, runcSt.PID)
+	}
+	// A record naming this test's process, as if the init's PID were
+	// reused by it: not the init, however alive.
+	start, _, err := procStart(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, initFile), fmt.Appendf(nil, "%d %d\n", os.Getpid(), start+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := livePID(dir); ok {
+		t.Fatal("a record of another start time is believed")
+	}
+	if st, err := r.State(t.Context(), s.ID); err != nil || st.PID != runcSt.PID {
+		t.Fatalf("State with a stale record = %+v, %v; want runc's PID %d", st, err, runcSt.PID)
+	}
+	if err := r.SetHostname(t.Context(), s.ID, "renamed"); err != nil {
+		t.Fatal(err)
+	}
+	// The right record again, then the init ends: stopped, and the
+	// hostname cannot be set in whatever has its PID now.
+	if err := recordInit(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command("kill", "-KILL", fmt.Sprint(runcSt.PID)).Run(); err != nil {
+		t.Fatal(err)
+	}
+	waitExit(t.Context(), runcSt.PID, 5*time.Second)
+	if _, ok := livePID(dir); ok {
+		t.Fatal("the record of an ended init is believed")
+	}
+	if st, err := r.State(t.Context(), s.ID); err != nil || st.PID != 0 {
+		t.Fatalf("State after the init ended = %+v, %v; want PID 0", st, err)
+	}
+	if err := r.SetHostname(t.Context(), s.ID, "again"); api.ErrorCode(err) != api.CodeConflict {
+		t.Fatalf("SetHostname of a stopped sandbox = %v, want conflict", err)
+	}
+}
+
+// TestDiskFromEmptyCopy: a new sandbox's disk is a sparse copy of the
+// empty disk of its size, kept in the state directory: the root of each
+// copy belongs to its own sandbox's mapped root, what one sandbox writes
+// is in neither the other's disk nor the empty one, and no more sizes are
+// kept than maxEmptyDisks.
+func TestDiskFromEmptyCopy(t *testing.T) {
+	r := newRuntime(t)
+	a, b := testSpec(), testSpec()
+	b.IDs = image.IDMap{HostID: 1_200_000, Size: 65536}
+	ca := start(t, r, a)
+	empty := r.emptyDiskPath(a.DiskMiB)
+	sum := func(p string) string {
+		out, err := exec.Command("sha256sum", p).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out[:64])
+	}
+	before := sum(empty)
+	if _, _, exit := run(t, ca, 0, "sh", "-c", "head -c 1048576 /dev/urandom > /mine && sync"); exit.ExitCode != 0 {
+		t.Fatalf("write: %+v", exit)
+	}
+	cb := start(t, r, b)
+	if out, _, _ := run(t, cb, 0, "sh", "-c", "ls /mine 2>&1; true"); !strings.Contains(out, "No such file") {
+		t.Errorf("the second sandbox sees the first one's file: %q", out)
+	}
+	if after := sum(empty); after != before {
+		t.Error("the empty disk changed")
+	}
+	for _, s := range []Spec{a, b} {
+		st, err := os.Stat(filepath.Join(r.StateDir(s.ID), diskDir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sys := st.Sys().(*syscall.Stat_t); sys.Uid != s.IDs.OrLegacy().HostID || sys.Gid != s.IDs.OrLegacy().HostID {
+			t.Errorf("disk root of %s: %d:%d, want its mapped root %d", s.ID, sys.Uid, sys.Gid, s.IDs.OrLegacy().HostID)
+		}
+		img, err := os.Stat(filepath.Join(r.StateDir(s.ID), diskImage))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if used := img.Sys().(*syscall.Stat_t).Blocks * 512; img.Size() != s.DiskMiB<<20 || used > img.Size()/2 {
+			t.Errorf("disk of %s: %d bytes, %d used: want %d, sparse", s.ID, img.Size(), used, s.DiskMiB<<20)
+		}
+	}
+	// As many sizes as are kept: another size is made without one.
+	for i := range maxEmptyDisks {
+		if err := os.WriteFile(r.emptyDiskPath(int64(1000+i)), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := filepath.Join(t.TempDir(), "disk.img")
+	if err := r.newDisk(t.Context(), other, 48); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(r.emptyDiskPath(48)); err == nil {
+		t.Error("an empty disk was kept past maxEmptyDisks")
+	}
+	if out, err := exec.Command("dumpe2fs", "-h", other).CombinedOutput(); err != nil || !strings.Contains(string(out), "Block count") {
+		t.Errorf("disk made past the bound: %v %s", err, out)
+	}
+}
