@@ -117,8 +117,10 @@ func hostLimits(v hostView, serverPID int) string {
 		limit := "?"
 		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", serverPID)); err == nil {
 			for _, line := range strings.Split(string(b), "\n") {
-				if f := strings.Fields(strings.TrimPrefix(line, "Max open files")); strings.HasPrefix(line, "Max open files") && len(f) > 0 {
-					limit = f[0]
+				if rest, ok := strings.CutPrefix(line, "Max open files"); ok {
+					if f := strings.Fields(rest); len(f) > 0 {
+						limit = f[0] // the soft limit
+					}
 				}
 			}
 		}
