@@ -4,6 +4,8 @@
 # Every listener takes a free port (port 0); the ones bound are read from
 # the server's ready file.
 # Usage: scripts/bench.sh IMAGES_DIR [cove bench flags...]
+# BENCH_SERVER_LOG=FILE keeps the server's log there (it says why a create
+# was refused when the density measure stops short).
 set -euo pipefail
 images=${1:?usage: scripts/bench.sh IMAGES_DIR [cove bench flags...]}
 shift
@@ -34,6 +36,7 @@ cleanup() {
 	wait "$pid" 2>/dev/null || true
 	nft delete table inet "$table" 2>/dev/null || true
 	for d in /sys/fs/cgroup/*"$cgroup"; do rmdir "$d" 2>/dev/null || true; done
+	if [ -n "${BENCH_SERVER_LOG:-}" ]; then cp "$dir/serve.log" "$BENCH_SERVER_LOG" || true; fi
 	rm -rf "$dir"
 }
 trap cleanup EXIT

@@ -54,6 +54,9 @@ type BenchResult struct {
 	IdleKernelMiB           *float64 `json:"idle_kernel_mib"`
 	IdleServerMiB           *float64 `json:"idle_server_mib"`
 	IdleServerFDs           *float64 `json:"idle_server_fds"`
+	IdleHostTasks           *float64 `json:"idle_host_tasks"`
+	IdleCreateS             *float64 `json:"idle_create_s"`
+	IdleTerminateS          *float64 `json:"idle_terminate_s"`
 	IdleStoppedBy           string   `json:"idle_stopped_by,omitempty"`
 	IdleLeaks               []string `json:"idle_leaks"`
 	ServerRSSMiB            *float64 `json:"server_rss_mib"`
@@ -538,6 +541,8 @@ func printBench(w io.Writer, r *BenchResult) {
 		fmt.Fprintf(tw, "memory per idle sandbox\thost %s: cgroup %s, kernel objects %s, server %s\t\t\n",
 			f(r.IdleHostMiB, "MiB"), f(r.IdleSandboxMiB, "MiB"), f(r.IdleKernelMiB, "MiB"), f(r.IdleServerMiB, "MiB"))
 		fmt.Fprintf(tw, "server descriptors per idle sandbox\t%s\t\t\n", f(r.IdleServerFDs, ""))
+		fmt.Fprintf(tw, "host threads (process IDs) per idle sandbox\t%s\t\t\n", f(r.IdleHostTasks, ""))
+		fmt.Fprintf(tw, "create them, terminate them\t%s, %s\t\t\n", f(r.IdleCreateS, "s"), f(r.IdleTerminateS, "s"))
 		leaks := "none"
 		if len(r.IdleLeaks) > 0 {
 			leaks = strings.Join(r.IdleLeaks, "; ")

@@ -32,10 +32,13 @@ type hostView struct {
 	// runtime keeps those of recent host ID ranges open (a bounded cache)
 	// to start the next sandbox of the range without making one.
 	serverUserNS int
+	// tasks are the host's threads, every process's: each takes one of
+	// kernel.pid_max's process IDs.
+	tasks int
 }
 
 func readHostView(serverPID int) hostView {
-	v := hostView{memAvailable: -1, slab: -1, serverRSS: -1, serverFDs: -1}
+	v := hostView{memAvailable: -1, slab: -1, serverRSS: -1, serverFDs: -1, tasks: countTasks()}
 	if f, err := os.Open("/proc/meminfo"); err == nil {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
@@ -80,6 +83,60 @@ func readHostView(serverPID int) hostView {
 	return v
 }
 
+// countTasks counts the host's threads (-1 if /proc cannot be read).
+func countTasks() int {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, p := range procs {
+		if p.Name()[0] < '0' || p.Name()[0] > '9' {
+			continue
+		}
+		if tasks, err := os.ReadDir(filepath.Join("/proc", p.Name(), "task")); err == nil {
+			n += len(tasks) // a process gone meanwhile counts nothing
+		}
+	}
+	return n
+}
+
+// hostLimits says how near the host is to the limits that bound how many
+// sandboxes it holds: its process IDs (threads), its memory and the
+// server's descriptors. The bench adds it to a refusal it stopped at.
+func hostLimits(v hostView, serverPID int) string {
+	var parts []string
+	if pidMax, err := readInt("/proc/sys/kernel/pid_max"); err == nil && v.tasks >= 0 {
+		threadsMax, _ := readInt("/proc/sys/kernel/threads-max")
+		parts = append(parts, fmt.Sprintf("%d threads of kernel.pid_max %d (kernel.threads-max %d)", v.tasks, pidMax, threadsMax))
+	}
+	if v.memAvailable >= 0 {
+		parts = append(parts, fmt.Sprintf("%d MiB available", v.memAvailable>>20))
+	}
+	if serverPID > 0 && v.serverFDs >= 0 {
+		limit := "?"
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", serverPID)); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if rest, ok := strings.CutPrefix(line, "Max open files"); ok {
+					if f := strings.Fields(rest); len(f) > 0 {
+						limit = f[0] // the soft limit
+					}
+				}
+			}
+		}
+		parts = append(parts, fmt.Sprintf("server descriptors %d of %s", v.serverFDs+v.serverUserNS, limit))
+	}
+	return "host when it stopped: " + strings.Join(parts, ", ")
+}
+
+func readInt(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
 // idleOpts are the density flags of cove bench.
 type idleOpts struct {
 	target    int   // sandboxes to try to hold at once
@@ -115,6 +172,7 @@ func benchIdle(ctx context.Context, cl *cove.Client, o benchOpts, res *BenchResu
 	)
 	work := make(chan struct{})
 	var wg sync.WaitGroup
+	start := time.Now()
 	for range max(d.parallel, 1) {
 		wg.Add(1)
 		go func() {
@@ -148,6 +206,11 @@ func benchIdle(ctx context.Context, cl *cove.Client, o benchOpts, res *BenchResu
 	}
 	close(work)
 	wg.Wait()
+	created := time.Since(start)
+	var stoppedAt hostView
+	if stopped != "" {
+		stoppedAt = readHostView(pid)
+	}
 
 	time.Sleep(2 * time.Second) // let the agents settle
 	held := readHostView(pid)
@@ -155,7 +218,10 @@ func benchIdle(ctx context.Context, cl *cove.Client, o benchOpts, res *BenchResu
 	res.IdleSandboxesMax = ptr(n)
 	if stopped != "" {
 		res.IdleStoppedBy = stopped
-		res.Notes = append(res.Notes, fmt.Sprintf("idle_sandboxes_max: stopped at %d of %d: %s", n, d.target, stopped))
+		res.Notes = append(res.Notes, fmt.Sprintf("idle_sandboxes_max: stopped at %d of %d: %s; %s", n, d.target, stopped, hostLimits(stoppedAt, pid)))
+	}
+	if n > 0 {
+		res.IdleCreateS = ptr(created.Seconds())
 	}
 	if mib, err := cgroupMemoryMiB(running); err != nil {
 		res.Notes = append(res.Notes, "idle_sandbox_mib: "+err.Error())
@@ -171,6 +237,9 @@ func benchIdle(ctx context.Context, cl *cove.Client, o benchOpts, res *BenchResu
 	res.IdleHostMiB = perSandbox(held.memAvailable, before.memAvailable)
 	res.IdleKernelMiB = perSandbox(before.slab, held.slab)
 	res.IdleServerMiB = perSandbox(before.serverRSS, held.serverRSS)
+	if n > 0 && before.tasks >= 0 && held.tasks >= 0 {
+		res.IdleHostTasks = ptr(float64(held.tasks-before.tasks) / float64(n))
+	}
 	if n > 0 && before.serverFDs >= 0 && held.serverFDs >= 0 {
 		res.IdleServerFDs = ptr(float64(held.serverFDs-before.serverFDs) / float64(n))
 	}
@@ -180,9 +249,13 @@ func benchIdle(ctx context.Context, cl *cove.Client, o benchOpts, res *BenchResu
 
 	step(fmt.Sprintf("terminate %d sandboxes and look for leftovers", len(ids)))
 	res.IdleLeaks = []string{}
+	start = time.Now()
 	terminateAll(ctx, cl, ids, d.parallel, func(id string, err error) {
 		res.IdleLeaks = append(res.IdleLeaks, fmt.Sprintf("sandbox %s did not terminate: %v", id, err))
 	})
+	if len(ids) > 0 {
+		res.IdleTerminateS = ptr(time.Since(start).Seconds())
+	}
 	after := readHostView(pid)
 	res.IdleLeaks = append(res.IdleLeaks, leftovers(before, after, ids)...)
 	if after.serverUserNS > 0 {

@@ -77,6 +77,9 @@ func startNodeSide(ctx context.Context, cfg Config, templates map[string]image.I
 	if err := runtime.RaiseInotifyLimits(runtime.InotifySandboxes(), log); err != nil {
 		return nil, err
 	}
+	// Every thread of every sandbox takes a process ID: raise the host's
+	// kernel.pid_max (runtime.RaisePidMax says why).
+	runtime.RaisePidMax(log)
 	if n.gpus, err = gpu.Open(cfg.CDISpecDirs, cfg.GPUKind); err != nil {
 		return nil, err
 	}

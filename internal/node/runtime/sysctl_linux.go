@@ -79,3 +79,51 @@ func RaiseInotifyLimits(sandboxes int64, log *slog.Logger) error {
 	}
 	return nil
 }
+
+// Process IDs: every thread on the host, in every sandbox, takes one from
+// kernel.pid_max, which many kernels start at 32,768. An idle sandbox
+// takes about nine (its agent's threads, and the journal and reserve
+// threads of its disk's ext4), so the default stops a node at some 3,500
+// idle sandboxes with a fork that fails with EAGAIN, whatever its memory.
+// RaisePidMax raises it to PidMaxLimit, the kernel's own ceiling on 64-bit
+// hosts and the value systemd sets at boot since version 243: the IDs are
+// allocated as they are used, so a higher ceiling costs no memory, and
+// kernel.threads-max (sized by the kernel from the host's memory) and each
+// sandbox's pids cgroup still bound what is used.
+const PidMaxLimit = 1 << 22
+
+const pidMaxPath = "/proc/sys/kernel/pid_max"
+
+// RaisePidMax raises kernel.pid_max to PidMaxLimit, never lowering it, and
+// logs what it set. Where it cannot (a node in a container whose
+// /proc/sys is read-only), it logs a warning with the limit the node keeps.
+func RaisePidMax(log *slog.Logger) {
+	raiseSysctl(pidMaxPath, PidMaxLimit, log)
+}
+
+// raiseSysctl raises the integer sysctl at path to want if it is lower,
+// and says so; it only warns when it cannot.
+func raiseSysctl(path string, want int64, log *slog.Logger) {
+	name := strings.ReplaceAll(strings.TrimPrefix(path, "/proc/sys/"), "/", ".")
+	cur, err := readSysctl(path)
+	if err != nil {
+		log.Warn("read a kernel limit", "sysctl", name, "err", err)
+		return
+	}
+	if cur >= want {
+		return
+	}
+	if err := os.WriteFile(path, []byte(strconv.FormatInt(want, 10)), 0o644); err != nil {
+		log.Warn("could not raise a kernel limit that bounds how many sandboxes the node holds", "sysctl", name, "limit", cur, "want", want, "err", err)
+		return
+	}
+	log.Info("raised a kernel limit that all sandboxes share", "sysctl", name, "from", cur, "to", want)
+}
+
+func readSysctl(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
