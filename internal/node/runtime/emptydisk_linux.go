@@ -2,9 +2,7 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -106,23 +104,8 @@ func copySparse(src, dst string) (err error) {
 	if unix.IoctlFileClone(int(out.Fd()), int(in.Fd())) == nil {
 		return nil
 	}
-	size := st.Size()
-	for off := int64(0); off < size; {
-		data, err := unix.Seek(int(in.Fd()), off, unix.SEEK_DATA)
-		if errors.Is(err, unix.ENXIO) {
-			break // only a hole is left
-		}
-		if err != nil {
-			return fmt.Errorf("copy %s: %w", src, err)
-		}
-		hole, err := unix.Seek(int(in.Fd()), data, unix.SEEK_HOLE)
-		if err != nil {
-			return fmt.Errorf("copy %s: %w", src, err)
-		}
-		if _, err := io.Copy(io.NewOffsetWriter(out, data), io.NewSectionReader(in, data, hole-data)); err != nil {
-			return fmt.Errorf("copy %s: %w", src, err)
-		}
-		off = hole
+	if _, err := copyExtents(context.Background(), in, out, st.Size()); err != nil {
+		return fmt.Errorf("copy %s: %w", src, err)
 	}
 	return nil
 }
