@@ -65,6 +65,16 @@ func (r runc) known(id string) (bool, error) {
 	return err == nil, err
 }
 
+// forget removes what is left of container id in runc's root once runc
+// does not know it: a runc killed while creating it leaves a directory
+// runc itself no longer lists or deletes.
+func (r runc) forget(id string) error {
+	if err := os.RemoveAll(filepath.Join(r.root, id)); err != nil {
+		return fmt.Errorf("remove runc's leftover of %s: %w", id, err)
+	}
+	return nil
+}
+
 // state returns the state of container id; ok is false when runc does not
 // know it.
 func (r runc) state(ctx context.Context, id string) (st runcState, ok bool, err error) {

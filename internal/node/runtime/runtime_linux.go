@@ -643,14 +643,22 @@ func (r *Runtime) teardown(ctx context.Context, id string) []error {
 // stopContainer kills every process of container id, waits for its init
 // to die, and deletes it from runc.
 func (r *Runtime) stopContainer(ctx context.Context, id string) error {
-	st, ok, err := r.runc.state(ctx, id)
-	if err == nil && !ok {
-		return nil
+	// A live init found through its record spares a `runc state`.
+	pid, running := livePID(r.StateDir(id))
+	var err error
+	if !running {
+		var st runcState
+		var ok bool
+		st, ok, err = r.runc.state(ctx, id)
+		if err == nil && !ok {
+			return r.runc.forget(id)
+		}
+		pid, running = st.PID, ok && st.Status != "stopped"
 	}
-	if ok && st.Status != "stopped" {
+	if running {
 		// Errors are for delete --force to settle: it may just have died.
 		r.runc.run(ctx, "kill", "--all", id, "KILL")
-		waitExit(ctx, st.PID, stopTimeout)
+		waitExit(ctx, pid, stopTimeout)
 	}
 	if _, derr := r.runc.run(ctx, "delete", "--force", id); derr != nil {
 		_, ok, serr := r.runc.state(ctx, id)
