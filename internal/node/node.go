@@ -169,6 +169,10 @@ type Exit struct {
 	ExitCode int    `json:"exit_code"` // -1 when killed by a signal
 	Signal   string `json:"signal"`    // "KILL", "TERM", … or ""
 	TimedOut bool   `json:"timed_out"`
+	// Lost is set in a recorded exit the node wrote for a command lost
+	// with its sandbox's processes (a sleep, a restore), so that reading
+	// it back after a restart reports the command lost, not exited.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // ExitFunc is told when a command ends: by its exit, or lost with its

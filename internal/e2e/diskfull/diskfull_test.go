@@ -244,14 +244,24 @@ func filledFromOutside(t *testing.T, s *e2etest.Server, mnt string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dirs []string
+	// A log is <command>.index with a file per stream that wrote.
+	var logged, names []string
 	for _, l := range logs {
-		dirs = append(dirs, l.Name())
+		names = append(names, l.Name())
+		if id, ok := strings.CutSuffix(l.Name(), ".index"); ok {
+			logged = append(logged, id)
+		}
 	}
 	slices.Sort(ids)
-	slices.Sort(dirs)
-	if !slices.Equal(dirs, ids) {
-		t.Fatalf("output dirs %v; want only those of the commands %v", dirs, ids)
+	slices.Sort(logged)
+	if !slices.Equal(logged, ids) {
+		t.Fatalf("output logs %v (files %v); want only those of the commands %v", logged, names, ids)
+	}
+	for _, name := range names {
+		id, _, _ := strings.Cut(name, ".")
+		if !slices.Contains(ids, id) {
+			t.Errorf("output file %s: of no command that ran", name)
+		}
 	}
 	if out := e2etest.MustOK(t, c, sb.ID, "echo back"); out != "back\n" {
 		t.Fatalf("a command once room is freed printed %q", out)

@@ -492,7 +492,7 @@ func (n *Node) Attach(ctx context.Context, spec node.SandboxSpec, running []stri
 		}
 		switch {
 		case l.Exit() != nil:
-			n.onExit(id, cmd, *l.Exit(), false)
+			n.onExit(id, cmd, *l.Exit(), l.Exit().Lost)
 			l.Close()
 		case alive[cmd]:
 			n.record(s, cmd, l, isPTY(filepath.Join(n.outputDir(id), cmd)), nil, nil)
@@ -521,13 +521,13 @@ func (n *Node) Lose(id string, commands []string) {
 
 func (n *Node) lose(id, cmd string, l *output.Log) {
 	if e := l.Exit(); e != nil {
-		n.onExit(id, cmd, *e, false)
+		n.onExit(id, cmd, *e, e.Lost)
 		return
 	}
-	if err := l.End(node.Exit{ExitCode: -1}); err != nil {
+	if err := l.End(node.Exit{ExitCode: -1, Lost: true}); err != nil {
 		n.log.Warn("record lost command", "sandbox", id, "command", cmd, "err", err)
 	}
-	n.onExit(id, cmd, node.Exit{ExitCode: -1}, true)
+	n.onExit(id, cmd, node.Exit{ExitCode: -1, Lost: true}, true)
 }
 
 // Destroy stops everything of a sandbox and deletes its files and recorded
@@ -956,7 +956,7 @@ func (n *Node) copyOutput(s *sandbox, cmd string, w *redacting, stream *client.O
 // finish reports a recorded exit and lets the agent forget the command.
 func (n *Node) finish(s *sandbox, cmd string, l *output.Log) {
 	if e := l.Exit(); e != nil {
-		n.onExit(s.id, cmd, *e, false)
+		n.onExit(s.id, cmd, *e, e.Lost)
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()

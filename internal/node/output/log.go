@@ -40,6 +40,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cove-dev/cove/internal/agent/wire"
 	"github.com/cove-dev/cove/internal/node"
 )
@@ -140,11 +142,24 @@ func Open(path string, maxBytes int64, budget *Budget) (*Log, error) {
 		return nil, fmt.Errorf("create output dir: %w", err)
 	}
 	l, err := open(path, true, maxBytes, budget)
+	if err == nil && made {
+		// An empty file takes an inode but no block, so a full disk
+		// would let the command start with nowhere to record: the
+		// index's first block is taken now, and a full disk refuses the
+		// command before it runs.
+		if ferr := unix.Fallocate(int(l.index.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, firstBlock); ferr != nil && !errors.Is(ferr, unix.EOPNOTSUPP) {
+			l.closeFiles()
+			l, err = nil, fmt.Errorf("open output log %s: %w", path, ferr)
+		}
+	}
 	if err != nil && made {
 		os.Remove(index)
 	}
 	return l, err
 }
+
+// firstBlock is how much of a new log's index is allocated up front.
+const firstBlock = 4096
 
 // OpenExisting opens a log that was recorded before; it creates nothing
 // and fails with an error matching fs.ErrNotExist when the log is gone.

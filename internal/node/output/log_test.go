@@ -8,11 +8,13 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/cove-dev/cove/internal/agent/wire"
+	"github.com/cove-dev/cove/internal/node"
 )
 
 // logPath is where a test's log is made: a name in a directory of its own.
@@ -462,5 +464,60 @@ func TestEarlierLayoutReads(t *testing.T) {
 	}
 	if _, err := os.Stat(dir + ".index"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a log of the new layout was made beside the earlier one: %v", err)
+	}
+}
+
+// TestLostExitReadsBackLost: the exit the node writes for a command lost
+// with its sandbox reads back lost after a reopen (as after a restart),
+// so the command is not reported exited.
+func TestLostExitReadsBackLost(t *testing.T) {
+	path := logPath(t)
+	l, err := Open(path, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.End(node.Exit{ExitCode: -1, Lost: true}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l, err = OpenExisting(path, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if e := l.Exit(); e == nil || !e.Lost || e.ExitCode != -1 {
+		t.Fatalf("exit read back: %+v; want lost", e)
+	}
+}
+
+// TestFullDiskRefusesANewLog: a new log takes its first block at once, so
+// a disk with inodes left but no blocks refuses it, leaving no file.
+func TestFullDiskRefusesANewLog(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (mount)")
+	}
+	dir := t.TempDir()
+	if err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", dir).Run(); err != nil {
+		t.Skipf("mount tmpfs: %v", err)
+	}
+	defer exec.Command("umount", dir).Run()
+	fill, err := os.Create(filepath.Join(dir, "fill"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := fill.Write(make([]byte, 4096)); err != nil {
+			break
+		}
+	}
+	fill.Close()
+	path := filepath.Join(dir, "sbx", "cmd_1")
+	os.MkdirAll(filepath.Dir(path), 0o700) // a directory may still fit: an inode
+	if l, err := Open(path, 1<<20, nil); err == nil {
+		l.Close()
+		t.Fatal("a new log on a full disk opened")
+	}
+	if _, err := os.Lstat(path + ".index"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a refused log left its index: %v", err)
 	}
 }
