@@ -79,3 +79,39 @@ func TestLoopRecord(t *testing.T) {
 		t.Fatalf("losetup -j after unmount: %q %v", out, err)
 	}
 }
+
+// TestStateDirKeepsDiskToTheLast: removing a state dir that fails part
+// way leaves its disk image, so a sleep cut short there is finished by
+// saving the image again.
+func TestStateDirKeepsDiskToTheLast(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (chattr)")
+	}
+	dir := filepath.Join(t.TempDir(), "sbx")
+	stuck := filepath.Join(dir, "a", "stuck")
+	if err := os.MkdirAll(filepath.Dir(stuck), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Join(dir, diskImage), stuck, filepath.Join(dir, "z")} {
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command("chattr", "+i", stuck).CombinedOutput(); err != nil {
+		t.Skipf("chattr +i: %v %s", err, out)
+	}
+	defer exec.Command("chattr", "-i", stuck).Run()
+	if err := removeStateDir(dir); err == nil {
+		t.Fatal("removing a dir holding an immutable file succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(dir, diskImage)); err != nil {
+		t.Fatalf("the disk image went before the rest: %v", err)
+	}
+	exec.Command("chattr", "-i", stuck).Run()
+	if err := removeStateDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("state dir left: %v", err)
+	}
+}

@@ -709,10 +709,22 @@ func removeStateDir(dir string) error {
 	if len(mounts) > 0 {
 		return fmt.Errorf("keep %s: still mounted: %s", dir, strings.Join(mounts, ", "))
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	// The disk image goes last: a node killed part way through leaves it
+	// with its state dir, and a sleep cut short there is finished by
+	// saving it again, where a dir without it could not be.
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	return nil
+	for _, e := range entries {
+		if e.Name() == diskImage {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return os.RemoveAll(dir)
 }
 
 // List returns the IDs of the sandboxes that have a state directory or a
