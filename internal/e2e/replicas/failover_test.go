@@ -209,8 +209,16 @@ func TestFailover(t *testing.T) {
 		}
 	}
 	i := 0
+	// The mutation after a kill waits for it: sent to the leader in the
+	// moment before it dies, a wake would be cut short, and a wake cut
+	// short ends asleep by design ("wake it again").
+	var pendingKill chan struct{}
 	for si, st := range steps {
 		for _, sb := range sbs {
+			if pendingKill != nil {
+				<-pendingKill
+				pendingKill = nil
+			}
 			if st.before != "" && sb.id != "" {
 				c.waitState(sb.id, st.before)
 			}
@@ -221,10 +229,13 @@ func TestFailover(t *testing.T) {
 				leader, _ := f.WaitLeader(30 * time.Second)
 				killed, first, sb.pause = append(killed, leader), leader.URL, "sleep 2; "
 				t.Logf("killing the leader %s during mutation %d (%s)", leader.URL, i, key)
+				killedCh := make(chan struct{})
+				pendingKill = killedCh
 				wg.Go(func() {
 					time.Sleep(300 * time.Millisecond)
 					killedAt := time.Now()
 					f.Kill(leader)
+					close(killedCh)
 					other := f.Other(leader)
 					// The other replica takes the lease: poll it alone.
 					took := time.Duration(-1)
