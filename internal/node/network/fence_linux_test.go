@@ -138,16 +138,8 @@ func TestLay(t *testing.T) {
 	rand.Read(b)
 	run := hex.EncodeToString(b)
 	ns := "cvfl-" + run
+	pid := bareSandbox(t, ns)
 	table := "covelaytest" + run
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Fatalf("netns: %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	sleeper := exec.Command("ip", "netns", "exec", ns, "sleep", "60")
-	if err := sleeper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sleeper.Process.Kill(); sleeper.Wait() })
 	f, err := New(Config{
 		Dir: t.TempDir(), Subnet: netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/24", 100+int(b[0])%50, b[1])),
 		Table: table, GatewayPort: 1, DNSPort: 2,
@@ -193,7 +185,7 @@ func TestLay(t *testing.T) {
 	if out := inside("ip", "-o", "link"); strings.Contains(out, "eth0") {
 		t.Fatalf("eth0 before Attach: %s", out)
 	}
-	if _, err := f.Attach(t.Context(), id, sleeper.Process.Pid); err != nil {
+	if _, err := f.Attach(t.Context(), id, pid); err != nil {
 		t.Fatal(err)
 	}
 	if out := inside("ip", "-4", "-o", "addr", "show", "eth0"); !strings.Contains(out, l.SandboxAddr.String()+"/30") {
