@@ -580,12 +580,6 @@ func (r *Runtime) Stop(ctx context.Context, id string) (string, error) {
 	return img, nil
 }
 
-// fileExists reports whether path names something (a symlink counts).
-func fileExists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
-}
-
 // syncDir flushes the filesystem holding dir; a dir that is not there (a
 // disk already unmounted) has nothing to flush.
 func syncDir(dir string) error {
@@ -632,7 +626,7 @@ func (r *Runtime) teardown(ctx context.Context, id string) []error {
 	}
 	// A deleted image's device clears itself with its last user, and
 	// looking for it would read every loop device of the host.
-	if img := filepath.Join(dir, diskImage); fileExists(img) {
+	if img := filepath.Join(dir, diskImage); exists(img) {
 		if err := detachLoops(img); err != nil {
 			errs = append(errs, err)
 		}
