@@ -63,8 +63,8 @@ type Network interface {
 	// Prepare gives a sandbox its link before it starts and returns the
 	// resolv.conf the sandbox should see.
 	Prepare(id string) (resolvConf string, err error)
-	// Lay makes the host's part of a prepared sandbox's link while the
-	// sandbox starts; Connect finishes it, Disconnect removes it.
+	// Lay fences a prepared sandbox's link while the sandbox starts;
+	// Connect makes it, Disconnect removes it.
 	Lay(ctx context.Context, id string) error
 	// Connect fences and connects a started sandbox (its init is pid)
 	// under its policy, with the secrets its injection rules name and its

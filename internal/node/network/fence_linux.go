@@ -78,7 +78,7 @@ type Fence struct {
 	// ports are the ports each sandbox publishes (previews), kept while
 	// it sleeps, so that a new link publishes them again.
 	ports map[string]map[uint16]bool
-	// laid are the sandboxes whose link Lay made, whose Attach has not
+	// laid are the sandboxes whose link Lay fenced, whose Attach has not
 	// come yet.
 	laid map[string]bool
 }
@@ -322,10 +322,10 @@ func ifaceName(id string) string {
 }
 
 // Attach fences the sandbox and connects it: its interface joins the set
-// first, then the veth pair is made, its peer moved into the network
-// namespace of process pid as eth0 with the sandbox's address and a
-// default route to the host side, and IPv6 turned off on both ends. A
-// link Lay made already is only moved in.
+// first, then the veth pair is made straddling the host and the network
+// namespace of process pid, where its peer is born as eth0 with the
+// sandbox's address and a default route to the host side, and IPv6 is
+// turned off on both ends. A link Lay fenced already is only connected.
 func (f *Fence) Attach(ctx context.Context, id string, pid int) (Link, error) {
 	f.mu.Lock()
 	l, laid := f.links[id]
@@ -348,10 +348,9 @@ func (f *Fence) Attach(ctx context.Context, id string, pid int) (Link, error) {
 }
 
 // Lay does the part of Attach that needs no sandbox yet, so that it can
-// run while the sandbox starts: the interface joins the set, then the
-// veth pair is made with both ends on the host, the host's end up with
-// its address and the peer down, without one. Detach removes it as it
-// removes an attached link.
+// run while the sandbox starts: the link is allocated and its interface
+// joins the set, with its address beside it, before the interface
+// exists. Detach removes a laid link as it removes an attached one.
 func (f *Fence) Lay(ctx context.Context, id string) (Link, error) {
 	l, err := f.Allocate(id)
 	if err != nil {
@@ -369,25 +368,29 @@ func (f *Fence) Lay(ctx context.Context, id string) (Link, error) {
 	if err := f.nft(ctx, script); err != nil {
 		return l, fmt.Errorf("fence %s: %w", id, err)
 	}
-	if err := lay(l); err != nil {
-		return l, fmt.Errorf("connect %s: %w", id, err)
-	}
 	f.mu.Lock()
 	f.laid[id] = true
 	f.mu.Unlock()
 	return l, nil
 }
 
-// peerName is the sandbox's end of its veth while it is on the host.
-func peerName(l Link) string { return "cp" + l.HostIface[2:] }
-
-// lay makes the veth pair of l on the host.
-func lay(l Link) error {
+// join connects l to the network namespace of process pid: the veth pair
+// is made with its peer inside that namespace from the start, as eth0
+// (moving a device between namespaces waits for the kernel's RCU grace
+// periods, tens of milliseconds on a busy host; making it there does
+// not). The host's end gets strict reverse-path filtering and no IPv6
+// before it is up; eth0 gets the sandbox's address and a default route.
+func join(l Link, pid int) error {
 	// A leftover of an interrupted attach goes first.
 	if old, err := netlink.LinkByName(l.HostIface); err == nil {
 		netlink.LinkDel(old)
 	}
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: l.HostIface}, PeerName: peerName(l)}
+	ns, err := netns.GetFromPid(pid)
+	if err != nil {
+		return fmt.Errorf("network namespace of %d: %w", pid, err)
+	}
+	defer ns.Close()
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: l.HostIface}, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(ns))}
 	if err := netlink.LinkAdd(veth); err != nil {
 		return fmt.Errorf("add veth: %w", err)
 	}
@@ -407,24 +410,8 @@ func lay(l Link) error {
 	if err := netlink.AddrAdd(host, &netlink.Addr{IPNet: prefix30(l.HostAddr)}); err != nil {
 		return fmt.Errorf("address %s: %w", l.HostIface, err)
 	}
-	return netlink.LinkSetUp(host)
-}
-
-// join moves the peer of a laid link into the network namespace of
-// process pid as eth0, with the sandbox's address and a default route.
-func join(l Link, pid int) error {
-	peerTmp := peerName(l)
-	peer, err := netlink.LinkByName(peerTmp)
-	if err != nil {
+	if err := netlink.LinkSetUp(host); err != nil {
 		return err
-	}
-	ns, err := netns.GetFromPid(pid)
-	if err != nil {
-		return fmt.Errorf("network namespace of %d: %w", pid, err)
-	}
-	defer ns.Close()
-	if err := netlink.LinkSetNsFd(peer, int(ns)); err != nil {
-		return fmt.Errorf("move veth into the sandbox: %w", err)
 	}
 	// Netlink inside the sandbox goes through a handle opened in its
 	// namespace; only the sysctl write needs a thread in there.
@@ -433,11 +420,8 @@ func join(l Link, pid int) error {
 		return fmt.Errorf("netlink in the sandbox: %w", err)
 	}
 	defer h.Close()
-	p, err := h.LinkByName(peerTmp)
+	p, err := h.LinkByName("eth0")
 	if err != nil {
-		return err
-	}
-	if err := h.LinkSetName(p, "eth0"); err != nil {
 		return err
 	}
 	if err := nsthread.Run(int(ns), unix.CLONE_NEWNET, func() error {

@@ -127,9 +127,11 @@ func TestFence(t *testing.T) {
 	}
 }
 
-// TestLay: Lay makes a link while the sandbox starts, both ends on the
-// host and fenced already; Attach then only moves it in; a laid link that
-// is never attached (a start that failed) leaves nothing after Detach.
+// TestLay: Lay fences a link while the sandbox starts, before any of its
+// interfaces exists; Attach then makes the veth pair with its peer inside
+// the sandbox as eth0; a laid link that is never attached (a start that
+// failed) leaves nothing after Detach; an Attach that cannot make eth0
+// (the name is taken in there) leaves no interface on the host.
 func TestLay(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (netns, veth, nftables)")
@@ -167,14 +169,38 @@ func TestLay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !onHost(l.HostIface) || !onHost(peerName(l)) || !fenced(l.HostIface) {
-		t.Fatalf("laid link: host end %v, peer %v, fenced %v", onHost(l.HostIface), onHost(peerName(l)), fenced(l.HostIface))
+	if onHost(l.HostIface) || !fenced(l.HostIface) {
+		t.Fatalf("laid link: host end %v, fenced %v", onHost(l.HostIface), fenced(l.HostIface))
 	}
 	if err := f.Detach(t.Context(), failed); err != nil {
 		t.Fatal(err)
 	}
-	if onHost(l.HostIface) || onHost(peerName(l)) || fenced(l.HostIface) {
-		t.Errorf("after Detach of a laid link: host end %v, peer %v, fenced %v", onHost(l.HostIface), onHost(peerName(l)), fenced(l.HostIface))
+	if onHost(l.HostIface) || fenced(l.HostIface) {
+		t.Errorf("after Detach of a laid link: host end %v, fenced %v", onHost(l.HostIface), fenced(l.HostIface))
+	}
+
+	// eth0 taken in the sandbox: Attach fails and makes nothing.
+	if out, err := exec.Command("ip", "netns", "exec", ns, "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "taken0").CombinedOutput(); err != nil {
+		t.Fatalf("an eth0 of the sandbox: %v: %s", err, out)
+	}
+	taken := "sbx_laytesttaken" + run
+	if l, err = f.Lay(t.Context(), taken); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Attach(t.Context(), taken, pid); err == nil {
+		t.Fatal("Attach over a taken eth0 succeeded")
+	}
+	if onHost(l.HostIface) {
+		t.Errorf("a failed Attach left %s on the host", l.HostIface)
+	}
+	if err := f.Detach(t.Context(), taken); err != nil {
+		t.Fatal(err)
+	}
+	if fenced(l.HostIface) {
+		t.Errorf("after Detach of a failed Attach: still fenced")
+	}
+	if out, err := exec.Command("ip", "netns", "exec", ns, "ip", "link", "del", "eth0").CombinedOutput(); err != nil {
+		t.Fatalf("remove the sandbox's eth0: %v: %s", err, out)
 	}
 
 	// Laid, then attached: the peer is the sandbox's eth0.
@@ -194,8 +220,8 @@ func TestLay(t *testing.T) {
 	if out := inside("ip", "route"); !strings.Contains(out, "default via "+l.HostAddr.String()) {
 		t.Errorf("routes: %s", out)
 	}
-	if onHost(peerName(l)) || !onHost(l.HostIface) || !fenced(l.HostIface) {
-		t.Errorf("attached: peer on host %v, host end %v, fenced %v", onHost(peerName(l)), onHost(l.HostIface), fenced(l.HostIface))
+	if !onHost(l.HostIface) || !fenced(l.HostIface) {
+		t.Errorf("attached: host end %v, fenced %v", onHost(l.HostIface), fenced(l.HostIface))
 	}
 	if err := f.Detach(t.Context(), id); err != nil {
 		t.Fatal(err)

@@ -53,8 +53,8 @@ func (m *Manager) Prepare(id string) (string, error) {
 	return p, nil
 }
 
-// Lay makes the sandbox's link on the host while the sandbox starts
-// (Fence.Lay); Connect moves it in. Disconnect removes it.
+// Lay fences the sandbox's link while the sandbox starts (Fence.Lay);
+// Connect makes it. Disconnect removes it.
 func (m *Manager) Lay(ctx context.Context, id string) error {
 	_, err := m.fence.Lay(ctx, id)
 	return err
