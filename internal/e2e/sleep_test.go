@@ -166,7 +166,8 @@ func TestIdleAndLifetime(t *testing.T) {
 
 // TestKill9DuringSleepAndWake kills the server in the middle of a sleep
 // and of a wake; after a restart the sandbox is asleep with a complete save
-// or running with its files.
+// or running with its files, and a wake that was answered before the kill
+// ends running.
 func TestKill9DuringSleepAndWake(t *testing.T) {
 	s := e2etest.StartServer(t)
 	ctx := t.Context()
@@ -228,6 +229,10 @@ func TestKill9DuringSleepAndWake(t *testing.T) {
 		time.Sleep(delay)
 		s.Stop(syscall.SIGKILL)
 		s.Start()
+		// The wake was answered: the restart finishes it.
+		if got := settle("kill -9 during wake"); got.State != api.StateRunning {
+			t.Fatalf("kill -9 during wake: %s %q; want running", got.State, got.StateReason)
+		}
 		wakeAndCheck("kill -9 during wake")
 	}
 }

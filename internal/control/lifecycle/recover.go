@@ -87,6 +87,10 @@ func (s *Core) removeOrphans(ctx context.Context, keep map[string]bool) error {
 	return nil
 }
 
+// ResumedWake begins the state reason of a sandbox whose wake was cut
+// short (its replica stopped) and is being finished from its save.
+const ResumedWake = "resuming a wake cut short: "
+
 // recoverOne makes one live sandbox's store and node agree: a running one
 // is reattached (kept in keep) or failed, a transition cut short is
 // finished. why says what cut it short, for the state reasons.
@@ -137,7 +141,21 @@ func (s *Core) recoverOne(ctx context.Context, sb api.Sandbox, why string, keep 
 		if err := s.node.DestroyRuntime(ctx, sb.ID); err != nil {
 			s.log.Error("remove half-woken runtime", "sandbox", sb.ID, "err", err)
 		}
-		s.persistState(ctx, &sb, api.StateAsleep, why+" while the sandbox was waking; wake it again")
+		if strings.HasPrefix(sb.StateReason, ResumedWake) {
+			// Cut short again: the wake may be what ends its replica.
+			// The save is intact.
+			s.persistState(ctx, &sb, api.StateAsleep, why+" while the sandbox was waking a second time; wake it again")
+			return nil
+		}
+		// A wake was asked for and answered: it is finished from the
+		// save, once.
+		if err := s.setState(ctx, &sb, api.StateWaking, ResumedWake+why); err != nil {
+			s.log.Error("resume wake", "sandbox", sb.ID, "err", err)
+			return nil
+		}
+		keep[sb.ID] = true
+		s.finishWake(ctx, sb.TeamID, sb.ID)
+		s.log.Info("wake finished after it was cut short", "sandbox", sb.ID, "why", why)
 	default:
 		s.fail(ctx, sb, fmt.Sprintf("%s while the sandbox was %s", why, sb.State))
 	}

@@ -210,8 +210,8 @@ func TestFailover(t *testing.T) {
 	}
 	i := 0
 	// The mutation after a kill waits for it: sent to the leader in the
-	// moment before it dies, a wake would be cut short, and a wake cut
-	// short ends asleep by design ("wake it again").
+	// moment before it dies, a wake would be cut short (the next leader
+	// finishes it, but only once: a second cut ends asleep).
 	var pendingKill chan struct{}
 	for si, st := range steps {
 		for _, sb := range sbs {
