@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -128,17 +129,38 @@ func detachLoops(file string) error {
 // time on a busy host, and a sleep looked three times).
 func loopRecord(file string) string { return file + ".loops" }
 
-// recordLoop adds loop device n to file's record.
+// recordLoop adds loop device n to file's record. A record that names
+// devices already is written anew with those of them that still hold
+// file, under a temporary name and renamed over it: a file attached again
+// and again (a volume at every start of its node) keeps a short record,
+// and a crash leaves the old record or the new one, both naming every
+// device that holds file.
 func recordLoop(file string, n int) error {
-	f, err := os.OpenFile(loopRecord(file), os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_CLOEXEC, 0o600)
+	name := "loop" + strconv.Itoa(n)
+	names, ok, err := recordedLoops(file)
 	if err != nil {
 		return fmt.Errorf("record loop device: %w", err)
 	}
-	_, err = fmt.Fprintf(f, "loop%d\n", n)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	keep := []string{}
+	if ok {
+		held, err := loopsBackedBy(file)
+		if err != nil {
+			return fmt.Errorf("record loop device: %w", err)
+		}
+		for _, dev := range held {
+			if d := filepath.Base(dev); d != name && slices.Contains(names, d) {
+				keep = append(keep, d)
+			}
+		}
 	}
-	if err != nil {
+	keep = append(keep, name)
+	tmp := loopRecord(file) + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strings.Join(keep, "\n")+"\n"), 0o600); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("record loop device: %w", err)
+	}
+	if err := os.Rename(tmp, loopRecord(file)); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("record loop device: %w", err)
 	}
 	return nil

@@ -115,3 +115,55 @@ func TestStateDirKeepsDiskToTheLast(t *testing.T) {
 		t.Fatalf("state dir left: %v", err)
 	}
 }
+
+// TestLoopRecordStaysShort: a file attached again and again (a volume at
+// every start of its node) keeps a record of the devices that hold it
+// now, not one line per attach; a device that still holds it stays named.
+func TestLoopRecordStaysShort(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (mkfs, loop devices, mounts)")
+	}
+	dir := t.TempDir()
+	img := filepath.Join(dir, "v.img")
+	if err := makeDisk(t.Context(), img, 16, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	mnt, again := filepath.Join(dir, "m"), filepath.Join(dir, "m2")
+	for _, m := range []string{mnt, again} {
+		if err := os.Mkdir(m, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unmount(m) })
+	}
+	for range 5 {
+		if err := mountLoop(img, mnt, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+			t.Fatal(err)
+		}
+		if err := unmount(mnt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rec, err := os.ReadFile(loopRecord(img)); err != nil || len(strings.Fields(string(rec))) != 1 {
+		t.Fatalf("record after five attaches, one at a time: %q %v; want one device", rec, err)
+	}
+	// Two attached at once: both named; the next attach keeps them.
+	if err := mountLoop(img, mnt, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_RDONLY); err != nil {
+		t.Fatal(err)
+	}
+	if err := mountLoop(img, again, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_RDONLY); err != nil {
+		t.Fatal(err)
+	}
+	held, err := loopsBackedBy(img)
+	if err != nil || len(held) != 2 {
+		t.Fatalf("devices holding the image: %v %v; want 2", held, err)
+	}
+	names, _, err := recordedLoops(img)
+	if err != nil || len(names) != 2 {
+		t.Fatalf("record with two attached: %v %v", names, err)
+	}
+	for _, m := range []string{mnt, again} {
+		if err := unmount(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
