@@ -41,6 +41,8 @@ type core struct {
 	// lives records the LiveSandbox calls: wake, and how long the call
 	// could wait (0: no deadline).
 	lives []liveCall
+	// actives counts the ActiveSandbox calls.
+	actives int
 }
 
 type liveCall struct {
@@ -73,6 +75,9 @@ func (c *core) LiveSandbox(ctx context.Context, teamID, ref string, wake bool) (
 }
 
 func (c *core) ActiveSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
+	c.mu.Lock()
+	c.actives++
+	c.mu.Unlock()
 	sb, err := c.st.GetSandbox(ctx, teamID, ref)
 	if err == nil {
 		c.TouchAt(sb.ID, time.Now())
@@ -897,6 +902,63 @@ func TestWaitOtherSandboxesCommand(t *testing.T) {
 			if _, err := e.svc.WaitCommand(t.Context(), tt.team, tt.ref, c.ID); api.ErrorCode(err) != api.CodeNotFound {
 				t.Errorf("%s waiting through %s: %v, want not_found", tt.team, tt.ref, err)
 			}
+		}
+	})
+}
+
+// TestWaitAfterExecReadsNoSandbox: waiting on a command this service
+// started, through its sandbox's ID and by its team, reads neither the
+// sandbox nor the command until it ends, and counts as the sandbox's
+// activity; once it has ended, or through another team, the sandbox is
+// looked up again.
+func TestWaitAfterExecReadsNoSandbox(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		e := newEnv(t, func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
+			<-release
+			return node.Exit{ExitCode: 3}
+		})
+		c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.core.mu.Lock()
+		e.core.actives, e.core.touched = 0, map[string]time.Time{}
+		e.core.mu.Unlock()
+		if _, err := e.svc.WaitCommand(t.Context(), "team_b", "sbx_a", c.ID); api.ErrorCode(err) != api.CodeNotFound {
+			t.Errorf("another team's wait: %v, want not_found", err)
+		}
+		done := make(chan api.CommandResult, 1)
+		go func() {
+			r, err := e.svc.WaitCommand(t.Context(), "team_a", c.SandboxID, c.ID)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- r
+		}()
+		synctest.Wait()
+		e.core.mu.Lock()
+		actives, touched := e.core.actives, e.core.touched["sbx_a"]
+		e.core.mu.Unlock()
+		if actives != 1 {
+			t.Errorf("ActiveSandbox called %d times, want once (the other team's wait only)", actives)
+		}
+		if touched.IsZero() {
+			t.Error("the wait did not count as the sandbox's activity")
+		}
+		close(release)
+		synctest.Wait()
+		if r := <-done; r.Command.ExitCode == nil || *r.Command.ExitCode != 3 {
+			t.Errorf("wait = %+v, want exit 3", r.Command)
+		}
+		if _, err := e.svc.WaitCommand(t.Context(), "team_a", c.SandboxID, c.ID); err != nil {
+			t.Fatal(err)
+		}
+		e.core.mu.Lock()
+		actives = e.core.actives
+		e.core.mu.Unlock()
+		if actives != 2 {
+			t.Errorf("ActiveSandbox called %d times, want twice (the wait on the ended command looks it up)", actives)
 		}
 	})
 }
