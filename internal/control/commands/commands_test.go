@@ -962,3 +962,49 @@ func TestWaitAfterExecReadsNoSandbox(t *testing.T) {
 		}
 	})
 }
+
+// TestExecDerivedID: a first attempt of an idempotent request starts its
+// command under the derived ID without looking for it; an attempt that
+// took the claim over (resumed) finds the first attempt's command and
+// answers it without starting it again.
+func TestExecDerivedID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		defer close(release)
+		var mu sync.Mutex
+		runs := 0
+		e := newEnv(t, func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
+			mu.Lock()
+			runs++
+			mu.Unlock()
+			<-release
+			return node.Exit{}
+		})
+		seed, at := []byte("seed"), time.Now()
+		first := id.WithDerivation(t.Context(), id.NewDerivation(seed, "team_a", "k", at))
+		e.hooks.takeReads()
+		c, err := e.svc.Exec(first, "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := id.NewDerivation(seed, "team_a", "k", at).Next("cmd"); c.ID != want {
+			t.Errorf("command %s, want the derived %s", c.ID, want)
+		}
+		synctest.Wait()
+		if got := e.hooks.takeReads(); len(got) != 0 {
+			t.Errorf("a first attempt read %v, want nothing", got)
+		}
+		again := id.WithDerivation(t.Context(), id.NewDerivation(seed, "team_a", "k", at).Resume())
+		c2, err := e.svc.Exec(again, "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		mu.Lock()
+		n := runs
+		mu.Unlock()
+		if c2.ID != c.ID || n != 1 {
+			t.Errorf("the resumed attempt answered %s after %d runs; want %s, run once", c2.ID, n, c.ID)
+		}
+	})
+}

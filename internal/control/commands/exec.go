@@ -27,10 +27,12 @@ func (s *Service) Exec(ctx context.Context, teamID, ref string, wake bool, req a
 		return api.Command{}, err
 	}
 	cid := id.For(ctx, "cmd")
-	if id.Derived(ctx) {
-		// The ID is derived from an Idempotency-Key: a second attempt of
-		// the request (its first on a replica that died) answers the
-		// command the first attempt started, and never starts it again.
+	if id.Resumed(ctx) {
+		// The ID is derived from an Idempotency-Key whose claim this
+		// attempt took over: a second attempt of the request (its first
+		// on a replica that died) answers the command the first attempt
+		// started, and never starts it again. A first attempt's derived
+		// ID is new: nothing to look for.
 		if c, err := s.d.Store.GetCommand(ctx, sb.ID, cid); err == nil {
 			return c, nil
 		} else if api.ErrorCode(err) != api.CodeNotFound {
