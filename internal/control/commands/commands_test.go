@@ -295,7 +295,7 @@ func (c *captured) atLeast(level slog.Level) []string {
 // fake node) and the terminated sbx_dead, and team_b with sbx_b, and
 // builds the service over SQLite, the event log and the fake node. Call
 // it in a synctest bubble (or not): its goroutines end at cleanup.
-func newEnv(t *testing.T, run nodetest.Command) *env {
+func newEnv(t testing.TB, run nodetest.Command) *env {
 	t.Helper()
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cove.db"))
