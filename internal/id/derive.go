@@ -25,6 +25,8 @@ type Derivation struct {
 	at    time.Time
 	mu    sync.Mutex
 	count map[string]int // IDs made per prefix
+	// resumed: the attempt took over an earlier attempt's claim.
+	resumed bool
 }
 
 // NewDerivation returns the derivation of a team's Idempotency-Key claimed
@@ -56,6 +58,14 @@ func (d *Derivation) Next(prefix string) string {
 	return encode(prefix, b)
 }
 
+// Resume marks d as the derivation of an attempt that took over an
+// earlier attempt's claim (same seed, same IDs), which may have created
+// resources under them; it returns d.
+func (d *Derivation) Resume() *Derivation {
+	d.resumed = true
+	return d
+}
+
 type derivationKey struct{}
 
 // WithDerivation returns ctx carrying d: the request it belongs to makes
@@ -69,6 +79,16 @@ func WithDerivation(ctx context.Context, d *Derivation) context.Context {
 func Derived(ctx context.Context) bool {
 	_, ok := ctx.Value(derivationKey{}).(*Derivation)
 	return ok
+}
+
+// Resumed reports whether ctx belongs to an idempotent request's attempt
+// that took over an earlier attempt's claim (Resume): only then may a
+// resource already exist under an ID For derives. A first attempt's claim
+// has a fresh random seed, so its derived IDs are new: a create may skip
+// looking for them.
+func Resumed(ctx context.Context) bool {
+	d, ok := ctx.Value(derivationKey{}).(*Derivation)
+	return ok && d.resumed
 }
 
 // For returns the ID of a resource a request creates: the next derived ID

@@ -92,6 +92,12 @@ func TestFor(t *testing.T) {
 	if !Derived(d) {
 		t.Fatal("a derived context is not")
 	}
+	if Resumed(ctx) || Resumed(d) {
+		t.Fatal("a plain or first attempt's context is resumed")
+	}
+	if !Resumed(WithDerivation(ctx, NewDerivation(seed, "team_a", "k", at).Resume())) {
+		t.Fatal("a resumed derivation's context is not")
+	}
 	if got, want := For(d, "wl"), NewDerivation(seed, "team_a", "k", at).Next("wl"); got != want {
 		t.Fatalf("For = %s; want %s", got, want)
 	}

@@ -68,6 +68,12 @@ type Store interface {
 	CreateCommand(ctx context.Context, c api.Command) error
 	GetCommand(ctx context.Context, sandboxID, id string) (api.Command, error)
 	UpdateCommand(ctx context.Context, c api.Command) error
+	// UpdateCommandEvent is UpdateCommand and AppendEvent of e to the
+	// team's log (with its webhook deliveries) in one transaction: both
+	// are stored or neither. A stale or missing command answers as
+	// UpdateCommand does and appends nothing; the event comes back as
+	// AppendEvent returns it.
+	UpdateCommandEvent(ctx context.Context, c api.Command, teamID string, e api.Event) (api.Event, error)
 	// DeleteCommand removes a command that never started.
 	DeleteCommand(ctx context.Context, sandboxID, id string) error
 	ListCommands(ctx context.Context, f CommandFilter) ([]api.Command, error)

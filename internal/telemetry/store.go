@@ -70,6 +70,11 @@ func (s *Store) UpdateCommand(ctx context.Context, c api.Command) error {
 	return s.Store.UpdateCommand(ctx, c)
 }
 
+func (s *Store) UpdateCommandEvent(ctx context.Context, c api.Command, teamID string, e api.Event) (api.Event, error) {
+	defer s.m.observeStore("update_command_event", s.m.beginStore())
+	return s.Store.UpdateCommandEvent(ctx, c, teamID, e)
+}
+
 func (s *Store) ListCommands(ctx context.Context, f store.CommandFilter) ([]api.Command, error) {
 	defer s.m.observeStore("list_commands", s.m.beginStore())
 	return s.Store.ListCommands(ctx, f)

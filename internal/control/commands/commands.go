@@ -29,6 +29,9 @@ type Store interface {
 	CreateCommand(ctx context.Context, c api.Command) error
 	GetCommand(ctx context.Context, sandboxID, id string) (api.Command, error)
 	UpdateCommand(ctx context.Context, c api.Command) error
+	// UpdateCommandEvent is UpdateCommand and the append of its event
+	// in one transaction.
+	UpdateCommandEvent(ctx context.Context, c api.Command, teamID string, e api.Event) (api.Event, error)
 	DeleteCommand(ctx context.Context, sandboxID, id string) error
 	ListCommands(ctx context.Context, f store.CommandFilter) ([]api.Command, error)
 	GetSandbox(ctx context.Context, teamID, id string) (api.Sandbox, error)
@@ -83,6 +86,10 @@ type Secrets interface {
 // Events appends to the teams' event logs.
 type Events interface {
 	Emit(ctx context.Context, teamID, typ, sandboxID, commandID string, data map[string]any)
+	// Event makes an event to store with a command's update
+	// (UpdateCommandEvent); Appended tells of it once stored.
+	Event(typ, sandboxID, commandID string, data map[string]any) api.Event
+	Appended(e api.Event)
 }
 
 // Telemetry times how long commands take to start.

@@ -41,6 +41,8 @@ type core struct {
 	// lives records the LiveSandbox calls: wake, and how long the call
 	// could wait (0: no deadline).
 	lives []liveCall
+	// actives counts the ActiveSandbox calls.
+	actives int
 }
 
 type liveCall struct {
@@ -73,6 +75,9 @@ func (c *core) LiveSandbox(ctx context.Context, teamID, ref string, wake bool) (
 }
 
 func (c *core) ActiveSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
+	c.mu.Lock()
+	c.actives++
+	c.mu.Unlock()
 	sb, err := c.st.GetSandbox(ctx, teamID, ref)
 	if err == nil {
 		c.TouchAt(sb.ID, time.Now())
@@ -172,8 +177,9 @@ type hookStore struct {
 	*sqlite.DB
 	onGet func()
 
-	mu    sync.Mutex
-	reads map[string]int // "command", "sandbox"
+	mu     sync.Mutex
+	reads  map[string]int // "command", "sandbox"
+	writes map[string]int // "create", "update", "update+event", "event"
 }
 
 func (h *hookStore) GetCommand(ctx context.Context, sandboxID, id string) (api.Command, error) {
@@ -187,6 +193,44 @@ func (h *hookStore) GetCommand(ctx context.Context, sandboxID, id string) (api.C
 func (h *hookStore) GetSandbox(ctx context.Context, teamID, id string) (api.Sandbox, error) {
 	h.count("sandbox")
 	return h.DB.GetSandbox(ctx, teamID, id)
+}
+
+func (h *hookStore) CreateCommand(ctx context.Context, c api.Command) error {
+	h.countWrite("create")
+	return h.DB.CreateCommand(ctx, c)
+}
+
+func (h *hookStore) UpdateCommand(ctx context.Context, c api.Command) error {
+	h.countWrite("update")
+	return h.DB.UpdateCommand(ctx, c)
+}
+
+func (h *hookStore) UpdateCommandEvent(ctx context.Context, c api.Command, teamID string, e api.Event) (api.Event, error) {
+	h.countWrite("update+event")
+	return h.DB.UpdateCommandEvent(ctx, c, teamID, e)
+}
+
+func (h *hookStore) AppendEvent(ctx context.Context, teamID string, e api.Event) (api.Event, error) {
+	h.countWrite("event")
+	return h.DB.AppendEvent(ctx, teamID, e)
+}
+
+func (h *hookStore) countWrite(what string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.writes == nil {
+		h.writes = map[string]int{}
+	}
+	h.writes[what]++
+}
+
+// takeWrites returns the writes counted and starts again.
+func (h *hookStore) takeWrites() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w := h.writes
+	h.writes = nil
+	return w
 }
 
 func (h *hookStore) count(what string) {
@@ -251,7 +295,7 @@ func (c *captured) atLeast(level slog.Level) []string {
 // fake node) and the terminated sbx_dead, and team_b with sbx_b, and
 // builds the service over SQLite, the event log and the fake node. Call
 // it in a synctest bubble (or not): its goroutines end at cleanup.
-func newEnv(t *testing.T, run nodetest.Command) *env {
+func newEnv(t testing.TB, run nodetest.Command) *env {
 	t.Helper()
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "cove.db"))
@@ -286,10 +330,10 @@ func newEnv(t *testing.T, run nodetest.Command) *env {
 	logs := &captured{}
 	log := slog.New(logs)
 	now2 := func() time.Time { return time.Now().UTC() }
-	evlog := events.New(events.Config{Retention: time.Hour}, st, c, &broadcast{changed: make(chan struct{})}, noTelemetry{}, log, now2)
+	hooks := &hookStore{DB: st}
+	evlog := events.New(events.Config{Retention: time.Hour}, hooks, c, &broadcast{changed: make(chan struct{})}, noTelemetry{}, log, now2)
 	sctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	hooks := &hookStore{DB: st}
 	svc := commands.New(sctx, &wg, commands.Config{WaitOutputMax: 8}, commands.Deps{
 		Store: hooks, Node: nd, Sandboxes: c, Images: c, Secrets: c, Events: evlog, Telemetry: telemetry{c},
 		Checks: runs.Checker{Budgets: c}, Log: log, Now: now2,
@@ -897,6 +941,160 @@ func TestWaitOtherSandboxesCommand(t *testing.T) {
 			if _, err := e.svc.WaitCommand(t.Context(), tt.team, tt.ref, c.ID); api.ErrorCode(err) != api.CodeNotFound {
 				t.Errorf("%s waiting through %s: %v, want not_found", tt.team, tt.ref, err)
 			}
+		}
+	})
+}
+
+// TestWaitAfterExecReadsNoSandbox: waiting on a command this service
+// started, through its sandbox's ID and by its team, reads neither the
+// sandbox nor the command until it ends, and counts as the sandbox's
+// activity; once it has ended, or through another team, the sandbox is
+// looked up again.
+func TestWaitAfterExecReadsNoSandbox(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		e := newEnv(t, func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
+			<-release
+			return node.Exit{ExitCode: 3}
+		})
+		c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.core.mu.Lock()
+		e.core.actives, e.core.touched = 0, map[string]time.Time{}
+		e.core.mu.Unlock()
+		if _, err := e.svc.WaitCommand(t.Context(), "team_b", "sbx_a", c.ID); api.ErrorCode(err) != api.CodeNotFound {
+			t.Errorf("another team's wait: %v, want not_found", err)
+		}
+		done := make(chan api.CommandResult, 1)
+		go func() {
+			r, err := e.svc.WaitCommand(t.Context(), "team_a", c.SandboxID, c.ID)
+			if err != nil {
+				t.Error(err)
+			}
+			done <- r
+		}()
+		synctest.Wait()
+		e.core.mu.Lock()
+		actives, touched := e.core.actives, e.core.touched["sbx_a"]
+		e.core.mu.Unlock()
+		if actives != 1 {
+			t.Errorf("ActiveSandbox called %d times, want once (the other team's wait only)", actives)
+		}
+		if touched.IsZero() {
+			t.Error("the wait did not count as the sandbox's activity")
+		}
+		close(release)
+		synctest.Wait()
+		if r := <-done; r.Command.ExitCode == nil || *r.Command.ExitCode != 3 {
+			t.Errorf("wait = %+v, want exit 3", r.Command)
+		}
+		if _, err := e.svc.WaitCommand(t.Context(), "team_a", c.SandboxID, c.ID); err != nil {
+			t.Fatal(err)
+		}
+		e.core.mu.Lock()
+		actives = e.core.actives
+		e.core.mu.Unlock()
+		if actives != 2 {
+			t.Errorf("ActiveSandbox called %d times, want twice (the wait on the ended command looks it up)", actives)
+		}
+	})
+}
+
+// TestExecDerivedID: a first attempt of an idempotent request starts its
+// command under the derived ID without looking for it; an attempt that
+// took the claim over (resumed) finds the first attempt's command and
+// answers it without starting it again.
+func TestExecDerivedID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		defer close(release)
+		var mu sync.Mutex
+		runs := 0
+		e := newEnv(t, func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
+			mu.Lock()
+			runs++
+			mu.Unlock()
+			<-release
+			return node.Exit{}
+		})
+		seed, at := []byte("seed"), time.Now()
+		first := id.WithDerivation(t.Context(), id.NewDerivation(seed, "team_a", "k", at))
+		e.hooks.takeReads()
+		c, err := e.svc.Exec(first, "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := id.NewDerivation(seed, "team_a", "k", at).Next("cmd"); c.ID != want {
+			t.Errorf("command %s, want the derived %s", c.ID, want)
+		}
+		synctest.Wait()
+		if got := e.hooks.takeReads(); len(got) != 0 {
+			t.Errorf("a first attempt read %v, want nothing", got)
+		}
+		again := id.WithDerivation(t.Context(), id.NewDerivation(seed, "team_a", "k", at).Resume())
+		c2, err := e.svc.Exec(again, "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		mu.Lock()
+		n := runs
+		mu.Unlock()
+		if c2.ID != c.ID || n != 1 {
+			t.Errorf("the resumed attempt answered %s after %d runs; want %s, run once", c2.ID, n, c.ID)
+		}
+	})
+}
+
+// TestCommandWrites: a command's round trip writes the store three
+// times: its insert, then its pid with command.started, then its exit
+// with command.exited, each pair in one transaction. The exit of a
+// command started elsewhere (another replica's) is stored with its event
+// to its sandbox's team too.
+func TestCommandWrites(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		e := newEnv(t, func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
+			<-release
+			return node.Exit{ExitCode: 2}
+		})
+		c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got, want := e.hooks.takeWrites(), map[string]int{"create": 1, "update+event": 1}; !maps.Equal(got, want) {
+			t.Errorf("a start wrote %v, want %v", got, want)
+		}
+		close(release)
+		synctest.Wait()
+		if got, want := e.hooks.takeWrites(), map[string]int{"update+event": 1}; !maps.Equal(got, want) {
+			t.Errorf("an exit wrote %v, want %v", got, want)
+		}
+		if got, want := strings.Join(e.types(t, "team_a", c.ID), ","), "command.started,command.exited"; got != want {
+			t.Errorf("events = %s, want %s", got, want)
+		}
+		stored, err := e.st.GetCommand(t.Context(), "sbx_a", c.ID)
+		if err != nil || stored.State != api.CommandExited || stored.PID != nodetest.FirstPID || stored.ExitCode == nil || *stored.ExitCode != 2 {
+			t.Errorf("stored = %+v, %v; want exited 2 with its pid", stored, err)
+		}
+
+		other := api.Command{ID: id.New("cmd"), SandboxID: "sbx_a", State: api.CommandRunning, StartedAt: time.Now().UTC(), Version: 1}
+		if err := e.st.CreateCommand(t.Context(), other); err != nil {
+			t.Fatal(err)
+		}
+		e.exits.Deliver("sbx_a", other.ID, node.Exit{ExitCode: 5}, false)
+		if got, want := e.hooks.takeWrites(), map[string]int{"update+event": 1}; !maps.Equal(got, want) {
+			t.Errorf("another replica's command's exit wrote %v, want %v", got, want)
+		}
+		if got, want := strings.Join(e.types(t, "team_a", other.ID), ","), "command.exited"; got != want {
+			t.Errorf("events of another replica's command = %s, want %s", got, want)
+		}
+		stored, err = e.st.GetCommand(t.Context(), "sbx_a", other.ID)
+		if err != nil || stored.State != api.CommandExited || stored.ExitCode == nil || *stored.ExitCode != 5 {
+			t.Errorf("stored = %+v, %v; want exited 5", stored, err)
 		}
 	})
 }

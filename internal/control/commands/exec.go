@@ -27,10 +27,12 @@ func (s *Service) Exec(ctx context.Context, teamID, ref string, wake bool, req a
 		return api.Command{}, err
 	}
 	cid := id.For(ctx, "cmd")
-	if id.Derived(ctx) {
-		// The ID is derived from an Idempotency-Key: a second attempt of
-		// the request (its first on a replica that died) answers the
-		// command the first attempt started, and never starts it again.
+	if id.Resumed(ctx) {
+		// The ID is derived from an Idempotency-Key whose claim this
+		// attempt took over: a second attempt of the request (its first
+		// on a replica that died) answers the command the first attempt
+		// started, and never starts it again. A first attempt's derived
+		// ID is new: nothing to look for.
 		if c, err := s.d.Store.GetCommand(ctx, sb.ID, cid); err == nil {
 			return c, nil
 		} else if api.ErrorCode(err) != api.CodeNotFound {
@@ -91,41 +93,51 @@ func (s *Service) start(ctx context.Context, cid string, sb api.Sandbox, req api
 		}
 		return api.Command{}, err
 	}
+	s.d.Telemetry.Exec(time.Since(start))
+	data := map[string]any{"argv": req.Argv, "command": req.Command}
 	if started.PID > 0 {
-		cmd = s.recordPID(context.WithoutCancel(ctx), cmd, started.PID)
+		// Its pid and command.started are stored in one transaction.
+		cmd = s.recordPID(context.WithoutCancel(ctx), sb.TeamID, cmd, started.PID, data)
+	} else {
+		s.d.Events.Emit(ctx, sb.TeamID, "command.started", sb.ID, cmd.ID, data)
 	}
 	s.rememberStarted(sb.TeamID, cmd)
 	s.d.Log.Info("command started", "sandbox", sb.ID, "command", cmd.ID)
-	s.d.Telemetry.Exec(time.Since(start))
-	s.d.Events.Emit(ctx, sb.TeamID, "command.started", sb.ID, cmd.ID, map[string]any{"argv": req.Argv, "command": req.Command})
 	s.WatchSilence(sb.TeamID, cmd)
 	return cmd, nil
 }
 
-// recordPID stores the pid of a command that started and returns the
+// recordPID stores the pid of a command that started, with its
+// command.started event (data) in the same transaction, and returns the
 // command as stored. This replica's exit of it waits on the lock its
 // caller holds; another replica may have recorded its end (or marked it
 // lost) meanwhile, which stays, pid and all. A failure leaves the pid
-// unknown (0), not the command unstarted: it runs.
-func (s *Service) recordPID(ctx context.Context, cmd api.Command, pid int) api.Command {
+// unknown (0), not the command unstarted: it runs, and its event is
+// appended alone.
+func (s *Service) recordPID(ctx context.Context, teamID string, cmd api.Command, pid int, data map[string]any) api.Command {
+	alone := func(c api.Command) api.Command {
+		s.d.Events.Emit(ctx, teamID, "command.started", cmd.SandboxID, cmd.ID, data)
+		return c
+	}
 	c := cmd
 	for attempt := 1; ; attempt++ {
 		c.PID = pid
-		err := s.d.Store.UpdateCommand(ctx, c)
+		e, err := s.d.Store.UpdateCommandEvent(ctx, c, teamID, s.d.Events.Event("command.started", cmd.SandboxID, cmd.ID, data))
 		if err == nil {
 			c.Version++
+			s.d.Events.Appended(e)
 			return c
 		}
 		if !store.Stale(err) || attempt == store.UpdateAttempts {
 			s.d.Log.Error("record a command's pid", "command", cmd.ID, "err", err)
-			return cmd
+			return alone(cmd)
 		}
 		if c, err = s.d.Store.GetCommand(ctx, cmd.SandboxID, cmd.ID); err != nil {
 			s.d.Log.Error("read a command to record its pid", "command", cmd.ID, "err", err)
-			return cmd
+			return alone(cmd)
 		}
 		if c.State.Done() {
-			return c
+			return alone(c)
 		}
 	}
 }

@@ -19,11 +19,16 @@ func (s *Service) Exited(sandboxID, commandID string, e node.Exit, lost bool) {
 	defer unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)
 	defer cancel()
-	var c api.Command
+	var (
+		c       api.Command
+		stored  api.Event // command.exited, stored with the exit
+		updated bool      // the exit and its event stored together
+	)
 	// A command this service started is updated from what its start
 	// stored; if it changed since (another replica recorded its end or
 	// marked it lost), the update is stale and the rounds below read it.
 	st, known := s.startedCommand(sandboxID, commandID, true)
+	teamID := st.teamID
 	for attempt := 1; ; attempt++ {
 		// Each round reads the command again: another replica may have
 		// recorded its end (or marked it lost) meanwhile, and an ended
@@ -45,9 +50,24 @@ func (s *Service) Exited(sandboxID, commandID string, e node.Exit, lost bool) {
 		if c.State.Done() {
 			return
 		}
+		if teamID == "" {
+			// Started elsewhere: its event goes to its sandbox's team.
+			if sb, err := s.d.Store.GetSandbox(ctx, "", sandboxID); err == nil {
+				teamID = sb.TeamID
+			}
+		}
 		s.applyExit(&c, e, lost)
 		s.readSizes(&c)
-		err = s.d.Store.UpdateCommand(ctx, c)
+		if teamID != "" {
+			// The exit and command.exited are stored in one transaction.
+			ev := s.d.Events.Event("command.exited", sandboxID, commandID, map[string]any{
+				"state": c.State, "exit_code": c.ExitCode, "signal": c.Signal, "timed_out": c.TimedOut,
+			})
+			stored, err = s.d.Store.UpdateCommandEvent(ctx, c, teamID, ev)
+			updated = err == nil
+		} else {
+			err = s.d.Store.UpdateCommand(ctx, c)
+		}
 		if err == nil {
 			c.Version++
 			break
@@ -64,16 +84,8 @@ func (s *Service) Exited(sandboxID, commandID string, e node.Exit, lost bool) {
 	}
 	s.d.Sandboxes.TouchAt(sandboxID, *c.EndedAt)
 	s.d.Log.Info("command ended", "sandbox", sandboxID, "command", commandID, "state", c.State, "exit_code", e.ExitCode)
-	teamID := st.teamID
-	if !known {
-		if sb, err := s.d.Store.GetSandbox(ctx, "", sandboxID); err == nil {
-			teamID = sb.TeamID
-		}
-	}
-	if teamID != "" {
-		s.d.Events.Emit(ctx, teamID, "command.exited", sandboxID, commandID, map[string]any{
-			"state": c.State, "exit_code": c.ExitCode, "signal": c.Signal, "timed_out": c.TimedOut,
-		})
+	if updated {
+		s.d.Events.Appended(stored)
 	}
 	s.d.Sandboxes.Exited()
 }

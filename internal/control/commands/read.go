@@ -74,16 +74,23 @@ func (s *Service) ListCommands(ctx context.Context, teamID, ref string, q Query)
 // WaitCommand waits for a command to end and returns it with its output,
 // each stream cut at the configured maximum.
 func (s *Service) WaitCommand(ctx context.Context, teamID, ref, commandID string) (api.CommandResult, error) {
-	sb, err := s.d.Sandboxes.ActiveSandbox(ctx, teamID, ref)
-	if err != nil {
-		return api.CommandResult{}, err
-	}
-	// A command this service started and that has not ended is not read
-	// here: the store is read once it has ended, below.
-	c := api.Command{SandboxID: sb.ID, ID: commandID}
-	if _, ok := s.startedCommand(sb.ID, commandID, false); !ok {
-		if c, err = s.sandboxCommand(ctx, sb, commandID); err != nil {
+	// A command this service started and that has not ended is read
+	// neither here nor its sandbox (named by ID, of the same team: the
+	// wait after a start): the call counts as the sandbox's activity, and
+	// the store is read once the command has ended, below.
+	c := api.Command{SandboxID: ref, ID: commandID}
+	if st, ok := s.startedCommand(ref, commandID, false); ok && st.teamID == teamID && teamID != "" {
+		s.d.Sandboxes.TouchAt(ref, s.d.Now())
+	} else {
+		sb, err := s.d.Sandboxes.ActiveSandbox(ctx, teamID, ref)
+		if err != nil {
 			return api.CommandResult{}, err
+		}
+		c.SandboxID = sb.ID
+		if _, ok := s.startedCommand(sb.ID, commandID, false); !ok {
+			if c, err = s.sandboxCommand(ctx, sb, commandID); err != nil {
+				return api.CommandResult{}, err
+			}
 		}
 	}
 	l, err := s.d.Node.Output(c.SandboxID, c.ID)

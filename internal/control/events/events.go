@@ -87,6 +87,21 @@ func (l *Log) Record(ctx context.Context, teamID, typ, sandboxID, commandID stri
 	return true
 }
 
+// Event is an event of a team's log, stamped now, for a store call that
+// writes it in the transaction of the change it tells of (a command's
+// update); Appended then tells of it as Emit would.
+func (l *Log) Event(typ, sandboxID, commandID string, data map[string]any) api.Event {
+	return api.Event{Type: typ, SandboxID: sandboxID, CommandID: commandID, Time: l.now(), Data: data}
+}
+
+// Appended counts an event that was stored with its change and wakes the
+// waiters, as Emit does after storing one.
+func (l *Log) Appended(e api.Event) {
+	l.log.Debug("event", "id", e.ID, "type", e.Type, "sandbox", e.SandboxID, "command", e.CommandID)
+	l.telemetry.Event(e)
+	l.changes.Notify()
+}
+
 // Notify wakes the waiters (after Record).
 func (l *Log) Notify() { l.changes.Notify() }
 

@@ -11,11 +11,20 @@ import (
 	"github.com/cove-dev/cove/internal/id"
 )
 
-// attempt is the ctx of one attempt of an idempotent request: every
-// attempt of the same claim derives the same IDs.
+// attempt is the ctx of the first attempt of an idempotent request, and
+// retry of a later one, which took the claim over: every attempt of the
+// same claim derives the same IDs.
 func attempt(t *testing.T, team string) context.Context {
+	return id.WithDerivation(t.Context(), derivation(team))
+}
+
+func retry(t *testing.T, team string) context.Context {
+	return id.WithDerivation(t.Context(), derivation(team).Resume())
+}
+
+func derivation(team string) *id.Derivation {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	return id.WithDerivation(t.Context(), id.NewDerivation([]byte("seed"), team, "k1", at))
+	return id.NewDerivation([]byte("seed"), team, "k1", at)
 }
 
 // TestIdempotentCreatesRunOnce: a second attempt of a create whose IDs
@@ -29,7 +38,7 @@ func TestIdempotentCreatesRunOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.wait(t, h.a, first.ID, api.StateRunning)
-	again, err := h.srv.CreateSandbox(attempt(t, h.a), h.a, api.CreateSandboxRequest{Name: "once"})
+	again, err := h.srv.CreateSandbox(retry(t, h.a), h.a, api.CreateSandboxRequest{Name: "once"})
 	if err != nil {
 		t.Fatalf("second attempt: %v", err)
 	}
@@ -49,7 +58,7 @@ func TestIdempotentCreatesRunOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, err := h.plane.Commands.Exec(attempt(t, h.a), h.a, first.ID, true, req)
+	c2, err := h.plane.Commands.Exec(retry(t, h.a), h.a, first.ID, true, req)
 	if err != nil {
 		t.Fatalf("second attempt: %v", err)
 	}
@@ -89,7 +98,7 @@ func TestIdempotentCreateTakesFromPool(t *testing.T) {
 		}
 		h.wait(t, h.a, first.ID, api.StateRunning)
 		synctest.Wait()
-		again, err := h.srv.CreateSandbox(attempt(t, h.a), h.a, api.CreateSandboxRequest{})
+		again, err := h.srv.CreateSandbox(retry(t, h.a), h.a, api.CreateSandboxRequest{})
 		if err != nil {
 			t.Fatalf("second attempt: %v", err)
 		}

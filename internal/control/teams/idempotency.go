@@ -76,7 +76,11 @@ func (s *Service) Idempotently(ctx context.Context, teamID, key, requestHash str
 			return Answer{}, false, err
 		}
 	}
-	a := do(id.WithDerivation(ctx, id.NewDerivation(rec.Seed, teamID, key, rec.CreatedAt)))
+	d := id.NewDerivation(rec.Seed, teamID, key, rec.CreatedAt)
+	if !claimed {
+		d.Resume() // an earlier attempt's claim, taken over
+	}
+	a := do(id.WithDerivation(ctx, d))
 	// The claim's end must not depend on the request's ctx: a client gone
 	// must not leave its key pending.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)

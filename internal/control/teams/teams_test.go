@@ -309,12 +309,18 @@ func TestIdempotentlyAcrossReplicas(t *testing.T) {
 	var firstID, secondID string
 	_, _, err := a.Idempotently(t.Context(), tm.ID, "k", "h", func(ctx context.Context) teams.Answer {
 		firstID = id.For(ctx, "sbx")
+		if !id.Derived(ctx) || id.Resumed(ctx) {
+			t.Error("a first attempt's IDs are not derived, or taken for resumed")
+		}
 		inFlight(b)
 		inFlight(a)
 		// a dies here: its answer comes after b took the key over.
 		dead = true
 		got, replayed, err := b.Idempotently(t.Context(), tm.ID, "k", "h", func(ctx context.Context) teams.Answer {
 			secondID = id.For(ctx, "sbx")
+			if !id.Resumed(ctx) {
+				t.Error("the take-over is not marked resumed: its creates would not look for the first attempt's")
+			}
 			return teams.Answer{Status: http.StatusCreated, Body: []byte("b")}
 		})
 		if err != nil || replayed || string(got.Body) != "b" {
@@ -351,8 +357,11 @@ func TestIdempotentlyAfterRestart(t *testing.T) {
 	}
 	s := teams.New(teams.Config{Replica: "rep_x"}, st, slog.New(slog.DiscardHandler), c.now)
 	runs := 0
-	got, replayed, err := s.Idempotently(t.Context(), tm.ID, "k", "h", func(context.Context) teams.Answer {
+	got, replayed, err := s.Idempotently(t.Context(), tm.ID, "k", "h", func(ctx context.Context) teams.Answer {
 		runs++
+		if !id.Resumed(ctx) {
+			t.Error("the retry after a restart is not marked resumed")
+		}
 		return teams.Answer{Status: http.StatusCreated, Body: []byte("done")}
 	})
 	if err != nil || replayed || runs != 1 || string(got.Body) != "done" {

@@ -26,29 +26,46 @@ func eventSeq(id string) (int64, bool) {
 
 // AppendEvent adds an event to a team's log.
 func (db *DB) AppendEvent(ctx context.Context, teamID string, e api.Event) (api.Event, error) {
-	if e.Data == nil {
-		e.Data = map[string]any{}
-	}
-	data, err := encodeJSON(e.Data)
+	data, err := eventData(&e)
 	if err != nil {
 		return e, err
 	}
-	// The event and its webhook deliveries are written together: an event
-	// is never stored without them.
-	var seq int64
+	var stored api.Event
 	err = db.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if seq, err = insertEvent(ctx, tx, teamID, e, data); err != nil {
-			return err
-		}
-		n, err := enqueueDeliveries(ctx, tx, teamID, seq, e)
-		if err != nil || n == 0 {
-			return err
-		}
-		return db.boundBacklog(ctx, tx, teamID, e.Time)
+		stored, err = db.appendEvent(ctx, tx, teamID, e, data)
+		return err
 	})
 	if err != nil {
 		return e, err
+	}
+	return stored, nil
+}
+
+// eventData gives e its empty data when it has none and encodes it.
+func eventData(e *api.Event) (string, error) {
+	if e.Data == nil {
+		e.Data = map[string]any{}
+	}
+	return encodeJSON(e.Data)
+}
+
+// appendEvent adds an event (its data already encoded) to a team's log in
+// tx, with its webhook deliveries: an event is never stored without them.
+// It returns the event as stored, with its ID.
+func (db *DB) appendEvent(ctx context.Context, tx pgx.Tx, teamID string, e api.Event, data string) (api.Event, error) {
+	seq, err := insertEvent(ctx, tx, teamID, e, data)
+	if err != nil {
+		return e, err
+	}
+	n, err := enqueueDeliveries(ctx, tx, teamID, seq, e)
+	if err != nil {
+		return e, err
+	}
+	if n > 0 {
+		if err := db.boundBacklog(ctx, tx, teamID, e.Time); err != nil {
+			return e, err
+		}
 	}
 	e.ID = eventID(seq)
 	e.Time = utc(e.Time)

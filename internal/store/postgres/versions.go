@@ -71,6 +71,43 @@ func (db *DB) UpdateCommand(ctx context.Context, c api.Command) error {
 		"SELECT 1 FROM commands WHERE id = $1 AND sandbox_id = $2", c.ID, c.SandboxID)
 }
 
+// UpdateCommandEvent is UpdateCommand and AppendEvent of e in one
+// transaction: both are stored, or neither.
+func (db *DB) UpdateCommandEvent(ctx context.Context, c api.Command, teamID string, e api.Event) (api.Event, error) {
+	args, err := commandArgs(c)
+	if err != nil {
+		return e, err
+	}
+	args["version"] = c.Version
+	data, err := eventData(&e)
+	if err != nil {
+		return e, err
+	}
+	var (
+		tag    pgconn.CommandTag
+		stored api.Event
+	)
+	err = db.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if tag, err = tx.Exec(ctx, updateCommand, args); err != nil {
+			return fmt.Errorf("update command %s: %w", c.ID, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return nil // stale or gone: nothing to append
+		}
+		stored, err = db.appendEvent(ctx, tx, teamID, e, data)
+		return err
+	})
+	if err != nil {
+		return e, err
+	}
+	if err := db.versioned(ctx, tag, "command "+c.ID,
+		"SELECT 1 FROM commands WHERE id = $1 AND sandbox_id = $2", c.ID, c.SandboxID); err != nil {
+		return e, err
+	}
+	return stored, nil
+}
+
 // UpdateWorkload replaces a workload's fields when the row is still at
 // w.Version, and stores the next version.
 func (db *DB) UpdateWorkload(ctx context.Context, w api.Workload) error {

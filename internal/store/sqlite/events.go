@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strconv"
 	"strings"
@@ -24,21 +25,38 @@ func eventSeq(id string) (int64, bool) {
 
 // AppendEvent adds an event to a team's log.
 func (db *DB) AppendEvent(ctx context.Context, teamID string, e api.Event) (api.Event, error) {
-	if e.Data == nil {
-		e.Data = map[string]any{}
-	}
-	data, err := encodeJSON(e.Data)
+	data, err := eventData(&e)
 	if err != nil {
 		return e, err
 	}
-	// The event and its webhook deliveries are written together: an event
-	// is never stored without them.
 	db.write.prepare(ctx, insertEventSQL, webhooksOfTeamSQL, insertDeliverySQL)
 	tx, err := db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return e, fmt.Errorf("append event: %w", err)
 	}
 	defer tx.Rollback()
+	if e, err = db.appendEvent(ctx, tx, teamID, e, data); err != nil {
+		return e, err
+	}
+	if err := tx.Commit(); err != nil {
+		return e, fmt.Errorf("append event: %w", err)
+	}
+	return e, nil
+}
+
+// eventData gives e its empty data when it has none and encodes it.
+func eventData(e *api.Event) (string, error) {
+	if e.Data == nil {
+		e.Data = map[string]any{}
+	}
+	return encodeJSON(e.Data)
+}
+
+// appendEvent adds an event (its data already encoded) to a team's log in
+// tx, with its webhook deliveries: an event is never stored without them.
+// It returns the event as stored, with its ID. The caller prepared the
+// kept statements (insertEventSQL, webhooksOfTeamSQL, insertDeliverySQL).
+func (db *DB) appendEvent(ctx context.Context, tx *sql.Tx, teamID string, e api.Event, data string) (api.Event, error) {
 	kept := db.write.kept(tx)
 	seq, err := insertEvent(ctx, kept, teamID, e, data)
 	if err != nil {
@@ -52,9 +70,6 @@ func (db *DB) AppendEvent(ctx context.Context, teamID string, e api.Event) (api.
 		if err := db.boundBacklog(ctx, tx, teamID, e.Time); err != nil {
 			return e, err
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return e, fmt.Errorf("append event: %w", err)
 	}
 	e.ID = eventID(seq)
 	e.Time = e.Time.UTC()

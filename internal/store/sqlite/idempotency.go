@@ -20,14 +20,16 @@ func (db *DB) ClaimIdempotent(ctx context.Context, c store.IdempotencyClaim) (st
 		c.Seed = []byte{}
 	}
 	// The insert and the read of a record already there are one write
-	// transaction, so an expiry between them cannot leave neither.
-	tx, err := db.write.BeginTx(ctx, nil)
+	// transaction, so an expiry between them cannot leave neither. Both
+	// run kept statements (every keyed request claims).
+	db.write.prepare(ctx, claimIdempotentSQL, selectIdempotentSQL)
+	t, err := db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return store.Idempotent{}, false, fmt.Errorf("claim idempotency key: %w", err)
 	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx,
-		"INSERT INTO idempotency ("+idempotentColumns+") VALUES (?, ?, ?, ?, ?, 0, x'', ?) ON CONFLICT (team_id, key) DO NOTHING",
+	defer t.Rollback()
+	tx := db.write.kept(t)
+	res, err := tx.ExecContext(ctx, claimIdempotentSQL,
 		c.TeamID, c.Key, c.RequestHash, c.Owner, c.Seed, formatTime(c.ClaimedAt))
 	if sqliteCode(err) == foreignKeyViolation {
 		return store.Idempotent{}, false, api.Errorf(api.CodeNotFound, "team %s not found", c.TeamID)
@@ -42,13 +44,17 @@ func (db *DB) ClaimIdempotent(ctx context.Context, c store.IdempotencyClaim) (st
 		return store.Idempotent{TeamID: c.TeamID, Key: c.Key, RequestHash: c.RequestHash, Owner: c.Owner,
 			Seed: c.Seed, Body: []byte{}, CreatedAt: c.ClaimedAt.UTC()}, true, nil
 	}
-	a, err := scanIdempotent(tx.QueryRowContext(ctx,
-		"SELECT "+idempotentColumns+" FROM idempotency WHERE team_id = ? AND key = ?", c.TeamID, c.Key))
+	a, err := scanIdempotent(tx.QueryRowContext(ctx, selectIdempotentSQL, c.TeamID, c.Key))
 	if err != nil {
 		return a, false, err
 	}
 	return a, false, tx.Commit()
 }
+
+const (
+	claimIdempotentSQL  = "INSERT INTO idempotency (" + idempotentColumns + ") VALUES (?, ?, ?, ?, ?, 0, x'', ?) ON CONFLICT (team_id, key) DO NOTHING"
+	selectIdempotentSQL = "SELECT " + idempotentColumns + " FROM idempotency WHERE team_id = ? AND key = ?"
+)
 
 func scanIdempotent(row *sql.Row) (store.Idempotent, error) {
 	var (

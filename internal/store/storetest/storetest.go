@@ -30,6 +30,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SandboxPaging", testSandboxPaging},
 		{"CommandRoundTrip", testCommandRoundTrip},
 		{"ListCommands", testListCommands},
+		{"UpdateCommandEvent", testUpdateCommandEvent},
 		{"Events", testEvents},
 		{"Idempotency", testIdempotency},
 		{"EventExpiry", testEventExpiry},
@@ -536,6 +537,70 @@ func testCommandRoundTrip(t *testing.T, s store.Store) {
 	wantCode(t, s.UpdateCommand(ctx, missing), api.CodeNotFound)
 	wantCode(t, s.CreateCommand(ctx, want), api.CodeConflict)
 	wantCode(t, s.CreateCommand(ctx, command("sbx_missing", 9, api.CommandRunning)), api.CodeNotFound)
+}
+
+// testUpdateCommandEvent: a command's update and its event (with the
+// webhook deliveries it makes) are stored together; a stale or missing
+// command stores neither, and an event of a missing team leaves the
+// command as it was.
+func testUpdateCommandEvent(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	createTeam(t, s, "team_a")
+	sb := createSandbox(t, s, sandbox("team_a", 1, "", api.StateRunning))
+	mustDo(t, s.CreateWebhook(ctx, webhook("team_a", "whk_cmd", "command.*")))
+	c := command(sb.ID, 1, api.CommandRunning)
+	mustDo(t, s.CreateCommand(ctx, c))
+	c.Version = 1
+	before, err := s.AppendEvent(ctx, "team_a", api.Event{Type: "sandbox.running", SandboxID: sb.ID, Time: at(1)})
+	mustDo(t, err)
+
+	c.PID = 42
+	e, err := s.UpdateCommandEvent(ctx, c, "team_a", api.Event{Type: "command.started", SandboxID: sb.ID, CommandID: c.ID,
+		Time: at(2), Data: map[string]any{"argv": []any{"true"}}})
+	mustDo(t, err)
+	c.Version++
+	if e.ID <= before.ID {
+		t.Errorf("event ID %s does not sort after %s", e.ID, before.ID)
+	}
+	diff(t, "stored command", c, mustGet[api.Command](t)(s.GetCommand(ctx, sb.ID, c.ID)))
+	want := api.Event{ID: e.ID, Type: "command.started", SandboxID: sb.ID, CommandID: c.ID, Time: at(2).UTC(),
+		Data: map[string]any{"argv": []any{"true"}}}
+	diff(t, "returned event", want, e)
+	diff(t, "listed events", []api.Event{want},
+		mustGet[[]api.Event](t)(s.ListEvents(ctx, store.EventFilter{TeamID: "team_a", After: before.ID})))
+	if l := mustGet[[]api.Delivery](t)(s.ListDeliveries(ctx, store.DeliveryFilter{WebhookID: "whk_cmd"})); len(l) != 1 || l[0].EventID != e.ID {
+		t.Errorf("deliveries = %+v; want one of %s", l, e.ID)
+	}
+	// A nil data is stored empty.
+	c.State, c.EndedAt, c.ExitCode = api.CommandExited, ptr(at(3)), ptr(0)
+	e, err = s.UpdateCommandEvent(ctx, c, "team_a", api.Event{Type: "command.exited", SandboxID: sb.ID, CommandID: c.ID, Time: at(3)})
+	mustDo(t, err)
+	c.Version++
+	if e.Data == nil {
+		t.Error("an event without data came back with nil data")
+	}
+
+	count := func() int {
+		return len(mustGet[[]api.Event](t)(s.ListEvents(ctx, store.EventFilter{TeamID: "team_a"})))
+	}
+	n := count()
+	stale := c
+	stale.Version--
+	stale.State = api.CommandLost
+	_, err = s.UpdateCommandEvent(ctx, stale, "team_a", api.Event{Type: "command.exited", SandboxID: sb.ID, CommandID: c.ID, Time: at(4)})
+	wantCode(t, err, api.CodeConflict)
+	missing := c
+	missing.ID = "cmd_missing"
+	_, err = s.UpdateCommandEvent(ctx, missing, "team_a", api.Event{Type: "command.exited", SandboxID: sb.ID, CommandID: missing.ID, Time: at(4)})
+	wantCode(t, err, api.CodeNotFound)
+	noTeam := c
+	noTeam.State = api.CommandLost
+	_, err = s.UpdateCommandEvent(ctx, noTeam, "team_missing", api.Event{Type: "command.exited", SandboxID: sb.ID, CommandID: c.ID, Time: at(4)})
+	wantCode(t, err, api.CodeNotFound)
+	if got := count(); got != n {
+		t.Errorf("%d events after the refused updates, want %d", got, n)
+	}
+	diff(t, "command after the refused updates", c, mustGet[api.Command](t)(s.GetCommand(ctx, sb.ID, c.ID)))
 }
 
 func testListCommands(t *testing.T, s store.Store) {
