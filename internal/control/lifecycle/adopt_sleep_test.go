@@ -25,12 +25,7 @@ func TestLeaderFinishesDeadReplicasSleep(t *testing.T) {
 		sb = h.wait(t, h.a, sb.ID, api.StateRunning)
 		// As if another replica had begun its sleep and stopped.
 		sb.State = api.StateSleeping
-		if err := h.st.UpdateSandbox(ctx, sb); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.st.ClaimSandbox(ctx, sb.ID, "rep_dead"); err != nil {
-			t.Fatal(err)
-		}
+		h.leftBy(t, sb, "rep_dead")
 		h.srv.Start()
 		time.Sleep(30 * time.Second)
 		synctest.Wait()

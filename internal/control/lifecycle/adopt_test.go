@@ -38,6 +38,19 @@ func (f *fakeReplicas) OthersAlive(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
+// leftBy stores sb as it is (its state and reason set by the caller) and
+// claimed by owner: as if that replica had begun the transition and
+// stopped.
+func (h *harness) leftBy(t *testing.T, sb api.Sandbox, owner string) {
+	t.Helper()
+	if err := h.st.UpdateSandbox(t.Context(), sb); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.st.ClaimSandbox(t.Context(), sb.ID, owner); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestLeaderFinishesDeadReplicasTransitions: a sandbox left creating by a
 // replica that died is failed by the leader with a reason naming it; one
 // whose replica lives, and one this replica drives itself, are left as
@@ -60,12 +73,7 @@ func TestLeaderFinishesDeadReplicasTransitions(t *testing.T) {
 			}
 			// As if another replica had begun creating it and stopped.
 			sb.State = api.StateCreating
-			if err := h.st.UpdateSandbox(ctx, sb); err != nil {
-				t.Fatal(err)
-			}
-			if err := h.st.ClaimSandbox(ctx, sb.ID, owner); err != nil {
-				t.Fatal(err)
-			}
+			h.leftBy(t, sb, owner)
 			stuck[sb.ID] = owner
 		}
 		h.srv.Start()
@@ -106,12 +114,7 @@ func TestRecoverSparesLiveReplicas(t *testing.T) {
 			}
 			sb = h.wait(t, h.a, sb.ID, api.StateRunning)
 			sb.State = api.StateCreating
-			if err := h.st.UpdateSandbox(ctx, sb); err != nil {
-				t.Fatal(err)
-			}
-			if err := h.st.ClaimSandbox(ctx, sb.ID, owner); err != nil {
-				t.Fatal(err)
-			}
+			h.leftBy(t, sb, owner)
 			ids[owner] = sb.ID
 		}
 		h.srv.SetReplicas(&fakeReplicas{alive: map[string]bool{"rep_live": true}})

@@ -32,12 +32,7 @@ func TestLeaderFinishesDeadReplicasWake(t *testing.T) {
 			sb = h.wait(t, h.a, sb.ID, api.StateAsleep)
 			// As if another replica had begun its wake and stopped.
 			sb.State, sb.StateReason = api.StateWaking, reason
-			if err := h.st.UpdateSandbox(ctx, sb); err != nil {
-				t.Fatal(err)
-			}
-			if err := h.st.ClaimSandbox(ctx, sb.ID, "rep_dead"); err != nil {
-				t.Fatal(err)
-			}
+			h.leftBy(t, sb, "rep_dead")
 			left[sb.ID] = reason
 		}
 		h.srv.Start()
