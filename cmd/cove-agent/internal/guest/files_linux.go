@@ -701,7 +701,7 @@ func (f *fileService) write(w http.ResponseWriter, r *http.Request) error {
 		}
 		defer tmp.discard()
 		h := sha256.New()
-		if _, err := copyHashed(tmp, r.Body, h); err != nil {
+		if _, err := copyHashed(&appender{f: tmp.File}, r.Body, h); err != nil {
 			return uploadError(p, err)
 		}
 		if err := tmp.Sync(); err != nil {
