@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"hash"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cove-dev/cove/api"
 )
@@ -178,4 +180,60 @@ func TestUploadChunks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUploadHashesBesideSending: the first chunk is still being hashed
+// when the second one is sent (a body that hashed each chunk before
+// going on would never send the second: the hash gives up waiting after
+// a while, and the test fails); the trailer holds the digest of all.
+func TestUploadHashesBesideSending(t *testing.T) {
+	second := make(chan struct{})
+	w := &countWriter{at: 2, reached: second}
+	h := &gateHash{Hash: sha256.New(), gate: second}
+	req, _ := http.NewRequest(http.MethodPut, "http://x/", nil)
+	req.Trailer = http.Header{}
+	data := make([]byte, 3*uploadChunk+1)
+	b := &digestBody{r: bytes.NewReader(data), h: h, req: req}
+	if n, err := b.WriteTo(w); err != nil || n != int64(len(data)) {
+		t.Fatalf("WriteTo = %d, %v", n, err)
+	}
+	if !h.overlapped {
+		t.Error("the second chunk was sent only once the first was hashed")
+	}
+	sum := sha256.Sum256(data)
+	if got := req.Trailer.Get("Repr-Digest"); got != api.FormatReprDigest(sum[:]) {
+		t.Errorf("trailer %q", got)
+	}
+}
+
+// countWriter closes reached at its at-th write.
+type countWriter struct {
+	n, at   int
+	reached chan struct{}
+}
+
+func (w *countWriter) Write(p []byte) (int, error) {
+	if w.n++; w.n == w.at {
+		close(w.reached)
+	}
+	return len(p), nil
+}
+
+// gateHash waits, in its first write, for gate (at most 10 s).
+type gateHash struct {
+	hash.Hash
+	gate       chan struct{}
+	writes     int
+	overlapped bool
+}
+
+func (h *gateHash) Write(p []byte) (int, error) {
+	if h.writes++; h.writes == 1 {
+		select {
+		case <-h.gate:
+			h.overlapped = true
+		case <-time.After(10 * time.Second):
+		}
+	}
+	return h.Hash.Write(p)
 }
