@@ -210,7 +210,7 @@ func (c *Client) WriteFile(ctx context.Context, req WriteRequest, body io.Reader
 		hreq.Body = &trailerBody{r: body, req: hreq, fn: req.TrailerSHA256}
 		hreq.ContentLength = -1
 	} else {
-		hreq.Body = io.NopCloser(body)
+		hreq.Body = chunkedBody{body}
 		hreq.ContentLength = req.Size
 		if req.Size == 0 {
 			hreq.Body = http.NoBody
@@ -251,7 +251,28 @@ func (b *trailerBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// WriteTo sends the body in chunks of up to bodyChunk bytes: the
+// transport uses it instead of its 32 KiB copy. Read sets the trailer.
+func (b *trailerBody) WriteTo(w io.Writer) (int64, error) {
+	return io.CopyBuffer(w, struct{ io.Reader }{b}, make([]byte, bodyChunk))
+}
+
 func (b *trailerBody) Close() error { return nil }
+
+// chunkedBody is a body without a trailer, sent in chunks of up to
+// bodyChunk bytes when its length is not known.
+type chunkedBody struct{ io.Reader }
+
+func (b chunkedBody) WriteTo(w io.Writer) (int64, error) {
+	return io.CopyBuffer(w, struct{ io.Reader }{b.Reader}, make([]byte, bodyChunk))
+}
+
+func (chunkedBody) Close() error { return nil }
+
+// bodyChunk is the size of the chunks an upload is sent to the agent in.
+// The transport copies a body that is not an io.WriterTo through 32 KiB
+// reads: a chunk, and a write and a read system call, per 32 KiB.
+const bodyChunk = 1 << 20
 
 // EditFile applies edits to a file (see wire.EditRequest).
 func (c *Client) EditFile(ctx context.Context, req wire.EditRequest) (wire.FileInfo, error) {

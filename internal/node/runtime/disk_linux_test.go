@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,10 +35,10 @@ func TestLoopRecord(t *testing.T) {
 		}
 		t.Cleanup(func() { unmount(m) })
 	}
-	if err := mountLoop(img, mntA, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+	if err := mountLoop(img, mntA, unix.MS_NOSUID|unix.MS_NODEV, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := mountLoop(other, mntB, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+	if err := mountLoop(other, mntB, unix.MS_NOSUID|unix.MS_NODEV, false); err != nil {
 		t.Fatal(err)
 	}
 	devs, err := loopsBackedBy(img)
@@ -116,6 +118,68 @@ func TestStateDirKeepsDiskToTheLast(t *testing.T) {
 	}
 }
 
+// TestLoopDirectIO: a sandbox's disk is attached with direct I/O (the
+// kernel says so in sysfs), other images without; what is written and
+// synced through a direct device is in the image when it is mounted
+// again.
+func TestLoopDirectIO(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (mkfs, loop devices, mounts)")
+	}
+	dir := t.TempDir()
+	data := make([]byte, 9<<20+123)
+	for i := range data {
+		data[i] = byte(i*7 + i>>12)
+	}
+	for _, direct := range []bool{true, false} {
+		img := filepath.Join(dir, fmt.Sprintf("%v.img", direct))
+		mnt := filepath.Join(dir, fmt.Sprintf("%v", direct))
+		if err := makeDisk(t.Context(), img, 32, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(mnt, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unmount(mnt) })
+		if err := mountLoop(img, mnt, unix.MS_NOSUID|unix.MS_NODEV, direct); err != nil {
+			t.Fatal(err)
+		}
+		devs, err := loopsBackedBy(img)
+		if err != nil || len(devs) != 1 {
+			t.Fatalf("loops of %s: %v %v", img, devs, err)
+		}
+		dio, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(devs[0]), "loop", "dio"))
+		want := map[bool]string{true: "1", false: "0"}[direct]
+		if err != nil || strings.TrimSpace(string(dio)) != want {
+			t.Fatalf("direct=%v: %s dio = %q %v; want %s", direct, devs[0], dio, err, want)
+		}
+		f, err := os.Create(filepath.Join(mnt, "f"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if err := unmount(mnt); err != nil {
+			t.Fatal(err)
+		}
+		if err := mountLoop(img, mnt, unix.MS_NOSUID|unix.MS_NODEV, false); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(mnt, "f"))
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("direct=%v: read back %d bytes (%v), want %d", direct, len(got), err, len(data))
+		}
+		if err := unmount(mnt); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestLoopRecordStaysShort: a file attached again and again (a volume at
 // every start of its node) keeps a record of the devices that hold it
 // now, not one line per attach; a device that still holds it stays named.
@@ -136,7 +200,7 @@ func TestLoopRecordStaysShort(t *testing.T) {
 		t.Cleanup(func() { unmount(m) })
 	}
 	for range 5 {
-		if err := mountLoop(img, mnt, unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+		if err := mountLoop(img, mnt, unix.MS_NOSUID|unix.MS_NODEV, false); err != nil {
 			t.Fatal(err)
 		}
 		if err := unmount(mnt); err != nil {
@@ -147,10 +211,10 @@ func TestLoopRecordStaysShort(t *testing.T) {
 		t.Fatalf("record after five attaches, one at a time: %q %v; want one device", rec, err)
 	}
 	// Two attached at once: both named; the next attach keeps them.
-	if err := mountLoop(img, mnt, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_RDONLY); err != nil {
+	if err := mountLoop(img, mnt, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_RDONLY, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := mountLoop(img, again, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_RDONLY); err != nil {
+	if err := mountLoop(img, again, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_RDONLY, false); err != nil {
 		t.Fatal(err)
 	}
 	held, err := loopsBackedBy(img)

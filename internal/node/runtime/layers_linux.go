@@ -126,7 +126,7 @@ func (r *Runtime) mountLayer(name string) (string, error) {
 	if err := os.MkdirAll(mnt, 0o700); err != nil {
 		return "", err
 	}
-	if err := mountLoop(img, mnt, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOATIME); err != nil {
+	if err := mountLoop(img, mnt, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOATIME, false); err != nil {
 		return "", fmt.Errorf("mount layer %s: %w", name, err)
 	}
 	if _, err := os.Stat(upper); err != nil {

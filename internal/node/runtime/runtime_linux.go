@@ -297,7 +297,7 @@ func (r *Runtime) makeRootfs(ctx context.Context, dir string, s Spec) error {
 	}
 	// nosuid and nodev on both mounts: a set-id file or a device node the
 	// sandbox made is inert, also to a host process that meets it.
-	if err := mountLoop(img, disk, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOATIME); err != nil {
+	if err := mountLoop(img, disk, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOATIME, true); err != nil {
 		return fmt.Errorf("mount disk: %w", err)
 	}
 	if s.Disk == "" {

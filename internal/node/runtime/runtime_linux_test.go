@@ -523,6 +523,14 @@ func TestDiskLimit(t *testing.T) {
 	s := testSpec()
 	s.DiskMiB = 16
 	c := start(t, r, s)
+	// The disk's loop device does direct I/O on its image.
+	devs, err := loopsBackedBy(filepath.Join(r.StateDir(s.ID), diskImage))
+	if err != nil || len(devs) != 1 {
+		t.Fatalf("loops of the disk: %v %v", devs, err)
+	}
+	if dio, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(devs[0]), "loop", "dio")); err != nil || string(bytes.TrimSpace(dio)) != "1" {
+		t.Errorf("%s dio = %q %v; want 1", devs[0], dio, err)
+	}
 	// 24 MiB into a 16 MiB disk.
 	out, exit := sh(t, c, 1000, "dd if=/dev/zero of=/workspace/big bs=1M count=24 2>&1; echo rc=$?")
 	if !strings.Contains(out, "No space left on device") || !strings.HasSuffix(out, "rc=1") {

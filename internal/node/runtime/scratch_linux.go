@@ -42,7 +42,7 @@ func MakeScratch(ctx context.Context, dir string, sizeBytes int64, uid, gid uint
 	if err := os.Mkdir(s.Root, 0o700); err != nil {
 		return nil, err
 	}
-	if err := mountLoop(img, s.Root, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|unix.MS_NOATIME); err != nil {
+	if err := mountLoop(img, s.Root, unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|unix.MS_NOATIME, false); err != nil {
 		return nil, fmt.Errorf("mount scratch disk: %w", err)
 	}
 	// mkfs made the root 0755; only its owner may look in.

@@ -180,7 +180,7 @@ func (r *Runtime) mountVolumeLocked(id string) (string, error) {
 		}
 		return mnt, nil
 	}
-	if err := mountLoop(img, mnt, flags); err != nil {
+	if err := mountLoop(img, mnt, flags, false); err != nil {
 		return "", fmt.Errorf("mount volume %s: %w", id, err)
 	}
 	return mnt, nil

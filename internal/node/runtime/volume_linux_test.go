@@ -272,7 +272,7 @@ func TestVolumeLifecycle(t *testing.T) {
 		t.Helper()
 		look := filepath.Join(t.TempDir(), "look")
 		os.Mkdir(look, 0o700)
-		if err := mountLoop(img, look, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV); err != nil {
+		if err := mountLoop(img, look, unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, false); err != nil {
 			t.Fatal(err)
 		}
 		defer unmount(look)

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -701,7 +700,7 @@ func (f *fileService) write(w http.ResponseWriter, r *http.Request) error {
 		}
 		defer tmp.discard()
 		h := sha256.New()
-		if _, err := copyHashed(tmp, r.Body, h); err != nil {
+		if _, err := copyHashed(&appender{f: tmp.File}, r.Body, h); err != nil {
 			return uploadError(p, err)
 		}
 		if err := tmp.Sync(); err != nil {
@@ -751,13 +750,6 @@ func (f *fileService) write(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, status, info)
 		return nil
 	})
-}
-
-// copyHashed copies r to w and into h, with a pooled buffer.
-func copyHashed(w io.Writer, r io.Reader, h hash.Hash) (int64, error) {
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	return io.CopyBuffer(io.MultiWriter(w, h), r, *bp)
 }
 
 // uploadError tells a write error of the file (disk full) from a read error
