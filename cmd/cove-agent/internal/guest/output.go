@@ -67,8 +67,10 @@ var frameBufs = sync.Pool{New: func() any { return new([wire.MaxFrameData]byte) 
 func newFrameBuf() []byte { return frameBufs.Get().(*[wire.MaxFrameData]byte)[:] }
 
 // ownWhole is the least a read keeps as a frame's own buffer: a shorter
-// one is copied out, so a frame never holds more than 4 times its bytes.
-const ownWhole = wire.MaxFrameData / 4
+// one is copied out, so a frame never holds more than 4/3 of its bytes
+// and the buffer's bound (in FrameCost, of the bytes) stays close to the
+// memory it holds. A command that outruns the agent fills its reads.
+const ownWhole = wire.MaxFrameData * 3 / 4
 
 // take appends buf[:n] (buf from newFrameBuf) as one frame of kind, as
 // write does, and reports the buffer to read into next: buf again when
