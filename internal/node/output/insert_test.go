@@ -48,11 +48,12 @@ func TestInsertAndSkip(t *testing.T) {
 	}
 	must(l.Append(frame(wire.FrameStdout, 2, "dup"))) // a resent frame
 	must(l.Append(frame(wire.FrameStderr, 3, "b")))
-	if got, _ := collect(t, l, 0); got != "std:a;std:held;std:b;" {
+	if got, _ := collect(t, l, 0); got != "std:aheld;std:b;" { // a and held are one chunk now
+
 		t.Fatalf("read %q", got)
 	}
-	if got := seqs(t, l, 0); len(got) != 3 || got[0] != 1 || got[1] != 3 || got[2] != 4 {
-		t.Fatalf("seqs %v; want [1 3 4]", got)
+	if got := seqs(t, l, 0); len(got) != 2 || got[0] != 3 || got[1] != 4 {
+		t.Fatalf("seqs %v; want [3 4]", got)
 	}
 	if got, _ := collect(t, l, 1); got != "std:held;std:b;" {
 		t.Fatalf("read after 1: %q", got)
@@ -78,7 +79,7 @@ func TestInsertAndSkip(t *testing.T) {
 	}
 	must(l.Append(exitFrame(t, 5, 0)))
 	got, exit := collect(t, l, 0)
-	if got != "std:a;std:held;std:b;" || exit == nil || l.LastSeq() != 6 {
+	if got != "std:aheld;std:b;" || exit == nil || l.LastSeq() != 6 {
 		t.Fatalf("read %q, exit %v, LastSeq %d; want the exit at 6", got, exit, l.LastSeq())
 	}
 	if ok, _ := l.Insert(wire.FrameStdout, []byte("late")); ok {

@@ -568,17 +568,34 @@ func (l *Log) notify() {
 	l.changed = make(chan struct{})
 }
 
+// MaxChunk is the most data Read hands over in one chunk. Records that
+// are already recorded when a reader reaches them (it is behind: the
+// command writes faster than it reads) go out together, as one chunk of
+// their bytes named by the last one's sequence number, up to this much:
+// fewer, larger chunks carry the same bytes at less cost per byte. A
+// reader that resumes after any sequence number it was given still gets
+// every byte after it once, since a chunk's number is its last record's.
+// It stays well under what a client reads as one NDJSON line (base64
+// makes 4 bytes of 3).
+const MaxChunk = 256 << 10
+
+// indexBatch is how many index records Read takes in one read.
+const indexBatch = 128
+
 // Read calls fn for every chunk with Seq > after, in order. With follow it
 // then waits for more until the command has ended (or ctx is done); without
 // it, it stops at what is recorded now. It returns the exit when the command
-// has ended and everything before it was delivered, else nil.
+// has ended and everything before it was delivered, else nil. Consecutive
+// records of one stream that are all recorded already are handed over as
+// one chunk (up to MaxChunk bytes) with the sequence number of the last;
+// fn must not keep c.Data after it returns.
 func (l *Log) Read(ctx context.Context, after int64, follow bool, fn func(Chunk) error) (*Exit, error) {
 	pos, err := l.search(after)
 	if err != nil {
 		return nil, err
 	}
-	buf := make([]byte, wire.MaxFrameData)
-	var rec [recordSize]byte
+	var buf []byte
+	idx := make([]byte, indexBatch*recordSize)
 	for {
 		l.mu.Lock()
 		records, exit, changed, closed, streams := l.records, l.exit, l.changed, l.closed, l.streams
@@ -586,30 +603,66 @@ func (l *Log) Read(ctx context.Context, after int64, follow bool, fn func(Chunk)
 		if closed {
 			return nil, errors.New("output log closed")
 		}
+		var ir indexReader
+		ir.f, ir.buf = l.index, idx
+		// run is the chunk being gathered: records of one stream whose
+		// bytes follow each other in its file.
+		var run struct {
+			kind byte
+			seq  int64
+			off  int64
+			n    int64
+		}
+		emit := func() error {
+			if run.kind == 0 {
+				return nil
+			}
+			file, name := streams[run.kind-1], streamNames[run.kind-1]
+			if file == nil {
+				return fmt.Errorf("output record of %d bytes of %s is corrupt", run.n, name)
+			}
+			if int64(cap(buf)) < run.n {
+				buf = make([]byte, max(run.n, wire.MaxFrameData))
+			}
+			if _, err := file.ReadAt(buf[:run.n], run.off); err != nil {
+				return fmt.Errorf("read %s: %w", name, err)
+			}
+			c := Chunk{Seq: run.seq, Stream: name, Data: buf[:run.n]}
+			run.kind = 0
+			return fn(c)
+		}
 		for ; pos < records; pos++ {
-			if _, err := l.index.ReadAt(rec[:], pos*recordSize); err != nil {
-				return nil, fmt.Errorf("read output index: %w", err)
-			}
-			seq, kind, off, n := decodeRecord(rec[:])
-			c := Chunk{Seq: seq}
-			switch kind {
-			case kindStdout, kindStderr:
-				file, name := streams[kind-1], streamNames[kind-1]
-				if n > uint32(len(buf)) || file == nil {
-					return nil, fmt.Errorf("output record of %d bytes of %s is corrupt", n, name)
-				}
-				if _, err := file.ReadAt(buf[:n], off); err != nil {
-					return nil, fmt.Errorf("read %s: %w", name, err)
-				}
-				c.Stream, c.Data = name, buf[:n]
-			case kindTruncated:
-				c.Truncated = true
-			case kindSkip:
-				continue
-			}
-			if err := fn(c); err != nil {
+			rec, err := ir.at(pos, records)
+			if err != nil {
 				return nil, err
 			}
+			seq, kind, off, n := decodeRecord(rec)
+			switch kind {
+			case kindStdout, kindStderr:
+				if n > MaxChunk {
+					return nil, fmt.Errorf("output record of %d bytes of %s is corrupt", n, streamNames[kind-1])
+				}
+				if run.kind == kind && run.off+run.n == off && run.n+int64(n) <= MaxChunk {
+					run.seq, run.n = seq, run.n+int64(n)
+					continue
+				}
+				if err := emit(); err != nil {
+					return nil, err
+				}
+				run.kind, run.seq, run.off, run.n = kind, seq, off, int64(n)
+			case kindSkip:
+				continue
+			default: // kindTruncated
+				if err := emit(); err != nil {
+					return nil, err
+				}
+				if err := fn(Chunk{Seq: seq, Truncated: true}); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if err := emit(); err != nil {
+			return nil, err
 		}
 		if exit != nil {
 			return exit, nil
@@ -623,6 +676,28 @@ func (l *Log) Read(ctx context.Context, after int64, follow bool, fn func(Chunk)
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// indexReader reads an index's records a batch at a time.
+type indexReader struct {
+	f      *os.File
+	buf    []byte
+	first  int64 // the record at buf[0]
+	loaded int64 // records in buf
+}
+
+// at returns record i, of the first end records, reading the batch it is
+// in when it is not loaded.
+func (r *indexReader) at(i, end int64) ([]byte, error) {
+	if i < r.first || i >= r.first+r.loaded {
+		n := min(int64(len(r.buf)/recordSize), end-i)
+		if _, err := r.f.ReadAt(r.buf[:n*recordSize], i*recordSize); err != nil {
+			return nil, fmt.Errorf("read output index: %w", err)
+		}
+		r.first, r.loaded = i, n
+	}
+	o := (i - r.first) * recordSize
+	return r.buf[o : o+recordSize], nil
 }
 
 // search returns the index position of the first record with Seq > after.

@@ -70,11 +70,13 @@ func (c *command) statusView() wire.CommandStatus {
 // read turns the reads of r into frames until end of file, an error, or the
 // read deadline that follows the exit of the main process.
 func (c *command) read(r *pipeReader) {
-	buf := make([]byte, wire.MaxFrameData)
+	buf := newFrameBuf()
 	for {
 		n, err := r.f.Read(buf)
 		if n > 0 {
-			waited, ok := c.out.write(r.kind, buf[:n])
+			var waited time.Duration
+			var ok bool
+			buf, waited, ok = c.out.take(r.kind, buf, n)
 			if !ok {
 				return
 			}
@@ -446,12 +448,27 @@ func openFiles(req *wire.ExecRequest) (pf *procFiles, err error) {
 		if err != nil {
 			return pf, fmt.Errorf("create output pipe: %w", err)
 		}
+		growPipe(r)
 		pf.closeAfterStart = append(pf.closeAfterStart, w)
 		pf.closeOnError = append(pf.closeOnError, r)
 		pf.child = append(pf.child, w)
 		pf.readers = append(pf.readers, &pipeReader{f: r, kind: kind})
 	}
 	return pf, nil
+}
+
+// outputPipeSize is what a command's output pipe holds (the kernel's
+// default is 64 KiB): a command that writes fast then fills more of it
+// while the agent is not running, and the agent reads it in fewer, fuller
+// reads, which matters when both share the sandbox's CPU quota.
+const outputPipeSize = 1 << 20
+
+// growPipe makes the pipe r reads hold outputPipeSize, when the kernel
+// lets it (its limits on pipe sizes may refuse: the pipe stays as it is).
+func growPipe(r *os.File) {
+	if rc, err := r.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.FcntlInt(fd, unix.F_SETPIPE_SZ, outputPipeSize) })
+	}
 }
 
 // openPTY opens a terminal pair. The master is returned in non-blocking mode

@@ -56,12 +56,44 @@ func (b *outputBuffer) buffered() int {
 	return b.size
 }
 
+// frameBufs holds read buffers of MaxFrameData bytes. A read that fills
+// much of one becomes a frame's data as it is, without a copy, and the
+// buffer comes back here when the host acknowledges the frame: the host
+// acknowledges what it has recorded, so a stream still writing it (one
+// overtaken by another reader) sends bytes the recorder ignores.
+var frameBufs = sync.Pool{New: func() any { return new([wire.MaxFrameData]byte) }}
+
+// newFrameBuf returns a read buffer of MaxFrameData bytes.
+func newFrameBuf() []byte { return frameBufs.Get().(*[wire.MaxFrameData]byte)[:] }
+
+// ownWhole is the least a read keeps as a frame's own buffer: a shorter
+// one is copied out, so a frame never holds more than 4/3 of its bytes
+// and the buffer's bound (in FrameCost, of the bytes) stays close to the
+// memory it holds. A command that outruns the agent fills its reads.
+const ownWhole = wire.MaxFrameData * 3 / 4
+
+// take appends buf[:n] (buf from newFrameBuf) as one frame of kind, as
+// write does, and reports the buffer to read into next: buf again when
+// the frame took a copy, a fresh one when it took buf itself.
+func (b *outputBuffer) take(kind byte, buf []byte, n int) ([]byte, time.Duration, bool) {
+	if n < ownWhole {
+		waited, ok := b.write(kind, buf[:n])
+		return buf, waited, ok
+	}
+	waited, ok := b.append(wire.Frame{Kind: kind, Data: buf[:n]}) // its cap says it goes back to frameBufs
+	return newFrameBuf(), waited, ok
+}
+
 // write appends a copy of data as one frame of kind (len(data) <=
 // MaxFrameData), waiting while the buffer is full. It reports how long it
 // waited, and false when the buffer was aborted or ended (the data is then
 // discarded).
 func (b *outputBuffer) write(kind byte, data []byte) (time.Duration, bool) {
-	f := wire.Frame{Kind: kind, Data: append([]byte(nil), data...)}
+	return b.append(wire.Frame{Kind: kind, Data: append([]byte(nil), data...)})
+}
+
+// append appends f, which it owns, waiting while the buffer is full.
+func (b *outputBuffer) append(f wire.Frame) (time.Duration, bool) {
 	cost := wire.FrameCost(f)
 	var start time.Time
 	b.mu.Lock()
@@ -130,6 +162,9 @@ func (b *outputBuffer) ack(seq int64) error {
 	}
 	for i := range n {
 		b.size -= wire.FrameCost(b.frames[i])
+		if d := b.frames[i].Data; cap(d) == wire.MaxFrameData && b.frames[i].Kind != wire.FrameExit {
+			frameBufs.Put((*[wire.MaxFrameData]byte)(d[:cap(d)]))
+		}
 		b.frames[i] = wire.Frame{} // let the data go now
 	}
 	b.frames = b.frames[n:]
