@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"os"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -49,5 +50,39 @@ func TestCommandsStartWithDefaultSignals(t *testing.T) {
 	}
 	if r := collect(t, c, "pipe", 0); r.stdout != "y\n" || r.exit != (wire.ExitData{}) {
 		t.Errorf("yes | head -1: %q %+v", r.stdout, r.exit)
+	}
+}
+
+// TestCommandsStartWithDefaultSignalsAfterReset: a signal the kernel
+// ignores while the Go runtime's record says it does not (signal.Ignore,
+// then Notify, then Reset puts the SIG_IGN back) is not ignored by a
+// command either: what counts is the kernel's mask.
+func TestCommandsStartWithDefaultSignalsAfterReset(t *testing.T) {
+	signal.Ignore(unix.SIGHUP)
+	signal.Notify(make(chan os.Signal, 1), unix.SIGHUP)
+	signal.Reset(unix.SIGHUP)
+	// Caught after: commands of later tests get the default action.
+	t.Cleanup(func() { signal.Notify(make(chan os.Signal, 1), unix.SIGHUP) })
+	if signal.Ignored(unix.SIGHUP) {
+		t.Skip("the runtime's record says SIGHUP is ignored: nothing to tell apart here")
+	}
+	mask, err := ignoredMask()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mask&(1<<(unix.SIGHUP-1)) == 0 {
+		t.Skip("the kernel does not ignore SIGHUP after Reset on this Go version: nothing to tell apart here")
+	}
+	_, c := startServer(t, ServerConfig{})
+	if _, err := c.Exec(t.Context(), wire.ExecRequest{ID: "ign", Argv: []string{"grep", "^SigIgn", "/proc/self/status"}, Env: []string{testPath}}); err != nil {
+		t.Fatal(err)
+	}
+	r := collect(t, c, "ign", 0)
+	got, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(r.stdout, "SigIgn:")), 16, 64)
+	if err != nil {
+		t.Fatalf("%q: %v", r.stdout, err)
+	}
+	if got&(1<<(unix.SIGHUP-1)) != 0 {
+		t.Errorf("a command's ignored signals: %q; want SIGHUP not among them", r.stdout)
 	}
 }
