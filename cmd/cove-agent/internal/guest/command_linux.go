@@ -71,9 +71,16 @@ func (c *command) statusView() wire.CommandStatus {
 // read deadline that follows the exit of the main process.
 func (c *command) read(r *pipeReader) {
 	buf := newFrameBuf()
+	grown := false
 	for {
 		n, err := r.f.Read(buf)
 		if n > 0 {
+			if !grown && n == wire.MaxFrameData {
+				// A full read: the command writes faster than it is
+				// read. Only such a stream gets the larger pipe.
+				growPipe(r.f)
+				grown = true
+			}
 			var waited time.Duration
 			var ok bool
 			buf, waited, ok = c.out.take(r.kind, buf, n)
@@ -448,7 +455,6 @@ func openFiles(req *wire.ExecRequest) (pf *procFiles, err error) {
 		if err != nil {
 			return pf, fmt.Errorf("create output pipe: %w", err)
 		}
-		growPipe(r)
 		pf.closeAfterStart = append(pf.closeAfterStart, w)
 		pf.closeOnError = append(pf.closeOnError, r)
 		pf.child = append(pf.child, w)
@@ -457,10 +463,15 @@ func openFiles(req *wire.ExecRequest) (pf *procFiles, err error) {
 	return pf, nil
 }
 
-// outputPipeSize is what a command's output pipe holds (the kernel's
-// default is 64 KiB): a command that writes fast then fills more of it
-// while the agent is not running, and the agent reads it in fewer, fuller
-// reads, which matters when both share the sandbox's CPU quota.
+// outputPipeSize is what the output pipe of a command that writes fast
+// holds (the kernel's default is 64 KiB): it then fills more of it while
+// the agent is not running, and the agent reads it in fewer, fuller
+// reads, which matters when both share the sandbox's CPU quota. A pipe is
+// grown only once a read fills a whole frame: the kernel counts pipes'
+// pages against their creator's budget (fs.pipe-user-pages-soft, 64 MiB),
+// and past it every new pipe of that user, the agent's and its commands',
+// is made small and cannot grow, so commands that print little keep the
+// default.
 const outputPipeSize = 1 << 20
 
 // growPipe makes the pipe r reads hold outputPipeSize, when the kernel

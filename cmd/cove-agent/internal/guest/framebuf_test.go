@@ -2,11 +2,14 @@ package guest
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cove-dev/cove/internal/agent/client"
 	"github.com/cove-dev/cove/internal/agent/wire"
 )
 
@@ -78,5 +81,63 @@ func TestOutputPipesAreGrown(t *testing.T) {
 	rc.Control(func(fd uintptr) { size, err = unix.FcntlInt(fd, unix.F_GETPIPE_SZ, 0) })
 	if err != nil || size != outputPipeSize {
 		t.Fatalf("pipe size %d (%v); want %d", size, err, outputPipeSize)
+	}
+}
+
+// TestOnlyFastWritersGetLargePipes: the output pipe of a command that
+// prints little keeps the kernel's default size; that of a command whose
+// output fills a whole frame grows to outputPipeSize (a pipe's pages
+// count against its creator's budget of them).
+func TestOnlyFastWritersGetLargePipes(t *testing.T) {
+	_, c := startServer(t, ServerConfig{})
+	pipeSize := func(pid int) int {
+		f, err := os.Open(fmt.Sprintf("/proc/%d/fd/1", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		size, err := unix.FcntlInt(f.Fd(), unix.F_GETPIPE_SZ, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return size
+	}
+	quiet, err := c.Exec(t.Context(), wire.ExecRequest{ID: "quiet", Argv: []string{"sh", "-c", "echo hi; exec sleep 1000"}, Env: []string{testPath}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loud, err := c.Exec(t.Context(), wire.ExecRequest{ID: "loud", Argv: []string{"sh", "-c", "head -c 4000000 /dev/zero; exec sleep 1000"}, Env: []string{testPath}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Signal(context.Background(), "quiet", "KILL")
+	defer c.Signal(context.Background(), "loud", "KILL")
+	// The loud one's output all read: its reads filled frames.
+	collectUntil(t, c, "loud", 4000000)
+	collectUntil(t, c, "quiet", 3)
+	if got := pipeSize(loud.PID); got != outputPipeSize {
+		t.Errorf("pipe of a command that wrote 4 MB: %d bytes, want %d", got, outputPipeSize)
+	}
+	if got := pipeSize(quiet.PID); got == outputPipeSize {
+		t.Errorf("pipe of a command that wrote 3 bytes: %d bytes, want the kernel's default", got)
+	}
+}
+
+// collectUntil reads id's output until n bytes of its stdout have come.
+func collectUntil(t *testing.T, c *client.Client, id string, n int) {
+	t.Helper()
+	s, err := c.Output(t.Context(), id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for got := 0; got < n; {
+		f, err := s.Next()
+		if err != nil {
+			t.Fatalf("output of %s after %d bytes: %v", id, got, err)
+		}
+		if f.Kind == wire.FrameStdout {
+			got += len(f.Data)
+		}
 	}
 }
