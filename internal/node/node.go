@@ -65,10 +65,6 @@ type SandboxSpec struct {
 	// the node that holds them (VolumeRef.Node), where a fleet places
 	// the sandbox.
 	Volumes []VolumeMount `json:",omitempty"`
-	// Background starts it from idle CPU: a warm pool's start must not
-	// slow the requests being served meanwhile. Its processes get the
-	// normal CPU priority once it has started.
-	Background bool `json:",omitempty"`
 }
 
 // VolumeRef names a volume and the node that holds its files ("" on a

@@ -109,7 +109,6 @@ func (p *warmPool) fillKind(ctx context.Context, setID bool) {
 			break
 		}
 		spec.IDs = ids
-		spec.Background = true
 		if err := s.node.Start(ctx, spec); err != nil {
 			s.log.Warn("warm pool start", "err", err)
 			p.discard(ctx, sid)

@@ -287,7 +287,7 @@ func (n *Node) runtimeSpec(spec node.SandboxSpec) (runtime.Spec, error) {
 		IDs:     image.IDMap{HostID: spec.IDs.HostID, Size: spec.IDs.Size},
 		DiskIDs: image.IDMap{HostID: spec.DiskIDs.HostID, Size: spec.DiskIDs.Size},
 		Devices: spec.Devices, SetID: spec.SetID, Layers: runtimeLayers(spec.Layers),
-		Volumes: runtimeVolumes(spec.Volumes), Background: spec.Background,
+		Volumes: runtimeVolumes(spec.Volumes),
 	}, nil
 }
 

@@ -179,10 +179,6 @@ type Spec struct {
 	// user namespace, under the same seccomp filter and capability
 	// bounding set (docs/security.md).
 	SetID bool
-	// Background starts the sandbox from idle CPU (a warm pool's): runc
-	// and what it starts run at the lowest priority until the agent
-	// answers, then every process of the sandbox gets the normal one.
-	Background bool
 }
 
 // CABundlePath is the system CA bundle of Debian-like images, which

@@ -224,7 +224,7 @@ func (r *Runtime) Start(ctx context.Context, s Spec) (_ *client.Client, err erro
 	if err := writeSpec(filepath.Join(dir, configFile), spec); err != nil {
 		return nil, fmt.Errorf("start sandbox %s: write spec: %w", id, err)
 	}
-	if err := r.runcRun(ctx, dir, id, s.Background); err != nil {
+	if err := r.runcRun(ctx, dir, id); err != nil {
 		return nil, fmt.Errorf("start sandbox %s: %w", id, err)
 	}
 	if err := recordInit(dir); err != nil {
@@ -235,12 +235,6 @@ func (r *Runtime) Start(ctx context.Context, s Spec) (_ *client.Client, err erro
 	c, err := r.waitAgent(ctx, id, PingTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("start sandbox %s: %w", id, err)
-	}
-	if s.Background {
-		if err := r.normalPriority(id); err != nil {
-			c.Close()
-			return nil, fmt.Errorf("start sandbox %s: %w", id, err)
-		}
 	}
 	log.Debug("sandbox started", "rootfs", t1.Sub(t0), "runc", t2.Sub(t1), "agent", time.Since(t2))
 	return c, nil
@@ -368,7 +362,7 @@ func writeSpec(path string, spec any) error {
 // runcRun runs the sandbox detached, handing it the agent's listening
 // socket as fd 3. The host's copy of the listener is closed on return: the
 // host only dials.
-func (r *Runtime) runcRun(ctx context.Context, dir, id string, background bool) error {
+func (r *Runtime) runcRun(ctx context.Context, dir, id string) error {
 	sock := filepath.Join(dir, agentSock)
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
@@ -393,15 +387,7 @@ func (r *Runtime) runcRun(ctx context.Context, dir, id string, background bool) 
 	cmd := r.runc.command(ctx, "run", "--detach", "--preserve-fds", "1", "--pid-file", filepath.Join(dir, initPIDFile), "--bundle", dir, id)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.ExtraFiles = []*os.File{lf}
-	start := cmd.Start
-	if background {
-		start = func() error { return startNiced(cmd) }
-	}
-	err = start()
-	if err == nil {
-		err = cmd.Wait()
-	}
-	if err != nil {
+	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("runc run: %w: %s", err, r.logTail(id))
 	}
 	return nil
