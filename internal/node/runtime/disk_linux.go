@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -151,20 +150,14 @@ func loopRecord(file string) string { return file + ".loops" }
 // device that holds file.
 func recordLoop(file string, n int) error {
 	name := "loop" + strconv.Itoa(n)
-	names, ok, err := recordedLoops(file)
+	names, _, err := recordedLoops(file)
 	if err != nil {
 		return fmt.Errorf("record loop device: %w", err)
 	}
 	keep := []string{}
-	if ok {
-		held, err := loopsBackedBy(file)
-		if err != nil {
-			return fmt.Errorf("record loop device: %w", err)
-		}
-		for _, dev := range held {
-			if d := filepath.Base(dev); d != name && slices.Contains(names, d) {
-				keep = append(keep, d)
-			}
+	for _, dev := range devicesBacking(file, backingPaths(names)) {
+		if d := filepath.Base(dev); d != name {
+			keep = append(keep, d)
 		}
 	}
 	keep = append(keep, name)
@@ -208,14 +201,28 @@ func loopsBackedBy(file string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var paths []string
-	if ok {
-		for _, name := range names {
-			paths = append(paths, filepath.Join("/sys/block", name, "loop", "backing_file"))
+	paths := backingPaths(names)
+	if !ok {
+		if paths, err = filepath.Glob("/sys/block/loop*/loop/backing_file"); err != nil {
+			return nil, err
 		}
-	} else if paths, err = filepath.Glob("/sys/block/loop*/loop/backing_file"); err != nil {
-		return nil, err
 	}
+	return devicesBacking(file, paths), nil
+}
+
+// backingPaths are the sysfs files naming the backing file of the loop
+// devices named.
+func backingPaths(names []string) []string {
+	var paths []string
+	for _, name := range names {
+		paths = append(paths, filepath.Join("/sys/block", name, "loop", "backing_file"))
+	}
+	return paths
+}
+
+// devicesBacking returns the devices, of those whose backing_file paths
+// are given, that file backs now.
+func devicesBacking(file string, paths []string) []string {
 	var devs []string
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
@@ -227,7 +234,7 @@ func loopsBackedBy(file string) ([]string, error) {
 			devs = append(devs, "/dev/"+filepath.Base(filepath.Dir(filepath.Dir(p))))
 		}
 	}
-	return devs, nil
+	return devs
 }
 
 // unmount unmounts target, lazily if it is busy; a target that is not a
