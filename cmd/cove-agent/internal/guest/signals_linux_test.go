@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cove-dev/cove/internal/agent/client"
 	"github.com/cove-dev/cove/internal/agent/wire"
 	"golang.org/x/sys/unix"
 )
@@ -20,18 +21,11 @@ func TestCommandsStartWithDefaultSignals(t *testing.T) {
 	t.Cleanup(func() { signal.Reset(unix.SIGHUP, unix.SIGPIPE) })
 	_, c := startServer(t, ServerConfig{})
 
-	if _, err := c.Exec(t.Context(), wire.ExecRequest{ID: "ign", Argv: []string{"grep", "^SigIgn", "/proc/self/status"}, Env: []string{testPath}}); err != nil {
-		t.Fatal(err)
-	}
 	// The standard signals, 1 to 31, are the low 31 bits; real-time ones
 	// (glibc's own among them) are not the agent's to change.
-	r := collect(t, c, "ign", 0)
-	mask, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(r.stdout, "SigIgn:")), 16, 64)
-	if err != nil {
-		t.Fatalf("%q: %v", r.stdout, err)
-	}
+	mask, line := commandSigIgn(t, c)
 	if std := mask & (1<<31 - 1); std != 0 {
-		t.Fatalf("a command's ignored signals: %q (standard ones %#x), want none of 1 to 31", r.stdout, std)
+		t.Fatalf("a command's ignored signals: %q (standard ones %#x), want none of 1 to 31", line, std)
 	}
 
 	if _, err := c.Exec(t.Context(), wire.ExecRequest{ID: "hup", Argv: []string{"sleep", "1000"}, Env: []string{testPath}}); err != nil {
@@ -74,15 +68,22 @@ func TestCommandsStartWithDefaultSignalsAfterReset(t *testing.T) {
 		t.Skip("the kernel does not ignore SIGHUP after Reset on this Go version: nothing to tell apart here")
 	}
 	_, c := startServer(t, ServerConfig{})
+	if got, line := commandSigIgn(t, c); got&(1<<(unix.SIGHUP-1)) != 0 {
+		t.Errorf("a command's ignored signals: %q; want SIGHUP not among them", line)
+	}
+}
+
+// commandSigIgn runs a command that reads its own SigIgn and returns the
+// mask and the line.
+func commandSigIgn(t *testing.T, c *client.Client) (uint64, string) {
+	t.Helper()
 	if _, err := c.Exec(t.Context(), wire.ExecRequest{ID: "ign", Argv: []string{"grep", "^SigIgn", "/proc/self/status"}, Env: []string{testPath}}); err != nil {
 		t.Fatal(err)
 	}
 	r := collect(t, c, "ign", 0)
-	got, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(r.stdout, "SigIgn:")), 16, 64)
+	mask, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(r.stdout, "SigIgn:")), 16, 64)
 	if err != nil {
 		t.Fatalf("%q: %v", r.stdout, err)
 	}
-	if got&(1<<(unix.SIGHUP-1)) != 0 {
-		t.Errorf("a command's ignored signals: %q; want SIGHUP not among them", r.stdout)
-	}
+	return mask, r.stdout
 }
