@@ -129,9 +129,12 @@ func filledFromOutside(t *testing.T, s *e2etest.Server, mnt string) {
 	// The sandbox's disk is a sparse file on the data disk: what its ext4
 	// still has to write back when the data disk fills can abort its
 	// journal and leave it read-only (the kernel's "critical space
-	// allocation error"). Nothing is left to write back, the start of
-	// the command above included.
-	e2etest.MustOK(t, c, sb.ID, "sync")
+	// allocation error"). Nothing is left to write back: the agent's log
+	// on that disk has its lines of the commands above (a command's start
+	// is logged before its exec is answered, its end before its exit is
+	// published), and the host writes them out here. A sync run in the
+	// sandbox would not do: the agent logs its end after it.
+	syscall.Sync()
 
 	filler := filepath.Join(mnt, "filler")
 	fill(t, filler)
@@ -237,8 +240,8 @@ func filledFromOutside(t *testing.T, s *e2etest.Server, mnt string) {
 		}
 		ids = append(ids, cmd.ID)
 	}
-	if len(ids) != 3 {
-		t.Fatalf("commands %v; want the three that ran (echo, sync, cat)", ids)
+	if len(ids) != 2 {
+		t.Fatalf("commands %v; want the two that ran (echo, cat)", ids)
 	}
 	logs, err := os.ReadDir(filepath.Join(s.DataDir, "output", sb.ID))
 	if err != nil {

@@ -150,8 +150,10 @@ func (c *command) supervise(readers *sync.WaitGroup) {
 	}
 	exit := exitData(c.status, timedOut)
 	data, _ := json.Marshal(exit) // cannot fail
-	c.out.finish(data)
+	// Logged before the exit is published: once the host sees a command
+	// end, the agent's log (on the sandbox's disk) has its last line.
 	c.log.Info("command ended", "exit_code", exit.ExitCode, "signal", exit.Signal, "timed_out", timedOut)
+	c.out.finish(data)
 }
 
 func exitData(ws unix.WaitStatus, timedOut bool) wire.ExitData {
