@@ -360,11 +360,24 @@ func (s *OutputStream) check(f wire.Frame) error {
 	return nil
 }
 
+// endPatience bounds how long Close waits for the end of an answer
+// whose exit frame was read.
+const endPatience = 100 * time.Millisecond
+
 // LastSeq is the seq of the last frame Next returned (or `after`).
 func (s *OutputStream) LastSeq() int64 { return s.last }
 
 // Close ends the stream. The agent keeps what was not acknowledged.
 func (s *OutputStream) Close() error {
+	if s.done && s.err == nil {
+		// The agent ends its answer right after the exit frame. Reading
+		// that end lets the connection serve the next call (the next
+		// command's start, most often) instead of being closed. An agent
+		// that does not end it within endPatience has it closed.
+		t := time.AfterFunc(endPatience, func() { s.body.Close() })
+		_, _ = io.Copy(io.Discard, io.LimitReader(s.body, 4<<10))
+		t.Stop()
+	}
 	err := s.body.Close()
 	if s.cancel != nil {
 		s.cancel(nil)

@@ -352,3 +352,73 @@ func TestExecOutputAnswers(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamReadToItsExitKeepsItsConnection: a command's output stream
+// read to its exit frame leaves its connection for the next call, both
+// the one a start opened and one asked for later. An agent that never
+// ends its answer after the exit frame does not hold Close.
+func TestStreamReadToItsExitKeepsItsConnection(t *testing.T) {
+	status := `{"id":"cmd_1","pid":7,"running":true,"last_seq":0}`
+	hold, exitRead := make(chan struct{}), make(chan struct{}, 1)
+	c, conns := fakeAgentConns(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/ping":
+			io.WriteString(w, `{"version":1,"pid":1}`)
+			return
+		case "/v1/commands":
+			w.Header().Set(wire.StatusHeader, status)
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		rc := http.NewResponseController(w)
+		w.Write(frames(frame(wire.FrameStdout, 1, []byte("hi"))))
+		rc.Flush()
+		w.Write(frames(frame(wire.FrameExit, 2, []byte(`{"exit_code":0}`))))
+		rc.Flush()
+		if r.URL.Path == "/v1/commands/cmd_hung/output" {
+			<-hold // the answer never ends
+			return
+		}
+		// The answer ends once the client has the exit frame, so that
+		// reading it cannot have read the end as well.
+		<-exitRead
+	})
+	t.Cleanup(func() { close(hold) })
+	ctx := t.Context()
+	readAll := func(s *OutputStream) {
+		t.Helper()
+		defer s.Close()
+		for {
+			f, err := s.Next()
+			if err == io.EOF {
+				return
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if f.Kind == wire.FrameExit && s.id != "cmd_hung" {
+				exitRead <- struct{}{}
+			}
+		}
+	}
+	_, s, err := c.ExecOutput(ctx, wire.ExecRequest{ID: "cmd_1", Argv: []string{"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(s)
+	if s, err = c.Output(ctx, "cmd_1", 0); err != nil {
+		t.Fatal(err)
+	}
+	readAll(s)
+	if _, err := c.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("a start, a stream and a ping opened %d connections, want 1", n)
+	}
+	if s, err = c.Output(ctx, "cmd_hung", 0); err != nil {
+		t.Fatal(err)
+	}
+	readAll(s) // returns: Close does not wait for an end that never comes
+	if _, err := c.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
