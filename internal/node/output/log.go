@@ -135,6 +135,9 @@ func Open(path string, maxBytes int64, budget *Budget) (*Log, error) {
 	if isDir(path) {
 		return open(path, false, maxBytes, budget) // an earlier version's
 	}
+	if l, err := create(path, maxBytes, budget); !errors.Is(err, fs.ErrExist) {
+		return l, err
+	}
 	index := path + ".index"
 	_, err := os.Lstat(index)
 	made := errors.Is(err, fs.ErrNotExist)
@@ -156,6 +159,37 @@ func Open(path string, maxBytes int64, budget *Budget) (*Log, error) {
 		os.Remove(index)
 	}
 	return l, err
+}
+
+// create makes a new log at path: a new command's, the most common
+// case, in three system calls where opening one that may exist and
+// repairing it takes a dozen. It fails with an error matching
+// fs.ErrExist when the log is there already.
+func create(path string, maxBytes int64, budget *Budget) (*Log, error) {
+	name := path + ".index"
+	index, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("create output dir: %w", err)
+		}
+		index, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open output log %s: %w", path, err)
+	}
+	// An empty file takes an inode but no block, so a full disk would
+	// let the command start with nowhere to record: the index's first
+	// block is taken now, and a full disk refuses the command before it
+	// runs.
+	if err := unix.Fallocate(int(index.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, firstBlock); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+		index.Close()
+		os.Remove(name)
+		return nil, fmt.Errorf("open output log %s: %w", path, err)
+	}
+	return &Log{base: path, flat: true, maxBytes: maxBytes, budget: budget, index: index, changed: make(chan struct{})}, nil
 }
 
 // firstBlock is how much of a new log's index is allocated up front.
