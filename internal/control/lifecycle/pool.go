@@ -28,11 +28,20 @@ type warmPool struct {
 	mu     sync.Mutex
 	warm   map[bool][]string // IDs of started sandboxes in the pool, by SetID
 	refill chan struct{}     // asks the pool to fill up
+	taken  chan struct{}     // asks the pool to fill up after refillAfterTake
 }
 
 func newWarmPool(s *Core) *warmPool {
-	return &warmPool{s: s, warm: map[bool][]string{}, refill: make(chan struct{}, 1)}
+	return &warmPool{s: s, warm: map[bool][]string{}, refill: make(chan struct{}, 1), taken: make(chan struct{}, 1)}
 }
+
+// refillAfterTake is how long the pool waits after a take before it
+// starts the sandbox that replaces the one handed out. That one runs its
+// first commands meanwhile, most often within milliseconds of its
+// create, rather than sharing the host's CPUs with a cold start (runc,
+// the disk). A create in that moment that finds the pool empty starts
+// cold, as one does while the refill runs.
+const refillAfterTake = 200 * time.Millisecond
 
 // target is how many sandboxes of a kind the pool keeps.
 func (p *warmPool) target(setID bool) int {
@@ -59,7 +68,10 @@ func (p *warmPool) take(setID bool) string {
 	}
 	id := p.warm[setID][0]
 	p.warm[setID] = p.warm[setID][1:]
-	p.changed()
+	select {
+	case p.taken <- struct{}{}:
+	default:
+	}
 	return id
 }
 
@@ -83,6 +95,13 @@ func (p *warmPool) fill(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-p.refill:
+		case <-p.taken:
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.refill: // asked at once meanwhile
+			case <-time.After(refillAfterTake):
+			}
 		case <-time.After(30 * time.Second):
 		}
 	}
