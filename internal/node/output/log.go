@@ -135,28 +135,10 @@ func Open(path string, maxBytes int64, budget *Budget) (*Log, error) {
 	if isDir(path) {
 		return open(path, false, maxBytes, budget) // an earlier version's
 	}
-	if l, err := create(path, maxBytes, budget); !errors.Is(err, fs.ErrExist) {
-		return l, err
-	}
-	index := path + ".index"
-	_, err := os.Lstat(index)
-	made := errors.Is(err, fs.ErrNotExist)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("create output dir: %w", err)
-	}
-	l, err := open(path, true, maxBytes, budget)
-	if err == nil && made {
-		// An empty file takes an inode but no block, so a full disk
-		// would let the command start with nowhere to record: the
-		// index's first block is taken now, and a full disk refuses the
-		// command before it runs.
-		if ferr := unix.Fallocate(int(l.index.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, firstBlock); ferr != nil && !errors.Is(ferr, unix.EOPNOTSUPP) {
-			l.closeFiles()
-			l, err = nil, fmt.Errorf("open output log %s: %w", path, ferr)
-		}
-	}
-	if err != nil && made {
-		os.Remove(index)
+	l, err := create(path, maxBytes, budget)
+	if errors.Is(err, fs.ErrExist) {
+		// There already (a start tried again): opened and repaired.
+		l, err = open(path, true, maxBytes, budget)
 	}
 	return l, err
 }
