@@ -595,6 +595,14 @@ func (n *Node) generation() string {
 func (n *Node) finishSleep(ctx context.Context, id string) (saves.Manifest, error) {
 	n.disconnect(ctx, id)
 	disk, err := n.rt.Stop(ctx, id)
+	if errors.Is(err, runtime.ErrNoDisk) {
+		// The removal that follows a complete save takes the disk image
+		// first: a crash in the middle of it left the rest.
+		if err := n.rt.Destroy(ctx, id); err != nil {
+			return saves.Manifest{}, err
+		}
+		return n.cfg.Saves.Stat(ctx, id, "")
+	}
 	if err != nil {
 		return saves.Manifest{}, err
 	}

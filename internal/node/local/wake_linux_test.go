@@ -292,3 +292,56 @@ func trim(s string) string {
 	}
 	return s
 }
+
+// TestFinishSleepAfterRemovalCutShort: a crash while the runtime was
+// removed after a complete save leaves a state directory without its disk
+// image. The sleep's completion finds the save, removes what is left, and
+// the sandbox wakes with its files.
+func TestFinishSleepAfterRemovalCutShort(t *testing.T) {
+	if rootErr != nil {
+		t.Skip(rootErr)
+	}
+	st, err := saves.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, ex := testNode(t, "cut", st, nil)
+	ctx := t.Context()
+	id := fmt.Sprintf("sbx-cut-%d", time.Now().UnixNano())
+	spec := node.SandboxSpec{
+		ID: id, Hostname: "cut", Template: "busybox", Pids: 256,
+		Resources: api.Resources{CPUs: 1, MemoryMiB: 256, DiskMiB: 64},
+	}
+	if err := n.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Destroy(context.Background(), id) })
+	runCmd(t, n, ex, id, "cmd_w", "echo kept > /kept")
+	info, err := n.FinishSleep(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What os.RemoveAll of the state directory leaves when it is stopped
+	// after the disk image went.
+	dir := n.rt.StateDir(id)
+	if err := os.MkdirAll(filepath.Join(dir, "rootfs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	again, err := n.FinishSleep(ctx, id)
+	if err != nil {
+		t.Fatalf("finishing the sleep again: %v", err)
+	}
+	if again.Generation != info.Generation {
+		t.Errorf("generation %q, want the save's %q", again.Generation, info.Generation)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the state directory is still there: %v", err)
+	}
+	if err := n.Wake(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	runCmd(t, n, ex, id, "cmd_r", "grep -q kept /kept")
+}

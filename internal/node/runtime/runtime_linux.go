@@ -535,6 +535,10 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	return nil
 }
 
+// ErrNoDisk is Stop's error for a state directory without its disk image.
+// Only Destroy removes the image, so what is left is a Destroy cut short.
+var ErrNoDisk = errors.New("its disk image is gone")
+
 // Stop ends sandbox id's processes and unmounts its files, keeping only
 // its disk image, whose path it returns: the sandbox's own files, ready to
 // be saved. Destroy removes what is left.
@@ -544,7 +548,9 @@ func (r *Runtime) Stop(ctx context.Context, id string) (string, error) {
 	}
 	dir := r.StateDir(id)
 	img := filepath.Join(dir, diskImage)
-	if _, err := os.Stat(img); err != nil {
+	if _, err := os.Stat(img); errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("stop sandbox %s: %w", id, ErrNoDisk)
+	} else if err != nil {
 		return "", fmt.Errorf("stop sandbox %s: %w", id, err)
 	}
 	if err := r.stopContainer(ctx, id); err != nil {
