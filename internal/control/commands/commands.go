@@ -14,6 +14,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -128,49 +129,116 @@ type Service struct {
 	// locks hold a command's exit back until its start is recorded, so
 	// command.started always comes before command.exited.
 	locks keylock.Map
-	// started are the commands this service started that have not
-	// ended, as it stored them, with their team: Exited updates from
-	// them without reading the command and its sandbox again (a stale
-	// one, changed elsewhere, is read again), and WaitCommand finds
-	// them without a read.
+	// started are the commands this service started, as it stored them,
+	// with their team: Exited updates from them without reading the
+	// command and its sandbox again (a stale one, changed elsewhere, is
+	// read again), and WaitCommand finds them without a read. Once
+	// Exited has stored a command's end it is kept a while longer as
+	// stored (ended, oldest first), so that a wait under way answers it
+	// without reading it back.
 	startedMu sync.Mutex
-	started   map[string]startedCommand
+	started   map[string]*startedCommand
+	ended     []string
 }
 
 // startedCommand is a command as its start stored it, and its team.
 type startedCommand struct {
 	cmd    api.Command
 	teamID string
+	// endedAt is the end's time, taken once by the first of Exited and
+	// a wait to see the end, so that both answer the same.
+	endedAt time.Time
+	// final is the command as Exited stored its end.
+	final *api.Command
 }
 
 // maxStarted bounds the started commands kept; past it a command's end
 // reads it from the store, as one started elsewhere.
 const maxStarted = 1 << 16
 
+// maxEnded bounds the ended commands kept for the waits under way.
+const maxEnded = 1 << 10
+
 func (s *Service) rememberStarted(teamID string, c api.Command) {
 	s.startedMu.Lock()
 	defer s.startedMu.Unlock()
 	if s.started == nil {
-		s.started = map[string]startedCommand{}
+		s.started = map[string]*startedCommand{}
 	}
-	if len(s.started) < maxStarted {
-		s.started[c.ID] = startedCommand{cmd: c, teamID: teamID}
+	if len(s.started) < maxStarted+maxEnded {
+		s.started[c.ID] = &startedCommand{cmd: c, teamID: teamID}
 	}
 }
 
 // startedCommand returns a command this service started and that has
-// not ended, as stored at its start; with take, it is forgotten.
-func (s *Service) startedCommand(sandboxID, commandID string, take bool) (startedCommand, bool) {
+// not ended, as stored at its start.
+func (s *Service) startedCommand(sandboxID, commandID string) (startedCommand, bool) {
 	s.startedMu.Lock()
 	defer s.startedMu.Unlock()
 	st, ok := s.started[commandID]
-	if !ok || st.cmd.SandboxID != sandboxID {
+	if !ok || st.cmd.SandboxID != sandboxID || st.final != nil {
 		return startedCommand{}, false
 	}
-	if take {
-		delete(s.started, commandID)
+	return *st, true
+}
+
+// endedAt is when a command ended: the time the first to ask for it
+// took, for a command this service started.
+func (s *Service) endedAt(commandID string) time.Time {
+	s.startedMu.Lock()
+	defer s.startedMu.Unlock()
+	st, ok := s.started[commandID]
+	if !ok {
+		return s.d.Now()
 	}
-	return st, true
+	if st.endedAt.IsZero() {
+		st.endedAt = s.d.Now()
+	}
+	return st.endedAt
+}
+
+// stored notes that Exited stored a command's end as c (nil: it did not,
+// and a wait reads the store): it stays for the waits under way until
+// maxEnded more commands ended.
+func (s *Service) stored(commandID string, c *api.Command) {
+	s.startedMu.Lock()
+	defer s.startedMu.Unlock()
+	st, ok := s.started[commandID]
+	if !ok {
+		return
+	}
+	if c == nil {
+		delete(s.started, commandID)
+		return
+	}
+	final := *c
+	st.final = &final
+	s.ended = append(s.ended, commandID)
+	if len(s.ended) > maxEnded {
+		delete(s.started, s.ended[0])
+		s.ended = slices.Delete(s.ended, 0, 1)
+	}
+}
+
+// endOf returns how a command this service started ended, given the exit
+// its recorded output holds: as Exited stored it, or, before Exited has,
+// as it will (the same end time).
+func (s *Service) endOf(sandboxID, commandID string, e node.Exit) (api.Command, bool) {
+	s.startedMu.Lock()
+	st, ok := s.started[commandID]
+	if !ok || st.cmd.SandboxID != sandboxID {
+		s.startedMu.Unlock()
+		return api.Command{}, false
+	}
+	if st.final != nil {
+		c := *st.final
+		s.startedMu.Unlock()
+		return c, true
+	}
+	c := st.cmd
+	s.startedMu.Unlock()
+	s.applyExit(&c, e, e.Lost)
+	return c, true
 }
 
 // New returns the commands service; its background work runs on ctx,

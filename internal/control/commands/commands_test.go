@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/commands"
@@ -176,6 +178,8 @@ func (noTelemetry) Event(api.Event) {}
 type hookStore struct {
 	*sqlite.DB
 	onGet func()
+	// onUpdateEvent, when set, runs before each UpdateCommandEvent.
+	onUpdateEvent func()
 
 	mu     sync.Mutex
 	reads  map[string]int // "command", "sandbox"
@@ -207,6 +211,9 @@ func (h *hookStore) UpdateCommand(ctx context.Context, c api.Command) error {
 
 func (h *hookStore) UpdateCommandEvent(ctx context.Context, c api.Command, teamID string, e api.Event) (api.Event, error) {
 	h.countWrite("update+event")
+	if f := h.onUpdateEvent; f != nil {
+		f()
+	}
 	return h.DB.UpdateCommandEvent(ctx, c, teamID, e)
 }
 
@@ -881,8 +888,8 @@ func TestExitOfStartedCommandReadsNothing(t *testing.T) {
 		if r.Stdout != "hi" || r.Command.State != api.CommandExited || r.Command.ExitCode == nil || *r.Command.ExitCode != 4 {
 			t.Errorf("wait = %q, %s %v; want hi, exited 4", r.Stdout, r.Command.State, r.Command.ExitCode)
 		}
-		if got, want := e.hooks.takeReads(), map[string]int{"command": 1}; !maps.Equal(got, want) {
-			t.Errorf("exit and wait read %v, want %v (the wait's, once ended)", got, want)
+		if got := e.hooks.takeReads(); len(got) != 0 {
+			t.Errorf("exit and wait read %v, want nothing", got)
 		}
 		if got, want := strings.Join(e.types(t, "team_a", c.ID), ","), "command.started,command.exited"; got != want {
 			t.Errorf("events = %s, want %s", got, want)
@@ -890,6 +897,10 @@ func TestExitOfStartedCommandReadsNothing(t *testing.T) {
 		stored, err := e.st.GetCommand(t.Context(), "sbx_a", c.ID)
 		if err != nil || stored.State != api.CommandExited || stored.StdoutBytes != 2 {
 			t.Errorf("stored = %+v, %v; want exited with 2 bytes of stdout", stored, err)
+		}
+		r.Command.Version = stored.Version
+		if d := cmp.Diff(stored, r.Command, cmpopts.EquateEmpty()); d != "" {
+			t.Errorf("the wait's answer against the store (-stored +answered; nil and empty are the same on the wire):\n%s", d)
 		}
 
 		// Marked lost elsewhere before its exit came here.
@@ -919,6 +930,57 @@ func TestExitOfStartedCommandReadsNothing(t *testing.T) {
 		}
 		if got, want := strings.Join(e.types(t, "team_a", c.ID), ","), "command.started"; got != want {
 			t.Errorf("events = %s, want %s", got, want)
+		}
+	})
+}
+
+// TestWaitBeforeExitStored: a wait that sees a command's end before its
+// exit is stored answers it as it is then stored (the same end time),
+// without reading it; a wait that comes after answers it as stored.
+func TestWaitBeforeExitStored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, func(ctx context.Context, spec node.ExecSpec, out *nodetest.Output) node.Exit {
+			out.Write("stdout", []byte("done"))
+			return node.Exit{ExitCode: 7}
+		})
+		// The pid's write comes first and passes; the exit's waits.
+		hold := make(chan struct{})
+		var writes atomic.Int32
+		e.hooks.onUpdateEvent = func() {
+			if writes.Add(1) == 2 {
+				<-hold
+			}
+		}
+		c, err := e.svc.Exec(t.Context(), "team_a", "sbx_a", true, api.CreateCommandRequest{Command: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // the exit is in the log; its write waits
+		time.Sleep(time.Second)
+		e.hooks.takeReads()
+		r, err := e.svc.WaitCommand(t.Context(), "team_a", "sbx_a", c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := e.hooks.takeReads(); len(got) != 0 {
+			t.Errorf("the wait read %v, want nothing", got)
+		}
+		close(hold)
+		synctest.Wait()
+		stored, err := e.st.GetCommand(t.Context(), "sbx_a", c.ID)
+		if err != nil || stored.State != api.CommandExited {
+			t.Fatalf("stored = %+v, %v", stored, err)
+		}
+		r.Command.Version = stored.Version
+		if d := cmp.Diff(stored, r.Command, cmpopts.EquateEmpty()); d != "" {
+			t.Errorf("the wait's answer against the store (-stored +answered; nil and empty are the same on the wire):\n%s", d)
+		}
+		after, err := e.svc.WaitCommand(t.Context(), "team_a", "sbx_a", c.ID)
+		if err != nil || after.Stdout != "done" {
+			t.Fatalf("a later wait = %q, %v", after.Stdout, err)
+		}
+		if d := cmp.Diff(stored, after.Command, cmpopts.EquateEmpty()); d != "" {
+			t.Errorf("a later wait's answer against the store (-stored +answered; nil and empty are the same on the wire):\n%s", d)
 		}
 	})
 }

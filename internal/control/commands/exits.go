@@ -27,8 +27,11 @@ func (s *Service) Exited(sandboxID, commandID string, e node.Exit, lost bool) {
 	// A command this service started is updated from what its start
 	// stored; if it changed since (another replica recorded its end or
 	// marked it lost), the update is stale and the rounds below read it.
-	st, known := s.startedCommand(sandboxID, commandID, true)
+	st, known := s.startedCommand(sandboxID, commandID)
 	teamID := st.teamID
+	// What was stored, for the waits under way; nil when nothing was.
+	var final *api.Command
+	defer func() { s.stored(commandID, final) }()
 	for attempt := 1; ; attempt++ {
 		// Each round reads the command again: another replica may have
 		// recorded its end (or marked it lost) meanwhile, and an ended
@@ -70,6 +73,7 @@ func (s *Service) Exited(sandboxID, commandID string, e node.Exit, lost bool) {
 		}
 		if err == nil {
 			c.Version++
+			final = &c
 			break
 		}
 		if api.ErrorCode(err) == api.CodeNotFound {
@@ -100,7 +104,7 @@ func foreignRun(runID string, err error) bool {
 }
 
 func (s *Service) applyExit(c *api.Command, e node.Exit, lost bool) {
-	t := s.d.Now()
+	t := s.endedAt(c.ID)
 	c.EndedAt = &t
 	c.Signal, c.TimedOut = e.Signal, e.TimedOut
 	switch {

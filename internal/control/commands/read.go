@@ -79,7 +79,7 @@ func (s *Service) WaitCommand(ctx context.Context, teamID, ref, commandID string
 	// wait after a start): the call counts as the sandbox's activity, and
 	// the store is read once the command has ended, below.
 	c := api.Command{SandboxID: ref, ID: commandID}
-	if st, ok := s.startedCommand(ref, commandID, false); ok && st.teamID == teamID && teamID != "" {
+	if st, ok := s.startedCommand(ref, commandID); ok && st.teamID == teamID && teamID != "" {
 		s.d.Sandboxes.TouchAt(ref, s.d.Now())
 	} else {
 		sb, err := s.d.Sandboxes.ActiveSandbox(ctx, teamID, ref)
@@ -87,7 +87,7 @@ func (s *Service) WaitCommand(ctx context.Context, teamID, ref, commandID string
 			return api.CommandResult{}, err
 		}
 		c.SandboxID = sb.ID
-		if _, ok := s.startedCommand(sb.ID, commandID, false); !ok {
+		if _, ok := s.startedCommand(sb.ID, commandID); !ok {
 			if c, err = s.sandboxCommand(ctx, sb, commandID); err != nil {
 				return api.CommandResult{}, err
 			}
@@ -130,13 +130,24 @@ func (s *Service) WaitCommand(ctx context.Context, teamID, ref, commandID string
 			return api.CommandResult{}, err
 		}
 	}
-	// The recorder reports the exit to the store right after the log has it;
-	// answer from the log so the caller never sees "running" here.
-	if c, err = s.d.Store.GetCommand(ctx, c.SandboxID, c.ID); err != nil {
-		return api.CommandResult{}, err
+	// The recorder reports the exit to the store right after the log has
+	// it. A command this service started is answered as that report
+	// stores it (or will: the same end) without reading it back; another
+	// is read, and answered from the log so the caller never sees
+	// "running" here.
+	ended, known := api.Command{}, false
+	if err == nil && exit != nil {
+		ended, known = s.endOf(c.SandboxID, c.ID, *exit)
 	}
-	if !c.State.Done() && exit != nil {
-		s.applyExit(&c, *exit, false)
+	if known {
+		c = ended
+	} else {
+		if c, err = s.d.Store.GetCommand(ctx, c.SandboxID, c.ID); err != nil {
+			return api.CommandResult{}, err
+		}
+		if !c.State.Done() && exit != nil {
+			s.applyExit(&c, *exit, exit.Lost)
+		}
 	}
 	c.StdoutBytes, c.StderrBytes = l.Sizes()
 	return api.CommandResult{
