@@ -45,8 +45,9 @@ type Store interface {
 	GetTeamByName(ctx context.Context, name string) (api.Team, error)
 	ListTeams(ctx context.Context) ([]api.Team, error)
 	CreateKey(ctx context.Context, k Key) error
-	// KeyByHash returns the unrevoked key with that hash.
-	KeyByHash(ctx context.Context, hash string) (Key, error)
+	// KeyByHash returns the unrevoked key with that hash and its team,
+	// in one read.
+	KeyByHash(ctx context.Context, hash string) (Key, api.Team, error)
 	// GetKey returns a key by ID, revoked or not.
 	GetKey(ctx context.Context, id string) (Key, error)
 	RevokeKey(ctx context.Context, id string) error

@@ -20,7 +20,7 @@ func (m *Metrics) InstrumentStore(st store.Store) *Store { return &Store{Store: 
 
 var _ store.Store = (*Store)(nil)
 
-func (s *Store) KeyByHash(ctx context.Context, hash string) (store.Key, error) {
+func (s *Store) KeyByHash(ctx context.Context, hash string) (store.Key, api.Team, error) {
 	defer s.m.observeStore("key_by_hash", s.m.beginStore())
 	return s.Store.KeyByHash(ctx, hash)
 }

@@ -51,7 +51,7 @@ type Store interface {
 	GetTeamByName(ctx context.Context, name string) (api.Team, error)
 	ListTeams(ctx context.Context) ([]api.Team, error)
 	CreateKey(ctx context.Context, k store.Key) error
-	KeyByHash(ctx context.Context, hash string) (store.Key, error)
+	KeyByHash(ctx context.Context, hash string) (store.Key, api.Team, error)
 	GetKey(ctx context.Context, id string) (store.Key, error)
 	RevokeKey(ctx context.Context, id string) error
 
@@ -136,14 +136,10 @@ func (s *Service) Authenticate(ctx context.Context, key string) (Principal, erro
 	if key == "" || len(key) > 128 {
 		return Principal{}, unauth
 	}
-	k, err := s.st.KeyByHash(ctx, HashKey(key))
+	k, t, err := s.st.KeyByHash(ctx, HashKey(key))
 	if api.ErrorCode(err) == api.CodeNotFound {
 		return Principal{}, unauth
 	} else if err != nil {
-		return Principal{}, err
-	}
-	t, err := s.st.GetTeam(ctx, k.TeamID)
-	if err != nil {
 		return Principal{}, err
 	}
 	return Principal{Team: t, KeyID: k.ID}, nil

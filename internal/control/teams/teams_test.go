@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/teams"
 	"github.com/cove-dev/cove/internal/id"
@@ -417,4 +419,70 @@ func TestKeyFormats(t *testing.T) {
 			t.Errorf("the key %q authenticates: %v", forged, err)
 		}
 	}
+}
+
+// countingStore counts the store's reads of keys and teams.
+type countingStore struct {
+	*sqlite.DB
+	keys, teams int
+}
+
+func (c *countingStore) KeyByHash(ctx context.Context, hash string) (store.Key, api.Team, error) {
+	c.keys++
+	return c.DB.KeyByHash(ctx, hash)
+}
+
+func (c *countingStore) GetTeam(ctx context.Context, id string) (api.Team, error) {
+	c.teams++
+	return c.DB.GetTeam(ctx, id)
+}
+
+// TestAuthenticateReadsOnce: a key's team comes with the key, in one read
+// of the store, as the team is stored; a revoked key is refused.
+func TestAuthenticateReadsOnce(t *testing.T) {
+	_, st, c := newService(t)
+	cs := &countingStore{DB: st}
+	s := teams.New(teams.Config{DefaultAdmission: api.Admission{ManagedEnvironment: true}}, cs, slog.New(slog.DiscardHandler), c.now)
+	admin, err := s.Authenticate(t.Context(), mustBootstrap(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := s.CreateTeam(t.Context(), admin, api.CreateTeamRequest{Name: "dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := 3.5
+	if _, err := s.UpdateTeam(t.Context(), admin, dev.Team.ID, api.UpdateTeamRequest{SpendLimitUSD: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := st.GetTeam(t.Context(), dev.Team.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs.keys, cs.teams = 0, 0
+	p, err := s.Authenticate(t.Context(), dev.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs.keys != 1 || cs.teams != 0 {
+		t.Errorf("Authenticate read %d keys and %d teams; want one key with its team", cs.keys, cs.teams)
+	}
+	if d := cmp.Diff(stored, p.Team); d != "" {
+		t.Errorf("the key's team (-stored +authenticated):\n%s", d)
+	}
+	if err := s.RevokeKey(t.Context(), admin, dev.KeyID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Authenticate(t.Context(), dev.APIKey); api.ErrorCode(err) != api.CodeUnauthenticated {
+		t.Errorf("a revoked key: %v; want unauthenticated", err)
+	}
+}
+
+func mustBootstrap(t *testing.T, s *teams.Service) string {
+	t.Helper()
+	key, err := s.Bootstrap(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
 }

@@ -159,6 +159,17 @@ func emptyIfNil(m map[string]string) map[string]string {
 // scanner is a pgx.Row or pgx.Rows.
 type scanner interface{ Scan(dest ...any) error }
 
+// withColumns scans a row's columns past those a scan function takes into
+// more.
+type withColumns struct {
+	scanner
+	more []any
+}
+
+func (w withColumns) Scan(dest ...any) error {
+	return w.scanner.Scan(append(dest, w.more...)...)
+}
+
 // querier is the pool or a transaction.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)

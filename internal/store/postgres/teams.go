@@ -113,10 +113,25 @@ func (db *DB) CreateKey(ctx context.Context, k store.Key) error {
 	return nil
 }
 
-// KeyByHash returns the unrevoked key with that hash.
-func (db *DB) KeyByHash(ctx context.Context, hash string) (store.Key, error) {
-	return db.getKey(ctx, "hash = $1 AND revoked_at IS NULL", hash)
+// KeyByHash returns the unrevoked key with that hash and its team.
+func (db *DB) KeyByHash(ctx context.Context, hash string) (store.Key, api.Team, error) {
+	k := store.Key{Hash: hash}
+	row := db.pool.QueryRow(ctx, "SELECT "+keyTeamColumns+
+		" FROM api_keys k JOIN teams t ON t.id = k.team_id WHERE k.hash = $1 AND k.revoked_at IS NULL", hash)
+	t, err := scanTeam(withColumns{row, []any{&k.ID, &k.CreatedAt}})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Key{}, api.Team{}, api.Errorf(api.CodeNotFound, "key not found")
+	}
+	if err != nil {
+		return store.Key{}, api.Team{}, fmt.Errorf("get key: %w", err)
+	}
+	k.TeamID = t.ID
+	return k, t, nil
 }
+
+// keyTeamColumns are a team's columns (teamColumns) then its key's ID and
+// creation time.
+const keyTeamColumns = "t.id, t.name, t.admission, t.created_at, t.spend_limit_usd, t.budget_alerts, k.id, k.created_at"
 
 // GetKey returns a key by ID, revoked or not.
 func (db *DB) GetKey(ctx context.Context, id string) (store.Key, error) {

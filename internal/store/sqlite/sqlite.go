@@ -248,6 +248,17 @@ func emptyIfNil(m map[string]string) map[string]string {
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
 
+// withColumns scans a row's columns past those a scan function takes into
+// more.
+type withColumns struct {
+	scanner
+	more []any
+}
+
+func (w withColumns) Scan(dest ...any) error {
+	return w.scanner.Scan(append(dest, w.more...)...)
+}
+
 // querier is a pool or a transaction.
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)

@@ -121,10 +121,27 @@ func (db *DB) CreateKey(ctx context.Context, k store.Key) error {
 	return nil
 }
 
-// KeyByHash returns the unrevoked key with that hash.
-func (db *DB) KeyByHash(ctx context.Context, hash string) (store.Key, error) {
-	return db.getKey(ctx, "hash = ? AND revoked_at IS NULL", hash)
+// KeyByHash returns the unrevoked key with that hash and its team.
+func (db *DB) KeyByHash(ctx context.Context, hash string) (store.Key, api.Team, error) {
+	k := store.Key{Hash: hash}
+	var created string
+	row := db.read.QueryRowContext(ctx, "SELECT "+keyTeamColumns+
+		" FROM api_keys k JOIN teams t ON t.id = k.team_id WHERE k.hash = ? AND k.revoked_at IS NULL", hash)
+	t, err := scanTeam(withColumns{row, []any{&k.ID, &created}})
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Key{}, api.Team{}, api.Errorf(api.CodeNotFound, "key not found")
+	}
+	if err != nil {
+		return store.Key{}, api.Team{}, fmt.Errorf("get key: %w", err)
+	}
+	var d decoder
+	k.TeamID, k.CreatedAt = t.ID, d.time(created)
+	return k, t, d.err
 }
+
+// keyTeamColumns are a team's columns (teamColumns) then its key's ID and
+// creation time.
+const keyTeamColumns = "t.id, t.name, t.admission, t.created_at, t.spend_limit_usd, t.budget_alerts, k.id, k.created_at"
 
 // GetKey returns a key by ID, revoked or not.
 func (db *DB) GetKey(ctx context.Context, id string) (store.Key, error) {

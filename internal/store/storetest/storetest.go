@@ -178,19 +178,40 @@ func testKeys(t *testing.T, s store.Store) {
 	k2 := store.Key{ID: "key_2", TeamID: "team_a", Hash: "hash2", CreatedAt: at(2)}
 	mustDo(t, s.CreateKey(ctx, k1))
 	mustDo(t, s.CreateKey(ctx, k2))
-	diff(t, "KeyByHash", k1, mustGet[store.Key](t)(s.KeyByHash(ctx, "hash1")))
+	// A team of every field, for the key's team read with it.
+	limit := 12.5
+	teamB := api.Team{ID: "team_b", Name: "b", CreatedAt: at(4), SpendLimitUSD: &limit, BudgetAlerts: []float64{0.5, 0.9},
+		Admission: api.Admission{ManagedEnvironment: true, Preview: true}}
+	mustDo(t, s.CreateTeam(ctx, teamB))
+	k5 := store.Key{ID: "key_5", TeamID: "team_b", Hash: "hash5", CreatedAt: at(5)}
+	mustDo(t, s.CreateKey(ctx, k5))
+	byHash := func(hash string) (store.Key, api.Team) {
+		t.Helper()
+		k, team, err := s.KeyByHash(ctx, hash)
+		if err != nil {
+			t.Fatalf("KeyByHash(%s): %v", hash, err)
+		}
+		return k, team
+	}
+	k, team := byHash("hash1")
+	diff(t, "KeyByHash", k1, k)
+	diff(t, "KeyByHash's team", mustGet[api.Team](t)(s.GetTeam(ctx, "team_a")), team)
+	k, team = byHash("hash5")
+	diff(t, "KeyByHash of another team", k5, k)
+	diff(t, "KeyByHash's team of every field", teamB, team)
 
 	wantCode(t, s.CreateKey(ctx, store.Key{ID: "key_3", TeamID: "team_a", Hash: "hash1", CreatedAt: at(3)}), api.CodeConflict)
 	wantCode(t, s.CreateKey(ctx, store.Key{ID: "key_4", TeamID: "team_missing", Hash: "hash4", CreatedAt: at(3)}), api.CodeNotFound)
-	_, err := s.KeyByHash(ctx, "nope")
+	_, _, err := s.KeyByHash(ctx, "nope")
 	wantCode(t, err, api.CodeNotFound)
 
 	mustDo(t, s.RevokeKey(ctx, "key_1"))
-	_, err = s.KeyByHash(ctx, "hash1")
+	_, _, err = s.KeyByHash(ctx, "hash1")
 	wantCode(t, err, api.CodeNotFound)
 	mustDo(t, s.RevokeKey(ctx, "key_1")) // revoking twice is no error
 	wantCode(t, s.RevokeKey(ctx, "key_missing"), api.CodeNotFound)
-	diff(t, "other key", k2, mustGet[store.Key](t)(s.KeyByHash(ctx, "hash2")))
+	k, _ = byHash("hash2")
+	diff(t, "other key", k2, k)
 
 	revoked := mustGet[store.Key](t)(s.GetKey(ctx, "key_1"))
 	if revoked.RevokedAt == nil || revoked.TeamID != "team_a" {

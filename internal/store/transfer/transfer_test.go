@@ -193,7 +193,10 @@ func TestMoveStore(t *testing.T) {
 		fn   func(store.Store) (any, error)
 	}{
 		{"teams", func(s store.Store) (any, error) { return s.ListTeams(ctx) }},
-		{"key", func(s store.Store) (any, error) { return s.KeyByHash(ctx, "hash-of-the-key") }},
+		{"key", func(s store.Store) (any, error) {
+			k, team, err := s.KeyByHash(ctx, "hash-of-the-key")
+			return []any{k, team}, err
+		}},
 		{"secret", func(s store.Store) (any, error) { return s.GetSecret(ctx, "team_1", "TOKEN") }},
 		{"sandboxes", func(s store.Store) (any, error) {
 			return s.ListSandboxes(ctx, store.SandboxFilter{TeamID: "team_1", Limit: 10})
