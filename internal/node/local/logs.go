@@ -56,7 +56,7 @@ func (n *Node) acquire(sandboxID, commandID string, create bool) (*logRef, error
 		var err error
 		budget := n.budgetLocked(sandboxID)
 		if create {
-			l, err = output.Open(dir, n.cfg.OutputMaxBytes, budget)
+			l, err = n.spares.Open(dir, n.cfg.OutputMaxBytes, budget)
 		} else {
 			l, err = output.OpenExisting(dir, n.cfg.OutputMaxBytes, budget)
 		}

@@ -199,6 +199,9 @@ type Node struct {
 	sandboxes map[string]*sandbox
 	logs      map[string]*logEntry      // by sandbox/command, open while held
 	budgets   map[string]*output.Budget // output budgets by sandbox
+	// spares are the empty files new logs take, kept from the logs of
+	// sandboxes that are gone (output.Spares); nil without an OutputDir.
+	spares *output.Spares
 
 	// watches are the journals of file watches (watch.go).
 	watches *watch.Journals
@@ -227,8 +230,23 @@ func New(cfg Config, rt Runtime, log *slog.Logger, onExit node.ExitFunc) *Node {
 	}
 	n.watches = watch.New(watch.Config{}, n.openWatch, log)
 	n.removeLeftClones()
+	if cfg.OutputDir != "" {
+		sp, err := output.OpenSpares(filepath.Join(cfg.OutputDir, spareDir), maxSpares)
+		if err != nil {
+			log.Warn("new commands' logs are created, not taken from spares", "err", err)
+		}
+		n.spares = sp
+	}
 	return n
 }
+
+// spareDir, in OutputDir, holds the spare files of output.Spares; no
+// sandbox ID starts with a dot.
+const spareDir = ".spare"
+
+// maxSpares bounds the spare files kept: empty files, an inode and a
+// name each.
+const maxSpares = 1 << 16
 
 // Close stops recording (commands keep running in their sandboxes) and
 // waits for the node's goroutines.
@@ -540,14 +558,14 @@ func (n *Node) Destroy(ctx context.Context, id string) error {
 	err := n.rt.Destroy(ctx, id)
 	n.removeBundle(id)
 	n.closeLogs(id)
-	if rmErr := os.RemoveAll(n.outputDir(id)); rmErr != nil {
+	if rmErr := n.spares.Recycle(n.outputDir(id)); rmErr != nil {
 		err = errors.Join(err, fmt.Errorf("remove output of %s: %w", id, rmErr))
 	}
 	if serr := n.cfg.Saves.Delete(ctx, id); serr != nil {
 		err = errors.Join(err, serr)
 	}
 	os.Remove(n.restorePath(id))
-	os.RemoveAll(n.outputDir(id) + ".replaced")
+	n.spares.Recycle(n.outputDir(id) + ".replaced")
 	return err
 }
 
@@ -692,7 +710,7 @@ func (n *Node) Wake(ctx context.Context, ns node.SandboxSpec) error {
 		return err
 	}
 	if aside != "" {
-		os.RemoveAll(aside)
+		n.spares.Recycle(aside)
 	}
 	spec.Disk = tmp
 	if err := n.start(ctx, spec, ns.Template, ns.Network, ns.Secrets, ns.Inject); err != nil {

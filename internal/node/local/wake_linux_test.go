@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -344,4 +345,52 @@ func TestFinishSleepAfterRemovalCutShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	runCmd(t, n, ex, id, "cmd_r", "grep -q kept /kept")
+}
+
+// TestDestroyKeepsLogFilesAsSpares: a destroyed sandbox's logs become the
+// node's spare files, and the next sandbox's commands record into them,
+// reading back only their own output.
+func TestDestroyKeepsLogFilesAsSpares(t *testing.T) {
+	if rootErr != nil {
+		t.Skip(rootErr)
+	}
+	st, err := saves.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, ex := testNode(t, "spare", st, nil)
+	ctx := t.Context()
+	spec := func(id string) node.SandboxSpec {
+		return node.SandboxSpec{
+			ID: id, Hostname: "spare", Template: "busybox", Pids: 256,
+			Resources: api.Resources{CPUs: 1, MemoryMiB: 256, DiskMiB: 64},
+		}
+	}
+	first := fmt.Sprintf("sbx-spare-a-%d", time.Now().UnixNano())
+	if err := n.Start(ctx, spec(first)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Destroy(context.Background(), first) })
+	runCmd(t, n, ex, first, "cmd_1", "echo first-secret; echo first-err >&2")
+	runCmd(t, n, ex, first, "cmd_2", "echo again")
+	before := n.spares.Len()
+	if err := n.Destroy(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	// cmd_1: index, stdout, stderr; cmd_2: index, stdout.
+	if got := n.spares.Len() - before; got != 5 {
+		t.Fatalf("the destroy kept %d spares, want 5", got)
+	}
+	second := fmt.Sprintf("sbx-spare-b-%d", time.Now().UnixNano())
+	if err := n.Start(ctx, spec(second)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Destroy(context.Background(), second) })
+	runCmd(t, n, ex, second, "cmd_1", "echo mine")
+	if got := n.spares.Len() - before; got != 3 {
+		t.Errorf("%d spares left after a command recorded its index and stdout, want 3", got)
+	}
+	if got, want := replay(t, n, second, "cmd_1"), `1 stdout false "mine\n"`; !strings.HasPrefix(got, want) || strings.Contains(got, "first") {
+		t.Errorf("the new command replays\n%s\nwant only its own output", got)
+	}
 }

@@ -76,6 +76,7 @@ type Log struct {
 	flat     bool   // files beside each other at base.*; else, an earlier version's, in a directory at base
 	maxBytes int64
 	budget   *Budget // nil: none beyond maxBytes
+	spares   *Spares // where its new files come from; nil: created
 
 	index *os.File // set at open, never changed
 
@@ -132,13 +133,21 @@ func (b *Budget) take(n int64) bool {
 // budget, when not nil, is shared with other logs and charged too.
 // A log that cannot be made (its disk is full) leaves no file behind.
 func Open(path string, maxBytes int64, budget *Budget) (*Log, error) {
+	return (*Spares)(nil).Open(path, maxBytes, budget)
+}
+
+// Open is output.Open with the log's new files taken from s.
+func (s *Spares) Open(path string, maxBytes int64, budget *Budget) (*Log, error) {
 	if isDir(path) {
 		return open(path, false, maxBytes, budget) // an earlier version's
 	}
-	l, err := create(path, maxBytes, budget)
+	l, err := create(s, path, maxBytes, budget)
 	if errors.Is(err, fs.ErrExist) {
 		// There already (a start tried again): opened and repaired.
 		l, err = open(path, true, maxBytes, budget)
+	}
+	if l != nil {
+		l.spares = s
 	}
 	return l, err
 }
@@ -147,14 +156,14 @@ func Open(path string, maxBytes int64, budget *Budget) (*Log, error) {
 // case, in three system calls where opening one that may exist and
 // repairing it takes a dozen. It fails with an error matching
 // fs.ErrExist when the log is there already.
-func create(path string, maxBytes int64, budget *Budget) (*Log, error) {
+func create(spares *Spares, path string, maxBytes int64, budget *Budget) (*Log, error) {
 	name := path + ".index"
-	index, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	index, err := spares.create(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("create output dir: %w", err)
 		}
-		index, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		index, err = spares.create(name)
 	}
 	if errors.Is(err, fs.ErrExist) {
 		return nil, err
@@ -490,7 +499,11 @@ func (l *Log) appendData(seq int64, kind byte, data []byte) error {
 	i := kind - 1
 	file := l.streams[i]
 	if file == nil {
-		f, err := os.OpenFile(l.file(streamNames[i]), os.O_RDWR|os.O_CREATE, 0o600)
+		name := l.file(streamNames[i])
+		f, err := l.spares.create(name)
+		if errors.Is(err, fs.ErrExist) {
+			f, err = os.OpenFile(name, os.O_RDWR, 0)
+		}
 		if err != nil {
 			return fmt.Errorf("record output: %w", err)
 		}
