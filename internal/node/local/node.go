@@ -21,6 +21,7 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/agent/client"
 	"github.com/cove-dev/cove/internal/agent/wire"
+	"github.com/cove-dev/cove/internal/fsspread"
 	"github.com/cove-dev/cove/internal/netpolicy"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/node/image"
@@ -236,6 +237,10 @@ func New(cfg Config, rt Runtime, log *slog.Logger, onExit node.ExitFunc) *Node {
 			log.Warn("new commands' logs are created, not taken from spares", "err", err)
 		}
 		n.spares = sp
+		// Each sandbox's output directory goes where few directories are.
+		if err := fsspread.Subdirs(cfg.OutputDir); err != nil {
+			log.Debug("sandboxes' output directories are placed by the filesystem", "err", err)
+		}
 	}
 	return n
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cove-dev/cove/api"
+	"github.com/cove-dev/cove/internal/fsspread"
 	"github.com/cove-dev/cove/internal/node"
 	"github.com/cove-dev/cove/internal/node/image"
 	"github.com/cove-dev/cove/internal/node/runtime"
@@ -392,5 +393,37 @@ func TestDestroyKeepsLogFilesAsSpares(t *testing.T) {
 	}
 	if got, want := replay(t, n, second, "cmd_1"), `1 stdout false "mine\n"`; !strings.HasPrefix(got, want) || strings.Contains(got, "first") {
 		t.Errorf("the new command replays\n%s\nwant only its own output", got)
+	}
+}
+
+// TestSandboxDirsSpread: the directories that hold a directory per
+// sandbox (state, runc's record, recorded output) are marked to spread
+// those over the filesystem, where it takes the mark.
+func TestSandboxDirsSpread(t *testing.T) {
+	if rootErr != nil {
+		t.Skip(rootErr)
+	}
+	st, err := saves.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, ex := testNode(t, "spread", st, nil)
+	id := fmt.Sprintf("sbx-spread-%d", time.Now().UnixNano())
+	if err := n.Start(t.Context(), node.SandboxSpec{
+		ID: id, Hostname: "spread", Template: "busybox", Pids: 256,
+		Resources: api.Resources{CPUs: 1, MemoryMiB: 256, DiskMiB: 64},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Destroy(context.Background(), id) })
+	runCmd(t, n, ex, id, "cmd_1", "true")
+	state := n.rt.StateDir("")
+	if err := fsspread.Subdirs(t.TempDir()); errors.Is(err, fsspread.ErrUnsupported) {
+		t.Skipf("the test's filesystem: %v", err)
+	}
+	for _, dir := range []string{state, filepath.Join(filepath.Dir(filepath.Clean(state)), "runc"), n.cfg.OutputDir} {
+		if ok, err := fsspread.Spread(dir); err != nil || !ok {
+			t.Errorf("%s: spread %v, %v; want marked", dir, ok, err)
+		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/agent/client"
 	"github.com/cove-dev/cove/internal/agent/wire"
+	"github.com/cove-dev/cove/internal/fsspread"
 	"github.com/cove-dev/cove/internal/node/image"
 )
 
@@ -73,6 +74,9 @@ type Runtime struct {
 	cgroups func() (*CgroupReader, error)
 	// userns keeps the user namespaces of ID ranges, for idmapped mounts.
 	userns usernsCache
+	// spread marks StateDir and RuncRoot once, so that the sandboxes'
+	// directories in them are spread over the filesystem (fsspread).
+	spread sync.Once
 	// emptyMu makes one empty disk at a time (emptydisk_linux.go).
 	emptyMu sync.Mutex
 }
@@ -169,6 +173,13 @@ func (r *Runtime) Start(ctx context.Context, s Spec) (_ *client.Client, err erro
 			return nil, fmt.Errorf("start sandbox %s: %w", id, err)
 		}
 	}
+	r.spread.Do(func() {
+		for _, d := range []string{r.cfg.StateDir, r.cfg.RuncRoot} {
+			if err := fsspread.Subdirs(d); err != nil {
+				r.log.Debug("sandboxes' directories are placed by the filesystem", "err", err)
+			}
+		}
+	})
 	// runc's init runs as the mapped root while it sets up the root
 	// filesystem: it must get to the rootfs and the agent on the host.
 	// (The image's tree it never walks: the overlay looks its lower layer
