@@ -24,6 +24,7 @@ import (
 	"github.com/cove-dev/cove/internal/console"
 	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/control/previews"
+	"github.com/cove-dev/cove/internal/fsspread"
 	"github.com/cove-dev/cove/internal/httpapi"
 	"github.com/cove-dev/cove/internal/images"
 	"github.com/cove-dev/cove/internal/node/image"
@@ -160,6 +161,11 @@ func prepareDirs(cfg *Config, withNode bool) error {
 		}
 		if err := os.Chmod(d, 0o711); err != nil {
 			return err
+		}
+		if d == cfg.DataDir {
+			// Its directories (made from now on) each go where few
+			// directories are, not beside the data dir's parent's.
+			_ = fsspread.Subdirs(d) // elsewhere the filesystem places them itself
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package service
 import (
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -12,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/cove-dev/cove/internal/fsspread"
 )
 
 // TestReadyFile: written whole with the bound addresses, no temporary file
@@ -189,3 +192,22 @@ type addrListener struct{ a net.Addr }
 func (l addrListener) Accept() (net.Conn, error) { return nil, net.ErrClosed }
 func (l addrListener) Close() error              { return nil }
 func (l addrListener) Addr() net.Addr            { return l.a }
+
+// TestDataDirSpreadsItsDirectories: the data dir is marked so that the
+// directories made in it (sandboxes, output, runc, …) are spread over the
+// filesystem, where it takes the mark.
+func TestDataDirSpreadsItsDirectories(t *testing.T) {
+	c := DefaultConfig()
+	c.DataDir = filepath.Join(t.TempDir(), "data")
+	c.ImagesDir = filepath.Join(t.TempDir(), "images")
+	c.ReadyFile = ""
+	if err := prepareDirs(&c, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsspread.Subdirs(t.TempDir()); errors.Is(err, fsspread.ErrUnsupported) {
+		t.Skipf("the test's filesystem: %v", err)
+	}
+	if ok, err := fsspread.Spread(c.DataDir); err != nil || !ok {
+		t.Errorf("the data dir: spread %v, %v; want marked", ok, err)
+	}
+}
