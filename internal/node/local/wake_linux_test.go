@@ -295,6 +295,34 @@ func trim(s string) string {
 	return s
 }
 
+// dirNode is a node of its own (testNode) over a save store in a
+// directory.
+func dirNode(t *testing.T, name string) (*Node, exits) {
+	t.Helper()
+	st, err := saves.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testNode(t, name, st, nil)
+}
+
+// busyboxSpec is a small busybox sandbox named for the test.
+func busyboxSpec(name string) node.SandboxSpec {
+	return node.SandboxSpec{
+		ID: fmt.Sprintf("sbx-%s-%d", name, time.Now().UnixNano()), Hostname: name, Template: "busybox", Pids: 256,
+		Resources: api.Resources{CPUs: 1, MemoryMiB: 256, DiskMiB: 64},
+	}
+}
+
+// startSandbox starts spec on n, destroyed when the test ends.
+func startSandbox(t *testing.T, n *Node, spec node.SandboxSpec) {
+	t.Helper()
+	if err := n.Start(t.Context(), spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Destroy(context.Background(), spec.ID) })
+}
+
 // TestFinishSleepAfterRemovalCutShort: a crash while the runtime was
 // removed after a complete save leaves a state directory without its disk
 // image. The sleep's completion finds the save, removes what is left, and
@@ -303,21 +331,11 @@ func TestFinishSleepAfterRemovalCutShort(t *testing.T) {
 	if rootErr != nil {
 		t.Skip(rootErr)
 	}
-	st, err := saves.NewDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, ex := testNode(t, "cut", st, nil)
+	n, ex := dirNode(t, "cut")
 	ctx := t.Context()
-	id := fmt.Sprintf("sbx-cut-%d", time.Now().UnixNano())
-	spec := node.SandboxSpec{
-		ID: id, Hostname: "cut", Template: "busybox", Pids: 256,
-		Resources: api.Resources{CPUs: 1, MemoryMiB: 256, DiskMiB: 64},
-	}
-	if err := n.Start(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Destroy(context.Background(), id) })
+	spec := busyboxSpec("cut")
+	id := spec.ID
+	startSandbox(t, n, spec)
 	runCmd(t, n, ex, id, "cmd_w", "echo kept > /kept")
 	info, err := n.FinishSleep(ctx, id)
 	if err != nil {
@@ -355,38 +373,23 @@ func TestDestroyKeepsLogFilesAsSpares(t *testing.T) {
 	if rootErr != nil {
 		t.Skip(rootErr)
 	}
-	st, err := saves.NewDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, ex := testNode(t, "spare", st, nil)
-	ctx := t.Context()
-	spec := func(id string) node.SandboxSpec {
-		return node.SandboxSpec{
-			ID: id, Hostname: "spare", Template: "busybox", Pids: 256,
-			Resources: api.Resources{CPUs: 1, MemoryMiB: 256, DiskMiB: 64},
-		}
-	}
-	first := fmt.Sprintf("sbx-spare-a-%d", time.Now().UnixNano())
-	if err := n.Start(ctx, spec(first)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Destroy(context.Background(), first) })
+	n, ex := dirNode(t, "spare")
+	a := busyboxSpec("spare-a")
+	first := a.ID
+	startSandbox(t, n, a)
 	runCmd(t, n, ex, first, "cmd_1", "echo first-secret; echo first-err >&2")
 	runCmd(t, n, ex, first, "cmd_2", "echo again")
 	before := n.spares.Len()
-	if err := n.Destroy(ctx, first); err != nil {
+	if err := n.Destroy(t.Context(), first); err != nil {
 		t.Fatal(err)
 	}
 	// cmd_1: index, stdout, stderr; cmd_2: index, stdout.
 	if got := n.spares.Len() - before; got != 5 {
 		t.Fatalf("the destroy kept %d spares, want 5", got)
 	}
-	second := fmt.Sprintf("sbx-spare-b-%d", time.Now().UnixNano())
-	if err := n.Start(ctx, spec(second)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Destroy(context.Background(), second) })
+	b := busyboxSpec("spare-b")
+	second := b.ID
+	startSandbox(t, n, b)
 	runCmd(t, n, ex, second, "cmd_1", "echo mine")
 	if got := n.spares.Len() - before; got != 3 {
 		t.Errorf("%d spares left after a command recorded its index and stdout, want 3", got)
@@ -403,20 +406,10 @@ func TestSandboxDirsSpread(t *testing.T) {
 	if rootErr != nil {
 		t.Skip(rootErr)
 	}
-	st, err := saves.NewDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, ex := testNode(t, "spread", st, nil)
-	id := fmt.Sprintf("sbx-spread-%d", time.Now().UnixNano())
-	if err := n.Start(t.Context(), node.SandboxSpec{
-		ID: id, Hostname: "spread", Template: "busybox", Pids: 256,
-		Resources: api.Resources{CPUs: 1, MemoryMiB: 256, DiskMiB: 64},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Destroy(context.Background(), id) })
-	runCmd(t, n, ex, id, "cmd_1", "true")
+	n, ex := dirNode(t, "spread")
+	spec := busyboxSpec("spread")
+	startSandbox(t, n, spec)
+	runCmd(t, n, ex, spec.ID, "cmd_1", "true")
 	state := n.rt.StateDir("")
 	if err := fsspread.Subdirs(t.TempDir()); errors.Is(err, fsspread.ErrUnsupported) {
 		t.Skipf("the test's filesystem: %v", err)
