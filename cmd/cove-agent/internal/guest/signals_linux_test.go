@@ -87,3 +87,36 @@ func commandSigIgn(t *testing.T, c *client.Client) (uint64, string) {
 	}
 	return mask, r.stdout
 }
+
+// TestIgnoredMaskIsTheKernels: the mask read signal by signal is the
+// SigIgn the kernel shows for this process, with signals ignored and
+// caught in between.
+func TestIgnoredMaskIsTheKernels(t *testing.T) {
+	signal.Ignore(unix.SIGUSR2, unix.SIGWINCH)
+	t.Cleanup(func() { signal.Notify(make(chan os.Signal, 1), unix.SIGUSR2, unix.SIGWINCH) })
+	for _, step := range []string{"ignored", "caught"} {
+		b, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want uint64
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+				if want, err = strconv.ParseUint(strings.TrimSpace(v), 16, 64); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		got, err := ignoredMask()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%s: mask %x, the kernel's SigIgn %x", step, got, want)
+		}
+		if ignored := got&(1<<(unix.SIGUSR2-1)) != 0; ignored != (step == "ignored") {
+			t.Errorf("%s: SIGUSR2 ignored %v", step, ignored)
+		}
+		signal.Notify(make(chan os.Signal, 1), unix.SIGUSR2, unix.SIGWINCH)
+	}
+}
