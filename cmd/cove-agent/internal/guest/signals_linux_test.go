@@ -89,8 +89,10 @@ func commandSigIgn(t *testing.T, c *client.Client) (uint64, string) {
 }
 
 // TestIgnoredMaskIsTheKernels: the mask read signal by signal is the
-// SigIgn the kernel shows for this process, with signals ignored and
-// caught in between.
+// SigIgn the kernel shows for this process, for the standard signals
+// (those a command could inherit as ignored that matter; a real-time one
+// ignored by whatever started the test is not asked), with signals
+// ignored and caught in between.
 func TestIgnoredMaskIsTheKernels(t *testing.T) {
 	signal.Ignore(unix.SIGUSR2, unix.SIGWINCH)
 	t.Cleanup(func() { signal.Notify(make(chan os.Signal, 1), unix.SIGUSR2, unix.SIGWINCH) })
@@ -111,8 +113,9 @@ func TestIgnoredMaskIsTheKernels(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got != want {
-			t.Errorf("%s: mask %x, the kernel's SigIgn %x", step, got, want)
+		const standard = 1<<31 - 1 // signals 1 to 31
+		if got != want&standard {
+			t.Errorf("%s: mask %x, the kernel's SigIgn %x (standard signals: %x)", step, got, want, want&standard)
 		}
 		if ignored := got&(1<<(unix.SIGUSR2-1)) != 0; ignored != (step == "ignored") {
 			t.Errorf("%s: SIGUSR2 ignored %v", step, ignored)
