@@ -230,7 +230,7 @@ func (s *Core) setState(ctx context.Context, sb *api.Sandbox, state api.SandboxS
 			*sb = next
 			break
 		}
-		if !store.Stale(err) || attempt == store.UpdateAttempts {
+		if !store.Stale(err) || attempt == transitionAttempts {
 			return fmt.Errorf("persist %s %s: %w", sb.ID, state, err)
 		}
 		cur, gerr := s.store.GetSandbox(ctx, sb.TeamID, sb.ID)
@@ -251,6 +251,15 @@ func (s *Core) setState(ctx context.Context, sb *api.Sandbox, state api.SandboxS
 	s.svc.Events.Emit(ctx, sb.TeamID, "sandbox."+string(state), sb.ID, "", data)
 	return nil
 }
+
+// transitionAttempts bounds the rounds of a transition that other
+// writers keep beating without changing the sandbox's state (a tenant's
+// PATCH after PATCH, a replica's bookkeeping): far more than
+// store.UpdateAttempts, since each round decides on the row as it is and
+// such a writer must not be able to hold a sleep, a wake or a terminate
+// off by its pace. A writer that changes the state ends the rounds
+// (movedError).
+const transitionAttempts = 100
 
 // movedError is a transition refused because the sandbox left the state
 // it was decided on (another replica's transition came first).
