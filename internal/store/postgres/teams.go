@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -129,9 +130,9 @@ func (db *DB) KeyByHash(ctx context.Context, hash string) (store.Key, api.Team, 
 	return k, t, nil
 }
 
-// keyTeamColumns are a team's columns (teamColumns) then its key's ID and
-// creation time.
-const keyTeamColumns = "t.id, t.name, t.admission, t.created_at, t.spend_limit_usd, t.budget_alerts, k.id, k.created_at"
+// keyTeamColumns are a team's columns (teamColumns, of t) then its key's
+// (k) ID and creation time.
+var keyTeamColumns = "t." + strings.ReplaceAll(teamColumns, ", ", ", t.") + ", k.id, k.created_at"
 
 // GetKey returns a key by ID, revoked or not.
 func (db *DB) GetKey(ctx context.Context, id string) (store.Key, error) {

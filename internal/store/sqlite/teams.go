@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/store"
@@ -139,9 +140,9 @@ func (db *DB) KeyByHash(ctx context.Context, hash string) (store.Key, api.Team, 
 	return k, t, d.err
 }
 
-// keyTeamColumns are a team's columns (teamColumns) then its key's ID and
-// creation time.
-const keyTeamColumns = "t.id, t.name, t.admission, t.created_at, t.spend_limit_usd, t.budget_alerts, k.id, k.created_at"
+// keyTeamColumns are a team's columns (teamColumns, of t) then its key's
+// (k) ID and creation time.
+var keyTeamColumns = "t." + strings.ReplaceAll(teamColumns, ", ", ", t.") + ", k.id, k.created_at"
 
 // GetKey returns a key by ID, revoked or not.
 func (db *DB) GetKey(ctx context.Context, id string) (store.Key, error) {
