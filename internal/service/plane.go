@@ -65,6 +65,9 @@ func NewPlane(cfg lifecycle.Config, st store.Store, log *slog.Logger) (*Plane, e
 			DefaultResources: cfg.DefaultResources, MaxResources: cfg.MaxResources, PidsLimit: cfg.PidsLimit,
 		},
 		CheckAlerts: meter.ValidateBudgetAlerts,
+		// Answers are kept after they are given, until the core closes
+		// (before the store does).
+		Keeper: c.WG,
 	}, st, log, c.Clock)
 	p.Vault = vault.New(vault.Config{Keyring: cfg.Secrets, MaxEnv: lifecycle.MaxEnv, MaxValue: lifecycle.MaxEnvValue, Changed: core.SecretChanged}, st, log, c.Clock)
 	p.Webhooks = webhooks.NewService(webhooks.ServiceConfig{AllowPrivate: cfg.WebhookAllowPrivate}, st, p.Vault, log, c.Clock)

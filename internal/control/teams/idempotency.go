@@ -31,6 +31,8 @@ type Answer struct {
 //     released, so the request may be retried with its key);
 //   - a later request with the same key and request gets the kept answer
 //     (replayed true); one with another request under the key is refused;
+//     with a Keeper, the answer is given while it is being stored, and
+//     this replica replays it from memory until it is;
 //   - while the first attempt runs, on this replica or another, a retry
 //     is refused with conflict and a Retry-After;
 //   - when the replica running the first attempt died, a retry takes the
@@ -45,16 +47,25 @@ func (s *Service) Idempotently(ctx context.Context, teamID, key, requestHash str
 	// by an earlier run of the replica, which died with it.
 	run := teamID + "\x00" + key
 	s.mu.Lock()
+	if k, ok := s.keeping[run]; ok {
+		// Answered a moment ago, and being kept: the answer is known.
+		s.mu.Unlock()
+		if k.requestHash != requestHash {
+			return Answer{}, false, reused(key)
+		}
+		return k.answer, true, nil
+	}
 	if s.running[run] {
 		s.mu.Unlock()
 		return Answer{}, false, inFlight()
 	}
 	s.running[run] = true
 	s.mu.Unlock()
+	handedOff := false // to the keeper, which ends the run
 	defer func() {
-		s.mu.Lock()
-		delete(s.running, run)
-		s.mu.Unlock()
+		if !handedOff {
+			s.endRun(run)
+		}
 	}()
 	seed := make([]byte, 16)
 	rand.Read(seed)
@@ -66,8 +77,7 @@ func (s *Service) Idempotently(ctx context.Context, teamID, key, requestHash str
 	}
 	if !claimed {
 		if rec.RequestHash != requestHash {
-			return Answer{}, false, api.Errorf(api.CodeUnprocessable,
-				"Idempotency-Key %q was used for another request; use a new key for a new request", key)
+			return Answer{}, false, reused(key)
 		}
 		if !rec.Pending() {
 			return Answer{Status: rec.Status, Body: rec.Body}, true, nil
@@ -83,18 +93,64 @@ func (s *Service) Idempotently(ctx context.Context, teamID, key, requestHash str
 	a := do(id.WithDerivation(ctx, d))
 	// The claim's end must not depend on the request's ctx: a client gone
 	// must not leave its key pending.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	sctx := context.WithoutCancel(ctx)
+	if a.Status < 200 || a.Status >= 300 {
+		// Released before the answer: its retry runs again.
+		s.release(sctx, teamID, key)
+		return a, false, nil
+	}
+	if s.cfg.Keeper == nil {
+		s.complete(sctx, teamID, key, a)
+		return a, false, nil
+	}
+	// The answer goes out while it is kept: the request is done, and
+	// what it did is found again by a retry even if this process dies
+	// before the answer is stored (the claim is then taken over, and the
+	// IDs it derives find what this attempt made).
+	s.mu.Lock()
+	s.keeping[run] = keeping{requestHash: requestHash, answer: a}
+	s.mu.Unlock()
+	handedOff = true
+	s.cfg.Keeper.Go(func() {
+		defer s.endRun(run)
+		s.complete(sctx, teamID, key, a)
+	})
+	return a, false, nil
+}
+
+// complete keeps a successful answer for its key. A conflict means
+// another replica took the key over, taking this one for dead: its
+// answer is the one kept.
+func (s *Service) complete(ctx context.Context, teamID, key string, a Answer) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if a.Status >= 200 && a.Status < 300 {
-		// A conflict here means another replica took the key over,
-		// taking this one for dead: its answer is the one kept.
-		if err := s.st.CompleteIdempotent(sctx, teamID, key, s.cfg.Replica, a.Status, a.Body); err != nil {
-			s.log.Warn("keep idempotent answer", "team", teamID, "err", err)
-		}
-	} else if err := s.st.ReleaseIdempotent(sctx, teamID, key, s.cfg.Replica); err != nil {
+	if err := s.st.CompleteIdempotent(ctx, teamID, key, s.cfg.Replica, a.Status, a.Body); err != nil {
+		s.log.Warn("keep idempotent answer", "team", teamID, "err", err)
+	}
+}
+
+// release gives up a key whose request failed, so that it may be retried.
+func (s *Service) release(ctx context.Context, teamID, key string) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := s.st.ReleaseIdempotent(ctx, teamID, key, s.cfg.Replica); err != nil {
 		s.log.Warn("release idempotency key", "team", teamID, "err", err)
 	}
-	return a, false, nil
+}
+
+// endRun ends a key's request in this process: once its answer is kept,
+// or it failed.
+func (s *Service) endRun(run string) {
+	s.mu.Lock()
+	delete(s.running, run)
+	delete(s.keeping, run)
+	s.mu.Unlock()
+}
+
+// reused is the refusal of a key sent again with another request.
+func reused(key string) error {
+	return api.Errorf(api.CodeUnprocessable,
+		"Idempotency-Key %q was used for another request; use a new key for a new request", key)
 }
 
 // takeOver returns the pending claim rec for this replica to run when its

@@ -78,6 +78,11 @@ type Config struct {
 	// runs was left by an earlier run under the same ID, and is taken
 	// over.
 	Replica string
+	// Keeper owns the writes that keep a successful idempotent answer
+	// after it was given: the request is answered at once, and a retry
+	// meanwhile on this replica is answered from memory. Nil keeps each
+	// answer before it is given.
+	Keeper *sync.WaitGroup
 	// ReplicaAlive reports whether the replica named owner still runs, for
 	// a request whose Idempotency-Key it claimed and has not answered:
 	// while it runs the request is in flight, and once it died the claim
@@ -98,6 +103,16 @@ type Service struct {
 	// run in this process: a claim of this replica's ID missing here was
 	// left by an earlier run of the replica under the same ID.
 	running map[string]bool
+	// keeping holds the answers given whose keeping in the store is
+	// under way (Config.Keeper), by team and key, with their request's
+	// hash: a retry meanwhile is answered from here.
+	keeping map[string]keeping
+}
+
+// keeping is an answer given and being kept, and the request it answers.
+type keeping struct {
+	requestHash string
+	answer      Answer
 }
 
 // New returns the service over st; now is its clock.
@@ -109,7 +124,7 @@ func New(cfg Config, st Store, log *slog.Logger, now func() time.Time) *Service 
 		self := cfg.Replica
 		cfg.ReplicaAlive = func(_ context.Context, owner string) (bool, error) { return owner == self, nil }
 	}
-	return &Service{cfg: cfg, st: st, log: log, now: now, running: map[string]bool{}}
+	return &Service{cfg: cfg, st: st, log: log, now: now, running: map[string]bool{}, keeping: map[string]keeping{}}
 }
 
 // SetReplica names this process among replicas sharing the store and

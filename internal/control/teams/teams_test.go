@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -485,4 +486,80 @@ func mustBootstrap(t *testing.T, s *teams.Service) string {
 		t.Fatal(err)
 	}
 	return key
+}
+
+// keepingStore holds CompleteIdempotent, the keeping of an answer, until
+// release is closed; entered gets a value when one is under way.
+type keepingStore struct {
+	*sqlite.DB
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (k *keepingStore) CompleteIdempotent(ctx context.Context, teamID, key, owner string, status int, body []byte) error {
+	k.entered <- struct{}{}
+	<-k.release
+	return k.DB.CompleteIdempotent(ctx, teamID, key, owner, status, body)
+}
+
+// TestIdempotentlyAnswersWhileKeeping: with a Keeper, a successful answer
+// is given while it is being stored. Meanwhile a retry on the same
+// replica is replayed from memory (and another request under the key
+// refused), one on another replica is in flight; once stored, every
+// replica replays it from the store.
+func TestIdempotentlyAnswersWhileKeeping(t *testing.T) {
+	_, st, c := newService(t)
+	tm := team(t, st, "a", api.Admission{})
+	ks := &keepingStore{DB: st, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	var keeper sync.WaitGroup
+	log := slog.New(slog.DiscardHandler)
+	a := teams.New(teams.Config{Replica: "rep_a", Keeper: &keeper}, ks, log, c.now)
+	b := teams.New(teams.Config{Replica: "rep_b", ReplicaAlive: func(context.Context, string) (bool, error) { return true, nil }}, st, log, c.now)
+	runs := 0
+	run := func(body string) func(context.Context) teams.Answer {
+		return func(context.Context) teams.Answer {
+			runs++
+			return teams.Answer{Status: http.StatusCreated, Body: []byte(body)}
+		}
+	}
+	type result struct {
+		body     string
+		replayed bool
+		err      error
+	}
+	first := make(chan result, 1)
+	go func() {
+		got, replayed, err := a.Idempotently(t.Context(), tm.ID, "k", "h", run("one"))
+		first <- result{string(got.Body), replayed, err}
+	}()
+	select {
+	case r := <-first:
+		if r.body != "one" || r.replayed || r.err != nil {
+			t.Errorf("first: %+v; want one, not replayed", r)
+		}
+	case <-time.After(30 * time.Second):
+		close(ks.release)
+		t.Fatal("the answer was not given before it was stored")
+	}
+	<-ks.entered // its keeping is under way, and held
+	if got, replayed, err := a.Idempotently(t.Context(), tm.ID, "k", "h", run("two")); string(got.Body) != "one" || !replayed || err != nil {
+		t.Errorf("a retry on the replica that answered: %q replayed %v %v; want one, replayed", got.Body, replayed, err)
+	}
+	if _, _, err := a.Idempotently(t.Context(), tm.ID, "k", "other", run("three")); api.ErrorCode(err) != api.CodeUnprocessable {
+		t.Errorf("another request under the key while it is kept: %v; want unprocessable", err)
+	}
+	var e *api.Error
+	if _, _, err := b.Idempotently(t.Context(), tm.ID, "k", "h", run("four")); !errors.As(err, &e) || e.Code != api.CodeConflict || e.Details["retry_after_s"] != teams.InFlightRetryS {
+		t.Errorf("a retry on another replica while it is kept: %v; want conflict with retry_after_s", err)
+	}
+	close(ks.release)
+	keeper.Wait()
+	for name, s := range map[string]*teams.Service{"the replica that answered": a, "another": b} {
+		if got, replayed, err := s.Idempotently(t.Context(), tm.ID, "k", "h", run("five")); string(got.Body) != "one" || !replayed || err != nil {
+			t.Errorf("%s, once kept: %q replayed %v %v; want one, replayed", name, got.Body, replayed, err)
+		}
+	}
+	if runs != 1 {
+		t.Errorf("the request ran %d times; want once", runs)
+	}
 }

@@ -104,6 +104,7 @@ func TestIdempotentCreateKeepsNoSecret(t *testing.T) {
 		t.Fatalf("create: %d replayed=%q %+v", status, replayed, first)
 	}
 
+	waitKept(t, filepath.Join(s.DataDir, "cove.db"), tr.Team.ID, "hook-once")
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(s.DataDir, "cove.db")+"?mode=ro&_pragma=busy_timeout(10000)")
 	if err != nil {
 		t.Fatal(err)

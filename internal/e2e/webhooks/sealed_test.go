@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/e2e/e2etest"
@@ -128,6 +129,7 @@ func TestSecretSealedAtRest(t *testing.T) {
 	sb := e2etest.Create(t, team, api.CreateSandboxRequest{})
 	delivered("after create", "sandbox.running", sb.ID)
 	replay("after create")
+	waitKept(t, dbPath, tr.Team.ID, "sealed-hook")
 	noClear("after create")
 
 	// A database from before: the secret back in clear while the server
@@ -160,4 +162,28 @@ func TestSecretSealedAtRest(t *testing.T) {
 	replay("after the start")
 	terminate(t, team, sb.ID)
 	delivered("after the start", "sandbox.terminated", sb.ID)
+}
+
+// waitKept waits until the server has stored the answer it gave under a
+// team's Idempotency-Key (it stores it while sending it), reading the
+// database at dbPath as a host reader would.
+func waitKept(t *testing.T, dbPath, teamID, key string) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var status int
+		err := db.QueryRowContext(t.Context(), "SELECT status FROM idempotency WHERE team_id = ? AND key = ?", teamID, key).Scan(&status)
+		if err == nil && status != 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the answer under Idempotency-Key %q is not kept: status %d, %v", key, status, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
