@@ -87,10 +87,11 @@ func (c *Catalog) ImportImage(ctx context.Context, t api.Team, name string, sett
 		return api.Image{}, api.Errorf(api.CodeConflict, "%q is the name of a template of this server; choose another name", name)
 	}
 	imgID := id.For(ctx, "img")
-	if id.Derived(ctx) {
-		// The ID is derived from an Idempotency-Key: a second attempt of
-		// the request (its first on a replica that died) answers the
-		// image the first attempt stored.
+	if id.Resumed(ctx) {
+		// The ID is derived from an Idempotency-Key whose claim this
+		// attempt took over: a second attempt of the request (its first
+		// on a replica that died) answers the image the first attempt stored.
+		// A first attempt's derived ID is new: nothing to look for.
 		if img, err := c.deps.Store.GetImage(ctx, imgID); err == nil && img.TeamID == t.ID {
 			return c.AsSeenBy(ctx, t, img)
 		} else if err != nil && api.ErrorCode(err) != api.CodeNotFound {

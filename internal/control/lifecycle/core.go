@@ -335,10 +335,11 @@ func (s *Core) CreateSandboxWith(ctx context.Context, teamID string, req api.Cre
 		return api.Sandbox{}, err
 	}
 	sid := id.For(ctx, "sbx")
-	if id.Derived(ctx) {
-		// The ID is derived from an Idempotency-Key: a second attempt of
-		// the request (its first on a replica that died) answers the
-		// sandbox the first attempt made.
+	if id.Resumed(ctx) {
+		// The ID is derived from an Idempotency-Key whose claim this
+		// attempt took over: a second attempt of the request (its first
+		// on a replica that died) answers the sandbox the first attempt
+		// made. A first attempt's derived ID is new: nothing to look for.
 		if sb, err := s.store.GetSandbox(ctx, teamID, sid); err == nil {
 			return s.svc.Meter.Priced(sb), nil
 		} else if api.ErrorCode(err) != api.CodeNotFound {

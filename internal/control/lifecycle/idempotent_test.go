@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/cove-dev/cove/api"
 	"github.com/cove-dev/cove/internal/control/lifecycle"
 	"github.com/cove-dev/cove/internal/id"
+	"github.com/cove-dev/cove/internal/store"
 )
 
 // attempt is the ctx of the first attempt of an idempotent request, and
@@ -113,4 +115,61 @@ func TestIdempotentCreateTakesFromPool(t *testing.T) {
 			t.Fatalf("%d sandboxes; want 1", len(l.Items))
 		}
 	})
+}
+
+// lookups counts the store's reads of sandboxes by ID, and by the ID an
+// Idempotency-Key derived.
+type lookups struct {
+	store.Store
+	mu      sync.Mutex
+	byID    map[string]int
+	byIdemp int
+}
+
+func (l *lookups) GetSandbox(ctx context.Context, teamID, ref string) (api.Sandbox, error) {
+	l.mu.Lock()
+	l.byID[ref]++
+	l.mu.Unlock()
+	return l.Store.GetSandbox(ctx, teamID, ref)
+}
+
+func (l *lookups) ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]api.Sandbox, error) {
+	if f.IdempotencyRef != "" {
+		l.mu.Lock()
+		l.byIdemp++
+		l.mu.Unlock()
+	}
+	return l.Store.ListSandboxes(ctx, f)
+}
+
+// TestFirstAttemptLooksForNothing: the first attempt of a create under an
+// Idempotency-Key derives an ID never used (its claim's seed is new), so
+// it does not read the store for a sandbox made under it; only an attempt
+// that took the claim over looks, and finds the first one's.
+func TestFirstAttemptLooksForNothing(t *testing.T) {
+	l := &lookups{byID: map[string]int{}}
+	h := newHarnessOver(t, func(st store.Store) store.Store { l.Store = st; return l }, func(*lifecycle.Config) {})
+	derived := id.For(attempt(t, h.a), "sbx")
+	first, err := h.srv.CreateSandbox(attempt(t, h.a), h.a, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.ID != derived {
+		t.Fatalf("created %s; want the derived %s", first.ID, derived)
+	}
+	l.mu.Lock()
+	before, idemp := l.byID[derived], l.byIdemp
+	l.mu.Unlock()
+	if before != 0 || idemp != 0 {
+		t.Errorf("a first attempt looked for its derived ID %d times, by idempotency_ref %d; want none", before, idemp)
+	}
+	again, err := h.srv.CreateSandbox(retry(t, h.a), h.a, api.CreateSandboxRequest{})
+	if err != nil || again.ID != first.ID {
+		t.Fatalf("the attempt that took over: %s, %v; want %s", again.ID, err, first.ID)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byID[derived] == 0 {
+		t.Errorf("the attempt that took over did not look for the derived ID")
+	}
 }

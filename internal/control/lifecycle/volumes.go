@@ -71,8 +71,9 @@ func (s *Core) CreateVolume(ctx context.Context, teamID string, req api.CreateVo
 		return api.Volume{}, rangeError("size_mib", fmt.Sprint(req.SizeMiB), fmt.Sprint(MinVolumeMiB), fmt.Sprint(max))
 	}
 	vid := id.For(ctx, "vol")
-	if id.Derived(ctx) {
-		// A second attempt of an idempotent create answers the first's.
+	if id.Resumed(ctx) {
+		// A second attempt of an idempotent create answers the first's;
+		// a first attempt's derived ID is new.
 		if v, err := s.store.GetVolume(ctx, teamID, vid); err == nil {
 			return s.withUsers(ctx, v)
 		}

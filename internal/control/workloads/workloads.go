@@ -62,10 +62,11 @@ func (s *Service) SubmitWorkload(ctx context.Context, teamID string, req api.Cre
 		return api.Workload{}, err
 	}
 	wid := id.For(ctx, "wl")
-	if id.Derived(ctx) {
-		// The ID is derived from an Idempotency-Key: a second attempt of
-		// the request (its first on a replica that died) answers the
-		// workload the first attempt queued.
+	if id.Resumed(ctx) {
+		// The ID is derived from an Idempotency-Key whose claim this
+		// attempt took over: a second attempt of the request (its first
+		// on a replica that died) answers the workload the first attempt queued.
+		// A first attempt's derived ID is new: nothing to look for.
 		if wl, err := s.store.GetWorkload(ctx, teamID, wid); err == nil {
 			return wl, nil
 		} else if api.ErrorCode(err) != api.CodeNotFound {
