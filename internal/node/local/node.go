@@ -378,6 +378,13 @@ func (n *Node) start(ctx context.Context, spec runtime.Spec, template string, p 
 			return fmt.Errorf("connect sandbox %s: %w", spec.ID, err)
 		}
 	}
+	// The output directory is made now, not by the first command: on a
+	// filesystem where making a directory is slow (see output.Spares), a
+	// sandbox from the warm pool then starts its first command as fast as
+	// its next ones. The first command makes it if this could not.
+	if err := os.MkdirAll(n.outputDir(spec.ID), 0o700); err != nil {
+		n.log.Warn("make the output directory", "sandbox", spec.ID, "err", err)
+	}
 	n.add(spec.ID, c).secrets.add(given)
 	return nil
 }

@@ -420,3 +420,17 @@ func TestSandboxDirsSpread(t *testing.T) {
 		}
 	}
 }
+
+// TestStartMakesOutputDir: a started sandbox has its output directory
+// before any command runs, so its first command does not make it.
+func TestStartMakesOutputDir(t *testing.T) {
+	if rootErr != nil {
+		t.Skip(rootErr)
+	}
+	n, _ := dirNode(t, "outdir")
+	spec := busyboxSpec("outdir")
+	startSandbox(t, n, spec)
+	if fi, err := os.Stat(n.outputDir(spec.ID)); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("the output directory of a started sandbox: %v, %v; want a directory of mode 0700", fi, err)
+	}
+}
