@@ -665,6 +665,24 @@ func TestSandboxes(t *testing.T) {
 			t.Errorf("waited on %q for %q and got %+v; want sbx_1 running", gotRef, gotWant, out)
 		}
 	})
+	t.Run("create from the warm pool and wait", func(t *testing.T) {
+		// A create that answers the sandbox running (taken from the warm
+		// pool) is not waited on, nor read again.
+		s := newTestServer(t)
+		s.fake.CreateSandboxFn = func(context.Context, string, api.CreateSandboxRequest) (api.Sandbox, error) {
+			return sb, nil
+		}
+		out, err := s.client.CreateSandbox(t.Context(), api.CreateSandboxRequest{Name: "web"}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(sb, out); diff != "" {
+			t.Errorf("answer (-want +got):\n%s", diff)
+		}
+		if n := s.fake.Count("WaitSandbox") + s.fake.Count("GetSandbox"); n != 0 {
+			t.Errorf("a create answered running was waited on or read %d times", n)
+		}
+	})
 	t.Run("get", func(t *testing.T) {
 		s := newTestServer(t)
 		var gotRef string

@@ -46,7 +46,9 @@ func (h sandboxRoutes) createSandbox(w http.ResponseWriter, r *http.Request, p l
 	if err != nil {
 		return err
 	}
-	if wait != "" {
+	// A create that took a warm-pool sandbox answers it running: there
+	// is nothing to wait for, or to read again.
+	if wait != "" && sb.State != api.StateRunning && !sb.State.Terminal() {
 		if sb, err = h.Sandboxes.WaitSandbox(r.Context(), p.Team.ID, sb.ID, api.StateRunning, time.Duration(timeout)*time.Second); err != nil {
 			return err
 		}
