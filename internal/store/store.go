@@ -56,6 +56,11 @@ type Store interface {
 	// not terminal (terminated, failed): CreateSandbox and a rename answer
 	// CodeConflict otherwise.
 	CreateSandbox(ctx context.Context, s api.Sandbox) error
+	// CreateSandboxEvent is CreateSandbox and AppendEvent of e to the
+	// sandbox's team (with its webhook deliveries) in one transaction:
+	// both are stored or neither; the event comes back as AppendEvent
+	// returns it.
+	CreateSandboxEvent(ctx context.Context, s api.Sandbox, e api.Event) (api.Event, error)
 	// GetSandbox finds a sandbox of the team; teamID "" finds it in any team
 	// (for the server's own bookkeeping, never for a request).
 	GetSandbox(ctx context.Context, teamID, id string) (api.Sandbox, error)
@@ -63,6 +68,11 @@ type Store interface {
 	// else the newest terminal one.
 	GetSandboxByName(ctx context.Context, teamID, name string) (api.Sandbox, error)
 	UpdateSandbox(ctx context.Context, s api.Sandbox) error
+	// UpdateSandboxEvent is UpdateSandbox and AppendEvent of e to the
+	// sandbox's team in one transaction, as UpdateCommandEvent is for a
+	// command: a stale or missing sandbox answers as UpdateSandbox does
+	// and appends nothing.
+	UpdateSandboxEvent(ctx context.Context, s api.Sandbox, e api.Event) (api.Event, error)
 	ListSandboxes(ctx context.Context, f SandboxFilter) ([]api.Sandbox, error)
 
 	// Commands.

@@ -70,6 +70,16 @@ func (s *Store) UpdateCommand(ctx context.Context, c api.Command) error {
 	return s.Store.UpdateCommand(ctx, c)
 }
 
+func (s *Store) CreateSandboxEvent(ctx context.Context, sb api.Sandbox, e api.Event) (api.Event, error) {
+	defer s.m.observeStore("create_sandbox_event", s.m.beginStore())
+	return s.Store.CreateSandboxEvent(ctx, sb, e)
+}
+
+func (s *Store) UpdateSandboxEvent(ctx context.Context, sb api.Sandbox, e api.Event) (api.Event, error) {
+	defer s.m.observeStore("update_sandbox_event", s.m.beginStore())
+	return s.Store.UpdateSandboxEvent(ctx, sb, e)
+}
+
 func (s *Store) UpdateCommandEvent(ctx context.Context, c api.Command, teamID string, e api.Event) (api.Event, error) {
 	defer s.m.observeStore("update_command_event", s.m.beginStore())
 	return s.Store.UpdateCommandEvent(ctx, c, teamID, e)

@@ -51,6 +51,19 @@ func (r *raceStore) race(match func(api.Sandbox) bool, between func()) {
 }
 
 func (r *raceStore) UpdateSandbox(ctx context.Context, sb api.Sandbox) error {
+	r.before(sb)
+	return r.count(r.Store.UpdateSandbox(ctx, sb))
+}
+
+// UpdateSandboxEvent is a state's update (with its event), raced as any.
+func (r *raceStore) UpdateSandboxEvent(ctx context.Context, sb api.Sandbox, e api.Event) (api.Event, error) {
+	r.before(sb)
+	e, err := r.Store.UpdateSandboxEvent(ctx, sb, e)
+	return e, r.count(err)
+}
+
+// before runs the write arranged to land ahead of an update of sb.
+func (r *raceStore) before(sb api.Sandbox) {
 	r.mu.Lock()
 	var between func()
 	if r.match != nil && r.match(sb) {
@@ -60,7 +73,10 @@ func (r *raceStore) UpdateSandbox(ctx context.Context, sb api.Sandbox) error {
 	if between != nil {
 		between()
 	}
-	err := r.Store.UpdateSandbox(ctx, sb)
+}
+
+// count counts an update refused as stale.
+func (r *raceStore) count(err error) error {
 	if store.Stale(err) {
 		r.stale.Add(1)
 	}
@@ -354,15 +370,28 @@ type busyStore struct {
 }
 
 func (s busyStore) UpdateSandbox(ctx context.Context, sb api.Sandbox) error {
+	if err := s.touch(ctx, sb); err != nil {
+		return err
+	}
+	return s.Store.UpdateSandbox(ctx, sb)
+}
+
+func (s busyStore) UpdateSandboxEvent(ctx context.Context, sb api.Sandbox, e api.Event) (api.Event, error) {
+	if err := s.touch(ctx, sb); err != nil {
+		return e, err
+	}
+	return s.Store.UpdateSandboxEvent(ctx, sb, e)
+}
+
+// touch is the other writer's change, between this replica's read and
+// its write.
+func (s busyStore) touch(ctx context.Context, sb api.Sandbox) error {
 	cur, err := s.other.GetSandbox(ctx, "", sb.ID)
 	if err != nil {
 		return err
 	}
 	cur.Labels = map[string]string{"touched": fmt.Sprint(cur.Version)}
-	if err := s.other.UpdateSandbox(ctx, cur); err != nil {
-		return err
-	}
-	return s.Store.UpdateSandbox(ctx, sb)
+	return s.other.UpdateSandbox(ctx, cur)
 }
 
 // TestConflictWhenRetriesRunOut: a PATCH that loses the race every time

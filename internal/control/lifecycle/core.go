@@ -221,10 +221,18 @@ func (s *Core) setState(ctx context.Context, sb *api.Sandbox, state api.SandboxS
 		// between the two leaves a transition with a known owner.
 		s.claim(ctx, sb.ID)
 	}
+	data := map[string]any{}
+	if reason != "" {
+		data["reason"] = reason
+	}
+	// The state and its event are stored in one transaction.
+	ev := s.svc.Events.Event("sandbox."+string(state), sb.ID, "", data)
+	var stored api.Event
 	for attempt := 1; ; attempt++ {
 		next := *sb
 		s.transition(&next, state, reason)
-		err := s.store.UpdateSandbox(ctx, next)
+		var err error
+		stored, err = s.store.UpdateSandboxEvent(ctx, next, ev)
 		if err == nil {
 			next.Version++
 			*sb = next
@@ -244,11 +252,7 @@ func (s *Core) setState(ctx context.Context, sb *api.Sandbox, state api.SandboxS
 		*sb = s.svc.Meter.Priced(cur)
 	}
 	s.log.Info("sandbox state", "sandbox", sb.ID, "state", state, "reason", reason)
-	data := map[string]any{}
-	if reason != "" {
-		data["reason"] = reason
-	}
-	s.svc.Events.Emit(ctx, sb.TeamID, "sandbox."+string(state), sb.ID, "", data)
+	s.svc.Events.Appended(stored)
 	return nil
 }
 
@@ -418,7 +422,10 @@ func (s *Core) CreateSandboxWith(ctx context.Context, teamID string, req api.Cre
 		}
 	}
 	s.claim(ctx, sb.ID)
-	if err := s.store.CreateSandbox(ctx, sb); err != nil {
+	// The sandbox and its sandbox.creating are stored in one transaction.
+	created, err := s.store.CreateSandboxEvent(ctx, sb,
+		s.svc.Events.Event("sandbox.creating", sb.ID, "", map[string]any{"name": sb.Name, "warm": warm != ""}))
+	if err != nil {
 		if warm != "" {
 			s.pool.discard(ctx, warm)
 		} else {
@@ -428,6 +435,7 @@ func (s *Core) CreateSandboxWith(ctx context.Context, teamID string, req api.Cre
 		return api.Sandbox{}, err
 	}
 	sb.Version = 1 // as stored
+	s.svc.Events.Appended(created)
 	if snap != nil {
 		if err := s.standOn(ctx, sb.ID, snap); err != nil {
 			// Nothing of it started: it is failed at once.
@@ -438,7 +446,6 @@ func (s *Core) CreateSandboxWith(ctx context.Context, teamID string, req api.Cre
 		}
 	}
 	s.log.Info("sandbox created", "sandbox", sb.ID, "team", teamID, "name", sb.Name, "warm", warm != "")
-	s.svc.Events.Emit(ctx, teamID, "sandbox.creating", sb.ID, "", map[string]any{"name": sb.Name, "warm": warm != ""})
 	if warm != "" {
 		if s.pool.start(context.WithoutCancel(ctx), &sb) {
 			return s.svc.Meter.Priced(sb), nil

@@ -44,6 +44,11 @@ type Events interface {
 	// without waking them and says whether it was stored.
 	Emit(ctx context.Context, teamID, typ, sandboxID, commandID string, data map[string]any)
 	Record(ctx context.Context, teamID, typ, sandboxID, commandID string, data map[string]any) bool
+	// Event is an event stamped now, for a store call that writes it in
+	// the transaction of its change (a sandbox's state); Appended then
+	// tells of it and wakes waiters as Emit does.
+	Event(typ, sandboxID, commandID string, data map[string]any) api.Event
+	Appended(e api.Event)
 	Expire(ctx context.Context)
 }
 

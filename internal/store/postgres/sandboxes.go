@@ -144,6 +144,35 @@ func (db *DB) CreateSandbox(ctx context.Context, s api.Sandbox) error {
 	return nil
 }
 
+// CreateSandboxEvent is CreateSandbox and AppendEvent of e to the
+// sandbox's team in one transaction: both are stored, or neither.
+func (db *DB) CreateSandboxEvent(ctx context.Context, s api.Sandbox, e api.Event) (api.Event, error) {
+	args, err := sandboxArgs(s)
+	if err != nil {
+		return e, err
+	}
+	data, err := eventData(&e)
+	if err != nil {
+		return e, err
+	}
+	var stored api.Event
+	err = db.inTx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, insertSandbox, args)
+		if cerr := sandboxConflict(err, s); cerr != nil {
+			return cerr
+		}
+		if err != nil {
+			return fmt.Errorf("insert sandbox %s: %w", s.ID, err)
+		}
+		stored, err = db.appendEvent(ctx, tx, s.TeamID, e, data)
+		return err
+	})
+	if err != nil {
+		return e, err
+	}
+	return stored, nil
+}
+
 // GetSandbox returns the sandbox of that team with that ID.
 func (db *DB) GetSandbox(ctx context.Context, teamID, id string) (api.Sandbox, error) {
 	row := db.pool.QueryRow(ctx,

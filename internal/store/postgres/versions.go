@@ -55,6 +55,47 @@ func (db *DB) UpdateSandbox(ctx context.Context, s api.Sandbox) error {
 		"SELECT 1 FROM sandboxes WHERE id = $1 AND team_id = $2", s.ID, s.TeamID)
 }
 
+// UpdateSandboxEvent is UpdateSandbox and AppendEvent of e to the
+// sandbox's team in one transaction: both are stored, or neither.
+func (db *DB) UpdateSandboxEvent(ctx context.Context, s api.Sandbox, e api.Event) (api.Event, error) {
+	args, err := sandboxArgs(s)
+	if err != nil {
+		return e, err
+	}
+	args["version"] = s.Version
+	data, err := eventData(&e)
+	if err != nil {
+		return e, err
+	}
+	var (
+		tag    pgconn.CommandTag
+		stored api.Event
+	)
+	err = db.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		tag, err = tx.Exec(ctx, updateSandbox, args)
+		if cerr := sandboxConflict(err, s); cerr != nil {
+			return cerr
+		}
+		if err != nil {
+			return fmt.Errorf("update sandbox %s: %w", s.ID, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return nil // stale or gone: nothing to append
+		}
+		stored, err = db.appendEvent(ctx, tx, s.TeamID, e, data)
+		return err
+	})
+	if err != nil {
+		return e, err
+	}
+	if err := db.versioned(ctx, tag, "sandbox "+s.ID,
+		"SELECT 1 FROM sandboxes WHERE id = $1 AND team_id = $2", s.ID, s.TeamID); err != nil {
+		return e, err
+	}
+	return stored, nil
+}
+
 // UpdateCommand replaces every field of the command with c's ID and
 // sandbox when the row is still at c.Version, and stores the next version.
 func (db *DB) UpdateCommand(ctx context.Context, c api.Command) error {

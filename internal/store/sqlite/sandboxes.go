@@ -169,6 +169,79 @@ func (db *DB) CreateSandbox(ctx context.Context, s api.Sandbox) error {
 	return nil
 }
 
+// CreateSandboxEvent is CreateSandbox and AppendEvent of e to the
+// sandbox's team in one transaction: both are stored, or neither.
+func (db *DB) CreateSandboxEvent(ctx context.Context, s api.Sandbox, e api.Event) (api.Event, error) {
+	args, err := sandboxArgs(s)
+	if err != nil {
+		return e, err
+	}
+	data, err := eventData(&e)
+	if err != nil {
+		return e, err
+	}
+	db.write.prepare(ctx, insertSandbox, insertEventSQL, webhooksOfTeamSQL, insertDeliverySQL)
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return e, fmt.Errorf("insert sandbox %s: %w", s.ID, err)
+	}
+	defer tx.Rollback()
+	_, err = db.write.kept(tx).ExecContext(ctx, insertSandbox, args...)
+	if cerr := sandboxConflict(err, s); cerr != nil {
+		return e, cerr
+	}
+	if err != nil {
+		return e, fmt.Errorf("insert sandbox %s: %w", s.ID, err)
+	}
+	if e, err = db.appendEvent(ctx, tx, s.TeamID, e, data); err != nil {
+		return e, err
+	}
+	if err := tx.Commit(); err != nil {
+		return e, fmt.Errorf("insert sandbox %s: %w", s.ID, err)
+	}
+	return e, nil
+}
+
+// UpdateSandboxEvent is UpdateSandbox and AppendEvent of e to the
+// sandbox's team in one transaction: both are stored, or neither.
+func (db *DB) UpdateSandboxEvent(ctx context.Context, s api.Sandbox, e api.Event) (api.Event, error) {
+	args, err := sandboxArgs(s)
+	if err != nil {
+		return e, err
+	}
+	data, err := eventData(&e)
+	if err != nil {
+		return e, err
+	}
+	db.write.prepare(ctx, updateSandbox, insertEventSQL, webhooksOfTeamSQL, insertDeliverySQL)
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return e, fmt.Errorf("update sandbox %s: %w", s.ID, err)
+	}
+	defer tx.Rollback()
+	res, err := db.write.kept(tx).ExecContext(ctx, updateSandbox, append(args, sql.Named("version", s.Version))...)
+	if cerr := sandboxConflict(err, s); cerr != nil {
+		return e, cerr
+	}
+	if err != nil {
+		return e, fmt.Errorf("update sandbox %s: %w", s.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		// Stale or gone: nothing is written. The writer connection is
+		// given back before versioned asks which.
+		tx.Rollback()
+		return e, db.versioned(ctx, res, "sandbox "+s.ID,
+			"SELECT 1 FROM sandboxes WHERE id = ? AND team_id = ?", s.ID, s.TeamID)
+	}
+	if e, err = db.appendEvent(ctx, tx, s.TeamID, e, data); err != nil {
+		return e, err
+	}
+	if err := tx.Commit(); err != nil {
+		return e, fmt.Errorf("update sandbox %s: %w", s.ID, err)
+	}
+	return e, nil
+}
+
 // UpdateSandbox replaces every field of the sandbox with s's ID and team
 // but cost_usd, which AccrueUsage keeps, when the row is still at
 // s.Version, and stores the next version.

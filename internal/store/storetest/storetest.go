@@ -3,6 +3,7 @@ package storetest
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"CommandRoundTrip", testCommandRoundTrip},
 		{"ListCommands", testListCommands},
 		{"UpdateCommandEvent", testUpdateCommandEvent},
+		{"SandboxEvents", testSandboxEvents},
 		{"Events", testEvents},
 		{"Idempotency", testIdempotency},
 		{"EventExpiry", testEventExpiry},
@@ -622,6 +624,71 @@ func testUpdateCommandEvent(t *testing.T, s store.Store) {
 		t.Errorf("%d events after the refused updates, want %d", got, n)
 	}
 	diff(t, "command after the refused updates", c, mustGet[api.Command](t)(s.GetCommand(ctx, sb.ID, c.ID)))
+}
+
+// testSandboxEvents: a sandbox's creation or update and its event (with
+// the webhook deliveries it makes) are stored together; a refused
+// create (a live name taken, a missing team) or a stale or missing
+// sandbox stores neither.
+func testSandboxEvents(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	createTeam(t, s, "team_a")
+	mustDo(t, s.CreateWebhook(ctx, webhook("team_a", "whk_sbx", "sandbox.*")))
+	count := func() int {
+		return len(mustGet[[]api.Event](t)(s.ListEvents(ctx, store.EventFilter{TeamID: "team_a"})))
+	}
+
+	sb := sandbox("team_a", 1, "web", api.StateCreating)
+	e, err := s.CreateSandboxEvent(ctx, sb, api.Event{Type: "sandbox.creating", SandboxID: sb.ID, Time: at(1),
+		Data: map[string]any{"name": "web"}})
+	mustDo(t, err)
+	sb.Version = 1
+	diff(t, "created sandbox", sb, mustGet[api.Sandbox](t)(s.GetSandbox(ctx, "team_a", sb.ID)))
+	created := api.Event{ID: e.ID, Type: "sandbox.creating", SandboxID: sb.ID, Time: at(1).UTC(), Data: map[string]any{"name": "web"}}
+	diff(t, "returned event", created, e)
+
+	sb.State, sb.StartedAt = api.StateRunning, ptr(at(2))
+	e, err = s.UpdateSandboxEvent(ctx, sb, api.Event{Type: "sandbox.running", SandboxID: sb.ID, Time: at(2)})
+	mustDo(t, err)
+	sb.Version++
+	if e.Data == nil {
+		t.Error("an event without data came back with nil data")
+	}
+	diff(t, "updated sandbox", sb, mustGet[api.Sandbox](t)(s.GetSandbox(ctx, "team_a", sb.ID)))
+	running := api.Event{ID: e.ID, Type: "sandbox.running", SandboxID: sb.ID, Time: at(2).UTC(), Data: map[string]any{}}
+	diff(t, "listed events", []api.Event{created, running},
+		mustGet[[]api.Event](t)(s.ListEvents(ctx, store.EventFilter{TeamID: "team_a"})))
+	var delivered []string
+	for _, d := range mustGet[[]api.Delivery](t)(s.ListDeliveries(ctx, store.DeliveryFilter{WebhookID: "whk_sbx"})) {
+		delivered = append(delivered, d.EventID)
+	}
+	slices.Sort(delivered)
+	diff(t, "the events' deliveries", []string{created.ID, running.ID}, delivered)
+
+	n := count()
+	taken := sandbox("team_a", 2, "web", api.StateCreating)
+	_, err = s.CreateSandboxEvent(ctx, taken, api.Event{Type: "sandbox.creating", SandboxID: taken.ID, Time: at(3)})
+	wantCode(t, err, api.CodeConflict)
+	noTeam := sandbox("team_missing", 3, "", api.StateCreating)
+	_, err = s.CreateSandboxEvent(ctx, noTeam, api.Event{Type: "sandbox.creating", SandboxID: noTeam.ID, Time: at(3)})
+	wantCode(t, err, api.CodeNotFound)
+	stale := sb
+	stale.Version--
+	stale.State = api.StateAsleep
+	_, err = s.UpdateSandboxEvent(ctx, stale, api.Event{Type: "sandbox.asleep", SandboxID: sb.ID, Time: at(4)})
+	wantCode(t, err, api.CodeConflict)
+	missing := sb
+	missing.ID = "sbx_missing"
+	_, err = s.UpdateSandboxEvent(ctx, missing, api.Event{Type: "sandbox.asleep", SandboxID: missing.ID, Time: at(4)})
+	wantCode(t, err, api.CodeNotFound)
+	if got := count(); got != n {
+		t.Errorf("%d events after the refused writes, want %d", got, n)
+	}
+	for _, id := range []string{taken.ID, noTeam.ID} {
+		_, err := s.GetSandbox(ctx, "", id)
+		wantCode(t, err, api.CodeNotFound)
+	}
+	diff(t, "sandbox after the refused writes", sb, mustGet[api.Sandbox](t)(s.GetSandbox(ctx, "team_a", sb.ID)))
 }
 
 func testListCommands(t *testing.T, s store.Store) {
