@@ -110,7 +110,7 @@ func TestMetrics(t *testing.T) {
 		{"cove_sandbox_create_seconds", []string{"outcome", "running"}, 1},
 		{"cove_api_requests_total", []string{"route", "POST /v1/sandboxes", "code", "201"}, 1},
 		{"cove_api_requests_total", []string{"route", "POST /v1/sandboxes/{ref}/commands", "code", "201"}, 2},
-		{"cove_store_seconds", []string{"op", "create_sandbox"}, 1},
+		{"cove_store_seconds", []string{"op", "create_sandbox_event"}, 1},
 	}
 	var after map[string]*dto.MetricFamily
 	var short []string
