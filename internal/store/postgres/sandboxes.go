@@ -151,26 +151,22 @@ func (db *DB) CreateSandboxEvent(ctx context.Context, s api.Sandbox, e api.Event
 	if err != nil {
 		return e, err
 	}
-	data, err := eventData(&e)
-	if err != nil {
-		return e, err
-	}
-	var stored api.Event
-	err = db.inTx(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, insertSandbox, args)
-		if cerr := sandboxConflict(err, s); cerr != nil {
-			return cerr
-		}
-		if err != nil {
-			return fmt.Errorf("insert sandbox %s: %w", s.ID, err)
-		}
-		stored, err = db.appendEvent(ctx, tx, s.TeamID, e, data)
-		return err
-	})
+	_, stored, err := db.execWithEvent(ctx, s.TeamID, e, sandboxError(s, "insert"), insertSandbox, args)
 	if err != nil {
 		return e, err
 	}
 	return stored, nil
+}
+
+// sandboxError is the error of a failed write (verb) of s: a conflict of
+// its name or ID, a missing team, or the store's own.
+func sandboxError(s api.Sandbox, verb string) func(error) error {
+	return func(err error) error {
+		if cerr := sandboxConflict(err, s); cerr != nil {
+			return cerr
+		}
+		return fmt.Errorf("%s sandbox %s: %w", verb, s.ID, err)
+	}
 }
 
 // GetSandbox returns the sandbox of that team with that ID.

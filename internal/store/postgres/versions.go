@@ -63,29 +63,7 @@ func (db *DB) UpdateSandboxEvent(ctx context.Context, s api.Sandbox, e api.Event
 		return e, err
 	}
 	args["version"] = s.Version
-	data, err := eventData(&e)
-	if err != nil {
-		return e, err
-	}
-	var (
-		tag    pgconn.CommandTag
-		stored api.Event
-	)
-	err = db.inTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		tag, err = tx.Exec(ctx, updateSandbox, args)
-		if cerr := sandboxConflict(err, s); cerr != nil {
-			return cerr
-		}
-		if err != nil {
-			return fmt.Errorf("update sandbox %s: %w", s.ID, err)
-		}
-		if tag.RowsAffected() == 0 {
-			return nil // stale or gone: nothing to append
-		}
-		stored, err = db.appendEvent(ctx, tx, s.TeamID, e, data)
-		return err
-	})
+	tag, stored, err := db.execWithEvent(ctx, s.TeamID, e, sandboxError(s, "update"), updateSandbox, args)
 	if err != nil {
 		return e, err
 	}
@@ -120,25 +98,9 @@ func (db *DB) UpdateCommandEvent(ctx context.Context, c api.Command, teamID stri
 		return e, err
 	}
 	args["version"] = c.Version
-	data, err := eventData(&e)
-	if err != nil {
-		return e, err
-	}
-	var (
-		tag    pgconn.CommandTag
-		stored api.Event
-	)
-	err = db.inTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		if tag, err = tx.Exec(ctx, updateCommand, args); err != nil {
-			return fmt.Errorf("update command %s: %w", c.ID, err)
-		}
-		if tag.RowsAffected() == 0 {
-			return nil // stale or gone: nothing to append
-		}
-		stored, err = db.appendEvent(ctx, tx, teamID, e, data)
-		return err
-	})
+	tag, stored, err := db.execWithEvent(ctx, teamID, e, func(err error) error {
+		return fmt.Errorf("update command %s: %w", c.ID, err)
+	}, updateCommand, args)
 	if err != nil {
 		return e, err
 	}
@@ -147,6 +109,36 @@ func (db *DB) UpdateCommandEvent(ctx context.Context, c api.Command, teamID stri
 		return e, err
 	}
 	return stored, nil
+}
+
+// execWithEvent runs query, a write of one row, in a transaction and,
+// when it wrote the row, appends e to teamID's log (with its webhook
+// deliveries) in the same transaction: both are stored, or neither. It
+// returns the statement's tag and the event as stored; a statement that
+// wrote nothing (a stale or missing row) appends nothing, for the caller
+// to ask which (versioned). failed makes the statement's error the
+// caller's.
+func (db *DB) execWithEvent(ctx context.Context, teamID string, e api.Event, failed func(error) error, query string, args pgx.NamedArgs) (pgconn.CommandTag, api.Event, error) {
+	data, err := eventData(&e)
+	if err != nil {
+		return pgconn.CommandTag{}, e, err
+	}
+	var (
+		tag    pgconn.CommandTag
+		stored api.Event
+	)
+	err = db.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if tag, err = tx.Exec(ctx, query, args); err != nil {
+			return failed(err)
+		}
+		if tag.RowsAffected() == 0 {
+			return nil
+		}
+		stored, err = db.appendEvent(ctx, tx, teamID, e, data)
+		return err
+	})
+	return tag, stored, err
 }
 
 // UpdateWorkload replaces a workload's fields when the row is still at

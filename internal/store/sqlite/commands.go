@@ -166,34 +166,17 @@ func (db *DB) UpdateCommandEvent(ctx context.Context, c api.Command, teamID stri
 	if err != nil {
 		return e, err
 	}
-	data, err := eventData(&e)
+	res, stored, err := db.execWithEvent(ctx, teamID, e, func(err error) error {
+		return fmt.Errorf("update command %s: %w", c.ID, err)
+	}, updateCommand, append(args, sql.Named("version", c.Version))...)
 	if err != nil {
 		return e, err
 	}
-	db.write.prepare(ctx, updateCommand, insertEventSQL, webhooksOfTeamSQL, insertDeliverySQL)
-	tx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return e, fmt.Errorf("update command %s: %w", c.ID, err)
-	}
-	defer tx.Rollback()
-	res, err := db.write.kept(tx).ExecContext(ctx, updateCommand, append(args, sql.Named("version", c.Version))...)
-	if err != nil {
-		return e, fmt.Errorf("update command %s: %w", c.ID, err)
-	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		// Stale or gone: nothing is written. The writer connection is
-		// given back before versioned asks which.
-		tx.Rollback()
-		return e, db.versioned(ctx, res, "command "+c.ID,
-			"SELECT 1 FROM commands WHERE id = ? AND sandbox_id = ?", c.ID, c.SandboxID)
-	}
-	if e, err = db.appendEvent(ctx, tx, teamID, e, data); err != nil {
+	if err := db.versioned(ctx, res, "command "+c.ID,
+		"SELECT 1 FROM commands WHERE id = ? AND sandbox_id = ?", c.ID, c.SandboxID); err != nil {
 		return e, err
 	}
-	if err := tx.Commit(); err != nil {
-		return e, fmt.Errorf("update command %s: %w", c.ID, err)
-	}
-	return e, nil
+	return stored, nil
 }
 
 // GetCommand returns the command of that sandbox with that ID.

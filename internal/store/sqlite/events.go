@@ -76,6 +76,41 @@ func (db *DB) appendEvent(ctx context.Context, tx *sql.Tx, teamID string, e api.
 	return e, nil
 }
 
+// execWithEvent runs query, a write of one row, in a transaction and,
+// when it wrote the row, appends e to teamID's log (with its webhook
+// deliveries) in the same transaction: both are stored, or neither. It
+// returns the statement's result and the event as stored. A statement
+// that wrote nothing (a stale or missing row of a compare-and-swap)
+// leaves nothing written and the writer given back, for the caller to ask
+// which (versioned). failed makes the statement's error the caller's.
+func (db *DB) execWithEvent(ctx context.Context, teamID string, e api.Event, failed func(error) error, query string, args ...any) (sql.Result, api.Event, error) {
+	data, err := eventData(&e)
+	if err != nil {
+		return nil, e, err
+	}
+	db.write.prepare(ctx, query, insertEventSQL, webhooksOfTeamSQL, insertDeliverySQL)
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, e, failed(err)
+	}
+	defer tx.Rollback()
+	res, err := db.write.kept(tx).ExecContext(ctx, query, args...)
+	if err != nil {
+		return nil, e, failed(err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		tx.Rollback()
+		return res, e, nil
+	}
+	if e, err = db.appendEvent(ctx, tx, teamID, e, data); err != nil {
+		return nil, e, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, e, failed(err)
+	}
+	return res, e, nil
+}
+
 const insertEventSQL = `INSERT INTO events (team_id, type, sandbox_id, command_id, time, data) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq`
 
 // insertEvent adds an event (its data already encoded) to a team's log in

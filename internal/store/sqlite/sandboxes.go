@@ -176,30 +176,8 @@ func (db *DB) CreateSandboxEvent(ctx context.Context, s api.Sandbox, e api.Event
 	if err != nil {
 		return e, err
 	}
-	data, err := eventData(&e)
-	if err != nil {
-		return e, err
-	}
-	db.write.prepare(ctx, insertSandbox, insertEventSQL, webhooksOfTeamSQL, insertDeliverySQL)
-	tx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return e, fmt.Errorf("insert sandbox %s: %w", s.ID, err)
-	}
-	defer tx.Rollback()
-	_, err = db.write.kept(tx).ExecContext(ctx, insertSandbox, args...)
-	if cerr := sandboxConflict(err, s); cerr != nil {
-		return e, cerr
-	}
-	if err != nil {
-		return e, fmt.Errorf("insert sandbox %s: %w", s.ID, err)
-	}
-	if e, err = db.appendEvent(ctx, tx, s.TeamID, e, data); err != nil {
-		return e, err
-	}
-	if err := tx.Commit(); err != nil {
-		return e, fmt.Errorf("insert sandbox %s: %w", s.ID, err)
-	}
-	return e, nil
+	_, stored, err := db.execWithEvent(ctx, s.TeamID, e, sandboxError(s, "insert"), insertSandbox, args...)
+	return stored, err
 }
 
 // UpdateSandboxEvent is UpdateSandbox and AppendEvent of e to the
@@ -209,37 +187,27 @@ func (db *DB) UpdateSandboxEvent(ctx context.Context, s api.Sandbox, e api.Event
 	if err != nil {
 		return e, err
 	}
-	data, err := eventData(&e)
+	res, stored, err := db.execWithEvent(ctx, s.TeamID, e, sandboxError(s, "update"),
+		updateSandbox, append(args, sql.Named("version", s.Version))...)
 	if err != nil {
 		return e, err
 	}
-	db.write.prepare(ctx, updateSandbox, insertEventSQL, webhooksOfTeamSQL, insertDeliverySQL)
-	tx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return e, fmt.Errorf("update sandbox %s: %w", s.ID, err)
-	}
-	defer tx.Rollback()
-	res, err := db.write.kept(tx).ExecContext(ctx, updateSandbox, append(args, sql.Named("version", s.Version))...)
-	if cerr := sandboxConflict(err, s); cerr != nil {
-		return e, cerr
-	}
-	if err != nil {
-		return e, fmt.Errorf("update sandbox %s: %w", s.ID, err)
-	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		// Stale or gone: nothing is written. The writer connection is
-		// given back before versioned asks which.
-		tx.Rollback()
-		return e, db.versioned(ctx, res, "sandbox "+s.ID,
-			"SELECT 1 FROM sandboxes WHERE id = ? AND team_id = ?", s.ID, s.TeamID)
-	}
-	if e, err = db.appendEvent(ctx, tx, s.TeamID, e, data); err != nil {
+	if err := db.versioned(ctx, res, "sandbox "+s.ID,
+		"SELECT 1 FROM sandboxes WHERE id = ? AND team_id = ?", s.ID, s.TeamID); err != nil {
 		return e, err
 	}
-	if err := tx.Commit(); err != nil {
-		return e, fmt.Errorf("update sandbox %s: %w", s.ID, err)
+	return stored, nil
+}
+
+// sandboxError is the error of a failed write (verb) of s: a conflict of
+// its name or ID, a missing team, or the store's own.
+func sandboxError(s api.Sandbox, verb string) func(error) error {
+	return func(err error) error {
+		if cerr := sandboxConflict(err, s); cerr != nil {
+			return cerr
+		}
+		return fmt.Errorf("%s sandbox %s: %w", verb, s.ID, err)
 	}
-	return e, nil
 }
 
 // UpdateSandbox replaces every field of the sandbox with s's ID and team
