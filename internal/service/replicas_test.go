@@ -108,7 +108,8 @@ func TestReplicasOneLeader(t *testing.T) {
 	}
 	defer st.Close()
 	a := startReplica(t, st, nil)
-	waitFor(t, "a leads", a.Leader)
+	// A replica holds the lease (Leader) a moment before its lead runs.
+	waitFor(t, "a leads", func() bool { return a.Leader() && a.leading.Load() > 0 })
 	b := startReplica(t, st, nil)
 	waitFor(t, "b beats", func() bool { alive, _ := a.Alive(t.Context(), b.id); return alive })
 	if b.Leader() || b.leading.Load() != 0 || a.leading.Load() != 1 {
@@ -128,7 +129,7 @@ func TestReplicasOneLeader(t *testing.T) {
 	if a.leading.Load() != 0 {
 		t.Fatal("a's lead still runs after it stopped")
 	}
-	waitFor(t, "b leads", b.Leader)
+	waitFor(t, "b leads", func() bool { return b.Leader() && b.leading.Load() > 0 })
 	if b.leading.Load() != 1 {
 		t.Errorf("b runs %d leads; want 1", b.leading.Load())
 	}
