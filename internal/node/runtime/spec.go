@@ -70,16 +70,6 @@ type host struct {
 	swapLimit bool
 }
 
-// agentProcs is how many threads the agent runs Go code on: its sandbox's
-// CPUs, rounded up. Go's own default takes at least 2 under a CPU quota,
-// and for a sandbox of one CPU every hand-off between the agent's
-// goroutines (a command's start, its output, its exit) then wakes another
-// thread. A sandbox's CPUs do not change while it runs. Commands do not
-// inherit the agent's environment.
-func agentProcs(cpus float64) int {
-	return max(1, int(math.Ceil(cpus)))
-}
-
 // ociSpec builds the runc config of a sandbox whose bundle holds rootfs.
 func ociSpec(s Spec, h host) *specs.Spec {
 	ids, nofile := h.ids, h.nofile
@@ -107,7 +97,6 @@ func ociSpec(s Spec, h host) *specs.Spec {
 				"HOME=/root",
 				"TERM=xterm",
 				"LANG=C.UTF-8",
-				"GOMAXPROCS=" + strconv.Itoa(agentProcs(s.CPUs)),
 			},
 			Cwd: "/",
 			Capabilities: &specs.LinuxCapabilities{
