@@ -134,12 +134,8 @@ func (db *DB) CreateSandbox(ctx context.Context, s api.Sandbox) error {
 	if err != nil {
 		return err
 	}
-	_, err = db.pool.Exec(ctx, insertSandbox, args)
-	if cerr := sandboxConflict(err, s); cerr != nil {
-		return cerr
-	}
-	if err != nil {
-		return fmt.Errorf("insert sandbox %s: %w", s.ID, err)
+	if _, err = db.pool.Exec(ctx, insertSandbox, args); err != nil {
+		return sandboxError(s, "insert")(err)
 	}
 	return nil
 }

@@ -45,11 +45,8 @@ func (db *DB) UpdateSandbox(ctx context.Context, s api.Sandbox) error {
 	}
 	args["version"] = s.Version
 	tag, err := db.pool.Exec(ctx, updateSandbox, args)
-	if cerr := sandboxConflict(err, s); cerr != nil {
-		return cerr
-	}
 	if err != nil {
-		return fmt.Errorf("update sandbox %s: %w", s.ID, err)
+		return sandboxError(s, "update")(err)
 	}
 	return db.versioned(ctx, tag, "sandbox "+s.ID,
 		"SELECT 1 FROM sandboxes WHERE id = $1 AND team_id = $2", s.ID, s.TeamID)

@@ -159,12 +159,8 @@ func (db *DB) CreateSandbox(ctx context.Context, s api.Sandbox) error {
 	if err != nil {
 		return err
 	}
-	_, err = db.write.ExecContext(ctx, insertSandbox, args...)
-	if cerr := sandboxConflict(err, s); cerr != nil {
-		return cerr
-	}
-	if err != nil {
-		return fmt.Errorf("insert sandbox %s: %w", s.ID, err)
+	if _, err = db.write.ExecContext(ctx, insertSandbox, args...); err != nil {
+		return sandboxError(s, "insert")(err)
 	}
 	return nil
 }
@@ -219,11 +215,8 @@ func (db *DB) UpdateSandbox(ctx context.Context, s api.Sandbox) error {
 		return err
 	}
 	res, err := db.write.ExecContext(ctx, updateSandbox, append(args, sql.Named("version", s.Version))...)
-	if cerr := sandboxConflict(err, s); cerr != nil {
-		return cerr
-	}
 	if err != nil {
-		return fmt.Errorf("update sandbox %s: %w", s.ID, err)
+		return sandboxError(s, "update")(err)
 	}
 	return db.versioned(ctx, res, "sandbox "+s.ID,
 		"SELECT 1 FROM sandboxes WHERE id = ? AND team_id = ?", s.ID, s.TeamID)
