@@ -10,7 +10,8 @@ import tempfile
 
 import cove
 
-project = tempfile.mkdtemp()
+scratch = tempfile.TemporaryDirectory()  # removed when the program exits
+project = scratch.name
 with open(os.path.join(project, "calc.py"), "w") as f:
     f.write("def add(a, b):\n    return a - b\n")
 with open(os.path.join(project, "test_calc.py"), "w") as f:

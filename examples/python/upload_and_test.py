@@ -10,7 +10,8 @@ import tempfile
 
 import cove
 
-project = tempfile.mkdtemp()
+scratch = tempfile.TemporaryDirectory()  # removed when the program exits
+project = scratch.name
 files = {
     "calc.py": "def add(a, b):\n    return a + b\n",
     "test_calc.py": "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"

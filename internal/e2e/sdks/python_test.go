@@ -117,7 +117,9 @@ func runFor(t *testing.T, d time.Duration, dir string, env []string, name string
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 10 * time.Second
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
+	// Whatever the program leaves in its temporary directory (pytest's
+	// basetemp, an example's scratch) goes with the test.
+	cmd.Env = append(append(os.Environ(), "TMPDIR="+t.TempDir()), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
