@@ -14,6 +14,8 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -33,6 +35,7 @@ func main() {
 		log.Error("cove-agent: make the agent non-dumpable", "err", err)
 		os.Exit(1)
 	}
+	spareThreads(spares)
 	if err := run(context.Background(), os.Args[1:], os.Stderr, log); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(2)
@@ -40,6 +43,40 @@ func main() {
 		log.Error("cove-agent", "err", err)
 		os.Exit(1)
 	}
+}
+
+// spares is how many idle threads the agent makes at start.
+const spares = 4
+
+// spareThreads has the Go runtime make n threads beyond the ones it runs
+// on, and keep them idle: it never ends an idle thread. Every thread
+// counts against the sandbox's pids limit, so a fork bomb that takes
+// every pid leaves the runtime unable to make one, and a runtime that
+// needs a thread it cannot make exits, taking the sandbox with it. Each
+// time a goroutine blocks in a system call (the SIGCHLD a bomb's
+// processes send wake one, the reaper, a disk write) the runtime hands
+// its P to another thread: an idle one when it has one.
+func spareThreads(n int) {
+	var locked, release, unlocked sync.WaitGroup
+	locked.Add(n)
+	release.Add(1)
+	unlocked.Add(n)
+	for range n {
+		go func() {
+			// A goroutine locked to its thread keeps it while it waits,
+			// so the next one needs another thread.
+			runtime.LockOSThread()
+			locked.Done()
+			release.Wait()
+			// Unlocked before it ends, the thread goes idle rather
+			// than away.
+			runtime.UnlockOSThread()
+			unlocked.Done()
+		}()
+	}
+	locked.Wait()
+	release.Done()
+	unlocked.Wait()
 }
 
 // run serves until SIGTERM or SIGINT (or ctx ends), then kills every

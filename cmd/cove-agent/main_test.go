@@ -52,12 +52,21 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestInit runs cove-agent as PID 1 of a new PID namespace, on a listener
-// inherited as descriptor 3, as runc starts it.
-func TestInit(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a PID namespace")
-	}
+// initAgent is cove-agent (this test binary) running as PID 1 of a new
+// PID namespace, as runc starts it.
+type initAgent struct {
+	cmd    *exec.Cmd
+	waited chan error // its Wait's one result, put back by whoever takes it
+	c      *client.Client
+	logs   *syncBuffer
+	dir    string // its workdir's parent
+}
+
+// startInit starts cove-agent as PID 1 of a new PID namespace, on a
+// listener inherited as descriptor 3, with env added to its environment,
+// and waits for its first answer. It is killed after the test.
+func startInit(t *testing.T, env ...string) *initAgent {
+	t.Helper()
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "agent.sock")
 	l, err := net.Listen("unix", sock)
@@ -72,34 +81,42 @@ func TestInit(t *testing.T) {
 	}
 	l.Close()
 
-	var logs syncBuffer
-	cmd := exec.Command(os.Args[0], "--workdir", filepath.Join(dir, "work"))
-	cmd.Env = append(os.Environ(), "COVE_AGENT_TEST_MAIN=1")
-	cmd.ExtraFiles = []*os.File{lf} // descriptor 3
-	cmd.Stderr = &logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	a := &initAgent{logs: &syncBuffer{}, dir: dir, waited: make(chan error, 1)}
+	a.cmd = exec.Command(os.Args[0], "--workdir", filepath.Join(dir, "work"))
+	a.cmd.Env = append(append(os.Environ(), "COVE_AGENT_TEST_MAIN=1"), env...)
+	a.cmd.ExtraFiles = []*os.File{lf} // descriptor 3
+	a.cmd.Stderr = a.logs
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
+	if err := a.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	lf.Close()
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
+	go func() { a.waited <- a.cmd.Wait() }()
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-waited
+		a.cmd.Process.Kill()
+		<-a.waited
 		if t.Failed() {
-			t.Logf("agent log:\n%s", logs.String())
+			t.Logf("agent log:\n%s", a.logs.String())
 		}
 	})
-
-	c := client.Dial(sock)
-	defer c.Close()
-	ctx := t.Context()
-	p, err := c.Ping(ctx)
+	a.c = client.Dial(sock)
+	t.Cleanup(func() { a.c.Close() })
+	p, err := a.c.Ping(t.Context())
 	if err != nil || p.PID != 1 || p.Version != wire.Version {
 		t.Fatalf("ping %+v %v", p, err)
 	}
-	fi, err := os.Stat(filepath.Join(dir, "work"))
+	return a
+}
+
+// TestInit runs cove-agent as PID 1 of a new PID namespace, on a listener
+// inherited as descriptor 3, as runc starts it.
+func TestInit(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a PID namespace")
+	}
+	a := startInit(t)
+	c, cmd, waited, ctx := a.c, a.cmd, a.waited, t.Context()
+	fi, err := os.Stat(filepath.Join(a.dir, "work"))
 	if err != nil || fi.Sys().(*syscall.Stat_t).Uid != 1000 {
 		t.Errorf("workdir: %v %+v", err, fi)
 	}
