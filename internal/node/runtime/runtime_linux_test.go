@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -313,6 +314,7 @@ func TestStartDestroy(t *testing.T) {
 		{"workspace owned by user", 0, "stat -c %u:%g /workspace", "1000:1000"},
 		{"user writes workspace", 1000, "echo hi > /workspace/f && cat /workspace/f", "hi"},
 		{"user cannot write /etc", 1000, "{ echo x >> /etc/passwd; } 2>/dev/null; echo rc=$?", "rc=1"},
+		{"commands do not inherit the agent's environment", 0, "echo ${GOMAXPROCS:-unset}", "unset"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, exit := sh(t, c, tt.uid, tt.script)
@@ -320,6 +322,11 @@ func TestStartDestroy(t *testing.T) {
 				t.Errorf("%q as %d: got %q (exit %+v), want %q", tt.script, tt.uid, got, exit, tt.want)
 			}
 		})
+	}
+
+	// The agent runs Go code on as many threads as the sandbox has CPUs.
+	if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", st.PID)); err != nil || !slices.Contains(strings.Split(string(env), "\x00"), "GOMAXPROCS=1") {
+		t.Errorf("the agent's environment %q (%v); want GOMAXPROCS=1 for one CPU", env, err)
 	}
 
 	// Limits reach the cgroups.

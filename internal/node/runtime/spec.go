@@ -70,6 +70,18 @@ type host struct {
 	swapLimit bool
 }
 
+// agentProcs is how many threads the agent runs Go code on: its sandbox's
+// CPUs, rounded up. Go's own default takes at least 2 under a CPU quota,
+// and for a sandbox of one CPU every hand-off between the agent's
+// goroutines (a command's start, its output, its exit) then wakes another
+// thread. A sandbox's CPUs do not change while it runs. Commands do not
+// inherit the agent's environment. On one P the runtime hands work to
+// another thread whenever a goroutine blocks; the agent keeps spare ones
+// for when the sandbox's pids limit is full (cmd/cove-agent: spares).
+func agentProcs(cpus float64) int {
+	return max(1, int(math.Ceil(cpus)))
+}
+
 // ociSpec builds the runc config of a sandbox whose bundle holds rootfs.
 func ociSpec(s Spec, h host) *specs.Spec {
 	ids, nofile := h.ids, h.nofile
@@ -97,6 +109,7 @@ func ociSpec(s Spec, h host) *specs.Spec {
 				"HOME=/root",
 				"TERM=xterm",
 				"LANG=C.UTF-8",
+				"GOMAXPROCS=" + strconv.Itoa(agentProcs(s.CPUs)),
 			},
 			Cwd: "/",
 			Capabilities: &specs.LinuxCapabilities{
