@@ -122,19 +122,43 @@ func (s *Service) Idempotently(ctx context.Context, teamID, key, requestHash str
 // another replica took the key over, taking this one for dead: its
 // answer is the one kept.
 func (s *Service) complete(ctx context.Context, teamID, key string, a Answer) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := s.st.CompleteIdempotent(ctx, teamID, key, s.cfg.Replica, a.Status, a.Body); err != nil {
-		s.log.Warn("keep idempotent answer", "team", teamID, "err", err)
-	}
+	s.endKey(ctx, "keep idempotent answer", teamID, func(ctx context.Context) error {
+		return s.st.CompleteIdempotent(ctx, teamID, key, s.cfg.Replica, a.Status, a.Body)
+	})
 }
 
 // release gives up a key whose request failed, so that it may be retried.
 func (s *Service) release(ctx context.Context, teamID, key string) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	s.endKey(ctx, "release idempotency key", teamID, func(ctx context.Context) error {
+		return s.st.ReleaseIdempotent(ctx, teamID, key, s.cfg.Replica)
+	})
+}
+
+// endKeyFor bounds the writes that end a key's claim, retries included.
+const endKeyFor = 30 * time.Second
+
+// endKey runs write, which ends a key's claim, again while the store is
+// unavailable (a database restarting or failing over), for up to
+// endKeyFor. A claim left pending would be answered in flight by the
+// other replicas for as long as this one lives.
+func (s *Service) endKey(ctx context.Context, what, teamID string, write func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(ctx, endKeyFor)
 	defer cancel()
-	if err := s.st.ReleaseIdempotent(ctx, teamID, key, s.cfg.Replica); err != nil {
-		s.log.Warn("release idempotency key", "team", teamID, "err", err)
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		err := write(ctx)
+		if err == nil {
+			return
+		}
+		if !store.Unavailable(err) {
+			s.log.Warn(what, "team", teamID, "err", err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			s.log.Warn(what, "team", teamID, "err", err, "tried_for", endKeyFor)
+			return
+		case <-time.After(wait):
+		}
 	}
 }
 

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -561,5 +564,85 @@ func TestIdempotentlyAnswersWhileKeeping(t *testing.T) {
 	}
 	if runs != 1 {
 		t.Errorf("the request ran %d times; want once", runs)
+	}
+}
+
+// blinkingStore is a store whose writes ending a key's claim find the
+// database away (a connection refused) the first times they are tried,
+// or fail for good with fail.
+type blinkingStore struct {
+	*sqlite.DB
+	away           int // the first writes of each kind that fail
+	fail           error
+	completes, rel atomic.Int32
+}
+
+func (b *blinkingStore) err(n int32) error {
+	if b.fail != nil {
+		return b.fail
+	}
+	if int(n) <= b.away {
+		return &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	}
+	return nil
+}
+
+func (b *blinkingStore) CompleteIdempotent(ctx context.Context, teamID, key, owner string, status int, body []byte) error {
+	if err := b.err(b.completes.Add(1)); err != nil {
+		return err
+	}
+	return b.DB.CompleteIdempotent(ctx, teamID, key, owner, status, body)
+}
+
+func (b *blinkingStore) ReleaseIdempotent(ctx context.Context, teamID, key, owner string) error {
+	if err := b.err(b.rel.Add(1)); err != nil {
+		return err
+	}
+	return b.DB.ReleaseIdempotent(ctx, teamID, key, owner)
+}
+
+// TestIdempotentEndsOutlastTheStoreAway: the write that keeps a key's
+// answer, and the one that releases a failed request's key, are tried
+// again while the store is unavailable (a database restarting), so the
+// key does not stay in flight for the other replicas; a write that fails
+// otherwise is tried once.
+func TestIdempotentEndsOutlastTheStoreAway(t *testing.T) {
+	_, st, c := newService(t)
+	tm := team(t, st, "a", api.Admission{})
+	log := slog.New(slog.DiscardHandler)
+	bs := &blinkingStore{DB: st, away: 3}
+	var keeper sync.WaitGroup
+	a := teams.New(teams.Config{Replica: "rep_a", Keeper: &keeper}, bs, log, c.now)
+	b := teams.New(teams.Config{Replica: "rep_b", ReplicaAlive: func(context.Context, string) (bool, error) { return true, nil }}, st, log, c.now)
+	answer := func(status int, body string) func(context.Context) teams.Answer {
+		return func(context.Context) teams.Answer { return teams.Answer{Status: status, Body: []byte(body)} }
+	}
+
+	if got, _, err := a.Idempotently(t.Context(), tm.ID, "kept", "h", answer(http.StatusCreated, "one")); string(got.Body) != "one" || err != nil {
+		t.Fatalf("first: %q %v", got.Body, err)
+	}
+	keeper.Wait()
+	if got, replayed, err := b.Idempotently(t.Context(), tm.ID, "kept", "h", answer(http.StatusCreated, "two")); string(got.Body) != "one" || !replayed || err != nil {
+		t.Errorf("another replica, once kept: %q replayed %v %v; want one, replayed", got.Body, replayed, err)
+	}
+	if n := bs.completes.Load(); n != 4 {
+		t.Errorf("the answer was written %d times; want 4 (3 refused)", n)
+	}
+
+	if got, _, err := a.Idempotently(t.Context(), tm.ID, "failed", "h", answer(http.StatusInternalServerError, "no")); got.Status != http.StatusInternalServerError || err != nil {
+		t.Fatalf("a failed request: %+v %v", got, err)
+	}
+	if got, replayed, err := b.Idempotently(t.Context(), tm.ID, "failed", "h", answer(http.StatusCreated, "again")); string(got.Body) != "again" || replayed || err != nil {
+		t.Errorf("its retry on another replica: %q replayed %v %v; want it run again", got.Body, replayed, err)
+	}
+	if n := bs.rel.Load(); n != 4 {
+		t.Errorf("the release was written %d times; want 4 (3 refused)", n)
+	}
+
+	broken := &blinkingStore{DB: st, fail: errors.New("constraint")}
+	d := teams.New(teams.Config{Replica: "rep_d"}, broken, log, c.now)
+	d.Idempotently(t.Context(), tm.ID, "broken", "h", answer(http.StatusCreated, "one"))
+	if n := broken.completes.Load(); n != 1 {
+		t.Errorf("a write failing for good was tried %d times; want 1", n)
 	}
 }
