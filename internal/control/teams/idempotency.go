@@ -27,16 +27,18 @@ type Answer struct {
 // replica sharing the store:
 //
 //   - the first request with the key claims it in the store and runs; its
-//     successful answer is kept, a failed one is not (the claim is
-//     released, so the request may be retried with its key);
+//     successful answer is kept, a failed one is not: after a refusal
+//     (4xx) the claim is released, so the request may be retried with its
+//     key; after a server error (5xx), which may come after part of the
+//     work, it is given up, and a retry takes it over as below;
 //   - a later request with the same key and request gets the kept answer
 //     (replayed true); one with another request under the key is refused;
 //     with a Keeper, the answer is given while it is being stored, and
 //     this replica replays it from memory until it is;
 //   - while the first attempt runs, on this replica or another, a retry
 //     is refused with conflict and a Retry-After;
-//   - when the replica running the first attempt died, a retry takes the
-//     claim over and runs do again. do is given a ctx whose IDs (id.For)
+//   - when the replica running the first attempt died, or gave the claim
+//     up, a retry takes the claim over and runs do again. do is given a ctx whose IDs (id.For)
 //     are derived from the claim, so the second attempt finds what the
 //     first created instead of creating it again; calls on existing
 //     resources check their state, so they do not act twice.
@@ -94,6 +96,14 @@ func (s *Service) Idempotently(ctx context.Context, teamID, key, requestHash str
 	// The claim's end must not depend on the request's ctx: a client gone
 	// must not leave its key pending.
 	sctx := context.WithoutCancel(ctx)
+	if a.Status >= 500 {
+		// A server error may come after part of the work (a command
+		// started, then the store went away): the claim is given up
+		// before the answer, not dropped, so that a retry on any replica
+		// takes it over and resumes with the same IDs, as after a death.
+		s.giveUp(sctx, teamID, key)
+		return a, false, nil
+	}
 	if a.Status < 200 || a.Status >= 300 {
 		// Released before the answer: its retry runs again.
 		s.release(sctx, teamID, key)
@@ -134,10 +144,19 @@ func (s *Service) release(ctx context.Context, teamID, key string) {
 	})
 }
 
+// giveUp leaves a key's claim pending with no owner, for any replica's
+// retry to take over.
+func (s *Service) giveUp(ctx context.Context, teamID, key string) {
+	s.endKey(ctx, "give up idempotency key", teamID, func(ctx context.Context) error {
+		_, err := s.st.TakeOverIdempotent(ctx, teamID, key, s.cfg.Replica, "")
+		return err
+	})
+}
+
 // endKeyFor bounds the writes that end a key's claim, retries included.
 const endKeyFor = 30 * time.Second
 
-// endKey runs write, which ends a key's claim, again while the store is
+// endKey runs write, which ends or gives up a key's claim, again while the store is
 // unavailable (a database restarting or failing over), for up to
 // endKeyFor. A claim left pending would be answered in flight by the
 // other replicas for as long as this one lives.
@@ -182,7 +201,8 @@ func reused(key string) error {
 // another replica took it over first). The caller holds the key in this
 // process, so a claim of this replica's own ID is an earlier run's.
 func (s *Service) takeOver(ctx context.Context, rec store.Idempotent) (store.Idempotent, error) {
-	if rec.Owner != s.cfg.Replica {
+	// A claim without owner was given up after a server error.
+	if rec.Owner != s.cfg.Replica && rec.Owner != "" {
 		alive, err := s.cfg.ReplicaAlive(ctx, rec.Owner)
 		if err != nil {
 			return rec, err
@@ -198,7 +218,11 @@ func (s *Service) takeOver(ctx context.Context, rec store.Idempotent) (store.Ide
 	if err != nil {
 		return rec, err
 	}
-	s.log.Info("took over an idempotency key from a dead replica", "team", rec.TeamID, "replica", rec.Owner)
+	if rec.Owner == "" {
+		s.log.Info("resumed an idempotency key given up after a server error", "team", rec.TeamID)
+	} else {
+		s.log.Info("took over an idempotency key from a dead replica", "team", rec.TeamID, "replica", rec.Owner)
+	}
 	return taken, nil
 }
 

@@ -574,7 +574,7 @@ type blinkingStore struct {
 	*sqlite.DB
 	away           int // the first writes of each kind that fail
 	fail           error
-	completes, rel atomic.Int32
+	completes, rel, gaveUp atomic.Int32
 }
 
 func (b *blinkingStore) err(n int32) error {
@@ -601,11 +601,20 @@ func (b *blinkingStore) ReleaseIdempotent(ctx context.Context, teamID, key, owne
 	return b.DB.ReleaseIdempotent(ctx, teamID, key, owner)
 }
 
-// TestIdempotentEndsOutlastTheStoreAway: the write that keeps a key's
-// answer, and the one that releases a failed request's key, are tried
-// again while the store is unavailable (a database restarting), so the
-// key does not stay in flight for the other replicas; a write that fails
-// otherwise is tried once.
+func (b *blinkingStore) TakeOverIdempotent(ctx context.Context, teamID, key, deadOwner, newOwner string) (store.Idempotent, error) {
+	if err := b.err(b.gaveUp.Add(1)); err != nil {
+		return store.Idempotent{}, err
+	}
+	return b.DB.TakeOverIdempotent(ctx, teamID, key, deadOwner, newOwner)
+}
+
+// TestIdempotentEndsOutlastTheStoreAway: the writes that keep a key's
+// answer, release a refused request's key and give up a failed one's are
+// tried again while the store is unavailable (a database restarting), so
+// the key does not stay in flight for the other replicas; a write that
+// fails otherwise is tried once. A request that failed with a server
+// error, maybe after part of its work, is resumed by its retry on another
+// replica with the same IDs, not run anew.
 func TestIdempotentEndsOutlastTheStoreAway(t *testing.T) {
 	_, st, c := newService(t)
 	tm := team(t, st, "a", api.Admission{})
@@ -629,14 +638,37 @@ func TestIdempotentEndsOutlastTheStoreAway(t *testing.T) {
 		t.Errorf("the answer was written %d times; want 4 (3 refused)", n)
 	}
 
-	if got, _, err := a.Idempotently(t.Context(), tm.ID, "failed", "h", answer(http.StatusInternalServerError, "no")); got.Status != http.StatusInternalServerError || err != nil {
-		t.Fatalf("a failed request: %+v %v", got, err)
+	if got, _, err := a.Idempotently(t.Context(), tm.ID, "refused", "h", answer(http.StatusBadRequest, "no")); got.Status != http.StatusBadRequest || err != nil {
+		t.Fatalf("a refused request: %+v %v", got, err)
 	}
-	if got, replayed, err := b.Idempotently(t.Context(), tm.ID, "failed", "h", answer(http.StatusCreated, "again")); string(got.Body) != "again" || replayed || err != nil {
+	if got, replayed, err := b.Idempotently(t.Context(), tm.ID, "refused", "h", answer(http.StatusCreated, "again")); string(got.Body) != "again" || replayed || err != nil {
 		t.Errorf("its retry on another replica: %q replayed %v %v; want it run again", got.Body, replayed, err)
 	}
 	if n := bs.rel.Load(); n != 4 {
 		t.Errorf("the release was written %d times; want 4 (3 refused)", n)
+	}
+
+	ids := map[string]bool{}
+	attempt := func(status int, wantResumed bool) func(context.Context) teams.Answer {
+		return func(ctx context.Context) teams.Answer {
+			ids[id.For(ctx, "cmd")] = true
+			if id.Resumed(ctx) != wantResumed {
+				t.Errorf("attempt answering %d: resumed %v", status, id.Resumed(ctx))
+			}
+			return teams.Answer{Status: status, Body: []byte("done")}
+		}
+	}
+	if got, _, err := a.Idempotently(t.Context(), tm.ID, "failed", "h", attempt(http.StatusServiceUnavailable, false)); got.Status != http.StatusServiceUnavailable || err != nil {
+		t.Fatalf("a failed request: %+v %v", got, err)
+	}
+	if n := bs.gaveUp.Load(); n != 4 {
+		t.Errorf("the key was given up in %d writes; want 4 (3 refused)", n)
+	}
+	if got, replayed, err := b.Idempotently(t.Context(), tm.ID, "failed", "h", attempt(http.StatusCreated, true)); string(got.Body) != "done" || replayed || err != nil {
+		t.Errorf("its retry on another replica: %q replayed %v %v; want it resumed", got.Body, replayed, err)
+	}
+	if len(ids) != 1 {
+		t.Errorf("the two attempts made IDs %v; want one, the same", ids)
 	}
 
 	broken := &blinkingStore{DB: st, fail: errors.New("constraint")}
