@@ -572,8 +572,8 @@ func TestIdempotentlyAnswersWhileKeeping(t *testing.T) {
 // or fail for good with fail.
 type blinkingStore struct {
 	*sqlite.DB
-	away           int // the first writes of each kind that fail
-	fail           error
+	away                   int // the first writes of each kind that fail
+	fail                   error
 	completes, rel, gaveUp atomic.Int32
 }
 
