@@ -38,10 +38,11 @@ type Answer struct {
 //   - while the first attempt runs, on this replica or another, a retry
 //     is refused with conflict and a Retry-After;
 //   - when the replica running the first attempt died, or gave the claim
-//     up, a retry takes the claim over and runs do again. do is given a ctx whose IDs (id.For)
-//     are derived from the claim, so the second attempt finds what the
-//     first created instead of creating it again; calls on existing
-//     resources check their state, so they do not act twice.
+//     up, a retry takes the claim over and runs do again. do is given a
+//     ctx whose IDs (id.For) are derived from the claim, so the second
+//     attempt finds what the first created instead of creating it again;
+//     calls on existing resources check their state, so they do not act
+//     twice.
 func (s *Service) Idempotently(ctx context.Context, teamID, key, requestHash string, do func(ctx context.Context) Answer) (Answer, bool, error) {
 	// One request per key runs in this process at a time; the others
 	// are in flight behind it. Holding the key here also tells a claim of
@@ -156,9 +157,9 @@ func (s *Service) giveUp(ctx context.Context, teamID, key string) {
 // endKeyFor bounds the writes that end a key's claim, retries included.
 const endKeyFor = 30 * time.Second
 
-// endKey runs write, which ends or gives up a key's claim, again while the store is
-// unavailable (a database restarting or failing over), for up to
-// endKeyFor. A claim left pending would be answered in flight by the
+// endKey runs write, which ends or gives up a key's claim, again while
+// the store is unavailable (a database restarting or failing over), for
+// up to endKeyFor. A claim left pending would be answered in flight by the
 // other replicas for as long as this one lives.
 func (s *Service) endKey(ctx context.Context, what, teamID string, write func(context.Context) error) {
 	ctx, cancel := context.WithTimeout(ctx, endKeyFor)
